@@ -1,0 +1,28 @@
+"""The Paillier layer: keys over phe, fixed point, CipherArray, packing, fast randomness."""
+
+from smc_hmm.crypto.cipherarray import CipherArray
+from smc_hmm.crypto.keys import (
+    DEFAULT_KEY_BITS,
+    Meter,
+    PrivateKey,
+    PublicKey,
+    generate_keypair,
+    private_key_from_phe,
+    public_key_from_phe,
+)
+from smc_hmm.crypto.multiexp import multiexp, naive_multiexp, pippenger
+from smc_hmm.crypto.randomness import (
+    DJNRandomizer,
+    FixedBaseTable,
+    NthPowerRandomizer,
+    Randomizer,
+    RandomizerPool,
+)
+from smc_hmm.crypto.rng import Rng
+
+__all__ = [
+    "DEFAULT_KEY_BITS", "CipherArray", "DJNRandomizer", "FixedBaseTable", "Meter",
+    "NthPowerRandomizer", "PrivateKey", "PublicKey", "Randomizer", "RandomizerPool", "Rng",
+    "generate_keypair", "multiexp", "naive_multiexp", "pippenger", "private_key_from_phe",
+    "public_key_from_phe",
+]

@@ -1,0 +1,426 @@
+"""CipherArray: a numpy-shaped array of Paillier ciphertexts with one binary scale.
+
+Element-wise homomorphic arithmetic (thesis 3.1.2): E(a) E(b) = E(a + b),
+E(a)^k = E(k a).  Each array carries its fixed-point ``scale`` (fractional
+bits) and a ``bound`` on the magnitude of every plaintext integer; every
+operation computes the bound of its result first and raises
+:class:`~smc_hmm.errors.PrecisionError` if it could leave the plaintext space,
+so results never wrap silently.
+
+Linear combinations are multi-exponentiations (:mod:`smc_hmm.crypto.multiexp`)
+and run in parallel through a :class:`~smc_hmm.compute.Compute`.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral
+
+import gmpy2
+import numpy as np
+import phe
+from gmpy2 import mpz
+
+from smc_hmm.compute import Compute
+from smc_hmm.crypto import fixedpoint
+from smc_hmm.crypto.keys import PrivateKey, PublicKey
+from smc_hmm.crypto.multiexp import combine_parts, signed_parts
+from smc_hmm.errors import (
+    InvalidInputError,
+    KeyMismatchError,
+    ScaleMismatchError,
+    ShapeMismatchError,
+)
+
+_INLINE = Compute.inline()
+#: below this many multiplications' worth of work a batch stays in-process
+_PARALLEL_MIN_TERMS = 2048
+
+
+def _mpz_array(values, shape) -> np.ndarray:
+    arr = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        arr[i] = v
+    return arr.reshape(shape)
+
+
+def _lincomb_task(bases: list, weight_rows: list, modulus) -> list:
+    """Worker: (P, Q) parts of prod_i bases_i^{w_ri} for each weight row."""
+    return [signed_parts(bases, row, modulus) for row in weight_rows]
+
+
+_WORKER_RANDOMIZERS: dict = {}  # per worker process: DJN tables keyed by parameters
+
+
+def _encrypt_task(params: dict, values: list[int]) -> list:
+    """Worker: DJN-encrypt signed integers with a table cached in this process."""
+    from smc_hmm.crypto.randomness import DJNRandomizer
+    from smc_hmm.crypto.rng import Rng
+
+    key = (params["n"], params["h_s"], params["alpha_bits"], params["window"])
+    randomizer = _WORKER_RANDOMIZERS.get(key)
+    if randomizer is None:
+        primes = params["primes"]
+        randomizer = DJNRandomizer(mpz(params["n"]), Rng.system(), params["alpha_bits"],
+                                   params["window"], primes=primes, h_s=mpz(params["h_s"]))
+        _WORKER_RANDOMIZERS[key] = randomizer
+    n = mpz(params["n"])
+    n2 = n * n
+    return [(1 + (v % n) * n) * r % n2 for v, r in zip(values, randomizer.draw(len(values)))]
+
+
+class CipherArray:
+    """Ciphertexts (gmpy2 mpz, dtype=object ndarray) sharing one key and one scale."""
+
+    __slots__ = ("public_key", "data", "scale", "bound")
+    __array_priority__ = 1000  # numpy defers `ndarray + CipherArray` to us
+
+    def __init__(self, public_key: PublicKey, data, scale: int = 0, bound: int | None = None,
+                 *, validate: bool = False):
+        if not isinstance(public_key, PublicKey):
+            raise InvalidInputError("CipherArray needs an smc_hmm PublicKey")
+        arr = data if isinstance(data, np.ndarray) and data.dtype == object else np.asarray(
+            data, dtype=object)
+        self.public_key = public_key
+        self.data = arr
+        self.scale = fixedpoint.check_scale(scale)
+        self.bound = public_key.max_plain if bound is None else int(bound)
+        if validate:
+            public_key.validate_ciphertexts(arr.reshape(-1))
+
+    # -- construction -----------------------------------------------------------
+
+    @classmethod
+    def encrypt(cls, public_key: PublicKey, values, scale: int = 0, *,
+                compute: Compute | None = None) -> CipherArray:
+        """Encrypt reals (rounded at ``scale`` fractional bits) or exact integers."""
+        ints, bound = fixedpoint.encode(values, scale)
+        return cls.encrypt_encoded(public_key, ints, scale, bound, compute=compute)
+
+    @classmethod
+    def encrypt_encoded(cls, public_key: PublicKey, ints, scale: int, bound: int | None = None,
+                        *, compute: Compute | None = None) -> CipherArray:
+        """Encrypt already-encoded integers at ``scale``."""
+        ints = fixedpoint.as_object_array(ints)
+        bound = fixedpoint.max_abs(ints) if bound is None else bound
+        public_key.check_plain(bound, "encrypted value")
+        flat = [int(v) for v in ints.reshape(-1)]
+        compute = compute or _INLINE
+        randomizer = public_key.randomizer
+        if compute.parallel and len(flat) >= 64 and hasattr(randomizer, "params") \
+                and not public_key.rng.insecure:
+            params = randomizer.params()
+            chunks = compute.chunks(flat, min_chunk=32)
+            parts = compute.map(_encrypt_task, [params] * len(chunks), chunks)
+            cts = [c for part in parts for c in part]
+            public_key.meter.count("encrypt", len(flat))
+        else:
+            cts = public_key.encrypt_ints(flat)
+        return cls(public_key, _mpz_array(cts, ints.shape), scale, bound)
+
+    @classmethod
+    def concatenate(cls, arrays, axis: int = 0) -> CipherArray:
+        arrays = list(arrays)
+        if not arrays:
+            raise InvalidInputError("nothing to concatenate")
+        first = arrays[0]
+        for a in arrays[1:]:
+            first._check_compatible(a)
+        data = np.concatenate([a.data for a in arrays], axis=axis)
+        return cls(first.public_key, data, first.scale, max(a.bound for a in arrays))
+
+    # -- numpy-like shape -------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple:
+        return self.data.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def size(self) -> int:
+        return self.data.size
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, index) -> CipherArray:
+        sub = self.data[index]
+        if not isinstance(sub, np.ndarray):
+            sub = _mpz_array([sub], ())
+        return CipherArray(self.public_key, sub, self.scale, self.bound)
+
+    def reshape(self, *shape) -> CipherArray:
+        return CipherArray(self.public_key, self.data.reshape(*shape), self.scale, self.bound)
+
+    def ravel(self) -> CipherArray:
+        return self.reshape(-1)
+
+    @property
+    def T(self) -> CipherArray:  # noqa: N802 - numpy's name
+        return CipherArray(self.public_key, self.data.T, self.scale, self.bound)
+
+    def ciphertexts(self) -> list[mpz]:
+        """The flat list of raw ciphertexts (row-major)."""
+        return list(self.data.reshape(-1))
+
+    def _like(self, flat: list, scale: int, bound: int, shape=None) -> CipherArray:
+        return CipherArray(self.public_key, _mpz_array(flat, self.shape if shape is None
+                                                       else shape), scale, bound)
+
+    # -- decryption -------------------------------------------------------------
+
+    def decrypt_ints(self, private_key: PrivateKey) -> np.ndarray:
+        """Signed plaintext integers (object array), i.e. values * 2^scale."""
+        self._check_private(private_key)
+        out = private_key.decrypt_ints(self.ciphertexts())
+        return fixedpoint.as_object_array(np.array(out, dtype=object)).reshape(self.shape)
+
+    def decrypt(self, private_key: PrivateKey) -> np.ndarray:
+        """Plaintext values as float64 (integers / 2^scale, correctly rounded)."""
+        return fixedpoint.decode(self.decrypt_ints(private_key), self.scale)
+
+    def _check_private(self, private_key: PrivateKey) -> None:
+        if not isinstance(private_key, PrivateKey):
+            raise InvalidInputError("decryption needs an smc_hmm PrivateKey")
+        self.public_key.same_key(private_key.public_key)
+
+    # -- arithmetic ---------------------------------------------------------------
+
+    def _check_compatible(self, other: CipherArray) -> None:
+        self.public_key.same_key(other.public_key)
+        if other.scale != self.scale:
+            raise ScaleMismatchError(
+                f"scales differ ({self.scale} vs {other.scale} fractional bits); "
+                "call rescale_up() on the coarser operand first")
+
+    def _broadcast(self, other_data: np.ndarray):
+        try:
+            a, b = np.broadcast_arrays(self.data, other_data)
+        except ValueError as e:
+            raise ShapeMismatchError(f"shapes {self.shape} and {other_data.shape} do not "
+                                     "broadcast") from e
+        return a, b
+
+    def __add__(self, other) -> CipherArray:
+        pk, n, n2 = self.public_key, self.public_key.n_mpz, self.public_key.nsquare_mpz
+        if isinstance(other, CipherArray):
+            self._check_compatible(other)
+            bound = self.bound + other.bound
+            pk.check_plain(bound, "sum")
+            a, b = self._broadcast(other.data)
+            flat = [x * y % n2 for x, y in zip(a.reshape(-1), b.reshape(-1))]
+        else:
+            ints, obound = fixedpoint.encode(_plain(other), self.scale)
+            bound = self.bound + obound
+            pk.check_plain(bound, "sum")
+            a, b = self._broadcast(ints)
+            flat = [x * (1 + (int(m) % n) * n) % n2 for x, m in zip(a.reshape(-1),
+                                                                  b.reshape(-1))]
+        pk.meter.count("add", len(flat))
+        return self._like(flat, self.scale, bound, a.shape)
+
+    __radd__ = __add__
+
+    def __neg__(self) -> CipherArray:
+        n2 = self.public_key.nsquare_mpz
+        flat = [gmpy2.invert(c, n2) for c in self.ciphertexts()]
+        self.public_key.meter.count("scalar_mul", len(flat))
+        return self._like(flat, self.scale, self.bound)
+
+    def __sub__(self, other) -> CipherArray:
+        if isinstance(other, CipherArray):
+            return self + (-other)
+        return self + (-_plain(other))
+
+    def __rsub__(self, other) -> CipherArray:
+        return (-self) + other
+
+    def mul(self, factors, scale: int = 0) -> CipherArray:
+        """Multiply by plaintext integers carrying ``scale`` fractional bits.
+
+        The result's scale is ``self.scale + scale``.  ``factors`` broadcasts
+        against the array; one shared factor uses gmpy2's GIL-free list powmod.
+        """
+        scale = fixedpoint.check_scale(scale)
+        ks = fixedpoint.as_object_array(factors)
+        bound = self.bound * fixedpoint.max_abs(ks)
+        pk, n2 = self.public_key, self.public_key.nsquare_mpz
+        pk.check_plain(bound, "product")
+        fixedpoint.check_scale(self.scale + scale)
+        if ks.ndim == 0:
+            k = int(ks.item())
+            base = self.ciphertexts()
+            if k < 0:
+                base, k = [gmpy2.invert(c, n2) for c in base], -k
+            flat = list(gmpy2.powmod_base_list(base, k, n2)) if base else []
+            shape = self.shape
+        else:
+            a, b = self._broadcast(ks)
+            flat = [gmpy2.powmod(c, int(k), n2) for c, k in zip(a.reshape(-1), b.reshape(-1))]
+            shape = a.shape
+        pk.meter.count("scalar_mul", len(flat))
+        return self._like(flat, self.scale + scale, bound, shape)
+
+    def mul_fixed(self, reals, scale: int) -> CipherArray:
+        """Multiply by real factors rounded at ``scale`` fractional bits."""
+        ints, _ = fixedpoint.encode(np.asarray(reals, dtype=float), scale)
+        return self.mul(ints, scale)
+
+    def __mul__(self, other) -> CipherArray:
+        arr = np.asarray(other)
+        if arr.dtype.kind == "f":
+            raise InvalidInputError("multiply by reals with mul_fixed(values, scale): the "
+                                    "factor's fixed-point scale must be explicit")
+        return self.mul(other)
+
+    __rmul__ = __mul__
+
+    def rescale_up(self, bits: int) -> CipherArray:
+        """Exactly multiply by 2^bits and add ``bits`` to the scale (align scales)."""
+        if bits == 0:
+            return self
+        result = self.mul(1 << bits)
+        result.scale = self.scale + bits
+        return result
+
+    def sum(self, axis=None) -> CipherArray:
+        """Homomorphic sum over ``axis`` (all elements by default)."""
+        n2, pk = self.public_key.nsquare_mpz, self.public_key
+        data = self.data
+        if axis is None:
+            data, axis = data.reshape(-1), 0
+        count = data.shape[axis]
+        bound = self.bound * count
+        pk.check_plain(bound, "sum")
+        moved = np.moveaxis(data, axis, 0)
+        out_shape = moved.shape[1:]
+        cols = moved.reshape(count, -1)
+        flat = []
+        for j in range(cols.shape[1]):
+            acc = mpz(1)
+            for c in cols[:, j]:
+                acc = acc * c % n2
+            flat.append(acc)
+        pk.meter.count("add", max(0, count - 1) * cols.shape[1])
+        return self._like(flat, self.scale, bound, out_shape)
+
+    def lincomb(self, weights, weight_scale: int = 0, *,
+                compute: Compute | None = None) -> CipherArray:
+        """E(W x) for this 1-D array x and integer weights W of shape (k, m) or (m,).
+
+        Each output is one multi-exponentiation; negative weights cost one
+        inversion per output in total.  Result scale: ``scale + weight_scale``.
+        """
+        if self.ndim != 1:
+            raise ShapeMismatchError("lincomb needs a 1-D CipherArray; reshape first")
+        w = fixedpoint.as_object_array(weights)
+        single = w.ndim == 1
+        w2 = w.reshape(1, -1) if single else w
+        if w2.ndim != 2 or w2.shape[1] != self.size:
+            raise ShapeMismatchError(f"weights of shape {w.shape} do not match {self.size} "
+                                     "ciphertexts")
+        weight_scale = fixedpoint.check_scale(weight_scale)
+        fixedpoint.check_scale(self.scale + weight_scale)
+        pk, n2 = self.public_key, self.public_key.nsquare_mpz
+        row_l1 = [sum(abs(int(x)) for x in row) for row in w2]
+        bound = self.bound * max(row_l1, default=0)
+        pk.check_plain(bound, "linear combination")
+        bases = self.ciphertexts()
+        rows = [[int(x) for x in row] for row in w2]
+        compute = compute or _INLINE
+        k, m = len(rows), len(bases)
+        if not compute.parallel or k * m < _PARALLEL_MIN_TERMS:
+            parts = [[p] for p in _lincomb_task(bases, rows, n2)]
+        elif k >= compute.workers:
+            groups = compute.chunks(list(range(k)))
+            results = compute.map(_lincomb_task, [bases] * len(groups),
+                                  [[rows[i] for i in g] for g in groups], [n2] * len(groups))
+            parts = [[p] for res in results for p in res]
+        else:
+            spans = compute.chunks(list(range(m)), min_chunk=64)
+            results = compute.map(
+                _lincomb_task, [bases[s[0]:s[-1] + 1] for s in spans],
+                [[row[s[0]:s[-1] + 1] for row in rows] for s in spans], [n2] * len(spans))
+            parts = [[res[r] for res in results] for r in range(k)]
+        flat = [combine_parts(p, n2) for p in parts]
+        pk.meter.count("multiexp_terms", k * m)
+        out = self._like(flat, self.scale + weight_scale, bound, (k,))
+        return out[0] if single else out
+
+    def lincomb_fixed(self, reals, weight_scale: int, *,
+                      compute: Compute | None = None) -> CipherArray:
+        """:meth:`lincomb` with real weights rounded at ``weight_scale`` bits."""
+        ints, _ = fixedpoint.encode(np.asarray(reals, dtype=float), weight_scale)
+        return self.lincomb(ints, weight_scale, compute=compute)
+
+    def __rmatmul__(self, weights) -> CipherArray:
+        arr = np.asarray(weights)
+        if arr.dtype.kind == "f":
+            raise InvalidInputError("use lincomb_fixed(W, scale) for real weights")
+        return self.lincomb(arr)
+
+    def rerandomize(self) -> CipherArray:
+        """Fresh randomness, same plaintexts: apply before sending computed ciphertexts."""
+        flat = self.public_key.rerandomize(self.ciphertexts())
+        return self._like(flat, self.scale, self.bound)
+
+    def with_bound(self, bound: int) -> CipherArray:
+        """The same ciphertexts with a caller-asserted (tighter or looser) bound."""
+        return CipherArray(self.public_key, self.data, self.scale, bound)
+
+    # -- phe interoperability -----------------------------------------------------
+
+    def to_phe(self) -> np.ndarray:
+        """phe ``EncryptedNumber`` objects (exponent base 16; scale rounded up to 4k bits)."""
+        extra = -self.scale % 4
+        arr = self.rescale_up(extra) if extra else self
+        exponent = -(arr.scale // 4)
+        out = np.empty(self.size, dtype=object)
+        for i, c in enumerate(arr.ciphertexts()):
+            out[i] = phe.EncryptedNumber(self.public_key, int(c), exponent)
+        return out.reshape(self.shape)
+
+    @classmethod
+    def from_phe(cls, numbers, public_key: PublicKey | None = None, scale: int | None = None,
+                 bound: int | None = None) -> CipherArray:
+        """Wrap phe ``EncryptedNumber`` objects; exponents are aligned to one binary scale.
+
+        phe does not track magnitudes, so ``bound`` (max |plaintext integer| at
+        the target scale) should be given; by default the full plaintext space
+        is assumed, which leaves no room for further arithmetic.
+        """
+        arr = np.asarray(numbers, dtype=object)
+        flat = list(arr.reshape(-1))
+        if not flat or not all(isinstance(x, phe.EncryptedNumber) for x in flat):
+            raise InvalidInputError("from_phe needs a non-empty array of phe EncryptedNumbers")
+        key = public_key if public_key is not None else flat[0].public_key
+        if not isinstance(key, PublicKey):
+            key = PublicKey(key.n)
+        for x in flat:
+            if x.public_key.n != key.n:
+                raise KeyMismatchError("EncryptedNumbers under different keys")
+        natural = [max(0, -4 * x.exponent) for x in flat]
+        target = max(natural) if scale is None else fixedpoint.check_scale(scale)
+        n2 = key.nsquare_mpz
+        cts = []
+        for x, s in zip(flat, natural):
+            shift = target - s + (4 * x.exponent if x.exponent > 0 else 0)
+            if shift < 0:
+                raise InvalidInputError(f"scale {target} is too coarse for exponent {x.exponent}")
+            c = mpz(x.ciphertext(be_secure=False))
+            cts.append(gmpy2.powmod(c, 1 << shift, n2) if shift else c)
+        key.validate_ciphertexts(cts)
+        return cls(key, _mpz_array(cts, arr.shape), target, bound)
+
+    def __repr__(self) -> str:
+        return (f"CipherArray(shape={self.shape}, scale={self.scale}, "
+                f"bound_bits={self.bound.bit_length()}, key={self.public_key!r})")
+
+
+def _plain(values):
+    arr = np.asarray(values)
+    if arr.dtype == object:
+        return arr
+    return arr

@@ -1,0 +1,237 @@
+"""Paillier key pairs built on phe's key classes (interoperable with phe).
+
+:class:`PublicKey` and :class:`PrivateKey` subclass ``phe.PaillierPublicKey``
+and ``phe.PaillierPrivateKey``: a phe ``EncryptedNumber`` made with our key
+decrypts with phe and vice versa.  On top they add what the fast paths need:
+gmpy2 copies of n and n^2, a fingerprint for the wire, a precision bound, a
+pluggable randomizer (DJN fixed-base table by default, see
+:mod:`smc_hmm.crypto.randomness`), batched CRT decryption, and a *meter* that
+counts operations for the cost ledger (thesis 3.1.2, Paillier 1999).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import gmpy2
+import phe
+from gmpy2 import mpz
+
+from smc_hmm.crypto.randomness import DJNRandomizer, NthPowerRandomizer, Randomizer
+from smc_hmm.crypto.rng import Rng
+from smc_hmm.errors import (
+    InsecureKeyWarning,
+    InvalidCiphertextError,
+    InvalidInputError,
+    KeyMismatchError,
+)
+
+DEFAULT_KEY_BITS = 2048
+MIN_SECURE_BITS = 2048
+#: |plaintext| must stay below n / 2^(1 + PRECISION_MARGIN_BITS): headroom for masks.
+PRECISION_MARGIN_BITS = 2
+
+
+class Meter:
+    """Counts crypto operations. The default counts nothing; the cost ledger subclasses it."""
+
+    def count(self, op: str, k: int = 1) -> None:  # noqa: B027 - intentionally a no-op
+        pass
+
+
+NULL_METER = Meter()
+
+
+class PublicKey(phe.PaillierPublicKey):
+    """A Paillier public key (g = n + 1) with fast-path state.
+
+    ``meter`` counts operations; ``with_meter`` returns a view sharing the
+    randomizer and tables, so each party can count its own work.
+    """
+
+    def __init__(self, n: int, *, rng: Rng | None = None, randomizer: Randomizer | None = None,
+                 meter: Meter | None = None):
+        n = int(n)
+        if n < 3 or n % 2 == 0:
+            raise InvalidInputError("a Paillier modulus must be an odd integer > 2")
+        super().__init__(n)
+        self.n_mpz = mpz(n)
+        self.nsquare_mpz = self.n_mpz * self.n_mpz
+        self.bits = n.bit_length()
+        self.fingerprint = hashlib.sha256(n.to_bytes((self.bits + 7) // 8, "big")).digest()[:16]
+        self.max_plain = (n // 2) >> PRECISION_MARGIN_BITS
+        self.rng = rng if rng is not None else Rng.system()
+        self._randomizer = randomizer
+        self.meter = meter if meter is not None else NULL_METER
+        self._primes: tuple[mpz, mpz] | None = None  # set by PrivateKey: CRT encryption
+
+    # -- views and configuration ------------------------------------------------
+
+    def with_meter(self, meter: Meter) -> PublicKey:
+        """A view of this key that counts into ``meter`` (shares tables and pools)."""
+        _ = self.randomizer  # create it first so every view shares one table/pool
+        view = copy.copy(self)
+        view.meter = meter
+        return view
+
+    @property
+    def randomizer(self) -> Randomizer:
+        if self._randomizer is None:
+            self._randomizer = DJNRandomizer(self.n_mpz, self.rng, primes=self._primes)
+        return self._randomizer
+
+    def use_randomizer(self, randomizer: Randomizer) -> None:
+        """Replace the randomizer (shared by every view made after this call)."""
+        self._randomizer = randomizer
+
+    def use_djn(self, alpha_bits: int | None = None, window: int = 8) -> DJNRandomizer:
+        """DJN short-exponent randomness; ``alpha_bits`` defaults to bits(n)/2."""
+        r = DJNRandomizer(self.n_mpz, self.rng, alpha_bits, window, primes=self._primes)
+        self._randomizer = r
+        return r
+
+    def use_full_randomness(self) -> NthPowerRandomizer:
+        """Textbook r^n randomness (CRT-accelerated when the private key is known)."""
+        r = NthPowerRandomizer(self.n_mpz, self.rng, self._primes)
+        self._randomizer = r
+        return r
+
+    # -- raw integer operations ---------------------------------------------------
+
+    def check_plain(self, bound: int, what: str = "value") -> None:
+        """Raise PrecisionError if a plaintext of magnitude ``bound`` could wrap."""
+        if bound > self.max_plain:
+            from smc_hmm.errors import PrecisionError
+
+            raise PrecisionError(
+                f"{what} needs {int(bound).bit_length()} bits but the plaintext space of a "
+                f"{self.bits}-bit key allows {self.max_plain.bit_length()} "
+                f"(|x| < n/2^{1 + PRECISION_MARGIN_BITS}); lower the scale or rescale first"
+            )
+
+    def encrypt_ints(self, values, randomizers: list[mpz] | None = None) -> list[mpz]:
+        """Encrypt signed integers (caller has checked |v| <= max_plain)."""
+        values = [int(v) for v in values]
+        if randomizers is None:
+            randomizers = self.randomizer.draw(len(values))
+        n, n2 = self.n_mpz, self.nsquare_mpz
+        self.meter.count("encrypt", len(values))
+        return [(1 + (v % n) * n) * r % n2 for v, r in zip(values, randomizers)]
+
+    def rerandomize(self, ciphertexts: list[mpz]) -> list[mpz]:
+        n2 = self.nsquare_mpz
+        rs = self.randomizer.draw(len(ciphertexts))
+        self.meter.count("rerandomize", len(ciphertexts))
+        return [c * r % n2 for c, r in zip(ciphertexts, rs)]
+
+    def validate_ciphertexts(self, ciphertexts, check_gcd: bool = True) -> None:
+        """Raise InvalidCiphertextError unless every c is in Z*_{n^2}."""
+        n, n2 = self.n_mpz, self.nsquare_mpz
+        for c in ciphertexts:
+            if not (0 < c < n2):
+                raise InvalidCiphertextError("ciphertext outside (0, n^2)")
+            if check_gcd and gmpy2.gcd(c, n) != 1:
+                raise InvalidCiphertextError("ciphertext not coprime to n")
+
+    def same_key(self, other: PublicKey) -> None:
+        if other is not self and other.fingerprint != self.fingerprint:
+            raise KeyMismatchError("values encrypted under different public keys were combined")
+
+    def __repr__(self) -> str:
+        return f"<PublicKey {self.bits} bits {self.fingerprint[:4].hex()}>"
+
+    def __reduce__(self):  # local process pools only; never used on the wire
+        return (PublicKey, (self.n,))
+
+
+class PrivateKey(phe.PaillierPrivateKey):
+    """A Paillier private key with batched CRT decryption of signed integers."""
+
+    def __init__(self, public_key: PublicKey, p: int, q: int):
+        if not isinstance(public_key, PublicKey):
+            public_key = PublicKey(public_key.n)
+        super().__init__(public_key, int(p), int(q))
+        self._p, self._q = mpz(self.p), mpz(self.q)
+        self._psq, self._qsq = mpz(self.psquare), mpz(self.qsquare)
+        self._hp, self._hq = mpz(self.hp), mpz(self.hq)
+        self._p_inv = mpz(self.p_inverse)
+        public_key._primes = (self._p, self._q)
+        self.decrypt_threads = 2
+
+    def _decrypt_chunk(self, cs: list[mpz]) -> list[int]:
+        p, q, psq, qsq = self._p, self._q, self._psq, self._qsq
+        xp = gmpy2.powmod_base_list([c % psq for c in cs], p - 1, psq)  # releases the GIL
+        xq = gmpy2.powmod_base_list([c % qsq for c in cs], q - 1, qsq)
+        n, half = self.public_key.n_mpz, self.public_key.n_mpz // 2
+        out = []
+        for a, b in zip(xp, xq):
+            mp = (a - 1) // p * self._hp % p
+            mq = (b - 1) // q * self._hq % q
+            m = mp + ((mq - mp) * self._p_inv % q) * p
+            out.append(int(m - n) if m > half else int(m))
+        return out
+
+    def decrypt_ints(self, ciphertexts) -> list[int]:
+        """Decrypt to signed integers in (-n/2, n/2], using threads for big batches."""
+        cs = [mpz(c) for c in ciphertexts]
+        self.public_key.validate_ciphertexts(cs, check_gcd=False)
+        self.public_key.meter.count("decrypt", len(cs))
+        threads = self.decrypt_threads
+        if len(cs) < 16 or threads <= 1:
+            return self._decrypt_chunk(cs)
+        size = -(-len(cs) // threads)
+        chunks = [cs[i:i + size] for i in range(0, len(cs), size)]
+        with ThreadPoolExecutor(len(chunks)) as pool:
+            return [m for part in pool.map(self._decrypt_chunk, chunks) for m in part]
+
+    def __repr__(self) -> str:
+        return f"<PrivateKey for {self.public_key!r}>"
+
+
+def _random_prime(bits: int, rng: Rng) -> mpz:
+    while True:
+        start = mpz(rng.randbits(bits)) | (mpz(3) << (bits - 2)) | 1
+        p = gmpy2.next_prime(start)
+        if p.bit_length() == bits:
+            return p
+
+
+def generate_keypair(bits: int = DEFAULT_KEY_BITS, *, insecure: bool = False,
+                     rng: Rng | None = None) -> tuple[PublicKey, PrivateKey]:
+    """A fresh Paillier key pair with an n of exactly ``bits`` bits.
+
+    Keys shorter than 2048 bits need ``insecure=True`` (tests, reproductions of
+    the thesis's 256/512-bit figures) and emit :class:`InsecureKeyWarning`.
+    """
+    if not isinstance(bits, int) or bits < 128 or bits % 2:
+        raise InvalidInputError(f"key bits must be an even integer >= 128, got {bits!r}")
+    if bits < MIN_SECURE_BITS:
+        if not insecure:
+            raise InvalidInputError(
+                f"{bits}-bit Paillier keys are insecure; pass insecure=True for tests only")
+        warnings.warn(f"generating an insecure {bits}-bit Paillier key", InsecureKeyWarning,
+                      stacklevel=2)
+    rng = rng if rng is not None else Rng.system()
+    while True:
+        p = _random_prime(bits // 2, rng)
+        q = _random_prime(bits // 2, rng)
+        n = p * q
+        if p != q and n.bit_length() == bits and gmpy2.gcd(n, (p - 1) * (q - 1)) == 1:
+            break
+    public = PublicKey(int(n), rng=rng.spawn())
+    return public, PrivateKey(public, int(p), int(q))
+
+
+def public_key_from_phe(key: phe.PaillierPublicKey, **kwargs) -> PublicKey:
+    """Wrap a phe public key (same n) in a :class:`PublicKey`."""
+    return key if isinstance(key, PublicKey) else PublicKey(key.n, **kwargs)
+
+
+def private_key_from_phe(key: phe.PaillierPrivateKey) -> PrivateKey:
+    """Wrap a phe private key in a :class:`PrivateKey`."""
+    if isinstance(key, PrivateKey):
+        return key
+    return PrivateKey(public_key_from_phe(key.public_key), key.p, key.q)

@@ -1,0 +1,238 @@
+"""Paillier randomizers: the factor rho in c = (1 + m n) * rho mod n^2.
+
+Three sources, all producing elements of the subgroup of n-th residues:
+
+* :class:`NthPowerRandomizer` -- rho = r^n for uniform r in Z*_n (textbook
+  Paillier, as phe does).  When the encryptor also holds the private key the
+  power is taken by CRT modulo p^2 and q^2 (about 3x faster).
+* :class:`DJNRandomizer` -- Damgard-Jurik-Nielsen short exponents: rho = h_s^alpha
+  with h_s = (-x^2)^n mod n^2 fixed and alpha uniform of ``alpha_bits`` bits.
+  With ``alpha_bits = bits(n)/2`` (default) this is DJN's original setting: the
+  distribution is statistically close to a random n-th residue under the
+  factoring-related assumption of DJN 2010, Sec. 2.  ``alpha_bits = 2 * kappa``
+  (e.g. 224 for kappa = 112) is faster but rests on the stronger *short
+  exponent* assumption for the group of n-th residues; it is an explicit option.
+  A fixed-base table (window w) turns each draw into bits/w multiplications.
+* :class:`RandomizerPool` -- offline/online split: a background thread fills a
+  queue of precomputed randomizers; online encryption is one multiplication.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+import gmpy2
+from gmpy2 import mpz
+
+from smc_hmm.crypto.rng import Rng
+from smc_hmm.errors import InvalidInputError
+
+
+class FixedBaseTable:
+    """Precomputed g^(d * 2^(w i)) mod M for fast g^e with e < 2^bits (Brickell et al.)."""
+
+    __slots__ = ("modulus", "window", "bits", "rows")
+
+    def __init__(self, base: mpz, modulus: mpz, bits: int, window: int = 8):
+        self.modulus, self.window, self.bits = modulus, window, bits
+        rows = []
+        g = mpz(base)
+        for _ in range(-(-bits // window)):
+            row = [mpz(1), g]
+            for _ in range(2, 1 << window):
+                row.append(row[-1] * g % modulus)
+            rows.append(row)
+            g = row[-1] * g % modulus  # g^(2^w) for the next row
+        self.rows = rows
+
+    def pow(self, e: int) -> mpz:
+        if e < 0 or e.bit_length() > self.bits:
+            raise InvalidInputError(f"exponent out of the table's range [0, 2^{self.bits})")
+        mask, w, mod = (1 << self.window) - 1, self.window, self.modulus
+        acc = None
+        for row in self.rows:
+            if not e:
+                break
+            d = e & mask
+            if d:
+                acc = row[d] if acc is None else acc * row[d] % mod
+            e >>= w
+        return mpz(1) if acc is None else acc
+
+
+class Randomizer:
+    """Interface: ``draw(count)`` returns ``count`` fresh randomizers rho (n-th residues)."""
+
+    name = "abstract"
+
+    def draw(self, count: int) -> list[mpz]:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return self.name
+
+
+class NthPowerRandomizer(Randomizer):
+    """rho = r^n mod n^2, r uniform in Z*_n; CRT when the primes are known."""
+
+    name = "r^n"
+
+    def __init__(self, n: mpz, rng: Rng, primes: tuple[mpz, mpz] | None = None):
+        self.n, self.nsquare, self.rng = mpz(n), mpz(n) * mpz(n), rng
+        self._crt = None
+        if primes is not None:
+            p, q = (mpz(x) for x in primes)
+            p2, q2 = p * p, q * q
+            self._crt = (p2, q2, self.n % (p * (p - 1)), self.n % (q * (q - 1)),
+                         gmpy2.invert(q2, p2), q2)
+            self.name = "r^n (CRT)"
+
+    def draw(self, count: int) -> list[mpz]:
+        rs = [self.rng.unit_mod(self.n) for _ in range(count)]
+        if self._crt is None:
+            return list(gmpy2.powmod_base_list(rs, self.n, self.nsquare)) if rs else []
+        p2, q2, ep, eq, q2inv, _ = self._crt
+        xp = gmpy2.powmod_base_list([r % p2 for r in rs], ep, p2)
+        xq = gmpy2.powmod_base_list([r % q2 for r in rs], eq, q2)
+        return [b + ((a - b) * q2inv % p2) * q2 for a, b in zip(xp, xq)]
+
+
+class DJNRandomizer(Randomizer):
+    """rho = h_s^alpha, alpha uniform of ``alpha_bits`` bits, from a fixed-base table."""
+
+    def __init__(self, n: mpz, rng: Rng, alpha_bits: int | None = None, window: int = 8,
+                 primes: tuple[mpz, mpz] | None = None, h_s: mpz | None = None):
+        n = mpz(n)
+        self.n, self.nsquare, self.rng = n, n * n, rng
+        self.alpha_bits = alpha_bits if alpha_bits is not None else (n.bit_length() + 1) // 2
+        if self.alpha_bits < 128:
+            raise InvalidInputError(f"alpha_bits={self.alpha_bits} is too short (need >= 128)")
+        if h_s is None:
+            x = rng.unit_mod(n)
+            h_s = gmpy2.powmod((-x * x) % n, n, self.nsquare)
+        self.h_s = mpz(h_s)
+        self.window = window
+        self._tables = None
+        self._primes = primes
+        self._lock = threading.Lock()
+        self.name = f"DJN h_s^alpha, |alpha|={self.alpha_bits}" + (" (CRT)" if primes else "")
+
+    def _build(self):
+        with self._lock:
+            if self._tables is None:
+                if self._primes is None:
+                    self._tables = FixedBaseTable(self.h_s, self.nsquare, self.alpha_bits,
+                                                  self.window)
+                else:
+                    p, q = (mpz(x) for x in self._primes)
+                    p2, q2 = p * p, q * q
+                    self._tables = (
+                        FixedBaseTable(self.h_s % p2, p2, self.alpha_bits, self.window),
+                        FixedBaseTable(self.h_s % q2, q2, self.alpha_bits, self.window),
+                        gmpy2.invert(q2, p2), p2, q2,
+                    )
+        return self._tables
+
+    def precompute(self) -> None:
+        """Build the fixed-base table now (otherwise on first draw)."""
+        self._build()
+
+    def draw(self, count: int) -> list[mpz]:
+        tables = self._tables or self._build()
+        alphas = [self.rng.randbits(self.alpha_bits) for _ in range(count)]
+        if isinstance(tables, FixedBaseTable):
+            return [tables.pow(a) for a in alphas]
+        tp, tq, q2inv, p2, q2 = tables
+        out = []
+        for a in alphas:
+            rp, rq = tp.pow(a), tq.pow(a)
+            out.append(rq + ((rp - rq) * q2inv % p2) * q2)
+        return out
+
+    def params(self) -> dict:
+        """What a worker process needs to rebuild this randomizer (no secrets but primes)."""
+        return {"n": int(self.n), "h_s": int(self.h_s), "alpha_bits": self.alpha_bits,
+                "window": self.window,
+                "primes": None if self._primes is None else tuple(int(x) for x in self._primes)}
+
+
+class RandomizerPool(Randomizer):
+    """Offline/online split: precomputed randomizers consumed by online encryption.
+
+    ``fill(k)`` precomputes k values now (offline phase); ``start()`` runs a
+    daemon thread that keeps the pool topped up to ``capacity``.  ``draw`` takes
+    from the pool and computes any shortfall synchronously (counted in
+    ``misses``), so encryption never blocks on the background worker.  Each
+    value is handed out once.
+    """
+
+    def __init__(self, source: Randomizer, capacity: int = 4096, chunk: int = 32):
+        if capacity <= 0:
+            raise InvalidInputError("pool capacity must be positive")
+        self.source, self.capacity, self.chunk = source, capacity, chunk
+        self._values: deque = deque()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.hits = 0
+        self.misses = 0
+        self.name = f"pool({source.describe()})"
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def fill(self, count: int | None = None) -> None:
+        """Offline phase: precompute until the pool holds ``count`` (default capacity)."""
+        target = min(self.capacity, count if count is not None else self.capacity)
+        while len(self._values) < target:
+            batch = self.source.draw(min(self.chunk, target - len(self._values)))
+            with self._cond:
+                self._values.extend(batch)
+
+    def start(self) -> RandomizerPool:
+        """Start the background filler thread (idempotent)."""
+        if self._thread is None or not self._thread.is_alive():
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="randomizer-pool",
+                                            daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        with self._cond:
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with self._cond:
+                while len(self._values) >= self.capacity and not self._stop.is_set():
+                    self._cond.wait(0.5)
+            if self._stop.is_set():
+                return
+            batch = self.source.draw(self.chunk)
+            with self._cond:
+                self._values.extend(batch)
+
+    def draw(self, count: int) -> list[mpz]:
+        out = []
+        with self._cond:
+            take = min(count, len(self._values))
+            for _ in range(take):
+                out.append(self._values.popleft())
+            self._cond.notify_all()
+        self.hits += take
+        if take < count:
+            self.misses += count - take
+            out.extend(self.source.draw(count - take))
+        return out
+
+    def __enter__(self) -> RandomizerPool:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
