@@ -10,7 +10,7 @@ from smc_hmm.crypto.keys import (
     private_key_from_phe,
     public_key_from_phe,
 )
-from smc_hmm.crypto.multiexp import multiexp, naive_multiexp, pippenger
+from smc_hmm.crypto.multiexp import multiexp, naive_multiexp
 from smc_hmm.crypto.randomness import (
     DJNRandomizer,
     FixedBaseTable,
@@ -23,6 +23,6 @@ from smc_hmm.crypto.rng import Rng
 __all__ = [
     "DEFAULT_KEY_BITS", "CipherArray", "DJNRandomizer", "FixedBaseTable", "Meter",
     "NthPowerRandomizer", "PrivateKey", "PublicKey", "Randomizer", "RandomizerPool", "Rng",
-    "generate_keypair", "multiexp", "naive_multiexp", "pippenger", "private_key_from_phe",
+    "generate_keypair", "multiexp", "naive_multiexp", "private_key_from_phe",
     "public_key_from_phe",
 ]

@@ -13,8 +13,6 @@ and run in parallel through a :class:`~smc_hmm.compute.Compute`.
 
 from __future__ import annotations
 
-from numbers import Integral
-
 import gmpy2
 import numpy as np
 import phe
@@ -33,7 +31,7 @@ from smc_hmm.errors import (
 
 _INLINE = Compute.inline()
 #: below this many multiplications' worth of work a batch stays in-process
-_PARALLEL_MIN_TERMS = 2048
+_PARALLEL_MIN_TERMS = 512
 
 
 def _mpz_array(values, shape) -> np.ndarray:

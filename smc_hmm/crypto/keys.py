@@ -11,7 +11,6 @@ counts operations for the cost ledger (thesis 3.1.2, Paillier 1999).
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -73,7 +72,8 @@ class PublicKey(phe.PaillierPublicKey):
     def with_meter(self, meter: Meter) -> PublicKey:
         """A view of this key that counts into ``meter`` (shares tables and pools)."""
         _ = self.randomizer  # create it first so every view shares one table/pool
-        view = copy.copy(self)
+        view = object.__new__(PublicKey)
+        view.__dict__.update(self.__dict__)
         view.meter = meter
         return view
 

@@ -3,12 +3,12 @@
 A linear combination of Paillier ciphertexts, E(sum_i w_i x_i), is the
 multi-exponentiation prod_i E(x_i)^{w_i} mod n^2.  Computing each power on its
 own costs ~1.5 * bits(w) modular multiplications per term; Pippenger's bucket
-method costs about ``bits(w) / c * (m + 2^(c+1))`` multiplications for m terms
-and window c, i.e. a few per term.
+method with signed digits costs about ``(bits(w) + 1) / c * (m + 2^(c+1))``
+multiplications for m terms and window c, i.e. a few per term.
 
-Negative exponents are split off and the whole negative part is inverted once
-(``P * Q^{-1}``): a negative weight is never raised as ``n - |w|``, which would
-cost a full-size exponentiation.
+Negative digits are collected on a separate accumulator that is inverted once
+at the end (``P * Q^{-1}``): a negative weight is never raised as ``n - |w|``,
+which would cost a full-size exponentiation.
 """
 
 from __future__ import annotations
@@ -21,82 +21,84 @@ from gmpy2 import mpz
 ONE = mpz(1)
 
 
-def _window_for(terms: int, exp_bits: int) -> int:
-    """The Pippenger window c minimising bits/c * (terms + 2^(c+1)) multiplications."""
-    if terms <= 0 or exp_bits <= 0:
-        return 1
-    return min(
-        range(1, 17),
-        key=lambda c: -(-exp_bits // c) * (terms + (1 << (c + 1))) + c,
-    )
+def signed_digits(e: int, c: int) -> list[int]:
+    """Digits |d_j| <= 2^(c-1) with e = sum_j d_j 2^(c j), lowest first."""
+    sign, e = (-1, -e) if e < 0 else (1, e)
+    half, full, mask = 1 << (c - 1), 1 << c, (1 << c) - 1
+    digits = []
+    while e:
+        d = e & mask
+        if d >= half:
+            d -= full
+        digits.append(sign * d)
+        e = (e - d) >> c
+    return digits
 
 
-def pippenger(bases: Sequence[mpz], exps: Sequence[int], modulus: mpz) -> mpz:
-    """prod g_i^{e_i} mod modulus for non-negative exponents (Pippenger's bucket method)."""
-    if len(bases) != len(exps):
-        raise ValueError("bases and exponents differ in length")
-    pairs = [(g, int(e)) for g, e in zip(bases, exps) if e]
-    if not pairs:
-        return ONE
-    if len(pairs) == 1:
-        g, e = pairs[0]
-        return gmpy2.powmod(g, e, modulus)
-    exp_bits = max(e for _, e in pairs).bit_length()
-    c = _window_for(len(pairs), exp_bits)
-    mask = (1 << c) - 1
-    windows = -(-exp_bits // c)
-    result = None
-    for w in range(windows - 1, -1, -1):
-        if result is not None:
-            for _ in range(c):
-                result = result * result % modulus
-        shift = w * c
-        buckets: list = [None] * (mask + 1)
-        for g, e in pairs:
-            digit = (e >> shift) & mask
-            if digit:
-                b = buckets[digit]
-                buckets[digit] = g if b is None else b * g % modulus
-        # sum_k k * B_k with two running products (2 * 2^c multiplications)
-        running = None
-        window_sum = None
-        for k in range(mask, 0, -1):
-            b = buckets[k]
-            if b is not None:
-                running = b if running is None else running * b % modulus
-            if running is not None:
-                window_sum = running if window_sum is None else window_sum * running % modulus
-        if window_sum is not None:
-            result = window_sum if result is None else result * window_sum % modulus
-    return ONE if result is None else result
-
-
-def split_signed(bases: Sequence[mpz], exps: Sequence[int]):
-    """Split (g_i, e_i) into positive-exponent and |negative|-exponent lists."""
-    pos_b, pos_e, neg_b, neg_e = [], [], [], []
-    for g, e in zip(bases, exps):
-        e = int(e)
-        if e > 0:
-            pos_b.append(g)
-            pos_e.append(e)
-        elif e < 0:
-            neg_b.append(g)
-            neg_e.append(-e)
-    return pos_b, pos_e, neg_b, neg_e
+def _signed_window_for(terms: int, exp_bits: int) -> int:
+    """Window c minimising (bits+1)/c * (terms + 2^(c+1)) for signed-digit buckets."""
+    return min(range(2, 17), key=lambda c: -(-(exp_bits + 1) // c) * (terms + (1 << (c + 1))))
 
 
 def signed_parts(bases: Sequence[mpz], exps: Sequence[int], modulus: mpz) -> tuple[mpz, mpz]:
-    """(P, Q) with prod g_i^{e_i} = P * Q^{-1}: the positive and negative parts."""
-    pos_b, pos_e, neg_b, neg_e = split_signed(bases, exps)
-    return pippenger(pos_b, pos_e, modulus), pippenger(neg_b, neg_e, modulus)
+    """(P, Q) with prod g_i^{e_i} = P * Q^{-1}, for exponents of either sign.
+
+    Signed-digit Pippenger: each exponent is recoded into digits in
+    [-2^(c-1), 2^(c-1)); a digit d > 0 puts g into positive bucket d, a digit
+    d < 0 into negative bucket |d|.  Both bucket sets have 2^(c-1) buckets, so
+    a window costs m + 2^(c+1) multiplications whatever the signs, and the
+    negative side is inverted once at the very end (by the caller).
+    """
+    pairs = [(g, int(e)) for g, e in zip(bases, exps) if e]
+    if not pairs:
+        return ONE, ONE
+    exp_bits = max(abs(e) for _, e in pairs).bit_length()
+    c = _signed_window_for(len(pairs), exp_bits)
+    digit_rows = [signed_digits(e, c) for _, e in pairs]
+    windows = max(len(d) for d in digit_rows)
+    half = 1 << (c - 1)
+    pos_acc = neg_acc = None
+    for w in range(windows - 1, -1, -1):
+        for _ in range(c):
+            if pos_acc is not None:
+                pos_acc = pos_acc * pos_acc % modulus
+            if neg_acc is not None:
+                neg_acc = neg_acc * neg_acc % modulus
+        pos: list = [None] * (half + 1)
+        neg: list = [None] * (half + 1)
+        for (g, _), digits in zip(pairs, digit_rows):
+            if w < len(digits):
+                d = digits[w]
+                if d > 0:
+                    b = pos[d]
+                    pos[d] = g if b is None else b * g % modulus
+                elif d < 0:
+                    b = neg[-d]
+                    neg[-d] = g if b is None else b * g % modulus
+        pos_sum = _aggregate(pos, modulus)
+        neg_sum = _aggregate(neg, modulus)
+        if pos_sum is not None:
+            pos_acc = pos_sum if pos_acc is None else pos_acc * pos_sum % modulus
+        if neg_sum is not None:
+            neg_acc = neg_sum if neg_acc is None else neg_acc * neg_sum % modulus
+    return (ONE if pos_acc is None else pos_acc), (ONE if neg_acc is None else neg_acc)
+
+
+def _aggregate(buckets: list, modulus: mpz):
+    """prod_k B_k^k with two running products (2 multiplications per bucket)."""
+    running = total = None
+    for k in range(len(buckets) - 1, 0, -1):
+        b = buckets[k]
+        if b is not None:
+            running = b if running is None else running * b % modulus
+        if running is not None:
+            total = running if total is None else total * running % modulus
+    return total
 
 
 def multiexp(bases: Sequence[mpz], exps: Sequence[int], modulus: mpz) -> mpz:
     """prod_i g_i^{e_i} mod modulus, exponents of either sign; one inversion in all."""
-    positive, negative = signed_parts(bases, exps, modulus)
-    if negative == 1:
-        return positive
-    return positive * gmpy2.invert(negative, modulus) % modulus
+    return combine_parts([signed_parts(bases, exps, modulus)], modulus)
 
 
 def combine_parts(parts: Sequence[tuple[mpz, mpz]], modulus: mpz) -> mpz:

@@ -1,0 +1,1 @@
+"""Benchmarks behind ``smc-hmm bench``: side-by-side runs that print medians and ratios."""

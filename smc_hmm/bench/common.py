@@ -1,0 +1,92 @@
+"""Shared benchmark plumbing: median timing, result rows, table and JSON output."""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+
+def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
+    """Median wall time of ``fn()`` over ``repeats`` runs after ``warmup`` runs."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+@dataclass
+class Row:
+    """One comparison: ``ratio`` = how many times better ours is than the baseline."""
+
+    name: str
+    ours: float
+    baseline: float | None
+    unit: str
+    target: float | None = None
+    note: str = ""
+    ratio: float | None = field(init=False)
+
+    def __post_init__(self):
+        self.ratio = None
+        if self.baseline is not None and self.ours > 0:
+            lower_is_better = self.unit.startswith(("s", "ms", "us"))
+            self.ratio = self.baseline / self.ours if lower_is_better else self.ours / self.baseline
+
+    @property
+    def met(self) -> bool | None:
+        if self.target is None or self.ratio is None:
+            return None
+        return self.ratio >= self.target
+
+
+@dataclass
+class BenchResult:
+    benchmark: str
+    key_bits: int
+    rows: list[Row]
+    params: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "benchmark": self.benchmark,
+            "key_bits": self.key_bits,
+            "machine": {"python": platform.python_version(), "cpu": platform.processor()
+                        or platform.machine()},
+            "params": self.params,
+            "rows": [asdict(r) for r in self.rows],
+        }
+
+    def write_json(self, path: str) -> None:
+        with open(path, "w") as fh:
+            json.dump(self.to_dict(), fh, indent=2)
+            fh.write("\n")
+
+    def print_table(self, console=None) -> None:
+        from rich.console import Console
+        from rich.table import Table
+
+        console = console or Console()
+        table = Table(title=f"{self.benchmark} benchmark, {self.key_bits}-bit keys "
+                            "(medians; ratio = times better than baseline)")
+        for col in ("operation", "ours", "baseline", "unit", "ratio", "target", "note"):
+            table.add_column(col, justify="left" if col in ("operation", "note") else "right")
+        for r in self.rows:
+            mark = "" if r.met is None else (" [green]ok[/]" if r.met else " [red]MISSED[/]")
+            table.add_row(r.name, _fmt(r.ours), _fmt(r.baseline), r.unit,
+                          "-" if r.ratio is None else f"{r.ratio:.1f}x{mark}",
+                          "-" if r.target is None else f">= {r.target:g}x", r.note)
+        console.print(table)
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.4g}"

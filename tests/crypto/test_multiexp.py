@@ -1,0 +1,42 @@
+import gmpy2
+from gmpy2 import mpz
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from smc_hmm.crypto.multiexp import (
+    combine_parts,
+    multiexp,
+    naive_multiexp,
+    signed_digits,
+    signed_parts,
+)
+
+MOD = mpz(1000000007) * mpz(998244353)  # a composite modulus like n^2
+
+
+@given(st.integers(-(2**70), 2**70), st.integers(2, 9))
+def test_signed_digits_recompose(e, c):
+    digits = signed_digits(e, c)
+    assert sum(d << (c * j) for j, d in enumerate(digits)) == e
+    assert all(abs(d) <= (1 << (c - 1)) for d in digits)
+
+
+@settings(max_examples=60)
+@given(st.lists(st.tuples(st.integers(2, 10**12), st.integers(-(2**45), 2**45)), max_size=40))
+def test_multiexp_equals_naive_product(pairs):
+    bases = [mpz(b) for b, _ in pairs if gmpy2.gcd(b, MOD) == 1]
+    exps = [e for b, e in pairs if gmpy2.gcd(b, MOD) == 1]
+    assert multiexp(bases, exps, MOD) == naive_multiexp(bases, exps, MOD)
+
+
+def test_chunked_parts_combine_to_the_whole():
+    bases = [mpz(3 + 2 * i) for i in range(300)]
+    exps = [(-1) ** i * (i * 7919 + 13) ** 3 for i in range(300)]
+    parts = [signed_parts(bases[i:i + 70], exps[i:i + 70], MOD) for i in range(0, 300, 70)]
+    assert combine_parts(parts, MOD) == naive_multiexp(bases, exps, MOD)
+
+
+def test_empty_and_zero_exponents():
+    assert multiexp([], [], MOD) == 1
+    assert multiexp([mpz(5), mpz(7)], [0, 0], MOD) == 1
+    assert multiexp([mpz(5)], [-1], MOD) == gmpy2.invert(5, MOD)

@@ -1,0 +1,111 @@
+import threading
+
+import gmpy2
+import pytest
+from gmpy2 import mpz
+
+from smc_hmm.crypto import (
+    CipherArray,
+    DJNRandomizer,
+    FixedBaseTable,
+    NthPowerRandomizer,
+    PublicKey,
+    RandomizerPool,
+    Rng,
+)
+from smc_hmm.errors import InvalidInputError
+
+
+def _is_nth_residue(x, sk):
+    """x is an n-th residue mod n^2 iff it encrypts 0."""
+    return sk.decrypt_ints([x]) == [0]
+
+
+def test_fixed_base_table_matches_powmod():
+    mod = mpz(1000003) * mpz(999983)
+    table = FixedBaseTable(mpz(12345), mod, bits=100, window=5)
+    for e in (0, 1, 31, 32, 2**99 + 12345, 2**100 - 1):
+        assert table.pow(e) == gmpy2.powmod(12345, e, mod)
+    with pytest.raises(InvalidInputError):
+        table.pow(2**100)
+
+
+@pytest.mark.parametrize("alpha_bits", [None, 160])
+@pytest.mark.parametrize("with_primes", [False, True])
+def test_djn_randomizers_are_nth_residues(keypair_512, alpha_bits, with_primes):
+    pk, sk = keypair_512
+    primes = (mpz(sk.p), mpz(sk.q)) if with_primes else None
+    r = DJNRandomizer(pk.n_mpz, Rng.seeded(1), alpha_bits, window=4, primes=primes)
+    values = r.draw(5)
+    assert len(set(values)) == 5
+    assert all(_is_nth_residue(v, sk) for v in values)
+
+
+def test_djn_crt_and_plain_tables_agree(keypair_512):
+    pk, sk = keypair_512
+    plain = DJNRandomizer(pk.n_mpz, Rng.seeded(3), 160, window=4)
+    crt = DJNRandomizer(pk.n_mpz, Rng.seeded(3), 160, window=4, primes=(sk.p, sk.q),
+                        h_s=plain.h_s)
+    plain.rng, crt.rng = Rng.seeded(9), Rng.seeded(9)
+    assert plain.draw(4) == crt.draw(4)
+
+
+def test_djn_rejects_short_exponents(keypair_512):
+    with pytest.raises(InvalidInputError):
+        DJNRandomizer(keypair_512[0].n_mpz, Rng.seeded(1), alpha_bits=64)
+
+
+@pytest.mark.parametrize("with_primes", [False, True])
+def test_full_randomizer_equals_r_to_the_n(keypair_512, with_primes):
+    pk, sk = keypair_512
+    primes = (sk.p, sk.q) if with_primes else None
+    got = NthPowerRandomizer(pk.n_mpz, Rng.seeded(5), primes).draw(3)
+    rng = Rng.seeded(5)
+    expect = [gmpy2.powmod(rng.unit_mod(pk.n_mpz), pk.n_mpz, pk.nsquare_mpz) for _ in range(3)]
+    assert got == expect
+
+
+def test_encryption_with_every_randomizer_decrypts(keypair_512):
+    pk, sk = keypair_512
+    key = PublicKey(pk.n)
+    for use in (key.use_full_randomness, key.use_djn, lambda: key.use_djn(alpha_bits=128)):
+        use()
+        assert CipherArray.encrypt(key, [-3, 0, 9]).decrypt_ints(sk).tolist() == [-3, 0, 9]
+
+
+def test_pool_offline_fill_then_online_draws(keypair_512):
+    pk, sk = keypair_512
+    source = DJNRandomizer(pk.n_mpz, Rng.seeded(2), 128, window=4)
+    pool = RandomizerPool(source, capacity=8)
+    pool.fill()
+    assert len(pool) == 8
+    got = pool.draw(10)
+    assert len(got) == 10 and pool.hits == 8 and pool.misses == 2
+    assert len(set(got)) == 10  # each value handed out once
+    assert all(_is_nth_residue(v, sk) for v in got)
+
+
+def test_pool_background_thread_refills_and_stops(keypair_512):
+    pk, _ = keypair_512
+    pool = RandomizerPool(DJNRandomizer(pk.n_mpz, Rng.seeded(2), 128, window=4), capacity=6,
+                          chunk=2)
+    before = threading.active_count()
+    with pool:
+        for _ in range(200):
+            if len(pool) >= 6:
+                break
+            threading.Event().wait(0.01)
+        assert len(pool) == 6
+        pool.draw(4)
+    assert threading.active_count() == before
+
+
+def test_pool_rejects_bad_capacity(keypair_512):
+    with pytest.raises(InvalidInputError):
+        RandomizerPool(DJNRandomizer(keypair_512[0].n_mpz, Rng.seeded(1)), capacity=0)
+
+
+def test_seeded_rng_is_marked_insecure():
+    assert Rng.seeded(1).insecure and not Rng.system().insecure
+    with pytest.raises(InvalidInputError):
+        Rng.seeded("x")
