@@ -1,0 +1,22 @@
+"""Transports between parties: Transport (bytes) / Channel (typed, tagged messages) / Network.
+
+Implementations: :mod:`~smc_hmm.transport.local` (in-process),
+:mod:`~smc_hmm.transport.tcp` (TCP with mutual TLS),
+:mod:`~smc_hmm.transport.simulated` (latency and bandwidth model) and
+:mod:`~smc_hmm.transport.faults` (fault injection for tests).
+"""
+
+from smc_hmm.transport.base import Channel, ChannelObserver, Network, Transport
+from smc_hmm.transport.faults import FaultyTransport, InjectedFaultError
+from smc_hmm.transport.local import LocalNetwork, LocalTransport
+
+__all__ = [
+    "Channel",
+    "ChannelObserver",
+    "FaultyTransport",
+    "InjectedFaultError",
+    "LocalNetwork",
+    "LocalTransport",
+    "Network",
+    "Transport",
+]
