@@ -1,0 +1,194 @@
+"""Certificates for mutual TLS between parties (``smc-hmm certs``).
+
+:func:`make_certificates` creates a small certificate authority (ECDSA P-256)
+and, for every party, a key and a certificate whose subject CN *and* SAN DNS
+name are the party name (plus ``localhost`` and ``127.0.0.1`` so loopback
+deployments work).  The TCP transport checks a peer's party name against
+exactly these fields.  Files written to ``out_dir``:
+
+``ca.pem``            the CA certificate (every party trusts it)
+``<party>.pem``       the party's certificate
+``<party>.key``       the party's private key (PKCS#8, unencrypted, mode 0600)
+
+The CA's private key is *not* written: a directory made this way can mint no
+further certificates, so adding a party means re-running the command for the
+whole set.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from smc_hmm.errors import ConfigError
+
+__all__ = ["CertificateSet", "make_certificates"]
+
+#: a party name usable as a DNS label-like identifier and a file name
+PARTY_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9_-]{0,61}[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class CertificateSet:
+    """Paths written by :func:`make_certificates`."""
+
+    ca_cert: Path
+    certs: dict[str, Path]
+    keys: dict[str, Path]
+
+    def tls_config(self, party: str):
+        """The :class:`~smc_hmm.transport.tcp.TlsConfig` of ``party``."""
+        from smc_hmm.transport.tcp import TlsConfig
+
+        return TlsConfig(self.ca_cert, self.certs[party], self.keys[party])
+
+
+def _write(path: Path, data: bytes, mode: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        os.fchmod(fd, mode)
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _check_parties(parties) -> list[str]:
+    if isinstance(parties, str):
+        parties = [p.strip() for p in parties.split(",")]
+    parties = list(parties)
+    if not parties:
+        raise ConfigError("no party names given")
+    for p in parties:
+        if not isinstance(p, str) or not PARTY_NAME.match(p) or p == "ca":
+            raise ConfigError(
+                f"invalid party name {p!r}: use lower-case letters, digits, '-' and '_' "
+                "(at most 63 characters, not 'ca')"
+            )
+    if len(set(parties)) != len(parties):
+        raise ConfigError(f"duplicate party names in {parties}")
+    return parties
+
+
+def make_certificates(
+    out_dir, parties, days: int = 365, *, ca_name: str = "smc-hmm CA"
+) -> CertificateSet:
+    """Create a CA and one key + certificate per party in ``out_dir``.
+
+    ``parties`` is a list of names (or a comma-separated string).  Returns the
+    paths; key files are created with mode 0600.
+    """
+    parties = _check_parties(parties)
+    if not isinstance(days, int) or days < 1:
+        raise ConfigError("days must be a positive integer")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    not_before = now - datetime.timedelta(minutes=5)
+    not_after = now + datetime.timedelta(days=days)
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_name)])
+    ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_subject)
+        .issuer_name(ca_subject)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(ca_ski, critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    ca_path = out / "ca.pem"
+    _write(ca_path, ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
+
+    certs: dict[str, Path] = {}
+    keys: dict[str, Path] = {}
+    for party in parties:
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, party)]))
+            .issuer_name(ca_subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(not_before)
+            .not_valid_after(not_after)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(
+                x509.SubjectAlternativeName(
+                    [
+                        x509.DNSName(party),
+                        x509.DNSName("localhost"),
+                        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                    ]
+                ),
+                critical=False,
+            )
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=False,
+                    crl_sign=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .add_extension(
+                x509.ExtendedKeyUsage(
+                    [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+                ),
+                critical=False,
+            )
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
+                critical=False,
+            )
+            .add_extension(
+                x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False
+            )
+            .sign(ca_key, hashes.SHA256())
+        )
+        certs[party] = out / f"{party}.pem"
+        keys[party] = out / f"{party}.key"
+        _write(certs[party], cert.public_bytes(serialization.Encoding.PEM), 0o644)
+        _write(
+            keys[party],
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            ),
+            0o600,
+        )
+    return CertificateSet(ca_path, certs, keys)

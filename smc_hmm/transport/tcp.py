@@ -1,0 +1,704 @@
+"""TCP transport between OS processes, with mutual TLS.
+
+Each pair of parties shares one TCP connection.  The party whose name sorts
+*lower* dials, the higher one listens, so any number of parties form a full
+mesh from one table ``name -> (host, port)``.  A party dials with retries
+until ``connect_timeout`` (its peer may start later) and accepts until the
+same deadline.
+
+Frames are length-prefixed (4-byte big-endian length, checked against
+``max_frame_bytes`` before the body is read).  One I/O thread per connection
+reads frames into a per-peer queue and writes queued frames, so sends never
+block on a slow reader and both directions flow at once; ``recv_bytes`` waits
+on the queue with a timeout.  When the socket closes, the peer's queue ends
+with :class:`~smc_hmm.errors.PeerDisconnectedError` (after every frame that did
+arrive).  :meth:`TcpTransport.close` flushes pending frames, half-closes,
+waits briefly for the peer's end, closes the sockets and joins every thread.
+
+Mutual TLS (:class:`TlsConfig`, certificates from :func:`smc_hmm.certs.make_certificates`):
+TLS 1.3 only, ``CERT_REQUIRED`` on both sides, and each side checks that the
+peer's certificate names the party it claims to be (subject CN or SAN DNS
+name).  Inside the TLS session the dialer sends a hello ``{"v", "from", "to"}``
+and the listener answers ``{"ok": true}`` or refuses with a reason.  Without
+``tls`` the same hello runs over plain TCP and nobody is authenticated: use it
+only on a trusted loopback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import selectors
+import socket
+import ssl
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgpack
+
+from smc_hmm.errors import (
+    AuthenticationError,
+    ConfigError,
+    FrameTooLargeError,
+    InvalidInputError,
+    PeerDisconnectedError,
+    PeerTimeoutError,
+    TransportError,
+)
+from smc_hmm.transport.base import Network, Transport
+from smc_hmm.wire import DEFAULT_MAX_FRAME_BYTES
+
+__all__ = ["TcpNetwork", "TcpTransport", "TlsConfig", "tcp_transport"]
+
+log = logging.getLogger(__name__)
+
+HEADER_BYTES = 4
+MAX_LENGTH = 2 ** (8 * HEADER_BYTES) - 1
+HELLO_VERSION = 1
+_HELLO_MAX_BYTES = 4096
+_READ_CHUNK = 1 << 18
+_WRITE_CHUNK = 1 << 20
+
+
+# -- TLS ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TlsConfig:
+    """Paths of the CA certificate, this party's certificate and its private key."""
+
+    ca_cert: str | Path
+    cert: str | Path
+    key: str | Path
+
+    def _context(self, purpose: int) -> ssl.SSLContext:
+        ctx = ssl.SSLContext(purpose)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        if purpose == ssl.PROTOCOL_TLS_CLIENT:
+            ctx.check_hostname = False  # we check the party name ourselves (CN / SAN)
+        try:
+            ctx.load_verify_locations(cafile=str(self.ca_cert))
+            ctx.load_cert_chain(certfile=str(self.cert), keyfile=str(self.key))
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"cannot load TLS files {self}: {exc}") from exc
+        return ctx
+
+    def server_context(self) -> ssl.SSLContext:
+        return self._context(ssl.PROTOCOL_TLS_SERVER)
+
+    def client_context(self) -> ssl.SSLContext:
+        return self._context(ssl.PROTOCOL_TLS_CLIENT)
+
+
+def _cert_names(cert: dict | None) -> set[str]:
+    """Subject CNs and SAN DNS names of a verified peer certificate."""
+    names: set[str] = set()
+    if not cert:
+        return names
+    for rdn in cert.get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                names.add(value)
+    for kind, value in cert.get("subjectAltName", ()):
+        if kind == "DNS":
+            names.add(value)
+    return names
+
+
+def _check_identity(sock, expected: str) -> None:
+    if not isinstance(sock, ssl.SSLSocket):
+        return
+    names = _cert_names(sock.getpeercert())
+    if expected not in names:
+        raise AuthenticationError(
+            f"peer certificate names {sorted(names)}, expected party {expected!r}"
+        )
+
+
+# -- blocking framing (hello only) -----------------------------------------------------
+
+
+def _read_exact(sock, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise PeerDisconnectedError("connection closed during the hello")
+        buf += chunk
+    return bytes(buf)
+
+
+def _send_small(sock, obj) -> None:
+    body = msgpack.packb(obj, use_bin_type=True)
+    sock.sendall(len(body).to_bytes(HEADER_BYTES, "big") + body)
+
+
+def _recv_small(sock) -> dict:
+    length = int.from_bytes(_read_exact(sock, HEADER_BYTES), "big")
+    if length > _HELLO_MAX_BYTES:
+        raise AuthenticationError("oversized hello")
+    try:
+        obj = msgpack.unpackb(_read_exact(sock, length), raw=False)
+    except Exception as exc:  # malformed hello
+        raise AuthenticationError(f"malformed hello: {exc}") from exc
+    if not isinstance(obj, dict):
+        raise AuthenticationError("malformed hello")
+    return obj
+
+
+# -- one connection -----------------------------------------------------------------
+
+
+class _End:
+    """Queue sentinel: the connection ended; ``kind(message)`` is raised on recv."""
+
+    def __init__(self, kind: type[Exception], message: str):
+        self.kind = kind
+        self.message = message
+
+    def error(self) -> Exception:
+        return self.kind(self.message)
+
+
+class _Connection:
+    """A connected socket (plain or TLS) with one I/O thread."""
+
+    def __init__(self, owner: str, peer: str, sock, max_frame_bytes: int, close_timeout: float):
+        self.owner = owner
+        self.peer = peer
+        self.sock = sock
+        self.max_frame_bytes = max_frame_bytes
+        self.close_timeout = close_timeout
+        self.inbox: queue.Queue = queue.Queue()
+        self._out: deque = deque()
+        self._out_lock = threading.Lock()
+        self._end: _End | None = None
+        self._closing = threading.Event()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self.thread = threading.Thread(
+            target=self._run, name=f"smc-tcp-io-{owner}-{peer}", daemon=True
+        )
+
+    def start(self) -> None:
+        self.sock.setblocking(False)
+        self.thread.start()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"\0")
+
+    def send(self, frame: bytes) -> None:
+        end = self._end
+        if end is not None:
+            raise PeerDisconnectedError(f"{self.owner}: cannot send to {self.peer}: {end.message}")
+        header = len(frame).to_bytes(HEADER_BYTES, "big")
+        with self._out_lock:
+            self._out.append(header)
+            if frame:
+                self._out.append(frame)
+        self._wake()
+
+    def begin_close(self) -> None:
+        self._closing.set()
+        self._wake()
+
+    def finish(self) -> None:
+        """After the thread ended: release the wake-up sockets."""
+        self._wake_r.close()
+        self._wake_w.close()
+
+    # -- the I/O thread ------------------------------------------------------------
+
+    def _run(self) -> None:
+        end = _End(PeerDisconnectedError, f"connection to {self.peer} closed")
+        try:
+            end = self._loop()
+        except FrameTooLargeError as exc:
+            end = _End(FrameTooLargeError, f"{self.owner}: frame from {self.peer}: {exc}")
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+            end = _End(
+                PeerDisconnectedError,
+                f"{self.owner}: connection to {self.peer} failed: {type(exc).__name__}: {exc}",
+            )
+        except BaseException as exc:  # noqa: BLE001 - never die silently
+            log.exception("I/O thread %s-%s crashed", self.owner, self.peer)
+            end = _End(TransportError, f"{self.owner}: I/O thread crashed: {exc!r}")
+        finally:
+            self._end = end
+            with self._out_lock:
+                self._out.clear()
+            with contextlib.suppress(OSError):
+                self.sock.close()
+            self.inbox.put(end)
+
+    def _pending_tls(self) -> bool:
+        sock = self.sock
+        return isinstance(sock, ssl.SSLSocket) and sock._sslobj is not None and sock.pending() > 0
+
+    def _loop(self) -> _End:
+        sock = self.sock
+        sel = selectors.DefaultSelector()
+        try:
+            sel.register(self._wake_r, selectors.EVENT_READ, "wake")
+            sel.register(sock, selectors.EVENT_READ, "sock")
+            rbuf = bytearray()
+            wbuf: memoryview | None = None
+            shut_wr = False
+            close_deadline: float | None = None
+            registered = selectors.EVENT_READ
+            first = True
+            while True:
+                if wbuf is None:
+                    with self._out_lock:
+                        if self._out:
+                            wbuf = memoryview(self._out.popleft())
+                if self._closing.is_set():
+                    if close_deadline is None:
+                        close_deadline = time.monotonic() + self.close_timeout
+                    if wbuf is None and not shut_wr:
+                        # everything is flushed: half-close, then wait for the peer's end
+                        with contextlib.suppress(OSError):
+                            sock.shutdown(socket.SHUT_WR)
+                        shut_wr = True
+                want = selectors.EVENT_READ | (selectors.EVENT_WRITE if wbuf is not None else 0)
+                if want != registered:
+                    sel.modify(sock, want, "sock")
+                    registered = want
+                timeout = None
+                if close_deadline is not None:
+                    timeout = max(0.0, close_deadline - time.monotonic())
+                if first or self._pending_tls():
+                    timeout = 0.0
+                ready = sel.select(timeout)
+                readable = first or self._pending_tls()
+                writable = False
+                first = False
+                for key, mask in ready:
+                    if key.data == "wake":
+                        with contextlib.suppress(OSError):
+                            while self._wake_r.recv(4096):
+                                pass
+                    else:
+                        readable |= bool(mask & selectors.EVENT_READ)
+                        writable |= bool(mask & selectors.EVENT_WRITE)
+                if readable and self._read(rbuf, discard=shut_wr):
+                    if self._closing.is_set():
+                        return _End(TransportError, f"{self.owner}: transport closed")
+                    return _End(
+                        PeerDisconnectedError, f"{self.owner}: peer {self.peer} disconnected"
+                    )
+                if writable and wbuf is not None:
+                    wbuf = self._write(wbuf)
+                if close_deadline is not None and time.monotonic() >= close_deadline:
+                    return _End(TransportError, f"{self.owner}: transport closed (forced)")
+        finally:
+            sel.close()
+
+    def _read(self, rbuf: bytearray, discard: bool) -> bool:
+        """Read what is available; queue complete frames. True at end of stream."""
+        sock = self.sock
+        for _ in range(64):
+            try:
+                data = sock.recv(_READ_CHUNK)
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
+                return False
+            if not data:
+                return True
+            if discard:
+                continue
+            rbuf += data
+            self._parse(rbuf)
+        return False
+
+    def _parse(self, rbuf: bytearray) -> None:
+        while len(rbuf) >= HEADER_BYTES:
+            length = int.from_bytes(rbuf[:HEADER_BYTES], "big")
+            if length > self.max_frame_bytes:
+                raise FrameTooLargeError(
+                    f"declared length {length} exceeds the limit of {self.max_frame_bytes}"
+                )
+            end = HEADER_BYTES + length
+            if len(rbuf) < end:
+                return
+            self.inbox.put(bytes(rbuf[HEADER_BYTES:end]))
+            del rbuf[:end]
+
+    def _write(self, wbuf: memoryview) -> memoryview | None:
+        sock = self.sock
+        while True:
+            try:
+                sent = sock.send(wbuf[:_WRITE_CHUNK])
+            except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError, InterruptedError):
+                return wbuf
+            wbuf = wbuf[sent:]
+            if len(wbuf):
+                continue
+            with self._out_lock:
+                if not self._out:
+                    return None
+                wbuf = memoryview(self._out.popleft())
+
+
+# -- the transport ------------------------------------------------------------------
+
+
+def _check_addresses(name: str, addresses: Mapping[str, tuple[str, int]]) -> dict:
+    if not isinstance(addresses, Mapping) or name not in addresses:
+        raise ConfigError(f"addresses must map every party name, including {name!r}")
+    if len(addresses) < 2:
+        raise ConfigError("a network needs at least two parties")
+    out = {}
+    for party, addr in addresses.items():
+        if type(party) is not str or not party or party == "localhost":
+            raise ConfigError(f"invalid party name {party!r}")
+        try:
+            host, port = addr
+        except (TypeError, ValueError):
+            raise ConfigError(f"address of {party!r} must be (host, port)") from None
+        if not isinstance(host, str) or type(port) is not int or not 0 <= port < 65536:
+            raise ConfigError(f"invalid address {addr!r} for {party!r}")
+        out[party] = (host, port)
+    return out
+
+
+class TcpTransport(Transport):
+    """One party's TCP (+ TLS) connections to every peer.
+
+    The constructor blocks until the full mesh is connected (or raises
+    PeerTimeoutError / AuthenticationError by ``connect_timeout``).  ``listener``
+    is an optional already-bound listening socket for this party (the transport
+    takes ownership); otherwise one is bound to ``addresses[name]`` if any peer
+    sorts lower than ``name``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        addresses: Mapping[str, tuple[str, int]],
+        tls: TlsConfig | None = None,
+        connect_timeout: float = 30.0,
+        *,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        close_timeout: float = 5.0,
+        listener: socket.socket | None = None,
+    ):
+        self.addresses = _check_addresses(name, addresses)
+        if not 0 < max_frame_bytes <= MAX_LENGTH:
+            raise InvalidInputError(f"max_frame_bytes must be in (0, {MAX_LENGTH}]")
+        self.name = name
+        self.peers = sorted(p for p in self.addresses if p != name)
+        self.tls = tls
+        self.max_frame_bytes = int(max_frame_bytes)
+        self.close_timeout = float(close_timeout)
+        self._server_ctx = tls.server_context() if tls is not None else None
+        self._client_ctx = tls.client_context() if tls is not None else None
+        self._conns: dict[str, _Connection] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self._listener = listener
+        sockets: dict[str, socket.socket] = {}
+        try:
+            self._establish(float(connect_timeout), sockets)
+        except BaseException:
+            for s in sockets.values():
+                with contextlib.suppress(OSError):
+                    s.close()
+            raise
+        finally:
+            if self._listener is not None:
+                self._listener.close()
+                self._listener = None
+        for peer in self.peers:
+            self._conns[peer] = _Connection(
+                name, peer, sockets[peer], self.max_frame_bytes, self.close_timeout
+            )
+        for conn in self._conns.values():
+            conn.start()
+
+    # -- set-up -------------------------------------------------------------------
+
+    def _establish(self, connect_timeout: float, sockets: dict) -> None:
+        deadline = time.monotonic() + connect_timeout
+        lower = [p for p in self.peers if p < self.name]
+        higher = [p for p in self.peers if p > self.name]
+        if lower and self._listener is None:
+            host, port = self.addresses[self.name]
+            lst = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+            lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                lst.bind((host, port))
+                lst.listen(len(lower) + 8)
+            except OSError as exc:
+                lst.close()
+                raise TransportError(f"{self.name}: cannot listen on {host}:{port}: {exc}") from exc
+            self._listener = lst
+        # Dial every higher-named peer first, then accept the lower-named ones: by
+        # induction from the highest name (which only accepts) this cannot deadlock.
+        for peer in higher:
+            sockets[peer] = self._dial(peer, deadline)
+        if lower:
+            self._accept(set(lower), deadline, sockets)
+
+    def _dial(self, peer: str, deadline: float):
+        host, port = self.addresses[peer]
+        last: Exception | None = None
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise PeerTimeoutError(
+                    f"{self.name}: could not connect to {peer} at {host}:{port}: {last}"
+                )
+            try:
+                raw = socket.create_connection((host, port), timeout=min(remaining, 5.0))
+            except OSError as exc:
+                last = exc
+                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+                continue
+            try:
+                return self._client_handshake(raw, peer, deadline)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    raw.close()
+                raise
+
+    def _client_handshake(self, raw: socket.socket, peer: str, deadline: float):
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        raw.settimeout(max(0.001, deadline - time.monotonic()))
+        sock = raw
+        try:
+            if self._client_ctx is not None:
+                try:
+                    sock = self._client_ctx.wrap_socket(raw)
+                except ssl.SSLError as exc:
+                    raise AuthenticationError(
+                        f"{self.name}: TLS handshake with {peer} failed: {exc}"
+                    ) from exc
+                _check_identity(sock, peer)
+            _send_small(sock, {"v": HELLO_VERSION, "from": self.name, "to": peer})
+            try:
+                reply = _recv_small(sock)
+            except ssl.SSLError as exc:
+                raise AuthenticationError(f"{self.name}: {peer} refused us: {exc}") from exc
+            except (ConnectionError, PeerDisconnectedError) as exc:
+                raise PeerDisconnectedError(
+                    f"{self.name}: {peer} closed the connection during the hello "
+                    f"(did it refuse our certificate?): {exc}"
+                ) from exc
+            if reply.get("ok") is not True:
+                raise AuthenticationError(
+                    f"{self.name}: {peer} refused the connection: {reply.get('reason')!r}"
+                )
+            sock.settimeout(None)
+            return sock
+        except TimeoutError as exc:
+            raise PeerTimeoutError(f"{self.name}: hello with {peer} timed out") from exc
+        except BaseException:
+            if sock is not raw:
+                with contextlib.suppress(OSError):
+                    sock.close()
+            raise
+
+    def _accept(self, missing: set[str], deadline: float, sockets: dict) -> None:
+        lst = self._listener
+        refusals: list[str] = []
+        while missing:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                if refusals:
+                    raise AuthenticationError(
+                        f"{self.name}: refused connections ({'; '.join(refusals)}); "
+                        f"still missing {sorted(missing)}"
+                    )
+                raise PeerTimeoutError(
+                    f"{self.name}: {sorted(missing)} did not connect within the deadline"
+                )
+            lst.settimeout(remaining)
+            try:
+                raw, addr = lst.accept()
+            except TimeoutError:
+                continue
+            accepted = self._server_handshake(raw, addr, missing, deadline, refusals)
+            if accepted is not None:
+                peer, sock = accepted
+                missing.discard(peer)
+                sockets[peer] = sock
+
+    def _server_handshake(self, raw, addr, missing, deadline, refusals):
+        """TLS handshake and hello of one accepted connection: (peer, socket) or None."""
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        raw.settimeout(max(0.001, min(deadline - time.monotonic(), 10.0)))
+        sock = raw
+        try:
+            if self._server_ctx is not None:
+                sock = self._server_ctx.wrap_socket(raw, server_side=True)
+            hello = _recv_small(sock)
+            claimed = hello.get("from")
+            reason = None
+            if hello.get("v") != HELLO_VERSION or hello.get("to") != self.name:
+                reason = f"bad hello {hello!r}"
+            elif claimed not in missing:
+                reason = f"unexpected or duplicate party {claimed!r}"
+            else:
+                try:
+                    _check_identity(sock, claimed)
+                except AuthenticationError as exc:
+                    reason = str(exc)
+            if reason is not None:
+                refusals.append(f"{addr[0]}:{addr[1]}: {reason}")
+                log.warning("%s: refused a connection from %s: %s", self.name, addr, reason)
+                with contextlib.suppress(OSError):
+                    _send_small(sock, {"ok": False, "reason": reason})
+                sock.close()
+                return None
+            _send_small(sock, {"ok": True})
+            sock.settimeout(None)
+            return claimed, sock
+        except (OSError, AuthenticationError, PeerDisconnectedError) as exc:
+            refusals.append(f"{addr[0]}:{addr[1]}: {type(exc).__name__}: {exc}")
+            log.warning("%s: refused a connection from %s: %s", self.name, addr, exc)
+            with contextlib.suppress(OSError):
+                sock.close()
+            return None
+
+    # -- Transport API --------------------------------------------------------------
+
+    def send_bytes(self, peer: str, frame: bytes) -> None:
+        self._check_peer(peer)
+        if not isinstance(frame, bytes | bytearray | memoryview):
+            raise InvalidInputError("frames must be bytes")
+        if self._closed:
+            raise TransportError(f"{self.name}: transport is closed")
+        if len(frame) > self.max_frame_bytes:
+            raise FrameTooLargeError(
+                f"{self.name}: frame of {len(frame)} bytes exceeds the limit of "
+                f"{self.max_frame_bytes}"
+            )
+        self._conns[peer].send(bytes(frame))
+
+    def recv_bytes(self, peer: str, timeout: float) -> bytes:
+        self._check_peer(peer)
+        if self._closed:
+            raise TransportError(f"{self.name}: transport is closed")
+        conn = self._conns[peer]
+        try:
+            item = conn.inbox.get(timeout=max(0.0, float(timeout)))
+        except queue.Empty:
+            raise PeerTimeoutError(
+                f"{self.name}: no frame from {peer} within {float(timeout):g} s"
+            ) from None
+        if isinstance(item, _End):
+            conn.inbox.put(item)  # every later recv fails the same way
+            if self._closed:
+                raise TransportError(f"{self.name}: transport is closed")
+            raise item.error()
+        return item
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        for conn in self._conns.values():
+            conn.begin_close()
+        for conn in self._conns.values():
+            conn.thread.join(self.close_timeout + 5.0)
+            conn.finish()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __repr__(self) -> str:
+        mode = "tls" if self.tls is not None else "plain"
+        return f"<TcpTransport {self.name} ({mode}) peers={self.peers}>"
+
+
+def tcp_transport(
+    name: str,
+    addresses: Mapping[str, tuple[str, int]],
+    tls: TlsConfig | None = None,
+    connect_timeout: float = 30.0,
+    **kwargs,
+) -> TcpTransport:
+    """Connect party ``name`` to every other party in ``addresses`` (see :class:`TcpTransport`)."""
+    return TcpTransport(name, addresses, tls, connect_timeout, **kwargs)
+
+
+class TcpNetwork(Network):
+    """All parties of a TCP mesh inside one process, on ephemeral loopback ports.
+
+    For tests and single-machine demos: binds one listener per party on
+    ``host`` port 0, then connects every party concurrently.  ``tls`` maps each
+    party name to its :class:`TlsConfig` (or is ``None`` for plain TCP).
+    """
+
+    def __init__(
+        self,
+        names,
+        tls: Mapping[str, TlsConfig] | None = None,
+        *,
+        host: str = "127.0.0.1",
+        connect_timeout: float = 10.0,
+        **kwargs,
+    ):
+        self.names = list(names)
+        if len(set(self.names)) != len(self.names) or len(self.names) < 2:
+            raise InvalidInputError(f"need at least two distinct party names: {self.names}")
+        if tls is not None and set(tls) != set(self.names):
+            raise ConfigError("tls must give a TlsConfig for every party")
+        listeners = {}
+        for name in self.names:
+            lst = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+            lst.bind((host, 0))
+            lst.listen(len(self.names) + 8)
+            listeners[name] = lst
+        self.addresses = {n: (host, s.getsockname()[1]) for n, s in listeners.items()}
+        self._transports: dict[str, TcpTransport] = {}
+        errors: list[BaseException] = []
+
+        def connect(name: str) -> None:
+            try:
+                self._transports[name] = TcpTransport(
+                    name,
+                    self.addresses,
+                    None if tls is None else tls[name],
+                    connect_timeout,
+                    listener=listeners[name],
+                    **kwargs,
+                )
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                listeners[name].close()
+                errors.append(exc)
+
+        threads = [
+            threading.Thread(target=connect, args=(n,), name=f"smc-tcp-connect-{n}")
+            for n in self.names
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            self.close()
+            raise errors[0]
+
+    def transport(self, name: str) -> TcpTransport:
+        try:
+            return self._transports[name]
+        except KeyError:
+            raise InvalidInputError(f"no party {name!r} in {self.names}") from None
+
+    def close(self) -> None:
+        for t in self._transports.values():
+            t.close()
+
+    def __repr__(self) -> str:
+        return f"<TcpNetwork {self.addresses}>"
