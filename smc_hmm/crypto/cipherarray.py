@@ -202,22 +202,32 @@ class CipherArray:
         return a, b
 
     def __add__(self, other) -> CipherArray:
-        pk, n, n2 = self.public_key, self.public_key.n_mpz, self.public_key.nsquare_mpz
-        if isinstance(other, CipherArray):
-            self._check_compatible(other)
-            bound = self.bound + other.bound
-            pk.check_plain(bound, "sum")
-            a, b = self._broadcast(other.data)
-            flat = [x * y % n2 for x, y in zip(a.reshape(-1), b.reshape(-1))]
-        else:
-            ints, obound = fixedpoint.encode(_plain(other), self.scale)
-            bound = self.bound + obound
-            pk.check_plain(bound, "sum")
-            a, b = self._broadcast(ints)
-            flat = [x * (1 + (int(m) % n) * n) % n2 for x, m in zip(a.reshape(-1),
-                                                                  b.reshape(-1))]
+        if not isinstance(other, CipherArray):
+            ints, _ = fixedpoint.encode(np.asarray(other), self.scale)
+            return self.add_encoded(ints)
+        pk, n2 = self.public_key, self.public_key.nsquare_mpz
+        self._check_compatible(other)
+        bound = self.bound + other.bound
+        pk.check_plain(bound, "sum")
+        a, b = self._broadcast(other.data)
+        flat = [x * y % n2 for x, y in zip(a.reshape(-1), b.reshape(-1))]
         pk.meter.count("add", len(flat))
         return self._like(flat, self.scale, bound, a.shape)
+
+    def add_encoded(self, ints) -> CipherArray:
+        """E(x) + k for plaintext integers k already encoded at this array's scale."""
+        ints = fixedpoint.as_object_array(ints)
+        pk, n, n2 = self.public_key, self.public_key.n_mpz, self.public_key.nsquare_mpz
+        bound = self.bound + fixedpoint.max_abs(ints)
+        pk.check_plain(bound, "sum")
+        a, b = self._broadcast(ints)
+        flat = [x * (1 + (int(k) % n) * n) % n2 for x, k in zip(a.reshape(-1), b.reshape(-1))]
+        pk.meter.count("add", len(flat))
+        return self._like(flat, self.scale, bound, a.shape)
+
+    def with_scale(self, scale: int) -> CipherArray:
+        """The same ciphertexts read at another scale (the caller re-interprets the units)."""
+        return CipherArray(self.public_key, self.data, scale, self.bound)
 
     __radd__ = __add__
 
@@ -230,7 +240,7 @@ class CipherArray:
     def __sub__(self, other) -> CipherArray:
         if isinstance(other, CipherArray):
             return self + (-other)
-        return self + (-_plain(other))
+        return self + (-np.asarray(other))
 
     def __rsub__(self, other) -> CipherArray:
         return (-self) + other
@@ -416,9 +426,3 @@ class CipherArray:
         return (f"CipherArray(shape={self.shape}, scale={self.scale}, "
                 f"bound_bits={self.bound.bit_length()}, key={self.public_key!r})")
 
-
-def _plain(values):
-    arr = np.asarray(values)
-    if arr.dtype == object:
-        return arr
-    return arr
