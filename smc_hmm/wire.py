@@ -218,7 +218,7 @@ class WireCodec:
             if len(magnitude) > self.max_int_bytes:
                 raise WireError(f"integer of {len(magnitude)} bytes exceeds max_int_bytes")
             return msgpack.ExtType(EXT_BIGINT, (b"\x01" if value < 0 else b"\x00") + magnitude)
-        if isinstance(obj, np.floating):
+        if isinstance(obj, np.floating) and obj.dtype.itemsize <= 8:
             return float(obj)
         if isinstance(obj, np.ndarray):
             return msgpack.ExtType(EXT_NDARRAY, self._encode_ndarray(obj))

@@ -3,12 +3,15 @@
 Implementations: :mod:`~smc_hmm.transport.local` (in-process),
 :mod:`~smc_hmm.transport.tcp` (TCP with mutual TLS),
 :mod:`~smc_hmm.transport.simulated` (latency and bandwidth model) and
-:mod:`~smc_hmm.transport.faults` (fault injection for tests).
+:mod:`~smc_hmm.transport.faults` (fault injection for tests).  The contract a
+new transport must meet is in :mod:`smc_hmm.transport.base`.
 """
 
 from smc_hmm.transport.base import Channel, ChannelObserver, Network, Transport
 from smc_hmm.transport.faults import FaultyTransport, InjectedFaultError
 from smc_hmm.transport.local import LocalNetwork, LocalTransport
+from smc_hmm.transport.simulated import SimulatedNetwork, SimulatedTransport
+from smc_hmm.transport.tcp import TcpNetwork, TcpTransport, TlsConfig, tcp_transport
 
 __all__ = [
     "Channel",
@@ -18,5 +21,11 @@ __all__ = [
     "LocalNetwork",
     "LocalTransport",
     "Network",
+    "SimulatedNetwork",
+    "SimulatedTransport",
+    "TcpNetwork",
+    "TcpTransport",
+    "TlsConfig",
     "Transport",
+    "tcp_transport",
 ]
