@@ -30,8 +30,9 @@ class Row:
     ours: float
     baseline: float | None
     unit: str
-    target: float | None = None
+    target: float | None = None  # ratio must reach at least this
     note: str = ""
+    limit: float | None = None  # or: ours must stay at most this (errors)
     ratio: float | None = field(init=False)
 
     def __post_init__(self):
@@ -42,9 +43,17 @@ class Row:
 
     @property
     def met(self) -> bool | None:
+        if self.limit is not None:
+            return self.ours <= self.limit
         if self.target is None or self.ratio is None:
             return None
         return self.ratio >= self.target
+
+    @property
+    def goal(self) -> str:
+        if self.limit is not None:
+            return f"<= {self.limit:g}"
+        return "-" if self.target is None else f">= {self.target:g}x"
 
 
 @dataclass
@@ -53,6 +62,7 @@ class BenchResult:
     key_bits: int
     rows: list[Row]
     params: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)  # benchmark-specific top-level JSON keys
 
     def to_dict(self) -> dict:
         return {
@@ -62,6 +72,7 @@ class BenchResult:
                         or platform.machine()},
             "params": self.params,
             "rows": [asdict(r) for r in self.rows],
+            **self.extra,
         }
 
     def write_json(self, path: str) -> None:
@@ -80,9 +91,10 @@ class BenchResult:
             table.add_column(col, justify="left" if col in ("operation", "note") else "right")
         for r in self.rows:
             mark = "" if r.met is None else (" [green]ok[/]" if r.met else " [red]MISSED[/]")
-            table.add_row(r.name, _fmt(r.ours), _fmt(r.baseline), r.unit,
-                          "-" if r.ratio is None else f"{r.ratio:.1f}x{mark}",
-                          "-" if r.target is None else f">= {r.target:g}x", r.note)
+            ratio = "-" if r.ratio is None else (f"{r.ratio:.1f}x" if r.ratio >= 0.1
+                                                 else f"{r.ratio:.2e}x")
+            table.add_row(r.name, _fmt(r.ours), _fmt(r.baseline), r.unit, ratio + mark,
+                          r.goal, r.note)
         console.print(table)
 
 
