@@ -484,7 +484,7 @@ def raw_ext(code: int, payload: bytes) -> bytes:
 field_values = (
     st.none()
     | st.booleans()
-    | st.integers(-(2**70), 2**70)
+    | st.integers(-(2**63), 2**64 - 1)
     | st.text(max_size=6)
     | st.binary(max_size=140)
     | st.lists(st.integers(-3, 2**33), max_size=4)
