@@ -481,7 +481,10 @@ class TcpTransport(Transport):
                     raise AuthenticationError(
                         f"{self.name}: TLS handshake with {peer} failed: {exc}"
                     ) from exc
-                _check_identity(sock, peer)
+                try:
+                    _check_identity(sock, peer)
+                except AuthenticationError as exc:
+                    raise AuthenticationError(f"{self.name}: refusing {peer}: {exc}") from None
             _send_small(sock, {"v": HELLO_VERSION, "from": self.name, "to": peer})
             try:
                 reply = _recv_small(sock)

@@ -1,0 +1,456 @@
+"""TCP transport: round trips, timeouts, disconnects, mutual-TLS refusals, frame limits."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import msgpack
+import numpy as np
+import pytest
+
+from smc_hmm.crypto import CipherArray
+from smc_hmm.errors import (
+    AuthenticationError,
+    ConfigError,
+    FrameTooLargeError,
+    PeerDisconnectedError,
+    PeerTimeoutError,
+    TransportError,
+)
+from smc_hmm.transport import Channel, TcpNetwork, TlsConfig, tcp_transport
+from smc_hmm.wire import WireCodec
+
+pytestmark = pytest.mark.usefixtures("no_thread_leak")
+
+PARTIES = ["alice", "bob", "trent"]
+
+
+def bound_listener() -> socket.socket:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(8)
+    return s
+
+
+def connect_concurrently(specs: dict[str, dict], connect_timeout: float = 5.0):
+    """Start ``tcp_transport`` for every party in its own thread.
+
+    Returns ``(results, elapsed)``: each party's transport or exception and the
+    seconds it took.
+    """
+    listeners = {name: bound_listener() for name in specs}
+    addresses = {name: ("127.0.0.1", s.getsockname()[1]) for name, s in listeners.items()}
+    results: dict[str, object] = {}
+    elapsed: dict[str, float] = {}
+
+    def run(name):
+        t0 = time.monotonic()
+        try:
+            results[name] = tcp_transport(
+                name,
+                addresses,
+                connect_timeout=connect_timeout,
+                listener=listeners[name],
+                **specs[name],
+            )
+        except Exception as exc:  # noqa: BLE001 - inspected by the test
+            results[name] = exc
+            listeners[name].close()
+        elapsed[name] = time.monotonic() - t0
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in specs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(connect_timeout + 10)
+    assert not any(t.is_alive() for t in threads)
+    return results, elapsed
+
+
+def close_all(results) -> None:
+    for r in results.values():
+        if not isinstance(r, Exception):
+            r.close()
+
+
+@pytest.fixture(params=["tls", "plain"])
+def network(request, tls):
+    net = TcpNetwork(PARTIES, tls if request.param == "tls" else None, connect_timeout=5)
+    yield net
+    net.close()
+
+
+# -- basics -------------------------------------------------------------------------
+
+
+def test_round_trip_in_order_both_directions(network):
+    a, b, t = (network.transport(n) for n in PARTIES)
+    assert a.peers == ["bob", "trent"] and t.peers == ["alice", "bob"]
+    big = os.urandom(3 * 2**20)
+    frames = [b"", b"x", big, b"y" * 70_000, b"tail"]
+    # both directions at once with multi-megabyte frames: the I/O threads must not deadlock
+    for f in frames:
+        a.send_bytes("bob", f)
+        b.send_bytes("alice", f)
+    assert [b.recv_bytes("alice", 5) for _ in frames] == frames
+    assert [a.recv_bytes("bob", 5) for _ in frames] == frames
+    t.send_bytes("alice", b"from trent")
+    assert a.recv_bytes("trent", 5) == b"from trent"
+
+
+def test_channel_with_ciphertexts_over_tls(tls, keypair_512):
+    pk, sk = keypair_512
+    net = TcpNetwork(["alice", "bob"], {n: tls[n] for n in ("alice", "bob")})
+    try:
+        alice = Channel(net.transport("alice"), WireCodec([pk]), timeout=5)
+        bob = Channel(net.transport("bob"), WireCodec([pk]), timeout=5)
+        ca = CipherArray.encrypt(pk, np.array([[1.5, -2.0], [0.25, 8.0]]), scale=16)
+        alice.send("bob", "step-1", {"x": ca, "meta": [1, 2**80]})
+        got = bob.recv("alice", "step-1")
+        assert got["meta"] == [1, 2**80]
+        assert np.array_equal(got["x"].decrypt(sk), [[1.5, -2.0], [0.25, 8.0]])
+        bob.send("alice", "step-2", got["x"].ciphertexts()[0] == ca.ciphertexts()[0])
+        assert alice.recv("bob", "step-2") is True
+        assert (alice.depth, bob.depth) == (2, 1)
+    finally:
+        net.close()
+
+
+def test_recv_timeout_within_slack(network):
+    a = network.transport("alice")
+    for timeout in (0.05, 0.3):
+        t0 = time.monotonic()
+        with pytest.raises(PeerTimeoutError):
+            a.recv_bytes("trent", timeout)
+        assert timeout - 0.01 <= time.monotonic() - t0 < timeout + 0.25
+
+
+def test_peer_close_is_prompt_and_after_its_last_frames(network):
+    a, b = network.transport("alice"), network.transport("bob")
+    b.send_bytes("alice", b"one")
+    b.send_bytes("alice", b"two")
+    threading.Timer(0.2, b.close).start()
+    assert a.recv_bytes("bob", 5) == b"one"
+    assert a.recv_bytes("bob", 5) == b"two"
+    t0 = time.monotonic()
+    with pytest.raises(PeerDisconnectedError):
+        a.recv_bytes("bob", 30)
+    assert time.monotonic() - t0 < 1.5
+    with pytest.raises(PeerDisconnectedError):  # and it stays that way
+        a.recv_bytes("bob", 30)
+    with pytest.raises(PeerDisconnectedError):
+        a.send_bytes("bob", b"anyone there?")
+    # the other link is unaffected
+    network.transport("trent").send_bytes("alice", b"still here")
+    assert a.recv_bytes("trent", 5) == b"still here"
+
+
+def test_own_close_wakes_a_blocked_recv(network):
+    a = network.transport("alice")
+    timer = threading.Timer(0.2, a.close)
+    timer.start()
+    t0 = time.monotonic()
+    with pytest.raises(TransportError):
+        a.recv_bytes("bob", 30)
+    assert time.monotonic() - t0 < 2
+    timer.join()
+    with pytest.raises(TransportError):
+        a.send_bytes("bob", b"x")
+
+
+def test_peer_may_start_later():
+    listeners = {n: bound_listener() for n in ("alice", "bob")}
+    addresses = {n: ("127.0.0.1", s.getsockname()[1]) for n, s in listeners.items()}
+    # bob's port refuses connections until bob starts: close his listener for now
+    listeners["bob"].close()
+    out = {}
+
+    def start_bob():
+        time.sleep(0.5)
+        out["bob"] = tcp_transport("bob", addresses, connect_timeout=5)
+
+    thread = threading.Thread(target=start_bob)
+    thread.start()
+    t0 = time.monotonic()
+    alice = tcp_transport("alice", addresses, connect_timeout=5, listener=listeners["alice"])
+    thread.join()
+    assert time.monotonic() - t0 >= 0.4
+    try:
+        alice.send_bytes("bob", b"late hello")
+        assert out["bob"].recv_bytes("alice", 5) == b"late hello"
+    finally:
+        alice.close()
+        out["bob"].close()
+
+
+def test_connect_deadline():
+    lst = bound_listener()
+    port = lst.getsockname()[1]
+    lst.close()  # nobody listens for bob
+    addresses = {"alice": ("127.0.0.1", 1), "bob": ("127.0.0.1", port)}
+    t0 = time.monotonic()
+    with pytest.raises(PeerTimeoutError):
+        tcp_transport("alice", addresses, connect_timeout=0.5)
+    assert time.monotonic() - t0 < 1.5
+
+
+def test_listener_times_out_when_nobody_dials():
+    lst = bound_listener()
+    addresses = {"alice": ("127.0.0.1", 9), "bob": ("127.0.0.1", lst.getsockname()[1])}
+    t0 = time.monotonic()
+    with pytest.raises(PeerTimeoutError):
+        tcp_transport("bob", addresses, connect_timeout=0.4, listener=lst)
+    assert time.monotonic() - t0 < 1.5
+
+
+def test_bad_configuration(tmp_path):
+    with pytest.raises(ConfigError):
+        tcp_transport("alice", {"bob": ("127.0.0.1", 1)})
+    with pytest.raises(ConfigError):
+        tcp_transport("alice", {"alice": ("127.0.0.1", 1), "bob": ("127.0.0.1", "x")})
+    with pytest.raises(ConfigError):
+        TlsConfig(tmp_path / "no-ca.pem", tmp_path / "a.pem", tmp_path / "a.key").server_context()
+
+
+# -- an OS process as the peer --------------------------------------------------------
+
+
+PEER_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, time
+    from smc_hmm.transport import TlsConfig, tcp_transport
+    port_a, port_b, d = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    tls = TlsConfig(f"{d}/ca.pem", f"{d}/bob.pem", f"{d}/bob.key")
+    addresses = {"alice": ("127.0.0.1", port_a), "bob": ("127.0.0.1", port_b)}
+    t = tcp_transport("bob", addresses, tls, connect_timeout=20)
+    frame = t.recv_bytes("alice", 20)
+    t.send_bytes("alice", frame[::-1])
+    time.sleep(0.3)
+    os._exit(3)  # die without closing anything
+    """
+)
+
+
+@pytest.mark.slow
+def test_peer_process_dies(certs):
+    listeners = {n: bound_listener() for n in ("alice", "bob")}
+    ports = [s.getsockname()[1] for s in listeners.values()]
+    listeners["bob"].close()  # the child binds it
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            PEER_SCRIPT,
+            str(ports[0]),
+            str(ports[1]),
+            str(certs.ca_cert.parent),
+        ],
+        env=env,
+    )
+    try:
+        alice = tcp_transport(
+            "alice",
+            {"alice": ("127.0.0.1", ports[0]), "bob": ("127.0.0.1", ports[1])},
+            certs.tls_config("alice"),
+            connect_timeout=20,
+            listener=listeners["alice"],
+        )
+        try:
+            alice.send_bytes("bob", b"abc")
+            assert alice.recv_bytes("bob", 10) == b"cba"
+            t0 = time.monotonic()
+            with pytest.raises(PeerDisconnectedError):
+                alice.recv_bytes("bob", 30)
+            assert time.monotonic() - t0 < 5
+        finally:
+            alice.close()
+        assert child.wait(10) == 3
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+# -- mutual TLS refusals ----------------------------------------------------------------
+
+
+def test_client_with_certificate_from_another_ca_is_refused(certs, rogue_certs):
+    # alice trusts the right CA, but her certificate was signed by another one
+    forged = TlsConfig(certs.ca_cert, rogue_certs.certs["alice"], rogue_certs.keys["alice"])
+    results, elapsed = connect_concurrently(
+        {"alice": {"tls": forged}, "bob": {"tls": certs.tls_config("bob")}},
+        connect_timeout=1.0,
+    )
+    close_all(results)
+    assert isinstance(results["alice"], AuthenticationError | PeerDisconnectedError)
+    assert "refused" in str(results["alice"])
+    assert isinstance(results["bob"], AuthenticationError)
+    assert "refused" in str(results["bob"]) and "certificate" in str(results["bob"])
+    assert max(elapsed.values()) < 1.0 + 1.0
+
+
+def test_client_trusting_another_ca_refuses_the_server(certs, rogue_certs):
+    results, elapsed = connect_concurrently(
+        {
+            "alice": {"tls": rogue_certs.tls_config("alice")},
+            "bob": {"tls": certs.tls_config("bob")},
+        },
+        connect_timeout=1.0,
+    )
+    close_all(results)
+    assert isinstance(results["alice"], AuthenticationError)
+    assert isinstance(results["bob"], AuthenticationError | PeerDisconnectedError)
+    assert max(elapsed.values()) < 2.0
+
+
+def test_server_with_certificate_from_another_ca_is_refused(certs, rogue_certs):
+    results, elapsed = connect_concurrently(
+        {
+            "alice": {"tls": certs.tls_config("alice")},
+            "bob": {"tls": rogue_certs.tls_config("bob")},
+        },
+        connect_timeout=1.0,
+    )
+    close_all(results)
+    assert isinstance(results["alice"], AuthenticationError)
+    assert isinstance(results["bob"], AuthenticationError | PeerDisconnectedError)
+    assert max(elapsed.values()) < 2.0
+
+
+def test_valid_certificate_for_the_wrong_party_is_refused(certs):
+    # mallory holds a certificate from the right CA, but claims to be alice
+    results, elapsed = connect_concurrently(
+        {"alice": {"tls": certs.tls_config("mallory")}, "bob": {"tls": certs.tls_config("bob")}},
+        connect_timeout=1.0,
+    )
+    close_all(results)
+    assert isinstance(results["alice"], AuthenticationError)
+    assert "mallory" in str(results["alice"])  # bob's refusal reason reached the client
+    assert isinstance(results["bob"], AuthenticationError)
+    assert max(elapsed.values()) < 2.0
+
+
+def test_server_presenting_another_partys_certificate_is_refused(certs):
+    # the process listening at bob's address holds trent's (valid) certificate
+    results, elapsed = connect_concurrently(
+        {"alice": {"tls": certs.tls_config("alice")}, "bob": {"tls": certs.tls_config("trent")}},
+        connect_timeout=1.0,
+    )
+    close_all(results)
+    assert isinstance(results["alice"], AuthenticationError)
+    assert "trent" in str(results["alice"])
+    assert isinstance(results["bob"], AuthenticationError | PeerDisconnectedError)
+    assert max(elapsed.values()) < 2.0
+
+
+def test_plain_client_and_certless_tls_client_are_refused(certs):
+    import ssl
+
+    lst = bound_listener()
+    port = lst.getsockname()[1]
+    addresses = {"alice": ("127.0.0.1", 9), "bob": ("127.0.0.1", port)}
+    out = {}
+
+    def serve():
+        try:
+            out["bob"] = tcp_transport(
+                "bob", addresses, certs.tls_config("bob"), connect_timeout=1.0, listener=lst
+            )
+        except Exception as exc:  # noqa: BLE001 - inspected below
+            out["bob"] = exc
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    hello = msgpack.packb({"v": 1, "from": "alice", "to": "bob"})
+    framed = len(hello).to_bytes(4, "big") + hello
+    # 1. a plain-TCP client speaking our hello
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+        s.sendall(framed)
+        s.settimeout(2)
+        try:
+            answer = s.recv(100)
+        except ConnectionResetError:
+            answer = b""
+        assert answer == b""  # dropped without an answer
+    # 2. a TLS client that trusts the CA but has no certificate
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.load_verify_locations(cafile=str(certs.ca_cert))
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=2) as raw,
+        pytest.raises((ssl.SSLError, ConnectionError)),
+        ctx.wrap_socket(raw) as s,
+    ):
+        s.sendall(framed)
+        s.settimeout(2)
+        if not s.recv(100):
+            raise ConnectionError("closed")
+    thread.join(5)
+    assert isinstance(out["bob"], AuthenticationError)
+    assert "refused" in str(out["bob"])
+
+
+# -- frame size limits ------------------------------------------------------------------
+
+
+def test_frame_limit_enforced_by_receiver_and_sender(tls):
+    results, _ = connect_concurrently(
+        {
+            "alice": {"tls": tls["alice"], "max_frame_bytes": 2**20},
+            "bob": {"tls": tls["bob"], "max_frame_bytes": 1024},
+        }
+    )
+    alice, bob = results["alice"], results["bob"]
+    try:
+        with pytest.raises(FrameTooLargeError):
+            alice.send_bytes("bob", b"x" * (2**20 + 1))  # over alice's own limit
+        alice.send_bytes("bob", b"x" * 1024)  # exactly at bob's limit
+        assert len(bob.recv_bytes("alice", 5)) == 1024
+        alice.send_bytes("bob", b"x" * 5000)  # over bob's limit
+        with pytest.raises(FrameTooLargeError):
+            bob.recv_bytes("alice", 5)
+        with pytest.raises(FrameTooLargeError):  # the link stays broken
+            bob.recv_bytes("alice", 5)
+        # bob hung up on alice: she learns it promptly
+        with pytest.raises(PeerDisconnectedError):
+            alice.recv_bytes("bob", 5)
+    finally:
+        close_all(results)
+
+
+def test_declared_length_is_checked_before_the_body():
+    """A peer declaring a 4 GB frame is cut off at once, without waiting for the body."""
+    lst = bound_listener()
+    port = lst.getsockname()[1]
+    addresses = {"alice": ("127.0.0.1", 9), "bob": ("127.0.0.1", port)}
+    out = {}
+
+    def serve():
+        out["bob"] = tcp_transport(
+            "bob", addresses, connect_timeout=5, listener=lst, max_frame_bytes=10_000
+        )
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    hello = msgpack.packb({"v": 1, "from": "alice", "to": "bob"})
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(len(hello).to_bytes(4, "big") + hello)
+        reply = s.recv(100)
+        assert msgpack.unpackb(reply[4:]) == {"ok": True}
+        thread.join(5)
+        bob = out["bob"]
+        try:
+            s.sendall(b"\xff\xff\xff\xff" + b"only a few bytes")
+            t0 = time.monotonic()
+            with pytest.raises(FrameTooLargeError):
+                bob.recv_bytes("alice", 5)
+            assert time.monotonic() - t0 < 1
+        finally:
+            bob.close()
