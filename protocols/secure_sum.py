@@ -1,0 +1,236 @@
+"""Secure sum through a key-less relay: Alice learns a + sum_i x_i and nothing else.
+
+Paper: 003 (Pathak), 3.1.2 (Paillier: E(x) E(y) = E(x + y), re-randomisation)
+and the aggregation step of 4.1.3 (data owners send encrypted contributions to
+the curator, who combines them homomorphically without a key).  This is the
+first protocol of the package; it proves the plumbing (keys on the wire,
+typed messages, metering, timeouts) end to end.
+
+Roles (names are public parameters, :class:`Params`):
+
+* **key holder** (Alice): generates the Paillier key pair (``ctx.keypair``) and
+  holds a private vector ``a``.  Output: ``a + sum_i x_i`` (float array).
+* **contributors** (Bob, data owners): each holds a private vector ``x_i``.
+  Output: ``None``.
+* **aggregator** (Trent): has no key; optionally holds his own vector ``c``
+  (then he is also a contributor of sorts).  Output: ``None``.
+
+Public parameters: the vector ``length``, the fixed-point ``scale`` (fractional
+bits) and ``max_abs``, a bound on |value| of every entry of every input; both
+the contributors (on their inputs) and Trent (on what he receives) enforce it,
+so the encrypted sum provably stays inside the plaintext space.
+
+Messages (one send or receive per step; rounds = 3):
+
+1. Alice -> every other party, tag ``"pk"``: her :class:`PublicKey`.
+2. each contributor -> Trent, tag ``"share"``: ``E(x_i)`` (a CipherArray).
+3. Trent -> Alice, tag ``"aggregate"``: ``E(c + sum_i x_i)``, re-randomised
+   (computed ciphertexts are refreshed before they leave, DESIGN 6).
+4. Alice decrypts and adds ``a`` locally.
+
+Who learns what (semi-honest adversary, no collusion between Trent and
+Alice):
+
+* Alice sees only the public key she made and one fresh-looking ciphertext of
+  the sum: she learns ``a + sum_i x_i`` (and hence the others' total), nothing
+  about individual contributions.
+* Trent sees the public key and ciphertexts under a key he does not hold: by
+  the semantic security of Paillier (DCR assumption) he learns nothing beyond
+  the vector length.  He alone adds, so a single contributor's ciphertext never
+  reaches Alice.
+* Bob and the data owners see only the public key.
+
+If Trent colluded with Alice he could forward one contributor's ciphertext and
+Alice would decrypt it: the protocol is secure against each party alone, not
+against that coalition.  A malicious Trent could also drop or replay shares
+(not covered: semi-honest model).
+
+Run it::
+
+    smc-hmm demo secure-sum                   # in-process, 2048-bit keys, cost table
+    smc-hmm launch --config parties.toml      # three OS processes over mutual TLS
+
+(see ``docs/running.md`` for the configuration and the per-process commands).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from smc_hmm.crypto import CipherArray, PublicKey
+from smc_hmm.errors import ConfigError, InvalidInputError, ProtocolError
+
+NAME = "secure_sum"
+
+
+@dataclass(frozen=True)
+class Params:
+    """Public parameters every party agrees on before the run."""
+
+    key_holder: str = "alice"
+    aggregator: str = "trent"
+    contributors: tuple[str, ...] = ("bob",)
+    length: int = 1
+    scale: int = 16
+    max_abs: float = 2.0**20
+
+    def __post_init__(self) -> None:
+        if isinstance(self.contributors, str) or not isinstance(self.contributors, Sequence):
+            raise InvalidInputError("contributors must be a sequence of party names")
+        object.__setattr__(self, "contributors", tuple(self.contributors))
+        names = [self.key_holder, self.aggregator, *self.contributors]
+        if not all(isinstance(n, str) and n for n in names):
+            raise InvalidInputError("party names must be non-empty strings")
+        if not self.contributors:
+            raise InvalidInputError("secure_sum needs at least one contributor")
+        if len(set(names)) != len(names):
+            raise InvalidInputError(f"party names must be distinct, got {names}")
+        if isinstance(self.length, bool) or not isinstance(self.length, int) or self.length < 1:
+            raise InvalidInputError(f"length must be an integer >= 1, got {self.length!r}")
+        if (
+            isinstance(self.scale, bool)
+            or not isinstance(self.scale, int)
+            or not (0 <= self.scale <= 256)
+        ):
+            raise InvalidInputError(f"scale must be an integer in [0, 256], got {self.scale!r}")
+        if not (
+            isinstance(self.max_abs, (int, float))
+            and math.isfinite(self.max_abs)
+            and self.max_abs > 0
+        ):
+            raise InvalidInputError(f"max_abs must be a finite number > 0, got {self.max_abs!r}")
+
+    @property
+    def parties(self) -> tuple[str, ...]:
+        return (self.key_holder, self.aggregator, *self.contributors)
+
+    @property
+    def bound(self) -> int:
+        """Bound on |encoded integer| of one input entry at ``scale``."""
+        return math.ceil(self.max_abs * 2**self.scale) + 1
+
+    @classmethod
+    def from_config(cls, section: Mapping) -> Params:
+        """From the ``[protocol]`` table of a parties.toml file."""
+        known = {"key_holder", "aggregator", "contributors", "length", "scale", "max_abs", "name"}
+        unknown = set(section) - known
+        if unknown:
+            raise ConfigError(f"unknown secure_sum parameters: {sorted(unknown)}")
+        try:
+            return cls(
+                key_holder=section.get("key_holder", "alice"),
+                aggregator=section.get("aggregator", "trent"),
+                contributors=tuple(section.get("contributors", ("bob",))),
+                length=section["length"],
+                scale=section.get("scale", 16),
+                max_abs=float(section.get("max_abs", 2.0**20)),
+            )
+        except KeyError as e:
+            raise ConfigError(f"secure_sum needs protocol.{e.args[0]}") from e
+        except (InvalidInputError, TypeError, ValueError) as e:
+            raise ConfigError(f"bad secure_sum parameters: {e}") from e
+
+
+def check_input(values, params: Params) -> np.ndarray:
+    """A party's private vector as float64 of the agreed length and bound."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.shape != (params.length,):
+        raise InvalidInputError(f"input must have shape ({params.length},), got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise InvalidInputError("input contains NaN or infinity")
+    if np.any(np.abs(arr) > params.max_abs):
+        raise InvalidInputError(f"input exceeds the agreed bound max_abs={params.max_abs}")
+    return arr
+
+
+def _expect_ciphers(payload, pk: PublicKey, params: Params, sender: str) -> CipherArray:
+    if not isinstance(payload, CipherArray):
+        raise ProtocolError(f"{sender} sent {type(payload).__name__}, expected a CipherArray")
+    if payload.shape != (params.length,) or payload.scale != params.scale:
+        raise ProtocolError(
+            f"{sender} sent shape {payload.shape} at scale {payload.scale}, expected "
+            f"({params.length},) at scale {params.scale}"
+        )
+    payload.public_key.same_key(pk)
+    return payload
+
+
+def _expect_key(payload, sender: str) -> PublicKey:
+    if not isinstance(payload, PublicKey):
+        raise ProtocolError(f"{sender} sent {type(payload).__name__}, expected a PublicKey")
+    return payload
+
+
+# -- roles -------------------------------------------------------------------------------
+
+
+def alice(ctx, a, params: Params) -> np.ndarray:
+    """Key holder: returns a + sum of every other party's vector."""
+    a = check_input(a, params)
+    pk, sk = ctx.keypair
+    with ctx.phase("distribute key"):
+        for peer in (params.aggregator, *params.contributors):
+            ctx.send(peer, "pk", pk)  # step 1: the public key to every other party
+    with ctx.phase("wait for aggregate"):
+        total = ctx.recv(params.aggregator, "aggregate")  # step 3: E(c + sum_i x_i)
+    total = _expect_ciphers(total, pk, params, params.aggregator)
+    with ctx.phase("decrypt"):
+        others = total.decrypt(sk)  # step 4: decrypt, then add a in the clear
+    return a + others
+
+
+def contributor(ctx, x, params: Params) -> None:
+    """Bob or a data owner: encrypts x under Alice's key for Trent."""
+    x = check_input(x, params)
+    pk = _expect_key(ctx.recv(params.key_holder, "pk"), params.key_holder)  # step 1
+    with ctx.phase("encrypt"):
+        share = CipherArray.encrypt(pk, x, params.scale, compute=ctx.compute)
+    share = share.with_bound(params.bound)
+    ctx.send(params.aggregator, "share", share)  # step 2: E(x_i) to Trent
+    return None
+
+
+def trent(ctx, params: Params, c=None) -> None:
+    """Key-less aggregator: E(c) * prod_i E(x_i), re-randomised, to Alice."""
+    pk = _expect_key(ctx.recv(params.key_holder, "pk"), params.key_holder)  # step 1
+    shares: Sequence[CipherArray] = []
+    with ctx.phase("collect shares"):
+        for peer in params.contributors:
+            share = _expect_ciphers(ctx.recv(peer, "share"), pk, params, peer)  # step 2
+            shares.append(share.with_bound(params.bound))  # public bound, not the sender's
+    with ctx.phase("aggregate"):
+        if c is not None:
+            c = check_input(c, params)
+            shares.append(
+                CipherArray.encrypt(pk, c, params.scale, compute=ctx.compute).with_bound(
+                    params.bound
+                )
+            )
+        total = shares[0]
+        for share in shares[1:]:
+            total = total + share
+        total = total.rerandomize()  # refresh before sending: Alice cannot match inputs
+    ctx.send(params.key_holder, "aggregate", total)  # step 3: E(c + sum_i x_i) to Alice
+    return None
+
+
+ROLES = {"key_holder": alice, "contributor": contributor, "aggregator": trent}
+
+
+def expected_counts(params: Params, *, trent_has_input: bool = False) -> dict[str, dict[str, int]]:
+    """The operation counts per party this protocol performs (for tests and the cost model)."""
+    d = params.length
+    k = len(params.contributors) + (1 if trent_has_input else 0)
+    counts = {params.key_holder: {"decrypt": d}}
+    for name in params.contributors:
+        counts[name] = {"encrypt": d}
+    counts[params.aggregator] = {
+        "encrypt": d if trent_has_input else 0,
+        "add": (k - 1) * d,
+        "rerandomize": d,
+    }
+    return counts

@@ -1,0 +1,173 @@
+"""The smc-hmm command line: demo, certs, cost, bench registry, error handling."""
+
+import json
+
+import pytest
+
+from smc_hmm import cli
+from smc_hmm.cli import main
+
+
+def _one_line_error(capsys, code, argv, match):
+    assert main(argv) == code
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("smc-hmm: error: ") and match in err
+    assert "Traceback" not in err
+    return err
+
+
+def test_demo_secure_sum_with_small_insecure_keys(tmp_path, capsys):
+    out = tmp_path / "demo.json"
+    assert (
+        main(
+            [
+                "demo",
+                "secure-sum",
+                "--key-bits",
+                "512",
+                "--insecure",
+                "--length",
+                "3",
+                "--owners",
+                "2",
+                "--seed",
+                "7",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    text = capsys.readouterr().out
+    assert "matches the plaintext sum" in text and "INSECURE" in text
+    assert "cost per party" in text and "owner2" in text
+    data = json.loads(out.read_text())
+    assert data["ok"] and len(data["result"]) == 3
+    assert data["result"] == pytest.approx(data["expected"], abs=1e-4)
+    assert data["cost"]["totals"]["rounds"] == 3
+    assert data["cost"]["parties"]["alice"]["ops"]["decrypt"] == 3
+    # the default demo is the secure sum; options may come before the name
+    assert main(["demo", "--key-bits", "512", "--insecure", "--length", "2"]) == 0
+    assert "matches" in capsys.readouterr().out
+    assert main(["demo", "--list"]) == 0
+    assert "secure-sum (default)" in capsys.readouterr().out
+
+
+def test_demo_refuses_small_keys_without_insecure_and_unknown_demos(capsys):
+    _one_line_error(capsys, 2, ["demo", "--key-bits", "512"], "insecure")
+    _one_line_error(capsys, 2, ["demo", "no-such-demo"], "unknown demo")
+
+
+def test_certs_and_bad_party_names(tmp_path, capsys):
+    assert main(["certs", "--out", str(tmp_path / "c"), "--parties", "alice,bob,trent"]) == 0
+    for name in ("ca.pem", "alice.pem", "alice.key", "bob.key", "trent.pem"):
+        assert (tmp_path / "c" / name).is_file()
+    assert (tmp_path / "c" / "alice.key").stat().st_mode & 0o077 == 0
+    capsys.readouterr()
+    _one_line_error(
+        capsys, 2, ["certs", "--out", str(tmp_path / "d"), "--parties", "Bad Name"], "ConfigError"
+    )
+
+
+def test_cost_prints_a_saved_report_and_predicts_other_settings(tmp_path, capsys):
+    report = tmp_path / "demo.json"
+    rates = tmp_path / "rates.json"
+    assert (
+        main(["demo", "--key-bits", "512", "--insecure", "--length", "4", "--json", str(report)])
+        == 0
+    )
+    assert (
+        main(
+            [
+                "bench",
+                "primitives",
+                "--key-bits",
+                "512",
+                "--min-seconds",
+                "0.01",
+                "--json",
+                str(rates),
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    assert main(["cost", str(report)]) == 0
+    text = capsys.readouterr().out
+    assert "cost per party (512-bit keys, 3 rounds)" in text and "predicted" not in text
+    out = tmp_path / "prediction.json"
+    assert (
+        main(
+            [
+                "cost",
+                str(report),
+                "--rates",
+                str(rates),
+                "--bits",
+                "2048",
+                "--latency-ms",
+                "50",
+                "--bandwidth-mbps",
+                "8",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert "predicted at 2048 bits" in capsys.readouterr().out
+    prediction = json.loads(out.read_text())["prediction"]
+    saved = json.loads(report.read_text())["cost"]
+    assert prediction["bits"] == 2048 and prediction["rounds"] == 3
+    assert prediction["bytes_total"] == saved["totals"]["bytes"] * 4  # 2048 / 512
+    # 50 ms per round, 1 MB/s
+    assert prediction["network_seconds"] == pytest.approx(0.15 + prediction["bytes_total"] / 1e6)
+
+
+def test_cost_errors_are_one_line(tmp_path, capsys):
+    _one_line_error(capsys, 2, ["cost", str(tmp_path / "missing.json")], "cannot read")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"version": 1}')
+    _one_line_error(capsys, 2, ["cost", str(bad)], "malformed cost report")
+
+
+def test_party_and_launch_with_bad_configs_exit_2_with_one_line(tmp_path, capsys):
+    missing = tmp_path / "nope.toml"
+    _one_line_error(
+        capsys,
+        2,
+        ["party", "--role", "alice", "--config", str(missing)],
+        "ConfigError: cannot read",
+    )
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        '[run]\nprotocol = "secure_sum"\nkey_bits = 512\n\n[parties.alice]\n'
+        "port = 1\n[parties.bob]\nport = 2\n"
+    )
+    _one_line_error(capsys, 2, ["launch", "--config", str(bad)], "insecure")
+    _one_line_error(capsys, 2, ["party", "--role", "carol", "--config", str(bad)], "insecure")
+
+
+def test_bench_registry_and_usage_errors(capsys):
+    assert main(["bench", "--list"]) == 0
+    listed = capsys.readouterr().out.split()
+    assert {"crypto", "primitives"} <= set(listed)
+    _one_line_error(capsys, 2, ["bench", "nothing-here"], "unknown benchmark")
+    calls = []
+
+    def fake(args):
+        calls.append(args.size)
+        return 0
+
+    fake.add_arguments = lambda p: p.add_argument("--size", type=int, default=1)
+    cli.BENCHMARKS["fake"] = fake
+    try:
+        assert main(["bench", "fake", "--size", "5"]) == 0
+    finally:
+        del cli.BENCHMARKS["fake"]
+    assert calls == [5]
+    assert main([]) == 2
+    assert main(["--help"]) == 0
+    assert main(["demo", "--no-such-option"]) == 2
+    assert main(["certs", "--out", "x", "--parties", "a", "extra"]) == 2

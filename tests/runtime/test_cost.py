@@ -1,0 +1,255 @@
+"""The cost ledger, merged reports and the cost model."""
+
+import json
+import threading
+import time
+
+import pytest
+
+from smc_hmm.cost import (
+    OPS,
+    ROOT_PHASE,
+    SCALING_EXPONENTS,
+    CostLedger,
+    CostModel,
+    CostReport,
+    PrimitiveRates,
+    measure_rates,
+)
+from smc_hmm.crypto import CipherArray, PublicKey
+from smc_hmm.errors import ConfigError, InvalidInputError
+from smc_hmm.transport import Channel, LocalNetwork
+from smc_hmm.wire import WireCodec
+
+
+def test_ledger_counts_crypto_ops_through_a_metered_key_view(keypair_512):
+    pk, sk = keypair_512
+    ledger = CostLedger("alice")
+    view = pk.with_meter(ledger)
+    x = CipherArray.encrypt(view, [1, 2, 3])
+    y = (x + x).mul(5).rerandomize()
+    y.lincomb([1, 2, 3])
+    assert ledger.ops["encrypt"] == 3
+    assert ledger.ops["add"] == 3
+    assert ledger.ops["scalar_mul"] == 3
+    assert ledger.ops["rerandomize"] == 3
+    assert ledger.ops["multiexp_terms"] == 3
+    assert ledger.ops["decrypt"] == 0
+    # the original key and other views are not affected
+    other = CostLedger("bob")
+    CipherArray.encrypt(pk.with_meter(other), [4])
+    assert other.ops["encrypt"] == 1 and ledger.ops["encrypt"] == 3
+
+
+def test_ops_attributed_to_phases_and_time_is_exclusive():
+    ledger = CostLedger("p")
+    with ledger.running():
+        ledger.count("ot", 2)
+        with ledger.phase("outer"):
+            ledger.count("compare")
+            time.sleep(0.02)
+            with ledger.phase("inner"):
+                ledger.count("encrypt", 5)
+                time.sleep(0.03)
+            time.sleep(0.01)
+    snap = ledger.snapshot()
+    phases = snap["phases"]
+    assert phases[ROOT_PHASE]["ops"]["ot"] == 2
+    assert phases["outer"]["ops"]["compare"] == 1 and phases["outer"]["ops"]["encrypt"] == 0
+    assert phases["inner"]["ops"]["encrypt"] == 5
+    assert 0.025 <= phases["inner"]["wall"] < 0.2
+    assert 0.025 <= phases["outer"]["wall"] < 0.2  # 0.02 + 0.01, inner excluded
+    total = sum(p["wall"] for p in phases.values())
+    assert snap["time"]["wall"] == pytest.approx(total)
+    assert snap["ops"] == {**{op: 0 for op in OPS}, "ot": 2, "compare": 1, "encrypt": 5}
+    # sleeping is neither CPU time nor waiting on a peer: it is compute wall time here
+    assert phases["inner"]["cpu"] < 0.02
+    assert phases["inner"]["compute"] == pytest.approx(phases["inner"]["wall"])
+
+
+def test_bad_counts_and_phase_names_are_typed_errors():
+    ledger = CostLedger("p")
+    with pytest.raises(InvalidInputError):
+        ledger.count("encrypt", -1)
+    with pytest.raises(InvalidInputError):
+        ledger.count("", 1)
+    with pytest.raises(InvalidInputError), ledger.phase(""):
+        pass
+    with pytest.raises(InvalidInputError):
+        CostLedger("")
+
+
+def test_channel_observer_counts_bytes_messages_depth_and_waiting():
+    net = LocalNetwork(["a", "b"])
+    la, lb = CostLedger("a"), CostLedger("b")
+    ca = Channel(net.transport("a"), WireCodec(), observer=la)
+    cb = Channel(net.transport("b"), WireCodec(), observer=lb)
+    payloads = [{"x": list(range(10))}, "hello", b"\x00" * 1000]
+    sizes = [WireCodec().encode({"t": "m", "d": 1, "b": p}) for p in payloads]
+
+    def late_send():
+        time.sleep(0.1)
+        ca.send("b", "late", 1)
+
+    with lb.running():
+        for p in payloads:
+            ca.send("b", "m", p)  # parallel sends: all at depth 1
+        for p in payloads:
+            assert cb.recv("a", "m") == p
+        cb.send("a", "reply", 0)  # depth 2
+        t = threading.Thread(target=late_send)
+        t.start()
+        with lb.phase("waiting"):
+            cb.recv("a", "late")
+        t.join()
+    assert ca.recv("b", "reply") == 0
+    assert la.traffic("b", "sent") == (
+        4,
+        sum(map(len, sizes)) + len(WireCodec().encode({"t": "late", "d": 1, "b": 1})),
+    )
+    assert lb.traffic("a", "recv") == la.traffic("b", "sent")
+    assert (
+        lb.traffic("a", "sent")
+        == la.traffic("b", "recv")
+        == (1, len(WireCodec().encode({"t": "reply", "d": 2, "b": 0})))
+    )
+    assert la.rounds == 2 and lb.rounds == 2
+    waiting = lb.snapshot()["phases"]["waiting"]
+    assert waiting["wait"] >= 0.05
+    assert waiting["compute"] == pytest.approx(waiting["wall"] - waiting["wait"])
+    net.close()
+
+
+def _two_party_report():
+    a, b = CostLedger("alice", key_bits=1024), CostLedger("bob", key_bits=1024)
+    a.count("encrypt", 10)
+    a.count("decrypt", 4)
+    b.count("add", 100)
+    b.count("scalar_mul", 7)
+    b.count("multiexp_terms", 50)
+    b.count("rerandomize", 3)
+    a.on_send("bob", "x", 1000, 1)
+    b.on_recv("alice", "x", 1000, 1, 0.0)
+    b.on_send("alice", "y", 3000, 2)
+    a.on_recv("bob", "y", 3000, 2, 0.5)
+    return CostReport.from_ledgers([b, a], meta={"run": "test"})
+
+
+def test_report_merges_and_round_trips_json_deterministically():
+    report = _two_party_report()
+    assert list(report.parties) == ["alice", "bob"]
+    assert report.rounds == 2
+    assert report.bytes_total == 4000 and report.messages_total == 2
+    assert report.ops()["encrypt"] == 10 and report.ops()["add"] == 100
+    assert report.key_bits == 1024
+    text = report.to_json()
+    again = CostReport.from_json(text)
+    assert again.to_json() == text
+    data = json.loads(text)
+    assert data["totals"]["rounds"] == 2
+    assert set(data["parties"]["alice"]["ops"]) == set(OPS)
+    assert data["parties"]["alice"]["traffic"]["bob"] == {
+        "sent": {"messages": 1, "bytes": 1000},
+        "recv": {"messages": 1, "bytes": 3000},
+    }
+    table = report.to_text()
+    assert "alice" in table and "bob" in table and "traffic per link" in table
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "not json",
+        "[]",
+        '{"version": 99, "parties": {}}',
+        '{"version": 1, "parties": {"a": {"ops": {}}}}',
+    ],
+)
+def test_malformed_reports_raise_config_error(bad, tmp_path):
+    with pytest.raises(ConfigError):
+        CostReport.from_json(bad)
+    path = tmp_path / "r.json"
+    path.write_text(bad)
+    with pytest.raises(ConfigError):
+        CostReport.load(path)
+    with pytest.raises(ConfigError):
+        CostReport.load(tmp_path / "missing.json")
+
+
+def _rates(bits=1024):
+    return PrimitiveRates(
+        bits,
+        {
+            "encrypt": 100.0,
+            "decrypt": 200.0,
+            "add": 1e5,
+            "scalar_mul": 1e4,
+            "multiexp_terms": 2e4,
+            "rerandomize": 150.0,
+        },
+    )
+
+
+def test_cost_model_predicts_from_counts_rates_and_network_formula():
+    report = _two_party_report()
+    model = CostModel(_rates(1024))
+    same = model.predict(report)
+    alice = 10 / 100 + 4 / 200
+    bob = 100 / 1e5 + 7 / 1e4 + 50 / 2e4 + 3 / 150
+    assert same.compute == pytest.approx({"alice": alice, "bob": bob})
+    assert same.network_seconds == 0.0
+    assert same.serial_seconds == pytest.approx(alice + bob)
+    assert same.parallel_seconds == pytest.approx(max(alice, bob))
+
+    net = model.predict(report, latency=0.05, bandwidth=1e6)
+    assert net.network_seconds == pytest.approx(0.05 * 2 + 4000 / 1e6)
+    assert net.parallel_seconds == pytest.approx(max(alice, bob) + 0.05 * 2 + 3000 / 1e6)
+
+    big = model.predict(report, bits=2048, input_scale=3.0, latency=0.01, bandwidth=1e6)
+    e = SCALING_EXPONENTS
+    alice2 = 3 * (10 / 100 * 2 ** e["encrypt"] + 4 / 200 * 2 ** e["decrypt"])
+    assert big.compute["alice"] == pytest.approx(alice2)
+    assert big.bytes_total == 4000 * 3 * 2
+    assert big.rounds == 2
+    assert big.network_seconds == pytest.approx(0.02 + 24000 / 1e6)
+    assert json.loads(json.dumps(big.to_dict()))["bits"] == 2048
+    assert "predicted" in big.table().title
+
+
+def test_rates_scale_with_documented_exponents_and_validate():
+    r = _rates(1024)
+    r2 = r.at(2048)
+    for op, exp in SCALING_EXPONENTS.items():
+        assert r.rates[op] / r2.rates[op] == pytest.approx(2**exp)
+    assert r.seconds_per("ot") == 0.0  # composites are counted by their primitives
+    assert PrimitiveRates.from_dict(r.to_dict()) == r
+    with pytest.raises(InvalidInputError):
+        PrimitiveRates(1024, {"encrypt": 1.0})
+    with pytest.raises(ConfigError):
+        PrimitiveRates.from_dict({"rates": {}})
+    with pytest.raises(InvalidInputError):
+        CostModel(r).predict(_two_party_report(), latency=-1)
+
+
+def test_measure_rates_is_quick_and_sane(keypair_512):
+    pk, sk = keypair_512
+    t0 = time.perf_counter()
+    rates = measure_rates(pk, sk, min_seconds=0.01)
+    assert time.perf_counter() - t0 < 5
+    assert rates.bits == 512
+    r = rates.rates
+    assert set(r) == set(SCALING_EXPONENTS)
+    # a modular multiplication is far cheaper than an exponentiation
+    assert r["add"] > 10 * r["encrypt"] and r["add"] > 10 * r["decrypt"]
+    assert r["scalar_mul"] > r["decrypt"]
+    # predicting a known workload at the measured size matches timing it
+    model = CostModel(rates)
+    ledger = CostLedger("x", key_bits=512)
+    view = PublicKey(pk.n).with_meter(ledger)  # an encryptor without the private key
+    view.randomizer.draw(1)  # one-off table set-up, outside the model
+    t0 = time.perf_counter()
+    for _ in range(5):
+        CipherArray.encrypt(view, list(range(8)))
+    elapsed = time.perf_counter() - t0
+    predicted = model.compute_seconds(ledger.ops)
+    assert 0.2 * elapsed < predicted < 5 * elapsed

@@ -1,0 +1,165 @@
+"""simulate(): contexts, metering, failure propagation, clean teardown."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from smc_hmm.cost import CostLedger
+from smc_hmm.crypto import CipherArray, PublicKey
+from smc_hmm.errors import (
+    InvalidInputError,
+    PeerDisconnectedError,
+    PeerTimeoutError,
+    ProtocolError,
+    TransportError,
+)
+from smc_hmm.runtime import PartyContext, simulate
+from smc_hmm.transport import Channel, LocalNetwork
+from smc_hmm.wire import WireCodec
+
+
+def _ping(ctx, n):
+    for i in range(n):
+        ctx.send("pong", "ping", i)
+        assert ctx.recv("pong", "pong") == i + 1
+    return "ping done"
+
+
+def _pong(ctx, n):
+    for _ in range(n):
+        x = ctx.recv("ping", "ping")
+        ctx.send("ping", "pong", x + 1)
+    return "pong done"
+
+
+def test_outputs_rounds_and_messages_of_a_ping_pong():
+    result = simulate({"ping": _ping, "pong": _pong}, {"ping": (4,), "pong": (4,)})
+    assert result.outputs == {"ping": "ping done", "pong": "pong done"}
+    assert result["ping"] == "ping done"
+    assert result.cost.rounds == 8  # each message waits for the previous one
+    assert result.cost.messages_total == 8
+    assert result.cost.parties["pong"]["messages"] == {"sent": 4, "recv": 4}
+    assert result.cost.meta["mode"] == "in-process"
+
+
+def test_each_party_meters_its_own_work_on_received_ciphertexts(keypair_512):
+    def owner(ctx):
+        pk, sk = ctx.keypair
+        ctx.send("helper", "pk", pk)
+        ctx.send("helper", "x", CipherArray.encrypt(pk, [1, 2, 3]))
+        y = ctx.recv("helper", "y")
+        return y.decrypt_ints(sk).tolist()
+
+    def helper(ctx):
+        pk = ctx.recv("owner", "pk")
+        assert isinstance(pk, PublicKey) and pk.meter is ctx.ledger
+        x = ctx.recv("owner", "x")
+        assert x.public_key is pk  # decoded under this party's metered view
+        ctx.count("compare", 2)
+        with ctx.phase("double"):
+            y = (x + x).rerandomize()
+        ctx.send("owner", "y", y)
+
+    result = simulate({"owner": owner, "helper": helper}, keys={"owner": keypair_512})
+    assert result["owner"] == [2, 4, 6]
+    owner_ops, helper_ops = result.cost.ops("owner"), result.cost.ops("helper")
+    assert owner_ops["encrypt"] == 3 and owner_ops["decrypt"] == 3 and owner_ops["add"] == 0
+    assert helper_ops["add"] == 3 and helper_ops["rerandomize"] == 3
+    assert helper_ops["compare"] == 2 and helper_ops["encrypt"] == 0
+    phase = result.cost.parties["helper"]["phases"]["double"]
+    assert phase["ops"]["add"] == 3
+    assert result.cost.key_bits == 512
+
+
+def test_first_error_is_raised_and_the_others_stop_promptly():
+    before = set(threading.enumerate())
+
+    def fails(ctx):
+        time.sleep(0.05)
+        raise ValueError("boom")
+
+    def waits(ctx):
+        ctx.recv("fails", "never")  # would wait 30 s without the abort
+
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="boom") as info:
+        simulate({"fails": fails, "waits": waits, "also": waits}, timeout=30)
+    assert time.monotonic() - t0 < 5
+    notes = "\n".join(getattr(info.value, "__notes__", []))
+    assert "raised by party fails" in notes
+    assert set(threading.enumerate()) == before
+
+
+def test_a_stalled_peer_times_out_with_a_typed_error():
+    def stalls(ctx):
+        ctx.recv("other", "never")
+
+    def other(ctx):
+        ctx.recv("stalls", "never")
+
+    t0 = time.monotonic()
+    with pytest.raises(PeerTimeoutError):
+        simulate({"stalls": stalls, "other": other}, timeout=0.3)
+    assert time.monotonic() - t0 < 3
+
+
+def test_a_party_ending_early_disconnects_its_waiting_peer():
+    with pytest.raises(PeerDisconnectedError):
+        simulate(
+            {"quits": lambda ctx: None, "waits": lambda ctx: ctx.recv("quits", "x")}, timeout=30
+        )
+
+
+def test_unread_messages_are_a_protocol_error():
+    def talker(ctx):
+        ctx.send("listener", "a", 1)
+        ctx.send("listener", "b", 2)
+
+    def listener(ctx):
+        return ctx.recv("talker", "b")  # "a" is buffered and never read
+
+    with pytest.raises(ProtocolError, match="never received"):
+        simulate({"talker": talker, "listener": listener})
+
+
+def test_record_views_and_invalid_calls(keypair_512):
+    result = simulate(
+        {"a": lambda ctx: ctx.send("b", "t", np.arange(3)), "b": lambda ctx: ctx.recv("a", "t")},
+        record_views=True,
+    )
+    assert result.views["a"] == []
+    ((peer, tag, payload),) = result.views["b"]
+    assert (peer, tag) == ("a", "t") and payload.tolist() == [0, 1, 2]
+    with pytest.raises(InvalidInputError):
+        simulate({})
+    with pytest.raises(InvalidInputError):
+        simulate({"a": lambda ctx: None, "b": lambda ctx: None}, keys={"c": keypair_512})
+    with pytest.raises(InvalidInputError):
+        simulate({"a": lambda ctx: None, "b": "not callable"})
+    with pytest.raises(InvalidInputError):
+        simulate({"a": lambda ctx: None, "b": lambda ctx: None}, timeout=0)
+
+
+def test_party_context_keys(keypair_512, other_keypair_512):
+    pk, sk = keypair_512
+    net = LocalNetwork(["a", "b"])
+    ledger = CostLedger("a")
+    ctx = PartyContext(
+        "a", Channel(net.transport("a"), WireCodec()), keypair=keypair_512, ledger=ledger
+    )
+    view, metered_sk = ctx.keypair
+    assert view.meter is ledger and pk.meter is not ledger
+    CipherArray.encrypt(view, [5]).decrypt(metered_sk)
+    assert ledger.ops["encrypt"] == 1 and ledger.ops["decrypt"] == 1
+    assert ctx.adopt_key(pk) is view  # one view per key
+    assert set(ctx.keys) == {pk.fingerprint}
+    with pytest.raises(InvalidInputError):
+        PartyContext("a", ctx.channel, keypair=(pk, other_keypair_512[1]))
+    bare = PartyContext("b", Channel(net.transport("b"), WireCodec()))
+    with pytest.raises(InvalidInputError):
+        _ = bare.keypair
+    net.close()
+    with pytest.raises(TransportError):
+        ctx.send("b", "x", 1)
