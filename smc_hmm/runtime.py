@@ -59,10 +59,12 @@ from smc_hmm.compute import Compute
 from smc_hmm.cost import CostLedger, CostReport
 from smc_hmm.crypto import PrivateKey, PublicKey, Rng
 from smc_hmm.errors import (
+    AuthenticationError,
     ConfigError,
     InvalidInputError,
     PeerTimeoutError,
     SmcHmmError,
+    TransportError,
 )
 from smc_hmm.transport.base import Channel, Network, Transport
 from smc_hmm.transport.local import LocalNetwork
@@ -630,6 +632,22 @@ def _tls_for(config: RunConfig, name: str):
     return TlsConfig(config.ca_cert, pc.cert, pc.key)
 
 
+def _connect(name: str, addresses: dict, tls, config: RunConfig):
+    """The party's TCP transport; stray socket / TLS exceptions become typed errors."""
+    import ssl
+
+    from smc_hmm.transport.tcp import TcpTransport
+
+    try:
+        return TcpTransport(
+            name, addresses, tls, config.connect_timeout, max_frame_bytes=config.max_frame_bytes
+        )
+    except ssl.SSLError as e:  # e.g. the peer refused our certificate mid-handshake
+        raise AuthenticationError(f"{name}: TLS connection failed: {e}") from e
+    except OSError as e:
+        raise TransportError(f"{name}: connection failed: {e}") from e
+
+
 def _write_result(path, result: dict) -> None:
     if path is None:
         return
@@ -650,8 +668,6 @@ def run_party(name: str, config: RunConfig | str | Path, *, result_path=None) ->
     dict (or, on failure, one with ``ok = false`` and the error's type and
     message) is written as JSON to ``result_path``; failures are re-raised.
     """
-    from smc_hmm.transport.tcp import TcpTransport
-
     if not isinstance(config, RunConfig):
         config = load_config(config)
     start = time.perf_counter()
@@ -667,9 +683,7 @@ def run_party(name: str, config: RunConfig | str | Path, *, result_path=None) ->
         role, keypair, party = factory(name, config)
         tls = _tls_for(config, name)
         addresses = {n: p.address for n, p in config.parties.items()}
-        transport = TcpTransport(
-            name, addresses, tls, config.connect_timeout, max_frame_bytes=config.max_frame_bytes
-        )
+        transport = _connect(name, addresses, tls, config)
         ledger = CostLedger(name)
         try:
             channel = Channel(

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from smc_hmm.certs import make_certificates
-from smc_hmm.errors import ConfigError, PeerTimeoutError, SmcHmmError
+from smc_hmm.errors import ConfigError, PeerTimeoutError, SmcHmmError, TransportError
 from smc_hmm.runtime import (
     PartyProcessError,
     config_from_dict,
@@ -40,7 +40,12 @@ def _free_ports(k):
 
 
 def write_config(
-    tmp_path, names=("alice", "bob", "trent"), *, timeout=10.0, bob_input=None, extra_run=""
+    tmp_path,
+    names=("alice", "bob", "trent"),
+    *,
+    timeout=10.0,
+    bob_input=None,
+    connect_timeout=10,
 ):
     certs = make_certificates(tmp_path / "certs", list(names))
     ports = _free_ports(len(names))
@@ -51,8 +56,7 @@ def write_config(
         f"timeout = {timeout}",
         "key_bits = 512",
         "insecure = true",
-        "connect_timeout = 10",
-        extra_run,
+        f"connect_timeout = {connect_timeout}",
         "",
         "[protocol]",
         f"contributors = {json.dumps(contributors)}",
@@ -113,6 +117,35 @@ def test_run_party_in_threads_over_mutual_tls(tmp_path):
     assert saved["ok"] and saved["output"] == results["alice"]["output"]
     assert saved["cost"]["ops"]["decrypt"] == 3 and saved["cost"]["rounds"] == 3
     assert results["carol"]["cost"]["ops"]["encrypt"] == 3
+    assert set(threading.enumerate()) == before
+
+
+def test_a_party_with_a_certificate_from_another_ca_fails_every_party_typed(tmp_path):
+    path = write_config(tmp_path, connect_timeout=2)
+    rogue = make_certificates(tmp_path / "rogue", ["bob"])
+    text = path.read_text()
+    text = text.replace('cert = "certs/bob.pem"', f'cert = "{rogue.certs["bob"]}"')
+    text = text.replace('key = "certs/bob.key"', f'key = "{rogue.keys["bob"]}"')
+    path.write_text(text)
+    config = load_config(path)
+    errors = {}
+
+    def run(name):
+        try:
+            run_party(name, config)
+        except Exception as e:  # noqa: BLE001 - the type is what is checked
+            errors[name] = e
+
+    before = set(threading.enumerate())
+    threads = [threading.Thread(target=run, args=(n,)) for n in config.parties]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert set(errors) == {"alice", "bob", "trent"}
+    for name, e in errors.items():
+        # AuthenticationError, PeerDisconnectedError, PeerTimeoutError, ...: all typed
+        assert isinstance(e, TransportError), (name, repr(e))
     assert set(threading.enumerate()) == before
 
 
