@@ -7,9 +7,9 @@ import warnings
 import numpy as np
 
 from parties.base import Party
-from protocols import secure_sum
+from protocols import forward, secure_sum
 from smc_hmm.crypto import DEFAULT_KEY_BITS, generate_keypair
-from smc_hmm.errors import InsecureKeyWarning
+from smc_hmm.errors import InsecureKeyWarning, InvalidInputError
 
 
 class Alice(Party):
@@ -20,12 +20,15 @@ class Alice(Party):
         name: str = "alice",
         vector=None,
         *,
+        observations=None,
         key_bits: int = DEFAULT_KEY_BITS,
         insecure: bool = False,
         **kwargs,
     ):
         super().__init__(name, **kwargs)
         self._vector = None if vector is None else np.asarray(vector, dtype=np.float64)
+        #: an observation sequence: symbols (T,) or feature frames (T, d)
+        self._observations = None if observations is None else np.asarray(observations)
         self.key_bits = key_bits
         self.insecure = insecure
 
@@ -39,7 +42,12 @@ class Alice(Party):
         return self.keypair
 
     def protocols(self):
-        return {secure_sum.NAME: self.run_secure_sum}
+        return {secure_sum.NAME: self.run_secure_sum, forward.NAME: self.run_forward}
 
     def run_secure_sum(self, ctx, params: secure_sum.Params):
         return secure_sum.alice(ctx, self._vector, params)
+
+    def run_forward(self, ctx, params: forward.ForwardParams):
+        if self._observations is None:
+            raise InvalidInputError(f"{self.name} has no observation sequence")
+        return forward.alice(ctx, self._observations, params)

@@ -37,17 +37,23 @@ Protocol (log domain, all values fixed point, see :class:`PrecisionParams`):
 Who learns what (semi-honest Alice and Bob, not colluding):
 
 * Bob sees only ciphertexts under Alice's key: nothing about x or log P.
-* Alice learns T-independent public sizes (M or d, states per model) and, for
+* Alice learns the public sizes (M or d, states per model, exp_scale) and, for
   every t and j, (a) log b_j(x_t) + gamma_tj and (b) log sum_l a_lj alpha_t(l)
   plus a blind of log(beta_j): both blinds are uniform on [0, R) nats
   (``blind_nats`` = R, default 20).  This multiplicative blinding hides
   values within the range R only (as in the thesis), not statistically; it
   also shows Alice which predicted/emission probabilities are exactly zero.
   With ``reveal=True`` she learns log P.
-* Precision: the result matches the plaintext forward algorithm to a relative
-  error far below 1e-6 (``smc-hmm bench forward`` measures it); zero
-  probabilities are exact (log 0 is carried as a sentinel; an impossible
-  sequence gives -inf).
+* Precision: Alice's exponentials keep 53 significant bits for every state
+  within ~ g ln 2 nats of the leading state of its model, g being as large as
+  the key allows (about 1,000 nats at 2048 bits; ``exp_scale`` in the spec);
+  Bob's weights keep ``weight_bits`` (64) significant bits however small a
+  transition probability is.  The result matches the plaintext forward
+  algorithm to ~1e-12 relative error (``smc-hmm bench forward`` measures it);
+  zero probabilities are exact (log 0 is carried as a sentinel; an impossible
+  sequence gives -inf).  Gaussian emissions lose |x|^2 2^-(s_w + 1) nats per
+  frame to the rounding of Bob's weights (s_w = log_scale - feature_scale = 40
+  bits by default): normalised features are far inside the 1e-6 target.
 
 Run: ``python examples/secure_forward.py`` (in-process) or see the example's
 docstring for two processes.
@@ -56,7 +62,7 @@ docstring for two processes.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -65,16 +71,16 @@ from protocols.primitives import (
     PrecisionParams,
     alice_exp,
     alice_log,
-    check_capacity,
     log_blinds,
     multiplicative_blinds,
     unblind_weights,
 )
 from smc_hmm.crypto import CipherArray, PublicKey
-from smc_hmm.errors import InvalidInputError, ProtocolError
+from smc_hmm.errors import ConfigError, InvalidInputError, ProtocolError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, emission_weights, quadratic_products
 
 LN2 = math.log(2)
+NAME = "forward"
 
 
 @dataclass(frozen=True)
@@ -86,12 +92,30 @@ class ForwardParams:
     quadratic-form weights at ``precision.log_scale - feature_scale`` bits.
     """
 
-    precision: PrecisionParams = field(default_factory=lambda: PrecisionParams(log_scale=64))
-    feature_scale: int = 32
+    precision: PrecisionParams = field(default_factory=PrecisionParams)
+    feature_scale: int = 48
+
+    reveal: bool = True
 
     def __post_init__(self):
         if not 8 <= self.feature_scale < self.precision.log_scale:
             raise InvalidInputError("feature_scale must be in [8, log_scale)")
+
+    @classmethod
+    def from_config(cls, section: Mapping) -> ForwardParams:
+        """From the ``[protocol]`` table of a parties.toml file (all keys optional):
+        log_scale, blind_nats, feature_scale, reveal."""
+        known = {"name", "log_scale", "blind_nats", "feature_scale", "reveal"}
+        unknown = set(section) - known
+        if unknown:
+            raise ConfigError(f"unknown forward parameters: {sorted(unknown)}")
+        try:
+            precision = PrecisionParams(log_scale=int(section.get("log_scale", 88)),
+                                        blind_nats=float(section.get("blind_nats", 20.0)))
+            return cls(precision, int(section.get("feature_scale", 48)),
+                       bool(section.get("reveal", True)))
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"bad forward parameters: {e}") from e
 
 
 # -- Bob's view of the models ---------------------------------------------------------------
@@ -171,10 +195,11 @@ def encode_observations(pk: PublicKey, observations, spec: dict, params: Forward
 # -- roles ------------------------------------------------------------------------------------
 
 
-def alice(ctx, observations, params: ForwardParams | None = None, *, reveal: bool = True,
-          peer: str = "bob"):
+def alice(ctx, observations, params: ForwardParams | None = None, *,
+          reveal: bool | None = None, peer: str = "bob"):
     """Alice: returns the list of log P(x | lambda_k) (``reveal``) or None."""
     params = params or ForwardParams()
+    reveal = params.reveal if reveal is None else reveal
     prec = params.precision
     pk, sk = ctx.keypair
     # Step 0: public key out, public sizes in
@@ -195,18 +220,18 @@ def alice(ctx, observations, params: ForwardParams | None = None, *, reveal: boo
             # Step 3a: secure exponent with a per-model shift c
             values = []
             for k, seg in enumerate(segments):
-                v, c = alice_exp(y[seg], prec)
+                v, c = alice_exp(y[seg], spec["exp_scale"])
                 values.extend(v)
                 shifts[k] += c
             ctx.send(peer, f"fw.v.{t}", CipherArray.encrypt_encoded(pk, values, 0))
             if t == n_steps - 1:
                 break
             # Step 3b: secure logarithm of the LOGSUM, plus the blinded emission
-            logs = alice_log(ctx.recv(peer, f"fw.s.{t}").decrypt_ints(sk), prec)
+            logs = alice_log(ctx.recv(peer, f"fw.s.{t}").decrypt_ints(sk))
             y = np.array(logs) + _decrypt_logs(ctx.recv(peer, f"fw.emit.{t + 1}"), sk, prec)
     with ctx.phase("termination"):
         # Step 4: log of the final sum plus Alice's total shift
-        finals = alice_log(ctx.recv(peer, "fw.s.final").decrypt_ints(sk), prec)
+        finals = alice_log(ctx.recv(peer, "fw.s.final").decrypt_ints(sk))
         out = [prec.encode_log(x + shifts[k]) if x != -math.inf else prec.encode_log(x)
                for k, x in enumerate(finals)]
         ctx.send(peer, "fw.log", CipherArray.encrypt_encoded(pk, out, prec.f))
@@ -216,19 +241,20 @@ def alice(ctx, observations, params: ForwardParams | None = None, *, reveal: boo
         return [prec.decode_log(v) for v in ctx.recv(peer, "fw.result").decrypt_ints(sk)]
 
 
-def bob(ctx, models, params: ForwardParams | None = None, *, reveal: bool = True,
+def bob(ctx, models, params: ForwardParams | None = None, *, reveal: bool | None = None,
         peer: str = "alice") -> CipherArray:
     """Bob: returns E(log P(x | lambda_k)) for each model (scale ``log_scale``)."""
     params = params or ForwardParams()
+    reveal = params.reveal if reveal is None else reveal
     prec = params.precision
     batch = _ModelBatch.of(models)
     # Step 0
     pk = ctx.recv(peer, "fw.key")
     if not isinstance(pk, PublicKey):
         raise ProtocolError("expected Alice's public key")
-    check_capacity(pk, math.ceil(math.log2(max(batch.sizes) + 1)) + prec.g + prec.h
-                   + prec.beta_bits + math.ceil(prec.blind_nats / LN2) + 2, "secure forward")
-    spec = {"kind": batch.kind, "width": batch.width, "states": batch.sizes}
+    positive = np.concatenate([a[a > 0] for a in batch.transmats])
+    g = prec.exp_scale_for(pk, prec.max_weight_scale(float(positive.min())), max(batch.sizes))
+    spec = {"kind": batch.kind, "width": batch.width, "states": batch.sizes, "exp_scale": g}
     ctx.send(peer, "fw.spec", spec)
     weights, weight_scale, const = _emission_program(models, batch, params)
     enc_obs = ctx.recv(peer, "fw.obs")
@@ -257,8 +283,8 @@ def bob(ctx, models, params: ForwardParams | None = None, *, reveal: bool = True
             # Step 3: LOGSUM linear combination, unblinded, times beta_j
             sums = []
             for k, seg in enumerate(segments):
-                w, rho_min = unblind_weights(batch.transmats[k], rho[seg], prec)
-                base[seg] = rho_min + (prec.g + prec.h) * LN2
+                w, rho_min, h = unblind_weights(batch.transmats[k], rho[seg], prec)
+                base[seg] = rho_min + (g + h) * LN2
                 sums.append(enc_v[seg].lincomb(w.T, compute=ctx.compute))
             betas = multiplicative_blinds(ctx.rng, total, prec)
             log_beta = np.array([math.log(b) for b in betas])
@@ -269,9 +295,9 @@ def bob(ctx, models, params: ForwardParams | None = None, *, reveal: bool = True
         finals, offsets = [], []
         betas = multiplicative_blinds(ctx.rng, len(segments), prec)
         for k, seg in enumerate(segments):
-            w, rho_min = unblind_weights(np.ones((len(rho[seg]), 1)), rho[seg], prec)
+            w, rho_min, h = unblind_weights(np.ones((len(rho[seg]), 1)), rho[seg], prec)
             finals.append(enc_v[seg].lincomb(w.T, compute=ctx.compute))
-            offsets.append(rho_min + (prec.g + prec.h) * LN2 + math.log(betas[k]))
+            offsets.append(rho_min + (g + h) * LN2 + math.log(betas[k]))
         blinded = CipherArray.concatenate(finals).mul(np.array(betas, dtype=object))
         ctx.send(peer, "fw.s.final", blinded.rerandomize())
         enc_log = ctx.recv(peer, "fw.log")
@@ -296,7 +322,8 @@ def _check_spec(spec) -> None:
     if not isinstance(spec, dict) or spec.get("kind") not in ("discrete", "gaussian") or \
             not isinstance(spec.get("width"), int) or not isinstance(spec.get("states"), list) \
             or not spec["states"] or not all(isinstance(s, int) and s > 0
-                                             for s in spec["states"]):
+                                             for s in spec["states"]) \
+            or not isinstance(spec.get("exp_scale"), int) or not 24 <= spec["exp_scale"] < 8192:
         raise ProtocolError(f"malformed forward-algorithm spec: {spec!r}")
 
 

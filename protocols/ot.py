@@ -20,7 +20,7 @@ parties, like the rest of the package).
 algorithm uses: Bob keeps E(m_x) (here the blinded emission log-probabilities)
 instead of returning it.
 
-Run: ``python -m pytest tests/protocols/test_ot.py``.
+Run: ``python -m pytest tests/protocols/test_protocol_ot.py``.
 """
 
 from __future__ import annotations

@@ -42,23 +42,27 @@ from smc_hmm.errors import InvalidInputError, PrecisionError, ProtocolError
 LOG_ZERO_NATS = -(2.0**40)
 #: Alice reads any log-value below this as log 0
 LOG_ZERO_THRESHOLD = -(2.0**39)
+LN2 = math.log(2)
 
 
 @dataclass(frozen=True)
 class PrecisionParams:
     """Fixed-point scales and blinding ranges of the log/exp protocols.
 
-    ``log_scale`` (f): fractional bits of log-domain values.  ``exp_scale`` (g)
-    and ``weight_scale`` (h): fractional bits of Alice's exponentials and of
-    Bob's unblinding weights; by default 64 + 2R/ln 2 bits each, so that after
-    the worst-case blinding ratio e^(2R) at least 64 significant bits remain.
-    ``beta_bits``: minimum size of multiplicative blinds.
+    ``log_scale`` (f): fractional bits of log-domain values.  ``weight_bits``:
+    significant bits kept in each of Bob's unblinding weights (their scale h
+    is chosen per call so the smallest nonzero weight still has that many).
+    ``exp_scale`` (g): fractional bits of Alice's exponentials; by default
+    (None) as large as the key allows (:meth:`exp_scale_for`), so that a state
+    up to ~ g ln 2 nats below the leading one keeps 53 significant bits -- about
+    1,000 nats with 2048-bit keys.  ``beta_bits``: minimum size of the
+    multiplicative blinds; ``blind_nats`` (R): width of all blinds in nats.
     """
 
-    log_scale: int = 48
+    log_scale: int = 88
     blind_nats: float = 20.0
     exp_scale: int | None = None
-    weight_scale: int | None = None
+    weight_bits: int = 64
     beta_bits: int = 64
     sigma: int = 40
 
@@ -69,14 +73,34 @@ class PrecisionParams:
             raise InvalidInputError("blind_nats must be in (0, 200]")
         if self.sigma < 40:
             raise InvalidInputError("sigma must be at least 40 bits")
+        if not 24 <= self.weight_bits <= 512:
+            raise InvalidInputError("weight_bits must be in [24, 512]")
+        if self.exp_scale is not None and not 24 <= self.exp_scale <= 8192:
+            raise InvalidInputError("exp_scale must be in [24, 8192]")
 
     @property
-    def g(self) -> int:
-        return self.exp_scale or 64 + math.ceil(2 * self.blind_nats / math.log(2))
+    def blind_bits(self) -> int:
+        """Bits spanned by a multiplicative blind e^u, u < R."""
+        return math.ceil(self.blind_nats / math.log(2))
 
-    @property
-    def h(self) -> int:
-        return self.weight_scale or 64 + math.ceil(2 * self.blind_nats / math.log(2))
+    def max_weight_scale(self, smallest_weight: float = 1.0) -> int:
+        """Largest h used when the smallest nonzero weight is ``smallest_weight`` (<= 1)
+        and blinds differ by up to 2R nats."""
+        return self.weight_bits + 2 * self.blind_bits + max(0, -math.floor(
+            math.log2(smallest_weight)))
+
+    def exp_scale_for(self, public_key, max_weight_scale: int, max_terms: int) -> int:
+        """g: the explicit ``exp_scale`` or the largest that fits the key with
+        ``max_terms`` products of weights of up to ``max_weight_scale`` bits,
+        times a multiplicative blind.  Raises PrecisionError if below 64."""
+        room = (public_key.max_plain.bit_length() - 1 - max_weight_scale - self.beta_bits
+                - self.blind_bits - math.ceil(math.log2(max_terms + 1)) - 8)
+        g = room if self.exp_scale is None else self.exp_scale
+        if g > room or g < 64:
+            raise PrecisionError(
+                f"a {public_key.bits}-bit key leaves {room} bits for exponentials "
+                f"(need >= {max(64, g)}); use a larger key or smaller weight_bits/blind_nats")
+        return g
 
     @property
     def f(self) -> int:
@@ -114,34 +138,48 @@ def multiplicative_blinds(rng: Rng, count: int, params: PrecisionParams) -> list
 
 
 def unblind_weights(weights: np.ndarray, rho: np.ndarray, params: PrecisionParams):
-    """Bob's integer weights round(a_lj * e^-(rho_l - rho_min) * 2^h) and rho_min.
+    """Bob's integer weights round(a_lj * e^-(rho_l - rho_min) * 2^h), rho_min and h.
 
-    ``weights`` is (N_in, N_out) (a_lj), ``rho`` the (N_in,) blinds in nats.
+    ``weights`` is (N_in, N_out) (a_lj >= 0), ``rho`` the (N_in,) blinds in
+    nats.  h is chosen so that the smallest nonzero weight keeps
+    ``weight_bits`` significant bits.
     """
     rho = np.asarray(rho, dtype=float)
     rho_min = float(rho.min())
     factors = np.exp(-(rho - rho_min))[:, None] * np.asarray(weights, dtype=float)
-    scaled = [[round(math.ldexp(float(x), params.h)) for x in row] for row in factors]
-    return np.array(scaled, dtype=object), rho_min
+    nonzero = factors[factors > 0]
+    smallest = float(nonzero.min()) if nonzero.size else 1.0
+    h = params.weight_bits + max(0, -math.floor(math.log2(smallest)))
+    scaled = [[round(math.ldexp(float(x), h)) for x in row] for row in factors]
+    return np.array(scaled, dtype=object), rho_min, h
 
 
 # -- Alice's halves ------------------------------------------------------------------------
 
 
-def alice_exp(blinded_logs: np.ndarray, params: PrecisionParams) -> tuple[list[int], float]:
-    """Alice's secure-exponent step: V_i = round(exp(y_i - c) * 2^g) with c = max_i y_i.
+def alice_exp(blinded_logs, exp_scale: int) -> tuple[list[int], float]:
+    """Alice's secure-exponent step: V_i = round(2^g exp(y_i - c)) with c = max_i y_i.
 
-    ``blinded_logs`` are floats (log 0 as -inf).  Returns (V, c); if every
-    value is log 0 then V = 0 and c = 0.
+    Computed as 2^(g + k) e^r with y_i - c = k ln 2 + r, so every V_i keeps 53
+    significant bits down to ~ g ln 2 nats below the maximum (no float
+    underflow).  ``blinded_logs`` are floats (log 0 as -inf); if every value
+    is log 0 then V = 0 and c = 0.
     """
     ys = [float(y) for y in blinded_logs]
     finite = [y for y in ys if y != -math.inf]
     c = max(finite) if finite else 0.0
-    return [0 if y == -math.inf else round(math.ldexp(math.exp(y - c), params.g))
-            for y in ys], c
+    out = []
+    for y in ys:
+        if y == -math.inf:
+            out.append(0)
+            continue
+        k = math.floor((y - c) / LN2)
+        out.append(round(math.ldexp(math.exp((y - c) - k * LN2), exp_scale + k))
+                   if exp_scale + k >= -1 else 0)
+    return out, c
 
 
-def alice_log(blinded_values, params: PrecisionParams) -> list[float]:
+def alice_log(blinded_values) -> list[float]:
     """Alice's secure-logarithm step: log of positive integers (0 -> -inf)."""
     out = []
     for v in blinded_values:
@@ -152,57 +190,51 @@ def alice_log(blinded_values, params: PrecisionParams) -> list[float]:
     return out
 
 
-def check_capacity(public_key, bits_needed: int, what: str) -> None:
-    """Refuse to start when a protocol's worst-case plaintext exceeds the key."""
-    if bits_needed >= public_key.max_plain.bit_length():
-        raise PrecisionError(f"{what} needs {bits_needed}-bit plaintexts but the "
-                             f"{public_key.bits}-bit key allows "
-                             f"{public_key.max_plain.bit_length() - 1}; use a larger key or "
-                             "smaller scales / blinding range")
-
-
 # -- standalone batched primitives: one role function per party -------------------------------
 
 
 def bob_secure_exp(ctx, enc_logs: CipherArray, params: PrecisionParams, peer: str = "alice"):
-    """Bob: E(x_i) (log-values at scale f) -> E(exp(x_i - c)) at scale g + h, plus E(c).
+    """Bob: E(x_i) (log-values at scale f) -> (E(y_i), E(s)) with exp(x_i) = y_i * e^s.
 
-    Alice picks the common shift c (her max), so Bob's output is the vector
-    exp(x_i) up to the common factor e^-c that he receives encrypted.
+    y_i is a fixed-point value (its CipherArray scale is g + h) and s a
+    log-value at scale f: Alice's common shift c minus Bob's rho_min, so
+    nothing over- or underflows whatever the magnitudes of x.
     """
     if enc_logs.scale != params.f:
         raise InvalidInputError(f"log-values must be at scale {params.f}")
     rho = log_blinds(ctx.rng, enc_logs.size, params)
-    # Step 1: Bob sends E(x_i + rho_i)
-    ctx.send(peer, "exp.blinded", enc_logs.add_encoded(rho).rerandomize())
-    # Step 2: Alice returns E(exp(x_i + rho_i - c)) and E(c)
+    g = params.exp_scale_for(enc_logs.public_key, params.max_weight_scale(), 1)
+    # Step 1: Bob sends E(x_i + rho_i) and the exponential scale g
+    ctx.send(peer, "exp.blinded", [enc_logs.add_encoded(rho).rerandomize(), g])
+    # Step 2: Alice returns E(V_i) = E(round(2^g exp(x_i + rho_i - c))) and E(c)
     enc_v, enc_c = ctx.recv(peer, "exp.values"), ctx.recv(peer, "exp.shift")
     # Step 3: Bob multiplies by e^-(rho_i - rho_min); the common e^-rho_min joins the shift
-    w, rho_min = unblind_weights(np.eye(enc_logs.size), rho / (1 << params.f), params)
-    out = enc_v.mul(np.diagonal(w).astype(object), params.h)
-    shift = enc_c.add_encoded(-params.encode_log(rho_min))
-    return out, shift  # exp(x_i) = out_i * e^(shift)
+    w, rho_min, h = unblind_weights(np.eye(enc_logs.size), rho / (1 << params.f), params)
+    out = enc_v.with_scale(g).mul(np.diagonal(w).astype(object), h)
+    return out, enc_c.add_encoded(-params.encode_log(rho_min))
 
 
 def alice_secure_exp(ctx, params: PrecisionParams, peer: str = "bob"):
     """Alice's role in :func:`bob_secure_exp`."""
     pk, sk = ctx.keypair
-    y = ctx.recv(peer, "exp.blinded")
-    values, c = alice_exp([params.decode_log(v) for v in y.decrypt_ints(sk)], params)
-    ctx.send(peer, "exp.values", CipherArray.encrypt_encoded(pk, values, params.g))
+    y, g = ctx.recv(peer, "exp.blinded")
+    if not isinstance(g, int) or not 24 <= g < pk.bits:
+        raise ProtocolError(f"bad exponential scale {g!r}")
+    values, c = alice_exp([params.decode_log(v) for v in y.decrypt_ints(sk)], g)
+    ctx.send(peer, "exp.values", CipherArray.encrypt_encoded(pk, values, 0))
     ctx.send(peer, "exp.shift", CipherArray.encrypt_encoded(pk, [params.encode_log(c)],
                                                             params.f))
 
 
 def bob_secure_log(ctx, enc_values: CipherArray, params: PrecisionParams, peer: str = "alice"):
-    """Bob: E(theta_i) (positive integers at scale s) -> E(log(theta_i / 2^s)) at scale f."""
+    """Bob: E(theta_i) (non-negative, scale s) -> E(log theta_i) at scale f (log 0 -> -inf)."""
     betas = multiplicative_blinds(ctx.rng, enc_values.size, params)
     # Step 1: Bob sends E(theta_i * beta_i)
     ctx.send(peer, "log.blinded", enc_values.mul(np.array(betas, dtype=object)).rerandomize())
     # Step 2: Alice returns E(log(theta_i * beta_i))
     enc_logs = ctx.recv(peer, "log.values")
     # Step 3: Bob subtracts log(beta_i) + s ln 2
-    offsets = np.array([-params.encode_log(math.log(b) + enc_values.scale * math.log(2))
+    offsets = np.array([-params.encode_log(math.log(b) + enc_values.scale * LN2)
                         for b in betas], dtype=object)
     return enc_logs.add_encoded(offsets)
 
@@ -211,7 +243,7 @@ def alice_secure_log(ctx, params: PrecisionParams, peer: str = "bob"):
     """Alice's role in :func:`bob_secure_log`."""
     pk, sk = ctx.keypair
     blinded = ctx.recv(peer, "log.blinded")
-    logs = alice_log(blinded.decrypt_ints(sk), params)
+    logs = alice_log(blinded.decrypt_ints(sk))
     ctx.send(peer, "log.values", CipherArray.encrypt_encoded(
         pk, [params.encode_log(x) for x in logs], params.f))
 
@@ -224,16 +256,21 @@ def bob_secure_logsum(ctx, enc_logs: CipherArray, weights, params: PrecisionPara
     "Secure LOGSUM"), with the unblinding folded into the linear combination.
     """
     weights = np.asarray(weights, dtype=float)
-    if weights.ndim != 2 or weights.shape[0] != enc_logs.size or (weights < 0).any():
-        raise InvalidInputError("weights must be a non-negative (n_in, n_out) matrix")
+    if weights.ndim != 2 or weights.shape[0] != enc_logs.size or (weights < 0).any() \
+            or not np.isfinite(weights).all():
+        raise InvalidInputError("weights must be a finite non-negative (n_in, n_out) matrix")
+    positive = weights[weights > 0]
+    smallest = float(positive.min()) if positive.size else 1.0
+    g = params.exp_scale_for(enc_logs.public_key, params.max_weight_scale(smallest),
+                             enc_logs.size)
     rho = log_blinds(ctx.rng, enc_logs.size, params)
-    ctx.send(peer, "exp.blinded", enc_logs.add_encoded(rho).rerandomize())
+    ctx.send(peer, "exp.blinded", [enc_logs.add_encoded(rho).rerandomize(), g])
     enc_v, enc_c = ctx.recv(peer, "exp.values"), ctx.recv(peer, "exp.shift")
-    w, rho_min = unblind_weights(weights, rho / (1 << params.f), params)
-    sums = enc_v.lincomb(w.T, compute=ctx.compute)  # scale g + h, = 2^(g+h) e^(rho_min-c) sum
-    sums = sums.with_scale(0)  # raw integers for the secure log
+    w, rho_min, h = unblind_weights(weights, rho / (1 << params.f), params)
+    # sum_l w_lj V_l = 2^(g+h) e^(rho_min - c) sum_l a_lj theta_l, read as an integer
+    sums = enc_v.lincomb(w.T, compute=ctx.compute)
     logs = bob_secure_log(ctx, sums, params, peer)
-    correction = -params.encode_log(rho_min + (params.g + params.h) * math.log(2))
+    correction = -params.encode_log(rho_min + (g + h) * LN2)
     return logs.add_encoded(np.full(logs.size, correction, dtype=object)) + enc_c
 
 

@@ -33,13 +33,15 @@ from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError, S
 
 #: demo name -> callable(args, console) -> exit code, or an import reference
 DEMOS: dict[str, Callable | str] = {
+    "forward": "parties.demos:forward_demo",
     "secure-sum": "parties.demos:secure_sum_demo",
 }
-DEFAULT_DEMO = "secure-sum"
+DEFAULT_DEMO = "forward"
 
 #: benchmark name -> callable(args) -> exit code, or an import reference
 BENCHMARKS: dict[str, Callable | str] = {
     "crypto": "smc_hmm.bench.crypto",
+    "forward": "smc_hmm.bench.forward",
 }
 
 

@@ -274,7 +274,7 @@ def _assert_views(result, pk, n_steps):
     for peer, tag, payload in result.views["alice"]:
         assert peer == "bob"
         if tag == "fw.spec":
-            assert isinstance(payload, dict) and set(payload) == {"kind", "width", "states"}
+            assert isinstance(payload, dict) and set(payload) == {"kind", "width", "states", "exp_scale"}
             assert all(isinstance(v, int) for v in payload["states"])
         else:
             assert isinstance(payload, CipherArray) and payload.public_key.n == pk.n
@@ -373,28 +373,26 @@ def test_cost_report_matches_the_message_flow(keypair_1024, kind):
 
 
 def test_too_small_key_raises_precision_error_promptly(keypair_512):
-    params = forward.ForwardParams(PrecisionParams(log_scale=64, exp_scale=256, weight_scale=256))
+    params = forward.ForwardParams(PrecisionParams(exp_scale=400))
     model = random_discrete(np.random.default_rng(600), 2, 3)
-    with pytest.raises(PrecisionError, match="secure forward"):
+    with pytest.raises(PrecisionError, match="512-bit key"):
         run_forward(keypair_512, [model], np.array([0, 1, 2]), params, timeout=10)
 
 
 def test_the_same_params_fit_a_1024_bit_key(keypair_1024):
-    params = forward.ForwardParams(PrecisionParams(log_scale=64, exp_scale=256, weight_scale=256))
+    params = forward.ForwardParams(PrecisionParams(exp_scale=400))
     model = random_discrete(np.random.default_rng(600), 2, 3)
     obs = np.array([0, 1, 2])
     result = run_forward(keypair_1024, [model], obs, params)
     check_against_plaintext(result, [model], obs, keypair_1024[1])
 
 
-# -- known precision limit -------------------------------------------------------------------
+# -- dominance flips ------------------------------------------------------------------------
 #
-# Alice's secure exponent uses ONE shift per model (her max), so a state whose
-# blinded forward value lies more than about (g ln 2 - 2 R) ~ 45 nats below the
-# leading state's gets fewer than 0 significant bits (V_l rounds to 0).  This is
-# harmless while that state stays negligible, but when a later emission makes
-# it the dominant path, log P is silently wrong.  Raising exp_scale fixes the
-# instances below (at the price of key capacity).
+# Alice's secure exponent uses ONE shift per model (her max), so a state far
+# below the leading one must keep its significant bits: V_l = 2^(g+k) e^r with g
+# as large as the key allows keeps 53 bits down to ~ g ln 2 nats (about 500 nats
+# at 1024 bits).  These cases have a state ~140 nats behind that later dominates.
 
 
 def _dominance_flip_cases():
@@ -416,28 +414,23 @@ def _dominance_flip_cases():
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known limit: one common shift per model in the "
-    "secure exponent; a state > ~45 nats behind the leader underflows",
-)
 @pytest.mark.parametrize("model, obs", _dominance_flip_cases())
-def test_precision_limit_when_a_suppressed_state_becomes_dominant(keypair_1024, model, obs):
+def test_a_suppressed_state_that_becomes_dominant_is_exact(keypair_1024, model, obs):
     result = run_forward(keypair_1024, [model], obs)
     assert rel_err(result.outputs["alice"][0], log_likelihood(model, obs)) <= REL_TOL
 
 
 @pytest.mark.parametrize("model, obs", _dominance_flip_cases())
 def test_larger_exp_scale_handles_a_suppressed_state(keypair_1024, model, obs):
-    params = forward.ForwardParams(PrecisionParams(log_scale=64, exp_scale=400))
+    params = forward.ForwardParams(PrecisionParams(exp_scale=400))
     result = run_forward(keypair_1024, [model], obs, params)
     check_against_plaintext(result, [model], obs, keypair_1024[1], use_hmmlearn=False)
 
 
 # Gaussian emissions are evaluated as z^T W z with Alice's products at 2^-feature_scale
-# and Bob's weights at 2^-(log_scale - feature_scale): with the defaults (32 and 32
-# bits) the absolute error of one emission grows like |x|^2 2^-33, so unnormalised
-# features of magnitude ~1e3 and more exceed the 1e-6 bound.  Finer scales fix it.
+# and Bob's weights at 2^-(log_scale - feature_scale): the absolute error of one
+# emission grows like |x|^2 2^-(weight bits + 1).  The defaults (48 + 40 bits) keep
+# unnormalised features of magnitude ~5e3 within the 1e-6 bound.
 
 
 def _large_feature_model():
@@ -451,11 +444,6 @@ def _large_feature_model():
     return model, model.sample(10, rng)[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known limit: default Gaussian fixed-point scales "
-    "lose ~|x|^2 2^-33 nats per emission for large unnormalised features",
-)
 def test_gaussian_large_features_with_default_scales(keypair_1024):
     model, obs = _large_feature_model()
     result = run_forward(keypair_1024, [model], obs)
