@@ -47,11 +47,12 @@ def test_demo_secure_sum_with_small_insecure_keys(tmp_path, capsys):
     assert data["result"] == pytest.approx(data["expected"], abs=1e-4)
     assert data["cost"]["totals"]["rounds"] == 3
     assert data["cost"]["parties"]["alice"]["ops"]["decrypt"] == 3
-    # the default demo is the secure sum; options may come before the name
-    assert main(["demo", "--key-bits", "512", "--insecure", "--length", "2"]) == 0
-    assert "matches" in capsys.readouterr().out
+    # the default demo is the secure forward algorithm; options may come before the name
+    assert main(["demo", "--key-bits", "1024", "--insecure", "--length", "3"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("relative error") == 2 and "too large" not in text
     assert main(["demo", "--list"]) == 0
-    assert "secure-sum (default)" in capsys.readouterr().out
+    assert "forward (default)" in capsys.readouterr().out
 
 
 def test_demo_refuses_small_keys_without_insecure_and_unknown_demos(capsys):
@@ -74,7 +75,8 @@ def test_cost_prints_a_saved_report_and_predicts_other_settings(tmp_path, capsys
     report = tmp_path / "demo.json"
     rates = tmp_path / "rates.json"
     assert (
-        main(["demo", "--key-bits", "512", "--insecure", "--length", "4", "--json", str(report)])
+        main(["demo", "secure-sum", "--key-bits", "512", "--insecure", "--length", "4",
+              "--json", str(report)])
         == 0
     )
     assert (
