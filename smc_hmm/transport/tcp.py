@@ -403,6 +403,7 @@ class TcpTransport(Transport):
         self._conns: dict[str, _Connection] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self._close_done = False
         self._listener = listener
         sockets: dict[str, socket.socket] = {}
         try:
@@ -485,15 +486,16 @@ class TcpTransport(Transport):
                     _check_identity(sock, peer)
                 except AuthenticationError as exc:
                     raise AuthenticationError(f"{self.name}: refusing {peer}: {exc}") from None
-            _send_small(sock, {"v": HELLO_VERSION, "from": self.name, "to": peer})
             try:
+                _send_small(sock, {"v": HELLO_VERSION, "from": self.name, "to": peer})
                 reply = _recv_small(sock)
             except ssl.SSLError as exc:
+                # TLS 1.3: a rejected client certificate surfaces after the handshake
                 raise AuthenticationError(f"{self.name}: {peer} refused us: {exc}") from exc
-            except (ConnectionError, PeerDisconnectedError) as exc:
+            except ConnectionError as exc:
                 raise PeerDisconnectedError(
                     f"{self.name}: {peer} closed the connection during the hello "
-                    f"(did it refuse our certificate?): {exc}"
+                    f"(it may have refused our certificate): {exc}"
                 ) from exc
             if reply.get("ok") is not True:
                 raise AuthenticationError(
@@ -501,12 +503,18 @@ class TcpTransport(Transport):
                 )
             sock.settimeout(None)
             return sock
-        except TimeoutError as exc:
-            raise PeerTimeoutError(f"{self.name}: hello with {peer} timed out") from exc
-        except BaseException:
+        except BaseException as exc:
             if sock is not raw:
                 with contextlib.suppress(OSError):
                     sock.close()
+            if isinstance(exc, TransportError):
+                raise
+            if isinstance(exc, TimeoutError):
+                raise PeerTimeoutError(f"{self.name}: set-up with {peer} timed out") from exc
+            if isinstance(exc, OSError):
+                raise PeerDisconnectedError(
+                    f"{self.name}: connection to {peer} failed during set-up: {exc}"
+                ) from exc
             raise
 
     def _accept(self, missing: set[str], deadline: float, sockets: dict) -> None:
@@ -528,6 +536,8 @@ class TcpTransport(Transport):
                 raw, addr = lst.accept()
             except TimeoutError:
                 continue
+            except OSError as exc:
+                raise TransportError(f"{self.name}: accept failed: {exc}") from exc
             accepted = self._server_handshake(raw, addr, missing, deadline, refusals)
             if accepted is not None:
                 peer, sock = accepted
@@ -547,7 +557,7 @@ class TcpTransport(Transport):
             reason = None
             if hello.get("v") != HELLO_VERSION or hello.get("to") != self.name:
                 reason = f"bad hello {hello!r}"
-            elif claimed not in missing:
+            elif type(claimed) is not str or claimed not in missing:
                 reason = f"unexpected or duplicate party {claimed!r}"
             else:
                 try:
@@ -605,15 +615,20 @@ class TcpTransport(Transport):
         return item
 
     def close(self) -> None:
+        """Flush, half-close, wait briefly for each peer's end, join the I/O threads.
+
+        Thread-safe: a second caller waits until the first has finished.
+        """
         with self._lock:
-            if self._closed:
+            if self._close_done:
                 return
             self._closed = True
-        for conn in self._conns.values():
-            conn.begin_close()
-        for conn in self._conns.values():
-            conn.thread.join(self.close_timeout + 5.0)
-            conn.finish()
+            for conn in self._conns.values():
+                conn.begin_close()
+            for conn in self._conns.values():
+                conn.thread.join(self.close_timeout + 5.0)
+                conn.finish()
+            self._close_done = True
 
     @property
     def closed(self) -> bool:
