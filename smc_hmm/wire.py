@@ -229,6 +229,8 @@ class WireCodec:
         raise WireError(f"cannot encode objects of type {type(obj).__name__}")
 
     def _encode_ndarray(self, arr: np.ndarray) -> bytes:
+        if isinstance(arr, np.ma.MaskedArray):
+            raise WireError("masked arrays cannot be sent (the mask would be lost)")
         if arr.dtype.kind not in "biufc" or arr.dtype.fields is not None:
             raise WireError(f"ndarray dtype {arr.dtype} is not allowed on the wire")
         dtype = arr.dtype.newbyteorder("<") if arr.dtype.byteorder == ">" else arr.dtype

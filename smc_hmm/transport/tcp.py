@@ -241,7 +241,7 @@ class _Connection:
 
     def _pending_tls(self) -> bool:
         sock = self.sock
-        return isinstance(sock, ssl.SSLSocket) and sock._sslobj is not None and sock.pending() > 0
+        return isinstance(sock, ssl.SSLSocket) and sock.pending() > 0
 
     def _loop(self) -> _End:
         sock = self.sock
@@ -706,6 +706,8 @@ class TcpNetwork(Network):
             t.join()
         if errors:
             self.close()
+            # report the cause (e.g. a refused certificate), not the timeouts it caused
+            errors.sort(key=lambda e: isinstance(e, PeerTimeoutError | PeerDisconnectedError))
             raise errors[0]
 
     def transport(self, name: str) -> TcpTransport:

@@ -205,6 +205,7 @@ def test_add_key_accepts_a_new_key(key):
         np.array([1, None], dtype=object),
         np.zeros(2, dtype=[("a", "<i4")]),
         np.array(["2020-01-01"], dtype="datetime64[D]"),
+        np.ma.array([1, 2], mask=[False, True]),
         np.float64(1.0).astype(np.longdouble) if np.dtype(np.longdouble).itemsize > 8 else {2: 2},
     ],
 )
