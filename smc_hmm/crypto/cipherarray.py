@@ -21,7 +21,12 @@ from gmpy2 import mpz
 from smc_hmm.compute import Compute
 from smc_hmm.crypto import fixedpoint
 from smc_hmm.crypto.keys import PrivateKey, PublicKey
-from smc_hmm.crypto.multiexp import combine_parts, signed_parts
+from smc_hmm.crypto.multiexp import (
+    combine_parts,
+    merge_window_parts,
+    signed_parts,
+    window_plan,
+)
 from smc_hmm.errors import (
     InvalidInputError,
     KeyMismatchError,
@@ -44,6 +49,12 @@ def _mpz_array(values, shape) -> np.ndarray:
 def _lincomb_task(bases: list, weight_rows: list, modulus) -> list:
     """Worker: (P, Q) parts of prod_i bases_i^{w_ri} for each weight row."""
     return [signed_parts(bases, row, modulus) for row in weight_rows]
+
+
+def _lincomb_windows_task(bases: list, weight_rows: list, modulus, c: int, lo: int,
+                          hi: int) -> list:
+    """Worker: digit windows [lo, hi) of each row's multi-exponentiation."""
+    return [signed_parts(bases, row, modulus, window=c, lo=lo, hi=hi) for row in weight_rows]
 
 
 _WORKER_RANDOMIZERS: dict = {}  # per worker process: DJN tables keyed by parameters
@@ -347,11 +358,15 @@ class CipherArray:
                                   [[rows[i] for i in g] for g in groups], [n2] * len(groups))
             parts = [[p] for res in results for p in res]
         else:
-            spans = compute.chunks(list(range(m)), min_chunk=64)
+            # few outputs: split the digit windows (all terms in every chunk), so each
+            # worker pays the bucket aggregation only for its own windows
+            c, windows = max(window_plan(row) for row in rows)
+            spans = compute.chunks(list(range(windows)))
             results = compute.map(
-                _lincomb_task, [bases[s[0]:s[-1] + 1] for s in spans],
-                [[row[s[0]:s[-1] + 1] for row in rows] for s in spans], [n2] * len(spans))
-            parts = [[res[r] for res in results] for r in range(k)]
+                _lincomb_windows_task, *zip(*[(bases, rows, n2, c, s[0], s[-1] + 1)
+                                              for s in spans]))
+            parts = [[merge_window_parts([(s[0], res[r]) for s, res in zip(spans, results)],
+                                         c, n2)] for r in range(k)]
         flat = [combine_parts(p, n2) for p in parts]
         pk.meter.count("multiexp_terms", k * m)
         out = self._like(flat, self.scale + weight_scale, bound, (k,))

@@ -40,25 +40,42 @@ def _signed_window_for(terms: int, exp_bits: int) -> int:
     return min(range(2, 17), key=lambda c: -(-(exp_bits + 1) // c) * (terms + (1 << (c + 1))))
 
 
-def signed_parts(bases: Sequence[mpz], exps: Sequence[int], modulus: mpz) -> tuple[mpz, mpz]:
+def window_plan(exps: Sequence[int]) -> tuple[int, int]:
+    """(c, windows): the signed-digit window width and the number of windows for ``exps``."""
+    nonzero = [abs(int(e)) for e in exps if e]
+    if not nonzero:
+        return 2, 0
+    exp_bits = max(nonzero).bit_length()
+    c = _signed_window_for(len(nonzero), exp_bits)
+    return c, -(-(exp_bits + 1) // c)
+
+
+def signed_parts(bases: Sequence[mpz], exps: Sequence[int], modulus: mpz, *,
+                 window: int | None = None, lo: int = 0,
+                 hi: int | None = None) -> tuple[mpz, mpz]:
     """(P, Q) with prod g_i^{e_i} = P * Q^{-1}, for exponents of either sign.
 
-    Signed-digit Pippenger: each exponent is recoded into digits in
-    [-2^(c-1), 2^(c-1)); a digit d > 0 puts g into positive bucket d, a digit
-    d < 0 into negative bucket |d|.  Both bucket sets have 2^(c-1) buckets, so
-    a window costs m + 2^(c+1) multiplications whatever the signs, and the
-    negative side is inverted once at the very end (by the caller).
+    Signed-digit Pippenger: each exponent is recoded into digits |d| <= 2^(c-1);
+    a digit d > 0 puts g into positive bucket d, a digit d < 0 into negative
+    bucket |d|.  Both bucket sets have 2^(c-1) buckets, so a window costs about
+    m + 2^(c+1) multiplications whatever the signs, and the negative side is
+    inverted once at the very end (by the caller).
+
+    With ``lo``/``hi`` only the digit windows [lo, hi) are evaluated and the
+    result is that part divided by 2^(c lo) in the exponent: chunks of windows
+    can run on different workers and be merged by :func:`merge_window_parts`.
     """
     pairs = [(g, int(e)) for g, e in zip(bases, exps) if e]
     if not pairs:
         return ONE, ONE
-    exp_bits = max(abs(e) for _, e in pairs).bit_length()
-    c = _signed_window_for(len(pairs), exp_bits)
+    c, windows = window_plan([e for _, e in pairs])
+    c = window or c
     digit_rows = [signed_digits(e, c) for _, e in pairs]
     windows = max(len(d) for d in digit_rows)
+    hi = windows if hi is None else min(hi, windows)
     half = 1 << (c - 1)
     pos_acc = neg_acc = None
-    for w in range(windows - 1, -1, -1):
+    for w in range(hi - 1, lo - 1, -1):
         for _ in range(c):
             if pos_acc is not None:
                 pos_acc = pos_acc * pos_acc % modulus
@@ -82,6 +99,17 @@ def signed_parts(bases: Sequence[mpz], exps: Sequence[int], modulus: mpz) -> tup
         if neg_sum is not None:
             neg_acc = neg_sum if neg_acc is None else neg_acc * neg_sum % modulus
     return (ONE if pos_acc is None else pos_acc), (ONE if neg_acc is None else neg_acc)
+
+
+def merge_window_parts(parts: Sequence[tuple[int, tuple[mpz, mpz]]], c: int,
+                       modulus: mpz) -> tuple[mpz, mpz]:
+    """Merge (lo, (P, Q)) results of window chunks: prod P^(2^(c lo)), prod Q^(2^(c lo))."""
+    positive, negative = ONE, ONE
+    for lo, (p, q) in parts:
+        shift = ONE << (c * lo)
+        positive = positive * gmpy2.powmod(p, shift, modulus) % modulus
+        negative = negative * gmpy2.powmod(q, shift, modulus) % modulus
+    return positive, negative
 
 
 def _aggregate(buckets: list, modulus: mpz):

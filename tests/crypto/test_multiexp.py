@@ -5,10 +5,12 @@ from hypothesis import strategies as st
 
 from smc_hmm.crypto.multiexp import (
     combine_parts,
+    merge_window_parts,
     multiexp,
     naive_multiexp,
     signed_digits,
     signed_parts,
+    window_plan,
 )
 
 MOD = mpz(1000000007) * mpz(998244353)  # a composite modulus like n^2
@@ -40,3 +42,15 @@ def test_empty_and_zero_exponents():
     assert multiexp([], [], MOD) == 1
     assert multiexp([mpz(5), mpz(7)], [0, 0], MOD) == 1
     assert multiexp([mpz(5)], [-1], MOD) == gmpy2.invert(5, MOD)
+
+
+def test_window_chunks_merge_to_the_whole():
+    bases = [mpz(5 + 2 * i) for i in range(200)]
+    exps = [(-1) ** i * (i * 104729 + 7) ** 3 for i in range(200)]
+    c, windows = window_plan(exps)
+    assert windows >= 3
+    cuts = [0, 1, windows // 2, windows]
+    parts = [(lo, signed_parts(bases, exps, MOD, window=c, lo=lo, hi=hi))
+             for lo, hi in zip(cuts, cuts[1:])]
+    merged = merge_window_parts(parts, c, MOD)
+    assert combine_parts([merged], MOD) == naive_multiexp(bases, exps, MOD)

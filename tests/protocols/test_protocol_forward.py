@@ -274,7 +274,8 @@ def _assert_views(result, pk, n_steps):
     for peer, tag, payload in result.views["alice"]:
         assert peer == "bob"
         if tag == "fw.spec":
-            assert isinstance(payload, dict) and set(payload) == {"kind", "width", "states", "exp_scale"}
+            assert isinstance(payload, dict)
+            assert set(payload) == {"kind", "width", "states", "exp_scale"}
             assert all(isinstance(v, int) for v in payload["states"])
         else:
             assert isinstance(payload, CipherArray) and payload.public_key.n == pk.n
