@@ -76,6 +76,7 @@ from protocols.primitives import (
     unblind_weights,
 )
 from smc_hmm.crypto import CipherArray, PublicKey
+from smc_hmm.crypto.fixedpoint import ldexp_int
 from smc_hmm.errors import ConfigError, InvalidInputError, ProtocolError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, emission_weights, quadratic_products
 
@@ -164,9 +165,9 @@ def _emission_program(models, batch: _ModelBatch, params: ForwardParams):
         return weights, f, np.zeros(len(log_b), dtype=object)
     w = np.concatenate([emission_weights(m) for m in models])  # (sum N, P), constant last
     ws = f - params.feature_scale
-    weights = np.array([[round(math.ldexp(float(v), ws)) for v in row[:-1]] for row in w],
+    weights = np.array([[ldexp_int(float(v), ws) for v in row[:-1]] for row in w],
                        dtype=object)
-    const = np.array([round(math.ldexp(float(v), f)) for v in w[:, -1]], dtype=object)
+    const = np.array([ldexp_int(float(v), f) for v in w[:, -1]], dtype=object)
     return weights, ws, const
 
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from smc_hmm.crypto import CipherArray, Rng
+from smc_hmm.crypto.fixedpoint import ldexp_int
 from smc_hmm.errors import InvalidInputError, PrecisionError, ProtocolError
 
 #: log of zero is carried as this many nats (exp of it is 0.0 in float64)
@@ -112,7 +113,7 @@ class PrecisionParams:
             x = LOG_ZERO_NATS
         if not math.isfinite(x):
             raise InvalidInputError(f"cannot encode log-value {x}")
-        return round(math.ldexp(x, self.f))
+        return ldexp_int(x, self.f)
 
     def decode_log(self, v: int) -> float:
         x = int(v) / (1 << self.f)
@@ -150,7 +151,7 @@ def unblind_weights(weights: np.ndarray, rho: np.ndarray, params: PrecisionParam
     nonzero = factors[factors > 0]
     smallest = float(nonzero.min()) if nonzero.size else 1.0
     h = params.weight_bits + max(0, -math.floor(math.log2(smallest)))
-    scaled = [[round(math.ldexp(float(x), h)) for x in row] for row in factors]
+    scaled = [[ldexp_int(float(x), h) for x in row] for row in factors]
     return np.array(scaled, dtype=object), rho_min, h
 
 
@@ -174,7 +175,7 @@ def alice_exp(blinded_logs, exp_scale: int) -> tuple[list[int], float]:
             out.append(0)
             continue
         k = math.floor((y - c) / LN2)
-        out.append(round(math.ldexp(math.exp((y - c) - k * LN2), exp_scale + k))
+        out.append(ldexp_int(math.exp((y - c) - k * LN2), exp_scale + k)
                    if exp_scale + k >= -1 else 0)
     return out, c
 

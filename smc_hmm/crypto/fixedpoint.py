@@ -61,7 +61,7 @@ def encode(values, scale: int) -> tuple[np.ndarray, int]:
         # exact: math.ldexp then round on Python floats avoids int64 overflow
         ints = np.empty(flat.shape, dtype=object)
         for i, x in enumerate(flat.tolist()):
-            ints[i] = round(math.ldexp(x, scale))
+            ints[i] = ldexp_int(x, scale)
         ints = ints.reshape(arr.shape)
     elif arr.dtype.kind in "iuO":
         ints = as_object_array(arr)
@@ -70,6 +70,18 @@ def encode(values, scale: int) -> tuple[np.ndarray, int]:
     else:
         raise InvalidInputError(f"cannot encode values of dtype {arr.dtype}")
     return ints, max_abs(ints)
+
+
+def ldexp_int(x: float, exponent: int) -> int:
+    """round(x * 2^exponent) computed exactly in integers (no float overflow)."""
+    mantissa, e = math.frexp(x)
+    m = int(mantissa * (1 << 53))  # exact: x = m * 2^(e - 53)
+    shift = e - 53 + exponent
+    if shift >= 0:
+        return m << shift
+    if m >= 0:
+        return (m + (1 << (-shift - 1))) >> -shift
+    return -((-m + (1 << (-shift - 1))) >> -shift)
 
 
 def decode(ints, scale: int) -> np.ndarray:

@@ -184,3 +184,14 @@ def test_indexing_reshape_concatenate(keypair_512):
     assert a.T.shape == (3, 2)
     assert CipherArray.concatenate([a.ravel(), a[0]]).decrypt_ints(sk).tolist() == [
         0, 1, 2, 3, 4, 5, 0, 1, 2]
+
+
+@given(x=st.floats(allow_nan=False, allow_infinity=False), e=st.integers(-1100, 3000))
+def test_ldexp_int_is_exact_rounding(x, e):
+    from fractions import Fraction
+
+    from smc_hmm.crypto.fixedpoint import ldexp_int
+
+    exact = Fraction(x) * Fraction(2) ** e
+    got = ldexp_int(x, e)
+    assert abs(Fraction(got) - exact) <= Fraction(1, 2)

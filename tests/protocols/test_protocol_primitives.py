@@ -255,3 +255,11 @@ def test_rescale_rejects_bad_widths(keypair_512, bits):
     enc = CipherArray.encrypt_encoded(pk, [5, 7], 20)
     with pytest.raises(InvalidInputError):
         run_pair(keypair_512, pr.bob_rescale, (enc, bits), pr.alice_rescale)
+
+
+def test_alice_exp_with_a_scale_beyond_the_float_range():
+    """g > 1024 (2048-bit keys): V = 2^g e^(y - c) is built in integers, 53 bits kept."""
+    values, c = pr.alice_exp([0.0, -1.5, -600.0, -math.inf], 1700)
+    assert c == 0.0 and values[0] == 1 << 1700 and values[3] == 0
+    for y, v in zip([-1.5, -600.0], values[1:3]):
+        assert abs(math.log(v) - 1700 * LN2 - y) < 1e-12
