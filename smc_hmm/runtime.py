@@ -57,7 +57,7 @@ from typing import Any
 
 from smc_hmm.compute import Compute
 from smc_hmm.cost import CostLedger, CostReport
-from smc_hmm.crypto import PrivateKey, PublicKey, Rng
+from smc_hmm.crypto import CipherArray, PrivateKey, PublicKey, Rng
 from smc_hmm.errors import (
     AuthenticationError,
     ConfigError,
@@ -603,6 +603,10 @@ def jsonable(value):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [jsonable(v) for v in value]
+    if isinstance(value, CipherArray):
+        # ciphertexts stay with their holder: the result file says what is held
+        return {"ciphertexts": list(value.shape), "scale": value.scale,
+                "key": value.public_key.fingerprint.hex()}
     raise InvalidInputError(
         f"a party output of type {type(value).__name__} is not JSON-serialisable"
     )

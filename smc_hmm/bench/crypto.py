@@ -42,10 +42,10 @@ def run(key_bits: int = 2048, repeats: int = 5, batch: int = 64, terms: int = 82
     public_only.randomizer.precompute()
     t_default = median_seconds(lambda: CipherArray.encrypt(pk, values), repeats) * per
     t_public = median_seconds(lambda: CipherArray.encrypt(public_only, values), repeats) * per
-    rows.append(Row("encrypt: default (DJN |a|=n/2 table, CRT), key holder", t_default, t_phe,
-                    "us/value", 10))
-    rows.append(Row("encrypt: default (DJN |a|=n/2 table), public key only", t_public, t_phe,
-                    "us/value", 10))
+    rows.append(Row("encrypt: default (DJN, n/2-bit alpha, table, CRT), key holder",
+                    t_default, t_phe, "us/value", 10))
+    rows.append(Row("encrypt: default (DJN, n/2-bit alpha, table), public key only",
+                    t_public, t_phe, "us/value", 10))
     with Compute.processes(workers) as compute:
         CipherArray.encrypt(public_only, values * 4, compute=compute)  # workers build tables
         big = values * 8
@@ -56,7 +56,7 @@ def run(key_bits: int = 2048, repeats: int = 5, batch: int = 64, terms: int = 82
     short = PublicKey(pk.n)
     short.use_djn(alpha_bits=224).precompute()
     t_short = median_seconds(lambda: CipherArray.encrypt(short, values), repeats) * per
-    rows.append(Row("encrypt: short exponent (DJN |a|=224 bits)", t_short, t_phe, "us/value",
+    rows.append(Row("encrypt: short exponent (DJN, 224-bit alpha)", t_short, t_phe, "us/value",
                     40, "stronger assumption, see randomness.py"))
     pooled = PublicKey(pk.n)
     pool = RandomizerPool(pooled.randomizer, capacity=batch * (repeats + 2))
