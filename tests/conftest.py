@@ -1,5 +1,6 @@
 """Session-wide fixtures: small, explicitly INSECURE keys so the suite runs fast."""
 
+import socket
 import warnings
 
 import pytest
@@ -30,3 +31,20 @@ def keypair_1024():
 def other_keypair_512():
     """A second, unrelated 512-bit key pair (key-mismatch tests)."""
     return _insecure_keypair(512, 4242)
+
+
+def free_ports(k: int) -> list[int]:
+    """k currently free TCP ports on 127.0.0.1 (for configs of loopback runs)."""
+    socks = [socket.socket() for _ in range(k)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+@pytest.fixture
+def ports():
+    """A function returning k free loopback ports."""
+    return free_ports

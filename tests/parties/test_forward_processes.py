@@ -14,23 +14,11 @@ from smc_hmm.hmm.io import load_models, save_models
 from smc_hmm.runtime import load_config, run_party
 
 
-def _ports(k):
-    import socket
-
-    socks = [socket.socket() for _ in range(k)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
-def write_forward_config(tmp_path, models, obs):
+def write_forward_config(tmp_path, ports, models, obs):
     make_certificates(tmp_path / "certs", ["alice", "bob"])
     np.save(tmp_path / "obs.npy", obs)
     save_models(tmp_path / "models.npz", models, labels=[f"m{i}" for i in range(len(models))])
-    pa, pb = _ports(2)
+    pa, pb = ports(2)
     (tmp_path / "forward.toml").write_text(f"""
 [run]
 protocol = "forward"
@@ -63,10 +51,10 @@ models = "models.npz"
 
 
 @pytest.mark.parametrize("make_model, length", [(casino_hmm, 12), (weather_gaussian_hmm, 6)])
-def test_forward_from_config_over_mutual_tls(tmp_path, make_model, length):
+def test_forward_from_config_over_mutual_tls(tmp_path, ports, make_model, length):
     model = make_model()
     obs, _ = model.sample(length, rng=np.random.default_rng(5))
-    config = write_forward_config(tmp_path, [model, model], obs)
+    config = write_forward_config(tmp_path, ports, [model, model], obs)
     results, errors = {}, []
 
     def run(name):
@@ -88,7 +76,7 @@ def test_forward_from_config_over_mutual_tls(tmp_path, make_model, length):
     assert results["bob"]["cost"]["ops"]["decrypt"] == 0
 
 
-def test_model_files_round_trip_and_reject_bad_files(tmp_path):
+def test_model_files_round_trip_and_reject_bad_files(tmp_path, ports):
     models = [casino_hmm(), casino_hmm()]
     save_models(tmp_path / "m.npz", models, labels=["a", "b"])
     loaded, labels = load_models(tmp_path / "m.npz")
@@ -99,7 +87,7 @@ def test_model_files_round_trip_and_reject_bad_files(tmp_path):
 
     with pytest.raises(InvalidInputError):
         load_models(tmp_path / "bad.npz")
-    config = write_forward_config(tmp_path, models, np.array([0, 1]))
+    config = write_forward_config(tmp_path, ports, models, np.array([0, 1]))
     (tmp_path / "models.npz").write_bytes(b"junk")
     from parties.config import party_from_config
 

@@ -2,7 +2,6 @@
 launcher on loopback."""
 
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -10,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import free_ports
 
 from smc_hmm.certs import make_certificates
 from smc_hmm.errors import ConfigError, PeerTimeoutError, SmcHmmError, TransportError
@@ -29,16 +29,6 @@ VECTORS = {
 }
 
 
-def _free_ports(k):
-    socks = [socket.socket() for _ in range(k)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def write_config(
     tmp_path,
     names=("alice", "bob", "trent"),
@@ -48,7 +38,7 @@ def write_config(
     connect_timeout=10,
 ):
     certs = make_certificates(tmp_path / "certs", list(names))
-    ports = _free_ports(len(names))
+    ports = free_ports(len(names))
     contributors = [n for n in names if n not in ("alice", "trent")]
     lines = [
         "[run]",
