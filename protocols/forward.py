@@ -151,8 +151,7 @@ class _ModelBatch:
 
     @property
     def segments(self) -> list[slice]:
-        bounds = np.cumsum([0, *self.sizes])
-        return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+        return _segments(self.sizes)
 
 
 def _emission_program(models, batch: _ModelBatch, params: ForwardParams):
