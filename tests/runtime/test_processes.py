@@ -2,6 +2,7 @@
 launcher on loopback."""
 
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -9,7 +10,6 @@ import time
 
 import numpy as np
 import pytest
-from conftest import free_ports
 
 from smc_hmm.certs import make_certificates
 from smc_hmm.errors import ConfigError, PeerTimeoutError, SmcHmmError, TransportError
@@ -27,6 +27,16 @@ VECTORS = {
     "trent": [0.5, 0.5, 0.5],
     "carol": [-1.0, 0.0, 1.0],
 }
+
+
+def free_ports(k):
+    socks = [socket.socket() for _ in range(k)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
 
 
 def write_config(
