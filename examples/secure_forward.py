@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import sys
 import time
 import warnings
@@ -62,6 +61,7 @@ from smc_hmm.crypto import Rng, generate_keypair  # noqa: E402
 from smc_hmm.errors import ConfigError, InsecureKeyWarning  # noqa: E402
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, log_likelihood  # noqa: E402
 from smc_hmm.runtime import simulate  # noqa: E402
+from smc_hmm.transport import free_loopback_ports  # noqa: E402
 
 # -- the example's data ------------------------------------------------------------------------
 
@@ -244,16 +244,6 @@ def party_factory(name: str, config):
     raise ConfigError(f"parties.{name}.kind must be 'alice' or 'bob', got {pc.kind!r}")
 
 
-def _free_ports(k: int) -> list[int]:
-    socks = [socket.socket() for _ in range(k)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def setup(
     directory: Path, kind: str, key_bits: int, insecure: bool, n_steps: int, seed: int
 ) -> Path:
@@ -270,7 +260,7 @@ def setup(
     )
     expected = [log_likelihood(m, obs) for m in models]
     (directory / "expected.json").write_text(json.dumps(expected) + "\n")
-    alice_port, bob_port = _free_ports(2)
+    alice_port, bob_port = free_loopback_ports(2)
     lines = [
         "[run]",
         'protocol = "secure_forward"',

@@ -1,12 +1,12 @@
 """Session-wide fixtures: small, explicitly INSECURE keys so the suite runs fast."""
 
-import socket
 import warnings
 
 import pytest
 
 from smc_hmm.crypto import Rng, generate_keypair
 from smc_hmm.errors import InsecureKeyWarning
+from smc_hmm.transport import free_loopback_ports
 
 
 def _insecure_keypair(bits: int, seed: int):
@@ -33,18 +33,7 @@ def other_keypair_512():
     return _insecure_keypair(512, 4242)
 
 
-def free_ports(k: int) -> list[int]:
-    """k currently free TCP ports on 127.0.0.1 (for configs of loopback runs)."""
-    socks = [socket.socket() for _ in range(k)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 @pytest.fixture
 def ports():
     """A function returning k free loopback ports."""
-    return free_ports
+    return free_loopback_ports

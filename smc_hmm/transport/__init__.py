@@ -11,7 +11,13 @@ from smc_hmm.transport.base import Channel, ChannelObserver, Network, Transport
 from smc_hmm.transport.faults import FaultyTransport, InjectedFaultError
 from smc_hmm.transport.local import LocalNetwork, LocalTransport
 from smc_hmm.transport.simulated import SimulatedNetwork, SimulatedTransport
-from smc_hmm.transport.tcp import TcpNetwork, TcpTransport, TlsConfig, tcp_transport
+from smc_hmm.transport.tcp import (
+    TcpNetwork,
+    TcpTransport,
+    TlsConfig,
+    free_loopback_ports,
+    tcp_transport,
+)
 
 __all__ = [
     "Channel",
@@ -27,5 +33,6 @@ __all__ = [
     "TcpTransport",
     "TlsConfig",
     "Transport",
+    "free_loopback_ports",
     "tcp_transport",
 ]

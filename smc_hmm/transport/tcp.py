@@ -53,7 +53,7 @@ from smc_hmm.errors import (
 from smc_hmm.transport.base import Network, Transport
 from smc_hmm.wire import DEFAULT_MAX_FRAME_BYTES
 
-__all__ = ["TcpNetwork", "TcpTransport", "TlsConfig", "tcp_transport"]
+__all__ = ["TcpNetwork", "TcpTransport", "TlsConfig", "free_loopback_ports", "tcp_transport"]
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +94,22 @@ class TlsConfig:
 
     def client_context(self) -> ssl.SSLContext:
         return self._context(ssl.PROTOCOL_TLS_CLIENT)
+
+
+def free_loopback_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports on 127.0.0.1 that were free a moment ago.
+
+    For writing parties.toml files of local trials and tests; another process
+    may still take a port before a party binds it.
+    """
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def _cert_names(cert: dict | None) -> set[str]:

@@ -2,7 +2,6 @@
 launcher on loopback."""
 
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ from smc_hmm.runtime import (
     load_config,
     run_party,
 )
+from smc_hmm.transport import free_loopback_ports
 
 VECTORS = {
     "alice": [1.5, 2.0, -3.25],
@@ -27,16 +27,6 @@ VECTORS = {
     "trent": [0.5, 0.5, 0.5],
     "carol": [-1.0, 0.0, 1.0],
 }
-
-
-def free_ports(k):
-    socks = [socket.socket() for _ in range(k)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def write_config(
@@ -48,7 +38,7 @@ def write_config(
     connect_timeout=10,
 ):
     certs = make_certificates(tmp_path / "certs", list(names))
-    ports = free_ports(len(names))
+    ports = free_loopback_ports(len(names))
     contributors = [n for n in names if n not in ("alice", "trent")]
     lines = [
         "[run]",
