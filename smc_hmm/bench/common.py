@@ -22,6 +22,25 @@ def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 1) -> f
     return statistics.median(times)
 
 
+def interleaved_medians(fns: dict[str, Callable[[], object]], rounds: int,
+                        warmup: int = 1) -> dict[str, float]:
+    """Median wall time of each function, timed in alternation round by round.
+
+    On a noisy machine a slow spell then hits every contender of a round rather
+    than whichever happened to be running, so ratios of the medians stay fair.
+    """
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
 @dataclass
 class Row:
     """One comparison: ``ratio`` = how many times better ours is than the baseline."""

@@ -20,6 +20,7 @@ from gmpy2 import mpz
 
 from smc_hmm.compute import Compute
 from smc_hmm.crypto import fixedpoint
+from smc_hmm.crypto.bulk import PackedInts
 from smc_hmm.crypto.keys import PrivateKey, PublicKey
 from smc_hmm.crypto.multiexp import (
     combine_parts,
@@ -46,22 +47,23 @@ def _mpz_array(values, shape) -> np.ndarray:
     return arr.reshape(shape)
 
 
-def _lincomb_task(bases: list, weight_rows: list, modulus) -> list:
-    """Worker: (P, Q) parts of prod_i bases_i^{w_ri} for each weight row."""
-    return [signed_parts(bases, row, modulus) for row in weight_rows]
+def _lincomb_task(bases: PackedInts, weight_rows: list, modulus) -> list:
+    """Lane: (P, Q) parts of prod_i bases_i^{w_ri} for each weight row."""
+    return [signed_parts(bases.values, row, modulus) for row in weight_rows]
 
 
-def _lincomb_windows_task(bases: list, weight_rows: list, modulus, c: int, lo: int,
-                          hi: int) -> list:
-    """Worker: digit windows [lo, hi) of each row's multi-exponentiation."""
-    return [signed_parts(bases, row, modulus, window=c, lo=lo, hi=hi) for row in weight_rows]
+def _lincomb_windows_task(bases: PackedInts, weight_rows: list, modulus, c: int, lo: int,
+                          hi: int | None) -> list:
+    """Lane: digit windows [lo, hi) of each row's multi-exponentiation."""
+    return [signed_parts(bases.values, row, modulus, window=c, lo=lo, hi=hi)
+            for row in weight_rows]
 
 
 _WORKER_RANDOMIZERS: dict = {}  # per worker process: DJN tables keyed by parameters
 
 
-def _encrypt_task(params: dict, values: list[int]) -> list:
-    """Worker: DJN-encrypt signed integers with a table cached in this process."""
+def _encrypt_task(params: dict, values: list[int]) -> PackedInts:
+    """Worker lane: DJN-encrypt signed integers with a table cached in this process."""
     from smc_hmm.crypto.randomness import DJNRandomizer
     from smc_hmm.crypto.rng import Rng
 
@@ -74,7 +76,8 @@ def _encrypt_task(params: dict, values: list[int]) -> list:
         _WORKER_RANDOMIZERS[key] = randomizer
     n = mpz(params["n"])
     n2 = n * n
-    return [(1 + (v % n) * n) * r % n2 for v, r in zip(values, randomizer.draw(len(values)))]
+    return PackedInts.for_modulus(
+        [(1 + (v % n) * n) * r % n2 for v, r in zip(values, randomizer.draw(len(values)))], n2)
 
 
 class CipherArray:
@@ -119,9 +122,11 @@ class CipherArray:
                 and not public_key.rng.insecure:
             params = randomizer.params()
             chunks = compute.chunks(flat, min_chunk=32)
-            parts = compute.map(_encrypt_task, [params] * len(chunks), chunks)
-            cts = [c for part in parts for c in part]
-            public_key.meter.count("encrypt", len(flat))
+            parts = compute.map(_encrypt_task, [params] * len(chunks), chunks,
+                                local=lambda _params, values: PackedInts(
+                                    public_key.encrypt_ints(values), 0))
+            cts = [c for part in parts for c in part.values]
+            public_key.meter.count("encrypt", len(flat) - len(chunks[0]))
         else:
             cts = public_key.encrypt_ints(flat)
         return cls(public_key, _mpz_array(cts, ints.shape), scale, bound)
@@ -346,25 +351,26 @@ class CipherArray:
         row_l1 = [sum(abs(int(x)) for x in row) for row in w2]
         bound = self.bound * max(row_l1, default=0)
         pk.check_plain(bound, "linear combination")
-        bases = self.ciphertexts()
+        bases = PackedInts.for_modulus(self.ciphertexts(), n2)
         rows = [[int(x) for x in row] for row in w2]
         compute = compute or _INLINE
         k, m = len(rows), len(bases)
         if not compute.parallel or k * m < _PARALLEL_MIN_TERMS:
             parts = [[p] for p in _lincomb_task(bases, rows, n2)]
         elif k >= compute.workers:
-            groups = compute.chunks(list(range(k)))
-            results = compute.map(_lincomb_task, [bases] * len(groups),
-                                  [[rows[i] for i in g] for g in groups], [n2] * len(groups))
+            groups = compute.chunks(rows)
+            results = compute.map(_lincomb_task, [bases] * len(groups), groups,
+                                  [n2] * len(groups))
             parts = [[p] for res in results for p in res]
         else:
-            # few outputs: split the digit windows (all terms in every chunk), so each
-            # worker pays the bucket aggregation only for its own windows
+            # few outputs: split the digit windows (all terms in every lane), so each
+            # lane pays the bucket aggregation only for its own windows
             c, windows = max(window_plan(row) for row in rows)
             spans = compute.chunks(list(range(windows)))
+            his = [s[-1] + 1 for s in spans[:-1]] + [None]  # the last lane runs to the top
             results = compute.map(
-                _lincomb_windows_task, *zip(*[(bases, rows, n2, c, s[0], s[-1] + 1)
-                                              for s in spans]))
+                _lincomb_windows_task, *zip(*[(bases, rows, n2, c, s[0], hi)
+                                              for s, hi in zip(spans, his)]))
             parts = [[merge_window_parts([(s[0], res[r]) for s, res in zip(spans, results)],
                                          c, n2)] for r in range(k)]
         flat = [combine_parts(p, n2) for p in parts]

@@ -32,6 +32,9 @@ def as_object_array(values) -> np.ndarray:
         flat = arr.reshape(-1)
         out = np.empty(flat.shape, dtype=object)
         for i, v in enumerate(flat):
+            if type(v) is int:  # the common case, without the slower ABC check below
+                out[i] = v
+                continue
             if isinstance(v, bool) or not isinstance(v, Integral):
                 if hasattr(v, "__int__") and type(v).__name__ == "mpz":
                     out[i] = int(v)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import gmpy2
+import numpy as np
 from gmpy2 import mpz
 
 ONE = mpz(1)
@@ -40,14 +41,52 @@ def _signed_window_for(terms: int, exp_bits: int) -> int:
     return min(range(2, 17), key=lambda c: -(-(exp_bits + 1) // c) * (terms + (1 << (c + 1))))
 
 
+def window_count(top: int, c: int) -> int:
+    """How many signed digits of width c the exponents |e| <= top need.
+
+    With digits in [-2^(c-1), 2^(c-1)), W digits represent exactly the e with
+    0 <= e + K_W < 2^(cW), K_W = 2^(c-1) (2^(cW) - 1) / (2^c - 1): one more
+    window than the bit length suggests may be needed (2^41 - 1 at c = 7 takes 7).
+    """
+    windows = 0
+    while top + ((1 << (c - 1)) * ((1 << (c * windows)) - 1)) // ((1 << c) - 1) \
+            >= 1 << (c * windows):
+        windows += 1
+    return windows
+
+
 def window_plan(exps: Sequence[int]) -> tuple[int, int]:
-    """(c, windows): the signed-digit window width and the number of windows for ``exps``."""
+    """(c, windows): the signed-digit window width and the exact number of windows."""
     nonzero = [abs(int(e)) for e in exps if e]
     if not nonzero:
         return 2, 0
-    exp_bits = max(nonzero).bit_length()
-    c = _signed_window_for(len(nonzero), exp_bits)
-    return c, -(-(exp_bits + 1) // c)
+    top = max(nonzero)
+    c = _signed_window_for(len(nonzero), top.bit_length())
+    return c, window_count(top, c)
+
+
+def signed_digit_columns(exps: Sequence[int], c: int) -> list[list[int]]:
+    """Signed digits of every exponent, one list per window (lowest window first).
+
+    Column j holds digit j of each exponent (0 where an exponent has fewer
+    digits).  Vectorised with numpy when every |e| < 2^62, else per exponent.
+    """
+    if not exps:
+        return []
+    if max(abs(int(e)) for e in exps) < (1 << 62):
+        values = np.array([int(e) for e in exps], dtype=np.int64)
+        sign, rest = np.sign(values), np.abs(values)
+        half, full, mask = 1 << (c - 1), 1 << c, (1 << c) - 1
+        columns = []
+        while rest.any():
+            digit = rest & mask
+            digit -= np.where(digit >= half, full, 0)
+            columns.append((sign * digit).tolist())
+            rest = (rest - digit) >> c
+        return columns
+    rows = [signed_digits(int(e), c) for e in exps]
+    windows = max(len(r) for r in rows)
+    return [[r[j] if j < len(r) else 0 for r in rows] for j in range(windows)]
 
 
 def signed_parts(bases: Sequence[mpz], exps: Sequence[int], modulus: mpz, *,
@@ -68,11 +107,10 @@ def signed_parts(bases: Sequence[mpz], exps: Sequence[int], modulus: mpz, *,
     pairs = [(g, int(e)) for g, e in zip(bases, exps) if e]
     if not pairs:
         return ONE, ONE
-    c, windows = window_plan([e for _, e in pairs])
-    c = window or c
-    digit_rows = [signed_digits(e, c) for _, e in pairs]
-    windows = max(len(d) for d in digit_rows)
-    hi = windows if hi is None else min(hi, windows)
+    terms = [g for g, _ in pairs]
+    c = window or window_plan([e for _, e in pairs])[0]
+    columns = signed_digit_columns([e for _, e in pairs], c)
+    hi = len(columns) if hi is None else min(hi, len(columns))
     half = 1 << (c - 1)
     pos_acc = neg_acc = None
     for w in range(hi - 1, lo - 1, -1):
@@ -83,15 +121,13 @@ def signed_parts(bases: Sequence[mpz], exps: Sequence[int], modulus: mpz, *,
                 neg_acc = neg_acc * neg_acc % modulus
         pos: list = [None] * (half + 1)
         neg: list = [None] * (half + 1)
-        for (g, _), digits in zip(pairs, digit_rows):
-            if w < len(digits):
-                d = digits[w]
-                if d > 0:
-                    b = pos[d]
-                    pos[d] = g if b is None else b * g % modulus
-                elif d < 0:
-                    b = neg[-d]
-                    neg[-d] = g if b is None else b * g % modulus
+        for g, d in zip(terms, columns[w]):
+            if d > 0:
+                b = pos[d]
+                pos[d] = g if b is None else b * g % modulus
+            elif d < 0:
+                b = neg[-d]
+                neg[-d] = g if b is None else b * g % modulus
         pos_sum = _aggregate(pos, modulus)
         neg_sum = _aggregate(neg, modulus)
         if pos_sum is not None:

@@ -1,14 +1,20 @@
+import os
+import pickle
+
 import numpy as np
 import pytest
+from gmpy2 import mpz
 
 from smc_hmm.compute import Compute
 from smc_hmm.crypto import CipherArray, PublicKey
+from smc_hmm.crypto.bulk import PackedInts
 from smc_hmm.errors import InvalidInputError
 
 
 @pytest.fixture(scope="module")
 def pool():
     with Compute.processes(2) as compute:
+        compute.warm_up()
         yield compute
 
 
@@ -27,6 +33,32 @@ def test_parallel_encryption_and_lincomb_match_inline(keypair_512, pool):
     assert (enc.lincomb(w_rows).decrypt_ints(sk) == expect).all()
 
 
+def test_parallel_window_split_keeps_the_carry_digit(keypair_512, pool):
+    # weights of +-(2^41 - 1) recode to one more window than 41 bits suggest
+    pk, sk = keypair_512
+    values = np.arange(1, 601)
+    enc = CipherArray.encrypt(pk, values)
+    weights = np.array([(-1) ** i * ((1 << 41) - 1 - i) for i in range(600)], dtype=object)
+    expect = int(weights.dot(values.astype(object)))
+    assert int(enc.lincomb(weights, compute=pool).decrypt_ints(sk).item()) == expect
+
+
+def test_map_runs_the_first_item_in_the_caller(pool):
+    def local(x):
+        return ("caller", os.getpid(), x)
+
+    results = pool.map(abs, [-1, -2], local=local)
+    assert results[0] == ("caller", os.getpid(), -1)
+    assert results[1] == 2
+    assert pool.map(abs, []) == []
+    assert Compute.inline().map(abs, [-3, -4]) == [3, 4]
+
+
+def test_map_propagates_worker_errors(pool):
+    with pytest.raises(ZeroDivisionError):
+        pool.map(divmod, [4, 4], [2, 0])
+
+
 def test_chunks_cover_items_in_order():
     c = Compute(executor=None)
     assert c.chunks(list(range(5))) == [list(range(5))]
@@ -35,3 +67,13 @@ def test_chunks_cover_items_in_order():
     assert sum(parts, []) == list(range(10)) and len(parts) == 3
     with pytest.raises(InvalidInputError):
         Compute(workers=0)
+    with pytest.raises(InvalidInputError):
+        Compute.from_executor(None, workers=1)  # the caller alone is not parallel
+
+
+@pytest.mark.parametrize("values", [[], [mpz(0)], [mpz(7), mpz(0), mpz(0)],
+                                    [mpz(2**511 - 1), mpz(1), mpz(0), mpz(2**300)]])
+def test_packed_ints_round_trip_through_pickle(values):
+    packed = PackedInts(values, 512)
+    back = pickle.loads(pickle.dumps(packed))
+    assert back.values == values and back.width == 512 and len(back) == len(values)

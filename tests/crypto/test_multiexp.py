@@ -8,8 +8,10 @@ from smc_hmm.crypto.multiexp import (
     merge_window_parts,
     multiexp,
     naive_multiexp,
+    signed_digit_columns,
     signed_digits,
     signed_parts,
+    window_count,
     window_plan,
 )
 
@@ -21,6 +23,34 @@ def test_signed_digits_recompose(e, c):
     digits = signed_digits(e, c)
     assert sum(d << (c * j) for j, d in enumerate(digits)) == e
     assert all(abs(d) <= (1 << (c - 1)) for d in digits)
+
+
+@given(st.lists(st.integers(-(2**80), 2**80), max_size=30), st.integers(2, 9),
+       st.booleans())
+def test_digit_columns_match_per_exponent_digits(exps, c, small):
+    if small:  # the vectorised numpy path (|e| < 2^62)
+        exps = [e >> 20 for e in exps]
+    columns = signed_digit_columns(exps, c)
+    assert window_count(max((abs(e) for e in exps), default=0), c) == len(columns)
+    for i, e in enumerate(exps):
+        digits = [col[i] for col in columns]
+        assert sum(d << (c * j) for j, d in enumerate(digits)) == e
+        assert all(abs(d) <= (1 << (c - 1)) for d in digits)
+        assert digits[len(signed_digits(e, c)):] == [0] * (len(digits) - len(signed_digits(e, c)))
+
+
+def test_window_split_keeps_the_top_carry_digit():
+    # e = 2^41 - 1 recodes with c = 7 to 7 digits (a carry past the 6 windows of 41 bits)
+    exps = [(1 << 41) - 1, -((1 << 41) - 1), 5]
+    bases = [mpz(3), mpz(5), mpz(7)]
+    c = 7
+    columns = signed_digit_columns(exps, c)
+    assert len(columns) == 7
+    assert window_count((1 << 40) - 1, 7) == 6 and window_count((1 << 41) - 1, 7) == 7
+    parts = [(0, signed_parts(bases, exps, MOD, window=c, lo=0, hi=3)),
+             (3, signed_parts(bases, exps, MOD, window=c, lo=3, hi=None))]
+    assert combine_parts([merge_window_parts(parts, c, MOD)], MOD) == naive_multiexp(
+        bases, exps, MOD)
 
 
 @settings(max_examples=60)
