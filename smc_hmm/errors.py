@@ -89,6 +89,10 @@ class AuthenticationError(TransportError):
     """A peer's certificate or identity was rejected (mutual TLS)."""
 
 
+class ComputeError(SmcHmmError):
+    """A local worker process of a parallel Compute died or could not start."""
+
+
 class ProtocolError(SmcHmmError):
     """A peer sent a message that violates the protocol (wrong tag, shape, phase)."""
 

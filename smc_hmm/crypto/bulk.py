@@ -37,11 +37,19 @@ class PackedInts:
     def __len__(self) -> int:
         return len(self.values)
 
-    def __reduce__(self):
-        if self._blob is None:  # packed once, however many workers receive it
+    def packed(self) -> bytes:
+        """The fixed-width blob (computed once, however many workers receive it).
+
+        Call it before handing the object to an executor to pack in this thread
+        rather than in the executor's feeder thread.
+        """
+        if self._blob is None:
             packed = gmpy2.pack(self.values, self.width) if self.values else mpz(0)
             self._blob = packed.to_bytes((packed.bit_length() + 7) // 8, "little")
-        return (_unpack, (self._blob, len(self.values), self.width))
+        return self._blob
+
+    def __reduce__(self):
+        return (_unpack, (self.packed(), len(self.values), self.width))
 
 
 def _unpack(blob: bytes, count: int, width: int) -> PackedInts:

@@ -8,7 +8,7 @@ from gmpy2 import mpz
 from smc_hmm.compute import Compute
 from smc_hmm.crypto import CipherArray, PublicKey
 from smc_hmm.crypto.bulk import PackedInts
-from smc_hmm.errors import InvalidInputError
+from smc_hmm.errors import ComputeError, InvalidInputError
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +77,8 @@ def test_packed_ints_round_trip_through_pickle(values):
     packed = PackedInts(values, 512)
     back = pickle.loads(pickle.dumps(packed))
     assert back.values == values and back.width == 512 and len(back) == len(values)
+
+
+def test_a_dead_worker_raises_a_typed_error():
+    with Compute.processes(2) as compute, pytest.raises(ComputeError, match="process died"):
+        compute.map(os._exit, [3, 3], local=abs)  # the remote lane kills its process
