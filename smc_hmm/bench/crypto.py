@@ -8,8 +8,11 @@ the Paillier-core issue are printed next to each ratio.
 from __future__ import annotations
 
 import secrets
+import statistics
+import time
 import warnings
 
+import gmpy2
 import numpy as np
 import phe
 from gmpy2 import mpz
@@ -104,18 +107,24 @@ def run(key_bits: int = 2048, repeats: int = 5, batch: int = 64, terms: int = 82
     lin_w = [secrets.randbelow(1 << 40) * (1 if secrets.randbits(1) else -1)
              for _ in range(terms)]
     rounds = max(repeats, 7)
+    scalings: list[float] = []
     with Compute.processes(workers) as compute:
         compute.warm_up()
         ms = {name: t * 1e3 for name, t in interleaved_medians({
             "phe": lambda: sum(c * w for c, w in zip(lin_phe, lin_w)),
             "serial": lambda: lin_cts.lincomb(lin_w),
             "parallel": lambda: lin_cts.lincomb(lin_w, compute=compute),
+            "machine": lambda: scalings.append(lane_scaling(compute, pk.nsquare_mpz)),
         }, rounds).items()}
     rows.append(Row(f"linear combination: {terms} terms, signed 40-bit (1 process)",
                     ms["serial"], ms["phe"], "ms"))
     rows.append(Row(f"linear combination: {terms} terms, signed 40-bit ({workers} processes)",
                     ms["parallel"], ms["phe"], "ms", 8,
                     f"caller + {workers - 1} worker, medians of {rounds} interleaved rounds"))
+    scaling = statistics.median(scalings)
+    rows.append(Row(f"machine: {workers} lanes of modular multiplications at once vs 1",
+                    scaling, None, "x faster", None,
+                    f"ideal {workers}x; measured in the same rounds as the rows above"))
     # correctness of what was timed
     expect = sum(v * w for v, w in zip(lin_vals, lin_w))
     got = int(lin_cts.lincomb(lin_w).decrypt_ints(sk).item())
@@ -125,6 +134,30 @@ def run(key_bits: int = 2048, repeats: int = 5, batch: int = 64, terms: int = 82
                        {"repeats": repeats, "batch": batch, "terms": terms, "workers": workers,
                         "phe": phe.__version__ if hasattr(phe, "__version__") else "1.5.0",
                         "gmpy2": str(mpz.__module__)})
+
+
+def _multiplication_lane(modulus, count: int, seed: int) -> float:
+    """Seconds for ``count`` chained multiplications mod ``modulus`` (a calibration lane)."""
+    state = gmpy2.random_state(seed)
+    values = [gmpy2.mpz_urandomb(state, modulus.bit_length()) % modulus for _ in range(count)]
+    start = time.perf_counter()
+    acc = mpz(1)
+    for v in values:
+        acc = acc * v % modulus
+    return time.perf_counter() - start
+
+
+def lane_scaling(compute: Compute, modulus, count: int = 1500) -> float:
+    """How much more multiplication throughput all lanes give than one, right now.
+
+    On a shared VM two vCPUs are not always two cores: when the host runs them on
+    one core's two hyperthreads, two busy processes each slow down, and every
+    parallel row of this benchmark with them.  Reported next to those rows.
+    """
+    solo = _multiplication_lane(modulus, count, 1)
+    lanes = compute.map(_multiplication_lane, [modulus] * compute.workers,
+                        [count] * compute.workers, range(compute.workers))
+    return compute.workers * solo / max(lanes)
 
 
 def add_arguments(parser) -> None:
