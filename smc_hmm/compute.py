@@ -7,19 +7,10 @@ arithmetic holds the GIL) or any ``concurrent.futures.Executor`` -- for example
 ``distributed.Client(...).get_executor()`` to spread Bob's work over a Dask
 cluster.
 
-Local worker processes are started by a fork server, not forked from the
-caller: a worker forked from a large process (key tables, many objects) was
-measured computing its lane 30-60% slower for whole runs at a time, and
-forking a process that runs transport threads is unsafe.  As with any
-``spawn``/``forkserver`` pool, a script that creates one must guard its entry
-point with ``if __name__ == "__main__":``.
-
-While the caller computes its lane, gmpy2 is told to release the GIL around
-each big-integer operation (``allow_release_gil``).  Without that the
-executor's feeder threads, which pickle and send the other lanes, wait up to
-a whole switch interval (5 ms) for the GIL each time; measured at 2048 bits on
-2 cores, an 820-term linear combination took 41 ms that way and 33 ms with
-the GIL released (``smc-hmm bench crypto`` records the current numbers).
+Local worker processes are started by a fork server rather than forked from
+the caller, because forking a process that runs transport threads is unsafe.
+As with any ``spawn``/``forkserver`` pool, a script that creates one must
+guard its entry point with ``if __name__ == "__main__":``.
 
 Work items are plain integers, lists and
 :class:`~smc_hmm.crypto.bulk.PackedInts`, so they travel to local worker
@@ -33,8 +24,6 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import BrokenExecutor, Executor, ProcessPoolExecutor
-
-import gmpy2
 
 from smc_hmm.errors import ComputeError, InvalidInputError
 
@@ -113,8 +102,7 @@ class Compute:
         except BrokenExecutor as exc:
             raise ComputeError(_BROKEN_HINT) from exc
         try:
-            with _gil_released_arithmetic():
-                first = local(*calls[0])
+            first = local(*calls[0])
             return [first] + [f.result() for f in futures]
         except BrokenExecutor as exc:
             raise ComputeError(_BROKEN_HINT) from exc
@@ -143,13 +131,6 @@ class Compute:
 
     def __repr__(self) -> str:
         return "Compute(inline)" if self.executor is None else f"Compute(workers={self.workers})"
-
-
-def _gil_released_arithmetic():
-    """A gmpy2 context (thread-local) whose big-integer operations release the GIL."""
-    context = gmpy2.get_context().copy()
-    context.allow_release_gil = True
-    return context
 
 
 def _import_crypto(_: int) -> None:

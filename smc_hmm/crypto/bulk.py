@@ -1,11 +1,10 @@
 """Shipping many big integers to worker processes in one piece.
 
-Pickling a list of gmpy2 ``mpz`` values costs one object per value; 820
-ciphertexts under a 2048-bit key take ~2.7 ms to pickle and as long again to
-unpickle.  :class:`PackedInts` holds the same list but pickles as a single
-byte string of fixed-width fields (``gmpy2.pack``): ~1 ms each way.  In the
-process that created it, it is just the list -- nothing is packed unless it
-actually crosses to another process.
+Pickling a list of gmpy2 ``mpz`` values costs one object per value.
+:class:`PackedInts` holds the same list but pickles as a single byte string of
+fixed-width fields (``gmpy2.pack``); in the process that created it, it is just
+the list.  For 820 ciphertexts under a 2048-bit key a pickle round trip takes
+3.7 ms packed against 4.3 ms as a list (``python3 benchmarks/bench_lanes.py``).
 
 This is local inter-process plumbing for :class:`~smc_hmm.compute.Compute`
 (the executor's own pickling); nothing here travels over the protocol network.
@@ -37,19 +36,15 @@ class PackedInts:
     def __len__(self) -> int:
         return len(self.values)
 
-    def packed(self) -> bytes:
-        """The fixed-width blob (computed once, however many workers receive it).
-
-        Call it before handing the object to an executor to pack in this thread
-        rather than in the executor's feeder thread.
-        """
+    def _packed(self) -> bytes:
+        """The fixed-width blob, computed once however many workers receive it."""
         if self._blob is None:
             packed = gmpy2.pack(self.values, self.width) if self.values else mpz(0)
             self._blob = packed.to_bytes((packed.bit_length() + 7) // 8, "little")
         return self._blob
 
     def __reduce__(self):
-        return (_unpack, (self.packed(), len(self.values), self.width))
+        return (_unpack, (self._packed(), len(self.values), self.width))
 
 
 def _unpack(blob: bytes, count: int, width: int) -> PackedInts:

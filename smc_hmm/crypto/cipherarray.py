@@ -26,6 +26,7 @@ from smc_hmm.crypto.multiexp import (
     combine_parts,
     merge_window_parts,
     signed_parts,
+    window_count,
     window_plan,
 )
 from smc_hmm.errors import (
@@ -53,13 +54,13 @@ def _lincomb_task(bases: PackedInts, weight_rows: list, modulus) -> list:
 
 
 def _lincomb_windows_task(bases: PackedInts, weight_rows: list, modulus, c: int, lo: int,
-                          hi: int | None) -> list:
+                          hi: int) -> list:
     """Lane: digit windows [lo, hi) of each row's multi-exponentiation."""
     return [signed_parts(bases.values, row, modulus, window=c, lo=lo, hi=hi)
             for row in weight_rows]
 
 
-_WORKER_RANDOMIZERS: dict = {}  # per worker process: DJN tables keyed by parameters
+_WORKER_KEYS: dict = {}  # per worker process: keys with their DJN tables, by parameters
 
 
 def _encrypt_task(params: dict, values: list[int]) -> PackedInts:
@@ -67,17 +68,14 @@ def _encrypt_task(params: dict, values: list[int]) -> PackedInts:
     from smc_hmm.crypto.randomness import DJNRandomizer
     from smc_hmm.crypto.rng import Rng
 
-    key = (params["n"], params["h_s"], params["alpha_bits"], params["window"])
-    randomizer = _WORKER_RANDOMIZERS.get(key)
-    if randomizer is None:
-        primes = params["primes"]
+    cache_key = (params["n"], params["h_s"], params["alpha_bits"], params["window"])
+    key = _WORKER_KEYS.get(cache_key)
+    if key is None:
         randomizer = DJNRandomizer(mpz(params["n"]), Rng.system(), params["alpha_bits"],
-                                   params["window"], primes=primes, h_s=mpz(params["h_s"]))
-        _WORKER_RANDOMIZERS[key] = randomizer
-    n = mpz(params["n"])
-    n2 = n * n
-    return PackedInts.for_modulus(
-        [(1 + (v % n) * n) * r % n2 for v, r in zip(values, randomizer.draw(len(values)))], n2)
+                                   params["window"], primes=params["primes"],
+                                   h_s=mpz(params["h_s"]))
+        key = _WORKER_KEYS[cache_key] = PublicKey(params["n"], randomizer=randomizer)
+    return PackedInts.for_modulus(key.encrypt_ints(values), key.nsquare_mpz)
 
 
 class CipherArray:
@@ -123,8 +121,8 @@ class CipherArray:
             params = randomizer.params()
             chunks = compute.chunks(flat, min_chunk=32)
             parts = compute.map(_encrypt_task, [params] * len(chunks), chunks,
-                                local=lambda _params, values: PackedInts(
-                                    public_key.encrypt_ints(values), 0))
+                                local=lambda _params, values: PackedInts.for_modulus(
+                                    public_key.encrypt_ints(values), public_key.nsquare_mpz))
             cts = [c for part in parts for c in part.values]
             public_key.meter.count("encrypt", len(flat) - len(chunks[0]))
         else:
@@ -365,12 +363,12 @@ class CipherArray:
         else:
             # few outputs: split the digit windows (all terms in every lane), so each
             # lane pays the bucket aggregation only for its own windows
-            c, windows = max(window_plan(row) for row in rows)
+            c = max(window_plan(row)[0] for row in rows)
+            windows = window_count(max(abs(x) for row in rows for x in row), c)
             spans = compute.chunks(list(range(windows)))
-            his = [s[-1] + 1 for s in spans[:-1]] + [None]  # the last lane runs to the top
             results = compute.map(
-                _lincomb_windows_task, *zip(*[(bases, rows, n2, c, s[0], hi)
-                                              for s, hi in zip(spans, his)]))
+                _lincomb_windows_task, *zip(*[(bases, rows, n2, c, s[0], s[-1] + 1)
+                                              for s in spans]))
             parts = [[merge_window_parts([(s[0], res[r]) for s, res in zip(spans, results)],
                                          c, n2)] for r in range(k)]
         flat = [combine_parts(p, n2) for p in parts]

@@ -8,7 +8,7 @@ from smc_hmm import cli
 from smc_hmm.cli import main
 
 
-def _one_line_error(capsys, code, argv, match):
+def assert_one_line_error(capsys, code, argv, match):
     assert main(argv) == code
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
@@ -56,8 +56,8 @@ def test_demo_secure_sum_with_small_insecure_keys(tmp_path, capsys):
 
 
 def test_demo_refuses_small_keys_without_insecure_and_unknown_demos(capsys):
-    _one_line_error(capsys, 2, ["demo", "--key-bits", "512"], "insecure")
-    _one_line_error(capsys, 2, ["demo", "no-such-demo"], "unknown demo")
+    assert_one_line_error(capsys, 2, ["demo", "--key-bits", "512"], "insecure")
+    assert_one_line_error(capsys, 2, ["demo", "no-such-demo"], "unknown demo")
 
 
 def test_certs_and_bad_party_names(tmp_path, capsys):
@@ -66,7 +66,7 @@ def test_certs_and_bad_party_names(tmp_path, capsys):
         assert (tmp_path / "c" / name).is_file()
     assert (tmp_path / "c" / "alice.key").stat().st_mode & 0o077 == 0
     capsys.readouterr()
-    _one_line_error(
+    assert_one_line_error(
         capsys, 2, ["certs", "--out", str(tmp_path / "d"), "--parties", "Bad Name"], "ConfigError"
     )
 
@@ -128,15 +128,15 @@ def test_cost_prints_a_saved_report_and_predicts_other_settings(tmp_path, capsys
 
 
 def test_cost_errors_are_one_line(tmp_path, capsys):
-    _one_line_error(capsys, 2, ["cost", str(tmp_path / "missing.json")], "cannot read")
+    assert_one_line_error(capsys, 2, ["cost", str(tmp_path / "missing.json")], "cannot read")
     bad = tmp_path / "bad.json"
     bad.write_text('{"version": 1}')
-    _one_line_error(capsys, 2, ["cost", str(bad)], "malformed cost report")
+    assert_one_line_error(capsys, 2, ["cost", str(bad)], "malformed cost report")
 
 
 def test_party_and_launch_with_bad_configs_exit_2_with_one_line(tmp_path, capsys):
     missing = tmp_path / "nope.toml"
-    _one_line_error(
+    assert_one_line_error(
         capsys,
         2,
         ["party", "--role", "alice", "--config", str(missing)],
@@ -147,15 +147,15 @@ def test_party_and_launch_with_bad_configs_exit_2_with_one_line(tmp_path, capsys
         '[run]\nprotocol = "secure_sum"\nkey_bits = 512\n\n[parties.alice]\n'
         "port = 1\n[parties.bob]\nport = 2\n"
     )
-    _one_line_error(capsys, 2, ["launch", "--config", str(bad)], "insecure")
-    _one_line_error(capsys, 2, ["party", "--role", "carol", "--config", str(bad)], "insecure")
+    assert_one_line_error(capsys, 2, ["launch", "--config", str(bad)], "insecure")
+    assert_one_line_error(capsys, 2, ["party", "--role", "carol", "--config", str(bad)], "insecure")
 
 
 def test_bench_registry_and_usage_errors(capsys):
     assert main(["bench", "--list"]) == 0
     listed = capsys.readouterr().out.split()
     assert {"crypto", "primitives"} <= set(listed)
-    _one_line_error(capsys, 2, ["bench", "nothing-here"], "unknown benchmark")
+    assert_one_line_error(capsys, 2, ["bench", "nothing-here"], "unknown benchmark")
     calls = []
 
     def fake(args):
