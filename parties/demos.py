@@ -18,6 +18,11 @@ from smc_hmm.errors import InsecureKeyWarning, InvalidInputError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, log_likelihood
 
 
+def _min_key_bits(args) -> int:
+    """The smallest peer key the demo's parties accept: 2048 bits unless --insecure."""
+    return min(args.key_bits, 2048) if args.insecure else 2048
+
+
 def add_secure_sum_arguments(parser) -> None:
     parser.add_argument("--length", type=int, default=8, help="vector length (default 8)")
     parser.add_argument("--owners", type=int, default=1, help="data owners besides Bob (default 1)")
@@ -68,6 +73,7 @@ def secure_sum_demo(args, console) -> int:
             params,
             timeout=args.timeout,
             meta={"demo": "secure-sum", "key_bits": args.key_bits},
+            min_key_bits=_min_key_bits(args),
         )
     expected = sum(vectors.values())
     got = result["alice"]
@@ -155,7 +161,8 @@ def forward_demo(args, console) -> int:
         bob = Bob("bob", models=[model])
         with console.status(f"secure forward, {label}, T={args.length}"):
             result = simulate([alice_run, bob], forward.NAME, forward.ForwardParams(),
-                              timeout=args.timeout, meta={"demo": "forward", "model": label})
+                              timeout=args.timeout, meta={"demo": "forward", "model": label},
+                              min_key_bits=_min_key_bits(args))
         secure, plain = result["alice"][0], log_likelihood(model, obs)
         rel = abs(secure - plain) / abs(plain)
         ok &= rel <= 1e-6

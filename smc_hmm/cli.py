@@ -118,6 +118,11 @@ def _run_demo(args) -> int:
         raise InvalidInputError(
             f"{args.key_bits}-bit keys are insecure: add --insecure (tests and reproductions only)"
         )
+    if args.seed is not None and not args.insecure:
+        raise InvalidInputError(
+            "--seed draws keys from a non-cryptographic generator: add --insecure "
+            "(reproducible runs only)"
+        )
     fn, _ = _resolve_entry(DEMOS, "demo", args.name)
     return int(fn(args, console) or 0)
 

@@ -58,6 +58,10 @@ class InvalidCiphertextError(CryptoError, ValueError):
     """A ciphertext is not in Z*_{n^2} (0 < c < n^2, gcd(c, n) = 1)."""
 
 
+class InsecurePeerKeyError(CryptoError, ValueError):
+    """A peer sent a public key below this party's configured minimum size."""
+
+
 class InsecureKeyWarning(UserWarning):
     """A key shorter than 2048 bits was requested with ``insecure=True``."""
 

@@ -58,14 +58,17 @@ from typing import Any
 from smc_hmm.compute import Compute
 from smc_hmm.cost import CostLedger, CostReport
 from smc_hmm.crypto import CipherArray, PrivateKey, PublicKey, Rng
+from smc_hmm.crypto.keys import MIN_SECURE_BITS
 from smc_hmm.errors import (
     AuthenticationError,
     ConfigError,
+    InsecurePeerKeyError,
     InvalidInputError,
     PeerTimeoutError,
     SmcHmmError,
     TransportError,
 )
+from smc_hmm.messages import Message
 from smc_hmm.transport.base import Channel, Network, Transport
 from smc_hmm.transport.local import LocalNetwork
 from smc_hmm.wire import DEFAULT_MAX_FRAME_BYTES, WireCodec
@@ -110,10 +113,15 @@ def _metered_private_key(private_key: PrivateKey, view: PublicKey) -> PrivateKey
 class PartyContext:
     """Everything a protocol role may touch: its channel, keys, ledger, executor and rng.
 
-    ``send`` / ``recv`` move typed, tagged messages; ``phase(name)`` times a
+    ``send`` / ``recv`` move declared messages (:class:`~smc_hmm.messages.Message`:
+    the sender checks its payload against the declaration, the receiver
+    validates it and attaches the declared scales and bounds); a plain ``str``
+    tag is allowed for payloads without ciphertexts.  ``phase(name)`` times a
     phase; ``count(op, k)`` records composite invocations (``"ot"``,
     ``"compare"``) for the ledger.  ``keypair`` is this party's own key pair
-    (metered views) if it holds one.
+    (metered views) if it holds one.  A public key received from a peer below
+    ``min_key_bits`` (2048 unless the party's configuration says insecure) is
+    refused with :class:`~smc_hmm.errors.InsecurePeerKeyError`.
     """
 
     def __init__(
@@ -126,8 +134,10 @@ class PartyContext:
         compute: Compute | None = None,
         rng: Rng | None = None,
         record: bool = False,
+        min_key_bits: int = MIN_SECURE_BITS,
     ):
         self.name = name
+        self.min_key_bits = int(min_key_bits)
         self.channel = channel
         self.ledger = ledger if ledger is not None else CostLedger(name)
         self.compute = compute if compute is not None else Compute.inline()
@@ -176,14 +186,32 @@ class PartyContext:
     def peers(self) -> list[str]:
         return self.channel.peers
 
-    def send(self, peer: str, tag: str, payload) -> int:
-        """Send ``payload`` to ``peer`` under ``tag``; returns the encoded size in bytes."""
-        return self.channel.send(peer, tag, payload)
+    def send(self, peer: str, message: Message | str, payload) -> int:
+        """Send ``payload`` to ``peer`` as ``message``; returns the encoded size in bytes.
 
-    def recv(self, peer: str, tag: str, timeout: float | None = None):
-        """The next ``tag`` message from ``peer`` (typed errors on timeout / disconnect)."""
+        Ciphertexts may only travel in declared messages: their scale and bound
+        are the declaration's (public), never the sender's.
+        """
+        if isinstance(message, Message):
+            return self.channel.send(peer, message.tag, message.outgoing(payload))
+        if _holds_ciphertexts(payload):
+            raise InvalidInputError(
+                f"{message!r}: ciphertexts travel only in declared messages (smc_hmm.messages)"
+            )
+        return self.channel.send(peer, message, payload)
+
+    def recv(self, peer: str, message: Message | str, timeout: float | None = None):
+        """The next ``message`` from ``peer`` (typed errors on timeout / disconnect)."""
+        tag = message.tag if isinstance(message, Message) else message
         payload = self.channel.recv(peer, tag, timeout)
+        if isinstance(message, Message):
+            payload = message.incoming(payload)
         if isinstance(payload, PublicKey):
+            if payload.bits < self.min_key_bits:
+                raise InsecurePeerKeyError(
+                    f"{self.name}: {peer} sent a {payload.bits}-bit key; this party accepts "
+                    f"{self.min_key_bits} bits or more"
+                )
             payload = self.adopt_key(payload)
         if self.received is not None:
             self.received.append((peer, tag, payload))
@@ -201,6 +229,19 @@ class PartyContext:
 
     def __repr__(self) -> str:
         return f"<PartyContext {self.name} peers={self.peers}>"
+
+
+def _holds_ciphertexts(payload) -> bool:
+    stack = [payload]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, CipherArray):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False
 
 
 # -- in-process runs ------------------------------------------------------------------------
@@ -269,6 +310,7 @@ def simulate(
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     meta: Mapping | None = None,
     join_timeout: float | None = None,
+    min_key_bits: int = MIN_SECURE_BITS,
 ) -> RunResult:
     """Run every role ``roles[name](ctx, *args[name])`` in its own thread and collect results.
 
@@ -280,7 +322,8 @@ def simulate(
     ``timeout`` seconds.  If any role raises, every party's transport is
     closed (so the others fail promptly with typed transport errors), all
     threads are joined and the first error is raised again (the others are
-    attached as notes); otherwise returns a :class:`RunResult`.
+    attached as notes); otherwise returns a :class:`RunResult`.  Every party
+    refuses peer keys below ``min_key_bits`` (lower it only for tests).
     """
     if not roles:
         raise InvalidInputError("simulate needs at least one role")
@@ -322,6 +365,7 @@ def simulate(
                 compute=party_compute,
                 rng=rng.spawn(),
                 record=record_views,
+                min_key_bits=min_key_bits,
             )
     except BaseException:
         for ctx in contexts.values():
@@ -424,6 +468,11 @@ class RunConfig:
     factory: str = "parties:role_from_config"
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     connect_timeout: float = 30.0
+
+    @property
+    def min_key_bits(self) -> int:
+        """The smallest peer key this run accepts: 2048 bits unless it says insecure."""
+        return min(self.key_bits, MIN_SECURE_BITS) if self.insecure else MIN_SECURE_BITS
 
     def party(self, name: str) -> PartyConfig:
         try:
@@ -704,6 +753,7 @@ def run_party(name: str, config: RunConfig | str | Path, *, result_path=None) ->
                 ledger=ledger,
                 compute=getattr(party, "compute", None),
                 rng=getattr(party, "rng", None),
+                min_key_bits=config.min_key_bits,
             )
             with ledger.running():
                 output = role(ctx)

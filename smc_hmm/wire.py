@@ -12,10 +12,13 @@ code   type             payload
                         (minimal, for ints outside msgpack's 64-bit range)
 2      ``ndarray``      msgpack ``[dtype, shape, raw little-endian bytes]``; dtype from
                         :data:`ALLOWED_DTYPES` (numeric and bool only, never object)
-3      ``CipherArray``  msgpack ``[fingerprint, scale, bound, shape, blob]``: the key's
-                        16-byte fingerprint, the fixed-point scale, the plaintext bound
-                        (big-endian bytes), and the ciphertexts as fixed-width big-endian
-                        integers of ``ceil(2 * bits / 8)`` bytes each
+3      ``CipherArray``  msgpack ``[fingerprint, shape, blob]``: the key's 16-byte
+                        fingerprint and the ciphertexts as fixed-width big-endian
+                        integers of ``ceil(2 * bits / 8)`` bytes each.  No scale and no
+                        precision bound: both come from the receiver's message
+                        declaration (:mod:`smc_hmm.messages`), never from the sender's
+                        private values; a decoded array has scale 0 and the key's
+                        full plaintext bound until a declaration attaches them
 4      ``PublicKey``    big-endian bytes of n; decodes to a new ``PublicKey(n)``
 =====  ===============  ==========================================================
 
@@ -252,13 +255,7 @@ class WireCodec:
             blob = b"".join(mpz(c).to_bytes(width, "big") for c in flat)
         except (OverflowError, TypeError, ValueError) as exc:
             raise WireError(f"CipherArray holds a value that is not a ciphertext: {exc}") from exc
-        bound = int(ca.bound)
-        if bound < 0:
-            raise WireError("CipherArray bound must be non-negative")
-        return msgpack.packb(
-            [key.fingerprint, int(ca.scale), _magnitude_bytes(bound), list(ca.shape), blob],
-            use_bin_type=True,
-        )
+        return msgpack.packb([key.fingerprint, list(ca.shape), blob], use_bin_type=True)
 
     # -- decoding -------------------------------------------------------------
 
@@ -377,9 +374,7 @@ class WireCodec:
         return arr
 
     def _decode_cipherarray(self, payload: bytes) -> CipherArray:
-        fingerprint, scale, bound_bytes, shape, blob = self._unpack_fields(
-            payload, 5, "CipherArray"
-        )
+        fingerprint, shape, blob = self._unpack_fields(payload, 3, "CipherArray")
         if type(fingerprint) is not bytes or len(fingerprint) != 16:
             raise WireError("CipherArray: fingerprint must be 16 bytes")
         key = self._keys.get(fingerprint)
@@ -387,13 +382,6 @@ class WireCodec:
             raise WireError(
                 f"CipherArray under unknown key {fingerprint[:4].hex()}: register it with add_key"
             )
-        if type(scale) is not int or not 0 <= scale <= 4096:
-            raise WireError(f"CipherArray: invalid scale {scale!r}")
-        if type(bound_bytes) is not bytes or len(bound_bytes) > self.max_int_bytes:
-            raise WireError("CipherArray: bound must be bytes")
-        bound = _positive_from_bytes(bound_bytes, "CipherArray bound", allow_zero=True)
-        if bound > key.max_plain:
-            raise WireError("CipherArray: bound exceeds the key's plaintext space")
         if type(blob) is not bytes:
             raise WireError("CipherArray: ciphertexts must be bytes")
         shape, count = _check_shape(shape, self.max_elements)
@@ -415,7 +403,7 @@ class WireCodec:
         data = np.empty(count, dtype=object)
         for i, c in enumerate(cts):
             data[i] = c
-        return CipherArray(key, data.reshape(shape), scale, bound)
+        return CipherArray(key, data.reshape(shape))
 
     def _decode_public_key(self, payload: bytes) -> PublicKey:
         if len(payload) > self.max_int_bytes:

@@ -204,7 +204,8 @@ def generate_keypair(bits: int = DEFAULT_KEY_BITS, *, insecure: bool = False,
     """A fresh Paillier key pair with an n of exactly ``bits`` bits.
 
     Keys shorter than 2048 bits need ``insecure=True`` (tests, reproductions of
-    the thesis's 256/512-bit figures) and emit :class:`InsecureKeyWarning`.
+    the thesis's 256/512-bit figures) and emit :class:`InsecureKeyWarning`; so
+    do keys of any size drawn from a seeded (non-cryptographic) ``rng``.
     """
     if not isinstance(bits, int) or bits < 128 or bits % 2:
         raise InvalidInputError(f"key bits must be an even integer >= 128, got {bits!r}")
@@ -214,6 +215,10 @@ def generate_keypair(bits: int = DEFAULT_KEY_BITS, *, insecure: bool = False,
                 f"{bits}-bit Paillier keys are insecure; pass insecure=True for tests only")
         warnings.warn(f"generating an insecure {bits}-bit Paillier key", InsecureKeyWarning,
                       stacklevel=2)
+    if rng is not None and rng.insecure and not insecure:
+        raise InvalidInputError(
+            "keys from a seeded (non-cryptographic) generator are insecure: pass insecure=True "
+            "(tests and reproducible experiments only)")
     rng = rng if rng is not None else Rng.system()
     while True:
         p = _random_prime(bits // 2, rng)

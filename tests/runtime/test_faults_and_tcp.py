@@ -43,7 +43,9 @@ def _tcp(certs):
 
 
 def _run(keypair, network=None, **kwargs):
-    return simulate(ROLES, ARGS, keys={"alice": keypair}, network=network, **kwargs)
+    return simulate(
+        ROLES, ARGS, keys={"alice": keypair}, network=network, **kwargs, min_key_bits=512
+    )
 
 
 def _comparable(report):

@@ -1,4 +1,4 @@
-"""simulate(): contexts, metering, failure propagation, clean teardown."""
+"""simulate(, min_key_bits=512): contexts, metering, failure propagation, clean teardown."""
 
 import threading
 import time
@@ -12,9 +12,11 @@ from smc_hmm.errors import (
     InvalidInputError,
     PeerDisconnectedError,
     PeerTimeoutError,
+    PrecisionError,
     ProtocolError,
     TransportError,
 )
+from smc_hmm.messages import Ciphertexts, Message
 from smc_hmm.runtime import PartyContext, simulate
 from smc_hmm.transport import Channel, LocalNetwork
 from smc_hmm.wire import WireCodec
@@ -35,7 +37,9 @@ def _pong(ctx, n):
 
 
 def test_outputs_rounds_and_messages_of_a_ping_pong():
-    result = simulate({"ping": _ping, "pong": _pong}, {"ping": (4,), "pong": (4,)})
+    result = simulate(
+        {"ping": _ping, "pong": _pong}, {"ping": (4,), "pong": (4,)}, min_key_bits=512
+    )
     assert result.outputs == {"ping": "ping done", "pong": "pong done"}
     assert result["ping"] == "ping done"
     assert result.cost.rounds == 8  # each message waits for the previous one
@@ -44,25 +48,32 @@ def test_outputs_rounds_and_messages_of_a_ping_pong():
     assert result.cost.meta["mode"] == "in-process"
 
 
+X = Message("x", Ciphertexts(0, 3, (3,)))
+Y = Message("y", Ciphertexts(0, 6, (3,)))
+
+
 def test_each_party_meters_its_own_work_on_received_ciphertexts(keypair_512):
     def owner(ctx):
         pk, sk = ctx.keypair
         ctx.send("helper", "pk", pk)
-        ctx.send("helper", "x", CipherArray.encrypt(pk, [1, 2, 3]))
-        y = ctx.recv("helper", "y")
+        ctx.send("helper", X, CipherArray.encrypt(pk, [1, 2, 3]))
+        y = ctx.recv("helper", Y)
         return y.decrypt_ints(sk).tolist()
 
     def helper(ctx):
         pk = ctx.recv("owner", "pk")
         assert isinstance(pk, PublicKey) and pk.meter is ctx.ledger
-        x = ctx.recv("owner", "x")
+        x = ctx.recv("owner", X)
         assert x.public_key is pk  # decoded under this party's metered view
+        assert x.bound == 3  # the declared bound, not the sender's
         ctx.count("compare", 2)
         with ctx.phase("double"):
             y = (x + x).rerandomize()
-        ctx.send("owner", "y", y)
+        ctx.send("owner", Y, y)
 
-    result = simulate({"owner": owner, "helper": helper}, keys={"owner": keypair_512})
+    result = simulate(
+        {"owner": owner, "helper": helper}, keys={"owner": keypair_512}, min_key_bits=512
+    )
     assert result["owner"] == [2, 4, 6]
     owner_ops, helper_ops = result.cost.ops("owner"), result.cost.ops("helper")
     assert owner_ops["encrypt"] == 3 and owner_ops["decrypt"] == 3 and owner_ops["add"] == 0
@@ -85,7 +96,7 @@ def test_first_error_is_raised_and_the_others_stop_promptly():
 
     t0 = time.monotonic()
     with pytest.raises(ValueError, match="boom") as info:
-        simulate({"fails": fails, "waits": waits, "also": waits}, timeout=30)
+        simulate({"fails": fails, "waits": waits, "also": waits}, timeout=30, min_key_bits=512)
     assert time.monotonic() - t0 < 5
     notes = "\n".join(getattr(info.value, "__notes__", []))
     assert "raised by party fails" in notes
@@ -101,14 +112,16 @@ def test_a_stalled_peer_times_out_with_a_typed_error():
 
     t0 = time.monotonic()
     with pytest.raises(PeerTimeoutError):
-        simulate({"stalls": stalls, "other": other}, timeout=0.3)
+        simulate({"stalls": stalls, "other": other}, timeout=0.3, min_key_bits=512)
     assert time.monotonic() - t0 < 3
 
 
 def test_a_party_ending_early_disconnects_its_waiting_peer():
     with pytest.raises(PeerDisconnectedError):
         simulate(
-            {"quits": lambda ctx: None, "waits": lambda ctx: ctx.recv("quits", "x")}, timeout=30
+            {"quits": lambda ctx: None, "waits": lambda ctx: ctx.recv("quits", "x")},
+            timeout=30,
+            min_key_bits=512,
         )
 
 
@@ -121,25 +134,30 @@ def test_unread_messages_are_a_protocol_error():
         return ctx.recv("talker", "b")  # "a" is buffered and never read
 
     with pytest.raises(ProtocolError, match="never received"):
-        simulate({"talker": talker, "listener": listener})
+        simulate({"talker": talker, "listener": listener}, min_key_bits=512)
 
 
 def test_record_views_and_invalid_calls(keypair_512):
     result = simulate(
         {"a": lambda ctx: ctx.send("b", "t", np.arange(3)), "b": lambda ctx: ctx.recv("a", "t")},
         record_views=True,
+        min_key_bits=512,
     )
     assert result.views["a"] == []
     ((peer, tag, payload),) = result.views["b"]
     assert (peer, tag) == ("a", "t") and payload.tolist() == [0, 1, 2]
     with pytest.raises(InvalidInputError):
-        simulate({})
+        simulate({}, min_key_bits=512)
     with pytest.raises(InvalidInputError):
-        simulate({"a": lambda ctx: None, "b": lambda ctx: None}, keys={"c": keypair_512})
+        simulate(
+            {"a": lambda ctx: None, "b": lambda ctx: None},
+            keys={"c": keypair_512},
+            min_key_bits=512,
+        )
     with pytest.raises(InvalidInputError):
-        simulate({"a": lambda ctx: None, "b": "not callable"})
+        simulate({"a": lambda ctx: None, "b": "not callable"}, min_key_bits=512)
     with pytest.raises(InvalidInputError):
-        simulate({"a": lambda ctx: None, "b": lambda ctx: None}, timeout=0)
+        simulate({"a": lambda ctx: None, "b": lambda ctx: None}, timeout=0, min_key_bits=512)
 
 
 def test_party_context_keys(keypair_512, other_keypair_512):
@@ -163,3 +181,29 @@ def test_party_context_keys(keypair_512, other_keypair_512):
     net.close()
     with pytest.raises(TransportError):
         ctx.send("b", "x", 1)
+
+
+def test_ciphertexts_travel_only_in_declared_messages(keypair_512):
+    def owner(ctx):
+        pk, _ = ctx.keypair
+        ctx.send("helper", "x", CipherArray.encrypt(pk, [1]))
+
+    with pytest.raises(InvalidInputError, match="declared messages"):
+        simulate(
+            {"owner": owner, "helper": lambda ctx: None},
+            keys={"owner": keypair_512},
+            min_key_bits=512,
+        )
+
+
+def test_a_sender_whose_values_exceed_the_declared_bound_is_stopped(keypair_512):
+    def owner(ctx):
+        pk, _ = ctx.keypair
+        ctx.send("helper", X, CipherArray.encrypt(pk, [1, 2, 4]))  # 4 > the declared 3
+
+    with pytest.raises(PrecisionError, match="declares"):
+        simulate(
+            {"owner": owner, "helper": lambda ctx: None},
+            keys={"owner": keypair_512},
+            min_key_bits=512,
+        )

@@ -1,0 +1,65 @@
+"""The transcript harness itself: it passes for ciphertext-only differences and fails
+for any private-dependent byte outside ciphertexts and declared revealed fields."""
+
+from __future__ import annotations
+
+import pytest
+from transcript_harness import assert_same_transcripts
+
+from smc_hmm.crypto import CipherArray
+from smc_hmm.messages import Ciphertexts, Key, Message, Public, Revealed
+from smc_hmm.runtime import simulate
+
+KEY = Message("key", Key())
+VALUE = Message("value", Ciphertexts(0, 2**32, (1,)))
+LEAKY = Message("leaky", Public((int,)))
+OPEN = Message("open", Revealed("the winner", (int,)))
+
+
+def _run(keypair, secret, wrap, extra):
+    def alice(ctx):
+        ctx.send("bob", KEY, keypair[0])
+        return ctx.recv("bob", VALUE).decrypt_ints(keypair[1])
+
+    def bob(ctx):
+        pk = ctx.recv("alice", KEY)
+        ctx.send("alice", VALUE, CipherArray.encrypt_encoded(pk, [secret], 0, 2**32))
+        for message, value in extra(secret):
+            ctx.send("alice", message, value)
+
+    def alice_then_extra(ctx):
+        out = alice(ctx)
+        for message, _ in extra(secret):
+            ctx.recv("bob", message)
+        return out
+
+    simulate(
+        {"alice": alice_then_extra, "bob": bob},
+        keys={"alice": keypair},
+        wrap_transport=wrap,
+        min_key_bits=512,
+    )
+
+
+def test_ciphertexts_alone_may_differ(keypair_512):
+    frames = assert_same_transcripts(
+        lambda s, wrap: _run(keypair_512, s, wrap, lambda s: []), [5, 2**31], [KEY, VALUE]
+    )
+    assert len(frames[("alice", "bob")]) == 1
+
+
+def test_a_private_dependent_public_field_fails(keypair_512):
+    with pytest.raises(AssertionError, match="differs"):
+        assert_same_transcripts(
+            lambda s, wrap: _run(keypair_512, s, wrap, lambda s: [(LEAKY, s.bit_length())]),
+            [5, 2**31],
+            [KEY, VALUE, LEAKY],
+        )
+
+
+def test_a_declared_revealed_field_is_masked(keypair_512):
+    assert_same_transcripts(
+        lambda s, wrap: _run(keypair_512, s, wrap, lambda s: [(OPEN, s % 7)]),
+        [5, 2**31],
+        [KEY, VALUE, OPEN],
+    )

@@ -1,0 +1,114 @@
+"""The transcript harness: frames must not depend on private inputs (the metadata rule).
+
+Run a protocol twice with different private inputs of the same public sizes,
+record every frame each party receives (the exact bytes off its transport),
+and compare the two runs frame by frame after masking what may legitimately
+differ: the ciphertext blobs of every CipherArray (their key fingerprint and
+shape stay) and every field a message declares as
+:class:`~smc_hmm.messages.Revealed`.  Everything else -- tags, order, causal
+depths, frame sizes, shapes, scales, bounds, every public field -- must be
+byte-identical.  Used by every protocol's tests (``docs/adding-a-protocol.md``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+
+import msgpack
+
+from smc_hmm.messages import Message, Revealed
+from smc_hmm.transport.base import Transport
+from smc_hmm.wire import EXT_CIPHERARRAY
+
+CIPHERTEXTS = "<ciphertexts>"
+
+
+class RecordingTransport(Transport):
+    """Wraps a transport and keeps every frame received, per sending peer."""
+
+    def __init__(self, inner: Transport, log: dict):
+        self.inner = inner
+        self.name = inner.name
+        self.peers = inner.peers
+        self.log = log
+
+    def send_bytes(self, peer: str, frame: bytes) -> None:
+        self.inner.send_bytes(peer, frame)
+
+    def recv_bytes(self, peer: str, timeout: float) -> bytes:
+        frame = self.inner.recv_bytes(peer, timeout)
+        self.log[(self.name, peer)].append(bytes(frame))
+        return frame
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def recorder():
+    """(frames, wrap_transport) for :func:`smc_hmm.runtime.simulate`."""
+    frames: dict[tuple[str, str], list[bytes]] = defaultdict(list)
+    return frames, lambda name, transport: RecordingTransport(transport, frames)
+
+
+def _mask_ciphertexts(code: int, data: bytes):
+    if code == EXT_CIPHERARRAY:
+        fingerprint, shape, blob = msgpack.unpackb(data, raw=False)
+        return [CIPHERTEXTS, fingerprint, shape, len(blob)]
+    return msgpack.ExtType(code, data)
+
+
+def _mask_revealed(body, message: Message):
+    fields = message.fields
+    values = body if isinstance(message.body, tuple) else [body]
+    masked = [
+        f"<revealed {f.what}>" if isinstance(f, Revealed) else v for f, v in zip(fields, values)
+    ]
+    return masked if isinstance(message.body, tuple) else masked[0]
+
+
+def masked_frame(frame: bytes, declarations: dict[str, Message]):
+    """The frame with ciphertext blobs and declared revealed fields replaced by placeholders."""
+    envelope = msgpack.unpackb(frame, raw=False, ext_hook=_mask_ciphertexts)
+    tag = envelope["t"]
+    if tag in declarations:  # an undeclared tag carries no revealed field by definition
+        envelope["b"] = _mask_revealed(envelope["b"], declarations[tag])
+    return envelope
+
+
+def _has_revealed(declarations: dict[str, Message]) -> bool:
+    return any(isinstance(f, Revealed) for m in declarations.values() for f in m.fields)
+
+
+def assert_same_transcripts(
+    run: Callable[[Callable], object],
+    inputs: Iterable,
+    declarations: Iterable[Message] = (),
+) -> dict:
+    """Run ``run(inputs_i, wrap_transport)`` for each private input set and compare frames.
+
+    ``run`` must call :func:`smc_hmm.runtime.simulate` with the given
+    ``wrap_transport``.  Returns the first run's recorded frames.  Fails with
+    the first differing frame (receiver, sender, index and both masked forms).
+    """
+    decl = {m.tag: m for m in declarations}
+    transcripts = []
+    for private in inputs:
+        frames, wrap = recorder()
+        run(private, wrap)
+        transcripts.append(dict(frames))
+    first = transcripts[0]
+    assert first, "nothing was received: the harness saw no frames"
+    revealed = _has_revealed(decl)
+    for other in transcripts[1:]:
+        assert set(other) == set(first), f"links differ: {sorted(first)} vs {sorted(other)}"
+        for link, frames in first.items():
+            assert len(other[link]) == len(frames), (
+                f"{link}: {len(frames)} frames vs {len(other[link])}"
+            )
+            for i, (a, b) in enumerate(zip(frames, other[link])):
+                ma, mb = masked_frame(a, decl), masked_frame(b, decl)
+                assert ma == mb, f"{link} frame {i} differs:\n{ma!r}\nvs\n{mb!r}"
+                if not revealed:  # a revealed field may change the frame's length
+                    assert len(a) == len(b), f"{link} frame {i}: {len(a)} vs {len(b)} bytes"
+    return first
