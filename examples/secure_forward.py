@@ -56,7 +56,6 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 import numpy as np  # noqa: E402
 
 from protocols import forward  # noqa: E402
-from protocols.primitives import PrecisionParams  # noqa: E402
 from smc_hmm.crypto import Rng, generate_keypair  # noqa: E402
 from smc_hmm.errors import ConfigError, InsecureKeyWarning  # noqa: E402
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, log_likelihood  # noqa: E402
@@ -115,6 +114,7 @@ def run_in_process(title, models, obs, keypair, console, params=None):
         keys={"alice": keypair},
         timeout=120,
         meta={"protocol": "secure forward", "example": title},
+        min_key_bits=min(keypair[0].bits, 2048),  # main() refused small keys without --insecure
     )
     prec = (params or forward.ForwardParams()).precision
     bob_plain = [prec.decode_log(v) for v in result.outputs["bob"].decrypt_ints(keypair[1])]
@@ -192,14 +192,8 @@ def _read_json(path: Path | None, who: str):
 
 
 def _params_from_config(table: dict) -> tuple[forward.ForwardParams, bool]:
-    known = {"reveal", "log_scale", "blind_nats", "feature_scale"}
-    if set(table) - known:
-        raise ConfigError(f"unknown keys in [protocol]: {sorted(set(table) - known)}")
-    precision = PrecisionParams(
-        log_scale=int(table.get("log_scale", 64)), blind_nats=float(table.get("blind_nats", 20.0))
-    )
-    params = forward.ForwardParams(precision, int(table.get("feature_scale", 32)))
-    return params, bool(table.get("reveal", True))
+    params = forward.ForwardParams.from_config(table)
+    return params, params.reveal
 
 
 def party_factory(name: str, config):

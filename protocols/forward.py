@@ -3,7 +3,8 @@
 Roles and data:
 
 * **Alice** holds the Paillier key pair and an observation sequence
-  x_1..x_T (symbols in [0, M) or feature vectors in R^d).
+  x_1..x_T (symbols in [0, M) or feature vectors in R^d with |x_i| <=
+  ``feature_bound``).
 * **Bob** holds one or more HMMs lambda = (A, B, pi) (all discrete or all
   Gaussian); several models run in lockstep, batched into the same messages.
 
@@ -11,49 +12,66 @@ Output: Bob obtains E(log P(x | lambda)) for each model; with ``reveal=True``
 (the final step both agree on) he sends it back re-randomised and Alice
 decrypts log P.  For keyword recognition Bob keeps the ciphertexts instead.
 
-Protocol (log domain, all values fixed point, see :class:`PrecisionParams`):
+Public parameters (:class:`ForwardParams`, agreed before the run): the
+precision (:class:`~protocols.primitives.PrecisionParams`), the feature
+scale and bound, and ``reveal``.  Public sizes: the model kind, M or d, the
+number of states of each model, T and the key size.  Every scale and bound on
+the wire follows from these (:meth:`ForwardSpec.messages`); the exponent
+scale g and Bob's weight scale h are public rules, not measurements of
+Bob's model.
 
-0. Alice sends her public key; Bob sends the public sizes (model kind, M or d,
-   number of states per model).
+Protocol (log domain; every offset an exact integer at scale f):
+
+0. Alice sends her public key; Bob sends the public sizes.
 1. Alice sends her encrypted observations: one-hot rows E(e_{x_t}) (discrete:
    the Paillier-selection 1-of-M OT of :mod:`protocols.ot`) or the distinct
    products E(z_i z_j), z = [x_t; 1] (Gaussian: thesis "simplified secure
    forward"; the constant 1 is not encrypted).
-2. Bob evaluates E(log b_j(x_t)) as multi-exponentiations, adds a blind
-   gamma_tj (and log pi_j at t = 1) and sends them, one message per frame.
-3. Alice keeps y_t(j) = log alpha_t(j) - C_t + rho_t(j) in the clear, where
-   C_t is the sum of her own shifts and rho_t(j) is Bob's blind.  Each time
-   step is ONE round trip, all states of all models batched:
-   Alice -> Bob: E(V_j), V_j = round(2^g exp(y_t(j) - c_t)), c_t her max (secure
-   exponent with a common shift, so nothing under- or overflows); Bob: the
-   LOGSUM's linear combination S_j = sum_l round(2^h a_lj e^-(rho_l - rho_min)) V_l
-   (unblinding folded into the weights), multiplied by a log-uniform blind
-   beta_j; Bob -> Alice: E(S_j beta_j).  Alice: y_{t+1}(j) =
-   log(S_j beta_j) + [log b_j(x_{t+1}) + gamma_{t+1,j}] (secure logarithm).
-4. Final: the same exponent step with a_lj = 1 gives E(S beta) with
-   log S = log P + known offsets; Alice returns E(log(S beta) + C), Bob
-   subtracts his offsets: E(log P).
+2. For each t Bob sends E(log b_j(x_t) + gamma_tj) (plus log pi_j at t = 1),
+   gamma uniform on [0, R).
+3. Alice holds y_t(j) = log alpha_t(j) - C_t + rho_t(j) in the clear (C_t
+   her accumulated shifts, rho_t(j) Bob's accumulated blinds).  Each time step
+   is ONE round trip, all states of all models batched: Alice -> Bob: E(V_j),
+   V_j = round(2^g exp(y_t(j) - c_t)), c_t her maximum per model; Bob: S_j =
+   sum_l round(2^h a_lj e^-(rho_l - rho_min)) V_l (the unblinding folded into
+   the LOGSUM's weights) times a log-uniform integer blind beta_j; Bob ->
+   Alice: E(S_j beta_j).  Alice: y_{t+1}(j) = log(S_j beta_j) - (g + h + B)
+   ln 2 + [log b_j(x_{t+1}) + gamma_{t+1,j}].
+4. Final: the same step with a_lj = 1 gives E(S beta) per model; Alice returns
+   E(log(S beta) - (g + h + B) ln 2 + C); Bob subtracts his blinds: E(log P).
 
 Who learns what (semi-honest Alice and Bob, not colluding):
 
-* Bob sees only ciphertexts under Alice's key: nothing about x or log P.
-* Alice learns the public sizes (M or d, states per model, exp_scale) and, for
-  every t and j, (a) log b_j(x_t) + gamma_tj and (b) log sum_l a_lj alpha_t(l)
-  plus a blind of log(beta_j): both blinds are uniform on [0, R) nats
-  (``blind_nats`` = R, default 20).  This multiplicative blinding hides
-  values within the range R only (as in the thesis), not statistically; it
-  also shows Alice which predicted/emission probabilities are exactly zero.
-  With ``reveal=True`` she learns log P.
-* Precision: Alice's exponentials keep 53 significant bits for every state
-  within ~ g ln 2 nats of the leading state of its model, g being as large as
-  the key allows (about 1,000 nats at 2048 bits; ``exp_scale`` in the spec);
-  Bob's weights keep ``weight_bits`` (64) significant bits however small a
-  transition probability is.  The result matches the plaintext forward
-  algorithm to ~1e-12 relative error (``smc-hmm bench forward`` measures it);
-  zero probabilities are exact (log 0 is carried as a sentinel; an impossible
-  sequence gives -inf).  Gaussian emissions lose |x|^2 2^-(s_w + 1) nats per
-  frame to the rounding of Bob's weights (s_w = log_scale - feature_scale = 40
-  bits by default): normalised features are far inside the 1e-6 target.
+* Bob sees only ciphertexts under Alice's key and the public sizes.
+* Alice learns the public sizes and, for every t and j: (a) log b_j(x_t) +
+  gamma_tj, gamma uniform on [0, R) nats (R = ``blind_nats``, default 20;
+  statistical distance |u - u'| / R between two emission values u, u'), and
+  (b) the exact integer S_j beta_j with beta_j log-uniform over K = ceil(R /
+  ln 2) octaves: log S_j within K ln 2 nats, plus the integer's divisibility.
+  Because she chose the V_l, she can recover the coefficients beta_j w_lj of
+  each S_j by lattice reduction (two states: one modular inversion) and so the
+  ratios a_lj e^-rho_l / a_kj e^-rho_k; with her own y-values these give the
+  exact ratios a_lj alpha_t(l) / a_kj alpha_t(k), and over columns Bob's
+  transition ratios.  This is a weakness of the thesis's multiplicative
+  blinding (``docs/security.md``).  Repeated sessions also average the
+  additive blinds away (over k runs a blinded emission narrows to about R /
+  sqrt(12 k)).  She sees which emission and predicted probabilities are
+  exactly zero, and with ``reveal=True`` log P.
+* Precision: every offset is an exact integer at scale f = ``log_scale``
+  (96 bits), logs and exps are computed with 256-bit MPFR, Bob's weights keep
+  53 significant bits for every nonzero a_lj >= ``PrecisionParams.min_weight()``
+  (Bob's model is checked locally before the run; a smaller nonzero a_lj is a
+  PrecisionError), and Alice's exponentials keep 53 bits for every state within
+  (g - 53) ln 2 nats of the leading state of its model (g = 1,777 bits, about
+  1,200 nats, at 2048 bits).  A possible state that falls further behind is
+  not silently forgotten: Alice keeps a rigorous bound on the mass that left
+  the exponent's range (:class:`_DroppedMass`: it grows by at most the largest
+  blinded emission, less the blinded leading value, plus the blinds' spread
+  R + K ln 2 per step), and if that mass could reach 2^-40 of the result she
+  finishes the protocol (so Bob's view does not change) and then raises
+  PrecisionError naming the limit.  So an impossible sequence gives -inf, a
+  possible one never does, and a returned log P is within 2^-40 relative.  ``smc-hmm bench
+  forward`` measures the absolute and relative error of log P.
 
 Run: ``python examples/secure_forward.py`` (in-process) or see the example's
 docstring for two processes.
@@ -67,56 +85,167 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from protocols.ot import one_hot
 from protocols.primitives import (
     PrecisionParams,
-    alice_exp,
-    alice_log,
+    alice_exp_values,
     log_blinds,
+    log_fixed,
     multiplicative_blinds,
     unblind_weights,
 )
 from smc_hmm.crypto import CipherArray, PublicKey
 from smc_hmm.crypto.fixedpoint import ldexp_int
-from smc_hmm.errors import ConfigError, InvalidInputError, ProtocolError
+from smc_hmm.errors import ConfigError, InvalidInputError, PrecisionError, ProtocolError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, emission_weights, quadratic_products
+from smc_hmm.messages import Ciphertexts, Key, Message, Public
 
-LN2 = math.log(2)
 NAME = "forward"
 
 
 @dataclass(frozen=True)
 class ForwardParams:
-    """Precision of the secure forward algorithm.
+    """Public parameters of the secure forward algorithm.
 
     Discrete models: log-values at ``precision.log_scale`` fractional bits.
-    Gaussian models: Alice's products at ``feature_scale`` bits and Bob's
-    quadratic-form weights at ``precision.log_scale - feature_scale`` bits.
+    Gaussian models: Alice's products at ``feature_scale`` bits, every feature
+    within +-``feature_bound`` (public), and Bob's quadratic-form weights at
+    ``precision.log_scale - feature_scale`` bits.
     """
 
     precision: PrecisionParams = field(default_factory=PrecisionParams)
     feature_scale: int = 48
-
+    feature_bound: float = 1000.0
     reveal: bool = True
 
     def __post_init__(self):
         if not 8 <= self.feature_scale < self.precision.log_scale:
             raise InvalidInputError("feature_scale must be in [8, log_scale)")
+        if not (math.isfinite(self.feature_bound) and self.feature_bound > 0):
+            raise InvalidInputError("feature_bound must be finite and > 0")
 
     @classmethod
     def from_config(cls, section: Mapping) -> ForwardParams:
         """From the ``[protocol]`` table of a parties.toml file (all keys optional):
-        log_scale, blind_nats, feature_scale, reveal."""
-        known = {"name", "log_scale", "blind_nats", "feature_scale", "reveal"}
+        log_scale, log_bound_bits, blind_nats, weight_scale, feature_scale,
+        feature_bound, reveal."""
+        precision_keys = {"log_scale", "log_bound_bits", "blind_nats", "weight_scale"}
+        known = {"name", "feature_scale", "feature_bound", "reveal"} | precision_keys
         unknown = set(section) - known
         if unknown:
             raise ConfigError(f"unknown forward parameters: {sorted(unknown)}")
         try:
-            precision = PrecisionParams(log_scale=int(section.get("log_scale", 88)),
-                                        blind_nats=float(section.get("blind_nats", 20.0)))
-            return cls(precision, int(section.get("feature_scale", 48)),
-                       bool(section.get("reveal", True)))
+            precision = PrecisionParams(**{k: section[k] for k in precision_keys if k in section})
+            return cls(
+                precision,
+                int(section.get("feature_scale", 48)),
+                float(section.get("feature_bound", 1000.0)),
+                bool(section.get("reveal", True)),
+            )
         except (TypeError, ValueError) as e:
             raise ConfigError(f"bad forward parameters: {e}") from e
+
+
+@dataclass(frozen=True)
+class ForwardSpec:
+    """The public sizes of one run and every scale and bound derived from them.
+
+    Glossary of scales (fractional bits): f = ``log_scale`` (log-values),
+    fs = ``feature_scale`` (Alice's products), ws = f - fs (Bob's Gaussian
+    weights), g (Alice's exponentials), h = ``weight_scale`` (Bob's LOGSUM
+    weights), B = ``beta_bits`` and K = ``blind_octaves`` (Bob's blinds).
+    """
+
+    kind: str
+    width: int
+    states: tuple[int, ...]
+    key_bits: int
+    params: ForwardParams
+
+    @classmethod
+    def from_wire(cls, spec, key_bits: int, params: ForwardParams) -> ForwardSpec:
+        if (
+            not isinstance(spec, dict)
+            or set(spec) != {"kind", "width", "states"}
+            or spec["kind"] not in ("discrete", "gaussian")
+            or not isinstance(spec["width"], int)
+            or not 0 < spec["width"] <= 100_000
+            or not isinstance(spec["states"], list)
+            or not spec["states"]
+            or not all(isinstance(s, int) and 0 < s <= 100_000 for s in spec["states"])
+        ):
+            raise ProtocolError(f"malformed forward-algorithm spec: {spec!r}")
+        return cls(spec["kind"], spec["width"], tuple(spec["states"]), key_bits, params)
+
+    def to_wire(self) -> dict:
+        return {"kind": self.kind, "width": self.width, "states": list(self.states)}
+
+    @property
+    def prec(self) -> PrecisionParams:
+        return self.params.precision
+
+    @property
+    def total(self) -> int:
+        return sum(self.states)
+
+    @property
+    def segments(self) -> list[slice]:
+        bounds = np.cumsum([0, *self.states])
+        return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+    @property
+    def g(self) -> int:
+        return self.prec.exp_scale_for(self.key_bits, max(self.states))
+
+    @property
+    def h(self) -> int:
+        return self.prec.weight_scale
+
+    @property
+    def blind_bits(self) -> int:
+        """B + K: bits of the largest multiplicative blind."""
+        return self.prec.beta_bits + self.prec.blind_octaves
+
+    @property
+    def n_inputs(self) -> int:
+        """Ciphertexts per frame: M one-hot entries or the d(d+3)/2 distinct products."""
+        return self.width if self.kind == "discrete" else self.width * (self.width + 3) // 2
+
+    def final_log_bound(self, length: int) -> int:
+        return 4 * (length + 1) << (self.prec.log_bound_bits + self.prec.f)
+
+    def messages(self, length: int | None = None) -> dict[str, Message]:
+        """Every message of the run, declared from public parameters alone."""
+        p, n, m = self.prec, (self.total,), (len(self.states),)
+        if self.kind == "discrete":
+            obs = Ciphertexts(0, 1, (None, self.width))
+        else:
+            top = max(self.params.feature_bound, self.params.feature_bound**2)
+            obs = Ciphertexts(
+                self.params.feature_scale,
+                math.ceil(top * 2**self.params.feature_scale) + 1,
+                (None, self.n_inputs),
+            )
+        emit_bound = (self.width + 2) << (p.log_bound_bits + 3 + p.f)
+        blinded_sum = max(self.states) << (self.g + self.h + self.blind_bits)
+        out = {
+            "key": Message("fw.key", Key()),
+            "spec": Message("fw.spec", Public((dict,))),
+            "obs": Message("fw.obs", obs),
+            "emit": Message("fw.emit", Ciphertexts(p.f, emit_bound, n)),
+            "exp": Message("fw.v", Ciphertexts(self.g, 1 << self.g, n)),
+            "sum": Message("fw.s", Ciphertexts(self.g + self.h, blinded_sum, n)),
+            "final": Message("fw.final", Ciphertexts(self.g + self.h, blinded_sum, m)),
+        }
+        if length is not None:
+            log_p = Ciphertexts(p.f, self.final_log_bound(length), m)
+            out["log"] = Message("fw.log", log_p)
+            out["result"] = Message("fw.result", log_p)
+        return out
+
+
+#: the tags of every message of the protocol (for the transcript harness)
+TAGS = ("fw.key", "fw.spec", "fw.obs", "fw.emit", "fw.v", "fw.s", "fw.final", "fw.log", "fw.result")
 
 
 # -- Bob's view of the models ---------------------------------------------------------------
@@ -126,11 +255,9 @@ class ForwardParams:
 class _ModelBatch:
     """Bob's stacked models: per-model transition matrices and stacked emission terms."""
 
+    models: list
     kind: str
-    transmats: list[np.ndarray]
-    log_start: np.ndarray  # (sum N,)
-    sizes: list[int]
-    width: int  # M (discrete) or d (Gaussian)
+    width: int
 
     @classmethod
     def of(cls, models: Sequence) -> _ModelBatch:
@@ -145,188 +272,269 @@ class _ModelBatch:
             raise InvalidInputError("models must be all DiscreteHMM or all GaussianHMM")
         if len(widths) != 1:
             raise InvalidInputError("all models must share the observation space")
-        return cls(kind, [np.asarray(m.transmat) for m in models],
-                   np.concatenate([m.log_startprob for m in models]),
-                   [m.n_states for m in models], widths.pop())
+        return cls(models, kind, widths.pop())
 
     @property
-    def segments(self) -> list[slice]:
-        return _segments(self.sizes)
+    def states(self) -> tuple[int, ...]:
+        return tuple(m.n_states for m in self.models)
 
+    def start_logs(self, prec: PrecisionParams) -> np.ndarray:
+        return np.array(
+            [prec.encode_log(float(v)) for m in self.models for v in m.log_startprob], dtype=object
+        )
 
-def _emission_program(models, batch: _ModelBatch, params: ForwardParams):
-    """Integer weights (and constants) with E(log b(x_t)) = weights . E(obs_t) + const."""
-    f = params.precision.f
-    if batch.kind == "discrete":
-        log_b = np.concatenate([m.log_emissionprob for m in models])
-        weights = np.array([[params.precision.encode_log(float(v)) for v in row]
-                            for row in log_b], dtype=object)
-        return weights, f, np.zeros(len(log_b), dtype=object)
-    w = np.concatenate([emission_weights(m) for m in models])  # (sum N, P), constant last
-    ws = f - params.feature_scale
-    weights = np.array([[ldexp_int(float(v), ws) for v in row[:-1]] for row in w],
-                       dtype=object)
-    const = np.array([ldexp_int(float(v), f) for v in w[:, -1]], dtype=object)
-    return weights, ws, const
+    def emission_program(self, spec: ForwardSpec):
+        """Integer weights, their scale and constants: E(log b(x_t)) = weights . E(obs_t) + const.
+
+        Checks locally, before anything is sent, that the public log bound holds.
+        """
+        prec, half = spec.prec, spec.prec.log_bound / 2
+        if self.kind == "discrete":
+            log_b = np.concatenate([m.log_emissionprob for m in self.models])
+            finite = log_b[np.isfinite(log_b)]
+            if finite.size and float(np.abs(finite).max()) > half:
+                raise PrecisionError(
+                    "an emission log-probability exceeds half the public "
+                    f"log bound 2^{prec.log_bound_bits} nats"
+                )
+            weights = np.array(
+                [[prec.encode_log(float(v)) for v in row] for row in log_b], dtype=object
+            )
+            return weights, prec.f, np.zeros(len(log_b), dtype=object)
+        w = np.concatenate([emission_weights(m) for m in self.models])  # constant last
+        top = max(spec.params.feature_bound, spec.params.feature_bound**2)
+        reach = np.abs(w[:, :-1]).sum(axis=1) * top + np.abs(w[:, -1])
+        if float(reach.max()) > half:
+            raise PrecisionError(
+                f"with features up to {spec.params.feature_bound:g}, log-densities may reach "
+                f"{float(reach.max()):.3g} nats, over half the public log bound "
+                f"2^{prec.log_bound_bits}: raise log_bound_bits or lower feature_bound"
+            )
+        ws = prec.f - spec.params.feature_scale
+        weights = np.array([[ldexp_int(float(v), ws) for v in row[:-1]] for row in w], dtype=object)
+        const = np.array([ldexp_int(float(v), prec.f) for v in w[:, -1]], dtype=object)
+        return weights, ws, const
 
 
 # -- Alice's encoding of her observations ---------------------------------------------------
 
 
-def encode_observations(pk: PublicKey, observations, spec: dict, params: ForwardParams,
-                        compute=None) -> CipherArray:
+def encode_observations(
+    pk: PublicKey, observations, spec: ForwardSpec, compute=None
+) -> CipherArray:
     """Alice's step 1: encrypted one-hot rows or encrypted distinct products."""
-    from protocols.ot import one_hot
-
-    if spec["kind"] == "discrete":
+    if spec.kind == "discrete":
         obs = np.asarray(observations)
         if obs.ndim != 1 or obs.size == 0 or obs.dtype.kind not in "iu":
             raise InvalidInputError("discrete observations must be a non-empty 1-D int array")
-        return CipherArray.encrypt_encoded(pk, one_hot(obs, spec["width"]), 0, compute=compute)
+        return CipherArray.encrypt_encoded(pk, one_hot(obs, spec.width), 0, compute=compute)
     obs = np.asarray(observations, dtype=float)
-    if obs.ndim != 2 or obs.shape[0] == 0 or obs.shape[1] != spec["width"]:
-        raise InvalidInputError(f"Gaussian observations must be (T, {spec['width']})")
+    if obs.ndim != 2 or obs.shape[0] == 0 or obs.shape[1] != spec.width:
+        raise InvalidInputError(f"Gaussian observations must be (T, {spec.width})")
     if not np.isfinite(obs).all():
         raise InvalidInputError("observations contain NaN or infinity")
+    if float(np.abs(obs).max()) > spec.params.feature_bound:
+        raise InvalidInputError(
+            f"a feature of magnitude {float(np.abs(obs).max()):.6g} exceeds the public "
+            f"feature_bound {spec.params.feature_bound:g}"
+        )
     products = quadratic_products(obs)[:, :-1]  # the constant 1 stays implicit
-    return CipherArray.encrypt(pk, products, params.feature_scale, compute=compute)
+    return CipherArray.encrypt(pk, products, spec.params.feature_scale, compute=compute)
 
 
 # -- roles ------------------------------------------------------------------------------------
 
 
-def alice(ctx, observations, params: ForwardParams | None = None, *,
-          reveal: bool | None = None, peer: str = "bob"):
-    """Alice: returns the list of log P(x | lambda_k) (``reveal``) or None."""
+def alice(
+    ctx,
+    observations,
+    params: ForwardParams | None = None,
+    *,
+    reveal: bool | None = None,
+    peer: str = "bob",
+):
+    """Alice: returns the list of log P(x | lambda_k) (``reveal``) or None.
+
+    Raises PrecisionError, after the protocol has finished, if a possible
+    state fell out of the exponent's range (see the module docstring).
+    """
     params = params or ForwardParams()
     reveal = params.reveal if reveal is None else reveal
-    prec = params.precision
     pk, sk = ctx.keypair
     # Step 0: public key out, public sizes in
-    ctx.send(peer, "fw.key", pk)
-    spec = ctx.recv(peer, "fw.spec")
-    _check_spec(spec)
-    segments = _segments(spec["states"])
+    ctx.send(peer, Message("fw.key", Key()), pk)
+    spec = ForwardSpec.from_wire(
+        ctx.recv(peer, Message("fw.spec", Public((dict,)))), pk.bits, params
+    )
+    prec, g = spec.prec, spec.g
     with ctx.phase("encrypt observations"):
         # Step 1: encrypted observations
-        enc_obs = encode_observations(pk, observations, spec, params, ctx.compute)
-        ctx.send(peer, "fw.obs", enc_obs)
-    n_steps = enc_obs.shape[0]
-    shifts = np.zeros(len(segments))  # C per model: the sum of Alice's own shifts
+        enc_obs = encode_observations(pk, observations, spec, ctx.compute)
+        n_steps = enc_obs.shape[0]
+        msg = spec.messages(n_steps)
+        ctx.send(peer, msg["obs"], enc_obs)
+    offset = prec.ln2_times(g + spec.h + prec.beta_bits)  # (g + h + B) ln 2 at scale f
+    shifts = [0] * len(spec.states)  # C per model: the sum of Alice's own shifts
+    bounds = [_DroppedMass(prec) for _ in spec.states]
     with ctx.phase("forward recursion"):
         # Step 2 (t = 1): y_1(j) = log pi_j + log b_j(x_1) + gamma_1j
-        y = _decrypt_logs(ctx.recv(peer, "fw.emit.0"), sk, prec)
+        y = list(ctx.recv(peer, msg["emit"]).decrypt_ints(sk))
         for t in range(n_steps):
             # Step 3a: secure exponent with a per-model shift c
             values = []
-            for k, seg in enumerate(segments):
-                v, c = alice_exp(y[seg], spec["exp_scale"])
+            for k, seg in enumerate(spec.segments):
+                v, c, dropped = alice_exp_values(y[seg], prec, g)
                 values.extend(v)
                 shifts[k] += c
-            ctx.send(peer, f"fw.v.{t}", CipherArray.encrypt_encoded(pk, values, 0))
+                bounds[k].drop(dropped, t)
+            ctx.send(peer, msg["exp"], CipherArray.encrypt_encoded(pk, values, g, 1 << g))
             if t == n_steps - 1:
                 break
             # Step 3b: secure logarithm of the LOGSUM, plus the blinded emission
-            logs = alice_log(ctx.recv(peer, f"fw.s.{t}").decrypt_ints(sk))
-            y = np.array(logs) + _decrypt_logs(ctx.recv(peer, f"fw.emit.{t + 1}"), sk, prec)
+            sums = ctx.recv(peer, msg["sum"]).decrypt_ints(sk)
+            emit = ctx.recv(peer, msg["emit"]).decrypt_ints(sk)
+            y = [
+                prec.log_zero
+                if s == 0 or prec.is_log_zero(int(e))
+                else log_fixed(int(s), prec.f) - offset + int(e)
+                for s, e in zip(sums, emit)
+            ]
+            for k, seg in enumerate(spec.segments):
+                bounds[k].step(emit[seg], y[seg])
     with ctx.phase("termination"):
         # Step 4: log of the final sum plus Alice's total shift
-        finals = alice_log(ctx.recv(peer, "fw.s.final").decrypt_ints(sk))
-        out = [prec.encode_log(x + shifts[k]) if x != -math.inf else prec.encode_log(x)
-               for k, x in enumerate(finals)]
-        ctx.send(peer, "fw.log", CipherArray.encrypt_encoded(pk, out, prec.f))
-        if not reveal:
-            return None
-        # Step 5 (agreed final step): Alice decrypts E(log P)
-        return [prec.decode_log(v) for v in ctx.recv(peer, "fw.result").decrypt_ints(sk)]
+        finals = ctx.recv(peer, msg["final"]).decrypt_ints(sk)
+        zero = -(spec.final_log_bound(n_steps) // 2)
+        out = [
+            zero if s == 0 else log_fixed(int(s), prec.f) - offset + shifts[k]
+            for k, s in enumerate(finals)
+        ]
+        ctx.send(
+            peer,
+            msg["log"],
+            CipherArray.encrypt_encoded(pk, out, prec.f, spec.final_log_bound(n_steps)),
+        )
+        result = None
+        if reveal:
+            # Step 5 (agreed final step): Alice decrypts E(log P)
+            ints = ctx.recv(peer, msg["result"]).decrypt_ints(sk)
+            result = [-math.inf if v < zero // 2 else int(v) / (1 << prec.f) for v in ints]
+    for k, bound in enumerate(bounds):  # after the protocol: Bob's view is the same either way
+        bound.check(k, g, pk.bits)
+    return result
 
 
-def bob(ctx, models, params: ForwardParams | None = None, *, reveal: bool | None = None,
-        peer: str = "alice") -> CipherArray:
+class _DroppedMass:
+    """Alice's rigorous bound on the mass her exponent could not carry (module docstring).
+
+    ``log_ratio`` bounds ln(lost mass / largest state mass) of one model.  New
+    drops enter with their blinded gap plus the spread of Bob's blinds; each
+    step multiplies the lost mass by at most max_j b_j(x) <= e^(max_j emit_j)
+    (the emission blinds are >= 0) while the largest mass shrinks by at most
+    e^(-c_(t+1) + spread).  The run fails if the bound exceeds 2^-40 at the end.
+    """
+
+    TOLERANCE = -40 * math.log(2)
+
+    def __init__(self, prec: PrecisionParams):
+        self.prec = prec
+        self.spread = prec.blind_nats + prec.blind_octaves * math.log(2)
+        self.log_ratio = -math.inf
+        self.first_drop: int | None = None
+
+    def drop(self, dropped: float, t: int) -> None:
+        if dropped > -math.inf:
+            self.log_ratio = np.logaddexp(self.log_ratio, dropped + self.spread)
+            self.first_drop = t if self.first_drop is None else self.first_drop
+
+    def step(self, emit, y) -> None:
+        """Carry the bound to the next step (blinded emissions and new values)."""
+        if self.log_ratio == -math.inf:
+            return
+        f, prec = 1 << self.prec.f, self.prec
+        emits = [int(e) / f for e in emit if not prec.is_log_zero(int(e))]
+        finite = [int(v) / f for v in y if not prec.is_log_zero(int(v))]
+        if not emits:  # every emission is zero: the lost mass is zero too
+            self.log_ratio = -math.inf
+        elif not finite:  # all carried mass vanished while lost mass remains
+            self.log_ratio = math.inf
+        else:
+            self.log_ratio += max(emits) - max(finite) + self.spread
+
+    def check(self, model: int, g: int, key_bits: int) -> None:
+        if self.log_ratio > self.TOLERANCE:
+            raise PrecisionError(
+                f"model {model}: from step {self.first_drop + 1} on, a possible state fell more "
+                f"than {g - 53} bits (~{(g - 53) * math.log(2):.0f} nats) behind the leading "
+                f"state, the exponent range of a {key_bits}-bit key, and its mass could reach "
+                f"e^{self.log_ratio:.0f} of the result (above 2^-40): it could not be carried "
+                "exactly; use a larger key"
+            )
+
+
+def bob(
+    ctx,
+    models,
+    params: ForwardParams | None = None,
+    *,
+    reveal: bool | None = None,
+    peer: str = "alice",
+) -> CipherArray:
     """Bob: returns E(log P(x | lambda_k)) for each model (scale ``log_scale``)."""
     params = params or ForwardParams()
     reveal = params.reveal if reveal is None else reveal
-    prec = params.precision
     batch = _ModelBatch.of(models)
     # Step 0
-    pk = ctx.recv(peer, "fw.key")
-    if not isinstance(pk, PublicKey):
-        raise ProtocolError("expected Alice's public key")
-    positive = np.concatenate([a[a > 0] for a in batch.transmats])
-    g = prec.exp_scale_for(pk, prec.max_weight_scale(float(positive.min())), max(batch.sizes))
-    spec = {"kind": batch.kind, "width": batch.width, "states": batch.sizes, "exp_scale": g}
-    ctx.send(peer, "fw.spec", spec)
-    weights, weight_scale, const = _emission_program(models, batch, params)
-    enc_obs = ctx.recv(peer, "fw.obs")
-    expected = batch.width if batch.kind == "discrete" else weights.shape[1]
-    if not isinstance(enc_obs, CipherArray) or enc_obs.ndim != 2 or \
-            enc_obs.shape[1] != expected or enc_obs.public_key.n != pk.n:
-        raise ProtocolError(f"expected encrypted observations of shape (T, {expected})")
-    n_steps, total = enc_obs.shape[0], int(sum(batch.sizes))
-    segments = batch.segments
+    pk = ctx.recv(peer, Message("fw.key", Key()))
+    spec = ForwardSpec(batch.kind, batch.width, batch.states, pk.bits, params)
+    prec = spec.prec
+    weights, weight_scale, const = batch.emission_program(spec)
+    transmats = [np.asarray(m.transmat) for m in batch.models]
+    for a in transmats:  # local check before anything is sent
+        unblind_weights(a, [0] * len(a), prec)
+    ctx.send(peer, Message("fw.spec", Public((dict,))), spec.to_wire())
+    enc_obs = ctx.recv(peer, spec.messages()["obs"])
+    n_steps = enc_obs.shape[0]
+    msg = spec.messages(n_steps)
     ctx.count("ot", n_steps if batch.kind == "discrete" else 0)
-    start = np.array([prec.encode_log(float(v)) for v in batch.log_start], dtype=object)
-    base = np.zeros(total)  # rho_t(j) minus its fresh blinds
-    log_beta = np.zeros(total)
+    start = batch.start_logs(prec)
+    beta_offset = prec.ln2_times(prec.beta_bits)
+    rho = None  # Bob's accumulated blinds rho_t(j), integers at scale f
     with ctx.phase("forward recursion"):
         for t in range(n_steps):
             # Step 2: E(log b_j(x_t) + gamma_tj) (+ log pi_j at t = 1)
-            gamma = log_blinds(ctx.rng, total, prec)
+            gamma = log_blinds(ctx.rng, spec.total, prec)
             emit = enc_obs[t].lincomb(weights, weight_scale, compute=ctx.compute)
             emit = emit.add_encoded(const + gamma + (start if t == 0 else 0))
-            ctx.send(peer, f"fw.emit.{t}", emit.rerandomize())
-            rho = base + log_beta + np.array([int(g) for g in gamma]) / 2.0**prec.f
-            enc_v = ctx.recv(peer, f"fw.v.{t}")
-            _check_vector(enc_v, total, pk)
+            ctx.send(peer, msg["emit"], emit.rerandomize())
+            rho = list(gamma) if rho is None else [r + int(gm) for r, gm in zip(rho, gamma)]
+            enc_v = ctx.recv(peer, msg["exp"])
             if t == n_steps - 1:
                 break
             # Step 3: LOGSUM linear combination, unblinded, times beta_j
-            sums = []
-            for k, seg in enumerate(segments):
-                w, rho_min, h = unblind_weights(batch.transmats[k], rho[seg], prec)
-                base[seg] = rho_min + (g + h) * LN2
-                sums.append(enc_v[seg].lincomb(w.T, compute=ctx.compute))
-            betas = multiplicative_blinds(ctx.rng, total, prec)
-            log_beta = np.array([math.log(b) for b in betas])
+            sums, new_rho = [], []
+            betas = multiplicative_blinds(ctx.rng, spec.total, prec)
+            for k, seg in enumerate(spec.segments):
+                w, rho_min = unblind_weights(transmats[k], rho[seg], prec)
+                sums.append(enc_v[seg].lincomb(w.T, spec.h, compute=ctx.compute))
+                new_rho += [rho_min + log_fixed(b, prec.f) - beta_offset for b in betas[seg]]
+            rho = new_rho  # the next emission's gamma is added at the top of the loop
             blinded = CipherArray.concatenate(sums).mul(np.array(betas, dtype=object))
-            ctx.send(peer, f"fw.s.{t}", blinded.rerandomize())
+            ctx.send(peer, msg["sum"], blinded.rerandomize())
     with ctx.phase("termination"):
         # Step 4: S = sum_j e^-(rho_j - rho_min) V_j per model, blinded by beta
         finals, offsets = [], []
-        betas = multiplicative_blinds(ctx.rng, len(segments), prec)
-        for k, seg in enumerate(segments):
-            w, rho_min, h = unblind_weights(np.ones((len(rho[seg]), 1)), rho[seg], prec)
-            finals.append(enc_v[seg].lincomb(w.T, compute=ctx.compute))
-            offsets.append(rho_min + (g + h) * LN2 + math.log(betas[k]))
+        betas = multiplicative_blinds(ctx.rng, len(spec.states), prec)
+        for k, seg in enumerate(spec.segments):
+            w, rho_min = unblind_weights(np.ones((spec.states[k], 1)), rho[seg], prec)
+            finals.append(enc_v[seg].lincomb(w.T, spec.h, compute=ctx.compute))
+            offsets.append(rho_min + log_fixed(betas[k], prec.f) - beta_offset)
         blinded = CipherArray.concatenate(finals).mul(np.array(betas, dtype=object))
-        ctx.send(peer, "fw.s.final", blinded.rerandomize())
-        enc_log = ctx.recv(peer, "fw.log")
-        _check_vector(enc_log, len(segments), pk)
-        log_p = enc_log.with_scale(prec.f).add_encoded(
-            np.array([-prec.encode_log(o) for o in offsets], dtype=object))
+        ctx.send(peer, msg["final"], blinded.rerandomize())
+        enc_log = ctx.recv(peer, msg["log"])
+        log_p = enc_log.add_encoded(np.array([-o for o in offsets], dtype=object))
         if reveal:
-            ctx.send(peer, "fw.result", log_p.rerandomize())
+            ctx.send(
+                peer, msg["result"], log_p.rerandomize().with_bound(spec.final_log_bound(n_steps))
+            )
     return log_p
-
-
-def _decrypt_logs(enc: CipherArray, sk, prec: PrecisionParams) -> np.ndarray:
-    return np.array([prec.decode_log(v) for v in enc.decrypt_ints(sk)])
-
-
-def _segments(sizes) -> list[slice]:
-    bounds = np.cumsum([0, *sizes])
-    return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
-
-
-def _check_spec(spec) -> None:
-    if not isinstance(spec, dict) or spec.get("kind") not in ("discrete", "gaussian") or \
-            not isinstance(spec.get("width"), int) or not isinstance(spec.get("states"), list) \
-            or not spec["states"] or not all(isinstance(s, int) and s > 0
-                                             for s in spec["states"]) \
-            or not isinstance(spec.get("exp_scale"), int) or not 24 <= spec["exp_scale"] < 8192:
-        raise ProtocolError(f"malformed forward-algorithm spec: {spec!r}")
-
-
-def _check_vector(enc, size: int, pk: PublicKey) -> None:
-    if not isinstance(enc, CipherArray) or enc.shape != (size,) or enc.public_key.n != pk.n:
-        raise ProtocolError(f"expected {size} ciphertexts under Alice's key")

@@ -9,6 +9,10 @@ share one message each way.
    re-randomised.
 3. Alice decrypts m_x.
 
+Public parameters: M, the number of transfers, and ``message_bits``: every
+message satisfies |m_k| < 2^message_bits (Bob checks before computing).  The
+declared messages (:func:`messages`) carry only these.
+
 What each party learns (semi-honest model): Bob sees M ciphertexts under
 Alice's key and learns nothing about x (IND-CPA of Paillier).  Alice receives
 one fresh-looking ciphertext of m_x and learns m_x only, provided she follows
@@ -28,7 +32,20 @@ from __future__ import annotations
 import numpy as np
 
 from smc_hmm.crypto import CipherArray
-from smc_hmm.errors import InvalidInputError, ProtocolError
+from smc_hmm.errors import InvalidInputError, PrecisionError, ProtocolError
+from smc_hmm.messages import Ciphertexts, Message
+
+TAGS = ("ot.choices", "ot.transfer")
+
+
+def messages(n_options: int, message_bits: int) -> tuple[Message, Message]:
+    """The two declared messages: one-hot choices (bound 1) and the transfers."""
+    if not isinstance(message_bits, int) or message_bits < 1:
+        raise InvalidInputError("message_bits must be an int >= 1")
+    return (
+        Message("ot.choices", Ciphertexts(0, 1, (None, n_options))),
+        Message("ot.transfer", Ciphertexts(0, (1 << message_bits) - 1, (None,))),
+    )
 
 
 def one_hot(choices, n_options: int) -> np.ndarray:
@@ -56,28 +73,39 @@ def bob_select(enc_one_hot: CipherArray, messages, scale: int = 0, *, compute=No
     msgs = msgs.reshape(1, -1) if single else msgs
     if msgs.shape[1] != enc_one_hot.shape[1]:
         raise ProtocolError(f"{enc_one_hot.shape[1]} choices but {msgs.shape[1]} messages")
-    rows = [enc_one_hot[t].lincomb(msgs, scale, compute=compute)
-            for t in range(enc_one_hot.shape[0])]
+    rows = [
+        enc_one_hot[t].lincomb(msgs, scale, compute=compute) for t in range(enc_one_hot.shape[0])
+    ]
     out = CipherArray.concatenate([r.reshape(1, -1) for r in rows])
     return out.reshape(-1) if single else out
 
 
-def alice(ctx, choices, n_options: int, peer: str = "bob") -> np.ndarray:
+def alice(ctx, choices, n_options: int, message_bits: int, peer: str = "bob") -> np.ndarray:
     """Receiver: returns the chosen messages (integers)."""
     pk, sk = ctx.keypair
+    choose, transfer = messages(n_options, message_bits)
     # Step 1: E(one-hot(x)) for every transfer
-    ctx.send(peer, "ot.choices", CipherArray.encrypt_encoded(pk, one_hot(choices, n_options), 0,
-                                                            compute=ctx.compute))
+    ctx.send(
+        peer,
+        choose,
+        CipherArray.encrypt_encoded(pk, one_hot(choices, n_options), 0, compute=ctx.compute),
+    )
     # Step 3: decrypt E(m_x)
-    return ctx.recv(peer, "ot.transfer").decrypt_ints(sk)
+    return ctx.recv(peer, transfer).decrypt_ints(sk)
 
 
-def bob(ctx, messages, peer: str = "alice") -> None:
-    """Sender: ``messages`` is a length-M sequence of integers."""
-    msgs = np.asarray(messages, dtype=object)
-    if msgs.ndim != 1:
-        raise InvalidInputError("messages must be a 1-D integer sequence")
-    choices = ctx.recv(peer, "ot.choices")
+def bob(ctx, messages_, message_bits: int, peer: str = "alice") -> None:
+    """Sender: ``messages_`` is a length-M sequence of integers below 2^message_bits."""
+    msgs = np.asarray(messages_, dtype=object)
+    if msgs.ndim != 1 or msgs.size == 0:
+        raise InvalidInputError("messages must be a non-empty 1-D integer sequence")
+    top = (1 << message_bits) - 1
+    if any(abs(int(m)) > top for m in msgs):
+        raise PrecisionError(f"a message exceeds the declared {message_bits} bits")
+    choose, transfer = messages(len(msgs), message_bits)
+    choices = ctx.recv(peer, choose)
     ctx.count("ot", choices.shape[0])
-    # Step 2: E(m_x) = prod_k E(e_k)^{m_k}, re-randomised
-    ctx.send(peer, "ot.transfer", bob_select(choices, msgs, compute=ctx.compute).rerandomize())
+    # Step 2: E(m_x) = prod_k E(e_k)^{m_k}, re-randomised; a one-hot row selects one
+    # message, so |m_x| <= max_k |m_k| (the semi-honest receiver sends one-hot rows)
+    selected = bob_select(choices, msgs, compute=ctx.compute).rerandomize()
+    ctx.send(peer, transfer, selected.with_bound(max(abs(int(m)) for m in msgs)))

@@ -2,30 +2,45 @@
 
 Roles: Alice holds the Paillier key pair; Bob holds only ciphertexts under
 Alice's key and the plaintext parameters (weights) of the computation.  Every
-primitive below is batched: many values travel in one message each way.
+primitive is batched: many values travel in one message each way.  Every
+message is declared (:mod:`smc_hmm.messages`): its scale and precision bound
+follow from the public :class:`PrecisionParams`, the key size and the batch
+size, never from private values.
 
 Building blocks (pure functions, reused by :mod:`protocols.forward`):
 
-* :func:`log_blinds` / :func:`multiplicative_blinds` -- Bob's blinding values.
-* :func:`alice_exp` -- Alice's half of the secure exponent: exp of blinded
-  log-values after subtracting a common shift c of her choosing (so nothing
-  overflows or underflows), encoded at ``exp_scale`` bits.
-* :func:`alice_log` -- Alice's half of the secure logarithm.
-* :func:`unblind_weights` -- Bob's fixed-point weights a_i * e^(-rho_i).
+* :func:`log_blinds`, :func:`multiplicative_blinds` -- Bob's blinds, uniform
+  integers over stated ranges (no float structure).
+* :func:`log_fixed`, :func:`exp_fixed` -- exact fixed-point log and exp of
+  big integers (256-bit MPFR, so nothing is lost to float64).
+* :func:`alice_exp_values` -- Alice's half of the secure exponent: exponentials
+  of blinded log-values after subtracting their maximum (nothing under- or
+  overflows; a finite value that falls out of the exponent's range is
+  reported, never silently zeroed).
+* :func:`unblind_weights` -- Bob's integer weights round(2^h a_i e^-(rho_i - rho_min)).
 
-Security (semi-honest adversaries, Alice and Bob not colluding):
+Security (semi-honest Alice and Bob, not colluding):
 
-* Bob sees only ciphertexts under Alice's key: he learns nothing (IND-CPA).
-* Secure exponent/logarithm use *multiplicative* blinding, as the thesis does:
-  for log-values Alice sees x + rho with rho uniform on [0, R) nats
-  (``blind_nats`` = R) and for values she sees theta * beta with log(beta)
-  uniform on [0, R) nats plus a public offset.  This hides within the blinding
-  range only -- not statistically: Alice learns each log-value up to an
-  additive uniform blind of width R, and whether a value is exactly zero.
-  Larger R hides more and costs bits of precision (``PrecisionParams``).
-* Secure multiplication and rescaling use *additive* masks of
-  ``sigma`` (default 40) bits beyond the value's bound: statistically hidden
-  (distance <= 2^-sigma).
+* Bob sees only ciphertexts under Alice's key: nothing (IND-CPA).
+* Secure exponent: Alice decrypts x_i + rho_i with rho_i uniform on the
+  integers of [0, R 2^f) (R = ``blind_nats``): for two inputs x, x' the
+  distributions of what she sees differ by |x - x'| / R in statistical
+  distance -- the thesis's blinding hides a log-value *within R nats* only.
+* Secure logarithm: Alice decrypts theta_i * beta_i with beta_i log-uniform on
+  the integers of [2^B, 2^(B+K)) (B = ``beta_bits``, K = ceil(R / ln 2)): log
+  beta is uniform on [B ln 2, (B + K) ln 2) up to 2^-B, so log theta is hidden
+  within K ln 2 >= R nats (statistical distance |log theta - log theta'| / (K ln 2)).
+  She also sees the exact integer, hence its divisibility: whenever she knows
+  theta as a linear form sum_l w_l V_l of values V_l that she chose herself
+  (secure LOGSUM, the forward algorithm), she can recover the coefficients
+  beta w_l (for two terms by one modular inversion, in general by lattice
+  reduction) and with them the *ratios* of Bob's weights.  This is a
+  limitation of the thesis's multiplicative blinding; ``docs/security.md``
+  explains it and what would remove it.
+* Both also reveal which values are exactly zero (log 0).
+* Secure multiplication and rescaling use additive masks uniform on
+  [-2^(b + sigma), 2^(b + sigma)) with b the *declared* (public) bit bound of
+  the operand: statistical distance at most 2^-sigma (sigma >= 40).
 """
 
 from __future__ import annotations
@@ -33,309 +48,541 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import gmpy2
 import numpy as np
+from gmpy2 import mpz
 
 from smc_hmm.crypto import CipherArray, Rng
 from smc_hmm.crypto.fixedpoint import ldexp_int
 from smc_hmm.errors import InvalidInputError, PrecisionError, ProtocolError
+from smc_hmm.messages import Ciphertexts, Message
 
-#: log of zero is carried as this many nats (exp of it is 0.0 in float64)
-LOG_ZERO_NATS = -(2.0**40)
-#: Alice reads any log-value below this as log 0
-LOG_ZERO_THRESHOLD = -(2.0**39)
 LN2 = math.log(2)
+#: 256-bit MPFR: exact fixed-point logs and exps for scales up to ~150 bits
+_HP = gmpy2.context(precision=256)
+#: significant bits below which an exponential counts as fallen out of range
+SIGNIFICANT_BITS = 53
+
+
+def _round(x) -> int:
+    """Round an mpfr to the nearest integer, exactly."""
+    num, den = x.as_integer_ratio()
+    return int((2 * num + den) // (2 * den))
+
+
+def log_fixed(value: int, scale: int) -> int:
+    """round(ln(value) * 2^scale) for a positive integer ``value`` (any size)."""
+    if value <= 0:
+        raise InvalidInputError("log_fixed needs a positive integer")
+    return _round(_HP.mul(_HP.log(mpz(value)), mpz(1) << scale))
+
+
+def exp_fixed(exponent: int, scale: int, out_scale: int) -> int:
+    """round(2^out_scale * exp(exponent / 2^scale)) for exponent <= 0 (0 when it underflows)."""
+    if exponent > 0:
+        raise InvalidInputError("exp_fixed takes non-positive exponents")
+    if -exponent > (out_scale + 2) << scale:  # exp(-(out_scale + 2)) < 2^-(out_scale + 1)
+        return 0
+    x = _HP.div(mpz(exponent), mpz(1) << scale)
+    return _round(_HP.mul(_HP.exp(x), mpz(1) << out_scale))
 
 
 @dataclass(frozen=True)
 class PrecisionParams:
-    """Fixed-point scales and blinding ranges of the log/exp protocols.
+    """Public fixed-point scales, bounds and blinding ranges of the log/exp protocols.
 
-    ``log_scale`` (f): fractional bits of log-domain values.  ``weight_bits``:
-    significant bits kept in each of Bob's unblinding weights (their scale h
-    is chosen per call so the smallest nonzero weight still has that many).
-    ``exp_scale`` (g): fractional bits of Alice's exponentials; by default
-    (None) as large as the key allows (:meth:`exp_scale_for`), so that a state
-    up to ~ g ln 2 nats below the leading one keeps 53 significant bits -- about
-    1,000 nats with 2048-bit keys.  ``beta_bits``: minimum size of the
-    multiplicative blinds; ``blind_nats`` (R): width of all blinds in nats.
+    ``log_scale`` (f): fractional bits of every log-domain value.
+    ``log_bound_bits``: every finite log-value a protocol handles is within
+    +-2^log_bound_bits nats (log 0 is carried as a sentinel far below).
+    ``blind_nats`` (R): width of the additive log blinds; multiplicative blinds
+    span K = ceil(R / ln 2) octaves above 2^beta_bits.  ``weight_scale`` (h):
+    Bob's exponential weights carry h fractional bits (public, so nothing about
+    his smallest weight reaches Alice).  ``exp_scale`` (g): fractional bits of
+    Alice's exponentials; None takes the largest the key allows
+    (:meth:`exp_scale_for`).  ``sigma``: statistical parameter of additive masks.
     """
 
-    log_scale: int = 88
+    log_scale: int = 96
+    log_bound_bits: int = 40
     blind_nats: float = 20.0
-    exp_scale: int | None = None
-    weight_bits: int = 64
+    weight_scale: int = 160
     beta_bits: int = 64
+    exp_scale: int | None = None
     sigma: int = 40
 
     def __post_init__(self):
-        if not (isinstance(self.log_scale, int) and 8 <= self.log_scale <= 256):
-            raise InvalidInputError("log_scale must be an int in [8, 256]")
-        if not (math.isfinite(self.blind_nats) and 0 < self.blind_nats <= 200):
+        def whole(name, lo, hi):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise InvalidInputError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
+
+        whole("log_scale", 16, 160)
+        whole("log_bound_bits", 8, 80)
+        whole("weight_scale", 64, 512)
+        whole("beta_bits", 40, 256)
+        whole("sigma", 40, 256)
+        if self.exp_scale is not None:
+            whole("exp_scale", 64, 16384)
+        if not (
+            isinstance(self.blind_nats, int | float)
+            and math.isfinite(self.blind_nats)
+            and 0 < self.blind_nats <= 200
+        ):
             raise InvalidInputError("blind_nats must be in (0, 200]")
-        if self.sigma < 40:
-            raise InvalidInputError("sigma must be at least 40 bits")
-        if not 24 <= self.weight_bits <= 512:
-            raise InvalidInputError("weight_bits must be in [24, 512]")
-        if self.exp_scale is not None and not 24 <= self.exp_scale <= 8192:
-            raise InvalidInputError("exp_scale must be in [24, 8192]")
-
-    @property
-    def blind_bits(self) -> int:
-        """Bits spanned by a multiplicative blind e^u, u < R."""
-        return math.ceil(self.blind_nats / math.log(2))
-
-    def max_weight_scale(self, smallest_weight: float = 1.0) -> int:
-        """Largest h used when the smallest nonzero weight is ``smallest_weight`` (<= 1)
-        and blinds differ by up to 2R nats."""
-        return self.weight_bits + 2 * self.blind_bits + max(0, -math.floor(
-            math.log2(smallest_weight)))
-
-    def exp_scale_for(self, public_key, max_weight_scale: int, max_terms: int) -> int:
-        """g: the explicit ``exp_scale`` or the largest that fits the key with
-        ``max_terms`` products of weights of up to ``max_weight_scale`` bits,
-        times a multiplicative blind.  Raises PrecisionError if below 64."""
-        room = (public_key.max_plain.bit_length() - 1 - max_weight_scale - self.beta_bits
-                - self.blind_bits - math.ceil(math.log2(max_terms + 1)) - 8)
-        g = room if self.exp_scale is None else self.exp_scale
-        if g > room or g < 64:
-            raise PrecisionError(
-                f"a {public_key.bits}-bit key leaves {room} bits for exponentials "
-                f"(need >= {max(64, g)}); use a larger key or smaller weight_bits/blind_nats")
-        return g
 
     @property
     def f(self) -> int:
         return self.log_scale
 
+    @property
+    def blind_octaves(self) -> int:
+        """K: multiplicative blinds lie in [2^B, 2^(B+K)), K ln 2 >= R."""
+        return math.ceil(self.blind_nats / LN2)
+
+    @property
+    def log_bound(self) -> int:
+        """The public bound on |finite log-value| in nats."""
+        return 1 << self.log_bound_bits
+
+    @property
+    def log_zero(self) -> int:
+        """The sentinel carrying log 0 at scale f: far below every finite value."""
+        return -(1 << (self.log_bound_bits + 2 + self.f))
+
+    def is_log_zero(self, value: int) -> bool:
+        """Whether a (possibly blinded) log-value at scale f stands for log 0."""
+        return value < -(1 << (self.log_bound_bits + 1 + self.f))
+
+    @property
+    def log_cipher_bound(self) -> int:
+        """Declared bound of a log-value ciphertext (sentinels and blinds included)."""
+        return 1 << (self.log_bound_bits + 4 + self.f)
+
+    @property
+    def log_blind_top(self) -> int:
+        """Additive log blinds are uniform on the integers of [0, log_blind_top)."""
+        return ldexp_int(float(self.blind_nats), self.f)
+
+    def exp_scale_for(self, key_bits: int, max_terms: int) -> int:
+        """g: the explicit ``exp_scale`` or the largest that keeps ``max_terms``
+        products of weights (h bits) and exponentials (g bits), times a
+        multiplicative blind, inside a ``key_bits``-bit key.  A public rule."""
+        room = (
+            key_bits
+            - 12
+            - self.weight_scale
+            - self.beta_bits
+            - self.blind_octaves
+            - max(1, math.ceil(math.log2(max_terms + 1)))
+        )
+        g = room if self.exp_scale is None else self.exp_scale
+        if g > room or g < 64:
+            raise PrecisionError(
+                f"a {key_bits}-bit key leaves {room} bits for exponentials (need >= "
+                f"{max(64, g)}): use a larger key or a smaller weight_scale / beta_bits"
+            )
+        return g
+
+    def min_weight(self) -> float:
+        """The smallest nonzero plaintext weight a_i that keeps 53 significant bits
+        after unblinding: 2^(53 + K - h) e^R."""
+        return math.ldexp(
+            math.exp(self.blind_nats), SIGNIFICANT_BITS + self.blind_octaves - self.weight_scale
+        )
+
     def encode_log(self, x: float) -> int:
-        """A log-value at scale f (log 0 -> the LOG_ZERO sentinel)."""
+        """A finite log-value (nats) at scale f, or the log-0 sentinel for -inf."""
         if x == -math.inf:
-            x = LOG_ZERO_NATS
+            return self.log_zero
         if not math.isfinite(x):
             raise InvalidInputError(f"cannot encode log-value {x}")
-        return ldexp_int(x, self.f)
+        if abs(x) > self.log_bound:
+            raise PrecisionError(
+                f"log-value {x:.6g} exceeds the public bound 2^{self.log_bound_bits} nats "
+                "(raise log_bound_bits)"
+            )
+        return ldexp_int(float(x), self.f)
 
     def decode_log(self, v: int) -> float:
-        x = int(v) / (1 << self.f)
-        return -math.inf if x < LOG_ZERO_THRESHOLD else x
+        return -math.inf if self.is_log_zero(int(v)) else int(v) / (1 << self.f)
+
+    def ln2_times(self, bits: int) -> int:
+        """round(bits * ln 2 * 2^f): the log of 2^bits at scale f."""
+        return log_fixed(1 << bits, self.f) if bits > 0 else 0
 
 
 # -- Bob's blinds ------------------------------------------------------------------------
 
 
 def log_blinds(rng: Rng, count: int, params: PrecisionParams) -> np.ndarray:
-    """Integers rho * 2^f with rho uniform on [0, R): additive blinds of log-values."""
-    top = int(params.blind_nats * (1 << params.f))
+    """rho uniform on the integers of [0, R 2^f): additive blinds of log-values."""
+    top = params.log_blind_top
     return np.array([rng.randbelow(top) for _ in range(count)], dtype=object)
 
 
-def multiplicative_blinds(rng: Rng, count: int, params: PrecisionParams) -> list[int]:
-    """Integers beta = floor(2^beta_bits * e^u), u uniform on [0, R): log-uniform blinds."""
-    out = []
-    for _ in range(count):
-        u = rng.randbelow(1 << 52) / (1 << 52) * params.blind_nats
-        out.append(int(math.ldexp(math.exp(u), params.beta_bits)))
-    return out
+def log_uniform_integer(rng: Rng, low_bits: int, octaves: int) -> int:
+    """An integer beta in [2^low_bits, 2^(low_bits + octaves)) with P(beta) ~ 1/beta.
 
-
-def unblind_weights(weights: np.ndarray, rho: np.ndarray, params: PrecisionParams):
-    """Bob's integer weights round(a_lj * e^-(rho_l - rho_min) * 2^h), rho_min and h.
-
-    ``weights`` is (N_in, N_out) (a_lj >= 0), ``rho`` the (N_in,) blinds in
-    nats.  h is chosen so that the smallest nonzero weight keeps
-    ``weight_bits`` significant bits.
+    An octave is chosen uniformly (each carries log-mass ln 2 up to 2^-low_bits),
+    then beta within it by rejection (accept with probability 2^m / beta >= 1/2).
     """
-    rho = np.asarray(rho, dtype=float)
-    rho_min = float(rho.min())
-    factors = np.exp(-(rho - rho_min))[:, None] * np.asarray(weights, dtype=float)
-    nonzero = factors[factors > 0]
-    smallest = float(nonzero.min()) if nonzero.size else 1.0
-    h = params.weight_bits + max(0, -math.floor(math.log2(smallest)))
-    scaled = [[ldexp_int(float(x), h) for x in row] for row in factors]
-    return np.array(scaled, dtype=object), rho_min, h
+    m = low_bits + rng.randbelow(octaves)
+    lo = 1 << m
+    while True:
+        beta = lo + rng.randbits(m)
+        if rng.randbelow(beta) < lo:
+            return beta
+
+
+def multiplicative_blinds(rng: Rng, count: int, params: PrecisionParams) -> list[int]:
+    """Log-uniform integer blinds in [2^B, 2^(B+K)) (see :func:`log_uniform_integer`)."""
+    return [log_uniform_integer(rng, params.beta_bits, params.blind_octaves) for _ in range(count)]
+
+
+def unblind_weights(weights, rho, params: PrecisionParams) -> tuple[np.ndarray, int]:
+    """Bob's integer weights round(2^h a_ij e^-(rho_i - rho_min)) and rho_min.
+
+    ``weights`` is (n_in, n_out) with a_ij >= 0; ``rho`` the n_in blinds as
+    integers at scale f.  Raises PrecisionError if a nonzero a_ij is too small
+    to keep 53 significant bits at the public weight scale.
+    """
+    a = np.asarray(weights, dtype=float)
+    rho = [int(r) for r in rho]
+    rho_min = min(rho)
+    positive = a[a > 0]
+    if positive.size and float(positive.min()) < params.min_weight():
+        raise PrecisionError(
+            f"a weight of {float(positive.min()):.3g} is below {params.min_weight():.3g}, the "
+            f"smallest that keeps {SIGNIFICANT_BITS} bits at weight_scale = "
+            f"{params.weight_scale}: raise weight_scale or set it to 0"
+        )
+    one = mpz(1) << params.weight_scale
+    factors = [_HP.mul(_HP.exp(_HP.div(mpz(rho_min - r), mpz(1) << params.f)), one) for r in rho]
+    out = np.empty(a.shape, dtype=object)
+    for i, factor in enumerate(factors):
+        for j, x in enumerate(a[i]):
+            out[i, j] = _round(_HP.mul(factor, gmpy2.mpfr(float(x)))) if x > 0 else 0
+    return out, rho_min
 
 
 # -- Alice's halves ------------------------------------------------------------------------
 
 
-def alice_exp(blinded_logs, exp_scale: int) -> tuple[list[int], float]:
-    """Alice's secure-exponent step: V_i = round(2^g exp(y_i - c)) with c = max_i y_i.
+def alice_exp_values(logs, params: PrecisionParams, g: int) -> tuple[list[int], int, float]:
+    """Alice's secure-exponent step on integer log-values at scale f.
 
-    Computed as 2^(g + k) e^r with y_i - c = k ln 2 + r, so every V_i keeps 53
-    significant bits down to ~ g ln 2 nats below the maximum (no float
-    underflow).  ``blinded_logs`` are floats (log 0 as -inf); if every value
-    is log 0 then V = 0 and c = 0.
+    Returns (V, c, dropped): V_i = round(2^g exp(y_i - c)) with c = max_i y_i
+    over the finite values (log 0 gives V = 0; all log 0 gives c = 0), and
+    ``dropped`` = ln sum_i exp(y_i - c) over the finite values whose
+    exponential kept fewer than 53 significant bits (fell more than about
+    (g - 53) ln 2 nats below c), or -inf if there are none: the mass, relative
+    to the largest, that the fixed-point exponent could not carry exactly.
     """
-    ys = [float(y) for y in blinded_logs]
-    finite = [y for y in ys if y != -math.inf]
-    c = max(finite) if finite else 0.0
-    out = []
-    for y in ys:
-        if y == -math.inf:
-            out.append(0)
+    finite = [int(y) for y in logs if not params.is_log_zero(int(y))]
+    c = max(finite) if finite else 0
+    values, dropped = [], []
+    for y in logs:
+        y = int(y)
+        if params.is_log_zero(y):
+            values.append(0)
             continue
-        k = math.floor((y - c) / LN2)
-        out.append(ldexp_int(math.exp((y - c) - k * LN2), exp_scale + k)
-                   if exp_scale + k >= -1 else 0)
-    return out, c
+        v = exp_fixed(y - c, params.f, g)
+        if v < (1 << (SIGNIFICANT_BITS - 1)):
+            dropped.append((y - c) / (1 << params.f))
+        values.append(v)
+    top = max(dropped, default=-math.inf)
+    lost = top + math.log(sum(math.exp(d - top) for d in dropped)) if dropped else -math.inf
+    return values, c, lost
 
 
-def alice_log(blinded_values) -> list[float]:
-    """Alice's secure-logarithm step: log of positive integers (0 -> -inf)."""
+def alice_log_values(values, params: PrecisionParams, scale: int) -> list[int]:
+    """Alice's secure-logarithm step: log(v / 2^scale) at scale f (0 -> the log-0 sentinel)."""
     out = []
-    for v in blinded_values:
+    offset = params.ln2_times(scale)
+    for v in values:
         v = int(v)
         if v < 0:
             raise ProtocolError("secure log received a negative value")
-        out.append(math.log(v) if v else -math.inf)
+        out.append(log_fixed(v, params.f) - offset if v else params.log_zero)
     return out
 
 
-# -- standalone batched primitives: one role function per party -------------------------------
+# -- standalone batched primitives: declared messages and one role function per party ---------
 
 
-def bob_secure_exp(ctx, enc_logs: CipherArray, params: PrecisionParams, peer: str = "alice"):
-    """Bob: E(x_i) (log-values at scale f) -> (E(y_i), E(s)) with exp(x_i) = y_i * e^s.
+@dataclass(frozen=True)
+class ExpSpec:
+    """Public sizes of a batched secure exponent: ``count`` values under a ``key_bits`` key."""
 
-    y_i is a fixed-point value (its CipherArray scale is g + h) and s a
-    log-value at scale f: Alice's common shift c minus Bob's rho_min, so
-    nothing over- or underflows whatever the magnitudes of x.
+    count: int
+    key_bits: int
+    params: PrecisionParams = PrecisionParams()
+
+    @property
+    def g(self) -> int:
+        return self.params.exp_scale_for(self.key_bits, 1)
+
+    def messages(self):
+        p, n = self.params, (self.count,)
+        blinded = Message("exp.blinded", Ciphertexts(p.f, p.log_cipher_bound + p.log_blind_top, n))
+        values = Message("exp.values", Ciphertexts(self.g, 1 << self.g, n))
+        shift = Message("exp.shift", Ciphertexts(p.f, p.log_cipher_bound, (1,)))
+        return blinded, values, shift
+
+
+def bob_secure_exp(ctx, enc_logs: CipherArray, spec: ExpSpec, peer: str = "alice"):
+    """Bob: E(x_i) (log-values at scale f) -> (E(y_i), E(s)) with exp(x_i) = y_i e^s.
+
+    y_i has scale g + h, s is a log-value at scale f (Alice's shift minus Bob's
+    rho_min), so nothing over- or underflows whatever the magnitudes of x.
     """
-    if enc_logs.scale != params.f:
-        raise InvalidInputError(f"log-values must be at scale {params.f}")
-    rho = log_blinds(ctx.rng, enc_logs.size, params)
-    g = params.exp_scale_for(enc_logs.public_key, params.max_weight_scale(), 1)
-    # Step 1: Bob sends E(x_i + rho_i) and the exponential scale g
-    ctx.send(peer, "exp.blinded", [enc_logs.add_encoded(rho).rerandomize(), g])
-    # Step 2: Alice returns E(V_i) = E(round(2^g exp(x_i + rho_i - c))) and E(c)
-    enc_v, enc_c = ctx.recv(peer, "exp.values"), ctx.recv(peer, "exp.shift")
-    # Step 3: Bob multiplies by e^-(rho_i - rho_min); the common e^-rho_min joins the shift
-    w, rho_min, h = unblind_weights(np.eye(enc_logs.size), rho / (1 << params.f), params)
-    out = enc_v.with_scale(g).mul(np.diagonal(w).astype(object), h)
-    return out, enc_c.add_encoded(-params.encode_log(rho_min))
+    p = spec.params
+    blinded, values, shift = spec.messages()
+    rho = log_blinds(ctx.rng, spec.count, p)
+    # Step 1: Bob sends E(x_i + rho_i)
+    ctx.send(peer, blinded, enc_logs.add_encoded(rho).rerandomize())
+    # Step 2: Alice returns E(V_i), V_i = round(2^g exp(x_i + rho_i - c)), and E(c)
+    enc_v, enc_c = ctx.recv(peer, values), ctx.recv(peer, shift)
+    # Step 3: Bob multiplies by e^-(rho_i - rho_min); e^-rho_min joins the shift
+    w, rho_min = unblind_weights(np.ones((spec.count, 1)), rho, p)
+    return enc_v.mul(w[:, 0], p.weight_scale), enc_c.add_encoded([-rho_min])
 
 
-def alice_secure_exp(ctx, params: PrecisionParams, peer: str = "bob"):
-    """Alice's role in :func:`bob_secure_exp`."""
+def alice_secure_exp(ctx, spec: ExpSpec, peer: str = "bob") -> bool:
+    """Alice's role in :func:`bob_secure_exp`; returns whether a value fell out of range."""
     pk, sk = ctx.keypair
-    y, g = ctx.recv(peer, "exp.blinded")
-    if not isinstance(g, int) or not 24 <= g < pk.bits:
-        raise ProtocolError(f"bad exponential scale {g!r}")
-    values, c = alice_exp([params.decode_log(v) for v in y.decrypt_ints(sk)], g)
-    ctx.send(peer, "exp.values", CipherArray.encrypt_encoded(pk, values, 0))
-    ctx.send(peer, "exp.shift", CipherArray.encrypt_encoded(pk, [params.encode_log(c)],
-                                                            params.f))
+    blinded, values, shift = spec.messages()
+    y = ctx.recv(peer, blinded).decrypt_ints(sk)
+    v, c, dropped = alice_exp_values(y, spec.params, spec.g)
+    ctx.send(peer, values, CipherArray.encrypt_encoded(pk, v, spec.g, 1 << spec.g))
+    ctx.send(peer, shift, CipherArray.encrypt_encoded(pk, [c], spec.params.f))
+    return dropped > -math.inf
 
 
-def bob_secure_log(ctx, enc_values: CipherArray, params: PrecisionParams, peer: str = "alice"):
-    """Bob: E(theta_i) (non-negative, scale s) -> E(log theta_i) at scale f (log 0 -> -inf)."""
-    betas = multiplicative_blinds(ctx.rng, enc_values.size, params)
-    # Step 1: Bob sends E(theta_i * beta_i)
-    ctx.send(peer, "log.blinded", enc_values.mul(np.array(betas, dtype=object)).rerandomize())
-    # Step 2: Alice returns E(log(theta_i * beta_i))
-    enc_logs = ctx.recv(peer, "log.values")
-    # Step 3: Bob subtracts log(beta_i) + s ln 2
-    offsets = np.array([-params.encode_log(math.log(b) + enc_values.scale * LN2)
-                        for b in betas], dtype=object)
-    return enc_logs.add_encoded(offsets)
+@dataclass(frozen=True)
+class LogSpec:
+    """Public sizes of a batched secure logarithm: ``count`` non-negative values at
+    ``scale`` bounded by ``bound`` (a public bound on the integers)."""
+
+    count: int
+    scale: int
+    bound: int
+    params: PrecisionParams = PrecisionParams()
+
+    def messages(self):
+        p, n = self.params, (self.count,)
+        top = self.bound << (p.beta_bits + p.blind_octaves)
+        return (
+            Message("log.blinded", Ciphertexts(self.scale, top, n)),
+            Message("log.values", Ciphertexts(p.f, p.log_cipher_bound, n)),
+        )
 
 
-def alice_secure_log(ctx, params: PrecisionParams, peer: str = "bob"):
+def bob_secure_log(ctx, enc_values: CipherArray, spec: LogSpec, peer: str = "alice"):
+    """Bob: E(theta_i) (non-negative, scale s) -> E(log theta_i) at scale f (log 0 -> sentinel)."""
+    p = spec.params
+    blinded, logs = spec.messages()
+    betas = multiplicative_blinds(ctx.rng, spec.count, p)
+    # Step 1: Bob sends E(theta_i beta_i)
+    ctx.send(peer, blinded, enc_values.mul(np.array(betas, dtype=object)).rerandomize())
+    # Step 2: Alice returns E(log(theta_i beta_i)) (the scale already removed)
+    enc_logs = ctx.recv(peer, logs)
+    # Step 3: Bob subtracts log(beta_i); a log-0 sentinel stays far below every finite value
+    return enc_logs.add_encoded(np.array([-log_fixed(b, p.f) for b in betas], dtype=object))
+
+
+def alice_secure_log(ctx, spec: LogSpec, peer: str = "bob") -> None:
     """Alice's role in :func:`bob_secure_log`."""
     pk, sk = ctx.keypair
-    blinded = ctx.recv(peer, "log.blinded")
-    logs = alice_log(blinded.decrypt_ints(sk))
-    ctx.send(peer, "log.values", CipherArray.encrypt_encoded(
-        pk, [params.encode_log(x) for x in logs], params.f))
+    blinded, logs = spec.messages()
+    out = alice_log_values(ctx.recv(peer, blinded).decrypt_ints(sk), spec.params, spec.scale)
+    ctx.send(
+        peer,
+        logs,
+        CipherArray.encrypt_encoded(pk, out, spec.params.f, spec.params.log_cipher_bound),
+    )
 
 
-def bob_secure_logsum(ctx, enc_logs: CipherArray, weights, params: PrecisionParams,
-                      peer: str = "alice"):
+@dataclass(frozen=True)
+class LogsumSpec:
+    """Public sizes of a batched secure LOGSUM: ``n_in`` log-values, ``n_out`` sums."""
+
+    n_in: int
+    n_out: int
+    key_bits: int
+    params: PrecisionParams = PrecisionParams()
+
+    @property
+    def g(self) -> int:
+        return self.params.exp_scale_for(self.key_bits, self.n_in)
+
+    @property
+    def exp(self) -> ExpSpec:
+        return ExpSpec(
+            self.n_in,
+            self.key_bits,
+            PrecisionParams(**{**self.params.__dict__, "exp_scale": self.g}),
+        )
+
+    @property
+    def log(self) -> LogSpec:
+        h = self.params.weight_scale
+        return LogSpec(self.n_out, self.g + h, self.n_in << (self.g + h), self.params)
+
+
+def bob_secure_logsum(
+    ctx, enc_logs: CipherArray, weights, spec: LogsumSpec, peer: str = "alice"
+) -> CipherArray:
     """Bob: E(log theta_i) and plaintext a_ij >= 0 -> E(log sum_i a_ij theta_i) for each j.
 
-    Secure exponent, a homomorphic linear combination, secure logarithm (thesis
-    "Secure LOGSUM"), with the unblinding folded into the linear combination.
+    Secure exponent, a homomorphic linear combination, secure logarithm
+    (thesis "Secure LOGSUM"), with the unblinding folded into the weights.
     """
     weights = np.asarray(weights, dtype=float)
-    if weights.ndim != 2 or weights.shape[0] != enc_logs.size or (weights < 0).any() \
-            or not np.isfinite(weights).all():
-        raise InvalidInputError("weights must be a finite non-negative (n_in, n_out) matrix")
-    positive = weights[weights > 0]
-    smallest = float(positive.min()) if positive.size else 1.0
-    g = params.exp_scale_for(enc_logs.public_key, params.max_weight_scale(smallest),
-                             enc_logs.size)
-    rho = log_blinds(ctx.rng, enc_logs.size, params)
-    ctx.send(peer, "exp.blinded", [enc_logs.add_encoded(rho).rerandomize(), g])
-    enc_v, enc_c = ctx.recv(peer, "exp.values"), ctx.recv(peer, "exp.shift")
-    w, rho_min, h = unblind_weights(weights, rho / (1 << params.f), params)
-    # sum_l w_lj V_l = 2^(g+h) e^(rho_min - c) sum_l a_lj theta_l, read as an integer
-    sums = enc_v.lincomb(w.T, compute=ctx.compute)
-    logs = bob_secure_log(ctx, sums, params, peer)
-    correction = -params.encode_log(rho_min + (g + h) * LN2)
-    return logs.add_encoded(np.full(logs.size, correction, dtype=object)) + enc_c
+    if (
+        weights.shape != (spec.n_in, spec.n_out)
+        or (weights < 0).any()
+        or not np.isfinite(weights).all()
+        or (weights > 1).any()
+    ):
+        raise InvalidInputError(
+            f"weights must be a ({spec.n_in}, {spec.n_out}) matrix with entries in [0, 1]"
+        )
+    p, exp_spec = spec.params, spec.exp
+    blinded, values, shift = exp_spec.messages()
+    rho = log_blinds(ctx.rng, spec.n_in, p)
+    ctx.send(peer, blinded, enc_logs.add_encoded(rho).rerandomize())
+    enc_v, enc_c = ctx.recv(peer, values), ctx.recv(peer, shift)
+    w, rho_min = unblind_weights(weights, rho, p)
+    # sum_i w_ij V_i = 2^(g+h) e^(rho_min - c) sum_i a_ij theta_i: scale g + h
+    sums = enc_v.lincomb(w.T, p.weight_scale, compute=ctx.compute)
+    logs = bob_secure_log(ctx, sums, spec.log, peer)
+    return logs.add_encoded([-rho_min] * spec.n_out) + enc_c
 
 
-def alice_secure_logsum(ctx, params: PrecisionParams, peer: str = "bob"):
-    """Alice's role in :func:`bob_secure_logsum`."""
-    alice_secure_exp(ctx, params, peer)
-    alice_secure_log(ctx, params, peer)
+def alice_secure_logsum(ctx, spec: LogsumSpec, peer: str = "bob") -> bool:
+    """Alice's role in :func:`bob_secure_logsum`; returns whether a value fell out of range."""
+    lost = alice_secure_exp(ctx, spec.exp, peer)
+    alice_secure_log(ctx, spec.log, peer)
+    return lost
 
 
-def bob_secure_multiply(ctx, enc_x: CipherArray, enc_y: CipherArray, peer: str = "alice",
-                        sigma: int = 40) -> CipherArray:
-    """Bob: E(x), E(y) -> E(x * y) (scales add), with additive masks of sigma extra bits."""
+@dataclass(frozen=True)
+class MaskSpec:
+    """Public description of masked operands: per operand its scale and the
+    public bound on |integer|; ``shape`` the common shape; ``sigma`` the
+    statistical parameter of the masks."""
+
+    scales: tuple[int, ...]
+    bounds: tuple[int, ...]
+    shape: tuple[int, ...]
+    sigma: int = 40
+
+    def mask_bits(self, i: int) -> int:
+        return self.bounds[i].bit_length() + self.sigma
+
+    def masked(self, i: int) -> Ciphertexts:
+        return Ciphertexts(self.scales[i], self.bounds[i] + (1 << self.mask_bits(i)), self.shape)
+
+
+def _check_operand(enc: CipherArray, spec: MaskSpec, i: int) -> None:
+    if enc.shape != spec.shape or enc.scale != spec.scales[i] or enc.bound > spec.bounds[i]:
+        raise InvalidInputError(
+            f"operand {i}: shape {enc.shape} at scale {enc.scale} with a {enc.bound.bit_length()}"
+            f"-bit bound does not fit the declared {spec.shape}, scale {spec.scales[i]}, "
+            f"{spec.bounds[i].bit_length()} bits"
+        )
+
+
+def _multiply_messages(spec: MaskSpec):
+    product = Ciphertexts(
+        spec.scales[0] + spec.scales[1], spec.masked(0).bound * spec.masked(1).bound, spec.shape
+    )
+    return (
+        Message("mul.masked", (spec.masked(0), spec.masked(1))),
+        Message("mul.product", product),
+    )
+
+
+def bob_secure_multiply(
+    ctx, enc_x: CipherArray, enc_y: CipherArray, spec: MaskSpec, peer: str = "alice"
+) -> CipherArray:
+    """Bob: E(x), E(y) -> E(x y) (scales add), with additive masks of sigma extra bits."""
     enc_x.public_key.same_key(enc_y.public_key)
-    if enc_x.shape != enc_y.shape:
-        raise InvalidInputError("secure multiply needs equal shapes")
-    rx = np.array([ctx.rng.signed_mask(enc_x.bound.bit_length() + sigma)
-                   for _ in range(enc_x.size)], dtype=object).reshape(enc_x.shape)
-    ry = np.array([ctx.rng.signed_mask(enc_y.bound.bit_length() + sigma)
-                   for _ in range(enc_y.size)], dtype=object).reshape(enc_y.shape)
+    _check_operand(enc_x, spec, 0)
+    _check_operand(enc_y, spec, 1)
+    masked, product = _multiply_messages(spec)
+    size = int(np.prod(spec.shape))
+    rx = np.array(
+        [ctx.rng.signed_mask(spec.mask_bits(0)) for _ in range(size)], dtype=object
+    ).reshape(spec.shape)
+    ry = np.array(
+        [ctx.rng.signed_mask(spec.mask_bits(1)) for _ in range(size)], dtype=object
+    ).reshape(spec.shape)
     # Step 1: Bob sends E(x + r_x), E(y + r_y)
-    ctx.send(peer, "mul.masked", [enc_x.add_encoded(rx).rerandomize(),
-                                  enc_y.add_encoded(ry).rerandomize()])
+    ctx.send(
+        peer, masked, [enc_x.add_encoded(rx).rerandomize(), enc_y.add_encoded(ry).rerandomize()]
+    )
     # Step 2: Alice returns E((x + r_x)(y + r_y))
-    prod = ctx.recv(peer, "mul.product")
+    prod = ctx.recv(peer, product)
     # Step 3: Bob removes r_y x + r_x y + r_x r_y
-    prod = prod.with_scale(enc_x.scale + enc_y.scale)
-    cross = enc_x.mul(ry).with_scale(prod.scale) + enc_y.mul(rx).with_scale(prod.scale)
+    cross = enc_x.mul(ry, spec.scales[1]) + enc_y.mul(rx, spec.scales[0])
     return (prod - cross).add_encoded(-(rx * ry))
 
 
-def alice_secure_multiply(ctx, peer: str = "bob") -> None:
+def alice_secure_multiply(ctx, spec: MaskSpec, peer: str = "bob") -> None:
     """Alice's role in :func:`bob_secure_multiply`."""
     pk, sk = ctx.keypair
-    mx, my = ctx.recv(peer, "mul.masked")
-    product = mx.decrypt_ints(sk) * my.decrypt_ints(sk)
-    ctx.send(peer, "mul.product", CipherArray.encrypt_encoded(pk, product, 0))
+    masked, product = _multiply_messages(spec)
+    mx, my = ctx.recv(peer, masked)
+    values = mx.decrypt_ints(sk) * my.decrypt_ints(sk)
+    ctx.send(
+        peer,
+        product,
+        CipherArray.encrypt_encoded(
+            pk, values, spec.scales[0] + spec.scales[1], product.body.bound
+        ),
+    )
 
 
-def bob_rescale(ctx, enc: CipherArray, bits: int, peer: str = "alice",
-                sigma: int = 40) -> CipherArray:
-    """Bob: E(x) at scale s -> E(floor(x / 2^bits)) at scale s - bits (error < 1 unit).
+def _rescale_messages(spec: MaskSpec, bits: int):
+    if isinstance(bits, bool) or not isinstance(bits, int) or not 0 < bits <= spec.scales[0]:
+        raise InvalidInputError(f"can drop 1..{spec.scales[0]} bits, not {bits!r}")
+    top = spec.bounds[0] + (1 << spec.mask_bits(0))
+    return (
+        Message("rescale.masked", Ciphertexts(spec.scales[0], top, spec.shape)),
+        Message("rescale.shifted", Ciphertexts(spec.scales[0] - bits, top >> bits, spec.shape)),
+    )
 
-    Bob adds a mask r uniform on [0, 2^(bound_bits + sigma)); Alice returns
-    E(floor((x + r) / 2^bits)); Bob subtracts floor(r / 2^bits).  The result
-    is floor(x / 2^bits) or one more (the carry of the low bits).
+
+def bob_rescale(
+    ctx, enc: CipherArray, bits: int, spec: MaskSpec, peer: str = "alice"
+) -> CipherArray:
+    """Bob: E(x) at scale s -> E(floor(x / 2^bits)) or one more, at scale s - bits.
+
+    Bob adds a mask r uniform on [0, 2^(b + sigma)) (b the declared bound's
+    bits); Alice returns E(floor((x + r) / 2^bits)); Bob subtracts
+    floor(r / 2^bits).  ``bits`` is a public parameter (not sent).
     """
-    if not 0 < bits <= enc.scale:
-        raise InvalidInputError(f"can drop 1..{enc.scale} bits, not {bits}")
-    masks = np.array([ctx.rng.randbits(enc.bound.bit_length() + sigma)
-                      for _ in range(enc.size)], dtype=object).reshape(enc.shape)
-    ctx.send(peer, "rescale.masked", [enc.add_encoded(masks).rerandomize(), bits])
-    shifted = ctx.recv(peer, "rescale.shifted")
-    result = shifted.add_encoded(-(masks // (1 << bits)))
-    return result.with_scale(enc.scale - bits).with_bound((enc.bound >> bits) + 1)
+    masked, shifted = _rescale_messages(spec, bits)
+    _check_operand(enc, spec, 0)
+    size = int(np.prod(spec.shape))
+    masks = np.array(
+        [ctx.rng.randbits(spec.mask_bits(0)) for _ in range(size)], dtype=object
+    ).reshape(spec.shape)
+    ctx.send(peer, masked, enc.add_encoded(masks).rerandomize())
+    result = ctx.recv(peer, shifted).add_encoded(-(masks // (1 << bits)))
+    return result.with_bound((spec.bounds[0] >> bits) + 1)
 
 
-def alice_rescale(ctx, peer: str = "bob") -> None:
+def alice_rescale(ctx, bits: int, spec: MaskSpec, peer: str = "bob") -> None:
     """Alice's role in :func:`bob_rescale`."""
     pk, sk = ctx.keypair
-    masked, bits = ctx.recv(peer, "rescale.masked")
-    if not isinstance(bits, int) or not 0 < bits < pk.bits:
-        raise ProtocolError("bad rescale width")
-    values = masked.decrypt_ints(sk)
-    ctx.send(peer, "rescale.shifted", CipherArray.encrypt_encoded(
-        pk, np.array([v >> bits for v in values.reshape(-1)], dtype=object).reshape(
-            values.shape), 0))
-
+    masked, shifted = _rescale_messages(spec, bits)
+    values = ctx.recv(peer, masked).decrypt_ints(sk)
+    out = np.array([v >> bits for v in values.reshape(-1)], dtype=object).reshape(values.shape)
+    ctx.send(
+        peer,
+        shifted,
+        CipherArray.encrypt_encoded(pk, out, spec.scales[0] - bits, shifted.body.bound),
+    )

@@ -61,8 +61,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from smc_hmm.crypto import CipherArray, PublicKey
-from smc_hmm.errors import ConfigError, InvalidInputError, ProtocolError
+from smc_hmm.crypto import CipherArray
+from smc_hmm.errors import ConfigError, InvalidInputError
+from smc_hmm.messages import Ciphertexts, Key, Message
 
 NAME = "secure_sum"
 
@@ -113,6 +114,17 @@ class Params:
         """Bound on |encoded integer| of one input entry at ``scale``."""
         return math.ceil(self.max_abs * 2**self.scale) + 1
 
+    def messages(self) -> dict[str, Message]:
+        """The declared messages: scales and bounds from the public parameters only."""
+        summands = len(self.contributors) + 1  # Trent may add his own vector
+        return {
+            "pk": Message("pk", Key()),
+            "share": Message("share", Ciphertexts(self.scale, self.bound, (self.length,))),
+            "aggregate": Message(
+                "aggregate", Ciphertexts(self.scale, summands * self.bound, (self.length,))
+            ),
+        }
+
     @classmethod
     def from_config(cls, section: Mapping) -> Params:
         """From the ``[protocol]`` table of a parties.toml file."""
@@ -147,24 +159,6 @@ def check_input(values, params: Params) -> np.ndarray:
     return arr
 
 
-def _expect_ciphers(payload, pk: PublicKey, params: Params, sender: str) -> CipherArray:
-    if not isinstance(payload, CipherArray):
-        raise ProtocolError(f"{sender} sent {type(payload).__name__}, expected a CipherArray")
-    if payload.shape != (params.length,) or payload.scale != params.scale:
-        raise ProtocolError(
-            f"{sender} sent shape {payload.shape} at scale {payload.scale}, expected "
-            f"({params.length},) at scale {params.scale}"
-        )
-    payload.public_key.same_key(pk)
-    return payload
-
-
-def _expect_key(payload, sender: str) -> PublicKey:
-    if not isinstance(payload, PublicKey):
-        raise ProtocolError(f"{sender} sent {type(payload).__name__}, expected a PublicKey")
-    return payload
-
-
 # -- roles -------------------------------------------------------------------------------
 
 
@@ -172,12 +166,13 @@ def alice(ctx, a, params: Params) -> np.ndarray:
     """Key holder: returns a + sum of every other party's vector."""
     a = check_input(a, params)
     pk, sk = ctx.keypair
+    msg = params.messages()
     with ctx.phase("distribute key"):
         for peer in (params.aggregator, *params.contributors):
-            ctx.send(peer, "pk", pk)  # step 1: the public key to every other party
+            ctx.send(peer, msg["pk"], pk)  # step 1: the public key to every other party
     with ctx.phase("wait for aggregate"):
-        total = ctx.recv(params.aggregator, "aggregate")  # step 3: E(c + sum_i x_i)
-    total = _expect_ciphers(total, pk, params, params.aggregator)
+        total = ctx.recv(params.aggregator, msg["aggregate"])  # step 3: E(c + sum_i x_i)
+    total.public_key.same_key(pk)
     with ctx.phase("decrypt"):
         others = total.decrypt(sk)  # step 4: decrypt, then add a in the clear
     return a + others
@@ -186,35 +181,35 @@ def alice(ctx, a, params: Params) -> np.ndarray:
 def contributor(ctx, x, params: Params) -> None:
     """Bob or a data owner: encrypts x under Alice's key for Trent."""
     x = check_input(x, params)
-    pk = _expect_key(ctx.recv(params.key_holder, "pk"), params.key_holder)  # step 1
+    msg = params.messages()
+    pk = ctx.recv(params.key_holder, msg["pk"])  # step 1
     with ctx.phase("encrypt"):
         share = CipherArray.encrypt(pk, x, params.scale, compute=ctx.compute)
-    share = share.with_bound(params.bound)
-    ctx.send(params.aggregator, "share", share)  # step 2: E(x_i) to Trent
+    # |x| <= max_abs was checked, so the public bound holds
+    ctx.send(params.aggregator, msg["share"], share.with_bound(params.bound))  # step 2
     return None
 
 
 def trent(ctx, params: Params, c=None) -> None:
     """Key-less aggregator: E(c) * prod_i E(x_i), re-randomised, to Alice."""
-    pk = _expect_key(ctx.recv(params.key_holder, "pk"), params.key_holder)  # step 1
-    shares: Sequence[CipherArray] = []
+    msg = params.messages()
+    pk = ctx.recv(params.key_holder, msg["pk"])  # step 1
+    shares: list[CipherArray] = []
     with ctx.phase("collect shares"):
         for peer in params.contributors:
-            share = _expect_ciphers(ctx.recv(peer, "share"), pk, params, peer)  # step 2
-            shares.append(share.with_bound(params.bound))  # public bound, not the sender's
+            share = ctx.recv(peer, msg["share"])  # step 2: declared scale and bound attached
+            share.public_key.same_key(pk)
+            shares.append(share)
     with ctx.phase("aggregate"):
         if c is not None:
             c = check_input(c, params)
-            shares.append(
-                CipherArray.encrypt(pk, c, params.scale, compute=ctx.compute).with_bound(
-                    params.bound
-                )
-            )
+            own = CipherArray.encrypt(pk, c, params.scale, compute=ctx.compute)
+            shares.append(own.with_bound(params.bound))
         total = shares[0]
         for share in shares[1:]:
             total = total + share
         total = total.rerandomize()  # refresh before sending: Alice cannot match inputs
-    ctx.send(params.key_holder, "aggregate", total)  # step 3: E(c + sum_i x_i) to Alice
+    ctx.send(params.key_holder, msg["aggregate"], total)  # step 3: E(c + sum_i x_i) to Alice
     return None
 
 

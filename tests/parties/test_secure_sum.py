@@ -29,7 +29,9 @@ def _parties(keypair, vectors, owners=(), trent_input=True):
 def test_alice_gets_the_plaintext_sum(keypair_512, owners, trent_input):
     params = ss.Params(contributors=("bob", *owners), length=5, scale=20, max_abs=1000)
     vectors = _vectors(["alice", "bob", "trent", *owners], 5)
-    result = simulate(_parties(keypair_512, vectors, owners, trent_input), ss.NAME, params)
+    result = simulate(
+        _parties(keypair_512, vectors, owners, trent_input), ss.NAME, params, min_key_bits=512
+    )
     included = [n for n in vectors if trent_input or n != "trent"]
     expected = sum(vectors[n] for n in included)
     assert np.allclose(result["alice"], expected, atol=len(included) * 2.0**-20)
@@ -40,14 +42,20 @@ def test_integer_inputs_are_exact(keypair_512):
     params = ss.Params(contributors=("bob",), length=3, scale=0, max_abs=2**40)
     a, b, c = [2**39, -7, 0], [2**39 - 1, 8, 1], [-(2**38), 1, -1]
     parties = [Alice("alice", a, keypair=keypair_512), Bob("bob", b), Trent("trent", c)]
-    result = simulate(parties, ss.NAME, params)
+    result = simulate(parties, ss.NAME, params, min_key_bits=512)
     assert result["alice"].tolist() == [float(x + y + z) for x, y, z in zip(a, b, c)]
 
 
 def test_each_party_sees_only_keys_and_ciphertexts(keypair_512):
     params = ss.Params(contributors=("bob", "o1"), length=4, scale=16, max_abs=1000)
     vectors = _vectors(["alice", "bob", "trent", "o1"], 4, seed=3)
-    result = simulate(_parties(keypair_512, vectors, ("o1",)), ss.NAME, params, record_views=True)
+    result = simulate(
+        _parties(keypair_512, vectors, ("o1",)),
+        ss.NAME,
+        params,
+        record_views=True,
+        min_key_bits=512,
+    )
     views = result.views
     # Alice receives exactly one message: the final ciphertext, freshly re-randomised
     assert [(p, t) for p, t, _ in views["alice"]] == [("trent", "aggregate")]
@@ -88,7 +96,9 @@ def test_bytes_rounds_and_ops_match_the_formula(keypair_512, length, owners, tre
     pk = keypair_512[0]
     params = ss.Params(contributors=("bob", *owners), length=length, scale=16, max_abs=1000)
     vectors = _vectors(["alice", "bob", "trent", *owners], length)
-    result = simulate(_parties(keypair_512, vectors, owners, trent_input), ss.NAME, params)
+    result = simulate(
+        _parties(keypair_512, vectors, owners, trent_input), ss.NAME, params, min_key_bits=512
+    )
     cost = result.cost
     k = len(params.contributors)
     summed = k + (1 if trent_input else 0)
@@ -135,6 +145,7 @@ def test_bad_inputs_fail_the_whole_run_with_typed_errors(keypair_512):
             ss.NAME,
             params,
             timeout=5,
+            min_key_bits=512,
         )
     with pytest.raises(InvalidInputError, match="shape"):
         simulate(
@@ -142,6 +153,7 @@ def test_bad_inputs_fail_the_whole_run_with_typed_errors(keypair_512):
             ss.NAME,
             params,
             timeout=5,
+            min_key_bits=512,
         )
     with pytest.raises(InvalidInputError, match="NaN"):
         simulate(
@@ -149,6 +161,7 @@ def test_bad_inputs_fail_the_whole_run_with_typed_errors(keypair_512):
             ss.NAME,
             params,
             timeout=5,
+            min_key_bits=512,
         )
 
 
@@ -159,12 +172,13 @@ def test_a_peer_sending_the_wrong_type_is_a_protocol_error(keypair_512):
         ctx.recv("alice", "pk")
         ctx.send("trent", "share", [1, 2])  # plaintext instead of a CipherArray
 
-    with pytest.raises(ProtocolError, match="expected a CipherArray"):
+    with pytest.raises(ProtocolError, match="expected ciphertexts"):
         run_roles(
             {"alice": ss.alice, "trent": ss.trent, "bob": rogue_bob},
             {"alice": ([1, 2], params), "trent": (params,)},
             keys={"alice": keypair_512},
             timeout=5,
+            min_key_bits=512,
         )
 
 
@@ -201,4 +215,29 @@ def test_party_objects_keep_private_state_private(keypair_512):
     with pytest.raises(ConfigError, match="no role"):
         Party("p").role("secure_sum", None)
     with pytest.raises(InvalidInputError):
-        simulate([Bob("x"), Bob("x")], ss.NAME, ss.Params())
+        simulate([Bob("x"), Bob("x")], ss.NAME, ss.Params(), min_key_bits=512)
+
+
+def test_transcripts_do_not_depend_on_private_vectors(keypair_512):
+    """The metadata rule on every link: Alice, Bob, Trent and a data owner."""
+    from transcript_harness import assert_same_transcripts
+
+    params = ss.Params(contributors=("bob", "o1"), length=3, scale=16, max_abs=1000)
+    names = ["alice", "bob", "trent", "o1"]
+    inputs = [
+        _vectors(names, 3, seed=1),
+        {n: np.zeros(3) for n in names},
+        {n: np.full(3, 1000.0) for n in names},
+    ]
+
+    def run(vectors, wrap):
+        simulate(
+            _parties(keypair_512, vectors, ("o1",)),
+            ss.NAME,
+            params,
+            wrap_transport=wrap,
+            min_key_bits=512,
+        )
+
+    frames = assert_same_transcripts(run, inputs, params.messages().values())
+    assert {("trent", "bob"), ("trent", "o1"), ("alice", "trent")} <= set(frames)

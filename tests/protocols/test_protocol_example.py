@@ -92,5 +92,5 @@ def test_factory_rejects_unknown_protocol_keys(example, tmp_path):
     example.main(["--setup", str(tmp_path), "--steps", "2", "--key-bits", "512", "--insecure"])
     config = load_config(tmp_path / "parties.toml")
     config.params["blind"] = 3
-    with pytest.raises(ConfigError, match="unknown keys"):
+    with pytest.raises(ConfigError, match="unknown forward parameters"):
         example.party_factory("bob", config)

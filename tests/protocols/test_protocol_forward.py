@@ -21,7 +21,7 @@ import pytest
 from protocols import forward
 from protocols.primitives import PrecisionParams
 from smc_hmm.crypto import CipherArray, PublicKey
-from smc_hmm.errors import PrecisionError
+from smc_hmm.errors import InvalidInputError, PrecisionError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, log_likelihood
 from smc_hmm.runtime import simulate
 
@@ -48,6 +48,7 @@ def run_forward(
         keys={"alice": keypair},
         record_views=record_views,
         timeout=timeout,
+        min_key_bits=512,
     )
 
 
@@ -270,26 +271,24 @@ def _assert_views(result, pk, n_steps):
             assert isinstance(payload, PublicKey) and payload.n == pk.n
         else:  # never a plaintext number about Alice's data
             assert isinstance(payload, CipherArray) and payload.public_key.n == pk.n
-    assert bob_tags == ["fw.key", "fw.obs", *[f"fw.v.{t}" for t in range(n_steps)], "fw.log"]
+    assert bob_tags == ["fw.key", "fw.obs", *["fw.v"] * n_steps, "fw.log"]
     for peer, tag, payload in result.views["alice"]:
         assert peer == "bob"
         if tag == "fw.spec":
             assert isinstance(payload, dict)
-            assert set(payload) == {"kind", "width", "states", "exp_scale"}
+            assert set(payload) == {"kind", "width", "states"}  # public sizes only
             assert all(isinstance(v, int) for v in payload["states"])
         else:
             assert isinstance(payload, CipherArray) and payload.public_key.n == pk.n
 
 
 def _emission_blinds(result, private_key, true_logs):
-    """Decrypted fw.emit.t minus the true log b_j(x_t) (+ log pi_j at t = 0)."""
-    emits = {tag: p for _, tag, p in result.views["alice"] if tag.startswith("fw.emit.")}
-    assert sorted(emits, key=lambda s: int(s.rsplit(".", 1)[1])) == [
-        f"fw.emit.{t}" for t in range(len(true_logs))
-    ]
+    """Decrypted fw.emit (one per step, in order) minus the true log b_j(x_t) (+ log pi_j)."""
+    emits = [p for _, tag, p in result.views["alice"] if tag == "fw.emit"]
+    assert len(emits) == len(true_logs)
     blinds = []
     for t, truth in enumerate(true_logs):
-        seen = emits[f"fw.emit.{t}"].decrypt_ints(private_key)
+        seen = emits[t].decrypt_ints(private_key)
         for value, true_value in zip(seen, truth):
             if true_value == -math.inf:  # zeros are visible to Alice (documented)
                 assert PREC.decode_log(value) == -math.inf
@@ -445,16 +444,18 @@ def _large_feature_model():
     return model, model.sample(10, rng)[0]
 
 
-def test_gaussian_large_features_with_default_scales(keypair_1024):
+def test_gaussian_features_beyond_the_public_bound_are_refused(keypair_1024):
     model, obs = _large_feature_model()
-    result = run_forward(keypair_1024, [model], obs)
-    assert rel_err(result.outputs["alice"][0], log_likelihood(model, obs)) <= REL_TOL
+    with pytest.raises(InvalidInputError, match="feature_bound"):
+        run_forward(keypair_1024, [model], obs)
 
 
 def test_gaussian_large_features_with_finer_scales(keypair_1024):
     model, obs = _large_feature_model()
     assert np.abs(obs).max() > 1000
-    params = forward.ForwardParams(PrecisionParams(log_scale=96), feature_scale=48)
+    params = forward.ForwardParams(
+        PrecisionParams(log_scale=96, log_bound_bits=46), feature_scale=48, feature_bound=2e4
+    )
     result = run_forward(keypair_1024, [model], obs, params)
     plain = log_likelihood(model, obs)
     assert rel_err(result.outputs["alice"][0], plain) <= REL_TOL
@@ -462,3 +463,146 @@ def test_gaussian_large_features_with_finer_scales(keypair_1024):
     assert enc.scale == 96
     bob = params.precision.decode_log(enc.decrypt_ints(keypair_1024[1])[0])
     assert rel_err(bob, plain) <= REL_TOL
+
+
+# -- the metadata rule: frames do not depend on Alice's sequence or Bob's models -------------
+
+
+def _transcript_case(kind, seed, n_states=(2, 3), length=6):
+    rng = np.random.default_rng(seed)
+    if kind == "discrete":
+        models = [random_discrete(rng, n, 4) for n in n_states]
+        obs = rng.integers(0, 4, size=length)
+    else:
+        models = [random_gaussian(rng, n, 2, "full") for n in n_states]
+        obs = rng.normal(0.0, 3.0, size=(length, 2))
+    return models, obs
+
+
+@pytest.mark.parametrize("kind", ["discrete", "gaussian"])
+@pytest.mark.parametrize("sizes", [((2, 3), 6), ((1,), 3), ((4,), 9)])
+def test_transcripts_do_not_depend_on_private_inputs(keypair_1024, kind, sizes):
+    from transcript_harness import assert_same_transcripts
+
+    n_states, length = sizes
+    cases = [_transcript_case(kind, seed, n_states, length) for seed in (1, 2)]
+
+    def run(case, wrap):
+        models, obs = case
+        simulate(
+            {
+                "alice": lambda ctx: forward.alice(ctx, obs),
+                "bob": lambda ctx: forward.bob(ctx, models),
+            },
+            keys={"alice": keypair_1024},
+            wrap_transport=wrap,
+            min_key_bits=512,
+        )
+
+    spec = forward.ForwardSpec(
+        kind, cases[0][0][0].n_symbols if kind == "discrete" else 2, tuple(n_states), 1024, DEFAULT
+    )
+    frames = assert_same_transcripts(run, cases, spec.messages(length).values())
+    assert len(frames[("alice", "bob")]) == 2 * length + 2  # spec, emit, sums, final, result
+
+
+# -- precision regressions (exact offsets, public scales, no silent -inf) ---------------------
+
+
+def _drifting_model():
+    """A = I: state 1 falls 6.9 nats behind per step on symbol 0, then alone emits symbol 2."""
+    return DiscreteHMM([0.5, 0.5], np.eye(2), [[0.99, 0.01, 0.0], [0.001, 0.001, 0.998]])
+
+
+@pytest.mark.parametrize("bits, length", [(512, 40), (1024, 101)])
+def test_a_possible_sequence_beyond_the_exponent_range_is_a_precision_error(
+    bits, length, keypair_512, keypair_1024
+):
+    keypair = keypair_512 if bits == 512 else keypair_1024
+    model, obs = _drifting_model(), np.array([0] * (length - 1) + [2])
+    assert np.isfinite(log_likelihood(model, obs))  # possible: hmmlearn gives a finite score
+    with pytest.raises(PrecisionError, match=f"{bits}-bit key"):
+        run_forward(keypair, [model], obs)
+
+
+def test_the_same_drift_within_range_is_exact(keypair_1024):
+    model, obs = _drifting_model(), np.array([0] * 60 + [2])
+    plain = log_likelihood(model, obs)
+    result = run_forward(keypair_1024, [model], obs)
+    assert abs(result.outputs["alice"][0] - plain) <= 1e-9 * abs(plain)
+    assert abs(hmmlearn_score(model, obs) - plain) <= 1e-9 * abs(plain)
+
+
+def test_impossible_sequences_still_score_minus_infinity(keypair_1024):
+    model = DiscreteHMM([1.0, 0.0], np.eye(2), [[1.0, 0.0], [0.0, 1.0]])
+    result = run_forward(keypair_1024, [model], np.array([0, 0, 1]))
+    assert result.outputs["alice"] == [-math.inf]
+    assert bob_log_p(result, keypair_1024[1]) == [-math.inf]
+
+
+def test_huge_log_densities_are_exact_not_minus_infinity(keypair_1024):
+    """Features ~3e5 give log P ~ -6.6e11: within a raised public log bound, exact."""
+    model = GaussianHMM([1.0], [[1.0]], [[0.0]], [[0.07]])
+    obs = np.array([[3.0e5], [-2.0e5]])
+    plain = log_likelihood(model, obs)
+    assert plain < -5e11
+    params = forward.ForwardParams(PrecisionParams(log_bound_bits=44), feature_bound=1e6)
+    result = run_forward(keypair_1024, [model], obs, params)
+    assert abs(result.outputs["alice"][0] - plain) <= 1e-9 * abs(plain)
+
+
+def test_near_deterministic_model_is_exact_in_absolute_terms(keypair_1024):
+    """log P ~ -1e-6: the old float offsets gave 2.5e-4 relative error; now < 1e-9 absolute."""
+    eps = 1e-9
+    model = DiscreteHMM([1.0, 0.0], [[1 - eps, eps], [eps, 1 - eps]], [[1.0, 0.0], [0.0, 1.0]])
+    obs = np.zeros(1000, dtype=int)
+    plain = log_likelihood(model, obs)
+    assert -2e-6 < plain < -5e-7
+    result = run_forward(keypair_1024, [model], obs)
+    assert abs(result.outputs["alice"][0] - plain) <= 1e-9
+
+
+def test_tiny_transitions_below_the_public_weight_scale_are_refused(keypair_1024):
+    model = DiscreteHMM([0.5, 0.5], [[1 - 1e-30, 1e-30], [0.5, 0.5]], [[0.5, 0.5], [0.5, 0.5]])
+    with pytest.raises(PrecisionError, match="weight_scale"):
+        run_forward(keypair_1024, [model], np.array([0, 1]))
+    params = forward.ForwardParams(PrecisionParams(weight_scale=256))
+    result = run_forward(keypair_1024, [model], np.array([0, 1]), params)
+    assert abs(result.outputs["alice"][0] - log_likelihood(model, np.array([0, 1]))) < 1e-12
+
+
+def test_a_peer_key_below_the_minimum_is_refused(keypair_1024):
+    from smc_hmm.errors import InsecurePeerKeyError
+
+    model = random_discrete(np.random.default_rng(1), 2, 2)
+    with pytest.raises(InsecurePeerKeyError, match="1024-bit key"):
+        simulate(
+            {
+                "alice": lambda ctx: forward.alice(ctx, np.array([0])),
+                "bob": lambda ctx: forward.bob(ctx, [model]),
+            },
+            keys={"alice": keypair_1024},
+        )
+
+
+def test_documented_leak_alice_recovers_transition_ratios_from_a_logsum(keypair_1024):
+    """docs/security.md: the thesis's multiplicative blinding of a LOGSUM does not hide
+    Bob's weights from the party who chose the V_l.  With two states, one modular
+    inversion gives the coefficients beta_j w_lj; across two columns the blinds cancel
+    and Alice reads a_00 a_11 / (a_10 a_01) exactly.  This characterises the limitation
+    (it will fail, as it should, once the LOGSUM hides its coefficients)."""
+    a = np.array([[0.7, 0.3], [0.2, 0.8]])
+    model = DiscreteHMM([0.6, 0.4], a, [[0.5, 0.5], [0.1, 0.9]])
+    result = run_forward(keypair_1024, [model], np.array([0, 1, 1]), record_views=True)
+    sk = keypair_1024[1]
+    v = [int(x) for x in next(p for _, t, p in result.views["bob"] if t == "fw.v").decrypt_ints(sk)]
+    sums = next(p for _, t, p in result.views["alice"] if t == "fw.s").decrypt_ints(sk)
+    g = math.gcd(v[0], v[1])
+    ratios = []
+    for p_j in (int(x) for x in sums):
+        x0 = (p_j // g) * pow(v[0] // g, -1, v[1] // g) % (v[1] // g)
+        x1 = (p_j - x0 * v[0]) // v[1]
+        ratios.append(x0 / x1)
+    assert ratios[0] / ratios[1] == pytest.approx(
+        a[0, 0] * a[1, 1] / (a[1, 0] * a[0, 1]), rel=1e-12
+    )

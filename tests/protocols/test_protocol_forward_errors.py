@@ -16,6 +16,7 @@ from protocols import forward
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import InvalidInputError, ProtocolError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM
+from smc_hmm.messages import Ciphertexts, Message
 from smc_hmm.runtime import simulate
 
 PROMPT = 5.0  # seconds: far below the 10 s receive timeout
@@ -49,6 +50,7 @@ def expect_failure(keypair, error, alice_role, alice_args, bob_role, bob_args, m
             keys={"alice": keypair},
             timeout=10,
             join_timeout=20,
+            min_key_bits=512,
         )
     assert time.monotonic() - t0 < PROMPT
     return info.value
@@ -135,8 +137,9 @@ def alice_sending_wrong_observations(ctx):
     pk, _ = ctx.keypair
     ctx.send("bob", "fw.key", pk)
     ctx.recv("bob", "fw.spec")
-    ctx.send("bob", "fw.obs", CipherArray.encrypt_encoded(pk, np.zeros((2, 5), dtype=object), 0))
-    ctx.recv("bob", "fw.emit.0")
+    any_shape = Message("fw.obs", Ciphertexts(0, 1))
+    ctx.send("bob", any_shape, CipherArray.encrypt_encoded(pk, np.zeros((2, 5), dtype=object), 0))
+    ctx.recv("bob", "fw.emit")
 
 
 def alice_sending_no_key(ctx):
@@ -151,7 +154,7 @@ def test_wrong_observation_shape_from_alice_is_a_protocol_error(keypair_1024):
         (),
         forward.bob,
         ([discrete()],),
-        "encrypted observations",
+        "fw.obs: ciphertexts of shape",
     )
 
 

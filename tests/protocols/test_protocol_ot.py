@@ -9,24 +9,28 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from transcript_harness import assert_same_transcripts
 
 from protocols import ot
 from smc_hmm.crypto import CipherArray
-from smc_hmm.errors import InvalidInputError, ProtocolError
+from smc_hmm.errors import InvalidInputError, PrecisionError, ProtocolError
 from smc_hmm.runtime import simulate
+
+BITS = 128  # public: every message is below 2^128 in magnitude
 
 
 def bob_role(ctx, public_key, messages):
     ctx.adopt_key(public_key)  # known from an earlier key exchange in a real protocol
-    return ot.bob(ctx, messages)
+    return ot.bob(ctx, messages, BITS)
 
 
 def run_ot(keypair, choices, n_options, messages, **kwargs):
     return simulate(
         {"alice": ot.alice, "bob": bob_role},
-        args={"alice": (choices, n_options), "bob": (keypair[0], messages)},
+        args={"alice": (choices, n_options, BITS), "bob": (keypair[0], messages)},
         keys={"alice": keypair},
         timeout=10,
+        min_key_bits=512,
         **kwargs,
     )
 
@@ -83,3 +87,24 @@ def test_bad_messages(keypair_512):
         run_ot(keypair_512, np.array([0]), 2, [[1, 2], [3, 4]])
     with pytest.raises(ProtocolError):  # Alice chooses among 6, Bob offers 2
         run_ot(keypair_512, np.array([0]), len(MESSAGES), [1, 2])
+
+
+def test_messages_beyond_the_declared_bits_are_refused(keypair_512):
+    with pytest.raises(PrecisionError):
+        run_ot(keypair_512, np.array([0]), 2, [1, 2**BITS])
+
+
+def test_transcript_does_not_depend_on_choices_or_messages(keypair_512):
+    """The metadata rule: only ciphertexts differ between two runs."""
+    cases = [
+        (np.array([0, 1, 2]), [1, 2, 3, 4]),
+        (np.array([3, 3, 0]), [2**120, -(2**127) + 1, 0, -5]),
+        (np.array([2, 0, 1]), [0, 0, 0, 0]),
+    ]
+
+    def run(case, wrap):
+        choices, messages = case
+        run_ot(keypair_512, choices, 4, messages, wrap_transport=wrap)
+
+    frames = assert_same_transcripts(run, cases, ot.messages(4, BITS))
+    assert set(frames) == {("alice", "bob"), ("bob", "alice")}
