@@ -110,3 +110,54 @@ class PrivacyError(SmcHmmError):
 
 class PrivacyBudgetError(PrivacyError):
     """A release would exceed the privacy budget held by the accountant."""
+
+
+class PrivacyParameterError(PrivacyError, InvalidInputError):
+    """A privacy parameter is invalid: epsilon not finite or <= 0, sensitivity negative,
+    NaN or inf, an empty or inverted output range, a bad budget split.
+
+    Also an :class:`InvalidInputError` (hence a ``ValueError``), so generic input handlers
+    still catch it.
+    """
+
+
+class SensitivityBoundError(PrivacyParameterError):
+    """A record violates a declared sensitivity bound (e.g. a sequence longer than the
+    declared maximum length L of DP Baum-Welch); the release is refused, not clipped."""
+
+
+class SamplerUnavailableError(PrivacyError):
+    """The requested noise sampler cannot run: its optional dependency (OpenDP, from the
+    ``dp`` extra) is missing, or it does not support the requested release."""
+
+
+# --- DPHMM ---
+
+
+class DPHMMParameterError(PrivacyError, InvalidInputError):
+    """A parameter of the K-norm mechanism or of the DPHMM release is invalid: epsilon not
+    finite or <= 0, a non-finite value, a malformed transition matrix or query, a bad
+    random generator (see ``docs/dphmm.md``)."""
+
+
+class InvalidConvexBodyError(DPHMMParameterError):
+    """A convex body K is unusable: empty, non-finite points, a zero-dimensional body where
+    noise is required, or the origin outside K's relative interior (no K-norm)."""
+
+
+class UnknownStateError(DPHMMParameterError):
+    """A policy graph, constraint set or true state names a state outside 0..n-1."""
+
+
+class EmptyConstraintError(PrivacyError):
+    """The constraint set C_t = {s : p_t^-(s) > 0} (or a delta-location set) is empty."""
+
+
+class StateOutsideConstraintError(PrivacyError):
+    """The true state has prior probability 0 (it is not in C_t): the Markov model and the
+    released trace disagree, so no DPHMM guarantee covers it."""
+
+
+class ExposedStateError(PrivacyError):
+    """A constrained policy graph is not protectable (a state has DoP = 1) and repair was
+    disabled: releasing would expose that state (DPHMM paper, Theorem 5.2)."""
