@@ -1,0 +1,169 @@
+"""Bundled real-speech data: features and keyword HMMs derived from the Free Spoken Digit Dataset.
+
+The files in ``smc_hmm/data/fsdd/`` are made by ``scripts/make_speech_data.py`` and
+described in ``docs/speech-models.md`` (features, splits, training, accuracies); they
+serve the secure keyword recognition of thesis 003, section 4.2.1. They are derived from
+the Free Spoken Digit Dataset (github.com/Jakobovski/free-spoken-digit-dataset, commit
+26eb9aa) and licensed CC BY-SA 4.0: see ``smc_hmm/data/fsdd/NOTICE``.
+
+The loaders read the files through :mod:`importlib.resources`, so they work from an
+installed package and need neither the recordings nor librosa.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Literal
+
+import numpy as np
+
+from smc_hmm.errors import ConfigError, InvalidInputError
+from smc_hmm.features import FeaturePipeline
+from smc_hmm.hmm.io import load_models
+from smc_hmm.hmm.models import GaussianHMM
+
+__all__ = [
+    "DIGIT_WORDS",
+    "NOTICE_TEXT",
+    "TestUtterance",
+    "load_bundled_models",
+    "load_garbage_model",
+    "load_manifest",
+    "load_pipeline",
+    "load_test_utterances",
+]
+
+DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+"""Model labels, in digit order: model ``d`` of a bundled file recognises the digit ``d``."""
+
+NOTICE_TEXT = """\
+The files in this directory (extracted MFCC features of recordings and hidden Markov
+models trained on such features) are derived from the Free Spoken Digit Dataset (FSDD)
+and its contributors:
+
+    Free Spoken Digit Dataset, https://github.com/Jakobovski/free-spoken-digit-dataset
+    (commit 26eb9aa), recordings of the speakers jackson, nicolas, theo, yweweler and
+    george.
+
+The FSDD is licensed under the Creative Commons Attribution-ShareAlike 4.0 International
+license (CC BY-SA 4.0). As adaptations of it, these derived files are licensed under the
+same license, CC BY-SA 4.0: https://creativecommons.org/licenses/by-sa/4.0/
+(full legal code: https://creativecommons.org/licenses/by-sa/4.0/legalcode).
+
+Changes made: the recordings were converted to 39-dimensional MFCC features (13
+cepstra, deltas, delta-deltas) and used to train Gaussian hidden Markov models, by
+scripts/make_speech_data.py of the smc-hmm project; see docs/speech-models.md.
+The rest of the smc-hmm project is not derived from the FSDD and keeps its own license.
+"""
+
+_PACKAGE = "smc_hmm.data"
+_DIR = "fsdd"
+_KINDS = ("diag", "full")
+
+
+def _resource(name: str) -> Any:
+    return resources.files(_PACKAGE).joinpath(_DIR, name)
+
+
+def _check_kind(kind: str) -> str:
+    if kind not in _KINDS:
+        raise ConfigError(f"kind must be 'diag' or 'full', got {kind!r}")
+    return kind
+
+
+def _load_model_file(name: str) -> tuple[list[GaussianHMM], list[str]]:
+    with resources.as_file(_resource(name)) as path:
+        models, labels = load_models(path)
+    if labels is None or not all(isinstance(m, GaussianHMM) for m in models):
+        raise ConfigError(f"bundled file {name} does not hold labelled Gaussian HMMs")
+    return models, labels  # type: ignore[return-value]
+
+
+def load_pipeline() -> FeaturePipeline:
+    """The feature pipeline of the bundled models, with its global standardisation."""
+    return FeaturePipeline.from_json(_resource("pipeline.json").read_text(encoding="utf-8"))
+
+
+def load_manifest() -> dict[str, Any]:
+    """Provenance, training settings, keywords and plaintext results of the bundled data."""
+    return json.loads(_resource("manifest.json").read_text(encoding="utf-8"))
+
+
+def load_bundled_models(
+    kind: Literal["diag", "full"] = "diag",
+) -> tuple[list[GaussianHMM], list[str]]:
+    """The ten 5-state left-to-right digit HMMs and their labels ``"zero"`` .. ``"nine"``.
+
+    They expect features standardised by :func:`load_pipeline` (as returned by
+    :func:`load_test_utterances` with ``standardised=True``).
+    """
+    models, labels = _load_model_file(f"models_{_check_kind(kind)}.npz")
+    if tuple(labels) != DIGIT_WORDS:
+        raise ConfigError(f"bundled models have labels {labels}, expected {list(DIGIT_WORDS)}")
+    return models, labels
+
+
+def load_garbage_model(kind: Literal["diag", "full"] = "diag") -> tuple[GaussianHMM, list[str]]:
+    """The garbage (background) model and the keyword labels it was trained against.
+
+    It is trained on the training utterances of every digit that is not a keyword;
+    an utterance is spotted as keyword ``k`` if model ``k`` scores above the garbage model
+    and above the other keywords.
+    """
+    models, _ = _load_model_file(f"garbage_{_check_kind(kind)}.npz")
+    return models[0], list(load_manifest()["keywords"])
+
+
+@dataclass(frozen=True, eq=False)
+class TestUtterance:
+    """One test-split recording: features (T, 39), its digit, speaker and index (0-4)."""
+
+    __test__ = False  # not a pytest test class
+
+    features: np.ndarray
+    digit: int
+    speaker: str
+    index: int
+
+    @property
+    def label(self) -> str:
+        """The digit as a model label (``"zero"`` .. ``"nine"``)."""
+        return DIGIT_WORDS[self.digit]
+
+
+def load_test_utterances(standardised: bool = True) -> list[TestUtterance]:
+    """The 250 test-split utterances (indices 0-4 of every speaker and digit).
+
+    The file stores raw MFCC features as float32; with ``standardised=True`` they are
+    mapped by the bundled pipeline's standardisation, ready for the bundled models.
+    Features are float64 arrays.
+    """
+    pipeline = load_pipeline() if standardised else None
+    with resources.as_file(_resource("test_features.npz")) as path:
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {
+                    k: data[k] for k in ("features", "lengths", "digits", "speakers", "indices")
+                }
+        except (OSError, ValueError, KeyError) as exc:
+            raise InvalidInputError(f"cannot read bundled test features: {exc}") from exc
+    lengths = arrays["lengths"].astype(np.int64)
+    if lengths.sum() != arrays["features"].shape[0]:
+        raise InvalidInputError("bundled test features: lengths do not match the frames")
+    bounds = np.concatenate([[0], np.cumsum(lengths)])
+    utterances = []
+    for i in range(len(lengths)):
+        features = arrays["features"][bounds[i] : bounds[i + 1]].astype(np.float64)
+        if pipeline is not None:
+            features = pipeline.standardise(features)
+        utterances.append(
+            TestUtterance(
+                features,
+                int(arrays["digits"][i]),
+                str(arrays["speakers"][i]),
+                int(arrays["indices"][i]),
+            )
+        )
+    return utterances
