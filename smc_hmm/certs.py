@@ -13,6 +13,15 @@ exactly these fields.  Files written to ``out_dir``:
 The CA's private key is *not* written: a directory made this way can mint no
 further certificates, so adding a party means re-running the command for the
 whole set.
+
+A folder that already holds a ``ca.pem`` (or any of the files to be written) is
+refused with :class:`~smc_hmm.errors.ConfigError` unless ``force=True``
+(``smc-hmm certs --force``): a new CA invalidates every certificate of the old
+set, so replacing one must be deliberate.  With ``force``, every ``<name>.pem``
+in the folder that the *old* ``ca.pem`` issued is removed together with its
+``<name>.key`` before the new set is written, so no stale certificate that no
+longer verifies against the new CA is left behind (re-running for fewer parties
+removes the dropped parties' files).  Other files are left alone.
 """
 
 from __future__ import annotations
@@ -44,6 +53,9 @@ class CertificateSet:
     ca_cert: Path
     certs: dict[str, Path]
     keys: dict[str, Path]
+    #: files of a replaced set removed by ``force=True``: certificates the old CA
+    #: issued and their keys, for parties not in the new set
+    removed: tuple[Path, ...] = ()
 
     def tls_config(self, party: str):
         """The :class:`~smc_hmm.transport.tcp.TlsConfig` of ``party``."""
@@ -52,13 +64,84 @@ class CertificateSet:
         return TlsConfig(self.ca_cert, self.certs[party], self.keys[party])
 
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
 def _write(path: Path, data: bytes, mode: int) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
-        os.fchmod(fd, mode)
-        os.write(fd, data)
-    finally:
-        os.close(fd)
+        # a fresh file (never through a symlink): existing ones were removed beforehand
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, mode)
+        try:
+            os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise ConfigError(f"cannot write {path}: {e.strerror or e}") from e
+
+
+def _prepare_dir(out: Path) -> None:
+    """Create ``out`` (and parents) or raise ConfigError: never a raw OSError."""
+    try:
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"cannot write certificates to {out}: it is not a directory")
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"cannot create directory {out}: {e.strerror or e}") from e
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot write certificates to {out}: permission denied")
+
+
+def _issued_by_old_ca(out: Path) -> list[Path]:
+    """Certificates in ``out`` that its current ``ca.pem`` issued, and their keys.
+
+    Only ``<name>.pem`` files holding a certificate that verifies against the old CA
+    are recognised; an unreadable or non-CA ``ca.pem`` recognises nothing.
+    """
+    try:
+        ca = x509.load_pem_x509_certificate((out / "ca.pem").read_bytes())
+    except (OSError, ValueError):
+        return []
+    found: list[Path] = []
+    for pem in sorted(out.glob("*.pem")):
+        if pem.name == "ca.pem" or not pem.is_file() or pem.is_symlink():
+            continue
+        try:
+            cert = x509.load_pem_x509_certificate(pem.read_bytes())
+            cert.verify_directly_issued_by(ca)
+        except Exception:  # not a certificate, or not one of this CA's: not ours to remove
+            continue
+        found.append(pem)
+        key = pem.with_suffix(".key")
+        if key.is_file() and not key.is_symlink():
+            found.append(key)
+    return found
+
+
+def _check_existing(out: Path, parties: list[str], force: bool) -> list[Path]:
+    """Refuse to overwrite an existing set unless ``force``; else the files to remove
+    first: the existing targets and the certificates (with keys) the old CA issued."""
+    targets = [out / "ca.pem"]
+    for p in parties:
+        targets += [out / f"{p}.pem", out / f"{p}.key"]
+    existing = [t for t in targets if t.exists() or t.is_symlink()]
+    if not existing:
+        return []
+    if not force:
+        what = (
+            "a certificate set (ca.pem)"
+            if (out / "ca.pem") in existing
+            else ", ".join(t.name for t in existing)
+        )
+        raise ConfigError(
+            f"{out} already holds {what}: a new CA invalidates every certificate of the old "
+            "set; use --force (force=True) to replace it (certificates issued by the old CA "
+            "and their keys are removed), or choose another --out"
+        )
+    new = set(targets)
+    return existing + [f for f in _issued_by_old_ca(out) if f not in new]
 
 
 def _check_parties(parties) -> list[str]:
@@ -79,18 +162,24 @@ def _check_parties(parties) -> list[str]:
 
 
 def make_certificates(
-    out_dir, parties, days: int = 365, *, ca_name: str = "smc-hmm CA"
+    out_dir, parties, days: int = 365, *, ca_name: str = "smc-hmm CA", force: bool = False
 ) -> CertificateSet:
     """Create a CA and one key + certificate per party in ``out_dir``.
 
     ``parties`` is a list of names (or a comma-separated string).  Returns the
-    paths; key files are created with mode 0600.
+    paths; key files are created with mode 0600.  A folder that already holds
+    ``ca.pem`` or one of the party files is refused (:class:`ConfigError`)
+    unless ``force``, which replaces the set and removes the certificates the old
+    CA issued (and their keys) that the new set does not overwrite; they are
+    listed in :attr:`CertificateSet.removed`.  An ``out_dir`` that is a file or
+    cannot be created or written raises :class:`ConfigError`.
     """
     parties = _check_parties(parties)
-    if not isinstance(days, int) or days < 1:
+    if isinstance(days, bool) or not isinstance(days, int) or days < 1:
         raise ConfigError("days must be a positive integer")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    _prepare_dir(out)
+    stale = _check_existing(out, parties, force)
     now = datetime.datetime.now(datetime.timezone.utc)
     not_before = now - datetime.timedelta(minutes=5)
     not_after = now + datetime.timedelta(days=days)
@@ -125,6 +214,13 @@ def make_certificates(
         .sign(ca_key, hashes.SHA256())
     )
     ca_path = out / "ca.pem"
+    for path in stale:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise ConfigError(f"cannot remove stale {path}: {e.strerror or e}") from e
     _write(ca_path, ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
 
     certs: dict[str, Path] = {}
@@ -191,4 +287,5 @@ def make_certificates(
             ),
             0o600,
         )
-    return CertificateSet(ca_path, certs, keys)
+    written = {ca_path, *certs.values(), *keys.values()}
+    return CertificateSet(ca_path, certs, keys, tuple(p for p in stale if p not in written))

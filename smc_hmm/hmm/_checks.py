@@ -18,6 +18,17 @@ SYMMETRY_RTOL = 1e-10
 """Relative tolerance of the symmetry check for full covariance matrices."""
 
 
+def plain(value: object) -> object:
+    """``value`` with a numpy scalar (or 0-d array) turned into the Python equivalent.
+
+    For error messages: ``f"{plain(x)!r}"`` shows ``1.1`` or ``'a'``, never
+    ``np.float64(1.1)`` or ``np.str_('a')``.
+    """
+    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        return value.item()
+    return value
+
+
 def as_float_array(value: ArrayLike, name: str, error: type[InvalidInputError]) -> np.ndarray:
     """Copy ``value`` into a float64 array, raising ``error`` if it is not numeric."""
     try:
@@ -68,7 +79,9 @@ def _check_probabilities(rows: np.ndarray, name: str, *, single_row: bool) -> No
     if bad.size:
         row = int(bad[0])
         where = "" if single_row else f" row {row}"
-        raise ModelError(f"{name}{where} sums to {sums[row]!r}, not 1 (tolerance {ROW_SUM_TOL})")
+        raise ModelError(
+            f"{name}{where} sums to {plain(sums[row])!r}, not 1 (tolerance {ROW_SUM_TOL})"
+        )
 
 
 def cholesky(cov: np.ndarray, name: str) -> np.ndarray:

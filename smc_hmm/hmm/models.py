@@ -46,12 +46,16 @@ def _as_rng(rng: np.random.Generator | int | None) -> np.random.Generator:
         return rng
     if rng is None or isinstance(rng, (int, np.integer)):
         return np.random.default_rng(rng)
-    raise InvalidInputError(f"rng must be a numpy Generator, an int seed or None, not {rng!r}")
+    raise InvalidInputError(
+        f"rng must be a numpy Generator, an int seed or None, not {_checks.plain(rng)!r}"
+    )
 
 
 def _check_length(n_steps: object) -> int:
     if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
-        raise InvalidInputError(f"the sequence length must be a positive integer, got {n_steps!r}")
+        raise InvalidInputError(
+            f"the sequence length must be a positive integer, got {_checks.plain(n_steps)!r}"
+        )
     return int(n_steps)
 
 
@@ -231,7 +235,8 @@ class GaussianHMM(_MarkovChain):
         super().__post_init__()
         if self.covariance_type not in ("diag", "full"):
             raise ModelError(
-                f"covariance_type must be 'diag' or 'full', got {self.covariance_type!r}"
+                "covariance_type must be 'diag' or 'full', "
+                f"got {_checks.plain(self.covariance_type)!r}"
             )
         means = _checks.as_float_array(self.means, "means", ModelError)
         _checks.require_ndim(means, 2, "means", ModelError)
@@ -247,7 +252,7 @@ class GaussianHMM(_MarkovChain):
         if covars.shape != expected:
             raise ModelError(
                 f"covars has shape {covars.shape}, expected {expected} for "
-                f"covariance_type={self.covariance_type!r}"
+                f"covariance_type={_checks.plain(self.covariance_type)!r}"
             )
         _checks.require_finite(covars, "covars", ModelError)
         if self.covariance_type == "diag":

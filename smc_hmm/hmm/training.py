@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from smc_hmm.errors import InvalidInputError, ShapeMismatchError
+from smc_hmm.hmm._checks import plain
 from smc_hmm.hmm.inference import backward_from_logs, forward_from_logs
 from smc_hmm.hmm.models import HMM, DiscreteHMM, GaussianHMM
 
@@ -201,7 +202,7 @@ def reestimate(model: HMM, counts: ExpectedCounts, *, min_covar: float = DEFAULT
     previous parameters. Counts must be finite and nonnegative.
     """
     if not (math.isfinite(min_covar) and min_covar >= 0):
-        raise InvalidInputError(f"min_covar must be finite and >= 0, got {min_covar!r}")
+        raise InvalidInputError(f"min_covar must be finite and >= 0, got {plain(min_covar)!r}")
     n_states = model.n_states
     initial = _check_counts("initial", counts.initial, (n_states,))
     transitions = _check_counts("transitions", counts.transitions, (n_states, n_states))
@@ -258,9 +259,9 @@ def baum_welch(
     including the returned one, has its log-likelihood recorded in ``history``.
     """
     if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 0:
-        raise InvalidInputError(f"n_iter must be an integer >= 0, got {n_iter!r}")
+        raise InvalidInputError(f"n_iter must be an integer >= 0, got {plain(n_iter)!r}")
     if not (math.isfinite(tol) and tol >= 0):
-        raise InvalidInputError(f"tol must be finite and >= 0, got {tol!r}")
+        raise InvalidInputError(f"tol must be finite and >= 0, got {plain(tol)!r}")
     sequences = _check_sequences(sequences)
     history: list[float] = []
     converged = False
