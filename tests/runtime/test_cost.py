@@ -1,11 +1,16 @@
 """The cost ledger, merged reports and the cost model."""
 
+import io
 import json
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
+from rich.console import Console
 
+from smc_hmm.bench.rates import measure_rates
 from smc_hmm.cost import (
     OPS,
     ROOT_PHASE,
@@ -14,7 +19,6 @@ from smc_hmm.cost import (
     CostModel,
     CostReport,
     PrimitiveRates,
-    measure_rates,
 )
 from smc_hmm.crypto import CipherArray, PublicKey
 from smc_hmm.errors import ConfigError, InvalidInputError
@@ -154,6 +158,117 @@ def test_report_merges_and_round_trips_json_deterministically():
     }
     table = report.to_text()
     assert "alice" in table and "bob" in table and "traffic per link" in table
+
+
+def _three_party_report():
+    """Realistic sizes: 2048-bit keys, counts and bytes in the millions, long phase names."""
+    alice, bob, trent = (CostLedger(n, key_bits=2048) for n in ("alice", "bob", "trent"))
+    with alice.phase("encrypt observations"):
+        alice.count("encrypt", 4200)
+        alice.on_send("bob", "obs", 538040, 1)
+    with bob.phase("forward recursion"):
+        bob.on_recv("alice", "obs", 538040, 1, 0.25)
+        for op, k in [("add", 90000), ("multiexp_terms", 1521000), ("rerandomize", 1770)]:
+            bob.count(op, k)
+        bob.count("scalar_mul", 8700)
+        bob.count("ot", 30)
+        bob.count("compare", 12)
+        bob.count("dot_product", 7)  # an operation outside OPS gets its own column
+        bob.on_send("alice", "alpha", 12750123, 2)
+        bob.on_send("trent", "share", 1066, 2)
+    with alice.phase("forward recursion"):
+        alice.on_recv("bob", "alpha", 12750123, 2, 1.5)
+        alice.count("decrypt", 1770)
+        alice.count("encrypt", 900)
+    with trent.phase("collect shares"):
+        trent.on_recv("bob", "share", 1066, 2, 0.125)
+    with trent.phase("aggregate"):
+        trent.count("add", 16)
+    return CostReport.from_ledgers([alice, bob, trent], meta={"run": "test"})
+
+
+#: every column name of the three tables (party, phase and link) of _three_party_report
+_COLUMN_NAMES = {
+    "party",
+    *("enc", "dec", "add", "s.mul", "mexp", "rerand", "OT", "cmp", "dot_product"),
+    *("msgs out/in", "bytes out/in", "rounds", "wall s", "cpu s", "compute s", "wait s"),
+    *("phase", "operations"),
+    *("from", "to", "messages", "bytes"),
+}
+
+
+def _header_names(text: str) -> set[str]:
+    """Column names as printed: the cells of the heavy header rows of rich's default box."""
+    return {
+        cell.strip()
+        for line in text.splitlines()
+        if line.startswith("┃")
+        for cell in line.split("┃")
+        if cell.strip()
+    }
+
+
+@pytest.mark.parametrize("width", [80, 100, 120])
+def test_tables_are_readable_at_80_columns_and_piped(width):
+    """Regression: at 80 columns every header used to be cut to "p…", "e…"."""
+    report = _three_party_report()
+    console = Console(width=width, file=io.StringIO(), force_terminal=False)
+    report.render(console)
+    text = console.file.getvalue()
+    assert _header_names(text) == _COLUMN_NAMES  # every name in full, on one line
+    assert "…" not in text  # nothing cut with an ellipsis
+    assert max(map(len, text.splitlines())) <= width
+    for cell in (
+        "12751189/538040",  # bytes out/in of bob
+        "538040/12750123",
+        "13289229",  # total bytes
+        "1521000",  # mexp of bob
+        "1.500",  # alice's wait
+        "encrypt observations",
+        "collect shares",
+        "traffic per link",
+        "2048-bit keys, 2 rounds",
+    ):
+        assert cell in text
+    assert report.to_text(width) == text  # to_text lays out the same way
+    # the JSON form does not depend on the layout
+    data = report.to_dict()
+    assert CostReport.from_dict(data).to_dict() == data
+    assert CostReport.from_json(report.to_json()).to_json() == report.to_json()
+    assert set(data) == {"version", "key_bits", "meta", "parties", "totals"}
+    assert data["totals"]["ops"]["dot_product"] == 7
+
+
+def test_split_tables_repeat_key_columns_and_name_their_groups():
+    report = _three_party_report()
+    narrow = report.to_text(80)
+    assert "cost per party: operations (2048-bit keys, 2 rounds)" in narrow
+    assert "cost per party: time" in narrow and "cost per phase: time" in narrow
+    # the key columns are repeated: every party table lists every party and the total
+    assert narrow.count("│ total ") == sum(
+        1 for line in narrow.splitlines() if "cost per party" in line
+    )
+    # wide enough: one table of each kind, as before
+    wide = report.to_text(200)
+    titles = [t.title for t in report.tables(200)]
+    assert titles == [
+        "cost per party (2048-bit keys, 2 rounds)",
+        "cost per phase",
+        "traffic per link",
+    ]
+    assert [t.title for t in report.tables()] == titles
+    assert _header_names(wide) == _COLUMN_NAMES
+    # very narrow consoles still get whole names and no crash
+    tiny = report.to_text(40)
+    assert _header_names(tiny) == _COLUMN_NAMES and "…" not in tiny
+
+
+def test_the_cost_package_does_not_import_the_benchmarks():
+    code = (
+        "import sys, smc_hmm.cost; "
+        "assert not any(m.startswith('smc_hmm.bench') for m in sys.modules), 'eager'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 @pytest.mark.parametrize(

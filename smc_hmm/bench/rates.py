@@ -1,0 +1,77 @@
+"""Measured primitive rates: time the crypto operations the cost model prices.
+
+One responsibility: *measure* single-thread operations per second of the real
+crypto paths at one key size, as :class:`~smc_hmm.cost.model.PrimitiveRates`
+for :class:`~smc_hmm.cost.model.CostModel`.  See ``docs/architecture.md``
+("The cost ledger").  ``smc-hmm bench primitives`` prints these rates;
+``smc_hmm.cost.measure_rates`` re-exports :func:`measure_rates` lazily.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from smc_hmm.cost.model import PrimitiveRates
+from smc_hmm.errors import InvalidInputError
+
+
+def _rate(fn, batch: int, min_seconds: float) -> float:
+    """Operations per second of ``fn()`` (which performs ``batch`` ops), best of >= 3 runs."""
+    fn()  # warm up (tables, caches)
+    best = math.inf
+    runs = 0
+    start = time.perf_counter()
+    while runs < 3 or time.perf_counter() - start < min_seconds:
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+        runs += 1
+    return batch / max(best, 1e-9)
+
+
+def measure_rates(
+    public_key, private_key, *, scalar_bits: int = 64, batch: int = 8, min_seconds: float = 0.05
+) -> PrimitiveRates:
+    """Measure single-thread rates of the primitive operations for this key pair.
+
+    Uses the real crypto paths: encryption and re-randomisation as a party
+    holding only the public key does them (the default randomizer, after its
+    tables are built: building them is a one-off cost per party and key that
+    the model leaves out), CRT decryption in batches below the threading
+    threshold, ``scalar_bits``-bit scalars and multi-exponentiation weights.
+    Takes about ``6 * min_seconds`` plus one warm-up of each operation.
+    """
+    import gmpy2
+    from gmpy2 import mpz
+
+    from smc_hmm.crypto.cipherarray import CipherArray
+    from smc_hmm.crypto.keys import PublicKey
+
+    sk = private_key
+    if sk.public_key.n != public_key.n:
+        raise InvalidInputError("the private key does not belong to the public key")
+    pk = PublicKey(public_key.n, rng=public_key.rng)  # public-key-only encryptor, unmetered
+    rng = pk.rng
+    n2 = pk.nsquare_mpz
+    values = [rng.randbits(32) for _ in range(batch)]
+    cts = pk.encrypt_ints(values)
+    scalars = [rng.randbits(scalar_bits) | 1 for _ in range(batch)]
+    terms = 64
+    bases = CipherArray.encrypt(pk, [v & 0xFF for v in (values * terms)[:terms]])
+    weights = [rng.randbits(scalar_bits) for _ in range(terms)]
+    old_threads = getattr(sk, "decrypt_threads", 1)
+    rates = {}
+    rates["encrypt"] = _rate(lambda: pk.encrypt_ints(values), batch, min_seconds)
+    try:
+        sk.decrypt_threads = 1
+        rates["decrypt"] = _rate(lambda: sk.decrypt_ints(cts), batch, min_seconds)
+    finally:
+        sk.decrypt_threads = old_threads
+    rates["add"] = _rate(lambda: [a * b % n2 for a in cts for b in cts], batch * batch, min_seconds)
+    rates["scalar_mul"] = _rate(
+        lambda: [gmpy2.powmod(c, mpz(k), n2) for c, k in zip(cts, scalars)], batch, min_seconds
+    )
+    rates["multiexp_terms"] = _rate(lambda: bases.lincomb(weights), terms, min_seconds)
+    rates["rerandomize"] = _rate(lambda: pk.rerandomize(cts), batch, min_seconds)
+    return PrimitiveRates(pk.bits, rates, scalar_bits)

@@ -1,0 +1,229 @@
+"""The cost model: predicted running time from primitive rates and a cost report.
+
+One responsibility: *predict*.  See ``docs/architecture.md`` ("The cost
+ledger").  :class:`CostModel` predicts running time from primitive rates
+(:class:`PrimitiveRates`, measured by :func:`smc_hmm.bench.rates.measure_rates`),
+a :class:`~smc_hmm.cost.report.CostReport`, a target key size, an input-size
+factor and a network (latency, bandwidth).  Scaling assumption, measured with
+gmpy2 between 1024- and 2048-bit keys and stated in :data:`SCALING_EXPONENTS`:
+
+* operations that are a modular exponentiation with an exponent as long as the
+  key (encryption -- the DJN randomizer h_s^alpha with |alpha| = bits/2 --,
+  CRT decryption, re-randomisation) cost ~ bits^2.7 (bits multiplications of
+  cost ~ bits^1.6 each; GMP's sub-quadratic multiplication);
+* a homomorphic addition is one multiplication mod n^2: ~ bits^1.6;
+* a scalar multiplication or multi-exponentiation term with a fixed-size
+  (e.g. 64-bit fixed-point) exponent costs a fixed number of multiplications
+  plus reductions: ~ bits^1.75;
+* OT and comparison invocations cost nothing extra in the model: their
+  encryptions, decryptions and exponentiations are counted as primitive
+  operations already.
+
+Network time is ``latency * rounds + bytes / bandwidth``.  Encoded bytes are
+scaled linearly with the key size (ciphertexts and keys dominate the traffic)
+and, like operation counts, linearly with the input-size factor; rounds do not
+change with either.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from smc_hmm.cost.ledger import OPS
+from smc_hmm.errors import ConfigError, InvalidInputError
+
+if TYPE_CHECKING:
+    from smc_hmm.cost.report import CostReport
+
+#: Primitive crypto operations with a cost in the model (OT and comparison are composites).
+CRYPTO_OPS: tuple[str, ...] = OPS[:6]
+#: Cost of one operation ~ bits ** exponent (measured 1024 -> 2048 bits, gmpy2 2.3).
+SCALING_EXPONENTS: dict[str, float] = {
+    "encrypt": 2.7,
+    "decrypt": 2.7,
+    "rerandomize": 2.7,
+    "add": 1.6,
+    "scalar_mul": 1.75,
+    "multiexp_terms": 1.75,
+}
+
+
+@dataclass
+class PrimitiveRates:
+    """Measured operations per second at one key size (single thread)."""
+
+    bits: int
+    rates: dict[str, float]
+    scalar_bits: int = 64
+    exponents: dict[str, float] = field(default_factory=lambda: dict(SCALING_EXPONENTS))
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.bits, int) or self.bits < 2:
+            raise InvalidInputError(f"bits must be a positive integer, got {self.bits!r}")
+        for op in CRYPTO_OPS:
+            rate = self.rates.get(op)
+            if not isinstance(rate, (int, float)) or not (rate > 0 and math.isfinite(rate)):
+                raise InvalidInputError(
+                    f"rate for {op!r} must be a finite number > 0, got {rate!r}"
+                )
+            if op not in self.exponents:
+                raise InvalidInputError(f"no scaling exponent for {op!r}")
+
+    def seconds_per(self, op: str, bits: int | None = None) -> float:
+        """Seconds for one ``op`` at ``bits`` (scaled as (bits / measured)^exponent)."""
+        if op not in CRYPTO_OPS:
+            return 0.0  # composite (OT, comparison): its primitives are counted separately
+        base = 1.0 / self.rates[op]
+        if bits is None or bits == self.bits:
+            return base
+        return base * (bits / self.bits) ** self.exponents[op]
+
+    def at(self, bits: int) -> PrimitiveRates:
+        """The predicted rates at another key size."""
+        return PrimitiveRates(
+            bits,
+            {op: 1.0 / self.seconds_per(op, bits) for op in CRYPTO_OPS},
+            self.scalar_bits,
+            dict(self.exponents),
+        )
+
+    def to_dict(self) -> dict:
+        return {
+            "bits": self.bits,
+            "rates": dict(sorted(self.rates.items())),
+            "scalar_bits": self.scalar_bits,
+            "exponents": dict(sorted(self.exponents.items())),
+        }
+
+    @classmethod
+    def from_dict(cls, d) -> PrimitiveRates:
+        try:
+            return cls(
+                int(d["bits"]),
+                {k: float(v) for k, v in d["rates"].items()},
+                int(d.get("scalar_bits", 64)),
+                {k: float(v) for k, v in d.get("exponents", SCALING_EXPONENTS).items()},
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ConfigError(f"malformed primitive rates: {e}") from e
+
+
+@dataclass
+class Prediction:
+    """Predicted time of one run: per-party compute, network, and two totals."""
+
+    bits: int
+    compute: dict[str, float]
+    network_seconds: float
+    rounds: int
+    bytes_total: int
+    latency: float
+    bandwidth: float | None
+    #: every party computes in turn and every byte crosses the network one after another
+    serial_seconds: float
+    #: the busiest party's compute and link, perfectly overlapped with everyone else
+    parallel_seconds: float
+
+    def to_dict(self) -> dict:
+        return {
+            "bits": self.bits,
+            "compute": dict(sorted(self.compute.items())),
+            "network_seconds": self.network_seconds,
+            "rounds": self.rounds,
+            "bytes_total": self.bytes_total,
+            "latency": self.latency,
+            "bandwidth": self.bandwidth,
+            "serial_seconds": self.serial_seconds,
+            "parallel_seconds": self.parallel_seconds,
+        }
+
+    def table(self):
+        from rich.table import Table
+
+        net = "no bandwidth limit" if self.bandwidth is None else f"{self.bandwidth / 1e6:g} MB/s"
+        t = Table(title=f"predicted at {self.bits} bits\n{self.latency * 1e3:g} ms, {net}")
+        t.add_column("item")
+        t.add_column("seconds", justify="right")
+        for party, s in sorted(self.compute.items()):
+            t.add_row(f"compute {party}", f"{s:.4f}")
+        t.add_row(
+            f"network ({self.rounds} rounds, {self.bytes_total} bytes)",
+            f"{self.network_seconds:.4f}",
+        )
+        t.add_row("total, parties in turn", f"{self.serial_seconds:.4f}", style="bold")
+        t.add_row("total, fully overlapped", f"{self.parallel_seconds:.4f}")
+        return t
+
+
+class CostModel:
+    """Predicts running time from primitive rates and a ledger (see module docstring)."""
+
+    def __init__(self, rates: PrimitiveRates):
+        if not isinstance(rates, PrimitiveRates):
+            raise InvalidInputError("CostModel needs PrimitiveRates (see measure_rates)")
+        self.rates = rates
+
+    def compute_seconds(self, ops: Mapping[str, int], bits: int | None = None) -> float:
+        """Time for these operation counts at ``bits`` (default: the measured size)."""
+        bits = self.rates.bits if bits is None else bits
+        return sum(int(k) * self.rates.seconds_per(op, bits) for op, k in ops.items())
+
+    @staticmethod
+    def network_seconds(
+        rounds: int, nbytes: float, latency: float, bandwidth: float | None
+    ) -> float:
+        """``latency * rounds + bytes / bandwidth`` (no bandwidth: unlimited)."""
+        if latency < 0 or (bandwidth is not None and bandwidth <= 0):
+            raise InvalidInputError("latency must be >= 0 and bandwidth > 0")
+        return latency * rounds + (0.0 if bandwidth is None else nbytes / bandwidth)
+
+    def predict(
+        self,
+        report: CostReport,
+        *,
+        bits: int | None = None,
+        latency: float = 0.0,
+        bandwidth: float | None = None,
+        input_scale: float = 1.0,
+        measured_bits: int | None = None,
+    ) -> Prediction:
+        """Predict the run of ``report`` at ``bits`` with inputs ``input_scale`` times larger.
+
+        Operation counts and bytes scale linearly with ``input_scale``; bytes
+        scale linearly with the key size relative to the report's
+        (``measured_bits``, default ``report.key_bits``, else the rates' size).
+        """
+        if not (input_scale > 0 and math.isfinite(input_scale)):
+            raise InvalidInputError("input_scale must be a finite number > 0")
+        bits = self.rates.bits if bits is None else int(bits)
+        source_bits = measured_bits or report.key_bits or self.rates.bits
+        byte_scale = input_scale * bits / source_bits
+        compute = {
+            name: input_scale * self.compute_seconds(p["ops"], bits)
+            for name, p in report.parties.items()
+        }
+        total_bytes = report.bytes_total * byte_scale
+        busiest = (
+            max(
+                (max(p["bytes"]["sent"], p["bytes"]["recv"]) for p in report.parties.values()),
+                default=0,
+            )
+            * byte_scale
+        )
+        rounds = report.rounds
+        serial_net = self.network_seconds(rounds, total_bytes, latency, bandwidth)
+        parallel_net = self.network_seconds(rounds, busiest, latency, bandwidth)
+        return Prediction(
+            bits=bits,
+            compute=compute,
+            network_seconds=serial_net,
+            rounds=rounds,
+            bytes_total=round(total_bytes),
+            latency=latency,
+            bandwidth=bandwidth,
+            serial_seconds=sum(compute.values()) + serial_net,
+            parallel_seconds=max(compute.values(), default=0.0) + parallel_net,
+        )
