@@ -58,13 +58,16 @@ def main() -> None:
     args = parser.parse_args()
     pk, _ = generate_keypair(2048)
     n2 = pk.nsquare_mpz
-    cts = CipherArray.encrypt(PublicKey(pk.n), [secrets.randbelow(1 << 30)
-                                                for _ in range(args.terms)])
+    cts = CipherArray.encrypt(
+        PublicKey(pk.n), [secrets.randbelow(1 << 30) for _ in range(args.terms)]
+    )
     bases = cts.ciphertexts()
-    weights = [secrets.randbelow(1 << 40) * (1 if secrets.randbits(1) else -1)
-               for _ in range(args.terms)]
+    weights = [
+        secrets.randbelow(1 << 40) * (1 if secrets.randbits(1) else -1) for _ in range(args.terms)
+    ]
     if signed_bos_coster(bases, weights, n2) != combine_parts(
-            [signed_parts(bases, weights, n2)], n2):
+        [signed_parts(bases, weights, n2)], n2
+    ):
         raise AssertionError("Bos-Coster and buckets disagree")
     chain = bases[:400]
 
@@ -74,14 +77,18 @@ def main() -> None:
             acc = acc * b % n2
 
     packed = PackedInts.for_modulus(bases, n2)
-    serial = interleaved_medians({
-        "400 multiplications mod n^2": multiplications,
-        "buckets (signed digits)": lambda: signed_parts(bases, weights, n2),
-        "Bos-Coster (by sign)": lambda: signed_bos_coster(bases, weights, n2),
-        "pickle mpz list, both ways": lambda: pickle.loads(pickle.dumps(bases)),
-        "PackedInts, both ways": lambda: pickle.loads(pickle.dumps(
-            PackedInts(packed.values, packed.width))),
-    }, args.rounds)
+    serial = interleaved_medians(
+        {
+            "400 multiplications mod n^2": multiplications,
+            "buckets (signed digits)": lambda: signed_parts(bases, weights, n2),
+            "Bos-Coster (by sign)": lambda: signed_bos_coster(bases, weights, n2),
+            "pickle mpz list, both ways": lambda: pickle.loads(pickle.dumps(bases)),
+            "PackedInts, both ways": lambda: pickle.loads(
+                pickle.dumps(PackedInts(packed.values, packed.width))
+            ),
+        },
+        args.rounds,
+    )
     print(f"2048-bit key, {args.terms} terms, medians of {args.rounds} interleaved rounds")
     for name, seconds in serial.items():
         print(f"  {name:40s} {seconds * 1e3:8.2f} ms")

@@ -21,8 +21,20 @@ from smc_hmm.crypto.randomness import (
 from smc_hmm.crypto.rng import Rng
 
 __all__ = [
-    "DEFAULT_KEY_BITS", "CipherArray", "DJNRandomizer", "FixedBaseTable", "Meter",
-    "NthPowerRandomizer", "PrivateKey", "PublicKey", "Randomizer", "RandomizerPool", "Rng",
-    "generate_keypair", "multiexp", "naive_multiexp", "private_key_from_phe",
+    "DEFAULT_KEY_BITS",
+    "CipherArray",
+    "DJNRandomizer",
+    "FixedBaseTable",
+    "Meter",
+    "NthPowerRandomizer",
+    "PrivateKey",
+    "PublicKey",
+    "Randomizer",
+    "RandomizerPool",
+    "Rng",
+    "generate_keypair",
+    "multiexp",
+    "naive_multiexp",
+    "private_key_from_phe",
     "public_key_from_phe",
 ]

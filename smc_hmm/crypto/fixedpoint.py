@@ -20,9 +20,15 @@ from smc_hmm.errors import InvalidInputError
 
 def check_scale(scale) -> int:
     if not isinstance(scale, Integral) or isinstance(scale, bool) or not 0 <= scale <= 4096:
-        raise InvalidInputError(f"scale must be an integer number of bits in [0, 4096], "
-                                f"got {scale!r}")
+        raise InvalidInputError(
+            f"scale must be an integer number of bits in [0, 4096], got {_plain(scale)!r}"
+        )
     return int(scale)
+
+
+def _plain(value):
+    """A numpy scalar as the Python value, so messages never show ``np.int64(5000)``."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def as_object_array(values) -> np.ndarray:

@@ -49,8 +49,9 @@ def window_count(top: int, c: int) -> int:
     window than the bit length suggests may be needed (2^41 - 1 at c = 7 takes 7).
     """
     windows = 0
-    while top + ((1 << (c - 1)) * ((1 << (c * windows)) - 1)) // ((1 << c) - 1) \
-            >= 1 << (c * windows):
+    while top + ((1 << (c - 1)) * ((1 << (c * windows)) - 1)) // ((1 << c) - 1) >= 1 << (
+        c * windows
+    ):
         windows += 1
     return windows
 
@@ -89,9 +90,15 @@ def signed_digit_columns(exps: Sequence[int], c: int) -> list[list[int]]:
     return [[r[j] if j < len(r) else 0 for r in rows] for j in range(windows)]
 
 
-def signed_parts(bases: Sequence[mpz], exps: Sequence[int], modulus: mpz, *,
-                 window: int | None = None, lo: int = 0,
-                 hi: int | None = None) -> tuple[mpz, mpz]:
+def signed_parts(
+    bases: Sequence[mpz],
+    exps: Sequence[int],
+    modulus: mpz,
+    *,
+    window: int | None = None,
+    lo: int = 0,
+    hi: int | None = None,
+) -> tuple[mpz, mpz]:
     """(P, Q) with prod g_i^{e_i} = P * Q^{-1}, for exponents of either sign.
 
     Signed-digit Pippenger: each exponent is recoded into digits |d| <= 2^(c-1);
@@ -137,8 +144,9 @@ def signed_parts(bases: Sequence[mpz], exps: Sequence[int], modulus: mpz, *,
     return (ONE if pos_acc is None else pos_acc), (ONE if neg_acc is None else neg_acc)
 
 
-def merge_window_parts(parts: Sequence[tuple[int, tuple[mpz, mpz]]], c: int,
-                       modulus: mpz) -> tuple[mpz, mpz]:
+def merge_window_parts(
+    parts: Sequence[tuple[int, tuple[mpz, mpz]]], c: int, modulus: mpz
+) -> tuple[mpz, mpz]:
     """Merge (lo, (P, Q)) results of window chunks: prod P^(2^(c lo)), prod Q^(2^(c lo))."""
     positive, negative = ONE, ONE
     for lo, (p, q) in parts:

@@ -38,13 +38,23 @@ class PackingPlan:
     slots: int
 
     @classmethod
-    def for_key(cls, public_key: PublicKey, value_bits: int, *, growth_bits: int = 0,
-                mask_bits: int = 0, max_slots: int | None = None) -> PackingPlan:
+    def for_key(
+        cls,
+        public_key: PublicKey,
+        value_bits: int,
+        *,
+        growth_bits: int = 0,
+        mask_bits: int = 0,
+        max_slots: int | None = None,
+    ) -> PackingPlan:
         """The widest plan for ``public_key``: values of ``value_bits`` bits (magnitude),
         ``growth_bits`` of headroom for later sums/linear combinations and ``mask_bits``
         for additive masks."""
-        for name, v in (("value_bits", value_bits), ("growth_bits", growth_bits),
-                        ("mask_bits", mask_bits)):
+        for name, v in (
+            ("value_bits", value_bits),
+            ("growth_bits", growth_bits),
+            ("mask_bits", mask_bits),
+        ):
             if not isinstance(v, int) or v < 0:
                 raise InvalidInputError(f"{name} must be a non-negative int, got {v!r}")
         width = value_bits + growth_bits + mask_bits + 2
@@ -69,8 +79,9 @@ class PackingPlan:
         packed = 0
         for j, v in enumerate(values):
             if abs(v) > limit:
-                raise PrecisionError(f"slot value needs {abs(v).bit_length() + 1} bits, "
-                                     f"slot has {self.slot_bits}")
+                raise PrecisionError(
+                    f"slot value needs {abs(v).bit_length() + 1} bits, slot has {self.slot_bits}"
+                )
             packed += v << (j * self.slot_bits)
         return packed
 
@@ -103,18 +114,27 @@ class PackedCipherArray:
         self.cipher, self.plan, self.width, self.slot_bound = cipher, plan, width, slot_bound
 
     @classmethod
-    def encrypt(cls, public_key: PublicKey, values, scale: int, plan: PackingPlan, *,
-                compute: Compute | None = None) -> PackedCipherArray:
+    def encrypt(
+        cls,
+        public_key: PublicKey,
+        values,
+        scale: int,
+        plan: PackingPlan,
+        *,
+        compute: Compute | None = None,
+    ) -> PackedCipherArray:
         """Encrypt a (rows, width) array of reals (at ``scale``) or integers."""
         ints, bound = fixedpoint.encode(values, scale)
         if ints.ndim != 2:
             raise ShapeMismatchError(f"packed values must be 2-D (rows, width), got {ints.shape}")
         if bound > plan.slot_limit:
-            raise PrecisionError(f"values need {bound.bit_length() + 1} bits per slot, plan "
-                                 f"has {plan.slot_bits}")
+            raise PrecisionError(
+                f"values need {bound.bit_length() + 1} bits per slot, plan has {plan.slot_bits}"
+            )
         packed = np.array([plan.pack(row) for row in ints], dtype=object)
-        cipher = CipherArray.encrypt_encoded(public_key, packed, scale,
-                                             fixedpoint.max_abs(packed), compute=compute)
+        cipher = CipherArray.encrypt_encoded(
+            public_key, packed, scale, fixedpoint.max_abs(packed), compute=compute
+        )
         return cls(cipher, plan, ints.shape[1], bound)
 
     @property
@@ -133,7 +153,8 @@ class PackedCipherArray:
         if slot_bound > self.plan.slot_limit:
             raise PrecisionError(
                 f"a slot could reach {slot_bound.bit_length() + 1} bits but slots have "
-                f"{self.plan.slot_bits}: plan more growth_bits")
+                f"{self.plan.slot_bits}: plan more growth_bits"
+            )
         return PackedCipherArray(cipher, self.plan, self.width, slot_bound)
 
     def _whole_bound(self, slot_bound: int) -> int:
@@ -154,8 +175,9 @@ class PackedCipherArray:
                 raise ShapeMismatchError("packed arrays differ in plan or shape")
             bound = self.slot_bound + other.slot_bound
             self._with(self.cipher, bound)  # check first
-            summed = self.cipher.with_bound(self._whole_bound(self.slot_bound)) + \
-                other.cipher.with_bound(self._whole_bound(other.slot_bound))
+            summed = self.cipher.with_bound(
+                self._whole_bound(self.slot_bound)
+            ) + other.cipher.with_bound(self._whole_bound(other.slot_bound))
             return self._with(summed, bound)
         ints, obound = fixedpoint.encode(other, self.scale)
         ints = np.broadcast_to(ints, self.shape)
@@ -163,8 +185,7 @@ class PackedCipherArray:
         self._with(self.cipher, bound)
         packed = np.array([self.plan.pack(row) for row in ints], dtype=object)
         n, n2 = self.public_key.n_mpz, self.public_key.nsquare_mpz
-        flat = [c * (1 + (int(p) % n) * n) % n2 for c, p in zip(self.cipher.ciphertexts(),
-                                                               packed)]
+        flat = [c * (1 + (int(p) % n) * n) % n2 for c, p in zip(self.cipher.ciphertexts(), packed)]
         self.public_key.meter.count("add", len(flat))
         return self._with(self.cipher._like(flat, self.scale, self._whole_bound(bound)), bound)
 
@@ -177,8 +198,9 @@ class PackedCipherArray:
         cipher = self.cipher.with_bound(self._whole_bound(self.slot_bound)).mul(int(factor), scale)
         return self._with(cipher, bound)
 
-    def lincomb(self, weights, weight_scale: int = 0, *,
-                compute: Compute | None = None) -> PackedCipherArray:
+    def lincomb(
+        self, weights, weight_scale: int = 0, *, compute: Compute | None = None
+    ) -> PackedCipherArray:
         """W @ values for integer weights W of shape (k, rows): one multi-exponentiation
         per output row computes all ``width`` columns at once."""
         w = fixedpoint.as_object_array(weights)
@@ -187,13 +209,15 @@ class PackedCipherArray:
         bound = self.slot_bound * max((sum(abs(int(x)) for x in row) for row in w), default=0)
         self._with(self.cipher, bound)
         cipher = self.cipher.with_bound(self._whole_bound(self.slot_bound)).lincomb(
-            w, weight_scale, compute=compute)
+            w, weight_scale, compute=compute
+        )
         return self._with(cipher, bound)
 
     def rerandomize(self) -> PackedCipherArray:
-        return PackedCipherArray(self.cipher.rerandomize(), self.plan, self.width,
-                                 self.slot_bound)
+        return PackedCipherArray(self.cipher.rerandomize(), self.plan, self.width, self.slot_bound)
 
     def __repr__(self) -> str:
-        return (f"PackedCipherArray(shape={self.shape}, slots={self.plan.slots}x"
-                f"{self.plan.slot_bits}b, scale={self.scale})")
+        return (
+            f"PackedCipherArray(shape={self.shape}, slots={self.plan.slots}x"
+            f"{self.plan.slot_bits}b, scale={self.scale})"
+        )

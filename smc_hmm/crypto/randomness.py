@@ -84,8 +84,14 @@ class NthPowerRandomizer(Randomizer):
         if primes is not None:
             p, q = (mpz(x) for x in primes)
             p2, q2 = p * p, q * q
-            self._crt = (p2, q2, self.n % (p * (p - 1)), self.n % (q * (q - 1)),
-                         gmpy2.invert(q2, p2), q2)
+            self._crt = (
+                p2,
+                q2,
+                self.n % (p * (p - 1)),
+                self.n % (q * (q - 1)),
+                gmpy2.invert(q2, p2),
+                q2,
+            )
             self.name = "r^n (CRT)"
 
     def draw(self, count: int) -> list[mpz]:
@@ -101,8 +107,15 @@ class NthPowerRandomizer(Randomizer):
 class DJNRandomizer(Randomizer):
     """rho = h_s^alpha, alpha uniform of ``alpha_bits`` bits, from a fixed-base table."""
 
-    def __init__(self, n: mpz, rng: Rng, alpha_bits: int | None = None, window: int = 8,
-                 primes: tuple[mpz, mpz] | None = None, h_s: mpz | None = None):
+    def __init__(
+        self,
+        n: mpz,
+        rng: Rng,
+        alpha_bits: int | None = None,
+        window: int = 8,
+        primes: tuple[mpz, mpz] | None = None,
+        h_s: mpz | None = None,
+    ):
         n = mpz(n)
         self.n, self.nsquare, self.rng = n, n * n, rng
         self.alpha_bits = alpha_bits if alpha_bits is not None else (n.bit_length() + 1) // 2
@@ -122,15 +135,18 @@ class DJNRandomizer(Randomizer):
         with self._lock:
             if self._tables is None:
                 if self._primes is None:
-                    self._tables = FixedBaseTable(self.h_s, self.nsquare, self.alpha_bits,
-                                                  self.window)
+                    self._tables = FixedBaseTable(
+                        self.h_s, self.nsquare, self.alpha_bits, self.window
+                    )
                 else:
                     p, q = (mpz(x) for x in self._primes)
                     p2, q2 = p * p, q * q
                     self._tables = (
                         FixedBaseTable(self.h_s % p2, p2, self.alpha_bits, self.window),
                         FixedBaseTable(self.h_s % q2, q2, self.alpha_bits, self.window),
-                        gmpy2.invert(q2, p2), p2, q2,
+                        gmpy2.invert(q2, p2),
+                        p2,
+                        q2,
                     )
         return self._tables
 
@@ -152,9 +168,13 @@ class DJNRandomizer(Randomizer):
 
     def params(self) -> dict:
         """What a worker process needs to rebuild this randomizer (no secrets but primes)."""
-        return {"n": int(self.n), "h_s": int(self.h_s), "alpha_bits": self.alpha_bits,
-                "window": self.window,
-                "primes": None if self._primes is None else tuple(int(x) for x in self._primes)}
+        return {
+            "n": int(self.n),
+            "h_s": int(self.h_s),
+            "alpha_bits": self.alpha_bits,
+            "window": self.window,
+            "primes": None if self._primes is None else tuple(int(x) for x in self._primes),
+        }
 
 
 class RandomizerPool(Randomizer):
@@ -194,8 +214,7 @@ class RandomizerPool(Randomizer):
         """Start the background filler thread (idempotent)."""
         if self._thread is None or not self._thread.is_alive():
             self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name="randomizer-pool",
-                                            daemon=True)
+            self._thread = threading.Thread(target=self._run, name="randomizer-pool", daemon=True)
             self._thread.start()
         return self
 

@@ -16,8 +16,9 @@ from smc_hmm.errors import (
     ShapeMismatchError,
 )
 
-FAST = settings(max_examples=25, deadline=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture])
+FAST = settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 ints40 = st.integers(-(2**40), 2**40)
 shapes = hnp.array_shapes(min_dims=1, max_dims=2, min_side=1, max_side=4)
 
@@ -39,9 +40,12 @@ def test_integers_round_trip_exactly(keypair_512, data, scale):
 
 
 @FAST
-@given(values=hnp.arrays(np.float64, st.integers(1, 6),
-                         elements=st.floats(-1e6, 1e6, allow_nan=False)),
-       scale=st.integers(0, 40))
+@given(
+    values=hnp.arrays(
+        np.float64, st.integers(1, 6), elements=st.floats(-1e6, 1e6, allow_nan=False)
+    ),
+    scale=st.integers(0, 40),
+)
 def test_reals_round_trip_within_half_an_ulp_of_the_scale(keypair_512, values, scale):
     pk, sk = keypair_512
     got = CipherArray.encrypt(pk, values, scale).decrypt(sk)
@@ -49,8 +53,11 @@ def test_reals_round_trip_within_half_an_ulp_of_the_scale(keypair_512, values, s
 
 
 @FAST
-@given(a=st.lists(ints40, min_size=1, max_size=5), b=st.lists(ints40, min_size=1, max_size=5),
-       k=st.integers(-(2**30), 2**30))
+@given(
+    a=st.lists(ints40, min_size=1, max_size=5),
+    b=st.lists(ints40, min_size=1, max_size=5),
+    k=st.integers(-(2**30), 2**30),
+)
 def test_arithmetic_matches_plaintext(keypair_512, a, b, k):
     pk, sk = keypair_512
     m = min(len(a), len(b))
@@ -92,8 +99,10 @@ def test_linear_combination_equals_plaintext(keypair_512, data):
     m = data.draw(st.integers(1, 30))
     k = data.draw(st.integers(1, 4))
     x = np.array(data.draw(st.lists(ints40, min_size=m, max_size=m)), dtype=object)
-    w = np.array(data.draw(st.lists(st.lists(ints40, min_size=m, max_size=m), min_size=k,
-                                    max_size=k)), dtype=object)
+    w = np.array(
+        data.draw(st.lists(st.lists(ints40, min_size=m, max_size=m), min_size=k, max_size=k)),
+        dtype=object,
+    )
     ex = CipherArray.encrypt(pk, x)
     assert (ex.lincomb(w).decrypt_ints(sk) == w.dot(x)).all()
     assert ex.lincomb(w[0]).decrypt_ints(sk).item() == w[0].dot(x)
@@ -122,7 +131,8 @@ def test_precision_is_checked_before_computing(keypair_512):
         half.mul(3)
     with pytest.raises(PrecisionError):
         half.lincomb([2, 1])[0] if False else CipherArray.encrypt(
-            pk, np.array([limit // 2, 1], dtype=object)).lincomb([2, 1])
+            pk, np.array([limit // 2, 1], dtype=object)
+        ).lincomb([2, 1])
     with pytest.raises(PrecisionError):
         CipherArray.encrypt(pk, [1.0], scale=pk.max_plain.bit_length() + 1)
 
@@ -169,8 +179,7 @@ def test_phe_round_trip(keypair_512):
     numbers = a.to_phe()
     assert all(isinstance(x, phe.EncryptedNumber) for x in numbers)
     assert [sk.decrypt(x) for x in numbers] == [1.5, -2.75, 3.0]
-    back = CipherArray.from_phe([pk.encrypt(2.5), pk.encrypt(-7), pk.encrypt(0.125)],
-                                bound=2**80)
+    back = CipherArray.from_phe([pk.encrypt(2.5), pk.encrypt(-7), pk.encrypt(0.125)], bound=2**80)
     assert back.decrypt(sk).tolist() == [2.5, -7.0, 0.125]
     with pytest.raises(InvalidInputError):
         CipherArray.from_phe([1, 2])
@@ -183,7 +192,16 @@ def test_indexing_reshape_concatenate(keypair_512):
     assert a[0, 2].decrypt_ints(sk).item() == 2
     assert a.T.shape == (3, 2)
     assert CipherArray.concatenate([a.ravel(), a[0]]).decrypt_ints(sk).tolist() == [
-        0, 1, 2, 3, 4, 5, 0, 1, 2]
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+        0,
+        1,
+        2,
+    ]
 
 
 @given(x=st.floats(allow_nan=False, allow_infinity=False), e=st.integers(-1100, 3000))

@@ -71,8 +71,10 @@ def test_chunks_cover_items_in_order():
         Compute.from_executor(None, workers=1)  # the caller alone is not parallel
 
 
-@pytest.mark.parametrize("values", [[], [mpz(0)], [mpz(7), mpz(0), mpz(0)],
-                                    [mpz(2**511 - 1), mpz(1), mpz(0), mpz(2**300)]])
+@pytest.mark.parametrize(
+    "values",
+    [[], [mpz(0)], [mpz(7), mpz(0), mpz(0)], [mpz(2**511 - 1), mpz(1), mpz(0), mpz(2**300)]],
+)
 def test_packed_ints_round_trip_through_pickle(values):
     packed = PackedInts(values, 512)
     back = pickle.loads(pickle.dumps(packed))

@@ -50,8 +50,10 @@ def test_interoperates_with_phe_both_ways(keypair_512):
     # our key encrypting with phe's API, decrypted by a plain phe private key
     plain_sk = phe.PaillierPrivateKey(phe.PaillierPublicKey(pk.n), sk.p, sk.q)
     x = pk.encrypt(-3.25)
-    assert plain_sk.decrypt(phe.EncryptedNumber(plain_sk.public_key, x.ciphertext(), x.exponent)
-                            ) == -3.25
+    assert (
+        plain_sk.decrypt(phe.EncryptedNumber(plain_sk.public_key, x.ciphertext(), x.exponent))
+        == -3.25
+    )
     # a phe ciphertext decrypted by our batch decryption
     y = plain_sk.public_key.encrypt(-12345)
     assert sk.decrypt_ints([y.ciphertext()]) == [-12345]

@@ -25,8 +25,7 @@ def test_signed_digits_recompose(e, c):
     assert all(abs(d) <= (1 << (c - 1)) for d in digits)
 
 
-@given(st.lists(st.integers(-(2**80), 2**80), max_size=30), st.integers(2, 9),
-       st.booleans())
+@given(st.lists(st.integers(-(2**80), 2**80), max_size=30), st.integers(2, 9), st.booleans())
 def test_digit_columns_match_per_exponent_digits(exps, c, small):
     if small:  # the vectorised numpy path (|e| < 2^62)
         exps = [e >> 20 for e in exps]
@@ -36,7 +35,7 @@ def test_digit_columns_match_per_exponent_digits(exps, c, small):
         digits = [col[i] for col in columns]
         assert sum(d << (c * j) for j, d in enumerate(digits)) == e
         assert all(abs(d) <= (1 << (c - 1)) for d in digits)
-        assert digits[len(signed_digits(e, c)):] == [0] * (len(digits) - len(signed_digits(e, c)))
+        assert digits[len(signed_digits(e, c)) :] == [0] * (len(digits) - len(signed_digits(e, c)))
 
 
 def test_window_split_keeps_the_top_carry_digit():
@@ -47,10 +46,13 @@ def test_window_split_keeps_the_top_carry_digit():
     columns = signed_digit_columns(exps, c)
     assert len(columns) == 7
     assert window_count((1 << 40) - 1, 7) == 6 and window_count((1 << 41) - 1, 7) == 7
-    parts = [(0, signed_parts(bases, exps, MOD, window=c, lo=0, hi=3)),
-             (3, signed_parts(bases, exps, MOD, window=c, lo=3, hi=None))]
+    parts = [
+        (0, signed_parts(bases, exps, MOD, window=c, lo=0, hi=3)),
+        (3, signed_parts(bases, exps, MOD, window=c, lo=3, hi=None)),
+    ]
     assert combine_parts([merge_window_parts(parts, c, MOD)], MOD) == naive_multiexp(
-        bases, exps, MOD)
+        bases, exps, MOD
+    )
 
 
 @settings(max_examples=60)
@@ -64,7 +66,7 @@ def test_multiexp_equals_naive_product(pairs):
 def test_chunked_parts_combine_to_the_whole():
     bases = [mpz(3 + 2 * i) for i in range(300)]
     exps = [(-1) ** i * (i * 7919 + 13) ** 3 for i in range(300)]
-    parts = [signed_parts(bases[i:i + 70], exps[i:i + 70], MOD) for i in range(0, 300, 70)]
+    parts = [signed_parts(bases[i : i + 70], exps[i : i + 70], MOD) for i in range(0, 300, 70)]
     assert combine_parts(parts, MOD) == naive_multiexp(bases, exps, MOD)
 
 
@@ -80,7 +82,9 @@ def test_window_chunks_merge_to_the_whole():
     c, windows = window_plan(exps)
     assert windows >= 3
     cuts = [0, 1, windows // 2, windows]
-    parts = [(lo, signed_parts(bases, exps, MOD, window=c, lo=lo, hi=hi))
-             for lo, hi in zip(cuts, cuts[1:])]
+    parts = [
+        (lo, signed_parts(bases, exps, MOD, window=c, lo=lo, hi=hi))
+        for lo, hi in zip(cuts, cuts[1:])
+    ]
     merged = merge_window_parts(parts, c, MOD)
     assert combine_parts([merged], MOD) == naive_multiexp(bases, exps, MOD)

@@ -6,8 +6,9 @@ from hypothesis import strategies as st
 from smc_hmm.crypto.packing import PackedCipherArray, PackingPlan
 from smc_hmm.errors import InvalidInputError, PrecisionError, ShapeMismatchError
 
-FAST = settings(max_examples=25, deadline=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture])
+FAST = settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 def test_plan_width_and_slots(keypair_1024):
@@ -23,9 +24,14 @@ def test_plan_width_and_slots(keypair_1024):
         PackingPlan.for_key(pk, -1)
 
 
-@given(st.integers(2, 64).flatmap(lambda w: st.tuples(
-    st.just(w), st.lists(st.integers(-(2 ** (w - 1)) + 1, 2 ** (w - 1) - 1), min_size=1,
-                         max_size=8))))
+@given(
+    st.integers(2, 64).flatmap(
+        lambda w: st.tuples(
+            st.just(w),
+            st.lists(st.integers(-(2 ** (w - 1)) + 1, 2 ** (w - 1) - 1), min_size=1, max_size=8),
+        )
+    )
+)
 def test_pack_unpack_round_trip_including_extremes(args):
     w, values = args
     plan = PackingPlan(w, 8)
@@ -50,12 +56,24 @@ def test_packed_arithmetic_keeps_slots_independent(keypair_1024, data):
     rows = data.draw(st.integers(1, 5))
     width = data.draw(st.integers(1, plan.slots))
     lim = 2**30 - 1
-    v = np.array(data.draw(st.lists(st.lists(st.integers(-lim, lim), min_size=width,
-                                             max_size=width), min_size=rows, max_size=rows)),
-                 dtype=object)
-    w = np.array(data.draw(st.lists(st.lists(st.integers(-64, 64), min_size=rows,
-                                             max_size=rows), min_size=1, max_size=3)),
-                 dtype=object)
+    v = np.array(
+        data.draw(
+            st.lists(
+                st.lists(st.integers(-lim, lim), min_size=width, max_size=width),
+                min_size=rows,
+                max_size=rows,
+            )
+        ),
+        dtype=object,
+    )
+    w = np.array(
+        data.draw(
+            st.lists(
+                st.lists(st.integers(-64, 64), min_size=rows, max_size=rows), min_size=1, max_size=3
+            )
+        ),
+        dtype=object,
+    )
     p = PackedCipherArray.encrypt(pk, v, 0, plan)
     assert (p.decrypt_ints(sk) == v).all()
     assert ((p + p).decrypt_ints(sk) == 2 * v).all()

@@ -44,8 +44,7 @@ def test_djn_randomizers_are_nth_residues(keypair_512, alpha_bits, with_primes):
 def test_djn_crt_and_plain_tables_agree(keypair_512):
     pk, sk = keypair_512
     plain = DJNRandomizer(pk.n_mpz, Rng.seeded(3), 160, window=4)
-    crt = DJNRandomizer(pk.n_mpz, Rng.seeded(3), 160, window=4, primes=(sk.p, sk.q),
-                        h_s=plain.h_s)
+    crt = DJNRandomizer(pk.n_mpz, Rng.seeded(3), 160, window=4, primes=(sk.p, sk.q), h_s=plain.h_s)
     plain.rng, crt.rng = Rng.seeded(9), Rng.seeded(9)
     assert plain.draw(4) == crt.draw(4)
 
@@ -87,8 +86,9 @@ def test_pool_offline_fill_then_online_draws(keypair_512):
 
 def test_pool_background_thread_refills_and_stops(keypair_512):
     pk, _ = keypair_512
-    pool = RandomizerPool(DJNRandomizer(pk.n_mpz, Rng.seeded(2), 128, window=4), capacity=6,
-                          chunk=2)
+    pool = RandomizerPool(
+        DJNRandomizer(pk.n_mpz, Rng.seeded(2), 128, window=4), capacity=6, chunk=2
+    )
     before = threading.active_count()
     with pool:
         for _ in range(200):
