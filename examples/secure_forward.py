@@ -20,14 +20,13 @@ the secure and the plaintext log P side by side with the relative error, and
 the cost tables (operations per party and phase, messages, bytes, rounds).
 
 As two OS processes over TCP with mutual TLS (``smc_hmm.runtime.run_party``
-/ ``launch``).  The process runner builds each party with the factory named
-in ``[run] factory`` of ``parties.toml``; this module provides one,
-:func:`party_factory`, so no change to the ``parties`` package is needed::
+/ ``launch``): the registered ``forward`` protocol reads Alice's
+``observations`` and Bob's ``models`` from the files its parties.toml names::
 
     PYTHONPATH=. python examples/secure_forward.py --setup /tmp/fw [--kind gaussian] \\
         [--key-bits 1024 --insecure]
-    # writes /tmp/fw: certificates (CA, alice, bob), alice.json (observations),
-    # bob.json (models), parties.toml and expected.json (the plaintext log P)
+    # writes /tmp/fw: certificates (CA, alice, bob), obs.npy (observations),
+    # models.npz (models), parties.toml and expected.json (the plaintext log P)
 
     # then either both parties as child processes, with the merged cost report:
     PYTHONPATH=. python -m smc_hmm.cli launch --config /tmp/fw/parties.toml
@@ -57,10 +56,9 @@ import numpy as np  # noqa: E402
 
 from protocols import forward  # noqa: E402
 from smc_hmm.crypto import Rng, generate_keypair  # noqa: E402
-from smc_hmm.errors import ConfigError, InsecureKeyWarning  # noqa: E402
+from smc_hmm.errors import InsecureKeyWarning  # noqa: E402
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, log_likelihood  # noqa: E402
 from smc_hmm.runtime import simulate  # noqa: E402
-from smc_hmm.transport import free_loopback_ports  # noqa: E402
 
 # -- the example's data ------------------------------------------------------------------------
 
@@ -148,143 +146,36 @@ def run_in_process(title, models, obs, keypair, console, params=None):
     return worst
 
 
-# -- two processes: the party factory for parties.toml -------------------------------------------
-
-
-def _model_to_json(model) -> dict:
-    if isinstance(model, DiscreteHMM):
-        return {
-            "startprob": model.startprob.tolist(),
-            "transmat": model.transmat.tolist(),
-            "emissionprob": model.emissionprob.tolist(),
-        }
-    return {
-        "startprob": model.startprob.tolist(),
-        "transmat": model.transmat.tolist(),
-        "means": model.means.tolist(),
-        "covars": model.covars.tolist(),
-        "covariance_type": model.covariance_type,
-    }
-
-
-def _model_from_json(d: dict):
-    if not isinstance(d, dict):
-        raise ConfigError("every model must be a JSON object")
-    if "emissionprob" in d:
-        return DiscreteHMM(d["startprob"], d["transmat"], d["emissionprob"])
-    try:
-        return GaussianHMM(
-            d["startprob"], d["transmat"], d["means"], d["covars"], d.get("covariance_type", "diag")
-        )
-    except KeyError as e:
-        raise ConfigError(f"a model lacks {e}") from None
-
-
-def _read_json(path: Path | None, who: str):
-    if path is None:
-        raise ConfigError(f'parties.{who} needs input = "FILE.json"')
-    try:
-        return json.loads(Path(path).read_text())
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from e
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path} is not valid JSON: {e}") from e
-
-
-def _params_from_config(table: dict) -> tuple[forward.ForwardParams, bool]:
-    params = forward.ForwardParams.from_config(table)
-    return params, params.reveal
-
-
-def party_factory(name: str, config):
-    """``(role(ctx), keypair or None, party)`` for ``smc_hmm.runtime.run_party``.
-
-    ``[parties.NAME] kind`` is ``alice`` (input: a JSON list of symbols or of
-    feature vectors; gets a fresh key pair of ``run.key_bits``) or ``bob``
-    (input: ``{"models": [...]}``).  ``[protocol]`` may set ``reveal``,
-    ``log_scale``, ``blind_nats`` and ``feature_scale``.
-    """
-    pc = config.party(name)
-    params, reveal = _params_from_config(config.params)
-    peers = [n for n in config.parties if n != name]
-    if len(peers) != 1:
-        raise ConfigError("the secure forward algorithm has exactly two parties")
-    peer = peers[0]
-    if pc.kind == "alice":
-        obs = np.asarray(_read_json(pc.input, name))
-        if obs.dtype.kind == "f" and obs.ndim == 1 and np.all(obs == np.round(obs)):
-            obs = obs.astype(np.int64)
-        with warnings.catch_warnings():
-            if config.insecure:
-                warnings.simplefilter("ignore", InsecureKeyWarning)
-            keypair = generate_keypair(config.key_bits, insecure=config.insecure)
-
-        def alice_role(ctx):
-            return forward.alice(ctx, obs, params, reveal=reveal, peer=peer)
-
-        return alice_role, keypair, None
-    if pc.kind == "bob":
-        data = _read_json(pc.input, name)
-        if not isinstance(data, dict) or not isinstance(data.get("models"), list):
-            raise ConfigError(f'{pc.input}: expected {{"models": [...]}}')
-        models = [_model_from_json(m) for m in data["models"]]
-
-        def bob_role(ctx):
-            enc = forward.bob(ctx, models, params, reveal=reveal, peer=peer)
-            # E(log P) stays with Bob (ciphertexts are not JSON): report what he holds
-            return {"models": len(models), "kept": f"E(log P), scale {enc.scale}"}
-
-        return bob_role, None, None
-    raise ConfigError(f"parties.{name}.kind must be 'alice' or 'bob', got {pc.kind!r}")
+# -- two processes: the files a parties.toml names ------------------------------------------
 
 
 def setup(
     directory: Path, kind: str, key_bits: int, insecure: bool, n_steps: int, seed: int
 ) -> Path:
     """Write certificates, both inputs, parties.toml and expected.json into ``directory``."""
-    from smc_hmm.certs import make_certificates
+    from smc_hmm.hmm.io import save_models
+    from smc_hmm.runtime import write_config
 
     rng = np.random.default_rng(seed)
     models, obs = (discrete_example if kind == "discrete" else gaussian_example)(rng, n_steps)
     directory.mkdir(parents=True, exist_ok=True)
-    make_certificates(directory / "certs", ["alice", "bob"])
-    (directory / "alice.json").write_text(json.dumps(obs.tolist()) + "\n")
-    (directory / "bob.json").write_text(
-        json.dumps({"models": [_model_to_json(m) for m in models]}, indent=1) + "\n"
-    )
+    np.save(directory / "obs.npy", obs)
+    save_models(directory / "models.npz", models)
     expected = [log_likelihood(m, obs) for m in models]
     (directory / "expected.json").write_text(json.dumps(expected) + "\n")
-    alice_port, bob_port = free_loopback_ports(2)
-    lines = [
-        "[run]",
-        'protocol = "secure_forward"',
-        'factory = "examples.secure_forward:party_factory"',
-        f"key_bits = {key_bits}",
-        f"insecure = {'true' if insecure else 'false'}",
-        "timeout = 120",
-        "deadline = 600",
-        "",
-        "[protocol]",
-        "reveal = true",
-        "",
-        "[tls]",
-        'ca_cert = "certs/ca.pem"',
-        "",
-    ]
-    for name, port in (("alice", alice_port), ("bob", bob_port)):
-        lines += [
-            f"[parties.{name}]",
-            f'kind = "{name}"',
-            'host = "127.0.0.1"',
-            f"port = {port}",
-            f'cert = "certs/{name}.pem"',
-            f'key = "certs/{name}.key"',
-            f'input = "{name}.json"',
-            "",
-        ]
-    path = directory / "parties.toml"
-    path.write_text("\n".join(lines))
-    return path
+    return write_config(
+        directory,
+        "forward",
+        {
+            "alice": {"kind": "alice", "observations": "obs.npy"},
+            "bob": {"kind": "bob", "models": "models.npz"},
+        },
+        params={"reveal": True},
+        key_bits=key_bits,
+        insecure=insecure,
+        timeout=120,
+        deadline=600,
+    )
 
 
 # -- command line ----------------------------------------------------------------------------

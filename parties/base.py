@@ -1,31 +1,31 @@
-"""The Party base: a name, keys, an endpoint, a ledger and an executor, plus private state.
+"""The Party base: a name, a kind, keys, an executor and private inputs.
 
-A party object owns its private inputs and (for the key holder) its private
-key; it never hands them to anything but its own protocol roles.  A role is
-obtained with :meth:`Party.role` and run by :func:`smc_hmm.runtime.simulate`
-(in-process) or :func:`smc_hmm.runtime.run_party` (its own OS process).
+A party object owns its private inputs (by name: ``vector``, ``observations``,
+``models``, ...) and, when a role needs it, its Paillier key pair; it hands
+them only to its own protocol roles.  Which role a party plays, whether that
+role holds the key pair and which input it takes come from the protocol's
+descriptor (:mod:`smc_hmm.protocol`), not from the party class.
 """
 
 from __future__ import annotations
 
-import json
 import re
+import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
 from smc_hmm.compute import Compute
-from smc_hmm.cost import CostLedger
-from smc_hmm.crypto import PrivateKey, PublicKey, Rng
-from smc_hmm.errors import ConfigError, InvalidInputError
+from smc_hmm.crypto import DEFAULT_KEY_BITS, PrivateKey, PublicKey, Rng, generate_keypair
+from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError
+from smc_hmm.protocol import ProtocolDescriptor
 
 _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62})")
 
 
 class Party:
-    """Base class: identity, keys, endpoint, ledger, executor.  Subclasses hold private state."""
+    """Base class: identity, keys, executor and private inputs (never shown in repr)."""
 
     kind: ClassVar[str] = "party"
 
@@ -33,10 +33,13 @@ class Party:
         self,
         name: str,
         *,
+        inputs: dict[str, Any] | None = None,
         endpoint: tuple[str, int] | None = None,
         keypair: tuple[PublicKey, PrivateKey] | None = None,
         compute: Compute | None = None,
         rng: Rng | None = None,
+        key_bits: int = DEFAULT_KEY_BITS,
+        insecure: bool = False,
     ):
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise InvalidInputError(f"party names are non-empty identifiers, got {name!r}")
@@ -52,32 +55,46 @@ class Party:
         self.keypair = keypair
         self.compute = compute if compute is not None else Compute.inline()
         self.rng = rng
-        #: the cost ledger of this party's latest run (set when a role starts)
-        self.ledger: CostLedger | None = None
+        self.key_bits = key_bits
+        self.insecure = insecure
+        self._inputs = {k: v for k, v in (inputs or {}).items() if v is not None}
 
     @property
     def public_key(self) -> PublicKey | None:
         return self.keypair[0] if self.keypair else None
 
-    def protocols(self) -> dict[str, Callable[..., Any]]:
-        """Protocol name -> method ``(ctx, params)`` running this party's role."""
-        return {}
+    def ensure_keypair(self) -> tuple[PublicKey, PrivateKey]:
+        """Generate the key pair on first use (``insecure`` allows < 2048 bits, with a warning)."""
+        if self.keypair is None:
+            with warnings.catch_warnings():
+                if self.insecure:
+                    warnings.simplefilter("ignore", InsecureKeyWarning)
+                self.keypair = generate_keypair(self.key_bits, insecure=self.insecure, rng=self.rng)
+        return self.keypair
 
-    def role(self, protocol: str, params) -> Callable[[Any], Any]:
-        """This party's role in ``protocol`` as a function of the party context only."""
-        methods = self.protocols()
-        if protocol not in methods:
-            raise ConfigError(
-                f"{type(self).__name__} {self.name!r} has no role in protocol {protocol!r} "
-                f"(knows: {', '.join(sorted(methods)) or 'none'})"
-            )
-        method = methods[protocol]
+    def play(
+        self, descriptor: ProtocolDescriptor, params, role: str | None = None
+    ) -> Callable[[Any], Any]:
+        """This party's role in ``descriptor`` as a function of the party context only.
+
+        Generates the key pair first if the role holds it.
+        """
+        chosen = descriptor.assign(params, self.name, self.kind, role)
+        private = None
+        if chosen.input is not None:
+            private = self._inputs.get(chosen.input)
+            if private is None and not chosen.optional:
+                raise ConfigError(
+                    f"{type(self).__name__} {self.name!r} plays {chosen.name!r} in "
+                    f"{descriptor.name!r}, which needs its {chosen.input!r}"
+                )
+        if chosen.holds_key:
+            self.ensure_keypair()
 
         def run(ctx):
-            self.ledger = ctx.ledger
-            return method(ctx, params)
+            return chosen.run(ctx, private, params)
 
-        run.__name__ = f"{self.name}_{protocol}"
+        run.__name__ = f"{self.name}_{descriptor.name}"
         return run
 
     def __repr__(self) -> str:  # never shows private state
@@ -85,21 +102,5 @@ class Party:
         return f"<{type(self).__name__} {self.name!r}{where}>"
 
 
-def load_vector(path: str | Path) -> np.ndarray:
-    """A private input vector from .json (a list), .npy, or text (.csv/.txt, one row)."""
-    path = Path(path)
-    try:
-        if path.suffix == ".json":
-            data = json.loads(path.read_text())
-            arr = np.asarray(data, dtype=np.float64)
-        elif path.suffix == ".npy":
-            arr = np.load(path, allow_pickle=False).astype(np.float64)
-        else:
-            arr = np.loadtxt(path, delimiter="," if path.suffix == ".csv" else None, ndmin=1)
-    except OSError as e:
-        raise ConfigError(f"cannot read input {path}: {e.strerror or e}") from e
-    except (ValueError, TypeError) as e:
-        raise ConfigError(f"input {path} is not a numeric vector: {e}") from e
-    if arr.ndim != 1:
-        raise ConfigError(f"input {path} must be a vector, got shape {arr.shape}")
-    return arr
+def as_vector(values) -> np.ndarray | None:
+    return None if values is None else np.asarray(values, dtype=np.float64)

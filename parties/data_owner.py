@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from parties.base import Party
-from protocols import secure_sum
+from parties.base import Party, as_vector
 
 
 class DataOwner(Party):
     kind = "data_owner"
 
     def __init__(self, name: str, vector=None, **kwargs):
-        super().__init__(name, **kwargs)
-        self._vector = None if vector is None else np.asarray(vector, dtype=np.float64)
-
-    def protocols(self):
-        return {secure_sum.NAME: self.run_secure_sum}
-
-    def run_secure_sum(self, ctx, params: secure_sum.Params):
-        return secure_sum.contributor(ctx, self._vector, params)
+        super().__init__(name, inputs={"vector": as_vector(vector)}, **kwargs)

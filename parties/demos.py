@@ -69,7 +69,7 @@ def secure_sum_demo(args, console) -> int:
     with console.status("running the secure sum (one thread per party)"):
         result = simulate(
             parties,
-            secure_sum.NAME,
+            secure_sum.PROTOCOL,
             params,
             timeout=args.timeout,
             meta={"demo": "secure-sum", "key_bits": args.key_bits},
@@ -144,35 +144,59 @@ def forward_demo(args, console) -> int:
     seed = Rng.seeded(args.seed).randbits(64) if args.seed is not None else None
     gen = np.random.default_rng(seed)
     if args.insecure:
-        console.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE "
-                      "(tests and reproductions only)[/]")
-    alice = Alice("alice", key_bits=args.key_bits, insecure=args.insecure,
-                  rng=Rng.seeded(args.seed) if args.seed is not None else None)
-    with console.status(f"generating a {args.key_bits}-bit Paillier key pair"), \
-            warnings.catch_warnings():
+        console.print(
+            f"[yellow]warning: {args.key_bits}-bit keys are INSECURE "
+            "(tests and reproductions only)[/]"
+        )
+    alice = Alice(
+        "alice",
+        key_bits=args.key_bits,
+        insecure=args.insecure,
+        rng=Rng.seeded(args.seed) if args.seed is not None else None,
+    )
+    with (
+        console.status(f"generating a {args.key_bits}-bit Paillier key pair"),
+        warnings.catch_warnings(),
+    ):
         warnings.simplefilter("ignore", InsecureKeyWarning)
         alice.ensure_keypair()
     report = {"demo": "forward", "key_bits": args.key_bits, "runs": []}
     ok = True
-    for label, model in (("discrete (casino, 2 states, 6 symbols)", casino_hmm()),
-                         ("Gaussian (3 states, 4 features)", weather_gaussian_hmm())):
+    for label, model in (
+        ("discrete (casino, 2 states, 6 symbols)", casino_hmm()),
+        ("Gaussian (3 states, 4 features)", weather_gaussian_hmm()),
+    ):
         obs, _ = model.sample(args.length, rng=gen)
         alice_run = Alice("alice", observations=obs, keypair=alice.keypair)
         bob = Bob("bob", models=[model])
         with console.status(f"secure forward, {label}, T={args.length}"):
-            result = simulate([alice_run, bob], forward.NAME, forward.ForwardParams(),
-                              timeout=args.timeout, meta={"demo": "forward", "model": label},
-                              min_key_bits=_min_key_bits(args))
+            result = simulate(
+                [alice_run, bob],
+                forward.PROTOCOL,
+                forward.ForwardParams(),
+                timeout=args.timeout,
+                meta={"demo": "forward", "model": label},
+                min_key_bits=_min_key_bits(args),
+            )
         secure, plain = result["alice"][0], log_likelihood(model, obs)
         rel = abs(secure - plain) / abs(plain)
         ok &= rel <= 1e-6
-        console.print(f"[bold]{label}[/], T={args.length}: secure log P = {secure:.12g}, "
-                      f"plaintext {plain:.12g}, relative error {rel:.1e} "
-                      f"({'[green]ok[/]' if rel <= 1e-6 else '[red]too large[/]'}), "
-                      f"{result.elapsed:.1f} s")
+        console.print(
+            f"[bold]{label}[/], T={args.length}: secure log P = {secure:.12g}, "
+            f"plaintext {plain:.12g}, relative error {rel:.1e} "
+            f"({'[green]ok[/]' if rel <= 1e-6 else '[red]too large[/]'}), "
+            f"{result.elapsed:.1f} s"
+        )
         result.cost.render(console)
-        report["runs"].append({"model": label, "secure": secure, "plain": plain,
-                               "relative_error": rel, "cost": result.cost.to_dict()})
+        report["runs"].append(
+            {
+                "model": label,
+                "secure": secure,
+                "plain": plain,
+                "relative_error": rel,
+                "cost": result.cost.to_dict(),
+            }
+        )
     report["ok"] = bool(ok)
     if args.json:
         with open(args.json, "w") as fh:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from parties.base import Party
-from protocols import secure_sum
+from parties.base import Party, as_vector
 from smc_hmm.errors import InvalidInputError
 
 
@@ -15,11 +12,7 @@ class Trent(Party):
     def __init__(self, name: str = "trent", vector=None, **kwargs):
         if kwargs.get("keypair") is not None:
             raise InvalidInputError("Trent relays ciphertexts and must not hold a key pair")
-        super().__init__(name, **kwargs)
-        self._vector = None if vector is None else np.asarray(vector, dtype=np.float64)
+        super().__init__(name, inputs={"vector": as_vector(vector)}, **kwargs)
 
-    def protocols(self):
-        return {secure_sum.NAME: self.run_secure_sum}
-
-    def run_secure_sum(self, ctx, params: secure_sum.Params):
-        return secure_sum.trent(ctx, params, self._vector)
+    def ensure_keypair(self):
+        raise InvalidInputError("Trent relays ciphertexts and must not hold a key pair")

@@ -85,7 +85,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from protocols.ot import one_hot
+from protocols.ot import bob_select, one_hot
 from protocols.primitives import (
     PrecisionParams,
     alice_exp_values,
@@ -99,6 +99,8 @@ from smc_hmm.crypto.fixedpoint import ldexp_int
 from smc_hmm.errors import ConfigError, InvalidInputError, PrecisionError, ProtocolError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, emission_weights, quadratic_products
 from smc_hmm.messages import Ciphertexts, Key, Message, Public
+from smc_hmm.protocol import ProtocolDescriptor, Role
+from smc_hmm.runtime.inputs import load_array, load_models
 
 NAME = "forward"
 
@@ -327,7 +329,7 @@ def encode_observations(
         obs = np.asarray(observations)
         if obs.ndim != 1 or obs.size == 0 or obs.dtype.kind not in "iu":
             raise InvalidInputError("discrete observations must be a non-empty 1-D int array")
-        return CipherArray.encrypt_encoded(pk, one_hot(obs, spec.width), 0, compute=compute)
+        return CipherArray.encrypt_encoded(pk, one_hot(obs, spec.width), 0)
     obs = np.asarray(observations, dtype=float)
     if obs.ndim != 2 or obs.shape[0] == 0 or obs.shape[1] != spec.width:
         raise InvalidInputError(f"Gaussian observations must be (T, {spec.width})")
@@ -339,7 +341,7 @@ def encode_observations(
             f"feature_bound {spec.params.feature_bound:g}"
         )
     products = quadratic_products(obs)[:, :-1]  # the constant 1 stays implicit
-    return CipherArray.encrypt(pk, products, spec.params.feature_scale, compute=compute)
+    return CipherArray.encrypt(pk, products, spec.params.feature_scale)
 
 
 # -- roles ------------------------------------------------------------------------------------
@@ -369,7 +371,7 @@ def alice(
     prec, g = spec.prec, spec.g
     with ctx.phase("encrypt observations"):
         # Step 1: encrypted observations
-        enc_obs = encode_observations(pk, observations, spec, ctx.compute)
+        enc_obs = encode_observations(pk, observations, spec)
         n_steps = enc_obs.shape[0]
         msg = spec.messages(n_steps)
         ctx.send(peer, msg["obs"], enc_obs)
@@ -496,7 +498,6 @@ def bob(
     enc_obs = ctx.recv(peer, spec.messages()["obs"])
     n_steps = enc_obs.shape[0]
     msg = spec.messages(n_steps)
-    ctx.count("ot", n_steps if batch.kind == "discrete" else 0)
     start = batch.start_logs(prec)
     beta_offset = prec.ln2_times(prec.beta_bits)
     rho = None  # Bob's accumulated blinds rho_t(j), integers at scale f
@@ -504,7 +505,10 @@ def bob(
         for t in range(n_steps):
             # Step 2: E(log b_j(x_t) + gamma_tj) (+ log pi_j at t = 1)
             gamma = log_blinds(ctx.rng, spec.total, prec)
-            emit = enc_obs[t].lincomb(weights, weight_scale, compute=ctx.compute)
+            if batch.kind == "discrete":  # the 1-of-M OT's selection, kept by Bob
+                emit = bob_select(enc_obs[t : t + 1], weights, weight_scale).reshape(-1)
+            else:
+                emit = enc_obs[t].lincomb(weights, weight_scale)
             emit = emit.add_encoded(const + gamma + (start if t == 0 else 0))
             ctx.send(peer, msg["emit"], emit.rerandomize())
             rho = list(gamma) if rho is None else [r + int(gm) for r, gm in zip(rho, gamma)]
@@ -516,7 +520,7 @@ def bob(
             betas = multiplicative_blinds(ctx.rng, spec.total, prec)
             for k, seg in enumerate(spec.segments):
                 w, rho_min = unblind_weights(transmats[k], rho[seg], prec)
-                sums.append(enc_v[seg].lincomb(w.T, spec.h, compute=ctx.compute))
+                sums.append(enc_v[seg].lincomb(w.T, spec.h))
                 new_rho += [rho_min + log_fixed(b, prec.f) - beta_offset for b in betas[seg]]
             rho = new_rho  # the next emission's gamma is added at the top of the loop
             blinded = CipherArray.concatenate(sums).mul(np.array(betas, dtype=object))
@@ -527,7 +531,7 @@ def bob(
         betas = multiplicative_blinds(ctx.rng, len(spec.states), prec)
         for k, seg in enumerate(spec.segments):
             w, rho_min = unblind_weights(np.ones((spec.states[k], 1)), rho[seg], prec)
-            finals.append(enc_v[seg].lincomb(w.T, spec.h, compute=ctx.compute))
+            finals.append(enc_v[seg].lincomb(w.T, spec.h))
             offsets.append(rho_min + log_fixed(betas[k], prec.f) - beta_offset)
         blinded = CipherArray.concatenate(finals).mul(np.array(betas, dtype=object))
         ctx.send(peer, msg["final"], blinded.rerandomize())
@@ -538,3 +542,32 @@ def bob(
                 peer, msg["result"], log_p.rerandomize().with_bound(spec.final_log_bound(n_steps))
             )
     return log_p
+
+
+# -- the plugin ------------------------------------------------------------------------------
+
+
+def load_observations(value, base):
+    """Alice's sequence from a config: symbols (T,) or frames (T, d); .npy, .json or inline."""
+    obs = load_array(value, base)
+    if obs.ndim == 1 and obs.dtype.kind == "f" and np.all(obs == np.round(obs)):
+        obs = obs.astype(np.int64)  # JSON symbols arrive as floats
+    return obs
+
+
+PROTOCOL = ProtocolDescriptor(
+    name=NAME,
+    summary="secure forward algorithm: Alice's sequence scored by Bob's HMMs (thesis 4.2.1)",
+    params=ForwardParams.from_config,
+    roles=(
+        Role(
+            "alice",
+            alice,
+            kind="alice",
+            holds_key=True,
+            input="observations",
+            load=load_observations,
+        ),
+        Role("bob", bob, kind="bob", input="models", load=load_models),
+    ),
+)

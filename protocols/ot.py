@@ -60,11 +60,12 @@ def one_hot(choices, n_options: int) -> np.ndarray:
     return rows
 
 
-def bob_select(enc_one_hot: CipherArray, messages, scale: int = 0, *, compute=None):
+def bob_select(enc_one_hot: CipherArray, messages, scale: int = 0):
     """E(sum_k e_k m_k) for each encrypted one-hot row and each message vector.
 
     ``enc_one_hot`` is (transfers, M); ``messages`` is (M,) or (outputs, M)
     integers at ``scale``.  Returns (transfers,) or (transfers, outputs).
+    Counts one ``ot`` per transfer on the key's meter (the sender's ledger).
     """
     if enc_one_hot.ndim != 2:
         raise ProtocolError("one-hot choices must be a 2-D ciphertext array")
@@ -73,9 +74,8 @@ def bob_select(enc_one_hot: CipherArray, messages, scale: int = 0, *, compute=No
     msgs = msgs.reshape(1, -1) if single else msgs
     if msgs.shape[1] != enc_one_hot.shape[1]:
         raise ProtocolError(f"{enc_one_hot.shape[1]} choices but {msgs.shape[1]} messages")
-    rows = [
-        enc_one_hot[t].lincomb(msgs, scale, compute=compute) for t in range(enc_one_hot.shape[0])
-    ]
+    enc_one_hot.public_key.meter.count("ot", enc_one_hot.shape[0])
+    rows = [enc_one_hot[t].lincomb(msgs, scale) for t in range(enc_one_hot.shape[0])]
     out = CipherArray.concatenate([r.reshape(1, -1) for r in rows])
     return out.reshape(-1) if single else out
 
@@ -85,11 +85,7 @@ def alice(ctx, choices, n_options: int, message_bits: int, peer: str = "bob") ->
     pk, sk = ctx.keypair
     choose, transfer = messages(n_options, message_bits)
     # Step 1: E(one-hot(x)) for every transfer
-    ctx.send(
-        peer,
-        choose,
-        CipherArray.encrypt_encoded(pk, one_hot(choices, n_options), 0, compute=ctx.compute),
-    )
+    ctx.send(peer, choose, CipherArray.encrypt_encoded(pk, one_hot(choices, n_options), 0))
     # Step 3: decrypt E(m_x)
     return ctx.recv(peer, transfer).decrypt_ints(sk)
 
@@ -104,8 +100,7 @@ def bob(ctx, messages_, message_bits: int, peer: str = "alice") -> None:
         raise PrecisionError(f"a message exceeds the declared {message_bits} bits")
     choose, transfer = messages(len(msgs), message_bits)
     choices = ctx.recv(peer, choose)
-    ctx.count("ot", choices.shape[0])
     # Step 2: E(m_x) = prod_k E(e_k)^{m_k}, re-randomised; a one-hot row selects one
     # message, so |m_x| <= max_k |m_k| (the semi-honest receiver sends one-hot rows)
-    selected = bob_select(choices, msgs, compute=ctx.compute).rerandomize()
+    selected = bob_select(choices, msgs).rerandomize()
     ctx.send(peer, transfer, selected.with_bound(max(abs(int(m)) for m in msgs)))

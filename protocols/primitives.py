@@ -455,7 +455,7 @@ def bob_secure_logsum(
     enc_v, enc_c = ctx.recv(peer, values), ctx.recv(peer, shift)
     w, rho_min = unblind_weights(weights, rho, p)
     # sum_i w_ij V_i = 2^(g+h) e^(rho_min - c) sum_i a_ij theta_i: scale g + h
-    sums = enc_v.lincomb(w.T, p.weight_scale, compute=ctx.compute)
+    sums = enc_v.lincomb(w.T, p.weight_scale)
     logs = bob_secure_log(ctx, sums, spec.log, peer)
     return logs.add_encoded([-rho_min] * spec.n_out) + enc_c
 

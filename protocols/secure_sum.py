@@ -51,6 +51,7 @@ Run it::
     smc-hmm launch --config parties.toml      # three OS processes over mutual TLS
 
 (see ``docs/running.md`` for the configuration and the per-process commands).
+This module is the worked example of ``docs/adding-a-protocol.md``.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ import numpy as np
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.messages import Ciphertexts, Key, Message
+from smc_hmm.protocol import ProtocolDescriptor, Role
+from smc_hmm.runtime.inputs import load_vector
 
 NAME = "secure_sum"
 
@@ -184,13 +187,13 @@ def contributor(ctx, x, params: Params) -> None:
     msg = params.messages()
     pk = ctx.recv(params.key_holder, msg["pk"])  # step 1
     with ctx.phase("encrypt"):
-        share = CipherArray.encrypt(pk, x, params.scale, compute=ctx.compute)
+        share = CipherArray.encrypt(pk, x, params.scale)
     # |x| <= max_abs was checked, so the public bound holds
     ctx.send(params.aggregator, msg["share"], share.with_bound(params.bound))  # step 2
     return None
 
 
-def trent(ctx, params: Params, c=None) -> None:
+def trent(ctx, c, params: Params) -> None:
     """Key-less aggregator: E(c) * prod_i E(x_i), re-randomised, to Alice."""
     msg = params.messages()
     pk = ctx.recv(params.key_holder, msg["pk"])  # step 1
@@ -203,7 +206,7 @@ def trent(ctx, params: Params, c=None) -> None:
     with ctx.phase("aggregate"):
         if c is not None:
             c = check_input(c, params)
-            own = CipherArray.encrypt(pk, c, params.scale, compute=ctx.compute)
+            own = CipherArray.encrypt(pk, c, params.scale)
             shares.append(own.with_bound(params.bound))
         total = shares[0]
         for share in shares[1:]:
@@ -213,7 +216,30 @@ def trent(ctx, params: Params, c=None) -> None:
     return None
 
 
-ROLES = {"key_holder": alice, "contributor": contributor, "aggregator": trent}
+def _role_for(params: Params, party: str, kind: str) -> str:
+    if party == params.key_holder:
+        return "key_holder"
+    if party == params.aggregator:
+        return "aggregator"
+    if party in params.contributors:
+        return "contributor"
+    raise ConfigError(
+        f"party {party!r} is none of key_holder, aggregator or contributors in [protocol]"
+    )
+
+
+PROTOCOL = ProtocolDescriptor(
+    name=NAME,
+    summary="Alice learns a + sum_i x_i through a key-less relay (Trent)",
+    params=Params.from_config,
+    roles=(
+        Role("key_holder", alice, kind="alice", holds_key=True, input="vector", load=load_vector),
+        Role("contributor", contributor, kind="bob", input="vector", load=load_vector, many=True),
+        Role("aggregator", trent, kind="trent", input="vector", load=load_vector, optional=True),
+    ),
+    role_for=_role_for,
+    messages=lambda params: params.messages().values(),
+)
 
 
 def expected_counts(params: Params, *, trent_has_input: bool = False) -> dict[str, dict[str, int]]:

@@ -9,12 +9,12 @@ Subcommands::
     smc-hmm cost REPORT.json [--bits B --latency-ms L ...]          show / extrapolate a cost report
     smc-hmm certs --out DIR --parties alice,bob,trent               CA + party certificates (mTLS)
 
-Demos and benchmarks are registries (:data:`DEMOS`, :data:`BENCHMARKS`): a
-value is a callable or an import reference ``"module:function"`` /
-``"module"`` (which must then provide ``main(args)``), resolved only when
-used; a callable may carry an ``add_arguments(parser)`` attribute (a module
-may define ``add_arguments``) for its own options.  Further subcommands (e.g.
-``release``) register in :data:`COMMANDS` the same way.
+Protocols, demos and benchmarks are plugins found through entry points
+(``smc_hmm.protocols``, ``smc_hmm.demos``, ``smc_hmm.benchmarks``; see
+``docs/adding-a-protocol.md``): a demo is ``fn(args, console) -> exit
+code``, a benchmark ``fn(args) -> exit code``; either may come with an
+``add_arguments(parser)`` (an attribute of the function or of its module)
+for its own options.  Further subcommands register in :data:`COMMANDS`.
 
 Typed errors (:class:`~smc_hmm.errors.SmcHmmError`) print one line, without a
 traceback, and exit with code 2.
@@ -25,50 +25,44 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError, SmcHmmError
+from smc_hmm.errors import ConfigError, InvalidInputError, SmcHmmError
 
-#: demo name -> callable(args, console) -> exit code, or an import reference
-DEMOS: dict[str, Callable | str] = {
-    "forward": "parties.demos:forward_demo",
-    "secure-sum": "parties.demos:secure_sum_demo",
-}
 DEFAULT_DEMO = "forward"
+DEMO_GROUP = "smc_hmm.demos"
+BENCH_GROUP = "smc_hmm.benchmarks"
 
-#: benchmark name -> callable(args) -> exit code, or an import reference
-BENCHMARKS: dict[str, Callable | str] = {
-    "crypto": "smc_hmm.bench.crypto",
-    "forward": "smc_hmm.bench.forward",
-}
+
+def _plugins(group: str) -> dict:
+    """Entry points of ``group`` by name (loaded only when used)."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=group)}
 
 
 def _console(stderr: bool = False):
     from rich.console import Console
 
-    return Console(stderr=stderr, width=None if sys.stdout.isatty() else 160)
+    return Console(stderr=stderr)  # tables adapt to the width (terminal, COLUMNS, else 80)
 
 
-def _resolve_entry(registry: dict, kind: str, name: str) -> tuple[Callable, Callable | None]:
-    """(run, add_arguments or None) for a registry entry."""
-    if name not in registry:
-        raise ConfigError(f"unknown {kind} {name!r} (known: {', '.join(sorted(registry))})")
-    entry = registry[name]
-    if isinstance(entry, str):
-        from smc_hmm.runtime import resolve
-
-        obj = resolve(entry)
-        if ":" not in entry:  # a module: main(args) and optionally add_arguments(parser)
-            main_fn = getattr(obj, "main", None)
-            if main_fn is None:
-                raise ConfigError(f"{kind} module {entry!r} has no main(args)")
-            return main_fn, getattr(obj, "add_arguments", None)
-        entry = obj
-    if not callable(entry):
+def _resolve_entry(group: str, kind: str, name: str) -> tuple[Callable, Callable | None]:
+    """(run, add_arguments or None) of the plugin ``name`` in entry-point ``group``."""
+    plugins = _plugins(group)
+    if name not in plugins:
+        raise ConfigError(f"unknown {kind} {name!r} (known: {', '.join(sorted(plugins))})")
+    try:
+        fn = plugins[name].load()
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"{kind} {name!r} failed to load: {e}") from e
+    if not callable(fn):
         raise ConfigError(f"{kind} {name!r} is not callable")
-    return entry, getattr(entry, "add_arguments", None)
+    add = getattr(fn, "add_arguments", None)
+    if add is None:
+        add = getattr(sys.modules.get(getattr(fn, "__module__", ""), None), "add_arguments", None)
+    return fn, add
 
 
 def _write_json(path: str | None, data, console) -> None:
@@ -111,7 +105,7 @@ def _configure_demo(p: argparse.ArgumentParser) -> None:
 def _run_demo(args) -> int:
     console = _console()
     if args.list:
-        for name in sorted(DEMOS):
+        for name in sorted(_plugins(DEMO_GROUP)):
             console.print(name + (" (default)" if name == DEFAULT_DEMO else ""))
         return 0
     if args.key_bits < 2048 and not args.insecure:
@@ -123,7 +117,7 @@ def _run_demo(args) -> int:
             "--seed draws keys from a non-cryptographic generator: add --insecure "
             "(reproducible runs only)"
         )
-    fn, _ = _resolve_entry(DEMOS, "demo", args.name)
+    fn, _ = _resolve_entry(DEMO_GROUP, "demo", args.name)
     return int(fn(args, console) or 0)
 
 
@@ -196,74 +190,59 @@ def _configure_bench(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list", action="store_true", help="list the benchmarks and exit")
 
 
+def _bench_epilog() -> str:
+    """Every benchmark with its own options, for ``smc-hmm bench --help``."""
+    parts = []
+    for name in sorted(_plugins(BENCH_GROUP)):
+        try:
+            fn, add = _resolve_entry(BENCH_GROUP, "benchmark", name)
+        except ConfigError as e:
+            parts.append(f"{name}: unavailable ({e})")
+            continue
+        sub = argparse.ArgumentParser(
+            prog=f"smc-hmm bench {name}",
+            add_help=False,
+            description=(sys.modules[fn.__module__].__doc__ or "").strip().split("\n")[0],
+        )
+        if add is not None:
+            add(sub)
+        parts.append(sub.format_help().rstrip())
+    return "benchmarks:\n\n" + "\n\n".join(parts)
+
+
 def _run_bench(args) -> int:
     if args.list or not args.name:
         console = _console()
-        for name in sorted(BENCHMARKS):
+        for name in sorted(_plugins(BENCH_GROUP)):
             console.print(name)
         return 0
-    fn, _ = _resolve_entry(BENCHMARKS, "benchmark", args.name)
+    fn, _ = _resolve_entry(BENCH_GROUP, "benchmark", args.name)
     return int(fn(args) or 0)
-
-
-def _bench_primitives_arguments(parser) -> None:
-    parser.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus size")
-    parser.add_argument(
-        "--scalar-bits",
-        type=int,
-        default=64,
-        help="bits of scalars and multi-exponentiation weights",
-    )
-    parser.add_argument(
-        "--min-seconds", type=float, default=0.2, help="minimum timing per operation"
-    )
-    parser.add_argument(
-        "--json", metavar="PATH", help="write the rates (input of `smc-hmm cost --rates`)"
-    )
-
-
-def bench_primitives(args) -> int:
-    """Measure single-thread primitive rates for the cost model."""
-    from rich.table import Table
-
-    from smc_hmm.cost import measure_rates
-
-    console = _console()
-    with console.status(f"generating a throw-away {args.key_bits}-bit key pair"):
-        pk, sk = _throwaway_keypair(args.key_bits)
-    with console.status("timing encrypt, decrypt, add, scalar multiply, multiexp, rerandomize"):
-        rates = measure_rates(pk, sk, scalar_bits=args.scalar_bits, min_seconds=args.min_seconds)
-    table = Table(
-        title=f"primitive rates, {rates.bits}-bit keys, one thread "
-        f"({rates.scalar_bits}-bit scalars)"
-    )
-    for col in ("operation", "per second", "us each", "scales as bits^"):
-        table.add_column(col, justify="left" if col == "operation" else "right")
-    for op, rate in sorted(rates.rates.items()):
-        table.add_row(op, f"{rate:,.0f}", f"{1e6 / rate:.1f}", f"{rates.exponents[op]:g}")
-    console.print(table)
-    _write_json(args.json, rates.to_dict(), console)
-    return 0
-
-
-bench_primitives.add_arguments = _bench_primitives_arguments
-BENCHMARKS["primitives"] = bench_primitives
 
 
 def _throwaway_keypair(bits: int):
     """A key pair used only to time operations (small sizes allowed: nothing is protected)."""
-    from smc_hmm.crypto import generate_keypair
+    from smc_hmm.bench.common import throwaway_keypair
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InsecureKeyWarning)
-        return generate_keypair(bits, insecure=bits < 2048)
+    return throwaway_keypair(bits)
 
 
 # -- cost -------------------------------------------------------------------------------------
 
 
 def _configure_cost(p: argparse.ArgumentParser) -> None:
-    p.add_argument("report", help="a cost JSON (from --json of demo, launch or party)")
+    p.add_argument(
+        "report",
+        help="a cost JSON: the --json file of `smc-hmm demo` (every demo), `launch` or "
+        "`party` (that party's costs only), or a saved cost report",
+    )
+    p.add_argument(
+        "--run",
+        type=int,
+        metavar="N",
+        help="a file with several runs (the forward demo writes one per model): show and "
+        "predict only run N (1-based; default: every run, one after another)",
+    )
     p.add_argument("--bits", type=int, help="predict for this key size")
     p.add_argument("--latency-ms", type=float, help="one-way network latency per round, ms")
     p.add_argument(
@@ -283,54 +262,151 @@ def _configure_cost(p: argparse.ArgumentParser) -> None:
         help="primitive rates from `smc-hmm bench primitives --json` "
         "(default: measure now at the report's key size)",
     )
-    p.add_argument("--json", metavar="PATH", help="write the prediction as JSON")
+    p.add_argument(
+        "--json",
+        metavar="PATH",
+        help="write the prediction as JSON (several runs: a list under 'runs')",
+    )
 
 
-def _load_report(path: str):
+def _load_report(path: str) -> list[tuple[str, object]]:
+    """``[(label, CostReport), ...]`` from a cost JSON: one entry per run it holds.
+
+    Accepted (what the other commands write): a bare report (``version``, ``parties``);
+    ``{"cost": report}`` (``demo secure-sum``, ``launch``); ``{"runs": [{"cost":
+    report, "model": ...}, ...]}`` (``demo forward``, one run per model); and
+    ``{"party": name, "cost": snapshot}`` (``party``: that one party's costs).
+    Anything else, a binary or non-JSON file included, is a :class:`ConfigError`.
+    """
     from smc_hmm.cost import CostReport
 
     try:
-        data = json.loads(Path(path).read_text())
+        raw = Path(path).read_bytes()
     except OSError as e:
         raise ConfigError(f"cannot read {path}: {e.strerror or e}") from e
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path} is not valid JSON: {e}") from e
-    if isinstance(data, dict) and "parties" not in data and isinstance(data.get("cost"), dict):
-        data = data["cost"]  # demo / launch output wraps the report
-    return CostReport.from_dict(data)
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(
+            f"{path} is not a cost report: it is a binary file, not JSON (expected the "
+            "--json output of smc-hmm demo, launch or party)"
+        ) from None
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise ConfigError(f"{path} is not valid JSON: {e}") from None
+    expected = "expected the --json output of smc-hmm demo, launch or party, or a saved cost report"
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} holds no cost report ({expected})")
+
+    def report(d, where: str, party=None) -> CostReport:
+        if isinstance(d, dict) and "parties" in d:
+            return CostReport.from_dict(d)
+        if isinstance(d, dict) and isinstance(d.get("ops"), dict):  # one party's snapshot
+            name = d.get("party", party)
+            if not isinstance(name, str) or not name:
+                raise ConfigError(f"{path}: the cost in {where} does not name its party")
+            meta = {"mode": "party"}
+            if isinstance(data.get("protocol"), str):
+                meta["protocol"] = data["protocol"]
+            return CostReport({name: d}, meta=meta)
+        raise ConfigError(f"{path}: {where} is not a cost report ({expected})")
+
+    def with_path(fn, *args):
+        try:
+            return fn(*args)
+        except ConfigError as e:
+            text = str(e)
+            raise ConfigError(text if text.startswith(str(path)) else f"{path}: {text}") from e
+
+    if "parties" in data or ("version" in data and not {"cost", "runs"} & set(data)):
+        # a bare report (CostReport.save / to_dict)
+        return [("", with_path(CostReport.from_dict, data))]
+    if isinstance(data.get("runs"), list):
+        if not data["runs"]:
+            raise ConfigError(f"{path} holds an empty list of runs: no cost to show")
+        runs = []
+        for i, run in enumerate(data["runs"], 1):
+            if not isinstance(run, dict) or "cost" not in run:
+                raise ConfigError(f"{path}: run {i} holds no 'cost'")
+            label = run.get("model") or run.get("name") or run.get("label") or ""
+            runs.append((f"run {i}" + (f": {label}" if label else ""), run["cost"]))
+        return [(label, with_path(report, cost, label)) for label, cost in runs]
+    if "cost" in data:
+        return [("", with_path(report, data["cost"], "'cost'", data.get("party")))]
+    if data.get("ok") is False and isinstance(data.get("error"), dict):
+        who = f"party {data['party']}" if isinstance(data.get("party"), str) else "a run"
+        error = data["error"]
+        raise ConfigError(
+            f"{path} records a failed run of {who} ({error.get('type', 'error')}: "
+            f"{error.get('message', '')}): it holds no cost"
+        )
+    keys = ", ".join(sorted(str(k) for k in data)[:8]) or "none"
+    raise ConfigError(f"{path} holds no cost report (top-level keys: {keys}; {expected})")
 
 
 def _run_cost(args) -> int:
-    from smc_hmm.cost import CostModel, PrimitiveRates, measure_rates
+    from smc_hmm.bench.rates import measure_rates
+    from smc_hmm.cost import CostModel, PrimitiveRates
 
-    report = _load_report(args.report)
+    runs = _load_report(args.report)
+    if args.run is not None:
+        if not 1 <= args.run <= len(runs):
+            raise ConfigError(
+                f"--run {args.run}: {args.report} holds "
+                + (f"runs 1 to {len(runs)}" if len(runs) > 1 else "a single run (--run 1)")
+            )
+        runs = [(args.run, *runs[args.run - 1])]
+    else:
+        runs = [(i, *run) for i, run in enumerate(runs, 1)]
+    rates = None
+    if args.rates:  # read before printing anything: a bad file is an error, not a half output
+        try:
+            rates = PrimitiveRates.from_dict(json.loads(Path(args.rates).read_bytes()))
+        except OSError as e:
+            raise ConfigError(f"cannot read rates {args.rates}: {e.strerror or e}") from e
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+            raise ConfigError(f"rates {args.rates} are not valid JSON: {e}") from None
     console = _console()
-    report.render(console)
+    for _, label, report in runs:
+        try:
+            tables = report.tables(console.width)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+            where = f" ({label})" if label else ""
+            raise ConfigError(
+                f"malformed cost report in {args.report}{where}: {type(e).__name__}: {e}"
+            ) from e
+        if label:
+            console.print(f"[bold]{label}[/]")
+        for table in tables:
+            console.print(table)
     wants_model = any(
         v is not None
         for v in (args.bits, args.latency_ms, args.bandwidth_mbps, args.input_scale, args.rates)
     )
     if not wants_model:
         return 0
-    if args.rates:
-        try:
-            rates = PrimitiveRates.from_dict(json.loads(Path(args.rates).read_text()))
-        except (OSError, json.JSONDecodeError) as e:
-            raise ConfigError(f"cannot read rates {args.rates}: {e}") from e
-    else:
-        bits = report.key_bits or 2048
+    if rates is None:
+        bits = runs[0][2].key_bits or 2048
         with console.status(f"measuring primitive rates at {bits} bits"):
             rates = measure_rates(*_throwaway_keypair(bits))
     model = CostModel(rates)
-    prediction = model.predict(
-        report,
-        bits=args.bits,
-        latency=(args.latency_ms or 0.0) / 1e3,
-        bandwidth=None if args.bandwidth_mbps is None else args.bandwidth_mbps * 1e6 / 8,
-        input_scale=args.input_scale or 1.0,
-    )
-    console.print(prediction.table())
-    _write_json(args.json, {"prediction": prediction.to_dict(), "rates": rates.to_dict()}, console)
+    predictions = []
+    for number, label, report in runs:
+        prediction = model.predict(
+            report,
+            bits=args.bits,
+            latency=(args.latency_ms or 0.0) / 1e3,
+            bandwidth=None if args.bandwidth_mbps is None else args.bandwidth_mbps * 1e6 / 8,
+            input_scale=args.input_scale or 1.0,
+        )
+        if label and len(runs) > 1:
+            console.print(f"[bold]{label}[/]")
+        console.print(prediction.table())
+        predictions.append({"run": number, "label": label, "prediction": prediction.to_dict()})
+    if len(predictions) == 1:
+        out = {"prediction": predictions[0]["prediction"], "rates": rates.to_dict()}
+    else:
+        out = {"runs": predictions, "rates": rates.to_dict()}
+    _write_json(args.json, out, console)
     return 0
 
 
@@ -341,13 +417,21 @@ def _configure_certs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="directory for ca.pem, NAME.pem, NAME.key")
     p.add_argument("--parties", required=True, help="comma-separated party names")
     p.add_argument("--days", type=int, default=365, help="validity in days")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a certificate set already in --out: its ca.pem and the certificates "
+        "it issued (with their keys) are removed first, so none is left stale",
+    )
 
 
 def _run_certs(args) -> int:
     from smc_hmm.certs import make_certificates
 
-    certs = make_certificates(args.out, args.parties, days=args.days)
+    certs = make_certificates(args.out, args.parties, days=args.days, force=args.force)
     console = _console()
+    for path in certs.removed:
+        console.print(f"removed stale {path} (from the replaced certificate set)")
     console.print(f"CA certificate: {certs.ca_cert}")
     for name in certs.certs:
         console.print(f"{name}: {certs.certs[name]} (key {certs.keys[name]}, mode 0600)")
@@ -376,7 +460,10 @@ COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
     "certs": ("make a CA and per-party certificates for mutual TLS", _configure_certs, _run_certs),
 }
 #: subcommands whose first positional names a registry entry with its own options
-_REGISTRIES = {"demo": (DEMOS, "demo", DEFAULT_DEMO), "bench": (BENCHMARKS, "benchmark", None)}
+_REGISTRIES = {
+    "demo": (DEMO_GROUP, "demo", DEFAULT_DEMO),
+    "bench": (BENCH_GROUP, "benchmark", None),
+}
 
 
 def _entry_name(argv: list[str]) -> tuple[str | None, str | None]:
@@ -387,8 +474,9 @@ def _entry_name(argv: list[str]) -> tuple[str | None, str | None]:
     command = positional[0]
     if command not in _REGISTRIES:
         return command, None
-    registry, _, default = _REGISTRIES[command]
-    named = [a for a in argv[argv.index(command) + 1 :] if a in registry]
+    group, _, default = _REGISTRIES[command]
+    plugins = _plugins(group)
+    named = [a for a in argv[argv.index(command) + 1 :] if a in plugins]
     return command, named[0] if named else default
 
 
@@ -403,10 +491,13 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         configure(p)
         if name == command and entry is not None:
-            registry, kind, _ = _REGISTRIES[name]
-            _, add_arguments = _resolve_entry(registry, kind, entry)
+            group, kind, _ = _REGISTRIES[name]
+            _, add_arguments = _resolve_entry(group, kind, entry)
             if add_arguments is not None:
                 add_arguments(p.add_argument_group(f"options of {kind} {entry}"))
+        elif name == command == "bench" and {"-h", "--help"} & set(argv or []):
+            p.formatter_class = argparse.RawDescriptionHelpFormatter
+            p.epilog = _bench_epilog()
     return parser
 
 

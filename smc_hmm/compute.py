@@ -20,6 +20,7 @@ network.
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -27,9 +28,14 @@ from concurrent.futures import BrokenExecutor, Executor, ProcessPoolExecutor
 
 from smc_hmm.errors import ComputeError, InvalidInputError
 
-_BROKEN_HINT = ("a worker process died or could not start; if this is a script, guard its "
-                "entry point with `if __name__ == \"__main__\":` (worker processes start "
-                "from a fork server)")
+#: what worker processes import at start: the Paillier layer whose tasks they run
+DEFAULT_PRELOAD = ("smc_hmm.crypto",)
+
+_BROKEN_HINT = (
+    "a worker process died or could not start; if this is a script, guard its "
+    'entry point with `if __name__ == "__main__":` (worker processes start '
+    "from a fork server)"
+)
 
 
 class Compute:
@@ -39,28 +45,42 @@ class Compute:
     one of them, the executor the rest.
     """
 
-    def __init__(self, executor: Executor | None = None, *, workers: int = 1,
-                 owns_executor: bool = False):
+    def __init__(
+        self, executor: Executor | None = None, *, workers: int = 1, owns_executor: bool = False
+    ):
         if workers < 1:
             raise InvalidInputError("workers must be >= 1")
         self.executor = executor
         self.workers = workers if executor is not None else 1
         self._owns = owns_executor
+        self._preload: tuple[str, ...] = ()
 
     @classmethod
     def inline(cls) -> Compute:
         return cls()
 
     @classmethod
-    def processes(cls, workers: int | None = None) -> Compute:
-        """``workers`` lanes (default: all cores): the caller plus ``workers - 1`` processes."""
+    def processes(
+        cls, workers: int | None = None, preload: Sequence[str] = DEFAULT_PRELOAD
+    ) -> Compute:
+        """``workers`` lanes (default: all cores): the caller plus ``workers - 1`` processes.
+
+        ``preload`` names modules the workers import when they start (by name:
+        this module depends on no layer above it), so the first batch does not
+        pay for the imports.
+        """
         workers = workers or os.cpu_count() or 1
         if workers == 1:
             return cls()
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["smc_hmm.crypto"])  # workers start with it imported
-        return cls(ProcessPoolExecutor(workers - 1, mp_context=context), workers=workers,
-                   owns_executor=True)
+        context.set_forkserver_preload(list(preload))
+        compute = cls(
+            ProcessPoolExecutor(workers - 1, mp_context=context),
+            workers=workers,
+            owns_executor=True,
+        )
+        compute._preload = tuple(preload)
+        return compute
 
     @classmethod
     def from_executor(cls, executor: Executor, workers: int) -> Compute:
@@ -83,7 +103,7 @@ class Compute:
             return []
         count = max(1, min(self.workers, len(items) // max(1, min_chunk)))
         size = -(-len(items) // count)
-        return [items[i:i + size] for i in range(0, len(items), size)]
+        return [items[i : i + size] for i in range(0, len(items), size)]
 
     def map(self, fn: Callable, *iterables: Iterable, local: Callable | None = None) -> list:
         """``[fn(*args) for args in zip(*iterables)]``; the caller computes the first item.
@@ -111,10 +131,11 @@ class Compute:
                 f.cancel()
 
     def warm_up(self) -> None:
-        """Start the workers and import the crypto layer there now, not in the first batch."""
+        """Start the workers and import the preloaded modules there now, not in the first batch."""
         if self.executor is not None:
             try:
-                list(self.executor.map(_import_crypto, range(max(1, self.workers - 1))))
+                count = max(1, self.workers - 1)
+                list(self.executor.map(_import_modules, [self._preload] * count))
             except BrokenExecutor as exc:
                 raise ComputeError(_BROKEN_HINT) from exc
 
@@ -133,6 +154,7 @@ class Compute:
         return "Compute(inline)" if self.executor is None else f"Compute(workers={self.workers})"
 
 
-def _import_crypto(_: int) -> None:
+def _import_modules(names: Sequence[str]) -> None:
     """Worker warm-up: the first task would otherwise pay for importing numpy and friends."""
-    import smc_hmm.crypto  # noqa: F401
+    for name in names:
+        importlib.import_module(name)

@@ -89,12 +89,27 @@ class PeerTimeoutError(TransportError, TimeoutError):
     """A peer did not send an expected message within the timeout."""
 
 
+class EndpointError(TransportError):
+    """This party's own endpoint could not be set up (address in use, unknown host)."""
+
+
 class AuthenticationError(TransportError):
     """A peer's certificate or identity was rejected (mutual TLS)."""
 
 
 class ComputeError(SmcHmmError):
     """A local worker process of a parallel Compute died or could not start."""
+
+
+class PartyProcessError(SmcHmmError):
+    """A party running in another OS process failed (its error type and message attached)."""
+
+    def __init__(self, party: str, error_type: str, message: str, returncode: int | None = None):
+        super().__init__(f"party {party} failed: {error_type}: {message}")
+        self.party = party
+        self.error_type = error_type
+        self.message = message
+        self.returncode = returncode
 
 
 class ProtocolError(SmcHmmError):

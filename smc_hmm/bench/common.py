@@ -22,8 +22,9 @@ def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 1) -> f
     return statistics.median(times)
 
 
-def interleaved_medians(fns: dict[str, Callable[[], object]], rounds: int,
-                        warmup: int = 1) -> dict[str, float]:
+def interleaved_medians(
+    fns: dict[str, Callable[[], object]], rounds: int, warmup: int = 1
+) -> dict[str, float]:
     """Median wall time of each function, timed in alternation round by round.
 
     On a noisy machine a slow spell then hits every contender of a round rather
@@ -87,8 +88,10 @@ class BenchResult:
         return {
             "benchmark": self.benchmark,
             "key_bits": self.key_bits,
-            "machine": {"python": platform.python_version(), "cpu": platform.processor()
-                        or platform.machine()},
+            "machine": {
+                "python": platform.python_version(),
+                "cpu": platform.processor() or platform.machine(),
+            },
             "params": self.params,
             "rows": [asdict(r) for r in self.rows],
             **self.extra,
@@ -104,16 +107,22 @@ class BenchResult:
         from rich.table import Table
 
         console = console or Console()
-        table = Table(title=f"{self.benchmark} benchmark, {self.key_bits}-bit keys "
-                            "(medians; ratio = times better than baseline)")
+        table = Table(
+            title=f"{self.benchmark} benchmark, {self.key_bits}-bit keys "
+            "(medians; ratio = times better than baseline)"
+        )
         for col in ("operation", "ours", "baseline", "unit", "ratio", "target", "note"):
             table.add_column(col, justify="left" if col in ("operation", "note") else "right")
         for r in self.rows:
             mark = "" if r.met is None else (" [green]ok[/]" if r.met else " [red]MISSED[/]")
-            ratio = "-" if r.ratio is None else (f"{r.ratio:.1f}x" if r.ratio >= 0.1
-                                                 else f"{r.ratio:.2e}x")
-            table.add_row(r.name, _fmt(r.ours), _fmt(r.baseline), r.unit, ratio + mark,
-                          r.goal, r.note)
+            ratio = (
+                "-"
+                if r.ratio is None
+                else (f"{r.ratio:.1f}x" if r.ratio >= 0.1 else f"{r.ratio:.2e}x")
+            )
+            table.add_row(
+                r.name, _fmt(r.ours), _fmt(r.baseline), r.unit, ratio + mark, r.goal, r.note
+            )
         console.print(table)
 
 
@@ -121,3 +130,25 @@ def _fmt(x: float | None) -> str:
     if x is None:
         return "-"
     return f"{x:.4g}"
+
+
+def throwaway_keypair(bits: int):
+    """A key pair used only to time operations (small sizes allowed: nothing is protected)."""
+    import warnings
+
+    from smc_hmm.crypto import generate_keypair
+    from smc_hmm.errors import InsecureKeyWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureKeyWarning)
+        return generate_keypair(bits, insecure=bits < 2048)
+
+
+def check_key_bits(args) -> None:
+    """Benchmarks refuse keys below 2048 bits unless --insecure, like every entry point."""
+    from smc_hmm.errors import InvalidInputError
+
+    if args.key_bits < 2048 and not getattr(args, "insecure", False):
+        raise InvalidInputError(
+            f"{args.key_bits}-bit keys are insecure: add --insecure (reproductions only)"
+        )

@@ -24,8 +24,14 @@ from smc_hmm.crypto.packing import PackedCipherArray, PackingPlan
 from smc_hmm.errors import InsecureKeyWarning
 
 
-def run(key_bits: int = 2048, repeats: int = 5, batch: int = 64, terms: int = 820,
-        workers: int = 2, progress=None) -> BenchResult:
+def run(
+    key_bits: int = 2048,
+    repeats: int = 5,
+    batch: int = 64,
+    terms: int = 820,
+    workers: int = 2,
+    progress=None,
+) -> BenchResult:
     """Run the crypto benchmark; ``progress(msg)`` is called before each section."""
     say = progress or (lambda msg: None)
     with warnings.catch_warnings():
@@ -45,49 +51,97 @@ def run(key_bits: int = 2048, repeats: int = 5, batch: int = 64, terms: int = 82
     public_only.randomizer.precompute()
     t_default = median_seconds(lambda: CipherArray.encrypt(pk, values), repeats) * per
     t_public = median_seconds(lambda: CipherArray.encrypt(public_only, values), repeats) * per
-    rows.append(Row("encrypt: default (DJN, n/2-bit alpha, table, CRT), key holder",
-                    t_default, t_phe, "us/value", 10))
-    rows.append(Row("encrypt: default (DJN, n/2-bit alpha, table), public key only",
-                    t_public, t_phe, "us/value", 10))
+    rows.append(
+        Row(
+            "encrypt: default (DJN, n/2-bit alpha, table, CRT), key holder",
+            t_default,
+            t_phe,
+            "us/value",
+            10,
+        )
+    )
+    rows.append(
+        Row(
+            "encrypt: default (DJN, n/2-bit alpha, table), public key only",
+            t_public,
+            t_phe,
+            "us/value",
+            10,
+        )
+    )
     with Compute.processes(workers) as compute:
         CipherArray.encrypt(public_only, values * 4, compute=compute)  # workers build tables
         big = values * 8
-        t_par = median_seconds(lambda: CipherArray.encrypt(public_only, big, compute=compute),
-                               repeats) * 1e6 / len(big)
-    rows.append(Row(f"encrypt: default, public key only, {workers} processes", t_par, t_phe,
-                    "us/value", 10))
+        t_par = (
+            median_seconds(lambda: CipherArray.encrypt(public_only, big, compute=compute), repeats)
+            * 1e6
+            / len(big)
+        )
+    rows.append(
+        Row(f"encrypt: default, public key only, {workers} processes", t_par, t_phe, "us/value", 10)
+    )
     short = PublicKey(pk.n)
     short.use_djn(alpha_bits=224).precompute()
     t_short = median_seconds(lambda: CipherArray.encrypt(short, values), repeats) * per
-    rows.append(Row("encrypt: short exponent (DJN, 224-bit alpha)", t_short, t_phe, "us/value",
-                    40, "stronger assumption, see randomness.py"))
+    rows.append(
+        Row(
+            "encrypt: short exponent (DJN, 224-bit alpha)",
+            t_short,
+            t_phe,
+            "us/value",
+            40,
+            "stronger assumption, see randomness.py",
+        )
+    )
     pooled = PublicKey(pk.n)
     pool = RandomizerPool(pooled.randomizer, capacity=batch * (repeats + 2))
     pooled.use_randomizer(pool)
     say("filling the randomizer pool (offline phase)")
     pool.fill()
     t_online = median_seconds(lambda: CipherArray.encrypt(pooled, values), repeats) * per
-    rows.append(Row("encrypt: online from a warm pool", t_online, t_phe, "us/value", 500,
-                    f"pool misses: {pool.misses}"))
+    rows.append(
+        Row(
+            "encrypt: online from a warm pool",
+            t_online,
+            t_phe,
+            "us/value",
+            500,
+            f"pool misses: {pool.misses}",
+        )
+    )
 
     say("decryption")
     cts = CipherArray.encrypt(pk, values)
     phe_cts = [phe.EncryptedNumber(phe_pk, int(c)) for c in cts.ciphertexts()]
     t_phe_dec = median_seconds(lambda: [phe_sk.decrypt(c) for c in phe_cts], repeats) * per
     t_dec = median_seconds(lambda: cts.decrypt_ints(sk), repeats) * per
-    rows.append(Row("decrypt: one value per ciphertext (CRT, 2 threads)", t_dec, t_phe_dec,
-                    "us/value"))
+    rows.append(
+        Row("decrypt: one value per ciphertext (CRT, 2 threads)", t_dec, t_phe_dec, "us/value")
+    )
     plan = PackingPlan.for_key(pk, value_bits=52, growth_bits=8, mask_bits=40)
-    packed_vals = np.array([[secrets.randbelow(1 << 52) - (1 << 51) for _ in range(plan.slots)]
-                            for _ in range(8)], dtype=object)
+    packed_vals = np.array(
+        [[secrets.randbelow(1 << 52) - (1 << 51) for _ in range(plan.slots)] for _ in range(8)],
+        dtype=object,
+    )
     packed = PackedCipherArray.encrypt(pk, packed_vals, 0, plan)
     t_packed = median_seconds(lambda: packed.decrypt_ints(sk), repeats) * 1e6 / packed_vals.size
-    rows.append(Row(f"decrypt: packed ({plan.slots} slots x {plan.slot_bits} bits)", t_packed,
-                    t_phe_dec, "us/value", 10, "52-bit values, 8 growth + 40 mask bits"))
+    rows.append(
+        Row(
+            f"decrypt: packed ({plan.slots} slots x {plan.slot_bits} bits)",
+            t_packed,
+            t_phe_dec,
+            "us/value",
+            10,
+            "52-bit values, 8 growth + 40 mask bits",
+        )
+    )
 
     say("addition and scalar multiplication")
-    t_phe_add = median_seconds(lambda: [a + b for a, b in zip(phe_cts, phe_cts[1:])],
-                               repeats) * 1e6 / (batch - 1)
+    t_phe_add = (
+        median_seconds(lambda: [a + b for a, b in zip(phe_cts, phe_cts[1:])], repeats)
+        * 1e6
+        / (batch - 1)
+    )
     t_add = median_seconds(lambda: cts + cts, repeats) * per
     rows.append(Row("add: ciphertext + ciphertext", t_add, t_phe_add, "us/value"))
     weights = [secrets.randbelow(1 << 40) - (1 << 39) for _ in range(batch)]
@@ -97,43 +151,83 @@ def run(key_bits: int = 2048, repeats: int = 5, batch: int = 64, terms: int = 82
     reals = [secrets.randbelow(10**6) / 10**6 - 0.5 for _ in range(batch)]
     t_phe_fmul = median_seconds(lambda: [c * r for c, r in zip(phe_cts, reals)], repeats) * per
     t_fmul = median_seconds(lambda: cts.mul_fixed(reals, 24), repeats) * per
-    rows.append(Row("scalar multiply: reals (ours 24-bit fixed point, phe float)", t_fmul,
-                    t_phe_fmul, "us/value"))
+    rows.append(
+        Row(
+            "scalar multiply: reals (ours 24-bit fixed point, phe float)",
+            t_fmul,
+            t_phe_fmul,
+            "us/value",
+        )
+    )
 
     say(f"{terms}-term linear combination")
     lin_vals = [secrets.randbelow(1 << 30) for _ in range(terms)]
     lin_cts = CipherArray.encrypt(public_only, lin_vals)
     lin_phe = [phe.EncryptedNumber(phe_pk, int(c)) for c in lin_cts.ciphertexts()]
-    lin_w = [secrets.randbelow(1 << 40) * (1 if secrets.randbits(1) else -1)
-             for _ in range(terms)]
+    lin_w = [secrets.randbelow(1 << 40) * (1 if secrets.randbits(1) else -1) for _ in range(terms)]
     rounds = max(repeats, 7)
     scalings: list[float] = []
     with Compute.processes(workers) as compute:
         compute.warm_up()
-        ms = {name: t * 1e3 for name, t in interleaved_medians({
-            "phe": lambda: sum(c * w for c, w in zip(lin_phe, lin_w)),
-            "serial": lambda: lin_cts.lincomb(lin_w),
-            "parallel": lambda: lin_cts.lincomb(lin_w, compute=compute),
-            "machine": lambda: scalings.append(lane_scaling(compute, pk.nsquare_mpz)),
-        }, rounds).items()}
-    rows.append(Row(f"linear combination: {terms} terms, signed 40-bit (1 process)",
-                    ms["serial"], ms["phe"], "ms"))
-    rows.append(Row(f"linear combination: {terms} terms, signed 40-bit ({workers} processes)",
-                    ms["parallel"], ms["phe"], "ms", 8,
-                    f"caller + {workers - 1} worker, medians of {rounds} interleaved rounds"))
+        ms = {
+            name: t * 1e3
+            for name, t in interleaved_medians(
+                {
+                    "phe": lambda: sum(c * w for c, w in zip(lin_phe, lin_w)),
+                    "serial": lambda: lin_cts.lincomb(lin_w),
+                    "parallel": lambda: lin_cts.lincomb(lin_w, compute=compute),
+                    "machine": lambda: scalings.append(lane_scaling(compute, pk.nsquare_mpz)),
+                },
+                rounds,
+            ).items()
+        }
+    rows.append(
+        Row(
+            f"linear combination: {terms} terms, signed 40-bit (1 process)",
+            ms["serial"],
+            ms["phe"],
+            "ms",
+        )
+    )
+    rows.append(
+        Row(
+            f"linear combination: {terms} terms, signed 40-bit ({workers} processes)",
+            ms["parallel"],
+            ms["phe"],
+            "ms",
+            8,
+            f"caller + {workers - 1} worker, medians of {rounds} interleaved rounds",
+        )
+    )
     scaling = statistics.median(scalings)
-    rows.append(Row(f"machine: {workers} lanes of modular multiplications at once vs 1",
-                    scaling, None, "x faster", None,
-                    f"ideal {workers}x; measured in the same rounds as the rows above"))
+    rows.append(
+        Row(
+            f"machine: {workers} lanes of modular multiplications at once vs 1",
+            scaling,
+            None,
+            "x faster",
+            None,
+            f"ideal {workers}x; measured in the same rounds as the rows above",
+        )
+    )
     # correctness of what was timed
     expect = sum(v * w for v, w in zip(lin_vals, lin_w))
     got = int(lin_cts.lincomb(lin_w).decrypt_ints(sk).item())
     if got != expect:
         raise AssertionError("linear combination mismatch in benchmark")
-    return BenchResult("crypto", key_bits, rows,
-                       {"repeats": repeats, "batch": batch, "terms": terms, "workers": workers,
-                        "phe": phe.__version__ if hasattr(phe, "__version__") else "1.5.0",
-                        "gmpy2": str(mpz.__module__)})
+    return BenchResult(
+        "crypto",
+        key_bits,
+        rows,
+        {
+            "repeats": repeats,
+            "batch": batch,
+            "terms": terms,
+            "workers": workers,
+            "phe": phe.__version__ if hasattr(phe, "__version__") else "1.5.0",
+            "gmpy2": str(mpz.__module__),
+        },
+    )
 
 
 def _multiplication_lane(modulus, count: int, seed: int) -> float:
@@ -155,14 +249,21 @@ def lane_scaling(compute: Compute, modulus, count: int = 1500) -> float:
     parallel row of this benchmark with them.  Reported next to those rows.
     """
     solo = _multiplication_lane(modulus, count, 1)
-    lanes = compute.map(_multiplication_lane, [modulus] * compute.workers,
-                        [count] * compute.workers, range(compute.workers))
+    lanes = compute.map(
+        _multiplication_lane,
+        [modulus] * compute.workers,
+        [count] * compute.workers,
+        range(compute.workers),
+    )
     return compute.workers * solo / max(lanes)
 
 
 def add_arguments(parser) -> None:
     """Options of ``smc-hmm bench crypto``."""
     parser.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus size")
+    parser.add_argument(
+        "--insecure", action="store_true", help="allow keys below 2048 bits (reproductions only)"
+    )
     parser.add_argument("--repeats", type=int, default=5, help="timed repeats (median)")
     parser.add_argument("--batch", type=int, default=64, help="values per timed batch")
     parser.add_argument("--terms", type=int, default=820, help="linear-combination terms")
@@ -174,9 +275,18 @@ def main(args) -> int:
     """Run from parsed arguments, print the table, optionally write JSON."""
     from rich.console import Console
 
+    from smc_hmm.bench.common import check_key_bits
+
+    check_key_bits(args)
     console = Console(width=max(140, Console().width))
-    result = run(args.key_bits, args.repeats, args.batch, args.terms, args.workers,
-                 progress=lambda msg: console.print(f"[dim]... {msg}[/]"))
+    result = run(
+        args.key_bits,
+        args.repeats,
+        args.batch,
+        args.terms,
+        args.workers,
+        progress=lambda msg: console.print(f"[dim]... {msg}[/]"),
+    )
     result.print_table(console)
     if args.json:
         result.write_json(args.json)

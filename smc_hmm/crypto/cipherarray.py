@@ -8,7 +8,9 @@ operation computes the bound of its result first and raises
 so results never wrap silently.
 
 Linear combinations are multi-exponentiations (:mod:`smc_hmm.crypto.multiexp`)
-and run in parallel through a :class:`~smc_hmm.compute.Compute`.
+and run in parallel through a :class:`~smc_hmm.compute.Compute`: the one
+given, else the one the key view carries (a party's context gives each of
+its key views its executor), else inline.
 """
 
 from __future__ import annotations
@@ -53,11 +55,11 @@ def _lincomb_task(bases: PackedInts, weight_rows: list, modulus) -> list:
     return [signed_parts(bases.values, row, modulus) for row in weight_rows]
 
 
-def _lincomb_windows_task(bases: PackedInts, weight_rows: list, modulus, c: int, lo: int,
-                          hi: int) -> list:
+def _lincomb_windows_task(
+    bases: PackedInts, weight_rows: list, modulus, c: int, lo: int, hi: int
+) -> list:
     """Lane: digit windows [lo, hi) of each row's multi-exponentiation."""
-    return [signed_parts(bases.values, row, modulus, window=c, lo=lo, hi=hi)
-            for row in weight_rows]
+    return [signed_parts(bases.values, row, modulus, window=c, lo=lo, hi=hi) for row in weight_rows]
 
 
 _WORKER_KEYS: dict = {}  # per worker process: keys with their DJN tables, by parameters
@@ -71,9 +73,14 @@ def _encrypt_task(params: dict, values: list[int]) -> PackedInts:
     cache_key = (params["n"], params["h_s"], params["alpha_bits"], params["window"])
     key = _WORKER_KEYS.get(cache_key)
     if key is None:
-        randomizer = DJNRandomizer(mpz(params["n"]), Rng.system(), params["alpha_bits"],
-                                   params["window"], primes=params["primes"],
-                                   h_s=mpz(params["h_s"]))
+        randomizer = DJNRandomizer(
+            mpz(params["n"]),
+            Rng.system(),
+            params["alpha_bits"],
+            params["window"],
+            primes=params["primes"],
+            h_s=mpz(params["h_s"]),
+        )
         key = _WORKER_KEYS[cache_key] = PublicKey(params["n"], randomizer=randomizer)
     return PackedInts.for_modulus(key.encrypt_ints(values), key.nsquare_mpz)
 
@@ -84,12 +91,22 @@ class CipherArray:
     __slots__ = ("public_key", "data", "scale", "bound")
     __array_priority__ = 1000  # numpy defers `ndarray + CipherArray` to us
 
-    def __init__(self, public_key: PublicKey, data, scale: int = 0, bound: int | None = None,
-                 *, validate: bool = False):
+    def __init__(
+        self,
+        public_key: PublicKey,
+        data,
+        scale: int = 0,
+        bound: int | None = None,
+        *,
+        validate: bool = False,
+    ):
         if not isinstance(public_key, PublicKey):
             raise InvalidInputError("CipherArray needs an smc_hmm PublicKey")
-        arr = data if isinstance(data, np.ndarray) and data.dtype == object else np.asarray(
-            data, dtype=object)
+        arr = (
+            data
+            if isinstance(data, np.ndarray) and data.dtype == object
+            else np.asarray(data, dtype=object)
+        )
         self.public_key = public_key
         self.data = arr
         self.scale = fixedpoint.check_scale(scale)
@@ -100,29 +117,46 @@ class CipherArray:
     # -- construction -----------------------------------------------------------
 
     @classmethod
-    def encrypt(cls, public_key: PublicKey, values, scale: int = 0, *,
-                compute: Compute | None = None) -> CipherArray:
+    def encrypt(
+        cls, public_key: PublicKey, values, scale: int = 0, *, compute: Compute | None = None
+    ) -> CipherArray:
         """Encrypt reals (rounded at ``scale`` fractional bits) or exact integers."""
         ints, bound = fixedpoint.encode(values, scale)
         return cls.encrypt_encoded(public_key, ints, scale, bound, compute=compute)
 
     @classmethod
-    def encrypt_encoded(cls, public_key: PublicKey, ints, scale: int, bound: int | None = None,
-                        *, compute: Compute | None = None) -> CipherArray:
+    def encrypt_encoded(
+        cls,
+        public_key: PublicKey,
+        ints,
+        scale: int,
+        bound: int | None = None,
+        *,
+        compute: Compute | None = None,
+    ) -> CipherArray:
         """Encrypt already-encoded integers at ``scale``."""
         ints = fixedpoint.as_object_array(ints)
         bound = fixedpoint.max_abs(ints) if bound is None else bound
         public_key.check_plain(bound, "encrypted value")
         flat = [int(v) for v in ints.reshape(-1)]
-        compute = compute or _INLINE
+        compute = compute or public_key.compute or _INLINE
         randomizer = public_key.randomizer
-        if compute.parallel and len(flat) >= 64 and hasattr(randomizer, "params") \
-                and not public_key.rng.insecure:
+        if (
+            compute.parallel
+            and len(flat) >= 64
+            and hasattr(randomizer, "params")
+            and not public_key.rng.insecure
+        ):
             params = randomizer.params()
             chunks = compute.chunks(flat, min_chunk=32)
-            parts = compute.map(_encrypt_task, [params] * len(chunks), chunks,
-                                local=lambda _params, values: PackedInts.for_modulus(
-                                    public_key.encrypt_ints(values), public_key.nsquare_mpz))
+            parts = compute.map(
+                _encrypt_task,
+                [params] * len(chunks),
+                chunks,
+                local=lambda _params, values: PackedInts.for_modulus(
+                    public_key.encrypt_ints(values), public_key.nsquare_mpz
+                ),
+            )
             cts = [c for part in parts for c in part.values]
             public_key.meter.count("encrypt", len(flat) - len(chunks[0]))
         else:
@@ -178,8 +212,9 @@ class CipherArray:
         return list(self.data.reshape(-1))
 
     def _like(self, flat: list, scale: int, bound: int, shape=None) -> CipherArray:
-        return CipherArray(self.public_key, _mpz_array(flat, self.shape if shape is None
-                                                       else shape), scale, bound)
+        return CipherArray(
+            self.public_key, _mpz_array(flat, self.shape if shape is None else shape), scale, bound
+        )
 
     # -- decryption -------------------------------------------------------------
 
@@ -205,14 +240,16 @@ class CipherArray:
         if other.scale != self.scale:
             raise ScaleMismatchError(
                 f"scales differ ({self.scale} vs {other.scale} fractional bits); "
-                "call rescale_up() on the coarser operand first")
+                "call rescale_up() on the coarser operand first"
+            )
 
     def _broadcast(self, other_data: np.ndarray):
         try:
             a, b = np.broadcast_arrays(self.data, other_data)
         except ValueError as e:
-            raise ShapeMismatchError(f"shapes {self.shape} and {other_data.shape} do not "
-                                     "broadcast") from e
+            raise ShapeMismatchError(
+                f"shapes {self.shape} and {other_data.shape} do not broadcast"
+            ) from e
         return a, b
 
     def __add__(self, other) -> CipherArray:
@@ -293,8 +330,10 @@ class CipherArray:
     def __mul__(self, other) -> CipherArray:
         arr = np.asarray(other)
         if arr.dtype.kind == "f":
-            raise InvalidInputError("multiply by reals with mul_fixed(values, scale): the "
-                                    "factor's fixed-point scale must be explicit")
+            raise InvalidInputError(
+                "multiply by reals with mul_fixed(values, scale): the "
+                "factor's fixed-point scale must be explicit"
+            )
         return self.mul(other)
 
     __rmul__ = __mul__
@@ -328,8 +367,9 @@ class CipherArray:
         pk.meter.count("add", max(0, count - 1) * cols.shape[1])
         return self._like(flat, self.scale, bound, out_shape)
 
-    def lincomb(self, weights, weight_scale: int = 0, *,
-                compute: Compute | None = None) -> CipherArray:
+    def lincomb(
+        self, weights, weight_scale: int = 0, *, compute: Compute | None = None
+    ) -> CipherArray:
         """E(W x) for this 1-D array x and integer weights W of shape (k, m) or (m,).
 
         Each output is one multi-exponentiation; negative weights cost one
@@ -341,8 +381,9 @@ class CipherArray:
         single = w.ndim == 1
         w2 = w.reshape(1, -1) if single else w
         if w2.ndim != 2 or w2.shape[1] != self.size:
-            raise ShapeMismatchError(f"weights of shape {w.shape} do not match {self.size} "
-                                     "ciphertexts")
+            raise ShapeMismatchError(
+                f"weights of shape {w.shape} do not match {self.size} ciphertexts"
+            )
         weight_scale = fixedpoint.check_scale(weight_scale)
         fixedpoint.check_scale(self.scale + weight_scale)
         pk, n2 = self.public_key, self.public_key.nsquare_mpz
@@ -351,14 +392,13 @@ class CipherArray:
         pk.check_plain(bound, "linear combination")
         bases = PackedInts.for_modulus(self.ciphertexts(), n2)
         rows = [[int(x) for x in row] for row in w2]
-        compute = compute or _INLINE
+        compute = compute or pk.compute or _INLINE
         k, m = len(rows), len(bases)
         if not compute.parallel or k * m < _PARALLEL_MIN_TERMS:
             parts = [[p] for p in _lincomb_task(bases, rows, n2)]
         elif k >= compute.workers:
             groups = compute.chunks(rows)
-            results = compute.map(_lincomb_task, [bases] * len(groups), groups,
-                                  [n2] * len(groups))
+            results = compute.map(_lincomb_task, [bases] * len(groups), groups, [n2] * len(groups))
             parts = [[p] for res in results for p in res]
         else:
             # few outputs: split the digit windows (all terms in every lane), so each
@@ -367,17 +407,20 @@ class CipherArray:
             windows = window_count(max(abs(x) for row in rows for x in row), c)
             spans = compute.chunks(list(range(windows)))
             results = compute.map(
-                _lincomb_windows_task, *zip(*[(bases, rows, n2, c, s[0], s[-1] + 1)
-                                              for s in spans]))
-            parts = [[merge_window_parts([(s[0], res[r]) for s, res in zip(spans, results)],
-                                         c, n2)] for r in range(k)]
+                _lincomb_windows_task, *zip(*[(bases, rows, n2, c, s[0], s[-1] + 1) for s in spans])
+            )
+            parts = [
+                [merge_window_parts([(s[0], res[r]) for s, res in zip(spans, results)], c, n2)]
+                for r in range(k)
+            ]
         flat = [combine_parts(p, n2) for p in parts]
         pk.meter.count("multiexp_terms", k * m)
         out = self._like(flat, self.scale + weight_scale, bound, (k,))
         return out[0] if single else out
 
-    def lincomb_fixed(self, reals, weight_scale: int, *,
-                      compute: Compute | None = None) -> CipherArray:
+    def lincomb_fixed(
+        self, reals, weight_scale: int, *, compute: Compute | None = None
+    ) -> CipherArray:
         """:meth:`lincomb` with real weights rounded at ``weight_scale`` bits."""
         ints, _ = fixedpoint.encode(np.asarray(reals, dtype=float), weight_scale)
         return self.lincomb(ints, weight_scale, compute=compute)
@@ -410,8 +453,13 @@ class CipherArray:
         return out.reshape(self.shape)
 
     @classmethod
-    def from_phe(cls, numbers, public_key: PublicKey | None = None, scale: int | None = None,
-                 bound: int | None = None) -> CipherArray:
+    def from_phe(
+        cls,
+        numbers,
+        public_key: PublicKey | None = None,
+        scale: int | None = None,
+        bound: int | None = None,
+    ) -> CipherArray:
         """Wrap phe ``EncryptedNumber`` objects; exponents are aligned to one binary scale.
 
         phe does not track magnitudes, so ``bound`` (max |plaintext integer| at
@@ -442,6 +490,7 @@ class CipherArray:
         return cls(key, _mpz_array(cts, arr.shape), target, bound)
 
     def __repr__(self) -> str:
-        return (f"CipherArray(shape={self.shape}, scale={self.scale}, "
-                f"bound_bits={self.bound.bit_length()}, key={self.public_key!r})")
-
+        return (
+            f"CipherArray(shape={self.shape}, scale={self.scale}, "
+            f"bound_bits={self.bound.bit_length()}, key={self.public_key!r})"
+        )

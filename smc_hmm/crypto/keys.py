@@ -51,8 +51,14 @@ class PublicKey(phe.PaillierPublicKey):
     randomizer and tables, so each party can count its own work.
     """
 
-    def __init__(self, n: int, *, rng: Rng | None = None, randomizer: Randomizer | None = None,
-                 meter: Meter | None = None):
+    def __init__(
+        self,
+        n: int,
+        *,
+        rng: Rng | None = None,
+        randomizer: Randomizer | None = None,
+        meter: Meter | None = None,
+    ):
         n = int(n)
         if n < 3 or n % 2 == 0:
             raise InvalidInputError("a Paillier modulus must be an odd integer > 2")
@@ -65,16 +71,20 @@ class PublicKey(phe.PaillierPublicKey):
         self.rng = rng if rng is not None else Rng.system()
         self._randomizer = randomizer
         self.meter = meter if meter is not None else NULL_METER
+        #: the executor of heavy batches on ciphertexts under this key (None: inline)
+        self.compute = None
         self._primes: tuple[mpz, mpz] | None = None  # set by PrivateKey: CRT encryption
 
     # -- views and configuration ------------------------------------------------
 
-    def with_meter(self, meter: Meter) -> PublicKey:
-        """A view of this key that counts into ``meter`` (shares tables and pools)."""
+    def with_meter(self, meter: Meter, compute=None) -> PublicKey:
+        """A view of this key that counts into ``meter`` and runs its heavy batches on
+        ``compute`` (a :class:`~smc_hmm.compute.Compute`; shares tables and pools)."""
         _ = self.randomizer  # create it first so every view shares one table/pool
         view = object.__new__(PublicKey)
         view.__dict__.update(self.__dict__)
         view.meter = meter
+        view.compute = compute
         return view
 
     @property
@@ -183,7 +193,7 @@ class PrivateKey(phe.PaillierPrivateKey):
         if len(cs) < 16 or threads <= 1:
             return self._decrypt_chunk(cs)
         size = -(-len(cs) // threads)
-        chunks = [cs[i:i + size] for i in range(0, len(cs), size)]
+        chunks = [cs[i : i + size] for i in range(0, len(cs), size)]
         with ThreadPoolExecutor(len(chunks)) as pool:
             return [m for part in pool.map(self._decrypt_chunk, chunks) for m in part]
 
@@ -199,8 +209,9 @@ def _random_prime(bits: int, rng: Rng) -> mpz:
             return p
 
 
-def generate_keypair(bits: int = DEFAULT_KEY_BITS, *, insecure: bool = False,
-                     rng: Rng | None = None) -> tuple[PublicKey, PrivateKey]:
+def generate_keypair(
+    bits: int = DEFAULT_KEY_BITS, *, insecure: bool = False, rng: Rng | None = None
+) -> tuple[PublicKey, PrivateKey]:
     """A fresh Paillier key pair with an n of exactly ``bits`` bits.
 
     Keys shorter than 2048 bits need ``insecure=True`` (tests, reproductions of
@@ -212,13 +223,16 @@ def generate_keypair(bits: int = DEFAULT_KEY_BITS, *, insecure: bool = False,
     if bits < MIN_SECURE_BITS:
         if not insecure:
             raise InvalidInputError(
-                f"{bits}-bit Paillier keys are insecure; pass insecure=True for tests only")
-        warnings.warn(f"generating an insecure {bits}-bit Paillier key", InsecureKeyWarning,
-                      stacklevel=2)
+                f"{bits}-bit Paillier keys are insecure; pass insecure=True for tests only"
+            )
+        warnings.warn(
+            f"generating an insecure {bits}-bit Paillier key", InsecureKeyWarning, stacklevel=2
+        )
     if rng is not None and rng.insecure and not insecure:
         raise InvalidInputError(
             "keys from a seeded (non-cryptographic) generator are insecure: pass insecure=True "
-            "(tests and reproducible experiments only)")
+            "(tests and reproducible experiments only)"
+        )
     rng = rng if rng is not None else Rng.system()
     while True:
         p = _random_prime(bits // 2, rng)

@@ -44,6 +44,7 @@ import msgpack
 from smc_hmm.errors import (
     AuthenticationError,
     ConfigError,
+    EndpointError,
     FrameTooLargeError,
     InvalidInputError,
     PeerDisconnectedError,
@@ -455,7 +456,7 @@ class TcpTransport(Transport):
                 lst.listen(len(lower) + 8)
             except OSError as exc:
                 lst.close()
-                raise TransportError(f"{self.name}: cannot listen on {host}:{port}: {exc}") from exc
+                raise EndpointError(f"{self.name}: cannot listen on {host}:{port}: {exc}") from exc
             self._listener = lst
         # Dial every higher-named peer first, then accept the lower-named ones: by
         # induction from the highest name (which only accepts) this cannot deadlock.

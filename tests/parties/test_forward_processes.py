@@ -89,7 +89,5 @@ def test_model_files_round_trip_and_reject_bad_files(tmp_path, ports):
         load_models(tmp_path / "bad.npz")
     config = write_forward_config(tmp_path, ports, models, np.array([0, 1]))
     (tmp_path / "models.npz").write_bytes(b"junk")
-    from parties.config import party_from_config
-
-    with pytest.raises(ConfigError):
-        party_from_config("bob", config)
+    with pytest.raises(ConfigError):  # the model file is read before connecting
+        run_party("bob", config)

@@ -175,7 +175,7 @@ def test_a_peer_sending_the_wrong_type_is_a_protocol_error(keypair_512):
     with pytest.raises(ProtocolError, match="expected ciphertexts"):
         run_roles(
             {"alice": ss.alice, "trent": ss.trent, "bob": rogue_bob},
-            {"alice": ([1, 2], params), "trent": (params,)},
+            {"alice": ([1, 2], params), "trent": (None, params)},
             keys={"alice": keypair_512},
             timeout=5,
             min_key_bits=512,
@@ -212,8 +212,10 @@ def test_party_objects_keep_private_state_private(keypair_512):
         Trent("trent", keypair=keypair_512)
     with pytest.raises(InvalidInputError):
         Party("bad name!")
-    with pytest.raises(ConfigError, match="no role"):
-        Party("p").role("secure_sum", None)
+    with pytest.raises(ConfigError, match="none of key_holder"):
+        Party("p").play(ss.PROTOCOL, ss.Params())
+    with pytest.raises(ConfigError, match="needs its 'vector'"):
+        Bob("bob").play(ss.PROTOCOL, ss.Params())
     with pytest.raises(InvalidInputError):
         simulate([Bob("x"), Bob("x")], ss.NAME, ss.Params(), min_key_bits=512)
 

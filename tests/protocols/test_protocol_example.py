@@ -1,11 +1,11 @@
 """examples/secure_forward.py: the in-process run and its two-party configuration.
 
-The configuration written by ``--setup`` names the example's own party
-factory (``examples.secure_forward:party_factory``); here both parties run
-with :func:`smc_hmm.runtime.run_party` in two threads over TCP with mutual
-TLS on loopback (the same code path as ``smc-hmm party`` / ``launch``, minus
-the process boundary), and Alice's output is compared with the plaintext
-log P the setup wrote.
+The configuration written by ``--setup`` names the registered ``forward``
+protocol and the files holding Alice's observations and Bob's models; here
+both parties run with :func:`smc_hmm.runtime.run_party` in two threads over
+TCP with mutual TLS on loopback (the same code path as ``smc-hmm party`` /
+``launch``, minus the process boundary), and Alice's output is compared with
+the plaintext log P the setup wrote.
 """
 
 from __future__ import annotations
@@ -47,8 +47,7 @@ def test_small_keys_need_insecure(example):
 
 
 @pytest.mark.parametrize("kind", ["discrete", "gaussian"])
-def test_setup_runs_as_two_parties_over_mutual_tls(example, tmp_path, monkeypatch, kind):
-    monkeypatch.syspath_prepend(str(REPO))  # the factory is imported as examples.secure_forward
+def test_setup_runs_as_two_parties_over_mutual_tls(example, tmp_path, kind):
     assert (
         example.main(
             [
@@ -66,7 +65,7 @@ def test_setup_runs_as_two_parties_over_mutual_tls(example, tmp_path, monkeypatc
         == 0
     )
     config = load_config(tmp_path / "parties.toml")
-    assert config.factory == "examples.secure_forward:party_factory"
+    assert config.protocol == "forward"
     expected = json.loads((tmp_path / "expected.json").read_text())
     results, errors = {}, []
 
@@ -84,13 +83,13 @@ def test_setup_runs_as_two_parties_over_mutual_tls(example, tmp_path, monkeypatc
     assert not errors
     got = results["alice"]["output"]
     assert np.allclose(got, expected, rtol=1e-6, atol=0)
-    assert results["bob"]["output"]["models"] == len(expected)
+    assert results["bob"]["output"]["ciphertexts"] == [len(expected)]  # E(log P) stays with Bob
     assert results["bob"]["cost"]["ops"]["decrypt"] == 0
 
 
-def test_factory_rejects_unknown_protocol_keys(example, tmp_path):
+def test_unknown_protocol_keys_are_refused(example, tmp_path):
     example.main(["--setup", str(tmp_path), "--steps", "2", "--key-bits", "512", "--insecure"])
     config = load_config(tmp_path / "parties.toml")
     config.params["blind"] = 3
     with pytest.raises(ConfigError, match="unknown forward parameters"):
-        example.party_factory("bob", config)
+        run_party("bob", config)

@@ -1,6 +1,7 @@
 """The smc-hmm command line: demo, certs, cost, bench registry, error handling."""
 
 import json
+import types
 
 import pytest
 
@@ -75,8 +76,19 @@ def test_cost_prints_a_saved_report_and_predicts_other_settings(tmp_path, capsys
     report = tmp_path / "demo.json"
     rates = tmp_path / "rates.json"
     assert (
-        main(["demo", "secure-sum", "--key-bits", "512", "--insecure", "--length", "4",
-              "--json", str(report)])
+        main(
+            [
+                "demo",
+                "secure-sum",
+                "--key-bits",
+                "512",
+                "--insecure",
+                "--length",
+                "4",
+                "--json",
+                str(report),
+            ]
+        )
         == 0
     )
     assert (
@@ -86,6 +98,7 @@ def test_cost_prints_a_saved_report_and_predicts_other_settings(tmp_path, capsys
                 "primitives",
                 "--key-bits",
                 "512",
+                "--insecure",
                 "--min-seconds",
                 "0.01",
                 "--json",
@@ -97,7 +110,9 @@ def test_cost_prints_a_saved_report_and_predicts_other_settings(tmp_path, capsys
     capsys.readouterr()
     assert main(["cost", str(report)]) == 0
     text = capsys.readouterr().out
-    assert "cost per party (512-bit keys, 3 rounds)" in text and "predicted" not in text
+    assert (
+        "cost per party" in text and "(512-bit keys, 3 rounds)" in text and "predicted" not in text
+    )
     out = tmp_path / "prediction.json"
     assert (
         main(
@@ -163,11 +178,21 @@ def test_bench_registry_and_usage_errors(capsys):
         return 0
 
     fake.add_arguments = lambda p: p.add_argument("--size", type=int, default=1)
-    cli.BENCHMARKS["fake"] = fake
+    real = cli._plugins
+
+    def with_fake(group):  # a third-party benchmark registered under the entry-point group
+        found = real(group)
+        if group == cli.BENCH_GROUP:
+            found["fake"] = types.SimpleNamespace(load=lambda: fake)
+        return found
+
+    cli._plugins = with_fake
     try:
         assert main(["bench", "fake", "--size", "5"]) == 0
+        assert main(["bench", "--help"]) == 0  # every benchmark's options are listed
+        assert "--size" in capsys.readouterr().out
     finally:
-        del cli.BENCHMARKS["fake"]
+        cli._plugins = real
     assert calls == [5]
     assert main([]) == 2
     assert main(["--help"]) == 0

@@ -23,7 +23,7 @@ INPUTS = {
 ROLES = {"alice": ss.alice, "trent": ss.trent, "bob": ss.contributor}
 ARGS = {
     "alice": (INPUTS["alice"], PARAMS),
-    "trent": (PARAMS, INPUTS["trent"]),
+    "trent": (INPUTS["trent"], PARAMS),
     "bob": (INPUTS["bob"], PARAMS),
 }
 #: every message of the run as (sender, index among the sender's sends), in protocol order

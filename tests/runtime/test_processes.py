@@ -11,9 +11,14 @@ import numpy as np
 import pytest
 
 from smc_hmm.certs import make_certificates
-from smc_hmm.errors import ConfigError, PeerTimeoutError, SmcHmmError, TransportError
-from smc_hmm.runtime import (
+from smc_hmm.errors import (
+    ConfigError,
     PartyProcessError,
+    PeerTimeoutError,
+    SmcHmmError,
+    TransportError,
+)
+from smc_hmm.runtime import (
     config_from_dict,
     launch,
     load_config,
@@ -228,12 +233,12 @@ def test_config_files_and_party_construction_errors(tmp_path):
         run_party("mallory", config)
     with pytest.raises(ConfigError, match="mutual TLS"):
         run_party("bob", config)  # no certificates configured
-    bad_kind = config_from_dict(
-        _base(parties={"alice": {"port": 1, "kind": "eve"}, "bob": {"port": 2}}),
+    bad_role = config_from_dict(
+        _base(parties={"alice": {"port": 1, "role": "eve"}, "bob": {"port": 2}}),
         tmp_path / "p.toml",
     )
-    with pytest.raises(ConfigError, match="kind"):
-        run_party("alice", bad_kind)
+    with pytest.raises(ConfigError, match="no role 'eve'"):
+        run_party("alice", bad_role)
     unknown_protocol = config_from_dict(
         _base(run={"protocol": "teleport", "key_bits": 512, "insecure": True}), tmp_path / "p.toml"
     )

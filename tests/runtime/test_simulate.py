@@ -66,7 +66,7 @@ def test_each_party_meters_its_own_work_on_received_ciphertexts(keypair_512):
         x = ctx.recv("owner", X)
         assert x.public_key is pk  # decoded under this party's metered view
         assert x.bound == 3  # the declared bound, not the sender's
-        ctx.count("compare", 2)
+        pk.meter.count("compare", 2)  # a composite operation, counted by its own layer
         with ctx.phase("double"):
             y = (x + x).rerandomize()
         ctx.send("owner", Y, y)

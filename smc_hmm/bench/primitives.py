@@ -1,0 +1,63 @@
+"""``smc-hmm bench primitives``: single-thread primitive rates for the cost model.
+
+Times encryption, decryption, homomorphic addition, scalar multiplication,
+multi-exponentiation terms and re-randomisation at one key size; ``--json``
+writes the rates that ``smc-hmm cost --rates`` reads.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from smc_hmm.bench.common import check_key_bits, throwaway_keypair
+from smc_hmm.errors import ConfigError
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus size")
+    parser.add_argument(
+        "--insecure", action="store_true", help="allow keys below 2048 bits (reproductions only)"
+    )
+    parser.add_argument(
+        "--scalar-bits",
+        type=int,
+        default=64,
+        help="bits of scalars and multi-exponentiation weights",
+    )
+    parser.add_argument(
+        "--min-seconds", type=float, default=0.2, help="minimum timing per operation"
+    )
+    parser.add_argument(
+        "--json", metavar="PATH", help="write the rates (input of `smc-hmm cost --rates`)"
+    )
+
+
+def main(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from smc_hmm.bench.rates import measure_rates
+
+    check_key_bits(args)
+    console = Console()
+    with console.status(f"generating a throw-away {args.key_bits}-bit key pair"):
+        pk, sk = throwaway_keypair(args.key_bits)
+    with console.status("timing encrypt, decrypt, add, scalar multiply, multiexp, rerandomize"):
+        rates = measure_rates(pk, sk, scalar_bits=args.scalar_bits, min_seconds=args.min_seconds)
+    table = Table(
+        title=f"primitive rates, {rates.bits}-bit keys, one thread "
+        f"({rates.scalar_bits}-bit scalars)"
+    )
+    for col in ("operation", "per second", "us each", "scales as bits^"):
+        table.add_column(col, justify="left" if col == "operation" else "right", no_wrap=True)
+    for op, rate in sorted(rates.rates.items()):
+        table.add_row(op, f"{rate:,.0f}", f"{1e6 / rate:.1f}", f"{rates.exponents[op]:g}")
+    console.print(table)
+    if args.json:
+        try:
+            Path(args.json).write_text(json.dumps(rates.to_dict(), indent=2, sort_keys=True))
+        except OSError as e:
+            raise ConfigError(f"cannot write {args.json}: {e.strerror or e}") from e
+        console.print(f"wrote {args.json}")
+    return 0

@@ -1,0 +1,159 @@
+"""Protocol descriptors: what a protocol plugin exports (``docs/adding-a-protocol.md``).
+
+A protocol module exports one :class:`ProtocolDescriptor`: its name, how its
+public parameters are read from a configuration, its roles (one role function
+per party, the party kind that plays it, whether it holds the Paillier key
+pair, and which private input it loads), and its message declarations.  The
+runtime, the CLI, ``smc-hmm party`` and ``smc-hmm launch`` discover
+descriptors through the ``smc_hmm.protocols`` entry-point group (or a
+``"module:object"`` reference), so the core package never names a protocol.
+
+A role function has the signature ``run(ctx, private, params)``: the party
+context, the role's private input (``None`` if it takes none) and the
+protocol's public parameters.  It only sends, receives and computes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from smc_hmm.errors import ConfigError, InvalidInputError
+from smc_hmm.messages import Message
+
+__all__ = ["ENTRY_POINT_GROUP", "ProtocolDescriptor", "Role", "available", "find"]
+
+#: the entry-point group under which protocol descriptors register
+ENTRY_POINT_GROUP = "smc_hmm.protocols"
+
+
+@dataclass(frozen=True)
+class Role:
+    """One party's part in a protocol.
+
+    ``run(ctx, private, params)`` is the role function.  ``kind`` names the
+    party kind that plays it by default (``alice``, ``bob``, ``trent``,
+    ``data_owner``).  ``holds_key``: the party generates the Paillier key
+    pair before the run.  ``input``: the name of the private input the role
+    takes (a key of its ``[parties.NAME]`` table, e.g. ``observations``), and
+    ``load(value, base_dir)`` turns the configured value (a path or inline
+    data) into it; ``optional``: the input may be absent (``None``).
+    ``many``: several parties may play the role.
+    """
+
+    name: str
+    run: Callable[[Any, Any, Any], Any]
+    kind: str
+    holds_key: bool = False
+    input: str | None = None
+    load: Callable[[Any, Path], Any] | None = None
+    optional: bool = False
+    many: bool = False
+
+    def __post_init__(self):
+        if not self.name or not callable(self.run):
+            raise InvalidInputError("a role needs a name and a callable run(ctx, private, params)")
+        if self.input is not None and self.load is None:
+            raise InvalidInputError(f"role {self.name!r} takes {self.input!r} but has no loader")
+
+
+def _default_params(section: Mapping) -> Mapping:
+    return dict(section)
+
+
+@dataclass(frozen=True)
+class ProtocolDescriptor:
+    """Everything the runtime needs to run a protocol, and nothing private.
+
+    ``params(section)`` builds the public parameters from the ``[protocol]``
+    table of a parties.toml (all keys optional where defaults exist);
+    ``roles`` lists the roles; ``role_for(params, party_name, kind)`` assigns
+    a party its role (default: the role named like the party, else like its
+    kind); ``messages(params)`` returns the declared messages (for the docs
+    and the transcript harness).
+    """
+
+    name: str
+    summary: str
+    roles: tuple[Role, ...]
+    params: Callable[[Mapping], Any] = _default_params
+    role_for: Callable[[Any, str, str], str] | None = None
+    messages: Callable[[Any], Iterable[Message]] | None = None
+    module: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        names = [r.name for r in self.roles]
+        if not self.roles or len(set(names)) != len(names):
+            raise InvalidInputError(f"protocol {self.name!r} needs distinct role names")
+
+    def role(self, name: str) -> Role:
+        for r in self.roles:
+            if r.name == name:
+                return r
+        raise ConfigError(
+            f"protocol {self.name!r} has no role {name!r} (roles: {', '.join(self.role_names)})"
+        )
+
+    @property
+    def role_names(self) -> list[str]:
+        return [r.name for r in self.roles]
+
+    def assign(self, params, party: str, kind: str, explicit: str | None = None) -> Role:
+        """The role party ``party`` (of ``kind``) plays; ``explicit`` overrides."""
+        if explicit is not None:
+            return self.role(explicit)
+        if self.role_for is not None:
+            return self.role(self.role_for(params, party, kind))
+        for candidate in (party, kind):
+            if candidate in self.role_names:
+                return self.role(candidate)
+        raise ConfigError(
+            f"party {party!r} (kind {kind!r}) has no role in {self.name!r}: set "
+            f"role = one of {', '.join(self.role_names)} in its [parties.{party}] table"
+        )
+
+
+def _load_reference(ref: str) -> ProtocolDescriptor:
+    module_name, _, attr = ref.partition(":")
+    try:
+        obj = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ConfigError(f"cannot import protocol module {module_name!r}: {e}") from e
+    for part in (attr or "PROTOCOL").split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise ConfigError(f"{module_name!r} has no protocol descriptor {attr or 'PROTOCOL'!r}")
+    return obj
+
+
+def _check(obj, where: str) -> ProtocolDescriptor:
+    if not isinstance(obj, ProtocolDescriptor):
+        raise ConfigError(f"{where} is not a ProtocolDescriptor (got {type(obj).__name__})")
+    return obj
+
+
+def available() -> dict[str, str]:
+    """Registered protocols: name -> the entry point's ``module:object`` reference."""
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def find(protocol: str | ProtocolDescriptor) -> ProtocolDescriptor:
+    """A descriptor by registered name or by ``"module:object"`` reference."""
+    if isinstance(protocol, ProtocolDescriptor):
+        return protocol
+    if not isinstance(protocol, str) or not protocol:
+        raise ConfigError(f"a protocol is a name or a 'module:object' reference, got {protocol!r}")
+    if ":" in protocol:
+        return _check(_load_reference(protocol), protocol)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == protocol:
+            try:
+                return _check(ep.load(), f"entry point {ep.name!r}")
+            except ImportError as e:
+                raise ConfigError(f"protocol {protocol!r} failed to import: {e}") from e
+    known = ", ".join(sorted(available())) or "none registered"
+    raise ConfigError(f"unknown protocol {protocol!r} (known: {known}; or use 'module:object')")

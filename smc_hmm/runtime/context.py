@@ -1,0 +1,162 @@
+"""The party context: everything a protocol role may touch (``docs/architecture.md``).
+
+A role talks only through its :class:`PartyContext`: declared messages
+(``send`` / ``recv``), its keys (metered views, each carrying the party's
+executor so homomorphic batches run on its lanes), ``phase(name)`` for
+timing, and its random generator.  Where the messages go is the runner's
+business (:mod:`smc_hmm.runtime.simulate`, :mod:`smc_hmm.runtime.party`).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from smc_hmm.compute import Compute
+from smc_hmm.cost import CostLedger
+from smc_hmm.crypto import CipherArray, PrivateKey, PublicKey, Rng
+from smc_hmm.crypto.keys import MIN_SECURE_BITS
+from smc_hmm.errors import InsecurePeerKeyError, InvalidInputError
+from smc_hmm.messages import Message
+from smc_hmm.transport.base import Channel
+
+__all__ = ["PartyContext"]
+
+
+def _metered_private_key(private_key: PrivateKey, view: PublicKey) -> PrivateKey:
+    """A shallow copy of ``private_key`` whose decryptions count into ``view``'s meter."""
+    metered = copy.copy(private_key)
+    metered.public_key = view
+    return metered
+
+
+class PartyContext:
+    """Everything a protocol role may touch: its channel, keys, ledger, executor and rng.
+
+    ``send`` / ``recv`` move declared messages (:class:`~smc_hmm.messages.Message`:
+    the sender checks its payload against the declaration, the receiver
+    validates it and attaches the declared scales and bounds); a plain ``str``
+    tag is allowed for payloads without ciphertexts.  ``phase(name)`` times a
+    phase.  ``keypair`` is this party's own key pair (metered views) if it
+    holds one.  Every key view counts into the party's ledger (composite
+    operations such as an OT are counted by the layer that implements them,
+    through the key's meter) and runs heavy batches on the party's executor.
+    A public key received from a peer below ``min_key_bits`` (2048 unless the
+    party's configuration says insecure) is refused with
+    :class:`~smc_hmm.errors.InsecurePeerKeyError`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        channel: Channel,
+        *,
+        keypair: tuple[PublicKey, PrivateKey] | None = None,
+        ledger: CostLedger | None = None,
+        compute: Compute | None = None,
+        rng: Rng | None = None,
+        record: bool = False,
+        min_key_bits: int = MIN_SECURE_BITS,
+    ):
+        self.name = name
+        self.min_key_bits = int(min_key_bits)
+        self.channel = channel
+        self.ledger = ledger if ledger is not None else CostLedger(name)
+        self.compute = compute if compute is not None else Compute.inline()
+        self.rng = rng if rng is not None else Rng.system()
+        self._keys: dict[bytes, PublicKey] = {}
+        self.public_key: PublicKey | None = None
+        self.private_key: PrivateKey | None = None
+        #: (peer, tag, payload) of every message received, if recording was asked for
+        self.received: list[tuple[str, str, Any]] | None = [] if record else None
+        if keypair is not None:
+            pk, sk = keypair
+            if not isinstance(pk, PublicKey) or not isinstance(sk, PrivateKey):
+                raise InvalidInputError("keypair must be (PublicKey, PrivateKey)")
+            if sk.public_key.n != pk.n:
+                raise InvalidInputError("the private key does not match the public key")
+            self.public_key = self.adopt_key(pk)
+            self.private_key = _metered_private_key(sk, self.public_key)
+
+    # -- keys ------------------------------------------------------------------------
+
+    @property
+    def keypair(self) -> tuple[PublicKey, PrivateKey]:
+        if self.private_key is None:
+            raise InvalidInputError(f"party {self.name} holds no key pair")
+        return self.public_key, self.private_key
+
+    def adopt_key(self, public_key: PublicKey) -> PublicKey:
+        """This party's metered view of ``public_key``, registered with its codec."""
+        view = self._keys.get(public_key.fingerprint)
+        if view is None:
+            view = public_key.with_meter(self.ledger, self.compute)
+            self.channel.codec.add_key(view)
+            self._keys[public_key.fingerprint] = view
+            if self.ledger.key_bits is None:
+                self.ledger.key_bits = view.bits
+        return view
+
+    @property
+    def keys(self) -> dict[bytes, PublicKey]:
+        """The public keys this party knows, by fingerprint (metered views)."""
+        return dict(self._keys)
+
+    # -- messages ----------------------------------------------------------------------
+
+    @property
+    def peers(self) -> list[str]:
+        return self.channel.peers
+
+    def send(self, peer: str, message: Message | str, payload) -> int:
+        """Send ``payload`` to ``peer`` as ``message``; returns the encoded size in bytes.
+
+        Ciphertexts may only travel in declared messages: their scale and bound
+        are the declaration's (public), never the sender's.
+        """
+        if isinstance(message, Message):
+            return self.channel.send(peer, message.tag, message.outgoing(payload))
+        if _holds_ciphertexts(payload):
+            raise InvalidInputError(
+                f"{message!r}: ciphertexts travel only in declared messages (smc_hmm.messages)"
+            )
+        return self.channel.send(peer, message, payload)
+
+    def recv(self, peer: str, message: Message | str, timeout: float | None = None):
+        """The next ``message`` from ``peer`` (typed errors on timeout / disconnect)."""
+        tag = message.tag if isinstance(message, Message) else message
+        payload = self.channel.recv(peer, tag, timeout)
+        if isinstance(message, Message):
+            payload = message.incoming(payload)
+        if isinstance(payload, PublicKey):
+            if payload.bits < self.min_key_bits:
+                raise InsecurePeerKeyError(
+                    f"{self.name}: {peer} sent a {payload.bits}-bit key; this party accepts "
+                    f"{self.min_key_bits} bits or more"
+                )
+            payload = self.adopt_key(payload)
+        if self.received is not None:
+            self.received.append((peer, tag, payload))
+        return payload
+
+    # -- accounting -------------------------------------------------------------------
+
+    def phase(self, name: str):
+        """``with ctx.phase("name"):`` -- time a phase (wall, CPU, compute vs waiting)."""
+        return self.ledger.phase(name)
+
+    def __repr__(self) -> str:
+        return f"<PartyContext {self.name} peers={self.peers}>"
+
+
+def _holds_ciphertexts(payload) -> bool:
+    stack = [payload]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, CipherArray):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False

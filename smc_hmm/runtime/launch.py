@@ -1,0 +1,188 @@
+"""Every party of a configuration as its own OS process on this machine (``smc-hmm launch``).
+
+Each party runs ``python -m smc_hmm.cli party --role NAME --config PATH
+--json RESULT``; the launcher waits, reaps every process and merges the
+results, or reports the party whose failure came first as the root cause.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from smc_hmm.cost import CostReport
+from smc_hmm.errors import ConfigError, InvalidInputError, PartyProcessError, PeerTimeoutError
+from smc_hmm.runtime.config import RunConfig, load_config
+from smc_hmm.runtime.result import RunResult
+
+__all__ = ["launch"]
+
+
+#: errors a party reports when another party failed first (not root causes)
+_SECONDARY = {"PeerDisconnectedError", "TransportError", "PeerTimeoutError"}
+#: errors of a party's own set-up: the likeliest root causes
+_SETUP = {"EndpointError", "ConfigError"}
+
+
+def _blame(result: dict | None) -> int:
+    """Rank a failed party as the root cause: its own set-up error first, then any
+    other error of its own, then a party that left no result (crashed or stalled),
+    and last the errors that only say a peer went away."""
+    if result is None or "error" not in result:
+        return 2
+    etype = result["error"].get("type", "")
+    if etype in _SETUP:
+        return 0
+    return 3 if etype in _SECONDARY else 1
+
+
+def _child_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    out = dict(os.environ if env is None else env)
+    out.setdefault("PYTHONUNBUFFERED", "1")
+    return out
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1].strip() if lines else ""
+
+
+def launch(
+    config: RunConfig | str | Path,
+    *,
+    timeout: float | None = None,
+    python: str | None = None,
+    env: Mapping[str, str] | None = None,
+    progress: Callable[[str], None] | None = None,
+    grace: float = 3.0,
+) -> RunResult:
+    """Run every party of ``config`` as its own OS process and collect the results.
+
+    Each party runs ``python -m smc_hmm.cli party --role NAME --config PATH
+    --json RESULT``.  When one process fails, the others get ``grace``
+    seconds to notice (their peers disconnected) and are then killed; after
+    ``timeout`` (default ``run.deadline``) everything is killed.  All
+    processes are reaped before returning.  Raises :class:`PartyProcessError`
+    for the root-cause failure, :class:`PeerTimeoutError` on the deadline;
+    returns a :class:`RunResult` only if every party succeeded.
+    """
+    import subprocess
+    import tempfile
+
+    if not isinstance(config, RunConfig):
+        config = load_config(config)
+    if config.path is None:
+        raise ConfigError("launch needs a configuration file (every process reads it)")
+    limit = float(timeout if timeout is not None else config.deadline)
+    if not limit > 0:
+        raise InvalidInputError("timeout must be positive")
+    say = progress or (lambda msg: None)
+    python = python or sys.executable
+    child_env = _child_env(env)
+    names = list(config.parties)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="smc-hmm-launch-") as tmp:
+        tmpdir = Path(tmp)
+        procs: dict[str, subprocess.Popen] = {}
+        logs = []
+        exit_order: list[str] = []
+        timed_out = False
+        try:
+            for name in names:
+                cmd = [
+                    python,
+                    "-m",
+                    "smc_hmm.cli",
+                    "party",
+                    "--role",
+                    name,
+                    "--config",
+                    str(config.path),
+                    "--json",
+                    str(tmpdir / f"{name}.json"),
+                    "--quiet",
+                ]
+                out = (tmpdir / f"{name}.out").open("wb")
+                err = (tmpdir / f"{name}.err").open("wb")
+                logs += [out, err]
+                procs[name] = subprocess.Popen(
+                    cmd, stdout=out, stderr=err, env=child_env, stdin=subprocess.DEVNULL
+                )
+            say(f"started {', '.join(f'{n} (pid {p.pid})' for n, p in procs.items())}")
+            deadline = time.monotonic() + limit
+            first_failure: float | None = None
+            while True:
+                for name, p in procs.items():
+                    if name not in exit_order and p.poll() is not None:
+                        exit_order.append(name)
+                        say(f"{name} exited with code {p.returncode}")
+                        if p.returncode != 0 and first_failure is None:
+                            first_failure = time.monotonic()
+                if len(exit_order) == len(procs):
+                    break
+                now = time.monotonic()
+                if first_failure is not None and now - first_failure > grace:
+                    break
+                if now > deadline:
+                    timed_out = True
+                    break
+                time.sleep(0.02)
+        finally:
+            killed = {n for n, p in procs.items() if p.poll() is None}
+            for n in killed:
+                procs[n].kill()
+            for name, p in procs.items():
+                p.wait()
+                if name not in exit_order:
+                    exit_order.append(name)
+            for fh in logs:
+                fh.close()
+        elapsed = time.perf_counter() - start
+        returncodes = {n: procs[n].returncode for n in names}
+        pids = {n: procs[n].pid for n in names}
+        results: dict[str, dict] = {}
+        for name in names:
+            with contextlib.suppress(OSError, json.JSONDecodeError):
+                results[name] = json.loads((tmpdir / f"{name}.json").read_text())
+        stderr_tail = {n: _last_line(tmpdir / f"{n}.err") for n in names}
+    if timed_out:
+        raise PeerTimeoutError(
+            f"these parties did not finish within {limit:g} s and were killed: "
+            + ", ".join(n for n in names if n not in results)
+        )
+    failed = [n for n in exit_order if returncodes[n] != 0 or not results.get(n, {}).get("ok")]
+    if failed:
+        root = min(failed, key=lambda n: (_blame(results.get(n)), exit_order.index(n)))
+        error = results.get(root, {}).get("error")
+        if error:
+            raise PartyProcessError(root, error["type"], error["message"], returncodes[root])
+        if root in killed:
+            others = ", ".join(n for n in failed if n != root) or "another party"
+            message = (
+                f"did not finish and was killed {grace:g} s after {others} failed "
+                "(it stalled or was still waiting)"
+            )
+        else:
+            message = f"exited with code {returncodes[root]} without a result"
+            if stderr_tail[root]:
+                message += f" (last line on stderr: {stderr_tail[root]})"
+        raise PartyProcessError(root, "ProcessError", message, returncodes[root])
+    cost = CostReport(
+        {n: results[n]["cost"] for n in names},
+        meta={"mode": "processes", "protocol": config.protocol},
+    )
+    return RunResult(
+        outputs={n: results[n]["output"] for n in names},
+        cost=cost,
+        returncodes=returncodes,
+        pids=pids,
+        elapsed=elapsed,
+    )

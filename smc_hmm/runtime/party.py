@@ -1,0 +1,213 @@
+"""One party in this OS process, over TCP with mutual TLS (``smc-hmm party``).
+
+The same role code as in-process (:mod:`smc_hmm.runtime.simulate`): the
+protocol's descriptor gives the role, its private input loader and whether
+it holds the key pair; this module connects, runs the role and writes the
+party's result (output and cost snapshot) as JSON.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from smc_hmm.cost import CostLedger
+from smc_hmm.crypto import CipherArray, generate_keypair
+from smc_hmm.errors import (
+    AuthenticationError,
+    ConfigError,
+    InsecureKeyWarning,
+    InvalidInputError,
+    SmcHmmError,
+    TransportError,
+)
+from smc_hmm.protocol import find
+from smc_hmm.runtime.config import PartyConfig, RunConfig, load_config
+from smc_hmm.runtime.context import PartyContext
+from smc_hmm.runtime.simulate import _close_quietly
+from smc_hmm.transport.base import Channel
+from smc_hmm.wire import WireCodec
+
+__all__ = ["jsonable", "run_party"]
+
+
+def jsonable(value):
+    """Outputs as JSON-ready data (numpy arrays and scalars to lists and numbers)."""
+    import numpy as np
+
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, CipherArray):
+        # ciphertexts stay with their holder: the result file says what is held
+        return {
+            "ciphertexts": list(value.shape),
+            "scale": value.scale,
+            "key": value.public_key.fingerprint.hex(),
+        }
+    raise InvalidInputError(
+        f"a party output of type {type(value).__name__} is not JSON-serialisable"
+    )
+
+
+def _tls_for(config: RunConfig, name: str):
+    from smc_hmm.transport.tcp import TlsConfig
+
+    pc = config.party(name)
+    missing = [
+        what
+        for what, v in (
+            ("tls.ca_cert", config.ca_cert),
+            (f"[parties.{name}] cert", pc.cert),
+            (f"[parties.{name}] key", pc.key),
+        )
+        if v is None
+    ]
+    if missing:
+        raise ConfigError(
+            f"networked parties authenticate with mutual TLS: set "
+            f"{', '.join(missing)} (make them with `smc-hmm certs`)"
+        )
+    for path in (config.ca_cert, pc.cert, pc.key):
+        if not path.is_file():
+            raise ConfigError(f"TLS file {path} does not exist (make it with `smc-hmm certs`)")
+    return TlsConfig(config.ca_cert, pc.cert, pc.key)
+
+
+def _connect(name: str, addresses: dict, tls, config: RunConfig):
+    """The party's TCP transport; stray socket / TLS exceptions become typed errors."""
+    import ssl
+
+    from smc_hmm.transport.tcp import TcpTransport
+
+    try:
+        return TcpTransport(
+            name, addresses, tls, config.connect_timeout, max_frame_bytes=config.max_frame_bytes
+        )
+    except ssl.SSLError as e:  # e.g. the peer refused our certificate mid-handshake
+        raise AuthenticationError(f"{name}: TLS connection failed: {e}") from e
+    except OSError as e:
+        raise TransportError(f"{name}: connection failed: {e}") from e
+
+
+def _write_result(path, result: dict) -> None:
+    if path is None:
+        return
+    try:
+        Path(path).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    except OSError as e:
+        raise ConfigError(f"cannot write {path}: {e.strerror or e}") from e
+
+
+def _private_input(role, pc: PartyConfig, config: RunConfig):
+    """The role's private input from the party's table (its own key or ``input``)."""
+    options = dict(pc.options)
+    value = options.pop(role.input, None) if role.input else None
+    if pc.input is not None:
+        if value is not None:
+            raise ConfigError(f"[parties.{pc.name}]: give either input or {role.input}, not both")
+        value = str(pc.input)
+    if options:
+        raise ConfigError(
+            f"unknown keys in [parties.{pc.name}]: {sorted(options)} (the role "
+            f"{role.name!r} takes {role.input or 'no private input'})"
+        )
+    if role.input is None:
+        if value is not None:
+            raise ConfigError(f"[parties.{pc.name}]: role {role.name!r} takes no private input")
+        return None
+    if value is None:
+        if role.optional:
+            return None
+        raise ConfigError(f"[parties.{pc.name}]: role {role.name!r} needs {role.input} = ...")
+    base = config.path.parent if config.path is not None else Path.cwd()
+    return role.load(value, base)
+
+
+def _keypair_for(role, config: RunConfig):
+    if not role.holds_key:
+        return None
+    with warnings.catch_warnings():
+        if config.insecure:
+            warnings.simplefilter("ignore", InsecureKeyWarning)
+        return generate_keypair(config.key_bits, insecure=config.insecure)
+
+
+def run_party(name: str, config: RunConfig | str | Path, *, result_path=None) -> dict:
+    """Run party ``name`` of ``config`` in this process over TCP with mutual TLS.
+
+    Finds the protocol's descriptor (:func:`smc_hmm.protocol.find`), reads the
+    public parameters and the party's role and private input, generates the
+    key pair if the role holds it, connects to every other party (retrying
+    until ``run.connect_timeout``), runs the role with every receive bounded
+    by ``run.timeout``, and returns ``{"party", "protocol", "ok", "output",
+    "cost", "elapsed"}``.  The same dict (or, on failure, one with ``ok =
+    false`` and the error's type and message) is written as JSON to
+    ``result_path``; failures are re-raised.
+    """
+    if not isinstance(config, RunConfig):
+        config = load_config(config)
+    start = time.perf_counter()
+    result: dict[str, Any] = {
+        "party": name,
+        "protocol": config.protocol,
+        "ok": False,
+        "pid": os.getpid(),
+    }
+    try:
+        pc = config.party(name)
+        descriptor = find(config.protocol)
+        params = descriptor.params(config.params)
+        role = descriptor.assign(params, name, pc.kind, pc.role)
+        tls = _tls_for(config, name)
+        private = _private_input(role, pc, config)
+        keypair = _keypair_for(role, config)
+        addresses = {n: p.address for n, p in config.parties.items()}
+        transport = _connect(name, addresses, tls, config)
+        ledger = CostLedger(name)
+        try:
+            channel = Channel(
+                transport,
+                WireCodec(max_frame_bytes=config.max_frame_bytes),
+                timeout=config.timeout,
+                observer=ledger,
+                strict=True,
+            )
+            ctx = PartyContext(
+                name, channel, keypair=keypair, ledger=ledger, min_key_bits=config.min_key_bits
+            )
+            with ledger.running():
+                output = role.run(ctx, private, params)
+            channel.close()
+        except BaseException:
+            _close_quietly(transport)
+            raise
+        result.update(
+            ok=True,
+            output=jsonable(output),
+            cost=ledger.snapshot(),
+            elapsed=time.perf_counter() - start,
+        )
+    except SmcHmmError as exc:
+        result.update(
+            error={"type": type(exc).__name__, "message": str(exc)},
+            elapsed=time.perf_counter() - start,
+        )
+        with contextlib.suppress(ConfigError):  # keep the party's own error as the one reported
+            _write_result(result_path, result)
+        raise
+    _write_result(result_path, result)
+    return result
