@@ -37,6 +37,10 @@ Protocol (log domain; every offset an exact integer at scale f):
    the LOGSUM's weights) times a log-uniform integer blind beta_j; Bob ->
    Alice: E(S_j beta_j).  Alice: y_{t+1}(j) = log(S_j beta_j) - (g + h + B)
    ln 2 + [log b_j(x_{t+1}) + gamma_{t+1,j}].
+   The halves are the primitives' (:func:`~protocols.primitives.alice_exp_values`,
+   :func:`~protocols.primitives.unblinded_sums`, :func:`~protocols.primitives.blind_for_log`);
+   folding Alice's logarithm into her next exponent makes each step one round trip
+   instead of the standalone LOGSUM's two.
 4. Final: the same step with a_lj = 1 gives E(S beta) per model; Alice returns
    E(log(S beta) - (g + h + B) ln 2 + C); Bob subtracts his blinds: E(log P).
 
@@ -89,10 +93,11 @@ from protocols.ot import bob_select, one_hot
 from protocols.primitives import (
     PrecisionParams,
     alice_exp_values,
+    blind_for_log,
     log_blinds,
     log_fixed,
-    multiplicative_blinds,
     unblind_weights,
+    unblinded_sums,
 )
 from smc_hmm.crypto import CipherArray, PublicKey
 from smc_hmm.crypto.fixedpoint import ldexp_int
@@ -515,26 +520,32 @@ def bob(
             enc_v = ctx.recv(peer, msg["exp"])
             if t == n_steps - 1:
                 break
-            # Step 3: LOGSUM linear combination, unblinded, times beta_j
-            sums, new_rho = [], []
-            betas = multiplicative_blinds(ctx.rng, spec.total, prec)
-            for k, seg in enumerate(spec.segments):
-                w, rho_min = unblind_weights(transmats[k], rho[seg], prec)
-                sums.append(enc_v[seg].lincomb(w.T, spec.h))
-                new_rho += [rho_min + log_fixed(b, prec.f) - beta_offset for b in betas[seg]]
-            rho = new_rho  # the next emission's gamma is added at the top of the loop
-            blinded = CipherArray.concatenate(sums).mul(np.array(betas, dtype=object))
+            # Step 3: the LOGSUM's combination (unblinding folded in), blinded for the log
+            sums, mins = zip(
+                *(
+                    unblinded_sums(enc_v[seg], transmats[k], rho[seg], prec)
+                    for k, seg in enumerate(spec.segments)
+                )
+            )
+            blinded, betas = blind_for_log(CipherArray.concatenate(sums), ctx.rng, prec)
             ctx.send(peer, msg["sum"], blinded.rerandomize())
+            # rho_(t+1)(j) = rho_min + log(beta_j / 2^B); the next gamma joins at the top
+            rho = [
+                mins[k] + log_fixed(b, prec.f) - beta_offset
+                for k, seg in enumerate(spec.segments)
+                for b in betas[seg]
+            ]
     with ctx.phase("termination"):
         # Step 4: S = sum_j e^-(rho_j - rho_min) V_j per model, blinded by beta
-        finals, offsets = [], []
-        betas = multiplicative_blinds(ctx.rng, len(spec.states), prec)
-        for k, seg in enumerate(spec.segments):
-            w, rho_min = unblind_weights(np.ones((spec.states[k], 1)), rho[seg], prec)
-            finals.append(enc_v[seg].lincomb(w.T, spec.h))
-            offsets.append(rho_min + log_fixed(betas[k], prec.f) - beta_offset)
-        blinded = CipherArray.concatenate(finals).mul(np.array(betas, dtype=object))
+        finals, mins = zip(
+            *(
+                unblinded_sums(enc_v[seg], np.ones((len(rho[seg]), 1)), rho[seg], prec)
+                for seg in spec.segments
+            )
+        )
+        blinded, betas = blind_for_log(CipherArray.concatenate(finals), ctx.rng, prec)
         ctx.send(peer, msg["final"], blinded.rerandomize())
+        offsets = [m + log_fixed(b, prec.f) - beta_offset for m, b in zip(mins, betas)]
         enc_log = ctx.recv(peer, msg["log"])
         log_p = enc_log.add_encoded(np.array([-o for o in offsets], dtype=object))
         if reveal:

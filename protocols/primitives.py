@@ -265,6 +265,24 @@ def unblind_weights(weights, rho, params: PrecisionParams) -> tuple[np.ndarray, 
     return out, rho_min
 
 
+def unblinded_sums(enc_values: CipherArray, weights, rho, params: PrecisionParams):
+    """Bob's LOGSUM combination: E(sum_i round(2^h a_ij e^-(rho_i - rho_min)) V_i) for each j.
+
+    ``enc_values`` are Alice's exponentials E(V_i) (scale g), ``weights`` the
+    (n_in, n_out) plaintext a_ij, ``rho`` Bob's blinds at scale f.  Returns the
+    sums (scale g + h) and rho_min.  Shared by the secure LOGSUM and the
+    forward algorithm.
+    """
+    w, rho_min = unblind_weights(weights, rho, params)
+    return enc_values.lincomb(w.T, params.weight_scale), rho_min
+
+
+def blind_for_log(enc_values: CipherArray, rng: Rng, params: PrecisionParams):
+    """Bob's half of the secure logarithm: E(theta_i beta_i) and the blinds beta_i."""
+    betas = multiplicative_blinds(rng, enc_values.size, params)
+    return enc_values.mul(np.array(betas, dtype=object)), betas
+
+
 # -- Alice's halves ------------------------------------------------------------------------
 
 
@@ -382,9 +400,9 @@ def bob_secure_log(ctx, enc_values: CipherArray, spec: LogSpec, peer: str = "ali
     """Bob: E(theta_i) (non-negative, scale s) -> E(log theta_i) at scale f (log 0 -> sentinel)."""
     p = spec.params
     blinded, logs = spec.messages()
-    betas = multiplicative_blinds(ctx.rng, spec.count, p)
+    masked, betas = blind_for_log(enc_values, ctx.rng, p)
     # Step 1: Bob sends E(theta_i beta_i)
-    ctx.send(peer, blinded, enc_values.mul(np.array(betas, dtype=object)).rerandomize())
+    ctx.send(peer, blinded, masked.rerandomize())
     # Step 2: Alice returns E(log(theta_i beta_i)) (the scale already removed)
     enc_logs = ctx.recv(peer, logs)
     # Step 3: Bob subtracts log(beta_i); a log-0 sentinel stays far below every finite value
@@ -453,9 +471,8 @@ def bob_secure_logsum(
     rho = log_blinds(ctx.rng, spec.n_in, p)
     ctx.send(peer, blinded, enc_logs.add_encoded(rho).rerandomize())
     enc_v, enc_c = ctx.recv(peer, values), ctx.recv(peer, shift)
-    w, rho_min = unblind_weights(weights, rho, p)
     # sum_i w_ij V_i = 2^(g+h) e^(rho_min - c) sum_i a_ij theta_i: scale g + h
-    sums = enc_v.lincomb(w.T, p.weight_scale)
+    sums, rho_min = unblinded_sums(enc_v, weights, rho, p)
     logs = bob_secure_log(ctx, sums, spec.log, peer)
     return logs.add_encoded([-rho_min] * spec.n_out) + enc_c
 

@@ -25,7 +25,7 @@ Messages (one send or receive per step; rounds = 3):
 1. Alice -> every other party, tag ``"pk"``: her :class:`PublicKey`.
 2. each contributor -> Trent, tag ``"share"``: ``E(x_i)`` (a CipherArray).
 3. Trent -> Alice, tag ``"aggregate"``: ``E(c + sum_i x_i)``, re-randomised
-   (computed ciphertexts are refreshed before they leave, DESIGN 6).
+   (computed ciphertexts are refreshed before they leave: docs/security.md).
 4. Alice decrypts and adds ``a`` locally.
 
 Who learns what (semi-honest adversary, no collusion between Trent and

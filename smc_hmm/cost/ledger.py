@@ -1,7 +1,7 @@
 """The per-party cost ledger: operation counts, traffic, rounds and time per phase.
 
 One responsibility: *count* what one party does.  See ``docs/architecture.md``
-("The cost ledger").  Counting happens *outside* protocol code (DESIGN 3):
+("The cost ledger").  Counting happens *outside* protocol code:
 
 * :class:`CostLedger` is both a crypto :class:`~smc_hmm.crypto.Meter` (each
   party's metered key view, ``public_key.with_meter(ledger)``, reports
