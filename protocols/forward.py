@@ -63,10 +63,10 @@ Who learns what (semi-honest Alice and Bob, not colluding):
   exactly zero, and with ``reveal=True`` log P.
 * Precision: every offset is an exact integer at scale f = ``log_scale``
   (96 bits), logs and exps are computed with 256-bit MPFR, Bob's weights keep
-  53 significant bits for every nonzero a_lj >= ``PrecisionParams.min_weight()``
+  44 significant bits for every nonzero a_lj >= ``PrecisionParams.min_weight()``
   (Bob's model is checked locally before the run; a smaller nonzero a_lj is a
   PrecisionError), and Alice's exponentials keep 53 bits for every state within
-  (g - 53) ln 2 nats of the leading state of its model (g = 1,777 bits, about
+  (g - 53) ln 2 nats of the leading state of its model (g = 1,812 bits, about
   1,200 nats, at 2048 bits).  A possible state that falls further behind is
   not silently forgotten: Alice keeps a rigorous bound on the mass that left
   the exponent's range (:class:`_DroppedMass`: it grows by at most the largest

@@ -126,7 +126,7 @@ def _run_demo(args) -> int:
 
 def _configure_party(p: argparse.ArgumentParser) -> None:
     p.add_argument("--role", required=True, help="this process's party name in the config")
-    p.add_argument("--config", required=True, help="parties.toml")
+    p.add_argument("--config", required=True, help="the run's configuration file (TOML)")
     p.add_argument("--json", metavar="PATH", help="write this party's result and cost as JSON")
     p.add_argument("--quiet", action="store_true", help="print nothing on success")
 
@@ -152,7 +152,7 @@ def _run_party(args) -> int:
 
 
 def _configure_launch(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", required=True, help="parties.toml")
+    p.add_argument("--config", required=True, help="the run's configuration file (TOML)")
     p.add_argument(
         "--timeout",
         type=float,

@@ -25,8 +25,10 @@ from smc_hmm.crypto import fixedpoint
 from smc_hmm.crypto.bulk import PackedInts
 from smc_hmm.crypto.keys import PrivateKey, PublicKey
 from smc_hmm.crypto.multiexp import (
+    SHARED_BASE_MAX_TERMS,
     combine_parts,
     merge_window_parts,
+    shared_base_parts,
     signed_parts,
     window_count,
     window_plan,
@@ -52,6 +54,8 @@ def _mpz_array(values, shape) -> np.ndarray:
 
 def _lincomb_task(bases: PackedInts, weight_rows: list, modulus) -> list:
     """Lane: (P, Q) parts of prod_i bases_i^{w_ri} for each weight row."""
+    if len(bases.values) <= SHARED_BASE_MAX_TERMS:  # few terms: tables shared by the rows
+        return shared_base_parts(bases.values, weight_rows, modulus)
     return [signed_parts(bases.values, row, modulus) for row in weight_rows]
 
 

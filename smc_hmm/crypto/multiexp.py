@@ -173,6 +173,67 @@ def multiexp(bases: Sequence[mpz], exps: Sequence[int], modulus: mpz) -> mpz:
     return combine_parts([signed_parts(bases, exps, modulus)], modulus)
 
 
+#: up to this many terms, rows sharing their bases use :func:`shared_base_parts`
+SHARED_BASE_MAX_TERMS = 32
+
+
+def _shared_window_for(terms: int, rows: int, exp_bits: int) -> int:
+    """Window c minimising rows * (bits + terms * windows) + 2 * terms * 2^(c-1)."""
+    return min(
+        range(2, 9),
+        key=lambda c: (
+            rows * (exp_bits + terms * -(-(exp_bits + 1) // c)) + 2 * terms * (1 << (c - 1))
+        ),
+    )
+
+
+def shared_base_parts(
+    bases: Sequence[mpz], rows: Sequence[Sequence[int]], modulus: mpz
+) -> list[tuple[mpz, mpz]]:
+    """prod_i bases_i^{w_ri} for every row r, as ``(value, 1)`` parts.
+
+    Straus's interleaved method for few bases shared by many rows: a table of
+    b_i^d and b_i^-d (|d| <= 2^(c-1), one inversion per base) is built once and
+    serves every row, so a row costs about bits(w) squarings plus one
+    multiplication per nonzero signed digit -- fewer than Pippenger's buckets
+    when there are only a handful of terms (a LOGSUM over one model's states,
+    an emission over a small alphabet).
+    """
+    rows = [[int(w) for w in row] for row in rows]
+    top = max((abs(w) for row in rows for w in row), default=0)
+    if top == 0:
+        return [(ONE, ONE) for _ in rows]
+    m = len(bases)
+    c = _shared_window_for(m, len(rows), top.bit_length())
+    half = 1 << (c - 1)
+    positive, negative = [], []
+    for b in bases:
+        pos = [ONE, b]
+        for _ in range(half - 1):
+            pos.append(pos[-1] * b % modulus)
+        inv = gmpy2.invert(b, modulus)
+        neg = [ONE, inv]
+        for _ in range(half - 1):
+            neg.append(neg[-1] * inv % modulus)
+        positive.append(pos)
+        negative.append(neg)
+    out = []
+    for row in rows:
+        columns = signed_digit_columns(row, c)
+        acc = ONE
+        for column in reversed(columns):
+            if acc != ONE:
+                for _ in range(c):
+                    acc = acc * acc % modulus
+            for i, d in enumerate(column):
+                if d > 0:
+                    acc = acc * positive[i][d] % modulus
+                elif d < 0:
+                    acc = acc * negative[i][-d] % modulus
+        out.append((acc, ONE))
+    return out
+
+
 def combine_parts(parts: Sequence[tuple[mpz, mpz]], modulus: mpz) -> mpz:
     """Merge (P, Q) partial results of chunks into one value (still one inversion)."""
     positive, negative = ONE, ONE

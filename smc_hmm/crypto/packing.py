@@ -4,7 +4,8 @@ A packed plaintext is P = sum_j v_j 2^(j w) for signed slot values |v_j| < 2^(w-
 Homomorphic addition and multiplication by a plaintext integer act on every
 slot at once and keep slots independent as long as each slot stays below
 2^(w-1) in magnitude; decoding reads slots from low to high with a borrow
-(the thesis's 4.2.1 keyword task scores many frames with the same weights).  The slot width is planned from
+(the thesis's 4.2.1 keyword task scores many frames with the same weights).
+The slot width is planned from
 
     w = value_bits + growth_bits + mask_bits + 2     (sign bit and carry margin)
 

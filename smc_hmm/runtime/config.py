@@ -159,7 +159,7 @@ def config_from_dict(data: Mapping, path: Path | None = None) -> RunConfig:
     parties: dict[str, PartyConfig] = {}
     seen: set[tuple[str, int]] = set()
     for name, t in tables.items():
-        w = f"parties.{name}"
+        w = f"[parties.{name}]"
         if not isinstance(t, Mapping):
             raise ConfigError(f"{w} must be a table")
         port = _typed(t, "port", int, w, required=True)
@@ -226,7 +226,7 @@ def _toml_value(value) -> str:
 
 
 def write_config(
-    directory,
+    path,
     protocol: str,
     parties: Mapping[str, Mapping],
     *,
@@ -236,11 +236,11 @@ def write_config(
     host: str = "127.0.0.1",
     **run_options,
 ) -> Path:
-    """Write ``directory/parties.toml`` for a run on ``host`` and the certificates it names.
+    """Write the configuration file ``path`` for a run on ``host``, and its certificates.
 
     ``parties`` maps each party name to its table (``kind``, ``role``, its
     private input such as ``observations = "obs.npy"``); addresses (free
-    ports on ``host``), certificates (``directory/certs``, made with
+    ports on ``host``), certificates (``certs/`` beside ``path``, made with
     :func:`smc_hmm.certs.make_certificates`) and the ``[run]`` and
     ``[protocol]`` tables are filled in.  ``run_options`` go to ``[run]``
     (``timeout``, ``deadline``, ``connect_timeout``, ``max_frame_bytes``).
@@ -249,7 +249,8 @@ def write_config(
     from smc_hmm.certs import make_certificates
     from smc_hmm.transport import free_loopback_ports
 
-    directory = Path(directory)
+    path = Path(path)
+    directory = path.parent
     directory.mkdir(parents=True, exist_ok=True)
     names = list(parties)
     make_certificates(directory / "certs", names, force=True)
@@ -267,7 +268,6 @@ def write_config(
             **parties[name],
         }
         lines += [f"[parties.{name}]", *(f"{k} = {_toml_value(v)}" for k, v in table.items()), ""]
-    path = directory / "parties.toml"
     path.write_text("\n".join(lines))
     config_from_dict(_parse(path), path.resolve())  # what was written must load
     return path

@@ -8,6 +8,7 @@ from smc_hmm.crypto.multiexp import (
     merge_window_parts,
     multiexp,
     naive_multiexp,
+    shared_base_parts,
     signed_digit_columns,
     signed_digits,
     signed_parts,
@@ -88,3 +89,34 @@ def test_window_chunks_merge_to_the_whole():
     ]
     merged = merge_window_parts(parts, c, MOD)
     assert combine_parts([merged], MOD) == naive_multiexp(bases, exps, MOD)
+
+
+def _bases(m: int, seed: int = 7) -> list[mpz]:
+    rnd = __import__("random").Random(seed)
+    return [mpz(rnd.randrange(2, int(MOD) - 1)) | 1 for _ in range(m)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(1, 12),
+    st.integers(1, 6),
+    st.integers(1, 300),
+    st.randoms(use_true_random=False),
+)
+def test_shared_base_parts_match_naive_for_every_row(m, k, bits, rnd):
+    """Straus with tables shared by the rows: signed weights, zeros, whole zero rows."""
+    bases = _bases(m, seed=rnd.randrange(2**32))
+    rows = [
+        [rnd.choice([0, rnd.randrange(-(2**bits), 2**bits)]) for _ in range(m)] for _ in range(k)
+    ]
+    rows[0] = [0] * m if k > 1 and rnd.random() < 0.3 else rows[0]
+    got = [combine_parts([p], MOD) for p in shared_base_parts(bases, rows, MOD)]
+    assert got == [naive_multiexp(bases, row, MOD) for row in rows]
+
+
+def test_shared_base_parts_extremes():
+    bases = _bases(3)
+    rows = [[0, 0, 0], [1, -1, 0], [2**200 - 1, -(2**200) + 1, 2**199]]
+    got = [combine_parts([p], MOD) for p in shared_base_parts(bases, rows, MOD)]
+    assert got == [naive_multiexp(bases, row, MOD) for row in rows]
+    assert shared_base_parts(bases, [[0, 0, 0]], MOD) == [(1, 1)]

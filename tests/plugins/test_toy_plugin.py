@@ -52,7 +52,7 @@ def test_transcripts(keypair_512):
 def test_two_processes_over_mutual_tls(tmp_path):
     np.save(tmp_path / "values.npy", np.array([1.0, 2.0, 3.0]))
     config = write_config(
-        tmp_path,
+        tmp_path / "parties.toml",
         REF,
         {
             "alice": {"kind": "alice", "values": "values.npy"},

@@ -20,7 +20,7 @@ def _config(tmp_path, protocol="secure_sum", **run):
     if protocol != "secure_sum":
         parties = {"alice": {}, "bob": {}}
     return write_config(
-        tmp_path,
+        tmp_path / "parties.toml",
         protocol,
         parties,
         params={"length": 1} if protocol == "secure_sum" else {},
