@@ -86,7 +86,6 @@ from smc_hmm.hmm.training import (
     ExpectedCounts,
     baum_welch,
     expected_counts,
-    reestimate,
 )
 
 Neighbouring = Literal["add_remove", "substitute"]
@@ -377,22 +376,7 @@ def train_discrete(
     (threshold 1e-5, at most 80 iterations). Used by ``mode="last"`` and as the
     non-private reference of the experiment.
     """
-    if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 0:
-        raise InvalidInputError(f"n_iter must be an integer >= 0, got {n_iter!r}")
-    if not (math.isfinite(tol) and tol >= 0):
-        raise InvalidInputError(f"tol must be finite and >= 0, got {tol!r}")
-    history: list[float] = []
-    converged = False
-    for iteration in range(int(n_iter) + 1):
-        counts = discrete_expected_counts(model, sequences)
-        history.append(counts.log_likelihood)
-        if iteration > 0 and history[-1] - history[-2] < tol:
-            converged = True
-            break
-        if iteration == n_iter:
-            break
-        model = reestimate(model, counts)
-    return BaumWelchResult(model=model, history=np.array(history), converged=converged)
+    return baum_welch(model, sequences, n_iter=n_iter, tol=tol, e_step=discrete_expected_counts)
 
 
 # --- the DP E-step ---------------------------------------------------------------------

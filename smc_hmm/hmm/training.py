@@ -251,8 +251,12 @@ def baum_welch(
     n_iter: int = 100,
     tol: float = 1e-4,
     min_covar: float = DEFAULT_MIN_COVAR,
+    e_step=None,
 ) -> BaumWelchResult:
     """Fit ``model`` to ``sequences`` by EM (Baum-Welch; Rabiner 1989, section III.C).
+
+    ``e_step(model, sequences) -> ExpectedCounts`` replaces :func:`expected_counts`
+    (e.g. a vectorised E-step for many short discrete sequences).
 
     Runs at most ``n_iter`` re-estimations and stops early once the total
     log-likelihood improves by less than ``tol`` (absolute). Every model in the run,
@@ -265,8 +269,9 @@ def baum_welch(
     sequences = _check_sequences(sequences)
     history: list[float] = []
     converged = False
+    e_step = expected_counts if e_step is None else e_step
     for iteration in range(int(n_iter) + 1):
-        counts = expected_counts(model, sequences)
+        counts = e_step(model, sequences)
         history.append(counts.log_likelihood)
         if iteration > 0 and history[-1] - history[-2] < tol:
             converged = True

@@ -38,7 +38,7 @@ def _rewrite(source, target, **changes):
     return target
 
 
-def _rejects(path, *fragments, error=ModelError) -> str:
+def assert_rejected(path, *fragments, error=ModelError) -> str:
     with pytest.raises(error) as excinfo:
         load_models(path)
     text = str(excinfo.value)
@@ -85,7 +85,7 @@ def test_truncated_archive(discrete_file, tmp_path):
     for n, cut in enumerate((len(data) // 2, len(data) - 10, 40)):
         path = tmp_path / f"truncated{n}.npz"
         path.write_bytes(data[:cut])
-        _rejects(path, "not a valid .npz archive")
+        assert_rejected(path, "not a valid .npz archive")
 
 
 def test_corrupt_member_data(discrete_file, tmp_path):
@@ -97,14 +97,14 @@ def test_corrupt_member_data(discrete_file, tmp_path):
         data[i] ^= 0xFF
     path = tmp_path / "corrupt.npz"
     path.write_bytes(bytes(data))
-    _rejects(path, "not a valid .npz archive")
+    assert_rejected(path, "not a valid .npz archive")
 
 
 def test_npy_renamed_npz(tmp_path):
     path = tmp_path / "array.npz"
     with open(path, "wb") as fh:
         np.save(fh, np.zeros(3))
-    _rejects(path, "single .npy array", "not a model archive")
+    assert_rejected(path, "single .npy array", "not a model archive")
 
 
 @pytest.mark.parametrize(
@@ -113,7 +113,7 @@ def test_npy_renamed_npz(tmp_path):
 def test_random_bytes_are_not_reported_as_pickled_data(tmp_path, content):
     path = tmp_path / "random.npz"
     path.write_bytes(content)
-    text = _rejects(path, "not a model file", "not a .npz archive")
+    text = assert_rejected(path, "not a model file", "not a .npz archive")
     assert "pickle" not in text
 
 
@@ -121,7 +121,7 @@ def test_zip_without_numpy_members(tmp_path):
     path = tmp_path / "other.npz"
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr("readme.txt", "hello")
-    _rejects(path, "lacks 'kind'")
+    assert_rejected(path, "lacks 'kind'")
 
 
 def test_object_arrays_are_refused(discrete_file, tmp_path):
@@ -130,12 +130,12 @@ def test_object_arrays_are_refused(discrete_file, tmp_path):
     members["0/startprob"] = np.array([0.5, 0.5], dtype=object)
     with open(path, "wb") as fh:
         np.savez(fh, **members)
-    _rejects(path, "object (pickled) arrays")
+    assert_rejected(path, "object (pickled) arrays")
 
 
 def test_missing_file_and_directory(tmp_path):
-    _rejects(tmp_path / "absent.npz", "cannot read", error=InvalidInputError)
-    _rejects(tmp_path, "cannot read", error=InvalidInputError)
+    assert_rejected(tmp_path / "absent.npz", "cannot read", error=InvalidInputError)
+    assert_rejected(tmp_path, "cannot read", error=InvalidInputError)
 
 
 # -- kind and count ----------------------------------------------------------------------
@@ -156,12 +156,12 @@ def test_missing_file_and_directory(tmp_path):
     ],
 )
 def test_bad_count(discrete_file, tmp_path, count, fragments):
-    _rejects(_rewrite(discrete_file, tmp_path / "bad.npz", count=count), *fragments)
+    assert_rejected(_rewrite(discrete_file, tmp_path / "bad.npz", count=count), *fragments)
 
 
 def test_missing_kind_or_count(discrete_file, tmp_path):
-    _rejects(_rewrite(discrete_file, tmp_path / "k.npz", kind=None), "lacks 'kind'")
-    _rejects(_rewrite(discrete_file, tmp_path / "c.npz", count=None), "lacks 'count'")
+    assert_rejected(_rewrite(discrete_file, tmp_path / "k.npz", kind=None), "lacks 'kind'")
+    assert_rejected(_rewrite(discrete_file, tmp_path / "c.npz", count=None), "lacks 'count'")
 
 
 @pytest.mark.parametrize(
@@ -174,13 +174,13 @@ def test_missing_kind_or_count(discrete_file, tmp_path):
     ],
 )
 def test_bad_kind(discrete_file, tmp_path, kind, fragment):
-    text = _rejects(_rewrite(discrete_file, tmp_path / "bad.npz", kind=kind), fragment)
+    text = assert_rejected(_rewrite(discrete_file, tmp_path / "bad.npz", kind=kind), fragment)
     assert "kind must be 'discrete' or 'gaussian'" in text
 
 
 def test_kind_that_does_not_match_the_arrays(discrete_file, tmp_path):
     path = _rewrite(discrete_file, tmp_path / "bad.npz", kind=np.array("gaussian"))
-    _rejects(path, "unexpected member '0/emissionprob'", "gaussian model file")
+    assert_rejected(path, "unexpected member '0/emissionprob'", "gaussian model file")
 
 
 def test_model_indices_with_gaps(discrete_file, tmp_path):
@@ -189,15 +189,15 @@ def test_model_indices_with_gaps(discrete_file, tmp_path):
     path = tmp_path / "gaps.npz"
     with open(path, "wb") as fh:
         np.savez(fh, **renamed)
-    _rejects(path, "declares count = 2", "models 0, 5")
+    assert_rejected(path, "declares count = 2", "models 0, 5")
 
 
 def test_unexpected_and_missing_members(discrete_file, tmp_path):
-    _rejects(
+    assert_rejected(
         _rewrite(discrete_file, tmp_path / "extra.npz", extra=np.zeros(2)),
         "unexpected member 'extra'",
     )
-    _rejects(
+    assert_rejected(
         _rewrite(discrete_file, tmp_path / "missing.npz", **{"1/transmat": None}),
         "lacks '1/transmat'",
     )
@@ -212,12 +212,12 @@ def test_unexpected_and_missing_members(discrete_file, tmp_path):
 )
 def test_parameter_arrays_must_be_numeric(discrete_file, tmp_path, value):
     path = _rewrite(discrete_file, tmp_path / "bad.npz", **{"0/startprob": value})
-    _rejects(path, "'0/startprob' must be a numeric array", f"dtype {value.dtype}")
+    assert_rejected(path, "'0/startprob' must be a numeric array", f"dtype {value.dtype}")
 
 
 def test_invalid_model_names_file_and_model(discrete_file, tmp_path):
     path = _rewrite(discrete_file, tmp_path / "bad.npz", **{"1/startprob": np.array([1.1, 0.0])})
-    _rejects(path, "model 1", "startprob sums to 1.1")
+    assert_rejected(path, "model 1", "startprob sums to 1.1")
 
 
 def test_bad_covariance_type(tmp_path, make_gaussian):
@@ -225,21 +225,21 @@ def test_bad_covariance_type(tmp_path, make_gaussian):
     save_models(good, [make_gaussian()])
     for value, fragment in ((np.array("spherical"), "got 'spherical'"), (np.array(1), "got 1")):
         path = _rewrite(good, tmp_path / "bad.npz", **{"0/covariance_type": value})
-        _rejects(path, "'0/covariance_type'", fragment)
+        assert_rejected(path, "'0/covariance_type'", fragment)
 
 
 def test_labels_all_or_none_and_strings(discrete_file, tmp_path):
-    _rejects(
+    assert_rejected(
         _rewrite(discrete_file, tmp_path / "some.npz", **{"1/label": None}),
         "labels only some models",
         "no label for 1",
     )
-    _rejects(
+    assert_rejected(
         _rewrite(discrete_file, tmp_path / "num.npz", **{"0/label": np.array(7)}),
         "'0/label' must be a single string",
         "got 7",
     )
-    _rejects(
+    assert_rejected(
         _rewrite(discrete_file, tmp_path / "many.npz", **{"0/label": np.array(["a", "b"])}),
         "'0/label' must be a single string",
     )

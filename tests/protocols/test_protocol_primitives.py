@@ -214,7 +214,7 @@ def test_alice_exp_values_report_values_out_of_range():
 # -- the metadata rule and what Alice's decryptions reveal -----------------------------------
 
 
-def _transcripts(keypair, make_args, bob_role, alice_role, alice_args, declarations, cases):
+def assert_transcripts(keypair, make_args, bob_role, alice_role, alice_args, declarations, cases):
     def run(case, wrap):
         run_pair(keypair, bob_role, make_args(case), alice_role, alice_args, wrap_transport=wrap)
 
@@ -224,7 +224,7 @@ def _transcripts(keypair, make_args, bob_role, alice_role, alice_args, declarati
 def test_transcripts_of_exp_log_and_logsum(keypair_512):
     pk, _ = keypair_512
     exp_spec = ExpSpec(3, pk.bits)
-    _transcripts(
+    assert_transcripts(
         keypair_512,
         lambda xs: (encrypt_logs(pk, xs), exp_spec),
         pr.bob_secure_exp,
@@ -234,7 +234,7 @@ def test_transcripts_of_exp_log_and_logsum(keypair_512):
         [[0.0, -1.0, 2.0], [-500.0, -math.inf, 30.0]],
     )
     log_spec = LogSpec(2, 0, 2**60)
-    _transcripts(
+    assert_transcripts(
         keypair_512,
         lambda t: (CipherArray.encrypt_encoded(pk, t, 0, 2**60), log_spec),
         pr.bob_secure_log,
@@ -244,7 +244,7 @@ def test_transcripts_of_exp_log_and_logsum(keypair_512):
         [[1, 2], [2**59, 0]],
     )
     sum_spec = LogsumSpec(2, 2, pk.bits)
-    _transcripts(
+    assert_transcripts(
         keypair_512,
         lambda c: (encrypt_logs(pk, c[0]), np.array(c[1]), sum_spec),
         pr.bob_secure_logsum,
@@ -262,7 +262,7 @@ def test_transcripts_of_multiply_and_rescale(keypair_512):
     def enc(v):
         return CipherArray.encrypt_encoded(pk, v, 0, 2**16)
 
-    _transcripts(
+    assert_transcripts(
         keypair_512,
         lambda c: (enc(c[0]), enc(c[1]), spec),
         pr.bob_secure_multiply,
@@ -272,7 +272,7 @@ def test_transcripts_of_multiply_and_rescale(keypair_512):
         [([1, 2], [3, 4]), ([2**16, -(2**16)], [0, 7])],
     )
     one = MaskSpec((8,), (2**16,), (2,))
-    _transcripts(
+    assert_transcripts(
         keypair_512,
         lambda v: (CipherArray.encrypt_encoded(pk, v, 8, 2**16), 4, one),
         pr.bob_rescale,
