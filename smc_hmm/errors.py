@@ -73,12 +73,21 @@ class WireError(SmcHmmError, ValueError):
     """A frame could not be decoded or failed validation."""
 
 
+class InvalidCiphertextFrameError(WireError, InvalidCiphertextError):
+    """A frame carried a ciphertext outside Z*_{n^2} (both a WireError and an
+    InvalidCiphertextError, so either handler catches it)."""
+
+
 class FrameTooLargeError(WireError):
     """A frame exceeds the configured maximum size."""
 
 
 class TransportError(SmcHmmError):
     """Base class of errors from the transport layer."""
+
+
+class InjectedFaultError(TransportError):
+    """Raised in the party whose fault-injecting transport (tests) injected a fault."""
 
 
 class PeerDisconnectedError(TransportError, ConnectionError):

@@ -48,7 +48,7 @@ from smc_hmm.crypto.cipherarray import CipherArray
 from smc_hmm.crypto.keys import PublicKey
 from smc_hmm.errors import (
     FrameTooLargeError,
-    InvalidCiphertextError,
+    InvalidCiphertextFrameError,
     WireError,
 )
 
@@ -94,11 +94,6 @@ _INT64_MIN = -(2**63)
 _UINT64_MAX = 2**64 - 1
 _MAX_NDIM = 32
 _LEAF_TYPES = frozenset({bool, int, float, str, bytes, np.ndarray, CipherArray, PublicKey})
-
-
-class InvalidCiphertextFrameError(WireError, InvalidCiphertextError):
-    """A frame carried a ciphertext outside Z*_{n^2} (both a WireError and an
-    InvalidCiphertextError, so either handler catches it)."""
 
 
 def _magnitude_bytes(value: int) -> bytes:

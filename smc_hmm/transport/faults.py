@@ -18,16 +18,12 @@ from __future__ import annotations
 
 import threading
 
-from smc_hmm.errors import InvalidInputError, TransportError
+from smc_hmm.errors import InjectedFaultError, InvalidInputError
 from smc_hmm.transport.base import Transport
 
 __all__ = ["FAULT_MODES", "FaultyTransport", "InjectedFaultError"]
 
 FAULT_MODES = ("drop", "disconnect", "stall")
-
-
-class InjectedFaultError(TransportError):
-    """Raised in the party whose :class:`FaultyTransport` injected a fault."""
 
 
 class FaultyTransport(Transport):

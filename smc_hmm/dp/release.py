@@ -1,0 +1,776 @@
+"""The two release commands: ``smc-hmm release hmm`` and ``smc-hmm release trace``.
+
+Plain functions for :mod:`smc_hmm.cli`: :func:`add_hmm_arguments` / :func:`release_hmm`
+and :func:`add_trace_arguments` / :func:`release_trace` (``add(parser)``,
+``main(args, console) -> exit code``).  Every bad input raises a typed
+:class:`~smc_hmm.errors.SmcHmmError` (``ConfigError`` for files and options,
+``PrivacyParameterError`` / ``SensitivityBoundError`` / ``DPHMMParameterError`` for privacy
+parameters and bounds).
+
+``release hmm`` -- DP Baum-Welch (:func:`smc_hmm.dp.baum_welch.dp_baum_welch`) on the
+sequences of a data file, from a *public* skeleton that depends on no data:
+
+- **data file** (``--data``):
+
+  - ``.json``: a list of sequences, or an object ``{"sequences": [...], "n_symbols": M}``.
+    A sequence is a list of ints (discrete symbols 0..M-1) or a list of frames, each a
+    list of d floats (Gaussian features);
+  - ``.npz``: every member except ``n_symbols`` is one sequence, taken in name order: a
+    1-d integer array (symbols) or a 2-d float array of shape (T_i, d) (frames); an
+    optional 0-d integer member ``n_symbols`` declares the alphabet size.
+
+  All sequences are of one kind, non-empty, finite; symbols >= 0; frames of one d.
+  The alphabet size M is ``--symbols``, else the file's ``n_symbols``, else
+  1 + the largest symbol seen (then it is derived from the data, which the metadata and a
+  warning say: declare it for a fully data-independent skeleton).
+- **skeleton** (``--topology``): ``ergodic`` (default; start and transitions uniform) or
+  ``left-to-right`` (start in state 0, each state loops or moves to the next with 1/2
+  each, the last absorbing; the zeros stay zeros).  Emissions: discrete rows uniform
+  times a small fixed perturbation; Gaussian means 0 (left-to-right) or a small fixed
+  perturbation of scale R/(2 sqrt d) (ergodic; identical states would never separate),
+  variances (R/sqrt d)^2.  The perturbations come from the public constant
+  :data:`SKELETON_SEED`, so the skeleton is public.  ``--init MODEL.npz`` uses model 0 of
+  a model file instead (it must be public too).
+- **release**: ``--eps`` E (finite > 0), ``--max-length`` L (required: a declared public
+  bound; a longer sequence raises ``SensitivityBoundError`` unless ``--truncate``),
+  ``--feature-bound`` R (required for frames, refused for symbols: every frame is clipped
+  to ||x||_2 <= R), ``--every-iteration`` (``mode="every"``: K = ``--iterations``
+  (default 5) noisy iterations of E/K each, eps-DP on the data set) -- without it
+  ``mode="last"``: plain EM (at most K = ``--iterations``, default 80) then one noisy
+  iteration with E: the paper's experiment 1, **not** a formal DP guarantee
+  (``formal_guarantee: false``; see ``docs/dp-layer.md``).
+- **output**: the model file ``--out`` (default ``released_hmm.npz``) written by
+  :func:`smc_hmm.hmm.io.save_models`, with one model labelled
+  ``"dp-release eps=E mode=M; privacy metadata in NAME.privacy.json"`` (so
+  :func:`~smc_hmm.hmm.io.load_models` reads it unchanged: it refuses unknown members), and
+  the sidecar ``<out stem>.privacy.json`` next to it holding the privacy metadata
+  (:func:`metadata_path`, :func:`read_release_metadata`): epsilon spent, mechanism,
+  sampler, sensitivities, per-iteration epsilons and scales, mode, formal guarantee,
+  max_length, feature_bound, neighbouring, randomness, skeleton and the SHA-256 of the
+  model file.  The same JSON (plus ``"model"`` and ``"metadata"`` paths) is printed and
+  written to ``--json``.  Nothing data-dependent beyond the model is released: neither
+  the number of sequences nor their lengths.
+
+``release trace`` -- DPHMM (:class:`smc_hmm.dp.dphmm.DPHMM`) on a state trace:
+
+- **Markov chain**: model ``--model-index`` (default 0) of ``--model``: its transition
+  matrix M, and its start distribution pi as the prior of the *first* release
+  (p_1^- = pi; then p_t^- = p_{t-1}^+ M), so a trace the model can produce is never
+  outside C_t;
+- **query** f: ``--coords FILE`` (``.json`` nested list or ``.npy``, shape (n_states, d),
+  row i = f(s_i)), else the state index as a 1-d coordinate, f(s_i) = i;
+- **policy graph** ``--graph``: ``complete``, ``categorical`` (needs ``--categories
+  FILE.json``, a list of n labels), ``utility`` (G_util(r) on f, ``--r`` (default 1),
+  ``--metric``), ``transition`` (G_trs of M), or a ``.json`` file of undirected edges
+  ``[[i, j], ...]`` (or ``{"edges": [...]}``);
+- **trace** ``--trace``: a ``.json`` list of state indices 0..n-1;
+- ``--eps`` (default 1), ``--repair`` (greedy | min_area | none), ``--budget`` (cap on the
+  Theorem 7.2 total), ``--seed`` (INSECURE reproducible numpy noise; default CSPRNG-seeded).
+
+The JSON output lists per timestamp the released value z_t, the privacy spent (Theorem 6.2
+eps_t, Theorem 6.3 constrained-DP term, Theorem 7.1 sums at t, Theorem 7.2 cumulative
+total, plain eps sum) and the public facts of the release (|C_t|, exposed states and
+added repair edges, rank of K_t, sampler).  Evaluation-only facts that depend on the true
+state (DoP, error) are never printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import numbers
+from pathlib import Path
+
+import numpy as np
+
+from smc_hmm.errors import (
+    ConfigError,
+    DPHMMParameterError,
+    ModelError,
+    PrivacyParameterError,
+    SensitivityBoundError,
+)
+
+__all__ = [
+    "SKELETON_SEED",
+    "add_hmm_arguments",
+    "add_trace_arguments",
+    "load_sequences",
+    "metadata_path",
+    "read_release_metadata",
+    "release_hmm",
+    "release_trace",
+    "skeleton",
+]
+
+SKELETON_SEED = 20140101
+"""Public constant behind the skeleton's symmetry-breaking perturbation (no data in it)."""
+
+TOPOLOGIES = ("ergodic", "left-to-right")
+GRAPHS = ("complete", "categorical", "utility", "transition")
+METADATA_SUFFIX = ".privacy.json"
+FORMAT = "smc-hmm dp release v1"
+
+
+# -- small helpers ----------------------------------------------------------------------------
+
+
+def _positive(value: object, name: str) -> float:
+    """A finite real > 0 (NaN, inf, 0, negatives and non-numbers refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise PrivacyParameterError(f"{name} must be a real number, got {value!r}")
+    v = float(value)
+    if not (math.isfinite(v) and v > 0):
+        raise PrivacyParameterError(f"{name} must be finite and > 0, got {value!r}")
+    return v
+
+
+def _count(value: object, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _num(x: float) -> float | str:
+    """A JSON-safe number: +inf (a flat K-norm body) becomes the string "inf"."""
+    x = float(x)
+    return x if math.isfinite(x) else ("inf" if x > 0 else "-inf" if x < 0 else "nan")
+
+
+def _existing(path: object, what: str) -> Path:
+    if not path:
+        raise ConfigError(f"{what}: no file given")
+    p = Path(str(path))
+    if not p.is_file():
+        raise ConfigError(f"{what} {p} does not exist or is not a file")
+    return p
+
+
+def _read_json(path: Path, what: str) -> object:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError(f"cannot read {what} {path}: {e.strerror or e}") from e
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"{what} {path} is not valid JSON: {e}") from e
+
+
+def _write_json(path: Path | str, data: dict) -> None:
+    try:
+        Path(path).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"cannot write {path}: {e.strerror or e}") from e
+
+
+def _print_json(console, data: dict) -> None:
+    text = json.dumps(data, indent=2, sort_keys=True)
+    if console is None:
+        print(text)
+    else:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+# -- data files (release hmm) -----------------------------------------------------------------
+
+
+def _as_sequence(raw: object, where: str) -> np.ndarray:
+    """One sequence: a 1-d int array (symbols) or a 2-d float array (T, d) (frames)."""
+    try:
+        arr = np.asarray(raw)
+    except (TypeError, ValueError) as e:  # ragged frames
+        raise ConfigError(f"{where}: not a rectangular array ({e})") from None
+    if arr.dtype == object or arr.dtype.kind not in "biuf":
+        raise ConfigError(f"{where}: not numeric (symbols must be ints, frames lists of floats)")
+    if arr.ndim == 0 or arr.shape[0] == 0:
+        raise ConfigError(f"{where}: empty sequence")
+    if arr.ndim == 1:
+        if arr.dtype.kind == "b":
+            raise ConfigError(f"{where}: booleans are not symbols")
+        if arr.dtype.kind == "f":
+            raise ConfigError(
+                f"{where}: a 1-d float array; symbols must be integers and 1-d features "
+                "need shape (T, 1)"
+            )
+        if np.any(arr < 0):
+            raise ConfigError(f"{where}: negative symbol {int(arr.min())}")
+        return arr.astype(np.int64)
+    if arr.ndim == 2:
+        if arr.shape[1] == 0:
+            raise ConfigError(f"{where}: frames of dimension 0")
+        out = arr.astype(np.float64)
+        if not np.all(np.isfinite(out)):
+            raise ConfigError(f"{where}: NaN or inf in the frames")
+        return out
+    raise ConfigError(f"{where}: expected 1-d symbols or 2-d (T, d) frames, got shape {arr.shape}")
+
+
+def _declared_symbols(value: object, where: str) -> int:
+    arr = np.asarray(value)
+    if arr.ndim != 0 or arr.dtype.kind not in "iu" or int(arr) < 1:
+        raise ConfigError(f"{where}: n_symbols must be an integer >= 1, got {value!r}")
+    return int(arr)
+
+
+def load_sequences(path: str | Path) -> tuple[str, list[np.ndarray], int | None]:
+    """``(kind, sequences, declared n_symbols or None)`` from a data file (module docstring);
+    ``kind`` is ``"discrete"`` or ``"gaussian"``.  Raises :class:`ConfigError` on any
+    problem."""
+    p = _existing(path, "data file")
+    declared: int | None = None
+    suffix = p.suffix.lower()
+    if suffix == ".json":
+        data = _read_json(p, "data file")
+        if isinstance(data, dict):
+            unknown = set(data) - {"sequences", "n_symbols"}
+            if unknown or "sequences" not in data:
+                raise ConfigError(
+                    f"data file {p}: a JSON object needs 'sequences' (and optionally "
+                    f"'n_symbols'), got keys {sorted(data)}"
+                )
+            if "n_symbols" in data:
+                if isinstance(data["n_symbols"], bool) or not isinstance(data["n_symbols"], int):
+                    raise ConfigError(f"data file {p}: n_symbols must be an integer")
+                declared = _declared_symbols(data["n_symbols"], f"data file {p}")
+            data = data["sequences"]
+        if not isinstance(data, list):
+            raise ConfigError(f"data file {p}: expected a list of sequences")
+        for i, s in enumerate(data):
+            if not isinstance(s, list):
+                raise ConfigError(f"data file {p}, sequence {i}: not a list")
+            if s and all(isinstance(v, (bool, float)) for v in s):
+                raise ConfigError(
+                    f"data file {p}, sequence {i}: symbols must be integers "
+                    "(frames are lists of floats)"
+                )
+        seqs = [_as_sequence(s, f"data file {p}, sequence {i}") for i, s in enumerate(data)]
+    elif suffix == ".npz":
+        try:
+            with np.load(p, allow_pickle=False) as npz:
+                if not isinstance(npz, np.lib.npyio.NpzFile):
+                    raise ConfigError(f"data file {p} is not a .npz archive")
+                members = {k: npz[k] for k in sorted(npz.files)}
+        except ConfigError:
+            raise
+        except (OSError, ValueError, EOFError) as e:
+            raise ConfigError(f"data file {p} is not a readable .npz archive: {e}") from None
+        if "n_symbols" in members:
+            declared = _declared_symbols(members.pop("n_symbols"), f"data file {p}")
+        seqs = [_as_sequence(v, f"data file {p}, member '{k}'") for k, v in members.items()]
+    else:
+        raise ConfigError(f"data file {p}: unknown format '{p.suffix}' (use .json or .npz)")
+    if not seqs:
+        raise ConfigError(f"data file {p} holds no sequences")
+    kinds = {s.ndim for s in seqs}
+    if len(kinds) > 1:
+        raise ConfigError(f"data file {p} mixes symbol sequences and feature frames")
+    if seqs[0].ndim == 2:
+        dims = {s.shape[1] for s in seqs}
+        if len(dims) > 1:
+            raise ConfigError(f"data file {p}: frames of different dimensions {sorted(dims)}")
+        if declared is not None:
+            raise ConfigError(f"data file {p}: n_symbols given for feature frames")
+        return "gaussian", seqs, None
+    return "discrete", seqs, declared
+
+
+# -- the public skeleton ----------------------------------------------------------------------
+
+
+def _topology(n: int, topology: str) -> tuple[np.ndarray, np.ndarray]:
+    if topology == "ergodic":
+        return np.full(n, 1.0 / n), np.full((n, n), 1.0 / n)
+    start = np.eye(n)[0]
+    trans = np.zeros((n, n))
+    for j in range(n - 1):
+        trans[j, j] = trans[j, j + 1] = 0.5
+    trans[-1, -1] = 1.0
+    return start, trans
+
+
+def skeleton(
+    kind: str,
+    n_states: int,
+    topology: str = "ergodic",
+    *,
+    n_symbols: int | None = None,
+    n_features: int | None = None,
+    feature_bound: float | None = None,
+    covariance_type: str = "diag",
+):
+    """The public initial model of ``release hmm`` (module docstring): it depends only on
+    the declared shape, the topology, R and :data:`SKELETON_SEED`, never on the data."""
+    from smc_hmm.hmm.models import DiscreteHMM, GaussianHMM
+
+    n = _count(n_states, "--states")
+    if topology not in TOPOLOGIES:
+        raise ConfigError(f"--topology must be one of {TOPOLOGIES}, got {topology!r}")
+    start, trans = _topology(n, topology)
+    rng = np.random.default_rng(SKELETON_SEED)
+    if kind == "discrete":
+        m = _count(n_symbols, "n_symbols")
+        emis = 1.0 + 0.2 * rng.random((n, m))
+        return DiscreteHMM(start, trans, emis / emis.sum(axis=1, keepdims=True))
+    d = _count(n_features, "n_features")
+    r = _positive(feature_bound, "--feature-bound")
+    spread = r / math.sqrt(d)
+    means = (
+        np.zeros((n, d)) if topology == "left-to-right" else 0.5 * spread * rng.normal(size=(n, d))
+    )
+    if covariance_type == "diag":
+        covars = np.full((n, d), spread**2)
+    elif covariance_type == "full":
+        covars = np.stack([np.eye(d) * spread**2] * n)
+    else:
+        raise ConfigError(f"--covariance must be 'diag' or 'full', got {covariance_type!r}")
+    return GaussianHMM(start, trans, means, covars, covariance_type)
+
+
+# -- release hmm ------------------------------------------------------------------------------
+
+
+def add_hmm_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``smc-hmm release hmm``."""
+    a = parser.add_argument
+    a("--data", required=True, metavar="FILE", help="sequences: .json or .npz (see the docs)")
+    a("--eps", type=float, required=True, metavar="E", help="total privacy budget (> 0)")
+    a(
+        "--every-iteration",
+        action="store_true",
+        help="noise in every EM iteration (eps-DP); default: last iteration only "
+        "(paper 000's experiment 1, NOT a formal DP guarantee)",
+    )
+    a("--states", type=int, default=3, metavar="N", help="hidden states (default 3)")
+    a(
+        "--max-length",
+        type=int,
+        metavar="L",
+        help="declared maximum sequence length (required: a public bound)",
+    )
+    a(
+        "--truncate",
+        action="store_true",
+        help="cut sequences longer than L to L (default: refuse them)",
+    )
+    a(
+        "--feature-bound",
+        type=float,
+        metavar="R",
+        help="frames are clipped to ||x||_2 <= R (required for feature frames)",
+    )
+    a(
+        "--iterations",
+        type=int,
+        metavar="K",
+        help="noisy iterations with --every-iteration (default 5), else the cap on plain "
+        "EM iterations (default 80)",
+    )
+    a("--topology", choices=TOPOLOGIES, default="ergodic", help="initial model (ergodic)")
+    a("--covariance", choices=("diag", "full"), default="diag", help="Gaussian covariances")
+    a("--symbols", type=int, metavar="M", help="alphabet size of discrete data (declared)")
+    a("--init", metavar="MODEL.npz", help="public skeleton: model 0 of this model file")
+    a(
+        "--neighbouring",
+        choices=("add_remove", "substitute"),
+        default="add_remove",
+        help="neighbouring data sets: one sequence added/removed (default) or replaced",
+    )
+    a("--sampler", choices=("float", "opendp"), default="float", help="Laplace sampler")
+    a("--out", default="released_hmm.npz", metavar="MODEL.npz", help="released model file")
+    a("--json", metavar="PATH", help="also write the release summary as JSON")
+    a("--seed", type=int, metavar="S", help="INSECURE seeded noise (reproducible experiments)")
+
+
+def metadata_path(model_path: str | Path) -> Path:
+    """The privacy-metadata sidecar of a released model file: ``x.npz`` -> ``x.privacy.json``."""
+    p = Path(model_path)
+    return (
+        p.with_name(p.stem + METADATA_SUFFIX)
+        if p.suffix == ".npz"
+        else p.with_name(p.name + METADATA_SUFFIX)
+    )
+
+
+def read_release_metadata(model_path: str | Path) -> dict:
+    """The privacy metadata of a model file written by ``release hmm``; checks that the
+    sidecar belongs to this very file (SHA-256)."""
+    p = _existing(model_path, "model file")
+    meta_file = _existing(metadata_path(p), "privacy metadata")
+    meta = _read_json(meta_file, "privacy metadata")
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise ConfigError(f"{meta_file} is not smc-hmm release metadata")
+    if meta.get("model_sha256") != _sha256(p):
+        raise ConfigError(f"{meta_file} does not describe {p}: the SHA-256 differs")
+    return meta
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _check_out(path: object) -> Path:
+    p = Path(str(path))
+    if p.suffix != ".npz":
+        raise ConfigError(f"--out must name a .npz model file, got {p}")
+    if p.exists() and p.is_dir():
+        raise ConfigError(f"--out {p} is a directory")
+    if not p.parent.is_dir():
+        raise ConfigError(f"--out: directory {p.parent} does not exist")
+    return p
+
+
+def release_hmm(args: argparse.Namespace, console=None) -> int:
+    """Run ``smc-hmm release hmm`` (module docstring); returns 0."""
+    from smc_hmm.dp.baum_welch import dp_baum_welch
+    from smc_hmm.dp.random import DPRandom
+    from smc_hmm.hmm.io import load_models, save_models
+    from smc_hmm.hmm.models import DiscreteHMM, GaussianHMM
+
+    eps = _positive(args.eps, "--eps")
+    if args.max_length is None:
+        raise ConfigError(
+            "--max-length L is required: a declared public bound on the sequence length "
+            "(taking the longest sequence of the data would leak it)"
+        )
+    max_length = _count(args.max_length, "--max-length")
+    every = bool(args.every_iteration)
+    iterations = args.iterations if args.iterations is not None else (5 if every else 80)
+    iterations = _count(iterations, "--iterations")
+    out = _check_out(args.out)
+    kind, seqs, declared = load_sequences(args.data)
+    bound = getattr(args, "feature_bound", None)
+    if kind == "discrete" and bound is not None:
+        raise ConfigError("--feature-bound applies to feature frames only (the data are symbols)")
+    if kind == "gaussian":
+        if bound is None:
+            raise ConfigError(
+                "--feature-bound R is required for feature frames: every frame is clipped "
+                "to ||x||_2 <= R, which bounds the sensitivity"
+            )
+        bound = _positive(bound, "--feature-bound")
+    too_long = [i for i, s in enumerate(seqs) if len(s) > max_length]
+    if too_long and not args.truncate:
+        raise SensitivityBoundError(
+            f"{len(too_long)} sequence(s) of {args.data} are longer than --max-length "
+            f"{max_length} (the first is sequence {too_long[0]}): raise L or pass --truncate"
+        )
+    from_data: list[str] = []
+    if args.init:
+        models, _ = load_models(_existing(args.init, "--init model file"))
+        start = models[0]
+        want = DiscreteHMM if kind == "discrete" else GaussianHMM
+        if not isinstance(start, want):
+            raise ModelError(
+                f"--init {args.init} holds a {type(start).__name__}, "
+                f"the data need a {want.__name__}"
+            )
+        skeleton_desc = {"source": str(args.init)}
+    elif kind == "discrete":
+        n_symbols = args.symbols if args.symbols is not None else declared
+        if n_symbols is None:
+            n_symbols = int(max(int(s.max()) for s in seqs)) + 1
+            from_data.append("n_symbols")
+            if console is not None:
+                console.print(
+                    f"[yellow]warning:[/] alphabet size {n_symbols} taken from the data "
+                    "(declare it with --symbols or n_symbols for a data-independent skeleton)"
+                )
+        n_symbols = _count(n_symbols, "--symbols")
+        start = skeleton("discrete", args.states, args.topology, n_symbols=n_symbols)
+        skeleton_desc = {"topology": args.topology, "n_symbols": n_symbols}
+    else:
+        start = skeleton(
+            "gaussian",
+            args.states,
+            args.topology,
+            n_features=seqs[0].shape[1],
+            feature_bound=bound,
+            covariance_type=args.covariance,
+        )
+        skeleton_desc = {"topology": args.topology, "covariance_type": args.covariance}
+    skeleton_desc["seed"] = SKELETON_SEED if not args.init else None
+    if isinstance(start, DiscreteHMM):
+        big = max(int(s.max()) for s in seqs)
+        if big >= start.n_symbols:
+            raise ConfigError(
+                f"{args.data} holds symbol {big} but the alphabet has {start.n_symbols} symbols"
+            )
+    elif start.n_features != seqs[0].shape[1]:
+        raise ConfigError(
+            f"{args.data} holds {seqs[0].shape[1]}-d frames, the --init model "
+            f"{start.n_features}-d ones"
+        )
+    seeded = args.seed is not None
+    rng = DPRandom.insecure_seeded(int(args.seed)) if seeded else DPRandom.system()
+    result = dp_baum_welch(
+        start,
+        seqs,
+        eps,
+        max_length=max_length,
+        mode="every" if every else "last",
+        n_iter=iterations if every else 1,
+        rng=rng,
+        sampler=args.sampler,
+        neighbouring=args.neighbouring,
+        long_sequences="truncate" if args.truncate else "raise",
+        feature_bound=bound,
+        plain_iter=iterations,
+    )
+    meta_file = metadata_path(out)
+    label = f"dp-release eps={eps:g} mode={result.mode}; privacy metadata in {meta_file.name}"
+    save_models(out, [result.model], [label])
+    first = result.releases[0]
+    meta = {
+        "format": FORMAT,
+        "epsilon": result.epsilon,
+        "epsilon_requested": eps,
+        "mechanism": "Laplace on expected counts (DP Baum-Welch, paper 000)",
+        "mechanism_detail": result.mechanism,
+        "sampler": args.sampler,
+        "randomness": first.randomness,
+        "insecure": bool(getattr(first, "insecure", args.seed is not None)),
+        "mode": result.mode,
+        "formal_guarantee": result.formal_guarantee,
+        "noisy_iterations": result.n_noisy_iterations,
+        "iterations": iterations,
+        "max_length": result.max_length,
+        "long_sequences": "truncate" if args.truncate else "raise",
+        "feature_bound": bound,
+        "neighbouring": result.neighbouring,
+        "sensitivity": dict(result.sensitivities),
+        "epsilon_per_iteration": dict(result.epsilons),
+        "laplace_scale": dict(result.scales),
+        "kind": kind,
+        "n_states": int(result.model.n_states),
+        "skeleton": skeleton_desc,
+        "public_parameters_from_data": from_data,
+        "model_sha256": _sha256(out),
+        "model_label": label,
+    }
+    _write_json(meta_file, meta)
+    summary = {**meta, "model": str(out), "metadata": str(meta_file)}
+    if not result.formal_guarantee and console is not None:
+        console.print(
+            "[yellow]warning:[/] noise in the last iteration only is not a formal DP "
+            "guarantee on the data set (use --every-iteration)"
+        )
+    _print_json(console, summary)
+    if args.json:
+        _write_json(args.json, summary)
+        if console is not None:
+            console.print(f"wrote {args.json}")
+    return 0
+
+
+# -- release trace ----------------------------------------------------------------------------
+
+
+def add_trace_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``smc-hmm release trace``."""
+    a = parser.add_argument
+    a("--model", required=True, metavar="MODEL.npz", help="the public model (a model file)")
+    a("--model-index", type=int, default=0, metavar="I", help="which model of the file (0)")
+    a("--trace", required=True, metavar="FILE", help=".json list of state indices")
+    a(
+        "--graph",
+        required=True,
+        metavar="KIND",
+        help="policy graph: complete | categorical | utility | transition | FILE.json (edges)",
+    )
+    a("--eps", type=float, default=1.0, metavar="E", help="eps per release (default 1)")
+    a("--r", type=float, default=1.0, metavar="R", help="radius of the utility graph (1)")
+    a("--metric", choices=("l2", "l1", "linf"), default="l2", help="utility-graph metric")
+    a("--coords", metavar="FILE", help="query f: .json/.npy (n_states, d); default f(s)=s")
+    a("--categories", metavar="FILE", help="categorical graph: .json list of n labels")
+    a("--repair", choices=("greedy", "min_area", "none"), default="greedy")
+    a("--budget", type=float, metavar="B", help="cap on the Theorem 7.2 total")
+    a("--json", metavar="PATH", help="write the releases as JSON")
+    a("--seed", type=int, metavar="S", help="INSECURE seeded noise (reproducible experiments)")
+
+
+def _load_coords(path: object, n: int) -> np.ndarray:
+    from smc_hmm.dp.policy import check_query
+
+    p = _existing(path, "--coords file")
+    if p.suffix.lower() == ".json":
+        raw = _read_json(p, "--coords file")
+    elif p.suffix.lower() == ".npy":
+        try:
+            raw = np.load(p, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"--coords file {p} is not a readable .npy array: {e}") from None
+    else:
+        raise ConfigError(f"--coords file {p}: use .json or .npy")
+    try:
+        return check_query(raw, n)
+    except DPHMMParameterError as e:
+        raise ConfigError(f"--coords file {p}: {e}") from None
+
+
+def _load_trace(path: object, n: int) -> list[int]:
+    p = _existing(path, "trace file")
+    if p.suffix.lower() != ".json":
+        raise ConfigError(f"trace file {p}: expected a .json list of state indices")
+    data = _read_json(p, "trace file")
+    if not isinstance(data, list) or not data:
+        raise ConfigError(f"trace file {p}: expected a non-empty list of state indices")
+    for t, s in enumerate(data):
+        if isinstance(s, bool) or not isinstance(s, int):
+            raise ConfigError(f"trace file {p}, position {t}: {s!r} is not a state index")
+        if not 0 <= s < n:
+            raise ConfigError(f"trace file {p}, position {t}: state {s} is not in 0..{n - 1}")
+    return [int(s) for s in data]
+
+
+def _policy(args: argparse.Namespace, n: int, f: np.ndarray, transmat: np.ndarray):
+    from smc_hmm.dp import policy as pg
+
+    kind = str(args.graph)
+    if kind == "complete":
+        return pg.complete_graph(n)
+    if kind == "transition":
+        return pg.transition_graph(transmat)
+    if kind == "utility":
+        r = args.r
+        if r is None or isinstance(r, bool) or not math.isfinite(float(r)) or r < 0:
+            raise ConfigError(f"--r must be finite and >= 0, got {r!r}")
+        return pg.utility_graph(f, float(r), args.metric)
+    if kind == "categorical":
+        if not args.categories:
+            raise ConfigError("--graph categorical needs --categories FILE.json (n labels)")
+        p = _existing(args.categories, "--categories file")
+        labels = _read_json(p, "--categories file")
+        if not isinstance(labels, list) or len(labels) != n:
+            raise ConfigError(f"--categories file {p}: expected a list of {n} labels")
+        if not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in labels):
+            raise ConfigError(f"--categories file {p}: labels must be strings or integers")
+        return pg.categorical_graph(labels)
+    if kind.lower().endswith(".json"):
+        p = _existing(kind, "--graph edge file")
+        data = _read_json(p, "--graph edge file")
+        if isinstance(data, dict):
+            data = data.get("edges")
+        if not isinstance(data, list) or not all(isinstance(e, list) and len(e) == 2 for e in data):
+            raise ConfigError(f"--graph edge file {p}: expected a list of [i, j] pairs")
+        return pg.graph_from_edges(n, [tuple(e) for e in data])
+    raise ConfigError(f"--graph must be one of {GRAPHS} or an edge-list .json file, got {kind!r}")
+
+
+def _start_dphmm(start: np.ndarray):
+    """DPHMM whose first prior is the model's start distribution (then p^+ M)."""
+    from smc_hmm.dp.dphmm import DPHMM
+
+    class StartDPHMM(DPHMM):
+        def prior(self) -> tuple[np.ndarray, np.ndarray]:
+            if self.t == 0:
+                return start.copy(), start > 0
+            return super().prior()
+
+    return StartDPHMM
+
+
+def _record_json(rec, eps_cumulative: float) -> dict:
+    return {
+        "t": rec.t,
+        "z": [float(v) for v in np.atleast_1d(rec.z)],
+        "epsilon": rec.epsilon,
+        "constrained_epsilon": _num(rec.constrained_epsilon),
+        "timestamp_epsilon": rec.timestamp_epsilon,
+        "timestamp_constrained_epsilon": _num(rec.timestamp_constrained_epsilon),
+        "cumulative_constrained_epsilon": _num(rec.sequence_constrained_epsilon),
+        "cumulative_epsilon": eps_cumulative,
+        "constraint_size": int(rec.constraint.size),
+        "exposed": [int(s) for s in rec.exposed],
+        "repair_edges": [[int(i), int(j)] for i, j in np.asarray(rec.added_edges).reshape(-1, 2)],
+        "rank": int(rec.rank),
+        "sampler": rec.sampler,
+    }
+
+
+def release_trace(args: argparse.Namespace, console=None) -> int:
+    """Run ``smc-hmm release trace`` (module docstring); returns 0."""
+    from smc_hmm.hmm.io import load_models
+
+    eps = _positive(args.eps, "--eps")
+    models, labels = load_models(_existing(args.model, "model file"))
+    idx = args.model_index
+    if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < len(models):
+        raise ConfigError(f"--model-index must be in 0..{len(models) - 1}, got {idx!r}")
+    model = models[idx]
+    n = model.n_states
+    transmat = np.asarray(model.transmat, dtype=float)
+    start = np.asarray(model.startprob, dtype=float)
+    if args.coords:
+        f = _load_coords(args.coords, n)
+        query = f"coordinates from {args.coords}"
+    else:
+        f = np.arange(n, dtype=float)[:, None]
+        query = "state index (f(s_i) = i)"
+    graph = _policy(args, n, f, transmat)
+    trace = _load_trace(args.trace, n)
+    budget = None if args.budget is None else _positive(args.budget, "--budget")
+    rng = None if args.seed is None else np.random.default_rng(int(args.seed))
+    cls = _start_dphmm(start)
+    mech = cls(transmat, f, graph, eps, initial=start, repair=args.repair, budget=budget, rng=rng)
+    releases = []
+    for s in trace:
+        (rec,) = mech.release(s)
+        releases.append(_record_json(rec, mech.ledger.epsilon_sum()))
+    out = {
+        "model": str(args.model),
+        "model_index": idx,
+        "model_label": None if labels is None else labels[idx],
+        "n_states": n,
+        "graph": graph.name,
+        "graph_edges": int(graph.n_edges),
+        "query": query,
+        "query_dim": int(f.shape[1]),
+        "eps": eps,
+        "repair": args.repair,
+        "budget": budget,
+        "randomness": "CSPRNG-seeded numpy Generator (secrets)"
+        if rng is None
+        else f"INSECURE seeded numpy Generator (seed {args.seed})",
+        "releases": releases,
+        "total": {
+            "epsilon_sum": mech.ledger.epsilon_sum(),
+            "sequence_constrained_epsilon": _num(mech.ledger.sequence()),
+        },
+        "accounting": "per release: Theorem 6.2 eps (DPHMM) and Theorem 6.3 constrained-DP "
+        "term; per timestamp: Theorem 7.1 sums; cumulative: Theorem 7.2 (sum over timestamps)",
+    }
+    if console is not None:
+        _trace_table(console, out)
+    if args.json:
+        _write_json(args.json, out)
+        if console is not None:
+            console.print(f"wrote {args.json}")
+    elif console is None:
+        _print_json(None, out)
+    return 0
+
+
+def _trace_table(console, out: dict) -> None:
+    from rich.table import Table
+
+    table = Table(
+        title=f"DPHMM release: {out['graph']} graph, eps {out['eps']:g}, query {out['query']}"
+    )
+    for col in ("t", "z", "eps", "constrained eps", "cumulative (Thm 7.2)", "|C_t|", "repairs"):
+        table.add_column(col, justify="right")
+    for r in out["releases"]:
+        z = ", ".join(f"{v:.3f}" for v in r["z"])
+        rep = f"exposed {r['exposed']} + {len(r['repair_edges'])} edges" if r["exposed"] else "-"
+        c = r["constrained_epsilon"]
+        cum = r["cumulative_constrained_epsilon"]
+        table.add_row(
+            str(r["t"]),
+            z,
+            f"{r['epsilon']:g}",
+            c if isinstance(c, str) else f"{c:.4g}",
+            cum if isinstance(cum, str) else f"{cum:.4g}",
+            str(r["constraint_size"]),
+            rep,
+        )
+    console.print(table)
