@@ -164,7 +164,7 @@ def setup(
     expected = [log_likelihood(m, obs) for m in models]
     (directory / "expected.json").write_text(json.dumps(expected) + "\n")
     return write_config(
-        directory,
+        directory / "parties.toml",
         "forward",
         {
             "alice": {"kind": "alice", "observations": "obs.npy"},

@@ -6,8 +6,10 @@ Subcommands::
     smc-hmm party --role NAME --config parties.toml [--json PATH]   run one party (its own process)
     smc-hmm launch --config parties.toml [--json PATH]              all parties as OS processes
     smc-hmm bench NAME [...]                                        a registered benchmark
-    smc-hmm cost REPORT.json [--bits B --latency-ms L ...]          show / extrapolate a cost report
-    smc-hmm certs --out DIR --parties alice,bob,trent               CA + party certificates (mTLS)
+    smc-hmm cost REPORT.json [--run N] [--bits B ...]               show / extrapolate a cost report
+    smc-hmm certs --out DIR --parties alice,bob,trent [--force]     CA + party certificates (mTLS)
+    smc-hmm release hmm --data FILE --eps E [...]                   a DP HMM (DP Baum-Welch)
+    smc-hmm release trace --model M --trace FILE --graph KIND [...] a DPHMM state-trace release
 
 Protocols, demos and benchmarks are plugins found through entry points
 (``smc_hmm.protocols``, ``smc_hmm.demos``, ``smc_hmm.benchmarks``; see
@@ -438,6 +440,30 @@ def _run_certs(args) -> int:
     return 0
 
 
+# -- release -----------------------------------------------------------------------------------
+
+
+def _configure_release(p: argparse.ArgumentParser) -> None:
+    from smc_hmm.dp.release import add_hmm_arguments, add_trace_arguments
+
+    what = p.add_subparsers(dest="what", metavar="WHAT", required=True)
+    add_hmm_arguments(
+        what.add_parser(
+            "hmm", help="train and release a differentially private HMM (DP Baum-Welch)"
+        )
+    )
+    add_trace_arguments(
+        what.add_parser("trace", help="release a state trace under a policy graph (DPHMM, K-norm)")
+    )
+
+
+def _run_release(args) -> int:
+    from smc_hmm.dp.release import release_hmm, release_trace
+
+    run = release_hmm if args.what == "hmm" else release_trace
+    return int(run(args, _console()) or 0)
+
+
 #: subcommand -> (help, configure(parser), run(args) -> exit code)
 COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
     "demo": ("run a named demo in-process and print the cost table", _configure_demo, _run_demo),
@@ -458,6 +484,11 @@ COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
         _run_cost,
     ),
     "certs": ("make a CA and per-party certificates for mutual TLS", _configure_certs, _run_certs),
+    "release": (
+        "release differentially private models and traces (smc-hmm release hmm|trace)",
+        _configure_release,
+        _run_release,
+    ),
 }
 #: subcommands whose first positional names a registry entry with its own options
 _REGISTRIES = {

@@ -1,0 +1,384 @@
+"""Thesis 5.1.1, final output stage: Bob releases eps-DP keyword HMMs, Alice recognises locally.
+
+Bob holds the ten digit HMMs of the keyword-recognition task (``docs/speech-models.md``).
+Instead of running the secure protocol for every utterance, he trains them by DP
+Baum-Welch (:func:`smc_hmm.dp.baum_welch.dp_baum_welch`, Gaussian sufficient statistics)
+and publishes them; Alice then classifies her utterances locally with no further privacy
+cost (post-processing). This script measures what that costs in accuracy.
+
+Setting (all of it public and data-independent, as DP requires):
+
+- training data: the FSDD training split (indices 5-49 of every speaker and digit: 225
+  utterances per digit), features from :mod:`smc_hmm.features` with the bundled
+  pipeline's standardisation (``smc_hmm.data.load_pipeline``); test data: the bundled 250
+  test utterances. The recordings are read from ``/work/shared/data/fsdd`` (``--fsdd``);
+  training features are not bundled, so without them the script stops.
+- declared bounds: every standardised coordinate clipped to |x_i| <= 5 (``--clip``),
+  then every frame to the L2 ball ||x||_2 <= R = 10 (``--feature-bound``, the bound DP
+  Baum-Welch needs; about 1% of frames are longer), sequences cut to L = 100 frames
+  (``--max-length``, 1 s of audio; ``long_sequences="truncate"``). Alice's test features get
+  the same per-coordinate clip.
+- skeleton (public): 5-state left-to-right model (start in state 0; a_jj = a_j,j+1 = 1/2;
+  last state absorbing), diagonal covariances, all means 0 and variances 1 (the
+  standardised scale). The left-to-right topology alone separates the states after the
+  first E-step, like the flat start of the non-private models but without looking at the
+  data.
+- DP modes: ``every`` (``--iterations`` K = 5 noisy iterations of eps/K each: eps-DP on
+  each digit's training set, the formally private mode); ``last`` (plain EM, 20 iterations
+  at most, tolerance 1.0, then one noisy iteration with the whole eps: paper 000's
+  experiment 1, **not** a formal DP guarantee, shown for comparison only).
+- composition: the ten models are trained on disjoint data (the utterances of one digit
+  each), so under add/remove of one utterance the release of all ten is eps-DP (parallel
+  composition); under substitution of an utterance by one of another digit, 2 eps.
+- eps = inf: the same pipeline without noise (same skeleton, clipping and L; ``every``
+  then means K plain iterations, ``last`` plain EM to convergence).
+
+Noise comes from INSECURE seeded streams (``DPRandom.insecure_seeded``) so that the figures
+are reproducible; a real release uses the default CSPRNG.
+
+Run from the repository root (writes ``docs/dp-keyword-models.png`` and prints the table;
+about 7 minutes on one core with 3 runs per eps, 283 s with ``--reps 2`` as in the doc;
+``--quick`` about 40 s)::
+
+    python examples/dp_keyword_models.py [--quick] [--json out.json]
+
+See ``docs/dp-keyword-models.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from smc_hmm.dp.baum_welch import dp_baum_welch, dp_em_step, prepare_sequences
+from smc_hmm.dp.random import DPRandom
+from smc_hmm.hmm import GaussianHMM, baum_welch, log_likelihood
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_FSDD = Path("/work/shared/data/fsdd")
+EPS_GRID = (0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0, math.inf)
+QUICK_EPS = (1.0, 100.0, 1000.0, math.inf)
+BUNDLED_DIAG_ACCURACY = 0.980  # docs/speech-models.md, test split, diag
+
+
+# --- the core (also used by tests/dp/test_dp_keyword_models.py on synthetic data) ----------
+
+
+def left_to_right_skeleton(n_states: int, n_features: int) -> GaussianHMM:
+    """The public skeleton: left-to-right, means 0, variances 1 (standardised features)."""
+    trans = np.zeros((n_states, n_states))
+    for j in range(n_states - 1):
+        trans[j, j] = trans[j, j + 1] = 0.5
+    trans[-1, -1] = 1.0
+    return GaussianHMM(
+        np.eye(n_states)[0],
+        trans,
+        np.zeros((n_states, n_features)),
+        np.ones((n_states, n_features)),
+        "diag",
+    )
+
+
+def clip(x: np.ndarray, bound: float) -> np.ndarray:
+    """The declared per-coordinate clip |x_i| <= bound."""
+    return np.clip(np.asarray(x, dtype=float), -bound, bound)
+
+
+def plain_models(
+    train: Mapping[str, Sequence[np.ndarray]],
+    *,
+    n_states: int,
+    max_length: int,
+    feature_bound: float,
+    n_iter: int,
+    tol: float | None = None,
+) -> dict[str, GaussianHMM]:
+    """Non-private models from the same skeleton on the same prepared (clipped, truncated)
+    data: eps = inf. ``tol=None`` runs exactly ``n_iter`` iterations."""
+    out = {}
+    for label, seqs in train.items():
+        skel = left_to_right_skeleton(n_states, seqs[0].shape[1])
+        prepared = prepare_sequences(
+            skel, seqs, max_length, long_sequences="truncate", feature_bound=feature_bound
+        )
+        kw = {} if tol is None else {"tol": tol}
+        out[label] = baum_welch(skel, prepared, n_iter=n_iter, **kw).model
+    return out
+
+
+def dp_models(
+    train: Mapping[str, Sequence[np.ndarray]],
+    eps: float,
+    *,
+    mode: str = "every",
+    n_states: int = 5,
+    n_iter: int = 5,
+    max_length: int = 100,
+    feature_bound: float = 10.0,
+    rng: DPRandom | None = None,
+    converged: Mapping[str, GaussianHMM] | None = None,
+) -> tuple[dict[str, GaussianHMM], float]:
+    """Bob's release: one DP model per label and the total epsilon of the whole set (the
+    max over labels: disjoint training sets, parallel composition).
+
+    ``mode="every"``: :func:`dp_baum_welch` from the skeleton. ``mode="last"``: one
+    :func:`dp_em_step` with the whole eps from the plain-EM models ``converged`` (computed
+    once for every eps; identical to ``dp_baum_welch(mode="last")``).
+    """
+    if mode not in ("every", "last"):
+        raise ValueError(f"mode must be 'every' or 'last', got {mode!r}")
+    if mode == "last" and converged is None:
+        raise ValueError("mode='last' needs the converged plain models")
+    models, spent = {}, []
+    for label, seqs in train.items():
+        options = dict(
+            max_length=max_length,
+            long_sequences="truncate",
+            feature_bound=feature_bound,
+            rng=rng,
+        )
+        if mode == "every":
+            skel = left_to_right_skeleton(n_states, seqs[0].shape[1])
+            res = dp_baum_welch(skel, seqs, eps, mode="every", n_iter=n_iter, **options)
+        else:
+            res = dp_em_step(converged[label], seqs, eps, **options)
+        models[label] = res.model
+        spent.append(res.epsilon)
+    return models, max(spent)
+
+
+def accuracy(models: Mapping[str, GaussianHMM], test: Sequence[tuple[np.ndarray, str]]) -> float:
+    """Fraction of test utterances whose highest-likelihood model carries their label."""
+    labels = list(models)
+    hits = 0
+    for x, label in test:
+        scores = [log_likelihood(models[k], x) for k in labels]
+        hits += labels[int(np.argmax(scores))] == label
+    return hits / len(test)
+
+
+# --- speech data ------------------------------------------------------------------------
+
+
+def _speech_script():
+    """``scripts/make_speech_data.py`` as a module (its naming rule and test split)."""
+    path = REPO / "scripts" / "make_speech_data.py"
+    spec = importlib.util.spec_from_file_location("make_speech_data", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("make_speech_data", module)  # dataclasses look the module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_training(fsdd: Path, indices: range, clip_bound: float) -> dict[str, list[np.ndarray]]:
+    """Standardised, clipped training features per digit word from the FSDD recordings."""
+    from smc_hmm.data import DIGIT_WORDS, load_pipeline
+    from smc_hmm.features import FeaturePipeline, read_wav
+
+    script = _speech_script()
+    pipeline = load_pipeline()
+    base = FeaturePipeline()
+    train: dict[str, list[np.ndarray]] = {w: [] for w in DIGIT_WORDS}
+    paths = sorted((fsdd / "recordings").glob("*.wav"))
+    for path in paths:
+        match = script._NAME.match(path.name)
+        if not match:
+            continue
+        digit, index = int(match[1]), int(match[3])
+        if index in script.TEST_INDICES or index not in indices:
+            continue
+        raw = base.extract(read_wav(path, base.sample_rate, base.min_samples))
+        train[DIGIT_WORDS[digit]].append(clip(pipeline.standardise(raw), clip_bound))
+    return train
+
+
+def load_test(clip_bound: float) -> list[tuple[np.ndarray, str]]:
+    from smc_hmm.data import load_test_utterances
+
+    return [(clip(u.features, clip_bound), u.label) for u in load_test_utterances()]
+
+
+# --- experiment ---------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> dict:
+    from smc_hmm.data import load_bundled_models
+
+    fsdd = Path(args.fsdd)
+    if not (fsdd / "recordings").is_dir():
+        sys.exit(
+            f"no FSDD recordings in {fsdd}/recordings: the training features are not "
+            "bundled (see docs/speech-models.md); pass --fsdd"
+        )
+    t0 = time.perf_counter()
+    indices = range(5, 15) if args.quick else range(5, 50)
+    train = load_training(fsdd, indices, args.clip)
+    test = load_test(args.clip)
+    n_train = {k: len(v) for k, v in train.items()}
+    print(
+        f"features: {sum(n_train.values())} training utterances, {len(test)} test "
+        f"({time.perf_counter() - t0:.0f} s)"
+    )
+    bundled, labels = load_bundled_models("diag")
+    bundled_acc = accuracy(dict(zip(labels, bundled, strict=True)), load_test(math.inf))
+    common = dict(
+        n_states=args.states, max_length=args.max_length, feature_bound=args.feature_bound
+    )
+    eps_grid = QUICK_EPS if args.quick else EPS_GRID
+    reps = args.reps or (1 if args.quick else 3)
+    converged = plain_models(train, n_iter=20, tol=1.0, **common)
+    plain_k = plain_models(train, n_iter=args.iterations, **common)
+    results: dict[str, dict[str, list[float]]] = {"every": {}, "last": {}}
+    for i, eps in enumerate(eps_grid):
+        key = "inf" if math.isinf(eps) else f"{eps:g}"
+        for mode in ("every", "last"):
+            if math.isinf(eps):
+                acc = accuracy(plain_k if mode == "every" else converged, test)
+                results[mode][key] = [acc]
+            else:
+                accs = []
+                for rep in range(reps):
+                    rng = DPRandom.insecure_seeded(
+                        args.seed + 1000 * i + 10 * rep + (mode == "last")
+                    )
+                    models, spent = dp_models(
+                        train,
+                        eps,
+                        mode=mode,
+                        n_iter=args.iterations,
+                        rng=rng,
+                        converged=converged,
+                        **common,
+                    )
+                    assert math.isclose(spent, eps, rel_tol=1e-9)
+                    accs.append(accuracy(models, test))
+                results[mode][key] = accs
+            accs = results[mode][key]
+            print(
+                f"  eps {key:>6} {mode:5}: accuracy {np.mean(accs):6.1%} "
+                f"(min {min(accs):.1%}, max {max(accs):.1%}, {len(accs)} run(s)) "
+                f"[{time.perf_counter() - t0:.0f} s]",
+                flush=True,
+            )
+    return {
+        "eps": [("inf" if math.isinf(e) else e) for e in eps_grid],
+        "accuracy": results,
+        "bundled_diag_accuracy": bundled_acc,
+        "chance": 0.1,
+        "reps": reps,
+        "quick": bool(args.quick),
+        "training_utterances": n_train,
+        "test_utterances": len(test),
+        "settings": {
+            "states": args.states,
+            "iterations_every": args.iterations,
+            "last_plain_em": "20 iterations at most, tol 1.0",
+            "clip": args.clip,
+            "feature_bound": args.feature_bound,
+            "max_length": args.max_length,
+            "neighbouring": "add_remove",
+            "seed": args.seed,
+            "randomness": "INSECURE seeded (reproducible)",
+        },
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def print_table(res: dict) -> None:
+    print(
+        f"\naccuracy on the {res['test_utterances']} test utterances (mean over "
+        f"{res['reps']} run(s)); bundled non-private diag models: "
+        f"{res['bundled_diag_accuracy']:.1%}"
+    )
+    keys = ["inf" if e == "inf" else f"{e:g}" for e in res["eps"]]
+    print("| mode | " + " | ".join(f"eps {k}" for k in keys) + " |")
+    print("|---|" + "---|" * len(keys))
+    for mode, name in (
+        ("every", "every iteration (eps-DP)"),
+        ("last", "last iteration (not formally DP)"),
+    ):
+        cells = [f"{np.mean(res['accuracy'][mode][k]):.1%}" for k in keys]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+def plot(res: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    finite = [e for e in res["eps"] if e != "inf"]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    styles = {
+        "every": ("C0", "o", "noise in every iteration (eps-DP)"),
+        "last": ("C1", "s", "noise in last iteration only (NOT formally DP)"),
+    }
+    for mode, (colour, marker, label) in styles.items():
+        acc = res["accuracy"][mode]
+        means = [np.mean(acc[f"{e:g}"]) for e in finite]
+        lo = [min(acc[f"{e:g}"]) for e in finite]
+        hi = [max(acc[f"{e:g}"]) for e in finite]
+        ax.plot(finite, means, marker=marker, color=colour, label=label)
+        ax.fill_between(finite, lo, hi, color=colour, alpha=0.15)
+        ax.axhline(
+            np.mean(acc["inf"]),
+            color=colour,
+            ls=":",
+            lw=1,
+            label=f"same pipeline, no noise ({mode}): {np.mean(acc['inf']):.1%}",
+        )
+    ax.axhline(
+        res["bundled_diag_accuracy"],
+        color="k",
+        ls="--",
+        lw=1,
+        label=f"bundled non-private models: {res['bundled_diag_accuracy']:.1%}",
+    )
+    ax.axhline(0.1, color="grey", ls="-.", lw=1, label="chance (10%)")
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("epsilon (whole set of ten models)")
+    ax.set_ylabel("test accuracy (250 utterances)")
+    ax.set_title("DP keyword HMMs (FSDD digits, 5-state diag, L = 100, R = 10)")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small run (~1 minute)")
+    parser.add_argument("--fsdd", default=str(DEFAULT_FSDD), help="FSDD directory")
+    parser.add_argument("--reps", type=int, default=None, help="DP runs per eps (3; quick 1)")
+    parser.add_argument("--iterations", type=int, default=5, help="noisy iterations (every)")
+    parser.add_argument("--states", type=int, default=5)
+    parser.add_argument("--max-length", type=int, default=100, help="declared L (frames)")
+    parser.add_argument("--feature-bound", type=float, default=10.0, help="L2 bound R")
+    parser.add_argument("--clip", type=float, default=5.0, help="per-coordinate clip")
+    parser.add_argument("--seed", type=int, default=511)
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "dp-keyword-models.png")
+    parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument("--json", type=Path, help="write the results as JSON")
+    args = parser.parse_args(argv)
+    res = run(args)
+    print_table(res)
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    if not args.no_plot:
+        plot(res, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
