@@ -344,7 +344,7 @@ def test_cost_report_matches_the_message_flow(keypair_1024, kind):
         width = 4  # one-hot row per frame
     else:
         models = [random_gaussian(rng, n, 2, "diag") for n in (2, 3)]
-        width = (2 + 1) * (2 + 2) // 2 - 1  # distinct products without the constant
+        width = 2 * 2  # diagonal models: x_i and x_i^2 only (kind gaussian-diag)
     obs, _ = models[0].sample(6, rng)
     n_steps, k, n = len(obs), len(models), sum(m.n_states for m in models)
     result = run_forward(keypair_1024, models, obs)
@@ -476,12 +476,13 @@ def _transcript_case(kind, seed, n_states=(2, 3), length=6):
         models = [random_discrete(rng, n, 4) for n in n_states]
         obs = rng.integers(0, 4, size=length)
     else:
-        models = [random_gaussian(rng, n, 2, "full") for n in n_states]
+        cov = "diag" if kind == "gaussian-diag" else "full"
+        models = [random_gaussian(rng, n, 2, cov) for n in n_states]
         obs = rng.normal(0.0, 3.0, size=(length, 2))
     return models, obs
 
 
-@pytest.mark.parametrize("kind", ["discrete", "gaussian"])
+@pytest.mark.parametrize("kind", ["discrete", "gaussian", "gaussian-diag"])
 @pytest.mark.parametrize("sizes", [((2, 3), 6), ((1,), 3), ((4,), 9)])
 def test_transcripts_do_not_depend_on_private_inputs(keypair_1024, kind, sizes):
     from transcript_harness import assert_same_transcripts
@@ -608,3 +609,17 @@ def test_documented_leak_alice_recovers_transition_ratios_from_a_logsum(keypair_
     assert ratios[0] / ratios[1] == pytest.approx(
         a[0, 0] * a[1, 1] / (a[1, 0] * a[0, 1]), rel=1e-12
     )
+
+
+def test_diagonal_models_send_only_x_and_x_squared(keypair_1024):
+    """All-diagonal models: Alice encrypts 2d values per frame (the structure is public)."""
+    rng = np.random.default_rng(900)
+    diag = random_gaussian(rng, 3, 4, "diag")
+    full = random_gaussian(rng, 2, 4, "full")
+    assert forward._ModelBatch.of([diag]).kind == forward.DIAG
+    assert forward._ModelBatch.of([diag, full]).kind == "gaussian"  # mixed: full products
+    obs, _ = diag.sample(8, rng)
+    result = run_forward(keypair_1024, [diag], obs, record_views=True)
+    check_against_plaintext(result, [diag], obs, keypair_1024[1])
+    (enc_obs,) = [p for _, t, p in result.views["bob"] if t == "fw.obs"]
+    assert enc_obs.shape == (8, 2 * 4)
