@@ -31,7 +31,9 @@ Protocol (log domain; every offset an exact integer at scale f):
    x_i^2 are needed: 2d values per frame instead of d(d+3)/2 (78 instead of
    819 for 39 MFCCs).
 2. For each t Bob sends E(log b_j(x_t) + gamma_tj) (plus log pi_j at t = 1),
-   gamma uniform on [0, R).
+   gamma uniform on [0, R), packed W bits per slot into as few ciphertexts as the
+   key holds (13 per 2048-bit ciphertext for 39 features), so Alice decrypts once
+   per group, not once per state.
 3. Alice holds y_t(j) = log alpha_t(j) - C_t + rho_t(j) in the clear (C_t
    her accumulated shifts, rho_t(j) Bob's accumulated blinds).  Each time step
    is ONE round trip, all states of all models batched: Alice -> Bob: E(V_j),
@@ -228,6 +230,53 @@ class ForwardSpec:
             return self.width
         return 2 * self.width if self.kind == DIAG else self.width * (self.width + 3) // 2
 
+    @property
+    def emit_bound(self) -> int:
+        """Public bound on |a blinded emission| at scale f (log-0 sentinels included)."""
+        return (self.width + 2) << (self.prec.log_bound_bits + 3 + self.prec.f)
+
+    @property
+    def emit_slot_bits(self) -> int:
+        """Bits of one packed slot: a blinded emission plus emit_bound is in [0, 2^W)."""
+        return (2 * self.emit_bound).bit_length()
+
+    @property
+    def emit_per_ciphertext(self) -> int:
+        """Blinded emissions packed into one ciphertext (a public function of the sizes)."""
+        room = (self.key_bits - 4) // self.emit_slot_bits
+        if room < 1:
+            raise PrecisionError(f"a {self.key_bits}-bit key cannot hold one blinded emission")
+        return min(room, self.total)
+
+    @property
+    def emit_ciphertexts(self) -> int:
+        return -(-self.total // self.emit_per_ciphertext)
+
+    def pack_emissions(self, emit: CipherArray) -> CipherArray:
+        """Bob: E(sum_j (e_j + emit_bound) 2^(W i)) per group of slots (Horner, W-bit shifts),
+        so Alice decrypts once per group instead of once per state."""
+        offset = np.full(emit.size, self.emit_bound, dtype=object)
+        shifted = emit.add_encoded(offset)
+        per, packs = self.emit_per_ciphertext, []
+        for start in range(0, self.total, per):
+            group = shifted[start : start + per]
+            acc = group[len(group) - 1 : len(group)]
+            for j in range(len(group) - 2, -1, -1):
+                acc = acc.mul(1 << self.emit_slot_bits) + group[j : j + 1]
+            packs.append(acc)
+        return CipherArray.concatenate(packs)
+
+    def unpack_emissions(self, packed) -> list[int]:
+        """Alice: the blinded emissions from the decrypted groups (low slot first)."""
+        out, mask, w = [], (1 << self.emit_slot_bits) - 1, self.emit_slot_bits
+        for k, value in enumerate(packed):
+            count = min(self.emit_per_ciphertext, self.total - k * self.emit_per_ciphertext)
+            value = int(value)
+            if value < 0:
+                raise ProtocolError("a packed emission group decrypted to a negative value")
+            out += [((value >> (w * j)) & mask) - self.emit_bound for j in range(count)]
+        return out
+
     def final_log_bound(self, length: int) -> int:
         return 4 * (length + 1) << (self.prec.log_bound_bits + self.prec.f)
 
@@ -243,13 +292,19 @@ class ForwardSpec:
                 math.ceil(top * 2**self.params.feature_scale) + 1,
                 (None, self.n_inputs),
             )
-        emit_bound = (self.width + 2) << (p.log_bound_bits + 3 + p.f)
         blinded_sum = max(self.states) << (self.g + self.h + self.blind_bits)
         out = {
             "key": Message("fw.key", Key()),
             "spec": Message("fw.spec", Public((dict,))),
             "obs": Message("fw.obs", obs),
-            "emit": Message("fw.emit", Ciphertexts(p.f, emit_bound, n)),
+            "emit": Message(
+                "fw.emit",
+                Ciphertexts(
+                    p.f,
+                    (1 << (self.emit_slot_bits * self.emit_per_ciphertext)) - 1,
+                    (self.emit_ciphertexts,),
+                ),
+            ),
             "exp": Message("fw.v", Ciphertexts(self.g, 1 << self.g, n)),
             "sum": Message("fw.s", Ciphertexts(self.g + self.h, blinded_sum, n)),
             "final": Message("fw.final", Ciphertexts(self.g + self.h, blinded_sum, m)),
@@ -411,7 +466,7 @@ def alice(
     bounds = [_DroppedMass(prec) for _ in spec.states]
     with ctx.phase("forward recursion"):
         # Step 2 (t = 1): y_1(j) = log pi_j + log b_j(x_1) + gamma_1j
-        y = list(ctx.recv(peer, msg["emit"]).decrypt_ints(sk))
+        y = spec.unpack_emissions(ctx.recv(peer, msg["emit"]).decrypt_ints(sk))
         for t in range(n_steps):
             # Step 3a: secure exponent with a per-model shift c
             values = []
@@ -425,7 +480,7 @@ def alice(
                 break
             # Step 3b: secure logarithm of the LOGSUM, plus the blinded emission
             sums = ctx.recv(peer, msg["sum"]).decrypt_ints(sk)
-            emit = ctx.recv(peer, msg["emit"]).decrypt_ints(sk)
+            emit = spec.unpack_emissions(ctx.recv(peer, msg["emit"]).decrypt_ints(sk))
             y = [
                 prec.log_zero
                 if s == 0 or prec.is_log_zero(int(e))
@@ -541,7 +596,7 @@ def bob(
             else:
                 emit = enc_obs[t].lincomb(weights, weight_scale)
             emit = emit.add_encoded(const + gamma + (start if t == 0 else 0))
-            ctx.send(peer, msg["emit"], emit.rerandomize())
+            ctx.send(peer, msg["emit"], spec.pack_emissions(emit).rerandomize())
             rho = list(gamma) if rho is None else [r + int(gm) for r, gm in zip(rho, gamma)]
             enc_v = ctx.recv(peer, msg["exp"])
             if t == n_steps - 1:

@@ -282,13 +282,20 @@ def _assert_views(result, pk, n_steps):
             assert isinstance(payload, CipherArray) and payload.public_key.n == pk.n
 
 
-def _emission_blinds(result, private_key, true_logs):
-    """Decrypted fw.emit (one per step, in order) minus the true log b_j(x_t) (+ log pi_j)."""
+def _spec(models, key_bits=1024):
+    batch = forward._ModelBatch.of(models)
+    return forward.ForwardSpec(batch.kind, batch.width, batch.states, key_bits, DEFAULT)
+
+
+def _emission_blinds(result, private_key, true_logs, spec):
+    """Decrypted, unpacked fw.emit (one per step, in order) minus the true log b_j(x_t)
+    (+ log pi_j at t = 1)."""
     emits = [p for _, tag, p in result.views["alice"] if tag == "fw.emit"]
     assert len(emits) == len(true_logs)
+    assert all(e.shape == (spec.emit_ciphertexts,) for e in emits)  # packed slots
     blinds = []
     for t, truth in enumerate(true_logs):
-        seen = emits[t].decrypt_ints(private_key)
+        seen = spec.unpack_emissions(emits[t].decrypt_ints(private_key))
         for value, true_value in zip(seen, truth):
             if true_value == -math.inf:  # zeros are visible to Alice (documented)
                 assert PREC.decode_log(value) == -math.inf
@@ -309,7 +316,7 @@ def test_views_discrete_contain_only_keys_spec_and_ciphertexts(keypair_1024):
         np.concatenate([m.log_emissionprob[:, x] for m in models]) + (log_start if t == 0 else 0.0)
         for t, x in enumerate(obs)
     ]
-    blinds = _emission_blinds(result, sk, truth)
+    blinds = _emission_blinds(result, sk, truth, _spec(models))
     assert len(blinds) > 50
     # in [0, blind_nats): the blind is there and within the documented range ...
     assert blinds.min() >= -1e-12 and blinds.max() < PREC.blind_nats
@@ -327,7 +334,7 @@ def test_views_gaussian_contain_only_keys_spec_and_ciphertexts(keypair_1024):
     _assert_views(result, pk, len(obs))
     log_b = model.log_emission(obs)
     truth = [log_b[t] + (model.log_startprob if t == 0 else 0.0) for t in range(len(obs))]
-    blinds = _emission_blinds(result, sk, truth)
+    blinds = _emission_blinds(result, sk, truth, _spec([model]))
     # fixed-point features and weights: the emission itself is exact to ~1e-8
     assert blinds.min() >= -1e-6 and blinds.max() < PREC.blind_nats + 1e-6
     assert blinds.max() > PREC.blind_nats / 2 > blinds.min()
@@ -359,7 +366,9 @@ def test_cost_report_matches_the_message_flow(keypair_1024, kind):
     assert report["totals"]["rounds"] == result.cost.rounds == 2 * n_steps + 6
     # Bob holds no private key: he never decrypts (nor encrypts: he only adds / multiplies)
     assert bob["ops"]["decrypt"] == 0 and bob["ops"]["encrypt"] == 0
-    assert alice["ops"]["decrypt"] == (2 * n_steps - 1) * n + 2 * k
+    groups = _spec(models).emit_ciphertexts  # blinded emissions packed into slots
+    assert groups < n
+    assert alice["ops"]["decrypt"] == n_steps * groups + (n_steps - 1) * n + 2 * k
     assert alice["ops"]["encrypt"] == n_steps * width + n_steps * n + k
     assert bob["ops"]["ot"] == (n_steps if kind == "discrete" else 0)
     squares = sum(m.n_states**2 for m in models)
