@@ -11,6 +11,8 @@ party's private input:
   local bound is within the declared one (:class:`~smc_hmm.errors.PrecisionError`
   otherwise, never a silent wrap), and the receiver attaches the declared
   scale and bound.  A bound computed from private values never leaves a party.
+* :class:`OpaqueCiphertexts` -- ciphertexts of another scheme (DGK) carried
+  as fixed-width bytes, of a declared public count and width.
 * :class:`Revealed` -- a plaintext value that the protocol's module docstring
   declares as revealed to the receiver (e.g. a winning index).
 
@@ -37,7 +39,7 @@ from smc_hmm.errors import (
     ShapeMismatchError,
 )
 
-__all__ = ["Ciphertexts", "Key", "Message", "Public", "Revealed"]
+__all__ = ["Ciphertexts", "Key", "Message", "OpaqueCiphertexts", "Public", "Revealed"]
 
 
 def _shape_matches(shape: tuple, pattern: tuple | None) -> bool:
@@ -139,7 +141,40 @@ class Revealed:
         return _check_plain(value, self.types, tag, ProtocolError)
 
 
-Field = Ciphertexts | Key | Public | Revealed
+@dataclass(frozen=True)
+class OpaqueCiphertexts:
+    """``count`` ciphertexts of another scheme (e.g. DGK) as one bytes string of
+    ``count * width`` bytes: private-dependent but semantically secure, like
+    :class:`Ciphertexts`, and of a public size (``None``: not known yet)."""
+
+    scheme: str
+    count: int | None = None
+    width: int | None = None
+
+    def _check(self, value, tag: str, error):
+        if not isinstance(value, bytes):
+            raise error(
+                f"{tag}: expected {self.scheme} ciphertexts as bytes, got {type(value).__name__}"
+            )
+        if (
+            self.count is not None
+            and self.width is not None
+            and len(value) != self.count * self.width
+        ):
+            raise error(
+                f"{tag}: {len(value)} bytes, declared {self.count} {self.scheme} "
+                f"ciphertexts of {self.width} bytes"
+            )
+        return value
+
+    def outgoing(self, value, tag: str):
+        return self._check(value, tag, InvalidInputError)
+
+    def incoming(self, value, tag: str):
+        return self._check(value, tag, ProtocolError)
+
+
+Field = Ciphertexts | OpaqueCiphertexts | Key | Public | Revealed
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 
 import msgpack
 
-from smc_hmm.messages import Message, Revealed
+from smc_hmm.messages import Message, OpaqueCiphertexts, Revealed
 from smc_hmm.transport.base import Transport
 from smc_hmm.wire import EXT_CIPHERARRAY
 
@@ -61,9 +61,13 @@ def _mask_ciphertexts(code: int, data: bytes):
 def _mask_revealed(body, message: Message):
     fields = message.fields
     values = body if isinstance(message.body, tuple) else [body]
-    masked = [
-        f"<revealed {f.what}>" if isinstance(f, Revealed) else v for f, v in zip(fields, values)
-    ]
+    masked = []
+    for f, v in zip(fields, values):
+        if isinstance(f, Revealed):
+            v = f"<revealed {f.what}>"
+        elif isinstance(f, OpaqueCiphertexts):  # another scheme's ciphertexts: keep the size
+            v = [CIPHERTEXTS, f.scheme, len(v) if isinstance(v, bytes) else None]
+        masked.append(v)
     return masked if isinstance(message.body, tuple) else masked[0]
 
 
