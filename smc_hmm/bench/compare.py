@@ -1,0 +1,348 @@
+"""``smc-hmm bench compare``: batched DGK/Veugen secure comparison against TNO's.
+
+For each l (``--bits``, default 16 32 64) it runs the registered ``compare``
+protocol in-process (found by name through its entry point, so this module
+never imports :mod:`protocols`) once with k = 1 and once with k = ``--batch``
+pairs in the same messages, and reports milliseconds per comparison (the
+evaluator's ``compare`` phase: steps 1-4 of both parties, keys, tables and
+input encryption excluded; Bob keeps E([a < b]) like TNO's initiator), rounds and bytes.  With
+``--argmax K`` it also times a K-way secure argmax of l = 64-bit values (whole
+run in-process, target under 1 s at 2048 bits).
+
+The baseline is TNO's ``tno.mpc.protocols.secure_comparison`` 4.4.0 (ePrint
+2018/1100 as well; one comparison per call, so a batch of k costs k calls),
+imported lazily: install it with ``pip install
+"tno.mpc.protocols.secure_comparison==4.4.0"
+"tno.mpc.encryption_schemes.utils==0.15.0"`` (it pulls aiohttp and a pytest
+plugin that needs pytest-asyncio: a separate virtual environment with
+``--system-site-packages`` keeps the test suite's environment clean).  Its
+Paillier and DGK keys (n = 2048, v = 160 bits, u = next_prime(2^(l_max + 2)),
+TNO's own convention) are generated once; their generation time is reported.
+TNO's schemes precompute randomness in background processes, which this
+benchmark leaves on (their default).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import warnings
+
+from smc_hmm.bench.common import BenchResult, Row, check_key_bits, throwaway_keypair
+from smc_hmm.errors import ConfigError, InsecureKeyWarning
+
+TNO_PIN = '"tno.mpc.protocols.secure_comparison==4.4.0" "tno.mpc.encryption_schemes.utils==0.15.0"'
+BATCH_TARGET = 3.0  # batched: at least 3x faster than TNO per comparison
+ARGMAX_LIMIT_S = 1.0
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--key-bits", type=int, default=2048, help="Paillier and DGK modulus")
+    parser.add_argument(
+        "--insecure", action="store_true", help="allow keys below 2048 bits (quick runs only)"
+    )
+    parser.add_argument(
+        "--bits", type=int, nargs="+", default=[16, 32, 64], help="input bit lengths l"
+    )
+    parser.add_argument("--batch", type=int, default=100, help="pairs per batched run (k)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per measurement (median)")
+    parser.add_argument(
+        "--argmax",
+        type=int,
+        default=10,
+        metavar="K",
+        help="K-way argmax of 64-bit values (0: skip)",
+    )
+    parser.add_argument("--no-tno", action="store_true", help="skip the TNO baseline")
+    parser.add_argument(
+        "--tno-count", type=int, default=5, help="TNO comparisons timed per l (median)"
+    )
+    parser.add_argument(
+        "--protocol",
+        default="compare",
+        help='the comparison protocol: registered name or "module:object"',
+    )
+    parser.add_argument(
+        "--argmax-protocol",
+        default="argmax",
+        help='the argmax protocol: registered name or "module:object"',
+    )
+    parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
+
+
+# -- ours --------------------------------------------------------------------------------
+
+
+def _run(protocol, params, bob_input, keypair, min_key_bits):
+    from smc_hmm.runtime import run_protocol
+
+    return run_protocol(
+        protocol,
+        params,
+        {"alice": ("key_holder", None), "bob": ("evaluator", bob_input)},
+        keys={"alice": keypair},
+        min_key_bits=min_key_bits,
+        timeout=600,
+    )
+
+
+def _phase_wall(result, phase: str, party: str = "bob") -> float:
+    """Wall time of ``party``'s phase: Bob's ``compare`` phase spans steps 1-4 exactly
+    (Alice's also covers her wait for Bob's key setup and input encryption)."""
+    return result.cost.to_dict()["parties"][party]["phases"].get(phase, {}).get("wall", 0.0)
+
+
+def measure_ours(protocol, keypair, bits: int, count: int, repeats: int, min_key_bits: int):
+    """(median seconds of the compare phase, rounds, bytes, total run seconds) for k = count."""
+    import secrets
+
+    top = (1 << (bits - 1)) - 1
+    walls, totals, last = [], [], None
+    for _ in range(repeats):
+        a = [secrets.randbelow(2 * top + 1) - top for _ in range(count)]
+        b = [secrets.randbelow(2 * top + 1) - top for _ in range(count)]
+        params = {"bits": bits, "count": count, "reveal_to": "none"}
+        t0 = time.perf_counter()
+        last = _run(protocol, params, (a, b), keypair, min_key_bits)
+        totals.append(time.perf_counter() - t0)
+        sk = keypair[1]
+        got = [int(v) for v in last.outputs["bob"].decrypt_ints(sk)]
+        if got != [int(x < y) for x, y in zip(a, b)]:
+            raise AssertionError(f"wrong comparison result at l = {bits}")
+        walls.append(_phase_wall(last, "compare"))
+    cost = last.cost
+    compare_bytes = sum(
+        p["phases"].get("compare", {}).get("bytes", {}).get("sent", 0)
+        for p in cost.to_dict()["parties"].values()
+    )
+    return statistics.median(walls), cost.rounds, compare_bytes, statistics.median(totals)
+
+
+def measure_argmax(protocol, keypair, k: int, min_key_bits: int) -> tuple[float, int]:
+    import secrets
+
+    values = [secrets.randbelow(1 << 63) - (1 << 62) for _ in range(k)]
+    t0 = time.perf_counter()
+    result = _run(
+        protocol,
+        {"bits": 64, "count": k, "reveal_to": "alice"},
+        values,
+        keypair,
+        min_key_bits,
+    )
+    elapsed = time.perf_counter() - t0
+    if result.outputs["alice"] != values.index(max(values)):
+        raise AssertionError("wrong argmax")
+    return elapsed, result.cost.rounds
+
+
+# -- TNO ---------------------------------------------------------------------------------
+
+
+class _QueueCommunicator:
+    """TNO's Communicator protocol over asyncio queues, messages serialised by TNO."""
+
+    def __init__(self, serialization):
+        self._ser = serialization
+        self._boxes: dict = {}
+
+    def _box(self, msg_id):
+        import asyncio
+
+        return self._boxes.setdefault(msg_id, asyncio.Queue())
+
+    async def send(self, party_id, message, msg_id):
+        await self._box(msg_id).put(self._ser.pack(message, msg_id=msg_id, use_pickle=False))
+
+    async def recv(self, party_id, msg_id):
+        return self._ser.unpack(await self._box(msg_id).get())[1]
+
+
+def tno_available() -> str | None:
+    """None if TNO's package imports, else why not."""
+    try:
+        import tno.mpc.protocols.secure_comparison  # noqa: F401
+    except Exception as e:  # ImportError or a broken dependency
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def measure_tno(key_bits: int, bit_lengths, count: int) -> dict:
+    """Median ms per TNO comparison for each l, and the key generation times."""
+    import asyncio
+    import secrets
+
+    from tno.mpc.communication import Serialization
+    from tno.mpc.encryption_schemes.dgk import DGK
+    from tno.mpc.encryption_schemes.paillier import Paillier
+    from tno.mpc.encryption_schemes.utils import next_prime
+    from tno.mpc.protocols.secure_comparison import Initiator, KeyHolder
+
+    out: dict = {"ms_per_comparison": {}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        paillier = Paillier.from_security_parameter(key_length=key_bits)
+        out["paillier_keygen_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        dgk = DGK.from_security_parameter(
+            v_bits=160 if key_bits >= 2048 else 40,
+            n_bits=key_bits,
+            u=next_prime(1 << (max(bit_lengths) + 2)),
+            full_decryption=False,
+        )
+        out["dgk_keygen_s"] = time.perf_counter() - t0
+        try:
+            for bits in bit_lengths:
+                comm = _QueueCommunicator(Serialization)
+                initiator = Initiator(bits, communicator=comm, other_party="keyholder")
+                keyholder = KeyHolder(
+                    bits,
+                    communicator=comm,
+                    other_party="initiator",
+                    scheme_paillier=paillier,
+                    scheme_dgk=dgk,
+                )
+
+                async def one(x, y, initiator=initiator, keyholder=keyholder):
+                    enc_x, enc_y = paillier.encrypt(x), paillier.encrypt(y)
+                    result, _ = await asyncio.gather(
+                        initiator.perform_secure_comparison(enc_x, enc_y),
+                        keyholder.perform_secure_comparison(),
+                    )
+                    return result
+
+                async def timed(bits=bits, one=one):
+                    await one(1, 2)  # warm-up: schemes exchanged, pools started
+                    times, ok = [], True
+                    for _ in range(count):
+                        x, y = (
+                            secrets.randbelow(1 << (bits - 1)),
+                            secrets.randbelow(1 << (bits - 1)),
+                        )
+                        t0 = time.perf_counter()
+                        result = await one(x, y)
+                        times.append(time.perf_counter() - t0)
+                        ok = ok and paillier.decrypt(result) == int(x <= y)
+                    return times, ok
+
+                times, ok = asyncio.run(timed())
+                if not ok:
+                    raise AssertionError(f"TNO returned a wrong comparison at l = {bits}")
+                out["ms_per_comparison"][bits] = 1000 * statistics.median(times)
+        finally:
+            paillier.shut_down()
+            dgk.shut_down()
+    return out
+
+
+# -- main --------------------------------------------------------------------------------
+
+
+def main(args) -> int:
+    from rich.console import Console
+
+    from smc_hmm.crypto.dgk import dgk_keypair_for
+
+    check_key_bits(args)
+    if args.batch < 1 or args.repeats < 1 or args.tno_count < 1 or args.argmax < 0:
+        raise ConfigError("--batch, --repeats and --tno-count must be >= 1, --argmax >= 0")
+    if any(b < 1 for b in args.bits):
+        raise ConfigError("--bits must be >= 1")
+    console = Console()
+    min_key_bits = min(args.key_bits, 2048)
+    with console.status(f"generating a throw-away {args.key_bits}-bit Paillier key pair"):
+        keypair = throwaway_keypair(args.key_bits)
+    with console.status("generating the DGK key pair"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureKeyWarning)
+        t0 = time.perf_counter()
+        dgk_keypair_for(keypair[0], max(args.bits))  # cached: every run below reuses it
+        dgk_keygen = time.perf_counter() - t0
+
+    with console.status("warm-up run (tables of both parties' keys)"):
+        measure_ours(args.protocol, keypair, min(args.bits), 1, 1, min_key_bits)
+    ours: dict = {}
+    for bits in args.bits:
+        with console.status(f"ours: l = {bits}, k = 1 and k = {args.batch}"):
+            single = measure_ours(args.protocol, keypair, bits, 1, args.repeats, min_key_bits)
+            batch = measure_ours(
+                args.protocol, keypair, bits, args.batch, max(1, args.repeats // 2), min_key_bits
+            )
+        ours[bits] = {
+            "single_ms": 1000 * single[0],
+            "batched_ms_per_comparison": 1000 * batch[0] / args.batch,
+            "rounds": batch[1],
+            "single_bytes": single[2],
+            "batched_bytes_per_comparison": batch[2] / args.batch,
+            "single_run_s": single[3],
+            "batched_run_s": batch[3],
+        }
+    argmax = None
+    if args.argmax:
+        with console.status(f"ours: {args.argmax}-way argmax of 64-bit values"):
+            seconds, rounds = measure_argmax(
+                args.argmax_protocol, keypair, args.argmax, min_key_bits
+            )
+        argmax = {"k": args.argmax, "seconds": seconds, "rounds": rounds}
+
+    tno: dict = {}
+    if args.no_tno:
+        tno["skipped"] = "--no-tno"
+    elif (why := tno_available()) is not None:
+        tno["skipped"] = f"not importable ({why}); pip install {TNO_PIN}"
+    else:
+        with console.status("TNO: key generation (slow) and comparisons"):
+            tno = measure_tno(args.key_bits, args.bits, args.tno_count)
+
+    rows = []
+    tno_ms = tno.get("ms_per_comparison", {})
+    for bits, o in ours.items():
+        base = tno_ms.get(bits)
+        rows.append(
+            Row(f"compare l={bits}, k=1", o["single_ms"], base, "ms/cmp", note="TNO: 1 call")
+        )
+        rows.append(
+            Row(
+                f"compare l={bits}, k={args.batch}",
+                o["batched_ms_per_comparison"],
+                base,
+                "ms/cmp",
+                target=BATCH_TARGET if base is not None else None,
+                note=f"{o['rounds']} rounds, {o['batched_bytes_per_comparison']:.0f} B/cmp",
+            )
+        )
+    if argmax is not None:
+        rows.append(
+            Row(
+                f"argmax k={argmax['k']}, l=64 (whole run)",
+                argmax["seconds"],
+                None,
+                "s",
+                limit=ARGMAX_LIMIT_S if args.key_bits >= 2048 else None,
+                note=f"{argmax['rounds']} rounds",
+            )
+        )
+    result = BenchResult(
+        "compare",
+        args.key_bits,
+        rows,
+        params={"bits": args.bits, "batch": args.batch, "repeats": args.repeats},
+        extra={"ours": ours, "argmax": argmax, "tno": tno, "dgk_keygen_s": dgk_keygen},
+    )
+    result.print_table(console)
+    console.print(f"DGK key generation ({args.key_bits} bits): {dgk_keygen:.2f} s")
+    if "skipped" in tno:
+        console.print(f"TNO baseline skipped: {tno['skipped']}")
+    else:
+        console.print(
+            f"TNO key generation: Paillier {tno['paillier_keygen_s']:.1f} s, "
+            f"DGK {tno['dgk_keygen_s']:.1f} s"
+        )
+    if args.json:
+        try:
+            result.write_json(args.json)
+        except OSError as e:
+            raise ConfigError(f"cannot write {args.json}: {e.strerror or e}") from e
+        console.print(f"wrote {args.json}")
+    missed = [r for r in rows if r.met is False]
+    return 1 if missed else 0
