@@ -563,6 +563,7 @@ class ArgmaxParams:
 
     def __post_init__(self):
         CompareSpec(self.bits, self.count, self.sigma)
+        _whole("count (values of an argmax)", self.count, 2)
         if self.reveal_to not in REVEAL:
             raise InvalidInputError(f"reveal_to must be one of {REVEAL}, got {self.reveal_to!r}")
         if self.tie_break not in TIE_BREAKS:

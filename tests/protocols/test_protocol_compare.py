@@ -251,7 +251,7 @@ def test_argmax_transcripts_do_not_depend_on_inputs(keypair_512):
 # -- argmax ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("count", [1, 2, 3, 5, 8])
+@pytest.mark.parametrize("count", [2, 3, 5, 8])
 def test_argmax_lowest_index_wins_ties(keypair_512, count):
     rng = random.Random(count)
     for values in (
@@ -606,3 +606,8 @@ def test_bench_smoke(tmp_path, capsys):
     bad = parser.parse_args(["--key-bits", "512", "--insecure", "--batch", "0"])
     with pytest.raises(ConfigError):
         bench.main(bad)
+
+
+def test_an_argmax_needs_at_least_two_values():
+    with pytest.raises(InvalidInputError):
+        ArgmaxParams(bits=8, count=1)
