@@ -567,8 +567,13 @@ def bob(
     *,
     reveal: bool | None = None,
     peer: str = "alice",
+    public: dict | None = None,
 ) -> CipherArray:
-    """Bob: returns E(log P(x | lambda_k)) for each model (scale ``log_scale``)."""
+    """Bob: returns E(log P(x | lambda_k)) for each model (scale ``log_scale``).
+
+    ``public``, if given, receives the run's public facts for a protocol built on
+    this one: ``spec`` (the :class:`ForwardSpec`) and ``length`` (T).
+    """
     params = params or ForwardParams()
     reveal = params.reveal if reveal is None else reveal
     batch = _ModelBatch.of(models)
@@ -584,6 +589,8 @@ def bob(
     enc_obs = ctx.recv(peer, spec.messages()["obs"])
     n_steps = enc_obs.shape[0]
     msg = spec.messages(n_steps)
+    if public is not None:
+        public.update(spec=spec, length=n_steps)
     start = batch.start_logs(prec)
     beta_offset = prec.ln2_times(prec.beta_bits)
     rho = None  # Bob's accumulated blinds rho_t(j), integers at scale f

@@ -1,0 +1,233 @@
+"""Secure keyword recognition: which of Bob's keyword HMMs best explains Alice's speech.
+
+Thesis 003, section 4.2.1 ("Secure Keyword Recognition"): Alice holds the
+feature frames of an utterance (39 MFCCs per frame, :mod:`smc_hmm.features`)
+and her Paillier key pair; Bob holds one HMM per keyword (the bundled digit
+models by default, :mod:`smc_hmm.data`).  Alice learns the recognised keyword;
+Bob learns nothing about her speech or the result.
+
+Protocol (semi-honest Alice and Bob, not colluding):
+
+1. The secure forward algorithm (:mod:`protocols.forward`, ``reveal = False``):
+   Bob obtains E(log P(x | lambda_k)) for every keyword k; Alice learns what
+   that protocol's docstring lists (blinded per-step values), not the scores.
+2. The argmax, in one of two public modes:
+
+   * ``fast`` (the thesis's): Bob draws one random strictly increasing affine
+     map s -> a s + b (a uniform on [1, 2^32), b uniform on [0, 2^(64 + f))
+     at the scores' scale f) and a random permutation pi, and sends
+     E(a s_pi(k) + b) with the permuted labels.  Alice decrypts and names the
+     label of the largest.  She also learns **the order of all scores and the
+     ratios of their differences** (an affine map preserves them), not the
+     scores themselves.  The permuted labels are revealed too: their order is
+     Bob's uniformly random permutation, independent of every private input.
+     The thesis's "order-preserving matrix R" mixes scores
+     and preserves order only in special cases; one affine map for all scores
+     is what is implemented instead.
+   * ``private``: Bob rescales E(log P) to ``score_scale`` fractional bits
+     (:func:`protocols.primitives.bob_rescale`, additive masks of 40
+     statistical bits) and runs the secure argmax of :mod:`protocols.compare`
+     (DGK comparisons, a tournament with Bob's random permutation of ties);
+     Alice learns only the winner's label (its index among Bob's keywords).
+
+Public parameters: the mode, the forward parameters (feature bound, scales),
+the number of keywords and their states, the number of frames, and the labels
+(the keyword vocabulary is public; which models Bob holds for them is not).
+Run: ``tests/protocols/test_protocol_keyword.py``; the bundled speech:
+``docs/speech-models.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from protocols import compare, forward
+from protocols.primitives import MaskSpec, alice_rescale, bob_rescale
+from smc_hmm.crypto import CipherArray
+from smc_hmm.errors import ConfigError, InvalidInputError, ProtocolError, SmcHmmError
+from smc_hmm.messages import Ciphertexts, Message, Public, Revealed
+from smc_hmm.protocol import ProtocolDescriptor, Role
+from smc_hmm.runtime.inputs import load_array, resolve_path
+
+NAME = "keyword"
+MODES = ("fast", "private")
+#: a in [1, 2^A_BITS): the slope of the fast mode's affine map
+A_BITS = 32
+
+
+@dataclass(frozen=True)
+class KeywordParams:
+    """Public parameters: the argmax ``mode``, the forward algorithm's parameters and,
+    for the private mode, the scores' fixed-point scale after rescaling."""
+
+    mode: str = "fast"
+    forward: forward.ForwardParams = field(
+        default_factory=lambda: forward.ForwardParams(feature_bound=100.0)
+    )
+    score_scale: int = 8
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise InvalidInputError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if not isinstance(self.score_scale, int) or not 0 <= self.score_scale <= 32:
+            raise InvalidInputError("score_scale must be an int in [0, 32]")
+
+    @classmethod
+    def from_config(cls, section: Mapping) -> KeywordParams:
+        """``[protocol]``: mode, score_scale and any forward parameter."""
+        section = dict(section)
+        section.pop("name", None)
+        mode = section.pop("mode", "fast")
+        score_scale = section.pop("score_scale", 8)
+        section.setdefault("feature_bound", 100.0)
+        try:
+            return cls(mode, forward.ForwardParams.from_config(section), int(score_scale))
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"bad keyword parameters: {e}") from e
+
+
+def score_bound(params: KeywordParams, length: int) -> int:
+    """Public bound on |E(log P)| at the forward's scale after ``length`` frames."""
+    prec = params.forward.precision
+    return 4 * (length + 1) << (prec.log_bound_bits + prec.f)
+
+
+def _messages(params: KeywordParams, count: int, length: int) -> dict[str, Message]:
+    affine = (score_bound(params, length) << A_BITS) + (1 << (64 + params.forward.precision.f))
+    return {
+        "labels": Message("kw.labels", Public((list,))),
+        "fast": Message(
+            "kw.fast",
+            (
+                Ciphertexts(0, affine, (count,)),
+                Revealed("Bob's random order of the labels", (list,)),
+            ),
+        ),
+    }
+
+
+def declared_messages(params: KeywordParams, count: int, length: int) -> list[Message]:
+    """Every message this protocol sends beyond the forward algorithm's, with its
+    declarations (for the transcript harness and for readers)."""
+    out = list(_messages(params, count, length).values())
+    if params.mode == "private":
+        argmax, _ = _argmax_params(params, count, length)
+        out += argmax.messages()
+    return out
+
+
+def _rescale_spec(params: KeywordParams, count: int, length: int) -> MaskSpec:
+    prec = params.forward.precision
+    return MaskSpec((prec.f,), (score_bound(params, length),), (count,))
+
+
+def _argmax_params(params: KeywordParams, count: int, length: int):
+    """The argmax's public parameters and the bits the rescaling drops."""
+    drop = params.forward.precision.f - params.score_scale
+    top = (score_bound(params, length) >> drop) + 1
+    argmax = compare.ArgmaxParams(
+        bits=top.bit_length() + 1, count=count, reveal_to="alice", tie_break="random"
+    )
+    return argmax, drop
+
+
+def _models_and_labels(keywords):
+    if isinstance(keywords, tuple) and len(keywords) == 2:
+        models, labels = keywords
+    else:
+        models, labels = keywords, None
+    models = list(models)
+    labels = [str(i) for i in range(len(models))] if labels is None else [str(x) for x in labels]
+    if len(labels) != len(models) or len(models) < 2:
+        raise InvalidInputError("keyword recognition needs at least two models, one label each")
+    return models, labels
+
+
+def alice(ctx, frames, params: KeywordParams, peer: str = "bob") -> dict:
+    """Alice: returns ``{"keyword": label, "index": k, "mode": mode}``."""
+    frames = np.asarray(frames, dtype=float)
+    if frames.ndim != 2 or frames.shape[0] == 0:
+        raise InvalidInputError("keyword recognition needs a (T, d) array of feature frames")
+    length = frames.shape[0]
+    # Step 1: the secure forward algorithm; Bob keeps E(log P) for every keyword
+    forward.alice(ctx, frames, params.forward, reveal=False, peer=peer)
+    _, sk = ctx.keypair
+    labels = ctx.recv(peer, Message("kw.labels", Public((list,))))
+    if not labels or not all(isinstance(x, str) for x in labels):
+        raise ProtocolError("kw.labels: expected a list of keyword labels")
+    msg = _messages(params, len(labels), length)
+    with ctx.phase("argmax"):
+        if params.mode == "fast":
+            # Step 2 (fast): decrypt E(a s_pi(k) + b) and name the largest
+            scores, permuted = ctx.recv(peer, msg["fast"])
+            if sorted(permuted) != sorted(labels):
+                raise ProtocolError("kw.fast: the permuted labels are not the keywords")
+            best = permuted[int(np.argmax([int(v) for v in scores.decrypt_ints(sk)]))]
+            return {"keyword": best, "index": labels.index(best), "mode": "fast"}
+        # Step 2 (private): rescale, then the secure argmax; Alice learns the label only
+        argmax, drop = _argmax_params(params, len(labels), length)
+        alice_rescale(ctx, drop, _rescale_spec(params, len(labels), length), peer)
+        dgk_sk = compare.alice_send_keys(ctx, argmax.spec(), peer)
+        compare.alice_argmax(ctx, dgk_sk, argmax, peer)
+        (index,) = compare.alice_reveal(
+            ctx, (1,), argmax.labels_bound, "alice", peer, compare._ARGMAX_TAGS
+        )
+        return {"keyword": labels[index], "index": index, "mode": "private"}
+
+
+def bob(ctx, keywords, params: KeywordParams, peer: str = "alice") -> None:
+    """Bob: ``keywords`` is (models, labels) or a list of models (labels "0".."K-1")."""
+    models, labels = _models_and_labels(keywords)
+    public: dict = {}
+    enc_logp = forward.bob(ctx, models, params.forward, reveal=False, peer=peer, public=public)
+    length, count = public["length"], len(labels)
+    msg = _messages(params, count, length)
+    ctx.send(peer, msg["labels"], labels)
+    scores = enc_logp.with_bound(score_bound(params, length))  # the public bound
+    with ctx.phase("argmax"):
+        if params.mode == "fast":
+            # Step 2 (fast): one random strictly increasing affine map and a permutation
+            a = 1 + ctx.rng.randbelow((1 << A_BITS) - 1)
+            b = ctx.rng.randbits(64 + params.forward.precision.f)
+            order = list(range(count))
+            ctx.rng.shuffle(order)
+            mapped = scores.mul(a).add_encoded(np.full(count, b, dtype=object))
+            permuted = CipherArray.concatenate([mapped[i : i + 1] for i in order])
+            ctx.send(
+                peer,
+                msg["fast"],
+                [permuted.with_scale(0).rerandomize(), [labels[i] for i in order]],
+            )
+            return None
+        # Step 2 (private): rescale to score_scale bits, then the secure argmax
+        argmax, drop = _argmax_params(params, count, length)
+        small = bob_rescale(ctx, scores, drop, _rescale_spec(params, count, length), peer)
+        _, dgk_pk = compare.bob_recv_keys(ctx, argmax.spec(), peer)
+        enc_label, _ = compare.bob_argmax(ctx, small.with_scale(0), dgk_pk, argmax, peer=peer)
+        compare.bob_reveal(ctx, enc_label, argmax.labels_bound, "alice", peer, compare._ARGMAX_TAGS)
+        return None
+
+
+def load_keywords(value, base):
+    """Bob's keyword models from a model file (with its labels, if it has them)."""
+    from smc_hmm.hmm.io import load_models
+
+    try:
+        models, labels = load_models(resolve_path(value, base))
+    except SmcHmmError as e:
+        raise ConfigError(str(e)) from e
+    return (models, labels) if labels else models
+
+
+PROTOCOL = ProtocolDescriptor(
+    name=NAME,
+    summary="secure keyword recognition: Alice learns which of Bob's HMMs fits her speech",
+    params=KeywordParams.from_config,
+    roles=(
+        Role("alice", alice, kind="alice", holds_key=True, input="features", load=load_array),
+        Role("bob", bob, kind="bob", input="models", load=load_keywords),
+    ),
+)

@@ -1,0 +1,84 @@
+"""protocols.keyword: secure keyword recognition (forward + argmax), both modes, against the
+plaintext decision, on synthetic models and on the bundled real speech."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from transcript_harness import assert_same_transcripts
+
+from protocols import keyword as kw
+from smc_hmm.errors import InvalidInputError
+from smc_hmm.hmm import GaussianHMM, log_likelihood
+from smc_hmm.runtime import run_protocol
+
+
+def _models(rng, count=3, dims=3):
+    out = []
+    for k in range(count):
+        means = rng.normal(3.0 * k, 1.0, size=(2, dims))
+        out.append(
+            GaussianHMM(
+                [0.7, 0.3], [[0.8, 0.2], [0.3, 0.7]], means, rng.uniform(0.5, 1.5, size=(2, dims))
+            )
+        )
+    return out
+
+
+def _run(keypair, frames, keywords, mode, **kwargs):
+    return run_protocol(
+        kw.PROTOCOL,
+        {"mode": mode},
+        {"alice": ("alice", frames), "bob": ("bob", keywords)},
+        keys={"alice": keypair},
+        min_key_bits=512,
+        timeout=60,
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize("mode", ["fast", "private"])
+def test_alice_learns_the_plaintext_decision(keypair_1024, mode):
+    rng = np.random.default_rng(7)
+    models = _models(rng)
+    for truth in (0, 2):
+        frames, _ = models[truth].sample(6, rng)
+        result = _run(keypair_1024, frames, (models, ["a", "b", "c"]), mode)
+        plain = int(np.argmax([log_likelihood(m, frames) for m in models]))
+        assert result["alice"] == {"keyword": "abc"[plain], "index": plain, "mode": mode}
+        assert result["bob"] is None
+
+
+@pytest.mark.parametrize("mode", ["fast", "private"])
+def test_transcripts_do_not_depend_on_speech_or_models(keypair_1024, mode):
+    rng = np.random.default_rng(8)
+    cases = [(rng.normal(size=(4, 3)), _models(rng)) for _ in range(2)]
+
+    def run(case, wrap):
+        frames, models = case
+        _run(keypair_1024, frames, models, mode, wrap_transport=wrap)
+
+    params = kw.KeywordParams(mode=mode)
+    # the forward's frames carry only ciphertexts and public fields: no declarations needed
+    declared = kw.declared_messages(params, count=3, length=4)
+    frames = assert_same_transcripts(run, cases, declared)
+    assert ("alice", "bob") in frames
+
+
+def test_bundled_speech_one_utterance(keypair_1024):
+    """Real speech: the bundled diagonal digit models on a bundled test utterance."""
+    from smc_hmm.data import load_bundled_models, load_test_utterances
+
+    models, labels = load_bundled_models("diag")
+    utterance = load_test_utterances()[0]
+    frames = np.asarray(utterance.features)[:30]
+    result = _run(keypair_1024, frames, (models[:4], labels[:4]), "fast")
+    plain = int(np.argmax([log_likelihood(m, frames) for m in models[:4]]))
+    assert result["alice"]["keyword"] == labels[plain]
+
+
+def test_bad_inputs():
+    with pytest.raises(InvalidInputError):
+        kw.KeywordParams(mode="slow")
+    with pytest.raises(InvalidInputError):
+        kw._models_and_labels(([object()], ["only one"]))
