@@ -56,6 +56,21 @@ def test_demo_secure_sum_with_small_insecure_keys(tmp_path, capsys):
     assert "forward (default)" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("mode", ["fast", "private"])
+def test_demo_keyword_on_bundled_speech(tmp_path, capsys, mode):
+    out = tmp_path / "keyword.json"
+    argv = ["demo", "keyword", "--key-bits", "1024", "--insecure", "--mode", mode]
+    argv += ["--frames", "6", "--utterances", "2", "--seed", "3", "--json", str(out)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "2/2 secure decisions agree" in text and "cost per party" in text
+    data = json.loads(out.read_text())
+    assert data["ok"] and data["mode"] == mode
+    assert [r["spoken"] for r in data["runs"]] == ["zero", "one"]
+    assert all(r["secure"] == r["plain"] and r["frames"] == 6 for r in data["runs"])
+    assert_one_line_error(capsys, 2, ["demo", "keyword", "--insecure", "--frames", "0"], ">= 1")
+
+
 def test_demo_refuses_small_keys_without_insecure_and_unknown_demos(capsys):
     assert_one_line_error(capsys, 2, ["demo", "--key-bits", "512"], "insecure")
     assert_one_line_error(capsys, 2, ["demo", "no-such-demo"], "unknown demo")
