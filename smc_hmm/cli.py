@@ -464,6 +464,21 @@ def _run_release(args) -> int:
     return int(run(args, _console()) or 0)
 
 
+# -- keyword ---------------------------------------------------------------------------------
+
+
+def _configure_keyword(p: argparse.ArgumentParser) -> None:
+    from smc_hmm.runtime.keyword_command import add_arguments
+
+    add_arguments(p)
+
+
+def _run_keyword(args) -> int:
+    from smc_hmm.runtime.keyword_command import run
+
+    return run(args, _console())
+
+
 #: subcommand -> (help, configure(parser), run(args) -> exit code)
 COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
     "demo": ("run a named demo in-process and print the cost table", _configure_demo, _run_demo),
@@ -476,6 +491,11 @@ COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
         "start every party of a parties.toml as its own process on this machine",
         _configure_launch,
         _run_launch,
+    ),
+    "keyword": (
+        "recognise the keyword of one WAV recording securely (Alice and Bob in-process)",
+        _configure_keyword,
+        _run_keyword,
     ),
     "bench": ("run a registered benchmark", _configure_bench, _run_bench),
     "cost": (

@@ -3,6 +3,7 @@
 import json
 import types
 
+import numpy as np
 import pytest
 
 from smc_hmm import cli
@@ -213,3 +214,47 @@ def test_bench_registry_and_usage_errors(capsys):
     assert main(["--help"]) == 0
     assert main(["demo", "--no-such-option"]) == 2
     assert main(["certs", "--out", "x", "--parties", "a", "extra"]) == 2
+
+
+def _write_wav(path, seconds=0.12, seed=5):
+    from scipy.io import wavfile
+
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(8000 * seconds)) / 8000
+    voice = np.sin(2 * np.pi * 220 * t) * np.hanning(t.size) + 0.05 * rng.normal(size=t.size)
+    wavfile.write(path, 8000, (voice * 12000).astype(np.int16))
+
+
+@pytest.mark.parametrize("mode", ["fast", "private"])
+def test_keyword_command_on_a_wav_file(tmp_path, capsys, mode):
+    """Alice's WAV is featurised locally; the secure decision equals the plaintext one."""
+    wav, out = tmp_path / "hello.wav", tmp_path / "keyword.json"
+    _write_wav(wav)
+    argv = ["keyword", "--audio", str(wav), "--key-bits", "1024", "--insecure"]
+    assert main([*argv, "--mode", mode, "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "agrees" in text and "cost per party" in text
+    data = json.loads(out.read_text())
+    assert data["mode"] == mode and data["secure"] == {"keyword": data["plaintext"]["keyword"]}
+    scores = data["plaintext"]["log_likelihoods"]
+    assert len(scores) == 10 and max(scores, key=scores.get) == data["secure"]["keyword"]
+    from smc_hmm.data import load_pipeline
+
+    assert data["frames"] == load_pipeline().n_frames(960) and data["cost"]["totals"]["rounds"]
+
+
+def test_keyword_command_errors(tmp_path, capsys):
+    from smc_hmm.hmm import DiscreteHMM
+    from smc_hmm.hmm.io import save_models
+
+    wav = tmp_path / "a.wav"
+    _write_wav(wav)
+    base = ["keyword", "--key-bits", "1024", "--insecure", "--audio"]
+    assert_one_line_error(capsys, 2, [*base, str(tmp_path / "none.wav")], "no such WAV")
+    assert_one_line_error(capsys, 2, [*base, __file__], "not a readable WAV")
+    assert_one_line_error(
+        capsys, 2, ["keyword", "--key-bits", "1024", "--audio", str(wav)], "add --insecure"
+    )
+    discrete = tmp_path / "discrete.npz"
+    save_models(discrete, [DiscreteHMM([1.0], [[1.0]], [[0.5, 0.5]])] * 2)
+    assert_one_line_error(capsys, 2, [*base, str(wav), "--models", str(discrete)], "Gaussian")
