@@ -33,7 +33,10 @@ Protocol (semi-honest Alice and Bob, not colluding):
 Public parameters: the mode, the forward parameters (feature bound, scales),
 the number of keywords and their states, the number of frames, and the labels
 (the keyword vocabulary is public; which models Bob holds for them is not).
-Run: ``tests/protocols/test_protocol_keyword.py``; the bundled speech:
+Run: ``smc-hmm demo keyword``, ``smc-hmm keyword --audio FILE.wav``, or
+``protocol = "keyword"`` in a parties.toml (Alice's ``features``: frames or a WAV
+file; Bob's ``models``: a model file); tests in
+``tests/protocols/test_protocol_keyword.py``; the bundled speech:
 ``docs/speech-models.md``.
 """
 
@@ -211,6 +214,19 @@ def bob(ctx, keywords, params: KeywordParams, peer: str = "alice") -> None:
         return None
 
 
+def load_frames(value, base):
+    """Alice's input: feature frames (.npy/.json/.csv/.txt) or a WAV recording, which she
+    featurises locally with the bundled pipeline (the bundled models expect it)."""
+    if isinstance(value, str) and value.lower().endswith(".wav"):
+        from smc_hmm.data import load_pipeline
+
+        try:
+            return load_pipeline().features_from_wav(resolve_path(value, base))
+        except InvalidInputError as e:
+            raise ConfigError(str(e)) from e
+    return load_array(value, base)
+
+
 def load_keywords(value, base):
     """Bob's keyword models from a model file (with its labels, if it has them)."""
     from smc_hmm.hmm.io import load_models
@@ -227,7 +243,7 @@ PROTOCOL = ProtocolDescriptor(
     summary="secure keyword recognition: Alice learns which of Bob's HMMs fits her speech",
     params=KeywordParams.from_config,
     roles=(
-        Role("alice", alice, kind="alice", holds_key=True, input="features", load=load_array),
+        Role("alice", alice, kind="alice", holds_key=True, input="features", load=load_frames),
         Role("bob", bob, kind="bob", input="models", load=load_keywords),
     ),
 )

@@ -82,3 +82,37 @@ def test_bad_inputs():
         kw.KeywordParams(mode="slow")
     with pytest.raises(InvalidInputError):
         kw._models_and_labels(([object()], ["only one"]))
+
+
+def test_two_processes_over_mutual_tls_with_a_wav(tmp_path):
+    """protocol = "keyword" in a parties.toml: Alice's WAV, Bob's model file, two OS processes."""
+    from scipy.io import wavfile
+
+    from smc_hmm.data import load_bundled_models, load_pipeline
+    from smc_hmm.hmm.io import save_models
+    from smc_hmm.runtime import launch, write_config
+
+    rng = np.random.default_rng(4)
+    t = np.arange(800) / 8000
+    voice = np.sin(2 * np.pi * 300 * t) * np.hanning(t.size) + 0.05 * rng.normal(size=t.size)
+    wavfile.write(tmp_path / "alice.wav", 8000, (voice * 12000).astype(np.int16))
+    models, labels = load_bundled_models("diag")
+    save_models(tmp_path / "keywords.npz", models[:3], labels=labels[:3])
+    config = write_config(
+        tmp_path / "parties.toml",
+        "keyword",
+        {
+            "alice": {"kind": "alice", "features": "alice.wav"},
+            "bob": {"kind": "bob", "models": "keywords.npz"},
+        },
+        params={"mode": "private"},
+        key_bits=1024,
+        insecure=True,
+        timeout=60,
+        connect_timeout=30,
+    )
+    result = launch(config, timeout=240)
+    frames = load_pipeline().features_from_wav(tmp_path / "alice.wav")
+    plain = int(np.argmax([log_likelihood(m, frames) for m in models[:3]]))
+    assert result["alice"] == {"keyword": labels[plain], "index": plain, "mode": "private"}
+    assert result["bob"] is None
