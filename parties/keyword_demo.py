@@ -58,10 +58,12 @@ def keyword_demo(args, console) -> int:
         )
     models, labels = load_bundled_models(args.models)
     utterances = load_test_utterances()
-    # utterance i: digit i mod 10, the (i mod 5)-th speaker, recording i // 10 mod 5
-    # (the bundled test split is ordered digit, speaker, recording: 10 x 5 x 5)
+    # utterance i: digit i mod 10, speaker (i // 10) mod 5, recording (i // 50) mod 5; the
+    # bundled test split is ordered digit, speaker, recording (10 x 5 x 5), so the first
+    # 250 are all of it, each once
     chosen = [
-        utterances[(i % 10) * 25 + (i % 5) * 5 + (i // 10) % 5] for i in range(args.utterances)
+        utterances[(i % 10) * 25 + ((i // 10) % 5) * 5 + (i // 50) % 5]
+        for i in range(args.utterances)
     ]
     alice = Alice(
         "alice",
