@@ -30,9 +30,16 @@ Protocol (semi-honest Alice and Bob, not colluding):
      (DGK comparisons, a tournament with Bob's random permutation of ties);
      Alice learns only the winner's label (its index among Bob's keywords).
 
-Public parameters: the mode, the forward parameters (feature bound, scales),
-the number of keywords and their states, the number of frames, and the labels
-(the keyword vocabulary is public; which models Bob holds for them is not).
+Keyword spotting (``garbage = LABEL``, ``margin = M`` nats): one of Bob's models
+is a garbage (background) model; Bob adds the public margin to its encrypted score
+before the argmax, and Alice learns "no keyword" when it wins, i.e. unless the best
+keyword beats the garbage model by more than M nats.  Alice learns the same as
+without spotting (the garbage model is one more label).
+
+Public parameters: the mode, the spotting label and margin, the forward
+parameters (feature bound, scales), the number of keywords and their states,
+the number of frames, and the labels (the keyword vocabulary is public; which
+models Bob holds for them is not).
 Run: ``smc-hmm demo keyword``, ``smc-hmm keyword --audio FILE.wav``, or
 ``protocol = "keyword"`` in a parties.toml (Alice's ``features``: frames or a WAV
 file; Bob's ``models``: a model file); tests in
@@ -59,6 +66,8 @@ NAME = "keyword"
 MODES = ("fast", "private")
 #: a in [1, 2^A_BITS): the slope of the fast mode's affine map
 A_BITS = 32
+#: the largest spotting margin, nats
+MAX_MARGIN = 1000.0
 
 
 @dataclass(frozen=True)
@@ -71,31 +80,48 @@ class KeywordParams:
         default_factory=lambda: forward.ForwardParams(feature_bound=100.0)
     )
     score_scale: int = 8
+    #: keyword spotting: the label of Bob's garbage (background) model, or None
+    garbage: str | None = None
+    #: spotting: a keyword is named only if it beats the garbage model by this many nats
+    margin: float = 0.0
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise InvalidInputError(f"mode must be one of {MODES}, got {self.mode!r}")
         if not isinstance(self.score_scale, int) or not 0 <= self.score_scale <= 32:
             raise InvalidInputError("score_scale must be an int in [0, 32]")
+        if self.garbage is not None and not isinstance(self.garbage, str):
+            raise InvalidInputError("garbage must be the garbage model's label (a string)")
+        if not isinstance(self.margin, (int, float)) or not 0 <= self.margin <= MAX_MARGIN:
+            raise InvalidInputError(f"margin must be a number of nats in [0, {MAX_MARGIN}]")
+        if self.margin and self.garbage is None:
+            raise InvalidInputError("a margin needs a garbage model (garbage = its label)")
+
+    def margin_units(self) -> int:
+        """The margin at the scores' fixed-point scale (public)."""
+        return round(self.margin * 2**self.forward.precision.f)
 
     @classmethod
     def from_config(cls, section: Mapping) -> KeywordParams:
-        """``[protocol]``: mode, score_scale and any forward parameter."""
+        """``[protocol]``: mode, score_scale, garbage, margin and any forward parameter."""
         section = dict(section)
         section.pop("name", None)
         mode = section.pop("mode", "fast")
         score_scale = section.pop("score_scale", 8)
+        garbage = section.pop("garbage", None)
+        margin = section.pop("margin", 0.0)
         section.setdefault("feature_bound", 100.0)
         try:
-            return cls(mode, forward.ForwardParams.from_config(section), int(score_scale))
-        except (TypeError, ValueError) as e:
+            fwd = forward.ForwardParams.from_config(section)
+            return cls(mode, fwd, int(score_scale), garbage, float(margin))
+        except (TypeError, ValueError, InvalidInputError) as e:
             raise ConfigError(f"bad keyword parameters: {e}") from e
 
 
 def score_bound(params: KeywordParams, length: int) -> int:
     """Public bound on |E(log P)| at the forward's scale after ``length`` frames."""
     prec = params.forward.precision
-    return 4 * (length + 1) << (prec.log_bound_bits + prec.f)
+    return (4 * (length + 1) << (prec.log_bound_bits + prec.f)) + params.margin_units()
 
 
 def _messages(params: KeywordParams, count: int, length: int) -> dict[str, Message]:
@@ -150,7 +176,8 @@ def _models_and_labels(keywords):
 
 
 def alice(ctx, frames, params: KeywordParams, peer: str = "bob") -> dict:
-    """Alice: returns ``{"keyword": label, "index": k, "mode": mode}``."""
+    """Alice: returns ``{"keyword": label, "index": k, "mode": mode}`` (with spotting,
+    ``keyword`` and ``index`` are None when the garbage model wins)."""
     frames = np.asarray(frames, dtype=float)
     if frames.ndim != 2 or frames.shape[0] == 0:
         raise InvalidInputError("keyword recognition needs a (T, d) array of feature frames")
@@ -161,6 +188,8 @@ def alice(ctx, frames, params: KeywordParams, peer: str = "bob") -> dict:
     labels = ctx.recv(peer, Message("kw.labels", Public((list,))))
     if not labels or not all(isinstance(x, str) for x in labels):
         raise ProtocolError("kw.labels: expected a list of keyword labels")
+    if params.garbage is not None and params.garbage not in labels:
+        raise ProtocolError(f"kw.labels: no garbage model labelled {params.garbage!r}")
     msg = _messages(params, len(labels), length)
     with ctx.phase("argmax"):
         if params.mode == "fast":
@@ -169,7 +198,7 @@ def alice(ctx, frames, params: KeywordParams, peer: str = "bob") -> dict:
             if sorted(permuted) != sorted(labels):
                 raise ProtocolError("kw.fast: the permuted labels are not the keywords")
             best = permuted[int(np.argmax([int(v) for v in scores.decrypt_ints(sk)]))]
-            return {"keyword": best, "index": labels.index(best), "mode": "fast"}
+            return _decision(params, labels, labels.index(best))
         # Step 2 (private): rescale, then the secure argmax; Alice learns the label only
         argmax, drop = _argmax_params(params, len(labels), length)
         alice_rescale(ctx, drop, _rescale_spec(params, len(labels), length), peer)
@@ -178,7 +207,14 @@ def alice(ctx, frames, params: KeywordParams, peer: str = "bob") -> dict:
         (index,) = compare.alice_reveal(
             ctx, (1,), argmax.labels_bound, "alice", peer, compare._ARGMAX_TAGS
         )
-        return {"keyword": labels[index], "index": index, "mode": "private"}
+        return _decision(params, labels, index)
+
+
+def _decision(params: KeywordParams, labels: list[str], index: int) -> dict:
+    """Alice's output; with spotting, the garbage model's win is "no keyword" (None)."""
+    if params.garbage is not None and labels[index] == params.garbage:
+        return {"keyword": None, "index": None, "mode": params.mode}
+    return {"keyword": labels[index], "index": index, "mode": params.mode}
 
 
 def bob(ctx, keywords, params: KeywordParams, peer: str = "alice") -> None:
@@ -189,6 +225,14 @@ def bob(ctx, keywords, params: KeywordParams, peer: str = "alice") -> None:
     length, count = public["length"], len(labels)
     msg = _messages(params, count, length)
     ctx.send(peer, msg["labels"], labels)
+    if params.garbage is not None:
+        # spotting: the garbage model's score gets the public margin, so a keyword
+        # wins only if it beats the garbage model by more than the margin
+        if params.garbage not in labels:
+            raise InvalidInputError(f"no model is labelled {params.garbage!r} (the garbage model)")
+        margin = np.zeros(count, dtype=object)
+        margin[labels.index(params.garbage)] = params.margin_units()
+        enc_logp = enc_logp.add_encoded(margin)
     scores = enc_logp.with_bound(score_bound(params, length))  # the public bound
     with ctx.phase("argmax"):
         if params.mode == "fast":

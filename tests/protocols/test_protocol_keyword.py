@@ -116,3 +116,46 @@ def test_two_processes_over_mutual_tls_with_a_wav(tmp_path):
     plain = int(np.argmax([log_likelihood(m, frames) for m in models[:3]]))
     assert result["alice"] == {"keyword": labels[plain], "index": plain, "mode": "private"}
     assert result["bob"] is None
+
+
+@pytest.mark.parametrize("mode", ["fast", "private"])
+def test_spotting_with_a_garbage_model_and_a_margin(keypair_1024, mode):
+    """Keywords one/four/seven and the bundled garbage model: a keyword is named only
+    if it beats the garbage model by more than the margin, as in plaintext."""
+    from smc_hmm.data import load_bundled_models, load_garbage_model, load_test_utterances
+
+    models, labels = load_bundled_models("diag")
+    garbage, _ = load_garbage_model("diag")
+    keywords = ([models[1], models[4], models[7], garbage], ["one", "four", "seven", "noise"])
+    utterances = load_test_utterances()
+    margin = 42.5
+    decisions = []
+    for index in (25, 50, 175):  # a "one", a "two" (not a keyword), a "seven"
+        frames = utterances[index].features[:12]
+        scores = [log_likelihood(m, frames) for m in keywords[0]]
+        best = int(np.argmax(scores[:3]))
+        plain = keywords[1][best] if scores[best] > scores[3] + margin else None
+        params = {"mode": mode, "garbage": "noise", "margin": margin}
+        result = run_protocol(
+            kw.PROTOCOL,
+            params,
+            {"alice": ("alice", frames), "bob": ("bob", keywords)},
+            keys={"alice": keypair_1024},
+            min_key_bits=512,
+            timeout=60,
+        )
+        assert result["alice"]["keyword"] == plain
+        decisions.append(plain)
+    # the margin matters here: "seven" beats the garbage model, but by less than 42.5 nats
+    assert decisions == ["one", None, None]
+
+
+def test_spotting_parameters_are_checked():
+    with pytest.raises(InvalidInputError, match="needs a garbage model"):
+        kw.KeywordParams(margin=3.0)
+    with pytest.raises(InvalidInputError, match="margin"):
+        kw.KeywordParams(garbage="noise", margin=-1.0)
+    from smc_hmm.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="margin"):
+        kw.KeywordParams.from_config({"garbage": "noise", "margin": 1e6})
