@@ -309,6 +309,19 @@ def print_table(res: dict) -> None:
         print(f"| {name} | " + " | ".join(cells) + " |")
 
 
+def secure_summary(report: dict) -> dict:
+    """Agreement with the plaintext decision, median seconds and bytes per utterance of
+    a ``smc-hmm demo keyword --json`` report (its runs use the bundled diag models)."""
+    runs = report["runs"]
+    return {
+        "utterances": len(runs),
+        "agree": sum(r["secure"] == r["plain"] for r in runs),
+        "median_seconds": float(np.median([r["seconds"] for r in runs])),
+        "median_megabytes": float(np.median([r["cost"]["totals"]["bytes"] for r in runs]) / 1e6),
+        "mode": report["mode"],
+    }
+
+
 def plot(res: dict, path: Path) -> None:
     import matplotlib
 
@@ -342,6 +355,19 @@ def plot(res: dict, path: Path) -> None:
         lw=1,
         label=f"bundled non-private models: {res['bundled_diag_accuracy']:.1%}",
     )
+    if "secure" in res:
+        sec = res["secure"]
+        ax.axhline(
+            res["bundled_diag_accuracy"],
+            color="C2",
+            ls=(0, (1, 3)),
+            lw=2,
+            label=(
+                f"secure protocol (same models; {sec['agree']}/{sec['utterances']} decisions "
+                f"checked equal): {sec['median_seconds']:.0f} s, "
+                f"{sec['median_megabytes']:.1f} MB per utterance"
+            ),
+        )
     ax.axhline(0.1, color="grey", ls="-.", lw=1, label="chance (10%)")
     ax.set_xscale("log")
     ax.set_ylim(0, 1.02)
@@ -368,9 +394,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=511)
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "dp-keyword-models.png")
     parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument(
+        "--secure",
+        type=Path,
+        help="a `smc-hmm demo keyword --json` report: draw the secure protocol beside",
+    )
     parser.add_argument("--json", type=Path, help="write the results as JSON")
     args = parser.parse_args(argv)
     res = run(args)
+    if args.secure:
+        res["secure"] = secure_summary(json.loads(args.secure.read_text()))
     print_table(res)
     if args.json:
         args.json.write_text(json.dumps(res, indent=2) + "\n")

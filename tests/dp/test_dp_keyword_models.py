@@ -81,3 +81,30 @@ def test_dp_models_rejects_a_bad_mode(example):
         example.dp_models(train, 1.0, mode="first")
     with pytest.raises(ValueError):
         example.dp_models(train, 1.0, mode="last")
+
+
+def test_secure_summary_of_a_demo_report(example):
+    def run(secure, plain, seconds, nbytes):
+        return {
+            "secure": secure,
+            "plain": plain,
+            "seconds": seconds,
+            "cost": {"totals": {"bytes": nbytes}},
+        }
+
+    report = {
+        "mode": "fast",
+        "runs": [
+            run("one", "one", 10.0, 2e6),
+            run("two", "two", 30.0, 4e6),
+            run("six", "two", 20.0, 3e6),
+        ],
+    }
+    summary = example.secure_summary(report)
+    assert summary == {
+        "utterances": 3,
+        "agree": 2,
+        "median_seconds": 20.0,
+        "median_megabytes": 3.0,
+        "mode": "fast",
+    }
