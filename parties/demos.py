@@ -18,9 +18,32 @@ from smc_hmm.errors import InsecureKeyWarning, InvalidInputError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, log_likelihood
 
 
-def _min_key_bits(args) -> int:
+def min_key_bits(args) -> int:
     """The smallest peer key the demo's parties accept: 2048 bits unless --insecure."""
     return min(args.key_bits, 2048) if args.insecure else 2048
+
+
+def key_holder(args, console) -> Alice:
+    """Alice with a fresh key pair of ``--key-bits`` (seeded with ``--seed``), after
+    warning about insecure key sizes."""
+    if args.insecure:
+        console.print(
+            f"[yellow]warning: {args.key_bits}-bit keys are INSECURE "
+            "(tests and reproductions only)[/]"
+        )
+    alice = Alice(
+        "alice",
+        key_bits=args.key_bits,
+        insecure=args.insecure,
+        rng=Rng.seeded(args.seed) if args.seed is not None else None,
+    )
+    with (
+        console.status(f"generating a {args.key_bits}-bit Paillier key pair"),
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("ignore", InsecureKeyWarning)
+        alice.ensure_keypair()
+    return alice
 
 
 def add_secure_sum_arguments(parser) -> None:
@@ -73,7 +96,7 @@ def secure_sum_demo(args, console) -> int:
             params,
             timeout=args.timeout,
             meta={"demo": "secure-sum", "key_bits": args.key_bits},
-            min_key_bits=_min_key_bits(args),
+            min_key_bits=min_key_bits(args),
         )
     expected = sum(vectors.values())
     got = result["alice"]
@@ -143,23 +166,7 @@ def forward_demo(args, console) -> int:
         raise InvalidInputError("--length must be >= 1")
     seed = Rng.seeded(args.seed).randbits(64) if args.seed is not None else None
     gen = np.random.default_rng(seed)
-    if args.insecure:
-        console.print(
-            f"[yellow]warning: {args.key_bits}-bit keys are INSECURE "
-            "(tests and reproductions only)[/]"
-        )
-    alice = Alice(
-        "alice",
-        key_bits=args.key_bits,
-        insecure=args.insecure,
-        rng=Rng.seeded(args.seed) if args.seed is not None else None,
-    )
-    with (
-        console.status(f"generating a {args.key_bits}-bit Paillier key pair"),
-        warnings.catch_warnings(),
-    ):
-        warnings.simplefilter("ignore", InsecureKeyWarning)
-        alice.ensure_keypair()
+    alice = key_holder(args, console)
     report = {"demo": "forward", "key_bits": args.key_bits, "runs": []}
     ok = True
     for label, model in (
@@ -176,7 +183,7 @@ def forward_demo(args, console) -> int:
                 forward.ForwardParams(),
                 timeout=args.timeout,
                 meta={"demo": "forward", "model": label},
-                min_key_bits=_min_key_bits(args),
+                min_key_bits=min_key_bits(args),
             )
         secure, plain = result["alice"][0], log_likelihood(model, obs)
         rel = abs(secure - plain) / abs(plain)

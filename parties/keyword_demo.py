@@ -9,13 +9,11 @@ against the plaintext argmax of log-likelihoods and prints the cost table.
 from __future__ import annotations
 
 import json
-import warnings
 
-from parties.alice import Alice
+from parties.demos import key_holder, min_key_bits
 from protocols import keyword
-from smc_hmm.crypto import Rng
 from smc_hmm.data import load_bundled_models, load_test_utterances
-from smc_hmm.errors import InsecureKeyWarning, InvalidInputError
+from smc_hmm.errors import InvalidInputError
 from smc_hmm.hmm import log_likelihood
 from smc_hmm.runtime import run_protocol
 
@@ -51,11 +49,6 @@ def keyword_demo(args, console) -> int:
     """Recognise bundled utterances securely; compare with the plaintext decision."""
     if args.utterances < 1 or (args.frames is not None and args.frames < 1):
         raise InvalidInputError("--utterances and --frames must be >= 1")
-    if args.insecure:
-        console.print(
-            f"[yellow]warning: {args.key_bits}-bit keys are INSECURE "
-            "(tests and reproductions only)[/]"
-        )
     models, labels = load_bundled_models(args.models)
     utterances = load_test_utterances()
     # utterance i: digit i mod 10, speaker (i // 10) mod 5, recording (i // 50) mod 5; the
@@ -65,19 +58,8 @@ def keyword_demo(args, console) -> int:
         utterances[(i % 10) * 25 + ((i // 10) % 5) * 5 + (i // 50) % 5]
         for i in range(args.utterances)
     ]
-    alice = Alice(
-        "alice",
-        key_bits=args.key_bits,
-        insecure=args.insecure,
-        rng=Rng.seeded(args.seed) if args.seed is not None else None,
-    )
-    with (
-        console.status(f"generating a {args.key_bits}-bit Paillier key pair"),
-        warnings.catch_warnings(),
-    ):
-        warnings.simplefilter("ignore", InsecureKeyWarning)
-        alice.ensure_keypair()
-    min_bits = min(args.key_bits, 2048) if args.insecure else 2048
+    alice = key_holder(args, console)
+    min_bits = min_key_bits(args)
     report = {"demo": "keyword", "mode": args.mode, "models": args.models, "runs": []}
     agree = 0
     for n, utt in enumerate(chosen, 1):
