@@ -415,6 +415,17 @@ def _check_names(key_holder, evaluator) -> None:
         raise InvalidInputError("key_holder and evaluator must be distinct non-empty names")
 
 
+def _from_config(cls, section: Mapping, what: str):
+    """``cls`` from a ``[protocol]`` table: every key a field (``name`` ignored)."""
+    unknown = set(section) - set(cls.__dataclass_fields__) - {"name"}
+    if unknown:
+        raise ConfigError(f"unknown {what} parameters: {sorted(unknown)}")
+    try:
+        return cls(**{k: v for k, v in section.items() if k != "name"})
+    except (InvalidInputError, TypeError) as e:
+        raise ConfigError(f"bad {what} parameters: {e}") from e
+
+
 @dataclass(frozen=True)
 class Params:
     """Public parameters of a standalone batched comparison."""
@@ -446,14 +457,7 @@ class Params:
 
     @classmethod
     def from_config(cls, section: Mapping) -> Params:
-        known = set(cls.__dataclass_fields__) | {"name"}
-        unknown = set(section) - known
-        if unknown:
-            raise ConfigError(f"unknown compare parameters: {sorted(unknown)}")
-        try:
-            return cls(**{k: v for k, v in section.items() if k != "name"})
-        except (InvalidInputError, TypeError) as e:
-            raise ConfigError(f"bad compare parameters: {e}") from e
+        return _from_config(cls, section, "compare")
 
 
 def check_values(values, count: int, bits: int, name: str = "input") -> list[int]:
@@ -605,14 +609,7 @@ class ArgmaxParams:
 
     @classmethod
     def from_config(cls, section: Mapping) -> ArgmaxParams:
-        known = set(cls.__dataclass_fields__) | {"name"}
-        unknown = set(section) - known
-        if unknown:
-            raise ConfigError(f"unknown argmax parameters: {sorted(unknown)}")
-        try:
-            return cls(**{k: v for k, v in section.items() if k != "name"})
-        except (InvalidInputError, TypeError) as e:
-            raise ConfigError(f"bad argmax parameters: {e}") from e
+        return _from_config(cls, section, "argmax")
 
 
 def bob_argmax(
