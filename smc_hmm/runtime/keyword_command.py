@@ -19,9 +19,8 @@ import numpy as np
 from smc_hmm.crypto import generate_keypair
 from smc_hmm.errors import InsecureKeyWarning, InvalidInputError
 from smc_hmm.hmm import log_likelihood
+from smc_hmm.protocol import find
 from smc_hmm.runtime.simulate import run_protocol
-
-MODES = ("fast", "private")
 
 
 def add_arguments(p) -> None:
@@ -31,7 +30,8 @@ def add_arguments(p) -> None:
         default="diag",
         help="Bob's keyword models: diag or full (bundled digit HMMs) or a model file (.npz)",
     )
-    p.add_argument("--mode", choices=MODES, default="fast", help="argmax mode (default fast)")
+    # the protocol validates the mode (this core module does not import protocols/)
+    p.add_argument("--mode", default="fast", help="argmax mode: fast (default) or private")
     p.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus size")
     p.add_argument(
         "--insecure", action="store_true", help="allow keys below 2048 bits (tests only)"
@@ -59,6 +59,8 @@ def run(args, console) -> int:
         raise InvalidInputError(
             f"{args.key_bits}-bit keys are insecure: add --insecure (tests only)"
         )
+    protocol = find("keyword")
+    params = protocol.params({"mode": args.mode})  # a bad mode fails before any work
     models, labels = _models(args.models)
     frames = load_pipeline().features_from_wav(args.audio)
     dims = {getattr(m, "n_features", None) for m in models}
@@ -82,8 +84,8 @@ def run(args, console) -> int:
         f"{args.mode} mode"
     ):
         result = run_protocol(
-            "keyword",
-            {"mode": args.mode},
+            protocol,
+            params,
             {"alice": ("alice", frames), "bob": ("bob", (models, labels))},
             keys={"alice": keypair},
             min_key_bits=min(args.key_bits, 2048) if args.insecure else 2048,
