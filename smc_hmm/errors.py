@@ -185,3 +185,11 @@ class StateOutsideConstraintError(PrivacyError):
 class ExposedStateError(PrivacyError):
     """A constrained policy graph is not protectable (a state has DoP = 1) and repair was
     disabled: releasing would expose that state (DPHMM paper, Theorem 5.2)."""
+
+
+# --- iterative protocols ---
+
+
+class ConvergenceError(SmcHmmError):
+    """An iterative protocol (e.g. the eigenvector power iteration) did not converge within
+    its iteration cap, or stopped on a value it must not stop on."""

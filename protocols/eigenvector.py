@@ -1,0 +1,662 @@
+"""Privacy-preserving principal eigenvector through an arbitrator (Trent).
+
+Paper: 003 (Pathak), section 4.1.1 and appendix A.1 (Pathak and Raj 2010,
+"Privacy-preserving protocols for eigenvector computation"), N-party form.
+
+Data owners P_1..P_N hold horizontally split data: owner i holds A_i (k x n_i,
+the same k rows, e.g. k features of n_i samples each).  Together they compute
+the principal eigenvector of M^T M, M = [A_1 ... A_N] (k x n), by power
+iteration.  The eigenvector x (length n) stays split in shares alpha_i
+(length n_i, owner i's columns); one iteration (equations 4.1-4.5) is
+
+    u      = sum_i A_i alpha_i                      (length k: through Trent)
+    alpha_i <- A_i^T u / sqrt(sum_j ||A_j^T u||^2)  (each owner locally, eq. 4.5)
+
+so everything that crosses the network has length k, not n: the ciphertext
+count per iteration is N k + 2 N + k + 1 whatever the number of samples.
+
+Roles (party names are public parameters, :class:`Params`):
+
+* **key authority** (``key_authority``, default ``"authority"``): generates the
+  Paillier key pair (``ctx.keypair``), gives the public key to everyone and
+  the private key (the primes p, q) to the owners only, then leaves.  It is
+  not Trent and learns nothing.  Output: ``None``.
+* **owners** (``owners``): owner i holds A_i as a (k, n_i) float array with
+  |entries| <= ``max_abs``.  Output: its normalised share alpha_i (length n_i)
+  of the principal eigenvector of M^T M (unit norm over all shares, sign
+  arbitrary but common to all owners).
+* **arbitrator** Trent (``arbitrator``): holds the public key only.  Output:
+  ``{"rounds", "decoys", "eigenvector"}`` -- the number of rounds, how many of
+  them he sent decoys in, and the gathered eigenvector (``None`` unless
+  ``reveal_to_trent``).
+
+Messages (one send or receive per step; round t = 1, 2, ... repeats 3-7):
+
+1. authority -> Trent and every owner, ``"pk"``: the public key.
+2. authority -> every owner, ``"sk"``: (p, q), the shared decryption key.
+3. owner i -> Trent, ``"contribution"``: E[A_i' alpha_i] (k ciphertexts).
+4. Trent -> every owner, ``"vector"``: E[w_t] (k ciphertexts), where w_t is
+   r_t u_t (a real vector) with probability p and a decoy otherwise.
+5. owner i -> Trent, ``"norm_term"``: E[||A_i'^T w_t||^2] (one ciphertext).
+6. Trent -> every owner, ``"norm"``: E[sum_i ||A_i'^T w_t||^2]; each owner
+   sets alpha_i = A_i'^T w_t / sqrt(norm) (eq. 4.4: r_t cancels).
+7. owner i -> Trent, ``"status"``: whether the owners' convergence test passed
+   (every owner computes the same bit from the same w_t).  All stop after the
+   first round whose status is true; at round ``max_rounds`` without it every
+   party raises :class:`~smc_hmm.errors.ConvergenceError`.
+8. owner i -> Trent, ``"final_term"``: E[||alpha_i^data||^2] (the share without
+   its padding columns); Trent -> every owner, ``"final_norm"``: their sum.
+   Each owner divides its data share by its square root.
+9. only if ``reveal_to_trent``: owner i -> Trent, ``"share"``: alpha_i.
+
+Every ciphertext Trent computes is re-randomised before it leaves him.
+Frames (tags, sizes, shapes, scales, bounds) follow from the public
+parameters alone, for decoy and real rounds alike
+(``tests/protocols/test_protocol_eigenvector.py`` proves it with the
+transcript harness).
+
+Hardening (each an option, all on by default; thesis 4.1.1):
+
+* ``encrypt``: homomorphic encryption of all that Trent sees (Paillier; Trent
+  adds E[A_i alpha_i] and the norm terms without the key).  Off: the same
+  messages carry plaintexts (the thesis's basic protocol, for comparison).
+* ``scaling``: Trent multiplies u_t by a fresh integer r_t, uniform in
+  ``scale_range`` = [r_min, r_max] (default [2^20, 2^40]), before sending:
+  E[u]^r = E[r u].  The owners compute their norm terms from r_t u_t, so the
+  normalisation term they get back is r_t^2 sum_j ||A_j'^T u_t||^2, i.e. the
+  norm scaled by r_t^2, and r_t cancels in alpha (eq. 4.4).  Trent never
+  exponentiates the norm a second time (that would give r_t^4).
+* ``padding``: owner i appends r_a,i I_k to A_i (A_i' = [A_i, r_a,i I]), with
+  r_a,i uniform in ``pad_range`` (default [max_abs/2, max_abs]) and private.
+  M'M'^T = MM^T + (sum_i r_a,i^2) I: the eigenvectors of MM^T are unchanged,
+  every eigenvalue is shifted by sum_i r_a,i^2 (Theorem 4.1.1, A.1); the
+  principal eigenvector of M'^T M', restricted to the data columns and
+  renormalised (step 8), is that of M^T M.
+* ``decoys``: in every round, with probability 1 - ``decoy_p``, Trent sends a
+  decoy instead of the real vector: q (u_bar + e), where u_bar is one earlier
+  real vector or the mean of up to ``decoy_mean`` of them (all unscaled, kept
+  encrypted by Trent), e ~ N(0, sigma^2 I_k) clipped at 8 sigma, sigma =
+  ``decoy_noise`` * (the public bound on |u| entries), and q a fresh scaling
+  factor from the same range as r_t (a multiple of the number of vectors
+  averaged, so q u_bar is an integer combination).  He ignores what the owners
+  send in the next round and replays the real vector he withheld
+  (thesis: "oblivious transfer").  Every round is real with probability p;
+  the expected number of rounds is (real iterations) / p.
+
+Convergence (owners' side, decoy-proof): the owners stop after round t when
+the unit vectors of the last two vectors they received agree,
+|| w_t/||w_t|| - w_(t-1)/||w_(t-1)|| || <= ``tol``.  Two consecutive real
+vectors are consecutive power iterates, so this is the usual test.  A decoy
+passes it only if its noise lands within tol ||u_bar + e|| of the other
+vector's direction: since e is Gaussian, independent of everything else, that
+happens with probability at most chi2_(k-1).cdf((tol (U + 8 sigma sqrt k) /
+sigma)^2) (Anderson's inequality; U is the public bound on ||u||), and
+:class:`Params` refuses parameters for which ``max_rounds`` times that bound
+exceeds 2^-30.  Trent checks anyway: should the owners ever stop on a decoy he
+raises :class:`~smc_hmm.errors.ConvergenceError` instead of finishing.
+
+Who learns what (semi-honest parties; Trent colludes with no owner; the key
+authority leaves after step 2 and colludes with no one):
+
+* Trent sees the public key and ciphertexts only (semantic security of
+  Paillier, DCR assumption), plus the owners' status bit per round, i.e. the
+  number of rounds (visible from the transcript's length anyway; it says how
+  fast the padded spectrum converges, a coarse function of the spectral gap
+  (lambda_2 + s) / (lambda_1 + s)).  At the end he learns the eigenvector (the
+  concatenated shares) only if ``reveal_to_trent``.  Nothing else.
+* Each owner sees, per round, the vector w_t -- a scaled real vector r_t u_t
+  or a decoy, it cannot tell which from any frame -- and the normalisation
+  term sum_j ||A_j'^T w_t||^2; at the end its own normalised share and
+  sum_j ||alpha_j^data||^2.  What hides what:
+
+  - r_t (uniform in [r_min, r_max], fresh per round, unknown to the owners)
+    hides the other owners' part of u_t: owner i knows its own A_i' alpha_i
+    but sees only r_t (A_i' alpha_i + others), so the others' sum is known
+    only up to the unknown factor r_t (a segment of candidates, its length
+    set by r_max / r_min), and the norm term only as r_t^2 times the others'
+    terms.  Not information-theoretic: near convergence ||u_t|| tends to
+    sqrt(lambda_1 + s), so ratios r_t / r_s become estimable from ||w_t||.
+  - padding hides the null space of each owner's data from the others (a
+    vector x with A_i x = 0 no longer projects r_t u_t onto the others'
+    columns) and shifts every eigenvalue by s = sum_i r_a,i^2, unknown to each
+    owner (it knows only its own r_a,i^2).  The Rayleigh quotients the owners
+    see (norm / ||w||^2) estimate lambda_1 + s, not lambda_1.  Caveat: the
+    final normalisation (step 8) reveals ||x^data||^2 = 1 - s ||w||^2 / norm,
+    hence s and lambda_1 (the largest eigenvalue of MM^T) to every owner;
+    the other eigenvalues stay shifted.
+  - decoys hide which received vectors are real: the sequence of real w_t
+    spans the Krylov space of M'M'^T, from which all its eigenvectors could be
+    estimated (thesis, "Securing Krylov spaces").  Frames are identical, the
+    scaling factor has the same distribution, and a decoy's direction differs
+    from a real earlier vector's by about sigma sqrt(k) / ||u||: early in the
+    run, where successive real iterates differ by more than that, decoys are
+    hard to tell apart; near convergence a decoy stands out as an outlier
+    (real iterates agree far better than the noise), which the convergence
+    test above relies on.  sigma sets this trade-off.
+  - Each owner also learns sum_(j != i) ||A_j'^T w_t||^2 for every w_t it
+    receives, one quadratic form of the others' (padded) Gram matrix per
+    round: inherent to the thesis's protocol, blurred by decoys and padding.
+
+* The key authority sees nothing (it only sends).
+
+A malicious Trent could send arbitrary vectors and learn nothing (he cannot
+decrypt), but could bias the result; a malicious owner could bias it too
+(semi-honest model, not covered).  If Trent colluded with an owner he would
+learn u_t and the norm terms in the clear, i.e. the protocol without
+encryption.
+
+Run it::
+
+    smc-hmm bench eigenvector --key-bits 2048 --owners 4 --decoy-p 0.8
+    python examples/eigenvector_digits.py --setup DIR   # then smc-hmm launch
+
+(``docs/eigenvector.md``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from smc_hmm.crypto import CipherArray, PrivateKey
+from smc_hmm.errors import ConfigError, ConvergenceError, InvalidInputError, ProtocolError
+from smc_hmm.messages import Ciphertexts, Key, Message, Revealed
+from smc_hmm.protocol import ProtocolDescriptor, Role
+from smc_hmm.runtime.inputs import load_array
+
+NAME = "eigenvector"
+
+#: decoy noise is clipped at this many standard deviations (public bound)
+NOISE_CLIP = 8.0
+#: Params refuses parameters under which a decoy could pass the convergence test
+#: with probability above 2^-FOOL_BITS over the whole run
+FOOL_BITS = 30
+#: slack on |alpha| <= 1 for float rounding in the declared bounds
+_SLACK = 1.0 + 1e-9
+
+
+def _positive_int(name: str, v, minimum: int = 1) -> int:
+    if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < minimum:
+        raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {v!r}")
+    return int(v)
+
+
+def _finite(name: str, v, *, positive: bool = True) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise InvalidInputError(f"{name} must be a finite number, got {v!r}")
+    if positive and not v > 0:
+        raise InvalidInputError(f"{name} must be > 0, got {v!r}")
+    return float(v)
+
+
+@dataclass(frozen=True)
+class Params:
+    """Public parameters every party agrees on before the run."""
+
+    owners: tuple[str, ...] = ("p1", "p2")
+    cols: tuple[int, ...] = (1, 1)  # n_i: columns of each owner's A_i
+    rows: int = 2  # k: rows shared by every A_i
+    max_abs: float = 1.0  # public bound on |entries| of every A_i
+    arbitrator: str = "trent"
+    key_authority: str = "authority"
+    scale: int = 40  # fixed-point fractional bits of every encrypted value
+    # hardening (thesis 4.1.1), all on by default
+    encrypt: bool = True
+    scaling: bool = True
+    scale_range: tuple[int, int] = (2**20, 2**40)
+    padding: bool = True
+    pad_range: tuple[float, float] | None = None  # default (max_abs / 2, max_abs)
+    decoys: bool = True
+    decoy_p: float = 0.8  # probability that a round is real
+    decoy_noise: float = 0.01  # sigma / (public bound on |u| entries)
+    decoy_mean: int = 3  # a decoy averages 1..decoy_mean earlier real vectors
+    # convergence
+    tol: float = 1e-7
+    max_rounds: int = 200
+    reveal_to_trent: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.owners, str) or not isinstance(self.owners, Sequence):
+            raise InvalidInputError("owners must be a sequence of party names")
+        object.__setattr__(self, "owners", tuple(self.owners))
+        if isinstance(self.cols, int | np.integer) and not isinstance(self.cols, bool):
+            object.__setattr__(self, "cols", (int(self.cols),) * len(self.owners))
+        if isinstance(self.cols, str) or not isinstance(self.cols, Sequence):
+            raise InvalidInputError("cols must be a sequence of column counts, one per owner")
+        object.__setattr__(
+            self, "cols", tuple(_positive_int("every cols entry", c) for c in self.cols)
+        )
+        names = [self.key_authority, self.arbitrator, *self.owners]
+        if not all(isinstance(n, str) and n for n in names):
+            raise InvalidInputError("party names must be non-empty strings")
+        if len(self.owners) < 2:
+            raise InvalidInputError("the eigenvector protocol needs at least two owners")
+        if len(set(names)) != len(names):
+            raise InvalidInputError(f"party names must be distinct, got {names}")
+        if len(self.cols) != len(self.owners):
+            raise InvalidInputError(
+                f"cols has {len(self.cols)} entries for {len(self.owners)} owners"
+            )
+        object.__setattr__(self, "rows", _positive_int("rows", self.rows, 2))
+        _finite("max_abs", self.max_abs)
+        object.__setattr__(self, "scale", _positive_int("scale", self.scale, 8))
+        if self.scale > 256:
+            raise InvalidInputError(f"scale must be at most 256 bits, got {self.scale}")
+        for flag in ("encrypt", "scaling", "padding", "decoys", "reveal_to_trent"):
+            if not isinstance(getattr(self, flag), bool):
+                raise InvalidInputError(f"{flag} must be true or false")
+        lo, hi = self._pair("scale_range", self.scale_range)
+        if not all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in (lo, hi)):
+            raise InvalidInputError("scale_range must be two integers")
+        if not 1 <= lo <= hi:
+            raise InvalidInputError(f"scale_range must satisfy 1 <= r_min <= r_max, got {lo, hi}")
+        object.__setattr__(self, "scale_range", (int(lo), int(hi)))
+        pad = self.pad_range if self.pad_range is not None else (self.max_abs / 2, self.max_abs)
+        plo, phi = self._pair("pad_range", pad)
+        plo, phi = _finite("pad_range[0]", plo), _finite("pad_range[1]", phi)
+        if plo > phi:
+            raise InvalidInputError(f"pad_range must be increasing, got {pad}")
+        object.__setattr__(self, "pad_range", (plo, phi))
+        p = self.decoy_p
+        if isinstance(p, bool) or not isinstance(p, int | float) or not (0 < p <= 1):
+            raise InvalidInputError(f"decoy_p must be in (0, 1], got {p!r}")
+        object.__setattr__(self, "decoy_p", float(p))
+        object.__setattr__(self, "decoy_noise", _finite("decoy_noise", self.decoy_noise))
+        object.__setattr__(self, "decoy_mean", _positive_int("decoy_mean", self.decoy_mean))
+        object.__setattr__(self, "tol", _finite("tol", self.tol))
+        object.__setattr__(self, "max_rounds", _positive_int("max_rounds", self.max_rounds, 2))
+        if self.decoys_on and self.fool_probability() > 2.0**-FOOL_BITS:
+            raise InvalidInputError(
+                f"decoy_noise = {self.decoy_noise:g} is too small for tol = {self.tol:g}: a "
+                f"decoy could pass the convergence test with probability up to "
+                f"{self.fool_probability():.2g} (limit 2^-{FOOL_BITS}); raise decoy_noise "
+                "or lower tol"
+            )
+
+    @staticmethod
+    def _pair(name, v):
+        if isinstance(v, str) or not isinstance(v, Sequence) or len(v) != 2:
+            raise InvalidInputError(f"{name} must be a pair [low, high], got {v!r}")
+        return v[0], v[1]
+
+    # -- derived public quantities ------------------------------------------------------
+
+    @property
+    def parties(self) -> tuple[str, ...]:
+        return (self.key_authority, self.arbitrator, *self.owners)
+
+    @property
+    def decoys_on(self) -> bool:
+        return self.decoys and self.decoy_p < 1.0
+
+    @property
+    def r_range(self) -> tuple[int, int]:
+        return self.scale_range if self.scaling else (1, 1)
+
+    @property
+    def pad_max(self) -> float:
+        return self.pad_range[1] if self.padding else 0.0
+
+    def owner_u_bound(self, i: int) -> float:
+        """Public bound on |entries of A_i' alpha_i| (||alpha_i|| <= 1, Cauchy-Schwarz)."""
+        return math.sqrt(self.cols[i] * self.max_abs**2 + self.pad_max**2) * _SLACK
+
+    @property
+    def u_entry_bound(self) -> float:
+        """Public bound on |entries of u| = |sum_i A_i' alpha_i|."""
+        return sum(self.owner_u_bound(i) for i in range(len(self.owners)))
+
+    @property
+    def sigma(self) -> float:
+        """Standard deviation of the decoy noise, in units of u."""
+        return self.decoy_noise * self.u_entry_bound
+
+    def fool_probability(self) -> float:
+        """Upper bound on the probability that a decoy passes the convergence test in
+        any of ``max_rounds`` rounds (module docstring)."""
+        from scipy.stats import chi2
+
+        k = self.rows
+        reach = self.tol * (math.sqrt(k) * (self.u_entry_bound + NOISE_CLIP * self.sigma))
+        truncation = (1.0 - 2.0 * _normal_tail(NOISE_CLIP)) ** -k
+        one = chi2.cdf((reach / self.sigma) ** 2, k - 1) * truncation
+        return min(1.0, self.max_rounds * one)
+
+    def _ints(self, real: float) -> int:
+        return math.ceil(real * 2**self.scale) + 1
+
+    @property
+    def contribution_bound(self) -> int:
+        return max(self._ints(self.owner_u_bound(i)) for i in range(len(self.owners)))
+
+    @property
+    def noise_bound(self) -> int:
+        return self._ints(NOISE_CLIP * self.sigma) if self.decoys_on else 0
+
+    @property
+    def vector_bound(self) -> int:
+        """Bound on |w| as encoded integers: r_max (N C + noise), real or decoy."""
+        return self.r_range[1] * (len(self.owners) * self.contribution_bound + self.noise_bound)
+
+    @property
+    def norm_term_bound(self) -> int:
+        """Bound on ||A_i'^T w||^2 <= ||A_i'||_F^2 ||w||^2 (encoded)."""
+        w = self.vector_bound / 2**self.scale
+        frob = max(
+            self.rows * (n * self.max_abs**2 + self.pad_max**2) for n in self.cols
+        )  # ||A_i'||_F^2
+        return self._ints(frob * self.rows * w * w * _SLACK)
+
+    @property
+    def unit_bound(self) -> int:
+        return self._ints(_SLACK)
+
+    def messages(self) -> dict[str, Message]:
+        """The declared messages: scales and bounds from the public parameters only."""
+        n, k, f = len(self.owners), self.rows, self.scale
+
+        def field(bound: int, shape: tuple, what: str):
+            if self.encrypt:
+                return Ciphertexts(f, bound, shape)
+            return Revealed(f"{what} in the clear (encrypt = false)", (np.ndarray,))
+
+        return {
+            "pk": Message("pk", Key()),
+            "sk": Message("sk", Revealed("the shared decryption key (p, q), to owners", (list,))),
+            "contribution": Message(
+                "contribution", field(self.contribution_bound, (k,), "A_i' alpha_i")
+            ),
+            "vector": Message("vector", field(self.vector_bound, (k,), "w_t")),
+            "norm_term": Message("norm_term", field(self.norm_term_bound, (1,), "||A_i'^T w||^2")),
+            "norm": Message("norm", field(n * self.norm_term_bound, (1,), "the norm")),
+            "status": Message("status", Revealed("the owners' convergence test", (bool,))),
+            "final_term": Message("final_term", field(self.unit_bound, (1,), "||alpha_i||^2")),
+            "final_norm": Message("final_norm", field(n * self.unit_bound, (1,), "||x||^2")),
+            "share": Message("share", Revealed("the owner's eigenvector share", (np.ndarray,))),
+        }
+
+    @classmethod
+    def from_config(cls, section: Mapping) -> Params:
+        """From the ``[protocol]`` table of a parties.toml file."""
+        known = set(cls.__dataclass_fields__) | {"name"}
+        unknown = set(section) - known
+        if unknown:
+            raise ConfigError(f"unknown eigenvector parameters: {sorted(unknown)}")
+        values = {k: v for k, v in section.items() if k != "name"}
+        for key in ("owners", "cols", "scale_range", "pad_range"):
+            if isinstance(values.get(key), list):
+                values[key] = tuple(values[key])
+        try:
+            return cls(**values)
+        except (InvalidInputError, TypeError, ValueError) as e:
+            raise ConfigError(f"bad eigenvector parameters: {e}") from e
+
+
+def _normal_tail(z: float) -> float:
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def check_input(a, params: Params, index: int) -> np.ndarray:
+    """Owner ``index``'s private matrix as float64 of the agreed shape and bound."""
+    try:
+        arr = np.asarray(a, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise InvalidInputError(f"the owner's data is not a numeric matrix: {e}") from e
+    shape = (params.rows, params.cols[index])
+    if arr.ndim != 2 or arr.size == 0:
+        raise InvalidInputError(f"the owner's data must be a non-empty {shape} matrix")
+    if arr.shape != shape:
+        raise InvalidInputError(
+            f"{params.owners[index]}'s data has shape {arr.shape}, the public sizes say {shape} "
+            "(every owner must hold the same number of rows)"
+        )
+    if not np.all(np.isfinite(arr)):
+        raise InvalidInputError(f"{params.owners[index]}'s data contains NaN or infinity")
+    if np.any(np.abs(arr) > params.max_abs):
+        raise InvalidInputError(f"data exceeds the agreed bound max_abs={params.max_abs}")
+    return arr
+
+
+def pad(a: np.ndarray, r_a: float) -> np.ndarray:
+    """[A, r_a I_k]: the thesis's data padding (eigenvectors of AA^T unchanged)."""
+    return np.hstack([a, r_a * np.eye(a.shape[0])])
+
+
+def _numpy_rng(ctx) -> np.random.Generator:
+    """A numpy generator seeded from the party's generator (CSPRNG unless a test seeds it)."""
+    return np.random.default_rng(ctx.rng.randbits(128))
+
+
+def _uniform(ctx, lo: float, hi: float) -> float:
+    return lo + (hi - lo) * ctx.rng.random()
+
+
+def _randint(ctx, lo: int, hi: int) -> int:
+    return lo + ctx.rng.randbelow(hi - lo + 1)
+
+
+# -- the two sides of every value Trent handles: ciphertexts or (encrypt = false) floats --
+
+
+def _seal(pk, values, params: Params):
+    values = np.asarray(values, dtype=np.float64)
+    return CipherArray.encrypt(pk, values, params.scale) if params.encrypt else values
+
+
+def _open(value, sk, params: Params) -> np.ndarray:
+    if params.encrypt:
+        return value.decrypt(sk)
+    return np.asarray(value, dtype=np.float64)
+
+
+def _refresh(value):
+    return value.rerandomize() if isinstance(value, CipherArray) else value
+
+
+def _times(value, factor: int):
+    """E[x]^factor = E[factor x] (or factor x in the clear)."""
+    return value.mul(int(factor)) if isinstance(value, CipherArray) else value * float(factor)
+
+
+def _total(values):
+    total = values[0]
+    for v in values[1:]:
+        total = total + v
+    return total
+
+
+# -- roles -------------------------------------------------------------------------------
+
+
+def key_authority(ctx, _private, params: Params) -> None:
+    """Generates (runtime) and distributes the key pair, then leaves."""
+    pk, sk = ctx.keypair
+    msg = params.messages()
+    with ctx.phase("distribute key"):
+        for peer in (params.arbitrator, *params.owners):
+            ctx.send(peer, msg["pk"], pk)  # step 1: the public key to everyone
+        for peer in params.owners:
+            ctx.send(peer, msg["sk"], [int(sk.p), int(sk.q)])  # step 2: p, q to owners only
+    return None
+
+
+def owner(ctx, a, params: Params) -> np.ndarray:
+    """Data owner P_i: power iteration on its share alpha_i; returns the normalised share."""
+    i = params.owners.index(ctx.name)
+    a = check_input(a, params, i)
+    msg = params.messages()
+    k, n_i = a.shape
+    pk = ctx.recv(params.key_authority, msg["pk"])  # step 1
+    p, q = ctx.recv(params.key_authority, msg["sk"])  # step 2
+    if not (isinstance(p, int) and isinstance(q, int) and p * q == pk.n and 1 < p < pk.n):
+        raise ProtocolError("the key authority's private key does not match its public key")
+    sk = PrivateKey(pk, p, q)
+    rng = _numpy_rng(ctx)
+    r_a = _uniform(ctx, *params.pad_range) if params.padding else 0.0
+    a_pad = pad(a, r_a) if params.padding else a  # A_i' = [A_i, r_a I]
+    alpha = rng.standard_normal(a_pad.shape[1])  # alpha_0: random, ||x_0|| = 1
+    alpha /= np.linalg.norm(alpha) * math.sqrt(len(params.owners))
+    previous = None
+    for _round in range(params.max_rounds):
+        with ctx.phase("iterate"):
+            contribution = _seal(pk, a_pad @ alpha, params)
+            ctx.send(params.arbitrator, msg["contribution"], contribution)  # step 3
+            w = _open(ctx.recv(params.arbitrator, msg["vector"]), sk, params)  # step 4
+            y = a_pad.T @ w  # A_i'^T w: r_t A_i'^T u_t, or a decoy's
+            ctx.send(params.arbitrator, msg["norm_term"], _seal(pk, [y @ y], params))  # step 5
+            norm = _open(ctx.recv(params.arbitrator, msg["norm"]), sk, params)[0]  # step 6
+            if not norm > 0:
+                raise ConvergenceError("the normalisation term is zero: M is zero")
+            alpha = y / math.sqrt(norm)  # eq. 4.4/4.5: r_t cancels
+            direction = w / np.linalg.norm(w)
+            done = previous is not None and bool(np.linalg.norm(direction - previous) <= params.tol)
+            previous = direction
+            ctx.send(params.arbitrator, msg["status"], done)  # step 7
+        if done:
+            break
+    else:
+        raise ConvergenceError(
+            f"the power iteration did not converge within max_rounds={params.max_rounds} "
+            f"(tol={params.tol:g})"
+        )
+    with ctx.phase("normalise"):
+        share = alpha[:n_i]  # drop the padding columns
+        ctx.send(params.arbitrator, msg["final_term"], _seal(pk, [share @ share], params))  # 8
+        total = _open(ctx.recv(params.arbitrator, msg["final_norm"]), sk, params)[0]
+        share = share / math.sqrt(total)
+    if params.reveal_to_trent:
+        ctx.send(params.arbitrator, msg["share"], share)  # step 9
+    return share
+
+
+def _decoy(ctx, rng, reals: list, params: Params):
+    """q (u_bar + e): a noisy earlier real vector or a noisy mean of several (unscaled
+    vectors Trent keeps), scaled like a real one."""
+    lo, hi = params.r_range
+    sizes = [m for m in range(1, min(params.decoy_mean, len(reals)) + 1) if hi // m >= -(-lo // m)]
+    m = sizes[ctx.rng.randbelow(len(sizes))]  # average m earlier vectors (1: a single one)
+    chosen = [reals[j] for j in sorted(rng.choice(len(reals), size=m, replace=False))]
+    q = m * _randint(ctx, -(-lo // m), hi // m)  # a multiple of m in [r_min, r_max]
+    clip = NOISE_CLIP * params.sigma
+    e = np.clip(rng.normal(0.0, params.sigma, params.rows), -clip, clip)
+    return _times(_total(chosen) + m * e, q // m)  # (sum_j u_j + m e) q / m = q (u_bar + e)
+
+
+def arbitrator(ctx, _private, params: Params) -> dict:
+    """Trent: aggregates, scales, sends real vectors or decoys, relays the norms."""
+    msg = params.messages()
+    owners = params.owners
+    pk = ctx.recv(params.key_authority, msg["pk"])  # step 1
+    rng = _numpy_rng(ctx)
+    reals: list = []  # every real (unscaled) E[u_j] computed so far, kept encrypted
+    pending = None  # the real E[u] withheld when a decoy went out instead
+    last_real = True
+    decoys = 0
+    for t in range(1, params.max_rounds + 1):
+        with ctx.phase("iterate"):
+            parts = [ctx.recv(o, msg["contribution"]) for o in owners]  # step 3
+            if params.encrypt:
+                for part in parts:
+                    part.public_key.same_key(pk)
+            if last_real:  # valid contributions: u_t = sum_i A_i' alpha_i
+                pending = _total(parts)
+                reals.append(pending)
+            # else: the owners computed on a decoy: ignore them, replay `pending`
+            if not params.decoys_on or ctx.rng.random() < params.decoy_p:
+                w, last_real = _times(pending, _randint(ctx, *params.r_range)), True  # E[r_t u_t]
+                pending = None
+            else:
+                w, last_real = _decoy(ctx, rng, reals, params), False
+                decoys += 1
+            w = _refresh(w)
+            for o in owners:
+                ctx.send(o, msg["vector"], w)  # step 4
+            terms = [ctx.recv(o, msg["norm_term"]) for o in owners]  # step 5
+            norm = _refresh(_total(terms))
+            for o in owners:
+                ctx.send(o, msg["norm"], norm)  # step 6: r_t^2 sum_j ||A_j'^T u_t||^2
+            status = [ctx.recv(o, msg["status"]) for o in owners]  # step 7
+        if len(set(status)) != 1:
+            raise ProtocolError(f"the owners disagree on convergence in round {t}: {status}")
+        if status[0]:
+            if not last_real:
+                raise ConvergenceError("the owners stopped on a decoy (tol / decoy_noise)")
+            break
+    else:
+        raise ConvergenceError(f"the owners did not converge within max_rounds={params.max_rounds}")
+    with ctx.phase("normalise"):
+        total = _refresh(_total([ctx.recv(o, msg["final_term"]) for o in owners]))  # step 8
+        for o in owners:
+            ctx.send(o, msg["final_norm"], total)
+    vector = None
+    if params.reveal_to_trent:
+        shares = [np.asarray(ctx.recv(o, msg["share"]), dtype=np.float64) for o in owners]
+        for o, s, n_i in zip(owners, shares, params.cols):
+            if s.shape != (n_i,) or not np.all(np.isfinite(s)):
+                raise ProtocolError(f"{o} sent a share of shape {s.shape}, expected ({n_i},)")
+        vector = np.concatenate(shares)  # step 9: the eigenvector, gathered
+    return {"rounds": t, "decoys": decoys, "eigenvector": vector}
+
+
+def _role_for(params: Params, party: str, kind: str) -> str:
+    if party == params.key_authority:
+        return "key_authority"
+    if party == params.arbitrator:
+        return "arbitrator"
+    if party in params.owners:
+        return "owner"
+    raise ConfigError(
+        f"party {party!r} is none of key_authority, arbitrator or owners in [protocol]"
+    )
+
+
+PROTOCOL = ProtocolDescriptor(
+    name=NAME,
+    summary="principal eigenvector of horizontally split data through an arbitrator (Trent)",
+    params=Params.from_config,
+    roles=(
+        Role("key_authority", key_authority, kind="key_authority", holds_key=True),
+        Role("owner", owner, kind="data_owner", input="data", load=load_array, many=True),
+        Role("arbitrator", arbitrator, kind="trent"),
+    ),
+    role_for=_role_for,
+    messages=lambda params: params.messages().values(),
+)
+
+
+# -- plaintext references (tests, benchmark) -----------------------------------------------
+
+
+def principal_eigenvector(m: np.ndarray) -> np.ndarray:
+    """numpy's principal eigenvector of M^T M (unit norm, sign arbitrary)."""
+    m = np.asarray(m, dtype=np.float64)
+    if m.shape[1] <= 512:
+        values, vectors = np.linalg.eigh(m.T @ m)
+        return vectors[:, np.argmax(values)]
+    _, _, vt = np.linalg.svd(m, full_matrices=False)  # same vector, without the n x n matrix
+    return vt[0]
+
+
+def power_iteration(
+    blocks: Sequence[np.ndarray], tol: float = 1e-7, max_rounds: int = 10_000, seed: int = 0
+) -> tuple[np.ndarray, int]:
+    """Plaintext power iteration of eqs. 4.1-4.5 with the same stopping test (no hardening):
+    (eigenvector of M^T M, iterations)."""
+    rng = np.random.default_rng(seed)
+    alphas = [rng.standard_normal(b.shape[1]) for b in blocks]
+    scale = math.sqrt(sum(x @ x for x in alphas))
+    alphas = [x / scale for x in alphas]
+    previous = None
+    for t in range(1, max_rounds + 1):
+        u = sum(b @ x for b, x in zip(blocks, alphas))
+        ys = [b.T @ u for b in blocks]
+        norm = math.sqrt(sum(y @ y for y in ys))
+        alphas = [y / norm for y in ys]
+        direction = u / np.linalg.norm(u)
+        if previous is not None and np.linalg.norm(direction - previous) <= tol:
+            return np.concatenate(alphas), t
+        previous = direction
+    raise ConvergenceError(f"plaintext power iteration did not converge in {max_rounds}")
