@@ -198,7 +198,7 @@ class Params:
 
     owners: tuple[str, ...] = ("p1", "p2")
     cols: tuple[int, ...] = (1, 1)  # n_i: columns of each owner's A_i
-    rows: int = 2  # k: rows shared by every A_i
+    rows: int = 4  # k: rows shared by every A_i
     max_abs: float = 1.0  # public bound on |entries| of every A_i
     arbitrator: str = "trent"
     key_authority: str = "authority"

@@ -1,0 +1,426 @@
+"""protocols.eigenvector: the thesis's 4.1.1 power iteration through Trent.
+
+Small insecure keys (512 bits) and small matrices keep this fast.  Every
+result is checked against numpy's principal eigenvector of M^T M; the views
+are checked with the transcript harness (frames depend only on public sizes,
+decoy and real rounds alike) and by decrypting what each party received.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest
+from transcript_harness import assert_same_transcripts
+
+from protocols import eigenvector as eig
+from protocols.eigenvector import Params
+from smc_hmm.crypto import CipherArray, Rng
+from smc_hmm.errors import (
+    ConfigError,
+    ConvergenceError,
+    InvalidInputError,
+    SmcHmmError,
+    TransportError,
+)
+from smc_hmm.runtime import run_protocol, simulate
+from smc_hmm.transport.faults import FaultyTransport
+
+pytestmark = pytest.mark.filterwarnings("ignore::smc_hmm.errors.InsecureKeyWarning")
+
+COSINE = 1 - 1e-9
+
+
+def owners_of(n):
+    return [f"p{i + 1}" for i in range(n)]
+
+
+def setup(blocks, **options):
+    owners = owners_of(len(blocks))
+    params = {
+        "owners": owners,
+        "cols": [b.shape[1] for b in blocks],
+        "rows": blocks[0].shape[0],
+        "max_abs": float(max(np.abs(b).max() for b in blocks)) or 1.0,
+        **options,
+    }
+    parties = {"authority": ("key_authority", None), "trent": ("arbitrator", None)}
+    for name, b in zip(owners, blocks):
+        parties[name] = ("owner", b)
+    return params, parties
+
+
+def run(keypair, blocks, timeout=20, **options):
+    kwargs = {k: options.pop(k) for k in ("record_views", "wrap_transport", "rng") if k in options}
+    params, parties = setup(blocks, **options)
+    return run_protocol(
+        "eigenvector",
+        params,
+        parties,
+        keys={"authority": keypair},
+        min_key_bits=512,
+        timeout=timeout,
+        **kwargs,
+    )
+
+
+def gathered(result, n_owners):
+    return np.concatenate([result[o] for o in owners_of(n_owners)])
+
+
+def cosine(x, v):
+    return abs(float(x @ v)) / (np.linalg.norm(x) * np.linalg.norm(v))
+
+
+def random_blocks(seed, k=4, cols=(5, 7, 6)):
+    rng = np.random.default_rng(seed)
+    return [rng.uniform(-1, 1, (k, n)) for n in cols]
+
+
+# -- correctness ---------------------------------------------------------------------------
+
+
+def test_agrees_with_numpy_on_random_data_with_every_hardening(keypair_512):
+    blocks = random_blocks(1)
+    result = run(keypair_512, blocks, reveal_to_trent=True, decoy_p=0.7)
+    x = gathered(result, 3)
+    v = eig.principal_eigenvector(np.hstack(blocks))
+    assert cosine(x, v) >= COSINE
+    assert abs(np.linalg.norm(x) - 1) < 1e-9
+    np.testing.assert_allclose(result["trent"]["eigenvector"], x)  # reveal_to_trent
+    assert result["trent"]["rounds"] > result["trent"]["decoys"] >= 1
+    assert result["authority"] is None
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"encrypt": False},
+        {"scaling": False},
+        {"padding": False},
+        {"decoys": False},
+        {"decoy_p": 1.0},
+        {"scaling": False, "padding": False, "decoys": False},
+    ],
+    ids=["plain", "no-scaling", "no-padding", "no-decoys", "p=1", "basic"],
+)
+def test_every_hardening_can_be_switched_off_and_stays_correct(keypair_512, options):
+    blocks = random_blocks(2, k=4, cols=(4, 5))
+    result = run(keypair_512, blocks, **options)
+    v = eig.principal_eigenvector(np.hstack(blocks))
+    assert cosine(gathered(result, 2), v) >= COSINE
+    if options.get("decoys") is False or options.get("decoy_p") == 1.0:
+        assert result["trent"]["decoys"] == 0
+
+
+@pytest.mark.parametrize("n_owners", [2, 4])
+def test_agrees_with_numpy_on_the_digits_data(keypair_512, n_owners):
+    from sklearn.datasets import load_digits
+
+    m = load_digits().data.T  # k = 64 features (rows) x 1,797 samples (columns)
+    blocks = [m[:, s] for s in np.array_split(np.arange(m.shape[1]), n_owners)]
+    result = run(keypair_512, blocks, max_abs=16.0, decoy_p=0.8, max_rounds=60)
+    x = gathered(result, n_owners)
+    assert x.shape == (1797,)
+    assert cosine(x, eig.principal_eigenvector(m)) >= COSINE
+
+
+def test_plaintext_power_iteration_matches_numpy():
+    blocks = random_blocks(3)
+    x, iterations = eig.power_iteration(blocks, tol=1e-10)
+    assert iterations > 1
+    assert cosine(x, eig.principal_eigenvector(np.hstack(blocks))) >= COSINE
+
+
+def test_padding_keeps_eigenvectors_and_shifts_eigenvalues():
+    """Theorem 4.1.1 (A.1), with P_i = r_i I per owner: MM^T gains (sum r_i^2) I."""
+    rng = np.random.default_rng(4)
+    for _ in range(5):
+        k = int(rng.integers(2, 7))
+        blocks = [rng.normal(size=(k, int(rng.integers(1, 9)))) for _ in range(3)]
+        r = rng.uniform(0.5, 2.0, size=3)
+        m = np.hstack(blocks)
+        padded = np.hstack([eig.pad(b, ri) for b, ri in zip(blocks, r)])
+        shift = float(np.sum(r**2))
+        values, vectors = np.linalg.eigh(m @ m.T)
+        pvalues, pvectors = np.linalg.eigh(padded @ padded.T)
+        np.testing.assert_allclose(pvalues, values + shift, rtol=1e-10, atol=1e-10)
+        # the principal eigenvector of M'^T M' restricted to the data columns is v_1
+        x = eig.principal_eigenvector(padded)
+        keep = np.concatenate([np.r_[np.ones(b.shape[1]), np.zeros(k)] for b in blocks]).astype(
+            bool
+        )
+        assert cosine(x[keep], eig.principal_eigenvector(m)) >= COSINE
+        # and every eigenvector of MM^T is one of M'M'^T (up to sign)
+        for j in range(k):
+            u = vectors[:, j]
+            np.testing.assert_allclose(padded @ (padded.T @ u), (values[j] + shift) * u, atol=1e-9)
+
+
+# -- views ---------------------------------------------------------------------------------
+
+
+def _harness_run(keypair, blocks, wrap, outputs=None, **options):
+    result = run(keypair, blocks, wrap_transport=wrap, rng=Rng.seeded(7), **options)
+    if outputs is not None:
+        outputs.append(result["trent"])
+
+
+def test_transcripts_do_not_depend_on_the_data_with_every_hardening(keypair_512):
+    """Rank-1 data of different values (every hardening on, decoys included): the frames
+    are identical once ciphertexts and the declared revealed fields are masked."""
+    rng = np.random.default_rng(5)
+
+    def rank_one():
+        return [
+            np.outer(rng.uniform(0.5, 1, 4), rng.uniform(0.5, 1, n)) * rng.choice([-1, 1])
+            for n in (3, 5, 4)
+        ]
+
+    inputs = [rank_one(), rank_one()]
+    options = {"pad_range": [0.001, 0.002], "decoy_p": 0.6, "reveal_to_trent": True}
+    params, _ = setup(inputs[0], **options)
+    declared = Params.from_config(params).messages().values()
+    outputs = []
+    assert_same_transcripts(
+        lambda blocks, wrap: _harness_run(keypair_512, blocks, wrap, outputs, **options),
+        inputs,
+        declared,
+    )
+    assert outputs[0]["rounds"] >= 4 and outputs[0]["decoys"] >= 1  # decoy rounds included
+    assert not np.allclose(outputs[0]["eigenvector"], outputs[1]["eigenvector"])
+
+
+def test_transcripts_do_not_depend_on_general_data(keypair_512):
+    blocks = random_blocks(6, k=4, cols=(4, 4))
+    other = [-0.5 * b for b in blocks]  # other values, same spectrum shape
+    options = {"padding": False, "decoy_p": 0.7}
+    params, _ = setup(blocks, **options)
+    outputs = []
+    assert_same_transcripts(
+        lambda bs, wrap: _harness_run(keypair_512, bs, wrap, outputs, **options),
+        [blocks, other],
+        Params.from_config(params).messages().values(),
+    )
+    assert outputs[0]["rounds"] > 5 and outputs[0]["decoys"] >= 1
+
+
+def _views(keypair, blocks, **options):
+    result = run(keypair, blocks, record_views=True, **options)
+    return result, result.views
+
+
+def test_trent_receives_only_ciphertexts_and_owners_only_what_the_docstring_says(keypair_512):
+    blocks = random_blocks(8, k=4, cols=(4, 3, 5))
+    result, views = _views(keypair_512, blocks, decoy_p=0.7)
+    # Trent: the public key, then ciphertexts only, and the owners' status bits
+    tags = {tag for _, tag, _ in views["trent"]}
+    assert tags == {"pk", "contribution", "norm_term", "status", "final_term"}
+    for peer, tag, payload in views["trent"]:
+        if tag in ("contribution", "norm_term", "final_term"):
+            assert isinstance(payload, CipherArray), (peer, tag)
+        elif tag == "status":
+            assert isinstance(payload, bool)
+        else:
+            assert peer == "authority"
+    # owners: the key pair from the authority; from Trent ciphertexts only
+    for o in owners_of(3):
+        from_trent = [(tag, p) for peer, tag, p in views[o] if peer == "trent"]
+        assert {tag for tag, _ in from_trent} == {"vector", "norm", "final_norm"}
+        assert all(isinstance(p, CipherArray) for _, p in from_trent)
+        assert {tag for peer, tag, _ in views[o] if peer != "trent"} == {"pk", "sk"}
+    assert views["authority"] == []  # the authority receives nothing and leaves
+    assert result["trent"]["eigenvector"] is None  # not configured: Trent gets no vector
+
+
+def _rounds(views, sk, n_owners):
+    """Per round: the decrypted u candidate (sum of contributions) and the vector sent."""
+    contribs = [p for _, tag, p in views["trent"] if tag == "contribution"]
+    sums = [
+        sum(c.decrypt(sk) for c in contribs[i : i + n_owners])
+        for i in range(0, len(contribs), n_owners)
+    ]
+    sent = [p.decrypt(sk) for _, tag, p in views["p1"] if tag == "vector"]
+    assert len(sums) == len(sent)
+    return sums, sent
+
+
+def _classify(sums, sent, scale_range):
+    """Real if w_t = r u_s for an earlier or current u_s with an integer r in range."""
+    kinds, ratios = [], []
+    for t, w in enumerate(sent):
+        found = None
+        for u in sums[: t + 1]:
+            r = float(w @ u / (u @ u))
+            if np.allclose(w, round(r) * u, rtol=1e-9, atol=1e-6 * abs(r)):
+                found = round(r)
+                break
+        kinds.append(found is not None)
+        ratios.append(found)
+    return kinds, ratios
+
+
+def test_with_scaling_no_owner_receives_u_and_decoys_come_at_rate_1_minus_p(keypair_512):
+    p = 0.6
+    blocks = random_blocks(9, k=4, cols=(5, 5, 5))
+    result, views = _views(keypair_512, blocks, decoy_p=p)
+    sums, sent = _rounds(views, keypair_512[1], 3)
+    for w in sent:  # never u itself (nor a small multiple of one)
+        for u in sums:
+            assert not np.allclose(w, u, rtol=1e-6)
+    real, ratios = _classify(sums, sent, Params().scale_range)
+    lo, hi = Params().scale_range
+    assert all(lo <= r <= hi for r in ratios if r is not None)
+    decoys = real.count(False)
+    assert decoys == result["trent"]["decoys"]  # the decrypted views agree with Trent
+    rounds = len(sent)
+    assert rounds >= 50
+    assert binomtest(decoys, rounds, 1 - p).pvalue > 1e-3
+    assert len(set(ratios) - {None}) == real.count(True)  # a fresh r_t every real round
+
+
+def test_without_scaling_owners_do_receive_u(keypair_512):
+    """The contrast: the check above would see u if Trent did not scale."""
+    blocks = random_blocks(10, k=4, cols=(4, 4))
+    _, views = _views(keypair_512, blocks, scaling=False, decoys=False)
+    sums, sent = _rounds(views, keypair_512[1], 2)
+    assert all(np.allclose(w, u, rtol=1e-9, atol=1e-9) for w, u in zip(sent, sums))
+
+
+def test_decoy_rate_over_several_runs(keypair_512):
+    p = 0.8
+    decoys = rounds = 0
+    for seed in range(3):
+        result = run(keypair_512, random_blocks(20 + seed), decoy_p=p)
+        decoys += result["trent"]["decoys"]
+        rounds += result["trent"]["rounds"]
+    assert binomtest(decoys, rounds, 1 - p).pvalue > 1e-3
+
+
+# -- bad inputs and failures --------------------------------------------------------------
+
+
+def test_owners_with_different_row_counts_are_refused(keypair_512):
+    blocks = random_blocks(11, k=4, cols=(4, 4))
+    blocks[1] = np.vstack([blocks[1], np.zeros((1, 4))])
+    params, parties = setup(blocks)
+    params["rows"] = 4
+    with pytest.raises(InvalidInputError, match="rows"):
+        run_protocol(
+            "eigenvector",
+            params,
+            parties,
+            keys={"authority": keypair_512},
+            min_key_bits=512,
+            timeout=5,
+        )
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_nan_and_inf_are_refused(keypair_512, bad):
+    blocks = random_blocks(12, k=4, cols=(4, 4))
+    blocks[0][1, 2] = bad
+    params, parties = setup([np.nan_to_num(b, posinf=1, neginf=-1) for b in blocks])
+    parties["p1"] = ("owner", blocks[0])
+    with pytest.raises(InvalidInputError, match="NaN or infinity"):
+        run_protocol(
+            "eigenvector", params, parties, keys={"authority": keypair_512}, min_key_bits=512
+        )
+
+
+def test_empty_shares_are_refused(keypair_512):
+    with pytest.raises(InvalidInputError):
+        Params(cols=(3, 0))
+    blocks = random_blocks(13, k=4, cols=(4, 4))
+    params, parties = setup(blocks)
+    parties["p2"] = ("owner", np.zeros((4, 0)))
+    with pytest.raises(InvalidInputError, match="non-empty"):
+        run_protocol(
+            "eigenvector", params, parties, keys={"authority": keypair_512}, min_key_bits=512
+        )
+
+
+@pytest.mark.parametrize("p", [0, -0.1, 1.0000001, 2, math.nan, math.inf, True, "0.5"])
+def test_decoy_p_outside_0_1_is_refused(p):
+    with pytest.raises(InvalidInputError, match="decoy_p"):
+        Params(decoy_p=p)
+    with pytest.raises(ConfigError, match="decoy_p"):
+        Params.from_config({"decoy_p": p})
+
+
+def test_parameters_are_validated():
+    assert Params.from_config({"owners": ["a", "b"], "cols": [2, 3], "rows": 5}).cols == (2, 3)
+    with pytest.raises(ConfigError, match="unknown"):
+        Params.from_config({"bogus": 1})
+    with pytest.raises(InvalidInputError, match="two owners"):
+        Params(owners=("a",), cols=(1,))
+    with pytest.raises(InvalidInputError, match="too small"):  # decoys could pass the test
+        Params(decoy_noise=1e-12)
+    with pytest.raises(InvalidInputError, match="scale_range"):
+        Params(scale_range=(10, 2))
+    with pytest.raises(InvalidInputError, match="distinct"):
+        Params(owners=("trent", "p2"))
+
+
+def test_no_convergence_within_the_cap_is_a_typed_error(keypair_512):
+    blocks = random_blocks(14)
+    with pytest.raises(ConvergenceError, match="max_rounds"):
+        run(keypair_512, blocks, max_rounds=3)
+
+
+@pytest.mark.parametrize(
+    ("party", "send"),
+    [("p2", 4), ("trent", 6), ("p1", 1), ("authority", 2)],
+    ids=["owner-mid-round", "trent-mid-round", "owner-first-message", "authority-key"],
+)
+@pytest.mark.parametrize("mode", ["disconnect", "drop"])
+def test_a_party_that_leaves_ends_every_other_party_with_a_typed_error(
+    keypair_512, party, send, mode
+):
+    blocks = random_blocks(15)
+    params, parties = setup(blocks)
+    params = Params.from_config(params)
+    errors: dict[str, BaseException] = {}
+
+    def recording(name, fn):
+        def role(ctx, *args):
+            try:
+                return fn(ctx, *args)
+            except BaseException as e:
+                errors[name] = e
+                raise
+
+        return role
+
+    def wrap(name, inner):
+        return FaultyTransport(inner, fail_at=send, mode=mode) if name == party else inner
+
+    roles = {
+        name: recording(name, eig.PROTOCOL.role(role).run) for name, (role, _) in parties.items()
+    }
+    args = {name: (private, params) for name, (_, private) in parties.items()}
+    timeout = 1.0
+    t0 = time.monotonic()
+    with pytest.raises(SmcHmmError):
+        simulate(
+            roles,
+            args,
+            keys={"authority": keypair_512},
+            wrap_transport=wrap,
+            timeout=timeout,
+            min_key_bits=512,
+        )
+    assert time.monotonic() - t0 < timeout + 5
+    others = set(parties) - {party}
+    if party == "authority" and mode == "disconnect":
+        others -= {"authority"}
+    # every other party still running ended with a typed error (the authority may have
+    # finished its two steps before the failure)
+    still = others - ({"authority"} if "authority" not in errors else set())
+    assert still <= set(errors), (still, errors)
+    for name in still:
+        assert isinstance(errors[name], SmcHmmError), (name, errors[name])
+    assert any(isinstance(errors[n], TransportError) for n in still)
