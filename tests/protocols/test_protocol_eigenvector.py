@@ -424,3 +424,30 @@ def test_a_party_that_leaves_ends_every_other_party_with_a_typed_error(
     for name in still:
         assert isinstance(errors[name], SmcHmmError), (name, errors[name])
     assert any(isinstance(errors[n], TransportError) for n in still)
+
+
+# -- the benchmark (smc-hmm bench eigenvector), tiny and insecure ---------------------------
+
+
+def test_benchmark_reports_cosine_overhead_traffic_and_decoy_waste(tmp_path):
+    import argparse
+    import json
+
+    from smc_hmm.bench import eigenvector as bench
+
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    out = tmp_path / "eig.json"
+    args = parser.parse_args(
+        "--key-bits 512 --insecure --owners 2 --rows 6 --cols 20 --data digits "
+        f"--sweep 1.0 0.5 --json {out}".split()
+    )
+    assert bench.main(args) == 0
+    data = json.loads(out.read_text())
+    assert data["one_minus_cosine"] <= 1e-9
+    assert data["overhead_ratio"] > 1
+    assert data["per_party"]["trent"]["bytes_sent"] > 0
+    # an owner sends 3 messages a round (contribution, norm term, status) and one at the end
+    assert 3 * data["rounds"] + 1 == data["per_party"]["p1"]["messages_sent"]
+    assert [s["decoy_p"] for s in data["decoy_sweep"]] == [1.0, 0.5]
+    assert data["decoy_sweep"][0]["decoys"] == 0

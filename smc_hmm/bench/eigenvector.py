@@ -1,0 +1,302 @@
+"""``smc-hmm bench eigenvector``: the thesis's 4.1.1 eigenvector protocol against numpy.
+
+Runs the registered ``eigenvector`` protocol in-process (found by name, so this
+module never imports :mod:`protocols`): the key authority, Trent and
+``--owners`` data owners, each in its own thread, every message through the
+wire codec.  Data: scikit-learn's bundled digits (no download) in the
+thesis's orientation -- k = ``--rows`` features as rows, n = ``--cols``
+samples as columns, the columns split evenly over the owners (owner i holds
+its own samples) -- so the vector that crosses the network has length k and
+the eigenvector of M^T M (length n) stays split in the owners' shares.
+``--data random`` uses uniform [-1, 1] entries instead.
+
+Reports, in the same run: seconds to convergence and per round against a
+plaintext numpy power iteration with the same stopping test (the overhead
+ratio), 1 - cosine to numpy's principal eigenvector (SVD), bytes, messages
+and rounds per party, and, for each p of ``--sweep``, the rounds, decoys and
+iterations wasted on decoys (expected: real iterations x (1 - p) / p).  Key
+generation is not timed.  The machine's load average is recorded beside the
+timings (a shared machine slows every figure).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+
+import numpy as np
+
+from smc_hmm.bench.common import BenchResult, Row, check_key_bits, throwaway_keypair
+from smc_hmm.errors import ConfigError, InvalidInputError
+
+TARGET_SECONDS = 60.0
+TARGET_COSINE_GAP = 1e-9
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus")
+    parser.add_argument(
+        "--insecure", action="store_true", help="allow keys below 2048 bits (quick runs only)"
+    )
+    parser.add_argument("--owners", type=int, default=4, help="data owners N")
+    parser.add_argument("--rows", type=int, default=64, help="k: rows (digits: features)")
+    parser.add_argument("--cols", type=int, default=1797, help="n: columns (digits: samples)")
+    parser.add_argument("--decoy-p", type=float, default=0.8, help="probability of a real round")
+    parser.add_argument(
+        "--sweep",
+        type=float,
+        nargs="*",
+        default=[1.0, 0.9, 0.8, 0.6, 0.4],
+        help="decoy_p values for the wasted-iterations table (empty: skip)",
+    )
+    parser.add_argument("--data", choices=["digits", "random"], default="digits")
+    parser.add_argument("--tol", type=float, default=1e-7, help="the owners' convergence test")
+    parser.add_argument("--seed", type=int, default=0, help="random data and numpy's start")
+    parser.add_argument("--timeout", type=float, default=120.0, help="receive timeout (s)")
+    parser.add_argument(
+        "--protocol", default="eigenvector", help='registered name or "module:object"'
+    )
+    parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
+
+
+def load_data(kind: str, rows: int, cols: int, seed: int) -> tuple[np.ndarray, float]:
+    """(M, public bound on |entries|): digits features x samples, or uniform random."""
+    if rows < 2 or cols < 2:
+        raise InvalidInputError("--rows and --cols must be at least 2")
+    if kind == "random":
+        return np.random.default_rng(seed).uniform(-1, 1, (rows, cols)), 1.0
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError as e:  # the test extra has it; the benchmark names the fix
+        raise ConfigError("the digits data needs scikit-learn: pip install scikit-learn") from e
+    x = load_digits().data  # 1,797 samples x 64 features, values 0..16
+    if rows > x.shape[1] or cols > x.shape[0]:
+        raise InvalidInputError(f"digits has {x.shape[1]} features and {x.shape[0]} samples")
+    return x[:cols, :rows].T.copy(), 16.0
+
+
+def split(m: np.ndarray, owners: int) -> list[np.ndarray]:
+    if not 2 <= owners <= m.shape[1]:
+        raise InvalidInputError(f"--owners must be in [2, {m.shape[1]}]")
+    return [m[:, s] for s in np.array_split(np.arange(m.shape[1]), owners)]
+
+
+def numpy_eigenvector(m: np.ndarray) -> np.ndarray:
+    return np.linalg.svd(m, full_matrices=False)[2][0]
+
+
+def numpy_power_iteration(blocks, tol: float, seed: int) -> tuple[np.ndarray, int]:
+    """Plaintext eqs. 4.1-4.5 with the owners' stopping test (no encryption, no hardening)."""
+    rng = np.random.default_rng(seed)
+    alphas = [rng.standard_normal(b.shape[1]) for b in blocks]
+    s = math.sqrt(sum(a @ a for a in alphas))
+    alphas = [a / s for a in alphas]
+    previous = None
+    for t in range(1, 100_001):
+        u = sum(b @ a for b, a in zip(blocks, alphas))
+        ys = [b.T @ u for b in blocks]
+        norm = math.sqrt(sum(y @ y for y in ys))
+        alphas = [y / norm for y in ys]
+        d = u / np.linalg.norm(u)
+        if previous is not None and np.linalg.norm(d - previous) <= tol:
+            return np.concatenate(alphas), t
+        previous = d
+    raise InvalidInputError("numpy power iteration did not converge")
+
+
+def run_secure(protocol, blocks, max_abs, keypair, decoy_p, tol, timeout, min_key_bits):
+    from smc_hmm.runtime import run_protocol
+
+    owners = [f"p{i + 1}" for i in range(len(blocks))]
+    params = {
+        "owners": owners,
+        "cols": [b.shape[1] for b in blocks],
+        "rows": blocks[0].shape[0],
+        "max_abs": max_abs,
+        "decoy_p": decoy_p,
+        "tol": tol,
+        "max_rounds": 1000,
+    }
+    parties = {"authority": ("key_authority", None), "trent": ("arbitrator", None)}
+    for name, b in zip(owners, blocks):
+        parties[name] = ("owner", b)
+    t0 = time.perf_counter()
+    result = run_protocol(
+        protocol,
+        params,
+        parties,
+        keys={"authority": keypair},
+        timeout=timeout,
+        min_key_bits=min_key_bits,
+        meta={"benchmark": "eigenvector"},
+    )
+    elapsed = time.perf_counter() - t0
+    x = np.concatenate([result[o] for o in owners])
+    return result, x, elapsed
+
+
+def _gap(x, v) -> float:
+    return 1.0 - abs(float(x @ v)) / (np.linalg.norm(x) * np.linalg.norm(v))
+
+
+def main(args) -> int:
+    """The ``smc-hmm bench eigenvector`` entry point (exit code 0)."""
+    measure(args)
+    return 0
+
+
+def measure(args) -> BenchResult:
+    """Run the benchmark, print its tables, write ``--json``; the results."""
+    check_key_bits(args)
+    if not 0 < args.decoy_p <= 1 or not all(0 < p <= 1 for p in args.sweep):
+        raise InvalidInputError("decoy_p values must be in (0, 1]")
+    m, max_abs = load_data(args.data, args.rows, args.cols, args.seed)
+    blocks = split(m, args.owners)
+    v = numpy_eigenvector(m)
+    load_before = os.getloadavg()
+    keypair = throwaway_keypair(args.key_bits)
+    min_bits = min(args.key_bits, 2048)
+
+    # plaintext numpy power iteration, the same stopping test (median of 5)
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        x_np, it_np = numpy_power_iteration(blocks, args.tol, args.seed)
+        times.append(time.perf_counter() - t0)
+    np_total = statistics.median(times)
+
+    result, x, elapsed = run_secure(
+        args.protocol, blocks, max_abs, keypair, args.decoy_p, args.tol, args.timeout, min_bits
+    )
+    trent = result["trent"]
+    rounds, decoys = trent["rounds"], trent["decoys"]
+    gap = _gap(x, v)
+    cost = result.cost
+    per_party = {
+        name: {
+            "bytes_sent": d["bytes"]["sent"],
+            "bytes_recv": d["bytes"]["recv"],
+            "messages_sent": d["messages"]["sent"],
+            "rounds": d["rounds"],
+            "ops": d["ops"],
+            "wall_s": d["time"]["wall"],
+        }
+        for name, d in cost.parties.items()
+    }
+    sweep = []
+    for p in args.sweep:
+        r, xs, el = run_secure(
+            args.protocol, blocks, max_abs, keypair, p, args.tol, args.timeout, min_bits
+        )
+        t = r["trent"]
+        real = t["rounds"] - t["decoys"]
+        sweep.append(
+            {
+                "decoy_p": p,
+                "rounds": t["rounds"],
+                "decoys": t["decoys"],
+                "real_iterations": real,
+                "expected_wasted": real * (1 - p) / p,
+                "seconds": el,
+                "one_minus_cosine": _gap(xs, v),
+            }
+        )
+    load_after = os.getloadavg()
+
+    per_round = elapsed / rounds
+    np_per_it = np_total / it_np
+    rows = [
+        Row(
+            f"seconds to convergence (p = {args.decoy_p:g})",
+            elapsed,
+            np_total,
+            "s",
+            limit=TARGET_SECONDS if args.key_bits >= 2048 else None,
+            note=f"overhead {elapsed / np_total:.3g}x numpy; {rounds} rounds, {decoys} decoys",
+        ),
+        Row(
+            "seconds per round",
+            per_round,
+            np_per_it,
+            "s",
+            note=f"overhead {per_round / np_per_it:.3g}x numpy per iteration",
+        ),
+        Row(
+            "1 - cosine to numpy's eigenvector",
+            gap,
+            None,
+            "",
+            limit=TARGET_COSINE_GAP,
+            note=f"numpy power iteration: {_gap(x_np, v):.1e} in {it_np} iterations",
+        ),
+        Row("bytes, all parties", float(cost.bytes_total), None, "B"),
+        Row("rounds (causal depth)", float(cost.rounds), None, "rounds"),
+    ]
+    for s in sweep:
+        rows.append(
+            Row(
+                f"wasted on decoys, p = {s['decoy_p']:g}",
+                float(s["decoys"]),
+                None,
+                "rounds",
+                note=f"{s['rounds']} rounds, expected waste {s['expected_wasted']:.1f}, "
+                f"{s['seconds']:.1f} s",
+            )
+        )
+    bench = BenchResult(
+        benchmark="eigenvector",
+        key_bits=args.key_bits,
+        rows=rows,
+        params={
+            "owners": args.owners,
+            "rows_k": args.rows,
+            "cols_n": args.cols,
+            "data": args.data,
+            "layout": "k features as rows, n samples as columns split over the owners",
+            "decoy_p": args.decoy_p,
+            "tol": args.tol,
+        },
+        extra={
+            "seconds_to_convergence": elapsed,
+            "seconds_per_round": per_round,
+            "rounds": rounds,
+            "decoys": decoys,
+            "numpy_seconds": np_total,
+            "numpy_iterations": it_np,
+            "overhead_ratio": elapsed / np_total,
+            "overhead_ratio_per_iteration": per_round / np_per_it,
+            "one_minus_cosine": gap,
+            "per_party": per_party,
+            "bytes_total": cost.bytes_total,
+            "rounds_causal": cost.rounds,
+            "decoy_sweep": sweep,
+            "load_average": {"before": load_before, "after": load_after},
+            "cpus": os.cpu_count(),
+        },
+    )
+    bench.print_table()
+    _print_parties(per_party)
+    if args.json:
+        bench.write_json(args.json)
+    return bench
+
+
+def _print_parties(per_party: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="per party (the p = --decoy-p run)")
+    for col in ("party", "bytes sent", "bytes received", "messages sent", "rounds", "wall s"):
+        table.add_column(col, justify="left" if col == "party" else "right")
+    for name, d in per_party.items():
+        table.add_row(
+            name,
+            str(d["bytes_sent"]),
+            str(d["bytes_recv"]),
+            str(d["messages_sent"]),
+            str(d["rounds"]),
+            f"{d['wall_s']:.2f}",
+        )
+    Console().print(table)
