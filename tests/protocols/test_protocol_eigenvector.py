@@ -451,3 +451,31 @@ def test_benchmark_reports_cosine_overhead_traffic_and_decoy_waste(tmp_path):
     assert 3 * data["rounds"] + 1 == data["per_party"]["p1"]["messages_sent"]
     assert [s["decoy_p"] for s in data["decoy_sweep"]] == [1.0, 0.5]
     assert data["decoy_sweep"][0]["decoys"] == 0
+
+
+@pytest.mark.slow
+def test_owners_trent_and_key_authority_as_processes_over_mutual_tls(tmp_path):
+    from smc_hmm.runtime import launch, write_config
+
+    blocks = random_blocks(30, k=4, cols=(5, 6))
+    params, _ = setup(blocks, reveal_to_trent=True)
+    parties = {"authority": {"kind": "key_authority"}, "trent": {"kind": "trent"}}
+    for name, b in zip(params["owners"], blocks):
+        np.save(tmp_path / f"{name}.npy", b)
+        parties[name] = {"kind": "data_owner", "data": f"{name}.npy"}
+    config = write_config(
+        tmp_path / "parties.toml",
+        "eigenvector",
+        parties,
+        params=params,
+        key_bits=512,
+        insecure=True,
+        timeout=20,
+        connect_timeout=20,
+    )
+    result = launch(config, timeout=120)
+    x = np.concatenate([np.asarray(result[o]) for o in params["owners"]])
+    assert cosine(x, eig.principal_eigenvector(np.hstack(blocks))) >= COSINE
+    np.testing.assert_allclose(result["trent"]["eigenvector"], x)
+    assert result["authority"] is None
+    assert set(result.pids) == set(parties)
