@@ -12,8 +12,8 @@ iteration.  The eigenvector x (length n) stays split in shares alpha_i
     u      = sum_i A_i alpha_i                      (length k: through Trent)
     alpha_i <- A_i^T u / sqrt(sum_j ||A_j^T u||^2)  (each owner locally, eq. 4.5)
 
-so everything that crosses the network has length k, not n: the ciphertext
-count per iteration is N k + 2 N + k + 1 whatever the number of samples.
+so everything that crosses the network has length k, not n: per round each
+owner sends k + 1 ciphertexts and receives k + 1, whatever the number of samples.
 
 Roles (party names are public parameters, :class:`Params`):
 
@@ -490,8 +490,9 @@ def owner(ctx, a, params: Params) -> np.ndarray:
     msg = params.messages()
     k, n_i = a.shape
     pk = ctx.recv(params.key_authority, msg["pk"])  # step 1
-    p, q = ctx.recv(params.key_authority, msg["sk"])  # step 2
-    if not (isinstance(p, int) and isinstance(q, int) and p * q == pk.n and 1 < p < pk.n):
+    key = ctx.recv(params.key_authority, msg["sk"])  # step 2
+    p, q = key if len(key) == 2 else (0, 0)
+    if not (isinstance(p, int) and isinstance(q, int) and 1 < p < pk.n and p * q == pk.n):
         raise ProtocolError("the key authority's private key does not match its public key")
     sk = PrivateKey(pk, p, q)
     rng = _numpy_rng(ctx)
