@@ -208,6 +208,29 @@ def test_transcripts_do_not_depend_on_general_data(keypair_512):
     assert outputs[0]["rounds"] > 5 and outputs[0]["decoys"] >= 1
 
 
+def test_decoy_and_real_rounds_send_identical_frames(keypair_512):
+    """Within one run, every vector Trent sends -- real, replayed or decoy -- has the same
+    masked frame and the same length (only the causal depth, public, grows)."""
+    import msgpack
+    from transcript_harness import masked_frame, recorder
+
+    blocks = random_blocks(16)
+    params, _ = setup(blocks, decoy_p=0.5)
+    declared = {m.tag: m for m in Params.from_config(params).messages().values()}
+    frames, wrap = recorder()
+    result = run(keypair_512, blocks, wrap_transport=wrap)
+    assert 0 < result["trent"]["decoys"] < result["trent"]["rounds"]
+    for (receiver, sender), link in frames.items():
+        by_tag: dict = {}
+        for frame in link:
+            masked = masked_frame(frame, declared)
+            depth = len(msgpack.packb(masked.pop("d")))  # a public counter of varying width
+            by_tag.setdefault(masked["t"], set()).add((repr(masked), len(frame) - depth))
+        for tag, variants in by_tag.items():
+            if tag != "sk":  # the key message is sent once
+                assert len(variants) == 1, (receiver, sender, tag, variants)
+
+
 def _views(keypair, blocks, **options):
     result = run(keypair, blocks, record_views=True, **options)
     return result, result.views
