@@ -8,8 +8,10 @@ Four owners, the arbitrator Trent and the key authority (which generates the
 Paillier key pair, hands the private key to the owners and leaves) run as
 separate processes over mutual TLS (``smc-hmm launch``); every hardening of
 the thesis is on (encryption, Trent's random scaling, padding, decoys with
-p = 0.8).  Each owner prints its share of the eigenvector of M^T M; this
-script gathers them and compares with numpy's.
+p = 0.8), and the 64-entry vectors travel packed (as many values per
+ciphertext as the key holds: 21 at 2048 bits).  Each owner prints its share
+of the eigenvector of M^T M; this script gathers them and compares with
+numpy's.
 
 All in one go (writes DIR, launches, checks)::
 
@@ -42,6 +44,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 import numpy as np  # noqa: E402
 
+from protocols import eigenvector  # noqa: E402
 from smc_hmm.runtime import launch, write_config  # noqa: E402
 
 OWNERS = 4
@@ -67,17 +70,20 @@ def setup(directory: Path, key_bits: int, insecure: bool, owners: int, decoy_p: 
         parties[name] = {"kind": "data_owner", "data": f"{name}.npy"}
     _, _, vt = np.linalg.svd(m, full_matrices=False)
     np.save(directory / "expected.npy", vt[0])
+    params = {
+        "owners": names,
+        "cols": [b.shape[1] for b in blocks],
+        "rows": m.shape[0],
+        "max_abs": 16.0,
+        "decoy_p": decoy_p,
+    }
+    # pack the 64-entry vectors into as few ciphertexts as the key holds (public: key size)
+    params["slots"] = eigenvector.Params.from_config(params).max_slots(key_bits)
     return write_config(
         directory / "parties.toml",
         "eigenvector",
         parties,
-        params={
-            "owners": names,
-            "cols": [b.shape[1] for b in blocks],
-            "rows": m.shape[0],
-            "max_abs": 16.0,
-            "decoy_p": decoy_p,
-        },
+        params=params,
         key_bits=key_bits,
         insecure=insecure,
         timeout=120,

@@ -58,6 +58,15 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--protocol", default="eigenvector", help='registered name or "module:object"'
     )
+    parser.add_argument(
+        "--slots",
+        type=int,
+        default=0,
+        help="values per ciphertext of the k-vectors (0: as many as the key holds; 1: none)",
+    )
+    parser.add_argument(
+        "--no-unpacked", action="store_true", help="skip the comparison run without packing"
+    )
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
 
 
@@ -106,11 +115,9 @@ def numpy_power_iteration(blocks, tol: float, seed: int) -> tuple[np.ndarray, in
     raise InvalidInputError("numpy power iteration did not converge")
 
 
-def run_secure(protocol, blocks, max_abs, keypair, decoy_p, tol, timeout, min_key_bits):
-    from smc_hmm.runtime import run_protocol
-
+def protocol_params(blocks, max_abs, decoy_p, tol, slots) -> dict:
     owners = [f"p{i + 1}" for i in range(len(blocks))]
-    params = {
+    return {
         "owners": owners,
         "cols": [b.shape[1] for b in blocks],
         "rows": blocks[0].shape[0],
@@ -118,7 +125,22 @@ def run_secure(protocol, blocks, max_abs, keypair, decoy_p, tol, timeout, min_ke
         "decoy_p": decoy_p,
         "tol": tol,
         "max_rounds": 1000,
+        "slots": slots,
     }
+
+
+def auto_slots(protocol, blocks, max_abs, tol, key_bits) -> int:
+    """The most values per ciphertext a key of ``key_bits`` holds (the protocol's own plan)."""
+    from smc_hmm.protocol import find
+
+    params = find(protocol).params(protocol_params(blocks, max_abs, 1.0, tol, 1))
+    return params.max_slots(key_bits) if hasattr(params, "max_slots") else 1
+
+
+def run_secure(protocol, params, blocks, keypair, timeout, min_key_bits):
+    from smc_hmm.runtime import run_protocol
+
+    owners = params["owners"]
     parties = {"authority": ("key_authority", None), "trent": ("arbitrator", None)}
     for name, b in zip(owners, blocks):
         parties[name] = ("owner", b)
@@ -152,6 +174,8 @@ def measure(args) -> BenchResult:
     check_key_bits(args)
     if not 0 < args.decoy_p <= 1 or not all(0 < p <= 1 for p in args.sweep):
         raise InvalidInputError("decoy_p values must be in (0, 1]")
+    if args.slots < 0:
+        raise InvalidInputError("--slots must be >= 0 (0: as many as the key holds)")
     m, max_abs = load_data(args.data, args.rows, args.cols, args.seed)
     blocks = split(m, args.owners)
     v = numpy_eigenvector(m)
@@ -167,9 +191,24 @@ def measure(args) -> BenchResult:
         times.append(time.perf_counter() - t0)
     np_total = statistics.median(times)
 
-    result, x, elapsed = run_secure(
-        args.protocol, blocks, max_abs, keypair, args.decoy_p, args.tol, args.timeout, min_bits
-    )
+    slots = args.slots or auto_slots(args.protocol, blocks, max_abs, args.tol, args.key_bits)
+
+    def secure(p, slots=slots):
+        params = protocol_params(blocks, max_abs, p, args.tol, slots)
+        return run_secure(args.protocol, params, blocks, keypair, args.timeout, min_bits)
+
+    result, x, elapsed = secure(args.decoy_p)
+    unpacked = None
+    if slots > 1 and not args.no_unpacked:  # the same run without packing, for comparison
+        r1, x1, el1 = secure(args.decoy_p, 1)
+        unpacked = {
+            "seconds": el1,
+            "rounds": r1["trent"]["rounds"],
+            "decoys": r1["trent"]["decoys"],
+            "seconds_per_round": el1 / r1["trent"]["rounds"],
+            "bytes_total": r1.cost.bytes_total,
+            "one_minus_cosine": _gap(x1, v),
+        }
     trent = result["trent"]
     rounds, decoys = trent["rounds"], trent["decoys"]
     gap = _gap(x, v)
@@ -187,9 +226,7 @@ def measure(args) -> BenchResult:
     }
     sweep = []
     for p in args.sweep:
-        r, xs, el = run_secure(
-            args.protocol, blocks, max_abs, keypair, p, args.tol, args.timeout, min_bits
-        )
+        r, xs, el = secure(p)
         t = r["trent"]
         real = t["rounds"] - t["decoys"]
         sweep.append(
@@ -232,6 +269,20 @@ def measure(args) -> BenchResult:
             note=f"numpy power iteration: {_gap(x_np, v):.1e} in {it_np} iterations",
         ),
         Row("bytes, all parties", float(cost.bytes_total), None, "B"),
+        *(
+            [
+                Row(
+                    "seconds per round, unpacked (slots = 1)",
+                    unpacked["seconds_per_round"],
+                    None,
+                    "s",
+                    note=f"{unpacked['rounds']} rounds in {unpacked['seconds']:.1f} s, "
+                    f"{unpacked['bytes_total']} B; packed: {slots} slots",
+                )
+            ]
+            if unpacked
+            else []
+        ),
         Row("rounds (causal depth)", float(cost.rounds), None, "rounds"),
     ]
     for s in sweep:
@@ -257,6 +308,7 @@ def measure(args) -> BenchResult:
             "layout": "k features as rows, n samples as columns split over the owners",
             "decoy_p": args.decoy_p,
             "tol": args.tol,
+            "slots": slots,
         },
         extra={
             "seconds_to_convergence": elapsed,
@@ -272,6 +324,7 @@ def measure(args) -> BenchResult:
             "bytes_total": cost.bytes_total,
             "rounds_causal": cost.rounds,
             "decoy_sweep": sweep,
+            "unpacked": unpacked,
             "load_average": {"before": load_before, "after": load_after},
             "cpus": os.cpu_count(),
         },

@@ -116,16 +116,37 @@ def test_every_hardening_can_be_switched_off_and_stays_correct(keypair_512, opti
         assert result["trent"]["decoys"] == 0
 
 
-@pytest.mark.parametrize("n_owners", [2, 4])
-def test_agrees_with_numpy_on_the_digits_data(keypair_512, n_owners):
+@pytest.mark.parametrize(("n_owners", "packed"), [(2, False), (4, False), (4, True)])
+def test_agrees_with_numpy_on_the_digits_data(keypair_512, n_owners, packed):
     from sklearn.datasets import load_digits
 
     m = load_digits().data.T  # k = 64 features (rows) x 1,797 samples (columns)
     blocks = [m[:, s] for s in np.array_split(np.arange(m.shape[1]), n_owners)]
-    result = run(keypair_512, blocks, max_abs=16.0, decoy_p=0.8, max_rounds=60)
+    options = {"max_abs": 16.0, "decoy_p": 0.8, "max_rounds": 60}
+    if packed:
+        options["slots"] = Params.from_config(setup(blocks, **options)[0]).max_slots(512)
+        assert options["slots"] > 1
+    result = run(keypair_512, blocks, **options)
     x = gathered(result, n_owners)
     assert x.shape == (1797,)
     assert cosine(x, eig.principal_eigenvector(m)) >= COSINE
+    if packed:  # 64 values in ceil(64 / slots) ciphertexts per vector, plus the norm
+        per_round = -(-64 // options["slots"]) + 1
+        ops = result.cost.ops("p1")
+        assert ops["decrypt"] == ops["encrypt"] == per_round * result["trent"]["rounds"] + 1
+
+
+def test_packing_agrees_with_numpy_and_refuses_a_key_too_small(keypair_512):
+    blocks = random_blocks(17, k=7, cols=(5, 6, 4))
+    params = Params.from_config(setup(blocks)[0])
+    slots = params.max_slots(512)
+    assert 1 < slots <= 7
+    result = run(keypair_512, blocks, slots=slots, decoy_p=0.6)
+    assert cosine(gathered(result, 3), eig.principal_eigenvector(np.hstack(blocks))) >= COSINE
+    assert result["trent"]["decoys"] >= 1  # decoy noise added slot-wise
+    assert params.max_slots(2048) > slots
+    with pytest.raises(SmcHmmError, match="bits|plaintext space"):
+        run(keypair_512, blocks, slots=slots + 1)
 
 
 def test_plaintext_power_iteration_matches_numpy():
@@ -194,10 +215,11 @@ def test_transcripts_do_not_depend_on_the_data_with_every_hardening(keypair_512)
     assert not np.allclose(outputs[0]["eigenvector"], outputs[1]["eigenvector"])
 
 
-def test_transcripts_do_not_depend_on_general_data(keypair_512):
+@pytest.mark.parametrize("slots", [1, 3])
+def test_transcripts_do_not_depend_on_general_data(keypair_512, slots):
     blocks = random_blocks(6, k=4, cols=(4, 4))
     other = [-0.5 * b for b in blocks]  # other values, same spectrum shape
-    options = {"padding": False, "decoy_p": 0.7}
+    options = {"padding": False, "decoy_p": 0.7, "slots": slots}
     params, _ = setup(blocks, **options)
     outputs = []
     assert_same_transcripts(
@@ -208,17 +230,18 @@ def test_transcripts_do_not_depend_on_general_data(keypair_512):
     assert outputs[0]["rounds"] > 5 and outputs[0]["decoys"] >= 1
 
 
-def test_decoy_and_real_rounds_send_identical_frames(keypair_512):
+@pytest.mark.parametrize("slots", [1, 2])
+def test_decoy_and_real_rounds_send_identical_frames(keypair_512, slots):
     """Within one run, every vector Trent sends -- real, replayed or decoy -- has the same
     masked frame and the same length (only the causal depth, public, grows)."""
     import msgpack
     from transcript_harness import masked_frame, recorder
 
     blocks = random_blocks(16)
-    params, _ = setup(blocks, decoy_p=0.5)
+    params, _ = setup(blocks, decoy_p=0.5, slots=slots)
     declared = {m.tag: m for m in Params.from_config(params).messages().values()}
     frames, wrap = recorder()
-    result = run(keypair_512, blocks, wrap_transport=wrap)
+    result = run(keypair_512, blocks, wrap_transport=wrap, decoy_p=0.5, slots=slots)
     assert 0 < result["trent"]["decoys"] < result["trent"]["rounds"]
     for (receiver, sender), link in frames.items():
         by_tag: dict = {}
