@@ -485,7 +485,7 @@ def test_benchmark_reports_cosine_overhead_traffic_and_decoy_waste(tmp_path):
     bench.add_arguments(parser)
     out = tmp_path / "eig.json"
     args = parser.parse_args(
-        "--key-bits 512 --insecure --owners 2 --rows 6 --cols 20 --data digits "
+        "--key-bits 512 --insecure --owners 2 --rows 6 --cols 20 --data digits --repeats 1 "
         f"--sweep 1.0 0.5 --json {out}".split()
     )
     assert bench.main(args) == 0
