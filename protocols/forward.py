@@ -79,9 +79,10 @@ Who learns what (semi-honest Alice and Bob, not colluding):
   (g - 53) ln 2 nats of the leading state of its model (g = 1,812 bits, about
   1,200 nats, at 2048 bits).  A possible state that falls further behind is
   not silently forgotten: Alice keeps a rigorous bound on the mass that left
-  the exponent's range (:class:`_DroppedMass`: it grows by at most the largest
-  blinded emission, less the blinded leading value, plus the blinds' spread
-  R + K ln 2 per step), and if that mass could reach 2^-40 of the result she
+  the exponent's range (:class:`_DroppedMass`: carried to the end by the
+  largest blinded emission plus K ln 2 per step and compared with her final
+  value; Bob's accumulated additive blinds cancel out of the bound), and if
+  that mass could reach 2^-40 of the result she
   finishes the protocol (so Bob's view does not change) and then raises
   PrecisionError naming the limit.  So an impossible sequence gives -inf, a
   possible one never does, and a returned log P is within 2^-40 relative.  ``smc-hmm bench
@@ -498,7 +499,7 @@ def alice(
                 v, c, dropped = alice_exp_values(y[seg], prec, g)
                 values.extend(v)
                 shifts[k] += c
-                bounds[k].drop(dropped, t)
+                bounds[k].drop(dropped, shifts[k], t)
             ctx.send(peer, msg["exp"], CipherArray.encrypt_encoded(pk, values, g, 1 << g))
             if t == n_steps - 1:
                 break
@@ -511,7 +512,7 @@ def alice(
                 for s, e in zip(sums, emit[t + 1])
             ]
             for k, seg in enumerate(spec.segments):
-                bounds[k].step(emit[t + 1][seg], y[seg])
+                bounds[k].step(emit[t + 1][seg])
     with ctx.phase("termination"):
         # Step 4: log of the final sum plus Alice's total shift
         finals = ctx.recv(peer, msg["final"]).decrypt_ints(sk)
@@ -531,54 +532,65 @@ def alice(
             ints = ctx.recv(peer, msg["result"]).decrypt_ints(sk)
             result = [-math.inf if v < zero // 2 else int(v) / (1 << prec.f) for v in ints]
     for k, bound in enumerate(bounds):  # after the protocol: Bob's view is the same either way
-        bound.check(k, g, pk.bits)
+        bound.check(k, None if finals[k] == 0 else out[k], g, pk.bits)
     return result
 
 
 class _DroppedMass:
     """Alice's rigorous bound on the mass her exponent could not carry (module docstring).
 
-    ``log_ratio`` bounds ln(lost mass / largest state mass) of one model.  New
-    drops enter with their blinded gap plus the spread of Bob's blinds; each
-    step multiplies the lost mass by at most max_j b_j(x) <= e^(max_j emit_j)
-    (the emission blinds are >= 0) while the largest mass shrinks by at most
-    e^(-c_(t+1) + spread).  The run fails if the bound exceeds 2^-40 at the end.
+    Per model, with alpha_t(i) = exp(y_t(i) + C_t - rho_t(i)) (``C`` her shifts,
+    ``rho`` Bob's accumulated blinds): a state dropped at step t held at most
+    D = exp(y_t(i) + C_t - rho_min,t) and adds at most D prod_(s>t) max_j b_j(x_s)
+    to P (rows of A sum to one).  Bob's smallest blind grows by m_s = min_j
+    (log beta'_j + gamma_s(j)) per step, and for the likeliest state j*
+    log b_j*(x_s) + m_s <= emit_s(j*) + log beta'_j* <= max_j emit_s(j) + K ln 2,
+    while her final value is log P~ + rho_min,T-1 + log beta'_final.  So every
+    unknown blind cancels but the multiplicative ones: ``log_mass`` carries
+    ln sum_t D_t e^(rho_min,t) prod_s (max_j emit_s(j) + K ln 2), and the run
+    fails if log_mass + K ln 2 - (her final value) exceeds ln 2^-40.
     """
 
     TOLERANCE = -40 * math.log(2)
 
     def __init__(self, prec: PrecisionParams):
         self.prec = prec
-        self.spread = prec.blind_nats + prec.blind_octaves * math.log(2)
-        self.log_ratio = -math.inf
+        self.slack = prec.blind_octaves * math.log(2)  # K ln 2: one multiplicative blind
+        self.log_mass = -math.inf
         self.first_drop: int | None = None
 
-    def drop(self, dropped: float, t: int) -> None:
+    def drop(self, dropped: float, shift: int, t: int) -> None:
+        """States dropped at step t: ``dropped`` nats relative to the shift c_t, and
+        ``shift`` = C_(t+1) = C_t + c_t (scale f)."""
         if dropped > -math.inf:
-            self.log_ratio = np.logaddexp(self.log_ratio, dropped + self.spread)
+            mass = dropped + shift / (1 << self.prec.f)
+            self.log_mass = float(np.logaddexp(self.log_mass, mass))
             self.first_drop = t if self.first_drop is None else self.first_drop
 
-    def step(self, emit, y) -> None:
-        """Carry the bound to the next step (blinded emissions and new values)."""
-        if self.log_ratio == -math.inf:
+    def step(self, emit) -> None:
+        """Carry the dropped mass through one more step's blinded emissions."""
+        if self.log_mass == -math.inf:
             return
-        f, prec = 1 << self.prec.f, self.prec
-        emits = [int(e) / f for e in emit if not prec.is_log_zero(int(e))]
-        finite = [int(v) / f for v in y if not prec.is_log_zero(int(v))]
-        if not emits:  # every emission is zero: the lost mass is zero too
-            self.log_ratio = -math.inf
-        elif not finite:  # all carried mass vanished while lost mass remains
-            self.log_ratio = math.inf
+        prec = self.prec
+        emits = [int(e) for e in emit if not prec.is_log_zero(int(e))]
+        if not emits:  # every emission is zero: the dropped mass is gone too
+            self.log_mass = -math.inf
         else:
-            self.log_ratio += max(emits) - max(finite) + self.spread
+            self.log_mass += max(emits) / (1 << prec.f) + self.slack
 
-    def check(self, model: int, g: int, key_bits: int) -> None:
-        if self.log_ratio > self.TOLERANCE:
+    def check(self, model: int, final: int | None, g: int, key_bits: int) -> None:
+        """``final``: Alice's final value of the model at scale f (None: it is zero)."""
+        if self.log_mass == -math.inf:
+            return
+        ratio = (
+            math.inf if final is None else self.log_mass + self.slack - final / (1 << self.prec.f)
+        )
+        if ratio > self.TOLERANCE:
             raise PrecisionError(
                 f"model {model}: from step {self.first_drop + 1} on, a possible state fell more "
                 f"than {g - 53} bits (~{(g - 53) * math.log(2):.0f} nats) behind the leading "
                 f"state, the exponent range of a {key_bits}-bit key, and its mass could reach "
-                f"e^{self.log_ratio:.0f} of the result (above 2^-40): it could not be carried "
+                f"e^{ratio:.0f} of the result (above 2^-40): it could not be carried "
                 "exactly; use a larger key"
             )
 

@@ -636,3 +636,34 @@ def test_diagonal_models_send_only_x_and_x_squared(keypair_1024):
     (enc_obs,) = [p for _, t, p in result.views["bob"] if t == "fw.obs"]
     groups = len(_spec([diag]).frame_groups(8))  # frames packed into slots
     assert enc_obs.shape == (groups, 2 * 4) and groups < 8
+
+
+def _recovering_model(rng):
+    """States 0 and 1 explain symbol 0; the isolated state 2 (A[2, 2] = 1) emits it with
+    probability 1e-6..1e-2, so it falls 5-14 nats behind per step, and it alone emits
+    symbol 2: a tail of 2s makes the dropped state the only possible one."""
+    stay = rng.uniform(0.5, 0.99)
+    a = np.array([[stay, 1 - stay, 0.0], [1 - stay, stay, 0.0], [0.0, 0.0, 1.0]])
+    b = np.array([[0.9, 0.1, 0.0], [0.6, 0.4, 0.0], [10 ** rng.uniform(-6, -2), 0.1, 0.5]])
+    b /= b.sum(axis=1, keepdims=True)
+    return DiscreteHMM(rng.dirichlet(np.ones(3)), a, b)
+
+
+def test_the_dropped_mass_bound_never_lets_an_inexact_score_through(keypair_512):
+    """At 512 bits the exponent carries few nats: state 2 drops in most runs.  Every run
+    either raises PrecisionError or is exact, and both outcomes occur."""
+    rng = np.random.default_rng(2026)
+    outcomes = {"exact": 0, "refused": 0}
+    for _ in range(14):
+        model = _recovering_model(rng)
+        tail = [int(rng.choice([1, 2]))] * int(rng.integers(1, 4))
+        obs = np.array([0] * int(rng.integers(5, 60)) + tail)
+        plain = log_likelihood(model, obs)
+        try:
+            result = run_forward(keypair_512, [model], obs)
+        except PrecisionError:
+            outcomes["refused"] += 1
+            continue
+        assert abs(result.outputs["alice"][0] - plain) <= 1e-9 * abs(plain)
+        outcomes["exact"] += 1
+    assert outcomes["exact"] > 0 and outcomes["refused"] > 0, outcomes
