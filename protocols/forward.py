@@ -108,7 +108,6 @@ from protocols.primitives import (
     log_blinds,
     log_fixed,
     unblind_weights,
-    unblinded_sums,
 )
 from smc_hmm.crypto import CipherArray, PublicKey, fixedpoint
 from smc_hmm.crypto.fixedpoint import ldexp_int
@@ -297,6 +296,15 @@ class ForwardSpec:
             slots = [self.plan.unpack(int(v), len(group)) for v in row]
             out += [[s[k] for s in slots] for k in range(len(group))]
         return out
+
+    def randomizers_needed(self, length: int) -> dict[str, int]:
+        """Fresh randomizers each role draws in a run of ``length`` frames (with ``reveal``):
+        what an offline phase precomputes once the key is known (public sizes only)."""
+        groups, models = len(self.frame_groups(length)), len(self.states)
+        return {
+            "alice": groups * self.n_inputs + length * self.total + models,
+            "bob": groups * self.total + (length - 1) * self.total + 2 * models,
+        }
 
     def final_log_bound(self, length: int) -> int:
         return 4 * (length + 1) << (self.prec.log_bound_bits + self.prec.f)
@@ -655,14 +663,10 @@ def bob(
             enc_v = ctx.recv(peer, msg["exp"])
             if t == n_steps - 1:
                 break
-            # Step 3: the LOGSUM's combination (unblinding folded in), blinded for the log
-            sums, mins = zip(
-                *(
-                    unblinded_sums(enc_v[seg], transmats[k], rho[seg], prec)
-                    for k, seg in enumerate(spec.segments)
-                )
-            )
-            blinded, betas = blind_for_log(CipherArray.concatenate(sums), ctx.rng, prec)
+            # Step 3: the LOGSUM's combination (unblinding folded in), blinded for the log;
+            # every model's block at once, spread over the compute lanes
+            sums, mins = _unblinded_sums(enc_v, transmats, rho, spec)
+            blinded, betas = blind_for_log(sums, ctx.rng, prec)
             ctx.send(peer, msg["sum"], blinded.rerandomize())
             # rho_(t+1)(j) = rho_min + log(beta_j / 2^B); the next gamma joins at the top
             rho = [
@@ -672,13 +676,9 @@ def bob(
             ]
     with ctx.phase("termination"):
         # Step 4: S = sum_j e^-(rho_j - rho_min) V_j per model, blinded by beta
-        finals, mins = zip(
-            *(
-                unblinded_sums(enc_v[seg], np.ones((len(rho[seg]), 1)), rho[seg], prec)
-                for seg in spec.segments
-            )
-        )
-        blinded, betas = blind_for_log(CipherArray.concatenate(finals), ctx.rng, prec)
+        ones = [np.ones((len(rho[seg]), 1)) for seg in spec.segments]
+        finals, mins = _unblinded_sums(enc_v, ones, rho, spec)
+        blinded, betas = blind_for_log(finals, ctx.rng, prec)
         ctx.send(peer, msg["final"], blinded.rerandomize())
         offsets = [m + log_fixed(b, prec.f) - beta_offset for m, b in zip(mins, betas)]
         enc_log = ctx.recv(peer, msg["log"])
@@ -688,6 +688,18 @@ def bob(
                 peer, msg["result"], log_p.rerandomize().with_bound(spec.final_log_bound(n_steps))
             )
     return log_p
+
+
+def _unblinded_sums(enc_v: CipherArray, transmats, rho, spec: ForwardSpec):
+    """Bob: every model's E(sum_l round(2^h a_lj e^-(rho_l - rho_min)) V_l) as one batch
+    (:func:`~protocols.primitives.unblinded_sums` per model, blocks spread over the lanes),
+    and each model's rho_min."""
+    blocks, mins = [], []
+    for a, seg in zip(transmats, spec.segments):
+        weights, rho_min = unblind_weights(a, rho[seg], spec.prec)
+        blocks.append((enc_v[seg], weights.T))
+        mins.append(rho_min)
+    return CipherArray.lincomb_blocks(blocks, spec.prec.weight_scale), mins
 
 
 # -- the plugin ------------------------------------------------------------------------------

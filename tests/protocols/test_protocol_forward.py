@@ -667,3 +667,34 @@ def test_the_dropped_mass_bound_never_lets_an_inexact_score_through(keypair_512)
         assert abs(result.outputs["alice"][0] - plain) <= 1e-9 * abs(plain)
         outcomes["exact"] += 1
     assert outcomes["exact"] > 0 and outcomes["refused"] > 0, outcomes
+
+
+def test_an_offline_phase_precomputes_every_randomizer(keypair_1024):
+    """Pools filled from the public sizes alone (randomizers_needed) cover the whole run:
+    online, Alice encrypts and Bob re-randomises without computing one r^n."""
+    from smc_hmm.crypto import DJNRandomizer, RandomizerPool, Rng
+
+    rng = np.random.default_rng(77)
+    models = [random_gaussian(rng, n, 2, "diag") for n in (2, 3)]
+    obs, _ = models[0].sample(9, rng)
+    pk, sk = keypair_1024
+    need = _spec(models).randomizers_needed(len(obs))
+    own = pk.randomizer
+    alice_pool = RandomizerPool(own, capacity=need["alice"])
+    bob_pool = RandomizerPool(DJNRandomizer(pk.n_mpz, Rng.seeded(6)), capacity=need["bob"])
+    alice_pool.fill()
+    bob_pool.fill()
+    pk.use_randomizer(alice_pool)
+    try:
+        result = simulate(
+            {"alice": forward.alice, "bob": forward.bob},
+            args={"alice": (obs,), "bob": (models,)},
+            keys={"alice": (pk, sk)},
+            randomizers={"bob": {pk.fingerprint: bob_pool}},
+            min_key_bits=512,
+        )
+    finally:
+        pk.use_randomizer(own)  # the session's key goes back to its own randomizer
+    check_against_plaintext(result, models, obs, sk)
+    assert alice_pool.misses == 0 and bob_pool.misses == 0
+    assert len(alice_pool) == 0 and len(bob_pool) == 0  # the counts are exact
