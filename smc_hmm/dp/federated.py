@@ -97,9 +97,13 @@ def unflatten_counts(model: HMM, vector: np.ndarray) -> ExpectedCounts:
     """The inverse of :func:`flatten_counts` (structural zeros stay 0; a full covariance's
     upper triangle is mirrored)."""
     vector = np.asarray(vector, dtype=float)
+    layout = count_layout(model)
+    expected = sum(int(mask.sum()) for _, _, mask in layout)
+    if vector.shape != (expected,):
+        raise AggregateInputError(f"a count vector of shape {vector.shape}, expected ({expected},)")
     out: dict[str, np.ndarray] = {}
     at = 0
-    for name, shape, mask in count_layout(model):
+    for name, shape, mask in layout:
         arr = np.zeros(shape)
         k = int(mask.sum())
         arr[mask] = vector[at : at + k]
@@ -108,8 +112,6 @@ def unflatten_counts(model: HMM, vector: np.ndarray) -> ExpectedCounts:
         if name == "obs_sq_sum" and full:
             arr = np.triu(arr) + np.swapaxes(np.triu(arr, 1), 1, 2)
         out[name] = arr
-    if at != vector.size:
-        raise AggregateInputError(f"a count vector of {vector.size} entries, expected {at}")
     return ExpectedCounts(
         initial=out["initial"],
         transitions=out["transitions"],
