@@ -274,3 +274,26 @@ def test_dp_sum_transcripts_and_errors(keypair_512):
         SumParams(("p1",), "trent", 1, (1.0,))
     with pytest.raises(PrivacyParameterError):
         SumParams(("p1", "p2"), "trent", 1, (math.nan,))
+
+
+def test_bench_smoke(tmp_path):
+    import argparse
+    import json
+
+    pytest.importorskip("sklearn")
+    from smc_hmm.bench import aggregate as bench
+
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    path = tmp_path / "aggregate.json"
+    args = parser.parse_args(
+        ["--part", "cost", "--key-bits", "512", "--insecure", "--owners", "2", "--json", str(path)]
+    )
+    assert bench.main(args) == 0
+    data = json.loads(path.read_text())
+    cost = data["cost"]["aggregate"]["2"]
+    assert set(cost["parties"]) == {"p1", "p2", "trent", "dave"}
+    assert cost["parties"]["trent"]["ops"]["decrypt"] >= 31  # eta + s, d = 31
+    assert data["cost"]["dp_sum"]["length"] == 2 + 4 + 12
+    with pytest.raises(Exception, match="insecure"):
+        bench.main(parser.parse_args(["--part", "cost", "--key-bits", "512"]))
