@@ -108,6 +108,22 @@ E_O(n~) himself, so the owners need not decrypt a~ (the thesis's step 1.5); the 
 otherwise give pi_1 away to Trent); r and pi_2 are kept as in the thesis (pi_2 hides j~
 from P_1 if the indicator vector were ever opened).
 
+**dp_sum** (:data:`DP_SUM`, one E-step of federated DP Baum-Welch,
+:mod:`smc_hmm.dp.federated`).  Roles: the curator (key holder, pk_C), the lead owner
+P_1 (adds the noise) and the owners.  Public: the names, the vector ``length``, the
+Laplace scale of every entry (``noise_scales``: Delta_c / eps_c of its count component,
+seed 000's sensitivities), ``max_abs`` (a bound on every owner's entries, from public
+maxima of sequences, length and feature norm) and ``scale``.  Messages: 1. curator ->
+owners ``fed.pk``; 2. owner j -> P_1 ``fed.counts`` E_C(c_j); 3. P_1 -> curator
+``fed.total`` E_C(sum_j c_j + noise), re-randomised, the noise Laplace per entry (cut at
+``clip`` = 50 scales, a delta of about d e^-50).  The curator decrypts only the noisy
+total (the DP release; the M-step and the next model are post-processing, public).  P_1
+sees only ciphertexts under pk_C, the other owners only pk_C.  Coalitions: curator + P_1
+recover the noiseless total (P_1 knows the noise) and every owner's counts (P_1 holds
+their ciphertexts); curator + any other owner learn only that owner's counts; owners
+without the curator learn nothing.  The noise is added once, so the release has the
+centralised mechanism's distribution (per-owner noise would cost K times the variance).
+
 Run it: ``smc-hmm bench aggregate`` (costs and accuracy; ``docs/aggregate.md``),
 ``python examples/dp_aggregate.py`` (the test-error figure).
 """
@@ -156,6 +172,7 @@ from smc_hmm.errors import (
 )
 from smc_hmm.messages import Ciphertexts, Key, Message, Revealed
 from smc_hmm.protocol import ProtocolDescriptor, Role
+from smc_hmm.runtime.inputs import load_array, load_vector
 
 NAME = "aggregate"
 DP_SUM_NAME = "dp_sum"
@@ -507,6 +524,15 @@ def user(ctx, private, params: Params) -> np.ndarray:
     return np.array([math.ldexp(v, -params.scale) for v in centred]) / params.k
 
 
+def load_dataset(value, base) -> tuple[np.ndarray, np.ndarray]:
+    """An owner's ``data`` in a parties.toml: an array (inline or a .npy / .json / .csv /
+    .txt file) whose last column is the label and the others the features."""
+    arr = np.atleast_2d(load_array(value, base))
+    if arr.shape[1] < 2:
+        raise ConfigError("an owner's data needs at least one feature column and a label column")
+    return arr[:, :-1], arr[:, -1]
+
+
 def _role_for(params: Params, party: str, kind: str) -> str:
     if party == params.lead:
         return "lead"
@@ -525,8 +551,8 @@ PROTOCOL = ProtocolDescriptor(
     "of the smallest data set, sizes hidden",
     params=Params.from_config,
     roles=(
-        Role("lead", lead, kind="data_owner", holds_key=True),
-        Role("owner", owner, kind="data_owner", many=True),
+        Role("lead", lead, kind="data_owner", holds_key=True, input="data", load=load_dataset),
+        Role("owner", owner, kind="data_owner", input="data", load=load_dataset, many=True),
         Role("curator", curator, kind="trent", holds_key=True),
         Role("user", user, kind="alice"),
     ),
@@ -690,8 +716,8 @@ DP_SUM = ProtocolDescriptor(
     "Laplace noise added once under encryption, the curator decrypts only the noisy total",
     params=SumParams.from_config,
     roles=(
-        Role("lead", sum_lead, kind="data_owner"),
-        Role("owner", sum_owner, kind="data_owner", many=True),
+        Role("lead", sum_lead, kind="data_owner", input="vector", load=load_vector),
+        Role("owner", sum_owner, kind="data_owner", input="vector", load=load_vector, many=True),
         Role("curator", sum_curator, kind="trent", holds_key=True),
     ),
     role_for=_sum_role_for,

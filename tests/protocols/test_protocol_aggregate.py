@@ -297,3 +297,56 @@ def test_bench_smoke(tmp_path):
     assert data["cost"]["dp_sum"]["length"] == 2 + 4 + 12
     with pytest.raises(Exception, match="insecure"):
         bench.main(parser.parse_args(["--part", "cost", "--key-bits", "512"]))
+
+
+# -- faults and OS processes ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("party, index", [("p2", 0), ("p1", 3), ("trent", 1), ("p3", 2)])
+def test_a_lost_message_fails_every_party_within_the_timeout(keys, party, index):
+    import threading
+    import time
+
+    from smc_hmm.errors import TransportError
+    from smc_hmm.transport.faults import FaultyTransport
+
+    p = params(k=3, d=2)
+    data = [dataset(10, d=2, seed=s) for s in range(3)]
+
+    def wrap(name, inner):
+        return FaultyTransport(inner, fail_at=index, mode="drop") if name == party else inner
+
+    before = set(threading.enumerate())
+    t0 = time.monotonic()
+    with pytest.raises(TransportError):
+        agg.run_aggregate(data, p, keys, min_key_bits=512, timeout=0.5, wrap_transport=wrap)
+    assert time.monotonic() - t0 < 0.5 + 3.0
+    time.sleep(0.05)
+    assert set(threading.enumerate()) == before
+
+
+@pytest.mark.slow
+def test_as_os_processes_over_mutual_tls(tmp_path):
+    from smc_hmm.runtime import launch, write_config
+
+    data = [dataset(n, d=2, seed=n) for n in (12, 5, 8)]
+    tables = {
+        f"p{i + 1}": {"kind": "data_owner", "data": np.column_stack(d).tolist()}
+        for i, d in enumerate(data)
+    }
+    tables |= {"trent": {"kind": "trent"}, "dave": {"kind": "alice"}}
+    config = write_config(
+        tmp_path / "parties.toml",
+        "aggregate",
+        tables,
+        params={"owners": ["p1", "p2", "p3"], "dim": 2, "eps": 1.0, "lam": 0.1,
+                "max_size": 100, "dgk_bits": 512, "dgk_t": 32},
+        key_bits=512,
+        insecure=True,
+        timeout=60,
+        connect_timeout=30,
+    )  # fmt: skip
+    result = launch(config, timeout=240)
+    ws = [result["p1"]["w"], result["p2"]["w"], result["p3"]["w"]]
+    expected = np.mean(np.asarray(ws, dtype=float), axis=0) + np.asarray(result["p2"]["noise"])
+    assert np.allclose(np.asarray(result["dave"], dtype=float), expected, atol=1e-8)
