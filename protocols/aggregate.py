@@ -325,8 +325,7 @@ def _split(ctx, values: list[int], parts: int, bits: int) -> list[list[int]]:
     """``parts`` vectors uniform mod 2^bits that add up to ``values`` mod 2^bits."""
     mod = 1 << bits
     shares = [[ctx.rng.randbits(bits) for _ in values] for _ in range(parts - 1)]
-    last = [(v - sum(col)) % mod for v, col in zip(values, zip(*shares))] if shares else None
-    last = last if last is not None else [v % mod for v in values]
+    last = [(v - sum(s[i] for s in shares)) % mod for i, v in enumerate(values)]
     return [*shares, last]
 
 
@@ -498,7 +497,7 @@ def curator(ctx, private, params: Params) -> dict:
         )  # step 4: argmax of -n~
         (j_t,) = bob_reveal(ctx, label, aparams.labels_bound, "bob", params.lead, _ARGMAX_TAGS)
     with ctx.phase("stage 2: select the noise"):
-        u = [1 if inv[p] == inv[j_t] else 0 for p in range(k)]  # position j~ -> slot
+        u = [int(p == j_t) for p in range(k)]  # the indicator of position j~
         slot_ind = [u[pi2[i]] for i in range(k)]  # pi_2^-1(u): back to pi_1 slots
         ind = CipherArray.encrypt_encoded(pk_c, slot_ind, 0, 1)
         ctx.send(params.lead, msg["indicator"], ind)  # step 5
