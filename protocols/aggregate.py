@@ -166,7 +166,6 @@ from smc_hmm.dp.random import DPRandom
 from smc_hmm.errors import (
     AggregateInputError,
     ConfigError,
-    InvalidInputError,
     PrivacyParameterError,
     ProtocolError,
 )
@@ -760,17 +759,18 @@ def secure_count_aggregator(
 
 __all__ = [
     "DP_SUM",
-    "laplace_noise_thesis",
-    "noise_scale",
     "PROTOCOL",
-    "InvalidInputError",
     "Params",
     "SumParams",
     "aggregate_plain",
     "check_data",
     "classify",
     "clip_rows",
+    "count_noise",
     "l2_noise",
+    "laplace_noise_thesis",
+    "load_dataset",
+    "noise_scale",
     "run_aggregate",
     "secure_count_aggregator",
     "train_local",
