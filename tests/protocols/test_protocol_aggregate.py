@@ -20,6 +20,7 @@ from transcript_harness import RecordingTransport, assert_same_transcripts
 
 from protocols import aggregate as agg
 from protocols.aggregate import Params, SumParams
+from smc_hmm.crypto import Rng
 from smc_hmm.errors import AggregateInputError, ConfigError, PrivacyParameterError
 from smc_hmm.runtime import run_protocol
 
@@ -113,6 +114,17 @@ def test_classify_and_published_classifier_work(keys):
     w = run(keys, data, p).outputs["dave"]
     xt, yt = dataset(500, seed=23)
     assert np.mean(agg.classify(w, xt) == yt) > 0.8
+
+
+def test_the_curators_index_does_not_name_the_smallest_owner(keys):
+    """pi_1 is uniform and unknown to Trent: the position he learns is uniform over the
+    K slots although p2 is always the smallest owner."""
+    p = params(k=3, d=2)
+    data = [dataset(30, d=2, seed=1), dataset(4, d=2, seed=2), dataset(20, d=2, seed=3)]
+    seen = [run(keys, data, p, rng=Rng.seeded(i)).outputs["trent"]["index"] for i in range(18)]
+    counts = np.bincount(seen, minlength=3)
+    assert stats.chisquare(counts).pvalue > 0.001, counts
+    assert np.count_nonzero(counts) == 3
 
 
 # -- metadata rule: the transcript harness on every role ---------------------------------
