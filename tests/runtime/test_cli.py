@@ -243,6 +243,33 @@ def test_keyword_command_on_a_wav_file(tmp_path, capsys, mode):
     assert data["frames"] == load_pipeline().n_frames(960) and data["cost"]["totals"]["rounds"]
 
 
+def test_keyword_command_uses_the_pipeline_a_models_file_carries(tmp_path, capsys):
+    """A model file with its own feature pipeline: Alice featurises the WAV with it."""
+    import dataclasses
+
+    from smc_hmm.data import load_bundled_models, load_pipeline
+    from smc_hmm.features import FeaturePipeline
+    from smc_hmm.hmm import log_likelihood
+    from smc_hmm.hmm.io import save_models
+
+    wav, out, path = tmp_path / "hi.wav", tmp_path / "kw.json", tmp_path / "kw.npz"
+    _write_wav(wav)
+    bundled = load_pipeline()
+    shifted = FeaturePipeline.from_dict(
+        dataclasses.replace(bundled, mean=tuple(m + 0.5 for m in bundled.mean)).to_dict()
+    )
+    models, labels = load_bundled_models("diag")
+    save_models(path, models[:2], labels[:2], pipeline=shifted.to_dict())
+    argv = ["keyword", "--audio", str(wav), "--models", str(path), "--key-bits", "1024"]
+    assert main([*argv, "--insecure", "--json", str(out)]) == 0
+    scores = json.loads(out.read_text())["plaintext"]["log_likelihoods"]
+    frames = shifted.features_from_wav(wav)
+    assert scores[labels[0]] == pytest.approx(log_likelihood(models[0], frames), rel=1e-12)
+    assert scores[labels[0]] != pytest.approx(
+        log_likelihood(models[0], bundled.features_from_wav(wav)), rel=1e-6
+    )
+
+
 def test_keyword_command_errors(tmp_path, capsys):
     from smc_hmm.hmm import DiscreteHMM
     from smc_hmm.hmm.io import save_models
