@@ -162,7 +162,7 @@ def test_spotting_parameters_are_checked():
 
 
 def test_fit_frames_pads_with_the_last_frame_or_cuts():
-    from smc_hmm.bench.keyword import fit_frames
+    from parties.keyword_bench import fit_frames
 
     x = np.arange(6.0).reshape(3, 2)
     assert fit_frames(x, 2).tolist() == [[0, 1], [2, 3]]
@@ -176,7 +176,7 @@ def test_bench_keyword_smoke(tmp_path):
     import argparse
     import json
 
-    from smc_hmm.bench import keyword as bench
+    from parties import keyword_bench as bench
 
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)

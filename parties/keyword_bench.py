@@ -20,7 +20,9 @@ or cut to ``--frames`` (98: 0.98 s at a 10 ms hop), 2048-bit keys.  In one run:
   this machine's measured primitive rates, beside the measured time;
 * the machine's lane scaling (two lanes of modular multiplications vs one).
 
-Results and commands: ``docs/benchmarks.md``.
+It lives beside the keyword demo (the application layer), since it drives the
+protocol's own pieces (:class:`protocols.forward.ForwardSpec`) that the core's
+benchmarks may not import.  Results and commands: ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
