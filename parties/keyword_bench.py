@@ -35,7 +35,7 @@ import numpy as np
 
 from smc_hmm.bench.common import BenchResult, Row
 from smc_hmm.compute import Compute
-from smc_hmm.errors import InsecureKeyWarning, InvalidInputError
+from smc_hmm.errors import InsecureKeyWarning, InvalidInputError, PrecisionError
 
 #: targets of the keyword issue at 2048 bits (seconds; relative error of log P)
 TOTAL_TARGET = {"diag": 5.0, "full": 15.0}
@@ -274,6 +274,8 @@ def run(args, say=lambda msg: None) -> BenchResult:
         )
     models, labels = models[: args.words], labels[: args.words]
     utterances = chosen_utterances(args.utterances)
+    # the length the timings refer to: --frames, or (--frames 0: native lengths) utterance 1's
+    length = args.frames or len(utterances[0].features)
     say(f"generating a {args.key_bits}-bit key pair")
     keypair = _keypair(args.key_bits)
     rows: list[Row] = []
@@ -281,48 +283,60 @@ def run(args, say=lambda msg: None) -> BenchResult:
     with Compute.processes(args.workers) as compute:
         compute.warm_up()
         scaling = lane_scaling(compute, keypair[0].nsquare_mpz) if compute.parallel else 1.0
+        first_cost = None
         for n, utt in enumerate(utterances, 1):
-            frames = fit_frames(utt.features, args.frames)
+            frames = fit_frames(utt.features, args.frames) if args.frames else utt.features
             scores = [log_likelihood(m, frames) for m in models]
             plain = labels[int(np.argmax(scores))]
-            say(
-                f"[{n}/{len(utterances)}] keyword protocol ({args.transport}), {len(frames)} frames"
-            )
-            if args.transport == "tcp":
-                with TemporaryDirectory(prefix="smc-hmm-bench-") as tmp:
-                    seconds, result = _secure_tcp(
-                        models, labels, frames, args.key_bits, args.mode, Path(tmp)
+            say(f"[{n}/{len(utterances)}] keyword protocol, {args.transport}, {len(frames)} frames")
+            record = {
+                "utterance": n,
+                "digit": int(utt.digit),
+                "speaker": utt.speaker,
+                "frames": len(frames),
+                "plaintext": plain,
+            }
+            try:
+                if args.transport == "tcp":
+                    with TemporaryDirectory(prefix="smc-hmm-bench-") as tmp:
+                        _, result = _secure_tcp(
+                            models, labels, frames, args.key_bits, args.mode, Path(tmp)
+                        )
+                    # the protocol's wall time (the parties' processes also start and
+                    # generate keys; that is not the protocol)
+                    seconds, pre = result.cost.totals()["wall_max"], 0.0
+                else:
+                    seconds, pre, result = _secure_local(
+                        models, labels, frames, keypair, args.mode, compute, offline=True
                     )
-                    pre = 0.0
-            else:
-                seconds, pre, result = _secure_local(
-                    models, labels, frames, keypair, args.mode, compute, offline=True
-                )
+            except PrecisionError as e:  # refused, never a silent wrong answer: count it
+                runs.append({**record, "secure": None, "equal": False, "error": str(e)})
+                say(f"[{n}] refused: {e}")
+                continue
             secure = result.outputs["alice"]["keyword"]
             runs.append(
                 {
-                    "utterance": n,
-                    "digit": int(utt.digit),
-                    "speaker": utt.speaker,
-                    "frames": len(frames),
+                    **record,
                     "seconds": seconds + pre,
                     "online_seconds": seconds,
                     "offline_seconds": pre,
                     "secure": secure,
-                    "plaintext": plain,
                     "equal": secure == plain,
                     "bytes": result.cost.bytes_total,
                     "rounds": result.cost.rounds,
                 }
             )
-            if n == 1:
+            if first_cost is None:
                 first_cost = result.cost
-        median = float(np.median([r["seconds"] for r in runs]))
-        online = float(np.median([r["online_seconds"] for r in runs]))
+        timed = [r for r in runs if "seconds" in r]
+        if not timed:
+            raise PrecisionError(f"every utterance was refused: {runs[0]['error']}")
+        median = float(np.median([r["seconds"] for r in timed]))
+        online = float(np.median([r["online_seconds"] for r in timed]))
         target = TCP_TARGET if args.transport == "tcp" else TOTAL_TARGET[args.models]
         rows.append(
             Row(
-                f"total, median of {len(runs)} utterance(s)",
+                f"total, median of {len(timed)} utterance(s)",
                 median,
                 None,
                 "s",
@@ -332,7 +346,7 @@ def run(args, say=lambda msg: None) -> BenchResult:
             )
         )
         if args.transport == "local":
-            offline = float(np.median([r["offline_seconds"] for r in runs]))
+            offline = float(np.median([r["offline_seconds"] for r in timed]))
             rows.append(
                 Row(
                     "online part (randomizers precomputed)",
@@ -365,7 +379,7 @@ def run(args, say=lambda msg: None) -> BenchResult:
             )
         )
         # log-likelihoods: the keyword protocol's step 1, revealed, against plaintext
-        frames = fit_frames(utterances[0].features, args.frames)
+        frames = fit_frames(utterances[0].features, length)
         say("secure forward algorithm with reveal (log-likelihood check)")
         _, _, fw = _secure_local(
             models, labels, frames, keypair, args.mode, compute, name="forward"
@@ -385,7 +399,7 @@ def run(args, say=lambda msg: None) -> BenchResult:
     # the naive path, scaled
     say(f"naive path (phe, no packing) on {args.naive_frames} frame(s)")
     per_frame = naive_seconds_per_frame(models, frames, keypair, args.naive_frames)
-    naive = per_frame * args.frames
+    naive = per_frame * length
     rows.append(
         Row(
             "naive path (phe per value, no packing, one process) vs ours",
@@ -394,13 +408,13 @@ def run(args, say=lambda msg: None) -> BenchResult:
             "s",
             target=NAIVE_RATIO_TARGET,
             note=f"naive measured on {args.naive_frames} frame(s): {per_frame:.2f} s/frame, "
-            f"scaled x{args.frames}",
+            f"scaled x{length}",
         )
     )
     # the cost model: a 1024-bit run's ledger and this machine's rates at this key size
     prediction = None
     if args.transport == "local" and args.key_bits > 1024:
-        small_frames = min(args.frames, 40)
+        small_frames = min(length, 40)
         say(f"cost model: a 1024-bit run on {small_frames} frames, rates at {args.key_bits} bits")
         small = _keypair(1024)
         _, _, small_run = _secure_local(
@@ -415,7 +429,7 @@ def run(args, say=lambda msg: None) -> BenchResult:
         prediction = CostModel(rates).predict(
             small_run.cost,
             bits=args.key_bits,
-            input_scale=args.frames / small_frames,
+            input_scale=length / small_frames,
             measured_bits=1024,
         )
         measured = runs[0]["seconds"]
@@ -427,7 +441,7 @@ def run(args, say=lambda msg: None) -> BenchResult:
                 "s",
                 note=f"prediction / measured = {prediction.serial_seconds / measured:.2f} "
                 f"(tolerance {PREDICTION_TOLERANCE:.0%}); from a 1024-bit ledger of "
-                f"{small_frames} frames scaled x{args.frames / small_frames:.2f}",
+                f"{small_frames} frames scaled x{length / small_frames:.2f}",
             )
         )
     rows.append(Row("machine: 2 lanes of modular multiplications vs 1", scaling, None, "x"))
@@ -471,7 +485,12 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument("--words", type=int, default=10, help="keywords (digit models, 2-10)")
     parser.add_argument("--states", type=int, default=5, help="states per model (bundled: 5)")
-    parser.add_argument("--frames", type=int, default=98, help="frames per utterance (98)")
+    parser.add_argument(
+        "--frames",
+        type=int,
+        default=98,
+        help="frames per utterance, padded or cut (98); 0: each utterance's own length",
+    )
     parser.add_argument(
         "--models", choices=("diag", "full"), default="diag", help="covariance structure"
     )
@@ -491,8 +510,8 @@ def main(args) -> int:
     from smc_hmm.bench.common import check_key_bits
 
     check_key_bits(args)
-    if args.utterances < 1 or args.naive_frames < 1:
-        raise InvalidInputError("--utterances and --naive-frames must be >= 1")
+    if args.utterances < 1 or args.naive_frames < 1 or args.frames < 0:
+        raise InvalidInputError("--utterances and --naive-frames must be >= 1, --frames >= 0")
     console = Console(width=max(150, Console().width))
     result = run(args, say=lambda m: console.print(f"[dim]... {m}[/]"))
     result.print_table(console)

@@ -49,12 +49,15 @@ def test_demo_secure_sum_with_small_insecure_keys(tmp_path, capsys):
     assert data["result"] == pytest.approx(data["expected"], abs=1e-4)
     assert data["cost"]["totals"]["rounds"] == 3
     assert data["cost"]["parties"]["alice"]["ops"]["decrypt"] == 3
-    # the default demo is the secure forward algorithm; options may come before the name
-    assert main(["demo", "--key-bits", "1024", "--insecure", "--length", "3"]) == 0
+    # options may come before the name
+    assert main(["demo", "--key-bits", "1024", "--insecure", "forward", "--length", "3"]) == 0
     text = capsys.readouterr().out
     assert text.count("relative error") == 2 and "too large" not in text
+    # the default demo is secure keyword recognition on bundled speech
+    assert main(["demo", "--key-bits", "1024", "--insecure", "--utterances", "1"]) == 0
+    assert "secure decisions agree with the plaintext argmax" in capsys.readouterr().out
     assert main(["demo", "--list"]) == 0
-    assert "forward (default)" in capsys.readouterr().out
+    assert "keyword (default)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("mode", ["fast", "private"])
