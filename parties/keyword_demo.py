@@ -12,6 +12,7 @@ import json
 
 from parties.demos import key_holder, min_key_bits
 from protocols import keyword
+from smc_hmm.compute import Compute
 from smc_hmm.data import load_bundled_models, load_test_utterances
 from smc_hmm.errors import InvalidInputError
 from smc_hmm.hmm import log_likelihood
@@ -34,8 +35,8 @@ def add_keyword_arguments(parser) -> None:
     parser.add_argument(
         "--utterances",
         type=int,
-        default=1,
-        help="how many bundled test utterances, one per digit (default 1)",
+        default=3,
+        help="how many bundled test utterances, one per digit (default 3)",
     )
     parser.add_argument(
         "--frames",
@@ -62,42 +63,47 @@ def keyword_demo(args, console) -> int:
     min_bits = min_key_bits(args)
     report = {"demo": "keyword", "mode": args.mode, "models": args.models, "runs": []}
     agree = 0
-    for n, utt in enumerate(chosen, 1):
-        frames = utt.features[: args.frames] if args.frames else utt.features
-        plain = max(range(len(models)), key=lambda k: log_likelihood(models[k], frames))
-        with console.status(
-            f"[{n}/{len(chosen)}] secure keyword recognition, {len(frames)} frames, "
-            f"{len(models)} keywords, {args.mode} mode"
-        ):
-            result = run_protocol(
-                keyword.PROTOCOL,
-                {"mode": args.mode},
-                {"alice": ("alice", frames), "bob": ("bob", (models, labels))},
-                keys={"alice": alice.keypair},
-                min_key_bits=min_bits,
-                timeout=args.timeout,
-                meta={"demo": "keyword", "utterance": n},
+    # the caller plus one worker process per core for the heavy batches (Compute lanes)
+    with Compute.processes() as compute:
+        for n, utt in enumerate(chosen, 1):
+            frames = utt.features[: args.frames] if args.frames else utt.features
+            plain = max(range(len(models)), key=lambda k: log_likelihood(models[k], frames))
+            with console.status(
+                f"[{n}/{len(chosen)}] secure keyword recognition, {len(frames)} frames, "
+                f"{len(models)} keywords, {args.mode} mode"
+            ):
+                result = run_protocol(
+                    keyword.PROTOCOL,
+                    {"mode": args.mode},
+                    {"alice": ("alice", frames), "bob": ("bob", (models, labels))},
+                    keys={"alice": alice.keypair},
+                    min_key_bits=min_bits,
+                    timeout=args.timeout,
+                    compute={"alice": compute, "bob": compute},
+                    meta={"demo": "keyword", "utterance": n},
+                )
+            got = result["alice"]["keyword"]
+            same = got == labels[plain]
+            agree += same
+            console.print(
+                f"utterance {n} (spoken '{labels[utt.digit]}', speaker {utt.speaker}, "
+                f"{len(frames)} frames): Alice hears [bold]{got}[/], plaintext argmax "
+                f"{labels[plain]} ({'[green]agrees[/]' if same else '[red]DIFFERS[/]'}); "
+                f"{result.elapsed:.1f} s, {result.cost.bytes_total / 1e6:.1f} MB, "
+                f"{result.cost.rounds} rounds"
             )
-        got = result["alice"]["keyword"]
-        same = got == labels[plain]
-        agree += same
-        console.print(
-            f"utterance {n} (spoken '{labels[utt.digit]}', speaker {utt.speaker}, "
-            f"{len(frames)} frames): Alice hears [bold]{got}[/], plaintext argmax "
-            f"{labels[plain]} ({'[green]agrees[/]' if same else '[red]DIFFERS[/]'}), "
-            f"{result.elapsed:.1f} s"
-        )
-        report["runs"].append(
-            {
-                "spoken": labels[utt.digit],
-                "speaker": utt.speaker,
-                "frames": len(frames),
-                "secure": got,
-                "plain": labels[plain],
-                "seconds": result.elapsed,
-                "cost": result.cost.to_dict(),
-            }
-        )
+            report["runs"].append(
+                {
+                    "spoken": labels[utt.digit],
+                    "speaker": utt.speaker,
+                    "frames": len(frames),
+                    "secure": got,
+                    "plain": labels[plain],
+                    "seconds": result.elapsed,
+                    "cost": result.cost.to_dict(),
+                }
+            )
+    console.print(f"cost of utterance {len(chosen)} in detail:")
     result.cost.render(console)
     report["ok"] = agree == len(chosen)
     console.print(f"{agree}/{len(chosen)} secure decisions agree with the plaintext argmax")

@@ -23,17 +23,22 @@ Bob's model.
 Protocol (log domain; every offset an exact integer at scale f):
 
 0. Alice sends her public key; Bob sends the public sizes.
-1. Alice sends her encrypted observations: one-hot rows E(e_{x_t}) (discrete:
-   the Paillier-selection 1-of-M OT of :mod:`protocols.ot`) or the distinct
-   products E(z_i z_j), z = [x_t; 1] (Gaussian: thesis "simplified secure
-   forward"; the constant 1 is not encrypted).  When all of Bob's models have
-   diagonal covariances (kind ``gaussian-diag``, a public fact) only x_i and
-   x_i^2 are needed: 2d values per frame instead of d(d+3)/2 (78 instead of
-   819 for 39 MFCCs).
-2. For each t Bob sends E(log b_j(x_t) + gamma_tj) (plus log pi_j at t = 1),
-   gamma uniform on [0, R), packed W bits per slot into as few ciphertexts as the
-   key holds (13 per 2048-bit ciphertext for 39 features), so Alice decrypts once
-   per group, not once per state.
+1. Alice sends the length T (public) and her encrypted observations: one-hot
+   rows e_{x_t} (discrete: the Paillier-selection 1-of-M OT of
+   :mod:`protocols.ot`) or the distinct products z_i z_j, z = [x_t; 1]
+   (Gaussian: thesis "simplified secure forward"; the constant 1 is not
+   encrypted).  When all of Bob's models have diagonal covariances (kind
+   ``gaussian-diag``, a public fact) only x_i and x_i^2 are needed: 2d values
+   per frame instead of d(d+3)/2 (78 instead of 819 for 39 MFCCs).  Frames are
+   packed: value i of ``plan.slots`` consecutive frames shares one ciphertext,
+   one W-bit slot per frame (:attr:`ForwardSpec.plan`: 13 frames per 2048-bit
+   ciphertext), so Alice encrypts T / 13 times fewer values.
+2. Bob's emission weights W_j are the same for every frame, so one linear
+   combination per state and group scores 13 frames at once: Bob sends, in one
+   message, E(log b_j(x_t) + gamma_tj) (plus log pi_j at t = 1) for every t
+   and j, gamma uniform on [0, R), frames in the slots; Alice decrypts once per
+   state and group.  She sees the same values as if they came one step at a
+   time.
 3. Alice holds y_t(j) = log alpha_t(j) - C_t + rho_t(j) in the clear (C_t
    her accumulated shifts, rho_t(j) Bob's accumulated blinds).  Each time step
    is ONE round trip, all states of all models batched: Alice -> Bob: E(V_j),
@@ -74,9 +79,10 @@ Who learns what (semi-honest Alice and Bob, not colluding):
   (g - 53) ln 2 nats of the leading state of its model (g = 1,812 bits, about
   1,200 nats, at 2048 bits).  A possible state that falls further behind is
   not silently forgotten: Alice keeps a rigorous bound on the mass that left
-  the exponent's range (:class:`_DroppedMass`: it grows by at most the largest
-  blinded emission, less the blinded leading value, plus the blinds' spread
-  R + K ln 2 per step), and if that mass could reach 2^-40 of the result she
+  the exponent's range (:class:`_DroppedMass`: carried to the end by the
+  largest blinded emission plus K ln 2 per step and compared with her final
+  value; Bob's accumulated additive blinds cancel out of the bound), and if
+  that mass could reach 2^-40 of the result she
   finishes the protocol (so Bob's view does not change) and then raises
   PrecisionError naming the limit.  So an impossible sequence gives -inf, a
   possible one never does, and a returned log P is within 2^-40 relative.  ``smc-hmm bench
@@ -94,7 +100,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from protocols.ot import bob_select, one_hot
+from protocols.ot import one_hot
 from protocols.primitives import (
     PrecisionParams,
     alice_exp_values,
@@ -102,10 +108,10 @@ from protocols.primitives import (
     log_blinds,
     log_fixed,
     unblind_weights,
-    unblinded_sums,
 )
-from smc_hmm.crypto import CipherArray, PublicKey
+from smc_hmm.crypto import CipherArray, PublicKey, fixedpoint
 from smc_hmm.crypto.fixedpoint import ldexp_int
+from smc_hmm.crypto.packing import PackedCipherArray, PackingPlan
 from smc_hmm.errors import ConfigError, InvalidInputError, PrecisionError, ProtocolError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, emission_weights, quadratic_products
 from smc_hmm.messages import Ciphertexts, Key, Message, Public
@@ -117,6 +123,8 @@ NAME = "forward"
 #: only x_i and x_i^2 (the covariance structure is then public)
 DIAG = "gaussian-diag"
 KINDS = ("discrete", "gaussian", DIAG)
+#: the longest observation sequence Bob accepts (a public limit)
+MAX_LENGTH = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -236,46 +244,67 @@ class ForwardSpec:
         return (self.width + 2) << (self.prec.log_bound_bits + 3 + self.prec.f)
 
     @property
-    def emit_slot_bits(self) -> int:
-        """Bits of one packed slot: a blinded emission plus emit_bound is in [0, 2^W)."""
-        return (2 * self.emit_bound).bit_length()
+    def plan(self) -> PackingPlan:
+        """Frame packing: one slot per frame, wide enough for a blinded emission.
 
-    @property
-    def emit_per_ciphertext(self) -> int:
-        """Blinded emissions packed into one ciphertext (a public function of the sizes)."""
-        room = (self.key_bits - 4) // self.emit_slot_bits
-        if room < 1:
+        W_j is the same for every frame, so Bob's linear combination of a packed
+        ciphertext scores ``plan.slots`` frames at once (thesis 4.2.1, Table 4.1's
+        workload); both the slot width and the count follow from public sizes.
+        """
+        slot_bits = self.emit_bound.bit_length() + 2  # sign bit and a carry margin
+        slots = (self.key_bits - 2) // slot_bits
+        if slots < 1:
             raise PrecisionError(f"a {self.key_bits}-bit key cannot hold one blinded emission")
-        return min(room, self.total)
+        return PackingPlan(slot_bits, slots)
+
+    def frame_groups(self, length: int) -> list[range]:
+        """The frames packed together: consecutive groups of ``plan.slots``."""
+        per = self.plan.slots
+        return [range(a, min(a + per, length)) for a in range(0, length, per)]
 
     @property
-    def emit_ciphertexts(self) -> int:
-        return -(-self.total // self.emit_per_ciphertext)
+    def obs_slot_bound(self) -> int:
+        """Public bound on one encoded observation value (a one-hot bit or a product)."""
+        if self.kind == "discrete":
+            return 1
+        top = max(self.params.feature_bound, self.params.feature_bound**2)
+        return math.ceil(top * 2**self.params.feature_scale) + 1
 
-    def pack_emissions(self, emit: CipherArray) -> CipherArray:
-        """Bob: E(sum_j (e_j + emit_bound) 2^(W i)) per group of slots (Horner, W-bit shifts),
-        so Alice decrypts once per group instead of once per state."""
-        offset = np.full(emit.size, self.emit_bound, dtype=object)
-        shifted = emit.add_encoded(offset)
-        per, packs = self.emit_per_ciphertext, []
-        for start in range(0, self.total, per):
-            group = shifted[start : start + per]
-            acc = group[len(group) - 1 : len(group)]
-            for j in range(len(group) - 2, -1, -1):
-                acc = acc.mul(1 << self.emit_slot_bits) + group[j : j + 1]
-            packs.append(acc)
-        return CipherArray.concatenate(packs)
+    def _packed_bound(self, slot_bound: int) -> int:
+        return slot_bound << ((self.plan.slots - 1) * self.plan.slot_bits + 1)
 
-    def unpack_emissions(self, packed) -> list[int]:
-        """Alice: the blinded emissions from the decrypted groups (low slot first)."""
-        out, mask, w = [], (1 << self.emit_slot_bits) - 1, self.emit_slot_bits
-        for k, value in enumerate(packed):
-            count = min(self.emit_per_ciphertext, self.total - k * self.emit_per_ciphertext)
-            value = int(value)
-            if value < 0:
-                raise ProtocolError("a packed emission group decrypted to a negative value")
-            out += [((value >> (w * j)) & mask) - self.emit_bound for j in range(count)]
+    def pack_observations(self, pk: PublicKey, encoded: np.ndarray, scale: int) -> CipherArray:
+        """Alice: (groups, n_inputs) ciphertexts, value i of every frame of a group in
+        the slots of one ciphertext."""
+        plan, rows = self.plan, []
+        for group in self.frame_groups(encoded.shape[0]):
+            rows.append([plan.pack(column) for column in encoded[group.start : group.stop].T])
+        ints = np.array(rows, dtype=object)
+        bound = self._packed_bound(self.obs_slot_bound)
+        return CipherArray.encrypt_encoded(pk, ints, scale, bound)
+
+    def packed_observations(self, enc_obs: CipherArray, index: int, length: int):
+        """Bob: group ``index``'s packed observations, a (n_inputs, frames) packed matrix."""
+        frames = len(self.frame_groups(length)[index])
+        return PackedCipherArray(enc_obs[index], self.plan, frames, self.obs_slot_bound)
+
+    def unpack_emissions(self, decrypted, length: int) -> list[list[int]]:
+        """Alice: the (T, total) blinded emissions from the decrypted (groups, total) slots."""
+        out: list[list[int]] = []
+        values = np.asarray(decrypted, dtype=object).reshape(-1, self.total)
+        for group, row in zip(self.frame_groups(length), values):
+            slots = [self.plan.unpack(int(v), len(group)) for v in row]
+            out += [[s[k] for s in slots] for k in range(len(group))]
         return out
+
+    def randomizers_needed(self, length: int) -> dict[str, int]:
+        """Fresh randomizers each role draws in a run of ``length`` frames (with ``reveal``):
+        what an offline phase precomputes once the key is known (public sizes only)."""
+        groups, models = len(self.frame_groups(length)), len(self.states)
+        return {
+            "alice": groups * self.n_inputs + length * self.total + models,
+            "bob": groups * self.total + (length - 1) * self.total + 2 * models,
+        }
 
     def final_log_bound(self, length: int) -> int:
         return 4 * (length + 1) << (self.prec.log_bound_bits + self.prec.f)
@@ -283,33 +312,22 @@ class ForwardSpec:
     def messages(self, length: int | None = None) -> dict[str, Message]:
         """Every message of the run, declared from public parameters alone."""
         p, n, m = self.prec, (self.total,), (len(self.states),)
-        if self.kind == "discrete":
-            obs = Ciphertexts(0, 1, (None, self.width))
-        else:
-            top = max(self.params.feature_bound, self.params.feature_bound**2)
-            obs = Ciphertexts(
-                self.params.feature_scale,
-                math.ceil(top * 2**self.params.feature_scale) + 1,
-                (None, self.n_inputs),
-            )
+        obs_scale = 0 if self.kind == "discrete" else self.params.feature_scale
+        obs = Ciphertexts(obs_scale, self._packed_bound(self.obs_slot_bound), (None, self.n_inputs))
         blinded_sum = max(self.states) << (self.g + self.h + self.blind_bits)
         out = {
             "key": Message("fw.key", Key()),
             "spec": Message("fw.spec", Public((dict,))),
+            "length": Message("fw.length", Public((int,))),
             "obs": Message("fw.obs", obs),
-            "emit": Message(
-                "fw.emit",
-                Ciphertexts(
-                    p.f,
-                    (1 << (self.emit_slot_bits * self.emit_per_ciphertext)) - 1,
-                    (self.emit_ciphertexts,),
-                ),
-            ),
             "exp": Message("fw.v", Ciphertexts(self.g, 1 << self.g, n)),
             "sum": Message("fw.s", Ciphertexts(self.g + self.h, blinded_sum, n)),
             "final": Message("fw.final", Ciphertexts(self.g + self.h, blinded_sum, m)),
         }
         if length is not None:
+            groups = (len(self.frame_groups(length)), self.total)
+            emit = Ciphertexts(p.f, self._packed_bound(2 * self.emit_bound), groups)
+            out["emit"] = Message("fw.emit", emit)
             log_p = Ciphertexts(p.f, self.final_log_bound(length), m)
             out["log"] = Message("fw.log", log_p)
             out["result"] = Message("fw.result", log_p)
@@ -317,7 +335,18 @@ class ForwardSpec:
 
 
 #: the tags of every message of the protocol (for the transcript harness)
-TAGS = ("fw.key", "fw.spec", "fw.obs", "fw.emit", "fw.v", "fw.s", "fw.final", "fw.log", "fw.result")
+TAGS = (
+    "fw.key",
+    "fw.spec",
+    "fw.length",
+    "fw.obs",
+    "fw.emit",
+    "fw.v",
+    "fw.s",
+    "fw.final",
+    "fw.log",
+    "fw.result",
+)
 
 
 # -- Bob's view of the models ---------------------------------------------------------------
@@ -406,13 +435,13 @@ def _diag_weights(model: GaussianHMM) -> np.ndarray:
 
 
 def encode_observations(pk: PublicKey, observations, spec: ForwardSpec) -> CipherArray:
-    """Alice's step 1: encrypted one-hot rows, the distinct products z_i z_j, or (diagonal
-    models) only x_i and x_i^2."""
+    """Alice's step 1: one-hot rows, the distinct products z_i z_j, or (diagonal models)
+    only x_i and x_i^2, encrypted with the frames of a group packed into slots."""
     if spec.kind == "discrete":
         obs = np.asarray(observations)
         if obs.ndim != 1 or obs.size == 0 or obs.dtype.kind not in "iu":
             raise InvalidInputError("discrete observations must be a non-empty 1-D int array")
-        return CipherArray.encrypt_encoded(pk, one_hot(obs, spec.width), 0)
+        return spec.pack_observations(pk, one_hot(obs, spec.width), 0)
     obs = np.asarray(observations, dtype=float)
     if obs.ndim != 2 or obs.shape[0] == 0 or obs.shape[1] != spec.width:
         raise InvalidInputError(f"Gaussian observations must be (T, {spec.width})")
@@ -427,7 +456,8 @@ def encode_observations(pk: PublicKey, observations, spec: ForwardSpec) -> Ciphe
         products = np.concatenate([obs, obs * obs], axis=1)  # x_i, then x_i^2
     else:
         products = quadratic_products(obs)[:, :-1]  # the constant 1 stays implicit
-    return CipherArray.encrypt(pk, products, spec.params.feature_scale)
+    encoded, _ = fixedpoint.encode(products, spec.params.feature_scale)
+    return spec.pack_observations(pk, encoded, spec.params.feature_scale)
 
 
 # -- roles ------------------------------------------------------------------------------------
@@ -456,17 +486,20 @@ def alice(
     )
     prec, g = spec.prec, spec.g
     with ctx.phase("encrypt observations"):
-        # Step 1: encrypted observations
+        # Step 1: the length T (public) and the encrypted observations, frames packed
         enc_obs = encode_observations(pk, observations, spec)
-        n_steps = enc_obs.shape[0]
+        n_steps = len(observations)
         msg = spec.messages(n_steps)
+        ctx.send(peer, msg["length"], n_steps)
         ctx.send(peer, msg["obs"], enc_obs)
+    with ctx.phase("emissions"):
+        # Step 2: every y_t(j) = log b_j(x_t) + gamma_tj (+ log pi_j at t = 1), packed
+        emit = spec.unpack_emissions(ctx.recv(peer, msg["emit"]).decrypt_ints(sk), n_steps)
     offset = prec.ln2_times(g + spec.h + prec.beta_bits)  # (g + h + B) ln 2 at scale f
     shifts = [0] * len(spec.states)  # C per model: the sum of Alice's own shifts
     bounds = [_DroppedMass(prec) for _ in spec.states]
     with ctx.phase("forward recursion"):
-        # Step 2 (t = 1): y_1(j) = log pi_j + log b_j(x_1) + gamma_1j
-        y = spec.unpack_emissions(ctx.recv(peer, msg["emit"]).decrypt_ints(sk))
+        y = emit[0]
         for t in range(n_steps):
             # Step 3a: secure exponent with a per-model shift c
             values = []
@@ -474,21 +507,20 @@ def alice(
                 v, c, dropped = alice_exp_values(y[seg], prec, g)
                 values.extend(v)
                 shifts[k] += c
-                bounds[k].drop(dropped, t)
+                bounds[k].drop(dropped, shifts[k], t)
             ctx.send(peer, msg["exp"], CipherArray.encrypt_encoded(pk, values, g, 1 << g))
             if t == n_steps - 1:
                 break
-            # Step 3b: secure logarithm of the LOGSUM, plus the blinded emission
+            # Step 3b: secure logarithm of the LOGSUM, plus the next blinded emission
             sums = ctx.recv(peer, msg["sum"]).decrypt_ints(sk)
-            emit = spec.unpack_emissions(ctx.recv(peer, msg["emit"]).decrypt_ints(sk))
             y = [
                 prec.log_zero
                 if s == 0 or prec.is_log_zero(int(e))
                 else log_fixed(int(s), prec.f) - offset + int(e)
-                for s, e in zip(sums, emit)
+                for s, e in zip(sums, emit[t + 1])
             ]
             for k, seg in enumerate(spec.segments):
-                bounds[k].step(emit[seg], y[seg])
+                bounds[k].step(emit[t + 1][seg])
     with ctx.phase("termination"):
         # Step 4: log of the final sum plus Alice's total shift
         finals = ctx.recv(peer, msg["final"]).decrypt_ints(sk)
@@ -508,54 +540,65 @@ def alice(
             ints = ctx.recv(peer, msg["result"]).decrypt_ints(sk)
             result = [-math.inf if v < zero // 2 else int(v) / (1 << prec.f) for v in ints]
     for k, bound in enumerate(bounds):  # after the protocol: Bob's view is the same either way
-        bound.check(k, g, pk.bits)
+        bound.check(k, None if finals[k] == 0 else out[k], g, pk.bits)
     return result
 
 
 class _DroppedMass:
     """Alice's rigorous bound on the mass her exponent could not carry (module docstring).
 
-    ``log_ratio`` bounds ln(lost mass / largest state mass) of one model.  New
-    drops enter with their blinded gap plus the spread of Bob's blinds; each
-    step multiplies the lost mass by at most max_j b_j(x) <= e^(max_j emit_j)
-    (the emission blinds are >= 0) while the largest mass shrinks by at most
-    e^(-c_(t+1) + spread).  The run fails if the bound exceeds 2^-40 at the end.
+    Per model, with alpha_t(i) = exp(y_t(i) + C_t - rho_t(i)) (``C`` her shifts,
+    ``rho`` Bob's accumulated blinds): a state dropped at step t held at most
+    D = exp(y_t(i) + C_t - rho_min,t) and adds at most D prod_(s>t) max_j b_j(x_s)
+    to P (rows of A sum to one).  Bob's smallest blind grows by m_s = min_j
+    (log beta'_j + gamma_s(j)) per step, and for the likeliest state j*
+    log b_j*(x_s) + m_s <= emit_s(j*) + log beta'_j* <= max_j emit_s(j) + K ln 2,
+    while her final value is log P~ + rho_min,T-1 + log beta'_final.  So every
+    unknown blind cancels but the multiplicative ones: ``log_mass`` carries
+    ln sum_t D_t e^(rho_min,t) prod_s (max_j emit_s(j) + K ln 2), and the run
+    fails if log_mass + K ln 2 - (her final value) exceeds ln 2^-40.
     """
 
     TOLERANCE = -40 * math.log(2)
 
     def __init__(self, prec: PrecisionParams):
         self.prec = prec
-        self.spread = prec.blind_nats + prec.blind_octaves * math.log(2)
-        self.log_ratio = -math.inf
+        self.slack = prec.blind_octaves * math.log(2)  # K ln 2: one multiplicative blind
+        self.log_mass = -math.inf
         self.first_drop: int | None = None
 
-    def drop(self, dropped: float, t: int) -> None:
+    def drop(self, dropped: float, shift: int, t: int) -> None:
+        """States dropped at step t: ``dropped`` nats relative to the shift c_t, and
+        ``shift`` = C_(t+1) = C_t + c_t (scale f)."""
         if dropped > -math.inf:
-            self.log_ratio = np.logaddexp(self.log_ratio, dropped + self.spread)
+            mass = dropped + shift / (1 << self.prec.f)
+            self.log_mass = float(np.logaddexp(self.log_mass, mass))
             self.first_drop = t if self.first_drop is None else self.first_drop
 
-    def step(self, emit, y) -> None:
-        """Carry the bound to the next step (blinded emissions and new values)."""
-        if self.log_ratio == -math.inf:
+    def step(self, emit) -> None:
+        """Carry the dropped mass through one more step's blinded emissions."""
+        if self.log_mass == -math.inf:
             return
-        f, prec = 1 << self.prec.f, self.prec
-        emits = [int(e) / f for e in emit if not prec.is_log_zero(int(e))]
-        finite = [int(v) / f for v in y if not prec.is_log_zero(int(v))]
-        if not emits:  # every emission is zero: the lost mass is zero too
-            self.log_ratio = -math.inf
-        elif not finite:  # all carried mass vanished while lost mass remains
-            self.log_ratio = math.inf
+        prec = self.prec
+        emits = [int(e) for e in emit if not prec.is_log_zero(int(e))]
+        if not emits:  # every emission is zero: the dropped mass is gone too
+            self.log_mass = -math.inf
         else:
-            self.log_ratio += max(emits) - max(finite) + self.spread
+            self.log_mass += max(emits) / (1 << prec.f) + self.slack
 
-    def check(self, model: int, g: int, key_bits: int) -> None:
-        if self.log_ratio > self.TOLERANCE:
+    def check(self, model: int, final: int | None, g: int, key_bits: int) -> None:
+        """``final``: Alice's final value of the model at scale f (None: it is zero)."""
+        if self.log_mass == -math.inf:
+            return
+        ratio = (
+            math.inf if final is None else self.log_mass + self.slack - final / (1 << self.prec.f)
+        )
+        if ratio > self.TOLERANCE:
             raise PrecisionError(
                 f"model {model}: from step {self.first_drop + 1} on, a possible state fell more "
                 f"than {g - 53} bits (~{(g - 53) * math.log(2):.0f} nats) behind the leading "
                 f"state, the exponent range of a {key_bits}-bit key, and its mass could reach "
-                f"e^{self.log_ratio:.0f} of the result (above 2^-40): it could not be carried "
+                f"e^{ratio:.0f} of the result (above 2^-40): it could not be carried "
                 "exactly; use a larger key"
             )
 
@@ -586,36 +629,44 @@ def bob(
     for a in transmats:  # local check before anything is sent
         unblind_weights(a, [0] * len(a), prec)
     ctx.send(peer, Message("fw.spec", Public((dict,))), spec.to_wire())
-    enc_obs = ctx.recv(peer, spec.messages()["obs"])
-    n_steps = enc_obs.shape[0]
+    n_steps = ctx.recv(peer, spec.messages()["length"])
+    if not 0 < n_steps <= MAX_LENGTH:
+        raise ProtocolError(f"sequence length {n_steps} outside [1, {MAX_LENGTH}]")
     msg = spec.messages(n_steps)
+    enc_obs = ctx.recv(peer, msg["obs"])
+    groups = spec.frame_groups(n_steps)
+    if enc_obs.shape[0] != len(groups):
+        raise ProtocolError(f"{enc_obs.shape[0]} observation groups for {n_steps} frames")
     if public is not None:
         public.update(spec=spec, length=n_steps)
-    start = batch.start_logs(prec)
     beta_offset = prec.ln2_times(prec.beta_bits)
+    with ctx.phase("emissions"):
+        # Step 2: E(log b_j(x_t) + gamma_tj) (+ log pi_j at t = 1), one packed linear
+        # combination per state and group of frames
+        gammas = [log_blinds(ctx.rng, spec.total, prec) for _ in range(n_steps)]
+        first = batch.start_logs(prec)
+        packed = []
+        for index, group in enumerate(groups):
+            obs = spec.packed_observations(enc_obs, index, n_steps)
+            if batch.kind == "discrete":  # the 1-of-M OT's selection, kept by Bob
+                enc_obs.public_key.meter.count("ot", len(group))
+            offsets = [const + gammas[t] + (first if t == 0 else 0) for t in group]
+            emit = obs.lincomb(weights, weight_scale).add_encoded(np.array(offsets).T)
+            packed.append(emit.cipher.with_bound(spec._packed_bound(2 * spec.emit_bound)))
+        emit = CipherArray.concatenate([e.reshape(1, -1) for e in packed])
+        ctx.send(peer, msg["emit"], emit.rerandomize())
     rho = None  # Bob's accumulated blinds rho_t(j), integers at scale f
     with ctx.phase("forward recursion"):
         for t in range(n_steps):
-            # Step 2: E(log b_j(x_t) + gamma_tj) (+ log pi_j at t = 1)
-            gamma = log_blinds(ctx.rng, spec.total, prec)
-            if batch.kind == "discrete":  # the 1-of-M OT's selection, kept by Bob
-                emit = bob_select(enc_obs[t : t + 1], weights, weight_scale).reshape(-1)
-            else:
-                emit = enc_obs[t].lincomb(weights, weight_scale)
-            emit = emit.add_encoded(const + gamma + (start if t == 0 else 0))
-            ctx.send(peer, msg["emit"], spec.pack_emissions(emit).rerandomize())
+            gamma = gammas[t]
             rho = list(gamma) if rho is None else [r + int(gm) for r, gm in zip(rho, gamma)]
             enc_v = ctx.recv(peer, msg["exp"])
             if t == n_steps - 1:
                 break
-            # Step 3: the LOGSUM's combination (unblinding folded in), blinded for the log
-            sums, mins = zip(
-                *(
-                    unblinded_sums(enc_v[seg], transmats[k], rho[seg], prec)
-                    for k, seg in enumerate(spec.segments)
-                )
-            )
-            blinded, betas = blind_for_log(CipherArray.concatenate(sums), ctx.rng, prec)
+            # Step 3: the LOGSUM's combination (unblinding folded in), blinded for the log;
+            # every model's block at once, spread over the compute lanes
+            sums, mins = _unblinded_sums(enc_v, transmats, rho, spec)
+            blinded, betas = blind_for_log(sums, ctx.rng, prec)
             ctx.send(peer, msg["sum"], blinded.rerandomize())
             # rho_(t+1)(j) = rho_min + log(beta_j / 2^B); the next gamma joins at the top
             rho = [
@@ -625,13 +676,9 @@ def bob(
             ]
     with ctx.phase("termination"):
         # Step 4: S = sum_j e^-(rho_j - rho_min) V_j per model, blinded by beta
-        finals, mins = zip(
-            *(
-                unblinded_sums(enc_v[seg], np.ones((len(rho[seg]), 1)), rho[seg], prec)
-                for seg in spec.segments
-            )
-        )
-        blinded, betas = blind_for_log(CipherArray.concatenate(finals), ctx.rng, prec)
+        ones = [np.ones((len(rho[seg]), 1)) for seg in spec.segments]
+        finals, mins = _unblinded_sums(enc_v, ones, rho, spec)
+        blinded, betas = blind_for_log(finals, ctx.rng, prec)
         ctx.send(peer, msg["final"], blinded.rerandomize())
         offsets = [m + log_fixed(b, prec.f) - beta_offset for m, b in zip(mins, betas)]
         enc_log = ctx.recv(peer, msg["log"])
@@ -641,6 +688,18 @@ def bob(
                 peer, msg["result"], log_p.rerandomize().with_bound(spec.final_log_bound(n_steps))
             )
     return log_p
+
+
+def _unblinded_sums(enc_v: CipherArray, transmats, rho, spec: ForwardSpec):
+    """Bob: every model's E(sum_l round(2^h a_lj e^-(rho_l - rho_min)) V_l) as one batch
+    (:func:`~protocols.primitives.unblinded_sums` per model, blocks spread over the lanes),
+    and each model's rho_min."""
+    blocks, mins = [], []
+    for a, seg in zip(transmats, spec.segments):
+        weights, rho_min = unblind_weights(a, rho[seg], spec.prec)
+        blocks.append((enc_v[seg], weights.T))
+        mins.append(rho_min)
+    return CipherArray.lincomb_blocks(blocks, spec.prec.weight_scale), mins
 
 
 # -- the plugin ------------------------------------------------------------------------------

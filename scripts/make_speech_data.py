@@ -369,8 +369,14 @@ def write_outputs(
             out / f"models_{cov}.npz",
             [models[f"main/{cov}/{d}"] for d in range(10)],
             list(DIGIT_WORDS),
+            pipeline=pipeline.to_dict(),  # the same WAV gives the same features everywhere
         )
-        save_models(out / f"garbage_{cov}.npz", [models[f"garbage/{cov}"]], ["garbage"])
+        save_models(
+            out / f"garbage_{cov}.npz",
+            [models[f"garbage/{cov}"]],
+            ["garbage"],
+            pipeline=pipeline.to_dict(),
+        )
     manifest = {
         "source": "Free Spoken Digit Dataset, commit 26eb9aa, five speakers, 2500 recordings",
         "labels": list(DIGIT_WORDS),

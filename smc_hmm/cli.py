@@ -32,7 +32,7 @@ from pathlib import Path
 
 from smc_hmm.errors import ConfigError, InvalidInputError, SmcHmmError
 
-DEFAULT_DEMO = "forward"
+DEFAULT_DEMO = "keyword"
 DEMO_GROUP = "smc_hmm.demos"
 BENCH_GROUP = "smc_hmm.benchmarks"
 

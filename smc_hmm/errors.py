@@ -187,6 +187,15 @@ class ExposedStateError(PrivacyError):
     disabled: releasing would expose that state (DPHMM paper, Theorem 5.2)."""
 
 
+# --- multiparty DP aggregation ---
+
+
+class AggregateInputError(InvalidInputError):
+    """Bad input to the DP aggregate (protocols/aggregate.py) or federated DP Baum-Welch:
+    fewer than two data owners, an empty or malformed data set, mismatched dimensions, a
+    value beyond its public bound."""
+
+
 # --- iterative protocols ---
 
 

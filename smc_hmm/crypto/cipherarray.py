@@ -59,6 +59,11 @@ def _lincomb_task(bases: PackedInts, weight_rows: list, modulus) -> list:
     return [signed_parts(bases.values, row, modulus) for row in weight_rows]
 
 
+def _lincomb_block_task(plans: list, modulus) -> list:
+    """Lane: the (P, Q) parts of every block's rows (see :meth:`CipherArray.lincomb_blocks`)."""
+    return [_lincomb_task(bases, rows, modulus) for bases, rows, _ in plans]
+
+
 def _lincomb_windows_task(
     bases: PackedInts, weight_rows: list, modulus, c: int, lo: int, hi: int
 ) -> list:
@@ -421,6 +426,42 @@ class CipherArray:
         pk.meter.count("multiexp_terms", k * m)
         out = self._like(flat, self.scale + weight_scale, bound, (k,))
         return out[0] if single else out
+
+    @classmethod
+    def lincomb_blocks(
+        cls, blocks, weight_scale: int = 0, *, compute: Compute | None = None
+    ) -> CipherArray:
+        """E(W_b x_b) for many small independent blocks (x_b, W_b), concatenated.
+
+        Same result as ``concatenate([x.lincomb(W, weight_scale) for x, W in blocks])``,
+        but the blocks (each too small to split) are spread over the compute lanes
+        together: one batch per lane instead of one call per block.
+        """
+        blocks = [(x, fixedpoint.as_object_array(w)) for x, w in blocks]
+        if not blocks:
+            raise InvalidInputError("no blocks to combine")
+        first = blocks[0][0]
+        pk, n2 = first.public_key, first.public_key.nsquare_mpz
+        weight_scale = fixedpoint.check_scale(weight_scale)
+        plans = []
+        for x, w in blocks:
+            first._check_compatible(x)
+            if x.ndim != 1 or w.ndim != 2 or w.shape[1] != x.size:
+                raise ShapeMismatchError(
+                    f"block weights of shape {w.shape} do not match {x.size} ciphertexts"
+                )
+            rows = [[int(v) for v in row] for row in w]
+            bound = x.bound * max((sum(abs(v) for v in row) for row in rows), default=0)
+            pk.check_plain(bound, "linear combination")
+            plans.append((PackedInts.for_modulus(x.ciphertexts(), n2), rows, bound))
+        compute = compute or pk.compute or _INLINE
+        lanes = compute.chunks(plans) if compute.parallel else [plans]
+        results = compute.map(_lincomb_block_task, lanes, [n2] * len(lanes))
+        flat = [combine_parts([p], n2) for lane in results for block in lane for p in block]
+        pk.meter.count("multiexp_terms", sum(len(r) * len(b) for b, r, _ in plans))
+        bound = max(b for _, _, b in plans)
+        fixedpoint.check_scale(first.scale + weight_scale)
+        return cls(pk, _mpz_array(flat, (len(flat),)), first.scale + weight_scale, bound)
 
     def lincomb_fixed(
         self, reals, weight_scale: int, *, compute: Compute | None = None

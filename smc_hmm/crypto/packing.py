@@ -190,6 +190,15 @@ class PackedCipherArray:
         self.public_key.meter.count("add", len(flat))
         return self._with(self.cipher._like(flat, self.scale, self._whole_bound(bound)), bound)
 
+    def add_encoded(self, ints) -> PackedCipherArray:
+        """Add a (rows, width) array of integers already encoded at this array's scale."""
+        ints = np.broadcast_to(fixedpoint.as_object_array(ints), self.shape)
+        bound = self.slot_bound + fixedpoint.max_abs(ints)
+        self._with(self.cipher, bound)  # check first
+        packed = np.array([self.plan.pack(row) for row in ints], dtype=object)
+        summed = self.cipher.with_bound(self._whole_bound(self.slot_bound)).add_encoded(packed)
+        return self._with(summed.with_bound(self._whole_bound(bound)), bound)
+
     def mul(self, factor: int, scale: int = 0) -> PackedCipherArray:
         """Multiply every slot by one plaintext integer (with ``scale`` fractional bits)."""
         if not isinstance(factor, int | np.integer):

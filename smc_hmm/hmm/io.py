@@ -4,7 +4,8 @@ Layout: ``kind`` ("discrete" or "gaussian"), ``count`` (an integer >= 1), and pe
 model ``i`` in ``0 .. count-1`` the arrays ``{i}/startprob``, ``{i}/transmat`` and
 ``{i}/emissionprob`` (discrete) or ``{i}/means``, ``{i}/covars``,
 ``{i}/covariance_type`` (Gaussian), plus optional ``{i}/label`` strings (every model
-labelled, or none).  :func:`load_models` accepts nothing else: a file that is not a
+labelled, or none) and an optional ``pipeline`` (the feature pipeline's parameters as
+a JSON string).  :func:`load_models` accepts nothing else: a file that is not a
 readable ``.npz`` archive, a member it does not expect, a missing member, a
 non-numeric parameter array or an invalid model raises
 :class:`~smc_hmm.errors.ModelError` naming the file; a file that cannot be opened
@@ -13,11 +14,13 @@ at all raises :class:`~smc_hmm.errors.InvalidInputError`.
 
 from __future__ import annotations
 
+import json
 import re
 import zipfile
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,9 +38,19 @@ _NPY_MAGIC = b"\x93NUMPY"
 
 
 def save_models(
-    path: str | Path, models: Sequence[HMM], labels: Sequence[str] | None = None
+    path: str | Path,
+    models: Sequence[HMM],
+    labels: Sequence[str] | None = None,
+    *,
+    pipeline: Mapping[str, Any] | None = None,
 ) -> None:
-    """Write ``models`` (all discrete or all Gaussian) and optional labels to ``path``."""
+    """Write ``models`` (all discrete or all Gaussian) and optional labels to ``path``.
+
+    ``pipeline``: the parameters of the feature pipeline the models expect (a JSON
+    object, e.g. :meth:`smc_hmm.features.FeaturePipeline.to_dict`), so that a
+    recording gives the same features wherever the file goes
+    (:func:`load_model_pipeline`).
+    """
     models = list(models)
     if not models:
         raise InvalidInputError("nothing to save")
@@ -56,6 +69,8 @@ def save_models(
             arrays[f"{i}/covariance_type"] = np.array(m.covariance_type)
         if labels is not None:
             arrays[f"{i}/label"] = np.array(str(labels[i]))
+    if pipeline is not None:
+        arrays["pipeline"] = np.array(json.dumps(dict(pipeline), sort_keys=True))
     with open(path, "wb") as fh:
         np.savez_compressed(fh, **arrays)
 
@@ -72,7 +87,7 @@ def load_models(path: str | Path) -> tuple[list[HMM], list[str] | None]:
     fields = _FIELDS[kind]
     indices: set[int] = set()
     for name in files:
-        if name in ("kind", "count"):
+        if name in ("kind", "count", "pipeline"):
             continue
         match = _MEMBER.match(name)
         if match is None or match.group(2) not in (*fields, "label"):
@@ -122,6 +137,21 @@ def load_models(path: str | Path) -> tuple[list[HMM], list[str] | None]:
             "label every model or none"
         )
     return models, [_string(files, f"{i}/label", path) for i in range(count)]
+
+
+def load_model_pipeline(path: str | Path) -> dict[str, Any] | None:
+    """The feature-pipeline parameters stored with the models at ``path`` (None if the
+    file has none).  Raises :class:`~smc_hmm.errors.ModelError` if they are malformed."""
+    files = _read_archive(path)
+    if "pipeline" not in files:
+        return None
+    try:
+        value = json.loads(_string(files, "pipeline", path))
+    except json.JSONDecodeError as e:
+        raise ModelError(f"model file {path}: 'pipeline' is not JSON ({e})") from None
+    if not isinstance(value, dict):
+        raise ModelError(f"model file {path}: 'pipeline' must be a JSON object")
+    return value
 
 
 def _read_archive(path: str | Path) -> dict[str, object]:

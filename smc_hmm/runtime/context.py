@@ -10,11 +10,12 @@ business (:mod:`smc_hmm.runtime.simulate`, :mod:`smc_hmm.runtime.party`).
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 from smc_hmm.compute import Compute
 from smc_hmm.cost import CostLedger
-from smc_hmm.crypto import CipherArray, PrivateKey, PublicKey, Rng
+from smc_hmm.crypto import CipherArray, PrivateKey, PublicKey, Randomizer, Rng
 from smc_hmm.crypto.keys import MIN_SECURE_BITS
 from smc_hmm.errors import InsecurePeerKeyError, InvalidInputError
 from smc_hmm.messages import Message
@@ -57,8 +58,11 @@ class PartyContext:
         rng: Rng | None = None,
         record: bool = False,
         min_key_bits: int = MIN_SECURE_BITS,
+        randomizers: Mapping[bytes, Randomizer] | None = None,
     ):
         self.name = name
+        #: precomputed randomizers (offline phase) for keys this party will meet, by fingerprint
+        self._randomizers = dict(randomizers or {})
         self.min_key_bits = int(min_key_bits)
         self.channel = channel
         self.ledger = ledger if ledger is not None else CostLedger(name)
@@ -90,6 +94,8 @@ class PartyContext:
         """This party's metered view of ``public_key``, registered with its codec."""
         view = self._keys.get(public_key.fingerprint)
         if view is None:
+            if public_key.fingerprint in self._randomizers:  # the offline phase's work
+                public_key.use_randomizer(self._randomizers[public_key.fingerprint])
             view = public_key.with_meter(self.ledger, self.compute)
             self.channel.codec.add_key(view)
             self._keys[public_key.fingerprint] = view

@@ -41,33 +41,36 @@ def add_arguments(p) -> None:
 
 
 def _models(spec: str):
-    from smc_hmm.data import load_bundled_models
-    from smc_hmm.hmm.io import load_models
+    """(models, labels, feature pipeline): a model file's own pipeline if it carries one,
+    else the bundled pipeline (the bundled models were trained with it)."""
+    from smc_hmm.data import load_bundled_models, load_pipeline
+    from smc_hmm.features import FeaturePipeline
+    from smc_hmm.hmm.io import load_model_pipeline, load_models
 
     if spec in ("diag", "full"):
-        return load_bundled_models(spec)
+        return (*load_bundled_models(spec), load_pipeline())
     models, labels = load_models(Path(spec))
     labels = labels or [str(i) for i in range(len(models))]
-    return models, labels
+    stored = load_model_pipeline(Path(spec))
+    pipeline = FeaturePipeline.from_dict(stored) if stored is not None else load_pipeline()
+    return models, labels, pipeline
 
 
 def run(args, console) -> int:
     """Recognise ``args.audio`` securely; print both decisions and the cost tables."""
-    from smc_hmm.data import load_pipeline
-
     if args.key_bits < 2048 and not args.insecure:
         raise InvalidInputError(
             f"{args.key_bits}-bit keys are insecure: add --insecure (tests only)"
         )
     protocol = find("keyword")
     params = protocol.params({"mode": args.mode})  # a bad mode fails before any work
-    models, labels = _models(args.models)
-    frames = load_pipeline().features_from_wav(args.audio)
+    models, labels, pipeline = _models(args.models)
+    frames = pipeline.features_from_wav(args.audio)
     dims = {getattr(m, "n_features", None) for m in models}
     if dims != {frames.shape[1]}:
         raise InvalidInputError(
             f"keyword models must be Gaussian HMMs over {frames.shape[1]} features per frame "
-            f"(the bundled pipeline's); {args.models} has dimensions {sorted(dims, key=str)}"
+            f"(their feature pipeline's); {args.models} has dimensions {sorted(dims, key=str)}"
         )
     if args.insecure:
         console.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")

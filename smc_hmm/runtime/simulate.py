@@ -22,7 +22,7 @@ from typing import Any
 
 from smc_hmm.compute import Compute
 from smc_hmm.cost import CostLedger, CostReport
-from smc_hmm.crypto import PrivateKey, PublicKey, Rng
+from smc_hmm.crypto import PrivateKey, PublicKey, Randomizer, Rng
 from smc_hmm.crypto.keys import MIN_SECURE_BITS
 from smc_hmm.errors import InvalidInputError, PeerTimeoutError
 from smc_hmm.protocol import ProtocolDescriptor, find
@@ -87,6 +87,7 @@ def simulate(
     meta: Mapping | None = None,
     join_timeout: float | None = None,
     min_key_bits: int = MIN_SECURE_BITS,
+    randomizers: Mapping[str, Mapping[bytes, Randomizer]] | None = None,
 ) -> RunResult:
     """Run every role ``roles[name](ctx, *args[name])`` in its own thread and collect results.
 
@@ -100,13 +101,16 @@ def simulate(
     threads are joined and the first error is raised again (the others are
     attached as notes); otherwise returns a :class:`RunResult`.  Every party
     refuses peer keys below ``min_key_bits`` (lower it only for tests).
+    ``randomizers[name]`` maps key fingerprints to precomputed randomizers
+    (:class:`~smc_hmm.crypto.RandomizerPool`: the offline phase) that party
+    ``name`` uses for that key once it arrives.
     """
     if not roles:
         raise InvalidInputError("simulate needs at least one role")
     names = list(roles)
     args = dict(args or {})
     keys = dict(keys or {})
-    unknown = (set(args) | set(keys)) - set(names)
+    unknown = (set(args) | set(keys) | set(randomizers or {})) - set(names)
     if unknown:
         raise InvalidInputError(f"args or keys given for unknown parties: {sorted(unknown)}")
     for name, fn in roles.items():
@@ -142,6 +146,7 @@ def simulate(
                 rng=rng.spawn(),
                 record=record_views,
                 min_key_bits=min_key_bits,
+                randomizers=(randomizers or {}).get(name),
             )
     except BaseException:
         for ctx in contexts.values():

@@ -84,3 +84,20 @@ def test_packed_ints_round_trip_through_pickle(values):
 def test_a_dead_worker_raises_a_typed_error():
     with Compute.processes(2) as compute, pytest.raises(ComputeError, match="process died"):
         compute.map(os._exit, [3, 3], local=abs)  # the remote lane kills its process
+
+
+def test_lincomb_blocks_equals_one_lincomb_per_block(keypair_512, pool):
+    """Many small blocks spread over the lanes give the concatenated per-block results."""
+    pk, sk = keypair_512
+    rng = np.random.default_rng(7)
+    blocks = []
+    for size in (5, 3, 5, 1, 4):
+        x = CipherArray.encrypt(pk, rng.integers(0, 1000, size=size), 2)
+        w = rng.integers(-(2**60), 2**60, size=(size, size)).astype(object)
+        blocks.append((x, w))
+    expect = np.concatenate([x.lincomb(w, 5).decrypt_ints(sk) for x, w in blocks])
+    for compute in (Compute.inline(), pool):
+        got = CipherArray.lincomb_blocks(blocks, 5, compute=compute)
+        assert got.scale == 7 and list(got.decrypt_ints(sk)) == list(expect)
+    with pytest.raises(InvalidInputError):
+        CipherArray.lincomb_blocks([], 0)

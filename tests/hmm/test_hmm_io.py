@@ -9,7 +9,7 @@ import pytest
 
 from smc_hmm.errors import InvalidInputError, ModelError, SmcHmmError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM
-from smc_hmm.hmm.io import load_models, save_models
+from smc_hmm.hmm.io import load_model_pipeline, load_models, save_models
 
 
 @pytest.fixture
@@ -78,6 +78,47 @@ def test_bundled_model_files_still_load():
 
 
 # -- not a model archive at all -----------------------------------------------------------
+
+
+def test_a_model_file_carries_its_feature_pipeline(tmp_path, make_gaussian):
+    path = tmp_path / "with_pipeline.npz"
+    pipeline = {"format": "x", "hop": 80, "mean": [0.5, -1.0]}
+    save_models(path, [make_gaussian()], ["w"], pipeline=pipeline)
+    models, labels = load_models(path)
+    assert labels == ["w"] and load_model_pipeline(path) == pipeline
+    save_models(path, [make_gaussian()])
+    assert load_model_pipeline(path) is None
+
+
+def test_bundled_model_files_carry_the_bundled_pipeline():
+    from importlib import resources
+
+    from smc_hmm.data import load_pipeline
+
+    for name in ("models_diag", "models_full", "garbage_diag", "garbage_full"):
+        with resources.as_file(resources.files("smc_hmm.data") / "fsdd" / f"{name}.npz") as p:
+            assert load_model_pipeline(p) == load_pipeline().to_dict()
+
+
+def test_a_malformed_pipeline_member_is_a_model_error(tmp_path, make_gaussian):
+    path = tmp_path / "bad.npz"
+    with open(path, "wb") as fh:
+        np.savez(fh, **_members_of(make_gaussian()), pipeline=np.array("{not json"))
+    assert load_models(path)[0]  # the models themselves are fine
+    with pytest.raises(ModelError, match="not JSON"):
+        load_model_pipeline(path)
+
+
+def _members_of(model):
+    return {
+        "kind": np.array("gaussian"),
+        "count": np.array(1),
+        "0/startprob": model.startprob,
+        "0/transmat": model.transmat,
+        "0/means": model.means,
+        "0/covars": model.covars,
+        "0/covariance_type": np.array(model.covariance_type),
+    }
 
 
 def test_truncated_archive(discrete_file, tmp_path):

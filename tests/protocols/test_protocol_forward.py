@@ -269,9 +269,11 @@ def _assert_views(result, pk, n_steps):
         bob_tags.append(tag)
         if tag == "fw.key":
             assert isinstance(payload, PublicKey) and payload.n == pk.n
+        elif tag == "fw.length":  # the public length T
+            assert payload == n_steps
         else:  # never a plaintext number about Alice's data
             assert isinstance(payload, CipherArray) and payload.public_key.n == pk.n
-    assert bob_tags == ["fw.key", "fw.obs", *["fw.v"] * n_steps, "fw.log"]
+    assert bob_tags == ["fw.key", "fw.length", "fw.obs", *["fw.v"] * n_steps, "fw.log"]
     for peer, tag, payload in result.views["alice"]:
         assert peer == "bob"
         if tag == "fw.spec":
@@ -288,15 +290,15 @@ def _spec(models, key_bits=1024):
 
 
 def _emission_blinds(result, private_key, true_logs, spec):
-    """Decrypted, unpacked fw.emit (one per step, in order) minus the true log b_j(x_t)
-    (+ log pi_j at t = 1)."""
-    emits = [p for _, tag, p in result.views["alice"] if tag == "fw.emit"]
-    assert len(emits) == len(true_logs)
-    assert all(e.shape == (spec.emit_ciphertexts,) for e in emits)  # packed slots
+    """Decrypted, unpacked fw.emit (one message, frames packed in slots) minus the true
+    log b_j(x_t) (+ log pi_j at t = 1)."""
+    (emits,) = [p for _, tag, p in result.views["alice"] if tag == "fw.emit"]
+    length = len(true_logs)
+    assert emits.shape == (len(spec.frame_groups(length)), spec.total)  # packed slots
+    seen = spec.unpack_emissions(emits.decrypt_ints(private_key), length)
     blinds = []
     for t, truth in enumerate(true_logs):
-        seen = spec.unpack_emissions(emits[t].decrypt_ints(private_key))
-        for value, true_value in zip(seen, truth):
+        for value, true_value in zip(seen[t], truth):
             if true_value == -math.inf:  # zeros are visible to Alice (documented)
                 assert PREC.decode_log(value) == -math.inf
                 continue
@@ -357,22 +359,22 @@ def test_cost_report_matches_the_message_flow(keypair_1024, kind):
     result = run_forward(keypair_1024, models, obs)
     report = result.cost.to_dict()
     alice, bob = report["parties"]["alice"], report["parties"]["bob"]
-    # Alice: key, observations, one E(V) per step, E(log S + C)
-    assert alice["messages"]["sent"] == 3 + n_steps
-    # Bob: spec, one emission per step, one LOGSUM per step but the last, final sum, result
-    assert bob["messages"]["sent"] == 2 * n_steps + 2
+    # Alice: key, length, packed observations, one E(V) per step, E(log S + C)
+    assert alice["messages"]["sent"] == 4 + n_steps
+    # Bob: spec, the packed emissions, one LOGSUM per step but the last, final sum, result
+    assert bob["messages"]["sent"] == n_steps + 3
     assert alice["messages"]["recv"] == bob["messages"]["sent"]
-    assert report["totals"]["messages"] == 3 * n_steps + 5
+    assert report["totals"]["messages"] == 2 * n_steps + 7
     assert report["totals"]["rounds"] == result.cost.rounds == 2 * n_steps + 6
     # Bob holds no private key: he never decrypts (nor encrypts: he only adds / multiplies)
     assert bob["ops"]["decrypt"] == 0 and bob["ops"]["encrypt"] == 0
-    groups = _spec(models).emit_ciphertexts  # blinded emissions packed into slots
-    assert groups < n
-    assert alice["ops"]["decrypt"] == n_steps * groups + (n_steps - 1) * n + 2 * k
-    assert alice["ops"]["encrypt"] == n_steps * width + n_steps * n + k
+    groups = len(_spec(models).frame_groups(n_steps))  # frames packed into slots
+    assert groups < n_steps
+    assert alice["ops"]["decrypt"] == groups * n + (n_steps - 1) * n + 2 * k
+    assert alice["ops"]["encrypt"] == groups * width + n_steps * n + k
     assert bob["ops"]["ot"] == (n_steps if kind == "discrete" else 0)
     squares = sum(m.n_states**2 for m in models)
-    assert bob["ops"]["multiexp_terms"] == n_steps * n * width + (n_steps - 1) * squares + n
+    assert bob["ops"]["multiexp_terms"] == groups * n * width + (n_steps - 1) * squares + n
     assert alice["key_bits"] == bob["key_bits"] == 1024
     assert "forward recursion" in alice["phases"] and "forward recursion" in bob["phases"]
     assert "alice" in result.cost.to_text()
@@ -515,7 +517,8 @@ def test_transcripts_do_not_depend_on_private_inputs(keypair_1024, kind, sizes):
         kind, cases[0][0][0].n_symbols if kind == "discrete" else 2, tuple(n_states), 1024, DEFAULT
     )
     frames = assert_same_transcripts(run, cases, spec.messages(length).values())
-    assert len(frames[("alice", "bob")]) == 2 * length + 2  # spec, emit, sums, final, result
+    # spec, emissions, sums, final, result
+    assert len(frames[("alice", "bob")]) == length + 3
 
 
 # -- precision regressions (exact offsets, public scales, no silent -inf) ---------------------
@@ -631,4 +634,67 @@ def test_diagonal_models_send_only_x_and_x_squared(keypair_1024):
     result = run_forward(keypair_1024, [diag], obs, record_views=True)
     check_against_plaintext(result, [diag], obs, keypair_1024[1])
     (enc_obs,) = [p for _, t, p in result.views["bob"] if t == "fw.obs"]
-    assert enc_obs.shape == (8, 2 * 4)
+    groups = len(_spec([diag]).frame_groups(8))  # frames packed into slots
+    assert enc_obs.shape == (groups, 2 * 4) and groups < 8
+
+
+def _recovering_model(rng):
+    """States 0 and 1 explain symbol 0; the isolated state 2 (A[2, 2] = 1) emits it with
+    probability 1e-6..1e-2, so it falls 5-14 nats behind per step, and it alone emits
+    symbol 2: a tail of 2s makes the dropped state the only possible one."""
+    stay = rng.uniform(0.5, 0.99)
+    a = np.array([[stay, 1 - stay, 0.0], [1 - stay, stay, 0.0], [0.0, 0.0, 1.0]])
+    b = np.array([[0.9, 0.1, 0.0], [0.6, 0.4, 0.0], [10 ** rng.uniform(-6, -2), 0.1, 0.5]])
+    b /= b.sum(axis=1, keepdims=True)
+    return DiscreteHMM(rng.dirichlet(np.ones(3)), a, b)
+
+
+def test_the_dropped_mass_bound_never_lets_an_inexact_score_through(keypair_512):
+    """At 512 bits the exponent carries few nats: state 2 drops in most runs.  Every run
+    either raises PrecisionError or is exact, and both outcomes occur."""
+    rng = np.random.default_rng(2026)
+    outcomes = {"exact": 0, "refused": 0}
+    for _ in range(14):
+        model = _recovering_model(rng)
+        tail = [int(rng.choice([1, 2]))] * int(rng.integers(1, 4))
+        obs = np.array([0] * int(rng.integers(5, 60)) + tail)
+        plain = log_likelihood(model, obs)
+        try:
+            result = run_forward(keypair_512, [model], obs)
+        except PrecisionError:
+            outcomes["refused"] += 1
+            continue
+        assert abs(result.outputs["alice"][0] - plain) <= 1e-9 * abs(plain)
+        outcomes["exact"] += 1
+    assert outcomes["exact"] > 0 and outcomes["refused"] > 0, outcomes
+
+
+def test_an_offline_phase_precomputes_every_randomizer(keypair_1024):
+    """Pools filled from the public sizes alone (randomizers_needed) cover the whole run:
+    online, Alice encrypts and Bob re-randomises without computing one r^n."""
+    from smc_hmm.crypto import DJNRandomizer, RandomizerPool, Rng
+
+    rng = np.random.default_rng(77)
+    models = [random_gaussian(rng, n, 2, "diag") for n in (2, 3)]
+    obs, _ = models[0].sample(9, rng)
+    pk, sk = keypair_1024
+    need = _spec(models).randomizers_needed(len(obs))
+    own = pk.randomizer
+    alice_pool = RandomizerPool(own, capacity=need["alice"])
+    bob_pool = RandomizerPool(DJNRandomizer(pk.n_mpz, Rng.seeded(6)), capacity=need["bob"])
+    alice_pool.fill()
+    bob_pool.fill()
+    pk.use_randomizer(alice_pool)
+    try:
+        result = simulate(
+            {"alice": forward.alice, "bob": forward.bob},
+            args={"alice": (obs,), "bob": (models,)},
+            keys={"alice": (pk, sk)},
+            randomizers={"bob": {pk.fingerprint: bob_pool}},
+            min_key_bits=512,
+        )
+    finally:
+        pk.use_randomizer(own)  # the session's key goes back to its own randomizer
+    check_against_plaintext(result, models, obs, sk)
+    assert alice_pool.misses == 0 and bob_pool.misses == 0
+    assert len(alice_pool) == 0 and len(bob_pool) == 0  # the counts are exact

@@ -137,9 +137,31 @@ def alice_sending_wrong_observations(ctx):
     pk, _ = ctx.keypair
     ctx.send("bob", "fw.key", pk)
     ctx.recv("bob", "fw.spec")
+    ctx.send("bob", "fw.length", 2)
     any_shape = Message("fw.obs", Ciphertexts(0, 1))
     ctx.send("bob", any_shape, CipherArray.encrypt_encoded(pk, np.zeros((2, 5), dtype=object), 0))
     ctx.recv("bob", "fw.emit")
+
+
+def alice_sending_a_bad_length(ctx, length):
+    pk, _ = ctx.keypair
+    ctx.send("bob", "fw.key", pk)
+    ctx.recv("bob", "fw.spec")
+    ctx.send("bob", "fw.length", length)
+    ctx.recv("bob", "fw.emit")
+
+
+@pytest.mark.parametrize("length", [0, -3, forward.MAX_LENGTH + 1])
+def test_a_length_outside_the_public_limits_is_a_protocol_error(keypair_1024, length):
+    expect_failure(
+        keypair_1024,
+        ProtocolError,
+        alice_sending_a_bad_length,
+        (length,),
+        forward.bob,
+        ([discrete()],),
+        "sequence length",
+    )
 
 
 def alice_sending_no_key(ctx):

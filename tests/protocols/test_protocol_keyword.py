@@ -159,3 +159,40 @@ def test_spotting_parameters_are_checked():
 
     with pytest.raises(ConfigError, match="margin"):
         kw.KeywordParams.from_config({"garbage": "noise", "margin": 1e6})
+
+
+def test_fit_frames_pads_with_the_last_frame_or_cuts():
+    from parties.keyword_bench import fit_frames
+
+    x = np.arange(6.0).reshape(3, 2)
+    assert fit_frames(x, 2).tolist() == [[0, 1], [2, 3]]
+    assert fit_frames(x, 5).tolist() == [[0, 1], [2, 3], [4, 5], [4, 5], [4, 5]]
+    with pytest.raises(InvalidInputError):
+        fit_frames(x, 0)
+
+
+def test_bench_keyword_smoke(tmp_path):
+    """The Table 4.1 bench on a tiny configuration: decisions, log-likelihoods, naive path."""
+    import argparse
+    import json
+
+    from parties import keyword_bench as bench
+
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    path = tmp_path / "keyword.json"
+    args = parser.parse_args(
+        ["--key-bits", "1024", "--insecure", "--words", "2", "--frames", "8", "--workers", "1",
+         "--json", str(path)]
+    )  # fmt: skip
+    bench.main(args)  # exit status: the 2048-bit targets, not met by a 1024-bit toy run
+    data = json.loads(path.read_text())
+    assert data["benchmark"] == "keyword" and data["params"]["frames"] == 8
+    assert data["all_equal"] and data["runs"][0]["frames"] == 8
+    assert data["max_relative_error"] <= 1e-9
+    assert data["naive_seconds"] > 0 and data["naive_ratio"] > 0
+    phases = data["cost"]["parties"]["bob"]["phases"]
+    assert {"emissions", "forward recursion", "argmax"} <= set(phases)
+    bad = parser.parse_args(["--key-bits", "1024", "--insecure", "--states", "3"])
+    with pytest.raises(InvalidInputError, match="5-state"):
+        bench.main(bad)

@@ -49,12 +49,15 @@ def test_demo_secure_sum_with_small_insecure_keys(tmp_path, capsys):
     assert data["result"] == pytest.approx(data["expected"], abs=1e-4)
     assert data["cost"]["totals"]["rounds"] == 3
     assert data["cost"]["parties"]["alice"]["ops"]["decrypt"] == 3
-    # the default demo is the secure forward algorithm; options may come before the name
-    assert main(["demo", "--key-bits", "1024", "--insecure", "--length", "3"]) == 0
+    # options may come before the name
+    assert main(["demo", "--key-bits", "1024", "--insecure", "forward", "--length", "3"]) == 0
     text = capsys.readouterr().out
     assert text.count("relative error") == 2 and "too large" not in text
+    # the default demo is secure keyword recognition on bundled speech
+    assert main(["demo", "--key-bits", "1024", "--insecure", "--utterances", "1"]) == 0
+    assert "secure decisions agree with the plaintext argmax" in capsys.readouterr().out
     assert main(["demo", "--list"]) == 0
-    assert "forward (default)" in capsys.readouterr().out
+    assert "keyword (default)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("mode", ["fast", "private"])
@@ -241,6 +244,33 @@ def test_keyword_command_on_a_wav_file(tmp_path, capsys, mode):
     from smc_hmm.data import load_pipeline
 
     assert data["frames"] == load_pipeline().n_frames(960) and data["cost"]["totals"]["rounds"]
+
+
+def test_keyword_command_uses_the_pipeline_a_models_file_carries(tmp_path, capsys):
+    """A model file with its own feature pipeline: Alice featurises the WAV with it."""
+    import dataclasses
+
+    from smc_hmm.data import load_bundled_models, load_pipeline
+    from smc_hmm.features import FeaturePipeline
+    from smc_hmm.hmm import log_likelihood
+    from smc_hmm.hmm.io import save_models
+
+    wav, out, path = tmp_path / "hi.wav", tmp_path / "kw.json", tmp_path / "kw.npz"
+    _write_wav(wav)
+    bundled = load_pipeline()
+    shifted = FeaturePipeline.from_dict(
+        dataclasses.replace(bundled, mean=tuple(m + 0.5 for m in bundled.mean)).to_dict()
+    )
+    models, labels = load_bundled_models("diag")
+    save_models(path, models[:2], labels[:2], pipeline=shifted.to_dict())
+    argv = ["keyword", "--audio", str(wav), "--models", str(path), "--key-bits", "1024"]
+    assert main([*argv, "--insecure", "--json", str(out)]) == 0
+    scores = json.loads(out.read_text())["plaintext"]["log_likelihoods"]
+    frames = shifted.features_from_wav(wav)
+    assert scores[labels[0]] == pytest.approx(log_likelihood(models[0], frames), rel=1e-12)
+    assert scores[labels[0]] != pytest.approx(
+        log_likelihood(models[0], bundled.features_from_wav(wav)), rel=1e-6
+    )
 
 
 def test_keyword_command_errors(tmp_path, capsys):

@@ -33,7 +33,7 @@ def demo_files(tmp_path_factory):
     """The --json files of the forward demo (two runs) and of the secure-sum demo."""
     folder = tmp_path_factory.mktemp("demos")
     forward, secure_sum = folder / "forward.json", folder / "sum.json"
-    assert main(["demo", *SMALL, "--length", "3", "--json", str(forward)]) == 0
+    assert main(["demo", "forward", *SMALL, "--length", "3", "--json", str(forward)]) == 0
     assert main(["demo", "secure-sum", *SMALL, "--length", "3", "--json", str(secure_sum)]) == 0
     return forward, secure_sum
 
