@@ -418,6 +418,12 @@ def _run_cost(args) -> int:
 def _configure_certs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="directory for ca.pem, NAME.pem, NAME.key")
     p.add_argument("--parties", required=True, help="comma-separated party names")
+    p.add_argument(
+        "--clients",
+        default="",
+        help="comma-separated client names: certificates with the client role, for clients "
+        "of a serving party (smc-hmm serve)",
+    )
     p.add_argument("--days", type=int, default=365, help="validity in days")
     p.add_argument(
         "--force",
@@ -430,7 +436,9 @@ def _configure_certs(p: argparse.ArgumentParser) -> None:
 def _run_certs(args) -> int:
     from smc_hmm.certs import make_certificates
 
-    certs = make_certificates(args.out, args.parties, days=args.days, force=args.force)
+    certs = make_certificates(
+        args.out, args.parties, days=args.days, force=args.force, clients=args.clients
+    )
     console = _console()
     for path in certs.removed:
         console.print(f"removed stale {path} (from the replaced certificate set)")
