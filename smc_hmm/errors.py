@@ -185,3 +185,20 @@ class StateOutsideConstraintError(PrivacyError):
 class ExposedStateError(PrivacyError):
     """A constrained policy graph is not protectable (a state has DoP = 1) and repair was
     disabled: releasing would expose that state (DPHMM paper, Theorem 5.2)."""
+
+
+# -- serving many clients (smc-hmm serve) ----------------------------------------------------
+
+
+class ServerBusyError(TransportError):
+    """A serving party refused a client: every session slot was taken (and the waiting room
+    was full or the client waited longer than the configured bound)."""
+
+
+class SessionTimeoutError(PeerTimeoutError):
+    """A served session ran longer than its configured bound and was ended."""
+
+
+class ServerShutdownError(TransportError):
+    """A serving party is shutting down: a new client is refused, a running session that did
+    not finish within the shutdown bound is ended."""
