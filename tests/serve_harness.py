@@ -21,7 +21,7 @@ from smc_hmm.transport.base import Transport
 KEY_BITS = 512
 FRAMES = 5
 MODELS = 3
-CLIENTS = ["alice", "carol", "dave"]
+CLIENTS = ["alice", "carol", "dave", "erin"]
 
 
 def keypair(seed: int = 5120):
