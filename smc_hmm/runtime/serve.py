@@ -367,6 +367,10 @@ class Server:
     def __exit__(self, *exc) -> None:
         self.stop()
 
+    def _count(self, outcome: str) -> None:
+        with self._cond:
+            self.counts[outcome] += 1
+
     @property
     def active(self) -> int:
         return self._active
@@ -391,7 +395,7 @@ class Server:
                 where = f"{addr[0]}:{addr[1]}"
                 self._handlers = {t for t in self._handlers if t.is_alive()}
                 if len(self._handlers) >= cap:
-                    self.counts["refused"] += 1
+                    self._count("refused")
                     log.warning("refused %s: ServerBusyError: %d connections open", where, cap)
                     with contextlib.suppress(OSError):
                         raw.close()
@@ -421,7 +425,7 @@ class Server:
                 ).start()
 
     def _refuse(self, sock, where: str, client: str, error: SmcHmmError) -> None:
-        self.counts["refused"] += 1
+        self._count("refused")
         log.warning("refused client=%s from %s: %s: %s", client, where, type(error).__name__, error)
         with contextlib.suppress(OSError, SmcHmmError):
             send_hello(sock, {"ok": False, "error": type(error).__name__, "reason": str(error)})
@@ -435,7 +439,7 @@ class Server:
         try:
             sock = self._server_ctx.wrap_socket(raw, server_side=True)
         except (OSError, ssl.SSLError) as exc:
-            self.counts["refused"] += 1
+            self._count("refused")
             log.warning(
                 "refused %s: AuthenticationError: TLS handshake failed: %s", where, _one_line(exc)
             )
@@ -544,7 +548,7 @@ class Server:
                 close_timeout=2.0,
             )
         except (OSError, SmcHmmError) as exc:
-            self.counts["failed"] += 1
+            self._count("failed")
             log.warning(
                 "session %d client=%s from %s: failed before it started: %s",
                 session.number,
@@ -581,9 +585,9 @@ class Server:
                 channel.close()
             if session.ended is not None:
                 raise session.ended
-            self.counts["ok"] += 1
+            self._count("ok")
         except BaseException as exc:  # noqa: BLE001 - the session ends, the server does not
-            self.counts["failed"] += 1
+            self._count("failed")
             error = session.ended or exc  # a timeout or shutdown explains the transport error
             if isinstance(error, TransportError | PeerTimeoutError | SmcHmmError):
                 outcome = f"{type(error).__name__}: {_one_line(error)}"
