@@ -4,6 +4,8 @@ per session and reused by every later call that passes the same content."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -86,3 +88,31 @@ def test_keyword_protocol_identical_with_and_without_dask(dask_compute, keypair_
         assert runs[0] == runs[1]
         outputs.append(runs[0])
     assert all(o["keyword"] in labels[:3] for o in outputs)
+
+
+def test_a_serving_bob_on_dask_releases_each_sessions_inputs(dask_compute, tmp_path):
+    """smc-hmm serve with a Dask backend: correct sessions, and nothing a session
+    scattered stays on the cluster once it has ended."""
+    from serve_harness import client, utterances, write_serve_config
+
+    from smc_hmm.runtime import load_config
+    from smc_hmm.runtime.serve import Server
+
+    config = load_config(write_serve_config(tmp_path))
+    cases = utterances(2)
+    before = dask_compute.scattered
+    with Server(config, "bob", compute=dask_compute, port=0) as srv:
+        for frames, want in cases:
+            assert client(srv.address, tmp_path / "certs", frames)["keyword"] == want
+        deadline = time.monotonic() + 10
+        while srv.counts["ok"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert dask_compute.scattered > before  # Bob's batches went to the cluster
+    deadline = time.monotonic() + 10
+    while _keys_on_cluster(dask_compute.client) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _keys_on_cluster(dask_compute.client) == 0
+
+
+def _keys_on_cluster(client) -> int:
+    return client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks))
