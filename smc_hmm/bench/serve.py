@@ -1,7 +1,7 @@
 """``smc-hmm bench serve``: throughput and latency of one serving Bob under load.
 
 Starts ``smc-hmm serve`` (keyword recognition, the bundled diagonal digit HMMs) as its
-own process on loopback and, for 1, 2 and 4 concurrent clients (up to ``--clients``),
+own process on loopback and, for 1, 2, 4, ... concurrent clients (up to ``--clients``),
 runs ``--utterances`` keyword sessions per client, each client in its own process
 (``forkserver``) with its own key pair, generated once before the clock starts.  It
 reports utterances per minute (sessions completed / wall time of the level) and the
@@ -35,11 +35,20 @@ import numpy as np
 
 from smc_hmm.errors import ConfigError, InsecureKeyWarning
 
-LEVELS = (1, 2, 4)
+
+def _levels(clients: int) -> list[int]:
+    """1, 2, 4, ... up to ``clients`` (1, 2 and 4 by default)."""
+    out, n = [], 1
+    while n <= clients:
+        out.append(n)
+        n *= 2
+    return out
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--clients", type=int, default=4, help="most concurrent clients (1,2,4)")
+    parser.add_argument(
+        "--clients", type=int, default=4, help="concurrent clients: levels 1, 2, 4, ... up to N"
+    )
     parser.add_argument("--key-bits", type=int, default=2048, help="the clients' Paillier keys")
     parser.add_argument("--insecure", action="store_true", help="allow keys below 2048 bits")
     parser.add_argument(
@@ -146,7 +155,7 @@ def _workload(args):
     models, labels = load_bundled_models("diag")
     models, labels = models[: args.models], labels[: args.models]
     cases = []
-    for u in load_test_utterances()[: max(LEVELS) * args.utterances]:
+    for u in load_test_utterances()[: max(_levels(args.clients)) * args.utterances]:
         frames = np.asarray(u.features)
         frames = frames[: args.frames] if args.frames else frames
         plain = labels[int(np.argmax([log_likelihood(m, frames) for m in models]))]
@@ -160,7 +169,7 @@ def _run_setting(args, directory: Path, scheduler: str | None, label: str, conso
     proc, address = _start_server(config, scheduler, args.workers, log)
     levels = []
     try:
-        for level in [n for n in LEVELS if n <= args.clients]:
+        for level in _levels(args.clients):
             ctx = multiprocessing.get_context("forkserver")
             init = (address, str(directory / "certs"), args.key_bits, args.insecure)
             with ProcessPoolExecutor(
@@ -250,7 +259,11 @@ def main(args) -> int:
             key_bits=args.key_bits,
             insecure=args.key_bits < 2048,
             timeout=600,
-            serve={"party": "bob", "max_sessions": max(LEVELS), "session_timeout": 3600.0},
+            serve={
+                "party": "bob",
+                "max_sessions": max(_levels(args.clients)),
+                "session_timeout": 3600.0,
+            },
             clients=["alice"],
         )
         for label, scheduler in settings:
