@@ -296,3 +296,26 @@ def test_settings_are_validated(setup):
         del config.serve["bogus"]
     assert TcpTransport.over_socket  # the transport a session runs on
     assert keypair  # harness import used by other tests
+
+
+def test_client_certificates_carry_the_client_role_and_nothing_more(tmp_path):
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    from smc_hmm.certs import CLIENT_ROLE_URI
+    from smc_hmm.cli import main
+    from smc_hmm.errors import ConfigError
+
+    assert main(["certs", "--out", str(tmp_path), "--parties", "bob", "--clients", "c1,c2"]) == 0
+
+    def read(name):
+        cert = x509.load_pem_x509_certificate((tmp_path / f"{name}.pem").read_bytes())
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+        return san.get_values_for_type(x509.UniformResourceIdentifier), list(eku)
+
+    assert read("c1") == ([CLIENT_ROLE_URI], [ExtendedKeyUsageOID.CLIENT_AUTH])
+    uris, eku = read("bob")
+    assert uris == [] and ExtendedKeyUsageOID.SERVER_AUTH in eku
+    with pytest.raises(ConfigError, match="both party and client"):
+        make_certificates(tmp_path / "x", ["bob"], clients=["bob"])
