@@ -171,7 +171,7 @@ class ServeSettings:
 
 def serving_party(config: RunConfig) -> str | None:
     """The name of the configuration's serving party (``[serve] party``), if it has one."""
-    if not config.serve and not config.compute:
+    if not config.serve:  # [compute] alone does not make a configuration a served one
         return None
     party = config.serve.get("party", "bob")
     if not isinstance(party, str) or party not in config.parties:
