@@ -22,6 +22,13 @@ in the folder that the *old* ``ca.pem`` issued is removed together with its
 ``<name>.key`` before the new set is written, so no stale certificate that no
 longer verifies against the new CA is left behind (re-running for fewer parties
 removes the dropped parties' files).  Other files are left alone.
+
+Clients of a serving party (``smc-hmm serve``, ``clients=[...]``, ``smc-hmm certs
+--clients``) get a certificate with the *client role*: extended key usage
+``clientAuth`` only and the SAN URI :data:`CLIENT_ROLE_URI`.  A server accepts a
+session only from a certificate of its CA that carries that role; a party
+certificate (no role URI) cannot open a client session, and a client certificate
+cannot act as a server (no ``serverAuth``).
 """
 
 from __future__ import annotations
@@ -40,7 +47,10 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from smc_hmm.errors import ConfigError
 
-__all__ = ["CertificateSet", "make_certificates"]
+__all__ = ["CLIENT_ROLE_URI", "CertificateSet", "make_certificates"]
+
+#: SAN URI that marks a certificate as a client of a serving party (``smc-hmm serve``)
+CLIENT_ROLE_URI = "urn:smc-hmm:role:client"
 
 #: a party name usable as a DNS label-like identifier and a file name
 PARTY_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9_-]{0,61}[a-z0-9])?$")
@@ -162,7 +172,13 @@ def _check_parties(parties) -> list[str]:
 
 
 def make_certificates(
-    out_dir, parties, days: int = 365, *, ca_name: str = "smc-hmm CA", force: bool = False
+    out_dir,
+    parties,
+    days: int = 365,
+    *,
+    ca_name: str = "smc-hmm CA",
+    force: bool = False,
+    clients=(),
 ) -> CertificateSet:
     """Create a CA and one key + certificate per party in ``out_dir``.
 
@@ -172,14 +188,18 @@ def make_certificates(
     unless ``force``, which replaces the set and removes the certificates the old
     CA issued (and their keys) that the new set does not overwrite; they are
     listed in :attr:`CertificateSet.removed`.  An ``out_dir`` that is a file or
-    cannot be created or written raises :class:`ConfigError`.
+    cannot be created or written raises :class:`ConfigError`.  ``clients`` (names
+    or a comma-separated string) get certificates with the client role.
     """
     parties = _check_parties(parties)
+    clients = _check_parties(clients) if clients else []
+    if set(clients) & set(parties):
+        raise ConfigError(f"names both party and client: {sorted(set(clients) & set(parties))}")
     if isinstance(days, bool) or not isinstance(days, int) or days < 1:
         raise ConfigError("days must be a positive integer")
     out = Path(out_dir)
     _prepare_dir(out)
-    stale = _check_existing(out, parties, force)
+    stale = _check_existing(out, parties + clients, force)
     now = datetime.datetime.now(datetime.timezone.utc)
     not_before = now - datetime.timedelta(minutes=5)
     not_after = now + datetime.timedelta(days=days)
@@ -225,7 +245,18 @@ def make_certificates(
 
     certs: dict[str, Path] = {}
     keys: dict[str, Path] = {}
-    for party in parties:
+    for party in parties + clients:
+        client = party in clients
+        names: list[x509.GeneralName] = [
+            x509.DNSName(party),
+            x509.DNSName("localhost"),
+            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+        ]
+        if client:
+            names.append(x509.UniformResourceIdentifier(CLIENT_ROLE_URI))
+        usages = [ExtendedKeyUsageOID.CLIENT_AUTH]
+        if not client:
+            usages.insert(0, ExtendedKeyUsageOID.SERVER_AUTH)
         key = ec.generate_private_key(ec.SECP256R1())
         cert = (
             x509.CertificateBuilder()
@@ -236,16 +267,7 @@ def make_certificates(
             .not_valid_before(not_before)
             .not_valid_after(not_after)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.SubjectAlternativeName(
-                    [
-                        x509.DNSName(party),
-                        x509.DNSName("localhost"),
-                        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                    ]
-                ),
-                critical=False,
-            )
+            .add_extension(x509.SubjectAlternativeName(names), critical=False)
             .add_extension(
                 x509.KeyUsage(
                     digital_signature=True,
@@ -260,12 +282,7 @@ def make_certificates(
                 ),
                 critical=True,
             )
-            .add_extension(
-                x509.ExtendedKeyUsage(
-                    [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
-                ),
-                critical=False,
-            )
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
             .add_extension(
                 x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
                 critical=False,

@@ -5,6 +5,7 @@ Subcommands::
     smc-hmm demo [NAME] [--key-bits B] [--insecure] [--json PATH]   run a named demo in-process
     smc-hmm party --role NAME --config parties.toml [--json PATH]   run one party (its own process)
     smc-hmm launch --config parties.toml [--json PATH]              all parties as OS processes
+    smc-hmm serve --role bob --config parties.toml [--scheduler A]  serve many clients (mTLS)
     smc-hmm bench NAME [...]                                        a registered benchmark
     smc-hmm cost REPORT.json [--run N] [--bits B ...]               show / extrapolate a cost report
     smc-hmm certs --out DIR --parties alice,bob,trent [--force]     CA + party certificates (mTLS)
@@ -143,7 +144,20 @@ def _run_party(args) -> int:
             "INSECURE (tests and reproductions only)",
             file=sys.stderr,
         )
-    result = run_party(args.role, config, result_path=args.json)
+    from smc_hmm.runtime.serve import serving_party
+
+    server = serving_party(config)
+    if server is not None and args.role != server:  # a client of the serving party
+        from smc_hmm.runtime.client import run_party_client
+
+        result = run_party_client(args.role, config, result_path=args.json)
+    else:
+        if server is not None:
+            raise ConfigError(
+                f"{args.role} serves in {args.config}: start it with smc-hmm serve --role "
+                f"{args.role}"
+            )
+        result = run_party(args.role, config, result_path=args.json)
     if not args.quiet:
         console = _console()
         console.print(
@@ -151,6 +165,46 @@ def _run_party(args) -> int:
             f"{json.dumps(result['output'])}"
         )
     return 0
+
+
+def _configure_serve(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--role", default="bob", help="the serving party's name in the config")
+    p.add_argument("--config", required=True, help="the configuration file (TOML)")
+    p.add_argument(
+        "--scheduler",
+        help="a Dask scheduler (tcp://HOST:8786) for the heavy work (default: [compute] "
+        "scheduler, else local process lanes)",
+    )
+    p.add_argument("--workers", type=int, help="local lanes (default: [compute] workers, cores)")
+    p.add_argument("--max-sessions", type=int, help="concurrent sessions ([serve] max_sessions)")
+    p.add_argument(
+        "--when-busy", choices=("wait", "refuse"), help="excess clients wait or are refused"
+    )
+    p.add_argument("--log", metavar="PATH", help="append the session log here (default: stderr)")
+
+
+def _run_serve(args) -> int:
+    import logging
+
+    from smc_hmm.runtime import load_config
+    from smc_hmm.runtime.serve import ServeSettings, serve
+
+    config = load_config(args.config)
+    settings = ServeSettings.from_config(
+        config,
+        scheduler=args.scheduler,
+        workers=args.workers,
+        max_sessions=args.max_sessions,
+        when_busy=args.when_busy,
+    )
+    handler = logging.FileHandler(args.log) if args.log else logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("smc_hmm.serve")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    if config.insecure:
+        logger.warning("%d-bit keys with run.insecure = true are INSECURE", config.key_bits)
+    return serve(config, args.role, settings=settings)
 
 
 def _configure_launch(p: argparse.ArgumentParser) -> None:
@@ -418,6 +472,12 @@ def _run_cost(args) -> int:
 def _configure_certs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="directory for ca.pem, NAME.pem, NAME.key")
     p.add_argument("--parties", required=True, help="comma-separated party names")
+    p.add_argument(
+        "--clients",
+        default="",
+        help="comma-separated client names: certificates with the client role, for clients "
+        "of a serving party (smc-hmm serve)",
+    )
     p.add_argument("--days", type=int, default=365, help="validity in days")
     p.add_argument(
         "--force",
@@ -430,7 +490,9 @@ def _configure_certs(p: argparse.ArgumentParser) -> None:
 def _run_certs(args) -> int:
     from smc_hmm.certs import make_certificates
 
-    certs = make_certificates(args.out, args.parties, days=args.days, force=args.force)
+    certs = make_certificates(
+        args.out, args.parties, days=args.days, force=args.force, clients=args.clients
+    )
     console = _console()
     for path in certs.removed:
         console.print(f"removed stale {path} (from the replaced certificate set)")
@@ -491,6 +553,11 @@ COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
         "start every party of a parties.toml as its own process on this machine",
         _configure_launch,
         _run_launch,
+    ),
+    "serve": (
+        "serve one protocol session per authenticated client (mutual TLS), until SIGTERM",
+        _configure_serve,
+        _run_serve,
     ),
     "keyword": (
         "recognise the keyword of one WAV recording securely (Alice and Bob in-process)",

@@ -12,6 +12,11 @@ the caller, because forking a process that runs transport threads is unsafe.
 As with any ``spawn``/``forkserver`` pool, a script that creates one must
 guard its entry point with ``if __name__ == "__main__":``.
 
+A serving party (``smc-hmm serve``) takes one :meth:`Compute.session` view per
+protocol session: the local lanes are shared as they are, while the Dask backend
+(:mod:`smc_hmm.compute_dask`) gives each session its own cache of inputs scattered
+once to the workers and released when the session ends.
+
 Work items are plain integers, lists and
 :class:`~smc_hmm.crypto.bulk.PackedInts`, so they travel to local worker
 processes by the executor's own mechanism; nothing here crosses the protocol
@@ -20,6 +25,7 @@ network.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import multiprocessing
 import os
@@ -129,6 +135,14 @@ class Compute:
         finally:
             for f in futures:
                 f.cancel()
+
+    def session(self) -> contextlib.AbstractContextManager[Compute]:
+        """``with compute.session() as c:`` the executor for one protocol session.
+
+        Here the same lanes (closing the view closes nothing); a backend with
+        per-session state (the Dask backend's resident inputs) overrides it.
+        """
+        return contextlib.nullcontext(self)
 
     def warm_up(self) -> None:
         """Start the workers and import the preloaded modules there now, not in the first batch."""

@@ -202,3 +202,20 @@ class AggregateInputError(InvalidInputError):
 class ConvergenceError(SmcHmmError):
     """An iterative protocol (e.g. the eigenvector power iteration) did not converge within
     its iteration cap, or stopped on a value it must not stop on."""
+
+
+# -- serving many clients (smc-hmm serve) ----------------------------------------------------
+
+
+class ServerBusyError(TransportError):
+    """A serving party refused a client: every session slot was taken (and the waiting room
+    was full or the client waited longer than the configured bound)."""
+
+
+class SessionTimeoutError(PeerTimeoutError):
+    """A served session ran longer than its configured bound and was ended."""
+
+
+class ServerShutdownError(TransportError):
+    """A serving party is shutting down: a new client is refused, a running session that did
+    not finish within the shutdown bound is ended."""

@@ -5,7 +5,9 @@ size, timeouts and frame limit; ``[protocol]`` holds the protocol's public
 parameters (read by its descriptor); ``[tls] ca_cert`` the project CA; and
 one ``[parties.NAME]`` table per party: ``kind``, optional ``role``, address,
 TLS files and its private input (``input = "file"`` or the role's own key,
-e.g. ``observations = "obs.npy"``).  See ``docs/running.md``.
+e.g. ``observations = "obs.npy"``).  ``[serve]`` and ``[compute]`` configure a
+serving party (``smc-hmm serve``; validated by :mod:`smc_hmm.runtime.serve`).
+See ``docs/running.md`` and ``docs/serving.md``.
 """
 
 from __future__ import annotations
@@ -61,6 +63,10 @@ class RunConfig:
     ca_cert: Path | None = None
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     connect_timeout: float = 30.0
+    #: ``[serve]``: a serving party's limits (smc_hmm.runtime.serve.ServeSettings)
+    serve: dict = field(default_factory=dict)
+    #: ``[compute]``: where a serving party computes (local lanes or a Dask scheduler)
+    compute: dict = field(default_factory=dict)
 
     @property
     def min_key_bits(self) -> int:
@@ -120,7 +126,7 @@ def config_from_dict(data: Mapping, path: Path | None = None) -> RunConfig:
     where = str(path) if path is not None else "config"
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where}: top level must be a table")
-    unknown = set(data) - {"run", "protocol", "tls", "parties"}
+    unknown = set(data) - {"run", "protocol", "tls", "parties", "serve", "compute"}
     if unknown:
         raise ConfigError(f"{where}: unknown sections {sorted(unknown)}")
     run = data.get("run")
@@ -153,6 +159,9 @@ def config_from_dict(data: Mapping, path: Path | None = None) -> RunConfig:
     if not isinstance(tls, Mapping) or set(tls) - {"ca_cert"}:
         raise ConfigError(f"{where}: [tls] takes only ca_cert")
     ca_cert = _path(base, _typed(tls, "ca_cert", str, "tls"))
+    serve, compute = data.get("serve", {}), data.get("compute", {})
+    if not isinstance(serve, Mapping) or not isinstance(compute, Mapping):
+        raise ConfigError(f"{where}: [serve] and [compute] must be tables")
     tables = data.get("parties")
     if not isinstance(tables, Mapping) or len(tables) < 2:
         raise ConfigError(f"{where}: need at least two [parties.NAME] tables")
@@ -192,6 +201,8 @@ def config_from_dict(data: Mapping, path: Path | None = None) -> RunConfig:
         ca_cert=ca_cert,
         max_frame_bytes=max_frame,
         connect_timeout=connect_timeout,
+        serve=dict(serve),
+        compute=dict(compute),
     )
 
 
@@ -234,6 +245,9 @@ def write_config(
     key_bits: int = MIN_SECURE_BITS,
     insecure: bool = False,
     host: str = "127.0.0.1",
+    serve: Mapping | None = None,
+    compute: Mapping | None = None,
+    clients=(),
     **run_options,
 ) -> Path:
     """Write the configuration file ``path`` for a run on ``host``, and its certificates.
@@ -244,7 +258,10 @@ def write_config(
     :func:`smc_hmm.certs.make_certificates`) and the ``[run]`` and
     ``[protocol]`` tables are filled in.  ``run_options`` go to ``[run]``
     (``timeout``, ``deadline``, ``connect_timeout``, ``max_frame_bytes``).
-    Returns the path; :func:`load_config` reads it back.
+    ``serve`` / ``compute`` become the ``[serve]`` / ``[compute]`` tables of a
+    serving party; ``clients`` are names whose certificates get the client role
+    (parties in it are clients of the serving party; other names get a
+    certificate only).  Returns the path; :func:`load_config` reads it back.
     """
     from smc_hmm.certs import make_certificates
     from smc_hmm.transport import free_loopback_ports
@@ -253,12 +270,18 @@ def write_config(
     directory = path.parent
     directory.mkdir(parents=True, exist_ok=True)
     names = list(parties)
-    make_certificates(directory / "certs", names, force=True)
+    clients = list(clients)
+    make_certificates(
+        directory / "certs", [n for n in names if n not in clients], force=True, clients=clients
+    )
     ports = free_loopback_ports(len(names))
     run = {"protocol": protocol, "key_bits": key_bits, "insecure": insecure, **run_options}
     lines = ["[run]", *(f"{k} = {_toml_value(v)}" for k, v in run.items()), "", "[protocol]"]
     lines += [f"{k} = {_toml_value(v)}" for k, v in (params or {}).items()]
     lines += ["", "[tls]", 'ca_cert = "certs/ca.pem"', ""]
+    for section, table in (("serve", serve), ("compute", compute)):
+        if table:
+            lines += [f"[{section}]", *(f"{k} = {_toml_value(v)}" for k, v in table.items()), ""]
     for name, port in zip(names, ports):
         table = {
             "host": host,

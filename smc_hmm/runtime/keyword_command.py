@@ -6,6 +6,11 @@ the keyword models (the bundled digit HMMs by default, or a model file), and the
 registered ``keyword`` protocol (``protocols/keyword.py``, found by name, so this
 module does not import the protocol package) runs both roles in-process.  The
 plaintext decision is computed locally beside it, for comparison only.
+
+With ``--server HOST:PORT --certs DIR`` only Alice runs here: she connects to a
+serving Bob (``smc-hmm serve``, :mod:`smc_hmm.runtime.client`) with the client
+certificate in ``DIR``, and the plaintext comparison uses the bundled models (a
+serving Bob's own models are his secret).
 """
 
 from __future__ import annotations
@@ -38,6 +43,10 @@ def add_arguments(p) -> None:
     )
     p.add_argument("--timeout", type=float, default=300.0, help="per-receive timeout, seconds")
     p.add_argument("--json", metavar="PATH", help="also write the decisions and cost as JSON")
+    p.add_argument("--server", metavar="HOST:PORT", help="a serving Bob (smc-hmm serve)")
+    p.add_argument("--certs", metavar="DIR", help="with --server: ca.pem and the client's files")
+    p.add_argument("--name", help="with --server: the client certificate's name in --certs")
+    p.add_argument("--server-name", default="bob", help="with --server: the server's party name")
 
 
 def _models(spec: str):
@@ -62,6 +71,8 @@ def run(args, console) -> int:
         raise InvalidInputError(
             f"{args.key_bits}-bit keys are insecure: add --insecure (tests only)"
         )
+    if args.server:
+        return _run_against_server(args, console)
     protocol = find("keyword")
     params = protocol.params({"mode": args.mode})  # a bad mode fails before any work
     models, labels, pipeline = _models(args.models)
@@ -116,3 +127,50 @@ def run(args, console) -> int:
             fh.write("\n")
         console.print(f"wrote {args.json}")
     return 0 if secure == plain else 1
+
+
+def _run_against_server(args, console) -> int:
+    """Alice only, against a serving Bob; Bob's parameters (his mode) apply."""
+    from smc_hmm.data import load_pipeline
+    from smc_hmm.runtime.client import client_tls, parse_server, run_client_session
+
+    if not args.certs:
+        raise InvalidInputError("--server needs --certs DIR (ca.pem and a client certificate)")
+    address = parse_server(args.server)
+    tls, name = client_tls(args.certs, args.name)
+    frames = load_pipeline().features_from_wav(args.audio)
+    if args.insecure:
+        console.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
+    with console.status(f"secure keyword recognition with {args.server} as {name}"):
+        result = run_client_session(
+            "keyword",
+            "alice",
+            frames,
+            server=address,
+            tls=tls,
+            name=name,
+            server_name=args.server_name,
+            key_bits=args.key_bits,
+            insecure=args.insecure,
+            timeout=args.timeout,
+        )
+    secure = result["output"]["keyword"]
+    console.print(
+        f"{args.audio}: secure decision [bold]{secure}[/] (session {result['session']} with "
+        f"{args.server}, {result['output']['mode']} mode, {result['elapsed']:.1f} s)"
+    )
+    if args.json:
+        report = {
+            "secure": {"keyword": secure},
+            "mode": result["output"]["mode"],
+            "frames": len(frames),
+            "seconds": result["elapsed"],
+            "session": result["session"],
+            "server": args.server,
+            "cost": result["cost"],
+        }
+        with open(args.json, "w") as fh:
+            json.dump(report, fh, indent=2, sort_keys=True)
+            fh.write("\n")
+        console.print(f"wrote {args.json}")
+    return 0

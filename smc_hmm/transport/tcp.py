@@ -22,6 +22,11 @@ name).  Inside the TLS session the dialer sends a hello ``{"v", "from", "to"}``
 and the listener answers ``{"ok": true}`` or refuses with a reason.  Without
 ``tls`` the same hello runs over plain TCP and nobody is authenticated: use it
 only on a trusted loopback.
+
+A serving party (``smc-hmm serve``, :mod:`smc_hmm.runtime.serve`) runs its own
+accept loop and hello (:func:`send_hello`, :func:`recv_hello`,
+:func:`peer_identity`), then wraps each accepted client socket in a one-peer
+transport with :meth:`TcpTransport.over_socket`.
 """
 
 from __future__ import annotations
@@ -54,7 +59,16 @@ from smc_hmm.errors import (
 from smc_hmm.transport.base import Network, Transport
 from smc_hmm.wire import DEFAULT_MAX_FRAME_BYTES
 
-__all__ = ["TcpNetwork", "TcpTransport", "TlsConfig", "free_loopback_ports", "tcp_transport"]
+__all__ = [
+    "TcpNetwork",
+    "TcpTransport",
+    "TlsConfig",
+    "free_loopback_ports",
+    "peer_identity",
+    "recv_hello",
+    "send_hello",
+    "tcp_transport",
+]
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +142,15 @@ def _cert_names(cert: dict | None) -> set[str]:
     return names
 
 
+def peer_identity(sock) -> tuple[set[str], set[str]]:
+    """(names, URIs) of the verified peer certificate of a TLS socket (empty if plain)."""
+    if not isinstance(sock, ssl.SSLSocket):
+        return set(), set()
+    cert = sock.getpeercert()
+    uris = {v for k, v in (cert or {}).get("subjectAltName", ()) if k == "URI"}
+    return _cert_names(cert), uris
+
+
 def _check_identity(sock, expected: str) -> None:
     if not isinstance(sock, ssl.SSLSocket):
         return
@@ -167,6 +190,16 @@ def _recv_small(sock) -> dict:
     if not isinstance(obj, dict):
         raise AuthenticationError("malformed hello")
     return obj
+
+
+def send_hello(sock, obj: dict) -> None:
+    """One small msgpack frame of the set-up (hello or its reply), blocking."""
+    _send_small(sock, obj)
+
+
+def recv_hello(sock) -> dict:
+    """The peer's hello or reply (at most 4096 bytes; AuthenticationError if malformed)."""
+    return _recv_small(sock)
 
 
 # -- one connection -----------------------------------------------------------------
@@ -440,6 +473,41 @@ class TcpTransport(Transport):
             )
         for conn in self._conns.values():
             conn.start()
+
+    @classmethod
+    def over_socket(
+        cls,
+        name: str,
+        peer: str,
+        sock,
+        *,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        close_timeout: float = 5.0,
+    ) -> TcpTransport:
+        """A one-peer transport over a socket whose TLS handshake and hello are done.
+
+        For a serving party's sessions: the caller authenticated ``sock`` (and
+        named its peer ``peer``); the transport takes ownership of it.
+        """
+        if not 0 < max_frame_bytes <= MAX_LENGTH:
+            raise InvalidInputError(f"max_frame_bytes must be in (0, {MAX_LENGTH}]")
+        self = cls.__new__(cls)
+        self.addresses = {}
+        self.name = name
+        self.peers = [peer]
+        self.tls = None
+        self.max_frame_bytes = int(max_frame_bytes)
+        self.close_timeout = float(close_timeout)
+        self._server_ctx = self._client_ctx = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self._close_done = False
+        self._listener = None
+        sock.settimeout(None)
+        conn = _Connection(name, peer, sock, self.max_frame_bytes, self.close_timeout)
+        self._conns = {peer: conn}
+        conn.start()
+        return self
 
     # -- set-up -------------------------------------------------------------------
 

@@ -1,0 +1,309 @@
+"""The client of a serving party (:mod:`smc_hmm.runtime.serve`).
+
+:func:`run_client_session` dials the server, authenticates with mutual TLS (a
+certificate with the client role; the server's certificate must name the server
+party), sends the hello and receives the session: its number, the protocol by
+registered name (a client only runs the protocol it asked for, never a
+``module:object`` reference from the network) and its public parameters, which
+the protocol's own descriptor validates.  Then the client's role runs over the
+one connection like any other party, with every receive bounded.
+
+Used by ``smc-hmm keyword --audio FILE.wav --server HOST:PORT --certs DIR`` and by
+``smc-hmm party --role alice --config parties.toml`` when the configuration has a
+``[serve]`` table (:func:`run_party_client`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import ssl
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from smc_hmm.cost import CostLedger
+from smc_hmm.crypto import generate_keypair
+from smc_hmm.errors import (
+    AuthenticationError,
+    ConfigError,
+    InsecureKeyWarning,
+    PeerDisconnectedError,
+    PeerTimeoutError,
+    ProtocolError,
+    ServerBusyError,
+    ServerShutdownError,
+    SmcHmmError,
+    TransportError,
+)
+from smc_hmm.protocol import find
+from smc_hmm.runtime.context import PartyContext
+from smc_hmm.transport.base import Channel
+from smc_hmm.transport.tcp import (
+    HELLO_VERSION,
+    TcpTransport,
+    TlsConfig,
+    peer_identity,
+    recv_hello,
+    send_hello,
+)
+from smc_hmm.wire import DEFAULT_MAX_FRAME_BYTES, WireCodec
+
+__all__ = ["client_tls", "connect", "parse_server", "run_client_session", "run_party_client"]
+
+#: refusal reasons a server sends, by error class name
+_REFUSALS = {
+    "ServerBusyError": ServerBusyError,
+    "ServerShutdownError": ServerShutdownError,
+    "AuthenticationError": AuthenticationError,
+}
+
+
+def parse_server(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` for IPv6) as an address."""
+    host, sep, port = str(text).rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"--server must be HOST:PORT, got {text!r}")
+    return host, int(port)
+
+
+def client_tls(certs_dir, name: str | None = None) -> tuple[TlsConfig, str]:
+    """The TLS files of client ``name`` in ``certs_dir`` (``ca.pem``, ``NAME.pem``, ``NAME.key``).
+
+    Without a name, the directory must hold exactly one client certificate.
+    """
+    from cryptography import x509
+
+    from smc_hmm.certs import CLIENT_ROLE_URI
+
+    directory = Path(certs_dir)
+    ca = directory / "ca.pem"
+    if not ca.is_file():
+        raise ConfigError(f"{directory} has no ca.pem (make certificates with smc-hmm certs)")
+    if name is None:
+        found = []
+        for pem in sorted(directory.glob("*.pem")):
+            if pem.name == "ca.pem" or not pem.with_suffix(".key").is_file():
+                continue
+            try:
+                cert = x509.load_pem_x509_certificate(pem.read_bytes())
+                san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+                uris = san.value.get_values_for_type(x509.UniformResourceIdentifier)
+            except (ValueError, x509.ExtensionNotFound):
+                continue
+            if CLIENT_ROLE_URI in uris:
+                found.append(pem.stem)
+        if len(found) != 1:
+            raise ConfigError(
+                f"{directory} holds {len(found)} client certificates ({', '.join(found) or '-'})"
+                ": name one with --name"
+            )
+        name = found[0]
+    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
+    for path in (cert, key):
+        if not path.is_file():
+            raise ConfigError(f"TLS file {path} does not exist (smc-hmm certs --clients {name})")
+    return TlsConfig(ca, cert, key), name
+
+
+def connect(
+    address: tuple[str, int],
+    tls: TlsConfig,
+    name: str,
+    *,
+    server_name: str = "bob",
+    timeout: float = 60.0,
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+) -> tuple[TcpTransport, dict]:
+    """Dial the server, authenticate, hello: (one-peer transport, the server's reply).
+
+    ``timeout`` bounds the whole set-up, including waiting for a session slot.
+    Refusals raise :class:`~smc_hmm.errors.ServerBusyError`,
+    :class:`~smc_hmm.errors.ServerShutdownError` or
+    :class:`~smc_hmm.errors.AuthenticationError`.
+    """
+    host, port = address
+    deadline = time.monotonic() + timeout
+    try:
+        raw = socket.create_connection((host, port), timeout=timeout)
+    except OSError as exc:
+        raise TransportError(f"{name}: cannot connect to {host}:{port}: {exc}") from exc
+    sock = raw
+    try:
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            sock = tls.client_context().wrap_socket(raw)
+        except ssl.SSLError as exc:
+            raise AuthenticationError(f"{name}: TLS handshake with {host}:{port}: {exc}") from exc
+        names, _ = peer_identity(sock)
+        if server_name not in names:
+            raise AuthenticationError(
+                f"{name}: the server's certificate names {sorted(names)}, not {server_name!r}"
+            )
+        sock.settimeout(max(0.001, deadline - time.monotonic()))
+        try:
+            send_hello(sock, {"v": HELLO_VERSION, "from": name, "to": server_name})
+            reply = recv_hello(sock)
+        except ssl.SSLError as exc:  # TLS 1.3: a refused client certificate shows up here
+            raise AuthenticationError(f"{name}: {server_name} refused us: {exc}") from exc
+        except TimeoutError as exc:
+            raise PeerTimeoutError(f"{name}: no session from {server_name} in time") from exc
+        except ConnectionError as exc:
+            raise PeerDisconnectedError(
+                f"{name}: {server_name} closed the connection during the hello "
+                f"(it may have refused our certificate): {exc}"
+            ) from exc
+        if reply.get("ok") is not True:
+            kind = _REFUSALS.get(reply.get("error"), AuthenticationError)
+            raise kind(f"{server_name} refused the session: {reply.get('reason')!r}")
+        for key, kinds in (("protocol", str), ("you", str), ("params", dict), ("session", int)):
+            if not isinstance(reply.get(key), kinds):
+                raise ProtocolError(f"{server_name}: malformed session reply ({key})")
+        transport = TcpTransport.over_socket(
+            reply["you"], server_name, sock, max_frame_bytes=max_frame_bytes, close_timeout=2.0
+        )
+        return transport, reply
+    except BaseException:
+        with contextlib.suppress(OSError):
+            sock.close()
+        raise
+
+
+def run_client_session(
+    protocol: str,
+    role: str,
+    private,
+    *,
+    server: tuple[str, int],
+    tls: TlsConfig,
+    name: str,
+    server_name: str = "bob",
+    key_bits: int = 2048,
+    insecure: bool = False,
+    timeout: float = 300.0,
+    connect_timeout: float = 60.0,
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    keypair=None,
+    wrap_transport=None,
+) -> dict[str, Any]:
+    """One session against a serving party: ``{"output", "cost", "elapsed", "session"}``.
+
+    ``protocol`` is the registered protocol the client expects; the server's
+    parameters for it are validated by its descriptor.  ``role``: the client's
+    role; if it holds the key pair, one of ``key_bits`` is generated (or
+    ``keypair`` is used).  Every receive waits at most ``timeout`` seconds.
+    ``wrap_transport(transport)`` may wrap the connection (fault injection in tests).
+    """
+    descriptor = find(protocol)
+    client_role = descriptor.role(role)
+    if client_role.holds_key and keypair is None:
+        with warnings.catch_warnings():
+            if insecure:
+                warnings.simplefilter("ignore", InsecureKeyWarning)
+            keypair = generate_keypair(key_bits, insecure=insecure)
+    start = time.perf_counter()
+    transport, reply = connect(
+        server,
+        tls,
+        name,
+        server_name=server_name,
+        timeout=connect_timeout,
+        max_frame_bytes=max_frame_bytes,
+    )
+    ledger = CostLedger(reply["you"])
+    try:
+        if reply["protocol"] != descriptor.name:
+            raise ProtocolError(
+                f"{server_name} serves {reply['protocol']!r}, not {descriptor.name!r}"
+            )
+        params = descriptor.params(reply["params"])
+        channel = Channel(
+            transport if wrap_transport is None else wrap_transport(transport),
+            WireCodec(max_frame_bytes=max_frame_bytes),
+            timeout=timeout,
+            observer=ledger,
+            strict=True,
+        )
+        min_bits = min(key_bits, 2048) if insecure else 2048
+        ctx = PartyContext(
+            reply["you"],
+            channel,
+            keypair=keypair if client_role.holds_key else None,
+            ledger=ledger,
+            min_key_bits=min_bits,
+        )
+        with ledger.running():
+            output = client_role.run(ctx, private, params)
+        channel.close()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            transport.close()
+        raise
+    return {
+        "output": output,
+        "cost": ledger.snapshot(),
+        "elapsed": time.perf_counter() - start,
+        "session": reply["session"],
+        "params": reply["params"],
+    }
+
+
+def run_party_client(name: str, config, *, result_path=None) -> dict:
+    """``smc-hmm party --role NAME`` when the configuration's server serves (``[serve]``).
+
+    ``name``'s table gives the client's certificate and private input; the
+    serving party's table its address.  Returns (and writes) the same result
+    dict as :func:`smc_hmm.runtime.party.run_party`.
+    """
+    from smc_hmm.runtime.party import _private_input, _tls_for, _write_result, jsonable
+    from smc_hmm.runtime.serve import serving_party
+
+    server = serving_party(config)
+    result: dict[str, Any] = {
+        "party": name,
+        "protocol": config.protocol,
+        "ok": False,
+        "pid": os.getpid(),
+    }
+    start = time.perf_counter()
+    try:
+        pc = config.party(name)
+        descriptor = find(config.protocol)
+        params = descriptor.params(config.params)
+        role = descriptor.assign(params, name, pc.kind, pc.role)
+        private = _private_input(role, pc, config)
+        tls = _tls_for(config, name)
+        out = run_client_session(
+            descriptor.name,
+            role.name,
+            private,
+            server=config.party(server).address,
+            tls=tls,
+            name=name,
+            server_name=server,
+            key_bits=config.key_bits,
+            insecure=config.insecure,
+            timeout=config.timeout,
+            connect_timeout=config.connect_timeout,
+            max_frame_bytes=config.max_frame_bytes,
+        )
+        result.update(
+            ok=True,
+            output=jsonable(out["output"]),
+            cost=out["cost"],
+            session=out["session"],
+            elapsed=time.perf_counter() - start,
+        )
+    except SmcHmmError as exc:
+        result.update(
+            error={"type": type(exc).__name__, "message": str(exc)},
+            elapsed=time.perf_counter() - start,
+        )
+        with contextlib.suppress(ConfigError):
+            _write_result(result_path, result)
+        raise
+    _write_result(result_path, result)
+    return result

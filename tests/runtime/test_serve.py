@@ -1,0 +1,321 @@
+"""smc_hmm.runtime.serve: one Bob serving many keyword clients over mutual TLS.
+
+An in-process server (port 0, inline compute, 512-bit INSECURE keys, 3 models, 5 frames):
+correct results, what Bob logs, refusals (another CA, no client role, busy), isolation
+from garbage frames, stalls and disconnects, session timeouts and shutdown; the client
+commands (``smc-hmm keyword --server``, ``smc-hmm party --role alice``)."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import ssl
+import threading
+import time
+
+import numpy as np
+import pytest
+from serve_harness import (
+    client,
+    keypair,
+    utterances,
+    write_serve_config,
+)
+
+from smc_hmm.certs import make_certificates
+from smc_hmm.errors import (
+    AuthenticationError,
+    InsecurePeerKeyError,
+    PeerDisconnectedError,
+    ServerBusyError,
+    SmcHmmError,
+    TransportError,
+)
+from smc_hmm.runtime import load_config
+from smc_hmm.runtime.serve import Server, ServeSettings
+from smc_hmm.transport.tcp import TcpTransport, recv_hello, send_hello
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("serve")
+    path = write_serve_config(directory)
+    return load_config(path), directory / "certs", utterances(3)
+
+
+@pytest.fixture
+def server(setup):
+    config, _, _ = setup
+    with Server(config, "bob", port=0) as srv:
+        yield srv
+
+
+def _ok(server, certs, cases, name="alice"):
+    for frames, want in cases:
+        assert client(server.address, certs, frames, name)["keyword"] == want
+
+
+def test_sessions_are_correct_and_logged_without_private_data(setup, server, caplog):
+    _, certs, cases = setup
+    caplog.set_level(logging.INFO, logger="smc_hmm.serve")
+    _ok(server, certs, cases, "carol")
+    _wait_for(lambda: server.counts == {"ok": 3, "failed": 0, "refused": 0})
+    lines = [r.getMessage() for r in caplog.records if "client=carol" in r.getMessage()]
+    done = [line for line in lines if " ok in " in line]
+    assert len(done) == 3 and all("messages=" in x and "multiexp_terms=" in x for x in done)
+    # who / when (the log record's time) / cost / outcome -- never a label or a score
+    for frames, want in cases:
+        assert not any(want in line for line in lines)
+        assert not any(f"{frames[0, 0]:.3f}" in line for line in lines)
+
+
+def _wait_for(predicate, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert predicate()
+
+
+def test_a_certificate_from_another_ca_is_refused(setup, server, tmp_path, caplog):
+    config, certs, cases = setup
+    caplog.set_level(logging.INFO, logger="smc_hmm.serve")
+    from smc_hmm.runtime.client import run_client_session
+    from smc_hmm.transport.tcp import TlsConfig
+
+    other = make_certificates(tmp_path / "other", ["bob"], clients=["alice"])
+    # trusts the server's CA, presents a client certificate of another CA
+    tls = TlsConfig(config.ca_cert, other.certs["alice"], other.keys["alice"])
+    with pytest.raises((AuthenticationError, PeerDisconnectedError)):
+        run_client_session(
+            "keyword", "alice", cases[0][0], server=server.address, tls=tls, name="alice"
+        )
+    _wait_for(lambda: server.counts["refused"] == 1)
+    assert any("TLS handshake failed" in r.getMessage() for r in caplog.records)
+    # a client that trusts only the other CA refuses the server itself
+    with pytest.raises((AuthenticationError, PeerDisconnectedError)):
+        client(server.address, other.ca_cert.parent, cases[0][0])
+    _ok(server, certs, cases[:1])  # the server is unaffected
+    _wait_for(lambda: server.counts["ok"] == 1)
+
+
+def test_party_certificate_without_client_role_is_refused(tmp_path):
+    path = write_serve_config(tmp_path)
+    config = load_config(path)
+    from smc_hmm.runtime.client import run_client_session
+    from smc_hmm.transport.tcp import TlsConfig
+
+    # "bob" is a party (not a client) certificate of the server's own CA
+    pc = config.party("bob")
+    tls = TlsConfig(config.ca_cert, pc.cert, pc.key)
+    frames, _ = utterances(1)[0]
+    with Server(config, "bob", port=0) as srv:
+        with pytest.raises(AuthenticationError, match="client role"):
+            run_client_session("keyword", "alice", frames, server=srv.address, tls=tls, name="bob")
+        _wait_for(lambda: srv.counts["refused"] == 1)
+
+
+def _raw_session(server, certs, name="dave"):
+    """TLS + hello by hand: the session's socket, for sending garbage."""
+    from smc_hmm.runtime.client import client_tls
+
+    tls, _ = client_tls(certs, name)
+    raw = socket.create_connection(server.address, timeout=10)
+    sock = tls.client_context().wrap_socket(raw)
+    send_hello(sock, {"v": 1, "from": name, "to": "bob"})
+    reply = recv_hello(sock)
+    assert reply["ok"] is True and reply["protocol"] == "keyword"
+    return sock
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"\x00\x00\x00\x05hello",  # a frame that is not msgpack
+        b"\x00\x00\x00\x03\x93\x01\x02",  # msgpack, not a message
+        b"\xff\xff\xff\xff",  # a declared length beyond the frame limit
+    ],
+)
+def test_garbage_frames_end_only_that_session(setup, server, caplog, garbage):
+    _, certs, cases = setup
+    caplog.set_level(logging.INFO, logger="smc_hmm.serve")
+    sock = _raw_session(server, certs)
+    sock.sendall(garbage)
+    sock.settimeout(10)
+    try:  # Bob ends the session: our side sees the end of the stream
+        while sock.recv(4096):
+            pass
+    except (OSError, ssl.SSLError):
+        pass
+    sock.close()
+    _ok(server, certs, cases[:1])
+    _wait_for(lambda: server.counts["failed"] == 1 and server.counts["ok"] == 1)
+    failed = [r.getMessage() for r in caplog.records if "client=dave" in r.getMessage()]
+    assert any(("WireError" in m or "FrameTooLarge" in m or "Error:" in m) for m in failed)
+
+
+def test_stalled_and_vanished_clients_end_their_own_sessions(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="smc_hmm.serve")
+    path = write_serve_config(tmp_path, timeout=1.0)
+    config = load_config(path)
+    certs = tmp_path / "certs"
+    cases = utterances(2)
+    with Server(config, "bob", port=0) as srv:
+        stalled = _raw_session(srv, certs)  # never sends its key: Bob's receive times out
+        gone = _raw_session(srv, certs, "carol")
+        gone.close()  # disconnects right after the hello
+        _ok(srv, certs, cases)
+        _wait_for(lambda: srv.counts["failed"] == 2 and srv.counts["ok"] == 2)
+        stalled.close()
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    assert "PeerTimeoutError" in messages and "PeerDisconnectedError" in messages
+
+
+def test_a_weak_client_key_is_refused_by_the_session(setup, server):
+    _, certs, cases = setup
+    import warnings
+
+    from smc_hmm.crypto import generate_keypair
+    from smc_hmm.errors import InsecureKeyWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureKeyWarning)
+        tiny = generate_keypair(256, insecure=True)
+    with pytest.raises(SmcHmmError):
+        client(server.address, certs, cases[0][0], kp=tiny)
+    _wait_for(lambda: server.counts["failed"] == 1)
+    _ok(server, certs, cases[:1])
+    assert InsecurePeerKeyError  # the typed error Bob logs for it
+
+
+def _hold_a_slot(server, certs):
+    """A client that authenticates and then sits in its session (until closed)."""
+    return _raw_session(server, certs, "carol")
+
+
+@pytest.mark.parametrize("policy", ["refuse", "wait"])
+def test_excess_clients_wait_or_are_refused(setup, policy):
+    config, certs, cases = setup
+    settings = ServeSettings(max_sessions=1, when_busy=policy, wait_timeout=0.5, workers=1)
+    with Server(config, "bob", settings=settings, port=0) as srv:
+        holder = _hold_a_slot(srv, certs)
+        with pytest.raises(ServerBusyError, match="busy"):
+            client(srv.address, certs, cases[0][0])
+        holder.close()
+        _wait_for(lambda: srv.active == 0)
+        _ok(srv, certs, cases[:1])
+        if policy == "wait":  # a waiting client gets the slot when it frees up
+            holder = _hold_a_slot(srv, certs)
+            out = {}
+            t = threading.Thread(
+                target=lambda: out.update(r=client(srv.address, certs, cases[1][0]))
+            )
+            t.start()
+            time.sleep(0.2)
+            holder.close()
+            t.join(20)
+            assert out["r"]["keyword"] == cases[1][1]
+
+
+def test_session_timeout_and_shutdown_bound(setup, caplog):
+    config, certs, cases = setup
+    caplog.set_level(logging.INFO, logger="smc_hmm.serve")
+    settings = ServeSettings(session_timeout=0.5, shutdown_grace=0.5, workers=1)
+    srv = Server(config, "bob", settings=settings, port=0).start()
+    stuck = _raw_session(srv, certs)  # never speaks; the session bound ends it first
+    _ok(srv, certs, cases[:1])
+    _wait_for(lambda: srv.counts["failed"] == 1)
+    assert "SessionTimeoutError" in " ".join(r.getMessage() for r in caplog.records)
+    stuck2 = _raw_session(srv, certs)
+    start = time.monotonic()
+    srv.stop()
+    assert time.monotonic() - start < 5
+    assert not any(t.name.startswith("smc-serve") for t in threading.enumerate())
+    with pytest.raises(TransportError):
+        client(srv.address, certs, cases[0][0])
+    stuck.close()
+    stuck2.close()
+
+
+def test_keyword_command_against_a_server(setup, server, tmp_path, capsys):
+    """smc-hmm keyword --audio FILE.wav --server HOST:PORT --certs DIR."""
+    import json
+
+    from scipy.io import wavfile
+
+    from smc_hmm.cli import main
+
+    _, certs, _ = setup
+    rng = np.random.default_rng(4)
+    t = np.arange(800) / 8000
+    voice = np.sin(2 * np.pi * 300 * t) * np.hanning(t.size) + 0.05 * rng.normal(size=t.size)
+    wav, out = tmp_path / "hello.wav", tmp_path / "kw.json"
+    wavfile.write(wav, 8000, (voice * 12000).astype(np.int16))
+    host, port = server.address
+    argv = ["keyword", "--audio", str(wav), "--server", f"{host}:{port}", "--certs", str(certs)]
+    argv += ["--name", "alice", "--key-bits", "512", "--insecure", "--json", str(out)]
+    assert main(argv) == 0, capsys.readouterr().err
+    data = json.loads(out.read_text())
+    assert data["secure"]["keyword"] in ("zero", "one", "two") and data["session"] >= 1
+    _wait_for(lambda: server.counts["ok"] == 1)
+
+
+def test_party_alice_against_a_server(setup, server, tmp_path):
+    """smc-hmm party --role alice with a [serve] configuration: a client session."""
+    import json
+
+    from smc_hmm.cli import main
+
+    config, _, cases = setup
+    frames, want = cases[0]
+    np.save(tmp_path / "frames.npy", frames)
+    text = config.path.read_text().replace(
+        "[parties.alice]\n", f'[parties.alice]\nfeatures = "{tmp_path / "frames.npy"}"\n'
+    )
+    port = config.party("bob").port
+    text = text.replace(f"port = {port}\n", f"port = {server.address[1]}\n")
+    path = config.path.parent / "client.toml"
+    path.write_text(text)
+    out = tmp_path / "alice.json"
+    assert main(["party", "--role", "alice", "--config", str(path), "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["output"]["keyword"] == want
+
+
+def test_settings_are_validated(setup):
+    from smc_hmm.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        ServeSettings(max_sessions=0)
+    with pytest.raises(ConfigError):
+        ServeSettings(when_busy="maybe")
+    config, _, _ = setup
+    config.serve["bogus"] = 1
+    try:
+        with pytest.raises(ConfigError, match="bogus"):
+            ServeSettings.from_config(config)
+    finally:
+        del config.serve["bogus"]
+    assert TcpTransport.over_socket  # the transport a session runs on
+    assert keypair  # harness import used by other tests
+
+
+def test_client_certificates_carry_the_client_role_and_nothing_more(tmp_path):
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    from smc_hmm.certs import CLIENT_ROLE_URI
+    from smc_hmm.cli import main
+    from smc_hmm.errors import ConfigError
+
+    assert main(["certs", "--out", str(tmp_path), "--parties", "bob", "--clients", "c1,c2"]) == 0
+
+    def read(name):
+        cert = x509.load_pem_x509_certificate((tmp_path / f"{name}.pem").read_bytes())
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+        return san.get_values_for_type(x509.UniformResourceIdentifier), list(eku)
+
+    assert read("c1") == ([CLIENT_ROLE_URI], [ExtendedKeyUsageOID.CLIENT_AUTH])
+    uris, eku = read("bob")
+    assert uris == [] and ExtendedKeyUsageOID.SERVER_AUTH in eku
+    with pytest.raises(ConfigError, match="both party and client"):
+        make_certificates(tmp_path / "x", ["bob"], clients=["bob"])
