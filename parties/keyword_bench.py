@@ -77,12 +77,13 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def offline_phase(models, length: int, keypair):
+def offline_phase(models, length: int, keypair, compute: Compute | None = None):
     """Precompute every randomizer of one run once Alice's key is known (before the
-    utterance): Alice's pool draws from her CRT randomizer, Bob's from his own public-key
-    DJN randomizer.  Returns (seconds, Alice's pool, Bob's pool)."""
+    utterance): Alice's pool from her CRT randomizer, Bob's from a public-key DJN
+    randomizer of his own -- in parallel when ``compute`` has a second lane, as two
+    machines would.  Returns (seconds, Alice's pool, Bob's pool)."""
     from protocols import forward
-    from smc_hmm.crypto import DJNRandomizer, RandomizerPool, Rng
+    from smc_hmm.crypto import RandomizerPool
 
     pk = keypair[0]
     batch = forward._ModelBatch.of(models)
@@ -92,10 +93,25 @@ def offline_phase(models, length: int, keypair):
     extra = 2 * len(models)  # the argmax step's few re-randomisations
     t0 = time.perf_counter()
     alice = RandomizerPool(_base_randomizer(pk), capacity=need["alice"] + extra)
-    alice.fill()
-    bob = RandomizerPool(DJNRandomizer(pk.n_mpz, Rng.system()), capacity=need["bob"] + extra)
-    bob.fill()
+    bob = RandomizerPool(_base_randomizer(pk), capacity=need["bob"] + extra)  # source unused
+    compute = compute or Compute.inline()
+    _, bob_values = compute.map(
+        _public_randomizers,
+        [0, int(pk.n)],
+        [0, need["bob"] + extra],
+        local=lambda _n, _count: alice.fill(),
+    )
+    bob.offer(bob_values)
     return time.perf_counter() - t0, alice, bob
+
+
+def _public_randomizers(n: int, count: int) -> list:
+    """Bob's offline work: ``count`` randomizers for the public key ``n`` (a worker task)."""
+    from gmpy2 import mpz
+
+    from smc_hmm.crypto import DJNRandomizer, Rng
+
+    return [int(v) for v in DJNRandomizer(mpz(n), Rng.system()).draw(count)] if count else []
 
 
 def _base_randomizer(pk):
@@ -118,7 +134,7 @@ def _secure_local(
     pk = keypair[0]
     pre, randomizers = 0.0, None
     if offline:
-        pre, alice_pool, bob_pool = offline_phase(models, len(frames), keypair)
+        pre, alice_pool, bob_pool = offline_phase(models, len(frames), keypair, compute)
         pk.use_randomizer(alice_pool)
         randomizers = {"bob": {pk.fingerprint: bob_pool}}
     try:

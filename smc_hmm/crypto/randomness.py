@@ -210,6 +210,13 @@ class RandomizerPool(Randomizer):
             with self._cond:
                 self._values.extend(batch)
 
+    def offer(self, values) -> None:
+        """Add randomizers precomputed elsewhere (e.g. by a worker process), up to capacity."""
+        with self._cond:
+            room = self.capacity - len(self._values)
+            self._values.extend(mpz(v) for v in list(values)[: max(0, room)])
+            self._cond.notify_all()
+
     def start(self) -> RandomizerPool:
         """Start the background filler thread (idempotent)."""
         if self._thread is None or not self._thread.is_alive():

@@ -109,3 +109,19 @@ def test_seeded_rng_is_marked_insecure():
     assert Rng.seeded(1).insecure and not Rng.system().insecure
     with pytest.raises(InvalidInputError):
         Rng.seeded("x")
+
+
+def test_a_pool_accepts_randomizers_computed_elsewhere(keypair_512):
+    """offer(): values from another process fill the pool (up to its capacity) and are
+    drawn before any is computed."""
+    from smc_hmm.crypto import DJNRandomizer, RandomizerPool, Rng
+
+    pk, sk = keypair_512
+    elsewhere = DJNRandomizer(pk.n_mpz, Rng.seeded(3)).draw(5)
+    pool = RandomizerPool(DJNRandomizer(pk.n_mpz, Rng.seeded(4)), capacity=4)
+    pool.offer([int(v) for v in elsewhere])
+    assert len(pool) == 4
+    drawn = pool.draw(5)
+    assert drawn[:4] == elsewhere[:4] and pool.misses == 1
+    c = pk.encrypt_ints([7], randomizers=drawn[:1])
+    assert sk.decrypt_ints(c) == [7]
