@@ -531,16 +531,17 @@ def load_dataset(value, base) -> tuple[np.ndarray, np.ndarray]:
     return arr[:, :-1], arr[:, -1]
 
 
-def _role_for(params: Params, party: str, kind: str) -> str:
+def _role_for(params: Params | SumParams, party: str, kind: str) -> str:
+    """Which role a party plays, from the party names in [protocol] (both descriptors)."""
     if party == params.lead:
         return "lead"
     if party in params.owners:
         return "owner"
     if party == params.curator:
         return "curator"
-    if party == params.user:
+    if party == getattr(params, "user", None):  # dp_sum has no user
         return "user"
-    raise ConfigError(f"party {party!r} is none of owners, curator, user in [protocol]")
+    raise ConfigError(f"party {party!r} is none of the parties named in [protocol]")
 
 
 PROTOCOL = ProtocolDescriptor(
@@ -698,16 +699,6 @@ def sum_curator(ctx, private, params: SumParams) -> np.ndarray:
     return total.decrypt(sk)
 
 
-def _sum_role_for(params: SumParams, party: str, kind: str) -> str:
-    if party == params.lead:
-        return "lead"
-    if party in params.owners:
-        return "owner"
-    if party == params.curator:
-        return "curator"
-    raise ConfigError(f"party {party!r} is neither an owner nor the curator in [protocol]")
-
-
 DP_SUM = ProtocolDescriptor(
     name=DP_SUM_NAME,
     summary="noisy secure sum of the owners' vectors (federated DP Baum-Welch counts): "
@@ -718,7 +709,7 @@ DP_SUM = ProtocolDescriptor(
         Role("owner", sum_owner, kind="data_owner", input="vector", load=load_vector, many=True),
         Role("curator", sum_curator, kind="trent", holds_key=True),
     ),
-    role_for=_sum_role_for,
+    role_for=_role_for,
     messages=lambda params: params.messages().values(),
 )
 
