@@ -161,7 +161,7 @@ def _secure_local(
     return online, pre, result
 
 
-def _secure_tcp(models, labels, frames, bits, mode, workdir):
+def _secure_tcp(models, labels, frames, bits, mode, workdir, workers):
     """Alice and Bob as two OS processes over mutual TLS (``smc-hmm launch``)."""
     from smc_hmm.hmm.io import save_models
     from smc_hmm.runtime import launch, write_config
@@ -178,6 +178,7 @@ def _secure_tcp(models, labels, frames, bits, mode, workdir):
         params={"mode": mode},
         key_bits=bits,
         insecure=bits < 2048,
+        compute={"workers": workers},  # the same two lanes per party as in-process
         timeout=600,
         connect_timeout=60,
     )
@@ -316,7 +317,13 @@ def run(args, say=lambda msg: None) -> BenchResult:
                 if args.transport == "tcp":
                     with TemporaryDirectory(prefix="smc-hmm-bench-") as tmp:
                         _, result = _secure_tcp(
-                            models, labels, frames, args.key_bits, args.mode, Path(tmp)
+                            models,
+                            labels,
+                            frames,
+                            args.key_bits,
+                            args.mode,
+                            Path(tmp),
+                            args.workers,
                         )
                     # the protocol's wall time (the parties' processes also start and
                     # generate keys; that is not the protocol)

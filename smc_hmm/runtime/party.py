@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from smc_hmm.compute import Compute
 from smc_hmm.cost import CostLedger
 from smc_hmm.crypto import CipherArray, generate_keypair
 from smc_hmm.errors import (
@@ -146,6 +147,18 @@ def _keypair_for(role, config: RunConfig):
         return generate_keypair(config.key_bits, insecure=config.insecure)
 
 
+def _local_lanes(config: RunConfig) -> Compute:
+    """``[compute] workers = N``: this party's heavy batches in N local lanes (the caller
+    plus N - 1 worker processes); without it, inline.  (A Dask ``scheduler`` is for a
+    serving party: ``smc-hmm serve``.)"""
+    workers = config.compute.get("workers")
+    if workers is None:
+        return Compute.inline()
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError("compute.workers must be a positive integer")
+    return Compute.processes(workers)
+
+
 def run_party(name: str, config: RunConfig | str | Path, *, result_path=None) -> dict:
     """Run party ``name`` of ``config`` in this process over TCP with mutual TLS.
 
@@ -178,6 +191,7 @@ def run_party(name: str, config: RunConfig | str | Path, *, result_path=None) ->
         addresses = {n: p.address for n, p in config.parties.items()}
         transport = _connect(name, addresses, tls, config)
         ledger = CostLedger(name)
+        compute = _local_lanes(config)
         try:
             channel = Channel(
                 transport,
@@ -187,7 +201,12 @@ def run_party(name: str, config: RunConfig | str | Path, *, result_path=None) ->
                 strict=True,
             )
             ctx = PartyContext(
-                name, channel, keypair=keypair, ledger=ledger, min_key_bits=config.min_key_bits
+                name,
+                channel,
+                keypair=keypair,
+                ledger=ledger,
+                compute=compute,
+                min_key_bits=config.min_key_bits,
             )
             with ledger.running():
                 output = role.run(ctx, private, params)
@@ -195,6 +214,8 @@ def run_party(name: str, config: RunConfig | str | Path, *, result_path=None) ->
         except BaseException:
             _close_quietly(transport)
             raise
+        finally:
+            compute.close()
         result.update(
             ok=True,
             output=jsonable(output),
