@@ -35,7 +35,12 @@ import numpy as np
 
 from smc_hmm.bench.common import BenchResult, Row
 from smc_hmm.compute import Compute
-from smc_hmm.errors import InsecureKeyWarning, InvalidInputError, PrecisionError
+from smc_hmm.errors import (
+    InsecureKeyWarning,
+    InvalidInputError,
+    PartyProcessError,
+    PrecisionError,
+)
 
 #: targets of the keyword issue at 2048 bits (seconds; relative error of log P)
 TOTAL_TARGET = {"diag": 5.0, "full": 15.0}
@@ -332,7 +337,10 @@ def run(args, say=lambda msg: None) -> BenchResult:
                     seconds, pre, result = _secure_local(
                         models, labels, frames, keypair, args.mode, compute, offline=True
                     )
-            except PrecisionError as e:  # refused, never a silent wrong answer: count it
+            except (PrecisionError, PartyProcessError) as e:
+                if isinstance(e, PartyProcessError) and e.error_type != "PrecisionError":
+                    raise
+                # refused, never a silent wrong answer: count it
                 runs.append({**record, "secure": None, "equal": False, "error": str(e)})
                 say(f"[{n}] refused: {e}")
                 continue
