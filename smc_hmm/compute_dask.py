@@ -135,6 +135,8 @@ class DaskCompute(Compute):
         Objects pickling to fewer than ``scatter_min_bytes`` bytes are returned as
         they are (unless ``force``): they are cheaper to send with each task.
         """
+        # dumps only: the bytes size and fingerprint a local object for the cache; nothing is
+        # ever unpickled here, and nothing of Dask's (Bob-internal) traffic reaches a peer
         blob = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
         if len(blob) < self.scatter_min_bytes and not force:
             return obj
