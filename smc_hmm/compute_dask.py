@@ -9,7 +9,7 @@ optional extra (``pip install smc-hmm[dask]``): this module imports it lazily.
 
 Scatter once, reuse across calls
 --------------------------------
-A task argument whose pickled form is at least ``scatter_min_bytes`` (the packed
+A task argument whose content is at least ``scatter_min_bytes`` bytes (the packed
 ciphertexts a linear combination runs against, a group of Bob's weight rows) is
 *scattered* to the workers the first time a session sees it -- keyed by a BLAKE2b
 digest of its bytes -- and every later task of the same session that passes equal
@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import pickle
 import threading
 from collections.abc import Callable, Iterable
 
@@ -132,14 +131,12 @@ class DaskCompute(Compute):
     def resident(self, obj, *, force: bool = False):
         """A future of ``obj`` on the workers, scattered once per distinct content.
 
-        Objects pickling to fewer than ``scatter_min_bytes`` bytes are returned as
+        Objects whose content is fewer than ``scatter_min_bytes`` bytes are returned as
         they are (unless ``force``): they are cheaper to send with each task.
         """
-        # dumps only: the bytes size and fingerprint a local object for the cache; nothing is
-        # ever unpickled here, and nothing of Dask's (Bob-internal) traffic reaches a peer
-        blob = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        if len(blob) < self.scatter_min_bytes and not force:
-            return obj
+        blob = _content(obj)
+        if blob is None or (len(blob) < self.scatter_min_bytes and not force):
+            return obj  # small, or of a kind the cache does not fingerprint: sent as it is
         digest = hashlib.blake2b(blob, digest_size=20).digest()
         with self._lock:
             future = self._resident.get(digest)
@@ -218,6 +215,31 @@ class DaskCompute(Compute):
 
     def __repr__(self) -> str:
         return f"DaskCompute(workers={self.workers}, scheduler={self.client.scheduler.address})"
+
+
+def _content(obj) -> bytes | None:
+    """A canonical byte string of a task argument (ints, packed ciphertexts and nested
+    lists of them: what the Paillier batches pass), for the cache's size and digest;
+    None for anything else.  Nothing is serialised for a peer here."""
+    from gmpy2 import mpz
+
+    from smc_hmm.crypto.bulk import PackedInts
+
+    if isinstance(obj, PackedInts):
+        return b"P" + obj.width.to_bytes(4, "little") + obj._packed()
+    if isinstance(obj, bool) or obj is None:
+        return b"N" if obj is None else (b"T" if obj else b"F")
+    if isinstance(obj, int | type(mpz(0))):
+        v = int(obj)
+        body = abs(v).to_bytes((abs(v).bit_length() + 7) // 8, "little")
+        return (b"-" if v < 0 else b"+") + len(body).to_bytes(4, "little") + body
+    if isinstance(obj, list | tuple):
+        parts = [_content(x) for x in obj]
+        if any(p is None for p in parts):
+            return None
+        tag = b"L" if isinstance(obj, list) else b"U"
+        return tag + len(parts).to_bytes(4, "little") + b"".join(parts)
+    return None
 
 
 def _warm() -> None:
