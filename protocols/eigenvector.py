@@ -172,6 +172,7 @@ import numpy as np
 
 from smc_hmm.crypto import CipherArray, PrivateKey
 from smc_hmm.crypto.packing import PackedCipherArray, PackingPlan
+from smc_hmm.eigen import power_iteration, principal_eigenvector  # noqa: F401 (re-exported)
 from smc_hmm.errors import ConfigError, ConvergenceError, InvalidInputError, ProtocolError
 from smc_hmm.messages import Ciphertexts, Key, Message, Revealed
 from smc_hmm.protocol import ProtocolDescriptor, Role
@@ -701,38 +702,3 @@ PROTOCOL = ProtocolDescriptor(
     role_for=_role_for,
     messages=lambda params: params.messages().values(),
 )
-
-
-# -- plaintext references (tests, benchmark) -----------------------------------------------
-
-
-def principal_eigenvector(m: np.ndarray) -> np.ndarray:
-    """numpy's principal eigenvector of M^T M (unit norm, sign arbitrary)."""
-    m = np.asarray(m, dtype=np.float64)
-    if m.shape[1] <= 512:
-        values, vectors = np.linalg.eigh(m.T @ m)
-        return vectors[:, np.argmax(values)]
-    _, _, vt = np.linalg.svd(m, full_matrices=False)  # same vector, without the n x n matrix
-    return vt[0]
-
-
-def power_iteration(
-    blocks: Sequence[np.ndarray], tol: float = 1e-7, max_rounds: int = 10_000, seed: int = 0
-) -> tuple[np.ndarray, int]:
-    """Plaintext power iteration of eqs. 4.1-4.5 with the same stopping test (no hardening):
-    (eigenvector of M^T M, iterations)."""
-    rng = np.random.default_rng(seed)
-    alphas = [rng.standard_normal(b.shape[1]) for b in blocks]
-    scale = math.sqrt(sum(x @ x for x in alphas))
-    alphas = [x / scale for x in alphas]
-    previous = None
-    for t in range(1, max_rounds + 1):
-        u = sum(b @ x for b, x in zip(blocks, alphas))
-        ys = [b.T @ u for b in blocks]
-        norm = math.sqrt(sum(y @ y for y in ys))
-        alphas = [y / norm for y in ys]
-        direction = u / np.linalg.norm(u)
-        if previous is not None and np.linalg.norm(direction - previous) <= tol:
-            return np.concatenate(alphas), t
-        previous = direction
-    raise ConvergenceError(f"plaintext power iteration did not converge in {max_rounds}")

@@ -25,7 +25,6 @@ timings (a shared machine slows every figure).
 
 from __future__ import annotations
 
-import math
 import os
 import statistics
 import time
@@ -33,6 +32,7 @@ import time
 import numpy as np
 
 from smc_hmm.bench.common import BenchResult, Row, check_key_bits, throwaway_keypair
+from smc_hmm.eigen import power_iteration, principal_eigenvector
 from smc_hmm.errors import ConfigError, InvalidInputError
 
 TARGET_SECONDS = 60.0
@@ -97,29 +97,6 @@ def split(m: np.ndarray, owners: int) -> list[np.ndarray]:
     if not 2 <= owners <= m.shape[1]:
         raise InvalidInputError(f"--owners must be in [2, {m.shape[1]}]")
     return [m[:, s] for s in np.array_split(np.arange(m.shape[1]), owners)]
-
-
-def numpy_eigenvector(m: np.ndarray) -> np.ndarray:
-    return np.linalg.svd(m, full_matrices=False)[2][0]
-
-
-def numpy_power_iteration(blocks, tol: float, seed: int) -> tuple[np.ndarray, int]:
-    """Plaintext eqs. 4.1-4.5 with the owners' stopping test (no encryption, no hardening)."""
-    rng = np.random.default_rng(seed)
-    alphas = [rng.standard_normal(b.shape[1]) for b in blocks]
-    s = math.sqrt(sum(a @ a for a in alphas))
-    alphas = [a / s for a in alphas]
-    previous = None
-    for t in range(1, 100_001):
-        u = sum(b @ a for b, a in zip(blocks, alphas))
-        ys = [b.T @ u for b in blocks]
-        norm = math.sqrt(sum(y @ y for y in ys))
-        alphas = [y / norm for y in ys]
-        d = u / np.linalg.norm(u)
-        if previous is not None and np.linalg.norm(d - previous) <= tol:
-            return np.concatenate(alphas), t
-        previous = d
-    raise InvalidInputError("numpy power iteration did not converge")
 
 
 def protocol_params(blocks, max_abs, decoy_p, tol, slots) -> dict:
@@ -187,7 +164,7 @@ def measure(args) -> BenchResult:
         raise InvalidInputError("--slots must be >= 0 (0: as many as the key holds)")
     m, max_abs = load_data(args.data, args.rows, args.cols, args.seed)
     blocks = split(m, args.owners)
-    v = numpy_eigenvector(m)
+    v = principal_eigenvector(m)
     load_before = os.getloadavg()
     keypair = throwaway_keypair(args.key_bits)
     min_bits = min(args.key_bits, 2048)
@@ -196,7 +173,7 @@ def measure(args) -> BenchResult:
     times = []
     for _ in range(5):
         t0 = time.perf_counter()
-        x_np, it_np = numpy_power_iteration(blocks, args.tol, args.seed)
+        x_np, it_np = power_iteration(blocks, args.tol, max_rounds=100_000, seed=args.seed)
         times.append(time.perf_counter() - t0)
     np_total = statistics.median(times)
 
