@@ -404,6 +404,27 @@ def _components(model: HMM, counts: ExpectedCounts) -> dict[str, tuple[np.ndarra
     return parts
 
 
+def counts_from_parts(model: HMM, parts: Mapping[str, np.ndarray]) -> ExpectedCounts:
+    """Expected counts from their released parts (:func:`_components`' names): a full
+    covariance's upper triangle of second moments mirrored, and a discrete model's
+    occupancy post-processed from its emission counts.  Shared by the central and the
+    federated DP Baum-Welch (:mod:`smc_hmm.dp.federated`)."""
+    parts = dict(parts)
+    full = isinstance(model, GaussianHMM) and model.covariance_type == "full"
+    if full and "obs_sq_sum" in parts:
+        upper = parts["obs_sq_sum"]
+        parts["obs_sq_sum"] = np.triu(upper) + np.swapaxes(np.triu(upper, 1), 1, 2)
+    return ExpectedCounts(
+        initial=parts["initial"],
+        transitions=parts["transitions"],
+        occupancy=parts["occupancy"] if "occupancy" in parts else parts["emissions"].sum(axis=1),
+        log_likelihood=math.nan,
+        emissions=parts.get("emissions"),
+        obs_sum=parts.get("obs_sum"),
+        obs_sq_sum=parts.get("obs_sq_sum"),
+    )
+
+
 def dp_expected_counts(
     model: HMM,
     sequences: Sequence[ArrayLike],
@@ -462,20 +483,8 @@ def dp_expected_counts(
             scales[name] = mechanism.scale
         else:
             scales[name] = 0.0
-        full = isinstance(model, GaussianHMM) and model.covariance_type == "full"
-        if name == "obs_sq_sum" and full:  # mirror the noisy upper triangle
-            out = np.triu(out) + np.swapaxes(np.triu(out, 1), 1, 2)
         noisy[name] = out
-    counts = ExpectedCounts(
-        initial=noisy["initial"],
-        transitions=noisy["transitions"],
-        # discrete models: the occupancy is post-processed from the noisy emission counts
-        occupancy=noisy["occupancy"] if "occupancy" in noisy else noisy["emissions"].sum(axis=1),
-        log_likelihood=math.nan,
-        emissions=noisy.get("emissions"),
-        obs_sum=noisy.get("obs_sum"),
-        obs_sq_sum=noisy.get("obs_sq_sum"),
-    )
+    counts = counts_from_parts(model, noisy)
     return NoisyCounts(
         counts=counts,
         releases=releases,

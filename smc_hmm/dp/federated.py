@@ -30,7 +30,6 @@ architecture's import contract); the secure aggregator is injected.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -42,6 +41,7 @@ from smc_hmm.dp.baum_welch import (
     _components,
     _reserve,
     count_sensitivities,
+    counts_from_parts,
     counts_to_model,
     discrete_expected_counts,
     prepare_sequences,
@@ -50,7 +50,7 @@ from smc_hmm.dp.baum_welch import (
 from smc_hmm.dp.mechanisms import LaplaceMechanism, check_epsilon
 from smc_hmm.dp.random import DPRandom
 from smc_hmm.errors import AggregateInputError, PrivacyParameterError
-from smc_hmm.hmm.models import HMM, DiscreteHMM, GaussianHMM
+from smc_hmm.hmm.models import HMM, DiscreteHMM
 from smc_hmm.hmm.training import DEFAULT_MIN_COVAR, ExpectedCounts, expected_counts
 
 Aggregate = Callable[[Sequence[np.ndarray], np.ndarray], np.ndarray]
@@ -108,19 +108,8 @@ def unflatten_counts(model: HMM, vector: np.ndarray) -> ExpectedCounts:
         k = int(mask.sum())
         arr[mask] = vector[at : at + k]
         at += k
-        full = isinstance(model, GaussianHMM) and model.covariance_type == "full"
-        if name == "obs_sq_sum" and full:
-            arr = np.triu(arr) + np.swapaxes(np.triu(arr, 1), 1, 2)
         out[name] = arr
-    return ExpectedCounts(
-        initial=out["initial"],
-        transitions=out["transitions"],
-        occupancy=out["occupancy"] if "occupancy" in out else out["emissions"].sum(axis=1),
-        log_likelihood=math.nan,
-        emissions=out.get("emissions"),
-        obs_sum=out.get("obs_sum"),
-        obs_sq_sum=out.get("obs_sq_sum"),
-    )
+    return counts_from_parts(model, out)
 
 
 def noise_scales(
