@@ -585,10 +585,10 @@ class Server:
                 raw, server_side=True, do_handshake_on_connect=False
             )
         except (OSError, ssl.SSLError) as exc:
-            self._count("dropped")
             log.info("dropped %s before its TLS handshake: %s", where, _one_line(exc))
             with contextlib.suppress(OSError):
                 raw.close()
+            self._count("dropped")
             return
         pending = _Pending(sock, address, where, time.monotonic() + s.handshake_timeout)
         self._pending[pending] = None
@@ -608,10 +608,10 @@ class Server:
 
     def _drop(self, sel, pending: _Pending, reason: str) -> None:
         self._forget(sel, pending)
-        self._count("dropped")
         log.info("dropped %s during its %s: %s", pending.where, pending.stage, reason)
         with contextlib.suppress(OSError):
             pending.sock.close()
+        self._count("dropped")
 
     def _expire(self, sel) -> None:
         """Close pending connections past ``handshake_timeout`` (oldest first: deadlines
@@ -639,7 +639,6 @@ class Server:
         except (OSError, SmcHmmError) as exc:  # ssl.SSLError is an OSError
             self._forget(sel, pending)
             if pending.stage == "TLS handshake":
-                self._count("refused")
                 log.warning(
                     "refused %s: AuthenticationError: TLS handshake failed: %s",
                     pending.where,
@@ -647,6 +646,7 @@ class Server:
                 )
                 with contextlib.suppress(OSError):
                     pending.sock.close()
+                self._count("refused")
             else:
                 if not isinstance(exc, AuthenticationError):
                     exc = AuthenticationError(f"no valid hello: {_one_line(exc)}")
@@ -735,13 +735,13 @@ class Server:
 
     def _refuse(self, sock, where: str, client: str, error: SmcHmmError) -> None:
         """Refuse with a reason in the hello reply (a short write: never waits for the client)."""
-        self._count("refused")
         log.warning("refused client=%s from %s: %s: %s", client, where, type(error).__name__, error)
         with contextlib.suppress(OSError, SmcHmmError):
             sock.setblocking(False)
             send_hello(sock, {"ok": False, "error": type(error).__name__, "reason": str(error)})
         with contextlib.suppress(OSError):
             sock.close()
+        self._count("refused")  # counted once logged and closed
 
     # -- the session budget ----------------------------------------------------------------------
 
@@ -857,7 +857,6 @@ class Server:
                 budget=s.budget(),
             )
         except (OSError, SmcHmmError) as exc:
-            self._count("failed")
             log.warning(
                 "session %d client=%s from %s: failed before it started: %s",
                 session.number,
@@ -867,6 +866,7 @@ class Server:
             )
             with contextlib.suppress(OSError):
                 sock.close()
+            self._count("failed")
             return
         session.transport = transport
         self._sessions[session.number] = session
