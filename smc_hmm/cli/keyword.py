@@ -21,14 +21,17 @@ from pathlib import Path
 
 import numpy as np
 
+from smc_hmm.cli.common import check_key_bits, console
 from smc_hmm.crypto import generate_keypair
 from smc_hmm.errors import InsecureKeyWarning, InvalidInputError
 from smc_hmm.hmm import log_likelihood
 from smc_hmm.protocol import find
 from smc_hmm.runtime.simulate import run_protocol
 
+HELP = "recognise the keyword of one WAV recording securely (Alice and Bob in-process)"
 
-def add_arguments(p) -> None:
+
+def configure(p) -> None:
     p.add_argument("--audio", required=True, help="Alice's recording (mono WAV, any rate)")
     p.add_argument(
         "--models",
@@ -65,14 +68,16 @@ def _models(spec: str):
     return models, labels, pipeline
 
 
-def run(args, console) -> int:
+def run(args) -> int:
     """Recognise ``args.audio`` securely; print both decisions and the cost tables."""
-    if args.key_bits < 2048 and not args.insecure:
-        raise InvalidInputError(
-            f"{args.key_bits}-bit keys are insecure: add --insecure (tests only)"
-        )
+    check_key_bits(args, "tests only")
     if args.server:
-        return _run_against_server(args, console)
+        return _run_against_server(args, console())
+    return _run_in_process(args, console())
+
+
+def _run_in_process(args, console) -> int:
+    """Alice and Bob in this process, one thread each."""
     protocol = find("keyword")
     params = protocol.params({"mode": args.mode})  # a bad mode fails before any work
     models, labels, pipeline = _models(args.models)

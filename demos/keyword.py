@@ -1,7 +1,7 @@
 """``smc-hmm demo keyword``: secure keyword recognition on the bundled real speech.
 
 Alice holds bundled test-split utterances (spoken digits, Free Spoken Digit
-Dataset, CC BY-SA 4.0: ``smc_hmm/data/NOTICE``); Bob holds the ten bundled digit
+Dataset, CC BY-SA 4.0: ``smc_hmm/data/fsdd/NOTICE``); Bob holds the ten bundled digit
 HMMs.  :mod:`protocols.keyword` runs in-process; the demo checks every decision
 against the plaintext argmax of log-likelihoods and prints the cost table.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from parties.demos import key_holder, min_key_bits
+from demos.common import key_holder, min_key_bits
 from protocols import keyword
 from smc_hmm.compute import Compute
 from smc_hmm.data import load_bundled_models, load_test_utterances
