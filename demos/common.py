@@ -7,6 +7,7 @@ import warnings
 from parties.alice import Alice
 from smc_hmm.crypto import Rng
 from smc_hmm.errors import InsecureKeyWarning
+from smc_hmm.progress import status
 
 
 def min_key_bits(args) -> int:
@@ -26,7 +27,7 @@ def key_holder(args, console, vector=None, rng: Rng | None = None) -> Alice:
         rng = Rng.seeded(args.seed)
     alice = Alice("alice", vector, key_bits=args.key_bits, insecure=args.insecure, rng=rng)
     with (
-        console.status(f"generating a {args.key_bits}-bit Paillier key pair"),
+        status(console, f"generating a {args.key_bits}-bit Paillier key pair"),
         warnings.catch_warnings(),
     ):
         warnings.simplefilter("ignore", InsecureKeyWarning)

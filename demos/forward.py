@@ -19,6 +19,7 @@ from protocols import forward
 from smc_hmm.crypto import Rng
 from smc_hmm.errors import InvalidInputError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, log_likelihood
+from smc_hmm.progress import status
 
 
 def casino_hmm() -> DiscreteHMM:
@@ -62,7 +63,7 @@ def forward_demo(args, console) -> int:
         obs, _ = model.sample(args.length, rng=gen)
         alice_run = Alice("alice", observations=obs, keypair=alice.keypair)
         bob = Bob("bob", models=[model])
-        with console.status(f"secure forward, {label}, T={args.length}"):
+        with status(console, f"secure forward, {label}, T={args.length}"):
             result = simulate(
                 [alice_run, bob],
                 forward.PROTOCOL,
@@ -78,7 +79,8 @@ def forward_demo(args, console) -> int:
             f"[bold]{label}[/], T={args.length}: secure log P = {secure:.12g}, "
             f"plaintext {plain:.12g}, relative error {rel:.1e} "
             f"({'[green]ok[/]' if rel <= 1e-6 else '[red]too large[/]'}), "
-            f"{result.elapsed:.1f} s"
+            f"{result.elapsed:.1f} s",
+            soft_wrap=True,
         )
         result.cost.render(console)
         report["runs"].append(

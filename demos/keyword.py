@@ -16,6 +16,7 @@ from smc_hmm.compute import Compute
 from smc_hmm.data import load_bundled_models, load_test_utterances
 from smc_hmm.errors import InvalidInputError
 from smc_hmm.hmm import log_likelihood
+from smc_hmm.progress import status
 from smc_hmm.runtime import run_protocol
 
 
@@ -36,7 +37,8 @@ def add_keyword_arguments(parser) -> None:
         "--utterances",
         type=int,
         default=3,
-        help="how many bundled test utterances, one per digit (default 3)",
+        help="how many bundled test utterances, one digit after another (default 3; at most "
+        "250, the whole bundled test split, each once)",
     )
     parser.add_argument(
         "--frames",
@@ -52,6 +54,11 @@ def keyword_demo(args, console) -> int:
         raise InvalidInputError("--utterances and --frames must be >= 1")
     models, labels = load_bundled_models(args.models)
     utterances = load_test_utterances()
+    if args.utterances > len(utterances):
+        raise InvalidInputError(
+            f"--utterances {args.utterances}: the bundled test split holds {len(utterances)} "
+            "utterances (10 digits x 5 speakers x 5 recordings); ask for at most that many"
+        )
     # utterance i: digit i mod 10, speaker (i // 10) mod 5, recording (i // 50) mod 5; the
     # bundled test split is ordered digit, speaker, recording (10 x 5 x 5), so the first
     # 250 are all of it, each once
@@ -68,9 +75,10 @@ def keyword_demo(args, console) -> int:
         for n, utt in enumerate(chosen, 1):
             frames = utt.features[: args.frames] if args.frames else utt.features
             plain = max(range(len(models)), key=lambda k: log_likelihood(models[k], frames))
-            with console.status(
+            with status(
+                console,
                 f"[{n}/{len(chosen)}] secure keyword recognition, {len(frames)} frames, "
-                f"{len(models)} keywords, {args.mode} mode"
+                f"{len(models)} keywords, {args.mode} mode",
             ):
                 result = run_protocol(
                     keyword.PROTOCOL,
@@ -90,7 +98,8 @@ def keyword_demo(args, console) -> int:
                 f"{len(frames)} frames): Alice hears [bold]{got}[/], plaintext argmax "
                 f"{labels[plain]} ({'[green]agrees[/]' if same else '[red]DIFFERS[/]'}); "
                 f"{result.elapsed:.1f} s, {result.cost.bytes_total / 1e6:.1f} MB, "
-                f"{result.cost.rounds} rounds"
+                f"{result.cost.rounds} rounds",
+                soft_wrap=True,  # one line per utterance, whatever the width
             )
             report["runs"].append(
                 {
@@ -106,7 +115,9 @@ def keyword_demo(args, console) -> int:
     console.print(f"cost of utterance {len(chosen)} in detail:")
     result.cost.render(console)
     report["ok"] = agree == len(chosen)
-    console.print(f"{agree}/{len(chosen)} secure decisions agree with the plaintext argmax")
+    console.print(
+        f"{agree}/{len(chosen)} secure decisions agree with the plaintext argmax", soft_wrap=True
+    )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(report, fh, indent=2, sort_keys=True)

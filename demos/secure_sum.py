@@ -18,6 +18,7 @@ from parties.trent import Trent
 from protocols import secure_sum
 from smc_hmm.crypto import Rng
 from smc_hmm.errors import InvalidInputError
+from smc_hmm.progress import status
 
 
 def add_secure_sum_arguments(parser) -> None:
@@ -48,7 +49,7 @@ def secure_sum_demo(args, console) -> int:
         Trent("trent", vectors["trent"]),
         *[DataOwner(name, vectors[name]) for name in owners],
     ]
-    with console.status("running the secure sum (one thread per party)"):
+    with status(console, "running the secure sum (one thread per party)"):
         result = simulate(
             parties,
             secure_sum.PROTOCOL,
@@ -65,7 +66,8 @@ def secure_sum_demo(args, console) -> int:
         f"secure sum of {len(vectors)} private vectors of length {args.length} "
         f"({args.key_bits}-bit keys): Alice's result "
         f"{'[green]matches[/]' if ok else '[red]DIFFERS FROM[/]'} the plaintext sum "
-        f"(max abs error {err:.2e}, fixed point 2^-{params.scale})"
+        f"(max abs error {err:.2e}, fixed point 2^-{params.scale})",
+        soft_wrap=True,
     )
     result.cost.render(console)
     if args.json:

@@ -30,6 +30,7 @@ import warnings
 
 from smc_hmm.bench.common import BenchResult, Row, check_key_bits, throwaway_keypair
 from smc_hmm.errors import ConfigError, InsecureKeyWarning
+from smc_hmm.progress import status
 
 TNO_PIN = '"tno.mpc.protocols.secure_comparison==4.4.0" "tno.mpc.encryption_schemes.utils==0.15.0"'
 BATCH_TARGET = 3.0  # batched: at least 3x faster than TNO per comparison
@@ -251,19 +252,19 @@ def main(args) -> int:
         raise ConfigError("--bits must be >= 1")
     console = Console()
     min_key_bits = min(args.key_bits, 2048)
-    with console.status(f"generating a throw-away {args.key_bits}-bit Paillier key pair"):
+    with status(console, f"generating a throw-away {args.key_bits}-bit Paillier key pair"):
         keypair = throwaway_keypair(args.key_bits)
-    with console.status("generating the DGK key pair"), warnings.catch_warnings():
+    with status(console, "generating the DGK key pair"), warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureKeyWarning)
         t0 = time.perf_counter()
         dgk_keypair_for(keypair[0], max(args.bits))  # cached: every run below reuses it
         dgk_keygen = time.perf_counter() - t0
 
-    with console.status("warm-up run (tables of both parties' keys)"):
+    with status(console, "warm-up run (tables of both parties' keys)"):
         measure_ours(args.protocol, keypair, min(args.bits), 1, 1, min_key_bits)
     ours: dict = {}
     for bits in args.bits:
-        with console.status(f"ours: l = {bits}, k = 1 and k = {args.batch}"):
+        with status(console, f"ours: l = {bits}, k = 1 and k = {args.batch}"):
             single = measure_ours(args.protocol, keypair, bits, 1, args.repeats, min_key_bits)
             batch = measure_ours(
                 args.protocol, keypair, bits, args.batch, max(1, args.repeats // 2), min_key_bits
@@ -279,7 +280,7 @@ def main(args) -> int:
         }
     argmax = None
     if args.argmax:
-        with console.status(f"ours: {args.argmax}-way argmax of 64-bit values"):
+        with status(console, f"ours: {args.argmax}-way argmax of 64-bit values"):
             seconds, rounds = measure_argmax(
                 args.argmax_protocol, keypair, args.argmax, min_key_bits
             )
@@ -291,7 +292,7 @@ def main(args) -> int:
     elif (why := tno_available()) is not None:
         tno["skipped"] = f"not importable ({why}); pip install {TNO_PIN}"
     else:
-        with console.status("TNO: key generation (slow) and comparisons"):
+        with status(console, "TNO: key generation (slow) and comparisons"):
             tno = measure_tno(args.key_bits, args.bits, args.tno_count)
 
     rows = []
@@ -299,7 +300,13 @@ def main(args) -> int:
     for bits, o in ours.items():
         base = tno_ms.get(bits)
         rows.append(
-            Row(f"compare l={bits}, k=1", o["single_ms"], base, "ms/cmp", note="TNO: 1 call")
+            Row(
+                f"compare l={bits}, k=1",
+                o["single_ms"],
+                base,
+                "ms/cmp",
+                note="TNO: 1 call" if base is not None else "no baseline (TNO skipped)",
+            )
         )
         rows.append(
             Row(

@@ -31,6 +31,7 @@ from smc_hmm.crypto import CipherArray, PublicKey
 from smc_hmm.crypto.bulk import PackedInts
 from smc_hmm.crypto.multiexp import combine_parts, signed_parts
 from smc_hmm.errors import InvalidInputError
+from smc_hmm.progress import status
 
 
 def bos_coster(bases, exps, modulus) -> mpz:
@@ -130,7 +131,7 @@ def main(args) -> int:
     if args.terms < 1 or args.rounds < 1:
         raise InvalidInputError("--terms and --rounds must be >= 1")
     console = Console(width=max(120, Console().width))
-    with console.status(f"timing {args.terms} terms at {args.key_bits} bits"):
+    with status(console, f"timing {args.terms} terms at {args.key_bits} bits"):
         result = run(args.key_bits, args.terms, args.rounds)
     result.print_table(console)
     if args.json:

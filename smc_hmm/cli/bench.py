@@ -11,7 +11,12 @@ import argparse
 import sys
 
 from smc_hmm.cli import common
-from smc_hmm.cli.common import BENCH_GROUP, console
+from smc_hmm.cli.common import (
+    BENCH_GROUP,
+    add_large_keys_argument,
+    check_output_path,
+    console,
+)
 from smc_hmm.errors import ConfigError
 
 HELP = "run a registered benchmark"
@@ -20,6 +25,7 @@ HELP = "run a registered benchmark"
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", nargs="?", help="benchmark to run (--list shows all)")
     p.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    add_large_keys_argument(p)
 
 
 def epilog() -> str:
@@ -49,4 +55,5 @@ def run(args) -> int:
             out.print(name)
         return 0
     fn, _ = common.resolve_entry(BENCH_GROUP, "benchmark", args.name)
+    check_output_path(getattr(args, "json", None))
     return int(fn(args) or 0)

@@ -1,5 +1,5 @@
-"""What every ``smc-hmm`` command shares: the console, JSON output, plugin lookup,
-key-size checks and the one-line error.
+"""What every ``smc-hmm`` command shares: the console, JSON output and the check of
+output paths, plugin lookup, key-size options and checks, and the one-line error.
 
 Command modules (:mod:`smc_hmm.cli.demo`, :mod:`smc_hmm.cli.bench`, ...) import this
 module and never one another, so adding a command touches one new module and one line
@@ -9,11 +9,14 @@ of :data:`smc_hmm.cli.COMMANDS`.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from smc_hmm.errors import ConfigError, InvalidInputError
+from smc_hmm.bench.common import KEY_FLAGS, check_key_bits
+from smc_hmm.crypto import MAX_KEY_BITS
+from smc_hmm.errors import ConfigError
 
 DEFAULT_DEMO = "keyword"
 DEMO_GROUP = "smc_hmm.demos"
@@ -51,6 +54,24 @@ def resolve_entry(group: str, kind: str, name: str) -> tuple[Callable, Callable 
     return fn, add
 
 
+def check_output_path(path: str | None, flag: str = "--json") -> None:
+    """Refuse an output path that cannot be written, before any work starts.
+
+    Its folder must exist and be writable, and the path must not be a folder itself;
+    nothing is created here.
+    """
+    if not path:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"{flag} {path} is a folder; give a file name")
+    folder = p.parent
+    if not folder.is_dir():
+        raise ConfigError(f"{flag} {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise ConfigError(f"{flag} {path}: not writable")
+
+
 def write_json(path: str | None, data, out) -> None:
     """Write ``data`` as indented JSON to ``path`` (nothing if ``path`` is empty)."""
     if not path:
@@ -62,12 +83,39 @@ def write_json(path: str | None, data, out) -> None:
     out.print(f"wrote {path}")
 
 
-def check_key_bits(args, purpose: str = "tests and reproductions only") -> None:
-    """Keys below 2048 bits need ``--insecure``."""
-    if args.key_bits < 2048 and not getattr(args, "insecure", False):
-        raise InvalidInputError(
-            f"{args.key_bits}-bit keys are insecure: add --insecure ({purpose})"
-        )
+def add_key_arguments(p, insecure_help: str = "tests and reproductions only") -> None:
+    """``--key-bits``, ``--insecure`` and ``--allow-large-keys``, spelled alike everywhere;
+    :func:`check_key_bits` applies them."""
+    p.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus size")
+    p.add_argument(
+        "--insecure", action="store_true", help=f"allow keys below 2048 bits ({insecure_help})"
+    )
+    add_large_keys_argument(p)
+
+
+def add_large_keys_argument(p) -> None:
+    p.add_argument(
+        "--allow-large-keys",
+        action="store_true",
+        help=f"allow keys above {MAX_KEY_BITS} bits (generating one can take hours)",
+    )
+
+
+__all__ = [
+    "BENCH_GROUP",
+    "KEY_FLAGS",
+    "DEFAULT_DEMO",
+    "DEMO_GROUP",
+    "add_key_arguments",
+    "add_large_keys_argument",
+    "check_key_bits",
+    "check_output_path",
+    "console",
+    "one_line",
+    "plugins",
+    "resolve_entry",
+    "write_json",
+]
 
 
 def one_line(exc: BaseException) -> str:

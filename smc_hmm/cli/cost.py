@@ -9,10 +9,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
-from smc_hmm.cli.common import console, write_json
-from smc_hmm.errors import ConfigError
+from smc_hmm.cli.common import (
+    KEY_FLAGS,
+    add_large_keys_argument,
+    check_output_path,
+    console,
+    write_json,
+)
+from smc_hmm.crypto import MAX_KEY_BITS, MIN_KEY_BITS, check_key_bits
+from smc_hmm.errors import ConfigError, InvalidInputError
+from smc_hmm.progress import status
 
 HELP = "print a saved cost report; predict other key sizes and networks"
 
@@ -30,7 +39,13 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="a file with several runs (the forward demo writes one per model): show and "
         "predict only run N (1-based; default: every run, one after another)",
     )
-    p.add_argument("--bits", type=int, help="predict for this key size")
+    p.add_argument(
+        "--bits",
+        type=int,
+        help=f"predict for this key size ({MIN_KEY_BITS} to {MAX_KEY_BITS} bits; a prediction "
+        "generates no key, so small sizes need no --insecure)",
+    )
+    add_large_keys_argument(p)
     p.add_argument("--latency-ms", type=float, help="one-way network latency per round, ms")
     p.add_argument(
         "--bandwidth-mbps",
@@ -130,11 +145,35 @@ def load_report(path: str) -> list[tuple[str, object]]:
     raise ConfigError(f"{path} holds no cost report (top-level keys: {keys}; {expected})")
 
 
+def check_numbers(args) -> None:
+    """Every numeric option, before any table is printed: a key size the other commands
+    accept, finite non-negative latency, finite positive bandwidth and input scale."""
+    if args.bits is not None:
+        try:
+            check_key_bits(
+                args.bits, insecure=True, allow_large=args.allow_large_keys, hints=KEY_FLAGS
+            )
+        except InvalidInputError as e:
+            raise InvalidInputError(f"--bits {args.bits}: {e}") from None
+    if args.latency_ms is not None and not (
+        math.isfinite(args.latency_ms) and args.latency_ms >= 0
+    ):
+        raise InvalidInputError(f"--latency-ms must be a finite number >= 0, got {args.latency_ms}")
+    for flag, value in (
+        ("--bandwidth-mbps", args.bandwidth_mbps),
+        ("--input-scale", args.input_scale),
+    ):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise InvalidInputError(f"{flag} must be a finite number > 0, got {value}")
+
+
 def run(args) -> int:
     from smc_hmm.bench.common import throwaway_keypair
     from smc_hmm.bench.rates import measure_rates
     from smc_hmm.cost import CostModel, PrimitiveRates
 
+    check_numbers(args)  # before anything is read or printed
+    check_output_path(args.json)
     runs = load_report(args.report)
     if args.run is not None:
         if not 1 <= args.run <= len(runs):
@@ -174,7 +213,7 @@ def run(args) -> int:
         return 0
     if rates is None:
         bits = runs[0][2].key_bits or 2048
-        with out.status(f"measuring primitive rates at {bits} bits"):
+        with status(out, f"measuring primitive rates at {bits} bits"):
             rates = measure_rates(*throwaway_keypair(bits))
     model = CostModel(rates)
     predictions = []

@@ -10,7 +10,14 @@ from __future__ import annotations
 import argparse
 
 from smc_hmm.cli import common
-from smc_hmm.cli.common import DEFAULT_DEMO, DEMO_GROUP, check_key_bits, console
+from smc_hmm.cli.common import (
+    DEFAULT_DEMO,
+    DEMO_GROUP,
+    add_key_arguments,
+    check_key_bits,
+    check_output_path,
+    console,
+)
 from smc_hmm.errors import InvalidInputError
 
 HELP = "run a named demo in-process and print the cost table"
@@ -24,12 +31,7 @@ def configure(p: argparse.ArgumentParser) -> None:
         help=f"demo to run (default {DEFAULT_DEMO}; --list shows all)",
     )
     p.add_argument("--list", action="store_true", help="list the demos and exit")
-    p.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus size")
-    p.add_argument(
-        "--insecure",
-        action="store_true",
-        help="allow keys below 2048 bits (tests and reproductions only)",
-    )
+    add_key_arguments(p)
     p.add_argument("--timeout", type=float, default=60.0, help="per-receive timeout, seconds")
     p.add_argument(
         "--seed",
@@ -52,5 +54,6 @@ def run(args) -> int:
             "--seed draws keys from a non-cryptographic generator: add --insecure "
             "(reproducible runs only)"
         )
+    check_output_path(args.json)
     fn, _ = common.resolve_entry(DEMO_GROUP, "demo", args.name)
     return int(fn(args, out) or 0)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from smc_hmm.cli.common import console, write_json
+from smc_hmm.cli.common import check_output_path, console, write_json
+from smc_hmm.progress import status
 
 HELP = "start every party of a parties.toml as its own process on this machine"
 
@@ -25,12 +26,13 @@ def run(args) -> int:
     from smc_hmm.runtime import launch, load_config
 
     config = load_config(args.config)
+    check_output_path(args.json)
     out = console()
     err = console(stderr=True)
-    with err.status(
-        f"running {len(config.parties)} parties of {config.protocol} as processes"
-    ) as status:
-        result = launch(config, timeout=args.timeout, progress=lambda msg: status.update(msg))
+    with status(
+        err, f"running {len(config.parties)} parties of {config.protocol} as processes"
+    ) as shown:
+        result = launch(config, timeout=args.timeout, progress=lambda msg: shown.update(msg))
     for name, output in result.outputs.items():
         out.print(
             f"{name} (pid {result.pids[name]}, exit {result.returncodes[name]}): "

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from smc_hmm.cli.common import console
+from smc_hmm.cli.common import check_output_path, console
 from smc_hmm.errors import ConfigError
 
 HELP = "run one party of a parties.toml in this process (TCP + mutual TLS)"
@@ -27,6 +27,7 @@ def run(args) -> int:
     from smc_hmm.runtime import load_config, run_party
 
     config = load_config(args.config)
+    check_output_path(args.json)
     if config.insecure:
         print(
             f"smc-hmm: warning: {config.key_bits}-bit keys with run.insecure = true are "

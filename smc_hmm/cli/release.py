@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from smc_hmm.cli.common import console
+from smc_hmm.cli.common import check_output_path, console
 
 HELP = "release differentially private models and traces (smc-hmm release hmm|trace)"
 
@@ -26,5 +26,6 @@ def configure(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     from smc_hmm.dp.release import release_hmm, release_trace
 
+    check_output_path(args.json)  # release hmm checks --out itself, before any work
     release = release_hmm if args.what == "hmm" else release_trace
     return int(release(args, console()) or 0)
