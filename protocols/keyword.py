@@ -282,10 +282,31 @@ def load_keywords(value, base):
     return (models, labels) if labels else models
 
 
+def randomizers_needed(params: KeywordParams, key_bits: int, inputs) -> dict[str, int]:
+    """The forward algorithm's randomizers (without its reveal step) and the argmax's,
+    from public sizes: the offline phase of ``smc-hmm bench keyword``."""
+    models, labels = _models_and_labels(inputs["bob"])
+    spec = forward.ForwardSpec.for_models(models, key_bits, params.forward)
+    need = spec.randomizers_needed(len(inputs["alice"]))
+    count = len(labels)
+    need["bob"] -= count  # no reveal step
+    if params.mode == "fast":  # the mapped scores
+        need["bob"] += count
+    else:
+        # the rescaling (Bob's masked scores, Alice's shifted replies), then count - 1
+        # tournament comparisons (Alice encrypts 4 Paillier values in each, Bob
+        # re-randomises 6) and the label's reveal (Bob re-randomises 2); the bench's
+        # offline phase checks these counts exactly (a miss is an error)
+        need["alice"] += count + 4 * (count - 1)
+        need["bob"] += count + 6 * (count - 1) + 2
+    return need
+
+
 PROTOCOL = ProtocolDescriptor(
     name=NAME,
     summary="secure keyword recognition: Alice learns which of Bob's HMMs fits her speech",
     params=KeywordParams.from_config,
+    randomizers=randomizers_needed,
     roles=(
         Role("alice", alice, kind="alice", holds_key=True, input="features", load=load_frames),
         Role("bob", bob, kind="bob", input="models", load=load_keywords),

@@ -162,7 +162,7 @@ def test_spotting_parameters_are_checked():
 
 
 def test_fit_frames_pads_with_the_last_frame_or_cuts():
-    from parties.keyword_bench import fit_frames
+    from smc_hmm.bench.keyword import fit_frames
 
     x = np.arange(6.0).reshape(3, 2)
     assert fit_frames(x, 2).tolist() == [[0, 1], [2, 3]]
@@ -176,7 +176,7 @@ def test_bench_keyword_smoke(tmp_path):
     import argparse
     import json
 
-    from parties import keyword_bench as bench
+    from smc_hmm.bench import keyword as bench
 
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)
@@ -189,6 +189,13 @@ def test_bench_keyword_smoke(tmp_path):
     data = json.loads(path.read_text())
     assert data["benchmark"] == "keyword" and data["params"]["frames"] == 8
     assert data["all_equal"] and data["runs"][0]["frames"] == 8
+    # side by side: v2 private (the default), v2 fast, v1 private
+    configs = [(r["recursion"], r["mode"]) for r in data["runs"]]
+    assert configs == [("v2", "private"), ("v2", "fast"), ("v1", "private")]
+    assert set(data["medians"]) == {"v2 private", "v2 fast", "v1 private"}
+    v2, v1 = data["medians"]["v2 private"], data["medians"]["v1 private"]
+    assert v2["recursion_decryptions"] < v1["recursion_decryptions"]
+    assert "private within slack of fast" in data["checks"]
     assert data["max_relative_error"] <= 1e-9
     assert data["naive_seconds"] > 0 and data["naive_ratio"] > 0
     phases = data["cost"]["parties"]["bob"]["phases"]
