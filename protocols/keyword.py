@@ -13,22 +13,35 @@ Protocol (semi-honest Alice and Bob, not colluding):
    that protocol's docstring lists (blinded per-step values), not the scores.
 2. The argmax, in one of two public modes:
 
-   * ``fast`` (the thesis's): Bob draws one random strictly increasing affine
-     map s -> a s + b (a uniform on [1, 2^32), b uniform on [0, 2^(64 + f))
-     at the scores' scale f) and a random permutation pi, and sends
-     E(a s_pi(k) + b) with the permuted labels.  Alice decrypts and names the
-     label of the largest.  She also learns **the order of all scores and the
-     ratios of their differences** (an affine map preserves them), not the
-     scores themselves.  The permuted labels are revealed too: their order is
-     Bob's uniformly random permutation, independent of every private input.
-     The thesis's "order-preserving matrix R" mixes scores
-     and preserves order only in special cases; one affine map for all scores
-     is what is implemented instead.
-   * ``private``: Bob rescales E(log P) to ``score_scale`` fractional bits
-     (:func:`protocols.primitives.bob_rescale`, additive masks of 40
-     statistical bits) and runs the secure argmax of :mod:`protocols.compare`
-     (DGK comparisons, a tournament with Bob's random permutation of ties);
-     Alice learns only the winner's label (its index among Bob's keywords).
+   * ``private`` (the default): Bob rescales E(log P) to ``score_scale``
+     fractional bits (24: :func:`protocols.primitives.bob_rescale`, additive
+     masks of 40 statistical bits; the rounding moves a score by less than
+     2^-23 nats) and runs the secure argmax of :mod:`protocols.compare` (DGK
+     comparisons, a tournament over Bob's random permutation).  Alice learns
+     only the winner's label (its index among Bob's keywords).  Whenever the
+     top two scores differ by more than 2^-22 nats (about 2.4e-7, so surely by
+     1e-6) the decision is the plaintext one; closer ties go to Bob's random
+     permutation.
+   * ``fast`` (the thesis's, opt-in): Bob draws one random increasing affine
+     map s -> a s + b (a uniform on [2^(A-1), 2^A), A = ``A_BITS`` = 64; b
+     uniform on [0, 2^(64 + f))), fresh noise e_k uniform on [0, a) per label,
+     and a random permutation pi, and sends E(a s_pi(k) + b + e_k) with the
+     permuted labels.  Alice decrypts and names the label of the largest.  She
+     learns **the order of all scores** (exact for scores that differ by at
+     least one unit 2^-f of the scores' scale; closer ones may swap) **and their
+     differences to within a relative error of about 2^-(A-1) / |s_i - s_j|
+     units**: d_ij = a (s_i - s_j) + (e_i - e_j), |e_i - e_j| < a, so d_ij / d_kl
+     gives (s_i - s_j) / (s_k - s_l) up to one unit of the score scale in each
+     difference.  The noise removes the common factor a: the gcd of the
+     decrypted differences is 1 or small, not a (a test runs that attack).
+     The permuted labels are revealed too: their order is Bob's uniformly random
+     permutation, independent of every private input.
+
+Refusals: the v1 recursion may refuse a run after the forward phase (its
+precision check); that check's outcome depends on Alice's speech, so she
+finishes the argmax with the same messages first and raises only after the
+last message: Bob's view of a refused and an accepted run is the same (a
+transcript test compares them).  The v2 recursion (the default) never refuses.
 
 Keyword spotting (``garbage = LABEL``, ``margin = M`` nats): one of Bob's models
 is a garbage (background) model; Bob adds the public margin to its encrypted score
@@ -63,9 +76,9 @@ from smc_hmm.protocol import ProtocolDescriptor, Role
 from smc_hmm.runtime.inputs import load_array, resolve_path
 
 NAME = "keyword"
-MODES = ("fast", "private")
-#: a in [1, 2^A_BITS): the slope of the fast mode's affine map
-A_BITS = 32
+MODES = ("private", "fast")
+#: a in [2^(A_BITS - 1), 2^A_BITS): the slope of the fast mode's affine map
+A_BITS = 64
 #: the largest spotting margin, nats
 MAX_MARGIN = 1000.0
 
@@ -75,11 +88,11 @@ class KeywordParams:
     """Public parameters: the argmax ``mode``, the forward algorithm's parameters and,
     for the private mode, the scores' fixed-point scale after rescaling."""
 
-    mode: str = "fast"
+    mode: str = "private"
     forward: forward.ForwardParams = field(
         default_factory=lambda: forward.ForwardParams(feature_bound=100.0)
     )
-    score_scale: int = 8
+    score_scale: int = 24
     #: keyword spotting: the label of Bob's garbage (background) model, or None
     garbage: str | None = None
     #: spotting: a keyword is named only if it beats the garbage model by this many nats
@@ -106,8 +119,8 @@ class KeywordParams:
         """``[protocol]``: mode, score_scale, garbage, margin and any forward parameter."""
         section = dict(section)
         section.pop("name", None)
-        mode = section.pop("mode", "fast")
-        score_scale = section.pop("score_scale", 8)
+        mode = section.pop("mode", "private")
+        score_scale = section.pop("score_scale", 24)
         garbage = section.pop("garbage", None)
         margin = section.pop("margin", 0.0)
         section.setdefault("feature_bound", 100.0)
@@ -125,7 +138,7 @@ def score_bound(params: KeywordParams, length: int) -> int:
 
 
 def _messages(params: KeywordParams, count: int, length: int) -> dict[str, Message]:
-    affine = (score_bound(params, length) << A_BITS) + (1 << (64 + params.forward.precision.f))
+    affine = (score_bound(params, length) + 1 << A_BITS) + (1 << (64 + params.forward.precision.f))
     return {
         "labels": Message("kw.labels", Public((list,))),
         "fast": Message(
@@ -182,8 +195,19 @@ def alice(ctx, frames, params: KeywordParams, peer: str = "bob") -> dict:
     if frames.ndim != 2 or frames.shape[0] == 0:
         raise InvalidInputError("keyword recognition needs a (T, d) array of feature frames")
     length = frames.shape[0]
-    # Step 1: the secure forward algorithm; Bob keeps E(log P) for every keyword
-    forward.alice(ctx, frames, params.forward, reveal=False, peer=peer)
+    # Step 1: the secure forward algorithm; Bob keeps E(log P) for every keyword.  A
+    # refusal of its precision check waits for the argmax's last message (Bob's view
+    # must not depend on Alice's speech)
+    refused: list = []
+    forward.alice(ctx, frames, params.forward, reveal=False, peer=peer, deferred=refused)
+    decision = _alice_argmax(ctx, params, length, peer)
+    if refused:
+        raise refused[0]
+    return decision
+
+
+def _alice_argmax(ctx, params: KeywordParams, length: int, peer: str) -> dict:
+    """Alice's step 2: the labels, then the argmax in the public mode."""
     _, sk = ctx.keypair
     labels = ctx.recv(peer, Message("kw.labels", Public((list,))))
     if not labels or not all(isinstance(x, str) for x in labels):
@@ -236,12 +260,14 @@ def bob(ctx, keywords, params: KeywordParams, peer: str = "alice") -> None:
     scores = enc_logp.with_bound(score_bound(params, length))  # the public bound
     with ctx.phase("argmax"):
         if params.mode == "fast":
-            # Step 2 (fast): one random strictly increasing affine map and a permutation
-            a = 1 + ctx.rng.randbelow((1 << A_BITS) - 1)
+            # Step 2 (fast): one random increasing affine map, fresh noise below the
+            # slope per label (no common factor), and a permutation
+            a = (1 << (A_BITS - 1)) + ctx.rng.randbits(A_BITS - 1)
             b = ctx.rng.randbits(64 + params.forward.precision.f)
+            noise = [b + ctx.rng.randbelow(a) for _ in range(count)]
             order = list(range(count))
             ctx.rng.shuffle(order)
-            mapped = scores.mul(a).add_encoded(np.full(count, b, dtype=object))
+            mapped = scores.mul(a).add_encoded(np.array(noise, dtype=object))
             permuted = CipherArray.concatenate([mapped[i : i + 1] for i in order])
             ctx.send(
                 peer,
