@@ -23,17 +23,20 @@ Protocol (semi-honest Alice and Bob, not colluding):
      1e-6) the decision is the plaintext one; closer ties go to Bob's random
      permutation.
    * ``fast`` (the thesis's, opt-in): Bob draws one random increasing affine
-     map s -> a s + b (a uniform on [2^(A-1), 2^A), A = ``A_BITS`` = 64; b
-     uniform on [0, 2^(64 + f))), fresh noise e_k uniform on [0, a) per label,
-     and a random permutation pi, and sends E(a s_pi(k) + b + e_k) with the
-     permuted labels.  Alice decrypts and names the label of the largest.  She
-     learns **the order of all scores** (exact for scores that differ by at
-     least one unit 2^-f of the scores' scale; closer ones may swap) **and their
-     differences to within a relative error of about 2^-(A-1) / |s_i - s_j|
-     units**: d_ij = a (s_i - s_j) + (e_i - e_j), |e_i - e_j| < a, so d_ij / d_kl
-     gives (s_i - s_j) / (s_k - s_l) up to one unit of the score scale in each
-     difference.  The noise removes the common factor a: the gcd of the
-     decrypted differences is 1 or small, not a (a test runs that attack).
+     map s -> a s + b (a log-uniform on [2^32, 2^96); b uniform on
+     [0, 2^(96 + bound + 40)), bound the bits of the scores' public bound),
+     fresh noise e_k uniform on [0, a) per label, and a random permutation pi,
+     and sends E(a s_pi(k) + b + e_k) with the permuted labels.  Alice decrypts
+     and names the label of the largest.  She learns **the order of all
+     scores** (exact for scores that differ by at least one unit 2^-f of the
+     scores' scale; closer ones may swap) **and the ratios of their
+     differences** (d_ij = a (s_i - s_j) + e_i - e_j with |e_i - e_j| < a, so
+     d_ij / d_kl gives (s_i - s_j) / (s_k - s_l) up to one unit in each
+     difference).  The differences themselves she knows only up to the unknown
+     slope a: within a factor of 2^64.  The scores are hidden by b (statistical
+     distance 2^-40), and the noise removes the common factor a that made the
+     gcd of the decrypted differences reveal every exact difference (a test
+     runs that attack).
      The permuted labels are revealed too: their order is Bob's uniformly random
      permutation, independent of every private input.
 
@@ -68,7 +71,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from protocols import compare, forward
-from protocols.primitives import MaskSpec, alice_rescale, bob_rescale
+from protocols.primitives import MaskSpec, alice_rescale, bob_rescale, log_uniform_integer
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import ConfigError, InvalidInputError, ProtocolError, SmcHmmError
 from smc_hmm.messages import Ciphertexts, Message, Public, Revealed
@@ -77,8 +80,11 @@ from smc_hmm.runtime.inputs import load_array, resolve_path
 
 NAME = "keyword"
 MODES = ("private", "fast")
-#: a in [2^(A_BITS - 1), 2^A_BITS): the slope of the fast mode's affine map
-A_BITS = 64
+#: the fast mode's slope a is log-uniform on [2^A_LOW, 2^(A_LOW + A_OCTAVES))
+A_LOW, A_OCTAVES = 32, 64
+A_BITS = A_LOW + A_OCTAVES
+#: statistical parameter of the fast mode's offset b
+SIGMA = 40
 #: the largest spotting margin, nats
 MAX_MARGIN = 1000.0
 
@@ -137,8 +143,14 @@ def score_bound(params: KeywordParams, length: int) -> int:
     return (4 * (length + 1) << (prec.log_bound_bits + prec.f)) + params.margin_units()
 
 
+def offset_bits(params: KeywordParams, length: int) -> int:
+    """Bits of the fast mode's offset b: it hides a s (|a s| < 2^(A_BITS + bound bits))
+    within statistical distance 2^-SIGMA."""
+    return A_BITS + score_bound(params, length).bit_length() + SIGMA
+
+
 def _messages(params: KeywordParams, count: int, length: int) -> dict[str, Message]:
-    affine = (score_bound(params, length) + 1 << A_BITS) + (1 << (64 + params.forward.precision.f))
+    affine = ((score_bound(params, length) + 1) << A_BITS) + (1 << offset_bits(params, length))
     return {
         "labels": Message("kw.labels", Public((list,))),
         "fast": Message(
@@ -262,8 +274,8 @@ def bob(ctx, keywords, params: KeywordParams, peer: str = "alice") -> None:
         if params.mode == "fast":
             # Step 2 (fast): one random increasing affine map, fresh noise below the
             # slope per label (no common factor), and a permutation
-            a = (1 << (A_BITS - 1)) + ctx.rng.randbits(A_BITS - 1)
-            b = ctx.rng.randbits(64 + params.forward.precision.f)
+            a = log_uniform_integer(ctx.rng, A_LOW, A_OCTAVES)
+            b = ctx.rng.randbits(offset_bits(params, length))
             noise = [b + ctx.rng.randbelow(a) for _ in range(count)]
             order = list(range(count))
             ctx.rng.shuffle(order)
