@@ -24,8 +24,9 @@ def add_keyword_arguments(parser) -> None:
     parser.add_argument(
         "--mode",
         choices=keyword.MODES,
-        default="fast",
-        help="argmax: fast (Alice learns the scores' order) or private",
+        default="private",
+        help="argmax: private (Alice learns only the label) or fast (opt-in: Alice also "
+        "learns the order of all scores and the ratios of their differences)",
     )
     parser.add_argument(
         "--models",

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from smc_hmm.cli.common import add_key_arguments, check_key_bits, check_output_path, console
+from smc_hmm.compute import Compute
 from smc_hmm.crypto import generate_keypair
 from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError
 from smc_hmm.hmm import log_likelihood
@@ -40,7 +41,20 @@ def configure(p) -> None:
         help="Bob's keyword models: diag or full (bundled digit HMMs) or a model file (.npz)",
     )
     # the protocol validates the mode (this core module does not import protocols/)
-    p.add_argument("--mode", default="fast", help="argmax mode: fast (default) or private")
+    p.add_argument(
+        "--mode",
+        choices=("private", "fast"),
+        default="private",
+        help="argmax: private (Alice learns only the label) or fast (opt-in: Alice also "
+        "learns the order of all keywords' scores and the ratios of their differences, "
+        "docs/security.md)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="compute lanes per party (default: the machine's cores)",
+    )
     add_key_arguments(p, "tests only")
     p.add_argument("--timeout", type=float, default=300.0, help="per-receive timeout, seconds")
     p.add_argument("--json", metavar="PATH", help="also write the decisions and cost as JSON")
@@ -103,16 +117,24 @@ def _run_in_process(args, console) -> int:
         keypair = generate_keypair(args.key_bits, insecure=args.insecure)
     scores = [log_likelihood(m, frames) for m in models]
     plain = labels[int(np.argmax(scores))]
-    with status(
-        console,
-        f"secure keyword recognition: {len(frames)} frames, {len(models)} keywords, "
-        f"{args.mode} mode",
+    if args.mode == "fast":
+        console.print(
+            "[yellow]warning: fast mode reveals the order of all keywords' scores to Alice[/]"
+        )
+    with (
+        Compute.processes(args.workers) as compute,
+        status(
+            console,
+            f"secure keyword recognition: {len(frames)} frames, {len(models)} keywords, "
+            f"{args.mode} mode",
+        ),
     ):
         result = run_protocol(
             protocol,
             params,
             {"alice": ("alice", frames), "bob": ("bob", (models, labels))},
             keys={"alice": keypair},
+            compute={"alice": compute, "bob": compute},  # the bench's and demo's lanes
             min_key_bits=min(args.key_bits, 2048) if args.insecure else 2048,
             timeout=args.timeout,
             meta={"audio": str(args.audio), "mode": args.mode},
