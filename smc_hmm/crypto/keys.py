@@ -134,9 +134,16 @@ class PublicKey(phe.PaillierPublicKey):
         values = [int(v) for v in values]
         if randomizers is None:
             randomizers = self.randomizer.draw(len(values))
-        n, n2 = self.n_mpz, self.nsquare_mpz
+        n2 = self.nsquare_mpz
         self.meter.count("encrypt", len(values))
-        return [(1 + (v % n) * n) * r % n2 for v, r in zip(values, randomizers)]
+        return [self.message_factor(v) * r % n2 for v, r in zip(values, randomizers)]
+
+    def message_factor(self, value: int) -> mpz:
+        """g^m = 1 + m n mod n^2, written as 1 + (m mod n + n) n: the same-size factor
+        (between n^2 and 2 n^2) for every m, so encrypting a secret 0 costs what a 1
+        does (1 + 0 n = 1 would make the multiplication by it nearly free)."""
+        n = self.n_mpz
+        return 1 + (int(value) % n + n) * n
 
     def rerandomize(self, ciphertexts: list[mpz]) -> list[mpz]:
         n2 = self.nsquare_mpz
