@@ -39,20 +39,26 @@ Protocol (log domain; every offset an exact integer at scale f):
    and j, gamma uniform on [0, R), frames in the slots; Alice decrypts once per
    state and group.  She sees the same values as if they came one step at a
    time.
-3. Alice holds y_t(j) = log alpha_t(j) - C_t + rho_t(j) in the clear (C_t
-   her accumulated shifts, rho_t(j) Bob's accumulated blinds).  Each time step
-   is ONE round trip, all states of all models batched: Alice -> Bob: E(V_j),
-   V_j = round(2^g exp(y_t(j) - c_t)), c_t her maximum per model; Bob: S_j =
-   sum_l round(2^h a_lj e^-(rho_l - rho_min)) V_l (the unblinding folded into
-   the LOGSUM's weights) times a log-uniform integer blind beta_j; Bob ->
-   Alice: E(S_j beta_j).  Alice: y_{t+1}(j) = log(S_j beta_j) - (g + h + B)
-   ln 2 + [log b_j(x_{t+1}) + gamma_{t+1,j}].
+3. The recursion, one round trip per time step, all models batched.  The
+   default ``recursion = "v2"`` (:mod:`protocols.recursion`): the transition
+   topology (which a_lj are nonzero) is public, Alice normalises every target
+   state by its own leading predecessor and sends one E(2^(s_j W) V_lj) per
+   edge, already shifted into its target's slot; Bob's one multi-exponentiation
+   per reply ciphertext (short coefficients beta_j w_lj) returns ``slots``
+   targets packed, and Alice decrypts one ciphertext per five targets at 2048
+   bits.  No state is dropped, so no possible sequence is refused.
+   ``recursion = "v1"`` (kept for comparison): Alice -> Bob: E(V_j), V_j =
+   round(2^g exp(y_t(j) - c_t)), c_t her maximum per model; Bob: S_j = sum_l
+   round(2^h a_lj e^-(rho_l - rho_min)) V_l times a log-uniform integer blind
+   beta_j; Bob -> Alice: E(S_j beta_j), one ciphertext per state.  Alice:
+   y_(t+1)(j) = log(S_j beta_j) - (g + h + B) ln 2 + [log b_j(x_(t+1)) + gamma].
    The halves are the primitives' (:func:`~protocols.primitives.alice_exp_values`,
-   :func:`~protocols.primitives.unblinded_sums`, :func:`~protocols.primitives.blind_for_log`);
+   :func:`~protocols.primitives.unblind_weights`, :func:`~protocols.primitives.blind_for_log`);
    folding Alice's logarithm into her next exponent makes each step one round trip
    instead of the standalone LOGSUM's two.
-4. Final: the same step with a_lj = 1 gives E(S beta) per model; Alice returns
-   E(log(S beta) - (g + h + B) ln 2 + C); Bob subtracts his blinds: E(log P).
+4. Final: the same step with one target per model (a_lj = 1) gives E(S beta) per
+   model; Alice returns E(log(S beta) - (g + h + B) ln 2 + her shift); Bob
+   subtracts his blinds: E(log P).
 
 Who learns what (semi-honest Alice and Bob, not colluding):
 
@@ -60,32 +66,29 @@ Who learns what (semi-honest Alice and Bob, not colluding):
 * Alice learns the public sizes and, for every t and j: (a) log b_j(x_t) +
   gamma_tj, gamma uniform on [0, R) nats (R = ``blind_nats``, default 20;
   statistical distance |u - u'| / R between two emission values u, u'), and
-  (b) the exact integer S_j beta_j with beta_j log-uniform over K = ceil(R /
-  ln 2) octaves: log S_j within K ln 2 nats, plus the integer's divisibility.
-  Because she chose the V_l, she can recover the coefficients beta_j w_lj of
-  each S_j by lattice reduction (two states: one modular inversion) and so the
-  ratios a_lj e^-rho_l / a_kj e^-rho_k; with her own y-values these give the
-  exact ratios a_lj alpha_t(l) / a_kj alpha_t(k), and over columns Bob's
-  transition ratios.  This is a weakness of the thesis's multiplicative
-  blinding (``docs/security.md``).  Repeated sessions also average the
-  additive blinds away (over k runs a blinded emission narrows to about R /
-  sqrt(12 k)).  She sees which emission and predicted probabilities are
-  exactly zero, and with ``reveal=True`` log P.
+  (b) per target and step the exact integer S_j beta_j, beta_j log-uniform over
+  K = ceil(R / ln 2) octaves: log S_j within K ln 2 nats.  In v2 the
+  coefficients beta_j w_lj (221 bits) of the V_lj she chose (160 bits) are not
+  determined by that integer (about 2^61 candidates for two predecessors,
+  :mod:`protocols.recursion`); in v1 (1,812-bit V) they are, by lattice
+  reduction, and with them Bob's transition ratios (``docs/security.md``).
+  Repeated sessions also average the additive blinds away (over k runs a
+  blinded emission narrows to about R / sqrt(12 k)).  She sees which emission
+  and predicted probabilities are exactly zero, the public topology (v2), and
+  with ``reveal=True`` log P.
 * Precision: every offset is an exact integer at scale f = ``log_scale``
   (96 bits), logs and exps are computed with 256-bit MPFR, Bob's weights keep
   44 significant bits for every nonzero a_lj >= ``PrecisionParams.min_weight()``
   (Bob's model is checked locally before the run; a smaller nonzero a_lj is a
-  PrecisionError), and Alice's exponentials keep 53 bits for every state within
-  (g - 53) ln 2 nats of the leading state of its model (g = 1,812 bits, about
-  1,200 nats, at 2048 bits).  A possible state that falls further behind is
-  not silently forgotten: Alice keeps a rigorous bound on the mass that left
-  the exponent's range (:class:`_DroppedMass`: carried to the end by the
-  largest blinded emission plus K ln 2 per step and compared with her final
-  value; Bob's accumulated additive blinds cancel out of the bound), and if
-  that mass could reach 2^-40 of the result she
-  finishes the protocol (so Bob's view does not change) and then raises
-  PrecisionError naming the limit.  So an impossible sequence gives -inf, a
-  possible one never does, and a returned log P is within 2^-40 relative.  ``smc-hmm bench
+  PrecisionError).  v2: each target keeps its own precision (at most
+  n (2^-45 + 2^(h - 45 - g)) relative per step, :mod:`protocols.recursion`):
+  nothing is dropped or refused.  v1: Alice's exponentials keep 53 bits for
+  every state within (g - 53) ln 2 nats of its model's leader (about 1,200
+  nats at 2048 bits); a possible state that falls further behind is carried by
+  a rigorous bound on the dropped mass (:class:`_DroppedMass`), and if that
+  mass could reach 2^-40 of the result she finishes the protocol (so Bob's view
+  does not change) and then raises PrecisionError naming the limit.  So an
+  impossible sequence gives -inf, a possible one never does.  ``smc-hmm bench
   forward`` measures the absolute and relative error of log P.
 
 Run: ``python examples/secure_forward.py`` (in-process) or see the example's
