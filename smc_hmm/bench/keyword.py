@@ -91,12 +91,18 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+#: Bob's DJN randomizer (public key only) costs about this many times Alice's (CRT)
+_BOB_COST = 1.33
+
+
 def offline_phase(name: str, params: dict, inputs: dict, keypair, compute: Compute | None):
     """Precompute every randomizer of one run once Alice's key is known (before the
     utterance): the protocol plans the counts from public sizes
-    (``ProtocolDescriptor.randomizers``); Alice's pool from her CRT randomizer, Bob's
-    from a public-key DJN randomizer of his own -- in parallel when ``compute`` has a
-    second lane, as two machines would.  Returns (seconds, Alice's pool, Bob's pool)."""
+    (``ProtocolDescriptor.randomizers``).  Alice's pool comes from her CRT randomizer,
+    Bob's from a public-key DJN randomizer of his own; with a second lane the work is
+    balanced over both (the worker draws all of Bob's and part of Alice's), as two
+    machines with two cores each would share it.  Returns (seconds, Alice's pool,
+    Bob's pool)."""
     from smc_hmm.crypto import RandomizerPool
     from smc_hmm.protocol import find
 
@@ -104,26 +110,48 @@ def offline_phase(name: str, params: dict, inputs: dict, keypair, compute: Compu
     descriptor = find(name)
     need = descriptor.randomizers(descriptor.params(params), pk.bits, inputs)
     t0 = time.perf_counter()
-    alice = RandomizerPool(_base_randomizer(pk), capacity=need["alice"])
-    bob = RandomizerPool(_base_randomizer(pk), capacity=need["bob"])  # source unused
+    base = _base_randomizer(pk)
+    alice = RandomizerPool(base, capacity=need["alice"])
+    bob = RandomizerPool(base, capacity=need["bob"])  # source unused: every value offered
     compute = compute or Compute.inline()
-    _, bob_values = compute.map(
-        _public_randomizers,
+    shared = 0
+    if compute.parallel and hasattr(base, "params"):
+        shared = max(0, int((need["alice"] - _BOB_COST * need["bob"]) / 2))
+    local_count = need["alice"] - shared
+    worker = compute.map(
+        _worker_randomizers,
+        [None, base.params() if shared else None],
         [0, int(pk.n)],
+        [0, shared],
         [0, need["bob"]],
-        local=lambda _n, _count: alice.fill(),
-    )
+        local=lambda *_: alice.fill(local_count),
+    )[1]
+    alice_values, bob_values = worker
+    alice.offer(alice_values)
     bob.offer(bob_values)
     return time.perf_counter() - t0, alice, bob
 
 
-def _public_randomizers(n: int, count: int) -> list:
-    """Bob's offline work: ``count`` randomizers for the public key ``n`` (a worker task)."""
+def _worker_randomizers(secret_params, n: int, alice_count: int, bob_count: int):
+    """A worker lane's offline work: ``alice_count`` of Alice's randomizers (from her
+    randomizer's parameters) and ``bob_count`` of Bob's, for the public key ``n``."""
     from gmpy2 import mpz
 
     from smc_hmm.crypto import DJNRandomizer, Rng
 
-    return [int(v) for v in DJNRandomizer(mpz(n), Rng.system()).draw(count)] if count else []
+    alice = []
+    if alice_count:
+        p = secret_params
+        alice = DJNRandomizer(
+            mpz(p["n"]),
+            Rng.system(),
+            p["alpha_bits"],
+            p["window"],
+            primes=p["primes"],
+            h_s=mpz(p["h_s"]),
+        ).draw(alice_count)
+    bob = DJNRandomizer(mpz(n), Rng.system()).draw(bob_count) if bob_count else []
+    return [int(v) for v in alice], [int(v) for v in bob]
 
 
 def _base_randomizer(pk):
