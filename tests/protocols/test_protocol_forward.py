@@ -25,7 +25,7 @@ from smc_hmm.errors import InvalidInputError, PrecisionError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, log_likelihood
 from smc_hmm.runtime import simulate
 
-#: the metadata issue's target for log P (we observe ~1e-15)
+#: the precision target for log P (docs/benchmarks.md; we observe ~1e-15)
 REL_TOL = 1e-9
 DEFAULT = forward.ForwardParams()
 PREC = DEFAULT.precision

@@ -201,3 +201,9 @@ def test_bench_compare_labels_no_baseline_when_tno_is_skipped(tmp_path):
     single = next(r for r in rows if r["name"].endswith("k=1"))
     assert single["baseline"] is None
     assert "TNO: 1 call" not in single["note"] and "TNO skipped" in single["note"]
+
+
+@pytest.mark.parametrize("argv", [["release"], ["release", "hmm"], ["release", "trace"]])
+def test_release_help_points_to_its_guide(capsys, argv):
+    assert main([*argv, "--help"]) == 0
+    assert "docs/dp-release.md" in " ".join(capsys.readouterr().out.split())
