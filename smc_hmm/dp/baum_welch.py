@@ -71,7 +71,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from smc_hmm.dp.accountant import PrivacyAccountant
-from smc_hmm.dp.mechanisms import LaplaceMechanism, LaplaceSampler, Release, check_epsilon
+from smc_hmm.dp.mechanisms import LaplaceMechanism, LaplaceSampler, Release
+from smc_hmm.dp.params import check_epsilon
 from smc_hmm.dp.random import DPRandom
 from smc_hmm.errors import (
     InvalidInputError,

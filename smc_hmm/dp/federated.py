@@ -47,7 +47,8 @@ from smc_hmm.dp.baum_welch import (
     prepare_sequences,
     split_budget,
 )
-from smc_hmm.dp.mechanisms import LaplaceMechanism, check_epsilon
+from smc_hmm.dp.mechanisms import LaplaceMechanism
+from smc_hmm.dp.params import check_epsilon
 from smc_hmm.dp.random import DPRandom
 from smc_hmm.errors import AggregateInputError, PrivacyParameterError
 from smc_hmm.hmm.models import HMM, DiscreteHMM

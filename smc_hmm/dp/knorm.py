@@ -40,6 +40,7 @@ import numpy as np
 from scipy.spatial import ConvexHull, Delaunay
 from scipy.special import gammaln
 
+from smc_hmm.dp.params import check_epsilon as _check_positive
 from smc_hmm.errors import DPHMMParameterError, InvalidConvexBodyError
 
 __all__ = [
@@ -78,13 +79,9 @@ def default_rng(rng: np.random.Generator | None = None) -> np.random.Generator:
 
 
 def check_epsilon(eps: object, name: str = "eps") -> float:
-    """Validate a privacy parameter: a real number, finite and > 0."""
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
-        raise DPHMMParameterError(f"{name} must be a real number, got {type(eps).__name__}")
-    value = float(eps)
-    if not math.isfinite(value) or value <= 0.0:
-        raise DPHMMParameterError(f"{name} must be finite and > 0, got {value!r}")
-    return value
+    """Validate a privacy parameter (a real number, finite and > 0) with this module's
+    error class, :class:`~smc_hmm.errors.DPHMMParameterError`."""
+    return _check_positive(eps, name, error=DPHMMParameterError)
 
 
 def _as_points(points: object, name: str = "points") -> np.ndarray:

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+from smc_hmm.dp.params import check_epsilon, check_sensitivity
 from smc_hmm.dp.random import DPRandom, resolve_rng
 from smc_hmm.errors import PrivacyParameterError, SamplerUnavailableError
 
@@ -92,28 +93,6 @@ class Release:
 
 
 # --- validation -------------------------------------------------------------------
-
-
-def check_epsilon(epsilon: object, name: str = "epsilon") -> float:
-    """Return ``epsilon`` as a float if it is a finite real > 0, else raise."""
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.integer, np.floating)):
-        raise PrivacyParameterError(f"{name} must be a real number, got {epsilon!r}")
-    value = float(epsilon)
-    if not (math.isfinite(value) and value > 0):
-        raise PrivacyParameterError(f"{name} must be finite and > 0, got {epsilon!r}")
-    return value
-
-
-def check_sensitivity(sensitivity: object, name: str = "sensitivity") -> float:
-    """Return ``sensitivity`` as a float if it is a finite real >= 0, else raise."""
-    if isinstance(sensitivity, bool) or not isinstance(
-        sensitivity, (int, float, np.integer, np.floating)
-    ):
-        raise PrivacyParameterError(f"{name} must be a real number, got {sensitivity!r}")
-    value = float(sensitivity)
-    if not (math.isfinite(value) and value >= 0):
-        raise PrivacyParameterError(f"{name} must be finite and >= 0, got {sensitivity!r}")
-    return value
 
 
 def _check_scale(sensitivity: float, epsilon: float) -> float:

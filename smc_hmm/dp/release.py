@@ -85,11 +85,11 @@ from pathlib import Path
 
 import numpy as np
 
+from smc_hmm.dp.params import check_epsilon
 from smc_hmm.errors import (
     ConfigError,
     DPHMMParameterError,
     ModelError,
-    PrivacyParameterError,
     SensitivityBoundError,
 )
 
@@ -115,16 +115,6 @@ FORMAT = "smc-hmm dp release v1"
 
 
 # -- small helpers ----------------------------------------------------------------------------
-
-
-def _positive(value: object, name: str) -> float:
-    """A finite real > 0 (NaN, inf, 0, negatives and non-numbers refused)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise PrivacyParameterError(f"{name} must be a real number, got {value!r}")
-    v = float(value)
-    if not (math.isfinite(v) and v > 0):
-        raise PrivacyParameterError(f"{name} must be finite and > 0, got {value!r}")
-    return v
 
 
 def _count(value: object, name: str, minimum: int = 1) -> int:
@@ -313,7 +303,7 @@ def skeleton(
         emis = 1.0 + 0.2 * rng.random((n, m))
         return DiscreteHMM(start, trans, emis / emis.sum(axis=1, keepdims=True))
     d = _count(n_features, "n_features")
-    r = _positive(feature_bound, "--feature-bound")
+    r = check_epsilon(feature_bound, "--feature-bound")
     spread = r / math.sqrt(d)
     means = (
         np.zeros((n, d)) if topology == "left-to-right" else 0.5 * spread * rng.normal(size=(n, d))
@@ -427,7 +417,7 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
     from smc_hmm.hmm.io import load_models, save_models
     from smc_hmm.hmm.models import DiscreteHMM, GaussianHMM
 
-    eps = _positive(args.eps, "--eps")
+    eps = check_epsilon(args.eps, "--eps")
     if args.max_length is None:
         raise ConfigError(
             "--max-length L is required: a declared public bound on the sequence length "
@@ -448,7 +438,7 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
                 "--feature-bound R is required for feature frames: every frame is clipped "
                 "to ||x||_2 <= R, which bounds the sensitivity"
             )
-        bound = _positive(bound, "--feature-bound")
+        bound = check_epsilon(bound, "--feature-bound")
     too_long = [i for i, s in enumerate(seqs) if len(s) > max_length]
     if too_long and not args.truncate:
         raise SensitivityBoundError(
@@ -692,7 +682,7 @@ def release_trace(args: argparse.Namespace, console=None) -> int:
     """Run ``smc-hmm release trace`` (module docstring); returns 0."""
     from smc_hmm.hmm.io import load_models
 
-    eps = _positive(args.eps, "--eps")
+    eps = check_epsilon(args.eps, "--eps")
     models, labels = load_models(_existing(args.model, "model file"))
     idx = args.model_index
     if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < len(models):
@@ -709,7 +699,7 @@ def release_trace(args: argparse.Namespace, console=None) -> int:
         query = "state index (f(s_i) = i)"
     graph = _policy(args, n, f, transmat)
     trace = _load_trace(args.trace, n)
-    budget = None if args.budget is None else _positive(args.budget, "--budget")
+    budget = None if args.budget is None else check_epsilon(args.budget, "--budget")
     rng = None if args.seed is None else np.random.default_rng(int(args.seed))
     cls = _start_dphmm(start)
     mech = cls(transmat, f, graph, eps, initial=start, repair=args.repair, budget=budget, rng=rng)
