@@ -715,7 +715,12 @@ def dp_baum_welch(
         scales=noisy.scales,
         formal_guarantee=mode == "every",
         mechanism=_describe(releases, noisy.sensitivities, neighbouring)
-        + f"; mode {mode}, {steps} noisy iteration(s) of epsilon {step_epsilon:g}",
+        + (
+            f"; mode every, {steps} noisy iteration(s) of epsilon {step_epsilon:g}"
+            if mode == "every"
+            else "; mode last (NOT DP, no guarantee): plain EM, then one noisy iteration "
+            f"whose noise is calibrated to eps {step_epsilon:g}"
+        ),
         releases=tuple(releases),
         accountant=accountant,
     )

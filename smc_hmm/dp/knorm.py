@@ -368,9 +368,7 @@ class ConvexBody:
 
     # -- sampling -------------------------------------------------------------------------
 
-    def sample_uniform(
-        self, rng: DPRandom | np.random.Generator | None, size: int
-    ) -> np.ndarray:
+    def sample_uniform(self, rng: DPRandom | np.random.Generator | None, size: int) -> np.ndarray:
         """``size`` exact uniform draws from K, shape (size, d), from :func:`noise_source`."""
         source = noise_source(rng)
         if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 0:
