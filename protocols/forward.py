@@ -97,9 +97,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
+from protocols import recursion
 from protocols.ot import one_hot
 from protocols.primitives import (
     PrecisionParams,
@@ -125,6 +127,7 @@ DIAG = "gaussian-diag"
 KINDS = ("discrete", "gaussian", DIAG)
 #: the longest observation sequence Bob accepts (a public limit)
 MAX_LENGTH = 1_000_000
+RECURSIONS = ("v2", "v1")
 
 
 @dataclass(frozen=True)
@@ -141,8 +144,16 @@ class ForwardParams:
     feature_scale: int = 48
     feature_bound: float = 1000.0
     reveal: bool = True
+    #: "v2" (default): per-target normalisation, packed replies, public topology
+    #: (:mod:`protocols.recursion`); "v1": per-model normalisation, one value per
+    #: state, topology hidden, may refuse (kept for comparison)
+    recursion: str = "v2"
 
     def __post_init__(self):
+        if self.recursion not in RECURSIONS:
+            raise InvalidInputError(
+                f"recursion must be one of {RECURSIONS}, got {self.recursion!r}"
+            )
         if not 8 <= self.feature_scale < self.precision.log_scale:
             raise InvalidInputError("feature_scale must be in [8, log_scale)")
         if not (math.isfinite(self.feature_bound) and self.feature_bound > 0):
@@ -154,7 +165,7 @@ class ForwardParams:
         log_scale, log_bound_bits, blind_nats, weight_scale, feature_scale,
         feature_bound, reveal."""
         precision_keys = {"log_scale", "log_bound_bits", "blind_nats", "weight_scale"}
-        known = {"name", "feature_scale", "feature_bound", "reveal"} | precision_keys
+        known = {"name", "feature_scale", "feature_bound", "reveal", "recursion"} | precision_keys
         unknown = set(section) - known
         if unknown:
             raise ConfigError(f"unknown forward parameters: {sorted(unknown)}")
@@ -165,6 +176,7 @@ class ForwardParams:
                 int(section.get("feature_scale", 48)),
                 float(section.get("feature_bound", 1000.0)),
                 bool(section.get("reveal", True)),
+                str(section.get("recursion", "v2")),
             )
         except (TypeError, ValueError) as e:
             raise ConfigError(f"bad forward parameters: {e}") from e
@@ -185,12 +197,25 @@ class ForwardSpec:
     states: tuple[int, ...]
     key_bits: int
     params: ForwardParams
+    #: v2: per model, its public edges (l, j) (:func:`protocols.recursion.topology_of`)
+    topology: tuple | None = None
+
+    @classmethod
+    def for_models(cls, models, key_bits: int, params: ForwardParams) -> ForwardSpec:
+        """Bob's spec of his models; with the v2 recursion their topology (which a_lj
+        are nonzero) becomes public."""
+        batch = _ModelBatch.of(models)
+        topology = None
+        if params.recursion == "v2":
+            edges = [recursion.topology_of(m.transmat) for m in batch.models]
+            topology = recursion.check_topology(edges, batch.states)
+        return cls(batch.kind, batch.width, batch.states, key_bits, params, topology)
 
     @classmethod
     def from_wire(cls, spec, key_bits: int, params: ForwardParams) -> ForwardSpec:
         if (
             not isinstance(spec, dict)
-            or set(spec) != {"kind", "width", "states"}
+            or set(spec) != {"kind", "width", "states", "topology"}
             or spec["kind"] not in KINDS
             or not isinstance(spec["width"], int)
             or not 0 < spec["width"] <= 100_000
@@ -199,10 +224,29 @@ class ForwardSpec:
             or not all(isinstance(s, int) and 0 < s <= 100_000 for s in spec["states"])
         ):
             raise ProtocolError(f"malformed forward-algorithm spec: {spec!r}")
-        return cls(spec["kind"], spec["width"], tuple(spec["states"]), key_bits, params)
+        states = tuple(spec["states"])
+        topology = None
+        if params.recursion == "v2":
+            topology = recursion.check_topology(spec["topology"], states)
+        elif spec["topology"] is not None:
+            raise ProtocolError("the v1 recursion takes no public topology")
+        return cls(spec["kind"], spec["width"], states, key_bits, params, topology)
 
     def to_wire(self) -> dict:
-        return {"kind": self.kind, "width": self.width, "states": list(self.states)}
+        topology = None
+        if self.topology is not None:
+            topology = [[[l, j] for l, j in edges] for edges in self.topology]
+        return {
+            "kind": self.kind,
+            "width": self.width,
+            "states": list(self.states),
+            "topology": topology,
+        }
+
+    @cached_property
+    def steps(self):
+        """v2: the plans of a transition step and of the termination (public)."""
+        return recursion.transition_plan(self, self.topology), recursion.final_plan(self)
 
     @property
     def prec(self) -> PrecisionParams:
@@ -301,6 +345,15 @@ class ForwardSpec:
         """Fresh randomizers each role draws in a run of ``length`` frames (with ``reveal``):
         what an offline phase precomputes once the key is known (public sizes only)."""
         groups, models = len(self.frame_groups(length)), len(self.states)
+        if self.topology is not None:
+            step, final = self.steps
+            return {
+                "alice": groups * self.n_inputs + (length - 1) * step.edges + final.edges + models,
+                "bob": groups * self.total
+                + (length - 1) * step.ciphertexts
+                + final.ciphertexts
+                + models,
+            }
         return {
             "alice": groups * self.n_inputs + length * self.total + models,
             "bob": groups * self.total + (length - 1) * self.total + 2 * models,
@@ -314,16 +367,25 @@ class ForwardSpec:
         p, n, m = self.prec, (self.total,), (len(self.states),)
         obs_scale = 0 if self.kind == "discrete" else self.params.feature_scale
         obs = Ciphertexts(obs_scale, self._packed_bound(self.obs_slot_bound), (None, self.n_inputs))
-        blinded_sum = max(self.states) << (self.g + self.h + self.blind_bits)
         out = {
             "key": Message("fw.key", Key()),
             "spec": Message("fw.spec", Public((dict,))),
             "length": Message("fw.length", Public((int,))),
             "obs": Message("fw.obs", obs),
-            "exp": Message("fw.v", Ciphertexts(self.g, 1 << self.g, n)),
-            "sum": Message("fw.s", Ciphertexts(self.g + self.h, blinded_sum, n)),
-            "final": Message("fw.final", Ciphertexts(self.g + self.h, blinded_sum, m)),
         }
+        if self.topology is not None:  # v2: edges out, packed targets back
+            for name, plan in zip(("step", "final"), self.steps):
+                out[f"{name}_edges"] = Message(
+                    f"fw.{name}.edges", Ciphertexts(0, plan.edge_bound, (plan.edges,))
+                )
+                out[f"{name}_packed"] = Message(
+                    f"fw.{name}.packed", Ciphertexts(0, plan.packed_bound, (plan.ciphertexts,))
+                )
+        else:
+            blinded_sum = max(self.states) << (self.g + self.h + self.blind_bits)
+            out["exp"] = Message("fw.v", Ciphertexts(self.g, 1 << self.g, n))
+            out["sum"] = Message("fw.s", Ciphertexts(self.g + self.h, blinded_sum, n))
+            out["final"] = Message("fw.final", Ciphertexts(self.g + self.h, blinded_sum, m))
         if length is not None:
             groups = (len(self.frame_groups(length)), self.total)
             emit = Ciphertexts(p.f, self._packed_bound(2 * self.emit_bound), groups)
@@ -344,6 +406,10 @@ TAGS = (
     "fw.v",
     "fw.s",
     "fw.final",
+    "fw.step.edges",
+    "fw.step.packed",
+    "fw.final.edges",
+    "fw.final.packed",
     "fw.log",
     "fw.result",
 )
@@ -470,11 +536,15 @@ def alice(
     *,
     reveal: bool | None = None,
     peer: str = "bob",
+    deferred: list | None = None,
 ):
     """Alice: returns the list of log P(x | lambda_k) (``reveal``) or None.
 
-    Raises PrecisionError, after the protocol has finished, if a possible
-    state fell out of the exponent's range (see the module docstring).
+    The v1 recursion may find, after the protocol has finished, that a possible
+    state fell out of the exponent's range (module docstring): then it raises
+    PrecisionError, or appends it to ``deferred`` for a protocol built on this
+    one to raise after *its* last message (Bob's view must not depend on it).
+    The v2 recursion never refuses.
     """
     params = params or ForwardParams()
     reveal = params.reveal if reveal is None else reveal
@@ -484,7 +554,7 @@ def alice(
     spec = ForwardSpec.from_wire(
         ctx.recv(peer, Message("fw.spec", Public((dict,)))), pk.bits, params
     )
-    prec, g = spec.prec, spec.g
+    prec = spec.prec
     with ctx.phase("encrypt observations"):
         # Step 1: the length T (public) and the encrypted observations, frames packed
         enc_obs = encode_observations(pk, observations, spec)
@@ -495,6 +565,62 @@ def alice(
     with ctx.phase("emissions"):
         # Step 2: every y_t(j) = log b_j(x_t) + gamma_tj (+ log pi_j at t = 1), packed
         emit = spec.unpack_emissions(ctx.recv(peer, msg["emit"]).decrypt_ints(sk), n_steps)
+    # Steps 3-4: the recursion and the final sums; out[k] = log P_k + Bob's offsets
+    run = _alice_recursion_v2 if spec.topology is not None else _alice_recursion_v1
+    out, check = run(ctx, spec, msg, emit, n_steps, peer)
+    with ctx.phase("termination"):
+        zero = -(spec.final_log_bound(n_steps) // 2)
+        out = [zero if v is None else v for v in out]
+        ctx.send(
+            peer,
+            msg["log"],
+            CipherArray.encrypt_encoded(pk, out, prec.f, spec.final_log_bound(n_steps)),
+        )
+        result = None
+        if reveal:
+            # Step 5 (agreed final step): Alice decrypts E(log P)
+            ints = ctx.recv(peer, msg["result"]).decrypt_ints(sk)
+            result = [-math.inf if v < zero // 2 else int(v) / (1 << prec.f) for v in ints]
+    try:  # after the protocol: Bob's view is the same either way
+        check()
+    except PrecisionError as e:
+        if deferred is None:
+            raise
+        deferred.append(e)
+    return result
+
+
+def _alice_recursion_v2(ctx, spec: ForwardSpec, msg, emit, n_steps: int, peer: str):
+    """Per-target normalisation, packed replies (:mod:`protocols.recursion`)."""
+    pk, sk = ctx.keypair
+    prec = spec.prec
+    step, final = spec.steps
+    u = emit[0]  # u_t(l) = log alpha_t(l) + rho_t(l), exact at scale f
+    with ctx.phase("forward recursion"):
+        for t in range(n_steps - 1):
+            # Step 3a: every edge's exponential, shifted into its target's slot
+            values, shifts = recursion.alice_edge_values(u, step, prec)
+            ctx.send(peer, msg["step_edges"], recursion.alice_encrypt_edges(pk, values, step))
+            # Step 3b: one decryption per ``slots`` targets; the next blinded emission
+            packed = ctx.recv(peer, msg["step_packed"]).decrypt_ints(sk)
+            logs = recursion.alice_target_logs(packed, step, shifts, prec)
+            u = [
+                prec.log_zero if prec.is_log_zero(s) or prec.is_log_zero(int(e)) else s + int(e)
+                for s, e in zip(logs, emit[t + 1])
+            ]
+    with ctx.phase("termination"):
+        # Step 4: every model's sum over its states, packed the same way
+        values, shifts = recursion.alice_edge_values(u, final, prec)
+        ctx.send(peer, msg["final_edges"], recursion.alice_encrypt_edges(pk, values, final))
+        packed = ctx.recv(peer, msg["final_packed"]).decrypt_ints(sk)
+        logs = recursion.alice_target_logs(packed, final, shifts, prec)
+    return [None if prec.is_log_zero(v) else v for v in logs], lambda: None
+
+
+def _alice_recursion_v1(ctx, spec: ForwardSpec, msg, emit, n_steps: int, peer: str):
+    """Per-model normalisation, one value per state; may refuse (module docstring)."""
+    pk, sk = ctx.keypair
+    prec, g = spec.prec, spec.g
     offset = prec.ln2_times(g + spec.h + prec.beta_bits)  # (g + h + B) ln 2 at scale f
     shifts = [0] * len(spec.states)  # C per model: the sum of Alice's own shifts
     bounds = [_DroppedMass(prec) for _ in spec.states]
@@ -524,24 +650,16 @@ def alice(
     with ctx.phase("termination"):
         # Step 4: log of the final sum plus Alice's total shift
         finals = ctx.recv(peer, msg["final"]).decrypt_ints(sk)
-        zero = -(spec.final_log_bound(n_steps) // 2)
         out = [
-            zero if s == 0 else log_fixed(int(s), prec.f) - offset + shifts[k]
+            None if s == 0 else log_fixed(int(s), prec.f) - offset + shifts[k]
             for k, s in enumerate(finals)
         ]
-        ctx.send(
-            peer,
-            msg["log"],
-            CipherArray.encrypt_encoded(pk, out, prec.f, spec.final_log_bound(n_steps)),
-        )
-        result = None
-        if reveal:
-            # Step 5 (agreed final step): Alice decrypts E(log P)
-            ints = ctx.recv(peer, msg["result"]).decrypt_ints(sk)
-            result = [-math.inf if v < zero // 2 else int(v) / (1 << prec.f) for v in ints]
-    for k, bound in enumerate(bounds):  # after the protocol: Bob's view is the same either way
-        bound.check(k, None if finals[k] == 0 else out[k], g, pk.bits)
-    return result
+
+    def check():
+        for k, bound in enumerate(bounds):
+            bound.check(k, out[k], g, pk.bits)
+
+    return out, check
 
 
 class _DroppedMass:
@@ -622,10 +740,10 @@ def bob(
     batch = _ModelBatch.of(models)
     # Step 0
     pk = ctx.recv(peer, Message("fw.key", Key()))
-    spec = ForwardSpec(batch.kind, batch.width, batch.states, pk.bits, params)
+    transmats = [np.asarray(m.transmat) for m in batch.models]
+    spec = ForwardSpec.for_models(models, pk.bits, params)
     prec = spec.prec
     weights, weight_scale, const = batch.emission_program(spec)
-    transmats = [np.asarray(m.transmat) for m in batch.models]
     for a in transmats:  # local check before anything is sent
         unblind_weights(a, [0] * len(a), prec)
     ctx.send(peer, Message("fw.spec", Public((dict,))), spec.to_wire())
@@ -639,7 +757,6 @@ def bob(
         raise ProtocolError(f"{enc_obs.shape[0]} observation groups for {n_steps} frames")
     if public is not None:
         public.update(spec=spec, length=n_steps)
-    beta_offset = prec.ln2_times(prec.beta_bits)
     with ctx.phase("emissions"):
         # Step 2: E(log b_j(x_t) + gamma_tj) (+ log pi_j at t = 1), one packed linear
         # combination per state and group of frames
@@ -655,6 +772,51 @@ def bob(
             packed.append(emit.cipher.with_bound(spec._packed_bound(2 * spec.emit_bound)))
         emit = CipherArray.concatenate([e.reshape(1, -1) for e in packed])
         ctx.send(peer, msg["emit"], emit.rerandomize())
+    # Steps 3-4: the recursion and the final sums; offsets[k] = what Alice's log P carries
+    run = _bob_recursion_v2 if spec.topology is not None else _bob_recursion_v1
+    offsets = run(ctx, spec, msg, gammas, transmats, n_steps, peer)
+    with ctx.phase("termination"):
+        enc_log = ctx.recv(peer, msg["log"])
+        log_p = enc_log.add_encoded(np.array([-o for o in offsets], dtype=object))
+        if reveal:
+            ctx.send(
+                peer, msg["result"], log_p.rerandomize().with_bound(spec.final_log_bound(n_steps))
+            )
+    return log_p
+
+
+def _bob_recursion_v2(ctx, spec: ForwardSpec, msg, gammas, transmats, n_steps: int, peer: str):
+    """Per-target normalisation, packed replies (:mod:`protocols.recursion`)."""
+    prec = spec.prec
+    step, final = spec.steps
+    beta_offset = prec.ln2_times(prec.beta_bits)
+    rho = list(gammas[0])  # Bob's accumulated blinds rho_t(j), integers at scale f
+    with ctx.phase("forward recursion"):
+        for t in range(n_steps - 1):
+            enc_edges = ctx.recv(peer, msg["step_edges"])
+            # Step 3: one multi-exponentiation per reply, coefficients beta_j w_lj
+            weights, mins = recursion.bob_step_weights(transmats, rho, step, spec)
+            packed, betas = recursion.bob_packed_sums(enc_edges, step, weights, ctx.rng, prec)
+            ctx.send(peer, msg["step_packed"], packed.rerandomize())
+            # rho_(t+1)(j) = rho_min + log(beta_j / 2^B) + gamma_(t+1)(j)
+            model = np.repeat(np.arange(len(spec.states)), spec.states)
+            rho = [
+                mins[model[j]] + log_fixed(b, prec.f) - beta_offset + int(gm)
+                for j, (b, gm) in enumerate(zip(betas, gammas[t + 1]))
+            ]
+    with ctx.phase("termination"):
+        # Step 4: every model's sum over its states, blinded by beta
+        enc_edges = ctx.recv(peer, msg["final_edges"])
+        weights, mins = recursion.bob_final_weights(rho, spec)
+        packed, betas = recursion.bob_packed_sums(enc_edges, final, weights, ctx.rng, prec)
+        ctx.send(peer, msg["final_packed"], packed.rerandomize())
+    return [m + log_fixed(b, prec.f) - beta_offset for m, b in zip(mins, betas)]
+
+
+def _bob_recursion_v1(ctx, spec: ForwardSpec, msg, gammas, transmats, n_steps: int, peer: str):
+    """Per-model normalisation, one value per state (module docstring)."""
+    prec = spec.prec
+    beta_offset = prec.ln2_times(prec.beta_bits)
     rho = None  # Bob's accumulated blinds rho_t(j), integers at scale f
     with ctx.phase("forward recursion"):
         for t in range(n_steps):
@@ -680,14 +842,7 @@ def bob(
         finals, mins = _unblinded_sums(enc_v, ones, rho, spec)
         blinded, betas = blind_for_log(finals, ctx.rng, prec)
         ctx.send(peer, msg["final"], blinded.rerandomize())
-        offsets = [m + log_fixed(b, prec.f) - beta_offset for m, b in zip(mins, betas)]
-        enc_log = ctx.recv(peer, msg["log"])
-        log_p = enc_log.add_encoded(np.array([-o for o in offsets], dtype=object))
-        if reveal:
-            ctx.send(
-                peer, msg["result"], log_p.rerandomize().with_bound(spec.final_log_bound(n_steps))
-            )
-    return log_p
+    return [m + log_fixed(b, prec.f) - beta_offset for m, b in zip(mins, betas)]
 
 
 def _unblinded_sums(enc_v: CipherArray, transmats, rho, spec: ForwardSpec):

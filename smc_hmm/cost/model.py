@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from smc_hmm.cost.ledger import OPS
+from smc_hmm.crypto.keys import check_key_bits
 from smc_hmm.errors import ConfigError, InvalidInputError
 
 if TYPE_CHECKING:
@@ -176,8 +177,10 @@ class CostModel:
         rounds: int, nbytes: float, latency: float, bandwidth: float | None
     ) -> float:
         """``latency * rounds + bytes / bandwidth`` (no bandwidth: unlimited)."""
-        if latency < 0 or (bandwidth is not None and bandwidth <= 0):
-            raise InvalidInputError("latency must be >= 0 and bandwidth > 0")
+        if not (latency >= 0 and math.isfinite(latency)) or (
+            bandwidth is not None and not (bandwidth > 0 and math.isfinite(bandwidth))
+        ):
+            raise InvalidInputError("latency must be a finite number >= 0 and bandwidth > 0")
         return latency * rounds + (0.0 if bandwidth is None else nbytes / bandwidth)
 
     def predict(
@@ -198,7 +201,12 @@ class CostModel:
         """
         if not (input_scale > 0 and math.isfinite(input_scale)):
             raise InvalidInputError("input_scale must be a finite number > 0")
-        bits = self.rates.bits if bits is None else int(bits)
+        # a size no key can have would scale the rates to nonsense (0 s, or complex numbers)
+        bits = (
+            self.rates.bits
+            if bits is None
+            else check_key_bits(bits, insecure=True, allow_large=True)
+        )
         source_bits = measured_bits or report.key_bits or self.rates.bits
         byte_scale = input_scale * bits / source_bits
         compute = {
