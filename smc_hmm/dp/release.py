@@ -392,7 +392,13 @@ def add_hmm_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``smc-hmm release hmm`` (and its description and help format)."""
     _describe_parser(parser, HMM_DESCRIPTION)
     a = parser.add_argument
-    a("--data", required=True, metavar="FILE", help="sequences: .json or .npz (see the docs)")
+    a(
+        "--data",
+        required=True,
+        metavar="FILE",
+        help='sequences: .json (e.g. [[0, 1, 5], [3, 3]] or {"sequences": [...], '
+        '"n_symbols": 6}) or .npz (one array per sequence)',
+    )
     a("--eps", type=float, required=True, metavar="E", help="total privacy budget (> 0)")
     a(
         "--max-length",
