@@ -131,7 +131,9 @@ class KeyShare:
             return list(gmpy2.powmod_base_list(cs, e, n2)) if cs else []
         half = (len(cs) + 1) // 2
         with ThreadPoolExecutor(2) as pool:
-            parts = pool.map(lambda chunk: gmpy2.powmod_base_list(chunk, e, n2), (cs[:half], cs[half:]))
+            parts = pool.map(
+                lambda chunk: gmpy2.powmod_base_list(chunk, e, n2), (cs[:half], cs[half:])
+            )
             return [x for part in parts for x in part]
 
     def to_wire(self) -> list[int]:
