@@ -187,6 +187,8 @@ NOISE_CLIP = 8.0
 FOOL_BITS = 30
 #: slack on |alpha| <= 1 for float rounding in the declared bounds
 _SLACK = 1.0 + 1e-9
+#: the protocol's modes: the default first
+MODES = ("private", "thesis")
 
 
 def _positive_int(name: str, v, minimum: int = 1) -> int:
@@ -230,6 +232,16 @@ class Params:
     reveal_to_trent: bool = False
     # performance: values per ciphertext of the k-vectors (1: no packing); see max_slots()
     slots: int = 1
+    # "private" (default: nobody sees an iterate, :mod:`protocols.eigenvector_private`) or
+    # "thesis" (the thesis's protocol above: every owner holds the key; the baseline)
+    mode: str = "private"
+    # private mode only: ||u|| <= 2^precision; Gram matrix and data fixed-point bits;
+    # statistical hiding of every mask; the convergence test every check_every rounds
+    precision: int = 64
+    gram_bits: int = 40
+    data_bits: int = 32
+    hiding_bits: int = 40
+    check_every: int = 4
 
     def __post_init__(self) -> None:
         if isinstance(self.owners, str) or not isinstance(self.owners, Sequence):
@@ -282,6 +294,23 @@ class Params:
         object.__setattr__(self, "tol", _finite("tol", self.tol))
         object.__setattr__(self, "max_rounds", _positive_int("max_rounds", self.max_rounds, 2))
         object.__setattr__(self, "slots", _positive_int("slots", self.slots))
+        if self.mode not in MODES:
+            raise InvalidInputError(f"mode must be one of {MODES}, got {self.mode!r}")
+        for name, lo, hi in (
+            ("precision", 16, 1024),
+            ("gram_bits", 8, 256),
+            ("data_bits", 8, 256),
+            ("hiding_bits", 40, 256),
+            ("check_every", 1, 1_000_000),
+        ):
+            value = _positive_int(name, getattr(self, name), lo)
+            if value > hi:
+                raise InvalidInputError(f"{name} must be at most {hi}, got {value}")
+            object.__setattr__(self, name, value)
+        if self.mode == "private":
+            if self.tol >= 1:
+                raise InvalidInputError(f"tol must be below 1, got {self.tol:g}")
+            return  # the thesis's hardening options do not apply
         if self.decoys_on and self.fool_probability() > 2.0**-FOOL_BITS:
             raise InvalidInputError(
                 f"decoy_noise = {self.decoy_noise:g} is too small for tol = {self.tol:g}: a "
@@ -398,8 +427,13 @@ class Params:
             return Ciphertexts(self.scale, self._whole(slot_bound), (self.packed_rows,))
         return Ciphertexts(self.scale, slot_bound, (self.rows,))
 
-    def messages(self) -> dict[str, Message]:
-        """The declared messages: scales and bounds from the public parameters only."""
+    def messages(self, key_bits: int = 2048) -> dict[str, Message]:
+        """The declared messages: scales and bounds from the public parameters only (and,
+        in private mode, the key size)."""
+        if self.mode == "private":
+            from protocols.eigenvector_private import Plan
+
+            return Plan(self, key_bits).messages()
         n, k, f = len(self.owners), self.rows, self.scale
 
         def field(bound: int, shape: tuple, what: str):
@@ -544,7 +578,7 @@ def _total(values):
 # -- roles -------------------------------------------------------------------------------
 
 
-def key_authority(ctx, _private, params: Params) -> None:
+def _thesis_key_authority(ctx, _private, params: Params) -> None:
     """Generates (runtime) and distributes the key pair, then leaves."""
     pk, sk = ctx.keypair
     msg = params.messages()
@@ -556,7 +590,7 @@ def key_authority(ctx, _private, params: Params) -> None:
     return None
 
 
-def owner(ctx, a, params: Params) -> np.ndarray:
+def _thesis_owner(ctx, a, params: Params) -> np.ndarray:
     """Data owner P_i: power iteration on its share alpha_i; returns the normalised share."""
     i = params.owners.index(ctx.name)
     a = check_input(a, params, i)
@@ -621,7 +655,7 @@ def _decoy(ctx, rng, reals: list, params: Params):
     return _times(noisy, q // m)  # (sum_j u_j + m e) q / m = q (u_bar + e)
 
 
-def arbitrator(ctx, _private, params: Params) -> dict:
+def _thesis_arbitrator(ctx, _private, params: Params) -> dict:
     """Trent: aggregates, scales, sends real vectors or decoys, relays the norms."""
     msg = params.messages()
     owners = params.owners
@@ -676,6 +710,33 @@ def arbitrator(ctx, _private, params: Params) -> dict:
                 raise ProtocolError(f"{o} sent a share of shape {s.shape}, expected ({n_i},)")
         vector = np.concatenate(shares)  # step 9: the eigenvector, gathered
     return {"rounds": t, "decoys": decoys, "eigenvector": vector}
+
+
+def _private_role(name: str):
+    from protocols import eigenvector_private
+
+    return getattr(eigenvector_private, name)
+
+
+def key_authority(ctx, private, params: Params) -> None:
+    """The key authority of either mode: generates (runtime) and deals the keys, leaves."""
+    if params.mode == "private":
+        return _private_role("key_authority")(ctx, private, params)
+    return _thesis_key_authority(ctx, private, params)
+
+
+def owner(ctx, a, params: Params) -> np.ndarray:
+    """Data owner P_i of either mode; returns its normalised share alpha_i."""
+    if params.mode == "private":
+        return _private_role("owner")(ctx, a, params)
+    return _thesis_owner(ctx, a, params)
+
+
+def arbitrator(ctx, private, params: Params) -> dict:
+    """Trent of either mode; returns the number of rounds (and the vector if revealed)."""
+    if params.mode == "private":
+        return _private_role("arbitrator")(ctx, private, params)
+    return _thesis_arbitrator(ctx, private, params)
 
 
 def _role_for(params: Params, party: str, kind: str) -> str:

@@ -1,4 +1,4 @@
-"""protocols.eigenvector: the thesis's 4.1.1 power iteration through Trent.
+"""protocols.eigenvector, mode = "thesis": the thesis's 4.1.1 power iteration through Trent.
 
 Small insecure keys (512 bits) and small matrices keep this fast.  Every
 result is checked against numpy's principal eigenvector of M^T M; the views
@@ -45,6 +45,7 @@ def setup(blocks, **options):
         "cols": [b.shape[1] for b in blocks],
         "rows": blocks[0].shape[0],
         "max_abs": float(max(np.abs(b).max() for b in blocks)) or 1.0,
+        "mode": "thesis",  # this file tests the thesis's protocol (the private mode has its own)
         **options,
     }
     parties = {"authority": ("key_authority", None), "trent": ("arbitrator", None)}
@@ -409,7 +410,7 @@ def test_parameters_are_validated():
     with pytest.raises(InvalidInputError, match="two owners"):
         Params(owners=("a",), cols=(1,))
     with pytest.raises(InvalidInputError, match="too small"):  # decoys could pass the test
-        Params(decoy_noise=1e-12)
+        Params(decoy_noise=1e-12, mode="thesis")
     with pytest.raises(InvalidInputError, match="scale_range"):
         Params(scale_range=(10, 2))
     with pytest.raises(InvalidInputError, match="distinct"):
