@@ -239,9 +239,9 @@ class Params:
     # statistical hiding of every mask; the convergence test every check_every rounds
     precision: int = 64
     gram_bits: int = 40
-    data_bits: int = 32
+    data_bits: int = 24
     hiding_bits: int = 40
-    check_every: int = 4
+    check_every: int = 8
 
     def __post_init__(self) -> None:
         if isinstance(self.owners, str) or not isinstance(self.owners, Sequence):

@@ -36,7 +36,7 @@ Round t (one send or receive per step; t = 0, 1, ...):
    E[w_t] = sum_i E[Ghat_i X'_t] - E[Ghat] R'_t = E[Ghat u_t]; he adds fresh masks
    rho_t = 2^B + r_t, r_t uniform on [0, 2^(B + sigma)) per entry, where |w| < 2^B:
    Trent -> leader ``masked``: E[X_t] = E[w_t + rho_t] and the blurred magnitude
-   E[Y_t], Y_t = rho' a + e' with a = ||w_(t-1)||^2 (||u_0||^2 at t = 0), rho' uniform
+   E[Y_t], Y_t = rho' a + e' with a = ||w_(t-1)||^2 (w_(-1) = 2^g u_0), rho' uniform
    on [2^A, 2^(A+1)) and e' uniform on [0, 2^E), E = 2 B + sigma; and ``mask_vector``
    E[rho_t] (for the leader's share of the next magnitude).
 3. Trent -> every owner and the leader -> every other owner ``partial``: their partial
@@ -571,6 +571,15 @@ def _open_as_holder(pk, share: KeyShare, cts: CipherArray, theirs: bytes) -> lis
     return _combined(pk, share.partial(cts.ciphertexts()), theirs, count=cts.size)
 
 
+def read_batch(plain: list[int], plan: Plan) -> tuple[list[int], int]:
+    """(X_t, Y_t) from a round's jointly decrypted batch: what every owner sees."""
+    *packed, y = plain
+    x = _unpack_vector(packed, plan)
+    _in_range(x, 0, plan.mask_bound, "masked vector entry")
+    _in_range([y], 0, plan.y_bound, "blurred magnitude")
+    return x, y
+
+
 def _in_range(values, lo: int, hi: int, what: str) -> None:
     if any(not lo <= v < hi for v in values):
         raise ProtocolError(f"a decrypted {what} lies outside its declared range")
@@ -618,7 +627,7 @@ class _OwnerState:
         self.xp_next = None  # X'_(t+1), once round t's masked vector is open
         self.x = None  # X_t: the masked vector (the leader's share of the next magnitude)
         self.rho_enc = None  # E[rho_t] (leader)
-        self.shift = 0  # s_t (s_(-1) = 0: u_0 is taken as it is)
+        self.shift = plan.g  # s_t (round 0 reads u_0 as w_(-1) = 2^g u_0, s_(-1) = g)
         self.upper_previous = None  # U_(t-1) >= ||u_(t-1)||
         self.upper = None  # U_t >= ||u_t||
         self.lost = False
@@ -732,10 +741,7 @@ def _owner_batch(ctx, plan: Plan, msg, state: _OwnerState, share, pk, t: int) ->
     else:
         from_trent = ctx.recv(trent, msg["partial"])
         plain = _combined(pk, from_trent, ctx.recv(leader, msg["partial"]), count=count)
-    *packed, y = plain
-    x = _unpack_vector(packed, plan)
-    _in_range(x, 0, plan.mask_bound, "masked vector entry")
-    _in_range([y], 0, plan.y_bound, "blurred magnitude")
+    x, y = read_batch(plain, plan)
     upper, lower = plan.bounds_of_magnitude(y, state.shift)  # step 4: ||u_t|| in [L, U]
     if t >= 1 and lower < 1 << plan.floor_bits:
         state.lost = True
@@ -831,11 +837,11 @@ def _owner_output(ctx, a, plan: Plan, msg, state: _OwnerState, share, own_sk, i:
 class _TrentState:
     """Trent's side of the split u_t = X'_t - R'_t, and his last masks."""
 
-    def __init__(self, u0: list[int]):
+    def __init__(self, u0: list[int], g: int):
         self.r_previous = None  # R'_(t-1)
         self.r_prime = [-v for v in u0]  # R'_t (R'_0 = -u_0 while X'_0 = 0)
         self.rho = None  # rho_t
-        self.a_first = _dot(u0, u0)  # ||u_0||^2: round 0's magnitude
+        self.a_first = _dot(u0, u0) << (2 * g)  # round 0's magnitude: w_(-1) = 2^g u_0
 
 
 def _start(ctx, plan: Plan) -> list[int]:
@@ -881,7 +887,7 @@ def arbitrator(ctx, _private, params) -> dict:
     msg = plan.messages()
     with ctx.phase("setup"):
         share, gram, data, dgk_pk = _receive_setup(ctx, plan, msg, pk)
-    state = _TrentState(_start(ctx, plan))
+    state = _TrentState(_start(ctx, plan), plan.g)
     rounds = None
     shifts: list[int] = []
     for t in range(params.max_rounds + 1):
@@ -933,7 +939,7 @@ def _trent_batch(ctx, plan: Plan, msg, state: _TrentState, share, gram, a_enc, p
     # every slot now holds w_j + rho_j in [0, 2^(W - 1)): carries cancelled out
     masked = masked.with_bound(plan.whole(1 << (plan.W - 1))).rerandomize()
     if a_enc is None:  # round 0: the start's magnitude
-        a_enc = _encrypt(pk, [state.a_first], plan.b_max)
+        a_enc = _encrypt(pk, [state.a_first], 1 << (2 * plan.B))
     blur = (1 << plan.A) + rng.randbits(plan.A)  # rho' in [2^A, 2^(A+1))
     noise = np.array([rng.randbits(plan.E)], dtype=object)  # e' in [0, 2^E)
     y_enc = a_enc.with_bound(1 << (2 * plan.B)).mul(blur).add_encoded(noise)
