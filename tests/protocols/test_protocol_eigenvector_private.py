@@ -15,13 +15,13 @@ import time
 
 import numpy as np
 import pytest
+from eigenvector_views import opened_batches, true_masks
 from transcript_harness import assert_same_transcripts
 
 from protocols import eigenvector as eig
 from protocols import eigenvector_private as private
 from protocols.eigenvector import Params
 from smc_hmm.crypto import CipherArray, Rng
-from smc_hmm.crypto.threshold import combine, unpack_partials
 from smc_hmm.errors import (
     ConfigError,
     ConvergenceError,
@@ -257,28 +257,6 @@ def test_every_party_receives_only_ciphertexts_partials_and_declared_values(keyp
     assert shares[0][3] + shares[1][3] == decryption_exponent(sk)
 
 
-def _opened(views, owner, pk, plan):
-    """Every (X_t, Y_t) an owner opened: what it sees of each round."""
-    from_trent = [p for peer, t, p in views[owner] if t == "partial" and peer == "trent"]
-    if owner == "p1":
-        batches = [p for _, t, p in views[owner] if t == "masked"]
-        from smc_hmm.crypto.threshold import KeyShare
-
-        share = KeyShare.from_wire(pk, next(p for _, t, p in views[owner] if t == "key_share"))
-        mine = [share.partial(v.ciphertexts() + y.ciphertexts()) for v, y in batches]
-    else:
-        mine = [
-            unpack_partials(pk, p, plan.vector_cts + 1)
-            for peer, t, p in views[owner]
-            if t == "partial" and peer == "p1"
-        ]
-    count = plan.vector_cts + 1
-    return [
-        private.read_batch(combine(pk, [unpack_partials(pk, a, count), b]), plan)
-        for a, b in zip(from_trent, mine)
-    ]
-
-
 def test_what_the_owners_open_is_statistically_masked(keypair_512):
     """The owners' X_t = w_t + rho_t: w_t (recovered here with the whole key, which no party
     has, from the leader's E[rho_t]) is 2^-sigma of the mask's range; the opened entries
@@ -287,9 +265,9 @@ def test_what_the_owners_open_is_statistically_masked(keypair_512):
     blocks = spiked_blocks(9, k=4)
     result, views = _views(keypair_512, blocks)
     plan = private.Plan(Params.from_config(setup(blocks)[0]), 512)
-    seen = {o: _opened(views, o, pk, plan) for o in ("p1", "p2", "p3")}
+    seen = {o: opened_batches(views, o, pk, plan) for o in ("p1", "p2", "p3")}
     assert seen["p1"] == seen["p2"] == seen["p3"]  # every owner opens the same values
-    rhos = [v.decrypt_ints(sk).tolist() for _, t, v in views["p1"] if t == "mask_vector"]
+    rhos = true_masks(views, sk)
     ws = [[x - r for x, r in zip(xs, rho)] for (xs, _), rho in zip(seen["p1"], rhos)]
     assert len(ws) == result["trent"]["rounds"] + 1
     top = 1 << (plan.B + plan.sigma)
@@ -311,8 +289,8 @@ def test_the_shifts_keep_the_iterate_in_its_window(keypair_512):
     blocks = spiked_blocks(10, k=4)
     result, views = _views(keypair_512, blocks)
     plan = private.Plan(Params.from_config(setup(blocks)[0]), 512)
-    seen = _opened(views, "p2", pk, plan)
-    rhos = [v.decrypt_ints(sk).tolist() for _, t, v in views["p1"] if t == "mask_vector"]
+    seen = opened_batches(views, "p2", pk, plan)
+    rhos = true_masks(views, sk)
     shifts = result["trent"]["shifts"]
     for t, s in enumerate(shifts):
         x, _ = seen[t]
