@@ -481,7 +481,7 @@ def test_a_party_that_leaves_ends_every_other_party_with_a_typed_error(
 # -- the benchmark (smc-hmm bench eigenvector), tiny and insecure ---------------------------
 
 
-def test_benchmark_reports_cosine_overhead_traffic_and_decoy_waste(tmp_path):
+def test_benchmark_runs_both_modes_side_by_side_on_raw_and_centred_data(tmp_path):
     import argparse
     import json
 
@@ -492,17 +492,24 @@ def test_benchmark_reports_cosine_overhead_traffic_and_decoy_waste(tmp_path):
     out = tmp_path / "eig.json"
     args = parser.parse_args(
         "--key-bits 512 --insecure --owners 2 --rows 6 --cols 20 --data digits --repeats 1 "
-        f"--sweep 1.0 0.5 --json {out}".split()
+        f"--check-every 2 --precision 48 --gram-bits 32 --tol 1e-6 --json {out}".split()
     )
     assert bench.main(args) == 0
     data = json.loads(out.read_text())
-    assert data["one_minus_cosine"] <= 1e-9
-    assert data["overhead_ratio"] > 1
-    assert data["per_party"]["trent"]["bytes_sent"] > 0
-    # an owner sends 3 messages a round (contribution, norm term, status) and one at the end
-    assert 3 * data["rounds"] + 1 == data["per_party"]["p1"]["messages_sent"]
-    assert [s["decoy_p"] for s in data["decoy_sweep"]] == [1.0, 0.5]
-    assert data["decoy_sweep"][0]["decoys"] == 0
+    runs = {(r["data"], r["mode"]): r for r in data["runs"]}
+    assert set(runs) == {(d, m) for d in ("uncentred", "centred") for m in ("private", "thesis")}
+    for run in runs.values():
+        assert run["one_minus_cosine"] <= 1e-9
+        assert run["overhead_ratio"] > 1 and run["rounds"] >= 1
+        assert run["per_party"]["trent"]["bytes_sent"] > 0
+    for data_kind in ("uncentred", "centred"):
+        private, thesis = runs[(data_kind, "private")], runs[(data_kind, "thesis")]
+        assert private["rounds"] % 2 == 0  # tested every 2 rounds
+        assert private["partial_decryptions"]["trent"] > 0  # nobody decrypts alone ...
+        assert thesis["partial_decryptions"]["trent"] == 0  # ... unlike the thesis's owners
+        # an owner of the thesis mode sends 3 messages a round and one at the end
+        assert 3 * thesis["rounds"] + 1 == thesis["per_party"]["p1"]["messages_sent"]
+    assert data["load_average"]["before"] and data["cpus"]
 
 
 @pytest.mark.slow
