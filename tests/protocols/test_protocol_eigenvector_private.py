@@ -416,3 +416,39 @@ def test_ciphertext_arrays_are_the_only_thing_trent_adds(keypair_512):
             assert payload.public_key.fingerprint == shared, tag
     owner_keys = {p.fingerprint for _, t, p in views["trent"] if t == "owner_key"}
     assert len(owner_keys) == 3 and shared not in owner_keys
+
+
+# -- deployment: party processes over mutual TLS ----------------------------------------
+
+
+@pytest.mark.slow
+def test_the_private_mode_runs_as_processes_over_mutual_tls(tmp_path):
+    """The default mode through ``smc-hmm launch``: the authority, Trent and three owners
+    as separate processes with certificates, 1024-bit keys (the default plan)."""
+    from smc_hmm.runtime import launch, write_config
+
+    blocks = spiked_blocks(30, k=4, cols=(5, 6, 4))
+    params, _ = setup(blocks, reveal_to_trent=True)
+    for key in SMALL:  # the default plan: it fits 1024-bit keys
+        params.pop(key)
+    parties = {"authority": {"kind": "key_authority"}, "trent": {"kind": "trent"}}
+    for name, b in zip(params["owners"], blocks):
+        np.save(tmp_path / f"{name}.npy", b)
+        parties[name] = {"kind": "data_owner", "data": f"{name}.npy"}
+    config = write_config(
+        tmp_path / "parties.toml",
+        "eigenvector",
+        parties,
+        params=params,
+        key_bits=1024,
+        insecure=True,
+        timeout=60,
+        connect_timeout=30,
+    )
+    result = launch(config, timeout=300)
+    x = np.concatenate([np.asarray(result[o]) for o in params["owners"]])
+    assert cosine(x, eig.principal_eigenvector(np.hstack(blocks))) >= COSINE
+    np.testing.assert_allclose(result["trent"]["eigenvector"], x)
+    assert result["trent"]["mode"] == "private"
+    assert result["authority"] is None
+    assert set(result.pids) == set(parties)
