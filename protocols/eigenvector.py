@@ -3,6 +3,22 @@
 Paper: 003 (Pathak), section 4.1.1 and appendix A.1 (Pathak and Raj 2010,
 "Privacy-preserving protocols for eigenvector computation"), N-party form.
 
+Two modes (``Params.mode``):
+
+* ``"private"`` (the default): nobody holds the whole decryption key and no party
+  ever sees an intermediate vector; the owners learn their shares, the number of
+  rounds and the declared magnitudes.  :mod:`protocols.eigenvector_private` has the
+  roles and says exactly who learns what.
+* ``"thesis"``: the thesis's protocol as published, documented below: the comparison
+  baseline, not for use where the owners must be protected from each other.  Every
+  owner holds the decryption key, and the scaling, padding and decoys hide the
+  iterates from Trent only: an owner recovers r_t by the gcd of the integers it
+  decrypts, then u_t exactly, and from about k rounds the other owners' (padded)
+  Gram matrix (``tests/protocols/test_eigenvector_attacks.py`` runs both attacks;
+  ``docs/eigenvector.md`` has the numbers).
+
+The rest of this docstring describes the thesis mode.
+
 Data owners P_1..P_N hold horizontally split data: owner i holds A_i (k x n_i,
 the same k rows, e.g. k features of n_i samples each).  Together they compute
 the principal eigenvector of M^T M, M = [A_1 ... A_N] (k x n), by power
@@ -19,7 +35,8 @@ Roles (party names are public parameters, :class:`Params`):
 
 * **key authority** (``key_authority``, default ``"authority"``): generates the
   Paillier key pair (``ctx.keypair``), gives the public key to everyone and
-  the private key (the primes p, q) to the owners only, then leaves.  It is
+  the private key (the primes p, q) to the owners only, then leaves (in the
+  thesis mode: every owner can decrypt everything encrypted under it).  It is
   not Trent and learns nothing.  Output: ``None``.
 * **owners** (``owners``): owner i holds A_i as a (k, n_i) float array with
   |entries| <= ``max_abs``.  Output: its normalised share alpha_i (length n_i)
@@ -156,8 +173,8 @@ encryption.
 
 Run it::
 
-    smc-hmm bench eigenvector --key-bits 2048 --owners 4 --decoy-p 0.8
-    python examples/eigenvector_digits.py --setup DIR   # then smc-hmm launch
+    smc-hmm bench eigenvector --key-bits 2048 --owners 4 --modes thesis --decoy-p 0.8
+    python examples/eigenvector_digits.py --dir DIR --mode thesis   # via smc-hmm launch
 
 (``docs/eigenvector.md``).
 """

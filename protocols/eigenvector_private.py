@@ -680,9 +680,11 @@ def owner(ctx, a, params) -> np.ndarray:
             f"(tol={params.tol:g}, tested every {params.check_every} rounds)"
         )
     with ctx.phase("output"):
-        alpha = _owner_output(ctx, a, plan, msg, state, share, own_sk, i, pk)
+        alpha, nonzero = _owner_output(ctx, a, plan, msg, state, share, own_sk, i, pk)
     if params.reveal_to_trent:
         ctx.send(trent, msg["share"], alpha)
+    if not nonzero:
+        raise ConvergenceError("the normalisation term is zero: M is zero")
     if state.lost:
         raise PrecisionError(
             f"the iterate fell below 2^{plan.floor_bits} in some round (the data are far below "
@@ -802,7 +804,8 @@ def _test_bit(bit: int) -> bool:
 
 
 def _owner_output(ctx, a, plan: Plan, msg, state: _OwnerState, share, own_sk, i: int, pk):
-    """y_i = Ahat_i^T u_T from the owner's own decryption, then the jointly decrypted N."""
+    """y_i = Ahat_i^T u_T from the owner's own decryption, then the jointly decrypted N:
+    (alpha_i, whether N > 0)."""
     params = plan.params
     trent = params.arbitrator
     groups = plan.output_groups(i)
@@ -825,10 +828,10 @@ def _owner_output(ctx, a, plan: Plan, msg, state: _OwnerState, share, own_sk, i:
         from_trent = ctx.recv(trent, msg["final_partial"])
         from_leader = ctx.recv(params.owners[0], msg["final_partial"])
         (norm,) = _combined(pk, from_trent, from_leader, count=1)
-    if norm <= 0:
-        raise ConvergenceError("the normalisation term is zero: M is zero")
+    if norm <= 0:  # M = 0: well-formed zeros now, the refusal after the last message
+        return np.zeros(params.cols[i]), False
     root = math.sqrt(norm)
-    return np.array([v / root for v in y], dtype=np.float64)
+    return np.array([v / root for v in y], dtype=np.float64), True
 
 
 # -- Trent ---------------------------------------------------------------------------------

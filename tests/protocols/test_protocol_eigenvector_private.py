@@ -452,3 +452,17 @@ def test_the_private_mode_runs_as_processes_over_mutual_tls(tmp_path):
     assert result["trent"]["mode"] == "private"
     assert result["authority"] is None
     assert set(result.pids) == set(parties)
+
+
+def test_all_zero_data_end_with_a_typed_error_after_the_last_message(keypair_512):
+    blocks = [np.zeros((4, n)) for n in (3, 4)]
+    with pytest.raises(ConvergenceError, match="zero"):
+        run(keypair_512, blocks, max_abs=1.0, reveal_to_trent=True)
+
+
+def test_an_owner_with_all_zero_columns_gets_a_zero_share(keypair_512):
+    blocks = spiked_blocks(17)
+    blocks[1] = np.zeros_like(blocks[1])
+    result = run(keypair_512, blocks)
+    assert not np.any(result["p2"])
+    assert cosine(gathered(result, 3), eig.principal_eigenvector(np.hstack(blocks))) >= COSINE
