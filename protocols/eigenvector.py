@@ -719,14 +719,17 @@ def _thesis_arbitrator(ctx, _private, params: Params) -> dict:
         total = _refresh(_total([ctx.recv(o, msg["final_term"]) for o in owners]))  # step 8
         for o in owners:
             ctx.send(o, msg["final_norm"], total)
-    vector = None
-    if params.reveal_to_trent:
-        shares = [np.asarray(ctx.recv(o, msg["share"]), dtype=np.float64) for o in owners]
-        for o, s, n_i in zip(owners, shares, params.cols):
-            if s.shape != (n_i,) or not np.all(np.isfinite(s)):
-                raise ProtocolError(f"{o} sent a share of shape {s.shape}, expected ({n_i},)")
-        vector = np.concatenate(shares)  # step 9: the eigenvector, gathered
-    return {"rounds": t, "decoys": decoys, "eigenvector": vector}
+    vector = gather_shares(ctx, params, msg["share"]) if params.reveal_to_trent else None
+    return {"rounds": t, "decoys": decoys, "eigenvector": vector}  # step 9: gathered
+
+
+def gather_shares(ctx, params: Params, message: Message) -> np.ndarray:
+    """Trent, with ``reveal_to_trent``: every owner's share, checked, concatenated."""
+    shares = [np.asarray(ctx.recv(o, message), dtype=np.float64) for o in params.owners]
+    for o, s, n_i in zip(params.owners, shares, params.cols):
+        if s.shape != (n_i,) or not np.all(np.isfinite(s)):
+            raise ProtocolError(f"{o} sent a share of shape {s.shape}, expected ({n_i},)")
+    return np.concatenate(shares)
 
 
 def _private_role(name: str):

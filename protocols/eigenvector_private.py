@@ -121,7 +121,7 @@ from functools import cached_property
 import numpy as np
 
 from protocols.compare import CompareSpec, blind_bitwise, check_dgk_key, dgk_ciphertexts
-from protocols.eigenvector import check_input
+from protocols.eigenvector import check_input, gather_shares
 from smc_hmm.crypto import CipherArray, PrivateKey, generate_keypair
 from smc_hmm.crypto.dgk import DGKPublicKey, dgk_keypair_for
 from smc_hmm.crypto.packing import PackingPlan
@@ -915,13 +915,7 @@ def arbitrator(ctx, _private, params) -> dict:
         raise ConvergenceError(f"the owners did not converge within max_rounds={params.max_rounds}")
     with ctx.phase("output"):
         _trent_output(ctx, plan, msg, state, share, data)
-    vector = None
-    if params.reveal_to_trent:
-        shares = [np.asarray(ctx.recv(o, msg["share"]), dtype=np.float64) for o in owners]
-        for o, s, n_i in zip(owners, shares, params.cols):
-            if s.shape != (n_i,) or not np.all(np.isfinite(s)):
-                raise ProtocolError(f"{o} sent a share of shape {s.shape}, expected ({n_i},)")
-        vector = np.concatenate(shares)
+    vector = gather_shares(ctx, params, msg["share"]) if params.reveal_to_trent else None
     return {"mode": "private", "rounds": rounds, "shifts": shifts, "eigenvector": vector}
 
 

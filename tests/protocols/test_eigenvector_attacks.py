@@ -23,13 +23,19 @@ import math
 
 import numpy as np
 import pytest
-from eigenvector_views import opened_batches, thesis_sums, thesis_vectors, true_masks
+from eigenvector_support import (
+    configuration,
+    opened_batches,
+    run_eigenvector,
+    thesis_sums,
+    thesis_vectors,
+    true_masks,
+)
 from scipy.stats import kstest
 
 from protocols import eigenvector_private as private
 from protocols.eigenvector import Params
 from smc_hmm.crypto import Rng
-from smc_hmm.runtime import run_protocol
 
 pytestmark = pytest.mark.filterwarnings("ignore::smc_hmm.errors.InsecureKeyWarning")
 
@@ -49,26 +55,11 @@ def krylov_data(seed: int) -> list[np.ndarray]:
 
 
 def run(keypair, blocks, **options):
-    params = {
-        "owners": ["p1", "p2"],
-        "cols": [b.shape[1] for b in blocks],
-        "rows": K,
-        "max_abs": float(max(np.abs(b).max() for b in blocks)),
-        "max_rounds": 400,
-        **options,
-    }
-    parties = {"authority": ("key_authority", None), "trent": ("arbitrator", None)}
-    parties |= {"p1": ("owner", blocks[0]), "p2": ("owner", blocks[1])}
-    return run_protocol(
-        "eigenvector",
-        params,
-        parties,
-        keys={"authority": keypair},
-        min_key_bits=512,
-        timeout=60,
-        record_views=True,
-        rng=Rng.seeded(3),
-    ), Params.from_config(params)
+    params, parties = configuration(blocks, max_rounds=400, **options)
+    result = run_eigenvector(
+        keypair, params, parties, timeout=60, record_views=True, rng=Rng.seeded(3)
+    )
+    return result, Params.from_config(params)
 
 
 def gcd_direction(v) -> np.ndarray:

@@ -15,7 +15,15 @@ import time
 
 import numpy as np
 import pytest
-from eigenvector_views import opened_batches, true_masks
+from eigenvector_support import (
+    configuration,
+    launch_eigenvector,
+    opened_batches,
+    owners_of,
+    run_blocks,
+    run_with_a_leaver,
+    true_masks,
+)
 from transcript_harness import assert_same_transcripts
 
 from protocols import eigenvector as eig
@@ -30,8 +38,7 @@ from smc_hmm.errors import (
     SmcHmmError,
     TransportError,
 )
-from smc_hmm.runtime import run_protocol, simulate
-from smc_hmm.transport.faults import FaultyTransport
+from smc_hmm.runtime import run_protocol
 
 pytestmark = pytest.mark.filterwarnings("ignore::smc_hmm.errors.InsecureKeyWarning")
 
@@ -40,39 +47,12 @@ COSINE = 1 - 1e-9
 SMALL = {"precision": 48, "gram_bits": 32, "data_bits": 24, "tol": 1e-6, "check_every": 4}
 
 
-def owners_of(n):
-    return [f"p{i + 1}" for i in range(n)]
-
-
 def setup(blocks, **options):
-    owners = owners_of(len(blocks))
-    params = {
-        "owners": owners,
-        "cols": [b.shape[1] for b in blocks],
-        "rows": blocks[0].shape[0],
-        "max_abs": float(max(np.abs(b).max() for b in blocks)) or 1.0,
-        **SMALL,
-        **options,
-    }
-    parties = {"authority": ("key_authority", None), "trent": ("arbitrator", None)}
-    for name, b in zip(owners, blocks):
-        parties[name] = ("owner", b)
-    return params, parties
+    return configuration(blocks, **{**SMALL, **options})
 
 
 def run(keypair, blocks, timeout=30, **options):
-    kwargs = {k: options.pop(k) for k in ("record_views", "wrap_transport", "rng") if k in options}
-    kwargs.setdefault("rng", Rng.seeded(sum(b.size for b in blocks)))
-    params, parties = setup(blocks, **options)
-    return run_protocol(
-        "eigenvector",
-        params,
-        parties,
-        keys={"authority": keypair},
-        min_key_bits=min(512, keypair[0].bits),
-        timeout=timeout,
-        **kwargs,
-    )
+    return run_blocks(keypair, blocks, SMALL, timeout, **options)
 
 
 def gathered(result, n_owners):
@@ -362,39 +342,11 @@ def test_bad_owner_data_is_refused(keypair_512):
     ids=["leader-setup", "owner-round", "trent-setup", "trent-round", "authority-share"],
 )
 def test_a_party_that_leaves_ends_every_other_party_with_a_typed_error(keypair_512, party, send):
-    blocks = spiked_blocks(15)
-    params, parties = setup(blocks)
-    params = Params.from_config(params)
-    errors: dict[str, BaseException] = {}
-
-    def recording(name, fn):
-        def role(ctx, *args):
-            try:
-                return fn(ctx, *args)
-            except BaseException as e:
-                errors[name] = e
-                raise
-
-        return role
-
-    def wrap(name, inner):
-        return FaultyTransport(inner, fail_at=send, mode="disconnect") if name == party else inner
-
-    roles = {
-        name: recording(name, eig.PROTOCOL.role(role).run) for name, (role, _) in parties.items()
-    }
-    args = {name: (private_input, params) for name, (_, private_input) in parties.items()}
+    params, parties = setup(spiked_blocks(15))
     t0 = time.monotonic()
-    with pytest.raises(SmcHmmError):
-        simulate(
-            roles,
-            args,
-            keys={"authority": keypair_512},
-            wrap_transport=wrap,
-            timeout=2.0,
-            min_key_bits=512,
-            rng=Rng.seeded(1),
-        )
+    errors = run_with_a_leaver(
+        keypair_512, params, parties, party, send, "disconnect", 2.0, rng=Rng.seeded(1)
+    )
     assert time.monotonic() - t0 < 15
     still = set(parties) - {party, "authority"}
     assert still <= set(errors), (still, errors)
@@ -425,33 +377,14 @@ def test_ciphertext_arrays_are_the_only_thing_trent_adds(keypair_512):
 def test_the_private_mode_runs_as_processes_over_mutual_tls(tmp_path):
     """The default mode through ``smc-hmm launch``: the authority, Trent and three owners
     as separate processes with certificates, 1024-bit keys (the default plan)."""
-    from smc_hmm.runtime import launch, write_config
-
     blocks = spiked_blocks(30, k=4, cols=(5, 6, 4))
-    params, _ = setup(blocks, reveal_to_trent=True)
-    for key in SMALL:  # the default plan: it fits 1024-bit keys
-        params.pop(key)
-    parties = {"authority": {"kind": "key_authority"}, "trent": {"kind": "trent"}}
-    for name, b in zip(params["owners"], blocks):
-        np.save(tmp_path / f"{name}.npy", b)
-        parties[name] = {"kind": "data_owner", "data": f"{name}.npy"}
-    config = write_config(
-        tmp_path / "parties.toml",
-        "eigenvector",
-        parties,
-        params=params,
-        key_bits=1024,
-        insecure=True,
-        timeout=60,
-        connect_timeout=30,
-    )
-    result = launch(config, timeout=300)
+    params, _ = configuration(blocks, reveal_to_trent=True)  # the default plan
+    result = launch_eigenvector(tmp_path, params, blocks, key_bits=1024, timeout=60)
     x = np.concatenate([np.asarray(result[o]) for o in params["owners"]])
     assert cosine(x, eig.principal_eigenvector(np.hstack(blocks))) >= COSINE
     np.testing.assert_allclose(result["trent"]["eigenvector"], x)
     assert result["trent"]["mode"] == "private"
     assert result["authority"] is None
-    assert set(result.pids) == set(parties)
 
 
 def test_all_zero_data_end_with_a_typed_error_after_the_last_message(keypair_512):
