@@ -19,7 +19,7 @@ sharing of the decryption exponent (:mod:`smc_hmm.crypto.threshold`) to Trent an
 *leader* (the first owner), so every decryption needs both.  A decryption is only ever
 applied to a value that Trent has masked statistically (sigma >= 40 bits) or to a
 declared output.  Each owner also makes a key pair of its own, under which only its own
-data and its own output part travel.
+(exact) Gram matrix and its own output part travel.
 
 Fixed point (all public, :class:`Plan`).  Owner i encodes its Gram matrix as integers
 Ghat_i = round(A_i A_i^T 2^(g - e)), where 2^e >= k n max_abs^2 bounds the largest
@@ -69,15 +69,19 @@ all anyone learns: the number of rounds.  At ``max_rounds`` without it every par
 raises :class:`~smc_hmm.errors.ConvergenceError`.
 
 Output (after the round T the test passes): owner i encodes Ahat_i = round(A_i 2^a)
-(``data_bits``) and sent Trent, before the first round, E_i[Ahat_i] under its own key
-(``data``, rows packed).  Trent -> owner i ``output_part``: E_i[Ahat_i^T R'_T]; owner i
-decrypts it alone and forms y_i = Ahat_i^T X'_T - Ahat_i^T R'_T = Ahat_i^T u_T.  Owner
-i -> Trent ``final_term``: E[||y_i||^2]; Trent sums to E[N], N = ||Mhat^T u_T||^2, and
-he and the leader decrypt it for the owners (``final_norm``, ``final_partial``):
-alpha_i = y_i / sqrt(N).  With ``reveal_to_trent``: owner i -> Trent ``share``.
+(|entries| <= 2^``data_bits``) and its Gram matrix exactly, Q_i = Ahat_i Ahat_i^T, and
+sent Trent, before the first round, E_i[Q_i] under its own key (``own_gram``, columns
+packed).  Trent -> owner i ``output_part``: E_i[Q_i R'_T]; owner i decrypts it alone and
+forms z_i = Q_i X'_T - Q_i R'_T = Q_i u_T, then y_i = Ahat_i^T y' for any solution y' of
+Q_i y' = z_i, which is Ahat_i^T u_T: Q_i u_T = Ahat_i (Ahat_i^T u_T) says exactly what
+Ahat_i^T u_T says, no more (a k-vector instead of n_i values: a k x k upload per owner
+instead of k x n_i).  Owner i -> Trent ``final_term``: E[||y_i||^2]; Trent sums to
+E[N], N = ||Mhat^T u_T||^2, and he and the leader decrypt it for the owners
+(``final_norm``, ``final_partial``): alpha_i = y_i / sqrt(N).  With ``reveal_to_trent``:
+owner i -> Trent ``share``.
 
 Before the first round (setup): ``pk`` and ``key_share`` from the authority; each
-owner's ``owner_key`` and ``data`` to Trent; the encrypted Gram matrices travel along a
+owner's ``owner_key`` and ``own_gram`` to Trent; the encrypted Gram matrices travel along a
 chain owner 1 -> owner 2 -> ... -> Trent (``gram``: each adds its own E[Ghat_i],
 columns packed), so Trent holds only E[Ghat]; the leader's DGK public key (``dgk``).
 
@@ -199,7 +203,7 @@ class Plan:
                     f"bits but a {self.key_bits}-bit key holds {self.limit.bit_length()}: "
                     "use a larger key or lower precision / gram_bits / data_bits"
                 )
-        if self.S < 1 or self.S_y < 1:
+        if self.S < 1 or self.S_z < 1:
             raise PrecisionError(
                 f"a {self.key_bits}-bit key holds no slot of the private eigenvector's plan"
             )
@@ -406,23 +410,30 @@ class Plan:
         return self.params.data_bits - math.frexp(self.params.max_abs)[1]
 
     @property
-    def output_slot(self) -> int:
-        """|(Ahat^T R')_j| <= k 2^data_bits R_max."""
-        return (self.k << self.params.data_bits) * self.R_max
+    def own_gram_entry(self) -> int:
+        """|entries of Q_i = Ahat_i Ahat_i^T| <= n_i 2^(2 data_bits)."""
+        return max(self.params.cols) << (2 * self.params.data_bits)
 
     @property
-    def W_y(self) -> int:  # noqa: N802
+    def output_slot(self) -> int:
+        """|(Q_i R')_j| <= k max|Q_i| R_max."""
+        return self.k * self.own_gram_entry * self.R_max
+
+    @property
+    def W_z(self) -> int:  # noqa: N802
         return self.output_slot.bit_length() + 2
 
     @cached_property
-    def S_y(self) -> int:  # noqa: N802
-        return _slots_for(self.output_slot, self.W_y, self.limit, max(self.params.cols))
+    def S_z(self) -> int:  # noqa: N802
+        return _slots_for(self.output_slot, self.W_z, self.limit, self.k)
 
-    def output_groups(self, i: int) -> list[range]:
-        return _groups(self.params.cols[i], self.S_y)
+    @property
+    def output_groups(self) -> list[range]:
+        """The entries of Q_i's columns (and of Q_i R') by ciphertext."""
+        return _groups(self.k, self.S_z)
 
-    def whole_y(self, slot_bound: int) -> int:
-        return _whole(slot_bound, self.S_y, self.W_y)
+    def whole_z(self, slot_bound: int) -> int:
+        return _whole(slot_bound, self.S_z, self.W_z)
 
     @property
     def final_term_bound(self) -> int:
@@ -450,7 +461,7 @@ class Plan:
 
     def messages(self) -> dict[str, Message]:
         """Every message of the private mode; scales 0 (integers), bounds public."""
-        k, nv = self.k, self.vector_cts
+        k, nv, nz = self.k, self.vector_cts, len(self.output_groups)
         width = partial_width_bits(self.key_bits)
 
         def partial(count: int | None) -> OpaqueCiphertexts:
@@ -467,7 +478,7 @@ class Plan:
                 Message("key_share", Revealed("a share of the decryption exponent", (list,))),
                 Message("owner_key", Key()),
                 Message("gram", cts(self.whole(self.N * self.gram_entry), (k, nv))),
-                Message("data", cts(self.whole_y(1 << self.params.data_bits), (k, None))),
+                Message("own_gram", cts(self.whole_z(self.own_gram_entry), (k, nz))),
                 Message("dgk", Public((list,))),
                 Message(
                     "round_open",
@@ -497,7 +508,7 @@ class Plan:
                 Message("check_delta", cts(1, (1,))),
                 Message("check_result", (cts(bit_bound, (1,)), partial(1))),
                 Message("check_partial", partial(1)),
-                Message("output_part", cts(self.whole_y(self.output_slot), (None,))),
+                Message("output_part", cts(self.whole_z(self.output_slot), (nz,))),
                 Message("final_term", cts(self.final_term_bound, (1,))),
                 Message("final_norm", cts(self.N * self.final_term_bound, (1,))),
                 Message("final_partial", partial(1)),
@@ -528,6 +539,13 @@ def encode_gram(a: np.ndarray, plan: Plan) -> np.ndarray:
 def encode_data(a: np.ndarray, plan: Plan) -> np.ndarray:
     """Ahat_i = round(A_i 2^data_shift) as exact integers (|entries| <= 2^data_bits)."""
     return np.rint(np.ldexp(a, plan.data_shift)).astype(np.int64).astype(object)
+
+
+def own_gram(a: np.ndarray, plan: Plan) -> np.ndarray:
+    """Q_i = Ahat_i Ahat_i^T, exactly: its range is that of Ahat_i, so Q_i u says no
+    more than Ahat_i^T u (Q_i u = Ahat_i (Ahat_i^T u), and Ahat_i^T u = Ahat_i^T Q_i^+ Q_i u)."""
+    ahat = encode_data(a, plan)
+    return ahat.dot(ahat.T)
 
 
 def _packed_vector(values, plan: Plan) -> list[int]:
@@ -612,7 +630,7 @@ def _receive_share(ctx, pk, params, msg, index: int) -> KeyShare:
 
 
 def _own_keypair(ctx, bits: int):
-    """The owner's own key pair (its data and output part only), metered by its ledger."""
+    """The owner's own key pair (its Gram matrix and output part only), metered."""
     pk, sk = generate_keypair(bits, insecure=bits < 2048 or ctx.rng.insecure, rng=ctx.rng)
     view = ctx.adopt_key(pk)
     return view, PrivateKey(view, sk.p, sk.q)
@@ -651,7 +669,7 @@ def owner(ctx, a, params) -> np.ndarray:
         own_pk, own_sk = _own_keypair(ctx, pk.bits)
         ctx.send(trent, msg["owner_key"], own_pk)
         _send_gram(ctx, gram, plan, msg, i, pk)
-        _send_data(ctx, a, plan, msg, i, own_pk)
+        _send_own_gram(ctx, a, plan, msg, own_pk)
         dgk_sk = None
         if leader:
             dgk_pk, dgk_sk = dgk_keypair_for(pk, plan.l)
@@ -680,11 +698,11 @@ def owner(ctx, a, params) -> np.ndarray:
             f"(tol={params.tol:g}, tested every {params.check_every} rounds)"
         )
     with ctx.phase("output"):
-        alpha, nonzero = _owner_output(ctx, a, plan, msg, state, share, own_sk, i, pk)
+        alpha, refusal = _owner_output(ctx, a, plan, msg, state, share, own_sk, i, pk)
     if params.reveal_to_trent:
         ctx.send(trent, msg["share"], alpha)
-    if not nonzero:
-        raise ConvergenceError("the normalisation term is zero: M is zero")
+    if refusal is not None:
+        raise refusal
     if state.lost:
         raise PrecisionError(
             f"the iterate fell below 2^{plan.floor_bits} in some round (the data are far below "
@@ -706,15 +724,15 @@ def _send_gram(ctx, gram, plan: Plan, msg, i: int, pk) -> None:
     ctx.send(target, msg["gram"], mine)
 
 
-def _send_data(ctx, a, plan: Plan, msg, i: int, own_pk) -> None:
-    """E_i[Ahat_i] under the owner's own key, each row's entries packed."""
-    ahat = encode_data(a, plan)
-    rows = [
-        [_pack([ahat[r, j] for j in grp], plan.W_y) for grp in plan.output_groups(i)]
-        for r in range(plan.k)
+def _send_own_gram(ctx, a, plan: Plan, msg, own_pk) -> None:
+    """E_i[Q_i] under the owner's own key, columns packed: Trent will return E_i[Q_i R']."""
+    q = own_gram(a, plan)
+    columns = [
+        [_pack([q[j, col] for j in grp], plan.W_z) for grp in plan.output_groups]
+        for col in range(plan.k)
     ]
-    bound = plan.whole_y(1 << plan.params.data_bits)
-    ctx.send(plan.params.arbitrator, msg["data"], _encrypt(own_pk, rows, bound))
+    bound = plan.whole_z(plan.own_gram_entry)
+    ctx.send(plan.params.arbitrator, msg["own_gram"], _encrypt(own_pk, columns, bound))
 
 
 def _open_round(ctx, plan: Plan, msg, state: _OwnerState) -> None:
@@ -803,22 +821,35 @@ def _test_bit(bit: int) -> bool:
     return bool(bit)
 
 
+def _output_from(q, z, ahat) -> tuple[np.ndarray, bool]:
+    """y_i = Ahat_i^T u_T from z = Q_i u_T: any solution y' of Q_i y' = z gives
+    Ahat_i^T y' = Ahat_i^T u_T.  Least squares in floats loses about eps sqrt(cond(Q_i))
+    relative; (y, whether the solution reproduces z to 2^-40)."""
+    qf = np.array(q, dtype=np.float64)
+    zf = np.array(z, dtype=np.float64)
+    solution, *_ = np.linalg.lstsq(qf, zf, rcond=None)
+    scale = np.linalg.norm(zf)
+    exact = scale == 0 or np.linalg.norm(qf @ solution - zf) <= scale * 2.0**-40
+    return np.array(ahat, dtype=np.float64).T @ solution, bool(exact)
+
+
 def _owner_output(ctx, a, plan: Plan, msg, state: _OwnerState, share, own_sk, i: int, pk):
-    """y_i = Ahat_i^T u_T from the owner's own decryption, then the jointly decrypted N:
-    (alpha_i, whether N > 0)."""
+    """y_i = Ahat_i^T u_T from the owner's own decryption of Q_i R'_T, then the jointly
+    decrypted N: (alpha_i, None) or (zeros, the error to raise after the last message)."""
     params = plan.params
     trent = params.arbitrator
-    groups = plan.output_groups(i)
-    part = ctx.recv(trent, msg["output_part"])
-    if part.shape != (len(groups),):
-        raise ProtocolError(f"output_part: {part.shape} ciphertexts, expected {len(groups)}")
-    unpacker = PackingPlan(plan.W_y, plan.S_y)
-    z: list[int] = []
+    groups = plan.output_groups
+    part = ctx.recv(trent, msg["output_part"])  # E_i[Q_i R'_T]
+    unpacker = PackingPlan(plan.W_z, plan.S_z)
+    q_r: list[int] = []
     for p, grp in zip(part.decrypt_ints(own_sk), groups):
-        z.extend(unpacker.unpack(int(p), len(grp)))
+        q_r.extend(unpacker.unpack(int(p), len(grp)))
+    q = own_gram(a, plan)
+    z = [_dot(q[j, :], state.xp) - q_r[j] for j in range(plan.k)]  # Q_i u_T, exactly
     ahat = encode_data(a, plan)
-    y = [_dot(ahat[:, j], state.xp) - z[j] for j in range(params.cols[i])]
-    ctx.send(trent, msg["final_term"], _encrypt(pk, [_dot(y, y)], plan.final_term_bound))
+    y, exact = _output_from(q, z, ahat)
+    y_norm = round(float(y @ y))
+    ctx.send(trent, msg["final_term"], _encrypt(pk, [y_norm], plan.final_term_bound))
     if share is not None:
         mine = share.partial(ctx.recv(trent, msg["final_norm"]).ciphertexts())
         for o in params.owners[1:]:
@@ -828,10 +859,14 @@ def _owner_output(ctx, a, plan: Plan, msg, state: _OwnerState, share, own_sk, i:
         from_trent = ctx.recv(trent, msg["final_partial"])
         from_leader = ctx.recv(params.owners[0], msg["final_partial"])
         (norm,) = _combined(pk, from_trent, from_leader, count=1)
-    if norm <= 0:  # M = 0: well-formed zeros now, the refusal after the last message
-        return np.zeros(params.cols[i]), False
-    root = math.sqrt(norm)
-    return np.array([v / root for v in y], dtype=np.float64), True
+    # a refusal comes after the last message: well-formed zeros until then
+    if norm <= 0:
+        return np.zeros(params.cols[i]), ConvergenceError("the normalisation is zero: M is zero")
+    if not exact:
+        return np.zeros(params.cols[i]), PrecisionError(
+            f"{ctx.name}'s Gram matrix is too ill-conditioned to recover its share from Q u"
+        )
+    return y / math.sqrt(norm), None
 
 
 # -- Trent ---------------------------------------------------------------------------------
@@ -856,7 +891,7 @@ def _start(ctx, plan: Plan) -> list[int]:
 
 
 def _receive_setup(ctx, plan: Plan, msg, pk):
-    """Trent's setup: his key share, the owners' own keys and data, E[Ghat], the DGK key."""
+    """Trent's setup: his key share, the owners' own keys and E_i[Q_i], E[Ghat], DGK key."""
     params = plan.params
     owners, leader = params.owners, params.owners[0]
     share = _receive_share(ctx, pk, params, msg, 0)
@@ -866,20 +901,17 @@ def _receive_setup(ctx, plan: Plan, msg, pk):
             raise ProtocolError(f"{o}'s own key has {key.bits} bits, the shared key {pk.bits}")
     gram = ctx.recv(owners[-1], msg["gram"])  # E[Ghat], columns packed: the chain's sum
     gram.public_key.same_key(pk)
-    data = []
-    for i, (o, key) in enumerate(zip(owners, own_keys)):
-        enc = ctx.recv(o, msg["data"])
+    own_grams = []  # E_i[Q_i] under each owner's own key
+    for o, key in zip(owners, own_keys):
+        enc = ctx.recv(o, msg["own_gram"])
         enc.public_key.same_key(key)
-        expected = (plan.k, len(plan.output_groups(i)))
-        if enc.shape != expected:
-            raise ProtocolError(f"{o}'s data has shape {enc.shape}, expected {expected}")
-        data.append(enc)
+        own_grams.append(enc)
     try:
         dgk_pk = DGKPublicKey.from_wire(ctx.recv(leader, msg["dgk"]))
     except CryptoError as e:
         raise ProtocolError(f"{leader} sent a malformed DGK key: {e}") from e
     check_dgk_key(ctx, dgk_pk, plan.compare_spec)
-    return share, gram, data, dgk_pk
+    return share, gram, own_grams, dgk_pk
 
 
 def arbitrator(ctx, _private, params) -> dict:
@@ -889,7 +921,7 @@ def arbitrator(ctx, _private, params) -> dict:
     plan = Plan(params, pk.bits)
     msg = plan.messages()
     with ctx.phase("setup"):
-        share, gram, data, dgk_pk = _receive_setup(ctx, plan, msg, pk)
+        share, gram, own_grams, dgk_pk = _receive_setup(ctx, plan, msg, pk)
     state = _TrentState(_start(ctx, plan), plan.g)
     rounds = None
     shifts: list[int] = []
@@ -914,7 +946,7 @@ def arbitrator(ctx, _private, params) -> dict:
     if rounds is None:
         raise ConvergenceError(f"the owners did not converge within max_rounds={params.max_rounds}")
     with ctx.phase("output"):
-        _trent_output(ctx, plan, msg, state, share, data)
+        _trent_output(ctx, plan, msg, state, share, own_grams)
     vector = gather_shares(ctx, params, msg["share"]) if params.reveal_to_trent else None
     return {"mode": "private", "rounds": rounds, "shifts": shifts, "eigenvector": vector}
 
@@ -1024,13 +1056,14 @@ def _trent_check(ctx, plan: Plan, msg, state: _TrentState, share, dgk_pk) -> boo
     return _test_bit(_combined(share.public_key, mine, theirs, count=1)[0])
 
 
-def _trent_output(ctx, plan: Plan, msg, state: _TrentState, share, data) -> None:
-    """E_i[Ahat_i^T R'_T] to each owner; the norm N jointly decrypted for the owners."""
+def _trent_output(ctx, plan: Plan, msg, state: _TrentState, share, own_grams) -> None:
+    """E_i[Q_i R'_T] to each owner; the norm N jointly decrypted for the owners."""
     owners = plan.params.owners
     weights = np.array([state.r_prime], dtype=object)
-    for o, enc in zip(owners, data):
-        part = CipherArray.lincomb_blocks([(enc[:, q], weights) for q in range(enc.shape[1])])
-        part = part.with_bound(plan.whole_y(plan.output_slot)).rerandomize()
+    for o, enc in zip(owners, own_grams):
+        groups = len(plan.output_groups)
+        part = CipherArray.lincomb_blocks([(enc[:, q], weights) for q in range(groups)])
+        part = part.with_bound(plan.whole_z(plan.output_slot)).rerandomize()
         ctx.send(o, msg["output_part"], part)
     total = ctx.recv(owners[0], msg["final_term"])
     for o in owners[1:]:

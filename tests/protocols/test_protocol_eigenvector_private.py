@@ -151,7 +151,7 @@ def test_nothing_is_decrypted_but_masked_values_and_outputs_per_round(keypair_51
     for o in ("p2", "p3"):
         assert ops(o).get("partial_decrypt", 0) == 0
         assert ops(o)["decrypt_combine"] == per_round * (rounds + 1) + checks + 1
-        assert ops(o)["decrypt"] == len(plan.output_groups(int(o[1:]) - 1))
+        assert ops(o)["decrypt"] == len(plan.output_groups)  # E_i[Q_i R'_T], its own key
     assert ops("trent")["decrypt"] == 0
 
 
@@ -215,7 +215,7 @@ def test_every_party_receives_only_ciphertexts_partials_and_declared_values(keyp
         return out
 
     trent = kinds(views["trent"])
-    assert trent["contribution"] == trent["gram"] == trent["data"] == {"CipherArray"}
+    assert trent["contribution"] == trent["gram"] == trent["own_gram"] == {"CipherArray"}
     assert trent["check_partial"] == {"bytes"}  # the leader's partial decryption of the bit
     assert {"key_share", "check_scale"} <= set(trent)
     for o in ("p2", "p3"):
@@ -357,12 +357,12 @@ def test_a_party_that_leaves_ends_every_other_party_with_a_typed_error(keypair_5
 
 def test_ciphertext_arrays_are_the_only_thing_trent_adds(keypair_512):
     """Trent's contribution sums and masks are CipherArrays under the shared key; the
-    owners' own keys carry only their data and output parts."""
+    owners' own keys carry only their own Gram matrices and output parts."""
     blocks = spiked_blocks(16)
     _, views = _views(keypair_512, blocks)
     shared = keypair_512[0].fingerprint
     for _, tag, payload in views["trent"]:
-        if tag == "data":
+        if tag == "own_gram":
             assert payload.public_key.fingerprint != shared
         elif isinstance(payload, CipherArray):
             assert payload.public_key.fingerprint == shared, tag
