@@ -91,10 +91,10 @@ Who learns what (each leak with its hiding parameter):
   within about two bits, i.e. the power-of-two magnitude of the iterate) and the
   scales h of the tests (derived from the same magnitudes); the test bits, hence the
   number of rounds; the eigenvector only with ``reveal_to_trent``.
-* Every owner: X_t (statistically hidden: distance <= 2^-sigma per entry from a
-  uniform independent of the data); Y_t, which bounds ||w_(t-1)||^2 within a factor
-  of 3 (rho' blurs it over one octave, e' hides its low bits: the posterior of a is
-  smooth, no divisibility survives); hence the per-round growth ||Ghat u||/||u||
+* Every owner: X_t (statistically hidden: the distributions of an entry for any two
+  data sets are within distance 2^(1 - sigma)); Y_t, which bounds ||w_(t-1)||^2
+  within a factor of 3 above the precision floor (rho' blurs it over one octave, e'
+  hides its low bits: the posterior of a is smooth, no divisibility survives); hence the per-round growth ||Ghat u||/||u||
   within a factor of about 3 and, over T rounds, the largest eigenvalue lambda_1 of
   G within a factor of about 3^(2/T); the test bits; its own y_i = sqrt(N) alpha_i
   and N (lambda_1 ||u_T||^2 again).  An owner whose A_i has rank k learns v and
