@@ -37,11 +37,11 @@ Round t (one send or receive per step; t = 0, 1, ...):
    rho_t = 2^B + r_t, r_t uniform on [0, 2^(B + sigma)) per entry, where |w| < 2^B:
    Trent -> leader ``masked``: E[X_t] = E[w_t + rho_t] and the blurred magnitude
    E[Y_t], Y_t = rho' a + e' with a = ||w_(t-1)||^2 (w_(-1) = 2^g u_0), rho' uniform
-   on [2^A, 2^(A+1)) and e' uniform on [0, 2^E), E = 2 B + sigma; and ``mask_vector``
-   E[rho_t] (for the leader's share of the next magnitude).
+   on [2^A, 2^(A+1)) and e' uniform on [0, 2^E), E = 2 B + sigma.
 3. Trent -> every owner and the leader -> every other owner ``partial``: their partial
-   decryptions of the batch.  Every owner combines them: X_t (each entry statistically
-   hidden by rho_t) and Y_t.
+   decryptions of the batch (computed at the same time).  Every owner combines them:
+   X_t (each entry statistically hidden by rho_t) and Y_t.  Trent -> leader
+   ``mask_vector``: E[rho_t], for the leader's share of the next magnitude.
 4. Every owner computes from Y_t an upper bound U_t >= ||u_t|| and the shift
    s_t = the least s >= s_min with Gn U_t <= (2^P - sqrt(k) - 1) 2^s, then
    X'_(t+1) = floor(X_t / 2^s_t).  With Trent's R'_(t+1) = floor(rho_t / 2^s_t),
@@ -752,12 +752,12 @@ def _owner_batch(ctx, plan: Plan, msg, state: _OwnerState, share, pk, t: int) ->
     count = plan.vector_cts + 1
     if share is not None:
         vector, y_enc = ctx.recv(trent, msg["masked"])  # step 2
-        state.rho_enc = ctx.recv(trent, msg["mask_vector"])
         mine = share.partial(vector.ciphertexts() + y_enc.ciphertexts())
         blob = pack_partials(pk, mine)
         for o in params.owners[1:]:
             ctx.send(o, msg["partial"], blob)  # step 3
         plain = _combined(pk, mine, ctx.recv(trent, msg["partial"]), count=count)
+        state.rho_enc = ctx.recv(trent, msg["mask_vector"])
     else:
         from_trent = ctx.recv(trent, msg["partial"])
         plain = _combined(pk, from_trent, ctx.recv(leader, msg["partial"]), count=count)
@@ -974,11 +974,12 @@ def _trent_batch(ctx, plan: Plan, msg, state: _TrentState, share, gram, a_enc, p
     y_enc = a_enc.with_bound(1 << (2 * plan.B)).mul(blur).add_encoded(noise)
     y_enc = y_enc.with_bound(plan.y_bound).rerandomize()
     leader = owners[0]
-    ctx.send(leader, msg["masked"], [masked, y_enc])  # step 2
-    ctx.send(leader, msg["mask_vector"], _encrypt(pk, rho, plan.mask_bound))
+    ctx.send(leader, msg["masked"], [masked, y_enc])  # step 2: the leader's partials start
     blob = _partials(share, masked.ciphertexts() + y_enc.ciphertexts())
     for o in owners:
         ctx.send(o, msg["partial"], blob)  # step 3
+    # E[rho_t] serves the leader's share of the next magnitude: after the partials
+    ctx.send(leader, msg["mask_vector"], _encrypt(pk, rho, plan.mask_bound))
     state.rho = rho
 
 
