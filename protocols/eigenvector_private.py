@@ -94,9 +94,9 @@ Who learns what (each leak with its hiding parameter):
 * Every owner: X_t (statistically hidden: the distributions of an entry for any two
   data sets are within distance 2^(1 - sigma)); Y_t, which bounds ||w_(t-1)||^2
   within a factor of 3 above the precision floor (rho' blurs it over one octave, e'
-  hides its low bits: the posterior of a is smooth, no divisibility survives); hence the per-round growth ||Ghat u||/||u||
-  within a factor of about 3 and, over T rounds, the largest eigenvalue lambda_1 of
-  G within a factor of about 3^(2/T); the test bits; its own y_i = sqrt(N) alpha_i
+  hides its low bits: the posterior of a is smooth, no divisibility survives); hence
+  the per-round growth ||Ghat u||/||u|| within a factor of about 3 and, over T
+  rounds, the largest eigenvalue lambda_1 of G within a factor of about 3^(2/T); the test bits; its own y_i = sqrt(N) alpha_i
   and N (lambda_1 ||u_T||^2 again).  An owner whose A_i has rank k learns v and
   lambda_1 from alpha_i alone anyway.
 * The leader additionally: the masked test values (statistically hidden, sigma
