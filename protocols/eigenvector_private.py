@@ -96,9 +96,9 @@ Who learns what (each leak with its hiding parameter):
   within a factor of 3 above the precision floor (rho' blurs it over one octave, e'
   hides its low bits: the posterior of a is smooth, no divisibility survives); hence
   the per-round growth ||Ghat u||/||u|| within a factor of about 3 and, over T
-  rounds, the largest eigenvalue lambda_1 of G within a factor of about 3^(2/T); the test bits; its own y_i = sqrt(N) alpha_i
-  and N (lambda_1 ||u_T||^2 again).  An owner whose A_i has rank k learns v and
-  lambda_1 from alpha_i alone anyway.
+  rounds, the largest eigenvalue lambda_1 of G within a factor of about 3^(2/T);
+  the test bits; its own y_i = sqrt(N) alpha_i and N (lambda_1 ||u_T||^2 again).  An
+  owner whose A_i has rank k learns v and lambda_1 from alpha_i alone anyway.
 * The leader additionally: the masked test values (statistically hidden, sigma
   bits) and the DGK zero test delta_A (a uniform bit).
 * The key authority: nothing (it only sends).
