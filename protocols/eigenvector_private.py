@@ -88,9 +88,10 @@ columns packed), so Trent holds only E[Ghat]; the leader's DGK public key (``dgk
 Who learns what (each leak with its hiding parameter):
 
 * Trent: ciphertexts; the shifts s_t (integers in [s_min, s_max]: log2 ||u_t|| to
-  within about two bits, i.e. the power-of-two magnitude of the iterate) and the
-  scales h of the tests (derived from the same magnitudes); the test bits, hence the
-  number of rounds; the eigenvector only with ``reveal_to_trent``.
+  within about two bits, i.e. the power-of-two magnitude of the iterate; with his own
+  u_0, over T rounds, lambda_1 of G within a factor of about 4^(1/T)) and the scales h
+  of the tests (derived from the same magnitudes); the test bits, hence the number of
+  rounds; the eigenvector only with ``reveal_to_trent``.
 * Every owner: X_t (statistically hidden: the distributions of an entry for any two
   data sets are within distance 2^(1 - sigma)); Y_t, which bounds ||w_(t-1)||^2
   within a factor of 3 above the precision floor (rho' blurs it over one octave, e'
