@@ -28,9 +28,9 @@ import time
 import numpy as np
 
 from smc_hmm.bench.common import BenchResult, Row, check_key_bits, throwaway_keypair
-from smc_hmm.progress import status
 from smc_hmm.eigen import power_iteration, principal_eigenvector
 from smc_hmm.errors import ConfigError, InvalidInputError
+from smc_hmm.progress import status
 
 TARGET_SECONDS = 60.0
 TARGET_COSINE_GAP = 1e-9
