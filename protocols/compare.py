@@ -206,7 +206,7 @@ def bob_recv_keys(ctx, spec: CompareSpec, peer: str = "alice", *, dgk_bits=None)
     pk = ctx.recv(peer, msg["pk"])  # step 0
     wire = ctx.recv(peer, msg["dgk"])
     try:
-        dgk_pk = DGKPublicKey.from_wire(wire)
+        dgk_pk = DGKPublicKey.from_wire(wire, max_bits=ctx.max_key_bits)
     except CryptoError as e:
         raise ProtocolError(f"{peer} sent a malformed DGK key: {e}") from e
     check_dgk_key(ctx, dgk_pk, spec, dgk_bits)
