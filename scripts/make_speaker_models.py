@@ -48,6 +48,7 @@ from smc_hmm.data.speakers import (  # noqa: E402
     SPEAKER_NOTICE,
     SPEAKERS,
     UBM_LABEL,
+    equal_error_rate,
     gmm,
     identify,
     mfcc_to_speaker_features,
@@ -88,16 +89,6 @@ def _fit(x: np.ndarray, components: int):
         components, covariance_type="diag", reg_covar=REG_COVAR, random_state=SEED, max_iter=200
     ).fit(x)
     return fitted, gmm(fitted.weights_, fitted.means_, fitted.covariances_)
-
-
-def _eer(target: np.ndarray, impostor: np.ndarray) -> tuple[float, float]:
-    """(equal error rate, threshold per frame): where false rejections meet false accepts."""
-    best = (2.0, 0.0, 0.0)
-    for th in np.unique(np.concatenate([target, impostor])):
-        fr, fa = float((target <= th).mean()), float((impostor > th).mean())
-        if abs(fr - fa) < best[0]:
-            best = (abs(fr - fa), (fr + fa) / 2, float(th))
-    return best[1], best[2]
 
 
 def main(argv=None) -> int:
@@ -174,14 +165,14 @@ def main(argv=None) -> int:
         }
     target = np.array([(sc[k] - sc[-1]) / t for k, t, sc, _ in rows])
     impostor = np.array([(sc[j] - sc[-1]) / t for k, t, sc, _ in rows for j in range(5) if j != k])
-    eer_closed, th_closed = _eer(target, impostor)
+    eer_closed, th_closed = equal_error_rate(target, impostor)
     # leave-one-speaker-out: the impostor's voice is in neither the models nor the UBM
     loso_target, loso_impostor = [], []
     for (k, t, sc, u_loso), (_, _, _, x, _) in zip(rows, tests):
         loso_impostor += [(sc[j] - u_loso) / t for j in range(5) if j != k]
         others = [h for h in SPEAKERS if h != SPEAKERS[k]]
         loso_target += [(sc[k] - log_likelihood(loso[h], x)) / t for h in others]
-    eer_loso, th_loso = _eer(np.array(loso_target), np.array(loso_impostor))
+    eer_loso, th_loso = equal_error_rate(np.array(loso_target), np.array(loso_impostor))
 
     args.out.mkdir(parents=True, exist_ok=True)
     save_models(args.out / "speaker_models.npz", ordered, labels=labels)

@@ -41,6 +41,7 @@ __all__ = [
     "UBM_LABEL",
     "SpeakerUtterance",
     "gmm",
+    "equal_error_rate",
     "gmm_parts",
     "identify",
     "load_loso_ubms",
@@ -123,6 +124,19 @@ def identify(scores, labels, ubm: str, margin: float, frames: int) -> str | None
 def verify(score: float, ubm_score: float, threshold: float, frames: int) -> bool:
     """Accept iff log p(x | claim) - log p(x | UBM) > ``threshold`` nats per frame."""
     return float(score) - float(ubm_score) > threshold * frames
+
+
+def equal_error_rate(target, impostor) -> tuple[float, float]:
+    """(equal error rate, threshold): where false rejections of target trials (score <=
+    threshold) meet false acceptances of impostor trials (score > threshold)."""
+    target, impostor = np.sort(np.asarray(target, float)), np.sort(np.asarray(impostor, float))
+    best = (2.0, 0.0, 0.0)
+    for th in np.unique(np.concatenate([target, impostor])):
+        fr = np.searchsorted(target, th, side="right") / target.size
+        fa = 1.0 - np.searchsorted(impostor, th, side="right") / impostor.size
+        if abs(fr - fa) < best[0]:
+            best = (abs(fr - fa), (fr + fa) / 2, float(th))
+    return best[1], best[2]
 
 
 # -- bundled files ---------------------------------------------------------------------------

@@ -379,3 +379,27 @@ def test_a_serving_bob_identifies_clients(tmp_path):
                 timeout=60,
             )
             assert out["output"]["speaker"] == identify(scores(models, x), labels, "ubm", -2.0, 8)
+
+
+def test_bench_speaker_smoke(tmp_path):
+    """``smc-hmm bench speaker`` on a tiny configuration: speed side by side, the sweep."""
+    import argparse
+    import json
+
+    from smc_hmm.bench import speaker as bench
+
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    path = tmp_path / "speaker.json"
+    args = parser.parse_args(
+        ["--key-bits", "512", "--insecure", "--workers", "1", "--frames", "6", "--repeats", "1",
+         "--utterances", "1", "--skip-accuracy", "--modes", "verify", "--json", str(path)]
+    )  # fmt: skip
+    assert bench.main(args) == 0  # 512-bit runs carry no speed target
+    data = json.loads(path.read_text())
+    assert data["sweep"]["verify"]["equal"] == 1
+    assert data["sweep"]["verify"]["max_relative_error"] <= 1e-9
+    speed = data["speed"]["verify"]
+    assert speed["rounds_per_frame"] > speed["rounds"]
+    with pytest.raises(InvalidInputError, match="modes"):
+        bench.main(parser.parse_args(["--key-bits", "512", "--insecure", "--modes", "guess"]))
