@@ -32,6 +32,7 @@ from smc_hmm.bench.common import BenchResult, Row, check_key_bits, interleaved_m
 from smc_hmm.compute import Compute
 from smc_hmm.data.speakers import (
     UBM_LABEL,
+    decision,
     equal_error_rate,
     identify,
     load_loso_ubms,
@@ -39,7 +40,6 @@ from smc_hmm.data.speakers import (
     load_speaker_test_utterances,
     scores,
     speaker_features_from_wav,
-    verify,
 )
 from smc_hmm.errors import InsecureKeyWarning, InvalidInputError
 from smc_hmm.features import BENCHMARK_FRAMES, pad_or_cut
@@ -229,16 +229,6 @@ def secure_run(keypair, mode: str, x, models, labels, compute, claim=None, **par
     )
 
 
-def plaintext_decision(mode: str, sc, labels, params, frames: int, claim: str):
-    if mode == "identify":
-        return identify(sc, labels, UBM_LABEL, params.margin, frames)
-    ubm = sc[labels.index(UBM_LABEL)]
-    if mode == "verify":
-        return verify(sc[labels.index(claim)], ubm, params.threshold, frames)
-    best = max(s for label, s in zip(labels, sc) if label != UBM_LABEL)
-    return verify(best, ubm, params.threshold, frames)
-
-
 def secure_decision(mode: str, result):
     return result["alice"]["speaker"] if mode == "identify" else result["bob"]["accept"]
 
@@ -325,7 +315,7 @@ def sweep(keypair, modes, chosen, models, labels, params, compute, say) -> tuple
                 [worst]
                 + [abs(secure[lb] - s) / abs(s) for lb, s in zip(labels, sc) if lb in secure]
             )
-            equal += secure_decision(mode, result) == plaintext_decision(
+            equal += secure_decision(mode, result) == decision(
                 mode, sc, labels, params, len(x), claim
             )
         rows.append(

@@ -41,6 +41,7 @@ __all__ = [
     "UBM_LABEL",
     "SpeakerUtterance",
     "gmm",
+    "decision",
     "equal_error_rate",
     "gmm_parts",
     "identify",
@@ -124,6 +125,20 @@ def identify(scores, labels, ubm: str, margin: float, frames: int) -> str | None
 def verify(score: float, ubm_score: float, threshold: float, frames: int) -> bool:
     """Accept iff log p(x | claim) - log p(x | UBM) > ``threshold`` nats per frame."""
     return float(score) - float(ubm_score) > threshold * frames
+
+
+def decision(mode: str, scores, labels, params, frames: int, claim: str | None = None):
+    """The plaintext decision of ``mode`` (``identify``: a label or None; ``verify``: the
+    claim accepted; ``anonymous``: some speaker accepted) with the margin and threshold of
+    ``params`` (the protocol's public parameters), which the secure one must equal."""
+    labels = list(labels)
+    if mode == "identify":
+        return identify(scores, labels, UBM_LABEL, params.margin, frames)
+    ubm = scores[labels.index(UBM_LABEL)]
+    if mode == "verify":
+        return verify(scores[labels.index(claim)], ubm, params.threshold, frames)
+    best = max(s for label, s in zip(labels, scores) if label != UBM_LABEL)
+    return verify(best, ubm, params.threshold, frames)
 
 
 def equal_error_rate(target, impostor) -> tuple[float, float]:

@@ -340,7 +340,7 @@ def test_two_processes_over_mutual_tls_with_a_wav(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_serving_bob_identifies_clients(tmp_path):
+def test_a_serving_bob_identifies_clients(tmp_path, capsys):
     """smc-hmm serve with protocol = "speaker": clients identify themselves in turn."""
     from smc_hmm.hmm.io import save_models
     from smc_hmm.runtime import load_config, write_config
@@ -379,6 +379,19 @@ def test_a_serving_bob_identifies_clients(tmp_path):
                 timeout=60,
             )
             assert out["output"]["speaker"] == identify(scores(models, x), labels, "ubm", -2.0, 8)
+        # the command line as a client: smc-hmm speaker identify --server HOST:PORT
+        import json
+
+        from smc_hmm.cli import main
+
+        _wav(tmp_path / "carol.wav")
+        host, port = server.address
+        argv = ["speaker", "identify", "--audio", str(tmp_path / "carol.wav"), "--server",
+                f"{host}:{port}", "--certs", str(tmp_path / "certs"), "--name", "carol",
+                "--key-bits", "512", "--insecure"]  # fmt: skip
+        assert main(argv) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["session"] >= 3 and set(report["secure"]) >= {"speaker", "mode"}
 
 
 def test_bench_speaker_smoke(tmp_path):
@@ -403,3 +416,25 @@ def test_bench_speaker_smoke(tmp_path):
     assert speed["rounds_per_frame"] > speed["rounds"]
     with pytest.raises(InvalidInputError, match="modes"):
         bench.main(parser.parse_args(["--key-bits", "512", "--insecure", "--modes", "guess"]))
+
+
+@pytest.mark.parametrize("mode", ["identify", "verify"])
+def test_speaker_command_prints_both_decisions_as_json(tmp_path, capsys, mode):
+    """smc-hmm speaker identify|verify --audio FILE.wav: JSON with the secure and the
+    plaintext decision (512-bit INSECURE keys)."""
+    import json
+
+    from smc_hmm.cli import main
+
+    _wav(tmp_path / "voice.wav", seed=9)
+    argv = ["speaker", mode, "--audio", str(tmp_path / "voice.wav"), "--key-bits", "512",
+            "--insecure", "--workers", "1", "--json", str(tmp_path / "out.json")]  # fmt: skip
+    if mode == "verify":
+        argv += ["--claim", "george"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    key = "speaker" if mode == "identify" else "accept"
+    assert report["agree"] and report["secure"][key] == report["plaintext"][key]
+    assert report["secure"]["learned_by"] == ("alice" if mode == "identify" else "bob")
+    assert "cost" in json.loads((tmp_path / "out.json").read_text())
+    assert main(["speaker", "verify", "--audio", str(tmp_path / "voice.wav")]) == 2
