@@ -859,6 +859,36 @@ def bob(ctx, speakers, params: SpeakerParams, peer: str = "alice"):
     return out
 
 
+def randomizers_needed(params: SpeakerParams, key_bits: int, inputs) -> dict[str, int]:
+    """The fresh Paillier randomizers each role draws in a run on ``inputs``, from public
+    sizes only (what an offline phase precomputes once Alice's key is known): Alice's
+    encryptions, Bob's encryptions and re-randomisations.  A tournament over n values has
+    n - 1 comparisons; each costs Alice 4 encryptions (the comparison's 2, the secure
+    multiplication's 2) and Bob 5 re-randomisations, plus Bob's n encrypted labels."""
+    utterance = inputs["alice"]
+    frames, claim = utterance if isinstance(utterance, tuple) else (utterance, None)
+    models, labels = _models_and_labels(inputs["bob"])
+    running = _running(models, labels, params, claim)
+    dims = models[0].n_features
+    spec = SpeakerSpec(
+        params, dims, tuple(models[i].n_states for i in running), len(frames), key_bits
+    )
+    n = len(spec.components)
+    alice = len(spec.frame_groups()) * 2 * dims + spec.length * spec.rows + n
+    bob = len(spec.frame_groups()) * spec.rows + sum(
+        spec.round_sizes(frames)[1] for frames in spec.rounds()
+    )
+    if params.reveal_scores:
+        alice, bob = alice + n, bob + n
+    if params.mode == "identify":
+        return {"alice": alice + 4 * (n - 1), "bob": bob + 5 * (n - 1) + n + 1}
+    if params.mode == "verify":
+        return {"alice": alice + 2, "bob": bob + 2}
+    speakers = n - 1
+    tournament = (4 * (speakers - 1), 6 * (speakers - 1) + 1) if speakers > 1 else (0, 0)
+    return {"alice": alice + 2 + tournament[0], "bob": bob + 2 + tournament[1]}
+
+
 # -- the plugin --------------------------------------------------------------------------------
 
 
@@ -901,6 +931,7 @@ PROTOCOL = ProtocolDescriptor(
     name=NAME,
     summary="secure speaker identification / verification with GMMs and a UBM (thesis 5.2.2)",
     params=SpeakerParams.from_config,
+    randomizers=randomizers_needed,
     roles=(
         Role("alice", alice, kind="alice", holds_key=True, input="utterance", load=load_utterance),
         Role("bob", bob, kind="bob", input="models", load=load_speakers),

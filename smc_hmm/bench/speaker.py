@@ -72,6 +72,11 @@ def add_arguments(parser) -> None:
         "--fsdd", metavar="DIR", help="recompute the test features from the FSDD recordings"
     )
     parser.add_argument("--skip-speed", action="store_true", help="no speed runs")
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="also time the online part with every randomizer precomputed (offline phase)",
+    )
     parser.add_argument("--skip-accuracy", action="store_true", help="no plaintext accuracy")
     parser.add_argument(
         "--short-randomness",
@@ -233,7 +238,40 @@ def secure_decision(mode: str, result):
     return result["alice"]["speaker"] if mode == "identify" else result["bob"]["accept"]
 
 
-def speed(keypair, modes, x, models, labels, compute, repeats: int, say) -> tuple[list[Row], dict]:
+def online_run(keypair, mode: str, x, models, labels, compute) -> tuple[float, float]:
+    """(offline seconds, online seconds) of one batched run whose randomizers were all
+    precomputed once the key was known (the protocol's offline plan, the keyword bench's
+    offline phase: Alice's CRT randomizers and Bob's public-key ones on both lanes)."""
+    from smc_hmm.bench.keyword import offline_phase
+
+    pk = keypair[0]
+    base = pk.randomizer
+    inputs = {"alice": _utterance(mode, x), "bob": (models, labels)}
+    pre, alice_pool, bob_pool = offline_phase("speaker", {"mode": mode}, inputs, keypair, compute)
+    pk.use_randomizer(alice_pool)
+    try:
+        t0 = time.perf_counter()
+        run_protocol(
+            "speaker",
+            {"mode": mode},
+            {"alice": ("alice", inputs["alice"]), "bob": ("bob", inputs["bob"])},
+            keys={"alice": keypair},
+            compute={"alice": compute, "bob": compute},
+            timeout=900,
+            min_key_bits=min(2048, pk.bits),
+            randomizers={"bob": {pk.fingerprint: bob_pool}},
+        )
+        online = time.perf_counter() - t0
+    finally:
+        pk.use_randomizer(base)
+    if alice_pool.misses or bob_pool.misses:
+        raise InvalidInputError("the offline plan of the speaker protocol missed randomizers")
+    return pre, online
+
+
+def speed(
+    keypair, modes, x, models, labels, compute, repeats: int, say, offline: bool = False
+) -> tuple[list[Row], dict]:
     rows, details = [], {}
     for mode in modes:
         say(f"speed: {mode}, {len(x)} frames, batched and one round per frame")
@@ -268,6 +306,20 @@ def speed(keypair, modes, x, models, labels, compute, repeats: int, say) -> tupl
             "rounds_per_frame": per_frame.rounds,
             "cost": batched.to_dict(),
         }
+        if offline:
+            say(f"speed: {mode}, randomizers precomputed (offline / online)")
+            runs = [online_run(keypair, mode, x, models, labels, compute) for _ in range(repeats)]
+            pre, online = (float(np.median(v)) for v in zip(*runs))
+            details[mode] |= {"offline_seconds": pre, "online_seconds": online}
+            rows.append(
+                Row(
+                    f"{mode}: online part, every randomizer precomputed",
+                    online,
+                    None,
+                    "s",
+                    note=f"offline (after the key exchange, before the utterance) {pre:.2f} s",
+                )
+            )
         for party in ("alice", "bob"):
             p = batched.parties[party]
             ops = {k: v for k, v in p["ops"].items() if v}
@@ -406,7 +458,9 @@ def main(args) -> int:
         compute.warm_up()
         if not args.skip_speed:
             x = pad_or_cut(evaluation_set(args.fsdd, [0])[0][0], args.frames)
-            r, extra["speed"] = speed(keypair, modes, x, models, labels, compute, args.repeats, say)
+            r, extra["speed"] = speed(
+                keypair, modes, x, models, labels, compute, args.repeats, say, args.offline
+            )
             rows += r
         if args.utterances:
             chosen = evaluation_set(args.fsdd, sweep_positions(args.utterances))

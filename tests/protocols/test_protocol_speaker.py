@@ -406,7 +406,8 @@ def test_bench_speaker_smoke(tmp_path):
     path = tmp_path / "speaker.json"
     args = parser.parse_args(
         ["--key-bits", "512", "--insecure", "--workers", "1", "--frames", "6", "--repeats", "1",
-         "--utterances", "1", "--skip-accuracy", "--modes", "verify", "--json", str(path)]
+         "--utterances", "1", "--skip-accuracy", "--modes", "verify", "--offline",
+         "--json", str(path)]
     )  # fmt: skip
     assert bench.main(args) == 0  # 512-bit runs carry no speed target
     data = json.loads(path.read_text())
@@ -414,6 +415,7 @@ def test_bench_speaker_smoke(tmp_path):
     assert data["sweep"]["verify"]["max_relative_error"] <= 1e-9
     speed = data["speed"]["verify"]
     assert speed["rounds_per_frame"] > speed["rounds"]
+    assert speed["online_seconds"] > 0 and speed["offline_seconds"] > 0
     with pytest.raises(InvalidInputError, match="modes"):
         bench.main(parser.parse_args(["--key-bits", "512", "--insecure", "--modes", "guess"]))
 
@@ -438,3 +440,22 @@ def test_speaker_command_prints_both_decisions_as_json(tmp_path, capsys, mode):
     assert report["secure"]["learned_by"] == ("alice" if mode == "identify" else "bob")
     assert "cost" in json.loads((tmp_path / "out.json").read_text())
     assert main(["speaker", "verify", "--audio", str(tmp_path / "voice.wav")]) == 2
+
+
+@pytest.mark.parametrize("mode", ["identify", "verify", "anonymous"])
+def test_the_offline_plan_counts_every_randomizer(keypair_512, mode):
+    """``randomizers_needed`` (the descriptor's offline plan) equals what a run draws."""
+    rng = np.random.default_rng(10)
+    speakers = _speakers(rng)
+    x = rng.normal(size=(9, 4))
+    utterance = (x, "s1") if mode == "verify" else x
+    for params in ({"mode": mode}, {"mode": mode, "reveal_scores": True, "frames_per_round": 2}):
+        ops = _run(keypair_512, utterance, speakers, params).cost.to_dict()["parties"]
+        drawn = {
+            "alice": ops["alice"]["ops"]["encrypt"],
+            "bob": ops["bob"]["ops"]["encrypt"] + ops["bob"]["ops"]["rerandomize"],
+        }
+        plan = sp.PROTOCOL.randomizers(
+            sp.SpeakerParams(**params), 512, {"alice": utterance, "bob": speakers}
+        )
+        assert plan == drawn
