@@ -435,6 +435,7 @@ def main(args) -> int:
                 1 - acc["identification_at_margin"],
                 None,
                 "rate",
+                limit=1 - ACCURACY_TARGET,
                 note=f"accuracy {acc['identification_at_margin']:.2%}",
             ),
             Row(
