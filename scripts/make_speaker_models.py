@@ -23,7 +23,7 @@ From the 2,500 Free Spoken Digit Dataset recordings (five speakers, digits 0-9, 
 
 Run from the repository root (``docs/speaker.md``)::
 
-    python3 scripts/make_speaker_models.py ../shared/data/fsdd [--jobs 2]
+    python3 scripts/make_speaker_models.py FSDD_DIR [--jobs 2]
 """
 
 from __future__ import annotations

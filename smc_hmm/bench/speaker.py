@@ -47,7 +47,7 @@ from smc_hmm.protocol import find
 from smc_hmm.runtime import run_protocol
 
 MODES = ("identify", "verify", "anonymous")
-#: the targets of the speaker issue (2048-bit keys)
+#: the acceptance targets (2048-bit keys)
 SECONDS_TARGET = {"identify": 3.0, "verify": 2.0}
 ACCURACY_TARGET = 0.98
 REL_TARGET = 1e-9
