@@ -292,7 +292,8 @@ class SpeakerSpec:
         per = self.emission_plan.slots
         return [range(a, min(a + per, self.length)) for a in range(0, self.length, per)]
 
-    def _packed(self, slot_bound: int, plan: PackingPlan) -> int:
+    def packed_bound(self, slot_bound: int, plan: PackingPlan) -> int:
+        """Bound on a packed plaintext whose slots are each within ``slot_bound``."""
         return slot_bound << ((plan.slots - 1) * plan.slot_bits + 1)
 
     # -- LOGSUM ----------------------------------------------------------------------------
@@ -422,18 +423,20 @@ class SpeakerSpec:
                 "spk.obs",
                 Ciphertexts(
                     self.params.feature_scale,
-                    self._packed(self.obs_slot_bound, ep),
+                    self.packed_bound(self.obs_slot_bound, ep),
                     (groups, 2 * self.dims),
                 ),
             ),
             "emit": Message(
                 "spk.emit",
-                Ciphertexts(self.f, self._packed(self.emit_slot_bound, ep), (groups, self.rows)),
+                Ciphertexts(
+                    self.f, self.packed_bound(self.emit_slot_bound, ep), (groups, self.rows)
+                ),
             ),
             "exp": Message(
                 "spk.exp", Ciphertexts(self.g, (1 << self.g) << (rp.slot_bits * (rp.slots - 1)))
             ),
-            "sum": Message("spk.sum", Ciphertexts(self.g, self._packed(self.sum_bound, rp))),
+            "sum": Message("spk.sum", Ciphertexts(self.g, self.packed_bound(self.sum_bound, rp))),
             "shares": Message("spk.shares", Ciphertexts(self.s, self.share_bound, n)),
             "logs": Message("spk.logs", Ciphertexts(self.f, self.log_share_bound, n)),
             "scores": Message(
@@ -538,7 +541,7 @@ def packed_emissions(enc_obs: CipherArray, weights, offsets, spec: SpeakerSpec) 
     cuts = [(width * i // parts, width * (i + 1) // parts) for i in range(parts)]
     blocks = [(enc_obs[g][a:b], weights[:, a:b]) for g in range(len(groups)) for a, b in cuts]
     flat = CipherArray.lincomb_blocks(blocks, spec.weight_scale)
-    reach = spec._packed(spec.reach_bound, plan)
+    reach = spec.packed_bound(spec.reach_bound, plan)
     rows = []
     for g, group in enumerate(groups):
         start = g * parts * spec.rows
