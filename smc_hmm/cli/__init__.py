@@ -7,6 +7,7 @@ Subcommands::
     smc-hmm launch --config parties.toml [--json PATH]              all parties as OS processes
     smc-hmm serve --role bob --config parties.toml [--scheduler A]  serve many clients (mTLS)
     smc-hmm keyword --audio FILE.wav [--models M] [--json PATH]     keyword of one recording
+    smc-hmm speaker identify|verify|anonymous --audio FILE.wav      speaker of one recording
     smc-hmm bench NAME [...]                                        a registered benchmark
     smc-hmm cost REPORT.json [--run N] [--bits B ...]               show / extrapolate a cost report
     smc-hmm certs --out DIR --parties alice,bob,trent [--force]     CA + party certificates (mTLS)
@@ -34,7 +35,19 @@ import argparse
 import sys
 from types import ModuleType
 
-from smc_hmm.cli import bench, certs, common, cost, demo, keyword, launch, party, release, serve
+from smc_hmm.cli import (
+    bench,
+    certs,
+    common,
+    cost,
+    demo,
+    keyword,
+    launch,
+    party,
+    release,
+    serve,
+    speaker,
+)
 from smc_hmm.cli.common import BENCH_GROUP, DEFAULT_DEMO, DEMO_GROUP
 from smc_hmm.errors import SmcHmmError
 
@@ -47,6 +60,7 @@ COMMANDS: dict[str, ModuleType] = {
     "launch": launch,
     "serve": serve,
     "keyword": keyword,
+    "speaker": speaker,
     "bench": bench,
     "cost": cost,
     "certs": certs,

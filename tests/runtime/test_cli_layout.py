@@ -18,6 +18,7 @@ def test_every_command_is_one_module_with_help_configure_and_run():
         "launch",
         "serve",
         "keyword",
+        "speaker",
         "bench",
         "cost",
         "certs",
