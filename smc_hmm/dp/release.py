@@ -51,6 +51,11 @@ sequences of a data file, from a *public* skeleton that depends on no data:
   written to ``--json``.  Nothing data-dependent beyond the model is released: neither
   the number of sequences nor their lengths.
 
+``release hmm --keyword-models`` -- one DP keyword HMM per label from a labelled data
+set (FSDD recordings or labelled features), every utterance's contribution bounded, the
+Gaussian mechanism in zCDP, (eps, delta) guarantee in ``<out stem>.privacy.json``:
+:mod:`smc_hmm.dp.keyword_release` and ``docs/dp-keyword-models.md``.
+
 ``release trace`` -- DPHMM (:class:`smc_hmm.dp.dphmm.DPHMM`) on a state trace:
 
 - **Markov chain**: model ``--model-index`` (default 0) of ``--model``: its transition
@@ -341,7 +346,12 @@ def add_hmm_arguments(parser: argparse.ArgumentParser) -> None:
         help="noise in every EM iteration (eps-DP); default: last iteration only "
         "(paper 000's experiment 1, NOT a formal DP guarantee)",
     )
-    a("--states", type=int, default=3, metavar="N", help="hidden states (default 3)")
+    a(
+        "--states",
+        type=int,
+        metavar="N",
+        help="hidden states (default 3; 5 with --keyword-models)",
+    )
     a(
         "--max-length",
         type=int,
@@ -380,6 +390,9 @@ def add_hmm_arguments(parser: argparse.ArgumentParser) -> None:
     a("--out", default="released_hmm.npz", metavar="MODEL.npz", help="released model file")
     a("--json", metavar="PATH", help="also write the release summary as JSON")
     a("--seed", type=int, metavar="S", help="INSECURE seeded noise (reproducible experiments)")
+    from smc_hmm.dp.keyword_release import add_arguments as add_keyword_arguments
+
+    add_keyword_arguments(parser)
 
 
 def metadata_path(model_path: str | Path) -> Path:
@@ -422,6 +435,12 @@ def _check_out(path: object) -> Path:
 
 def release_hmm(args: argparse.Namespace, console=None) -> int:
     """Run ``smc-hmm release hmm`` (module docstring); returns 0."""
+    if getattr(args, "keyword_models", False):  # smc_hmm.dp.keyword_release
+        from smc_hmm.dp.keyword_release import release_command
+
+        return release_command(args, console, metadata_path(str(args.out)))
+    if args.states is None:
+        args.states = 3
     from smc_hmm.dp.baum_welch import dp_baum_welch
     from smc_hmm.dp.random import DPRandom
     from smc_hmm.hmm.io import load_models, save_models
