@@ -8,13 +8,13 @@ empirical distributions bin by bin.
 
 :func:`histogram_privacy_loss` cuts the pooled samples into equal-mass bins and returns
 max_b |ln(P_D(b) / P_D'(b))| over the bins where one side holds at least ``min_count``
-samples (one is added to both counts, so that a bin one side never reaches gives a large,
-finite ratio instead of a division by zero). Under (eps, delta)-DP every bin B with P_D(B), P_D'(B) well above delta
-satisfies P_D(B) <= e^eps P_D'(B) + delta, so the estimate stays near or below eps up to
-sampling error (about sqrt(2 / min_count) on a log ratio). It is a lower-bound-style
-check, not a proof: it catches an implementation whose noise is too small (a wrong
-sensitivity, a lost factor, a forgotten stage), which then shows a loss far above the
-claim; it cannot certify a guarantee.
+samples (one is added to both counts, so that a bin one side never reaches gives a
+large, finite ratio instead of a division by zero). Under (eps, delta)-DP every bin B
+with P_D(B), P_D'(B) well above delta satisfies P_D(B) <= e^eps P_D'(B) + delta, so the
+estimate stays near or below eps up to sampling error (about sqrt(2 / min_count) on a
+log ratio). It is a lower-bound-style check, not a proof: it catches an implementation
+whose noise is too small (a wrong sensitivity, a lost factor, a forgotten stage), which
+then shows a loss far above the claim; it cannot certify a guarantee.
 
 :func:`audit_keyword_release` applies it to :func:`smc_hmm.dp.keyword_models.
 release_keyword_models`: D is the training set, D' the same without one utterance (the
