@@ -120,13 +120,14 @@ def audit_keyword_release(
     base_pipeline=None,
     seed: int = 0,
     bins: int = 10,
-    min_count: int = 50,
+    min_count: int | None = None,
 ) -> KeywordAudit:
     """Release ``releases`` times on D = ``train`` and on D' = D minus one utterance of
     ``label``; estimate the loss on the released mean (``label``, ``state``, ``dim``).
 
     Noise comes from INSECURE seeded streams (``seed``): the float sampler, the same
-    Gaussian distribution as the OpenDP sampler of a real release.
+    Gaussian distribution as the OpenDP sampler of a real release. ``min_count``
+    defaults to half a bin's expected count per side, releases / (2 bins), at least 5.
     """
     design = design or KeywordDesign()
     reference = reference or bundled_reference()
@@ -159,6 +160,8 @@ def audit_keyword_release(
             samples[name].append(float(out.models[position].means[state, dim]))
             spent = out.epsilon
     a, b = np.array(samples["D"]), np.array(samples["D'"])
+    if min_count is None:
+        min_count = max(5, releases // (2 * bins))
     return KeywordAudit(
         estimate=histogram_privacy_loss(a, b, bins=bins, min_count=min_count),
         epsilon=spent,
