@@ -673,7 +673,7 @@ def main(args) -> int:
             directory / "parties.toml",
             "keyword",
             {"alice": {"kind": "alice"}, "bob": {"kind": "bob", "models": "keywords.npz"}},
-            params={"mode": "fast"},
+            params={"mode": "private"},
             key_bits=args.key_bits,
             insecure=args.key_bits < 2048,
             timeout=600,
