@@ -259,27 +259,34 @@ class ServeSettings:
         return cls(**values)
 
 
-#: glibc's mallopt parameter, and the size from which a serving process maps buffers
-_M_MMAP_THRESHOLD = -3
+#: glibc's mallopt parameters; the size from which a serving process maps buffers, and
+#: the allocation arenas its threads share
+_M_MMAP_THRESHOLD, _M_ARENA_MAX = -3, -8
 BIG_BUFFER_BYTES = 256 * 1024
+ARENAS = 2
 
 
-def return_big_buffers() -> bool:
-    """Serve every allocation of at least 256 KiB from its own memory mapping (glibc).
+def bound_allocator() -> bool:
+    """Keep what peers make a serving process allocate from staying resident (glibc).
 
     Peers decide how many large buffers a server holds (frames up to the session's
     limit, read chunks, decoded payloads), and glibc's default moves its mmap threshold
     up to the largest block freed so far, so such bursts are later carved from the
-    session threads' arenas and stay resident after the sessions end.  A fixed
-    threshold returns them to the system as soon as they are freed.  True if it was
-    set (False off glibc: nothing changes).
+    session threads' arenas and stay resident after the sessions end; and every new
+    thread may open an arena of its own (up to eight per core), each keeping its
+    high-water mark.  A fixed threshold of 256 KiB returns large buffers to the system as
+    soon as they are freed, and two arenas shared by every thread keep the rest compact
+    (threads of one Python process mostly take turns anyway).  True if both were set
+    (False off glibc: nothing changes).
     """
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    return bool(mallopt(_M_MMAP_THRESHOLD, BIG_BUFFER_BYTES))
+    mapped = mallopt(_M_MMAP_THRESHOLD, BIG_BUFFER_BYTES)
+    shared = mallopt(_M_ARENA_MAX, ARENAS)
+    return bool(mapped and shared)
 
 
 def serving_party(config: RunConfig) -> str | None:
@@ -514,11 +521,10 @@ class Server:
     def serve_forever(self) -> int:
         """Start, serve until SIGTERM / SIGINT, shut down within the bound; returns 0.
 
-        The serving process first fixes its allocator's mmap threshold
-        (:func:`return_big_buffers`), so that a client's burst of large frames goes back
-        to the system when its session ends.
+        The serving process first bounds its allocator (:func:`bound_allocator`), so that
+        a client's burst of large frames goes back to the system when its session ends.
         """
-        return_big_buffers()
+        bound_allocator()
         stop = threading.Event()
         previous = {}
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -693,15 +699,12 @@ class Server:
                     exc = AuthenticationError(f"no valid hello: {_one_line(exc)}")
                 self._refuse(pending.sock, pending.where, "?", exc)
             return
-        if hello is None:
-            sel.modify(pending.sock, selectors.EVENT_READ, pending)
-            return
         self._forget(sel, pending)
         self._authenticated(pending.sock, hello, pending.where)
 
     @staticmethod
-    def _read_hello(pending: _Pending) -> dict | None:
-        """The hello once it is complete (None: more bytes needed); reads no further."""
+    def _read_hello(pending: _Pending) -> dict:
+        """The hello once it is complete (SSLWantReadError until then); reads no further."""
         buf = pending.buf
         while True:
             if len(buf) < HEADER_BYTES:
