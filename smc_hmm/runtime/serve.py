@@ -575,10 +575,15 @@ class Server:
                     first = next(iter(self._pending))
                     timeout = min(timeout, max(0.0, first.deadline - time.monotonic()))
                 for key, _ in sel.select(timeout):
-                    if key.data is None:
-                        self._accept_ready(sel)
-                    elif key.data in self._pending:
-                        self._advance(sel, key.data)
+                    try:
+                        if key.data is None:
+                            self._accept_ready(sel)
+                        elif key.data in self._pending:
+                            self._advance(sel, key.data)
+                    except Exception:  # noqa: BLE001 - one connection never shuts the door
+                        log.exception("%s: unexpected error at the front door", self.party)
+                        if key.data is not None:
+                            self._drop(sel, key.data, "internal error")
                 self._expire(sel)
                 self._watchdog()
         except BaseException:  # noqa: BLE001 - the door must not die silently

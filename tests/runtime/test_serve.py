@@ -513,3 +513,22 @@ def test_an_oversized_hello_is_refused(setup, server):
         reply = recv_hello(sock)
     assert reply["ok"] is False and "oversized hello" in reply["reason"]
     _wait_for(lambda: server.counts["refused"] == 1)
+
+
+def test_an_unexpected_error_at_the_front_door_drops_one_connection_only(setup, monkeypatch):
+    config, certs, cases = setup
+    original = Server._authenticated
+    calls = []
+
+    def broken_once(self, sock, hello, where):
+        calls.append(where)
+        if len(calls) == 1:
+            raise RuntimeError("a bug met by one connection")
+        return original(self, sock, hello, where)
+
+    monkeypatch.setattr(Server, "_authenticated", broken_once)
+    with Server(config, "bob", settings=ServeSettings(workers=1), port=0) as srv:
+        with pytest.raises(SmcHmmError):
+            client(srv.address, certs, cases[0][0])
+        _ok(srv, certs, cases[:1])  # the door is still open
+        assert srv.counts["dropped"] == 1 and len(calls) == 2
