@@ -412,6 +412,18 @@ def test_an_address_opening_connections_too_fast_is_throttled_before_tls(setup):
         ServeSettings(connect_rate_per_address=0)
 
 
+def test_a_client_name_starting_sessions_too_fast_is_refused(setup):
+    config, certs, cases = setup
+    settings = ServeSettings(session_rate_per_client=0.2, session_burst_per_client=2, workers=1)
+    with Server(config, "bob", settings=settings, port=0) as srv:
+        _ok(srv, certs, cases[:2], "carol")  # the burst
+        with pytest.raises(ServerBusyError, match="session_rate_per_client"):
+            client(srv.address, certs, cases[2][0], "carol")
+        _ok(srv, certs, cases[:1], "alice")  # another name has its own bucket
+    with pytest.raises(ConfigError):
+        ServeSettings(session_rate_per_client=-1.0)
+
+
 def test_one_client_name_runs_at_most_its_share_of_the_sessions(setup):
     config, certs, cases = setup
     settings = ServeSettings(
