@@ -15,9 +15,10 @@ the bundled non-private models, the time per release, and the empirical audit
 (:func:`smc_hmm.dp.empirical_audit.audit_keyword_release` on the first 40 training
 utterances of two digits: ``--audit-releases`` releases on each of two neighbouring
 data sets, the histogram-ratio estimate of the loss on one released mean must stay at
-most the claimed eps), once for the full release and once with the standardisation
-held fixed (the bundled one), where the audited mean moves through the state-mean stage
-alone and the removed utterance shifts it most.
+most the claimed eps), once for the full release with the most influential real
+utterance removed, and once with the standardisation held fixed (the bundled one) and a
+crafted canary utterance added whose whole bounded contribution lies on the audited
+coordinate.
 
 The noise comes from INSECURE seeded streams by default (``--seed``; reproducible
 figures; the same Gaussian distribution as a real release), or from OpenDP's hardened
@@ -148,11 +149,15 @@ def run(
 
         subset = {label: train[label][:40] for label in AUDIT_LABELS}
         fixed = replace(design, standardisation="bundled")
-        for name, chosen in (("full release", design), ("state means alone", fixed)):
+        cases = (
+            ("full release, one utterance removed", design, "remove"),
+            ("state means alone, a canary added", fixed, "canary"),
+        )
+        for name, chosen, neighbour in cases:
             log(f"audit ({name}): {audit_releases} releases on each of two neighbours ...")
             audit = audit_keyword_release(
                 subset, audit_eps, label=AUDIT_LABELS[0], releases=audit_releases,
-                design=chosen, seed=seed + 1,
+                design=chosen, seed=seed + 1, neighbour=neighbour,
             )  # fmt: skip
             audits[name] = asdict(audit)
             rows.append(
@@ -163,7 +168,7 @@ def run(
                     "nats",
                     limit=audit.epsilon,
                     note=f"histogram ratio, {audit.releases} releases per side; "
-                    f"{audit.parameter}; removed {audit.removed}; mean shift "
+                    f"{audit.parameter}; {audit.neighbour}; mean shift "
                     f"{audit.shift:.2f} sd; limit = claimed eps",
                 )
             )

@@ -96,6 +96,7 @@ __all__ = [
     "derived_deltas",
     "left_to_right_skeleton",
     "release_keyword_models",
+    "segment_bounds",
     "segment_means",
 ]
 

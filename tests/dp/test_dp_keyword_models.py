@@ -332,6 +332,19 @@ def test_bad_inputs_raise_typed_errors():
 # --- empirical audit ----------------------------------------------------------------------------
 
 
+def test_audit_refuses_bad_arguments():
+    train, _ = _data(per_label=3)
+    kwargs = dict(design=DESIGN, reference=REFERENCE, base_pipeline=BASE, releases=10)
+    for bad, error in (
+        (dict(label="z"), InvalidInputError),
+        (dict(label="a", neighbour="swap"), InvalidInputError),
+        (dict(label="a", state=3), InvalidInputError),
+        (dict(label="a", releases=1), PrivacyParameterError),
+    ):
+        with pytest.raises(error):
+            audit_keyword_release(train, 1.0, **{**kwargs, **bad})
+
+
 def test_histogram_loss_estimator():
     rng = np.random.default_rng(0)
     same = histogram_privacy_loss(rng.normal(size=20000), rng.normal(size=20000))
@@ -359,6 +372,9 @@ def test_empirical_audit_stays_below_the_claim_and_catches_too_little_noise(monk
     design = KeywordDesign(n_states=3, record_bound=4.0, standardisation="bundled")
     kwargs.update(design=design, base_pipeline=fixed)
     assert audit_keyword_release(train, 3.0, **kwargs).estimate <= 3.0
+    canary = audit_keyword_release(train, 3.0, neighbour="canary", **kwargs)
+    assert canary.estimate <= 3.0 and "canary" in canary.neighbour
+    assert canary.shift > audit.shift  # the canary moves the audited mean most
 
     class TooLittleNoise(GaussianMechanism):
         """Draws sigma / 30 but reports the rho of sigma: a bug the accountant cannot see
