@@ -258,7 +258,12 @@ def release_command(args: argparse.Namespace, console, guarantee_path: Path) -> 
                 "[yellow]warning:[/] not covered by the guarantee: "
                 + "; ".join(release.guarantee["not_covered"])
             )
-        console.print(json.dumps(summary, indent=2, sort_keys=True), markup=False, highlight=False)
+        console.print(
+            json.dumps(summary, indent=2, sort_keys=True),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return 0
