@@ -123,10 +123,10 @@ def test_dgk_modulus_above_max_key_bits_is_refused(dgk_wire):
 
 
 def test_a_forward_spec_beyond_width_or_states_is_refused():
-    params = forward.ForwardParams()
+    params = forward.ForwardParams(recursion="v1")  # no topology to check
 
     def spec(width, states):
-        return {"kind": "gaussian", "width": width, "states": states}
+        return {"kind": "gaussian", "width": width, "states": states, "topology": None}
 
     refused("max_width", lambda: forward.ForwardSpec.from_wire(spec(10**9, [2]), 1024, params))
     many = [limits.MAX_STATES // 2 + 1] * 2

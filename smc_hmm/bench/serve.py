@@ -52,7 +52,7 @@ import numpy as np
 from smc_hmm.bench.common import check_key_bits
 from smc_hmm.errors import ConfigError, InsecureKeyWarning
 
-#: the issue's targets for the hostile run, checked and printed by ``--hostile``
+#: the hostile run's targets, checked and printed by ``--hostile``
 TARGET_RATIO = 0.8
 TARGET_RSS_MIB = 50.0
 TARGET_FD_SECONDS = 10.0
