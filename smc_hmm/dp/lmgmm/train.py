@@ -193,9 +193,12 @@ def train_dp(
     )
 
 
-def save_release(path: str | Path, release: LMGMMRelease) -> None:
-    """Write ``phi`` and the metadata JSON to an ``.npz`` archive (read without pickle)."""
-    meta = json.dumps(release.metadata(), sort_keys=True)
+def save_release(
+    path: str | Path, release: LMGMMRelease, extra: dict[str, Any] | None = None
+) -> None:
+    """Write ``phi`` and the metadata JSON (plus ``extra`` keys, e.g. the public scaling of
+    the features) to an ``.npz`` archive, read back without pickle by :func:`load_release`."""
+    meta = json.dumps({**(extra or {}), **release.metadata()}, sort_keys=True)
     with open(path, "wb") as fh:
         np.savez(fh, phi=release.model.phi, metadata=np.array(meta))
 
