@@ -11,8 +11,10 @@ Setting (all of it public and data-independent, as DP requires):
 - training data: the FSDD training split (indices 5-49 of every speaker and digit: 225
   utterances per digit), features from :mod:`smc_hmm.features` with the bundled
   pipeline's standardisation (``smc_hmm.data.load_pipeline``); test data: the bundled 250
-  test utterances. The recordings are read from ``/work/shared/data/fsdd`` (``--fsdd``);
-  training features are not bundled, so without them the script stops.
+  test utterances. The training recordings are not bundled: get the Free Spoken Digit
+  Dataset (github.com/Jakobovski/free-spoken-digit-dataset, CC BY-SA 4.0) and name its
+  folder with ``--fsdd DIR`` or ``FSDD_DIR=DIR``; without it the script stops with that
+  advice.
 - declared bounds: every standardised coordinate clipped to |x_i| <= 5 (``--clip``),
   then every frame to the L2 ball ||x||_2 <= R = 10 (``--feature-bound``, the bound DP
   Baum-Welch needs; about 1% of frames are longer), sequences cut to L = 100 frames
@@ -40,7 +42,8 @@ Run from the repository root (writes ``docs/dp-keyword-models.png`` and prints t
 about 7 minutes on one core with 3 runs per eps, 283 s with ``--reps 2`` as in the doc;
 ``--quick`` about 40 s)::
 
-    python examples/dp_keyword_models.py [--quick] [--json out.json]
+    FSDD_DIR=path/to/free-spoken-digit-dataset \
+        python examples/dp_keyword_models.py [--quick] [--json out.json]
 
 See ``docs/dp-keyword-models.md``.
 """
@@ -63,7 +66,6 @@ from smc_hmm.dp.random import DPRandom
 from smc_hmm.hmm import GaussianHMM, baum_welch, log_likelihood
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_FSDD = Path("/work/shared/data/fsdd")
 EPS_GRID = (0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0, math.inf)
 QUICK_EPS = (1.0, 100.0, 1000.0, math.inf)
 BUNDLED_DIAG_ACCURACY = 0.980  # docs/speech-models.md, test split, diag
@@ -210,14 +212,13 @@ def load_test(clip_bound: float) -> list[tuple[np.ndarray, str]]:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from smc_hmm.data import load_bundled_models
+    from smc_hmm.data import fsdd_dir, load_bundled_models
+    from smc_hmm.errors import ConfigError
 
-    fsdd = Path(args.fsdd)
-    if not (fsdd / "recordings").is_dir():
-        sys.exit(
-            f"no FSDD recordings in {fsdd}/recordings: the training features are not "
-            "bundled (see docs/speech-models.md); pass --fsdd"
-        )
+    try:
+        fsdd = fsdd_dir(args.fsdd)
+    except ConfigError as e:
+        sys.exit(f"dp_keyword_models: {e}")
     t0 = time.perf_counter()
     indices = range(5, 15) if args.quick else range(5, 50)
     train = load_training(fsdd, indices, args.clip)
@@ -384,7 +385,9 @@ def plot(res: dict, path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small run (~1 minute)")
-    parser.add_argument("--fsdd", default=str(DEFAULT_FSDD), help="FSDD directory")
+    parser.add_argument(
+        "--fsdd", help="the FSDD folder holding recordings/ (default: the FSDD_DIR variable)"
+    )
     parser.add_argument("--reps", type=int, default=None, help="DP runs per eps (3; quick 1)")
     parser.add_argument("--iterations", type=int, default=5, help="noisy iterations (every)")
     parser.add_argument("--states", type=int, default=5)

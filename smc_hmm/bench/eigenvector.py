@@ -34,6 +34,7 @@ import numpy as np
 from smc_hmm.bench.common import BenchResult, Row, check_key_bits, throwaway_keypair
 from smc_hmm.eigen import power_iteration, principal_eigenvector
 from smc_hmm.errors import ConfigError, InvalidInputError
+from smc_hmm.progress import status
 
 TARGET_SECONDS = 60.0
 TARGET_COSINE_GAP = 1e-9
@@ -166,7 +167,10 @@ def measure(args) -> BenchResult:
     blocks = split(m, args.owners)
     v = principal_eigenvector(m)
     load_before = os.getloadavg()
-    keypair = throwaway_keypair(args.key_bits)
+    from rich.console import Console
+
+    with status(Console(), f"generating a throw-away {args.key_bits}-bit key pair"):
+        keypair = throwaway_keypair(args.key_bits)
     min_bits = min(args.key_bits, 2048)
 
     # plaintext numpy power iteration, the same stopping test (median of 5)

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from smc_hmm.bench.common import check_key_bits
 from smc_hmm.errors import ConfigError, InsecureKeyWarning
 
 
@@ -225,8 +226,7 @@ def main(args) -> int:
     from smc_hmm.hmm.io import save_models
     from smc_hmm.runtime import write_config
 
-    if args.key_bits < 2048 and not args.insecure:
-        raise ConfigError(f"{args.key_bits}-bit keys are insecure: add --insecure")
+    check_key_bits(args)
     if args.clients < 1 or args.utterances < 1 or not 2 <= args.models <= 10 or args.frames < 0:
         raise ConfigError("--clients, --utterances >= 1, --models in 2..10, --frames >= 0")
     console = Console()

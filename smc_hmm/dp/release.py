@@ -247,6 +247,15 @@ def load_sequences(path: str | Path) -> tuple[str, list[np.ndarray], int | None]
         seqs = [_as_sequence(s, f"data file {p}, sequence {i}") for i, s in enumerate(data)]
     elif suffix == ".npz":
         try:
+            with open(p, "rb") as fh:
+                head = fh.read(4)
+        except OSError as e:
+            raise ConfigError(f"cannot read data file {p}: {e.strerror or e}") from e
+        if head not in (b"PK\x03\x04", b"PK\x05\x06"):  # numpy would try to unpickle it
+            raise ConfigError(
+                f"data file {p} is not an npz archive (a zip of .npy arrays, as numpy.savez writes)"
+            )
+        try:
             with np.load(p, allow_pickle=False) as npz:
                 if not isinstance(npz, np.lib.npyio.NpzFile):
                     raise ConfigError(f"data file {p} is not a .npz archive")

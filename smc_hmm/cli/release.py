@@ -1,0 +1,32 @@
+"""``smc-hmm release hmm|trace``: differentially private releases (:mod:`smc_hmm.dp.release`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from smc_hmm.cli.common import check_output_path, console
+
+HELP = "release differentially private models and traces (smc-hmm release hmm|trace)"
+GUIDE = (
+    "data-file formats (JSON, npz), the chain model of release trace and the guarantee of "
+    "each mode: docs/dp-release.md"
+)
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    from smc_hmm.dp.release import add_hmm_arguments, add_trace_arguments
+
+    p.epilog = GUIDE
+    what = p.add_subparsers(dest="what", metavar="WHAT", required=True)
+    hmm = "train and release a differentially private HMM (DP Baum-Welch)"
+    add_hmm_arguments(what.add_parser("hmm", help=hmm, description=hmm, epilog=GUIDE))
+    trace = "release a state trace under a policy graph (DPHMM, K-norm)"
+    add_trace_arguments(what.add_parser("trace", help=trace, description=trace, epilog=GUIDE))
+
+
+def run(args) -> int:
+    from smc_hmm.dp.release import release_hmm, release_trace
+
+    check_output_path(args.json)  # release hmm checks --out itself, before any work
+    release = release_hmm if args.what == "hmm" else release_trace
+    return int(release(args, console()) or 0)
