@@ -13,8 +13,8 @@ import pytest
 from scipy import stats
 
 from smc_hmm.dp import lmgmm as lm
-from smc_hmm.dp.lmgmm import loss as lm_loss
 from smc_hmm.dp.accountant import PrivacyAccountant
+from smc_hmm.dp.lmgmm import loss as lm_loss
 from smc_hmm.dp.random import DPRandom
 from smc_hmm.errors import (
     InvalidInputError,
@@ -453,3 +453,187 @@ def test_release_file_round_trip_and_malformed_files(tmp_path):
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
     with pytest.raises(ModelError):
         lm.load_release(tmp_path / "junk.npz")
+
+
+# -- the release command and the benchmarks ---------------------------------------------------
+
+
+def _release(argv, tmp_path):
+    import argparse
+    import io
+
+    from rich.console import Console
+
+    from smc_hmm.dp.lmgmm import command
+
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    args = parser.parse_args(argv)
+    out = io.StringIO()
+    assert command.run(args, Console(file=out, width=200)) == 0
+    return out.getvalue()
+
+
+def test_release_command_writes_the_model_and_its_guarantee(tmp_path):
+    import json
+
+    rng = np.random.default_rng(20)
+    y = np.arange(45) % 3
+    x = rng.normal(size=(45, 3)) + 2.0 * np.eye(3)[y]
+    np.savez(tmp_path / "d.npz", x=x, y=y)
+    (tmp_path / "c.json").write_text(json.dumps([0.5, 0.5, 0.5]))
+    out = tmp_path / "m.npz"
+    argv = [
+        "--data",
+        str(tmp_path / "d.npz"),
+        "--eps-total",
+        "9",
+        "--radius",
+        "5",
+        "--centre",
+        str(tmp_path / "c.json"),
+        "--classes",
+        "3",
+        "--seed",
+        "4",
+        "--out",
+        str(out),
+        "--json",
+        str(tmp_path / "s.json"),
+    ]
+    printed = _release(argv, tmp_path)
+    assert "INSECURE" in printed
+    model, meta = lm.load_release(out)
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert meta["epsilon_total"] == pytest.approx(9.0) == summary["epsilon_total"]
+    g = meta["guarantee"]
+    assert (g["n"], g["n_classes"], g["dim"], g["lam"], g["h"]) == (45, 3, 3, 0.01, 0.5)
+    assert meta["epsilon"] == pytest.approx(9.0 - g["jacobian_term"])
+    assert meta["scaling"] == {"radius": 5.0, "centre": [0.5, 0.5, 0.5]}
+    assert meta["classes_from_data"] is False
+    assert set(meta["solver"]) == {"method", "tol", "converged"}  # nothing data-dependent
+    assert model.phi.shape == (3, 1, 4, 4) and np.linalg.eigvalsh(model.phi).min() > -1e-9
+    # the same data as JSON, a mixture with public centres, over the budget
+    (tmp_path / "d.json").write_text(json.dumps({"x": (x / 10).tolist(), "y": y.tolist()}))
+    np.save(tmp_path / "centres.npy", np.zeros((3, 2, 3)) + np.array([[[0.1], [-0.1]]]))
+    _release(
+        [
+            "--data",
+            str(tmp_path / "d.json"),
+            "--eps",
+            "50",
+            "--components",
+            "2",
+            "--centres",
+            str(tmp_path / "centres.npy"),
+            "--out",
+            str(out),
+        ],
+        tmp_path,
+    )
+    assert lm.load_release(out)[0].n_components == 2
+    with pytest.raises(PrivacyBudgetError):
+        _release(
+            [
+                "--data",
+                str(tmp_path / "d.json"),
+                "--eps",
+                "50",
+                "--budget",
+                "50",
+                "--out",
+                str(out),
+            ],
+            tmp_path,
+        )
+
+
+@pytest.mark.parametrize(
+    ("content", "extra", "error"),
+    [
+        ({"x": [[0.1, 0.2]] * 4, "y": [0, 1, 0, 1], "z": [1]}, [], "ConfigError"),
+        ({"x": [[0.1, 0.2]] * 4, "y": [0, 1, 0]}, [], "ShapeMismatchError"),
+        ({"x": [[3.0, 0.0]] * 4, "y": [0, 1, 0, 1]}, [], "SensitivityBoundError"),
+        ({"x": [[0.1, 0.2]] * 4, "y": [0, 0, 0, 1]}, [], "InvalidInputError"),
+        ({"x": [[0.1, 0.2]] * 4, "y": [0, 1, 0, 1]}, ["--components", "2"], "ConfigError"),
+        ({"x": [[0.1, 0.2]] * 4, "y": [0, 1, 0, 1]}, ["--centre", "c.json"], "ConfigError"),
+    ],
+)
+def test_release_command_refuses_bad_input_with_one_line(tmp_path, capsys, content, extra, error):
+    import json
+
+    from smc_hmm.cli import main
+
+    (tmp_path / "d.json").write_text(json.dumps(content))
+    argv = [
+        "release",
+        "lmgmm",
+        "--data",
+        str(tmp_path / "d.json"),
+        "--eps",
+        "1",
+        "--out",
+        str(tmp_path / "m.npz"),
+        *extra,
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and error in err
+    assert not (tmp_path / "m.npz").exists()
+
+
+def test_release_command_refuses_bad_eps(tmp_path, capsys):
+    import json
+
+    from smc_hmm.cli import main
+
+    (tmp_path / "d.json").write_text(json.dumps({"x": [[0.1, 0.2]] * 4, "y": [0, 1, 0, 1]}))
+    for eps in ("0", "-1", "nan"):
+        argv = [
+            "release",
+            "lmgmm",
+            "--data",
+            str(tmp_path / "d.json"),
+            "--eps",
+            eps,
+            "--out",
+            str(tmp_path / "m.npz"),
+        ]
+        assert main(argv) == 2
+        assert "PrivacyParameterError" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_benchmarks_run_with_small_options(tmp_path):
+    import argparse
+    import json
+
+    from smc_hmm.bench import lmgmm as bench
+
+    parser = argparse.ArgumentParser()
+    bench.add_synthetic_arguments(parser)
+    args = parser.parse_args(
+        [
+            "--runs",
+            "2",
+            "--eps",
+            "30,3000",
+            "--jobs",
+            "1",
+            "--thesis",
+            "--json",
+            str(tmp_path / "s.json"),
+        ]
+    )
+    assert bench.synthetic(args) == 0
+    data = json.loads((tmp_path / "s.json").read_text())
+    curve = data["results"]["curves"]["objective"]
+    assert [p["eps"] for p in curve] == [30.0, 3000.0]
+    assert curve[1]["error_mean"] <= curve[0]["error_mean"]
+    assert len(data["results"]["curves"]["thesis"]) == 2
+    assert 0.05 < data["results"]["non_private_error"] < 0.3
+    split, info = bench.speaker_split()
+    assert split.x_train.shape == (1250, 26) and split.x_test.shape == (1250, 26)
+    assert np.bincount(split.y_train).tolist() == [250] * 5
+    assert np.linalg.norm(split.x_train, axis=1).max() <= 1 + 1e-12
+    assert info["frame_gmm"]["accuracy"] > 0.95
