@@ -196,15 +196,17 @@ step there may wobble (the perturbation sometimes helps) without counting as a r
 
 def _rises(curve: list[dict], non_private: float) -> int:
     """Steps where the mean error grows by more than two standard errors while above the
-    non-private error by more than PLATEAU_PP, plus one if it is not lower at the largest
-    eps than at the smallest: 0 when the error falls with eps down to the non-private one."""
+    non-private error by more than PLATEAU_PP, plus one if it ends no lower than it started
+    without having reached that band: 0 when the error falls with eps down to the
+    non-private one."""
     means = [p["error_mean"] for p in curve]
     sems = [p["error_sem"] for p in curve]
     rises = sum(
         b > a + 2 * math.hypot(sa, sb) and 100 * (b - non_private) > PLATEAU_PP
         for a, b, sa, sb in zip(means, means[1:], sems, sems[1:])
     )
-    return rises + int(means[-1] >= means[0])
+    above = 100 * (means[-1] - non_private) > PLATEAU_PP
+    return rises + int(len(means) > 1 and means[-1] >= means[0] and above)
 
 
 def _table(console, title: str, res: dict, as_accuracy: bool) -> None:
@@ -241,6 +243,27 @@ def _load() -> str:
         return "load average unknown"
 
 
+def _timing_rows(res: dict, jobs: int, limit: float | None = None) -> list[Row]:
+    """The sweep's wall time (with the load it ran under) and its busiest lane's CPU time."""
+    return [
+        Row(
+            "whole sweep, wall time",
+            res["wall_seconds"],
+            None,
+            "s",
+            limit=limit,
+            note=f"{jobs} lanes; {_load()}",
+        ),
+        Row(
+            "busiest lane, CPU time",
+            max(res["lane_cpu_seconds"]),
+            None,
+            "s",
+            note="the DP trainings of the busiest lane: its wall time on an idle core",
+        ),
+    ]
+
+
 def _eps_list(text: str | None, default) -> tuple[float, ...]:
     from smc_hmm.errors import ConfigError
 
@@ -274,11 +297,15 @@ def _common_arguments(parser, runs: int, eps) -> None:
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
 
 
-def _check_common(args) -> None:
+def _sweep_with(split: Split, args, default_eps) -> tuple[tuple[float, ...], dict]:
+    """:func:`sweep` with the common options (checked first)."""
     from smc_hmm.errors import ConfigError
 
     if args.runs < 1 or args.jobs < 1:
         raise ConfigError("--runs and --jobs must be >= 1")
+    eps = _eps_list(args.eps, default_eps)
+    options = dict(lam=args.lam, h=args.huber, seed=args.seed, jobs=args.jobs)
+    return eps, sweep(split, eps, args.runs, thesis=args.thesis, **options)
 
 
 def add_synthetic_arguments(parser) -> None:
@@ -300,19 +327,8 @@ def add_speaker_arguments(parser) -> None:
 
 
 def run_synthetic(args) -> BenchResult:
-    _check_common(args)
-    eps = _eps_list(args.eps, SYNTHETIC_EPS)
     split = synthetic_split(seed=args.data_seed, radius=args.radius)
-    res = sweep(
-        split,
-        eps,
-        args.runs,
-        lam=args.lam,
-        h=args.huber,
-        seed=args.seed,
-        jobs=args.jobs,
-        thesis=args.thesis,
-    )
+    eps, res = _sweep_with(split, args, SYNTHETIC_EPS)
     curve = res["curves"]["objective"]
     gap = 100 * (curve[-1]["error_mean"] - res["non_private_error"])
     rows = [
@@ -333,31 +349,13 @@ def run_synthetic(args) -> BenchResult:
             "steps",
             limit=0.0,
             note=f"beyond 2 s.e. and {PLATEAU_PP} pp above non-private; "
-            "+1 if not lower at the largest eps",
+            "+1 if it ends no lower, above that band",
         )
     )
     rows.append(
         Row(f"gap to non-private at eps = {curve[-1]['eps']:g}", gap, None, "pp", limit=1.0)
     )
-    rows.append(
-        Row(
-            "whole sweep, wall time",
-            res["wall_seconds"],
-            None,
-            "s",
-            limit=args.time_limit,
-            note=f"{args.jobs} lanes; {_load()}",
-        )
-    )
-    rows.append(
-        Row(
-            "busiest lane, CPU time",
-            max(res["lane_cpu_seconds"]),
-            None,
-            "s",
-            note="the DP trainings of the busiest lane: its wall time on an idle core",
-        )
-    )
+    rows += _timing_rows(res, args.jobs, args.time_limit)
     params = {
         "runs": args.runs,
         "eps": list(eps),
@@ -373,19 +371,8 @@ def run_synthetic(args) -> BenchResult:
 
 
 def run_speaker(args) -> BenchResult:
-    _check_common(args)
-    eps = _eps_list(args.eps, SPEAKER_EPS)
     split, info = speaker_split()
-    res = sweep(
-        split,
-        eps,
-        args.runs,
-        lam=args.lam,
-        h=args.huber,
-        seed=args.seed,
-        jobs=args.jobs,
-        thesis=args.thesis,
-    )
+    eps, res = _sweep_with(split, args, SPEAKER_EPS)
     rows = [
         Row(
             f"accuracy at eps = {p['eps']:g} (eps' = {p['eps_total']:.4g})",
@@ -420,24 +407,7 @@ def run_speaker(args) -> BenchResult:
                 note=frame.get("features", ""),
             )
         )
-    rows.append(
-        Row(
-            "whole sweep, wall time",
-            res["wall_seconds"],
-            None,
-            "s",
-            note=f"{args.jobs} lanes; {_load()}",
-        )
-    )
-    rows.append(
-        Row(
-            "busiest lane, CPU time",
-            max(res["lane_cpu_seconds"]),
-            None,
-            "s",
-            note="the DP trainings of the busiest lane: its wall time on an idle core",
-        )
-    )
+    rows += _timing_rows(res, args.jobs)
     params = {
         "runs": args.runs,
         "eps": list(eps),
