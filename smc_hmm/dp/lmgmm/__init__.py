@@ -1,6 +1,15 @@
 """Large-margin Gaussian mixture classifiers trained with differential privacy (thesis 003,
 section 4.1.2 and appendix A.2; Sha and Saul 2006; Chaudhuri, Monteleoni and Sarwate 2011).
 
+**Who learns what.**  The data owner (the curator) trains on her own labelled points and
+publishes the classifier.  Anyone who sees the release -- the matrices and the metadata
+(eps, eps', lam, h, n, C, M, d, the public scaling, the solver's method and tolerance) --
+learns about any one training record only what eps'-differential privacy allows
+(neighbouring data sets: one record replaced; n is public).  Nothing else about the
+data leaves the curator: not the objective value, the iteration count, nor the
+perturbation B.  The curator's own refusals (a point outside the unit ball, a class with
+fewer than two points) are messages to her, not releases.
+
 **The model.**  Class c, or each mixture component m of class c, is a symmetric
 (d+1) x (d+1) matrix Phi_cm acting on z = [x; 1]; the distance of x to the component is
 a_cm(x) = z^T Phi_cm z and to the class the soft-min -log sum_m exp(-a_cm(x)).  An
@@ -55,6 +64,14 @@ tolerance ``tol`` (suboptimality <= tol^2 / (2 lam)), as every objective-perturb
 implementation does.  Randomness: :mod:`smc_hmm.dp.random` (CSPRNG by default); why a
 floating-point sampler is acceptable here (the release is a minimiser, not f(D) + noise)
 is argued in ``docs/lmgmm.md``.
+
+Modules: :mod:`~smc_hmm.dp.lmgmm.model` (classifier, records, scaling, mixture labels,
+generative baseline), :mod:`~smc_hmm.dp.lmgmm.loss` (objective and derivatives),
+:mod:`~smc_hmm.dp.lmgmm.privacy` (sensitivity, Jacobian term, guarantee, perturbation),
+:mod:`~smc_hmm.dp.lmgmm.solve` (FISTA and the cvxpy reference),
+:mod:`~smc_hmm.dp.lmgmm.train` (training, releases, files) and
+:mod:`~smc_hmm.dp.lmgmm.command` (``smc-hmm release lmgmm``).  Everything public is
+re-exported here.
 """
 
 from smc_hmm.dp.lmgmm.loss import (
