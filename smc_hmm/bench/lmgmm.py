@@ -428,6 +428,12 @@ def _main(run, title, as_accuracy, args) -> int:
     result = run(args)
     res = result.extra["results"]
     _table(console, title.format(**res, runs=args.runs), res, as_accuracy)
+    frame = result.params.get("frame_gmm")
+    if frame:
+        console.print(
+            f"generative {frame['components']}-component GMM on frames (recorded when the "
+            f"features were made): {100 * frame['accuracy']:.2f} accuracy %"
+        )
     for row in result.rows:
         if row.limit is not None:
             verdict = "[green]ok[/]" if row.met else "[red]MISSED[/]"
