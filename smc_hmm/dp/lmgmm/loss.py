@@ -18,7 +18,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import special
 
-from smc_hmm.dp.lmgmm.model import TrainingData, _distances, _positive
+from smc_hmm.dp.lmgmm.model import TrainingData, _distances
+from smc_hmm.dp.params import check_epsilon
 
 # -- loss, objective and derivatives ----------------------------------------------------------
 
@@ -30,7 +31,7 @@ def huber_hinge(u: ArrayLike, h: float) -> tuple[np.ndarray, np.ndarray, np.ndar
     H'' = 1/(2h) on (-h, h), else 0.  (Our u is the thesis's hinge argument 1 + M; its
     case split in (4.10) is written for -M.)
     """
-    h = _positive(h, "h")
+    h = check_epsilon(h, "h")
     u = np.asarray(u, dtype=float)
     quad = np.abs(u) <= h
     value = np.where(u >= h, u, np.where(quad, (u + h) ** 2 / (4 * h), 0.0))

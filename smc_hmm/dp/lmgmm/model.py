@@ -22,11 +22,11 @@ from numpy.typing import ArrayLike
 from scipy import special
 
 from smc_hmm.dp.classifier import clip_rows
+from smc_hmm.dp.params import check_epsilon
 from smc_hmm.errors import (
     ConfigError,
     InvalidInputError,
     ModelError,
-    PrivacyParameterError,
     SensitivityBoundError,
     ShapeMismatchError,
 )
@@ -40,16 +40,6 @@ BALL_TOLERANCE = 1e-9
 
 
 # -- validation -------------------------------------------------------------------------------
-
-
-def _positive(value: object, name: str) -> float:
-    """A finite real > 0, else PrivacyParameterError."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise PrivacyParameterError(f"{name} must be a real number, got {value!r}")
-    out = float(value)
-    if not (math.isfinite(out) and out > 0):
-        raise PrivacyParameterError(f"{name} must be finite and > 0, got {value!r}")
-    return out
 
 
 def _count(value: object, name: str, minimum: int = 1) -> int:
@@ -97,7 +87,7 @@ def into_unit_ball(x: ArrayLike, radius: float, centre: ArrayLike | None = None)
     direction.  A centre or radius computed from the private data would itself leak.
     """
     arr = _features(x)
-    r = _positive(radius, "radius")
+    r = check_epsilon(radius, "radius")
     if centre is not None:
         c = np.asarray(centre, dtype=float)
         if c.shape != (arr.shape[1],) or not np.all(np.isfinite(c)):

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import special
 
-from smc_hmm.dp.lmgmm.model import _count, _positive
-from smc_hmm.dp.random import DPRandom, resolve_rng
+from smc_hmm.dp.knorm import ConvexBody, KNormMechanism
+from smc_hmm.dp.lmgmm.model import _count
+from smc_hmm.dp.params import check_epsilon
 from smc_hmm.errors import PrivacyParameterError
 
 Z_NORM_SQUARED = 2.0
@@ -57,8 +57,8 @@ def jacobian_term(
     k <= r log(1 + trace/(r n lam)).
     """
     n = _count(n, "n")
-    lam = _positive(lam, "lam")
-    h = _positive(h, "h")
+    lam = check_epsilon(lam, "lam")
+    h = check_epsilon(h, "h")
     c = _count(n_classes, "n_classes", 2)
     m = _count(n_components, "n_components")
     z4 = Z_NORM_SQUARED**2
@@ -116,7 +116,7 @@ def guarantee(
     n_components: int = 1,
 ) -> Guarantee:
     """The :class:`Guarantee` of :func:`train_dp` for these public parameters."""
-    eps = _positive(epsilon, "epsilon")
+    eps = check_epsilon(epsilon, "epsilon")
     d = _count(dim, "dim")
     k, alpha = jacobian_term(n, lam, h, n_classes, n_components)
     delta = sensitivity(n_classes)
@@ -143,7 +143,7 @@ def noise_epsilon(
     total: float, n: int, n_classes: int, *, lam: float, h: float, n_components: int = 1
 ) -> float:
     """The noise parameter eps for a target eps' (= eps + k); refuses when k >= eps'."""
-    total = _positive(total, "total epsilon")
+    total = check_epsilon(total, "total epsilon")
     k, _ = jacobian_term(n, lam, h, n_classes, n_components)
     if k >= total:
         raise PrivacyParameterError(
@@ -156,14 +156,14 @@ def noise_epsilon(
 # -- the perturbation -------------------------------------------------------------------------
 
 
-def _normals(rng: DPRandom, size: int) -> np.ndarray:
-    """Standard normals by inverse CDF of the stream's 53-bit uniforms."""
-    return special.ndtri(rng.uniform(size))
-
-
-def _gamma_integer_shape(rng: DPRandom, shape: int, scale: float) -> float:
-    """Gamma(shape, scale) for an integer shape: scale times a sum of Exp(1) draws."""
-    return scale * math.fsum(-np.log(rng.uniform(shape)))
+def _l2_knorm(dim: int, radius: float, eps: float, rng) -> np.ndarray:
+    """One draw with density proportional to exp(-eps ||b||_2 / radius) in R^dim: the K-norm
+    mechanism of the L2 ball of that radius (:mod:`smc_hmm.dp.knorm`), whose norm is
+    Gamma(dim, radius/eps) and whose direction is uniform."""
+    # the unit ball, scaled afterwards: its volume, which sampling does not use, would
+    # overflow as radius**dim for a few hundred dimensions
+    body = ConvexBody.ball("l2", dim)
+    return radius * KNormMechanism(body, eps, rng).sample_noise(1)[0]
 
 
 def _svec_to_symmetric(v: np.ndarray, d1: int) -> np.ndarray:
@@ -184,32 +184,24 @@ def sample_perturbation(
     """B: symmetric (C, M, d+1, d+1) with density proportional to exp(-eps ||B||_F / Delta).
 
     ||B||_F ~ Gamma(K, Delta/eps) with K = C M (d+1)(d+2)/2, the dimension of the parameter
-    space, and a uniform direction on its unit sphere (K Gaussians normalised, mapped with
-    the inverse of svec).  ``rng``: a :class:`~smc_hmm.dp.random.DPRandom` (its own child
-    stream is used) or None for the OS CSPRNG.
+    space, and a uniform direction on its unit sphere: the K-norm mechanism of the L2 ball
+    of radius Delta in svec coordinates, mapped back with the inverse of svec.  ``rng``: a
+    :class:`~smc_hmm.dp.random.DPRandom` (the mechanism spawns its own child stream) or
+    None for the OS CSPRNG.
     """
-    eps = _positive(epsilon, "epsilon")
-    delta = _positive(scale_sensitivity, "sensitivity")
-    c, m, d = (
-        _count(n_classes, "n_classes"),
-        _count(n_components, "n_components"),
-        _count(dim, "dim"),
-    )
-    stream = resolve_rng(rng)
+    eps = check_epsilon(epsilon, "epsilon")
+    delta = check_epsilon(scale_sensitivity, "sensitivity")
+    c = _count(n_classes, "n_classes")
+    m = _count(n_components, "n_components")
+    d = _count(dim, "dim")
     k = c * m * (d + 1) * (d + 2) // 2
-    direction = _normals(stream, k)
-    direction /= np.linalg.norm(direction)
-    radius = _gamma_integer_shape(stream, k, delta / eps)
-    return _svec_to_symmetric((radius * direction).reshape(c, m, -1), d + 1)
+    return _svec_to_symmetric(_l2_knorm(k, delta, eps, rng).reshape(c, m, -1), d + 1)
 
 
 def sample_thesis_perturbation(dim: int, epsilon: float, rng) -> np.ndarray:
     """The thesis's b (4.12): one general (d+1) x (d+1) matrix, ||b|| ~ Gamma((d+1)^2, 2/eps),
     uniform direction.  For reproducing the thesis only: shared by all classes it gives no
     guarantee (module docstring)."""
-    eps = _positive(epsilon, "epsilon")
+    eps = check_epsilon(epsilon, "epsilon")
     d1 = _count(dim, "dim") + 1
-    stream = resolve_rng(rng)
-    direction = _normals(stream, d1 * d1)
-    direction /= np.linalg.norm(direction)
-    return _gamma_integer_shape(stream, d1 * d1, 2.0 / eps) * direction.reshape(d1, d1)
+    return _l2_knorm(d1 * d1, 2.0, eps, rng).reshape(d1, d1)

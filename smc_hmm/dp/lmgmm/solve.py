@@ -19,7 +19,8 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from smc_hmm.dp.lmgmm.loss import objective, objective_and_gradient
-from smc_hmm.dp.lmgmm.model import TrainingData, _count, _positive
+from smc_hmm.dp.lmgmm.model import TrainingData, _count
+from smc_hmm.dp.params import check_epsilon
 from smc_hmm.errors import ConfigError, ShapeMismatchError
 
 Method = Literal["fista", "cvxpy"]
@@ -154,8 +155,8 @@ def solve(
     with ``cvxpy_solver`` (CLARABEL or SCS), the reference the tests compare with.
     ``phi0`` only sets the starting point: the minimiser is unique (J is lam-strongly convex).
     """
-    lam = _positive(lam, "lam")
-    h = _positive(h, "h")
+    lam = check_epsilon(lam, "lam")
+    h = check_epsilon(h, "h")
     c, m, d1 = data.n_classes, data.n_components, data.dim + 1
     if perturbation is not None:
         perturbation = np.asarray(perturbation, dtype=float)
@@ -179,7 +180,7 @@ def solve(
             lambda p: objective_and_gradient(p, data, lam, h, perturbation),
             project,
             start,
-            _positive(tol, "tol"),
+            check_epsilon(tol, "tol"),
             _count(max_iter, "max_iter"),
         )
     return Solution(phi, value, "fista", iterations, converged, gm)

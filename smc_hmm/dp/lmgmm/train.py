@@ -19,7 +19,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from smc_hmm.dp.lmgmm.model import LargeMarginGMM, _positive, training_data
+from smc_hmm.dp.lmgmm.model import LargeMarginGMM, training_data
 from smc_hmm.dp.lmgmm.privacy import (
     Guarantee,
     guarantee,
@@ -27,6 +27,7 @@ from smc_hmm.dp.lmgmm.privacy import (
     sample_thesis_perturbation,
 )
 from smc_hmm.dp.lmgmm.solve import Method, Solution, solve
+from smc_hmm.dp.params import check_epsilon
 from smc_hmm.dp.random import DPRandom, resolve_rng
 from smc_hmm.errors import ConfigError, ModelError, PrivacyBudgetError, PrivacyError
 
@@ -100,8 +101,9 @@ class LMGMMRelease:
 
 
 SAMPLER = (
-    "float: ||B|| = (Delta/eps) x sum of K Exp(1) (-log of 53-bit uniforms), direction = K "
-    "inverse-CDF normals normalised; bits from smc_hmm.dp.random"
+    "float: the K-norm mechanism of the L2 ball of radius Delta in the K svec coordinates "
+    "(smc_hmm.dp.knorm: r ~ Gamma(K+1, 1/eps) as a sum of exponentials, U uniform in the "
+    "ball from Box-Muller normals); bits from smc_hmm.dp.random"
 )
 
 
@@ -135,7 +137,7 @@ def train_dp(
     guarantee, refused with a budget or an accountant.  Mixture labels (``components``)
     must come from a per-record rule (:func:`assign_components`).
     """
-    eps = _positive(epsilon, "epsilon")
+    eps = check_epsilon(epsilon, "epsilon")
     data = training_data(
         x, y, n_classes=n_classes, n_components=n_components, components=components
     )
@@ -165,7 +167,7 @@ def train_dp(
     if perturbation != "objective":
         raise ConfigError(f"perturbation must be 'objective' or 'thesis', got {perturbation!r}")
     g = guarantee(data.n, c, d, eps, lam=lam, h=h, n_components=m)
-    if budget is not None and g.epsilon_total > _positive(budget, "budget") * (1 + 1e-12):
+    if budget is not None and g.epsilon_total > check_epsilon(budget, "budget") * (1 + 1e-12):
         raise PrivacyBudgetError(
             f"this release is eps' = {g.epsilon_total:.6g}-DP (eps {eps:g} + Jacobian term "
             f"{g.jacobian_term:.4g}), more than the budget {budget:g}"
