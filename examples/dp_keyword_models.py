@@ -1,51 +1,40 @@
-"""Thesis 5.1.1, final output stage: Bob releases eps-DP keyword HMMs, Alice recognises locally.
+"""Thesis 5.1.1, final output stage: Bob releases DP keyword HMMs, Alice recognises locally.
 
 Bob holds the ten digit HMMs of the keyword-recognition task (``docs/speech-models.md``).
-Instead of running the secure protocol for every utterance, he trains them by DP
-Baum-Welch (:func:`smc_hmm.dp.baum_welch.dp_baum_welch`, Gaussian sufficient statistics)
-and publishes them; Alice then classifies her utterances locally with no further privacy
-cost (post-processing). This script measures what that costs in accuracy.
+Instead of running the secure protocol for every utterance he publishes differentially
+private models; Alice classifies her utterances locally with no further privacy cost
+(post-processing). This script measures what the privacy costs in accuracy, for two
+ways of training the models on the FSDD training split (indices 5-49, 2,250 utterances;
+the recordings are not bundled: pass their directory):
 
-Setting (all of it public and data-independent, as DP requires):
+1. **bounded-contribution release** (:mod:`smc_hmm.dp.keyword_models`, the default):
+   every utterance contributes one bounded vector (its uniform-segmentation state means,
+   clipped), the Gaussian mechanism in zCDP releases the sums once, (eps, delta = 1e-6)
+   for the whole set of ten models under add/remove of one utterance. The measurements
+   are those of ``smc-hmm bench dp-keyword FSDD_DIR`` (:mod:`smc_hmm.bench.dp_keyword`),
+   which this script runs (or reads back with ``--from-json``) and draws.
+2. **DP Baum-Welch** (:func:`smc_hmm.dp.baum_welch.dp_baum_welch`, paper 000, the
+   earlier approach): Laplace noise on the expected counts, every frame bounded, L = 100
+   frames per utterance, ``every`` (K = 5 noisy iterations of eps/K, eps-DP) or ``last``
+   (plain EM then one noisy iteration: **not** formally DP). ``--baum-welch`` re-runs
+   that experiment (its settings below; about 5 minutes with ``--reps 2``) and writes
+   its JSON; the figure draws its "every" curve from ``--baum-welch-json`` or, by
+   default, from the measurement recorded in ``docs/dp-keyword-models.md``.
 
-- training data: the FSDD training split (indices 5-49 of every speaker and digit: 225
-  utterances per digit), features from :mod:`smc_hmm.features` with the bundled
-  pipeline's standardisation (``smc_hmm.data.load_pipeline``); test data: the bundled 250
-  test utterances. The training recordings are not bundled: get the Free Spoken Digit
-  Dataset (github.com/Jakobovski/free-spoken-digit-dataset, CC BY-SA 4.0) and name its
-  folder with ``--fsdd DIR`` or ``FSDD_DIR=DIR``; without it the script stops with that
-  advice.
-- declared bounds: every standardised coordinate clipped to |x_i| <= 5 (``--clip``),
-  then every frame to the L2 ball ||x||_2 <= R = 10 (``--feature-bound``, the bound DP
-  Baum-Welch needs; about 1% of frames are longer), sequences cut to L = 100 frames
-  (``--max-length``, 1 s of audio; ``long_sequences="truncate"``). Alice's test features get
-  the same per-coordinate clip.
-- skeleton (public): 5-state left-to-right model (start in state 0; a_jj = a_j,j+1 = 1/2;
-  last state absorbing), diagonal covariances, all means 0 and variances 1 (the
-  standardised scale). The left-to-right topology alone separates the states after the
-  first E-step, like the flat start of the non-private models but without looking at the
-  data.
-- DP modes: ``every`` (``--iterations`` K = 5 noisy iterations of eps/K each: eps-DP on
-  each digit's training set, the formally private mode); ``last`` (plain EM, 20 iterations
-  at most, tolerance 1.0, then one noisy iteration with the whole eps: paper 000's
-  experiment 1, **not** a formal DP guarantee, shown for comparison only).
-- composition: the ten models are trained on disjoint data (the utterances of one digit
-  each), so under add/remove of one utterance the release of all ten is eps-DP (parallel
-  composition); under substitution of an utterance by one of another digit, 2 eps.
-- eps = inf: the same pipeline without noise (same skeleton, clipping and L; ``every``
-  then means K plain iterations, ``last`` plain EM to convergence).
+DP Baum-Welch settings (all public and data-independent): features standardised by the
+bundled pipeline and clipped to |x_i| <= 5 (``--clip``), frames to ||x||_2 <= R = 10
+(``--feature-bound``), sequences cut to L = 100 frames (``--max-length``); skeleton:
+5-state left-to-right, means 0, variances 1; composition across the ten disjoint
+training sets is parallel. Noise from INSECURE seeded streams (reproducible figures).
 
-Noise comes from INSECURE seeded streams (``DPRandom.insecure_seeded``) so that the figures
-are reproducible; a real release uses the default CSPRNG.
+Run from the repository root::
 
-Run from the repository root (writes ``docs/dp-keyword-models.png`` and prints the table;
-about 7 minutes on one core with 3 runs per eps, 283 s with ``--reps 2`` as in the doc;
-``--quick`` about 40 s)::
+    python examples/dp_keyword_models.py FSDD_DIR [--releases 5] [--json bench.json]
+    python examples/dp_keyword_models.py --from-json bench.json   # redraw only
+    python examples/dp_keyword_models.py FSDD_DIR --baum-welch [--reps 2] [--json bw.json]
 
-    FSDD_DIR=path/to/free-spoken-digit-dataset \
-        python examples/dp_keyword_models.py [--quick] [--json out.json]
-
-See ``docs/dp-keyword-models.md``.
+The figure goes to ``docs/dp-keyword-models.png`` (``--out``). See
+``docs/dp-keyword-models.md``.
 """
 
 from __future__ import annotations
@@ -180,6 +169,14 @@ def _speech_script():
     return module
 
 
+def _recordings_dir(fsdd: Path) -> Path:
+    """The folder of WAVs: ``fsdd`` itself or its ``recordings/`` subfolder."""
+    folder = fsdd / "recordings" if (fsdd / "recordings").is_dir() else fsdd
+    if not any(folder.glob("*.wav")):
+        sys.exit(f"no FSDD recordings in {fsdd}: the training data are not bundled")
+    return folder
+
+
 def load_training(fsdd: Path, indices: range, clip_bound: float) -> dict[str, list[np.ndarray]]:
     """Standardised, clipped training features per digit word from the FSDD recordings."""
     from smc_hmm.data import DIGIT_WORDS, load_pipeline
@@ -189,7 +186,7 @@ def load_training(fsdd: Path, indices: range, clip_bound: float) -> dict[str, li
     pipeline = load_pipeline()
     base = FeaturePipeline()
     train: dict[str, list[np.ndarray]] = {w: [] for w in DIGIT_WORDS}
-    paths = sorted((fsdd / "recordings").glob("*.wav"))
+    paths = sorted(_recordings_dir(fsdd).glob("*.wav"))
     for path in paths:
         match = script._NAME.match(path.name)
         if not match:
@@ -208,17 +205,13 @@ def load_test(clip_bound: float) -> list[tuple[np.ndarray, str]]:
     return [(clip(u.features, clip_bound), u.label) for u in load_test_utterances()]
 
 
-# --- experiment ---------------------------------------------------------------------------
+# --- the DP Baum-Welch experiment -------------------------------------------------------
 
 
-def run(args: argparse.Namespace) -> dict:
-    from smc_hmm.data import fsdd_dir, load_bundled_models
-    from smc_hmm.errors import ConfigError
+def run_baum_welch(args: argparse.Namespace) -> dict:
+    from smc_hmm.data import load_bundled_models
 
-    try:
-        fsdd = fsdd_dir(args.fsdd)
-    except ConfigError as e:
-        sys.exit(f"dp_keyword_models: {e}")
+    fsdd = _recordings_dir(Path(args.fsdd))
     t0 = time.perf_counter()
     indices = range(5, 15) if args.quick else range(5, 50)
     train = load_training(fsdd, indices, args.clip)
@@ -323,58 +316,79 @@ def secure_summary(report: dict) -> dict:
     }
 
 
-def plot(res: dict, path: Path) -> None:
+# --- the figure --------------------------------------------------------------------------
+
+EARLIER_BAUM_WELCH = {
+    0.1: 0.100,
+    1.0: 0.104,
+    10.0: 0.170,
+    100.0: 0.100,
+    1000.0: 0.434,
+    10000.0: 0.954,
+}
+"""DP Baum-Welch, noise in every iteration (eps-DP): the measurement recorded in
+``docs/dp-keyword-models.md`` (``--baum-welch --reps 2``, 2 runs per eps)."""
+
+
+def plot(
+    bench: dict, path: Path, baum_welch: dict | None = None, secure: dict | None = None
+) -> None:
+    """Accuracy against eps: the bounded-contribution release (mean, min-max band over its
+    releases), DP Baum-Welch, the bundled non-private models, the secure protocol (a
+    :func:`secure_summary`), chance and the targets."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    finite = [e for e in res["eps"] if e != "inf"]
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    styles = {
-        "every": ("C0", "o", "noise in every iteration (eps-DP)"),
-        "last": ("C1", "s", "noise in last iteration only (NOT formally DP)"),
-    }
-    for mode, (colour, marker, label) in styles.items():
-        acc = res["accuracy"][mode]
-        means = [np.mean(acc[f"{e:g}"]) for e in finite]
-        lo = [min(acc[f"{e:g}"]) for e in finite]
-        hi = [max(acc[f"{e:g}"]) for e in finite]
-        ax.plot(finite, means, marker=marker, color=colour, label=label)
-        ax.fill_between(finite, lo, hi, color=colour, alpha=0.15)
-        ax.axhline(
-            np.mean(acc["inf"]),
-            color=colour,
-            ls=":",
-            lw=1,
-            label=f"same pipeline, no noise ({mode}): {np.mean(acc['inf']):.1%}",
-        )
-    ax.axhline(
-        res["bundled_diag_accuracy"],
-        color="k",
-        ls="--",
-        lw=1,
-        label=f"bundled non-private models: {res['bundled_diag_accuracy']:.1%}",
+    accuracy = bench["accuracy"]
+    eps = sorted(float(e) for e in accuracy)
+    means = [np.mean(accuracy[f"{e:g}"]) for e in eps]
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    ax.fill_between(
+        eps,
+        [min(accuracy[f"{e:g}"]) for e in eps],
+        [max(accuracy[f"{e:g}"]) for e in eps],
+        color="C0",
+        alpha=0.2,
     )
-    if "secure" in res:
-        sec = res["secure"]
+    releases = len(accuracy[f"{eps[0]:g}"])
+    label = f"bounded-contribution release, (eps, 1e-6)-DP (mean of {releases})"
+    ax.plot(eps, means, "o-", color="C0", label=label)
+    if baum_welch is not None:
+        finite = [e for e in baum_welch["eps"] if e != "inf"]
+        bw = {e: np.mean(baum_welch["accuracy"]["every"][f"{e:g}"]) for e in finite}
+    else:
+        bw = EARLIER_BAUM_WELCH
+    label = "DP Baum-Welch, Laplace, every iteration (eps-DP)"
+    ax.plot(list(bw), list(bw.values()), "s--", color="C3", label=label)
+    diag = bench["bundled_diag_accuracy"]
+    ax.axhline(diag, color="k", ls="--", lw=1, label=f"bundled non-private diag models: {diag:.1%}")
+    full = bench.get("bundled_full_accuracy_manifest")
+    if full:
         ax.axhline(
-            res["bundled_diag_accuracy"],
+            full, color="k", ls=":", lw=1, label=f"bundled non-private full models: {full:.1%}"
+        )
+    if secure is not None:
+        ax.axhline(
+            diag,
             color="C2",
             ls=(0, (1, 3)),
             lw=2,
             label=(
-                f"secure protocol (same models; {sec['agree']}/{sec['utterances']} decisions "
-                f"checked equal): {sec['median_seconds']:.0f} s, "
-                f"{sec['median_megabytes']:.1f} MB per utterance"
+                f"secure protocol (bundled diag models; {secure['agree']}/"
+                f"{secure['utterances']} decisions checked equal): "
+                f"{secure['median_seconds']:.0f} s, "
+                f"{secure['median_megabytes']:.1f} MB per utterance"
             ),
         )
     ax.axhline(0.1, color="grey", ls="-.", lw=1, label="chance (10%)")
+    ax.plot([3.0, 10.0], [0.6, 0.9], "v", color="C2", ms=9, ls="none", label="targets (eps 3, 10)")
     ax.set_xscale("log")
     ax.set_ylim(0, 1.02)
-    ax.set_xlabel("epsilon (whole set of ten models)")
+    ax.set_xlabel("epsilon (whole set of ten models; delta = 1e-6 for the Gaussian release)")
     ax.set_ylabel("test accuracy (250 utterances)")
-    ax.set_title("DP keyword HMMs (FSDD digits, 5-state diag, L = 100, R = 10)")
+    ax.set_title("DP keyword HMMs on FSDD digits (5-state left-to-right, diagonal)")
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -384,35 +398,54 @@ def plot(res: dict, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small run (~1 minute)")
-    parser.add_argument(
-        "--fsdd", help="the FSDD folder holding recordings/ (default: the FSDD_DIR variable)"
-    )
-    parser.add_argument("--reps", type=int, default=None, help="DP runs per eps (3; quick 1)")
-    parser.add_argument("--iterations", type=int, default=5, help="noisy iterations (every)")
-    parser.add_argument("--states", type=int, default=5)
-    parser.add_argument("--max-length", type=int, default=100, help="declared L (frames)")
-    parser.add_argument("--feature-bound", type=float, default=10.0, help="L2 bound R")
-    parser.add_argument("--clip", type=float, default=5.0, help="per-coordinate clip")
-    parser.add_argument("--seed", type=int, default=511)
+    parser.add_argument("fsdd", nargs="?", help="the FSDD recordings (or their parent)")
+    parser.add_argument("--from-json", type=Path, help="draw a `bench dp-keyword --json` file")
+    parser.add_argument("--releases", type=int, default=5, help="releases per eps (5)")
+    parser.add_argument("--eps", default=None, help="comma-separated eps (the bench's grid)")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "dp-keyword-models.png")
-    parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument("--json", type=Path, help="write the results as JSON")
+    parser.add_argument("--baum-welch-json", type=Path, help="a --baum-welch JSON to draw")
+    parser.add_argument("--baum-welch", action="store_true", help="run DP Baum-Welch instead")
     parser.add_argument(
         "--secure",
         type=Path,
         help="a `smc-hmm demo keyword --json` report: draw the secure protocol beside",
     )
-    parser.add_argument("--json", type=Path, help="write the results as JSON")
+    bw = parser.add_argument_group("DP Baum-Welch (--baum-welch)")
+    bw.add_argument("--quick", action="store_true", help="small run (~1 minute)")
+    bw.add_argument("--reps", type=int, default=None, help="DP runs per eps (3; quick 1)")
+    bw.add_argument("--iterations", type=int, default=5, help="noisy iterations (every)")
+    bw.add_argument("--states", type=int, default=5)
+    bw.add_argument("--max-length", type=int, default=100, help="declared L (frames)")
+    bw.add_argument("--feature-bound", type=float, default=10.0, help="L2 bound R")
+    bw.add_argument("--clip", type=float, default=5.0, help="per-coordinate clip")
+    bw.add_argument("--seed", type=int, default=511)
     args = parser.parse_args(argv)
-    res = run(args)
-    if args.secure:
-        res["secure"] = secure_summary(json.loads(args.secure.read_text()))
-    print_table(res)
-    if args.json:
-        args.json.write_text(json.dumps(res, indent=2) + "\n")
-        print(f"wrote {args.json}")
-    if not args.no_plot:
-        plot(res, args.out)
+    if args.baum_welch:
+        if not args.fsdd:
+            parser.error("--baum-welch needs FSDD_DIR")
+        res = run_baum_welch(args)
+        print_table(res)
+        if args.json:
+            args.json.write_text(json.dumps(res, indent=2) + "\n")
+            print(f"wrote {args.json}")
+        return 0
+    if args.from_json:
+        bench = json.loads(args.from_json.read_text())
+    elif args.fsdd:
+        from smc_hmm.bench.dp_keyword import DEFAULT_EPS, _eps_list
+        from smc_hmm.bench.dp_keyword import run as run_bench
+
+        result = run_bench(args.fsdd, _eps_list(args.eps or DEFAULT_EPS), args.releases)
+        bench = result.to_dict()
+        if args.json:
+            result.write_json(str(args.json))
+            print(f"wrote {args.json}")
+    else:
+        parser.error("give FSDD_DIR or --from-json")
+    baum_welch = json.loads(args.baum_welch_json.read_text()) if args.baum_welch_json else None
+    secure = secure_summary(json.loads(args.secure.read_text())) if args.secure else None
+    plot(bench, args.out, baum_welch, secure)
     return 0
 
 

@@ -119,6 +119,7 @@ from smc_hmm.crypto.fixedpoint import ldexp_int
 from smc_hmm.crypto.packing import PackedCipherArray, PackingPlan
 from smc_hmm.errors import ConfigError, InvalidInputError, PrecisionError, ProtocolError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, emission_weights, quadratic_products
+from smc_hmm.limits import MAX_SEQUENCE_LENGTH, MAX_STATES, MAX_WIDTH, check_at_most
 from smc_hmm.messages import Ciphertexts, Key, Message, Public
 from smc_hmm.protocol import ProtocolDescriptor, Role
 from smc_hmm.runtime.inputs import load_array, load_models
@@ -128,8 +129,8 @@ NAME = "forward"
 #: only x_i and x_i^2 (the covariance structure is then public)
 DIAG = "gaussian-diag"
 KINDS = ("discrete", "gaussian", DIAG)
-#: the longest observation sequence Bob accepts (a public limit)
-MAX_LENGTH = 1_000_000
+#: the longest observation sequence Bob accepts (a public limit, smc_hmm.limits)
+MAX_LENGTH = MAX_SEQUENCE_LENGTH
 RECURSIONS = ("v2", "v1")
 
 
@@ -220,13 +221,15 @@ class ForwardSpec:
             not isinstance(spec, dict)
             or set(spec) != {"kind", "width", "states", "topology"}
             or spec["kind"] not in KINDS
-            or not isinstance(spec["width"], int)
-            or not 0 < spec["width"] <= 100_000
+            or type(spec["width"]) is not int
+            or spec["width"] < 1
             or not isinstance(spec["states"], list)
             or not spec["states"]
-            or not all(isinstance(s, int) and 0 < s <= 100_000 for s in spec["states"])
+            or not all(type(s) is int and s > 0 for s in spec["states"])
         ):
-            raise ProtocolError(f"malformed forward-algorithm spec: {spec!r}")
+            raise ProtocolError(f"malformed forward-algorithm spec: {str(spec)[:200]}")
+        check_at_most("max_width", spec["width"], MAX_WIDTH, "the spec's width")
+        check_at_most("max_states", sum(spec["states"]), MAX_STATES, "the spec's states")
         states = tuple(spec["states"])
         topology = None
         if params.recursion == "v2":
@@ -751,8 +754,9 @@ def bob(
         unblind_weights(a, [0] * len(a), prec)
     ctx.send(peer, Message("fw.spec", Public((dict,))), spec.to_wire())
     n_steps = ctx.recv(peer, spec.messages()["length"])
-    if not 0 < n_steps <= MAX_LENGTH:
-        raise ProtocolError(f"sequence length {n_steps} outside [1, {MAX_LENGTH}]")
+    if n_steps < 1:
+        raise ProtocolError(f"sequence length {n_steps} is not positive")
+    check_at_most("max_sequence_length", n_steps, MAX_LENGTH, f"{peer}'s sequence length")
     msg = spec.messages(n_steps)
     enc_obs = ctx.recv(peer, msg["obs"])
     groups = spec.frame_groups(n_steps)

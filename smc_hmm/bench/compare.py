@@ -391,4 +391,5 @@ def main(args) -> int:
             raise ConfigError(f"cannot write {args.json}: {e.strerror or e}") from e
         console.print(f"wrote {args.json}")
     missed = [r for r in rows if r.met is False]
-    return 1 if missed or abs(ratio - 1) > BIT_TIMING_TOLERANCE else 0
+    # the bit-timing ratio is reported, not a pass/fail: a busy machine moves it
+    return 1 if missed else 0

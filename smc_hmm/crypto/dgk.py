@@ -63,6 +63,7 @@ from smc_hmm.errors import (
     InvalidCiphertextError,
     InvalidInputError,
 )
+from smc_hmm.limits import MAX_DGK_T, MAX_DGK_U_BITS, MAX_KEY_BITS, check_at_most, check_key_bits
 
 __all__ = [
     "DGKKeyCache",
@@ -150,10 +151,21 @@ class DGKPublicKey:
         return [int(self.n), int(self.g), int(self.h), self.u, self.t]
 
     @classmethod
-    def from_wire(cls, data) -> DGKPublicKey:
-        """The inverse of :meth:`to_wire`; any malformed value is a :class:`CryptoError`."""
+    def from_wire(cls, data, *, max_bits: int = MAX_KEY_BITS) -> DGKPublicKey:
+        """The inverse of :meth:`to_wire`; any malformed value is a :class:`CryptoError`.
+
+        A peer's modulus above ``max_bits``, t above ``max_dgk_t`` or u above
+        ``max_dgk_u_bits`` (:mod:`smc_hmm.limits`) raises ParameterBoundError before
+        anything is computed with them (a primality test of u, the table of h).
+        """
         if not isinstance(data, list | tuple) or len(data) != 5:
             raise CryptoError("a DGK public key is the list [n, g, h, u, t]")
+        n, _, _, u, t = (x if type(x) is int else 0 for x in data)  # types: the constructor's
+        check_key_bits(abs(n).bit_length(), max_bits, "the peer's DGK modulus")
+        check_at_most("max_dgk_t", max(t, 0), MAX_DGK_T, "the peer's DGK t")
+        check_at_most(
+            "max_dgk_u_bits", abs(u).bit_length(), MAX_DGK_U_BITS, "the peer's DGK u (bits)"
+        )
         try:
             return cls(*data)
         except InvalidInputError as e:

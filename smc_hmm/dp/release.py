@@ -63,6 +63,11 @@ sequences of a data file, from a *public* skeleton that depends on no data:
   first.  Nothing data-dependent beyond the model is released: neither the number of
   sequences nor their lengths.
 
+``release hmm --keyword-models`` -- one DP keyword HMM per label from a labelled data
+set (FSDD recordings or labelled features), every utterance's contribution bounded, the
+Gaussian mechanism in zCDP, (eps, delta) guarantee in ``<out stem>.privacy.json``:
+:mod:`smc_hmm.dp.keyword_release` and ``docs/dp-keyword-models.md``.
+
 ``release trace`` -- DPHMM (:class:`smc_hmm.dp.dphmm.DPHMM`) on a state trace:
 
 - **Markov chain**: model ``--model-index`` (default 0) of ``--model``: its transition
@@ -401,6 +406,12 @@ def add_hmm_arguments(parser: argparse.ArgumentParser) -> None:
     )
     a("--eps", type=float, required=True, metavar="E", help="total privacy budget (> 0)")
     a(
+        "--states",
+        type=int,
+        metavar="N",
+        help="hidden states (default 3; 5 with --keyword-models)",
+    )
+    a(
         "--max-length",
         type=int,
         metavar="L",
@@ -420,7 +431,6 @@ def add_hmm_arguments(parser: argparse.ArgumentParser) -> None:
         "NOT differentially private: no guarantee is claimed (the privacy JSON has "
         "guarantee null); for reproducing the paper only",
     )
-    a("--states", type=int, default=3, metavar="N", help="hidden states")
     a(
         "--truncate",
         action="store_true",
@@ -475,6 +485,9 @@ def add_hmm_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="INSECURE seeded noise with the float sampler (reproducible experiments only)",
     )
+    from smc_hmm.dp.keyword_release import add_arguments as add_keyword_arguments
+
+    add_keyword_arguments(parser)
 
 
 def metadata_path(model_path: str | Path) -> Path:
@@ -517,6 +530,12 @@ def _check_out(path: object) -> Path:
 
 def release_hmm(args: argparse.Namespace, console=None) -> int:
     """Run ``smc-hmm release hmm`` (module docstring); returns 0."""
+    if getattr(args, "keyword_models", False):  # smc_hmm.dp.keyword_release
+        from smc_hmm.dp.keyword_release import release_command
+
+        return release_command(args, console, metadata_path(str(args.out)))
+    if args.states is None:
+        args.states = 3
     from smc_hmm.dp.baum_welch import dp_baum_welch
     from smc_hmm.dp.random import DPRandom
     from smc_hmm.hmm.io import load_models, save_models

@@ -521,7 +521,8 @@ def test_release_help_shows_descriptions_and_defaults(capsys):
     assert main(["release", "hmm", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert rel.HMM_DESCRIPTION in text
-    for shown in ("(default: 3)", "(default: ergodic)", "(default: add_remove)"):
+    assert "hidden states (default 3; 5 with --keyword-models)" in text
+    for shown in ("(default: ergodic)", "(default: add_remove)"):
         assert shown in text
     assert "(default: released_hmm.npz)" in text and "(default: None)" not in text
     assert "--not-dp-last-iteration" in text and "NOT differentially private" in text

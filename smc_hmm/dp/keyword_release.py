@@ -1,0 +1,258 @@
+"""``smc-hmm release hmm --keyword-models``: release DP keyword HMMs and their guarantee.
+
+The command side of :mod:`smc_hmm.dp.keyword_models`: it reads labelled training
+utterances, runs :func:`~smc_hmm.dp.keyword_models.release_keyword_models` and writes
+
+- the model file ``--out`` (:func:`smc_hmm.hmm.io.save_models`: one model per label and
+  the feature pipeline with the released standardisation), which ``smc-hmm keyword
+  --models FILE`` and the secure keyword protocol use unchanged;
+- the guarantee beside it, ``<out stem>.privacy.json`` (the same sidecar name as every
+  ``release hmm``): eps, delta, neighbouring relation, accountant, each Gaussian
+  mechanism, what is public and what is not covered, and the SHA-256 of the model file.
+
+Training data (``--data``):
+
+- a directory of recordings named ``<digit>_<speaker>_<index>.wav`` (the Free Spoken
+  Digit Dataset's naming; the directory itself or its ``recordings/`` subdirectory),
+  labelled ``"zero"`` .. ``"nine"``; recordings whose index is in ``--skip-indices``
+  (default 0-4: the bundled public test split) are left out. Features are extracted
+  with the bundled pipeline's parameters (:mod:`smc_hmm.features`);
+- or an ``.npz`` file with raw features in the layout of the bundled test split:
+  ``features`` (all frames, (N, D)), ``lengths`` (frames per utterance) and ``labels``
+  (strings) or ``digits`` (0-9).
+
+Every bad input raises a typed :class:`~smc_hmm.errors.SmcHmmError`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from smc_hmm.errors import ConfigError
+
+__all__ = ["add_arguments", "read_labelled_features", "release_command", "save_release"]
+
+_FSDD_NAME = re.compile(r"^(\d)_([A-Za-z]+)_(\d+)\.wav$")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The keyword-model options of ``smc-hmm release hmm`` (an argument group)."""
+    g = parser.add_argument_group(
+        "keyword models (--keyword-models; docs/dp-keyword-models.md)",
+        "one DP HMM per label from a labelled data set, every utterance's contribution "
+        "bounded, Gaussian mechanism in zCDP; uses --data, --eps, --states, --out, --json, "
+        "--seed",
+    )
+    a = g.add_argument
+    a(
+        "--keyword-models",
+        action="store_true",
+        help="release keyword HMMs (--data: FSDD recordings directory or labelled .npz)",
+    )
+    a("--delta", type=float, default=1e-6, help="delta of the (eps, delta) guarantee (1e-6)")
+    a("--record-bound", type=float, default=6.0, help="L2 bound C of one utterance's means")
+    a("--coord-clip", type=float, default=3.0, help="per-coordinate clip of standardised frames")
+    a(
+        "--standardisation",
+        choices=("dp", "bundled"),
+        default="dp",
+        help="dp: released with 5%% of the budget (default); bundled: the published "
+        "pipeline, NOT covered by the guarantee",
+    )
+    a(
+        "--variances",
+        choices=("unit", "tied", "state"),
+        default="unit",
+        help="released variances: none (unit, default), one tied vector, or per state",
+    )
+    a(
+        "--skip-indices",
+        default="0-4",
+        metavar="A-B",
+        help="recording indices left out of a directory (default 0-4: the public test "
+        "split); 'none' keeps all",
+    )
+
+
+def _indices(text: str) -> range:
+    if text == "none":
+        return range(0)
+    match = re.fullmatch(r"(\d+)-(\d+)", text)
+    if not match or int(match[1]) > int(match[2]):
+        raise ConfigError(f"--skip-indices must be A-B (A <= B) or 'none', got {text!r}")
+    return range(int(match[1]), int(match[2]) + 1)
+
+
+def _recordings(directory: Path) -> list[Path]:
+    folder = directory / "recordings" if (directory / "recordings").is_dir() else directory
+    return sorted(p for p in folder.glob("*.wav") if _FSDD_NAME.match(p.name))
+
+
+def read_labelled_recordings(
+    directory: str | Path, skip_indices: Iterable[int] = range(5)
+) -> dict[str, list[np.ndarray]]:
+    """Raw features per digit word of FSDD-named recordings (module docstring)."""
+    from smc_hmm.data import DIGIT_WORDS, load_pipeline
+    from smc_hmm.features import read_wav
+
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ConfigError(f"{directory} is not a directory of recordings")
+    paths = _recordings(directory)
+    if not paths:
+        raise ConfigError(f"{directory} holds no recordings named <digit>_<speaker>_<index>.wav")
+    skip = set(skip_indices)
+    extractor = replace(load_pipeline(), mean=None, std=None)
+    data: dict[str, list[np.ndarray]] = {word: [] for word in DIGIT_WORDS}
+    for path in paths:
+        match = _FSDD_NAME.match(path.name)
+        assert match is not None
+        if int(match[3]) in skip:
+            continue
+        signal = read_wav(path, extractor.sample_rate, extractor.min_samples)
+        data[DIGIT_WORDS[int(match[1])]].append(extractor.extract(signal))
+    empty = [word for word, rows in data.items() if not rows]
+    if empty:
+        raise ConfigError(f"{directory}: no training recordings for {empty}")
+    return data
+
+
+def read_labelled_features(path: str | Path) -> dict[str, list[np.ndarray]]:
+    """Raw features per label from an ``.npz`` file (module docstring)."""
+    from smc_hmm.data import DIGIT_WORDS
+
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            members = {k: npz[k] for k in npz.files}
+    except (OSError, ValueError, EOFError) as exc:
+        raise ConfigError(f"{path} is not a readable .npz archive: {exc}") from None
+    if "features" not in members or "lengths" not in members:
+        raise ConfigError(f"{path}: needs members 'features' and 'lengths'")
+    features = members["features"]
+    lengths = members["lengths"]
+    if features.ndim != 2 or lengths.ndim != 1 or lengths.dtype.kind not in "iu":
+        raise ConfigError(f"{path}: 'features' must be (N, D) and 'lengths' 1-d integers")
+    if np.any(lengths < 1) or int(lengths.sum()) != features.shape[0]:
+        raise ConfigError(f"{path}: 'lengths' do not split the {features.shape[0]} frames")
+    if "labels" in members:
+        labels = [str(v) for v in members["labels"]]
+    elif "digits" in members:
+        digits = members["digits"]
+        if digits.dtype.kind not in "iu" or np.any((digits < 0) | (digits > 9)):
+            raise ConfigError(f"{path}: 'digits' must be integers 0-9")
+        labels = [DIGIT_WORDS[int(v)] for v in digits]
+    else:
+        raise ConfigError(f"{path}: needs member 'labels' or 'digits'")
+    if len(labels) != len(lengths):
+        raise ConfigError(f"{path}: one label per utterance")
+    bounds = np.concatenate([[0], np.cumsum(lengths)])
+    data: dict[str, list[np.ndarray]] = {}
+    for i, label in enumerate(labels):
+        data.setdefault(label, []).append(features[bounds[i] : bounds[i + 1]].astype(np.float64))
+    return dict(sorted(data.items()))
+
+
+def save_release(release, out: str | Path, guarantee_path: str | Path) -> dict:
+    """Write the model file and the guarantee; returns the guarantee as written."""
+    from smc_hmm.hmm.io import save_models
+
+    out = Path(out)
+    save_models(out, release.models, release.labels, pipeline=release.pipeline.to_dict())
+    guarantee = {
+        **release.guarantee,
+        "model_sha256": hashlib.sha256(out.read_bytes()).hexdigest(),
+        "model_file": out.name,
+    }
+    try:
+        Path(guarantee_path).write_text(
+            json.dumps(guarantee, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+        )
+    except OSError as exc:
+        raise ConfigError(f"cannot write {guarantee_path}: {exc.strerror or exc}") from exc
+    return guarantee
+
+
+_BAUM_WELCH_ONLY = {
+    "every_iteration": "--every-iteration",
+    "max_length": "--max-length",
+    "truncate": "--truncate",
+    "feature_bound": "--feature-bound",
+    "iterations": "--iterations",
+    "symbols": "--symbols",
+    "init": "--init",
+}
+
+
+def _refuse_baum_welch_options(args: argparse.Namespace) -> None:
+    """DP Baum-Welch's options mean nothing here: refuse them rather than ignore them."""
+    given = [flag for name, flag in _BAUM_WELCH_ONLY.items() if getattr(args, name, None)]
+    if given:
+        raise ConfigError(
+            f"--keyword-models does not take {', '.join(given)} (DP Baum-Welch options): "
+            "each utterance's contribution is bounded by --record-bound, whatever its length"
+        )
+    if getattr(args, "neighbouring", "add_remove") != "add_remove":
+        raise ConfigError("--keyword-models guarantees add/remove of one utterance only")
+
+
+def release_command(args: argparse.Namespace, console, guarantee_path: Path) -> int:
+    """Run ``smc-hmm release hmm --keyword-models`` (module docstring); returns 0."""
+    from smc_hmm.dp.keyword_models import KeywordDesign, release_keyword_models
+    from smc_hmm.dp.random import DPRandom
+
+    _refuse_baum_welch_options(args)
+    out = Path(str(args.out))
+    if out.suffix != ".npz" or not out.parent.is_dir():
+        raise ConfigError(f"--out must name a .npz file in an existing directory, got {out}")
+    data_path = Path(str(args.data))
+    if data_path.is_dir():
+        train = read_labelled_recordings(data_path, _indices(args.skip_indices))
+    elif data_path.suffix.lower() == ".npz" and data_path.is_file():
+        train = read_labelled_features(data_path)
+    else:
+        raise ConfigError(f"--data {data_path}: expected a recordings directory or an .npz file")
+    design = KeywordDesign(
+        n_states=5 if args.states is None else args.states,
+        coord_clip=args.coord_clip,
+        record_bound=args.record_bound,
+        count_weight=args.record_bound,
+        standardisation=args.standardisation,
+        variances=args.variances,
+        delta=args.delta,
+    )
+    seeded = args.seed is not None
+    rng = DPRandom.insecure_seeded(int(args.seed)) if seeded else None
+    release = release_keyword_models(
+        train, args.eps, design=design, sampler="float" if seeded else "opendp", rng=rng
+    )
+    guarantee = save_release(release, out, guarantee_path)
+    summary = {
+        **guarantee,
+        "model": str(out),
+        "metadata": str(guarantee_path),
+        "training_utterances": "not released (only through the noisy counts)",
+    }
+    if console is not None:
+        if seeded:
+            console.print(
+                "[yellow]warning:[/] --seed: INSECURE seeded float noise (reproducible "
+                "experiments only)"
+            )
+        if release.guarantee["not_covered"]:
+            console.print(
+                "[yellow]warning:[/] not covered by the guarantee: "
+                + "; ".join(release.guarantee["not_covered"])
+            )
+        console.print(json.dumps(summary, indent=2, sort_keys=True), markup=False, highlight=False)
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return 0
