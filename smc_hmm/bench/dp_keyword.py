@@ -211,8 +211,13 @@ def add_arguments(parser) -> None:
         "--variances", choices=("unit", "tied", "state"), default="unit", help="design option"
     )
     parser.add_argument(
-        "--standardisation", choices=("dp", "bundled"), default="dp", help="design option"
+        "--standardisation",
+        choices=("dp", "public", "bundled"),
+        default="dp",
+        help="design option",
     )
+    parser.add_argument("--static-means", action="store_true", help="design option")
+    parser.add_argument("--record-bound", type=float, default=None, help="design option (C)")
     parser.add_argument("--audit-releases", type=int, default=None, help="per side (1000)")
     parser.add_argument("--audit-eps", type=float, default=3.0, help="eps of the audit (3)")
     parser.add_argument("--quick", action="store_true", help="eps 1,3,10, 2 releases, audit 200")
@@ -248,7 +253,14 @@ def main(args) -> int:
     audit = args.audit_releases if args.audit_releases is not None else (
         200 if args.quick else 1000
     )  # fmt: skip
-    design = KeywordDesign(variances=args.variances, standardisation=args.standardisation)
+    options = dict(
+        variances=args.variances,
+        standardisation=args.standardisation,
+        static_means=args.static_means,
+    )
+    if args.record_bound is not None:
+        options.update(record_bound=args.record_bound, count_weight=args.record_bound)
+    design = KeywordDesign(**options)
     result = run(
         args.fsdd,
         eps_values,

@@ -101,14 +101,14 @@ def test_rho_from_epsilon_inverts_the_conversion_on_the_safe_side(eps):
 
 
 @pytest.mark.parametrize("variances", ["unit", "tied", "state"])
-@pytest.mark.parametrize("standardisation", ["dp", "bundled"])
+@pytest.mark.parametrize("standardisation", ["dp", "public", "bundled"])
 def test_release_accountant_equals_opendp_for_the_same_mechanism_sequence(
     variances, standardisation
 ):
     """The release's (eps, delta) -- our zCDP sum and conversion -- equals OpenDP's
     composition of the same Gaussian measurements, and stays within the request."""
     train, _ = _data(per_label=8)
-    base = BASE if standardisation == "dp" else BASE.fit_standardisation(train["a"])
+    base = BASE if standardisation != "bundled" else BASE.fit_standardisation(train["a"])
     design = KeywordDesign(
         n_states=3, variances=variances, standardisation=standardisation, record_bound=4.0
     )
@@ -263,6 +263,28 @@ def test_default_release_uses_the_hardened_opendp_sampler():
     assert out.guarantee["sampler"] == "opendp" and not out.guarantee["insecure_randomness"]
     assert all("make_gaussian" in m["details"] for m in out.guarantee["mechanisms"])
     assert out.epsilon <= 3.0
+
+
+def test_public_standardisation_and_static_means_with_derived_deltas():
+    train, test = _data()
+    design = KeywordDesign(n_states=3, standardisation="public", static_means=True)
+    out = _release(train, 1e4, design=design)
+    (stage,) = out.guarantee["mechanisms"]  # the state means only
+    assert stage["coordinates"] == 3 * (3 * 1 + 1)  # K n_mfcc static means + count, per label
+    assert out.pipeline.mean == tuple(REFERENCE.centre) and out.guarantee["not_covered"] == []
+    assert "public reference" in out.guarantee["public"]["standardisation"]
+    assert all(m.means.shape == (3, 3) for m in out.models)
+
+
+def test_derived_deltas_of_a_steady_ramp():
+    """Static means rising by 1 per state, 1/(1 - a_jj) = 8 frames per state: the delta is
+    1/8 per frame (in raw units, rescaled by the pipeline's std), the delta-delta 0."""
+    pipeline = FeaturePipeline(n_mfcc=2, n_mels=2, mean=(0.0,) * 6, std=(1, 1, 2, 2, 4, 4))
+    static = np.array([[0.0, 0.0], [1.0, 2.0], [2.0, 4.0], [3.0, 6.0]])
+    means = km.derived_deltas(static, pipeline, 0.875)
+    np.testing.assert_allclose(means[:, :2], static)
+    np.testing.assert_allclose(means[:, 2:4], [[1 / 16, 2 / 16]] * 4)
+    np.testing.assert_allclose(means[:, 4:], 0.0, atol=1e-15)
 
 
 def test_bundled_standardisation_is_declared_outside_the_guarantee():
