@@ -123,15 +123,16 @@ def test_dgk_modulus_above_max_key_bits_is_refused(dgk_wire):
 
 
 def test_a_forward_spec_beyond_width_or_states_is_refused():
-    params = forward.ForwardParams(recursion="v1")  # no topology to check
+    params = forward.ForwardParams()
 
-    def spec(width, states):
-        return {"kind": "gaussian", "width": width, "states": states, "topology": None}
+    def spec(width, states, topology=None):
+        return {"kind": "gaussian", "width": width, "states": states, "topology": topology}
 
     refused("max_width", lambda: forward.ForwardSpec.from_wire(spec(10**9, [2]), 1024, params))
     many = [limits.MAX_STATES // 2 + 1] * 2
     refused("max_states", lambda: forward.ForwardSpec.from_wire(spec(3, many), 1024, params))
-    ok = forward.ForwardSpec.from_wire(spec(3, [2, 3]), 1024, params)
+    edges = [[[0, 0], [0, 1], [1, 1]], [[0, 0], [1, 1], [2, 2]]]  # the public topology (v2)
+    ok = forward.ForwardSpec.from_wire(spec(3, [2, 3], edges), 1024, params)
     assert ok.total == 5
     with pytest.raises(ProtocolError, match="malformed"):  # not positive: malformed, as before
         forward.ForwardSpec.from_wire(spec(3, [0]), 1024, params)

@@ -30,7 +30,10 @@ of the first kind never starves the second (``docs/serving.md``, "Limits"):
   address; a connection beyond either cap closes the *oldest* pending connection
   of its own address, or of the address with the most pending connections, at
   once.  A connection that has not finished its TLS handshake and hello within
-  ``handshake_timeout`` seconds is closed.  None of them holds a thread.
+  ``handshake_timeout`` seconds is closed.  None of them holds a thread.  One source
+  address may open ``connect_rate_per_address`` new connections a second (bursts of
+  ``connect_burst_per_address``); a further one is closed on arrival, before any TLS
+  work.
 * **Sessions**: ``max_sessions`` run at once, at most ``max_sessions_per_client``
   of them for one client certificate name; a further client waits for a slot, in
   arrival order (``when_busy = "wait"``, at most ``max_waiting`` clients and
@@ -165,17 +168,21 @@ class ServeSettings:
     max_pending: int = 256
     #: of them from one source address
     max_pending_per_address: int = 64
+    #: new connections one source address may open per second (a token bucket) ...
+    connect_rate_per_address: float = 10.0
+    #: ... and at once, after a quiet spell
+    connect_burst_per_address: int = 20
     #: sessions one client certificate name runs at once (and clients of it waiting)
     max_sessions_per_client: int = 2
     #: the largest Paillier (and DGK) modulus a client may bring, bits
     max_key_bits: int = MAX_KEY_BITS
     #: the largest frame of a session (and at most ``[run] max_frame_bytes``)
-    max_frame_bytes: int = 64 * 2**20
+    max_frame_bytes: int = 16 * 2**20
     #: frames read from a client and not yet taken by the protocol: reading stops beyond
     inbox_frames: int = 16
     inbox_bytes: int = 2**20
     #: frames queued for a client that does not read: a send waits beyond, then fails
-    outbox_bytes: int = 64 * 2**20
+    outbox_bytes: int = 16 * 2**20
     #: messages a client sent that the protocol has not asked for yet: dropped beyond
     max_buffered_messages: int = 16
     max_buffered_bytes: int = 4 * 2**20
@@ -189,6 +196,7 @@ class ServeSettings:
         "max_waiting",
         "max_pending",
         "max_pending_per_address",
+        "connect_burst_per_address",
         "max_sessions_per_client",
         "max_key_bits",
         "max_frame_bytes",
@@ -199,6 +207,7 @@ class ServeSettings:
         "max_buffered_bytes",
     )
     _SECONDS = ("wait_timeout", "session_timeout", "handshake_timeout", "shutdown_grace")
+    _RATES = ("connect_rate_per_address",)
 
     def __post_init__(self):
         for name in self._COUNTS:
@@ -211,10 +220,11 @@ class ServeSettings:
             raise ConfigError(f"serve.max_frame_bytes must be at most {MAX_LENGTH}")
         if self.when_busy not in WHEN_BUSY:
             raise ConfigError(f"serve.when_busy must be one of {WHEN_BUSY}")
-        for name in self._SECONDS:
+        for name in self._SECONDS + self._RATES:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-                raise ConfigError(f"serve.{name} must be a positive number of seconds")
+                unit = "of seconds" if name in self._SECONDS else "per second"
+                raise ConfigError(f"serve.{name} must be a positive number {unit}")
         if self.scheduler is not None and not isinstance(self.scheduler, str):
             raise ConfigError("compute.scheduler must be an address like tcp://host:8786")
         if self.workers is not None and (
@@ -249,27 +259,34 @@ class ServeSettings:
         return cls(**values)
 
 
-#: glibc's mallopt parameter, and the size from which a serving process maps buffers
-_M_MMAP_THRESHOLD = -3
+#: glibc's mallopt parameters; the size from which a serving process maps buffers, and
+#: the allocation arenas its threads share
+_M_MMAP_THRESHOLD, _M_ARENA_MAX = -3, -8
 BIG_BUFFER_BYTES = 256 * 1024
+ARENAS = 2
 
 
-def return_big_buffers() -> bool:
-    """Serve every allocation of at least 256 KiB from its own memory mapping (glibc).
+def bound_allocator() -> bool:
+    """Keep what peers make a serving process allocate from staying resident (glibc).
 
     Peers decide how many large buffers a server holds (frames up to the session's
     limit, read chunks, decoded payloads), and glibc's default moves its mmap threshold
     up to the largest block freed so far, so such bursts are later carved from the
-    session threads' arenas and stay resident after the sessions end.  A fixed
-    threshold returns them to the system as soon as they are freed.  True if it was
-    set (False off glibc: nothing changes).
+    session threads' arenas and stay resident after the sessions end; and every new
+    thread may open an arena of its own (up to eight per core), each keeping its
+    high-water mark.  A fixed threshold of 256 KiB returns large buffers to the system as
+    soon as they are freed, and two arenas shared by every thread keep the rest compact
+    (threads of one Python process mostly take turns anyway).  True if both were set
+    (False off glibc: nothing changes).
     """
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    return bool(mallopt(_M_MMAP_THRESHOLD, BIG_BUFFER_BYTES))
+    mapped = mallopt(_M_MMAP_THRESHOLD, BIG_BUFFER_BYTES)
+    shared = mallopt(_M_ARENA_MAX, ARENAS)
+    return bool(mapped and shared)
 
 
 def serving_party(config: RunConfig) -> str | None:
@@ -302,6 +319,25 @@ class _Session:
         if transport is not None:
             with contextlib.suppress(Exception):
                 transport.close()
+
+
+class _ConnectRate:
+    """A token bucket per source address: ``rate`` new connections a second, ``burst`` at
+    once.  Buckets that are full again are forgotten once there are many addresses."""
+
+    def __init__(self, rate: float, burst: int, max_addresses: int = 4096):
+        self.rate, self.burst, self.max_addresses = float(rate), int(burst), max_addresses
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    def allow(self, address: str, now: float) -> bool:
+        tokens, last = self._buckets.get(address, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - last) * self.rate)
+        allowed = tokens >= 1.0
+        self._buckets[address] = (tokens - 1.0 if allowed else tokens, now)
+        if len(self._buckets) > self.max_addresses:
+            full = self.burst / self.rate
+            self._buckets = {a: b for a, b in self._buckets.items() if now - b[1] < full}
+        return allowed
 
 
 class _Pending:
@@ -378,6 +414,7 @@ class Server:
         self.client_party, self.client_role = others[0]
         self.tls = _tls_for(config, party)
         self._server_ctx = self.tls.server_context()
+        self._server_ctx.num_tickets = 0  # clients never resume: no tickets to make per handshake
         self.private = _private_input(self.role, pc, config)
         self.host = pc.host
         self.port = pc.port if port is None else port
@@ -401,11 +438,15 @@ class Server:
         #: the front door's pending connections, oldest first, overall and per address
         self._pending: dict[_Pending, None] = {}
         self._per_address: dict[str, dict[_Pending, None]] = {}
+        self._rate = _ConnectRate(
+            self.settings.connect_rate_per_address, self.settings.connect_burst_per_address
+        )
         self._listener: socket.socket | None = None
         self._door: threading.Thread | None = None
         #: outcome counts: ok and failed sessions, refused clients (with a reason, or a
-        #: failed TLS handshake), dropped pending connections (timeout or a cap)
-        self.counts = {"ok": 0, "failed": 0, "refused": 0, "dropped": 0}
+        #: failed TLS handshake), dropped pending connections (timeout or a cap), and
+        #: throttled ones (closed on arrival: their address opened too many too fast)
+        self.counts = {"ok": 0, "failed": 0, "refused": 0, "dropped": 0, "throttled": 0}
         self.address: tuple[str, int] = (self.host, self.port)
 
     def _make_compute(self) -> Compute:
@@ -480,11 +521,10 @@ class Server:
     def serve_forever(self) -> int:
         """Start, serve until SIGTERM / SIGINT, shut down within the bound; returns 0.
 
-        The serving process first fixes its allocator's mmap threshold
-        (:func:`return_big_buffers`), so that a client's burst of large frames goes back
-        to the system when its session ends.
+        The serving process first bounds its allocator (:func:`bound_allocator`), so that
+        a client's burst of large frames goes back to the system when its session ends.
         """
-        return_big_buffers()
+        bound_allocator()
         stop = threading.Event()
         previous = {}
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -565,6 +605,13 @@ class Server:
                     continue
                 log.error("%s: accept failed: %s", self.party, exc)
                 return
+            if not self._rate.allow(addr[0], time.monotonic()):
+                # before any TLS work: an address that floods us costs an accept and a close
+                log.debug("throttled %s:%s: connect_rate_per_address", addr[0], addr[1])
+                with contextlib.suppress(OSError):
+                    raw.close()
+                self._count("throttled")
+                continue
             self._admit_pending(sel, raw, addr)
 
     def _admit_pending(self, sel, raw, addr) -> None:
@@ -652,15 +699,12 @@ class Server:
                     exc = AuthenticationError(f"no valid hello: {_one_line(exc)}")
                 self._refuse(pending.sock, pending.where, "?", exc)
             return
-        if hello is None:
-            sel.modify(pending.sock, selectors.EVENT_READ, pending)
-            return
         self._forget(sel, pending)
         self._authenticated(pending.sock, hello, pending.where)
 
     @staticmethod
-    def _read_hello(pending: _Pending) -> dict | None:
-        """The hello once it is complete (None: more bytes needed); reads no further."""
+    def _read_hello(pending: _Pending) -> dict:
+        """The hello once it is complete (SSLWantReadError until then); reads no further."""
         buf = pending.buf
         while True:
             if len(buf) < HEADER_BYTES:

@@ -25,6 +25,7 @@ from serve_harness import (
 from smc_hmm.certs import make_certificates
 from smc_hmm.errors import (
     AuthenticationError,
+    ConfigError,
     InsecurePeerKeyError,
     PeerDisconnectedError,
     ServerBusyError,
@@ -60,7 +61,9 @@ def test_sessions_are_correct_and_logged_without_private_data(setup, server, cap
     _, certs, cases = setup
     caplog.set_level(logging.INFO, logger="smc_hmm.serve")
     _ok(server, certs, cases, "carol")
-    _wait_for(lambda: server.counts == {"ok": 3, "failed": 0, "refused": 0, "dropped": 0})
+    _wait_for(
+        lambda: server.counts == {"ok": 3, "failed": 0, "refused": 0, "dropped": 0, "throttled": 0}
+    )
 
     def carol():
         return [r.getMessage() for r in caplog.records if "client=carol" in r.getMessage()]
@@ -287,8 +290,6 @@ def test_party_alice_against_a_server(setup, server, tmp_path):
 
 
 def test_settings_are_validated(setup):
-    from smc_hmm.errors import ConfigError
-
     with pytest.raises(ConfigError):
         ServeSettings(max_sessions=0)
     with pytest.raises(ConfigError):
@@ -320,7 +321,6 @@ def test_client_certificates_carry_the_client_role_and_nothing_more(tmp_path):
 
     from smc_hmm.certs import CLIENT_ROLE_URI
     from smc_hmm.cli import main
-    from smc_hmm.errors import ConfigError
 
     assert main(["certs", "--out", str(tmp_path), "--parties", "bob", "--clients", "c1,c2"]) == 0
 
@@ -363,7 +363,7 @@ def test_silent_sockets_wait_without_a_thread_and_are_dropped_after_the_handshak
     settings = ServeSettings(handshake_timeout=4.0, workers=1)
     with Server(config, "bob", settings=settings, port=0) as srv:
         threads = threading.active_count()
-        silent = [_connect(srv.address) for _ in range(20)]
+        silent = [_connect(srv.address, "127.0.0.2") for _ in range(20)]
         _wait_for(lambda: srv.pending == 20)
         assert threading.active_count() == threads  # pending connections hold no thread
         _ok(srv, certs, cases[:1])  # served while they wait: the front door never blocks
@@ -393,6 +393,23 @@ def test_pending_caps_close_the_oldest_connection_of_the_heaviest_address(setup)
         assert srv.counts["dropped"] >= 3 and srv.pending <= 4
         for s in (a1, a2, a3, b1, b2, c1):
             s.close()
+
+
+def test_an_address_opening_connections_too_fast_is_throttled_before_tls(setup):
+    config, certs, cases = setup
+    settings = ServeSettings(
+        connect_rate_per_address=1.0, connect_burst_per_address=3, handshake_timeout=30.0
+    )
+    with Server(config, "bob", settings=settings, port=0) as srv:
+        flood = [_connect(srv.address, "127.0.0.2") for _ in range(6)]
+        _wait_for(lambda: srv.counts["throttled"] >= 2)
+        assert sum(_closed_by_server(s, 2) for s in flood) >= 2  # closed on arrival
+        assert srv.pending <= 4
+        _ok(srv, certs, cases[:1])  # another address is not held back
+        for s in flood:
+            s.close()
+    with pytest.raises(ConfigError):
+        ServeSettings(connect_rate_per_address=0)
 
 
 def test_one_client_name_runs_at_most_its_share_of_the_sessions(setup):
