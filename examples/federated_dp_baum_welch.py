@@ -30,6 +30,10 @@ Noise comes from INSECURE seeded streams (reproducible figures).  Run from the
 repository root (writes ``docs/aggregate-hmm.png``)::
 
     python examples/federated_dp_baum_welch.py [--quick] [--json out.json] [--secure]
+
+The speech part reads the FSDD recordings, which are not bundled: get the Free Spoken
+Digit Dataset (github.com/Jakobovski/free-spoken-digit-dataset, CC BY-SA 4.0) and name its
+folder with ``--fsdd DIR`` or ``FSDD_DIR=DIR``; without it only the dice part runs.
 """
 
 from __future__ import annotations
@@ -46,8 +50,10 @@ from pathlib import Path
 import numpy as np
 
 from smc_hmm.bench.aggregate import hmm_sweep
+from smc_hmm.data import fsdd_dir
 from smc_hmm.dp.federated import federated_dp_baum_welch
 from smc_hmm.dp.random import DPRandom
+from smc_hmm.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 SPEECH_EPS = (100.0, 1e3, 1e4, 1e5, math.inf)
@@ -219,7 +225,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--reps", type=int, default=10)
-    parser.add_argument("--fsdd", default="/work/shared/data/fsdd")
+    parser.add_argument(
+        "--fsdd",
+        help="the FSDD folder holding recordings/, for the speech part (default: the FSDD_DIR "
+        "variable; without either the speech part is skipped)",
+    )
     parser.add_argument("--no-speech", action="store_true")
     parser.add_argument("--secure", action="store_true", help="one secure E-step at 2048 bits")
     parser.add_argument("--json", metavar="PATH")
@@ -236,14 +246,16 @@ def main(argv=None) -> int:
         print(f"  {name:42s} LL " + " ".join(f"{v:.3f}" for v in c["ll"]))
         print(f"  {'':42s} acc " + " ".join(f"{v:.3f}" for v in c["acc"]))
     speech = None
-    fsdd = Path(args.fsdd)
-    if not args.no_speech and (fsdd / "recordings").is_dir():
-        speech = speech_sweep(fsdd, quick=args.quick)
-        if args.secure:
-            speech["secure_step"] = secure_step(load_by_speaker(fsdd, 5.0))
-            print(f"secure E-step: {speech['secure_step']}")
-    elif not args.no_speech:
-        print(f"no FSDD recordings in {fsdd}: speech part skipped")
+    if not args.no_speech:
+        try:
+            fsdd = fsdd_dir(args.fsdd)
+        except ConfigError as e:
+            print(f"speech part skipped: {e}")
+        else:
+            speech = speech_sweep(fsdd, quick=args.quick)
+            if args.secure:
+                speech["secure_step"] = secure_step(load_by_speaker(fsdd, 5.0))
+                print(f"secure E-step: {speech['secure_step']}")
     plot(dice, speech, Path(args.png))
     if args.json:
         Path(args.json).write_text(

@@ -206,7 +206,7 @@ def bob_recv_keys(ctx, spec: CompareSpec, peer: str = "alice", *, dgk_bits=None)
     pk = ctx.recv(peer, msg["pk"])  # step 0
     wire = ctx.recv(peer, msg["dgk"])
     try:
-        dgk_pk = DGKPublicKey.from_wire(wire)
+        dgk_pk = DGKPublicKey.from_wire(wire, max_bits=ctx.max_key_bits)
     except CryptoError as e:
         raise ProtocolError(f"{peer} sent a malformed DGK key: {e}") from e
     check_dgk_key(ctx, dgk_pk, spec, dgk_bits)
@@ -277,28 +277,11 @@ def bob_compare(
         raise ProtocolError(f"cmp.bits: {e}") from e
     # Step 3: the blinded, shuffled c_j of each pair (Veugen 2012 + ePrint 2018/1100)
     delta_b = [rng.randbits(1) for _ in range(k)]
-    n, u, g = dgk_pk.n, dgk_pk.u, dgk_pk.g
-    shift = {d: dgk_pk.constant(d) for d in (-2, -1, 1)}  # g^(s - alpha_j)
     blinded = []
     for i in range(k):
-        alpha, s = rs[i] & ((1 << l) - 1), 1 - 2 * delta_b[i]
+        alpha = rs[i] & ((1 << l) - 1)
         e = beta_bits[i * l : (i + 1) * l]
-        group = []
-        w_all = w3 = 1  # prod_{m > j} E(beta_m xor alpha_m), and its cube
-        for j in reversed(range(l)):
-            a_j = (alpha >> j) & 1
-            c = e[j] * w3 % n
-            if s - a_j:
-                c = c * shift[s - a_j] % n
-            group.append(c)
-            x = e[j] if a_j == 0 else g * dgk_pk.neg(e[j]) % n  # E(beta_j xor alpha_j)
-            w_all = w_all * x % n
-            w3 = w3 * (x * x % n * x % n) % n
-        group.append(w_all * g % n if delta_b[i] == 0 else w_all % n)  # c_{-1}
-        group = [pow(c, 1 + rng.randbelow(u - 1), n) for c in group]
-        group = dgk_pk.rerandomize(group, rng, pk.meter)
-        rng.shuffle(group)
-        blinded.extend(group)
+        blinded.extend(blind_bitwise(dgk_pk, e, alpha, delta_b[i], rng, pk.meter))
     ctx.send(peer, msg["blinded"], dgk_pk.pack(blinded))
     # Step 4: E(delta_A); [beta < alpha] = delta_A xor delta_B
     enc_delta = ctx.recv(peer, msg["delta"])
@@ -308,6 +291,36 @@ def bob_compare(
     # [a < b] = 1 - [a >= b] = 1 + floor(r / 2^l) + [beta < alpha] - floor(d / 2^l)
     out = (xor - enc_high).add_encoded(np.array([1 + (r >> l) for r in rs], dtype=object))
     return out.with_bound(1)
+
+
+def blind_bitwise(dgk_pk: DGKPublicKey, beta_bits, alpha: int, delta_b: int, rng, meter) -> list:
+    """Step 3 for one pair: from Alice's DGK encryptions ``beta_bits`` of the l bits of beta
+    (least significant first) and Bob's l-bit alpha and bit delta_B, the l + 1 terms
+
+        c_j = s + beta_j - alpha_j + 3 sum_{m > j} (beta_m xor alpha_m)   (s = 1 - 2 delta_B)
+        c_-1 = 1 - delta_B + sum_m (beta_m xor alpha_m)
+
+    each raised to a random exponent in [1, u), re-randomised and shuffled.  Exactly one
+    or none of them is zero, and which says delta_A = [beta < alpha] xor delta_B only."""
+    n, u, g = dgk_pk.n, dgk_pk.u, dgk_pk.g
+    shift = {d: dgk_pk.constant(d) for d in (-2, -1, 1)}  # g^(s - alpha_j)
+    s = 1 - 2 * delta_b
+    group = []
+    w_all = w3 = 1  # prod_{m > j} E(beta_m xor alpha_m), and its cube
+    for j in reversed(range(len(beta_bits))):
+        a_j = (alpha >> j) & 1
+        c = beta_bits[j] * w3 % n
+        if s - a_j:
+            c = c * shift[s - a_j] % n
+        group.append(c)
+        x = beta_bits[j] if a_j == 0 else g * dgk_pk.neg(beta_bits[j]) % n  # E(beta_j xor alpha_j)
+        w_all = w_all * x % n
+        w3 = w3 * (x * x % n * x % n) % n
+    group.append(w_all * g % n if delta_b == 0 else w_all % n)  # c_{-1}
+    group = [pow(c, 1 + rng.randbelow(u - 1), n) for c in group]
+    group = dgk_pk.rerandomize(group, rng, meter)
+    rng.shuffle(group)
+    return group
 
 
 def alice_compare(ctx, dgk_sk: DGKPrivateKey, spec: CompareSpec, peer: str = "bob") -> None:

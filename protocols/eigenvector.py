@@ -3,6 +3,22 @@
 Paper: 003 (Pathak), section 4.1.1 and appendix A.1 (Pathak and Raj 2010,
 "Privacy-preserving protocols for eigenvector computation"), N-party form.
 
+Two modes (``Params.mode``):
+
+* ``"private"`` (the default): nobody holds the whole decryption key and no party
+  ever sees an intermediate vector; the owners learn their shares, the number of
+  rounds and the declared magnitudes.  :mod:`protocols.eigenvector_private` has the
+  roles and says exactly who learns what.
+* ``"thesis"``: the thesis's protocol as published, documented below: the comparison
+  baseline, not for use where the owners must be protected from each other.  Every
+  owner holds the decryption key, and the scaling, padding and decoys hide the
+  iterates from Trent only: an owner recovers r_t by the gcd of the integers it
+  decrypts, then u_t exactly, and from about k rounds the other owners' (padded)
+  Gram matrix (``tests/protocols/test_eigenvector_attacks.py`` runs both attacks;
+  ``docs/eigenvector.md`` has the numbers).
+
+The rest of this docstring describes the thesis mode.
+
 Data owners P_1..P_N hold horizontally split data: owner i holds A_i (k x n_i,
 the same k rows, e.g. k features of n_i samples each).  Together they compute
 the principal eigenvector of M^T M, M = [A_1 ... A_N] (k x n), by power
@@ -19,7 +35,8 @@ Roles (party names are public parameters, :class:`Params`):
 
 * **key authority** (``key_authority``, default ``"authority"``): generates the
   Paillier key pair (``ctx.keypair``), gives the public key to everyone and
-  the private key (the primes p, q) to the owners only, then leaves.  It is
+  the private key (the primes p, q) to the owners only, then leaves (in the
+  thesis mode: every owner can decrypt everything encrypted under it).  It is
   not Trent and learns nothing.  Output: ``None``.
 * **owners** (``owners``): owner i holds A_i as a (k, n_i) float array with
   |entries| <= ``max_abs``.  Output: its normalised share alpha_i (length n_i)
@@ -156,8 +173,8 @@ encryption.
 
 Run it::
 
-    smc-hmm bench eigenvector --key-bits 2048 --owners 4 --decoy-p 0.8
-    python examples/eigenvector_digits.py --setup DIR   # then smc-hmm launch
+    smc-hmm bench eigenvector --key-bits 2048 --owners 4 --modes thesis --decoy-p 0.8
+    python examples/eigenvector_digits.py --dir DIR --mode thesis   # via smc-hmm launch
 
 (``docs/eigenvector.md``).
 """
@@ -187,6 +204,8 @@ NOISE_CLIP = 8.0
 FOOL_BITS = 30
 #: slack on |alpha| <= 1 for float rounding in the declared bounds
 _SLACK = 1.0 + 1e-9
+#: the protocol's modes: the default first
+MODES = ("private", "thesis")
 
 
 def _positive_int(name: str, v, minimum: int = 1) -> int:
@@ -230,6 +249,16 @@ class Params:
     reveal_to_trent: bool = False
     # performance: values per ciphertext of the k-vectors (1: no packing); see max_slots()
     slots: int = 1
+    # "private" (default: nobody sees an iterate, :mod:`protocols.eigenvector_private`) or
+    # "thesis" (the thesis's protocol above: every owner holds the key; the baseline)
+    mode: str = "private"
+    # private mode only: ||u|| <= 2^precision; Gram matrix and data fixed-point bits;
+    # statistical hiding of every mask; the convergence test every check_every rounds
+    precision: int = 64
+    gram_bits: int = 40
+    data_bits: int = 24
+    hiding_bits: int = 40
+    check_every: int = 8
 
     def __post_init__(self) -> None:
         if isinstance(self.owners, str) or not isinstance(self.owners, Sequence):
@@ -282,6 +311,23 @@ class Params:
         object.__setattr__(self, "tol", _finite("tol", self.tol))
         object.__setattr__(self, "max_rounds", _positive_int("max_rounds", self.max_rounds, 2))
         object.__setattr__(self, "slots", _positive_int("slots", self.slots))
+        if self.mode not in MODES:
+            raise InvalidInputError(f"mode must be one of {MODES}, got {self.mode!r}")
+        for name, lo, hi in (
+            ("precision", 16, 1024),
+            ("gram_bits", 8, 256),
+            ("data_bits", 8, 256),
+            ("hiding_bits", 40, 256),
+            ("check_every", 1, 1_000_000),
+        ):
+            value = _positive_int(name, getattr(self, name), lo)
+            if value > hi:
+                raise InvalidInputError(f"{name} must be at most {hi}, got {value}")
+            object.__setattr__(self, name, value)
+        if self.mode == "private":
+            if self.tol >= 1:
+                raise InvalidInputError(f"tol must be below 1, got {self.tol:g}")
+            return  # the thesis's hardening options do not apply
         if self.decoys_on and self.fool_probability() > 2.0**-FOOL_BITS:
             raise InvalidInputError(
                 f"decoy_noise = {self.decoy_noise:g} is too small for tol = {self.tol:g}: a "
@@ -398,8 +444,13 @@ class Params:
             return Ciphertexts(self.scale, self._whole(slot_bound), (self.packed_rows,))
         return Ciphertexts(self.scale, slot_bound, (self.rows,))
 
-    def messages(self) -> dict[str, Message]:
-        """The declared messages: scales and bounds from the public parameters only."""
+    def messages(self, key_bits: int = 2048) -> dict[str, Message]:
+        """The declared messages: scales and bounds from the public parameters only (and,
+        in private mode, the key size)."""
+        if self.mode == "private":
+            from protocols.eigenvector_private import Plan
+
+            return Plan(self, key_bits).messages()
         n, k, f = len(self.owners), self.rows, self.scale
 
         def field(bound: int, shape: tuple, what: str):
@@ -544,7 +595,7 @@ def _total(values):
 # -- roles -------------------------------------------------------------------------------
 
 
-def key_authority(ctx, _private, params: Params) -> None:
+def _thesis_key_authority(ctx, _private, params: Params) -> None:
     """Generates (runtime) and distributes the key pair, then leaves."""
     pk, sk = ctx.keypair
     msg = params.messages()
@@ -556,7 +607,7 @@ def key_authority(ctx, _private, params: Params) -> None:
     return None
 
 
-def owner(ctx, a, params: Params) -> np.ndarray:
+def _thesis_owner(ctx, a, params: Params) -> np.ndarray:
     """Data owner P_i: power iteration on its share alpha_i; returns the normalised share."""
     i = params.owners.index(ctx.name)
     a = check_input(a, params, i)
@@ -621,7 +672,7 @@ def _decoy(ctx, rng, reals: list, params: Params):
     return _times(noisy, q // m)  # (sum_j u_j + m e) q / m = q (u_bar + e)
 
 
-def arbitrator(ctx, _private, params: Params) -> dict:
+def _thesis_arbitrator(ctx, _private, params: Params) -> dict:
     """Trent: aggregates, scales, sends real vectors or decoys, relays the norms."""
     msg = params.messages()
     owners = params.owners
@@ -668,14 +719,44 @@ def arbitrator(ctx, _private, params: Params) -> dict:
         total = _refresh(_total([ctx.recv(o, msg["final_term"]) for o in owners]))  # step 8
         for o in owners:
             ctx.send(o, msg["final_norm"], total)
-    vector = None
-    if params.reveal_to_trent:
-        shares = [np.asarray(ctx.recv(o, msg["share"]), dtype=np.float64) for o in owners]
-        for o, s, n_i in zip(owners, shares, params.cols):
-            if s.shape != (n_i,) or not np.all(np.isfinite(s)):
-                raise ProtocolError(f"{o} sent a share of shape {s.shape}, expected ({n_i},)")
-        vector = np.concatenate(shares)  # step 9: the eigenvector, gathered
-    return {"rounds": t, "decoys": decoys, "eigenvector": vector}
+    vector = gather_shares(ctx, params, msg["share"]) if params.reveal_to_trent else None
+    return {"rounds": t, "decoys": decoys, "eigenvector": vector}  # step 9: gathered
+
+
+def gather_shares(ctx, params: Params, message: Message) -> np.ndarray:
+    """Trent, with ``reveal_to_trent``: every owner's share, checked, concatenated."""
+    shares = [np.asarray(ctx.recv(o, message), dtype=np.float64) for o in params.owners]
+    for o, s, n_i in zip(params.owners, shares, params.cols):
+        if s.shape != (n_i,) or not np.all(np.isfinite(s)):
+            raise ProtocolError(f"{o} sent a share of shape {s.shape}, expected ({n_i},)")
+    return np.concatenate(shares)
+
+
+def _private_role(name: str):
+    from protocols import eigenvector_private
+
+    return getattr(eigenvector_private, name)
+
+
+def key_authority(ctx, private, params: Params) -> None:
+    """The key authority of either mode: generates (runtime) and deals the keys, leaves."""
+    if params.mode == "private":
+        return _private_role("key_authority")(ctx, private, params)
+    return _thesis_key_authority(ctx, private, params)
+
+
+def owner(ctx, a, params: Params) -> np.ndarray:
+    """Data owner P_i of either mode; returns its normalised share alpha_i."""
+    if params.mode == "private":
+        return _private_role("owner")(ctx, a, params)
+    return _thesis_owner(ctx, a, params)
+
+
+def arbitrator(ctx, private, params: Params) -> dict:
+    """Trent of either mode; returns the number of rounds (and the vector if revealed)."""
+    if params.mode == "private":
+        return _private_role("arbitrator")(ctx, private, params)
+    return _thesis_arbitrator(ctx, private, params)
 
 
 def _role_for(params: Params, party: str, kind: str) -> str:

@@ -39,20 +39,26 @@ Protocol (log domain; every offset an exact integer at scale f):
    and j, gamma uniform on [0, R), frames in the slots; Alice decrypts once per
    state and group.  She sees the same values as if they came one step at a
    time.
-3. Alice holds y_t(j) = log alpha_t(j) - C_t + rho_t(j) in the clear (C_t
-   her accumulated shifts, rho_t(j) Bob's accumulated blinds).  Each time step
-   is ONE round trip, all states of all models batched: Alice -> Bob: E(V_j),
-   V_j = round(2^g exp(y_t(j) - c_t)), c_t her maximum per model; Bob: S_j =
-   sum_l round(2^h a_lj e^-(rho_l - rho_min)) V_l (the unblinding folded into
-   the LOGSUM's weights) times a log-uniform integer blind beta_j; Bob ->
-   Alice: E(S_j beta_j).  Alice: y_{t+1}(j) = log(S_j beta_j) - (g + h + B)
-   ln 2 + [log b_j(x_{t+1}) + gamma_{t+1,j}].
+3. The recursion, one round trip per time step, all models batched.  The
+   default ``recursion = "v2"`` (:mod:`protocols.recursion`): the transition
+   topology (which a_lj are nonzero) is public, Alice normalises every target
+   state by its own leading predecessor and sends one E(2^(s_j W) V_lj) per
+   edge, already shifted into its target's slot; Bob's one multi-exponentiation
+   per reply ciphertext (short coefficients beta_j w_lj) returns ``slots``
+   targets packed, and Alice decrypts one ciphertext per five targets at 2048
+   bits.  No state is dropped, so no possible sequence is refused.
+   ``recursion = "v1"`` (kept for comparison): Alice -> Bob: E(V_j), V_j =
+   round(2^g exp(y_t(j) - c_t)), c_t her maximum per model; Bob: S_j = sum_l
+   round(2^h a_lj e^-(rho_l - rho_min)) V_l times a log-uniform integer blind
+   beta_j; Bob -> Alice: E(S_j beta_j), one ciphertext per state.  Alice:
+   y_(t+1)(j) = log(S_j beta_j) - (g + h + B) ln 2 + [log b_j(x_(t+1)) + gamma].
    The halves are the primitives' (:func:`~protocols.primitives.alice_exp_values`,
-   :func:`~protocols.primitives.unblinded_sums`, :func:`~protocols.primitives.blind_for_log`);
+   :func:`~protocols.primitives.unblind_weights`, :func:`~protocols.primitives.blind_for_log`);
    folding Alice's logarithm into her next exponent makes each step one round trip
    instead of the standalone LOGSUM's two.
-4. Final: the same step with a_lj = 1 gives E(S beta) per model; Alice returns
-   E(log(S beta) - (g + h + B) ln 2 + C); Bob subtracts his blinds: E(log P).
+4. Final: the same step with one target per model (a_lj = 1) gives E(S beta) per
+   model; Alice returns E(log(S beta) - (g + h + B) ln 2 + her shift); Bob
+   subtracts his blinds: E(log P).
 
 Who learns what (semi-honest Alice and Bob, not colluding):
 
@@ -60,32 +66,29 @@ Who learns what (semi-honest Alice and Bob, not colluding):
 * Alice learns the public sizes and, for every t and j: (a) log b_j(x_t) +
   gamma_tj, gamma uniform on [0, R) nats (R = ``blind_nats``, default 20;
   statistical distance |u - u'| / R between two emission values u, u'), and
-  (b) the exact integer S_j beta_j with beta_j log-uniform over K = ceil(R /
-  ln 2) octaves: log S_j within K ln 2 nats, plus the integer's divisibility.
-  Because she chose the V_l, she can recover the coefficients beta_j w_lj of
-  each S_j by lattice reduction (two states: one modular inversion) and so the
-  ratios a_lj e^-rho_l / a_kj e^-rho_k; with her own y-values these give the
-  exact ratios a_lj alpha_t(l) / a_kj alpha_t(k), and over columns Bob's
-  transition ratios.  This is a weakness of the thesis's multiplicative
-  blinding (``docs/security.md``).  Repeated sessions also average the
-  additive blinds away (over k runs a blinded emission narrows to about R /
-  sqrt(12 k)).  She sees which emission and predicted probabilities are
-  exactly zero, and with ``reveal=True`` log P.
+  (b) per target and step the exact integer S_j beta_j, beta_j log-uniform over
+  K = ceil(R / ln 2) octaves: log S_j within K ln 2 nats.  In v2 the
+  coefficients beta_j w_lj (221 bits) of the V_lj she chose (160 bits) are not
+  determined by that integer (about 2^61 candidates for two predecessors,
+  :mod:`protocols.recursion`); in v1 (1,812-bit V) they are, by lattice
+  reduction, and with them Bob's transition ratios (``docs/security.md``).
+  Repeated sessions also average the additive blinds away (over k runs a
+  blinded emission narrows to about R / sqrt(12 k)).  She sees which emission
+  and predicted probabilities are exactly zero, the public topology (v2), and
+  with ``reveal=True`` log P.
 * Precision: every offset is an exact integer at scale f = ``log_scale``
   (96 bits), logs and exps are computed with 256-bit MPFR, Bob's weights keep
   44 significant bits for every nonzero a_lj >= ``PrecisionParams.min_weight()``
   (Bob's model is checked locally before the run; a smaller nonzero a_lj is a
-  PrecisionError), and Alice's exponentials keep 53 bits for every state within
-  (g - 53) ln 2 nats of the leading state of its model (g = 1,812 bits, about
-  1,200 nats, at 2048 bits).  A possible state that falls further behind is
-  not silently forgotten: Alice keeps a rigorous bound on the mass that left
-  the exponent's range (:class:`_DroppedMass`: carried to the end by the
-  largest blinded emission plus K ln 2 per step and compared with her final
-  value; Bob's accumulated additive blinds cancel out of the bound), and if
-  that mass could reach 2^-40 of the result she
-  finishes the protocol (so Bob's view does not change) and then raises
-  PrecisionError naming the limit.  So an impossible sequence gives -inf, a
-  possible one never does, and a returned log P is within 2^-40 relative.  ``smc-hmm bench
+  PrecisionError).  v2: each target keeps its own precision (at most
+  n (2^-45 + 2^(h - 45 - g)) relative per step, :mod:`protocols.recursion`):
+  nothing is dropped or refused.  v1: Alice's exponentials keep 53 bits for
+  every state within (g - 53) ln 2 nats of its model's leader (about 1,200
+  nats at 2048 bits); a possible state that falls further behind is carried by
+  a rigorous bound on the dropped mass (:class:`_DroppedMass`), and if that
+  mass could reach 2^-40 of the result she finishes the protocol (so Bob's view
+  does not change) and then raises PrecisionError naming the limit.  So an
+  impossible sequence gives -inf, a possible one never does.  ``smc-hmm bench
   forward`` measures the absolute and relative error of log P.
 
 Run: ``python examples/secure_forward.py`` (in-process) or see the example's
@@ -97,9 +100,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
+from protocols import recursion
 from protocols.ot import one_hot
 from protocols.primitives import (
     PrecisionParams,
@@ -114,6 +119,7 @@ from smc_hmm.crypto.fixedpoint import ldexp_int
 from smc_hmm.crypto.packing import PackedCipherArray, PackingPlan
 from smc_hmm.errors import ConfigError, InvalidInputError, PrecisionError, ProtocolError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, emission_weights, quadratic_products
+from smc_hmm.limits import MAX_SEQUENCE_LENGTH, MAX_STATES, MAX_WIDTH, check_at_most
 from smc_hmm.messages import Ciphertexts, Key, Message, Public
 from smc_hmm.protocol import ProtocolDescriptor, Role
 from smc_hmm.runtime.inputs import load_array, load_models
@@ -123,8 +129,9 @@ NAME = "forward"
 #: only x_i and x_i^2 (the covariance structure is then public)
 DIAG = "gaussian-diag"
 KINDS = ("discrete", "gaussian", DIAG)
-#: the longest observation sequence Bob accepts (a public limit)
-MAX_LENGTH = 1_000_000
+#: the longest observation sequence Bob accepts (a public limit, smc_hmm.limits)
+MAX_LENGTH = MAX_SEQUENCE_LENGTH
+RECURSIONS = ("v2", "v1")
 
 
 @dataclass(frozen=True)
@@ -141,8 +148,16 @@ class ForwardParams:
     feature_scale: int = 48
     feature_bound: float = 1000.0
     reveal: bool = True
+    #: "v2" (default): per-target normalisation, packed replies, public topology
+    #: (:mod:`protocols.recursion`); "v1": per-model normalisation, one value per
+    #: state, topology hidden, may refuse (kept for comparison)
+    recursion: str = "v2"
 
     def __post_init__(self):
+        if self.recursion not in RECURSIONS:
+            raise InvalidInputError(
+                f"recursion must be one of {RECURSIONS}, got {self.recursion!r}"
+            )
         if not 8 <= self.feature_scale < self.precision.log_scale:
             raise InvalidInputError("feature_scale must be in [8, log_scale)")
         if not (math.isfinite(self.feature_bound) and self.feature_bound > 0):
@@ -154,7 +169,7 @@ class ForwardParams:
         log_scale, log_bound_bits, blind_nats, weight_scale, feature_scale,
         feature_bound, reveal."""
         precision_keys = {"log_scale", "log_bound_bits", "blind_nats", "weight_scale"}
-        known = {"name", "feature_scale", "feature_bound", "reveal"} | precision_keys
+        known = {"name", "feature_scale", "feature_bound", "reveal", "recursion"} | precision_keys
         unknown = set(section) - known
         if unknown:
             raise ConfigError(f"unknown forward parameters: {sorted(unknown)}")
@@ -165,6 +180,7 @@ class ForwardParams:
                 int(section.get("feature_scale", 48)),
                 float(section.get("feature_bound", 1000.0)),
                 bool(section.get("reveal", True)),
+                str(section.get("recursion", "v2")),
             )
         except (TypeError, ValueError) as e:
             raise ConfigError(f"bad forward parameters: {e}") from e
@@ -185,24 +201,58 @@ class ForwardSpec:
     states: tuple[int, ...]
     key_bits: int
     params: ForwardParams
+    #: v2: per model, its public edges (l, j) (:func:`protocols.recursion.topology_of`)
+    topology: tuple | None = None
+
+    @classmethod
+    def for_models(cls, models, key_bits: int, params: ForwardParams) -> ForwardSpec:
+        """Bob's spec of his models; with the v2 recursion their topology (which a_lj
+        are nonzero) becomes public."""
+        batch = _ModelBatch.of(models)
+        topology = None
+        if params.recursion == "v2":
+            edges = [recursion.topology_of(m.transmat) for m in batch.models]
+            topology = recursion.check_topology(edges, batch.states)
+        return cls(batch.kind, batch.width, batch.states, key_bits, params, topology)
 
     @classmethod
     def from_wire(cls, spec, key_bits: int, params: ForwardParams) -> ForwardSpec:
         if (
             not isinstance(spec, dict)
-            or set(spec) != {"kind", "width", "states"}
+            or set(spec) != {"kind", "width", "states", "topology"}
             or spec["kind"] not in KINDS
-            or not isinstance(spec["width"], int)
-            or not 0 < spec["width"] <= 100_000
+            or type(spec["width"]) is not int
+            or spec["width"] < 1
             or not isinstance(spec["states"], list)
             or not spec["states"]
-            or not all(isinstance(s, int) and 0 < s <= 100_000 for s in spec["states"])
+            or not all(type(s) is int and s > 0 for s in spec["states"])
         ):
-            raise ProtocolError(f"malformed forward-algorithm spec: {spec!r}")
-        return cls(spec["kind"], spec["width"], tuple(spec["states"]), key_bits, params)
+            raise ProtocolError(f"malformed forward-algorithm spec: {str(spec)[:200]}")
+        check_at_most("max_width", spec["width"], MAX_WIDTH, "the spec's width")
+        check_at_most("max_states", sum(spec["states"]), MAX_STATES, "the spec's states")
+        states = tuple(spec["states"])
+        topology = None
+        if params.recursion == "v2":
+            topology = recursion.check_topology(spec["topology"], states)
+        elif spec["topology"] is not None:
+            raise ProtocolError("the v1 recursion takes no public topology")
+        return cls(spec["kind"], spec["width"], states, key_bits, params, topology)
 
     def to_wire(self) -> dict:
-        return {"kind": self.kind, "width": self.width, "states": list(self.states)}
+        topology = None
+        if self.topology is not None:
+            topology = [[[l, j] for l, j in edges] for edges in self.topology]
+        return {
+            "kind": self.kind,
+            "width": self.width,
+            "states": list(self.states),
+            "topology": topology,
+        }
+
+    @cached_property
+    def steps(self):
+        """v2: the plans of a transition step and of the termination (public)."""
+        return recursion.transition_plan(self, self.topology), recursion.final_plan(self)
 
     @property
     def prec(self) -> PrecisionParams:
@@ -301,6 +351,15 @@ class ForwardSpec:
         """Fresh randomizers each role draws in a run of ``length`` frames (with ``reveal``):
         what an offline phase precomputes once the key is known (public sizes only)."""
         groups, models = len(self.frame_groups(length)), len(self.states)
+        if self.topology is not None:
+            step, final = self.steps
+            return {
+                "alice": groups * self.n_inputs + (length - 1) * step.edges + final.edges + models,
+                "bob": groups * self.total
+                + (length - 1) * step.ciphertexts
+                + final.ciphertexts
+                + models,
+            }
         return {
             "alice": groups * self.n_inputs + length * self.total + models,
             "bob": groups * self.total + (length - 1) * self.total + 2 * models,
@@ -314,16 +373,25 @@ class ForwardSpec:
         p, n, m = self.prec, (self.total,), (len(self.states),)
         obs_scale = 0 if self.kind == "discrete" else self.params.feature_scale
         obs = Ciphertexts(obs_scale, self._packed_bound(self.obs_slot_bound), (None, self.n_inputs))
-        blinded_sum = max(self.states) << (self.g + self.h + self.blind_bits)
         out = {
             "key": Message("fw.key", Key()),
             "spec": Message("fw.spec", Public((dict,))),
             "length": Message("fw.length", Public((int,))),
             "obs": Message("fw.obs", obs),
-            "exp": Message("fw.v", Ciphertexts(self.g, 1 << self.g, n)),
-            "sum": Message("fw.s", Ciphertexts(self.g + self.h, blinded_sum, n)),
-            "final": Message("fw.final", Ciphertexts(self.g + self.h, blinded_sum, m)),
         }
+        if self.topology is not None:  # v2: edges out, packed targets back
+            for name, plan in zip(("step", "final"), self.steps):
+                out[f"{name}_edges"] = Message(
+                    f"fw.{name}.edges", Ciphertexts(0, plan.edge_bound, (plan.edges,))
+                )
+                out[f"{name}_packed"] = Message(
+                    f"fw.{name}.packed", Ciphertexts(0, plan.packed_bound, (plan.ciphertexts,))
+                )
+        else:
+            blinded_sum = max(self.states) << (self.g + self.h + self.blind_bits)
+            out["exp"] = Message("fw.v", Ciphertexts(self.g, 1 << self.g, n))
+            out["sum"] = Message("fw.s", Ciphertexts(self.g + self.h, blinded_sum, n))
+            out["final"] = Message("fw.final", Ciphertexts(self.g + self.h, blinded_sum, m))
         if length is not None:
             groups = (len(self.frame_groups(length)), self.total)
             emit = Ciphertexts(p.f, self._packed_bound(2 * self.emit_bound), groups)
@@ -344,6 +412,10 @@ TAGS = (
     "fw.v",
     "fw.s",
     "fw.final",
+    "fw.step.edges",
+    "fw.step.packed",
+    "fw.final.edges",
+    "fw.final.packed",
     "fw.log",
     "fw.result",
 )
@@ -470,11 +542,15 @@ def alice(
     *,
     reveal: bool | None = None,
     peer: str = "bob",
+    deferred: list | None = None,
 ):
     """Alice: returns the list of log P(x | lambda_k) (``reveal``) or None.
 
-    Raises PrecisionError, after the protocol has finished, if a possible
-    state fell out of the exponent's range (see the module docstring).
+    The v1 recursion may find, after the protocol has finished, that a possible
+    state fell out of the exponent's range (module docstring): then it raises
+    PrecisionError, or appends it to ``deferred`` for a protocol built on this
+    one to raise after *its* last message (Bob's view must not depend on it).
+    The v2 recursion never refuses.
     """
     params = params or ForwardParams()
     reveal = params.reveal if reveal is None else reveal
@@ -484,7 +560,7 @@ def alice(
     spec = ForwardSpec.from_wire(
         ctx.recv(peer, Message("fw.spec", Public((dict,)))), pk.bits, params
     )
-    prec, g = spec.prec, spec.g
+    prec = spec.prec
     with ctx.phase("encrypt observations"):
         # Step 1: the length T (public) and the encrypted observations, frames packed
         enc_obs = encode_observations(pk, observations, spec)
@@ -495,6 +571,62 @@ def alice(
     with ctx.phase("emissions"):
         # Step 2: every y_t(j) = log b_j(x_t) + gamma_tj (+ log pi_j at t = 1), packed
         emit = spec.unpack_emissions(ctx.recv(peer, msg["emit"]).decrypt_ints(sk), n_steps)
+    # Steps 3-4: the recursion and the final sums; out[k] = log P_k + Bob's offsets
+    run = _alice_recursion_v2 if spec.topology is not None else _alice_recursion_v1
+    out, check = run(ctx, spec, msg, emit, n_steps, peer)
+    with ctx.phase("termination"):
+        zero = -(spec.final_log_bound(n_steps) // 2)
+        out = [zero if v is None else v for v in out]
+        ctx.send(
+            peer,
+            msg["log"],
+            CipherArray.encrypt_encoded(pk, out, prec.f, spec.final_log_bound(n_steps)),
+        )
+        result = None
+        if reveal:
+            # Step 5 (agreed final step): Alice decrypts E(log P)
+            ints = ctx.recv(peer, msg["result"]).decrypt_ints(sk)
+            result = [-math.inf if v < zero // 2 else int(v) / (1 << prec.f) for v in ints]
+    try:  # after the protocol: Bob's view is the same either way
+        check()
+    except PrecisionError as e:
+        if deferred is None:
+            raise
+        deferred.append(e)
+    return result
+
+
+def _alice_recursion_v2(ctx, spec: ForwardSpec, msg, emit, n_steps: int, peer: str):
+    """Per-target normalisation, packed replies (:mod:`protocols.recursion`)."""
+    pk, sk = ctx.keypair
+    prec = spec.prec
+    step, final = spec.steps
+    u = emit[0]  # u_t(l) = log alpha_t(l) + rho_t(l), exact at scale f
+    with ctx.phase("forward recursion"):
+        for t in range(n_steps - 1):
+            # Step 3a: every edge's exponential, shifted into its target's slot
+            values, shifts = recursion.alice_edge_values(u, step, prec)
+            ctx.send(peer, msg["step_edges"], recursion.alice_encrypt_edges(pk, values, step))
+            # Step 3b: one decryption per ``slots`` targets; the next blinded emission
+            packed = ctx.recv(peer, msg["step_packed"]).decrypt_ints(sk)
+            logs = recursion.alice_target_logs(packed, step, shifts, prec)
+            u = [
+                prec.log_zero if prec.is_log_zero(s) or prec.is_log_zero(int(e)) else s + int(e)
+                for s, e in zip(logs, emit[t + 1])
+            ]
+    with ctx.phase("termination"):
+        # Step 4: every model's sum over its states, packed the same way
+        values, shifts = recursion.alice_edge_values(u, final, prec)
+        ctx.send(peer, msg["final_edges"], recursion.alice_encrypt_edges(pk, values, final))
+        packed = ctx.recv(peer, msg["final_packed"]).decrypt_ints(sk)
+        logs = recursion.alice_target_logs(packed, final, shifts, prec)
+    return [None if prec.is_log_zero(v) else v for v in logs], lambda: None
+
+
+def _alice_recursion_v1(ctx, spec: ForwardSpec, msg, emit, n_steps: int, peer: str):
+    """Per-model normalisation, one value per state; may refuse (module docstring)."""
+    pk, sk = ctx.keypair
+    prec, g = spec.prec, spec.g
     offset = prec.ln2_times(g + spec.h + prec.beta_bits)  # (g + h + B) ln 2 at scale f
     shifts = [0] * len(spec.states)  # C per model: the sum of Alice's own shifts
     bounds = [_DroppedMass(prec) for _ in spec.states]
@@ -524,24 +656,16 @@ def alice(
     with ctx.phase("termination"):
         # Step 4: log of the final sum plus Alice's total shift
         finals = ctx.recv(peer, msg["final"]).decrypt_ints(sk)
-        zero = -(spec.final_log_bound(n_steps) // 2)
         out = [
-            zero if s == 0 else log_fixed(int(s), prec.f) - offset + shifts[k]
+            None if s == 0 else log_fixed(int(s), prec.f) - offset + shifts[k]
             for k, s in enumerate(finals)
         ]
-        ctx.send(
-            peer,
-            msg["log"],
-            CipherArray.encrypt_encoded(pk, out, prec.f, spec.final_log_bound(n_steps)),
-        )
-        result = None
-        if reveal:
-            # Step 5 (agreed final step): Alice decrypts E(log P)
-            ints = ctx.recv(peer, msg["result"]).decrypt_ints(sk)
-            result = [-math.inf if v < zero // 2 else int(v) / (1 << prec.f) for v in ints]
-    for k, bound in enumerate(bounds):  # after the protocol: Bob's view is the same either way
-        bound.check(k, None if finals[k] == 0 else out[k], g, pk.bits)
-    return result
+
+    def check():
+        for k, bound in enumerate(bounds):
+            bound.check(k, out[k], g, pk.bits)
+
+    return out, check
 
 
 class _DroppedMass:
@@ -622,16 +746,17 @@ def bob(
     batch = _ModelBatch.of(models)
     # Step 0
     pk = ctx.recv(peer, Message("fw.key", Key()))
-    spec = ForwardSpec(batch.kind, batch.width, batch.states, pk.bits, params)
+    transmats = [np.asarray(m.transmat) for m in batch.models]
+    spec = ForwardSpec.for_models(models, pk.bits, params)
     prec = spec.prec
     weights, weight_scale, const = batch.emission_program(spec)
-    transmats = [np.asarray(m.transmat) for m in batch.models]
     for a in transmats:  # local check before anything is sent
         unblind_weights(a, [0] * len(a), prec)
     ctx.send(peer, Message("fw.spec", Public((dict,))), spec.to_wire())
     n_steps = ctx.recv(peer, spec.messages()["length"])
-    if not 0 < n_steps <= MAX_LENGTH:
-        raise ProtocolError(f"sequence length {n_steps} outside [1, {MAX_LENGTH}]")
+    if n_steps < 1:
+        raise ProtocolError(f"sequence length {n_steps} is not positive")
+    check_at_most("max_sequence_length", n_steps, MAX_LENGTH, f"{peer}'s sequence length")
     msg = spec.messages(n_steps)
     enc_obs = ctx.recv(peer, msg["obs"])
     groups = spec.frame_groups(n_steps)
@@ -639,7 +764,6 @@ def bob(
         raise ProtocolError(f"{enc_obs.shape[0]} observation groups for {n_steps} frames")
     if public is not None:
         public.update(spec=spec, length=n_steps)
-    beta_offset = prec.ln2_times(prec.beta_bits)
     with ctx.phase("emissions"):
         # Step 2: E(log b_j(x_t) + gamma_tj) (+ log pi_j at t = 1), one packed linear
         # combination per state and group of frames
@@ -655,6 +779,51 @@ def bob(
             packed.append(emit.cipher.with_bound(spec._packed_bound(2 * spec.emit_bound)))
         emit = CipherArray.concatenate([e.reshape(1, -1) for e in packed])
         ctx.send(peer, msg["emit"], emit.rerandomize())
+    # Steps 3-4: the recursion and the final sums; offsets[k] = what Alice's log P carries
+    run = _bob_recursion_v2 if spec.topology is not None else _bob_recursion_v1
+    offsets = run(ctx, spec, msg, gammas, transmats, n_steps, peer)
+    with ctx.phase("termination"):
+        enc_log = ctx.recv(peer, msg["log"])
+        log_p = enc_log.add_encoded(np.array([-o for o in offsets], dtype=object))
+        if reveal:
+            ctx.send(
+                peer, msg["result"], log_p.rerandomize().with_bound(spec.final_log_bound(n_steps))
+            )
+    return log_p
+
+
+def _bob_recursion_v2(ctx, spec: ForwardSpec, msg, gammas, transmats, n_steps: int, peer: str):
+    """Per-target normalisation, packed replies (:mod:`protocols.recursion`)."""
+    prec = spec.prec
+    step, final = spec.steps
+    beta_offset = prec.ln2_times(prec.beta_bits)
+    rho = list(gammas[0])  # Bob's accumulated blinds rho_t(j), integers at scale f
+    with ctx.phase("forward recursion"):
+        for t in range(n_steps - 1):
+            enc_edges = ctx.recv(peer, msg["step_edges"])
+            # Step 3: one multi-exponentiation per reply, coefficients beta_j w_lj
+            weights, mins = recursion.bob_step_weights(transmats, rho, step, spec)
+            packed, betas = recursion.bob_packed_sums(enc_edges, step, weights, ctx.rng, prec)
+            ctx.send(peer, msg["step_packed"], packed.rerandomize())
+            # rho_(t+1)(j) = rho_min + log(beta_j / 2^B) + gamma_(t+1)(j)
+            model = np.repeat(np.arange(len(spec.states)), spec.states)
+            rho = [
+                mins[model[j]] + log_fixed(b, prec.f) - beta_offset + int(gm)
+                for j, (b, gm) in enumerate(zip(betas, gammas[t + 1]))
+            ]
+    with ctx.phase("termination"):
+        # Step 4: every model's sum over its states, blinded by beta
+        enc_edges = ctx.recv(peer, msg["final_edges"])
+        weights, mins = recursion.bob_final_weights(rho, spec)
+        packed, betas = recursion.bob_packed_sums(enc_edges, final, weights, ctx.rng, prec)
+        ctx.send(peer, msg["final_packed"], packed.rerandomize())
+    return [m + log_fixed(b, prec.f) - beta_offset for m, b in zip(mins, betas)]
+
+
+def _bob_recursion_v1(ctx, spec: ForwardSpec, msg, gammas, transmats, n_steps: int, peer: str):
+    """Per-model normalisation, one value per state (module docstring)."""
+    prec = spec.prec
+    beta_offset = prec.ln2_times(prec.beta_bits)
     rho = None  # Bob's accumulated blinds rho_t(j), integers at scale f
     with ctx.phase("forward recursion"):
         for t in range(n_steps):
@@ -680,14 +849,7 @@ def bob(
         finals, mins = _unblinded_sums(enc_v, ones, rho, spec)
         blinded, betas = blind_for_log(finals, ctx.rng, prec)
         ctx.send(peer, msg["final"], blinded.rerandomize())
-        offsets = [m + log_fixed(b, prec.f) - beta_offset for m, b in zip(mins, betas)]
-        enc_log = ctx.recv(peer, msg["log"])
-        log_p = enc_log.add_encoded(np.array([-o for o in offsets], dtype=object))
-        if reveal:
-            ctx.send(
-                peer, msg["result"], log_p.rerandomize().with_bound(spec.final_log_bound(n_steps))
-            )
-    return log_p
+    return [m + log_fixed(b, prec.f) - beta_offset for m, b in zip(mins, betas)]
 
 
 def _unblinded_sums(enc_v: CipherArray, transmats, rho, spec: ForwardSpec):

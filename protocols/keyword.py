@@ -13,22 +13,38 @@ Protocol (semi-honest Alice and Bob, not colluding):
    that protocol's docstring lists (blinded per-step values), not the scores.
 2. The argmax, in one of two public modes:
 
-   * ``fast`` (the thesis's): Bob draws one random strictly increasing affine
-     map s -> a s + b (a uniform on [1, 2^32), b uniform on [0, 2^(64 + f))
-     at the scores' scale f) and a random permutation pi, and sends
-     E(a s_pi(k) + b) with the permuted labels.  Alice decrypts and names the
-     label of the largest.  She also learns **the order of all scores and the
-     ratios of their differences** (an affine map preserves them), not the
-     scores themselves.  The permuted labels are revealed too: their order is
-     Bob's uniformly random permutation, independent of every private input.
-     The thesis's "order-preserving matrix R" mixes scores
-     and preserves order only in special cases; one affine map for all scores
-     is what is implemented instead.
-   * ``private``: Bob rescales E(log P) to ``score_scale`` fractional bits
-     (:func:`protocols.primitives.bob_rescale`, additive masks of 40
-     statistical bits) and runs the secure argmax of :mod:`protocols.compare`
-     (DGK comparisons, a tournament with Bob's random permutation of ties);
-     Alice learns only the winner's label (its index among Bob's keywords).
+   * ``private`` (the default): Bob rescales E(log P) to ``score_scale``
+     fractional bits (24: :func:`protocols.primitives.bob_rescale`, additive
+     masks of 40 statistical bits; the rounding moves a score by less than
+     2^-23 nats) and runs the secure argmax of :mod:`protocols.compare` (DGK
+     comparisons, a tournament over Bob's random permutation).  Alice learns
+     only the winner's label (its index among Bob's keywords).  Whenever the
+     top two scores differ by more than 2^-22 nats (about 2.4e-7, so surely by
+     1e-6) the decision is the plaintext one; closer ties go to Bob's random
+     permutation.
+   * ``fast`` (the thesis's, opt-in): Bob draws one random increasing affine
+     map s -> a s + b (a log-uniform on [2^32, 2^96); b uniform on
+     [0, 2^(96 + bound + 40)), bound the bits of the scores' public bound),
+     fresh noise e_k uniform on [0, a) per label, and a random permutation pi,
+     and sends E(a s_pi(k) + b + e_k) with the permuted labels.  Alice decrypts
+     and names the label of the largest.  She learns **the order of all
+     scores** (exact for scores that differ by at least one unit 2^-f of the
+     scores' scale; closer ones may swap) **and the ratios of their
+     differences** (d_ij = a (s_i - s_j) + e_i - e_j with |e_i - e_j| < a, so
+     d_ij / d_kl gives (s_i - s_j) / (s_k - s_l) up to one unit in each
+     difference).  The differences themselves she knows only up to the unknown
+     slope a: within a factor of 2^64.  The scores are hidden by b (statistical
+     distance 2^-40), and the noise removes the common factor a that made the
+     gcd of the decrypted differences reveal every exact difference (a test
+     runs that attack).
+     The permuted labels are revealed too: their order is Bob's uniformly random
+     permutation, independent of every private input.
+
+Refusals: the v1 recursion may refuse a run after the forward phase (its
+precision check); that check's outcome depends on Alice's speech, so she
+finishes the argmax with the same messages first and raises only after the
+last message: Bob's view of a refused and an accepted run is the same (a
+transcript test compares them).  The v2 recursion (the default) never refuses.
 
 Keyword spotting (``garbage = LABEL``, ``margin = M`` nats): one of Bob's models
 is a garbage (background) model; Bob adds the public margin to its encrypted score
@@ -55,7 +71,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from protocols import compare, forward
-from protocols.primitives import MaskSpec, alice_rescale, bob_rescale
+from protocols.primitives import MaskSpec, alice_rescale, bob_rescale, log_uniform_integer
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import ConfigError, InvalidInputError, ProtocolError, SmcHmmError
 from smc_hmm.messages import Ciphertexts, Message, Public, Revealed
@@ -63,9 +79,12 @@ from smc_hmm.protocol import ProtocolDescriptor, Role
 from smc_hmm.runtime.inputs import load_array, resolve_path
 
 NAME = "keyword"
-MODES = ("fast", "private")
-#: a in [1, 2^A_BITS): the slope of the fast mode's affine map
-A_BITS = 32
+MODES = ("private", "fast")
+#: the fast mode's slope a is log-uniform on [2^A_LOW, 2^(A_LOW + A_OCTAVES))
+A_LOW, A_OCTAVES = 32, 64
+A_BITS = A_LOW + A_OCTAVES
+#: statistical parameter of the fast mode's offset b
+SIGMA = 40
 #: the largest spotting margin, nats
 MAX_MARGIN = 1000.0
 
@@ -75,11 +94,11 @@ class KeywordParams:
     """Public parameters: the argmax ``mode``, the forward algorithm's parameters and,
     for the private mode, the scores' fixed-point scale after rescaling."""
 
-    mode: str = "fast"
+    mode: str = "private"
     forward: forward.ForwardParams = field(
         default_factory=lambda: forward.ForwardParams(feature_bound=100.0)
     )
-    score_scale: int = 8
+    score_scale: int = 24
     #: keyword spotting: the label of Bob's garbage (background) model, or None
     garbage: str | None = None
     #: spotting: a keyword is named only if it beats the garbage model by this many nats
@@ -106,8 +125,8 @@ class KeywordParams:
         """``[protocol]``: mode, score_scale, garbage, margin and any forward parameter."""
         section = dict(section)
         section.pop("name", None)
-        mode = section.pop("mode", "fast")
-        score_scale = section.pop("score_scale", 8)
+        mode = section.pop("mode", "private")
+        score_scale = section.pop("score_scale", 24)
         garbage = section.pop("garbage", None)
         margin = section.pop("margin", 0.0)
         section.setdefault("feature_bound", 100.0)
@@ -124,8 +143,14 @@ def score_bound(params: KeywordParams, length: int) -> int:
     return (4 * (length + 1) << (prec.log_bound_bits + prec.f)) + params.margin_units()
 
 
+def offset_bits(params: KeywordParams, length: int) -> int:
+    """Bits of the fast mode's offset b: it hides a s (|a s| < 2^(A_BITS + bound bits))
+    within statistical distance 2^-SIGMA."""
+    return A_BITS + score_bound(params, length).bit_length() + SIGMA
+
+
 def _messages(params: KeywordParams, count: int, length: int) -> dict[str, Message]:
-    affine = (score_bound(params, length) << A_BITS) + (1 << (64 + params.forward.precision.f))
+    affine = ((score_bound(params, length) + 1) << A_BITS) + (1 << offset_bits(params, length))
     return {
         "labels": Message("kw.labels", Public((list,))),
         "fast": Message(
@@ -182,8 +207,19 @@ def alice(ctx, frames, params: KeywordParams, peer: str = "bob") -> dict:
     if frames.ndim != 2 or frames.shape[0] == 0:
         raise InvalidInputError("keyword recognition needs a (T, d) array of feature frames")
     length = frames.shape[0]
-    # Step 1: the secure forward algorithm; Bob keeps E(log P) for every keyword
-    forward.alice(ctx, frames, params.forward, reveal=False, peer=peer)
+    # Step 1: the secure forward algorithm; Bob keeps E(log P) for every keyword.  A
+    # refusal of its precision check waits for the argmax's last message (Bob's view
+    # must not depend on Alice's speech)
+    refused: list = []
+    forward.alice(ctx, frames, params.forward, reveal=False, peer=peer, deferred=refused)
+    decision = _alice_argmax(ctx, params, length, peer)
+    if refused:
+        raise refused[0]
+    return decision
+
+
+def _alice_argmax(ctx, params: KeywordParams, length: int, peer: str) -> dict:
+    """Alice's step 2: the labels, then the argmax in the public mode."""
     _, sk = ctx.keypair
     labels = ctx.recv(peer, Message("kw.labels", Public((list,))))
     if not labels or not all(isinstance(x, str) for x in labels):
@@ -236,12 +272,14 @@ def bob(ctx, keywords, params: KeywordParams, peer: str = "alice") -> None:
     scores = enc_logp.with_bound(score_bound(params, length))  # the public bound
     with ctx.phase("argmax"):
         if params.mode == "fast":
-            # Step 2 (fast): one random strictly increasing affine map and a permutation
-            a = 1 + ctx.rng.randbelow((1 << A_BITS) - 1)
-            b = ctx.rng.randbits(64 + params.forward.precision.f)
+            # Step 2 (fast): one random increasing affine map, fresh noise below the
+            # slope per label (no common factor), and a permutation
+            a = log_uniform_integer(ctx.rng, A_LOW, A_OCTAVES)
+            b = ctx.rng.randbits(offset_bits(params, length))
+            noise = [b + ctx.rng.randbelow(a) for _ in range(count)]
             order = list(range(count))
             ctx.rng.shuffle(order)
-            mapped = scores.mul(a).add_encoded(np.full(count, b, dtype=object))
+            mapped = scores.mul(a).add_encoded(np.array(noise, dtype=object))
             permuted = CipherArray.concatenate([mapped[i : i + 1] for i in order])
             ctx.send(
                 peer,
@@ -282,10 +320,31 @@ def load_keywords(value, base):
     return (models, labels) if labels else models
 
 
+def randomizers_needed(params: KeywordParams, key_bits: int, inputs) -> dict[str, int]:
+    """The forward algorithm's randomizers (without its reveal step) and the argmax's,
+    from public sizes: the offline phase of ``smc-hmm bench keyword``."""
+    models, labels = _models_and_labels(inputs["bob"])
+    spec = forward.ForwardSpec.for_models(models, key_bits, params.forward)
+    need = spec.randomizers_needed(len(inputs["alice"]))
+    count = len(labels)
+    need["bob"] -= count  # no reveal step
+    if params.mode == "fast":  # the mapped scores
+        need["bob"] += count
+    else:
+        # the rescaling (Bob's masked scores, Alice's shifted replies), then count - 1
+        # tournament comparisons (Alice encrypts 4 Paillier values in each, Bob
+        # re-randomises 6) and the label's reveal (Bob re-randomises 2); the bench's
+        # offline phase checks these counts exactly (a miss is an error)
+        need["alice"] += count + 4 * (count - 1)
+        need["bob"] += count + 6 * (count - 1) + 2
+    return need
+
+
 PROTOCOL = ProtocolDescriptor(
     name=NAME,
     summary="secure keyword recognition: Alice learns which of Bob's HMMs fits her speech",
     params=KeywordParams.from_config,
+    randomizers=randomizers_needed,
     roles=(
         Role("alice", alice, kind="alice", holds_key=True, input="features", load=load_frames),
         Role("bob", bob, kind="bob", input="models", load=load_keywords),

@@ -17,9 +17,15 @@ From the 2,500 Free Spoken Digit Dataset recordings (five speakers, digits 0-9, 
 5. writes the test split's features, the models, the pipeline, a manifest and the NOTICE.
 
 The keyword task is that of thesis 003, section 4.2.1; the numbers are in
-``docs/speech-models.md``. Run from the repository root::
+``docs/speech-models.md``.
 
-    python3 scripts/make_speech_data.py [FSDD_DIR] [--jobs N]
+The recordings are not bundled: get the Free Spoken Digit Dataset (FSDD), public
+repository ``Jakobovski/free-spoken-digit-dataset`` on GitHub, licensed CC BY-SA 4.0, at
+commit 26eb9aa (the five speakers the bundled data come from), e.g.
+``git clone https://github.com/Jakobovski/free-spoken-digit-dataset fsdd && git -C fsdd
+checkout 26eb9aa``.  Then run from the repository root::
+
+    python3 scripts/make_speech_data.py FSDD_FOLDER [--jobs N]   # or set FSDD_DIR
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-from smc_hmm.data import DIGIT_WORDS, NOTICE_TEXT  # noqa: E402
+from smc_hmm.data import DIGIT_WORDS, NOTICE_TEXT, fsdd_dir  # noqa: E402
+from smc_hmm.errors import ConfigError  # noqa: E402
 from smc_hmm.features import BENCHMARK_FRAMES, FeaturePipeline, pad_or_cut, read_wav  # noqa: E402
 from smc_hmm.hmm import GaussianHMM, baum_welch, log_likelihood  # noqa: E402
 from smc_hmm.hmm.io import save_models  # noqa: E402
@@ -188,8 +195,8 @@ def main(argv: list[str] | None = None) -> int:
         "fsdd",
         nargs="?",
         type=Path,
-        default=REPO / "../shared/data/fsdd",
-        help="FSDD directory holding recordings/ (default: ../shared/data/fsdd)",
+        default=None,
+        help="the FSDD folder holding recordings/ (default: the FSDD_DIR variable)",
     )
     parser.add_argument("--out", type=Path, default=REPO / "smc_hmm/data/fsdd")
     parser.add_argument("--docs", type=Path, default=REPO / "docs/speech-models.md")
@@ -211,7 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-librosa-check", action="store_true")
     parser.add_argument("--no-loso", action="store_true", help="skip leave-one-speaker-out")
     args = parser.parse_args(argv)
-    fsdd = args.fsdd.resolve()
+    try:
+        fsdd = fsdd_dir(args.fsdd).resolve()
+    except ConfigError as e:
+        parser.error(str(e))
     if (
         sorted(set(args.keywords)) != sorted(args.keywords)
         or not all(0 <= k <= 9 for k in args.keywords)
@@ -538,8 +548,16 @@ nor librosa are needed to use them.
 
 ## Regenerating
 
+The recordings are not bundled.  Get the Free Spoken Digit Dataset (FSDD), public
+repository `Jakobovski/free-spoken-digit-dataset` on GitHub, license CC BY-SA 4.0; the
+bundled files come from its commit 26eb9aa (five speakers, 2,500 recordings; a later
+commit with more speakers would change the splits and the numbers).  Then, from the
+repository root:
+
 ```
-python3 scripts/make_speech_data.py ../shared/data/fsdd --jobs {jobs}
+git clone https://github.com/Jakobovski/free-spoken-digit-dataset fsdd
+git -C fsdd checkout 26eb9aa
+python3 scripts/make_speech_data.py fsdd --jobs {jobs}    # or FSDD_DIR=fsdd python3 ...
 ```
 
 took {elapsed:.0f} s with {jobs} processes (feature extraction, the librosa comparison,

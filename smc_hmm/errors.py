@@ -219,3 +219,23 @@ class SessionTimeoutError(PeerTimeoutError):
 class ServerShutdownError(TransportError):
     """A serving party is shutting down: a new client is refused, a running session that did
     not finish within the shutdown bound is ended."""
+
+
+# -- bounds on what a peer may choose, and on what it may make a party hold ---------------------
+
+
+class ParameterBoundError(ProtocolError, ValueError):
+    """A peer chose a parameter outside its documented bound (a key size, DGK's t or u, a
+    size, count or shape; :mod:`smc_hmm.limits`).  Raised before any work or allocation for
+    the value; ``bound`` names the bound, ``value`` and ``limit`` give the numbers."""
+
+    def __init__(self, message: str, *, bound: str = "", value=None, limit=None):
+        super().__init__(message)
+        self.bound = bound
+        self.value = value
+        self.limit = limit
+
+
+class BackpressureError(TransportError):
+    """A peer sent more than this party's budget of frames or bytes that the protocol has not
+    read yet (after being slowed down by the transport): the connection was dropped."""

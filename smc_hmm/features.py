@@ -42,8 +42,10 @@ The features of an utterance are then standardised with one global affine map
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import struct
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
@@ -282,7 +284,9 @@ def read_wav(path: str | Path, sample_rate: int = 8000, min_samples: int = 1) ->
     16-bit integers are divided by 32768 (8-bit unsigned, 24/32-bit integers and
     float files are scaled likewise); other rates are resampled with
     :func:`scipy.signal.resample_poly`. Raises InvalidInputError for a missing or
-    non-WAV file, a multi-channel file, non-finite samples or fewer than
+    non-WAV file, a file cut inside its header, a file whose header promises more
+    samples than it holds (a truncated recording is refused, not padded or
+    shortened silently), a multi-channel file, non-finite samples or fewer than
     ``min_samples`` samples (after resampling).
     """
     from scipy.io import wavfile
@@ -290,13 +294,27 @@ def read_wav(path: str | Path, sample_rate: int = 8000, min_samples: int = 1) ->
 
     path = Path(path)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", wavfile.WavFileWarning)
-            rate, data = wavfile.read(path)
+        raw = path.read_bytes()
     except FileNotFoundError as exc:
         raise InvalidInputError(f"no such WAV file: {path}") from exc
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", wavfile.WavFileWarning)
+            rate, data = wavfile.read(io.BytesIO(raw))
+    except struct.error as exc:  # scipy unpacks a header field the file does not hold
+        raise InvalidInputError(
+            f"{path} is not a readable WAV file: it ends inside its header ({len(raw)} bytes)"
+        ) from exc
     except (ValueError, EOFError, OSError) as exc:  # scipy: ValueError for non-RIFF input
         raise InvalidInputError(f"{path} is not a readable WAV file: {exc}") from exc
+    promised = _promised_frames(raw)
+    if promised is not None and promised > data.shape[0]:
+        raise InvalidInputError(
+            f"{path} is truncated: its header promises {promised} samples, the file holds "
+            f"{data.shape[0]}"
+        )
     if data.ndim == 2 and data.shape[1] == 1:
         data = data[:, 0]
     if data.ndim != 1:
@@ -328,6 +346,24 @@ def read_wav(path: str | Path, sample_rate: int = 8000, min_samples: int = 1) ->
             f"at least {min_samples} needed"
         )
     return signal
+
+
+def _promised_frames(raw: bytes) -> int | None:
+    """Frames the ``data`` chunk's header of a RIFF/WAVE file promises (None if unknown).
+
+    Streaming writers that leave the size open (0 or 0xFFFFFFFF) promise nothing.
+    """
+    pos, block_align = 12, None
+    while pos + 8 <= len(raw):
+        chunk, size = raw[pos : pos + 4], int.from_bytes(raw[pos + 4 : pos + 8], "little")
+        if chunk == b"fmt " and pos + 22 <= len(raw):
+            block_align = int.from_bytes(raw[pos + 20 : pos + 22], "little")
+        if chunk == b"data":
+            if not block_align or size in (0, 0xFFFFFFFF):
+                return None
+            return size // block_align
+        pos += 8 + size + (size & 1)  # chunks are padded to an even size
+    return None
 
 
 # --- numpy implementation -------------------------------------------------------------

@@ -84,6 +84,10 @@ class ProtocolDescriptor:
     role_for: Callable[[Any, str, str], str] | None = None
     messages: Callable[[Any], Iterable[Message]] | None = None
     module: str = field(default="", compare=False)
+    #: ``randomizers(params, key_bits, inputs)``: the fresh randomizers each role draws
+    #: in a run on ``inputs`` (role -> private input), from their public sizes only --
+    #: what an offline phase precomputes once the key is known (None: not planned)
+    randomizers: Callable[[Any, int, Mapping[str, Any]], dict[str, int]] | None = None
 
     def __post_init__(self):
         names = [r.name for r in self.roles]

@@ -21,7 +21,8 @@ from smc_hmm.transport.base import Transport
 KEY_BITS = 512
 FRAMES = 5
 MODELS = 3
-CLIENTS = ["alice", "carol", "dave", "erin"]
+#: client certificates; "mallory" is the hostile client of the attack tests
+CLIENTS = ["alice", "carol", "dave", "erin", "mallory"]
 
 
 def keypair(seed: int = 5120):
@@ -139,10 +140,6 @@ def message_count(server, certs: Path, frames) -> int:
 
 def resources(pid: int) -> dict:
     """Threads, open file descriptors and resident memory (kB) of process ``pid``."""
-    status = Path(f"/proc/{pid}/status").read_text().splitlines()
-    fields = dict(line.split(":", 1) for line in status if ":" in line)
-    return {
-        "threads": int(fields["Threads"]),
-        "fds": len(list(Path(f"/proc/{pid}/fd").iterdir())),
-        "rss_kb": int(fields["VmRSS"].split()[0]),
-    }
+    from smc_hmm.bench.serve import process_resources
+
+    return process_resources(pid)

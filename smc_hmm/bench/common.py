@@ -145,10 +145,17 @@ def throwaway_keypair(bits: int):
 
 
 def check_key_bits(args) -> None:
-    """Benchmarks refuse keys below 2048 bits unless --insecure, like every entry point."""
-    from smc_hmm.errors import InvalidInputError
+    """The key sizes every command takes (:func:`smc_hmm.crypto.check_key_bits`): below
+    2048 bits only with --insecure, above 8192 only with --allow-large-keys."""
+    from smc_hmm.crypto import check_key_bits as check
 
-    if args.key_bits < 2048 and not getattr(args, "insecure", False):
-        raise InvalidInputError(
-            f"{args.key_bits}-bit keys are insecure: add --insecure (reproductions only)"
-        )
+    check(
+        args.key_bits,
+        insecure=getattr(args, "insecure", False),
+        allow_large=getattr(args, "allow_large_keys", False),
+        hints=KEY_FLAGS,
+    )
+
+
+#: how a command-line user grants small and large keys (the options every command spells alike)
+KEY_FLAGS = ("--insecure", "--allow-large-keys")

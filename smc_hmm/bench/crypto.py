@@ -1,8 +1,9 @@
 """``smc-hmm bench crypto``: our Paillier paths against plain phe + gmpy2, side by side.
 
 Every row times the same work both ways in one run at the same key size and
-reports medians and the ratio (how many times faster ours is).  Targets from
-the Paillier-core issue are printed next to each ratio.
+reports medians and the ratio (how many times faster ours is).  The target of a
+row (the speed-up it must reach, e.g. ">= 8x" for the 820-term combination on two
+lanes) is printed next to its ratio.
 """
 
 from __future__ import annotations

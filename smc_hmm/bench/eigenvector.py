@@ -1,26 +1,22 @@
-"""``smc-hmm bench eigenvector``: the thesis's 4.1.1 eigenvector protocol against numpy.
+"""``smc-hmm bench eigenvector``: both modes of the eigenvector protocol side by side.
 
-Runs the registered ``eigenvector`` protocol in-process (found by name, so this
-module never imports :mod:`protocols`): the key authority, Trent and
-``--owners`` data owners, each in its own thread, every message through the
-wire codec.  Data: scikit-learn's bundled digits (no download) in the
-thesis's orientation -- k = ``--rows`` features as rows, n = ``--cols``
-samples as columns, the columns split evenly over the owners (owner i holds
-its own samples) -- so the vector that crosses the network has length k and
-the eigenvector of M^T M (length n) stays split in the owners' shares.
-``--data random`` uses uniform [-1, 1] entries instead.
+Thesis 4.1.1 (``docs/eigenvector.md``): scikit-learn's bundled digits in the thesis's
+orientation, k = ``--rows`` (64) pixel features as rows, n = ``--cols`` (1,797)
+samples as columns split evenly over ``--owners`` (4) owners, so the vector that crosses
+the network has length k and the eigenvector of M^T M (length n) stays in the owners'
+shares.  ``--data random`` uses uniform [-1, 1] entries instead.
 
-Reports, in the same run: seconds to convergence and per round against a
-plaintext numpy power iteration with the same stopping test (the overhead
-ratio), 1 - cosine to numpy's principal eigenvector (SVD), bytes, messages
-and rounds per party, and, for each p of ``--sweep``, the rounds, decoys and
-iterations wasted on decoys (expected: real iterations x (1 - p) / p).  The
-run at ``--decoy-p`` is repeated ``--repeats`` times (median reported: the
-number of decoys, hence of rounds, is random).  The k-vectors travel packed
-(``--slots``; default as many values per ciphertext as the key holds) and one
-more run without packing shows what packing saves.  Key generation is not
-timed.  The machine's load average is recorded beside the
-timings (a shared machine slows every figure).
+For each data variant (``--centred``: the raw digits, whose mean dominates and gives
+a large eigengap, and/or the digits minus their mean, i.e. PCA proper, with a small
+eigengap) and each mode (``--modes``: ``private``, the default mode, in which nobody
+sees an iterate; ``thesis``, the thesis's protocol with every hardening, the baseline),
+it reports in the same run: rounds, seconds to convergence (key generation not timed:
+the key authority's pair is made beforehand; each owner's own key pair in the private
+mode is part of the run), seconds per round, 1 - cosine to numpy's principal
+eigenvector (SVD), bytes, and the operations that dominate (partial decryptions in the
+private mode), against a plaintext numpy power iteration with the same stopping test.
+Each run is repeated ``--repeats`` times (median reported).  The load average is
+recorded beside the timings: a shared machine slows every figure.
 """
 
 from __future__ import annotations
@@ -34,9 +30,12 @@ import numpy as np
 from smc_hmm.bench.common import BenchResult, Row, check_key_bits, throwaway_keypair
 from smc_hmm.eigen import power_iteration, principal_eigenvector
 from smc_hmm.errors import ConfigError, InvalidInputError
+from smc_hmm.progress import status
 
 TARGET_SECONDS = 60.0
 TARGET_COSINE_GAP = 1e-9
+MODES = ("private", "thesis")
+CENTRED = {"no": (False,), "yes": (True,), "both": (False, True)}
 
 
 def add_arguments(parser) -> None:
@@ -47,50 +46,68 @@ def add_arguments(parser) -> None:
     parser.add_argument("--owners", type=int, default=4, help="data owners N")
     parser.add_argument("--rows", type=int, default=64, help="k: rows (digits: features)")
     parser.add_argument("--cols", type=int, default=1797, help="n: columns (digits: samples)")
-    parser.add_argument("--decoy-p", type=float, default=0.8, help="probability of a real round")
-    parser.add_argument(
-        "--sweep",
-        type=float,
-        nargs="*",
-        default=[1.0, 0.9, 0.8, 0.6, 0.4],
-        help="decoy_p values for the wasted-iterations table (empty: skip)",
-    )
     parser.add_argument("--data", choices=["digits", "random"], default="digits")
-    parser.add_argument("--tol", type=float, default=1e-7, help="the owners' convergence test")
-    parser.add_argument("--seed", type=int, default=0, help="random data and numpy's start")
-    parser.add_argument("--timeout", type=float, default=120.0, help="receive timeout (s)")
     parser.add_argument(
-        "--protocol", default="eigenvector", help='registered name or "module:object"'
+        "--centred",
+        choices=sorted(CENTRED),
+        default="both",
+        help="subtract the mean of every feature (PCA proper): no, yes or both",
+    )
+    parser.add_argument(
+        "--modes", nargs="+", choices=MODES, default=list(MODES), help="modes to run"
+    )
+    parser.add_argument("--repeats", type=int, default=1, help="runs per mode (median)")
+    parser.add_argument("--tol", type=float, default=1e-7, help="the convergence test")
+    parser.add_argument("--max-rounds", type=int, default=400, help="give up after this many")
+    parser.add_argument(
+        "--check-every", type=int, default=8, help="private mode: rounds between tests"
+    )
+    parser.add_argument(
+        "--precision",
+        type=int,
+        default=64,
+        help="private mode: bits of the iterate (smaller plans fit smaller keys)",
+    )
+    parser.add_argument(
+        "--gram-bits", type=int, default=40, help="private mode: Gram matrix fixed-point bits"
+    )
+    parser.add_argument(
+        "--decoy-p", type=float, default=0.8, help="thesis mode: probability of a real round"
     )
     parser.add_argument(
         "--slots",
         type=int,
         default=0,
-        help="values per ciphertext of the k-vectors (0: as many as the key holds; 1: none)",
+        help="thesis mode: values per ciphertext (0: as many as the key holds; 1: none)",
     )
+    parser.add_argument("--seed", type=int, default=0, help="random data and numpy's start")
+    parser.add_argument("--timeout", type=float, default=300.0, help="receive timeout (s)")
     parser.add_argument(
-        "--repeats", type=int, default=3, help="runs at --decoy-p (the median is reported)"
-    )
-    parser.add_argument(
-        "--no-unpacked", action="store_true", help="skip the comparison run without packing"
+        "--protocol", default="eigenvector", help='registered name or "module:object"'
     )
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
 
 
-def load_data(kind: str, rows: int, cols: int, seed: int) -> tuple[np.ndarray, float]:
-    """(M, public bound on |entries|): digits features x samples, or uniform random."""
+def load_data(kind: str, rows: int, cols: int, seed: int, centred: bool = False):
+    """(M, public bound on |entries|): digits features x samples, or uniform random;
+    ``centred`` subtracts every feature's mean over the samples."""
     if rows < 2 or cols < 2:
         raise InvalidInputError("--rows and --cols must be at least 2")
     if kind == "random":
-        return np.random.default_rng(seed).uniform(-1, 1, (rows, cols)), 1.0
-    try:
-        from sklearn.datasets import load_digits
-    except ImportError as e:  # the test extra has it; the benchmark names the fix
-        raise ConfigError("the digits data needs scikit-learn: pip install scikit-learn") from e
-    x = load_digits().data  # 1,797 samples x 64 features, values 0..16
-    if rows > x.shape[1] or cols > x.shape[0]:
-        raise InvalidInputError(f"digits has {x.shape[1]} features and {x.shape[0]} samples")
-    return x[:cols, :rows].T.copy(), 16.0
+        m, bound = np.random.default_rng(seed).uniform(-1, 1, (rows, cols)), 1.0
+    else:
+        try:
+            from sklearn.datasets import load_digits
+        except ImportError as e:  # the test extra has it; the benchmark names the fix
+            raise ConfigError("the digits data needs scikit-learn: pip install scikit-learn") from e
+        x = load_digits().data  # 1,797 samples x 64 features, values 0..16
+        if rows > x.shape[1] or cols > x.shape[0]:
+            raise InvalidInputError(f"digits has {x.shape[1]} features and {x.shape[0]} samples")
+        m, bound = x[:cols, :rows].T.copy(), 16.0
+    if centred:  # the public bound follows from the data's public range, not its values
+        m = m - m.mean(axis=1, keepdims=True)
+        bound = bound if kind == "digits" else 2 * bound  # [0, 16] - mean; [-1, 1] - mean
+    return m, bound
 
 
 def split(m: np.ndarray, owners: int) -> list[np.ndarray]:
@@ -99,26 +116,33 @@ def split(m: np.ndarray, owners: int) -> list[np.ndarray]:
     return [m[:, s] for s in np.array_split(np.arange(m.shape[1]), owners)]
 
 
-def protocol_params(blocks, max_abs, decoy_p, tol, slots) -> dict:
-    owners = [f"p{i + 1}" for i in range(len(blocks))]
-    return {
-        "owners": owners,
+def protocol_params(blocks, max_abs, args, mode: str, slots: int = 1) -> dict:
+    params = {
+        "owners": [f"p{i + 1}" for i in range(len(blocks))],
         "cols": [b.shape[1] for b in blocks],
         "rows": blocks[0].shape[0],
         "max_abs": max_abs,
-        "decoy_p": decoy_p,
-        "tol": tol,
-        "max_rounds": 1000,
-        "slots": slots,
+        "tol": args.tol,
+        "max_rounds": args.max_rounds,
+        "mode": mode,
     }
+    if mode == "thesis":
+        params |= {"decoy_p": args.decoy_p, "slots": slots}
+    else:
+        params |= {
+            "check_every": args.check_every,
+            "precision": args.precision,
+            "gram_bits": args.gram_bits,
+        }
+    return params
 
 
-def auto_slots(protocol, blocks, max_abs, tol, key_bits) -> int:
-    """The most values per ciphertext a key of ``key_bits`` holds (the protocol's own plan)."""
+def thesis_slots(protocol, blocks, max_abs, args) -> int:
+    """The most values per ciphertext a key holds in the thesis mode (its own plan)."""
     from smc_hmm.protocol import find
 
-    params = find(protocol).params(protocol_params(blocks, max_abs, 1.0, tol, 1))
-    return params.max_slots(key_bits) if hasattr(params, "max_slots") else 1
+    params = find(protocol).params(protocol_params(blocks, max_abs, args, "thesis"))
+    return params.max_slots(args.key_bits) if hasattr(params, "max_slots") else 1
 
 
 def run_secure(protocol, params, blocks, keypair, timeout, min_key_bits):
@@ -144,7 +168,7 @@ def run_secure(protocol, params, blocks, keypair, timeout, min_key_bits):
 
 
 def _gap(x, v) -> float:
-    return 1.0 - abs(float(x @ v)) / (np.linalg.norm(x) * np.linalg.norm(v))
+    return max(0.0, 1.0 - abs(float(x @ v)) / (np.linalg.norm(x) * np.linalg.norm(v)))
 
 
 def main(args) -> int:
@@ -153,58 +177,30 @@ def main(args) -> int:
     return 0
 
 
-def measure(args) -> BenchResult:
-    """Run the benchmark, print its tables, write ``--json``; the results."""
+def _check_args(args) -> None:
     check_key_bits(args)
-    if not 0 < args.decoy_p <= 1 or not all(0 < p <= 1 for p in args.sweep):
-        raise InvalidInputError("decoy_p values must be in (0, 1]")
     if args.repeats < 1:
         raise InvalidInputError("--repeats must be >= 1")
     if args.slots < 0:
         raise InvalidInputError("--slots must be >= 0 (0: as many as the key holds)")
-    m, max_abs = load_data(args.data, args.rows, args.cols, args.seed)
-    blocks = split(m, args.owners)
-    v = principal_eigenvector(m)
-    load_before = os.getloadavg()
-    keypair = throwaway_keypair(args.key_bits)
-    min_bits = min(args.key_bits, 2048)
+    if not 0 < args.decoy_p <= 1:
+        raise InvalidInputError("--decoy-p must be in (0, 1]")
+    if not 0 < args.tol < 1:
+        raise InvalidInputError("--tol must be in (0, 1)")
 
-    # plaintext numpy power iteration, the same stopping test (median of 5)
+
+def _numpy_baseline(blocks, tol, seed) -> tuple[float, int, float]:
+    """(median seconds of 5, iterations, 1 - cosine) of the plaintext power iteration."""
     times = []
     for _ in range(5):
         t0 = time.perf_counter()
-        x_np, it_np = power_iteration(blocks, args.tol, max_rounds=100_000, seed=args.seed)
+        x, iterations = power_iteration(blocks, tol, max_rounds=100_000, seed=seed)
         times.append(time.perf_counter() - t0)
-    np_total = statistics.median(times)
+    return statistics.median(times), iterations, x
 
-    slots = args.slots or auto_slots(args.protocol, blocks, max_abs, args.tol, args.key_bits)
 
-    def secure(p, slots=slots):
-        params = protocol_params(blocks, max_abs, p, args.tol, slots)
-        return run_secure(args.protocol, params, blocks, keypair, args.timeout, min_bits)
-
-    runs = sorted((secure(args.decoy_p) for _ in range(args.repeats)), key=lambda r: r[2])
-    result, x, elapsed = runs[len(runs) // 2]  # the median run (its costs are reported)
-    repeats = [
-        {"seconds": el, "rounds": r["trent"]["rounds"], "decoys": r["trent"]["decoys"]}
-        for r, _, el in runs
-    ]
-    gap = max(_gap(xr, v) for _, xr, _ in runs)
-    unpacked = None
-    if slots > 1 and not args.no_unpacked:  # the same run without packing, for comparison
-        r1, x1, el1 = secure(args.decoy_p, 1)
-        unpacked = {
-            "seconds": el1,
-            "rounds": r1["trent"]["rounds"],
-            "decoys": r1["trent"]["decoys"],
-            "seconds_per_round": el1 / r1["trent"]["rounds"],
-            "bytes_total": r1.cost.bytes_total,
-            "one_minus_cosine": _gap(x1, v),
-        }
-    trent = result["trent"]
-    rounds, decoys = trent["rounds"], trent["decoys"]
-    cost = result.cost
-    per_party = {
+def _per_party(cost) -> dict:
+    return {
         name: {
             "bytes_sent": d["bytes"]["sent"],
             "bytes_recv": d["bytes"]["recv"],
@@ -215,78 +211,71 @@ def measure(args) -> BenchResult:
         }
         for name, d in cost.parties.items()
     }
-    sweep = []
-    for p in args.sweep:
-        r, xs, el = secure(p)
-        t = r["trent"]
-        real = t["rounds"] - t["decoys"]
-        sweep.append(
-            {
-                "decoy_p": p,
-                "rounds": t["rounds"],
-                "decoys": t["decoys"],
-                "real_iterations": real,
-                "expected_wasted": real * (1 - p) / p,
-                "seconds": el,
-                "one_minus_cosine": _gap(xs, v),
-            }
-        )
-    load_after = os.getloadavg()
 
-    per_round = elapsed / rounds
-    np_per_it = np_total / it_np
-    rows = [
-        Row(
-            f"seconds to convergence (p = {args.decoy_p:g}, median of {args.repeats})",
-            elapsed,
-            np_total,
-            "s",
-            limit=TARGET_SECONDS if args.key_bits >= 2048 else None,
-            note=f"overhead {elapsed / np_total:.3g}x numpy; {rounds} rounds, {decoys} decoys",
+
+def _measure_mode(args, mode, blocks, max_abs, keypair, v, np_seconds, np_iterations) -> dict:
+    slots = 1
+    if mode == "thesis":
+        slots = args.slots or thesis_slots(args.protocol, blocks, max_abs, args)
+    params = protocol_params(blocks, max_abs, args, mode, slots)
+    min_bits = min(args.key_bits, 2048)
+    runs = sorted(
+        (
+            run_secure(args.protocol, params, blocks, keypair, args.timeout, min_bits)
+            for _ in range(args.repeats)
         ),
-        Row(
-            "seconds per round",
-            per_round,
-            np_per_it,
-            "s",
-            note=f"overhead {per_round / np_per_it:.3g}x numpy per iteration",
-        ),
-        Row(
-            "1 - cosine to numpy's eigenvector",
-            gap,
-            None,
-            "",
-            limit=TARGET_COSINE_GAP,
-            note=f"numpy power iteration: {_gap(x_np, v):.1e} in {it_np} iterations",
-        ),
-        Row("bytes, all parties", float(cost.bytes_total), None, "B"),
-        *(
-            [
-                Row(
-                    "seconds per round, unpacked (slots = 1)",
-                    unpacked["seconds_per_round"],
-                    None,
-                    "s",
-                    note=f"{unpacked['rounds']} rounds in {unpacked['seconds']:.1f} s, "
-                    f"{unpacked['bytes_total']} B; packed: {slots} slots",
-                )
-            ]
-            if unpacked
-            else []
-        ),
-        Row("rounds (causal depth)", float(cost.rounds), None, "rounds"),
-    ]
-    for s in sweep:
-        rows.append(
-            Row(
-                f"wasted on decoys, p = {s['decoy_p']:g}",
-                float(s["decoys"]),
-                None,
-                "rounds",
-                note=f"{s['rounds']} rounds, expected waste {s['expected_wasted']:.1f}, "
-                f"{s['seconds']:.1f} s",
-            )
-        )
+        key=lambda r: r[2],
+    )
+    result, x, elapsed = runs[len(runs) // 2]  # the median run (its costs are reported)
+    trent = result["trent"]
+    rounds = trent["rounds"]
+    parties = _per_party(result.cost)
+    return {
+        "mode": mode,
+        "seconds": elapsed,
+        "rounds": rounds,
+        "decoys": trent.get("decoys", 0),
+        "seconds_per_round": elapsed / rounds,
+        "one_minus_cosine": max(_gap(xr, v) for _, xr, _ in runs),
+        "overhead_ratio": elapsed / np_seconds,
+        "overhead_ratio_per_iteration": (elapsed / rounds) / (np_seconds / np_iterations),
+        "bytes_total": result.cost.bytes_total,
+        "rounds_causal": result.cost.rounds,
+        "partial_decryptions": {
+            name: d["ops"].get("partial_decrypt", 0) for name, d in parties.items()
+        },
+        "slots": slots,
+        "repeats": [{"seconds": el, "rounds": r["trent"]["rounds"]} for r, _, el in runs],
+        "per_party": parties,
+    }
+
+
+def measure(args) -> BenchResult:
+    """Run the benchmark, print its tables, write ``--json``; the results."""
+    _check_args(args)
+    load_before = os.getloadavg()
+    from rich.console import Console
+
+    with status(Console(), f"generating a throw-away {args.key_bits}-bit key pair"):
+        keypair = throwaway_keypair(args.key_bits)
+    runs, rows = [], []
+    for centred in CENTRED[args.centred]:
+        label = "centred" if centred else "uncentred"
+        m, max_abs = load_data(args.data, args.rows, args.cols, args.seed, centred)
+        blocks = split(m, args.owners)
+        v = principal_eigenvector(m)
+        np_seconds, np_iterations, x_np = _numpy_baseline(blocks, args.tol, args.seed)
+        for mode in args.modes:
+            run = _measure_mode(args, mode, blocks, max_abs, keypair, v, np_seconds, np_iterations)
+            run |= {
+                "data": label,
+                "numpy_seconds": np_seconds,
+                "numpy_iterations": np_iterations,
+                "numpy_one_minus_cosine": _gap(x_np, v),
+            }
+            runs.append(run)
+            rows.extend(_rows(args, run))
+    load_after = os.getloadavg()
     bench = BenchResult(
         benchmark="eigenvector",
         key_bits=args.key_bits,
@@ -296,52 +285,80 @@ def measure(args) -> BenchResult:
             "rows_k": args.rows,
             "cols_n": args.cols,
             "data": args.data,
+            "centred": args.centred,
+            "modes": list(args.modes),
             "layout": "k features as rows, n samples as columns split over the owners",
-            "decoy_p": args.decoy_p,
             "tol": args.tol,
-            "slots": slots,
+            "check_every": args.check_every,
+            "precision": args.precision,
+            "gram_bits": args.gram_bits,
+            "decoy_p": args.decoy_p,
+            "repeats": args.repeats,
         },
         extra={
-            "seconds_to_convergence": elapsed,
-            "seconds_per_round": per_round,
-            "rounds": rounds,
-            "decoys": decoys,
-            "numpy_seconds": np_total,
-            "numpy_iterations": it_np,
-            "overhead_ratio": elapsed / np_total,
-            "overhead_ratio_per_iteration": per_round / np_per_it,
-            "one_minus_cosine": gap,
-            "per_party": per_party,
-            "bytes_total": cost.bytes_total,
-            "rounds_causal": cost.rounds,
-            "repeats": repeats,
-            "decoy_sweep": sweep,
-            "unpacked": unpacked,
+            "runs": runs,
             "load_average": {"before": load_before, "after": load_after},
             "cpus": os.cpu_count(),
         },
     )
     bench.print_table()
-    _print_parties(per_party)
+    _print_runs(runs)
     if args.json:
         bench.write_json(args.json)
     return bench
 
 
-def _print_parties(per_party: dict) -> None:
+def _rows(args, run: dict) -> list[Row]:
+    what = f"{run['mode']}, {run['data']}"
+    limit = TARGET_SECONDS if args.key_bits >= 2048 and run["data"] == "uncentred" else None
+    decoys = f", {run['decoys']} decoys" if run["mode"] == "thesis" else ""
+    return [
+        Row(
+            f"{what}: seconds to convergence",
+            run["seconds"],
+            run["numpy_seconds"],
+            "s",
+            limit=limit,
+            note=f"{run['rounds']} rounds{decoys}; numpy {run['numpy_iterations']} iterations",
+        ),
+        Row(
+            f"{what}: 1 - cosine to numpy's eigenvector",
+            run["one_minus_cosine"],
+            None,
+            "",
+            limit=TARGET_COSINE_GAP,
+            note=f"numpy's power iteration: {run['numpy_one_minus_cosine']:.1e}",
+        ),
+    ]
+
+
+def _print_runs(runs: list[dict]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="per party (the p = --decoy-p run)")
-    for col in ("party", "bytes sent", "bytes received", "messages sent", "rounds", "wall s"):
-        table.add_column(col, justify="left" if col == "party" else "right")
-    for name, d in per_party.items():
+    table = Table(title="eigenvector modes side by side (the median run of each)")
+    columns = (
+        "data",
+        "mode",
+        "rounds",
+        "seconds",
+        "s / round",
+        "1 - cos",
+        "bytes",
+        "partial decryptions (trent / p1)",
+    )
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("data", "mode") else "right")
+    for r in runs:
+        pd = r["partial_decryptions"]
         table.add_row(
-            name,
-            str(d["bytes_sent"]),
-            str(d["bytes_recv"]),
-            str(d["messages_sent"]),
-            str(d["rounds"]),
-            f"{d['wall_s']:.2f}",
+            r["data"],
+            r["mode"],
+            str(r["rounds"]),
+            f"{r['seconds']:.2f}",
+            f"{r['seconds_per_round']:.3f}",
+            f"{r['one_minus_cosine']:.1e}",
+            str(r["bytes_total"]),
+            f"{pd.get('trent', 0)} / {pd.get('p1', 0)}",
         )
     Console().print(table)

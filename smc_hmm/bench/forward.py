@@ -24,7 +24,7 @@ from smc_hmm.crypto import generate_keypair
 from smc_hmm.errors import InsecureKeyWarning
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, log_likelihood
 
-#: targets of the metadata issue: absolute (nats) and relative error of log P
+#: precision targets: absolute (nats) and relative error of log P (docs/benchmarks.md)
 ABS_TARGET = 1e-9
 REL_TARGET = 1e-9
 #: log P of the near-deterministic case

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from smc_hmm.bench.common import check_key_bits, throwaway_keypair
 from smc_hmm.errors import ConfigError
+from smc_hmm.progress import status
 
 
 def add_arguments(parser) -> None:
@@ -41,9 +42,9 @@ def main(args) -> int:
 
     check_key_bits(args)
     console = Console()
-    with console.status(f"generating a throw-away {args.key_bits}-bit key pair"):
+    with status(console, f"generating a throw-away {args.key_bits}-bit key pair"):
         pk, sk = throwaway_keypair(args.key_bits)
-    with console.status("timing encrypt, decrypt, add, scalar multiply, multiexp, rerandomize"):
+    with status(console, "timing encrypt, decrypt, add, scalar multiply, multiexp, rerandomize"):
         rates = measure_rates(pk, sk, scalar_bits=args.scalar_bits, min_seconds=args.min_seconds)
     table = Table(
         title=f"primitive rates, {rates.bits}-bit keys, one thread "

@@ -14,7 +14,9 @@ gmpy2 between 1024- and 2048-bit keys and stated in :data:`SCALING_EXPONENTS`:
 * a homomorphic addition is one multiplication mod n^2: ~ bits^1.6;
 * a scalar multiplication or multi-exponentiation term with a fixed-size
   (e.g. 64-bit fixed-point) exponent costs a fixed number of multiplications
-  plus reductions: ~ bits^1.75;
+  plus reductions: ~ bits^1.75; where the ledger also counts the exponents'
+  total bits (``multiexp_bits``), a multi-exponentiation costs that many bits
+  at the measured per-term rate of ``scalar_bits``-bit exponents;
 * OT and comparison invocations cost nothing extra in the model: their
   encryptions, decryptions and exponentiations are counted as primitive
   operations already.
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from smc_hmm.cost.ledger import OPS
+from smc_hmm.crypto.keys import check_key_bits
 from smc_hmm.errors import ConfigError, InvalidInputError
 
 if TYPE_CHECKING:
@@ -169,15 +172,21 @@ class CostModel:
     def compute_seconds(self, ops: Mapping[str, int], bits: int | None = None) -> float:
         """Time for these operation counts at ``bits`` (default: the measured size)."""
         bits = self.rates.bits if bits is None else bits
-        return sum(int(k) * self.rates.seconds_per(op, bits) for op, k in ops.items())
+        ops = dict(ops)
+        exponent_bits = int(ops.pop("multiexp_bits", 0) or 0)
+        if exponent_bits:  # the exponents' real size, not a term count
+            ops["multiexp_terms"] = exponent_bits / self.rates.scalar_bits
+        return sum(float(k) * self.rates.seconds_per(op, bits) for op, k in ops.items())
 
     @staticmethod
     def network_seconds(
         rounds: int, nbytes: float, latency: float, bandwidth: float | None
     ) -> float:
         """``latency * rounds + bytes / bandwidth`` (no bandwidth: unlimited)."""
-        if latency < 0 or (bandwidth is not None and bandwidth <= 0):
-            raise InvalidInputError("latency must be >= 0 and bandwidth > 0")
+        if not (latency >= 0 and math.isfinite(latency)) or (
+            bandwidth is not None and not (bandwidth > 0 and math.isfinite(bandwidth))
+        ):
+            raise InvalidInputError("latency must be a finite number >= 0 and bandwidth > 0")
         return latency * rounds + (0.0 if bandwidth is None else nbytes / bandwidth)
 
     def predict(
@@ -189,8 +198,12 @@ class CostModel:
         bandwidth: float | None = None,
         input_scale: float = 1.0,
         measured_bits: int | None = None,
+        speedup: float = 1.0,
     ) -> Prediction:
         """Predict the run of ``report`` at ``bits`` with inputs ``input_scale`` times larger.
+
+        ``speedup``: each party's compute runs on lanes with this measured scaling
+        (``smc-hmm bench`` reports the machine's two-lane scaling); 1: one thread.
 
         Operation counts and bytes scale linearly with ``input_scale``; bytes
         scale linearly with the key size relative to the report's
@@ -198,11 +211,18 @@ class CostModel:
         """
         if not (input_scale > 0 and math.isfinite(input_scale)):
             raise InvalidInputError("input_scale must be a finite number > 0")
-        bits = self.rates.bits if bits is None else int(bits)
+        if not (speedup >= 1 and math.isfinite(speedup)):
+            raise InvalidInputError("speedup must be a finite number >= 1")
+        # a size no key can have would scale the rates to nonsense (0 s, or complex numbers)
+        bits = (
+            self.rates.bits
+            if bits is None
+            else check_key_bits(bits, insecure=True, allow_large=True)
+        )
         source_bits = measured_bits or report.key_bits or self.rates.bits
         byte_scale = input_scale * bits / source_bits
         compute = {
-            name: input_scale * self.compute_seconds(p["ops"], bits)
+            name: input_scale * self.compute_seconds(p["ops"], bits) / speedup
             for name, p in report.parties.items()
         }
         total_bytes = report.bytes_total * byte_scale

@@ -3,9 +3,12 @@
 from smc_hmm.crypto.cipherarray import CipherArray
 from smc_hmm.crypto.keys import (
     DEFAULT_KEY_BITS,
+    MAX_KEY_BITS,
+    MIN_KEY_BITS,
     Meter,
     PrivateKey,
     PublicKey,
+    check_key_bits,
     generate_keypair,
     private_key_from_phe,
     public_key_from_phe,
@@ -22,6 +25,8 @@ from smc_hmm.crypto.rng import Rng
 
 __all__ = [
     "DEFAULT_KEY_BITS",
+    "MAX_KEY_BITS",
+    "MIN_KEY_BITS",
     "CipherArray",
     "DJNRandomizer",
     "FixedBaseTable",
@@ -32,6 +37,7 @@ __all__ = [
     "Randomizer",
     "RandomizerPool",
     "Rng",
+    "check_key_bits",
     "generate_keypair",
     "multiexp",
     "naive_multiexp",

@@ -4,7 +4,7 @@ Pickling a list of gmpy2 ``mpz`` values costs one object per value.
 :class:`PackedInts` holds the same list but pickles as a single byte string of
 fixed-width fields (``gmpy2.pack``); in the process that created it, it is just
 the list.  For 820 ciphertexts under a 2048-bit key a pickle round trip takes
-3.7 ms packed against 4.3 ms as a list (``python3 benchmarks/bench_lanes.py``).
+3.7 ms packed against 4.3 ms as a list (``smc-hmm bench lanes``).
 
 This is local inter-process plumbing for :class:`~smc_hmm.compute.Compute`
 (the executor's own pickling); nothing here travels over the protocol network.

@@ -424,6 +424,7 @@ class CipherArray:
             ]
         flat = [combine_parts(p, n2) for p in parts]
         pk.meter.count("multiexp_terms", k * m)
+        pk.meter.count("multiexp_bits", sum(abs(x).bit_length() for row in rows for x in row))
         out = self._like(flat, self.scale + weight_scale, bound, (k,))
         return out[0] if single else out
 
@@ -459,6 +460,10 @@ class CipherArray:
         results = compute.map(_lincomb_block_task, lanes, [n2] * len(lanes))
         flat = [combine_parts([p], n2) for lane in results for block in lane for p in block]
         pk.meter.count("multiexp_terms", sum(len(r) * len(b) for b, r, _ in plans))
+        pk.meter.count(
+            "multiexp_bits",
+            sum(abs(x).bit_length() for _, rows, _ in plans for row in rows for x in row),
+        )
         bound = max(b for _, _, b in plans)
         fixedpoint.check_scale(first.scale + weight_scale)
         return cls(pk, _mpz_array(flat, (len(flat),)), first.scale + weight_scale, bound)

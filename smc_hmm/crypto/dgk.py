@@ -63,6 +63,7 @@ from smc_hmm.errors import (
     InvalidCiphertextError,
     InvalidInputError,
 )
+from smc_hmm.limits import MAX_DGK_T, MAX_DGK_U_BITS, MAX_KEY_BITS, check_at_most, check_key_bits
 
 __all__ = [
     "DGKKeyCache",
@@ -150,10 +151,21 @@ class DGKPublicKey:
         return [int(self.n), int(self.g), int(self.h), self.u, self.t]
 
     @classmethod
-    def from_wire(cls, data) -> DGKPublicKey:
-        """The inverse of :meth:`to_wire`; any malformed value is a :class:`CryptoError`."""
+    def from_wire(cls, data, *, max_bits: int = MAX_KEY_BITS) -> DGKPublicKey:
+        """The inverse of :meth:`to_wire`; any malformed value is a :class:`CryptoError`.
+
+        A peer's modulus above ``max_bits``, t above ``max_dgk_t`` or u above
+        ``max_dgk_u_bits`` (:mod:`smc_hmm.limits`) raises ParameterBoundError before
+        anything is computed with them (a primality test of u, the table of h).
+        """
         if not isinstance(data, list | tuple) or len(data) != 5:
             raise CryptoError("a DGK public key is the list [n, g, h, u, t]")
+        n, _, _, u, t = (x if type(x) is int else 0 for x in data)  # types: the constructor's
+        check_key_bits(abs(n).bit_length(), max_bits, "the peer's DGK modulus")
+        check_at_most("max_dgk_t", max(t, 0), MAX_DGK_T, "the peer's DGK t")
+        check_at_most(
+            "max_dgk_u_bits", abs(u).bit_length(), MAX_DGK_U_BITS, "the peer's DGK u (bits)"
+        )
         try:
             return cls(*data)
         except InvalidInputError as e:
@@ -280,33 +292,38 @@ class DGKPrivateKey:
         with self._lock:
             if self._tables is None:
                 pk = self.public_key
-                hp, hq = pk.h % self.p, pk.h % self.q
+                p, q = self.p, self.q
+                hp, hq = pk.h % p, pk.h % q
+                tp = FixedBaseTable(hp, p, self.v_p.bit_length(), window=8)
+                tq = FixedBaseTable(hq, q, self.v_q.bit_length(), window=8)
+                # g^m h^c for every m in Z_u, with one fixed secret c per prime (nonzero
+                # mod v): a value's encryption is then one table lookup and one
+                # full-size multiplication whatever m is (no branch, no multiplication by
+                # 1), and h^(r + c) is as uniform on <h> as h^r
+                rng = Rng.system()
+                cp, cq = 1 + rng.randbelow(int(self.v_p) - 1), 1 + rng.randbelow(int(self.v_q) - 1)
                 self._tables = (
-                    FixedBaseTable(hp, self.p, self.v_p.bit_length(), window=8),
-                    FixedBaseTable(hq, self.q, self.v_q.bit_length(), window=8),
-                    pk.g % self.p,
-                    pk.g % self.q,
+                    tp,
+                    tq,
+                    _powers(pk.g % p, pk.u, tp.pow(cp), p),
+                    _powers(pk.g % q, pk.u, tq.pow(cq), q),
                 )
             return self._tables
 
     def encrypt(self, values, rng: Rng, meter: Meter = NULL_METER) -> list[mpz]:
         """E(m) with h^r exactly uniform on <h> (by CRT: r_p < v_p, r_q < v_q); m in Z_u.
 
-        Small nonnegative m (bits, in the comparison) cost one multiplication per
-        unit; larger m one exponentiation modulo p and q."""
+        The same big-integer operations for every m (a secret bit costs the same
+        whether it is 0 or 1): two fixed-base powers, two table lookups, two
+        full-size multiplications and the CRT recombination."""
         tp, tq, gp, gq = self._crt_tables()
         p, q, q_inv, u = self.p, self.q, self._q_inv, self.public_key.u
         vp, vq = int(self.v_p), int(self.v_q)
         out = []
         for m in values:
             m = int(m) % u
-            xp = tp.pow(rng.randbelow(vp))
-            xq = tq.pow(rng.randbelow(vq))
-            if m == 1:
-                xp, xq = xp * gp % p, xq * gq % q
-            elif m:
-                xp = xp * gmpy2.powmod(gp, m, p) % p
-                xq = xq * gmpy2.powmod(gq, m, q) % q
+            xp = tp.pow(rng.randbelow(vp)) * gp[m] % p
+            xq = tq.pow(rng.randbelow(vq)) * gq[m] % q
             out.append(xq + q * ((xp - xq) * q_inv % p))
         meter.count("dgk_encrypt", len(out))
         return out
@@ -354,6 +371,15 @@ def _prime_of_bits(bits: int, rng: Rng) -> mpz:
         p = gmpy2.next_prime(mpz(rng.randbits(bits)) | (mpz(1) << (bits - 1)))
         if p.bit_length() == bits:
             return p
+
+
+def _powers(g: mpz, u: int, blind: mpz, prime: mpz) -> list[mpz]:
+    """[g^m * blind mod prime for m in range(u)]."""
+    out, x = [], blind % prime
+    for _ in range(u):
+        out.append(x)
+        x = x * g % prime
+    return out
 
 
 def _structured_prime(bits: int, u: int, v: mpz, rng: Rng) -> mpz:

@@ -2,9 +2,9 @@
 
 A real x is carried as the integer round(x * 2^s) for a scale s (fractional
 bits) chosen per quantity, never phe's per-value floating exponent (mismatched
-exponents cost a hidden rescaling, and repeated scalar products overflow: phe
-issue 110; thesis 4.2.1 "Practical issues" used a decimal 10^6 scale and
-truncation).  Products add scales; sums need equal scales.  Every encoding
+exponents cost a hidden rescaling, and repeated scalar products overflow, a known
+phe limitation, python-paillier GitHub #110; thesis 4.2.1 "Practical issues" used a
+decimal 10^6 scale and truncation).  Products add scales; sums need equal scales.  Every encoding
 reports a *bound* (max |integer|) so that arithmetic can be checked against the
 plaintext space before it is computed.
 """

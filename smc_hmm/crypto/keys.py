@@ -30,6 +30,13 @@ from smc_hmm.errors import (
 
 DEFAULT_KEY_BITS = 2048
 MIN_SECURE_BITS = 2048
+#: the smallest modulus that works at all: DJN randomness draws exponents of half the
+#: modulus's size, and they need at least 128 bits (:mod:`smc_hmm.crypto.randomness`)
+MIN_KEY_BITS = 256
+#: the largest modulus the command line and configuration files generate without an
+#: explicit allowance: the prime search grows roughly with the fourth power of the size, so
+#: a key far beyond this one takes hours or days (the library itself sets no upper bound)
+MAX_KEY_BITS = 8192
 #: |plaintext| must stay below n / 2^(1 + PRECISION_MARGIN_BITS): headroom for masks.
 PRECISION_MARGIN_BITS = 2
 
@@ -127,9 +134,16 @@ class PublicKey(phe.PaillierPublicKey):
         values = [int(v) for v in values]
         if randomizers is None:
             randomizers = self.randomizer.draw(len(values))
-        n, n2 = self.n_mpz, self.nsquare_mpz
+        n2 = self.nsquare_mpz
         self.meter.count("encrypt", len(values))
-        return [(1 + (v % n) * n) * r % n2 for v, r in zip(values, randomizers)]
+        return [self.message_factor(v) * r % n2 for v, r in zip(values, randomizers)]
+
+    def message_factor(self, value: int) -> mpz:
+        """g^m = 1 + m n mod n^2, written as 1 + (m mod n + n) n: the same-size factor
+        (between n^2 and 2 n^2) for every m, so encrypting a secret 0 costs what a 1
+        does (1 + 0 n = 1 would make the multiplication by it nearly free)."""
+        n = self.n_mpz
+        return 1 + (int(value) % n + n) * n
 
     def rerandomize(self, ciphertexts: list[mpz]) -> list[mpz]:
         n2 = self.nsquare_mpz
@@ -209,6 +223,41 @@ def _random_prime(bits: int, rng: Rng) -> mpz:
             return p
 
 
+def check_key_bits(
+    bits: object,
+    *,
+    insecure: bool = False,
+    allow_large: bool = False,
+    hints: tuple[str, str] = ("insecure=True", "allow_large=True"),
+) -> int:
+    """The key-size rule of every entry point; returns ``bits``.
+
+    An even integer of at least :data:`MIN_KEY_BITS`; below :data:`MIN_SECURE_BITS` only
+    with ``insecure``, above :data:`MAX_KEY_BITS` only with ``allow_large``.  ``hints``
+    name how the caller's user grants each (``--insecure``, ``run.insecure = true``, ...).
+    The checks run in this order so that no "insecure" warning precedes a refusal.
+    """
+    if isinstance(bits, bool) or not isinstance(bits, int) or bits % 2:
+        raise InvalidInputError(f"key size must be an even number of bits, got {bits!r}")
+    if bits < MIN_KEY_BITS:
+        raise InvalidInputError(
+            f"{bits}-bit keys are below the smallest working size, {MIN_KEY_BITS} bits "
+            "(Paillier randomness here draws exponents of half the key size, at least 128 "
+            "bits); 2048 bits are the secure default"
+        )
+    if bits > MAX_KEY_BITS and not allow_large:
+        raise InvalidInputError(
+            f"{bits}-bit keys are above {MAX_KEY_BITS} bits: generating one takes minutes to "
+            "days (the prime search grows roughly as bits^4: ~bits candidates, each test "
+            f"~bits^3); add {hints[1]} to allow it"
+        )
+    if bits < MIN_SECURE_BITS and not insecure:
+        raise InvalidInputError(
+            f"{bits}-bit keys are insecure: add {hints[0]} (tests and reproductions only)"
+        )
+    return bits
+
+
 def generate_keypair(
     bits: int = DEFAULT_KEY_BITS, *, insecure: bool = False, rng: Rng | None = None
 ) -> tuple[PublicKey, PrivateKey]:
@@ -216,15 +265,12 @@ def generate_keypair(
 
     Keys shorter than 2048 bits need ``insecure=True`` (tests, reproductions of
     the thesis's 256/512-bit figures) and emit :class:`InsecureKeyWarning`; so
-    do keys of any size drawn from a seeded (non-cryptographic) ``rng``.
+    do keys of any size drawn from a seeded (non-cryptographic) ``rng``.  Sizes
+    below :data:`MIN_KEY_BITS` are refused (:func:`check_key_bits`); the library sets
+    no upper bound, the command line does.
     """
-    if not isinstance(bits, int) or bits < 128 or bits % 2:
-        raise InvalidInputError(f"key bits must be an even integer >= 128, got {bits!r}")
+    check_key_bits(bits, insecure=insecure, allow_large=True)
     if bits < MIN_SECURE_BITS:
-        if not insecure:
-            raise InvalidInputError(
-                f"{bits}-bit Paillier keys are insecure; pass insecure=True for tests only"
-            )
         warnings.warn(
             f"generating an insecure {bits}-bit Paillier key", InsecureKeyWarning, stacklevel=2
         )

@@ -13,8 +13,10 @@ installed package and need neither the recordings nor librosa.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -27,7 +29,9 @@ from smc_hmm.hmm.models import GaussianHMM
 __all__ = [
     "DIGIT_WORDS",
     "NOTICE_TEXT",
+    "FSDD_ENV",
     "TestUtterance",
+    "fsdd_dir",
     "load_bundled_models",
     "load_garbage_model",
     "load_manifest",
@@ -35,13 +39,42 @@ __all__ = [
     "load_test_utterances",
 ]
 
+#: the environment variable naming the FSDD folder (the one holding ``recordings/``)
+FSDD_ENV = "FSDD_DIR"
+FSDD_SOURCE = (
+    "the Free Spoken Digit Dataset (FSDD; github.com/Jakobovski/free-spoken-digit-dataset, "
+    "CC BY-SA 4.0; the bundled data come from its commit 26eb9aa)"
+)
+
+
+def fsdd_dir(path: str | Path | None = None) -> Path:
+    """The folder of the FSDD recordings: ``path``, else the ``FSDD_DIR`` variable.
+
+    Only the scripts that retrain the speech models or use the training split need
+    the recordings (the bundled files need none).  Raises :class:`ConfigError`,
+    saying where to get them, when neither names a folder holding ``recordings/``.
+    """
+    given = path if path is not None else os.environ.get(FSDD_ENV)
+    if not given:
+        raise ConfigError(
+            f"the FSDD recordings are not bundled: get {FSDD_SOURCE}, then give its folder "
+            f"(the one holding recordings/) as an argument or set {FSDD_ENV}=DIR"
+        )
+    folder = Path(given)
+    if not (folder / "recordings").is_dir():
+        raise ConfigError(
+            f"{folder} holds no recordings/ folder: it should be a checkout of {FSDD_SOURCE}"
+        )
+    return folder
+
+
 DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 """Model labels, in digit order: model ``d`` of a bundled file recognises the digit ``d``."""
 
 NOTICE_TEXT = """\
-The files in this directory (extracted MFCC features of recordings and hidden Markov
-models trained on such features) are derived from the Free Spoken Digit Dataset (FSDD)
-and its contributors:
+The files in this directory (extracted MFCC features of recordings, utterance-level
+speaker features and hidden Markov models trained on such features) are derived from
+the Free Spoken Digit Dataset (FSDD) and its contributors:
 
     Free Spoken Digit Dataset, https://github.com/Jakobovski/free-spoken-digit-dataset
     (commit 26eb9aa), recordings of the speakers jackson, nicolas, theo, yweweler and
@@ -55,6 +88,8 @@ same license, CC BY-SA 4.0: https://creativecommons.org/licenses/by-sa/4.0/
 Changes made: the recordings were converted to 39-dimensional MFCC features (13
 cepstra, deltas, delta-deltas) and used to train Gaussian hidden Markov models, by
 scripts/make_speech_data.py of the smc-hmm project; see docs/speech-models.md.
+speaker_features.npz holds per recording the mean and standard deviation of its 13
+static cepstra, made by scripts/make_speaker_features.py; see docs/lmgmm.md.
 The rest of the smc-hmm project is not derived from the FSDD and keeps its own license.
 """
 

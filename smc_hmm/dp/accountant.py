@@ -36,7 +36,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from smc_hmm.dp.mechanisms import check_epsilon
+from smc_hmm.dp.params import check_epsilon
 from smc_hmm.errors import PrivacyBudgetError, PrivacyError, PrivacyParameterError
 
 RELATIVE_SLACK = 1e-10

@@ -47,6 +47,27 @@ fitted to the data without noise, so the counts of every sequence depend on all 
 and the sensitivity L holds only if that model is taken as public. ``mode="last"``
 reproduces the paper's first experiment and reports ``formal_guarantee = False``.
 
+**Impossible sequences.** A public skeleton with structural zeros (for instance an
+emission b_k(b) = 0 for every state k, a symbol the model forbids) gives some sequences
+probability zero; their posteriors are undefined. Refusing the data set would make the
+outcome depend on one record (an error that names the sequence reveals that it is
+present), so every DP path drops such a sequence: it contributes no counts, exactly as
+if it were absent. This is a per-record map (a record becomes its counts, or nothing)
+within the sensitivities above, so the guarantee is unchanged, and the run ends the same
+way whether the sequence is there or not; how many sequences were dropped is not
+released. With the default ``min_prob`` > 0 the support never changes during a run
+(post-processing floors every allowed entry), so "impossible" means impossible under the
+public skeleton; with ``min_prob = 0`` a noisy iteration may zero an entry, and the
+sequences that this already released model rules out are dropped the same way.
+Gaussian emissions give every (clipped) frame a positive density and every state of a
+row-stochastic transition matrix has a successor, so no Gaussian sequence is impossible.
+The plain :func:`discrete_expected_counts` still raises by default (it is not private).
+
+**Samplers.** The Laplace noise uses the hardened default of
+:func:`smc_hmm.dp.mechanisms.default_sampler` (OpenDP) unless ``sampler="float"`` is asked
+for, or ``rng`` is an INSECURE seeded stream (reproducible experiments), which OpenDP
+cannot honour and which therefore uses the float sampler.
+
 **Post-processing** (free under DP): noisy counts are clamped at 0 on allowed entries,
 rows normalised (an all-zero row becomes uniform over allowed entries), probabilities
 floored at ``min_prob`` and renormalised. Gaussian occupancies are floored at one frame,
@@ -65,13 +86,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from smc_hmm.dp.accountant import PrivacyAccountant
-from smc_hmm.dp.mechanisms import LaplaceMechanism, LaplaceSampler, Release, check_epsilon
+from smc_hmm.dp.mechanisms import LaplaceMechanism, LaplaceSampler, Release
+from smc_hmm.dp.params import check_epsilon
 from smc_hmm.dp.random import DPRandom
 from smc_hmm.errors import (
     InvalidInputError,
@@ -298,12 +321,17 @@ def prepare_sequences(
 # --- fast E-step for discrete models (not private) ---------------------------------------
 
 
-def discrete_expected_counts(model: DiscreteHMM, sequences: Sequence[ArrayLike]) -> ExpectedCounts:
+def discrete_expected_counts(
+    model: DiscreteHMM, sequences: Sequence[ArrayLike], *, skip_impossible: bool = False
+) -> ExpectedCounts:
     """The E-step of :func:`smc_hmm.hmm.expected_counts` for a DiscreteHMM, vectorised over
     sequences of equal length (scaled forward-backward, Rabiner 1989, section V.A).
 
     Same result as ``expected_counts`` (the tests compare them); much faster for many
-    short sequences. Not private: it computes the clean counts.
+    short sequences. Not private: it computes the clean counts. A sequence with
+    probability zero under ``model`` raises :class:`~smc_hmm.errors.InvalidInputError`,
+    or, with ``skip_impossible=True`` (the DP paths), contributes no counts and no
+    log-likelihood, exactly as if it were absent (module docstring, "Impossible sequences").
     """
     if not isinstance(model, DiscreteHMM):
         raise InvalidInputError(f"expected a DiscreteHMM, got {type(model).__name__}")
@@ -318,12 +346,12 @@ def discrete_expected_counts(model: DiscreteHMM, sequences: Sequence[ArrayLike])
     for length in np.unique(lengths):
         members = np.flatnonzero(lengths == length)
         batch = np.stack([values[i] for i in members])
-        gamma, xi_sum, log_probs = _batch_posteriors(model, batch, members)
+        gamma, xi_sum, log_probs = _batch_posteriors(model, batch, members, skip_impossible)
         initial += gamma[:, 0].sum(axis=0)
         transitions += xi_sum
         occupancy += gamma.sum(axis=(0, 1))
         np.add.at(emissions, batch.ravel(), gamma.reshape(-1, n_states))
-        log_likelihood += float(log_probs.sum())
+        log_likelihood += float(log_probs[np.isfinite(log_probs)].sum())
     return ExpectedCounts(
         initial=initial,
         transitions=transitions,
@@ -334,24 +362,31 @@ def discrete_expected_counts(model: DiscreteHMM, sequences: Sequence[ArrayLike])
 
 
 def _batch_posteriors(
-    model: DiscreteHMM, batch: np.ndarray, members: np.ndarray
+    model: DiscreteHMM, batch: np.ndarray, members: np.ndarray, skip_impossible: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """gamma (B, T, N), summed xi (N, N) and log P (B,) of equal-length sequences."""
+    """gamma (B, T, N), summed xi (N, N) and log P (B,) of equal-length sequences; an
+    impossible sequence raises, or (``skip_impossible``) gets gamma = 0, no xi and
+    log P = -inf."""
     transmat = model.transmat
     emission = model.emissionprob[:, batch].transpose(1, 2, 0)  # (B, T, N)
     n_batch, length, n_states = emission.shape
     alpha = np.empty((n_batch, length, n_states))
     scale = np.empty((n_batch, length))
+    impossible = np.zeros(n_batch, dtype=bool)
     current = model.startprob * emission[:, 0]
     for t in range(length):
         if t > 0:
             current = (alpha[:, t - 1] @ transmat) * emission[:, t]
         scale[:, t] = current.sum(axis=1)
-        impossible = np.flatnonzero(scale[:, t] <= 0)
-        if impossible.size:
-            index = int(members[impossible[0]])
-            raise InvalidInputError(f"sequence {index} has probability zero under the model")
+        zero = scale[:, t] <= 0
+        if np.any(zero):
+            if not skip_impossible:
+                index = int(members[np.flatnonzero(zero)[0]])
+                raise InvalidInputError(f"sequence {index} has probability zero under the model")
+            impossible |= zero
+            scale[zero, t] = 1.0  # alpha stays 0 from here on; the rows are dropped below
         alpha[:, t] = current / scale[:, t, None]
+    alpha[impossible] = 0.0
     beta = np.empty_like(alpha)
     beta[:, -1] = 1.0
     weighted = np.empty_like(alpha)  # b_j(o_{t}) beta_t(j) / c_t, used by beta and xi
@@ -360,7 +395,8 @@ def _batch_posteriors(
         beta[:, t - 1] = weighted[:, t] @ transmat.T
     gamma = alpha * beta
     xi_sum = np.einsum("bti,btj->ij", alpha[:, :-1], weighted[:, 1:]) * transmat
-    return gamma, xi_sum, np.log(scale).sum(axis=1)
+    log_probs = np.where(impossible, -np.inf, np.log(scale).sum(axis=1))
+    return gamma, xi_sum, log_probs
 
 
 def train_discrete(
@@ -369,14 +405,16 @@ def train_discrete(
     *,
     n_iter: int = PAPER_MAX_ITER,
     tol: float = PAPER_TOL,
+    skip_impossible: bool = False,
 ) -> BaumWelchResult:
     """Plain (NOT private) Baum-Welch with :func:`discrete_expected_counts`.
 
     Same stopping rule as :func:`smc_hmm.hmm.baum_welch`; the defaults are the paper's
-    (threshold 1e-5, at most 80 iterations). Used by ``mode="last"`` and as the
-    non-private reference of the experiment.
+    (threshold 1e-5, at most 80 iterations). Used by ``mode="last"`` (with
+    ``skip_impossible=True``) and as the non-private reference of the experiment.
     """
-    return baum_welch(model, sequences, n_iter=n_iter, tol=tol, e_step=discrete_expected_counts)
+    e_step = partial(discrete_expected_counts, skip_impossible=skip_impossible)
+    return baum_welch(model, sequences, n_iter=n_iter, tol=tol, e_step=e_step)
 
 
 # --- the DP E-step ---------------------------------------------------------------------
@@ -432,7 +470,7 @@ def dp_expected_counts(
     *,
     max_length: int,
     rng: DPRandom | None = None,
-    sampler: LaplaceSampler = "float",
+    sampler: LaplaceSampler | None = None,
     split: Mapping[str, float] | None = None,
     neighbouring: Neighbouring = "add_remove",
     long_sequences: LongSequences = "raise",
@@ -444,14 +482,16 @@ def dp_expected_counts(
     noise Lap(Delta_c / eps_c) on every data-dependent entry of each component c.
 
     ``model`` must not depend on ``sequences`` (a public skeleton or an earlier DP
-    release) for the guarantee to hold. ``sampler`` is ``"float"`` or ``"opendp"`` (the
-    snapping sampler needs a clamp bound on counts and is not offered here). The
-    components are charged to ``accountant`` (if given) before any noise is drawn.
+    release) for the guarantee to hold. ``sampler`` is ``None`` (the default: OpenDP, see
+    :func:`~smc_hmm.dp.mechanisms.default_sampler`), ``"opendp"`` or ``"float"`` (not
+    hardened; warned); the snapping sampler needs a clamp bound on counts and is not
+    offered here. The components are charged to ``accountant`` (if given) before any
+    noise is drawn.
     """
     model = _check_model(model)
     epsilon = check_epsilon(epsilon)
-    if sampler not in ("float", "opendp"):
-        raise PrivacyParameterError(f"sampler must be 'float' or 'opendp', got {sampler!r}")
+    if sampler not in (None, "float", "opendp"):
+        raise PrivacyParameterError(f"sampler must be 'opendp' or 'float', got {sampler!r}")
     sensitivities = count_sensitivities(
         model, max_length, neighbouring=neighbouring, feature_bound=feature_bound
     )
@@ -464,7 +504,7 @@ def dp_expected_counts(
         feature_bound=feature_bound,
     )
     if isinstance(model, DiscreteHMM):
-        clean = discrete_expected_counts(model, prepared)
+        clean = discrete_expected_counts(model, prepared, skip_impossible=True)
     else:
         clean = expected_counts(model, prepared)
     parent = rng if rng is not None else DPRandom.system()
@@ -557,7 +597,10 @@ def counts_to_model(
 # --- drivers -----------------------------------------------------------------------------
 
 
-def _describe(sampler: str, sensitivities: Mapping[str, float], neighbouring: str) -> str:
+def _describe(
+    releases: Sequence[Release], sensitivities: Mapping[str, float], neighbouring: str
+) -> str:
+    sampler = "/".join(sorted({r.sampler for r in releases})) or "no"
     parts = ", ".join(f"{name} {value:g}" for name, value in sensitivities.items())
     return (
         f"Laplace ({sampler} sampler) on expected counts; L1 sensitivities ({neighbouring}): "
@@ -587,7 +630,7 @@ def dp_baum_welch(
     mode: Mode = "every",
     n_iter: int = 10,
     rng: DPRandom | None = None,
-    sampler: LaplaceSampler = "float",
+    sampler: LaplaceSampler | None = None,
     split: Mapping[str, float] | None = None,
     neighbouring: Neighbouring = "add_remove",
     long_sequences: LongSequences = "raise",
@@ -629,7 +672,9 @@ def dp_baum_welch(
             feature_bound=feature_bound,
         )
         if isinstance(model, DiscreteHMM):
-            current = train_discrete(model, prepared, n_iter=plain_iter, tol=plain_tol).model
+            current = train_discrete(
+                model, prepared, n_iter=plain_iter, tol=plain_tol, skip_impossible=True
+            ).model
         else:
             current = baum_welch(
                 model, prepared, n_iter=plain_iter, tol=plain_tol, min_covar=min_covar
@@ -669,8 +714,13 @@ def dp_baum_welch(
         epsilons=noisy.epsilons,
         scales=noisy.scales,
         formal_guarantee=mode == "every",
-        mechanism=_describe(sampler, noisy.sensitivities, neighbouring)
-        + f"; mode {mode}, {steps} noisy iteration(s) of epsilon {step_epsilon:g}",
+        mechanism=_describe(releases, noisy.sensitivities, neighbouring)
+        + (
+            f"; mode every, {steps} noisy iteration(s) of epsilon {step_epsilon:g}"
+            if mode == "every"
+            else "; mode last (NOT DP, no guarantee): plain EM, then one noisy iteration "
+            f"whose noise is calibrated to eps {step_epsilon:g}"
+        ),
         releases=tuple(releases),
         accountant=accountant,
     )
@@ -683,7 +733,7 @@ def dp_em_step(
     *,
     max_length: int,
     rng: DPRandom | None = None,
-    sampler: LaplaceSampler = "float",
+    sampler: LaplaceSampler | None = None,
     split: Mapping[str, float] | None = None,
     neighbouring: Neighbouring = "add_remove",
     long_sequences: LongSequences = "raise",
@@ -729,7 +779,7 @@ def dp_em_step(
         epsilons=noisy.epsilons,
         scales=noisy.scales,
         formal_guarantee=bool(formal_guarantee),
-        mechanism=_describe(sampler, noisy.sensitivities, neighbouring)
+        mechanism=_describe(tuple(noisy.releases.values()), noisy.sensitivities, neighbouring)
         + f"; one noisy iteration of epsilon {epsilon:g}",
         releases=tuple(noisy.releases.values()),
         accountant=accountant,

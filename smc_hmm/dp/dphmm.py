@@ -48,7 +48,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.spatial.distance import cdist
 
-from smc_hmm.dp.knorm import DEFAULT_TOL, ConvexBody, KNormMechanism, check_epsilon, default_rng
+from smc_hmm.dp.knorm import (
+    DEFAULT_TOL,
+    ConvexBody,
+    KNormMechanism,
+    check_epsilon,
+    noise_source,
+)
 from smc_hmm.dp.policy import (
     PolicyGraph,
     _extreme_points,
@@ -59,6 +65,7 @@ from smc_hmm.dp.policy import (
     delta_location_set,
     protectable_graph,
 )
+from smc_hmm.dp.random import DPRandom
 from smc_hmm.errors import (
     DPHMMParameterError,
     EmptyConstraintError,
@@ -238,8 +245,10 @@ class DPHMM:
     ``repair`` "greedy" (Algorithm 1), "min_area" (Algorithm 3) or "none" (raise
     :class:`~smc_hmm.errors.ExposedStateError` on exposure); ``delta`` switches C_t to the
     delta-location set of [27]; ``outside`` "raise" or "surrogate" (default: "raise", or
-    "surrogate" with ``delta``); ``budget`` caps the Theorem 7.2 total; ``rng`` an injectable
-    numpy Generator (default: CSPRNG-seeded).
+    "surrogate" with ``delta``); ``budget`` caps the Theorem 7.2 total; ``rng`` the K-norm
+    noise's randomness (:func:`smc_hmm.dp.knorm.noise_source`: default the OS CSPRNG; a
+    seeded :class:`~smc_hmm.dp.random.DPRandom` or a numpy Generator for INSECURE
+    reproducible experiments), named by ``randomness``.
     """
 
     def __init__(
@@ -254,7 +263,7 @@ class DPHMM:
         delta: float | None = None,
         outside: str | None = None,
         budget: float | None = None,
-        rng: np.random.Generator | None = None,
+        rng: DPRandom | np.random.Generator | None = None,
         tol: float = DEFAULT_TOL,
     ) -> None:
         self.transition = check_transition(transition)
@@ -293,7 +302,8 @@ class DPHMM:
             raise DPHMMParameterError(f"outside must be 'raise' or 'surrogate', got {outside!r}")
         self.outside = outside
         self.tol = tol
-        self.rng = default_rng(rng)
+        self.rng = noise_source(rng)
+        self.randomness = self.rng.description
         self.ledger = CompositionLedger(budget)
         if initial is None:
             p0 = np.full(n, 1.0 / n)

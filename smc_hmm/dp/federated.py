@@ -47,7 +47,8 @@ from smc_hmm.dp.baum_welch import (
     prepare_sequences,
     split_budget,
 )
-from smc_hmm.dp.mechanisms import LaplaceMechanism, check_epsilon
+from smc_hmm.dp.mechanisms import LaplaceMechanism
+from smc_hmm.dp.params import check_epsilon
 from smc_hmm.dp.random import DPRandom
 from smc_hmm.errors import AggregateInputError, PrivacyParameterError
 from smc_hmm.hmm.models import HMM, DiscreteHMM
@@ -150,12 +151,14 @@ def owner_counts(
     long_sequences: str = "raise",
     feature_bound: float | None = None,
 ) -> np.ndarray:
-    """One owner's local E-step on its own sequences: the clean count vector."""
+    """One owner's local E-step on its own sequences: the clean count vector.  A sequence
+    the public model rules out contributes nothing (as in the central DP Baum-Welch,
+    :mod:`smc_hmm.dp.baum_welch`, "Impossible sequences"): no owner fails on one record."""
     prepared = prepare_sequences(
         model, sequences, max_length, long_sequences=long_sequences, feature_bound=feature_bound
     )
     if isinstance(model, DiscreteHMM):
-        counts = discrete_expected_counts(model, prepared)
+        counts = discrete_expected_counts(model, prepared, skip_impossible=True)
     else:
         counts = expected_counts(model, prepared)
     return flatten_counts(model, counts)
@@ -164,7 +167,9 @@ def owner_counts(
 def laplace_vector(
     scales: np.ndarray, rng: DPRandom | None = None, clip: float = DEFAULT_CLIP
 ) -> np.ndarray:
-    """Independent Lap(b_i) per entry (b_i = 0: no noise), each cut at ``clip`` b_i."""
+    """Independent Lap(b_i) per entry (b_i = 0: no noise), each cut at ``clip`` b_i, from the
+    hardened default sampler (OpenDP; the float sampler only on an INSECURE seeded
+    ``rng``, see :func:`smc_hmm.dp.mechanisms.default_sampler`)."""
     scales = np.asarray(scales, dtype=float)
     if scales.ndim != 1 or not np.all(np.isfinite(scales)) or np.any(scales < 0):
         raise PrivacyParameterError("noise scales must be a finite, nonnegative vector")

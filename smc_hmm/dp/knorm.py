@@ -17,9 +17,9 @@ What is here:
   sliver); the orthogonal residual is a membership test.  The body provides the gauge
   ||x||_K (Minkowski functional: min t >= 0 with x in tK, +inf outside span K), a
   point-in-hull test with a tolerance, its k-volume and exact uniform sampling.
-- :class:`KNormMechanism`: the mechanism (validated epsilon, injectable
-  ``numpy.random.Generator``, CSPRNG-seeded by default), its log-density, and a report of
-  the privacy spent and the sampler that ran.
+- :class:`KNormMechanism`: the mechanism (validated epsilon, injectable randomness), its
+  log-density, and a report of the privacy spent, the sampler that ran and where its
+  bits came from.
 
 Exact uniform samplers: a polytope is triangulated (``scipy.spatial.Delaunay`` of its hull
 vertices in span coordinates), a simplex is drawn with probability proportional to its
@@ -27,6 +27,25 @@ volume, then a Dirichlet(1, ..., 1) point in it; balls use the classical exact s
 (L2: Gaussian direction times U^(1/k); L1: exponential spacings with random signs;
 Linf: uniform cube).  No random walk (hit-and-run is only approximately uniform, hence not
 exactly DP).
+
+**Randomness** (``docs/dp-layer.md``, "Randomness"; ``docs/dphmm.md``).  By default every
+draw comes from :meth:`smc_hmm.dp.random.DPRandom.system`, the operating system's CSPRNG,
+through exact transforms of its uniforms: Exp(1) = -ln U, Gamma(k + 1) as a sum of k + 1
+exponentials, Dirichlet(1, ..., 1) as normalised exponentials, Gaussian directions by
+Box-Muller, the simplex by inverting the volume CDF.  No numpy pseudo-random generator is
+involved.  For tests and reproducible experiments ``rng`` may be
+``DPRandom.insecure_seeded(seed)`` or a ``numpy.random.Generator``; releases then say
+INSECURE in ``randomness``.
+
+**The stated exception: no floating-point hardening.**  The K-norm output is a
+floating-point vector f + r U.  OpenDP has no K-norm sampler and Mironov's snapping
+analysis covers the one-dimensional Laplace mechanism only, so unlike the Laplace and
+geometric mechanisms (:mod:`smc_hmm.dp.mechanisms`) this mechanism is *not* hardened
+against attacks on the low-order bits of floating-point noise (Mironov 2012);
+``KNormRelease.hardened`` is always False and the tests pin it.  Its randomness is
+hardened (the CSPRNG above); its arithmetic is not.  The aggregate protocol's L2 noise
+(:func:`smc_hmm.dp.classifier.l2_noise`) and the DPHMM release share this exception; the
+aggregate protocol further rounds the noise to its fixed-point grid before encryption.
 """
 
 from __future__ import annotations
@@ -40,6 +59,8 @@ import numpy as np
 from scipy.spatial import ConvexHull, Delaunay
 from scipy.special import gammaln
 
+from smc_hmm.dp.params import check_epsilon as _check_positive
+from smc_hmm.dp.random import DPRandom
 from smc_hmm.errors import DPHMMParameterError, InvalidConvexBodyError
 
 __all__ = [
@@ -49,6 +70,7 @@ __all__ = [
     "KNormRelease",
     "check_epsilon",
     "default_rng",
+    "noise_source",
     "span_basis",
 ]
 
@@ -67,7 +89,10 @@ SAMPLER_BALL = {
 
 
 def default_rng(rng: np.random.Generator | None = None) -> np.random.Generator:
-    """Return ``rng`` after checking its type, or a fresh generator seeded from ``secrets``."""
+    """Return ``rng`` after checking its type, or a fresh generator seeded from ``secrets``.
+
+    For simulations and evaluations (walks of :mod:`smc_hmm.dp.gridworld`), never for DP
+    noise: the mechanism's randomness comes from :func:`noise_source`."""
     if rng is None:
         return np.random.default_rng(secrets.randbits(128))
     if not isinstance(rng, np.random.Generator):
@@ -77,14 +102,60 @@ def default_rng(rng: np.random.Generator | None = None) -> np.random.Generator:
     return rng
 
 
+class _GeneratorDraws:
+    """The draws of :class:`~smc_hmm.dp.random.DPRandom` from a caller's numpy Generator
+    (tests and reproducible experiments only: releases say INSECURE)."""
+
+    insecure = True
+    description = "numpy Generator supplied by the caller (INSECURE: tests and experiments only)"
+
+    def __init__(self, generator: np.random.Generator) -> None:
+        self._generator = generator
+
+    def spawn(self) -> _GeneratorDraws:
+        return self  # the caller's stream, as given
+
+    def uniform(self, shape: int | tuple[int, ...] = ()) -> np.ndarray:
+        return self._generator.random(shape)
+
+    def exponential(self, shape: int | tuple[int, ...] = ()) -> np.ndarray:
+        return self._generator.standard_exponential(shape)
+
+    def standard_normal(self, shape: int | tuple[int, ...] = ()) -> np.ndarray:
+        return self._generator.standard_normal(shape)
+
+    def signs(self, shape: int | tuple[int, ...] = ()) -> np.ndarray:
+        return self._generator.choice(np.array([-1.0, 1.0]), size=shape)
+
+    def categorical(self, p: np.ndarray, size: int) -> np.ndarray:
+        return self._generator.choice(len(p), size=size, p=p)
+
+
+NoiseSource = DPRandom | _GeneratorDraws
+
+
+def noise_source(rng: DPRandom | np.random.Generator | None = None) -> NoiseSource:
+    """The randomness of a K-norm draw: the OS CSPRNG for ``None`` (the default), a child
+    stream of a :class:`~smc_hmm.dp.random.DPRandom`, or a caller's numpy Generator
+    (INSECURE, reproducible experiments)."""
+    if rng is None:
+        return DPRandom.system()
+    if isinstance(rng, DPRandom):
+        return rng.spawn()
+    if isinstance(rng, np.random.Generator):
+        return _GeneratorDraws(rng)
+    if isinstance(rng, _GeneratorDraws):
+        return rng
+    raise DPHMMParameterError(
+        "rng must be a smc_hmm.dp.random.DPRandom, a numpy.random.Generator (INSECURE, "
+        f"experiments) or None, got {type(rng).__name__}"
+    )
+
+
 def check_epsilon(eps: object, name: str = "eps") -> float:
-    """Validate a privacy parameter: a real number, finite and > 0."""
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
-        raise DPHMMParameterError(f"{name} must be a real number, got {type(eps).__name__}")
-    value = float(eps)
-    if not math.isfinite(value) or value <= 0.0:
-        raise DPHMMParameterError(f"{name} must be finite and > 0, got {value!r}")
-    return value
+    """Validate a privacy parameter (a real number, finite and > 0) with this module's
+    error class, :class:`~smc_hmm.errors.DPHMMParameterError`."""
+    return _check_positive(eps, name, error=DPHMMParameterError)
 
 
 def _as_points(points: object, name: str = "points") -> np.ndarray:
@@ -297,31 +368,33 @@ class ConvexBody:
 
     # -- sampling -------------------------------------------------------------------------
 
-    def sample_uniform(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        """``size`` exact uniform draws from K, shape (size, d)."""
-        rng = default_rng(rng)
+    def sample_uniform(self, rng: DPRandom | np.random.Generator | None, size: int) -> np.ndarray:
+        """``size`` exact uniform draws from K, shape (size, d), from :func:`noise_source`."""
+        source = noise_source(rng)
         if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 0:
             raise DPHMMParameterError(f"size must be an integer >= 0, got {size!r}")
+        size = int(size)
         k = self.rank
         if k == 0:
             return np.zeros((size, self.dim))
         if self.kind == "l2":
-            g = rng.standard_normal((size, k))
+            g = source.standard_normal((size, k))
             g /= np.linalg.norm(g, axis=1, keepdims=True)
-            u = rng.random(size) ** (1.0 / k)
+            u = source.uniform(size) ** (1.0 / k)
             y = g * u[:, None]
         elif self.kind == "l1":
-            e = rng.exponential(size=(size, k + 1))
+            e = source.exponential((size, k + 1))
             y = e[:, :k] / e.sum(axis=1, keepdims=True)
-            y *= rng.choice(np.array([-1.0, 1.0]), size=(size, k))
+            y *= source.signs((size, k))
         elif self.kind == "linf":
-            y = rng.uniform(-1.0, 1.0, size=(size, k))
+            y = 2.0 * source.uniform((size, k)) - 1.0
         elif k == 1:
             lo, hi = self.vertices[0, 0], self.vertices[1, 0]
-            return self.to_ambient(rng.uniform(lo, hi, size=(size, 1)))
+            return self.to_ambient(lo + (hi - lo) * source.uniform((size, 1)))
         else:
-            idx = rng.choice(len(self._simplex_p), size=size, p=self._simplex_p)
-            w = rng.dirichlet(np.ones(k + 1), size=size)
+            idx = source.categorical(self._simplex_p, size)
+            e = source.exponential((size, k + 1))  # Dirichlet(1, ..., 1) weights
+            w = e / e.sum(axis=1, keepdims=True)
             return self.to_ambient(np.einsum("nj,njk->nk", w, self._simplices[idx]))
         return self.to_ambient(y * self.radius)
 
@@ -344,7 +417,8 @@ def _check_tol(tol: object) -> float:
 @dataclass(frozen=True)
 class KNormRelease:
     """One release: ``value`` = f + noise, with the noise's K-norm ``radius`` (its gauge),
-    the privacy ``epsilon`` spent, the ``sampler`` that ran and the body's ``rank``."""
+    the privacy ``epsilon`` spent, the ``sampler`` that ran, the body's ``rank`` and the
+    ``randomness`` behind it (``"os.urandom CSPRNG"`` by default)."""
 
     value: np.ndarray
     noise: np.ndarray
@@ -352,6 +426,18 @@ class KNormRelease:
     epsilon: float
     sampler: str
     rank: int
+    randomness: str = DPRandom.system().description
+
+    @property
+    def insecure(self) -> bool:
+        """True if the noise came from a seeded stream or a caller's numpy Generator."""
+        return "INSECURE" in self.randomness
+
+    @property
+    def hardened(self) -> bool:
+        """Always False: the K-norm output is floating point (the module's stated
+        exception; its randomness is the CSPRNG unless ``insecure``)."""
+        return False
 
 
 class KNormMechanism:
@@ -360,10 +446,13 @@ class KNormMechanism:
     ``release(f)`` returns f + r U with r ~ Gamma(k + 1, 1/eps) and U uniform in K
     (Definition 3.3 of the DPHMM paper).  ``spent`` is the sum of epsilons of the releases
     made so far through this instance (sequential composition of its own releases).
+    ``rng``: ``None`` (the OS CSPRNG), a :class:`~smc_hmm.dp.random.DPRandom` (this
+    mechanism spawns its own stream) or a numpy Generator (INSECURE, experiments); see
+    :func:`noise_source`.
     """
 
     def __init__(
-        self, body: ConvexBody, eps: float, rng: np.random.Generator | None = None
+        self, body: ConvexBody, eps: float, rng: DPRandom | np.random.Generator | None = None
     ) -> None:
         if not isinstance(body, ConvexBody):
             raise InvalidConvexBodyError(f"body must be a ConvexBody, got {type(body).__name__}")
@@ -373,13 +462,13 @@ class KNormMechanism:
             )
         self.body = body
         self.epsilon = check_epsilon(eps)
-        self.rng = default_rng(rng)
+        self.rng = noise_source(rng)
         self.spent = 0.0
         self.releases = 0
 
     @classmethod
     def from_points(
-        cls, points: object, eps: float, rng: np.random.Generator | None = None
+        cls, points: object, eps: float, rng: DPRandom | np.random.Generator | None = None
     ) -> KNormMechanism:
         """Mechanism for K = Conv(points)."""
         return cls(ConvexBody.from_points(points), eps, rng)
@@ -396,7 +485,8 @@ class KNormMechanism:
         """``size`` i.i.d. noise vectors r U (shape (size, d)); spends no budget by itself:
         use :meth:`release` for a release."""
         u = self.body.sample_uniform(self.rng, size)
-        r = self.rng.gamma(self.body.rank + 1, 1.0 / self.epsilon, size=size)
+        k = self.body.rank  # Gamma(k + 1, 1/eps): a sum of k + 1 exponentials
+        r = self.rng.exponential((int(size), k + 1)).sum(axis=1) / self.epsilon
         return u * r[:, None]
 
     def release(self, value: object) -> KNormRelease:
@@ -417,6 +507,7 @@ class KNormMechanism:
             epsilon=self.epsilon,
             sampler=self.sampler,
             rank=self.body.rank,
+            randomness=self.rng.description,
         )
 
     def log_normaliser(self) -> float:

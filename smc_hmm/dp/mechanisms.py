@@ -13,19 +13,28 @@
 
 Samplers (``sampler=``), each reported in the :class:`Release`:
 
+- ``"opendp"`` (the default with the CSPRNG): OpenDP's samplers (``make_laplace`` /
+  ``make_geometric``, which sample the discrete Laplace exactly from a CSPRNG; floats are
+  handled on a 2^k grid), a dependency of the package. The epsilon reported is OpenDP's
+  own privacy map at the declared sensitivity. OpenDP draws its own randomness, so it
+  cannot be seeded: asking for it together with a seeded ``rng`` is refused.
+- ``"snapping"`` (Laplace only): Mironov's snapping mechanism (2012, section 5.2),
+  implemented here; see :class:`LaplaceMechanism` for its parameters and the epsilon it
+  guarantees. Hardened and seedable, but it needs a public clamp bound B.
 - ``"float"``: inverse-CDF sampling from the uniforms of :mod:`smc_hmm.dp.random`
   (Laplace = random sign x Exp(scale); geometric = floor(Exp(1)/r) with r = eps/Delta,
   two-sided as the difference of two). Fast and reproducible with a seeded stream, but
   the real-valued Laplace output is a floating-point number whose low-order bits leak the
   input (Mironov 2012, "On significance of the least significant bits for differential
-  privacy", CCS): not hardened.
-- ``"snapping"`` (Laplace only): Mironov's snapping mechanism (2012, section 5.2),
-  implemented here; see :class:`LaplaceMechanism` for its parameters and the epsilon it
-  guarantees.
-- ``"opendp"``: OpenDP's samplers (``make_laplace`` / ``make_geometric``, which sample the
-  discrete Laplace exactly from a CSPRNG; floats are handled on a 2^k grid), from the
-  optional ``dp`` extra. The epsilon reported is OpenDP's own privacy map at the declared
-  sensitivity. OpenDP draws its own randomness: the ``rng`` argument does not apply.
+  privacy", CCS): not hardened. Chosen explicitly with the CSPRNG it raises a
+  :class:`FloatSamplerWarning`.
+
+``sampler=None`` (the default of every mechanism and helper) resolves through
+:func:`default_sampler`: ``"opendp"``, unless ``rng`` is an INSECURE seeded stream
+(:meth:`DPRandom.insecure_seeded`, tests and reproducible experiments), which OpenDP cannot
+honour; such a release already carries ``insecure=True`` and then uses ``"float"`` on
+that stream. :attr:`Release.hardened` says whether a release came from a hardened sampler
+and the CSPRNG.
 
 Parameters are validated with :class:`~smc_hmm.errors.PrivacyParameterError` (epsilon
 finite and > 0, sensitivity finite and >= 0, ranges non-empty, inputs finite and of the
@@ -38,6 +47,7 @@ See ``docs/dp-layer.md`` ("Mechanisms", "Samplers").
 from __future__ import annotations
 
 import math
+import warnings
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -45,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+from smc_hmm.dp.params import check_epsilon, check_sensitivity
 from smc_hmm.dp.random import DPRandom, resolve_rng
 from smc_hmm.errors import PrivacyParameterError, SamplerUnavailableError
 
@@ -53,6 +64,14 @@ if TYPE_CHECKING:
 
 LaplaceSampler = Literal["float", "snapping", "opendp"]
 GeometricSampler = Literal["float", "opendp"]
+
+HARDENED_SAMPLERS = frozenset({"opendp", "snapping"})
+"""Samplers that resist Mironov's (2012) floating-point attack."""
+
+
+class FloatSamplerWarning(UserWarning):
+    """A release with the CSPRNG asked for the float sampler, which is not hardened."""
+
 
 MAX_SCALE = 1e15
 """Largest noise scale Delta/eps accepted (geometric noise must fit in int64)."""
@@ -90,30 +109,13 @@ class Release:
         """True if the noise came from a seeded (non-cryptographic) stream."""
         return "INSECURE" in self.randomness
 
+    @property
+    def hardened(self) -> bool:
+        """True if a hardened sampler (OpenDP or snapping) drew the noise from a CSPRNG."""
+        return self.sampler in HARDENED_SAMPLERS and not self.insecure
+
 
 # --- validation -------------------------------------------------------------------
-
-
-def check_epsilon(epsilon: object, name: str = "epsilon") -> float:
-    """Return ``epsilon`` as a float if it is a finite real > 0, else raise."""
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.integer, np.floating)):
-        raise PrivacyParameterError(f"{name} must be a real number, got {epsilon!r}")
-    value = float(epsilon)
-    if not (math.isfinite(value) and value > 0):
-        raise PrivacyParameterError(f"{name} must be finite and > 0, got {epsilon!r}")
-    return value
-
-
-def check_sensitivity(sensitivity: object, name: str = "sensitivity") -> float:
-    """Return ``sensitivity`` as a float if it is a finite real >= 0, else raise."""
-    if isinstance(sensitivity, bool) or not isinstance(
-        sensitivity, (int, float, np.integer, np.floating)
-    ):
-        raise PrivacyParameterError(f"{name} must be a real number, got {sensitivity!r}")
-    value = float(sensitivity)
-    if not (math.isfinite(value) and value >= 0):
-        raise PrivacyParameterError(f"{name} must be finite and >= 0, got {sensitivity!r}")
-    return value
 
 
 def _check_scale(sensitivity: float, epsilon: float) -> float:
@@ -148,9 +150,34 @@ def _integer_values(value: ArrayLike) -> np.ndarray:
     return array.astype(np.int64)
 
 
-def _check_sampler(sampler: object, allowed: tuple[str, ...]) -> str:
+def default_sampler(rng: DPRandom | None) -> str:
+    """The sampler of ``sampler=None``: ``"opendp"``, or ``"float"`` on an INSECURE seeded
+    stream (OpenDP cannot be seeded; the release is marked insecure either way)."""
+    return "float" if isinstance(rng, DPRandom) and rng.insecure else "opendp"
+
+
+def _check_sampler(sampler: object, allowed: tuple[str, ...], rng: DPRandom | None) -> str:
+    """Resolve ``sampler=None``, refuse unknown samplers and contradictory requests, and
+    warn when the float sampler is asked for explicitly with the CSPRNG."""
+    if rng is not None and not isinstance(rng, DPRandom):
+        resolve_rng(rng)  # raises the typed error that names the accepted types
+    if sampler is None:
+        return default_sampler(rng)
     if sampler not in allowed:
         raise PrivacyParameterError(f"sampler must be one of {allowed}, got {sampler!r}")
+    seeded = rng is not None and rng.insecure
+    if sampler == "opendp" and seeded:
+        raise PrivacyParameterError(
+            "sampler='opendp' draws its own randomness and cannot use a seeded rng: "
+            "pass rng=None, or sampler='float' for a reproducible (INSECURE) experiment"
+        )
+    if sampler == "float" and not seeded:
+        warnings.warn(
+            "sampler='float' is not hardened against floating-point attacks (Mironov 2012): "
+            "use the default (OpenDP) for real releases",
+            FloatSamplerWarning,
+            stacklevel=3,
+        )
     return str(sampler)
 
 
@@ -176,8 +203,8 @@ def _opendp() -> Any:
         import opendp.prelude as dp
     except ImportError as exc:
         raise SamplerUnavailableError(
-            "sampler='opendp' needs OpenDP: install the dp extra "
-            "(`pip install 'smc-hmm[dp]'`) or `pip install opendp`"
+            "the OpenDP sampler needs OpenDP, a dependency of smc-hmm: reinstall the "
+            "package (`pip install -e .`) or `pip install opendp`"
         ) from exc
     dp.enable_features("contrib")
     return dp
@@ -202,11 +229,12 @@ class LaplaceMechanism:
         epsilon: privacy parameter, finite and > 0.
         sensitivity: L1 sensitivity Delta of the query over the whole vector, finite
             and >= 0 (0 means the query does not depend on the data: no noise).
-        sampler: ``"float"`` (default), ``"snapping"`` or ``"opendp"``.
+        sampler: ``None`` (default: :func:`default_sampler`, OpenDP with the CSPRNG),
+            ``"opendp"``, ``"snapping"`` or ``"float"`` (not hardened; warned).
         bound: snapping only: the clamp bound B; inputs and outputs are clamped to
             [-B, B]. Required for ``"snapping"``, rejected otherwise.
         rng: a :class:`~smc_hmm.dp.random.DPRandom` to spawn this mechanism's stream from;
-            ``None`` for a fresh CSPRNG stream. Ignored by the OpenDP sampler.
+            ``None`` for a fresh CSPRNG stream. OpenDP uses its own CSPRNG.
 
     Snapping (Mironov 2012, section 5.2, Theorem 1): the query is normalised to
     sensitivity 1 (g = f/Delta, bound B' = B/Delta), then each coordinate is released as
@@ -229,14 +257,14 @@ class LaplaceMechanism:
         epsilon: float,
         sensitivity: float,
         *,
-        sampler: LaplaceSampler = "float",
+        sampler: LaplaceSampler | None = None,
         bound: float | None = None,
         rng: DPRandom | None = None,
     ) -> None:
         self.epsilon = check_epsilon(epsilon)
         self.sensitivity = check_sensitivity(sensitivity)
         self.scale = _check_scale(self.sensitivity, self.epsilon)
-        self.sampler = _check_sampler(sampler, ("float", "snapping", "opendp"))
+        self.sampler = _check_sampler(sampler, ("float", "snapping", "opendp"), rng)
         if self.sampler == "snapping":
             if bound is None:
                 raise PrivacyParameterError("sampler='snapping' needs a clamp bound B")
@@ -368,9 +396,9 @@ class GeometricMechanism:
     Args:
         epsilon: finite and > 0.
         sensitivity: L1 sensitivity Delta, finite and >= 0 (integer queries: usually 1).
-        sampler: ``"float"`` (default; floor of exponentials from 53-bit uniforms) or
-            ``"opendp"`` (OpenDP's exact discrete Laplace ``make_geometric``; needs an
-            integer sensitivity).
+        sampler: ``None`` (default: :func:`default_sampler`), ``"opendp"`` (OpenDP's
+            exact discrete Laplace ``make_geometric``; needs an integer sensitivity) or
+            ``"float"`` (floor of exponentials from 53-bit uniforms; not hardened, warned).
         rng: stream to spawn from (``None``: a fresh CSPRNG stream).
     """
 
@@ -381,13 +409,13 @@ class GeometricMechanism:
         epsilon: float,
         sensitivity: float = 1,
         *,
-        sampler: GeometricSampler = "float",
+        sampler: GeometricSampler | None = None,
         rng: DPRandom | None = None,
     ) -> None:
         self.epsilon = check_epsilon(epsilon)
         self.sensitivity = check_sensitivity(sensitivity)
         self.scale = _check_scale(self.sensitivity, self.epsilon)
-        self.sampler = _check_sampler(sampler, ("float", "opendp"))
+        self.sampler = _check_sampler(sampler, ("float", "opendp"), rng)
         self._rng = resolve_rng(rng) if self.sampler == "float" else None
         self._opendp_cache: dict[bool, tuple[Any, float]] = {}
         if self.sampler == "opendp":
@@ -395,7 +423,7 @@ class GeometricMechanism:
             if self.sensitivity != int(self.sensitivity):
                 raise SamplerUnavailableError(
                     "OpenDP's geometric sampler needs an integer sensitivity, got "
-                    f"{self.sensitivity}"
+                    f"{self.sensitivity} (an integer query's L1 sensitivity is an integer)"
                 )
 
     @property
@@ -481,7 +509,7 @@ class TruncatedGeometricMechanism(GeometricMechanism):
         upper: int,
         sensitivity: float = 1,
         *,
-        sampler: GeometricSampler = "float",
+        sampler: GeometricSampler | None = None,
         rng: DPRandom | None = None,
     ) -> None:
         for name, end in (("lower", lower), ("upper", upper)):
@@ -543,7 +571,7 @@ def laplace(
     epsilon: float,
     sensitivity: float,
     *,
-    sampler: LaplaceSampler = "float",
+    sampler: LaplaceSampler | None = None,
     bound: float | None = None,
     rng: DPRandom | None = None,
     accountant: Charger | None = None,
@@ -559,7 +587,7 @@ def geometric(
     epsilon: float,
     sensitivity: float = 1,
     *,
-    sampler: GeometricSampler = "float",
+    sampler: GeometricSampler | None = None,
     rng: DPRandom | None = None,
     accountant: Charger | None = None,
     label: str = "",

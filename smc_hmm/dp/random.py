@@ -22,6 +22,9 @@ Uniform conversions:
 
 - :meth:`DPRandom.uniform` returns doubles on the 53-bit grid ``(k + 1/2) 2^-53``, strictly
   inside (0, 1), for inverse-CDF sampling (Laplace, geometric).
+- :meth:`DPRandom.exponential`, :meth:`DPRandom.standard_normal` (Box-Muller) and
+  :meth:`DPRandom.categorical` (inverse CDF) are exact transforms of those uniforms, for
+  the K-norm mechanism's samplers (:mod:`smc_hmm.dp.knorm`).
 - :meth:`DPRandom.uniform_full` returns doubles in (0, 1) where every double of the
   interval is reachable, with probability equal to the length of the real interval it
   represents (a geometric binade exponent and 52 uniform mantissa bits), the uniform
@@ -103,6 +106,29 @@ class DPRandom:
         count = int(np.prod(shape, dtype=np.int64))
         bits = (self.words(count) >> np.uint64(63)).astype(np.float64)
         return (1.0 - 2.0 * bits).reshape(shape)
+
+    def exponential(self, shape: int | tuple[int, ...] = ()) -> np.ndarray:
+        """Independent Exp(1) draws, -ln U with U from :meth:`uniform` (finite, > 0)."""
+        return -np.log(self.uniform(shape))
+
+    def standard_normal(self, shape: int | tuple[int, ...] = ()) -> np.ndarray:
+        """Independent N(0, 1) draws by the Box-Muller transform of two uniforms."""
+        count = int(np.prod(shape, dtype=np.int64))
+        radius = np.sqrt(2.0 * self.exponential(count))
+        angle = 2.0 * np.pi * self.uniform(count)
+        return (radius * np.cos(angle)).reshape(shape)
+
+    def categorical(self, p: np.ndarray, size: int) -> np.ndarray:
+        """``size`` indices drawn with probabilities ``p`` (nonnegative, summing to ~1),
+        by inverting the cumulative sum with :meth:`uniform`."""
+        weights = np.asarray(p, dtype=np.float64)
+        if weights.ndim != 1 or weights.size == 0 or np.any(weights < 0):
+            raise PrivacyParameterError("p must be a non-empty vector of nonnegative weights")
+        cumulative = np.cumsum(weights)
+        if not (np.isfinite(cumulative[-1]) and cumulative[-1] > 0):
+            raise PrivacyParameterError("p must have a finite, positive total")
+        picks = np.searchsorted(cumulative, self.uniform(size) * cumulative[-1], side="right")
+        return np.minimum(picks, weights.size - 1)
 
     def uniform_full(self, shape: int | tuple[int, ...] = ()) -> np.ndarray:
         """Uniform doubles in (0, 1) at full floating-point resolution (Mironov's U*).

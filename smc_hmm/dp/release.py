@@ -34,22 +34,34 @@ sequences of a data file, from a *public* skeleton that depends on no data:
 - **release**: ``--eps`` E (finite > 0), ``--max-length`` L (required: a declared public
   bound; a longer sequence raises ``SensitivityBoundError`` unless ``--truncate``),
   ``--feature-bound`` R (required for frames, refused for symbols: every frame is clipped
-  to ||x||_2 <= R), ``--every-iteration`` (``mode="every"``: K = ``--iterations``
-  (default 5) noisy iterations of E/K each, eps-DP on the data set) -- without it
-  ``mode="last"``: plain EM (at most K = ``--iterations``, default 80) then one noisy
-  iteration with E: the paper's experiment 1, **not** a formal DP guarantee
-  (``formal_guarantee: false``; see ``docs/dp-layer.md``).
+  to ||x||_2 <= R).  The default mode is the formally DP one (``mode="every"``;
+  ``--every-iteration`` spells it out): K = ``--iterations`` (default 5) noisy iterations
+  of E/K each, eps-DP on the data set.  ``--not-dp-last-iteration`` (``mode="last"``) is
+  paper 000's experiment 1, plain EM (at most K = ``--iterations``, default 80) then one
+  noisy iteration: **not** differentially private, so its privacy JSON claims no
+  guarantee (``"guarantee": null``, no ``epsilon``; the noise's calibration is
+  ``noise_parameter_eps``, labelled as not a guarantee) and it prints a warning.
+  A sequence that the public skeleton (``--init``) gives probability zero is dropped
+  (no counts), never refused: an error would reveal that it is present
+  (:mod:`smc_hmm.dp.baum_welch`, "Impossible sequences").
+- **sampler**: OpenDP's hardened Laplace sampler by default; ``--sampler float`` is the
+  unhardened one (warned).  ``--seed`` (INSECURE, reproducible) uses the float sampler,
+  since OpenDP cannot be seeded; ``--seed`` with ``--sampler opendp`` is refused.
 - **output**: the model file ``--out`` (default ``released_hmm.npz``) written by
   :func:`smc_hmm.hmm.io.save_models`, with one model labelled
-  ``"dp-release eps=E mode=M; privacy metadata in NAME.privacy.json"`` (so
-  :func:`~smc_hmm.hmm.io.load_models` reads it unchanged: it refuses unknown members), and
-  the sidecar ``<out stem>.privacy.json`` next to it holding the privacy metadata
-  (:func:`metadata_path`, :func:`read_release_metadata`): epsilon spent, mechanism,
-  sampler, sensitivities, per-iteration epsilons and scales, mode, formal guarantee,
-  max_length, feature_bound, neighbouring, randomness, skeleton and the SHA-256 of the
-  model file.  The same JSON (plus ``"model"`` and ``"metadata"`` paths) is printed and
-  written to ``--json``.  Nothing data-dependent beyond the model is released: neither
-  the number of sequences nor their lengths.
+  ``"dp-release eps=E (every iteration); privacy metadata in NAME.privacy.json"`` (a
+  last-iteration model's label says NOT-DP and names no eps; :func:`~smc_hmm.hmm.io.load_models`
+  reads it unchanged: it refuses unknown members), and the sidecar
+  ``<out stem>.privacy.json`` next to it holding the privacy metadata
+  (:func:`metadata_path`, :func:`read_release_metadata`): mode, formal_guarantee,
+  guarantee (definition, epsilon, neighbouring relation, composition, whether the sampler
+  was hardened and the randomness secure; null without a guarantee), warnings, epsilon
+  spent and per iteration (formal mode only), mechanism, sampler, randomness,
+  sensitivities, Laplace scales, max_length, feature_bound, how impossible sequences are
+  treated, skeleton and the SHA-256 of the model file.  The same JSON (plus ``"model"``
+  and ``"metadata"`` paths) is printed and written to ``--json``; warnings are printed
+  first.  Nothing data-dependent beyond the model is released: neither the number of
+  sequences nor their lengths.
 
 ``release hmm --keyword-models`` -- one DP keyword HMM per label from a labelled data
 set (FSDD recordings or labelled features), every utterance's contribution bounded, the
@@ -70,7 +82,9 @@ Gaussian mechanism in zCDP, (eps, delta) guarantee in ``<out stem>.privacy.json`
   ``[[i, j], ...]`` (or ``{"edges": [...]}``);
 - **trace** ``--trace``: a ``.json`` list of state indices 0..n-1;
 - ``--eps`` (default 1), ``--repair`` (greedy | min_area | none), ``--budget`` (cap on the
-  Theorem 7.2 total), ``--seed`` (INSECURE reproducible numpy noise; default CSPRNG-seeded).
+  Theorem 7.2 total), ``--seed`` (INSECURE reproducible noise, warned; default: the OS
+  CSPRNG through :func:`smc_hmm.dp.knorm.noise_source`; the K-norm output is floating
+  point, the stated exception of :mod:`smc_hmm.dp.knorm`).
 
 The JSON output lists per timestamp the released value z_t, the privacy spent (Theorem 6.2
 eps_t, Theorem 6.3 constrained-DP term, Theorem 7.1 sums at t, Theorem 7.2 cumulative
@@ -86,15 +100,18 @@ import hashlib
 import json
 import math
 import numbers
+import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 
+from smc_hmm.dp.mechanisms import HARDENED_SAMPLERS, FloatSamplerWarning
+from smc_hmm.dp.params import check_epsilon
 from smc_hmm.errors import (
     ConfigError,
     DPHMMParameterError,
     ModelError,
-    PrivacyParameterError,
     SensitivityBoundError,
 )
 
@@ -117,19 +134,22 @@ TOPOLOGIES = ("ergodic", "left-to-right")
 GRAPHS = ("complete", "categorical", "utility", "transition")
 METADATA_SUFFIX = ".privacy.json"
 FORMAT = "smc-hmm dp release v1"
+IMPOSSIBLE_SEQUENCES = (
+    "dropped: a sequence the public skeleton gives probability zero adds no counts "
+    "(how many were dropped is not released)"
+)
+KNORM_NOTE = (
+    "K-norm noise from exact samplers over the OS CSPRNG; the output is floating point, "
+    "not hardened against floating-point attacks (no OpenDP K-norm sampler exists)"
+)
+NOT_A_GUARANTEE = (
+    "the eps that calibrated the last iteration's Laplace noise, as if the model of that "
+    "E-step were public; it was fitted to the data without noise, so this is NOT a "
+    "privacy guarantee"
+)
 
 
 # -- small helpers ----------------------------------------------------------------------------
-
-
-def _positive(value: object, name: str) -> float:
-    """A finite real > 0 (NaN, inf, 0, negatives and non-numbers refused)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise PrivacyParameterError(f"{name} must be a real number, got {value!r}")
-    v = float(value)
-    if not (math.isfinite(v) and v > 0):
-        raise PrivacyParameterError(f"{name} must be finite and > 0, got {value!r}")
-    return v
 
 
 def _count(value: object, name: str, minimum: int = 1) -> int:
@@ -252,6 +272,15 @@ def load_sequences(path: str | Path) -> tuple[str, list[np.ndarray], int | None]
         seqs = [_as_sequence(s, f"data file {p}, sequence {i}") for i, s in enumerate(data)]
     elif suffix == ".npz":
         try:
+            with open(p, "rb") as fh:
+                head = fh.read(4)
+        except OSError as e:
+            raise ConfigError(f"cannot read data file {p}: {e.strerror or e}") from e
+        if head not in (b"PK\x03\x04", b"PK\x05\x06"):  # numpy would try to unpickle it
+            raise ConfigError(
+                f"data file {p} is not an npz archive (a zip of .npy arrays, as numpy.savez writes)"
+            )
+        try:
             with np.load(p, allow_pickle=False) as npz:
                 if not isinstance(npz, np.lib.npyio.NpzFile):
                     raise ConfigError(f"data file {p} is not a .npz archive")
@@ -318,7 +347,7 @@ def skeleton(
         emis = 1.0 + 0.2 * rng.random((n, m))
         return DiscreteHMM(start, trans, emis / emis.sum(axis=1, keepdims=True))
     d = _count(n_features, "n_features")
-    r = _positive(feature_bound, "--feature-bound")
+    r = check_epsilon(feature_bound, "--feature-bound")
     spread = r / math.sqrt(d)
     means = (
         np.zeros((n, d)) if topology == "left-to-right" else 0.5 * spread * rng.normal(size=(n, d))
@@ -335,17 +364,49 @@ def skeleton(
 # -- release hmm ------------------------------------------------------------------------------
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows every option's default, except where there is none (``None``, an off flag):
+    there the help text says what happens without the option."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default is None or action.default is False:
+            return action.help or ""
+        return super()._get_help_string(action)
+
+
+HMM_DESCRIPTION = (
+    "Train an HMM on the sequences of a data file from a public skeleton and release it "
+    "with eps-differential privacy (DP Baum-Welch, paper 000: Laplace noise on the expected "
+    "counts in every EM iteration, OpenDP's hardened sampler)."
+)
+TRACE_DESCRIPTION = (
+    "Release a state trace of a public Markov chain under a policy graph (DPHMM, papers "
+    "001/004: the K-norm mechanism on a sensitivity hull, per timestamp)."
+)
+HELP_EPILOG = (
+    "The commands, data formats and modes: docs/dp-release.md; the guarantees: docs/dp-layer.md."
+)
+SAMPLERS = ("opendp", "float")
+
+
+def _describe_parser(parser: argparse.ArgumentParser, description: str) -> None:
+    parser.description = description
+    parser.epilog = HELP_EPILOG
+    parser.formatter_class = HelpFormatter
+
+
 def add_hmm_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``smc-hmm release hmm``."""
+    """Options of ``smc-hmm release hmm`` (and its description and help format)."""
+    _describe_parser(parser, HMM_DESCRIPTION)
     a = parser.add_argument
-    a("--data", required=True, metavar="FILE", help="sequences: .json or .npz (see the docs)")
-    a("--eps", type=float, required=True, metavar="E", help="total privacy budget (> 0)")
     a(
-        "--every-iteration",
-        action="store_true",
-        help="noise in every EM iteration (eps-DP); default: last iteration only "
-        "(paper 000's experiment 1, NOT a formal DP guarantee)",
+        "--data",
+        required=True,
+        metavar="FILE",
+        help='sequences: .json (e.g. [[0, 1, 5], [3, 3]] or {"sequences": [...], '
+        '"n_symbols": 6}) or .npz (one array per sequence)',
     )
+    a("--eps", type=float, required=True, metavar="E", help="total privacy budget (> 0)")
     a(
         "--states",
         type=int,
@@ -358,10 +419,24 @@ def add_hmm_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="L",
         help="declared maximum sequence length (required: a public bound)",
     )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--every-iteration",
+        action="store_true",
+        help="noise in every EM iteration, eps/K each: eps-DP on the data set (the default "
+        "mode; the flag only spells it out)",
+    )
+    mode.add_argument(
+        "--not-dp-last-iteration",
+        action="store_true",
+        help="paper 000's experiment 1: plain EM, then noise in the last iteration only. "
+        "NOT differentially private: no guarantee is claimed (the privacy JSON has "
+        "guarantee null); for reproducing the paper only",
+    )
     a(
         "--truncate",
         action="store_true",
-        help="cut sequences longer than L to L (default: refuse them)",
+        help="cut sequences longer than L to L (without it: refuse the data file)",
     )
     a(
         "--feature-bound",
@@ -373,23 +448,45 @@ def add_hmm_arguments(parser: argparse.ArgumentParser) -> None:
         "--iterations",
         type=int,
         metavar="K",
-        help="noisy iterations with --every-iteration (default 5), else the cap on plain "
-        "EM iterations (default 80)",
+        help="noisy EM iterations (default 5); with --not-dp-last-iteration the cap on "
+        "plain EM iterations (default 80)",
     )
-    a("--topology", choices=TOPOLOGIES, default="ergodic", help="initial model (ergodic)")
+    a("--topology", choices=TOPOLOGIES, default="ergodic", help="the public skeleton's shape")
     a("--covariance", choices=("diag", "full"), default="diag", help="Gaussian covariances")
-    a("--symbols", type=int, metavar="M", help="alphabet size of discrete data (declared)")
-    a("--init", metavar="MODEL.npz", help="public skeleton: model 0 of this model file")
+    a(
+        "--symbols",
+        type=int,
+        metavar="M",
+        help="alphabet size of discrete data (without it: the file's n_symbols, else taken "
+        "from the data with a warning)",
+    )
+    a(
+        "--init",
+        metavar="MODEL.npz",
+        help="public skeleton: model 0 of this model file (sequences it gives probability "
+        "zero add no counts)",
+    )
     a(
         "--neighbouring",
         choices=("add_remove", "substitute"),
         default="add_remove",
-        help="neighbouring data sets: one sequence added/removed (default) or replaced",
+        help="neighbouring data sets: one sequence added/removed, or replaced",
     )
-    a("--sampler", choices=("float", "opendp"), default="float", help="Laplace sampler")
+    a(
+        "--sampler",
+        choices=SAMPLERS,
+        help="Laplace sampler: opendp (the default: hardened, OpenDP's CSPRNG) or float "
+        "(NOT hardened against floating-point attacks; the sampler of --seed, since "
+        "OpenDP cannot be seeded)",
+    )
     a("--out", default="released_hmm.npz", metavar="MODEL.npz", help="released model file")
     a("--json", metavar="PATH", help="also write the release summary as JSON")
-    a("--seed", type=int, metavar="S", help="INSECURE seeded noise (reproducible experiments)")
+    a(
+        "--seed",
+        type=int,
+        metavar="S",
+        help="INSECURE seeded noise with the float sampler (reproducible experiments only)",
+    )
     from smc_hmm.dp.keyword_release import add_arguments as add_keyword_arguments
 
     add_keyword_arguments(parser)
@@ -446,17 +543,22 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
     from smc_hmm.hmm.io import load_models, save_models
     from smc_hmm.hmm.models import DiscreteHMM, GaussianHMM
 
-    eps = _positive(args.eps, "--eps")
+    eps = check_epsilon(args.eps, "--eps")
     if args.max_length is None:
         raise ConfigError(
             "--max-length L is required: a declared public bound on the sequence length "
             "(taking the longest sequence of the data would leak it)"
         )
     max_length = _count(args.max_length, "--max-length")
-    every = bool(args.every_iteration)
+    every = not getattr(args, "not_dp_last_iteration", False)
+    if not every and getattr(args, "every_iteration", False):
+        raise ConfigError("--every-iteration and --not-dp-last-iteration exclude each other")
     iterations = args.iterations if args.iterations is not None else (5 if every else 80)
     iterations = _count(iterations, "--iterations")
+    seeded = args.seed is not None
+    sampler = _release_sampler(args.sampler, seeded)
     out = _check_out(args.out)
+    warnings_out = _release_warnings(every, sampler, seeded)
     kind, seqs, declared = load_sequences(args.data)
     bound = getattr(args, "feature_bound", None)
     if kind == "discrete" and bound is not None:
@@ -467,7 +569,7 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
                 "--feature-bound R is required for feature frames: every frame is clipped "
                 "to ||x||_2 <= R, which bounds the sensitivity"
             )
-        bound = _positive(bound, "--feature-bound")
+        bound = check_epsilon(bound, "--feature-bound")
     too_long = [i for i, s in enumerate(seqs) if len(s) > max_length]
     if too_long and not args.truncate:
         raise SensitivityBoundError(
@@ -490,11 +592,10 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
         if n_symbols is None:
             n_symbols = int(max(int(s.max()) for s in seqs)) + 1
             from_data.append("n_symbols")
-            if console is not None:
-                console.print(
-                    f"[yellow]warning:[/] alphabet size {n_symbols} taken from the data "
-                    "(declare it with --symbols or n_symbols for a data-independent skeleton)"
-                )
+            warnings_out.append(
+                f"alphabet size {n_symbols} taken from the data (declare it with --symbols "
+                "or n_symbols for a data-independent skeleton)"
+            )
         n_symbols = _count(n_symbols, "--symbols")
         start = skeleton("discrete", args.states, args.topology, n_symbols=n_symbols)
         skeleton_desc = {"topology": args.topology, "n_symbols": n_symbols}
@@ -520,45 +621,50 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
             f"{args.data} holds {seqs[0].shape[1]}-d frames, the --init model "
             f"{start.n_features}-d ones"
         )
-    seeded = args.seed is not None
     rng = DPRandom.insecure_seeded(int(args.seed)) if seeded else DPRandom.system()
-    result = dp_baum_welch(
-        start,
-        seqs,
-        eps,
-        max_length=max_length,
-        mode="every" if every else "last",
-        n_iter=iterations if every else 1,
-        rng=rng,
-        sampler=args.sampler,
-        neighbouring=args.neighbouring,
-        long_sequences="truncate" if args.truncate else "raise",
-        feature_bound=bound,
-        plain_iter=iterations,
-    )
+    with warnings.catch_warnings():  # the float sampler's warning is in warnings_out
+        warnings.simplefilter("ignore", FloatSamplerWarning)
+        result = dp_baum_welch(
+            start,
+            seqs,
+            eps,
+            max_length=max_length,
+            mode="every" if every else "last",
+            n_iter=iterations if every else 1,
+            rng=rng,
+            sampler=sampler,
+            neighbouring=args.neighbouring,
+            long_sequences="truncate" if args.truncate else "raise",
+            feature_bound=bound,
+            plain_iter=iterations,
+        )
     meta_file = metadata_path(out)
-    label = f"dp-release eps={eps:g} mode={result.mode}; privacy metadata in {meta_file.name}"
+    if result.formal_guarantee:
+        label = f"dp-release eps={eps:g} (every iteration); privacy metadata in {meta_file.name}"
+    else:
+        label = f"NOT-DP last-iteration experiment, no guarantee; metadata in {meta_file.name}"
     save_models(out, [result.model], [label])
     first = result.releases[0]
     meta = {
         "format": FORMAT,
-        "epsilon": result.epsilon,
-        "epsilon_requested": eps,
-        "mechanism": "Laplace on expected counts (DP Baum-Welch, paper 000)",
-        "mechanism_detail": result.mechanism,
-        "sampler": args.sampler,
-        "randomness": first.randomness,
-        "insecure": bool(getattr(first, "insecure", args.seed is not None)),
         "mode": result.mode,
         "formal_guarantee": result.formal_guarantee,
+        "guarantee": _guarantee(result, first, max_length) if result.formal_guarantee else None,
+        "warnings": warnings_out,
+        "mechanism": "Laplace on expected counts (DP Baum-Welch, paper 000)",
+        "mechanism_detail": result.mechanism,
+        "sampler": first.sampler,
+        "hardened_sampler": first.sampler in HARDENED_SAMPLERS,
+        "randomness": first.randomness,
+        "insecure": bool(first.insecure),
         "noisy_iterations": result.n_noisy_iterations,
         "iterations": iterations,
         "max_length": result.max_length,
         "long_sequences": "truncate" if args.truncate else "raise",
+        "impossible_sequences": IMPOSSIBLE_SEQUENCES,
         "feature_bound": bound,
         "neighbouring": result.neighbouring,
         "sensitivity": dict(result.sensitivities),
-        "epsilon_per_iteration": dict(result.epsilons),
         "laplace_scale": dict(result.scales),
         "kind": kind,
         "n_states": int(result.model.n_states),
@@ -567,13 +673,20 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
         "model_sha256": _sha256(out),
         "model_label": label,
     }
+    if result.formal_guarantee:
+        meta["epsilon"] = result.epsilon
+        meta["epsilon_requested"] = eps
+        meta["epsilon_per_iteration"] = dict(result.epsilons)
+    else:  # the noise's calibration, never presented as a privacy level
+        meta["noise_parameter_eps"] = {
+            "total": eps,
+            "per_component": dict(result.epsilons),
+            "note": NOT_A_GUARANTEE,
+        }
     _write_json(meta_file, meta)
     summary = {**meta, "model": str(out), "metadata": str(meta_file)}
-    if not result.formal_guarantee and console is not None:
-        console.print(
-            "[yellow]warning:[/] noise in the last iteration only is not a formal DP "
-            "guarantee on the data set (use --every-iteration)"
-        )
+    for text in warnings_out:
+        _warn(console, text)
     _print_json(console, summary)
     if args.json:
         _write_json(args.json, summary)
@@ -582,14 +695,75 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
     return 0
 
 
+def _release_sampler(sampler: object, seeded: bool) -> str:
+    """``--sampler`` resolved: opendp by default, float with ``--seed`` (OpenDP cannot be
+    seeded); ``--seed`` with ``--sampler opendp`` is refused."""
+    if sampler is None:
+        return "float" if seeded else "opendp"
+    if sampler not in SAMPLERS:
+        raise ConfigError(f"--sampler must be one of {SAMPLERS}, got {sampler!r}")
+    if sampler == "opendp" and seeded:
+        raise ConfigError(
+            "--seed needs the float sampler: OpenDP draws its own randomness and cannot be "
+            "seeded (drop --seed for a real release)"
+        )
+    return str(sampler)
+
+
+def _release_warnings(every: bool, sampler: str, seeded: bool) -> list[str]:
+    """The warnings a release prints and writes into its privacy JSON."""
+    out = []
+    if not every:
+        out.append(
+            "NOT differentially private: --not-dp-last-iteration runs plain EM on the data "
+            "and adds noise in the last iteration only (paper 000's experiment 1); the "
+            "released model carries no privacy guarantee"
+        )
+    if seeded:
+        out.append(
+            "INSECURE: --seed makes the noise reproducible by anyone who knows the seed "
+            "(experiments only)"
+        )
+    elif sampler == "float":
+        out.append(
+            "the float sampler is not hardened against floating-point attacks "
+            "(Mironov 2012); the default sampler (opendp) is"
+        )
+    return out
+
+
+def _guarantee(result, first, max_length: int) -> dict:
+    """The privacy JSON's statement of what a formally DP release guarantees."""
+    unit = f"one sequence of length <= {max_length}"
+    relation = "added or removed" if result.neighbouring == "add_remove" else "replaced"
+    return {
+        "definition": "pure epsilon-differential privacy (delta = 0)",
+        "epsilon": result.epsilon,
+        "neighbouring": f"{unit} {relation}",
+        "composition": f"sequential over {result.n_noisy_iterations} noisy EM iteration(s)",
+        "hardened_sampler": first.sampler in HARDENED_SAMPLERS,
+        "secure_randomness": not first.insecure,
+    }
+
+
+def _warn(console, text: str) -> None:
+    if console is None:
+        print(f"warning: {text}", file=sys.stderr)
+    else:
+        from rich.markup import escape
+
+        console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)
+
+
 # -- release trace ----------------------------------------------------------------------------
 
 
 def add_trace_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``smc-hmm release trace``."""
+    """Options of ``smc-hmm release trace`` (and its description and help format)."""
+    _describe_parser(parser, TRACE_DESCRIPTION)
     a = parser.add_argument
     a("--model", required=True, metavar="MODEL.npz", help="the public model (a model file)")
-    a("--model-index", type=int, default=0, metavar="I", help="which model of the file (0)")
+    a("--model-index", type=int, default=0, metavar="I", help="which model of the file")
     a("--trace", required=True, metavar="FILE", help=".json list of state indices")
     a(
         "--graph",
@@ -597,15 +771,30 @@ def add_trace_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KIND",
         help="policy graph: complete | categorical | utility | transition | FILE.json (edges)",
     )
-    a("--eps", type=float, default=1.0, metavar="E", help="eps per release (default 1)")
-    a("--r", type=float, default=1.0, metavar="R", help="radius of the utility graph (1)")
+    a("--eps", type=float, default=1.0, metavar="E", help="eps per release")
+    a("--r", type=float, default=1.0, metavar="R", help="radius of the utility graph")
     a("--metric", choices=("l2", "l1", "linf"), default="l2", help="utility-graph metric")
-    a("--coords", metavar="FILE", help="query f: .json/.npy (n_states, d); default f(s)=s")
+    a(
+        "--coords",
+        metavar="FILE",
+        help="query f: .json/.npy (n_states, d) (without it: f(s) = s, the state index)",
+    )
     a("--categories", metavar="FILE", help="categorical graph: .json list of n labels")
-    a("--repair", choices=("greedy", "min_area", "none"), default="greedy")
-    a("--budget", type=float, metavar="B", help="cap on the Theorem 7.2 total")
+    a(
+        "--repair",
+        choices=("greedy", "min_area", "none"),
+        default="greedy",
+        help="how exposed states are protected: greedy (Algorithm 1), min_area "
+        "(Algorithm 3, 2-D) or none (refuse)",
+    )
+    a("--budget", type=float, metavar="B", help="cap on the Theorem 7.2 total (without it: none)")
     a("--json", metavar="PATH", help="write the releases as JSON")
-    a("--seed", type=int, metavar="S", help="INSECURE seeded noise (reproducible experiments)")
+    a(
+        "--seed",
+        type=int,
+        metavar="S",
+        help="INSECURE seeded noise (reproducible experiments only; default: the OS CSPRNG)",
+    )
 
 
 def _load_coords(path: object, n: int) -> np.ndarray:
@@ -711,7 +900,7 @@ def release_trace(args: argparse.Namespace, console=None) -> int:
     """Run ``smc-hmm release trace`` (module docstring); returns 0."""
     from smc_hmm.hmm.io import load_models
 
-    eps = _positive(args.eps, "--eps")
+    eps = check_epsilon(args.eps, "--eps")
     models, labels = load_models(_existing(args.model, "model file"))
     idx = args.model_index
     if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < len(models):
@@ -728,8 +917,10 @@ def release_trace(args: argparse.Namespace, console=None) -> int:
         query = "state index (f(s_i) = i)"
     graph = _policy(args, n, f, transmat)
     trace = _load_trace(args.trace, n)
-    budget = None if args.budget is None else _positive(args.budget, "--budget")
-    rng = None if args.seed is None else np.random.default_rng(int(args.seed))
+    budget = None if args.budget is None else check_epsilon(args.budget, "--budget")
+    from smc_hmm.dp.random import DPRandom
+
+    rng = None if args.seed is None else DPRandom.insecure_seeded(int(args.seed))
     cls = _start_dphmm(start)
     mech = cls(transmat, f, graph, eps, initial=start, repair=args.repair, budget=budget, rng=rng)
     releases = []
@@ -748,9 +939,10 @@ def release_trace(args: argparse.Namespace, console=None) -> int:
         "eps": eps,
         "repair": args.repair,
         "budget": budget,
-        "randomness": "CSPRNG-seeded numpy Generator (secrets)"
-        if rng is None
-        else f"INSECURE seeded numpy Generator (seed {args.seed})",
+        "randomness": mech.randomness,
+        "insecure": rng is not None,
+        "hardened_sampler": False,
+        "sampler_note": KNORM_NOTE,
         "releases": releases,
         "total": {
             "epsilon_sum": mech.ledger.epsilon_sum(),
@@ -759,6 +951,10 @@ def release_trace(args: argparse.Namespace, console=None) -> int:
         "accounting": "per release: Theorem 6.2 eps (DPHMM) and Theorem 6.3 constrained-DP "
         "term; per timestamp: Theorem 7.1 sums; cumulative: Theorem 7.2 (sum over timestamps)",
     }
+    if rng is not None:
+        _warn(
+            console, f"INSECURE: --seed {args.seed} makes the noise reproducible (experiments only)"
+        )
     if console is not None:
         _trace_table(console, out)
     if args.json:

@@ -6,7 +6,11 @@ party), sends the hello and receives the session: its number, the protocol by
 registered name (a client only runs the protocol it asked for, never a
 ``module:object`` reference from the network) and its public parameters, which
 the protocol's own descriptor validates.  Then the client's role runs over the
-one connection like any other party, with every receive bounded.
+one connection like any other party, with every receive bounded.  The server is a
+peer like any other: its key sizes and the parameters it picks are checked against
+:mod:`smc_hmm.limits` (``max_key_bits``), and the messages it sends ahead of what the
+protocol asks for against a channel budget (64 messages of at most ``max_frame_bytes``
+bytes in all).
 
 Used by ``smc-hmm keyword --audio FILE.wav --server HOST:PORT --certs DIR`` and by
 ``smc-hmm party --role alice --config parties.toml`` when the configuration has a
@@ -38,6 +42,7 @@ from smc_hmm.errors import (
     SmcHmmError,
     TransportError,
 )
+from smc_hmm.limits import MAX_KEY_BITS
 from smc_hmm.protocol import find
 from smc_hmm.runtime.context import PartyContext
 from smc_hmm.transport.base import Channel
@@ -52,6 +57,9 @@ from smc_hmm.transport.tcp import (
 from smc_hmm.wire import DEFAULT_MAX_FRAME_BYTES, WireCodec
 
 __all__ = ["client_tls", "connect", "parse_server", "run_client_session", "run_party_client"]
+
+#: messages a server may send ahead of what the client's protocol has asked for
+CLIENT_BUFFERED_MESSAGES = 64
 
 #: refusal reasons a server sends, by error class name
 _REFUSALS = {
@@ -188,6 +196,7 @@ def run_client_session(
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     keypair=None,
     wrap_transport=None,
+    max_key_bits: int = MAX_KEY_BITS,
 ) -> dict[str, Any]:
     """One session against a serving party: ``{"output", "cost", "elapsed", "session"}``.
 
@@ -226,6 +235,8 @@ def run_client_session(
             timeout=timeout,
             observer=ledger,
             strict=True,
+            max_buffered_messages=CLIENT_BUFFERED_MESSAGES,
+            max_buffered_bytes=max_frame_bytes,
         )
         min_bits = min(key_bits, 2048) if insecure else 2048
         ctx = PartyContext(
@@ -234,6 +245,7 @@ def run_client_session(
             keypair=keypair if client_role.holds_key else None,
             ledger=ledger,
             min_key_bits=min_bits,
+            max_key_bits=max_key_bits,
         )
         with ledger.running():
             output = client_role.run(ctx, private, params)

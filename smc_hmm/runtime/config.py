@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from smc_hmm.crypto.keys import MIN_SECURE_BITS
-from smc_hmm.errors import ConfigError
+from smc_hmm.crypto.keys import MIN_SECURE_BITS, check_key_bits
+from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.runtime.simulate import DEFAULT_TIMEOUT
 from smc_hmm.wire import DEFAULT_MAX_FRAME_BYTES
 
@@ -88,6 +88,7 @@ _RUN_KEYS = {
     "timeout",
     "key_bits",
     "insecure",
+    "allow_large_keys",
     "deadline",
     "max_frame_bytes",
     "connect_timeout",
@@ -147,10 +148,15 @@ def config_from_dict(data: Mapping, path: Path | None = None) -> RunConfig:
         raise ConfigError("run.timeout, run.deadline and run.connect_timeout must be positive")
     key_bits = _typed(run, "key_bits", int, "run", 2048)
     insecure = _typed(run, "insecure", bool, "run", False)
-    if key_bits < 2048 and not insecure:
-        raise ConfigError(
-            f"run.key_bits = {key_bits} is insecure; set run.insecure = true (tests only)"
+    try:
+        check_key_bits(
+            key_bits,
+            insecure=insecure,
+            allow_large=_typed(run, "allow_large_keys", bool, "run", False),
+            hints=("run.insecure = true", "run.allow_large_keys = true"),
         )
+    except InvalidInputError as e:
+        raise ConfigError(f"run.key_bits = {key_bits}: {e}") from None
     max_frame = _typed(run, "max_frame_bytes", int, "run", DEFAULT_MAX_FRAME_BYTES)
     params = data.get("protocol", {})
     if not isinstance(params, Mapping):

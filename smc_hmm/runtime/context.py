@@ -18,6 +18,7 @@ from smc_hmm.cost import CostLedger
 from smc_hmm.crypto import CipherArray, PrivateKey, PublicKey, Randomizer, Rng
 from smc_hmm.crypto.keys import MIN_SECURE_BITS
 from smc_hmm.errors import InsecurePeerKeyError, InvalidInputError
+from smc_hmm.limits import MAX_KEY_BITS, check_key_bits
 from smc_hmm.messages import Message
 from smc_hmm.transport.base import Channel
 
@@ -44,7 +45,9 @@ class PartyContext:
     through the key's meter) and runs heavy batches on the party's executor.
     A public key received from a peer below ``min_key_bits`` (2048 unless the
     party's configuration says insecure) is refused with
-    :class:`~smc_hmm.errors.InsecurePeerKeyError`.
+    :class:`~smc_hmm.errors.InsecurePeerKeyError`; one above ``max_key_bits``
+    (:data:`smc_hmm.limits.MAX_KEY_BITS` unless raised explicitly) with
+    :class:`~smc_hmm.errors.ParameterBoundError`, before anything is computed with it.
     """
 
     def __init__(
@@ -58,12 +61,16 @@ class PartyContext:
         rng: Rng | None = None,
         record: bool = False,
         min_key_bits: int = MIN_SECURE_BITS,
+        max_key_bits: int = MAX_KEY_BITS,
         randomizers: Mapping[bytes, Randomizer] | None = None,
     ):
         self.name = name
         #: precomputed randomizers (offline phase) for keys this party will meet, by fingerprint
         self._randomizers = dict(randomizers or {})
         self.min_key_bits = int(min_key_bits)
+        self.max_key_bits = int(max_key_bits)
+        if self.max_key_bits < self.min_key_bits:
+            raise InvalidInputError("max_key_bits must be at least min_key_bits")
         self.channel = channel
         self.ledger = ledger if ledger is not None else CostLedger(name)
         self.compute = compute if compute is not None else Compute.inline()
@@ -138,8 +145,9 @@ class PartyContext:
             if payload.bits < self.min_key_bits:
                 raise InsecurePeerKeyError(
                     f"{self.name}: {peer} sent a {payload.bits}-bit key; this party accepts "
-                    f"{self.min_key_bits} bits or more"
+                    f"{self.min_key_bits} bits or more (bound min_key_bits)"
                 )
+            check_key_bits(payload.bits, self.max_key_bits, f"{self.name}: {peer}'s key")
             payload = self.adopt_key(payload)
         if self.received is not None:
             self.received.append((peer, tag, payload))

@@ -20,16 +20,41 @@ party has in the configuration (``alice``), so the role functions run unchanged.
 
 Limits
 ------
-``[serve]``: ``max_sessions`` sessions run at once; a further client waits for
-a slot (``when_busy = "wait"``, at most ``max_waiting`` of them, each at most
-``wait_timeout`` seconds) or is refused at once (``"refuse"``) with
-:class:`~smc_hmm.errors.ServerBusyError` in its hello reply.  Every receive of a
-session is bounded by ``[run] timeout``, every session by ``session_timeout``
-(:class:`~smc_hmm.errors.SessionTimeoutError`), every handshake by
-``handshake_timeout``.  SIGTERM / SIGINT: no new client is accepted, running
-sessions get ``shutdown_grace`` seconds to finish, the rest are ended
-(:class:`~smc_hmm.errors.ServerShutdownError`), every thread is joined and the
-process exits 0.
+Unauthenticated and authenticated connections have separate budgets, so that load
+of the first kind never starves the second (``docs/serving.md``, "Limits"):
+
+* **The front door** (one thread) accepts, runs every TLS handshake and hello
+  without blocking (non-blocking sockets on one selector), and never waits for a
+  client.  At most ``max_pending`` connections may be pending (accepted, not yet
+  authenticated) at once, at most ``max_pending_per_address`` from one source
+  address; a connection beyond either cap closes the *oldest* pending connection
+  of its own address, or of the address with the most pending connections, at
+  once.  A connection that has not finished its TLS handshake and hello within
+  ``handshake_timeout`` seconds is closed.  None of them holds a thread.  One source
+  address may open ``connect_rate_per_address`` new connections a second (bursts of
+  ``connect_burst_per_address``); a further one is closed on arrival, before any TLS
+  work.
+* **Sessions**: ``max_sessions`` run at once, at most ``max_sessions_per_client``
+  of them for one client certificate name; a further client waits for a slot, in
+  arrival order (``when_busy = "wait"``, at most ``max_waiting`` clients and
+  ``max_sessions_per_client`` of one name, each at most ``wait_timeout`` seconds)
+  or is refused at once (``"refuse"``) with :class:`~smc_hmm.errors.ServerBusyError`
+  in its hello reply.
+* **Each session's connection** has a frame limit (``max_frame_bytes``, refused
+  at the length prefix), a bounded inbox (``inbox_frames``, ``inbox_bytes``: the
+  transport stops reading, so a fast sender is slowed down), a bounded outbox and
+  a budget of messages the protocol has not asked for yet
+  (``max_buffered_messages``, ``max_buffered_bytes``: beyond it the client is
+  dropped with :class:`~smc_hmm.errors.BackpressureError`); a client's key above
+  ``max_key_bits`` or any peer-chosen parameter beyond its bound
+  (:mod:`smc_hmm.limits`) ends the session with
+  :class:`~smc_hmm.errors.ParameterBoundError`.
+* Every receive of a session is bounded by ``[run] timeout``, every session by
+  ``session_timeout`` (:class:`~smc_hmm.errors.SessionTimeoutError`).  SIGTERM /
+  SIGINT: no new client is accepted, running sessions get ``shutdown_grace``
+  seconds to finish, the rest are ended
+  (:class:`~smc_hmm.errors.ServerShutdownError`), every thread is joined and the
+  process exits 0.
 
 Isolation
 ---------
@@ -69,14 +94,18 @@ pickled across the protocol network.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import itertools
 import logging
 import os
+import selectors
 import signal
 import socket
 import ssl
 import threading
 import time
+from collections import Counter, deque
 from dataclasses import dataclass, fields
 
 from smc_hmm.certs import CLIENT_ROLE_URI
@@ -86,6 +115,7 @@ from smc_hmm.errors import (
     AuthenticationError,
     ConfigError,
     EndpointError,
+    PeerDisconnectedError,
     PeerTimeoutError,
     ServerBusyError,
     ServerShutdownError,
@@ -93,16 +123,21 @@ from smc_hmm.errors import (
     SmcHmmError,
     TransportError,
 )
+from smc_hmm.limits import MAX_KEY_BITS
 from smc_hmm.protocol import find
 from smc_hmm.runtime.config import RunConfig, load_config
 from smc_hmm.runtime.context import PartyContext
 from smc_hmm.runtime.party import _private_input, _tls_for
 from smc_hmm.transport.base import Channel
 from smc_hmm.transport.tcp import (
+    HEADER_BYTES,
     HELLO_VERSION,
+    MAX_LENGTH,
+    ConnectionBudget,
     TcpTransport,
+    decode_hello,
+    hello_length,
     peer_identity,
-    recv_hello,
     send_hello,
 )
 from smc_hmm.wire import WireCodec
@@ -116,7 +151,11 @@ WHEN_BUSY = ("wait", "refuse")
 
 @dataclass(frozen=True)
 class ServeSettings:
-    """``[serve]`` and ``[compute]`` of a parties.toml (command-line options override)."""
+    """``[serve]`` and ``[compute]`` of a parties.toml (command-line options override).
+
+    Every limit is described in the module docstring and, with its default and how to
+    change it, in ``docs/serving.md`` ("Limits").
+    """
 
     max_sessions: int = 4
     when_busy: str = "wait"
@@ -125,30 +164,81 @@ class ServeSettings:
     session_timeout: float = 600.0
     handshake_timeout: float = 10.0
     shutdown_grace: float = 10.0
+    #: connections accepted but not yet authenticated (TLS handshake and hello), in total
+    max_pending: int = 256
+    #: of them from one source address
+    max_pending_per_address: int = 64
+    #: new connections one source address may open per second (a token bucket) ...
+    connect_rate_per_address: float = 10.0
+    #: ... and at once, after a quiet spell
+    connect_burst_per_address: int = 20
+    #: sessions one client certificate name runs at once (and clients of it waiting)
+    max_sessions_per_client: int = 2
+    #: the largest Paillier (and DGK) modulus a client may bring, bits
+    max_key_bits: int = MAX_KEY_BITS
+    #: the largest frame of a session (and at most ``[run] max_frame_bytes``)
+    max_frame_bytes: int = 16 * 2**20
+    #: frames read from a client and not yet taken by the protocol: reading stops beyond
+    inbox_frames: int = 16
+    inbox_bytes: int = 2**20
+    #: frames queued for a client that does not read: a send waits beyond, then fails
+    outbox_bytes: int = 16 * 2**20
+    #: messages a client sent that the protocol has not asked for yet: dropped beyond
+    max_buffered_messages: int = 16
+    max_buffered_bytes: int = 4 * 2**20
     #: a Dask scheduler address (tcp://host:8786); None: the local process lanes
     scheduler: str | None = None
     #: local lanes (caller + worker processes); default: every core
     workers: int | None = None
 
+    _COUNTS = (
+        "max_sessions",
+        "max_waiting",
+        "max_pending",
+        "max_pending_per_address",
+        "connect_burst_per_address",
+        "max_sessions_per_client",
+        "max_key_bits",
+        "max_frame_bytes",
+        "inbox_frames",
+        "inbox_bytes",
+        "outbox_bytes",
+        "max_buffered_messages",
+        "max_buffered_bytes",
+    )
+    _SECONDS = ("wait_timeout", "session_timeout", "handshake_timeout", "shutdown_grace")
+    _RATES = ("connect_rate_per_address",)
+
     def __post_init__(self):
-        for name in ("max_sessions", "max_waiting"):
+        for name in self._COUNTS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"serve.{name} must be a non-negative integer")
-        if self.max_sessions < 1:
-            raise ConfigError("serve.max_sessions must be >= 1")
+            if name != "max_waiting" and value < 1:
+                raise ConfigError(f"serve.{name} must be >= 1")
+        if self.max_frame_bytes > MAX_LENGTH:
+            raise ConfigError(f"serve.max_frame_bytes must be at most {MAX_LENGTH}")
         if self.when_busy not in WHEN_BUSY:
             raise ConfigError(f"serve.when_busy must be one of {WHEN_BUSY}")
-        for name in ("wait_timeout", "session_timeout", "handshake_timeout", "shutdown_grace"):
+        for name in self._SECONDS + self._RATES:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-                raise ConfigError(f"serve.{name} must be a positive number of seconds")
+                unit = "of seconds" if name in self._SECONDS else "per second"
+                raise ConfigError(f"serve.{name} must be a positive number {unit}")
         if self.scheduler is not None and not isinstance(self.scheduler, str):
             raise ConfigError("compute.scheduler must be an address like tcp://host:8786")
         if self.workers is not None and (
             isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1
         ):
             raise ConfigError("compute.workers must be a positive integer")
+
+    def budget(self) -> ConnectionBudget:
+        """The transport budget of one session's connection."""
+        return ConnectionBudget(
+            inbox_frames=self.inbox_frames,
+            inbox_bytes=self.inbox_bytes,
+            outbox_bytes=self.outbox_bytes,
+        )
 
     @classmethod
     def from_config(cls, config: RunConfig, **overrides) -> ServeSettings:
@@ -167,6 +257,36 @@ class ServeSettings:
         values = {**serve, **compute}
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
+
+
+#: glibc's mallopt parameters; the size from which a serving process maps buffers, and
+#: the allocation arenas its threads share
+_M_MMAP_THRESHOLD, _M_ARENA_MAX = -3, -8
+BIG_BUFFER_BYTES = 256 * 1024
+ARENAS = 2
+
+
+def bound_allocator() -> bool:
+    """Keep what peers make a serving process allocate from staying resident (glibc).
+
+    Peers decide how many large buffers a server holds (frames up to the session's
+    limit, read chunks, decoded payloads), and glibc's default moves its mmap threshold
+    up to the largest block freed so far, so such bursts are later carved from the
+    session threads' arenas and stay resident after the sessions end; and every new
+    thread may open an arena of its own (up to eight per core), each keeping its
+    high-water mark.  A fixed threshold of 256 KiB returns large buffers to the system as
+    soon as they are freed, and two arenas shared by every thread keep the rest compact
+    (threads of one Python process mostly take turns anyway).  True if both were set
+    (False off glibc: nothing changes).
+    """
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mapped = mallopt(_M_MMAP_THRESHOLD, BIG_BUFFER_BYTES)
+    shared = mallopt(_M_ARENA_MAX, ARENAS)
+    return bool(mapped and shared)
 
 
 def serving_party(config: RunConfig) -> str | None:
@@ -199,6 +319,39 @@ class _Session:
         if transport is not None:
             with contextlib.suppress(Exception):
                 transport.close()
+
+
+class _ConnectRate:
+    """A token bucket per source address: ``rate`` new connections a second, ``burst`` at
+    once.  Buckets that are full again are forgotten once there are many addresses."""
+
+    def __init__(self, rate: float, burst: int, max_addresses: int = 4096):
+        self.rate, self.burst, self.max_addresses = float(rate), int(burst), max_addresses
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    def allow(self, address: str, now: float) -> bool:
+        tokens, last = self._buckets.get(address, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - last) * self.rate)
+        allowed = tokens >= 1.0
+        self._buckets[address] = (tokens - 1.0 if allowed else tokens, now)
+        if len(self._buckets) > self.max_addresses:
+            full = self.burst / self.rate
+            self._buckets = {a: b for a, b in self._buckets.items() if now - b[1] < full}
+        return allowed
+
+
+class _Pending:
+    """An accepted connection whose TLS handshake or hello has not finished."""
+
+    __slots__ = ("sock", "address", "where", "deadline", "stage", "buf")
+
+    def __init__(self, sock, address: str, where: str, deadline: float):
+        self.sock = sock  # a non-blocking SSLSocket, handshake not done
+        self.address = address
+        self.where = where
+        self.deadline = deadline
+        self.stage = "TLS handshake"
+        self.buf = bytearray()
 
 
 def _cost_summary(snapshot: dict) -> str:
@@ -261,23 +414,39 @@ class Server:
         self.client_party, self.client_role = others[0]
         self.tls = _tls_for(config, party)
         self._server_ctx = self.tls.server_context()
+        self._server_ctx.num_tickets = 0  # clients never resume: no tickets to make per handshake
         self.private = _private_input(self.role, pc, config)
         self.host = pc.host
         self.port = pc.port if port is None else port
+        #: a session's frame limit: the smaller of [serve] and [run] max_frame_bytes
+        self.max_frame_bytes = min(self.settings.max_frame_bytes, config.max_frame_bytes)
         self._own_compute = compute is None
         self.compute = compute if compute is not None else self._make_compute()
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._cond = threading.Condition()
         self._active = 0
-        self._waiting = 0
+        #: sessions running per client certificate name
+        self._running: Counter[str] = Counter()
+        #: clients waiting for a slot, in arrival order: (ticket, name)
+        self._queue: deque[tuple[object, str]] = deque()
+        #: authenticated connections with a thread (waiting or in a session), per name
+        self._admitted: Counter[str] = Counter()
         self._handlers: set[threading.Thread] = set()
         self._sessions: dict[int, _Session] = {}
         self._numbers = itertools.count(1)
+        #: the front door's pending connections, oldest first, overall and per address
+        self._pending: dict[_Pending, None] = {}
+        self._per_address: dict[str, dict[_Pending, None]] = {}
+        self._rate = _ConnectRate(
+            self.settings.connect_rate_per_address, self.settings.connect_burst_per_address
+        )
         self._listener: socket.socket | None = None
-        self._acceptor: threading.Thread | None = None
-        #: outcome counts: ok, failed (a session's typed error), refused
-        self.counts = {"ok": 0, "failed": 0, "refused": 0}
+        self._door: threading.Thread | None = None
+        #: outcome counts: ok and failed sessions, refused clients (with a reason, or a
+        #: failed TLS handshake), dropped pending connections (timeout or a cap), and
+        #: throttled ones (closed on arrival: their address opened too many too fast)
+        self.counts = {"ok": 0, "failed": 0, "refused": 0, "dropped": 0, "throttled": 0}
         self.address: tuple[str, int] = (self.host, self.port)
 
     def _make_compute(self) -> Compute:
@@ -293,31 +462,36 @@ class Server:
     # -- life cycle ------------------------------------------------------------------------
 
     def start(self) -> Server:
-        """Bind the listener and start accepting in a background thread."""
+        """Bind the listener and start the front door in a background thread."""
         lst = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET)
         lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             lst.bind((self.host, self.port))
-            lst.listen(64)
+            lst.listen(socket.SOMAXCONN)
         except OSError as exc:
             lst.close()
             raise EndpointError(
                 f"{self.party}: cannot listen on {self.host}:{self.port}: {exc}"
             ) from exc
-        lst.settimeout(0.2)
+        lst.setblocking(False)
         self._listener = lst
         self.address = lst.getsockname()[:2]
-        self._acceptor = threading.Thread(
-            target=self._accept_loop, name=f"smc-serve-{self.party}", daemon=True
+        self._door = threading.Thread(
+            target=self._front_door, name=f"smc-serve-{self.party}", daemon=True
         )
-        self._acceptor.start()
+        self._door.start()
+        s = self.settings
         log.info(
-            "%s serving %s on %s:%d (max %d sessions, when busy: %s; compute: %r)",
+            "%s serving %s on %s:%d (max %d sessions, %d per client, when busy: %s; "
+            "max %d pending connections, %d per address; compute: %r)",
             self.party,
             self.descriptor.name,
             *self.address,
-            self.settings.max_sessions,
-            self.settings.when_busy,
+            s.max_sessions,
+            s.max_sessions_per_client,
+            s.when_busy,
+            s.max_pending,
+            s.max_pending_per_address,
             self.compute,
         )
         return self
@@ -330,8 +504,8 @@ class Server:
         self._stopping.set()
         with self._cond:
             self._cond.notify_all()
-        if self._acceptor is not None:
-            self._acceptor.join()
+        if self._door is not None:
+            self._door.join()
         deadline = time.monotonic() + grace
         for thread in list(self._handlers):
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -345,7 +519,12 @@ class Server:
         log.info("%s stopped: %s", self.party, self.counts)
 
     def serve_forever(self) -> int:
-        """Start, serve until SIGTERM / SIGINT, shut down within the bound; returns 0."""
+        """Start, serve until SIGTERM / SIGINT, shut down within the bound; returns 0.
+
+        The serving process first bounds its allocator (:func:`bound_allocator`), so that
+        a client's burst of large frames goes back to the system when its session ends.
+        """
+        bound_allocator()
         stop = threading.Event()
         previous = {}
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -375,83 +554,173 @@ class Server:
     def active(self) -> int:
         return self._active
 
-    # -- accepting ---------------------------------------------------------------------------
+    @property
+    def pending(self) -> int:
+        """Connections accepted and not yet authenticated."""
+        return len(self._pending)
 
-    def _accept_loop(self) -> None:
+    # -- the front door: accepting and authenticating without blocking ------------------------
+
+    def _front_door(self) -> None:
+        """One thread: accept, advance every pending TLS handshake and hello as its socket
+        becomes ready, close pending connections past their deadline, hand authenticated
+        clients to the session budget, and end sessions past ``session_timeout``."""
         lst = self._listener
-        cap = self.settings.max_sessions + self.settings.max_waiting + 8
+        sel = selectors.DefaultSelector()
+        sel.register(lst, selectors.EVENT_READ, None)
         try:
             while not self._stopping.is_set():
+                timeout = 0.2
+                if self._pending:
+                    first = next(iter(self._pending))
+                    timeout = min(timeout, max(0.0, first.deadline - time.monotonic()))
+                for key, _ in sel.select(timeout):
+                    if key.data is None:
+                        self._accept_ready(sel)
+                    elif key.data in self._pending:
+                        self._advance(sel, key.data)
+                self._expire(sel)
                 self._watchdog()
-                try:
-                    raw, addr = lst.accept()
-                except TimeoutError:
-                    continue
-                except OSError as exc:
-                    if not self._stopping.is_set():
-                        log.error("%s: accept failed: %s", self.party, exc)
-                        time.sleep(0.1)
-                    continue
-                where = f"{addr[0]}:{addr[1]}"
-                self._handlers = {t for t in self._handlers if t.is_alive()}
-                if len(self._handlers) >= cap:
-                    self._count("refused")
-                    log.warning("refused %s: ServerBusyError: %d connections open", where, cap)
-                    with contextlib.suppress(OSError):
-                        raw.close()
-                    continue
-                thread = threading.Thread(
-                    target=self._handle,
-                    args=(raw, where),
-                    name=f"smc-serve-session-{where}",
-                    daemon=True,
-                )
-                self._handlers.add(thread)
-                thread.start()
+        except BaseException:  # noqa: BLE001 - the door must not die silently
+            log.exception("%s: the front door failed", self.party)
+            raise
         finally:
+            for pending in list(self._pending):
+                self._forget(sel, pending)
+                with contextlib.suppress(OSError):
+                    pending.sock.close()
+            sel.close()
             lst.close()
 
-    def _watchdog(self) -> None:
-        """End sessions that ran past ``session_timeout``."""
-        limit = self.settings.session_timeout
-        now = time.monotonic()
-        for session in list(self._sessions.values()):
-            if session.ended is None and now - session.started > limit:
-                error = SessionTimeoutError(f"session {session.number} ran longer than {limit:g} s")
-                session.ended = error
-                # closing waits briefly for the peer: not in the accepting thread
-                threading.Thread(
-                    target=session.end, args=(error,), name="smc-serve-end", daemon=True
-                ).start()
+    def _accept_ready(self, sel) -> None:
+        for _ in range(64):  # then let the pending handshakes advance
+            try:
+                raw, addr = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE) and self._pending:
+                    # out of descriptors: the oldest pending connection makes room
+                    self._drop(sel, next(iter(self._pending)), f"out of file descriptors: {exc}")
+                    continue
+                log.error("%s: accept failed: %s", self.party, exc)
+                return
+            if not self._rate.allow(addr[0], time.monotonic()):
+                # before any TLS work: an address that floods us costs an accept and a close
+                log.debug("throttled %s:%s: connect_rate_per_address", addr[0], addr[1])
+                with contextlib.suppress(OSError):
+                    raw.close()
+                self._count("throttled")
+                continue
+            self._admit_pending(sel, raw, addr)
 
-    def _refuse(self, sock, where: str, client: str, error: SmcHmmError) -> None:
-        self._count("refused")
-        log.warning("refused client=%s from %s: %s: %s", client, where, type(error).__name__, error)
-        with contextlib.suppress(OSError, SmcHmmError):
-            send_hello(sock, {"ok": False, "error": type(error).__name__, "reason": str(error)})
-        with contextlib.suppress(OSError):
-            sock.close()
-
-    def _authenticate(self, raw, where: str):
-        """TLS handshake and hello: (socket, client name), or None after a refusal."""
-        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        raw.settimeout(self.settings.handshake_timeout)
+    def _admit_pending(self, sel, raw, addr) -> None:
+        """Enforce the pending caps (closing the oldest of the heaviest address), then
+        start the TLS handshake of ``raw`` without blocking."""
+        s = self.settings
+        address, where = addr[0], f"{addr[0]}:{addr[1]}"
+        same = self._per_address.get(address)
+        if same and len(same) >= s.max_pending_per_address:
+            self._drop(sel, next(iter(same)), "max_pending_per_address reached")
+        elif len(self._pending) >= s.max_pending:
+            heaviest = max(self._per_address.values(), key=len)
+            self._drop(sel, next(iter(heaviest)), "max_pending reached")
         try:
-            sock = self._server_ctx.wrap_socket(raw, server_side=True)
-        except (OSError, ssl.SSLError) as exc:
-            self._count("refused")
-            log.warning(
-                "refused %s: AuthenticationError: TLS handshake failed: %s", where, _one_line(exc)
+            raw.setblocking(False)
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock = self._server_ctx.wrap_socket(
+                raw, server_side=True, do_handshake_on_connect=False
             )
+        except (OSError, ssl.SSLError) as exc:
+            log.info("dropped %s before its TLS handshake: %s", where, _one_line(exc))
             with contextlib.suppress(OSError):
                 raw.close()
-            return None
+            self._count("dropped")
+            return
+        pending = _Pending(sock, address, where, time.monotonic() + s.handshake_timeout)
+        self._pending[pending] = None
+        self._per_address.setdefault(address, {})[pending] = None
+        sel.register(sock, selectors.EVENT_READ, pending)
+
+    def _forget(self, sel, pending: _Pending) -> None:
+        """No longer pending (authenticated, refused or dropped)."""
+        self._pending.pop(pending, None)
+        same = self._per_address.get(pending.address)
+        if same is not None:
+            same.pop(pending, None)
+            if not same:
+                del self._per_address[pending.address]
+        with contextlib.suppress(KeyError, ValueError, OSError):
+            sel.unregister(pending.sock)
+
+    def _drop(self, sel, pending: _Pending, reason: str) -> None:
+        self._forget(sel, pending)
+        log.info("dropped %s during its %s: %s", pending.where, pending.stage, reason)
+        with contextlib.suppress(OSError):
+            pending.sock.close()
+        self._count("dropped")
+
+    def _expire(self, sel) -> None:
+        """Close pending connections past ``handshake_timeout`` (oldest first: deadlines
+        follow the order of arrival)."""
+        now, limit = time.monotonic(), self.settings.handshake_timeout
+        while self._pending:
+            pending = next(iter(self._pending))
+            if pending.deadline > now:
+                return
+            self._drop(sel, pending, f"not authenticated within handshake_timeout = {limit:g} s")
+
+    def _advance(self, sel, pending: _Pending) -> None:
+        """Advance one pending connection as far as its socket allows."""
         try:
-            hello = recv_hello(sock)
-        except (OSError, SmcHmmError) as exc:
-            error = exc if isinstance(exc, SmcHmmError) else AuthenticationError(str(exc))
-            self._refuse(sock, where, "?", AuthenticationError(f"no valid hello: {error}"))
-            return None
+            if pending.stage == "TLS handshake":
+                pending.sock.do_handshake()
+                pending.stage = "hello"
+            hello = self._read_hello(pending)
+        except ssl.SSLWantReadError:
+            sel.modify(pending.sock, selectors.EVENT_READ, pending)
+            return
+        except ssl.SSLWantWriteError:
+            sel.modify(pending.sock, selectors.EVENT_WRITE, pending)
+            return
+        except (OSError, SmcHmmError) as exc:  # ssl.SSLError is an OSError
+            self._forget(sel, pending)
+            if pending.stage == "TLS handshake":
+                log.warning(
+                    "refused %s: AuthenticationError: TLS handshake failed: %s",
+                    pending.where,
+                    _one_line(exc),
+                )
+                with contextlib.suppress(OSError):
+                    pending.sock.close()
+                self._count("refused")
+            else:
+                if not isinstance(exc, AuthenticationError):
+                    exc = AuthenticationError(f"no valid hello: {_one_line(exc)}")
+                self._refuse(pending.sock, pending.where, "?", exc)
+            return
+        self._forget(sel, pending)
+        self._authenticated(pending.sock, hello, pending.where)
+
+    @staticmethod
+    def _read_hello(pending: _Pending) -> dict:
+        """The hello once it is complete (SSLWantReadError until then); reads no further."""
+        buf = pending.buf
+        while True:
+            if len(buf) < HEADER_BYTES:
+                need = HEADER_BYTES - len(buf)
+            else:
+                need = HEADER_BYTES + hello_length(buf[:HEADER_BYTES]) - len(buf)
+                if need == 0:
+                    return decode_hello(bytes(buf[HEADER_BYTES:]))
+            data = pending.sock.recv(need)
+            if not data:
+                raise PeerDisconnectedError(f"connection closed during the {pending.stage}")
+            buf += data
+
+    def _authenticated(self, sock, hello: dict, where: str) -> None:
+        """Check the hello against the certificate; admit the client to the session budget
+        (a thread of its own) or refuse it at once."""
         claimed = hello.get("from")
         names, uris = peer_identity(sock)
         reason = None
@@ -463,27 +732,100 @@ class Server:
             reason = f"the certificate of {claimed!r} does not carry the client role"
         if reason is not None:
             self._refuse(sock, where, str(claimed), AuthenticationError(reason))
-            return None
-        return sock, claimed
+            return
+        s = self.settings
+        with self._cond:
+            full = sum(self._admitted.values()) >= s.max_sessions + s.max_waiting
+            mine = self._admitted[claimed] >= 2 * s.max_sessions_per_client
+            if not (full or mine):
+                self._admitted[claimed] += 1
+        if full or mine:
+            self._refuse(
+                sock,
+                where,
+                claimed,
+                ServerBusyError(
+                    f"{self.party} is busy: "
+                    + (
+                        f"{claimed!r} has {self._admitted[claimed]} sessions running or waiting"
+                        if mine
+                        else f"{sum(self._admitted.values())} sessions running or waiting"
+                    )
+                ),
+            )
+            return
+        thread = threading.Thread(
+            target=self._handle,
+            args=(sock, claimed, where),
+            name=f"smc-serve-session-{where}",
+            daemon=True,
+        )
+        self._handlers = {t for t in self._handlers if t.is_alive()}
+        self._handlers.add(thread)
+        thread.start()
 
-    def _acquire(self) -> SmcHmmError | None:
-        """A session slot, by the busy policy; the error to refuse with otherwise."""
+    def _watchdog(self) -> None:
+        """End sessions that ran past ``session_timeout``."""
+        limit = self.settings.session_timeout
+        now = time.monotonic()
+        for session in list(self._sessions.values()):
+            if session.ended is None and now - session.started > limit:
+                error = SessionTimeoutError(f"session {session.number} ran longer than {limit:g} s")
+                session.ended = error
+                # closing waits briefly for the peer: not in the front door's thread
+                threading.Thread(
+                    target=session.end, args=(error,), name="smc-serve-end", daemon=True
+                ).start()
+
+    def _refuse(self, sock, where: str, client: str, error: SmcHmmError) -> None:
+        """Refuse with a reason in the hello reply (a short write: never waits for the client)."""
+        log.warning("refused client=%s from %s: %s: %s", client, where, type(error).__name__, error)
+        with contextlib.suppress(OSError, SmcHmmError):
+            sock.setblocking(False)
+            send_hello(sock, {"ok": False, "error": type(error).__name__, "reason": str(error)})
+        with contextlib.suppress(OSError):
+            sock.close()
+        self._count("refused")  # counted once logged and closed
+
+    # -- the session budget ----------------------------------------------------------------------
+
+    def _may_start(self, client: str) -> bool:
+        s = self.settings
+        return self._active < s.max_sessions and self._running[client] < s.max_sessions_per_client
+
+    def _first_eligible(self):
+        """The ticket of the longest-waiting client that may start now, if any."""
+        for ticket, client in self._queue:
+            if self._may_start(client):
+                return ticket
+        return None
+
+    def _acquire(self, client: str) -> SmcHmmError | None:
+        """A session slot, by the busy policy and in arrival order; the error to refuse
+        with otherwise."""
         s = self.settings
         with self._cond:
             if self._stopping.is_set():
                 return ServerShutdownError(f"{self.party} is shutting down")
-            if self._active < s.max_sessions:
-                self._active += 1
+            if self._first_eligible() is None and self._may_start(client):
+                self._start_slot(client)
                 return None
-            if s.when_busy == "refuse" or self._waiting >= s.max_waiting:
+            waiting_mine = sum(1 for _, c in self._queue if c == client)
+            if (
+                s.when_busy == "refuse"
+                or len(self._queue) >= s.max_waiting
+                or waiting_mine >= s.max_sessions_per_client
+            ):
                 return ServerBusyError(
-                    f"{self.party} is busy: {self._active} sessions running"
-                    + (f", {self._waiting} clients waiting" if s.when_busy == "wait" else "")
+                    f"{self.party} is busy: {self._active} sessions running "
+                    f"({self._running[client]} of {client!r})"
+                    + (f", {len(self._queue)} clients waiting" if s.when_busy == "wait" else "")
                 )
-            self._waiting += 1
+            ticket = object()
+            self._queue.append((ticket, client))
             deadline = time.monotonic() + s.wait_timeout
             try:
-                while self._active >= s.max_sessions and not self._stopping.is_set():
+                while not self._stopping.is_set() and self._first_eligible() is not ticket:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         return ServerBusyError(
@@ -492,42 +834,52 @@ class Server:
                     self._cond.wait(min(remaining, 0.5))
                 if self._stopping.is_set():
                     return ServerShutdownError(f"{self.party} is shutting down")
-                self._active += 1
+                self._start_slot(client)
                 return None
             finally:
-                self._waiting -= 1
+                self._queue.remove((ticket, client))
+                self._cond.notify_all()  # the next eligible waiter may be another client
 
-    def _release(self) -> None:
+    def _start_slot(self, client: str) -> None:
+        self._active += 1
+        self._running[client] += 1
+
+    def _release(self, client: str) -> None:
         with self._cond:
             self._active -= 1
-            self._cond.notify()
+            self._running[client] -= 1
+            if not self._running[client]:
+                del self._running[client]
+            self._cond.notify_all()
 
-    def _handle(self, raw, where: str) -> None:
+    def _handle(self, sock, client: str, where: str) -> None:
         try:
-            accepted = self._authenticate(raw, where)
-            if accepted is None:
-                return
-            sock, client = accepted
-            refusal = self._acquire()
+            refusal = self._acquire(client)
             if refusal is not None:
                 self._refuse(sock, where, client, refusal)
                 return
             try:
                 self._session(sock, client, where)
             finally:
-                self._release()
+                self._release(client)
         except BaseException:  # noqa: BLE001 - a handler never takes the server down
             log.exception("%s: unexpected error handling %s", self.party, where)
             with contextlib.suppress(OSError):
-                raw.close()
+                sock.close()
+        finally:
+            with self._cond:
+                self._admitted[client] -= 1
+                if not self._admitted[client]:
+                    del self._admitted[client]
 
     # -- one session ---------------------------------------------------------------------------
 
     def _session(self, sock, client: str, where: str) -> None:
         session = _Session(next(self._numbers), client, where)
         session.thread = threading.current_thread()
-        config = self.config
+        config, s = self.config, self.settings
         try:
+            sock.settimeout(s.handshake_timeout)
             send_hello(
                 sock,
                 {
@@ -544,11 +896,11 @@ class Server:
                 self.party,
                 self.client_party,
                 sock,
-                max_frame_bytes=config.max_frame_bytes,
+                max_frame_bytes=self.max_frame_bytes,
                 close_timeout=2.0,
+                budget=s.budget(),
             )
         except (OSError, SmcHmmError) as exc:
-            self._count("failed")
             log.warning(
                 "session %d client=%s from %s: failed before it started: %s",
                 session.number,
@@ -558,6 +910,7 @@ class Server:
             )
             with contextlib.suppress(OSError):
                 sock.close()
+            self._count("failed")
             return
         session.transport = transport
         self._sessions[session.number] = session
@@ -567,10 +920,12 @@ class Server:
         try:
             channel = Channel(
                 transport,
-                WireCodec(max_frame_bytes=config.max_frame_bytes),
+                WireCodec(max_frame_bytes=self.max_frame_bytes),
                 timeout=config.timeout,
                 observer=ledger,
                 strict=True,
+                max_buffered_messages=s.max_buffered_messages,
+                max_buffered_bytes=s.max_buffered_bytes,
             )
             with self.compute.session() as compute:
                 ctx = PartyContext(
@@ -579,24 +934,32 @@ class Server:
                     ledger=ledger,
                     compute=compute,
                     min_key_bits=config.min_key_bits,
+                    max_key_bits=s.max_key_bits,
                 )
                 with ledger.running():
                     self.role.run(ctx, self.private, self.params)
                 channel.close()
             if session.ended is not None:
                 raise session.ended
-            self._count("ok")
         except BaseException as exc:  # noqa: BLE001 - the session ends, the server does not
-            self._count("failed")
             error = session.ended or exc  # a timeout or shutdown explains the transport error
             if isinstance(error, TransportError | PeerTimeoutError | SmcHmmError):
                 outcome = f"{type(error).__name__}: {_one_line(error)}"
             else:
                 outcome = f"internal error {type(error).__name__}: {_one_line(error)}"
                 log.debug("session %d traceback", session.number, exc_info=error)
+            # the traceback holds this frame, which would hold the error: a cycle that keeps
+            # the session's buffers (a flooding client's megabytes) until a garbage collection
+            del error
+            session.ended = None
         finally:
             with contextlib.suppress(Exception):
-                transport.close()
+                # a failed session's client is not read any further (a flood would
+                # otherwise be read and discarded until the close timeout)
+                if outcome == "ok":
+                    transport.close()
+                else:
+                    transport.abort()
             self._sessions.pop(session.number, None)
         elapsed = time.monotonic() - session.started
         log.log(
@@ -609,6 +972,7 @@ class Server:
             elapsed,
             _cost_summary(ledger.snapshot()),
         )
+        self._count("ok" if outcome == "ok" else "failed")  # once logged: what counts is told
 
 
 def serve(

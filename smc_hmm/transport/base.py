@@ -61,6 +61,7 @@ from abc import ABC, abstractmethod
 from collections import defaultdict, deque
 
 from smc_hmm.errors import (
+    BackpressureError,
     InvalidInputError,
     PeerTimeoutError,
     ProtocolError,
@@ -73,6 +74,10 @@ __all__ = ["Channel", "ChannelObserver", "Network", "Transport"]
 
 #: the largest causal depth an envelope may claim (guards against absurd values)
 MAX_DEPTH = 2**40
+#: default budget of messages one peer may have waiting in a channel, unrequested
+MAX_BUFFERED_MESSAGES = 1024
+#: default budget of their encoded bytes
+MAX_BUFFERED_BYTES = 2**30
 
 
 class Transport(ABC):
@@ -141,6 +146,12 @@ class Channel:
 
     With ``strict=True``, :meth:`close` raises :class:`ProtocolError` if
     messages were received but never asked for (a protocol mismatch).
+
+    Backpressure: a peer may have at most ``max_buffered_messages`` messages of
+    at most ``max_buffered_bytes`` encoded bytes waiting here that the protocol
+    has not asked for yet (messages read while looking for another tag); one
+    more raises :class:`~smc_hmm.errors.BackpressureError` naming the budget, and
+    the caller drops the peer.  The transport below bounds what it holds itself.
     """
 
     def __init__(
@@ -151,6 +162,8 @@ class Channel:
         timeout: float = 30.0,
         observer: ChannelObserver | None = None,
         strict: bool = False,
+        max_buffered_messages: int = MAX_BUFFERED_MESSAGES,
+        max_buffered_bytes: int = MAX_BUFFERED_BYTES,
     ):
         if not isinstance(codec, WireCodec):
             raise InvalidInputError("Channel needs a WireCodec")
@@ -161,6 +174,12 @@ class Channel:
         self.timeout = float(timeout)
         self.observer = observer if observer is not None else ChannelObserver()
         self.strict = strict
+        if not (int(max_buffered_messages) >= 1 and int(max_buffered_bytes) >= 1):
+            raise InvalidInputError("channel buffer budgets must be positive")
+        self.max_buffered_messages = int(max_buffered_messages)
+        self.max_buffered_bytes = int(max_buffered_bytes)
+        #: per peer: [messages, bytes] buffered and not yet requested
+        self._buffered: dict[str, list[int]] = {p: [0, 0] for p in transport.peers}
         self.depth = 0
         self._buffers: dict[str, dict[str, deque]] = defaultdict(lambda: defaultdict(deque))
         self._recv_locks: dict[str, threading.Lock] = {p: threading.Lock() for p in transport.peers}
@@ -226,12 +245,30 @@ class Channel:
                     waited += time.monotonic() - t0
                 msg_tag, msg_depth, body = self._open(peer, frame)
                 self._buffers[peer][msg_tag].append((msg_depth, body, len(frame)))
+                self._hold(peer, len(frame), waited_for=msg_tag == tag)
             msg_depth, body, nbytes = queue.popleft()
+            self._buffered[peer][0] -= 1
+            self._buffered[peer][1] -= nbytes
         with self._depth_lock:
             if msg_depth > self.depth:
                 self.depth = msg_depth
         self.observer.on_recv(peer, tag, nbytes, msg_depth, waited)
         return body
+
+    def _hold(self, peer: str, nbytes: int, waited_for: bool) -> None:
+        """Count one more buffered message from ``peer``; BackpressureError beyond the budget
+        (the message the caller waits for is counted too, but taken at once: never refused)."""
+        held = self._buffered[peer]
+        held[0] += 1
+        held[1] += nbytes
+        if waited_for:
+            return
+        if held[0] > self.max_buffered_messages or held[1] > self.max_buffered_bytes:
+            raise BackpressureError(
+                f"{self.name}: {peer} sent {held[0]} messages ({held[1]} bytes) the protocol "
+                f"has not asked for, beyond the budget max_buffered_messages = "
+                f"{self.max_buffered_messages} / max_buffered_bytes = {self.max_buffered_bytes}"
+            )
 
     def _open(self, peer: str, frame: bytes):
         envelope = self.codec.decode(frame)

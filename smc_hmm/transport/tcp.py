@@ -7,13 +7,20 @@ until ``connect_timeout`` (its peer may start later) and accepts until the
 same deadline.
 
 Frames are length-prefixed (4-byte big-endian length, checked against
-``max_frame_bytes`` before the body is read).  One I/O thread per connection
-reads frames into a per-peer queue and writes queued frames, so sends never
-block on a slow reader and both directions flow at once; ``recv_bytes`` waits
-on the queue with a timeout.  When the socket closes, the peer's queue ends
-with :class:`~smc_hmm.errors.PeerDisconnectedError` (after every frame that did
-arrive).  :meth:`TcpTransport.close` flushes pending frames, half-closes,
-waits briefly for the peer's end, closes the sockets and joins every thread.
+``max_frame_bytes`` as soon as the header is in, before the body is read:
+:class:`~smc_hmm.errors.FrameTooLargeError`).  One I/O thread per connection
+reads frames into a per-peer inbox and writes queued frames, so both directions
+flow at once; ``recv_bytes`` waits on the inbox with a timeout.  Both queues are
+bounded (:class:`ConnectionBudget`, backpressure): when the inbox holds its
+budget of frames or bytes the I/O thread stops reading the socket, so a peer
+that sends faster than the protocol reads is slowed down by TCP flow control
+(the channel above drops it with :class:`~smc_hmm.errors.BackpressureError` once
+it has sent more unread messages than the channel's budget); a send waits while
+the peer leaves the outbox full, then raises BackpressureError.  When the socket
+closes, the peer's inbox ends with :class:`~smc_hmm.errors.PeerDisconnectedError`
+(after every frame that did arrive).  :meth:`TcpTransport.close` flushes pending
+frames, half-closes, waits briefly for the peer's end, closes the sockets and
+joins every thread.
 
 Mutual TLS (:class:`TlsConfig`, certificates from :func:`smc_hmm.certs.make_certificates`):
 TLS 1.3 only, ``CERT_REQUIRED`` on both sides, and each side checks that the
@@ -48,6 +55,7 @@ import msgpack
 
 from smc_hmm.errors import (
     AuthenticationError,
+    BackpressureError,
     ConfigError,
     EndpointError,
     FrameTooLargeError,
@@ -60,6 +68,7 @@ from smc_hmm.transport.base import Network, Transport
 from smc_hmm.wire import DEFAULT_MAX_FRAME_BYTES
 
 __all__ = [
+    "ConnectionBudget",
     "TcpNetwork",
     "TcpTransport",
     "TlsConfig",
@@ -75,7 +84,7 @@ log = logging.getLogger(__name__)
 HEADER_BYTES = 4
 MAX_LENGTH = 2 ** (8 * HEADER_BYTES) - 1
 HELLO_VERSION = 1
-_HELLO_MAX_BYTES = 4096
+HELLO_MAX_BYTES = 4096
 _READ_CHUNK = 1 << 18
 _WRITE_CHUNK = 1 << 20
 
@@ -179,17 +188,28 @@ def _send_small(sock, obj) -> None:
     sock.sendall(len(body).to_bytes(HEADER_BYTES, "big") + body)
 
 
-def _recv_small(sock) -> dict:
-    length = int.from_bytes(_read_exact(sock, HEADER_BYTES), "big")
-    if length > _HELLO_MAX_BYTES:
-        raise AuthenticationError("oversized hello")
+def hello_length(header: bytes) -> int:
+    """The body length a hello's 4-byte header declares (AuthenticationError above 4096)."""
+    length = int.from_bytes(header, "big")
+    if length > HELLO_MAX_BYTES:
+        raise AuthenticationError(f"oversized hello ({length} bytes, at most {HELLO_MAX_BYTES})")
+    return length
+
+
+def decode_hello(body: bytes) -> dict:
+    """A hello's msgpack body as a dict (AuthenticationError if it is anything else)."""
     try:
-        obj = msgpack.unpackb(_read_exact(sock, length), raw=False)
+        obj = msgpack.unpackb(body, raw=False)
     except Exception as exc:  # malformed hello
         raise AuthenticationError(f"malformed hello: {exc}") from exc
     if not isinstance(obj, dict):
         raise AuthenticationError("malformed hello")
     return obj
+
+
+def _recv_small(sock) -> dict:
+    length = hello_length(_read_exact(sock, HEADER_BYTES))
+    return decode_hello(_read_exact(sock, length))
 
 
 def send_hello(sock, obj: dict) -> None:
@@ -205,8 +225,38 @@ def recv_hello(sock) -> dict:
 # -- one connection -----------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ConnectionBudget:
+    """What one connection may hold besides the frame being read (backpressure).
+
+    ``inbox_frames`` / ``inbox_bytes``: frames read from the peer that the receiver has
+    not taken yet.  When either is reached the I/O thread stops reading the socket, so
+    TCP flow control slows the peer down, until the receiver takes a frame (one frame
+    may overshoot ``inbox_bytes``: a frame up to ``max_frame_bytes`` is always
+    accepted).  ``outbox_bytes``: frames this party queued for the peer but not yet
+    written; beyond it a send waits for the peer to read, at most ``send_timeout``
+    seconds, then raises :class:`~smc_hmm.errors.BackpressureError` (a single frame
+    larger than the budget is queued once the outbox is empty).  Memory per connection
+    is therefore at most ``inbox_bytes + 2 * max_frame_bytes + outbox_bytes`` plus one
+    read chunk.
+    """
+
+    inbox_frames: int = 64
+    inbox_bytes: int = 64 * 2**20
+    outbox_bytes: int = 256 * 2**20
+    send_timeout: float = 60.0
+
+    def __post_init__(self):
+        for name in ("inbox_frames", "inbox_bytes", "outbox_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+        if not self.send_timeout > 0:
+            raise InvalidInputError("send_timeout must be a positive number of seconds")
+
+
 class _End:
-    """Queue sentinel: the connection ended; ``kind(message)`` is raised on recv."""
+    """Inbox sentinel: the connection ended; ``kind(message)`` is raised on recv."""
 
     def __init__(self, kind: type[Exception], message: str):
         self.kind = kind
@@ -216,23 +266,85 @@ class _End:
         return self.kind(self.message)
 
 
-class _Connection:
-    """A connected socket (plain or TLS) with one I/O thread."""
+class _Inbox:
+    """The frames read from one peer and not yet taken by the receiver, bounded.
 
-    def __init__(self, owner: str, peer: str, sock, max_frame_bytes: int, close_timeout: float):
+    :meth:`pause_if_full` (I/O thread) and :meth:`get` (receiver) share one lock, so
+    a frame taken from a full inbox always wakes the paused I/O thread.
+    """
+
+    def __init__(self, budget: ConnectionBudget, wake):
+        self._budget = budget
+        self._wake = wake
+        self._items: deque = deque()
+        self._bytes = 0
+        self._cond = threading.Condition()
+        self._paused = False
+
+    def _full(self) -> bool:
+        b = self._budget
+        return len(self._items) >= b.inbox_frames or self._bytes >= b.inbox_bytes
+
+    def pause_if_full(self) -> bool:
+        """True (and remember to wake the I/O thread) if no further frame may be read now."""
+        with self._cond:
+            self._paused = self._full()
+            return self._paused
+
+    def put(self, item) -> None:
+        with self._cond:
+            self._items.append(item)
+            if isinstance(item, bytes):
+                self._bytes += len(item)
+            self._cond.notify()
+
+    def get(self, timeout: float):
+        """The next frame or the end sentinel (which stays: later gets fail the same way)."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._items, timeout):
+                raise queue.Empty
+            item = self._items[0]
+            if isinstance(item, _End):
+                return item
+            self._items.popleft()
+            self._bytes -= len(item)
+            resume = self._paused and not self._full()
+            if resume:
+                self._paused = False
+        if resume:
+            self._wake()
+        return item
+
+
+class _Connection:
+    """A connected socket (plain or TLS) with one I/O thread and bounded queues."""
+
+    def __init__(
+        self,
+        owner: str,
+        peer: str,
+        sock,
+        max_frame_bytes: int,
+        close_timeout: float,
+        budget: ConnectionBudget,
+    ):
         self.owner = owner
         self.peer = peer
         self.sock = sock
         self.max_frame_bytes = max_frame_bytes
         self.close_timeout = close_timeout
-        self.inbox: queue.Queue = queue.Queue()
-        self._out: deque = deque()
-        self._out_lock = threading.Lock()
-        self._end: _End | None = None
-        self._closing = threading.Event()
+        self.budget = budget
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
+        self.inbox = _Inbox(budget, self._wake)
+        self._chunk = memoryview(bytearray(_READ_CHUNK))
+        self._out: deque = deque()
+        self._out_bytes = 0
+        self._out_cond = threading.Condition()
+        self._end: _End | None = None
+        self._closing = threading.Event()
+        self._aborting = False
         self.thread = threading.Thread(
             target=self._run, name=f"smc-tcp-io-{owner}-{peer}", daemon=True
         )
@@ -246,17 +358,47 @@ class _Connection:
             self._wake_w.send(b"\0")
 
     def send(self, frame: bytes) -> None:
-        end = self._end
-        if end is not None:
-            raise PeerDisconnectedError(f"{self.owner}: cannot send to {self.peer}: {end.message}")
+        """Queue ``frame``; waits (bounded) while the peer leaves the outbox full."""
         header = len(frame).to_bytes(HEADER_BYTES, "big")
-        with self._out_lock:
+        size = HEADER_BYTES + len(frame)
+        budget = self.budget
+        deadline = time.monotonic() + budget.send_timeout
+        with self._out_cond:
+            while self._out_bytes and self._out_bytes + size > budget.outbox_bytes:
+                if self._end is not None:
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise BackpressureError(
+                        f"{self.owner}: {self.peer} did not read {self._out_bytes} queued bytes "
+                        f"within {budget.send_timeout:g} s (outbox_bytes = {budget.outbox_bytes})"
+                    )
+                self._out_cond.wait(min(remaining, 0.5))
+            end = self._end
+            if end is not None:
+                raise PeerDisconnectedError(
+                    f"{self.owner}: cannot send to {self.peer}: {end.message}"
+                )
             self._out.append(header)
             if frame:
                 self._out.append(frame)
+            self._out_bytes += size
         self._wake()
 
-    def begin_close(self) -> None:
+    def _pop_out(self) -> memoryview | None:
+        with self._out_cond:
+            if not self._out:
+                return None
+            chunk = self._out.popleft()
+            self._out_bytes -= len(chunk)
+            self._out_cond.notify_all()
+            return memoryview(chunk)
+
+    def begin_close(self, abort: bool = False) -> None:
+        """Start closing: flush, half-close and wait for the peer's end (bounded), or with
+        ``abort`` drop the connection at once (a peer this party gave up on)."""
+        if abort:
+            self._aborting = True
         self._closing.set()
         self._wake()
 
@@ -282,9 +424,11 @@ class _Connection:
             log.exception("I/O thread %s-%s crashed", self.owner, self.peer)
             end = _End(TransportError, f"{self.owner}: I/O thread crashed: {exc!r}")
         finally:
-            self._end = end
-            with self._out_lock:
+            with self._out_cond:
+                self._end = end
                 self._out.clear()
+                self._out_bytes = 0
+                self._out_cond.notify_all()
             with contextlib.suppress(OSError):
                 self.sock.close()
             self.inbox.put(end)
@@ -307,9 +451,9 @@ class _Connection:
             first = True
             while True:
                 if wbuf is None:
-                    with self._out_lock:
-                        if self._out:
-                            wbuf = memoryview(self._out.popleft())
+                    wbuf = self._pop_out()
+                if self._aborting:
+                    return _End(TransportError, f"{self.owner}: transport aborted")
                 if self._closing.is_set():
                     if close_deadline is None:
                         close_deadline = time.monotonic() + self.close_timeout
@@ -318,17 +462,28 @@ class _Connection:
                         with contextlib.suppress(OSError):
                             sock.shutdown(socket.SHUT_WR)
                         shut_wr = True
-                want = selectors.EVENT_READ | (selectors.EVENT_WRITE if wbuf is not None else 0)
+                # backpressure: a full inbox stops the reading (discarding after our
+                # half-close never stops: it only waits for the peer's end)
+                may_read = shut_wr or not self.inbox.pause_if_full()
+                want = (selectors.EVENT_READ if may_read else 0) | (
+                    selectors.EVENT_WRITE if wbuf is not None else 0
+                )
                 if want != registered:
-                    sel.modify(sock, want, "sock")
+                    if registered and want:
+                        sel.modify(sock, want, "sock")
+                    elif want:
+                        sel.register(sock, want, "sock")
+                    else:
+                        sel.unregister(sock)
                     registered = want
                 timeout = None
                 if close_deadline is not None:
                     timeout = max(0.0, close_deadline - time.monotonic())
-                if first or self._pending_tls():
+                buffered = may_read and (first or self._pending_tls())
+                if buffered:
                     timeout = 0.0
                 ready = sel.select(timeout)
-                readable = first or self._pending_tls()
+                readable = buffered
                 writable = False
                 first = False
                 for key, mask in ready:
@@ -353,32 +508,40 @@ class _Connection:
             sel.close()
 
     def _read(self, rbuf: bytearray, discard: bool) -> bool:
-        """Read what is available; queue complete frames. True at end of stream."""
-        sock = self.sock
+        """Read what is available while the inbox has room; queue complete frames.
+        True at end of stream."""
+        sock, chunk = self.sock, self._chunk
         for _ in range(64):
             try:
-                data = sock.recv(_READ_CHUNK)
+                n = sock.recv_into(chunk)  # one reused buffer: no allocation per read
             except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
                 return False
-            if not data:
+            if not n:
                 return True
             if discard:
                 continue
-            rbuf += data
+            rbuf += chunk[:n]
             self._parse(rbuf)
+            if self.inbox.pause_if_full():
+                return False
         return False
 
     def _parse(self, rbuf: bytearray) -> None:
+        """Queue the complete frames of ``rbuf``; a declared length above the limit is
+        refused as soon as its 4-byte header is in, before its body is read."""
         while len(rbuf) >= HEADER_BYTES:
             length = int.from_bytes(rbuf[:HEADER_BYTES], "big")
             if length > self.max_frame_bytes:
                 raise FrameTooLargeError(
-                    f"declared length {length} exceeds the limit of {self.max_frame_bytes}"
+                    f"declared length {length} exceeds the limit of {self.max_frame_bytes} "
+                    "(max_frame_bytes)"
                 )
             end = HEADER_BYTES + length
             if len(rbuf) < end:
                 return
-            self.inbox.put(bytes(rbuf[HEADER_BYTES:end]))
+            with memoryview(rbuf) as view:  # one copy of the body, not two
+                frame = bytes(view[HEADER_BYTES:end])
+            self.inbox.put(frame)
             del rbuf[:end]
 
     def _write(self, wbuf: memoryview) -> memoryview | None:
@@ -391,10 +554,9 @@ class _Connection:
             wbuf = wbuf[sent:]
             if len(wbuf):
                 continue
-            with self._out_lock:
-                if not self._out:
-                    return None
-                wbuf = memoryview(self._out.popleft())
+            wbuf = self._pop_out()
+            if wbuf is None:
+                return None
 
 
 # -- the transport ------------------------------------------------------------------
@@ -439,6 +601,7 @@ class TcpTransport(Transport):
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         close_timeout: float = 5.0,
         listener: socket.socket | None = None,
+        budget: ConnectionBudget | None = None,
     ):
         self.addresses = _check_addresses(name, addresses)
         if not 0 < max_frame_bytes <= MAX_LENGTH:
@@ -448,6 +611,7 @@ class TcpTransport(Transport):
         self.tls = tls
         self.max_frame_bytes = int(max_frame_bytes)
         self.close_timeout = float(close_timeout)
+        self.budget = budget if budget is not None else ConnectionBudget()
         self._server_ctx = tls.server_context() if tls is not None else None
         self._client_ctx = tls.client_context() if tls is not None else None
         self._conns: dict[str, _Connection] = {}
@@ -469,7 +633,7 @@ class TcpTransport(Transport):
                 self._listener = None
         for peer in self.peers:
             self._conns[peer] = _Connection(
-                name, peer, sockets[peer], self.max_frame_bytes, self.close_timeout
+                name, peer, sockets[peer], self.max_frame_bytes, self.close_timeout, self.budget
             )
         for conn in self._conns.values():
             conn.start()
@@ -483,6 +647,7 @@ class TcpTransport(Transport):
         *,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         close_timeout: float = 5.0,
+        budget: ConnectionBudget | None = None,
     ) -> TcpTransport:
         """A one-peer transport over a socket whose TLS handshake and hello are done.
 
@@ -498,13 +663,14 @@ class TcpTransport(Transport):
         self.tls = None
         self.max_frame_bytes = int(max_frame_bytes)
         self.close_timeout = float(close_timeout)
+        self.budget = budget if budget is not None else ConnectionBudget()
         self._server_ctx = self._client_ctx = None
         self._lock = threading.Lock()
         self._closed = False
         self._close_done = False
         self._listener = None
         sock.settimeout(None)
-        conn = _Connection(name, peer, sock, self.max_frame_bytes, self.close_timeout)
+        conn = _Connection(name, peer, sock, self.max_frame_bytes, self.close_timeout, self.budget)
         self._conns = {peer: conn}
         conn.start()
         return self
@@ -692,8 +858,7 @@ class TcpTransport(Transport):
             raise PeerTimeoutError(
                 f"{self.name}: no frame from {peer} within {float(timeout):g} s"
             ) from None
-        if isinstance(item, _End):
-            conn.inbox.put(item)  # every later recv fails the same way
+        if isinstance(item, _End):  # it stays in the inbox: every later recv fails the same way
             if self._closed:
                 raise TransportError(f"{self.name}: transport is closed")
             raise item.error()
@@ -704,12 +869,20 @@ class TcpTransport(Transport):
 
         Thread-safe: a second caller waits until the first has finished.
         """
+        self._shut(abort=False)
+
+    def abort(self) -> None:
+        """Close every connection at once, without flushing or waiting for the peers (for
+        a peer this party gave up on: nothing more it sends is read); joins the threads."""
+        self._shut(abort=True)
+
+    def _shut(self, abort: bool) -> None:
         with self._lock:
             if self._close_done:
                 return
             self._closed = True
             for conn in self._conns.values():
-                conn.begin_close()
+                conn.begin_close(abort)
             for conn in self._conns.values():
                 conn.thread.join(self.close_timeout + 5.0)
                 conn.finish()

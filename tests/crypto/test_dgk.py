@@ -235,3 +235,51 @@ def test_threaded_zero_tests_agree(dgk):
             assert sk.is_zero(cts) == expected
     finally:
         sk.threads = 2
+
+
+def _traced_encrypt(sk, bits, seed: int) -> list:
+    """The sequence of (line, C function) events of one encryption inside the library:
+    the code path (other libraries' hooks, e.g. on the random module, are left out)."""
+    import sys
+    from pathlib import Path
+
+    import smc_hmm
+
+    root = str(Path(smc_hmm.__file__).parent)
+    events = []
+
+    def tracer(frame, event, arg):
+        if not frame.f_code.co_filename.startswith(root):
+            return tracer
+        if event == "c_call":
+            events.append(("call", getattr(arg, "__qualname__", str(arg))))
+        elif event == "line":
+            events.append(("line", frame.f_code.co_filename, frame.f_lineno))
+        return tracer
+
+    sk.encrypt([0], Rng.seeded(0))  # build the tables outside the trace
+    sys.settrace(tracer)
+    sys.setprofile(tracer)
+    try:
+        sk.encrypt(bits, Rng.seeded(seed))
+    finally:
+        sys.settrace(None)
+        sys.setprofile(None)
+    return events
+
+
+def test_encrypting_a_secret_bit_takes_the_same_operations_for_0_and_1(dgk):
+    """No branch on a secret: all-zero and all-one inputs run the same lines and the same
+    C calls (a timing attack on the comparison's bits finds no difference in the path)."""
+    _, sk = dgk
+    zeros = _traced_encrypt(sk, [0] * 16, seed=1)
+    ones = _traced_encrypt(sk, [1] * 16, seed=1)
+    assert zeros == ones and len(zeros) > 16
+
+
+def test_the_table_encryption_stays_exactly_decryptable(dgk):
+    pk, sk = dgk
+    values = [0, 1, 2, pk.u - 1]
+    cts = sk.encrypt(values, Rng.seeded(3))
+    assert sk.is_zero(cts) == [True, False, False, False]
+    assert sk.is_zero(pk.encrypt(values, Rng.seeded(4))) == [True, False, False, False]

@@ -100,3 +100,13 @@ def test_meter_view_counts_without_touching_the_original(keypair_512):
     pk.encrypt_ints([4])
     assert counter.ops == {"encrypt": 3}
     assert view.randomizer is pk.randomizer
+
+
+def test_encrypting_a_secret_0_or_1_multiplies_operands_of_the_same_size(keypair_512):
+    """No shortcut on a secret: g^m is a full-size factor for m = 0 and m = 1 alike, and
+    the ciphertexts still decrypt."""
+    pk, sk = keypair_512
+    sizes = {pk.message_factor(m).bit_length() for m in (0, 1, -1, 2**100)}
+    assert max(sizes) - min(sizes) <= 1 and min(sizes) >= pk.nsquare_mpz.bit_length()
+    cts = pk.encrypt_ints([0, 1, -1, 2**100])
+    assert [int(v) for v in sk.decrypt_ints(cts)] == [0, 1, -1, 2**100]

@@ -62,6 +62,36 @@ def test_fast_e_step_reports_impossible_sequences():
         discrete_expected_counts(model, [[0, 1], [1, 0]])
 
 
+FORBIDS_SIX = DiscreteHMM(  # every state forbids symbol 5: a public structural zero
+    startprob=[0.5, 0.5],
+    transmat=[[0.8, 0.2], [0.2, 0.8]],
+    emissionprob=[[0.2, 0.2, 0.2, 0.2, 0.2, 0.0], [0.1, 0.1, 0.2, 0.3, 0.3, 0.0]],
+)
+
+
+def test_dp_paths_drop_an_impossible_sequence_as_if_it_were_absent():
+    """A sequence the public skeleton rules out (symbol 5 at position 3, so its forward
+    variables are non-zero before it dies) adds exactly nothing."""
+    rng = np.random.default_rng(5)
+    allowed = [rng.integers(0, 5, size=8) for _ in range(12)]
+    forbidden = np.array([0, 1, 2, 5, 1, 0, 3, 4])
+    without = discrete_expected_counts(FORBIDS_SIX, allowed)
+    with_it = discrete_expected_counts(FORBIDS_SIX, [*allowed, forbidden], skip_impossible=True)
+    for name in ("initial", "transitions", "occupancy", "emissions", "log_likelihood"):
+        np.testing.assert_allclose(getattr(with_it, name), getattr(without, name), rtol=1e-12)
+    with pytest.raises(InvalidInputError, match="sequence 12"):  # the plain E-step still says
+        discrete_expected_counts(FORBIDS_SIX, [*allowed, forbidden])
+    for mode in ("every", "last"):  # the DP releases run, present or absent
+        for data in (allowed, [*allowed, forbidden], [forbidden]):
+            result = dp_baum_welch(
+                FORBIDS_SIX, list(data), 1.0, max_length=8, mode=mode, n_iter=2, rng=SEEDED(2)
+            )
+            assert np.all(result.model.emissionprob[:, 5] == 0)
+    plain = train_discrete(FORBIDS_SIX, [*allowed, forbidden], n_iter=3, skip_impossible=True)
+    reference = train_discrete(FORBIDS_SIX, allowed, n_iter=3)
+    np.testing.assert_allclose(plain.model.transmat, reference.model.transmat, rtol=1e-10)
+
+
 def test_train_discrete_matches_reestimate_loop():
     sequences = _sequences(CASINO, 40, 20, 1)
     fast = train_discrete(SKELETON, sequences, n_iter=5, tol=0.0).model
@@ -323,10 +353,9 @@ def test_gaussian_dp_baum_welch_outputs_a_valid_bounded_model(covariance_type):
     np.testing.assert_allclose(strong.model.means, plain.means, atol=1e-3)
 
 
-def test_opendp_sampler_path_reports_its_sampler():
-    pytest.importorskip("opendp")
+def test_opendp_sampler_is_the_default_and_reports_itself():
     sequences = _sequences(CASINO, 20, 10, 11)
-    result = dp_baum_welch(SKELETON, sequences, 1.0, max_length=10, n_iter=2, sampler="opendp")
+    result = dp_baum_welch(SKELETON, sequences, 1.0, max_length=10, n_iter=2)
     assert all(r.sampler == "opendp" for r in result.releases)
     assert "opendp" in result.mechanism
     assert result.epsilon == pytest.approx(1.0, rel=1e-9)

@@ -8,6 +8,7 @@ from scipy import stats
 
 from smc_hmm.dp.accountant import PrivacyAccountant
 from smc_hmm.dp.mechanisms import (
+    FloatSamplerWarning,
     GeometricMechanism,
     LaplaceMechanism,
     TruncatedGeometricMechanism,
@@ -59,9 +60,13 @@ def test_laplace_zero_sensitivity_adds_no_noise():
     assert release.scale == 0.0
 
 
-def test_laplace_default_randomness_is_the_csprng():
+def test_laplace_default_is_opendp_and_float_on_the_csprng_is_warned():
     release = laplace(0.0, 1.0, 1.0)
-    assert release.randomness == "os.urandom CSPRNG" and not release.insecure
+    assert release.sampler == "opendp" and release.hardened and not release.insecure
+    with pytest.warns(FloatSamplerWarning, match="not hardened"):
+        explicit = laplace(0.0, 1.0, 1.0, sampler="float")
+    assert explicit.randomness == "os.urandom CSPRNG" and not explicit.insecure
+    assert not explicit.hardened
 
 
 def test_laplace_is_reproducible_with_a_seed_and_streams_are_not_shared():
@@ -254,7 +259,6 @@ def test_refused_release_draws_no_noise_and_spends_nothing():
 
 
 def test_opendp_laplace_reports_its_sampler_and_privacy_map():
-    pytest.importorskip("opendp")
     accountant = PrivacyAccountant(2.0)
     mechanism = LaplaceMechanism(1.0, 2.0, sampler="opendp")
     release = mechanism.release(np.zeros(10000), accountant=accountant, label="opendp")
@@ -269,7 +273,6 @@ def test_opendp_laplace_reports_its_sampler_and_privacy_map():
 
 
 def test_opendp_geometric_reports_its_sampler():
-    pytest.importorskip("opendp")
     mechanism = GeometricMechanism(math.log(2), 1, sampler="opendp")
     release = mechanism.release(np.full(10000, 50))
     noise = release.value - 50
@@ -293,5 +296,5 @@ def test_missing_opendp_raises_a_typed_error(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", fake_import)
-    with pytest.raises(SamplerUnavailableError, match="dp extra"):
+    with pytest.raises(SamplerUnavailableError, match="dependency of smc-hmm"):
         LaplaceMechanism(1.0, 1.0, sampler="opendp")

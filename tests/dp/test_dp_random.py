@@ -80,3 +80,27 @@ def test_resolve_rng_refuses_other_generators():
         resolve_rng(np.random.default_rng(0))
     with pytest.raises(PrivacyParameterError):
         resolve_rng(42)
+
+
+@pytest.mark.parametrize("make", [DPRandom.system, lambda: DPRandom.insecure_seeded(17)])
+def test_exponential_and_normal_transforms_have_their_laws(make):
+    """The K-norm mechanism's draws (smc_hmm.dp.knorm) come from these transforms."""
+    rng = make()
+    exponential = rng.exponential(20_000)
+    assert np.all(exponential > 0) and np.all(np.isfinite(exponential))
+    assert stats.kstest(exponential, "expon").pvalue > 1e-3
+    normal = rng.standard_normal((100, 200))
+    assert normal.shape == (100, 200)
+    assert stats.kstest(normal.ravel(), "norm").pvalue > 1e-3
+
+
+def test_categorical_follows_its_weights_and_never_picks_a_zero_weight():
+    rng = DPRandom.insecure_seeded(5)
+    p = np.array([0.0, 0.2, 0.0, 0.5, 0.3, 0.0])
+    picks = rng.categorical(p, 50_000)
+    counts = np.bincount(picks, minlength=p.size)
+    assert np.all(counts[p == 0] == 0)
+    assert stats.chisquare(counts[p > 0], p[p > 0] * picks.size).pvalue > 1e-3
+    for bad in (np.array([]), np.array([0.5, -0.1]), np.zeros(3), np.array([[0.5, 0.5]])):
+        with pytest.raises(PrivacyParameterError):
+            rng.categorical(bad, 3)

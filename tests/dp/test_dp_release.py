@@ -86,8 +86,13 @@ def test_release_hmm_discrete_every_iteration(tmp_path, discrete_data):
     assert meta["noisy_iterations"] == 4
     assert meta["max_length"] == 15 and meta["feature_bound"] is None
     assert meta["sensitivity"] == {"initial": 1.0, "transitions": 14.0, "emissions": 15.0}
+    # --seed: the float sampler on an INSECURE stream (OpenDP cannot be seeded), and said so
     assert meta["sampler"] == "float" and meta["insecure"] is True
+    assert meta["hardened_sampler"] is False
     assert "INSECURE" in meta["randomness"]
+    assert meta["guarantee"]["epsilon"] == pytest.approx(2.0)
+    assert meta["guarantee"]["secure_randomness"] is False
+    assert any("INSECURE" in w for w in meta["warnings"])
     assert meta["public_parameters_from_data"] == []
     summary = json.loads(summary_path.read_text())
     assert summary["model"] == str(out) and summary["epsilon"] == pytest.approx(2.0)
@@ -108,7 +113,7 @@ def test_release_hmm_gaussian_last_mode_and_tampered_metadata(tmp_path, frame_da
         [
             "--data", str(frame_data), "--eps", "5", "--states", "2", "--max-length", "12",
             "--feature-bound", "4", "--iterations", "5", "--topology", "left-to-right",
-            "--out", str(out), "--seed", "3",
+            "--out", str(out), "--seed", "3", "--not-dp-last-iteration",
         ]
     )  # fmt: skip
     console = _console()
@@ -119,12 +124,15 @@ def test_release_hmm_gaussian_last_mode_and_tampered_metadata(tmp_path, frame_da
     assert np.all(np.linalg.norm(model.means, axis=1) <= 4 + 1e-9)
     meta = rel.read_release_metadata(out)
     assert meta["mode"] == "last" and meta["formal_guarantee"] is False
+    assert meta["guarantee"] is None and "epsilon" not in meta  # no eps claimed
+    assert "NOT a privacy guarantee" in meta["noise_parameter_eps"]["note"]
+    assert meta["warnings"][0].startswith("NOT differentially private")
     assert meta["feature_bound"] == 4.0 and meta["kind"] == "gaussian"
     assert set(meta["sensitivity"]) == {
         "initial", "transitions", "occupancy", "obs_sum", "obs_sq_sum"
     }  # fmt: skip
     assert meta["sensitivity"]["obs_sq_sum"] == pytest.approx(12 * 16)
-    assert "not a formal DP guarantee" in console.file.getvalue()
+    assert "NOT differentially private" in console.file.getvalue()
     # a sidecar that does not match the model file is refused
     models, labels = load_models(out)
     save_models(out, [models[0]], ["other"])
@@ -394,3 +402,133 @@ def test_release_commands_through_the_cli(tmp_path, discrete_data, chain, capsys
         == 2
     )
     assert capsys.readouterr().err.startswith("smc-hmm: error: ")
+
+
+# --- safe defaults: formally DP, hardened, and the JSON claims only what holds ---------------
+
+
+@pytest.fixture
+def six_symbol_data(tmp_path):
+    rng = np.random.default_rng(4)
+    seqs = [rng.integers(0, 6, size=int(rng.integers(5, 20))).tolist() for _ in range(30)]
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps(seqs))
+    return path
+
+
+def test_release_hmm_with_no_flags_is_formally_dp_with_a_hardened_sampler(
+    tmp_path, six_symbol_data, monkeypatch, capsys
+):
+    """`smc-hmm release hmm --data D --eps 1 --max-length 20 --symbols 6`, nothing else."""
+    from smc_hmm.cli import main
+
+    monkeypatch.chdir(tmp_path)  # the default --out is released_hmm.npz in the working folder
+    argv = ["release", "hmm", "--data", str(six_symbol_data), "--eps", "1"]
+    assert main([*argv, "--max-length", "20", "--symbols", "6"]) == 0
+    printed = capsys.readouterr().out
+    assert "warning:" not in printed
+    meta = rel.read_release_metadata(tmp_path / "released_hmm.npz")
+    assert meta["mode"] == "every" and meta["formal_guarantee"] is True
+    assert meta["noisy_iterations"] == 5 and meta["warnings"] == []
+    assert meta["sampler"] == "opendp" and meta["hardened_sampler"] is True
+    assert meta["insecure"] is False and meta["randomness"] == "OpenDP internal CSPRNG"
+    guarantee = meta["guarantee"]
+    assert guarantee["definition"].startswith("pure epsilon-differential privacy")
+    assert guarantee["epsilon"] == pytest.approx(1.0) == meta["epsilon"]
+    assert guarantee["neighbouring"] == "one sequence of length <= 20 added or removed"
+    assert guarantee["hardened_sampler"] is True and guarantee["secure_randomness"] is True
+    assert "opendp sampler" in meta["mechanism_detail"]
+    (model,), (label,) = load_models(tmp_path / "released_hmm.npz")
+    assert model.n_symbols == 6 and "eps=1" in label
+
+
+def test_last_iteration_needs_its_flag_warns_and_claims_no_epsilon(
+    tmp_path, six_symbol_data, capsys
+):
+    from smc_hmm.cli import main
+
+    out, summary = tmp_path / "last.npz", tmp_path / "last.json"
+    argv = [
+        "release", "hmm", "--data", str(six_symbol_data), "--eps", "1", "--max-length", "20",
+        "--symbols", "6", "--not-dp-last-iteration", "--out", str(out), "--json", str(summary),
+    ]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "warning:" in printed and "NOT differentially private" in printed
+    for meta in (rel.read_release_metadata(out), json.loads(summary.read_text())):
+        assert meta["mode"] == "last" and meta["formal_guarantee"] is False
+        assert meta["guarantee"] is None
+        assert not {"epsilon", "epsilon_requested", "epsilon_per_iteration"} & set(meta)
+        assert meta["noise_parameter_eps"]["total"] == 1.0
+        assert "NOT a privacy guarantee" in meta["noise_parameter_eps"]["note"]
+        assert meta["warnings"][0].startswith("NOT differentially private")
+        assert "NOT DP" in meta["mechanism_detail"]
+        assert "eps=" not in meta["model_label"] and "NOT-DP" in meta["model_label"]
+    # the two modes cannot be asked for together
+    assert main([*argv, "--every-iteration"]) == 2
+    assert "not allowed with" in capsys.readouterr().err
+
+
+def test_sampler_and_seed_options(tmp_path, six_symbol_data):
+    base = [
+        "--data", str(six_symbol_data), "--eps", "1", "--max-length", "20", "--symbols", "6",
+    ]  # fmt: skip
+    with pytest.raises(ConfigError, match="cannot be seeded"):
+        rel.release_hmm(_hmm([*base, "--seed", "1", "--sampler", "opendp"]), _console())
+    out = tmp_path / "float.npz"
+    console = _console()
+    rel.release_hmm(_hmm([*base, "--sampler", "float", "--out", str(out)]), console)
+    meta = rel.read_release_metadata(out)
+    assert meta["sampler"] == "float" and meta["hardened_sampler"] is False
+    assert meta["insecure"] is False and meta["guarantee"]["hardened_sampler"] is False
+    assert "not hardened" in meta["warnings"][0] and "not hardened" in console.file.getvalue()
+
+
+def _forbidding_model(path):
+    """A public skeleton over 6 symbols whose every state forbids symbol 5."""
+    emissions = np.array([[0.3, 0.2, 0.2, 0.2, 0.1, 0.0], [0.1, 0.1, 0.2, 0.3, 0.3, 0.0]])
+    save_models(path, [DiscreteHMM([0.5, 0.5], [[0.8, 0.2], [0.3, 0.7]], emissions)], ["init"])
+    return path
+
+
+@pytest.mark.parametrize("mode", [[], ["--not-dp-last-iteration"]])
+def test_a_forbidden_symbol_sequence_present_or_absent_ends_the_same_way(tmp_path, mode):
+    """With --init forbidding symbol 5, a data set holding a sequence with it and the same
+    data set without it both release a model (no error names the sequence)."""
+    init = _forbidding_model(tmp_path / "init.npz")
+    rng = np.random.default_rng(8)
+    allowed = [rng.integers(0, 5, size=12).tolist() for _ in range(25)]
+    outcomes = []
+    for name, seqs in (("absent", allowed), ("present", [*allowed, [0, 5, 1, 2]])):
+        data = tmp_path / f"{name}.json"
+        data.write_text(json.dumps({"sequences": seqs, "n_symbols": 6}))
+        out = tmp_path / f"{name}.npz"
+        argv = ["--data", str(data), "--eps", "1", "--max-length", "12", "--init", str(init)]
+        console = _console()
+        assert rel.release_hmm(_hmm([*argv, *mode, "--out", str(out)]), console) == 0
+        meta = rel.read_release_metadata(out)
+        (model,), _ = load_models(out)
+        assert np.all(model.emissionprob[:, 5] == 0)  # the structural zero stays zero
+        assert "sequence" not in console.file.getvalue().split("{")[0]  # no warning names it
+        outcomes.append((sorted(meta), meta["warnings"], meta["formal_guarantee"]))
+        assert meta["impossible_sequences"].startswith("dropped")
+    assert outcomes[0] == outcomes[1]
+
+
+def test_release_help_shows_descriptions_and_defaults(capsys):
+    from smc_hmm.cli import main
+
+    assert main(["release", "hmm", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert rel.HMM_DESCRIPTION in text
+    assert "hidden states (default 3; 5 with --keyword-models)" in text
+    for shown in ("(default: ergodic)", "(default: add_remove)"):
+        assert shown in text
+    assert "(default: released_hmm.npz)" in text and "(default: None)" not in text
+    assert "--not-dp-last-iteration" in text and "NOT differentially private" in text
+    assert "opendp (the default: hardened" in text and "docs/dp-layer.md" in text
+    assert main(["release", "trace", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert rel.TRACE_DESCRIPTION in text
+    for shown in ("(default: 1.0)", "(default: greedy)", "(default: l2)", "(default: 0)"):
+        assert shown in text

@@ -8,10 +8,15 @@ from scipy import stats
 from scipy.spatial import ConvexHull, QhullError
 
 from smc_hmm.dp.knorm import ConvexBody, KNormMechanism, check_epsilon
+from smc_hmm.dp.random import DPRandom
 from smc_hmm.errors import DPHMMParameterError, InvalidConvexBodyError, PrivacyError
 
 N = 20_000
 ALPHA = 1e-3  # fixed seeds: a failure at this level is a real discrepancy
+
+#: the two ways to seed the K-norm noise: a caller's numpy Generator, or the DP layer's own
+#: stream (the default's exact transforms of CSPRNG uniforms, here on a seeded stream)
+SOURCES = {"numpy": np.random.default_rng, "dprandom": DPRandom.insecure_seeded}
 
 
 def symmetric_points(rng, m, d):
@@ -128,11 +133,12 @@ def test_facet_cones_partition_the_polytope():
 # -- the mechanism: radius, direction, density ----------------------------------------
 
 
+@pytest.mark.parametrize("source", list(SOURCES))
 @pytest.mark.parametrize("name", list(BODIES))
-def test_knorm_of_noise_is_gamma_k(name):
+def test_knorm_of_noise_is_gamma_k(name, source):
     body = BODIES[name]
     eps = 0.7
-    mech = KNormMechanism(body, eps, np.random.default_rng(100))
+    mech = KNormMechanism(body, eps, SOURCES[source](100))
     g = body.gauge(mech.sample_noise(N))
     k = body.rank
     assert stats.kstest(g, stats.gamma(k, scale=1 / eps).cdf).pvalue > ALPHA
@@ -140,11 +146,12 @@ def test_knorm_of_noise_is_gamma_k(name):
     assert stats.kstest(g, stats.gamma(k + 1, scale=1 / eps).cdf).pvalue < 1e-6
 
 
+@pytest.mark.parametrize("source", list(SOURCES))
 @pytest.mark.parametrize("name", list(BODIES))
-def test_uniform_sample_has_beta_k_1_gauge(name):
+def test_uniform_sample_has_beta_k_1_gauge(name, source):
     """For U uniform in a k-dim K, P(||U||_K <= t) = t^k."""
     body = BODIES[name]
-    u = body.sample_uniform(np.random.default_rng(101), N)
+    u = body.sample_uniform(SOURCES[source](101), N)
     assert np.all(body.contains(u))
     g = body.gauge(u)
     assert stats.kstest(g**body.rank, "uniform").pvalue > ALPHA
@@ -156,14 +163,15 @@ def _chi2(counts, probs):
     return stats.chisquare(counts, exp).pvalue
 
 
+@pytest.mark.parametrize("source", list(SOURCES))
 @pytest.mark.parametrize(
     "name", ["polytope-2d", "polytope-3d", "flat-plane-in-3d", "flat-segment-in-2d"]
 )
-def test_direction_is_uniform_over_facet_cones(name):
+def test_direction_is_uniform_over_facet_cones(name, source):
     """The normalised noise (Z - f) / ||Z - f||_K falls in each facet cone with probability
     vol(cone) / vol(K): the sampler (Delaunay) and the partition (facets) are independent."""
     body = BODIES[name]
-    noise = KNormMechanism(body, 2.0, np.random.default_rng(102)).sample_noise(N)
+    noise = KNormMechanism(body, 2.0, SOURCES[source](102)).sample_noise(N)
     facet = body.facet_of(noise)
     vols = body.facet_cone_volumes()
     counts = np.bincount(facet, minlength=len(vols)).astype(float)
@@ -178,10 +186,11 @@ def test_direction_is_uniform_over_facet_cones(name):
     assert _chi2(c, p) > ALPHA
 
 
+@pytest.mark.parametrize("source", list(SOURCES))
 @pytest.mark.parametrize("name", ["l1-ball", "l2-ball", "linf-ball"])
-def test_ball_direction_is_uniform(name):
+def test_ball_direction_is_uniform(name, source):
     body = BODIES[name]
-    noise = KNormMechanism(body, 1.0, np.random.default_rng(103)).sample_noise(N)
+    noise = KNormMechanism(body, 1.0, SOURCES[source](103)).sample_noise(N)
     d = body.dim
     orthant = (noise > 0).astype(int) @ (1 << np.arange(d))
     if name == "linf-ball":  # facets of the cube: which coordinate is extreme, and its sign
@@ -217,8 +226,37 @@ def test_default_randomness_is_fresh():
     a = KNormMechanism(body, 1.0).sample_noise(4)
     b = KNormMechanism(body, 1.0).sample_noise(4)
     assert not np.allclose(a, b)
-    seeded = [KNormMechanism(body, 1.0, np.random.default_rng(9)).sample_noise(4) for _ in "ab"]
-    assert np.array_equal(*seeded)
+    for make in SOURCES.values():
+        seeded = [KNormMechanism(body, 1.0, make(9)).sample_noise(4) for _ in "ab"]
+        assert np.array_equal(*seeded)
+
+
+@pytest.mark.parametrize("name", list(BODIES))
+def test_default_draws_come_from_the_os_csprng_and_no_numpy_generator(name, monkeypatch):
+    """The hardened path for K-norm randomness: os.urandom through DPRandom, never a numpy
+    bit generator (PCG64 seeded from secrets was the default before)."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a numpy generator was built for DP noise")
+
+    monkeypatch.setattr(np.random, "default_rng", refuse)
+    monkeypatch.setattr(np.random, "PCG64", refuse)
+    monkeypatch.setattr(np.random, "Generator", refuse)
+    body = BODIES[name]
+    release = KNormMechanism(body, 1.0).release(np.zeros(body.dim))
+    assert release.randomness == "os.urandom CSPRNG" and not release.insecure
+    assert np.all(np.isfinite(release.value)) and release.radius > 0
+
+
+def test_knorm_states_its_floating_point_exception():
+    """The stated exception of docs/dp-layer.md: secure randomness, but a floating-point
+    output that no hardened sampler covers; every release says so, seeded ones too."""
+    body = BODIES["polytope-2d"]
+    default = KNormMechanism(body, 1.0).release(np.zeros(2))
+    assert default.hardened is False and default.insecure is False
+    for make in SOURCES.values():
+        seeded = KNormMechanism(body, 1.0, make(1)).release(np.zeros(2))
+        assert seeded.insecure and "INSECURE" in seeded.randomness and not seeded.hardened
 
 
 def test_log_density_normalises_in_one_and_two_dimensions():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -21,7 +22,9 @@ from smc_hmm.features import BENCHMARK_FRAMES, pad_or_cut
 from smc_hmm.hmm import log_likelihood
 
 DATA = Path(__file__).resolve().parents[2] / "smc_hmm" / "data" / "fsdd"
-RECORDINGS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "fsdd" / "recordings"
+#: the FSDD recordings (not bundled): FSDD_DIR names a checkout of the Free Spoken Digit
+#: Dataset; without it the tests that read recordings are skipped (README, "Tests")
+RECORDINGS = Path(os.environ.get("FSDD_DIR") or "FSDD_DIR-is-not-set") / "recordings"
 
 
 @pytest.fixture(scope="module")
@@ -139,9 +142,23 @@ def test_log_likelihood_equals_hmmlearn_score(kind, utterances):
         assert ours == pytest.approx(theirs, rel=1e-10, abs=1e-8)
 
 
-@pytest.mark.skipif(not RECORDINGS.is_dir(), reason="FSDD recordings not available")
+@pytest.mark.skipif(not RECORDINGS.is_dir(), reason="FSDD recordings: set FSDD_DIR")
 def test_bundled_features_are_the_pipelines_features_of_the_wav(utterances):
     pipeline = load_pipeline()
     for u in utterances[::50]:
         wav = RECORDINGS / f"{u.digit}_{u.speaker}_{u.index}.wav"
         np.testing.assert_allclose(pipeline.features_from_wav(wav), u.features, atol=1e-4)
+
+
+def test_fsdd_dir_says_where_to_get_the_recordings(tmp_path, monkeypatch):
+    from smc_hmm.data import fsdd_dir
+
+    monkeypatch.delenv("FSDD_DIR", raising=False)
+    with pytest.raises(ConfigError, match="Jakobovski/free-spoken-digit-dataset.*FSDD_DIR"):
+        fsdd_dir()
+    with pytest.raises(ConfigError, match="holds no recordings/"):
+        fsdd_dir(tmp_path)
+    (tmp_path / "recordings").mkdir()
+    assert fsdd_dir(tmp_path) == tmp_path
+    monkeypatch.setenv("FSDD_DIR", str(tmp_path))
+    assert fsdd_dir() == tmp_path

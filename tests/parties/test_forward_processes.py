@@ -6,7 +6,7 @@ import threading
 import numpy as np
 import pytest
 
-from parties.demos import casino_hmm, weather_gaussian_hmm
+from demos.forward import casino_hmm, weather_gaussian_hmm
 from smc_hmm.certs import make_certificates
 from smc_hmm.errors import ConfigError, SmcHmmError
 from smc_hmm.hmm import log_likelihood

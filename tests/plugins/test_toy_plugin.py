@@ -1,6 +1,6 @@
 """A protocol plugin that lives entirely in tests/: run in-process and as two OS processes
-over mutual TLS, with no edit to smc_hmm/, protocols/ or parties/ (issue: protocols as
-plugins; docs/adding-a-protocol.md follows these steps)."""
+over mutual TLS, with no edit to smc_hmm/, protocols/ or parties/ (the goal: protocols
+are plugins; docs/adding-a-protocol.md follows these steps)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""protocols.eigenvector: the thesis's 4.1.1 power iteration through Trent.
+"""protocols.eigenvector, mode = "thesis": the thesis's 4.1.1 power iteration through Trent.
 
 Small insecure keys (512 bits) and small matrices keep this fast.  Every
 result is checked against numpy's principal eigenvector of M^T M; the views
@@ -13,6 +13,13 @@ import time
 
 import numpy as np
 import pytest
+from eigenvector_support import (
+    configuration,
+    launch_eigenvector,
+    owners_of,
+    run_blocks,
+    run_with_a_leaver,
+)
 from scipy.stats import binomtest
 from transcript_harness import assert_same_transcripts
 
@@ -26,48 +33,20 @@ from smc_hmm.errors import (
     SmcHmmError,
     TransportError,
 )
-from smc_hmm.runtime import run_protocol, simulate
-from smc_hmm.transport.faults import FaultyTransport
+from smc_hmm.runtime import run_protocol
 
 pytestmark = pytest.mark.filterwarnings("ignore::smc_hmm.errors.InsecureKeyWarning")
 
 COSINE = 1 - 1e-9
 
 
-def owners_of(n):
-    return [f"p{i + 1}" for i in range(n)]
-
-
 def setup(blocks, **options):
-    owners = owners_of(len(blocks))
-    params = {
-        "owners": owners,
-        "cols": [b.shape[1] for b in blocks],
-        "rows": blocks[0].shape[0],
-        "max_abs": float(max(np.abs(b).max() for b in blocks)) or 1.0,
-        **options,
-    }
-    parties = {"authority": ("key_authority", None), "trent": ("arbitrator", None)}
-    for name, b in zip(owners, blocks):
-        parties[name] = ("owner", b)
-    return params, parties
+    # this file tests the thesis's protocol (the private mode has its own)
+    return configuration(blocks, **{"mode": "thesis", **options})
 
 
 def run(keypair, blocks, timeout=20, **options):
-    kwargs = {k: options.pop(k) for k in ("record_views", "wrap_transport", "rng") if k in options}
-    # seeded unless a test brings its own: decoys and scalings are random, and a test's
-    # assertions (decoys seen, rounds to converge) must not depend on luck
-    kwargs.setdefault("rng", Rng.seeded(sum(b.size for b in blocks)))
-    params, parties = setup(blocks, **options)
-    return run_protocol(
-        "eigenvector",
-        params,
-        parties,
-        keys={"authority": keypair},
-        min_key_bits=512,
-        timeout=timeout,
-        **kwargs,
-    )
+    return run_blocks(keypair, blocks, {"mode": "thesis"}, timeout, **options)
 
 
 def gathered(result, n_owners):
@@ -409,7 +388,7 @@ def test_parameters_are_validated():
     with pytest.raises(InvalidInputError, match="two owners"):
         Params(owners=("a",), cols=(1,))
     with pytest.raises(InvalidInputError, match="too small"):  # decoys could pass the test
-        Params(decoy_noise=1e-12)
+        Params(decoy_noise=1e-12, mode="thesis")
     with pytest.raises(InvalidInputError, match="scale_range"):
         Params(scale_range=(10, 2))
     with pytest.raises(InvalidInputError, match="distinct"):
@@ -431,39 +410,10 @@ def test_no_convergence_within_the_cap_is_a_typed_error(keypair_512):
 def test_a_party_that_leaves_ends_every_other_party_with_a_typed_error(
     keypair_512, party, send, mode
 ):
-    blocks = random_blocks(15)
-    params, parties = setup(blocks)
-    params = Params.from_config(params)
-    errors: dict[str, BaseException] = {}
-
-    def recording(name, fn):
-        def role(ctx, *args):
-            try:
-                return fn(ctx, *args)
-            except BaseException as e:
-                errors[name] = e
-                raise
-
-        return role
-
-    def wrap(name, inner):
-        return FaultyTransport(inner, fail_at=send, mode=mode) if name == party else inner
-
-    roles = {
-        name: recording(name, eig.PROTOCOL.role(role).run) for name, (role, _) in parties.items()
-    }
-    args = {name: (private, params) for name, (_, private) in parties.items()}
+    params, parties = setup(random_blocks(15))
     timeout = 1.0
     t0 = time.monotonic()
-    with pytest.raises(SmcHmmError):
-        simulate(
-            roles,
-            args,
-            keys={"authority": keypair_512},
-            wrap_transport=wrap,
-            timeout=timeout,
-            min_key_bits=512,
-        )
+    errors = run_with_a_leaver(keypair_512, params, parties, party, send, mode, timeout)
     assert time.monotonic() - t0 < timeout + 5
     others = set(parties) - {party}
     if party == "authority" and mode == "disconnect":
@@ -480,7 +430,7 @@ def test_a_party_that_leaves_ends_every_other_party_with_a_typed_error(
 # -- the benchmark (smc-hmm bench eigenvector), tiny and insecure ---------------------------
 
 
-def test_benchmark_reports_cosine_overhead_traffic_and_decoy_waste(tmp_path):
+def test_benchmark_runs_both_modes_side_by_side_on_raw_and_centred_data(tmp_path):
     import argparse
     import json
 
@@ -491,42 +441,32 @@ def test_benchmark_reports_cosine_overhead_traffic_and_decoy_waste(tmp_path):
     out = tmp_path / "eig.json"
     args = parser.parse_args(
         "--key-bits 512 --insecure --owners 2 --rows 6 --cols 20 --data digits --repeats 1 "
-        f"--sweep 1.0 0.5 --json {out}".split()
+        f"--check-every 2 --precision 48 --gram-bits 32 --tol 1e-6 --json {out}".split()
     )
     assert bench.main(args) == 0
     data = json.loads(out.read_text())
-    assert data["one_minus_cosine"] <= 1e-9
-    assert data["overhead_ratio"] > 1
-    assert data["per_party"]["trent"]["bytes_sent"] > 0
-    # an owner sends 3 messages a round (contribution, norm term, status) and one at the end
-    assert 3 * data["rounds"] + 1 == data["per_party"]["p1"]["messages_sent"]
-    assert [s["decoy_p"] for s in data["decoy_sweep"]] == [1.0, 0.5]
-    assert data["decoy_sweep"][0]["decoys"] == 0
+    runs = {(r["data"], r["mode"]): r for r in data["runs"]}
+    assert set(runs) == {(d, m) for d in ("uncentred", "centred") for m in ("private", "thesis")}
+    for run in runs.values():
+        assert run["one_minus_cosine"] <= 1e-9
+        assert run["overhead_ratio"] > 1 and run["rounds"] >= 1
+        assert run["per_party"]["trent"]["bytes_sent"] > 0
+    for data_kind in ("uncentred", "centred"):
+        private, thesis = runs[(data_kind, "private")], runs[(data_kind, "thesis")]
+        assert private["rounds"] % 2 == 0  # tested every 2 rounds
+        assert private["partial_decryptions"]["trent"] > 0  # nobody decrypts alone ...
+        assert thesis["partial_decryptions"]["trent"] == 0  # ... unlike the thesis's owners
+        # an owner of the thesis mode sends 3 messages a round and one at the end
+        assert 3 * thesis["rounds"] + 1 == thesis["per_party"]["p1"]["messages_sent"]
+    assert data["load_average"]["before"] and data["cpus"]
 
 
 @pytest.mark.slow
 def test_owners_trent_and_key_authority_as_processes_over_mutual_tls(tmp_path):
-    from smc_hmm.runtime import launch, write_config
-
     blocks = random_blocks(30, k=4, cols=(5, 6))
     params, _ = setup(blocks, reveal_to_trent=True)
-    parties = {"authority": {"kind": "key_authority"}, "trent": {"kind": "trent"}}
-    for name, b in zip(params["owners"], blocks):
-        np.save(tmp_path / f"{name}.npy", b)
-        parties[name] = {"kind": "data_owner", "data": f"{name}.npy"}
-    config = write_config(
-        tmp_path / "parties.toml",
-        "eigenvector",
-        parties,
-        params=params,
-        key_bits=512,
-        insecure=True,
-        timeout=20,
-        connect_timeout=20,
-    )
-    result = launch(config, timeout=120)
+    result = launch_eigenvector(tmp_path, params, blocks, key_bits=512)
     x = np.concatenate([np.asarray(result[o]) for o in params["owners"]])
     assert cosine(x, eig.principal_eigenvector(np.hstack(blocks))) >= COSINE
     np.testing.assert_allclose(result["trent"]["eigenvector"], x)
     assert result["authority"] is None
-    assert set(result.pids) == set(parties)

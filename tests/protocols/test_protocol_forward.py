@@ -25,10 +25,12 @@ from smc_hmm.errors import InvalidInputError, PrecisionError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, log_likelihood
 from smc_hmm.runtime import simulate
 
-#: the metadata issue's target for log P (we observe ~1e-15)
+#: the precision target for log P (docs/benchmarks.md; we observe ~1e-15)
 REL_TOL = 1e-9
 DEFAULT = forward.ForwardParams()
 PREC = DEFAULT.precision
+#: the v1 recursion (per-model normalisation), kept for comparison
+V1 = forward.ForwardParams(recursion="v1")
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -273,20 +275,21 @@ def _assert_views(result, pk, n_steps):
             assert payload == n_steps
         else:  # never a plaintext number about Alice's data
             assert isinstance(payload, CipherArray) and payload.public_key.n == pk.n
-    assert bob_tags == ["fw.key", "fw.length", "fw.obs", *["fw.v"] * n_steps, "fw.log"]
+    steps = ["fw.step.edges"] * (n_steps - 1)
+    assert bob_tags == ["fw.key", "fw.length", "fw.obs", *steps, "fw.final.edges", "fw.log"]
     for peer, tag, payload in result.views["alice"]:
         assert peer == "bob"
         if tag == "fw.spec":
             assert isinstance(payload, dict)
-            assert set(payload) == {"kind", "width", "states"}  # public sizes only
+            # public sizes and the public topology only
+            assert set(payload) == {"kind", "width", "states", "topology"}
             assert all(isinstance(v, int) for v in payload["states"])
         else:
             assert isinstance(payload, CipherArray) and payload.public_key.n == pk.n
 
 
-def _spec(models, key_bits=1024):
-    batch = forward._ModelBatch.of(models)
-    return forward.ForwardSpec(batch.kind, batch.width, batch.states, key_bits, DEFAULT)
+def _spec(models, key_bits=1024, params=DEFAULT):
+    return forward.ForwardSpec.for_models(models, key_bits, params)
 
 
 def _emission_blinds(result, private_key, true_logs, spec):
@@ -368,13 +371,18 @@ def test_cost_report_matches_the_message_flow(keypair_1024, kind):
     assert report["totals"]["rounds"] == result.cost.rounds == 2 * n_steps + 6
     # Bob holds no private key: he never decrypts (nor encrypts: he only adds / multiplies)
     assert bob["ops"]["decrypt"] == 0 and bob["ops"]["encrypt"] == 0
-    groups = len(_spec(models).frame_groups(n_steps))  # frames packed into slots
-    assert groups < n_steps
-    assert alice["ops"]["decrypt"] == groups * n + (n_steps - 1) * n + 2 * k
-    assert alice["ops"]["encrypt"] == groups * width + n_steps * n + k
+    spec = _spec(models)
+    groups = len(spec.frame_groups(n_steps))  # frames packed into slots
+    step, final = spec.steps  # the recursion packs its targets into slots too
+    assert groups < n_steps and step.ciphertexts < n
+    assert alice["ops"]["decrypt"] == (
+        groups * n + (n_steps - 1) * step.ciphertexts + final.ciphertexts + k
+    )
+    assert alice["ops"]["encrypt"] == groups * width + (n_steps - 1) * step.edges + n + k
     assert bob["ops"]["ot"] == (n_steps if kind == "discrete" else 0)
-    squares = sum(m.n_states**2 for m in models)
-    assert bob["ops"]["multiexp_terms"] == groups * n * width + (n_steps - 1) * squares + n
+    edges = sum(int((m.transmat > 0).sum()) for m in models)  # the public topology
+    assert step.edges == edges
+    assert bob["ops"]["multiexp_terms"] == groups * n * width + (n_steps - 1) * edges + n
     assert alice["key_bits"] == bob["key_bits"] == 1024
     assert "forward recursion" in alice["phases"] and "forward recursion" in bob["phases"]
     assert "alice" in result.cost.to_text()
@@ -530,14 +538,25 @@ def _drifting_model():
 
 
 @pytest.mark.parametrize("bits, length", [(512, 40), (1024, 101)])
-def test_a_possible_sequence_beyond_the_exponent_range_is_a_precision_error(
+def test_v1_refuses_a_possible_sequence_beyond_its_exponent_range(
     bits, length, keypair_512, keypair_1024
 ):
     keypair = keypair_512 if bits == 512 else keypair_1024
     model, obs = _drifting_model(), np.array([0] * (length - 1) + [2])
     assert np.isfinite(log_likelihood(model, obs))  # possible: hmmlearn gives a finite score
     with pytest.raises(PrecisionError, match=f"{bits}-bit key"):
-        run_forward(keypair, [model], obs)
+        run_forward(keypair, [model], obs, V1)
+
+
+@pytest.mark.parametrize("bits, length", [(512, 40), (1024, 101), (512, 400)])
+def test_v2_scores_the_same_drift_exactly(bits, length, keypair_512, keypair_1024):
+    """Per-target normalisation: a state far behind its model's leader keeps its own
+    precision, so the sequence v1 refuses is exact (no refusal at any length)."""
+    keypair = keypair_512 if bits == 512 else keypair_1024
+    model, obs = _drifting_model(), np.array([0] * (length - 1) + [2])
+    plain = log_likelihood(model, obs)
+    result = run_forward(keypair, [model], obs)
+    assert abs(result.outputs["alice"][0] - plain) <= 1e-9 * abs(plain)
 
 
 def test_the_same_drift_within_range_is_exact(keypair_1024):
@@ -608,7 +627,7 @@ def test_documented_leak_alice_recovers_transition_ratios_from_a_logsum(keypair_
     (it will fail, as it should, once the LOGSUM hides its coefficients)."""
     a = np.array([[0.7, 0.3], [0.2, 0.8]])
     model = DiscreteHMM([0.6, 0.4], a, [[0.5, 0.5], [0.1, 0.9]])
-    result = run_forward(keypair_1024, [model], np.array([0, 1, 1]), record_views=True)
+    result = run_forward(keypair_1024, [model], np.array([0, 1, 1]), V1, record_views=True)
     sk = keypair_1024[1]
     v = [int(x) for x in next(p for _, t, p in result.views["bob"] if t == "fw.v").decrypt_ints(sk)]
     sums = next(p for _, t, p in result.views["alice"] if t == "fw.s").decrypt_ints(sk)
@@ -649,9 +668,9 @@ def _recovering_model(rng):
     return DiscreteHMM(rng.dirichlet(np.ones(3)), a, b)
 
 
-def test_the_dropped_mass_bound_never_lets_an_inexact_score_through(keypair_512):
-    """At 512 bits the exponent carries few nats: state 2 drops in most runs.  Every run
-    either raises PrecisionError or is exact, and both outcomes occur."""
+def test_v1_dropped_mass_bound_never_lets_an_inexact_score_through(keypair_512):
+    """v1 at 512 bits: the exponent carries few nats, state 2 drops in most runs.  Every
+    run either raises PrecisionError or is exact, and both outcomes occur."""
     rng = np.random.default_rng(2026)
     outcomes = {"exact": 0, "refused": 0}
     for _ in range(14):
@@ -660,13 +679,66 @@ def test_the_dropped_mass_bound_never_lets_an_inexact_score_through(keypair_512)
         obs = np.array([0] * int(rng.integers(5, 60)) + tail)
         plain = log_likelihood(model, obs)
         try:
-            result = run_forward(keypair_512, [model], obs)
+            result = run_forward(keypair_512, [model], obs, V1)
         except PrecisionError:
             outcomes["refused"] += 1
             continue
         assert abs(result.outputs["alice"][0] - plain) <= 1e-9 * abs(plain)
         outcomes["exact"] += 1
     assert outcomes["exact"] > 0 and outcomes["refused"] > 0, outcomes
+
+
+def test_v2_never_refuses_the_models_v1_refuses(keypair_512):
+    """The same 14 recovering models at 512 bits: every run of the v2 recursion is exact."""
+    rng = np.random.default_rng(2026)
+    for _ in range(14):
+        model = _recovering_model(rng)
+        tail = [int(rng.choice([1, 2]))] * int(rng.integers(1, 4))
+        obs = np.array([0] * int(rng.integers(5, 60)) + tail)
+        plain = log_likelihood(model, obs)
+        result = run_forward(keypair_512, [model], obs)
+        assert abs(result.outputs["alice"][0] - plain) <= 1e-9 * abs(plain)
+
+
+def test_v2_hides_bobs_coefficients_from_the_v1_attack(keypair_1024):
+    """The v1 attack (one modular inversion per target) against the v2 recursion: where
+    Alice's two edge values and the decrypted slot admit several coefficient pairs (the
+    coefficients beta_j w_lj exceed the V's), the inversion's pair is not Bob's and the
+    ratio it yields is not a_00 a_11 / (a_10 a_01).  Where a target's coefficients are
+    all below its V's the solution is unique and the attack works: docs/security.md
+    states this limit (small transition probabilities and small blinds)."""
+    from protocols import recursion
+
+    a = np.array([[0.7, 0.3], [0.2, 0.8]])
+    model = DiscreteHMM([0.6, 0.4], a, [[0.5, 0.5], [0.1, 0.9]])
+    result = run_forward(keypair_1024, [model], np.array([0, 1, 1]), record_views=True)
+    sk = keypair_1024[1]
+    step, _ = _spec([model]).steps
+    edges = next(p for _, t, p in result.views["bob"] if t == "fw.step.edges")
+    packed = next(p for _, t, p in result.views["alice"] if t == "fw.step.packed")
+    mask = (1 << step.slot_bits) - 1
+    values = [int(x) for x in edges.decrypt_ints(sk)]
+    slots = [
+        (int(p) >> (k * step.slot_bits)) & mask
+        for p in packed.decrypt_ints(sk)
+        for k in range(step.slots)
+    ]
+    starts = np.cumsum([0, *(len(p) for p in step.preds)])
+    ratios, candidates = [], []
+    for j in range(2):
+        lift = (j % step.slots) * step.slot_bits
+        v0, v1 = (values[starts[j] + i] >> lift for i in range(2))
+        s_j = slots[j]
+        g = math.gcd(v0, v1)
+        x0 = (s_j // g) * pow(v0 // g, -1, v1 // g) % (v1 // g)
+        x1 = (s_j - x0 * v0) // v1
+        ratios.append(x0 / x1 if x1 else math.inf)
+        # the number of non-negative solutions of c0 v0 + c1 v1 = s_j
+        candidates.append(s_j // (v0 * v1 // g))
+    truth = a[0, 0] * a[1, 1] / (a[1, 0] * a[0, 1])
+    if min(candidates) >= 2:  # several solutions: the inversion picks the smallest
+        assert ratios[0] / ratios[1] != pytest.approx(truth, rel=1e-3)
+    assert recursion.exp_bits(PREC) == PREC.weight_scale + recursion.EXTRA_EXP_BITS
 
 
 def test_an_offline_phase_precomputes_every_randomizer(keypair_1024):

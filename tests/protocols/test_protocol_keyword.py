@@ -162,7 +162,7 @@ def test_spotting_parameters_are_checked():
 
 
 def test_fit_frames_pads_with_the_last_frame_or_cuts():
-    from parties.keyword_bench import fit_frames
+    from smc_hmm.bench.keyword import fit_frames
 
     x = np.arange(6.0).reshape(3, 2)
     assert fit_frames(x, 2).tolist() == [[0, 1], [2, 3]]
@@ -176,7 +176,7 @@ def test_bench_keyword_smoke(tmp_path):
     import argparse
     import json
 
-    from parties import keyword_bench as bench
+    from smc_hmm.bench import keyword as bench
 
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)
@@ -189,6 +189,13 @@ def test_bench_keyword_smoke(tmp_path):
     data = json.loads(path.read_text())
     assert data["benchmark"] == "keyword" and data["params"]["frames"] == 8
     assert data["all_equal"] and data["runs"][0]["frames"] == 8
+    # side by side: v2 private (the default), v2 fast, v1 private
+    configs = [(r["recursion"], r["mode"]) for r in data["runs"]]
+    assert configs == [("v2", "private"), ("v2", "fast"), ("v1", "private")]
+    assert set(data["medians"]) == {"v2 private", "v2 fast", "v1 private"}
+    v2, v1 = data["medians"]["v2 private"], data["medians"]["v1 private"]
+    assert v2["recursion_decryptions"] < v1["recursion_decryptions"]
+    assert "private within slack of fast" in data["checks"]
     assert data["max_relative_error"] <= 1e-9
     assert data["naive_seconds"] > 0 and data["naive_ratio"] > 0
     phases = data["cost"]["parties"]["bob"]["phases"]
@@ -196,3 +203,101 @@ def test_bench_keyword_smoke(tmp_path):
     bad = parser.parse_args(["--key-bits", "1024", "--insecure", "--states", "3"])
     with pytest.raises(InvalidInputError, match="5-state"):
         bench.main(bad)
+
+
+# -- what each party can compute from its view (attacks that must fail) ------------------------
+
+
+def test_fast_mode_hides_the_slope_from_the_gcd_attack(keypair_1024):
+    """Alice decrypts a s_k + b + e_k: with fresh e_k in [0, a) per label the pairwise
+    differences share no factor a, so their gcd does not give the exact score
+    differences (it did when every label shared one slope and offset)."""
+    import math
+
+    rng = np.random.default_rng(21)
+    models = _models(rng, count=4)
+    frames, _ = models[1].sample(6, rng)
+    result = _run(keypair_1024, frames, models, "fast", record_views=True)
+    (payload,) = [p for _, tag, p in result.views["alice"] if tag == "kw.fast"]
+    values = sorted(int(v) for v in payload[0].decrypt_ints(keypair_1024[1]))
+    diffs = [y - x for x, y in zip(values, values[1:])]
+    g = math.gcd(*diffs)
+    assert g < 2**24  # the slope a is >= 2^32: the gcd is not it
+    # and the differences divided by that gcd are not the score differences (in units)
+    scores = sorted(log_likelihood(m, frames) for m in models)
+    unit = 2.0 ** -kw.KeywordParams().forward.precision.f
+    true_units = [(y - x) / unit for x, y in zip(scores, scores[1:])]
+    assert not np.allclose([d / g for d in diffs], true_units, rtol=1e-6)
+
+
+def _drift_models():
+    """1-D two-state models with A = I: state 1 (wide) falls ~2.3 nats behind per frame
+    at x = 0, then alone explains x = 50: the v1 recursion drops it at 512 bits."""
+    wide = GaussianHMM([0.5, 0.5], np.eye(2), [[0.0], [0.0]], [[1.0], [100.0]])
+    narrow = GaussianHMM([0.5, 0.5], np.eye(2), [[0.0], [1.0]], [[1.0], [2.0]])
+    return [wide, narrow]
+
+
+def test_a_refusal_is_invisible_to_bob(keypair_512):
+    """v1 at 512 bits: one utterance is refused by Alice's precision check, the other
+    accepted.  Bob's view (every frame he receives) is the same in both runs: Alice
+    finishes the argmax before she raises."""
+    from smc_hmm.errors import PrecisionError
+
+    refused = np.array([[0.0]] * 100 + [[50.0]])
+    accepted = np.array([[0.0], [3.0]] * 50 + [[0.0]])  # both states stay close
+    params = {"mode": "private", "recursion": "v1"}
+    outcomes = []
+
+    def run(frames, wrap):
+        try:
+            run_protocol(
+                kw.PROTOCOL,
+                params,
+                {"alice": ("alice", frames), "bob": ("bob", _drift_models())},
+                keys={"alice": keypair_512},
+                min_key_bits=512,
+                timeout=120,
+                wrap_transport=wrap,
+            )
+            outcomes.append("accepted")
+        except PrecisionError:
+            outcomes.append("refused")
+
+    declared = kw.declared_messages(kw.KeywordParams.from_config(params), count=2, length=101)
+    frames = assert_same_transcripts(run, [refused, accepted], declared)
+    assert outcomes == ["refused", "accepted"]
+    assert len(frames[("bob", "alice")]) > 10  # the argmax ran in both
+
+
+def test_v2_accepts_the_utterance_v1_refuses(keypair_512):
+    frames = np.array([[0.0]] * 100 + [[50.0]])
+    result = _run(keypair_512, frames, _drift_models(), "private")
+    plain = int(np.argmax([log_likelihood(m, frames) for m in _drift_models()]))
+    assert result["alice"]["index"] == plain
+
+
+def _near_tie(rng, gap: float):
+    """Two models whose plaintext log-likelihoods on ``frames`` differ by about ``gap``."""
+    base = _models(rng, count=1)[0]
+    frames, _ = base.sample(8, rng)
+
+    def shifted(eps):
+        return GaussianHMM(base.startprob, base.transmat, base.means + eps, base.covars)
+
+    def diff(eps):
+        return log_likelihood(shifted(eps), frames) - log_likelihood(base, frames)
+
+    slope = diff(1e-4) / 1e-4
+    eps = gap / slope
+    return [base, shifted(eps)], frames, diff(eps)
+
+
+@pytest.mark.parametrize("gap", [3e-6, -3e-6, 1.5e-6, -1.5e-6])
+def test_private_mode_decides_near_ties_like_plaintext(keypair_1024, gap):
+    """Top two scores more than 1e-6 nats apart: the secure decision is the plaintext one."""
+    rng = np.random.default_rng(int(abs(gap) * 1e7) + (gap > 0))
+    models, frames, actual = _near_tie(rng, gap)
+    assert 1e-6 < abs(actual) < 1e-5
+    result = _run(keypair_1024, frames, models, "private")
+    assert result["alice"]["index"] == (1 if actual > 0 else 0)

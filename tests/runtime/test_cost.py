@@ -346,6 +346,19 @@ def test_rates_scale_with_documented_exponents_and_validate():
         CostModel(r).predict(_two_party_report(), latency=-1)
 
 
+def test_cost_model_refuses_sizes_no_key_has_and_non_finite_networks():
+    """Below the smallest working key the scaling would predict 0 s (or complex numbers)."""
+    model = CostModel(_rates(1024))
+    report = _two_party_report()
+    assert model.predict(report, bits=256).serial_seconds > 0
+    for bits in (-1, 0, 100, 255):
+        with pytest.raises(InvalidInputError):
+            model.predict(report, bits=bits)
+    for network in ({"latency": float("nan")}, {"bandwidth": float("nan")}):
+        with pytest.raises(InvalidInputError):
+            model.predict(report, **network)
+
+
 def test_measure_rates_is_quick_and_sane(keypair_512):
     pk, sk = keypair_512
     t0 = time.perf_counter()

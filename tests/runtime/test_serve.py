@@ -25,6 +25,7 @@ from serve_harness import (
 from smc_hmm.certs import make_certificates
 from smc_hmm.errors import (
     AuthenticationError,
+    ConfigError,
     InsecurePeerKeyError,
     PeerDisconnectedError,
     ServerBusyError,
@@ -34,6 +35,7 @@ from smc_hmm.errors import (
 from smc_hmm.runtime import load_config
 from smc_hmm.runtime.serve import Server, ServeSettings
 from smc_hmm.transport.tcp import TcpTransport, recv_hello, send_hello
+from smc_hmm.wire import WireCodec
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +61,15 @@ def test_sessions_are_correct_and_logged_without_private_data(setup, server, cap
     _, certs, cases = setup
     caplog.set_level(logging.INFO, logger="smc_hmm.serve")
     _ok(server, certs, cases, "carol")
-    _wait_for(lambda: server.counts == {"ok": 3, "failed": 0, "refused": 0})
-    lines = [r.getMessage() for r in caplog.records if "client=carol" in r.getMessage()]
+    _wait_for(
+        lambda: server.counts == {"ok": 3, "failed": 0, "refused": 0, "dropped": 0, "throttled": 0}
+    )
+
+    def carol():
+        return [r.getMessage() for r in caplog.records if "client=carol" in r.getMessage()]
+
+    _wait_for(lambda: sum(" ok in " in line for line in carol()) == 3)  # logged after closing
+    lines = carol()
     done = [line for line in lines if " ok in " in line]
     assert len(done) == 3 and all("messages=" in x and "multiexp_terms=" in x for x in done)
     # who / when (the log record's time) / cost / outcome -- never a label or a score
@@ -219,7 +228,7 @@ def test_excess_clients_wait_or_are_refused(setup, policy):
 def test_session_timeout_and_shutdown_bound(setup, caplog):
     config, certs, cases = setup
     caplog.set_level(logging.INFO, logger="smc_hmm.serve")
-    settings = ServeSettings(session_timeout=0.5, shutdown_grace=0.5, workers=1)
+    settings = ServeSettings(session_timeout=2.0, shutdown_grace=0.5, workers=1)
     srv = Server(config, "bob", settings=settings, port=0).start()
     stuck = _raw_session(srv, certs)  # never speaks; the session bound ends it first
     _ok(srv, certs, cases[:1])
@@ -281,12 +290,20 @@ def test_party_alice_against_a_server(setup, server, tmp_path):
 
 
 def test_settings_are_validated(setup):
-    from smc_hmm.errors import ConfigError
-
     with pytest.raises(ConfigError):
         ServeSettings(max_sessions=0)
     with pytest.raises(ConfigError):
         ServeSettings(when_busy="maybe")
+    for bad in (
+        {"max_pending": 0},
+        {"max_pending_per_address": -1},
+        {"max_sessions_per_client": 0},
+        {"inbox_bytes": 1.5},
+        {"max_buffered_messages": True},
+        {"max_frame_bytes": 2**32},
+    ):
+        with pytest.raises(ConfigError):
+            ServeSettings(**bad)
     config, _, _ = setup
     config.serve["bogus"] = 1
     try:
@@ -304,7 +321,6 @@ def test_client_certificates_carry_the_client_role_and_nothing_more(tmp_path):
 
     from smc_hmm.certs import CLIENT_ROLE_URI
     from smc_hmm.cli import main
-    from smc_hmm.errors import ConfigError
 
     assert main(["certs", "--out", str(tmp_path), "--parties", "bob", "--clients", "c1,c2"]) == 0
 
@@ -319,3 +335,181 @@ def test_client_certificates_carry_the_client_role_and_nothing_more(tmp_path):
     assert uris == [] and ExtendedKeyUsageOID.SERVER_AUTH in eku
     with pytest.raises(ConfigError, match="both party and client"):
         make_certificates(tmp_path / "x", ["bob"], clients=["bob"])
+
+
+# -- the limits: the front door, the session budget, each session's connection ------------------
+
+
+def _connect(address, source="127.0.0.1"):
+    """A TCP connection that never speaks (a silent socket)."""
+    return socket.create_connection(address, timeout=10, source_address=(source, 0))
+
+
+def _closed_by_server(sock, within: float) -> bool:
+    sock.settimeout(within)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_silent_sockets_wait_without_a_thread_and_are_dropped_after_the_handshake_timeout(
+    setup, caplog
+):
+    config, certs, cases = setup
+    caplog.set_level(logging.INFO, logger="smc_hmm.serve")
+    settings = ServeSettings(handshake_timeout=4.0, workers=1)
+    with Server(config, "bob", settings=settings, port=0) as srv:
+        threads = threading.active_count()
+        silent = [_connect(srv.address, "127.0.0.2") for _ in range(20)]
+        _wait_for(lambda: srv.pending == 20)
+        assert threading.active_count() == threads  # pending connections hold no thread
+        _ok(srv, certs, cases[:1])  # served while they wait: the front door never blocks
+        assert not _closed_by_server(silent[0], 0.01)
+        assert all(_closed_by_server(s, 10) for s in silent)
+        _wait_for(lambda: srv.counts["dropped"] == 20 and srv.pending == 0)
+        for s in silent:
+            s.close()
+    assert "handshake_timeout" in " ".join(r.getMessage() for r in caplog.records)
+
+
+def test_pending_caps_close_the_oldest_connection_of_the_heaviest_address(setup):
+    config, certs, cases = setup
+    settings = ServeSettings(
+        max_pending=4, max_pending_per_address=2, handshake_timeout=30.0, workers=1
+    )
+    with Server(config, "bob", settings=settings, port=0) as srv:
+        a1, a2 = _connect(srv.address, "127.0.0.2"), _connect(srv.address, "127.0.0.2")
+        _wait_for(lambda: srv.pending == 2)
+        a3 = _connect(srv.address, "127.0.0.2")  # a third from one address: its oldest goes
+        assert _closed_by_server(a1, 5) and not _closed_by_server(a2, 0.2)
+        b1, b2 = _connect(srv.address, "127.0.0.3"), _connect(srv.address, "127.0.0.3")
+        _wait_for(lambda: srv.pending == 4)
+        c1 = _connect(srv.address, "127.0.0.4")  # over the total: the heaviest address's oldest
+        assert _closed_by_server(a2, 5) and not _closed_by_server(b1, 0.2)
+        _ok(srv, certs, cases[:1])  # a client still gets through the full front door
+        assert srv.counts["dropped"] >= 3 and srv.pending <= 4
+        for s in (a1, a2, a3, b1, b2, c1):
+            s.close()
+
+
+def test_an_address_opening_connections_too_fast_is_throttled_before_tls(setup):
+    config, certs, cases = setup
+    settings = ServeSettings(
+        connect_rate_per_address=1.0, connect_burst_per_address=3, handshake_timeout=30.0
+    )
+    with Server(config, "bob", settings=settings, port=0) as srv:
+        flood = [_connect(srv.address, "127.0.0.2") for _ in range(6)]
+        _wait_for(lambda: srv.counts["throttled"] >= 2)
+        assert sum(_closed_by_server(s, 2) for s in flood) >= 2  # closed on arrival
+        assert srv.pending <= 4
+        _ok(srv, certs, cases[:1])  # another address is not held back
+        for s in flood:
+            s.close()
+    with pytest.raises(ConfigError):
+        ServeSettings(connect_rate_per_address=0)
+
+
+def test_one_client_name_runs_at_most_its_share_of_the_sessions(setup):
+    config, certs, cases = setup
+    settings = ServeSettings(
+        max_sessions=3, max_sessions_per_client=1, when_busy="refuse", workers=1
+    )
+    with Server(config, "bob", settings=settings, port=0) as srv:
+        holder = _raw_session(srv, certs, "carol")
+        with pytest.raises(ServerBusyError, match="carol"):
+            client(srv.address, certs, cases[0][0], "carol")
+        _ok(srv, certs, cases[:1], "alice")  # a free slot is not carol's to take
+        holder.close()
+    settings = ServeSettings(max_sessions=3, max_sessions_per_client=1, workers=1)
+    with Server(config, "bob", settings=settings, port=0) as srv:
+        holder = _raw_session(srv, certs, "carol")
+        out = {}
+        waiter = threading.Thread(
+            target=lambda: out.update(r=client(srv.address, certs, cases[1][0], "carol"))
+        )
+        waiter.start()
+        _wait_for(lambda: len(srv._queue) == 1)
+        _ok(srv, certs, cases[:1], "alice")  # carol's waiter ahead does not hold alice back
+        holder.close()
+        waiter.join(30)
+        assert out["r"]["keyword"] == cases[1][1]
+
+
+def _failed_with(caplog, client_name: str, error: str) -> bool:
+    return any(
+        f"client={client_name}" in r.getMessage() and error in r.getMessage()
+        for r in caplog.records
+    )
+
+
+def test_a_declared_frame_above_the_session_limit_is_refused_at_its_length_prefix(setup, caplog):
+    config, certs, cases = setup
+    caplog.set_level(logging.INFO, logger="smc_hmm.serve")
+    settings = ServeSettings(max_frame_bytes=2**16, workers=1)
+    with Server(config, "bob", settings=settings, port=0) as srv:
+        assert srv.max_frame_bytes == 2**16  # the smaller of [serve] and [run]
+        sock = _raw_session(srv, certs)
+        sock.sendall((2**16 + 1).to_bytes(4, "big") + b"and only a little of the body")
+        _wait_for(lambda: srv.counts["failed"] == 1)
+        assert _failed_with(caplog, "dave", "FrameTooLargeError")
+        sock.close()
+        _ok(srv, certs, cases[:1])
+
+
+def test_a_flooding_client_is_slowed_down_then_dropped(setup, caplog):
+    config, certs, cases = setup
+    caplog.set_level(logging.INFO, logger="smc_hmm.serve")
+    settings = ServeSettings(
+        inbox_frames=4, inbox_bytes=2**18, max_buffered_messages=8, max_buffered_bytes=2**20
+    )
+    with Server(config, "bob", settings=settings, port=0) as srv:
+        sock = _raw_session(srv, certs)
+        frame = WireCodec().encode({"t": "flood", "d": 1, "b": bytes(2**16)})
+        sent = 0
+        with pytest.raises(OSError):  # noqa: PT012 - until Bob drops the connection
+            sock.settimeout(10)
+            for _ in range(10_000):  # 640 MiB: far more than Bob ever holds
+                sock.sendall(len(frame).to_bytes(4, "big") + frame)
+                sent += 1
+        assert sent < 10_000
+        _wait_for(lambda: srv.counts["failed"] == 1)
+        assert _failed_with(caplog, "dave", "BackpressureError: bob: alice sent 9 messages")
+        sock.close()
+        _ok(srv, certs, cases[:1])
+
+
+def test_a_client_key_above_max_key_bits_ends_its_session(setup, caplog):
+    config, certs, cases = setup
+    caplog.set_level(logging.INFO, logger="smc_hmm.serve")
+    import warnings
+
+    from smc_hmm.crypto import generate_keypair
+    from smc_hmm.errors import InsecureKeyWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureKeyWarning)
+        big = generate_keypair(768, insecure=True)
+    settings = ServeSettings(max_key_bits=640, workers=1)
+    with Server(config, "bob", settings=settings, port=0) as srv:
+        with pytest.raises(SmcHmmError):
+            client(srv.address, certs, cases[0][0], kp=big)
+        _wait_for(lambda: srv.counts["failed"] == 1)
+        assert _failed_with(caplog, "alice", "ParameterBoundError")
+        assert _failed_with(caplog, "alice", "max_key_bits = 640")
+        _ok(srv, certs, cases[:1])
+
+
+def test_an_oversized_hello_is_refused(setup, server):
+    from smc_hmm.runtime.client import client_tls
+
+    _, certs, _ = setup
+    tls, _ = client_tls(certs, "carol")
+    raw = socket.create_connection(server.address, timeout=10)
+    with tls.client_context().wrap_socket(raw) as sock:
+        sock.sendall((5000).to_bytes(4, "big") + b"x" * 100)
+        reply = recv_hello(sock)
+    assert reply["ok"] is False and "oversized hello" in reply["reason"]
+    _wait_for(lambda: server.counts["refused"] == 1)

@@ -47,7 +47,12 @@ def served(tmp_path_factory):
     directory = tmp_path_factory.mktemp("serve-load")
     path = write_serve_config(
         directory,
-        serve={"max_sessions": 8, "shutdown_grace": SHUTDOWN_GRACE, "session_timeout": 60.0},
+        serve={
+            "max_sessions": 8,
+            "max_sessions_per_client": 8,  # one client name runs the 8 concurrent sessions
+            "shutdown_grace": SHUTDOWN_GRACE,
+            "session_timeout": 60.0,
+        },
     )
     config = load_config(path)
     address = config.party("bob").address

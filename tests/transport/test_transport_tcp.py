@@ -17,13 +17,16 @@ import pytest
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import (
     AuthenticationError,
+    BackpressureError,
     ConfigError,
     FrameTooLargeError,
+    InvalidInputError,
     PeerDisconnectedError,
     PeerTimeoutError,
     TransportError,
 )
 from smc_hmm.transport import Channel, TcpNetwork, TlsConfig, tcp_transport
+from smc_hmm.transport.tcp import ConnectionBudget
 from smc_hmm.wire import WireCodec
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
@@ -455,3 +458,90 @@ def test_declared_length_is_checked_before_the_body():
             assert time.monotonic() - t0 < 1
         finally:
             bob.close()
+
+
+# -- backpressure: bounded queues and budgets ----------------------------------------------------
+
+
+def test_a_full_inbox_stops_the_reading_until_the_receiver_takes_a_frame():
+    """The receiver holds at most its inbox budget; the rest waits in the sender's outbox
+    (slowed down by TCP flow control) and arrives in order once the receiver reads."""
+    budget = ConnectionBudget(inbox_frames=4, inbox_bytes=2**20)
+    net = TcpNetwork(["alice", "bob"], budget=budget)
+    try:
+        alice, bob = net.transport("alice"), net.transport("bob")
+        frame = 256 * 1024
+        for i in range(64):  # 16 MiB, far beyond what the sockets buffer
+            alice.send_bytes("bob", i.to_bytes(4, "big") * (frame // 4))
+        time.sleep(0.5)
+        inbox = bob._conns["alice"].inbox
+        assert len(inbox._items) <= 4 and inbox._bytes <= 2**20 + frame
+        assert alice._conns["bob"]._out_bytes > 8 * frame  # the sender is held back
+        for i in range(64):
+            assert bob.recv_bytes("alice", 10)[:4] == i.to_bytes(4, "big")
+    finally:
+        net.close()
+
+
+def test_a_peer_that_does_not_read_fills_the_outbox_then_the_send_fails():
+    budget = ConnectionBudget(outbox_bytes=2**20, send_timeout=0.5, inbox_frames=1)
+    net = TcpNetwork(["alice", "bob"], budget=budget)
+    try:
+        alice = net.transport("alice")
+        t0 = time.monotonic()
+        with pytest.raises(BackpressureError, match="outbox_bytes"):
+            for _ in range(1000):  # bob never reads: kernel buffers, then the outbox fill up
+                alice.send_bytes("bob", bytes(256 * 1024))
+        assert time.monotonic() - t0 < 30
+    finally:
+        net.close()
+
+
+def test_connection_budgets_are_validated():
+    for bad in ({"inbox_frames": 0}, {"inbox_bytes": -1}, {"outbox_bytes": 1.5}):
+        with pytest.raises(InvalidInputError):
+            ConnectionBudget(**bad)
+    with pytest.raises(InvalidInputError):
+        ConnectionBudget(send_timeout=0)
+
+
+@pytest.mark.parametrize(
+    "budget, match",
+    [
+        ({"max_buffered_messages": 3}, "max_buffered_messages = 3"),
+        ({"max_buffered_bytes": 10_000}, "max_buffered_bytes = 10000"),
+    ],
+)
+def test_a_channel_drops_a_peer_beyond_its_budget_of_unrequested_messages(budget, match):
+    net = TcpNetwork(["alice", "bob"])
+    try:
+        codec = WireCodec()
+        sender = Channel(net.transport("alice"), codec)
+        receiver = Channel(net.transport("bob"), codec, timeout=5, **budget)
+        for _ in range(3):
+            sender.send("bob", "noise", b"x" * 3000)  # 3 messages, ~9 KB: within both budgets
+        sender.send("bob", "wanted", 1)
+        assert receiver.recv("alice", "wanted") == 1  # the one asked for is never refused
+        assert receiver.pending() == {"alice": {"noise": 3}}
+        for _ in range(3):
+            sender.send("bob", "noise", b"x" * 3000)
+        sender.send("bob", "wanted", 2)
+        with pytest.raises(BackpressureError, match=match):
+            receiver.recv("alice", "wanted")
+    finally:
+        net.close()
+
+
+def test_abort_drops_the_connection_without_waiting_for_the_peer():
+    net = TcpNetwork(["alice", "bob"], close_timeout=30.0)
+    try:
+        alice, bob = net.transport("alice"), net.transport("bob")
+        for _ in range(4):
+            alice.send_bytes("bob", bytes(2**20))  # bob reads none of it
+        t0 = time.monotonic()
+        bob.abort()
+        assert time.monotonic() - t0 < 5  # no flush, no wait for alice's end
+        with pytest.raises(PeerDisconnectedError):
+            alice.recv_bytes("bob", 5)
+    finally:
+        net.close()

@@ -21,14 +21,19 @@ from pathlib import Path
 
 import numpy as np
 
+from smc_hmm.cli.common import add_key_arguments, check_key_bits, check_output_path, console
+from smc_hmm.compute import Compute
 from smc_hmm.crypto import generate_keypair
-from smc_hmm.errors import InsecureKeyWarning, InvalidInputError
+from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError
 from smc_hmm.hmm import log_likelihood
+from smc_hmm.progress import status
 from smc_hmm.protocol import find
 from smc_hmm.runtime.simulate import run_protocol
 
+HELP = "recognise the keyword of one WAV recording securely (Alice and Bob in-process)"
 
-def add_arguments(p) -> None:
+
+def configure(p) -> None:
     p.add_argument("--audio", required=True, help="Alice's recording (mono WAV, any rate)")
     p.add_argument(
         "--models",
@@ -36,11 +41,21 @@ def add_arguments(p) -> None:
         help="Bob's keyword models: diag or full (bundled digit HMMs) or a model file (.npz)",
     )
     # the protocol validates the mode (this core module does not import protocols/)
-    p.add_argument("--mode", default="fast", help="argmax mode: fast (default) or private")
-    p.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus size")
     p.add_argument(
-        "--insecure", action="store_true", help="allow keys below 2048 bits (tests only)"
+        "--mode",
+        choices=("private", "fast"),
+        default="private",
+        help="argmax: private (Alice learns only the label) or fast (opt-in: Alice also "
+        "learns the order of all keywords' scores and the ratios of their differences, "
+        "docs/security.md)",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="compute lanes per party (default: the machine's cores)",
+    )
+    add_key_arguments(p, "tests only")
     p.add_argument("--timeout", type=float, default=300.0, help="per-receive timeout, seconds")
     p.add_argument("--json", metavar="PATH", help="also write the decisions and cost as JSON")
     p.add_argument("--server", metavar="HOST:PORT", help="a serving Bob (smc-hmm serve)")
@@ -58,6 +73,12 @@ def _models(spec: str):
 
     if spec in ("diag", "full"):
         return (*load_bundled_models(spec), load_pipeline())
+    if not Path(spec).is_file():
+        raise ConfigError(
+            f"--models {spec}: not diag, full or a model file; use diag or full (the bundled "
+            "digit HMMs, diagonal or full covariances) or the path of a .npz model file "
+            "(written by smc_hmm.hmm.io.save_models)"
+        )
     models, labels = load_models(Path(spec))
     labels = labels or [str(i) for i in range(len(models))]
     stored = load_model_pipeline(Path(spec))
@@ -65,14 +86,17 @@ def _models(spec: str):
     return models, labels, pipeline
 
 
-def run(args, console) -> int:
+def run(args) -> int:
     """Recognise ``args.audio`` securely; print both decisions and the cost tables."""
-    if args.key_bits < 2048 and not args.insecure:
-        raise InvalidInputError(
-            f"{args.key_bits}-bit keys are insecure: add --insecure (tests only)"
-        )
+    check_key_bits(args)
+    check_output_path(args.json)
     if args.server:
-        return _run_against_server(args, console)
+        return _run_against_server(args, console())
+    return _run_in_process(args, console())
+
+
+def _run_in_process(args, console) -> int:
+    """Alice and Bob in this process, one thread each."""
     protocol = find("keyword")
     params = protocol.params({"mode": args.mode})  # a bad mode fails before any work
     models, labels, pipeline = _models(args.models)
@@ -86,22 +110,31 @@ def run(args, console) -> int:
     if args.insecure:
         console.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
     with (
-        console.status(f"generating a {args.key_bits}-bit Paillier key pair"),
+        status(console, f"generating a {args.key_bits}-bit Paillier key pair"),
         warnings.catch_warnings(),
     ):
         warnings.simplefilter("ignore", InsecureKeyWarning)
         keypair = generate_keypair(args.key_bits, insecure=args.insecure)
     scores = [log_likelihood(m, frames) for m in models]
     plain = labels[int(np.argmax(scores))]
-    with console.status(
-        f"secure keyword recognition: {len(frames)} frames, {len(models)} keywords, "
-        f"{args.mode} mode"
+    if args.mode == "fast":
+        console.print(
+            "[yellow]warning: fast mode reveals the order of all keywords' scores to Alice[/]"
+        )
+    with (
+        Compute.processes(args.workers) as compute,
+        status(
+            console,
+            f"secure keyword recognition: {len(frames)} frames, {len(models)} keywords, "
+            f"{args.mode} mode",
+        ),
     ):
         result = run_protocol(
             protocol,
             params,
             {"alice": ("alice", frames), "bob": ("bob", (models, labels))},
             keys={"alice": keypair},
+            compute={"alice": compute, "bob": compute},  # the bench's and demo's lanes
             min_key_bits=min(args.key_bits, 2048) if args.insecure else 2048,
             timeout=args.timeout,
             meta={"audio": str(args.audio), "mode": args.mode},
@@ -111,7 +144,8 @@ def run(args, console) -> int:
     console.print(
         f"{args.audio}: secure decision [bold]{secure}[/] ({args.mode} mode, "
         f"{result.elapsed:.1f} s), plaintext decision {plain} "
-        f"({'[green]agrees[/]' if secure == plain else '[red]DIFFERS[/]'})"
+        f"({'[green]agrees[/]' if secure == plain else '[red]DIFFERS[/]'})",
+        soft_wrap=True,
     )
     if args.json:
         report = {
@@ -141,7 +175,7 @@ def _run_against_server(args, console) -> int:
     frames = load_pipeline().features_from_wav(args.audio)
     if args.insecure:
         console.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
-    with console.status(f"secure keyword recognition with {args.server} as {name}"):
+    with status(console, f"secure keyword recognition with {args.server} as {name}"):
         result = run_client_session(
             "keyword",
             "alice",
@@ -157,7 +191,8 @@ def _run_against_server(args, console) -> int:
     secure = result["output"]["keyword"]
     console.print(
         f"{args.audio}: secure decision [bold]{secure}[/] (session {result['session']} with "
-        f"{args.server}, {result['output']['mode']} mode, {result['elapsed']:.1f} s)"
+        f"{args.server}, {result['output']['mode']} mode, {result['elapsed']:.1f} s)",
+        soft_wrap=True,
     )
     if args.json:
         report = {

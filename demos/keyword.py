@@ -1,7 +1,7 @@
 """``smc-hmm demo keyword``: secure keyword recognition on the bundled real speech.
 
 Alice holds bundled test-split utterances (spoken digits, Free Spoken Digit
-Dataset, CC BY-SA 4.0: ``smc_hmm/data/NOTICE``); Bob holds the ten bundled digit
+Dataset, CC BY-SA 4.0: ``smc_hmm/data/fsdd/NOTICE``); Bob holds the ten bundled digit
 HMMs.  :mod:`protocols.keyword` runs in-process; the demo checks every decision
 against the plaintext argmax of log-likelihoods and prints the cost table.
 """
@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 
-from parties.demos import key_holder, min_key_bits
+from demos.common import key_holder, min_key_bits
 from protocols import keyword
 from smc_hmm.compute import Compute
 from smc_hmm.data import load_bundled_models, load_test_utterances
 from smc_hmm.errors import InvalidInputError
 from smc_hmm.hmm import log_likelihood
+from smc_hmm.progress import status
 from smc_hmm.runtime import run_protocol
 
 
@@ -23,8 +24,9 @@ def add_keyword_arguments(parser) -> None:
     parser.add_argument(
         "--mode",
         choices=keyword.MODES,
-        default="fast",
-        help="argmax: fast (Alice learns the scores' order) or private",
+        default="private",
+        help="argmax: private (Alice learns only the label) or fast (opt-in: Alice also "
+        "learns the order of all scores and the ratios of their differences)",
     )
     parser.add_argument(
         "--models",
@@ -36,7 +38,8 @@ def add_keyword_arguments(parser) -> None:
         "--utterances",
         type=int,
         default=3,
-        help="how many bundled test utterances, one per digit (default 3)",
+        help="how many bundled test utterances, one digit after another (default 3; at most "
+        "250, the whole bundled test split, each once)",
     )
     parser.add_argument(
         "--frames",
@@ -52,6 +55,11 @@ def keyword_demo(args, console) -> int:
         raise InvalidInputError("--utterances and --frames must be >= 1")
     models, labels = load_bundled_models(args.models)
     utterances = load_test_utterances()
+    if args.utterances > len(utterances):
+        raise InvalidInputError(
+            f"--utterances {args.utterances}: the bundled test split holds {len(utterances)} "
+            "utterances (10 digits x 5 speakers x 5 recordings); ask for at most that many"
+        )
     # utterance i: digit i mod 10, speaker (i // 10) mod 5, recording (i // 50) mod 5; the
     # bundled test split is ordered digit, speaker, recording (10 x 5 x 5), so the first
     # 250 are all of it, each once
@@ -68,9 +76,10 @@ def keyword_demo(args, console) -> int:
         for n, utt in enumerate(chosen, 1):
             frames = utt.features[: args.frames] if args.frames else utt.features
             plain = max(range(len(models)), key=lambda k: log_likelihood(models[k], frames))
-            with console.status(
+            with status(
+                console,
                 f"[{n}/{len(chosen)}] secure keyword recognition, {len(frames)} frames, "
-                f"{len(models)} keywords, {args.mode} mode"
+                f"{len(models)} keywords, {args.mode} mode",
             ):
                 result = run_protocol(
                     keyword.PROTOCOL,
@@ -90,7 +99,8 @@ def keyword_demo(args, console) -> int:
                 f"{len(frames)} frames): Alice hears [bold]{got}[/], plaintext argmax "
                 f"{labels[plain]} ({'[green]agrees[/]' if same else '[red]DIFFERS[/]'}); "
                 f"{result.elapsed:.1f} s, {result.cost.bytes_total / 1e6:.1f} MB, "
-                f"{result.cost.rounds} rounds"
+                f"{result.cost.rounds} rounds",
+                soft_wrap=True,  # one line per utterance, whatever the width
             )
             report["runs"].append(
                 {
@@ -106,7 +116,9 @@ def keyword_demo(args, console) -> int:
     console.print(f"cost of utterance {len(chosen)} in detail:")
     result.cost.render(console)
     report["ok"] = agree == len(chosen)
-    console.print(f"{agree}/{len(chosen)} secure decisions agree with the plaintext argmax")
+    console.print(
+        f"{agree}/{len(chosen)} secure decisions agree with the plaintext argmax", soft_wrap=True
+    )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(report, fh, indent=2, sort_keys=True)

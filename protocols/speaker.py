@@ -1,0 +1,949 @@
+"""Secure speaker identification and verification with Gaussian mixture models (thesis 003, 5.2.2).
+
+Roles and data:
+
+* **Alice** (client) holds the Paillier key pair and an utterance: T feature frames
+  x_t in R^d, every |x_ti| <= ``feature_bound`` (public).  In ``verify`` mode she also
+  claims an identity.
+* **Bob** (server) holds one diagonal GMM per enrolled speaker and a universal
+  background model (UBM, the label ``ubm`` names it), each stored as a GaussianHMM whose
+  transition rows equal its mixture weights (:mod:`smc_hmm.data.speakers`).
+
+A GMM's utterance log-likelihood log P = sum_t log sum_m w_m N(x_t; mu_m, Sigma_m) is the
+forward algorithm of that HMM, so :func:`smc_hmm.hmm.log_likelihood` is the oracle.
+Frames are independent: every per-frame LOGSUM of the utterance runs in ONE batched round
+trip (``frames_per_round = 0``, the default; ``frames_per_round = 1`` is the
+one-round-per-frame baseline of the benchmark).
+
+Modes (public parameter ``mode``):
+
+* ``identify`` -- Alice learns the best enrolled speaker, or "none" (None) unless that
+  speaker's log-likelihood beats the UBM's by more than ``margin`` nats per frame
+  (public; may be negative).  Bob learns nothing.
+* ``verify`` -- Alice names a claimed speaker (revealed to Bob, as a login name is: the
+  claim is *public*; hiding who is verified is what ``anonymous`` is for).  Bob learns
+  only the bit [log P(x | claim) - log P(x | UBM) > ``threshold`` T]; Alice learns
+  nothing (the application may tell her).  Only the claimed model and the UBM run.
+* ``anonymous`` -- every model runs; Bob learns only the bit
+  [max_k log P(x | k) - log P(x | UBM) > ``threshold`` T]: whether the voice belongs to
+  *some* enrolled speaker, never which model won (thesis: "keep all model types active
+  at all times and the precise model used must not be revealed").
+
+Protocol (every scale and bound below follows from public parameters; f =
+``log_scale``, fs = ``feature_scale``, g = ``exp_bits``, B = ``beta_bits``, K =
+ceil(``blind_nats`` / ln 2)):
+
+0. Alice -> Bob ``spk.key``; Bob -> Alice ``spk.spec``: the public sizes (d, components
+   of each model, labels).  ``verify``: Alice -> Bob ``spk.claim``.
+1. Alice -> Bob ``spk.length`` T and ``spk.obs``: x_ti and x_ti^2 at fs bits, the frames
+   of a group packed into the slots of one ciphertext (``SpeakerSpec.emission_plan``:
+   20 frames per 2048-bit ciphertext), 2d ciphertexts per group.
+2. Bob -> Alice ``spk.emit``: for every frame t, model r and component m,
+   E(y_trm), y_trm = log w_rm + log N(x_t; mu_rm, Sigma_rm) - log k_trm - log beta_tr,
+   one packed multi-exponentiation per component and group (the weights of
+   log N = a . x + b . x^2 + c are Bob's exponents), plus the blinds per slot.  k_trm and
+   beta_tr are Bob's integers, log-uniform on [2^B, 2^(B+K)).  Alice decrypts one
+   ciphertext per component and group.
+3. LOGSUM, all frames at once.  Alice -> Bob ``spk.exp``: per element,
+   E(V_trm 2^(W j)), V_trm = round(2^g exp(y_trm - c_tr)) with c_tr = max_m y_trm, placed
+   in the slot j of its target (t, r) (W = ``SpeakerSpec.result_plan.slot_bits``).
+   Bob -> Alice ``spk.sum``: per result ciphertext, the packed
+   S_tr + N_tr = sum_m k_trm V_trm + N_tr, one multi-exponentiation over its elements
+   with the exponents k_trm (61 bits), N_tr uniform on [0, 2^(B + K + ceil(log2 M) + 41)).
+   S_tr = 2^g e^(-c_tr) e^(L_tr - log beta_tr) (1 + ~2^-37): the unblinding is folded into
+   Bob's exponents, as in the thesis's secure LOGSUM, and L_tr = log p(x_t | r).
+4. Alice: a_tr = log(S_tr + N_tr) - g ln 2 + c_tr = L_tr - log beta_tr, summed over the
+   frames: A_r = log P_r - sum_t log beta_tr.  Alice -> Bob ``spk.shares``:
+   E(round(A_r 2^s)) (s = ``score_scale``); Bob adds round(2^s sum_t log beta_tr):
+   E(v_r), v_r = 2^s log P_r within one unit.  (``reveal_scores``, for measurements only:
+   Alice -> Bob ``spk.logs`` E(A_r) at scale f, Bob -> Alice ``spk.scores`` E(log P_r);
+   Alice then also learns every log P_r.)
+5. Decisions with DGK comparisons (:mod:`protocols.compare`):
+   ``identify``: Bob adds margin T 2^s to the UBM's score and runs the secure argmax
+   (tournament, random tie-break), the winner's label revealed to Alice (``spk.result``).
+   ``verify``: one comparison [v_UBM + threshold T 2^s < v_claim], revealed to Bob
+   (``spk.reveal`` / ``spk.opened``).  ``anonymous``: the secure argmax over the
+   speakers keeps E(max) at Bob, then the same comparison against the UBM.
+
+Who learns what (semi-honest Alice and Bob, not colluding):
+
+* Bob sees only ciphertexts under Alice's keys (Paillier, DGK) and the public sizes
+  (d, T, the number of models and components, the mode, the labels); in ``verify`` the
+  claimed identity; in ``verify`` and ``anonymous`` the decision bit.
+* Alice learns the public sizes and, per frame t, model r and component m: (a) y_trm,
+  the component's log-density blinded by log k_trm + log beta_tr, and (b) per frame and
+  model L_tr - log beta_tr (within 2^-37 relative).  Both blinds are log-uniform over K
+  octaves: each log-value, and each difference of two, is hidden within K ln 2 >=
+  ``blind_nats`` = 20 nats (statistical distance |u - u'| / (K ln 2) between two values u,
+  u'; the thesis's secure LOGSUM blinding).  The noise N makes S_tr + N_tr a function of
+  L_tr - log beta_tr alone up to statistical distance 2^-40 per value: without it the
+  exact integer sum_m k_trm V_trm would let her solve for the k_trm whenever one or two
+  components dominate a frame, and so read exact differences of Bob's component
+  log-densities (``test_without_noise_the_exponents_leak`` runs that attack).  Bob's
+  exponents are exact integers: there is no rounding structure for a lattice to use.
+  (c) In the comparisons: masked values (2^-40) and uniform bits, and in ``identify``
+  the winner's label.  Repeated sessions average the blinds of (a) and (b): over k runs
+  a blinded value narrows to about K ln 2 / sqrt(12 k) (``docs/security.md``).
+* Ties: scores are compared at 2^-s nats (s = 16) after rounding each party's share, so
+  two scores within 2^-(s-1) nats may compare either way; an exact tie in ``identify``
+  goes to a uniformly random one of the tied labels, in ``verify`` / ``anonymous`` a
+  score exactly at the threshold is rejected.
+* Refusals: a frame value that is not finite or exceeds ``feature_bound`` (Alice), or a
+  model whose log-densities may exceed the public bound 2^(log_bound_bits - 1) nats over
+  the admissible features (Bob), is a check on private data: that party runs the whole
+  protocol on well-formed dummy values (zero frames; unit Gaussians) and raises its
+  typed error only after its last message, so the other party's view is the same as in
+  an accepted run (its result is then meaningless).  Shape and type errors (d, T, a
+  model that is not a diagonal GMM, an unknown claim) concern public facts and are
+  raised at once.
+
+Precision: log-values at f = 80 fractional bits, features at fs = 40 and Bob's emission
+weights at f - fs; each frame's LOGSUM is exact to 2^-37 relative (the noise and Alice's
+rounding of V), so log P is within ~1e-12 relative of the plaintext
+(``smc-hmm bench speaker`` measures it).  A component more than (g + 1) ln 2 nats behind
+the frame's best contributes V = 0: less than 2^-g e^(K ln 2) of the sum, so nothing is
+refused for precision.
+
+Run: ``smc-hmm speaker identify --audio FILE.wav``, ``smc-hmm speaker verify --audio
+FILE.wav --claim NAME``, ``protocol = "speaker"`` in a parties.toml (Alice's
+``utterance``: a WAV file, frames, or ``{features = ..., claim = ...}``; Bob's
+``models``: a labelled GMM file) or through ``smc-hmm serve``.  Tests:
+``tests/protocols/test_protocol_speaker.py``; docs: ``docs/speaker.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from protocols import compare
+from protocols.primitives import exp_fixed, log_fixed, log_uniform_integer
+from smc_hmm.crypto import CipherArray
+from smc_hmm.crypto.fixedpoint import ldexp_int
+from smc_hmm.crypto.multiexp import SHARED_BASE_MAX_TERMS
+from smc_hmm.crypto.packing import PackingPlan
+from smc_hmm.data.speakers import gmm, gmm_parts
+from smc_hmm.errors import (
+    ConfigError,
+    InvalidInputError,
+    PrecisionError,
+    ProtocolError,
+    SmcHmmError,
+)
+from smc_hmm.limits import MAX_SEQUENCE_LENGTH, MAX_STATES, MAX_WIDTH, check_at_most
+from smc_hmm.messages import Ciphertexts, Key, Message, Public, Revealed
+from smc_hmm.protocol import ProtocolDescriptor, Role
+from smc_hmm.runtime.inputs import load_array, resolve_path
+
+NAME = "speaker"
+MODES = ("identify", "verify", "anonymous")
+#: the largest margin or threshold, nats per frame
+MAX_NATS_PER_FRAME = 1000.0
+#: the decision's reveal messages (compare.bob_reveal / alice_reveal)
+REVEAL_TAGS = ("spk.reveal", "spk.opened", "spk.result")
+
+
+@dataclass(frozen=True)
+class SpeakerParams:
+    """Public parameters of secure speaker identification / verification (module docstring)."""
+
+    mode: str = "identify"
+    #: the label of the universal background model among Bob's models
+    ubm: str = "ubm"
+    #: identify: a speaker is named only if it beats the UBM by more than this (nats/frame)
+    margin: float = -2.0
+    #: verify / anonymous: accept iff the log-likelihood ratio exceeds this (nats/frame)
+    threshold: float = 0.0
+    feature_bound: float = 16.0
+    log_bound_bits: int = 20
+    log_scale: int = 80
+    feature_scale: int = 40
+    blind_nats: float = 20.0
+    beta_bits: int = 32
+    exp_bits: int = 112
+    score_scale: int = 16
+    #: frames per LOGSUM round trip; 0: all frames in one (the default)
+    frames_per_round: int = 0
+    #: for measurements: Alice also learns every log P (an extra, declared revelation)
+    reveal_scores: bool = False
+    sigma: int = 40
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise InvalidInputError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if not isinstance(self.ubm, str) or not self.ubm:
+            raise InvalidInputError("ubm must be the background model's label")
+        for name in ("margin", "threshold"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                raise InvalidInputError(f"{name} must be a finite number of nats per frame")
+            if abs(v) > MAX_NATS_PER_FRAME:
+                raise InvalidInputError(f"|{name}| must be <= {MAX_NATS_PER_FRAME} nats per frame")
+        if not (isinstance(self.feature_bound, int | float) and 0 < self.feature_bound <= 1e6):
+            raise InvalidInputError("feature_bound must be in (0, 1e6]")
+        if not isinstance(self.blind_nats, int | float) or not 1 <= self.blind_nats <= 200:
+            raise InvalidInputError("blind_nats must be in [1, 200]")
+        for name, lo, hi in (
+            ("log_bound_bits", 9, 60),
+            ("log_scale", 32, 160),
+            ("beta_bits", 32, 128),
+            ("exp_bits", 64, 512),
+            ("score_scale", 0, 32),
+            ("frames_per_round", 0, MAX_SEQUENCE_LENGTH),
+            ("sigma", 40, 128),
+        ):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise InvalidInputError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
+        if not 8 <= self.feature_scale < self.log_scale:
+            raise InvalidInputError("feature_scale must be in [8, log_scale)")
+        if self.score_scale > self.log_scale:
+            raise InvalidInputError("score_scale must not exceed log_scale")
+        if not isinstance(self.reveal_scores, bool):
+            raise InvalidInputError("reveal_scores must be true or false")
+
+    @property
+    def blind_octaves(self) -> int:
+        """K: Bob's blinds are log-uniform on [2^B, 2^(B+K)), K ln 2 >= blind_nats."""
+        return math.ceil(self.blind_nats / math.log(2))
+
+    @classmethod
+    def from_config(cls, section: Mapping) -> SpeakerParams:
+        """From the ``[protocol]`` table of a parties.toml (every key optional)."""
+        values = {k: v for k, v in section.items() if k != "name"}
+        unknown = set(values) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ConfigError(f"unknown speaker parameters: {sorted(unknown)}")
+        try:
+            return cls(**values)
+        except (InvalidInputError, TypeError) as e:
+            raise ConfigError(f"bad speaker parameters: {e}") from e
+
+
+@dataclass(frozen=True)
+class SpeakerSpec:
+    """The public sizes of one run and every scale, bound and layout derived from them.
+
+    ``components``: the mixture sizes of the models that run (all models, or the claim's
+    and the UBM's in ``verify``); ``length``: T.
+    """
+
+    params: SpeakerParams
+    dims: int
+    components: tuple[int, ...]
+    length: int
+    key_bits: int
+    labels: tuple[str, ...] = field(default=())
+
+    @property
+    def rows(self) -> int:
+        """Components of every running model: one emission per frame and row."""
+        return sum(self.components)
+
+    @property
+    def segments(self) -> list[slice]:
+        bounds = np.cumsum([0, *self.components])
+        return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+    # -- emissions -----------------------------------------------------------------------
+
+    @property
+    def f(self) -> int:
+        return self.params.log_scale
+
+    @property
+    def weight_scale(self) -> int:
+        return self.params.log_scale - self.params.feature_scale
+
+    @property
+    def obs_slot_bound(self) -> int:
+        """Public bound on an encoded x_i or x_i^2 (scale fs)."""
+        top = max(self.params.feature_bound, self.params.feature_bound**2)
+        return math.ceil(top * 2**self.params.feature_scale) + 1
+
+    @property
+    def reach_bound(self) -> int:
+        """Bob's emission a . x + b . x^2 + c may reach this at scale f (half the public
+        log bound); a model that could exceed it is refused (invisibly)."""
+        return 1 << (self.params.log_bound_bits - 1 + self.f)
+
+    @property
+    def emit_slot_bound(self) -> int:
+        """|y_trm| at scale f: the reach plus both blinds (< 2(B + K) ln 2 < 2^7 nats)."""
+        blinds = 2 * (self.params.beta_bits + self.params.blind_octaves)
+        if blinds * math.log(2) >= 1 << 7:
+            raise PrecisionError("beta_bits + blind octaves too large for the emission slots")
+        return self.reach_bound + (1 << (7 + self.f))
+
+    @property
+    def emission_plan(self) -> PackingPlan:
+        """One slot per frame: signed |y| < 2^(log_bound_bits + f), a sign and a carry bit."""
+        bits = self.params.log_bound_bits + self.f + 2
+        slots = (self.key_bits - 4) // bits
+        if slots < 1:
+            raise PrecisionError(f"a {self.key_bits}-bit key cannot hold one blinded emission")
+        return PackingPlan(bits, slots)
+
+    def frame_groups(self) -> list[range]:
+        per = self.emission_plan.slots
+        return [range(a, min(a + per, self.length)) for a in range(0, self.length, per)]
+
+    def packed_bound(self, slot_bound: int, plan: PackingPlan) -> int:
+        """Bound on a packed plaintext whose slots are each within ``slot_bound``."""
+        return slot_bound << ((plan.slots - 1) * plan.slot_bits + 1)
+
+    # -- LOGSUM ----------------------------------------------------------------------------
+
+    @property
+    def g(self) -> int:
+        return self.params.exp_bits
+
+    @property
+    def blind_bits(self) -> int:
+        """B + K: bits of Bob's largest exponent k (and of beta)."""
+        return self.params.beta_bits + self.params.blind_octaves
+
+    @property
+    def noise_bits(self) -> int:
+        """N uniform on [0, 2^noise_bits): drowns sum_m k_m (V_m - 2^g e^(y_m - c)), at most
+        M 2^(B+K-1), within 2^-sigma."""
+        return self.blind_bits + max(self.components).bit_length() + self.params.sigma
+
+    @property
+    def sum_bound(self) -> int:
+        """S + N < M 2^(g + B + K) + 2^noise_bits."""
+        return (max(self.components) << (self.g + self.blind_bits)) + (1 << self.noise_bits)
+
+    @property
+    def result_plan(self) -> PackingPlan:
+        """One slot per target (frame, model); 4 spare bits keep the multi-exponentiation's
+        bound inside the key for up to 16 slots."""
+        bits = self.sum_bound.bit_length() + 1
+        slots = min(16, (self.key_bits - 8) // bits)
+        if slots < 1:
+            raise PrecisionError(f"a {self.key_bits}-bit key cannot hold one LOGSUM result")
+        return PackingPlan(bits, slots)
+
+    def check_precision(self) -> None:
+        """PrecisionError unless each frame's LOGSUM keeps 2^-30 relative precision: the
+        noise (2^noise_bits) against the smallest sum 2^(g + B) (public sizes only)."""
+        if self.noise_bits - self.g - self.params.beta_bits > -30:
+            raise PrecisionError(
+                f"exp_bits = {self.g} leaves the LOGSUM noise within "
+                f"2^{self.noise_bits - self.g - self.params.beta_bits} of the result: raise it"
+            )
+        _ = self.emission_plan, self.result_plan  # both fit the key
+
+    def rounds(self) -> list[range]:
+        """The frames of each LOGSUM round trip."""
+        per = self.params.frames_per_round or self.length
+        return [range(a, min(a + per, self.length)) for a in range(0, self.length, per)]
+
+    def round_sizes(self, frames: range) -> tuple[int, int]:
+        """(elements Alice sends, result ciphertexts Bob returns) in one round."""
+        targets = len(frames) * len(self.components)
+        return len(frames) * self.rows, -(-targets // self.result_plan.slots)
+
+    def result_chunks(self, frames: range) -> list[tuple[int, int, int]]:
+        """Per result ciphertext of a round: (first element, end element, targets).
+
+        Targets (frame, model) run frame-major; ``result_plan.slots`` of them share a
+        ciphertext, and their elements (one per component) are contiguous."""
+        models, per = len(self.components), self.result_plan.slots
+        starts = np.cumsum([0, *self.components])
+
+        def element(i: int) -> int:  # where target i's elements begin
+            return (i // models) * self.rows + int(starts[i % models])
+
+        targets = len(frames) * models
+        return [
+            (element(a), element(min(a + per, targets)), min(per, targets - a))
+            for a in range(0, targets, per)
+        ]
+
+    # -- scores ------------------------------------------------------------------------------
+
+    @property
+    def s(self) -> int:
+        return self.params.score_scale
+
+    @property
+    def share_bound(self) -> int:
+        """|round(A_r 2^s)|: per frame |L - log beta| < 2^(log_bound_bits - 1) + 50 nats."""
+        return (self.length << (self.params.log_bound_bits + self.s)) + 1
+
+    @property
+    def log_share_bound(self) -> int:
+        return self.length << (self.params.log_bound_bits + self.f)
+
+    def offset_units(self, nats_per_frame: float) -> int:
+        """A margin or threshold for the whole utterance, at scale s (public)."""
+        return round(nats_per_frame * self.length * 2**self.s)
+
+    @property
+    def score_bound(self) -> int:
+        """|v_r| plus the largest public offset, for the comparisons' bit length."""
+        p = self.params
+        offset = abs(self.offset_units(max(abs(p.margin), abs(p.threshold)))) + 1
+        return self.share_bound + (self.length << (6 + self.s)) + offset + 1
+
+    @property
+    def compare_bits(self) -> int:
+        return self.score_bound.bit_length() + 2
+
+    def argmax_params(self, count: int, reveal_to: str) -> compare.ArgmaxParams:
+        return compare.ArgmaxParams(
+            bits=self.compare_bits,
+            count=count,
+            sigma=self.params.sigma,
+            reveal_to=reveal_to,
+            tie_break="random",
+            with_max=reveal_to == "none",
+        )
+
+    def compare_spec(self) -> compare.CompareSpec:
+        return compare.CompareSpec(self.compare_bits, 1, self.params.sigma)
+
+    # -- declarations ---------------------------------------------------------------------
+
+    def messages(self) -> dict[str, Message]:
+        """Every message of the run beyond the comparisons', from public parameters alone."""
+        ep, rp, n = self.emission_plan, self.result_plan, (len(self.components),)
+        groups = len(self.frame_groups())
+        out = {
+            "key": Message("spk.key", Key()),
+            "spec": Message("spk.spec", Public((dict,))),
+            "claim": Message("spk.claim", Revealed("the claimed identity", (str,))),
+            "length": Message("spk.length", Public((int,))),
+            "obs": Message(
+                "spk.obs",
+                Ciphertexts(
+                    self.params.feature_scale,
+                    self.packed_bound(self.obs_slot_bound, ep),
+                    (groups, 2 * self.dims),
+                ),
+            ),
+            "emit": Message(
+                "spk.emit",
+                Ciphertexts(
+                    self.f, self.packed_bound(self.emit_slot_bound, ep), (groups, self.rows)
+                ),
+            ),
+            "exp": Message(
+                "spk.exp", Ciphertexts(self.g, (1 << self.g) << (rp.slot_bits * (rp.slots - 1)))
+            ),
+            "sum": Message("spk.sum", Ciphertexts(self.g, self.packed_bound(self.sum_bound, rp))),
+            "shares": Message("spk.shares", Ciphertexts(self.s, self.share_bound, n)),
+            "logs": Message("spk.logs", Ciphertexts(self.f, self.log_share_bound, n)),
+            "scores": Message(
+                "spk.scores",
+                Ciphertexts(self.f, self.log_share_bound + (self.length << (6 + self.f)), n),
+            ),
+        }
+        return out
+
+
+def declared_messages(spec: SpeakerSpec) -> list[Message]:
+    """Every message of a run with these public sizes, comparisons included (for the
+    transcript harness and for readers)."""
+    out = list(spec.messages().values())
+    out += list(spec.compare_spec().messages().values())
+    count = len(spec.components)
+    out += spec.argmax_params(max(count, 2), "alice").messages()
+    out += list(compare._reveal_messages((1,), max(count - 1, 1), REVEAL_TAGS))
+    return out
+
+
+# -- Bob's models ----------------------------------------------------------------------------
+
+
+def _models_and_labels(speakers) -> tuple[list, list[str]]:
+    if isinstance(speakers, tuple) and len(speakers) == 2:
+        models, labels = speakers
+    else:
+        raise InvalidInputError("Bob's input is (models, labels): one labelled GMM per speaker")
+    models, labels = list(models), [str(x) for x in labels]
+    if len(models) != len(labels) or len(set(labels)) != len(labels):
+        raise InvalidInputError("one distinct label per model")
+    return models, labels
+
+
+def _running(models, labels, params: SpeakerParams, claim: str | None) -> list[int]:
+    """Indices of the models that run: all, or the claim's and the UBM's (``verify``)."""
+    if params.ubm not in labels:
+        raise InvalidInputError(f"no model is labelled {params.ubm!r} (the UBM)")
+    if len(labels) < 2:
+        raise InvalidInputError("speaker recognition needs at least one speaker and a UBM")
+    if params.mode != "verify":
+        return list(range(len(labels)))
+    if claim not in labels or claim == params.ubm:
+        raise ProtocolError(f"spk.claim: {claim!r} is not an enrolled speaker")
+    return [labels.index(claim), labels.index(params.ubm)]
+
+
+def _emission_rows(model) -> np.ndarray:
+    """Per component: weights of x_i and x_i^2, then the constant, with
+    log w_m N(x; mu_m, diag(s_m)) = a . x + b . x^2 + c."""
+    w, mu, var = gmm_parts(model)
+    const = (
+        np.log(w) - (mu * mu / (2 * var)).sum(axis=1) - 0.5 * np.log(2 * np.pi * var).sum(axis=1)
+    )
+    return np.concatenate([mu / var, -0.5 / var, const[:, None]], axis=1)
+
+
+def emission_program(models, spec: SpeakerSpec):
+    """Bob's integer emission weights (rows, 2d) at f - fs bits and constants at f bits.
+
+    Raises PrecisionError if a model's log-densities could exceed the public reach over
+    the admissible features (the caller turns that into an invisible refusal)."""
+    rows = np.concatenate([_emission_rows(m) for m in models])
+    if not np.isfinite(rows).all():
+        raise PrecisionError("a speaker model has a non-finite emission weight")
+    weights = np.array(
+        [[ldexp_int(float(v), spec.weight_scale) for v in row[:-1]] for row in rows], dtype=object
+    )
+    const = np.array([ldexp_int(float(v), spec.f) for v in rows[:, -1]], dtype=object)
+    for row, c in zip(weights, const):
+        reach = spec.obs_slot_bound * sum(abs(int(v)) for v in row) + abs(int(c))
+        if reach > spec.reach_bound:
+            raise PrecisionError(
+                f"with features up to {spec.params.feature_bound:g}, a component's "
+                f"log-density may reach {reach / 2**spec.f:.3g} nats, over half the public "
+                f"bound 2^{spec.params.log_bound_bits}: raise log_bound_bits or lower "
+                "feature_bound"
+            )
+    return weights, const
+
+
+def _dummy_models(components: Sequence[int], dims: int) -> list:
+    """Well-formed stand-ins of the public sizes (unit Gaussians, uniform weights)."""
+    return [gmm(np.full(c, 1.0 / c), np.zeros((c, dims)), np.ones((c, dims))) for c in components]
+
+
+def packed_emissions(enc_obs: CipherArray, weights, offsets, spec: SpeakerSpec) -> CipherArray:
+    """Bob's step 2: the (groups, rows) packed E(a . x_t + b . x_t^2 + offset_t,row).
+
+    Every group's 2d packed inputs are combined with the same integer weights (rows,
+    2d): one multi-exponentiation per row and group.  The inputs are cut into blocks of
+    at most ``SHARED_BASE_MAX_TERMS`` bases so that the crypto layer serves each block's
+    rows from shared per-base tables (about a third faster than one bucket method per
+    row over all 2d bases), and the blocks of every group are spread over the compute
+    lanes together.  The slots stay within ``emission_plan`` because
+    :func:`emission_program` checked each row's reach.
+    """
+    plan, groups = spec.emission_plan, spec.frame_groups()
+    width = 2 * spec.dims
+    parts = -(-width // SHARED_BASE_MAX_TERMS)
+    cuts = [(width * i // parts, width * (i + 1) // parts) for i in range(parts)]
+    blocks = [(enc_obs[g][a:b], weights[:, a:b]) for g in range(len(groups)) for a, b in cuts]
+    flat = CipherArray.lincomb_blocks(blocks, spec.weight_scale)
+    reach = spec.packed_bound(spec.reach_bound, plan)
+    rows = []
+    for g, group in enumerate(groups):
+        start = g * parts * spec.rows
+        combined = flat[start : start + spec.rows]
+        for i in range(1, parts):
+            combined = combined + flat[start + i * spec.rows : start + (i + 1) * spec.rows]
+        packed = [plan.pack([offsets[t][row] for t in group]) for row in range(spec.rows)]
+        summed = combined.with_bound(reach).add_encoded(np.array(packed, dtype=object))
+        rows.append(summed.reshape(1, spec.rows))
+    return CipherArray.concatenate(rows)
+
+
+# -- Alice's encoding --------------------------------------------------------------------------
+
+
+def _checked_frames(frames, params: SpeakerParams) -> tuple[np.ndarray, SmcHmmError | None]:
+    """Alice's frames, or zeros and the refusal to raise after the last message when a value
+    is not finite or exceeds the public feature bound (a check on private data)."""
+    x = np.asarray(frames, dtype=float)
+    if x.ndim != 2 or x.shape[0] == 0:
+        raise InvalidInputError("an utterance is a non-empty (T, d) array of feature frames")
+    if x.shape[0] > MAX_SEQUENCE_LENGTH:
+        raise InvalidInputError(f"an utterance has at most {MAX_SEQUENCE_LENGTH:,} frames")
+    if not np.isfinite(x).all():
+        return np.zeros_like(x), InvalidInputError("the utterance contains NaN or infinity")
+    top = float(np.abs(x).max())
+    if top > params.feature_bound:
+        return np.zeros_like(x), InvalidInputError(
+            f"a feature of magnitude {top:.6g} exceeds the public feature_bound "
+            f"{params.feature_bound:g}"
+        )
+    return x, None
+
+
+def encode_observations(pk, frames: np.ndarray, spec: SpeakerSpec) -> CipherArray:
+    """Step 1: x_i and x_i^2 at fs bits, the frames of a group in the slots of one ciphertext."""
+    plan, fs = spec.emission_plan, spec.params.feature_scale
+    products = np.concatenate([frames, frames * frames], axis=1)
+    encoded = np.array([[ldexp_int(float(v), fs) for v in row] for row in products], dtype=object)
+    rows = [[plan.pack(col) for col in encoded[g.start : g.stop].T] for g in spec.frame_groups()]
+    return CipherArray.encrypt_encoded(
+        pk, np.array(rows, dtype=object), fs, spec.messages()["obs"].body.bound
+    )
+
+
+# -- roles --------------------------------------------------------------------------------------
+
+
+def alice(ctx, utterance, params: SpeakerParams, peer: str = "bob"):
+    """Alice: her frames (T, d), or (frames, claim) in ``verify`` mode.
+
+    ``identify``: returns ``{"speaker": label or None, "index": ..., "mode": ...}``;
+    ``verify`` / ``anonymous``: returns None (Bob learns the decision), or, with
+    ``reveal_scores``, a dict with ``scores`` only.
+    """
+    frames, claim = utterance if isinstance(utterance, tuple) else (utterance, None)
+    if params.mode == "verify" and not isinstance(claim, str):
+        raise InvalidInputError("verify mode needs (frames, claimed speaker)")
+    frames, refusal = _checked_frames(frames, params)
+    pk, sk = ctx.keypair
+    # Step 0: key out, public sizes in
+    ctx.send(peer, Message("spk.key", Key()), pk)
+    sizes = ctx.recv(peer, Message("spk.spec", Public((dict,))))
+    dims, components, labels = _parse_sizes(sizes)
+    if frames.shape[1] != dims:
+        raise InvalidInputError(
+            f"Bob's models expect {dims} features per frame, not {frames.shape[1]}"
+        )
+    if params.ubm not in labels:
+        raise ProtocolError(f"spk.spec: no model is labelled {params.ubm!r}")
+    if params.mode == "verify":
+        if claim not in labels or claim == params.ubm:
+            raise InvalidInputError(f"{claim!r} is not an enrolled speaker ({', '.join(labels)})")
+        ctx.send(peer, Message("spk.claim", Revealed("the claimed identity", (str,))), claim)
+        running = [labels.index(claim), labels.index(params.ubm)]
+    else:
+        running = list(range(len(labels)))
+    spec = SpeakerSpec(
+        params, dims, tuple(components[i] for i in running), len(frames), pk.bits, tuple(labels)
+    )
+    spec.check_precision()
+    msg = spec.messages()
+    with ctx.phase("encrypt features"):
+        # Step 1: T (public) and the packed features
+        ctx.send(peer, msg["length"], spec.length)
+        ctx.send(peer, msg["obs"], encode_observations(pk, frames, spec))
+    with ctx.phase("emissions"):
+        # Step 2: every blinded emission y_trm, frames in slots
+        y = _unpack(ctx.recv(peer, msg["emit"]).decrypt_ints(sk), spec)
+    offset = log_fixed(1 << spec.g, spec.f)
+    shares = [0] * len(spec.components)  # A_r at scale f
+    with ctx.phase("logsum"):
+        for frames_of_round in spec.rounds():
+            # Step 3: E(V 2^(W j)) per element, one round for these frames
+            values, shifts = _alice_exp_values(y, frames_of_round, spec)
+            enc = CipherArray.encrypt_encoded(pk, values, spec.g, msg["exp"].body.bound)
+            ctx.send(peer, msg["exp"], enc)
+            enc_sums = ctx.recv(peer, msg["sum"])
+            if enc_sums.shape != (spec.round_sizes(frames_of_round)[1],):
+                raise ProtocolError(f"spk.sum: {enc_sums.shape} results for this round")
+            sums = enc_sums.decrypt_ints(sk)
+            # Step 4: a_tr = log(S + N) - g ln 2 + c_tr, summed per model
+            results = _unpack_results(sums, len(frames_of_round) * len(spec.components), spec)
+            for i, (s, c) in enumerate(zip(results, shifts)):
+                if s <= 0:
+                    raise ProtocolError("spk.sum: a LOGSUM result is not positive")
+                shares[i % len(spec.components)] += log_fixed(s, spec.f) - offset + c
+    out = {"mode": params.mode}
+    with ctx.phase("scores"):
+        small = [_round_shift(a, spec.f - spec.s) for a in shares]
+        if any(abs(v) > spec.share_bound for v in small):
+            raise ProtocolError("the LOGSUM results exceed their public bound")
+        ctx.send(
+            peer, msg["shares"], CipherArray.encrypt_encoded(pk, small, spec.s, spec.share_bound)
+        )
+        if params.reveal_scores:
+            logs = CipherArray.encrypt_encoded(pk, shares, spec.f, spec.log_share_bound)
+            ctx.send(peer, msg["logs"], logs)
+            ints = ctx.recv(peer, msg["scores"]).decrypt_ints(sk)
+            out["scores"] = {labels[r]: int(v) / 2**spec.f for r, v in zip(running, ints)}
+    with ctx.phase("decision"):
+        # Step 5: DGK comparisons; Alice learns only the label (identify)
+        if params.mode == "identify":
+            argmax = spec.argmax_params(len(labels), "alice")
+            dgk_sk = compare.alice_send_keys(ctx, argmax.spec(), peer)
+            compare.alice_argmax(ctx, dgk_sk, argmax, peer)
+            (index,) = compare.alice_reveal(
+                ctx, (1,), argmax.labels_bound, "alice", peer, REVEAL_TAGS
+            )
+            winner = None if labels[index] == params.ubm else index
+            out |= {"speaker": None if winner is None else labels[winner], "index": winner}
+        else:
+            dgk_sk = compare.alice_send_keys(ctx, spec.compare_spec(), peer)
+            speakers = len(spec.components) - 1
+            if params.mode == "anonymous" and speakers > 1:
+                compare.alice_argmax(ctx, dgk_sk, spec.argmax_params(speakers, "none"), peer)
+            compare.alice_compare(ctx, dgk_sk, spec.compare_spec(), peer)
+            compare.alice_reveal(ctx, (1,), 1, "bob", peer, REVEAL_TAGS)
+    if refusal is not None:  # after the last message: Bob's view was that of any run
+        raise refusal
+    if params.mode == "identify" or params.reveal_scores:
+        return out
+    return None
+
+
+def _parse_sizes(sizes) -> tuple[int, list[int], list[str]]:
+    """Bob's public sizes, checked against the documented limits before any work
+    (:mod:`smc_hmm.limits`: ``max_width``, ``max_states``)."""
+    if (
+        not isinstance(sizes, dict)
+        or set(sizes) != {"dims", "components", "labels"}
+        or not isinstance(sizes["dims"], int)
+        or sizes["dims"] < 1
+        or not isinstance(sizes["components"], list)
+        or not isinstance(sizes["labels"], list)
+        or not 2 <= len(sizes["labels"]) == len(sizes["components"])
+        or not all(type(c) is int and c > 0 for c in sizes["components"])
+        or not all(isinstance(x, str) for x in sizes["labels"])
+        or len(set(sizes["labels"])) != len(sizes["labels"])
+    ):
+        raise ProtocolError(f"malformed speaker-model sizes: {sizes!r}")
+    check_at_most("max_width", sizes["dims"], MAX_WIDTH, "the speaker models' dimension")
+    check_at_most("max_states", sum(sizes["components"]), MAX_STATES, "the mixture components")
+    return sizes["dims"], sizes["components"], sizes["labels"]
+
+
+def _unpack(decrypted, spec: SpeakerSpec) -> list[list[int]]:
+    """Alice: the (T, rows) blinded emissions from the decrypted (groups, rows) slots."""
+    plan, out = spec.emission_plan, []
+    for group, row in zip(spec.frame_groups(), np.asarray(decrypted, dtype=object)):
+        slots = [plan.unpack(int(v), len(group)) for v in row]
+        out += [[s[k] for s in slots] for k in range(len(group))]
+    return out
+
+
+def _alice_exp_values(y, frames: range, spec: SpeakerSpec) -> tuple[list[int], list[int]]:
+    """Step 3 for these frames: every element's V 2^(W j) (targets t-major, then model) and
+    each target's shift c_tr."""
+    rp, f, g = spec.result_plan, spec.f, spec.g
+    values, shifts, target = [], [], 0
+    for t in frames:
+        for seg in spec.segments:
+            row = [int(v) for v in y[t][seg]]
+            c = max(row)
+            shift = rp.slot_bits * (target % rp.slots)
+            values += [exp_fixed(v - c, f, g) << shift for v in row]
+            shifts.append(c)
+            target += 1
+    return values, shifts
+
+
+def _unpack_results(sums, targets: int, spec: SpeakerSpec) -> list[int]:
+    rp, out = spec.result_plan, []
+    for i, v in enumerate(sums):
+        out += rp.unpack(int(v), min(rp.slots, targets - i * rp.slots))
+    return out
+
+
+def _round_shift(value: int, bits: int) -> int:
+    """round(value / 2^bits) for an integer of either sign."""
+    return (int(value) + (1 << (bits - 1))) >> bits if bits else int(value)
+
+
+def bob(ctx, speakers, params: SpeakerParams, peer: str = "alice"):
+    """Bob: ``speakers`` = (models, labels), one labelled diagonal GMM per speaker and the UBM.
+
+    ``identify``: returns None; ``verify``: ``{"claim", "accept", "mode"}``;
+    ``anonymous``: ``{"accept", "mode"}``.
+    """
+    models, labels = _models_and_labels(speakers)
+    for m in models:
+        gmm_parts(m)  # type errors (not a diagonal GMM) are public-interface errors
+    dims = {m.n_features for m in models}
+    if len(dims) != 1:
+        raise InvalidInputError("every speaker model must have the same feature dimension")
+    (d,) = dims
+    if params.ubm not in labels or len(labels) < 2:
+        raise InvalidInputError(f"Bob needs speaker models and one labelled {params.ubm!r} (UBM)")
+    pk = ctx.recv(peer, Message("spk.key", Key()))
+    sizes = {"dims": d, "components": [m.n_states for m in models], "labels": labels}
+    ctx.send(peer, Message("spk.spec", Public((dict,))), sizes)
+    claim = None
+    if params.mode == "verify":
+        claim = ctx.recv(peer, Message("spk.claim", Revealed("the claimed identity", (str,))))
+    running = _running(models, labels, params, claim)
+    spec = SpeakerSpec(
+        params, d, tuple(models[i].n_states for i in running), 1, pk.bits, tuple(labels)
+    )
+    length = ctx.recv(peer, spec.messages()["length"])
+    if isinstance(length, bool) or length < 1:
+        raise ProtocolError(f"spk.length: {length!r} frames")
+    check_at_most("max_sequence_length", length, MAX_SEQUENCE_LENGTH, "the utterance length")
+    spec = SpeakerSpec(params, d, spec.components, length, pk.bits, tuple(labels))
+    spec.check_precision()
+    msg = spec.messages()
+    active = [models[i] for i in running]
+    refusal = None
+    try:  # a check on Bob's private models: refused only after the last message
+        weights, const = emission_program(active, spec)
+    except PrecisionError as e:
+        refusal = e
+        weights, const = emission_program(_dummy_models(spec.components, d), spec)
+    enc_obs = ctx.recv(peer, msg["obs"])
+    rng, B, K = ctx.rng, params.beta_bits, params.blind_octaves
+    # Bob's blinds: k per element, beta per target (frame, model), log-uniform integers
+    ks = [[log_uniform_integer(rng, B, K) for _ in range(spec.rows)] for _ in range(length)]
+    betas = [[log_uniform_integer(rng, B, K) for _ in spec.components] for _ in range(length)]
+    log_betas = [[log_fixed(b, spec.f) for b in row] for row in betas]
+    with ctx.phase("emissions"):
+        # Step 2: packed multi-exponentiations (one per component and group of frames)
+        # plus each slot's constant and blinds
+        offsets = [
+            [
+                const[m] - log_fixed(ks[t][m], spec.f) - log_betas[t][r]
+                for r, seg in enumerate(spec.segments)
+                for m in range(seg.start, seg.stop)
+            ]
+            for t in range(length)
+        ]
+        emit = packed_emissions(enc_obs, weights, offsets, spec)
+        ctx.send(peer, msg["emit"], emit.with_bound(msg["emit"].body.bound).rerandomize())
+    with ctx.phase("logsum"):
+        rp = spec.result_plan
+        for frames_of_round in spec.rounds():
+            # Step 3: S + N = sum_m k V + N per target, packed; one multi-exponentiation each
+            n_elements, _ = spec.round_sizes(frames_of_round)
+            enc = ctx.recv(peer, msg["exp"])
+            if enc.shape != (n_elements,):
+                raise ProtocolError(f"spk.exp: {enc.shape[0]} values, expected {n_elements}")
+            exps = [k for t in frames_of_round for k in ks[t]]
+            chunks = spec.result_chunks(frames_of_round)
+            blocks = [(enc[a:b], np.array([exps[a:b]], dtype=object)) for a, b, _ in chunks]
+            noise = [rp.pack([rng.randbits(spec.noise_bits) for _ in range(n)]) for *_, n in chunks]
+            sums = CipherArray.lincomb_blocks(blocks).add_encoded(np.array(noise, dtype=object))
+            ctx.send(peer, msg["sum"], sums.with_bound(msg["sum"].body.bound).rerandomize())
+    with ctx.phase("scores"):
+        # Step 4: E(v_r) = E(round(A_r 2^s)) + round(2^s sum_t log beta_tr)
+        enc_shares = ctx.recv(peer, msg["shares"])
+        totals = [sum(row[r] for row in log_betas) for r in range(len(spec.components))]
+        own = np.array([_round_shift(v, spec.f - spec.s) for v in totals], dtype=object)
+        scores = enc_shares.add_encoded(own).with_bound(spec.score_bound)
+        if params.reveal_scores:
+            logs = ctx.recv(peer, msg["logs"]).add_encoded(np.array(totals, dtype=object))
+            ctx.send(peer, msg["scores"], logs.with_bound(msg["scores"].body.bound).rerandomize())
+    out = None
+    with ctx.phase("decision"):
+        u = len(spec.components) - 1 if params.mode == "verify" else labels.index(params.ubm)
+        if params.mode == "identify":
+            # Step 5: the UBM carries the margin; the winner's label goes to Alice
+            shift = np.zeros(len(labels), dtype=object)
+            shift[u] = spec.offset_units(params.margin)
+            values = scores.add_encoded(shift).with_bound(spec.score_bound)
+            argmax = spec.argmax_params(len(labels), "alice")
+            _, dgk_pk = compare.bob_recv_keys(ctx, argmax.spec(), peer)
+            label, _ = compare.bob_argmax(ctx, values.with_scale(0), dgk_pk, argmax, peer=peer)
+            compare.bob_reveal(ctx, label, argmax.labels_bound, "alice", peer, REVEAL_TAGS)
+        else:
+            _, dgk_pk = compare.bob_recv_keys(ctx, spec.compare_spec(), peer)
+            others = [r for r in range(len(spec.components)) if r != u]
+            best = scores[others[0] : others[0] + 1]
+            if params.mode == "anonymous" and len(others) > 1:
+                argmax = spec.argmax_params(len(others), "none")
+                speakers_scores = CipherArray.concatenate([scores[r : r + 1] for r in others])
+                _, best = compare.bob_argmax(
+                    ctx,
+                    speakers_scores.with_scale(0).with_bound(spec.score_bound),
+                    dgk_pk,
+                    argmax,
+                    peer=peer,
+                )
+            ubm = scores[u : u + 1].add_encoded([spec.offset_units(params.threshold)])
+            bit = compare.bob_compare(
+                ctx,
+                ubm.with_scale(0).with_bound(spec.score_bound),
+                best.with_scale(0).with_bound(spec.score_bound),
+                dgk_pk,
+                spec.compare_spec(),
+                peer,
+            )
+            (accept,) = compare.bob_reveal(ctx, bit, 1, "bob", peer, REVEAL_TAGS)
+            out = {"accept": bool(accept), "mode": params.mode}
+            if params.mode == "verify":
+                out["claim"] = claim
+    if refusal is not None:  # after the last message: Alice's view was that of any run
+        raise refusal
+    return out
+
+
+def randomizers_needed(params: SpeakerParams, key_bits: int, inputs) -> dict[str, int]:
+    """The fresh Paillier randomizers each role draws in a run on ``inputs``, from public
+    sizes only (what an offline phase precomputes once Alice's key is known): Alice's
+    encryptions, Bob's encryptions and re-randomisations.  A tournament over n values has
+    n - 1 comparisons; each costs Alice 4 encryptions (the comparison's 2, the secure
+    multiplication's 2) and Bob 5 re-randomisations, plus Bob's n encrypted labels."""
+    utterance = inputs["alice"]
+    frames, claim = utterance if isinstance(utterance, tuple) else (utterance, None)
+    models, labels = _models_and_labels(inputs["bob"])
+    running = _running(models, labels, params, claim)
+    dims = models[0].n_features
+    spec = SpeakerSpec(
+        params, dims, tuple(models[i].n_states for i in running), len(frames), key_bits
+    )
+    n = len(spec.components)
+    alice = len(spec.frame_groups()) * 2 * dims + spec.length * spec.rows + n
+    bob = len(spec.frame_groups()) * spec.rows + sum(
+        spec.round_sizes(frames)[1] for frames in spec.rounds()
+    )
+    if params.reveal_scores:
+        alice, bob = alice + n, bob + n
+    if params.mode == "identify":
+        return {"alice": alice + 4 * (n - 1), "bob": bob + 5 * (n - 1) + n + 1}
+    if params.mode == "verify":
+        return {"alice": alice + 2, "bob": bob + 2}
+    speakers = n - 1
+    tournament = (4 * (speakers - 1), 6 * (speakers - 1) + 1) if speakers > 1 else (0, 0)
+    return {"alice": alice + 2 + tournament[0], "bob": bob + 2 + tournament[1]}
+
+
+# -- the plugin --------------------------------------------------------------------------------
+
+
+def load_utterance(value, base):
+    """Alice's input: a WAV file (featurised locally with the bundled speaker pipeline),
+    frames (.npy/.json/.csv/.txt or inline), or a table ``{features = ..., claim = ...}``."""
+    if isinstance(value, Mapping):
+        unknown = set(value) - {"features", "claim"}
+        if unknown or "features" not in value:
+            raise ConfigError("an utterance table has features = ... and optionally claim = ...")
+        frames = load_utterance(value["features"], base)
+        claim = value.get("claim")
+        if claim is not None and not isinstance(claim, str):
+            raise ConfigError("claim must be a speaker's label")
+        return frames if claim is None else (frames, claim)
+    if isinstance(value, str) and value.lower().endswith(".wav"):
+        from smc_hmm.data.speakers import speaker_features_from_wav
+
+        try:
+            return speaker_features_from_wav(resolve_path(value, base))
+        except InvalidInputError as e:
+            raise ConfigError(str(e)) from e
+    return load_array(value, base)
+
+
+def load_speakers(value, base):
+    """Bob's input: a labelled GMM file (:func:`smc_hmm.hmm.io.save_models`)."""
+    from smc_hmm.hmm.io import load_models
+
+    try:
+        models, labels = load_models(resolve_path(value, base))
+    except SmcHmmError as e:
+        raise ConfigError(str(e)) from e
+    if not labels:
+        raise ConfigError("the speaker model file must label its models (speakers and the UBM)")
+    return models, labels
+
+
+PROTOCOL = ProtocolDescriptor(
+    name=NAME,
+    summary="secure speaker identification / verification with GMMs and a UBM (thesis 5.2.2)",
+    params=SpeakerParams.from_config,
+    randomizers=randomizers_needed,
+    roles=(
+        Role("alice", alice, kind="alice", holds_key=True, input="utterance", load=load_utterance),
+        Role("bob", bob, kind="bob", input="models", load=load_speakers),
+    ),
+)

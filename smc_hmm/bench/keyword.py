@@ -1,0 +1,736 @@
+"""``smc-hmm bench keyword``: the thesis's Table 4.1 on the bundled real speech.
+
+Configuration (thesis 003, 4.2.1, Table 4.1): ``--words`` digit HMMs of five
+left-to-right states (the bundled recogniser, diagonal or full covariances),
+real test-split utterances padded (the last frame repeated: trailing silence)
+or cut to ``--frames`` (98: 0.98 s at a 10 ms hop), 2048-bit keys.  In one run,
+side by side for every configuration of ``--recursion`` (v2, the default, and
+v1, the per-model recursion it replaced) and ``--mode`` (private, the default,
+and the opt-in fast argmax):
+
+* the secure keyword protocol (found by name: :mod:`protocols.keyword`,
+  in-process or two OS processes over mutual TLS), per utterance: total and
+  online seconds, the per-phase and per-party seconds, bytes, rounds and crypto
+  operations from the cost ledger (Alice's recursion decryptions, Bob's
+  recursion time), and the process's peak memory;
+* every keyword's log-likelihood from the secure forward algorithm (the
+  keyword protocol's first step, run with ``reveal``) against the plaintext
+  forward algorithm (relative error target 1e-9), and the secure decision
+  against the plaintext one;
+* the naive path -- per-value ``phe`` encryption and ``EncryptedNumber``
+  arithmetic, no packing, one process -- timed on ``--naive-frames`` frames
+  and scaled to the utterance, and the ratio;
+* the cost model's prediction of this run from a 1024-bit run's ledger and
+  this machine's measured primitive rates, beside the measured time;
+* the machine's lane scaling (two lanes of modular multiplications vs one).
+
+Results and commands: ``docs/benchmarks.md``.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+import warnings
+
+import numpy as np
+
+from smc_hmm.bench.common import BenchResult, Row
+from smc_hmm.compute import Compute
+from smc_hmm.errors import (
+    InsecureKeyWarning,
+    InvalidInputError,
+    PartyProcessError,
+    PrecisionError,
+)
+
+#: targets at 2048 bits on an idle two-core machine (seconds; relative error of log P)
+TOTAL_TARGET = {"diag": 6.0, "full": 12.0}
+ONLINE_TARGET = {"diag": 3.5, "full": None}
+#: TCP over loopback within this factor of in-process
+TCP_FACTOR = 1.3
+#: Alice's recursion decryptions per utterance
+DECRYPTION_TARGET = 1000
+#: the private argmax within this many seconds of the fast one
+PRIVATE_SLACK = 1.5
+NAIVE_RATIO_TARGET = 200.0
+REL_TARGET = 1e-9
+#: prediction error the cost model must stay within
+PREDICTION_TOLERANCE = 0.20
+#: the bundled test split's size: more utterances would repeat some
+BUNDLED_UTTERANCES = 250
+
+
+def fit_frames(features: np.ndarray, frames: int) -> np.ndarray:
+    """Cut to ``frames`` frames, or pad by repeating the last frame (trailing silence)."""
+    if frames < 1:
+        raise InvalidInputError("--frames must be >= 1")
+    if len(features) >= frames:
+        return features[:frames]
+    return np.pad(features, ((0, frames - len(features)), (0, 0)), mode="edge")
+
+
+def chosen_utterances(count: int):
+    """The demo's walk over the test split: utterance i is digit i mod 10, speaker
+    (i // 10) mod 5, recording (i // 50) mod 5, so the first 250 are all of it."""
+    from smc_hmm.data import load_test_utterances
+
+    utterances = load_test_utterances()
+    return [utterances[(i % 10) * 25 + ((i // 10) % 5) * 5 + (i // 50) % 5] for i in range(count)]
+
+
+def _keypair(bits: int):
+    from smc_hmm.crypto import generate_keypair
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureKeyWarning)
+        return generate_keypair(bits, insecure=bits < 2048)
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+#: Bob's DJN randomizer (public key only) costs about this many times Alice's (CRT)
+_BOB_COST = 1.33
+
+
+def offline_phase(name: str, params: dict, inputs: dict, keypair, compute: Compute | None):
+    """Precompute every randomizer of one run once Alice's key is known (before the
+    utterance): the protocol plans the counts from public sizes
+    (``ProtocolDescriptor.randomizers``).  Alice's pool comes from her CRT randomizer,
+    Bob's from a public-key DJN randomizer of his own; with a second lane the work is
+    balanced over both (the worker draws all of Bob's and part of Alice's), as two
+    machines with two cores each would share it.  Returns (seconds, Alice's pool,
+    Bob's pool)."""
+    from smc_hmm.crypto import RandomizerPool
+    from smc_hmm.protocol import find
+
+    pk = keypair[0]
+    descriptor = find(name)
+    need = descriptor.randomizers(descriptor.params(params), pk.bits, inputs)
+    t0 = time.perf_counter()
+    base = _base_randomizer(pk)
+    alice = RandomizerPool(base, capacity=need["alice"])
+    bob = RandomizerPool(base, capacity=need["bob"])  # source unused: every value offered
+    compute = compute or Compute.inline()
+    shared = 0
+    if compute.parallel and hasattr(base, "params"):
+        shared = max(0, int((need["alice"] - _BOB_COST * need["bob"]) / 2))
+    local_count = need["alice"] - shared
+    worker = compute.map(
+        _worker_randomizers,
+        [None, base.params() if shared else None],
+        [0, int(pk.n)],
+        [0, shared],
+        [0, need["bob"]],
+        local=lambda *_: alice.fill(local_count),
+    )[1]
+    alice_values, bob_values = worker
+    alice.offer(alice_values)
+    bob.offer(bob_values)
+    return time.perf_counter() - t0, alice, bob
+
+
+def _worker_randomizers(secret_params, n: int, alice_count: int, bob_count: int):
+    """A worker lane's offline work: ``alice_count`` of Alice's randomizers (from her
+    randomizer's parameters) and ``bob_count`` of Bob's, for the public key ``n``."""
+    from gmpy2 import mpz
+
+    from smc_hmm.crypto import DJNRandomizer, Rng
+
+    alice = []
+    if alice_count:
+        p = secret_params
+        alice = DJNRandomizer(
+            mpz(p["n"]),
+            Rng.system(),
+            p["alpha_bits"],
+            p["window"],
+            primes=p["primes"],
+            h_s=mpz(p["h_s"]),
+        ).draw(alice_count)
+    bob = DJNRandomizer(mpz(n), Rng.system()).draw(bob_count) if bob_count else []
+    return [int(v) for v in alice], [int(v) for v in bob]
+
+
+def _base_randomizer(pk):
+    """Alice's own randomizer (CRT), remembered across runs that swap in pools."""
+    base = getattr(pk, "_bench_base_randomizer", None)
+    if base is None:
+        base = pk.randomizer
+        pk._bench_base_randomizer = base
+    return base
+
+
+def _secure_local(models, labels, frames, keypair, params, compute, name="keyword", offline=False):
+    """One in-process run of the registered protocol ``name`` with public ``params``;
+    with ``offline`` every randomizer is precomputed first (and any the plan missed is
+    an error).  Returns (online seconds, offline seconds, result)."""
+    from smc_hmm.runtime import run_protocol
+
+    inputs = {"alice": frames, "bob": (models, labels) if name == "keyword" else models}
+    pk = keypair[0]
+    pre, randomizers = 0.0, None
+    if offline:
+        pre, alice_pool, bob_pool = offline_phase(name, params, inputs, keypair, compute)
+        pk.use_randomizer(alice_pool)
+        randomizers = {"bob": {pk.fingerprint: bob_pool}}
+    try:
+        t0 = time.perf_counter()
+        result = run_protocol(
+            name,
+            params,
+            {"alice": ("alice", inputs["alice"]), "bob": ("bob", inputs["bob"])},
+            keys={"alice": keypair},
+            compute={"alice": compute, "bob": compute},
+            timeout=1800,
+            min_key_bits=min(2048, pk.bits),
+            randomizers=randomizers,
+        )
+        online = time.perf_counter() - t0
+    finally:
+        if offline:
+            pk.use_randomizer(_base_randomizer(pk))
+    if offline and (alice_pool.misses or bob_pool.misses):
+        raise InvalidInputError(
+            f"the offline phase precomputed too few randomizers (misses: Alice "
+            f"{alice_pool.misses}, Bob {bob_pool.misses})"
+        )
+    return online, pre, result
+
+
+def _secure_tcp(models, labels, frames, bits, params, workdir, workers):
+    """Alice and Bob as two OS processes over mutual TLS (``smc-hmm launch``)."""
+    from smc_hmm.hmm.io import save_models
+    from smc_hmm.runtime import launch, write_config
+
+    np.save(workdir / "frames.npy", frames)
+    save_models(workdir / "keywords.npz", models, labels=labels)
+    config = write_config(
+        workdir / "parties.toml",
+        "keyword",
+        {
+            "alice": {"kind": "alice", "features": "frames.npy"},
+            "bob": {"kind": "bob", "models": "keywords.npz"},
+        },
+        params=params,
+        key_bits=bits,
+        insecure=bits < 2048,
+        compute={"workers": workers},  # the same two lanes per party as in-process
+        timeout=600,
+        connect_timeout=60,
+    )
+    t0 = time.perf_counter()
+    result = launch(config, timeout=1800)
+    return time.perf_counter() - t0, result
+
+
+# -- the naive path ---------------------------------------------------------------------------
+
+
+#: integer sizes of the default public parameters (docs/security.md): log-values at
+#: f = 96 bits, features at 48, so emission weights at 48; exponentials at g = 160,
+#: transition weights at h = 144, multiplicative blinds of B + K = 77 bits
+NAIVE_SIZES = {"feature": 48, "weight": 48, "g": 160, "h": 144, "blind": 77}
+
+
+def naive_seconds_per_frame(models, frames, keypair, n_frames: int, seed: int = 0) -> float:
+    """Seconds per frame of the naive path: per-value ``phe`` encryption and
+    ``EncryptedNumber`` arithmetic, no packing, no lanes.
+
+    Per frame, as the protocol does it value by value: Alice encrypts each
+    product; Bob forms every state's emission as a sum of ``EncryptedNumber *
+    int`` over the products and adds a blind; Alice decrypts every emission and
+    encrypts every state's exponential; Bob forms every LOGSUM (one term per
+    nonzero transition into the state) and blinds it; Alice decrypts every sum.
+    The integers have the protocol's sizes (:data:`NAIVE_SIZES`).
+    """
+    import phe
+
+    from smc_hmm.hmm import quadratic_products
+
+    pk, sk = keypair
+    ppk = phe.PaillierPublicKey(pk.n)
+    psk = phe.PaillierPrivateKey(ppk, sk.p, sk.q)
+    rng = np.random.default_rng(seed)
+    sizes = NAIVE_SIZES
+    diagonal = all(m.covariance_type == "diag" for m in models)
+    if diagonal:
+        products = np.concatenate([frames, frames * frames], axis=1)
+    else:
+        products = quadratic_products(frames)[:, :-1]
+    states = sum(m.n_states for m in models)
+    width = products.shape[1]
+    rows = [[int(rng.integers(1, 2**62)) << (sizes["weight"] - 48) for _ in range(width)]]
+    rows = rows * states
+    preds = [int((m.transmat[:, j] > 0).sum()) for m in models for j in range(m.n_states)]
+    trans = [int(rng.integers(1, 2**62)) << (sizes["h"] - 62) for _ in range(max(preds))]
+    t0 = time.perf_counter()
+    for t in range(n_frames):
+        enc = [ppk.encrypt(int(round(v * 2 ** sizes["feature"]))) for v in products[t]]
+        emissions = []
+        for j in range(states):
+            acc = enc[0] * rows[j][0]
+            for c, w in zip(enc[1:], rows[j][1:]):
+                acc = acc + c * w
+            emissions.append(acc + int(rng.integers(1, 2**62)))
+        _ = [psk.decrypt(e) for e in emissions]
+        g = sizes["g"]
+        exps = [ppk.encrypt(int(rng.integers(1, 2**62)) << (g - 62)) for _ in range(states)]
+        sums = []
+        for j in range(states):
+            acc = exps[j] * trans[0]
+            for c, w in zip(exps[j + 1 : j + preds[j]], trans[1 : preds[j]]):
+                acc = acc + c * w
+            sums.append(acc * (1 << (sizes["blind"] - 1)))
+        _ = [psk.decrypt(s) for s in sums]
+    return (time.perf_counter() - t0) / n_frames
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+
+def _phase_rows(label: str, cost) -> list[Row]:
+    rows = []
+    for party, data in cost.parties.items():
+        for phase, p in data.get("phases", {}).items():
+            ops = {k: v for k, v in p["ops"].items() if v}
+            rows.append(
+                Row(
+                    f"{label}: {party} / {phase}",
+                    float(p["wall"]),
+                    None,
+                    "s",
+                    note=f"compute {p['compute']:.2f} s; bytes out/in "
+                    f"{p['bytes']['sent']:,}/{p['bytes']['recv']:,}; "
+                    + ", ".join(f"{k} {v:,}" for k, v in ops.items()),
+                )
+            )
+    return rows
+
+
+def configurations(args) -> list[tuple[str, str]]:
+    """(recursion, mode) pairs run side by side: v2 in every chosen mode, v1 (the
+    comparison) in the first mode only."""
+    modes = ["private", "fast"] if args.mode == "both" else [args.mode]
+    recursions = ["v2", "v1"] if args.recursion == "both" else [args.recursion]
+    configs = [(r, m) for r in recursions for m in modes if r == "v2" or m == modes[0]]
+    return configs
+
+
+def _label(config) -> str:
+    return f"{config[0]} {config[1]}"
+
+
+def _recursion_cost(cost) -> tuple[int, float]:
+    """(Alice's recursion decryptions, Bob's recursion seconds) from a run's ledger."""
+    alice = cost.parties["alice"]["phases"].get("forward recursion", {})
+    bob = cost.parties["bob"]["phases"].get("forward recursion", {})
+    return int(alice.get("ops", {}).get("decrypt", 0)), float(bob.get("compute", 0.0))
+
+
+def run(args, say=lambda msg: None) -> BenchResult:
+    from pathlib import Path
+    from tempfile import TemporaryDirectory
+
+    from smc_hmm.bench.crypto import lane_scaling
+    from smc_hmm.bench.rates import measure_rates
+    from smc_hmm.cost.model import CostModel
+    from smc_hmm.data import load_bundled_models
+    from smc_hmm.hmm import log_likelihood
+
+    models, labels = load_bundled_models(args.models)
+    if not 2 <= args.words <= len(models):
+        raise InvalidInputError(f"--words must be in [2, {len(models)}]")
+    if args.states != models[0].n_states:
+        raise InvalidInputError(
+            f"the bundled recogniser has {models[0].n_states}-state models; --states "
+            f"{args.states} would need other models"
+        )
+    models, labels = models[: args.words], labels[: args.words]
+    utterances = chosen_utterances(args.utterances)
+    configs = configurations(args)
+    # the length the timings refer to: --frames, or (--frames 0: native lengths) utterance 1's
+    length = args.frames or len(utterances[0].features)
+    say(f"generating a {args.key_bits}-bit key pair")
+    keypair = _keypair(args.key_bits)
+    rows: list[Row] = []
+    runs = []
+    first_cost: dict = {}
+    with Compute.processes(args.workers) as compute:
+        compute.warm_up()
+        scaling = lane_scaling(compute, keypair[0].nsquare_mpz) if compute.parallel else 1.0
+        for n, utt in enumerate(utterances, 1):
+            frames = fit_frames(utt.features, args.frames) if args.frames else utt.features
+            scores = [log_likelihood(m, frames) for m in models]
+            plain = labels[int(np.argmax(scores))]
+            for config in configs:
+                params = {"mode": config[1], "recursion": config[0]}
+                say(
+                    f"[{n}/{len(utterances)}] keyword, {_label(config)}, {args.transport}, "
+                    f"{len(frames)} frames"
+                )
+                record = {
+                    "utterance": n,
+                    "recursion": config[0],
+                    "mode": config[1],
+                    "digit": int(utt.digit),
+                    "speaker": utt.speaker,
+                    "frames": len(frames),
+                    "plaintext": plain,
+                }
+                try:
+                    if args.transport == "tcp":
+                        with TemporaryDirectory(prefix="smc-hmm-bench-") as tmp:
+                            _, result = _secure_tcp(
+                                models,
+                                labels,
+                                frames,
+                                args.key_bits,
+                                params,
+                                Path(tmp),
+                                args.workers,
+                            )
+                        # the protocol's wall time (the parties' processes also start and
+                        # generate keys; that is not the protocol)
+                        seconds, pre = result.cost.totals()["wall_max"], 0.0
+                    else:
+                        seconds, pre, result = _secure_local(
+                            models, labels, frames, keypair, params, compute, offline=True
+                        )
+                except (PrecisionError, PartyProcessError) as e:
+                    if isinstance(e, PartyProcessError) and e.error_type != "PrecisionError":
+                        raise
+                    # refused (v1 only), never a silent wrong answer: count it
+                    runs.append({**record, "secure": None, "equal": False, "error": str(e)})
+                    say(f"[{n}] {_label(config)} refused: {e}")
+                    continue
+                secure = result.outputs["alice"]["keyword"]
+                decryptions, bob_seconds = _recursion_cost(result.cost)
+                if args.all_scores:  # every keyword's secure log-likelihood, revealed
+                    _, _, fw = _secure_local(
+                        models,
+                        labels,
+                        frames,
+                        keypair,
+                        {"recursion": config[0]},
+                        compute,
+                        name="forward",
+                    )
+                    record["max_relative_error"] = max(
+                        abs(a - b) / abs(b) for a, b in zip(fw.outputs["alice"], scores)
+                    )
+                runs.append(
+                    {
+                        **record,
+                        "seconds": seconds + pre,
+                        "online_seconds": seconds,
+                        "offline_seconds": pre,
+                        "secure": secure,
+                        "equal": secure == plain,
+                        "bytes": result.cost.bytes_total,
+                        "rounds": result.cost.rounds,
+                        "recursion_decryptions": decryptions,
+                        "bob_recursion_seconds": bob_seconds,
+                    }
+                )
+                first_cost.setdefault(config, result.cost)
+        medians = {}
+        for config in configs:
+            timed = [r for r in runs if "seconds" in r and (r["recursion"], r["mode"]) == config]
+            if not timed:
+                rows.append(Row(f"{_label(config)}: every utterance refused", 0.0, None, "s"))
+                continue
+            med = {
+                key: float(np.median([r[key] for r in timed]))
+                for key in (
+                    "seconds",
+                    "online_seconds",
+                    "offline_seconds",
+                    "recursion_decryptions",
+                    "bob_recursion_seconds",
+                )
+            }
+            medians[config] = med
+            main = config == configs[0]
+            rows.append(
+                Row(
+                    f"{_label(config)}: total, median of {len(timed)} utterance(s)",
+                    med["seconds"],
+                    None,
+                    "s",
+                    limit=TOTAL_TARGET[args.models] if main and args.transport == "local" else None,
+                    note=f"{args.words} x {args.states}-state {args.models} HMMs, "
+                    f"{args.frames or 'native'} frames, {args.transport}",
+                )
+            )
+            if args.transport == "local":
+                rows.append(
+                    Row(
+                        f"{_label(config)}: online (randomizers precomputed)",
+                        med["online_seconds"],
+                        None,
+                        "s",
+                        limit=ONLINE_TARGET[args.models] if main else None,
+                        note=f"offline: {med['offline_seconds']:.2f} s",
+                    )
+                )
+            rows.append(
+                Row(
+                    f"{_label(config)}: Alice's recursion decryptions",
+                    med["recursion_decryptions"],
+                    None,
+                    "count",
+                    limit=DECRYPTION_TARGET if config[0] == "v2" else None,
+                )
+            )
+            rows.append(
+                Row(
+                    f"{_label(config)}: Bob's recursion compute",
+                    med["bob_recursion_seconds"],
+                    None,
+                    "s",
+                )
+            )
+        checks = {}
+        v2p, v2f, v1p = ("v2", "private"), ("v2", "fast"), ("v1", "private")
+        if v2p in medians and v2f in medians:
+            gap = medians[v2p]["seconds"] - medians[v2f]["seconds"]
+            checks["private within slack of fast"] = gap <= PRIVATE_SLACK
+            rows.append(
+                Row(
+                    "private argmax minus fast argmax, total",
+                    gap,
+                    None,
+                    "s",
+                    limit=PRIVATE_SLACK,
+                )
+            )
+        if v2p in medians and v1p in medians:
+            rows.append(
+                Row(
+                    "recursion v2 vs v1: total",
+                    medians[v2p]["seconds"],
+                    medians[v1p]["seconds"],
+                    "s",
+                )
+            )
+            rows.append(
+                Row(
+                    "recursion v2 vs v1: Bob's recursion compute",
+                    medians[v2p]["bob_recursion_seconds"],
+                    medians[v1p]["bob_recursion_seconds"],
+                    "s",
+                )
+            )
+            checks["Bob's v2 recursion no slower than v1"] = (
+                medians[v2p]["bob_recursion_seconds"] <= medians[v1p]["bob_recursion_seconds"]
+            )
+        main = configs[0]
+        for config, cost in first_cost.items():
+            if config == main:
+                rows += _phase_rows(f"{_label(config)}, utterance 1", cost)
+        agree = sum(r["equal"] for r in runs if (r["recursion"], r["mode"]) != v1p)
+        counted = sum(1 for r in runs if (r["recursion"], r["mode"]) != v1p)
+        rows.append(
+            Row(
+                "secure decision equals plaintext (v2)",
+                float(agree),
+                float(counted),
+                "utterances",
+                note="count",
+            )
+        )
+        refused = sum(1 for r in runs if r.get("error"))
+        rows.append(Row("refused runs (v1 only can refuse)", float(refused), None, "count"))
+        rows.append(
+            Row(
+                "peak memory of the process (both parties in-process)"
+                if args.transport == "local"
+                else "peak memory of the bench process (parties are separate)",
+                _peak_rss_mb(),
+                None,
+                "MB",
+            )
+        )
+        # log-likelihoods: the keyword protocol's step 1, revealed, against plaintext
+        reference = utterances[0].features
+        frames = fit_frames(reference, length) if args.frames else reference
+        say("secure forward algorithm with reveal (log-likelihood check)")
+        _, _, fw = _secure_local(
+            models, labels, frames, keypair, {"recursion": main[0]}, compute, name="forward"
+        )
+        plain_scores = [log_likelihood(m, frames) for m in models]
+        rel = max(abs(s - p) / abs(p) for s, p in zip(fw.outputs["alice"], plain_scores))
+        rel = max([rel, *(r["max_relative_error"] for r in runs if "max_relative_error" in r)])
+        rows.append(
+            Row(
+                "max relative error of a keyword's log-likelihood",
+                rel,
+                None,
+                "rel. error",
+                limit=REL_TARGET,
+                note=f"{args.words} keywords, "
+                + ("every utterance" if args.all_scores else "utterance 1")
+                + f", recursion {main[0]}",
+            )
+        )
+    median = medians[main]["seconds"] if main in medians else float("nan")
+    # the naive path, scaled
+    say(f"naive path (phe, no packing) on {args.naive_frames} frame(s)")
+    per_frame = naive_seconds_per_frame(models, frames, keypair, args.naive_frames)
+    naive = per_frame * len(frames)
+    rows.append(
+        Row(
+            f"naive path (phe per value, no packing, one process) vs {_label(main)}",
+            median,
+            naive,
+            "s",
+            target=NAIVE_RATIO_TARGET,
+            note=f"naive measured on {args.naive_frames} frame(s): {per_frame:.2f} s/frame, "
+            f"scaled x{len(frames)}",
+        )
+    )
+    # the cost model: a shorter run's ledger at the same key size (the packing density
+    # depends on the key size, so a smaller key's ledger has other counts), this
+    # machine's single-thread rates and its lane scaling
+    prediction = None
+    if args.transport == "local" and main in medians:
+        small_frames = min(len(frames), 20)
+        say(f"cost model: a {small_frames}-frame ledger and the rates at {args.key_bits} bits")
+        _, _, small_run = _secure_local(
+            models,
+            labels,
+            frames[:small_frames],
+            keypair,
+            {"mode": main[1], "recursion": main[0]},
+            Compute.inline(),
+        )
+        rates = measure_rates(*keypair)
+        prediction = CostModel(rates).predict(
+            small_run.cost,
+            bits=args.key_bits,
+            input_scale=len(frames) / small_frames,
+            speedup=scaling,
+        )
+        measured = next(
+            r["seconds"] for r in runs if (r["recursion"], r["mode"]) == main and "seconds" in r
+        )
+        ratio = prediction.serial_seconds / measured
+        checks["cost model within tolerance"] = abs(ratio - 1) <= PREDICTION_TOLERANCE
+        rows.append(
+            Row(
+                "cost model: predicted (parties in turn, lanes) vs measured",
+                prediction.serial_seconds,
+                measured,
+                "s",
+                note=f"prediction / measured = {ratio:.2f} "
+                f"(tolerance {PREDICTION_TOLERANCE:.0%}); from a {small_frames}-frame ledger "
+                f"scaled x{len(frames) / small_frames:.2f}, lane scaling {scaling:.2f}",
+            )
+        )
+    rows.append(Row("machine: 2 lanes of modular multiplications vs 1", scaling, None, "x"))
+    checks.update(
+        {
+            "total within target": args.transport != "local" or median <= TOTAL_TARGET[args.models],
+            "relative error": rel <= REL_TARGET,
+            "secure == plaintext": agree == counted,
+            "naive ratio": naive / median >= NAIVE_RATIO_TARGET,
+        }
+    )
+    return BenchResult(
+        "keyword",
+        args.key_bits,
+        rows,
+        {
+            "words": args.words,
+            "states": args.states,
+            "frames": args.frames,
+            "models": args.models,
+            "mode": args.mode,
+            "recursion": args.recursion,
+            "transport": args.transport,
+            "utterances": args.utterances,
+            "workers": args.workers,
+        },
+        extra={
+            "runs": runs,
+            "medians": {_label(c): m for c, m in medians.items()},
+            "median_seconds": median,
+            "naive_seconds": naive,
+            "naive_ratio": naive / median,
+            "max_relative_error": rel,
+            "prediction_seconds": None if prediction is None else prediction.serial_seconds,
+            "lane_scaling": scaling,
+            "cost": first_cost[main].to_dict() if main in first_cost else None,
+            "all_equal": agree == counted,
+            "checks": checks,
+            "targets_met": all(checks.values()),
+        },
+    )
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--key-bits", type=int, default=2048)
+    parser.add_argument(
+        "--insecure", action="store_true", help="allow keys below 2048 bits (reproductions only)"
+    )
+    parser.add_argument("--words", type=int, default=10, help="keywords (digit models, 2-10)")
+    parser.add_argument("--states", type=int, default=5, help="states per model (bundled: 5)")
+    parser.add_argument(
+        "--frames",
+        type=int,
+        default=98,
+        help="frames per utterance, padded or cut (98); 0: each utterance's own length",
+    )
+    parser.add_argument(
+        "--models", choices=("diag", "full"), default="diag", help="covariance structure"
+    )
+    parser.add_argument(
+        "--mode",
+        choices=("private", "fast", "both"),
+        default="both",
+        help="argmax mode; both: private and fast side by side",
+    )
+    parser.add_argument(
+        "--recursion",
+        choices=("v2", "v1", "both"),
+        default="both",
+        help="forward recursion; both: v2 and v1 side by side (v1 in the first mode only)",
+    )
+    parser.add_argument("--transport", choices=("local", "tcp"), default="local")
+    parser.add_argument("--utterances", type=int, default=1, help="test utterances (default 1)")
+    parser.add_argument(
+        "--naive-frames", type=int, default=1, help="frames timed on the naive path"
+    )
+    parser.add_argument("--workers", type=int, default=2, help="compute lanes per party")
+    parser.add_argument(
+        "--all-scores",
+        action="store_true",
+        help="also reveal every keyword's secure log-likelihood on every utterance (a "
+        "second, forward-only run each) and report the largest relative error",
+    )
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+
+
+def main(args) -> int:
+    from rich.console import Console
+
+    from smc_hmm.bench.common import check_key_bits
+
+    check_key_bits(args)
+    if args.utterances < 1 or args.naive_frames < 1 or args.frames < 0:
+        raise InvalidInputError("--utterances and --naive-frames must be >= 1, --frames >= 0")
+    if args.utterances > BUNDLED_UTTERANCES:
+        raise InvalidInputError(
+            f"--utterances {args.utterances}: the bundled test split has "
+            f"{BUNDLED_UTTERANCES} utterances"
+        )
+    console = Console(width=max(150, Console().width))
+    result = run(args, say=lambda m: console.print(f"[dim]... {m}[/]"))
+    result.print_table(console)
+    if args.json:
+        result.write_json(args.json)
+        console.print(f"wrote {args.json}")
+    return 0 if result.extra["targets_met"] else 1

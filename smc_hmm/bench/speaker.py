@@ -1,0 +1,495 @@
+"""``smc-hmm bench speaker``: secure speaker identification and verification (thesis 5.2.2).
+
+The registered ``speaker`` protocol (``protocols/speaker.py``, found by name) against the
+plaintext GMM decisions, on the bundled models and test utterances
+(:mod:`smc_hmm.data.speakers`; ``--fsdd DIR`` recomputes the test features from the
+recordings instead).  Three parts, each optional:
+
+1. **accuracy** (plaintext, every test utterance): closed-set identification,
+   identification with the UBM rule at the protocol's default margin, verification equal
+   error rates with the all-speaker UBM and leave-one-speaker-out (the impostor unknown to
+   the system), and with ``--plot PATH`` the DET curves;
+2. **speed**: one utterance cut or padded to ``--frames`` (98) in every mode, all frames'
+   LOGSUMs in one round trip side by side with one round per frame, medians of
+   ``--repeats`` interleaved runs, and the cost ledger's phases and operations;
+3. **correctness sweep**: ``--utterances N`` test utterances at their own lengths in every
+   mode with the scores revealed to Alice (``reveal_scores``): every secure decision
+   against the plaintext one and every log-likelihood's relative error (target 1e-9).
+
+Targets (2048-bit keys): identification < 3 s and verification < 2 s for 98 frames, 5
+speakers and the UBM with 8 components; accuracy >= 98%; decisions equal; errors <= 1e-9.
+The exit status is 0 only if every measured target is met.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+
+from smc_hmm.bench.common import BenchResult, Row, check_key_bits, interleaved_medians
+from smc_hmm.compute import Compute
+from smc_hmm.data.speakers import (
+    UBM_LABEL,
+    decision,
+    equal_error_rate,
+    identify,
+    load_loso_ubms,
+    load_speaker_models,
+    load_speaker_test_utterances,
+    scores,
+    speaker_features_from_wav,
+)
+from smc_hmm.errors import InsecureKeyWarning, InvalidInputError
+from smc_hmm.features import BENCHMARK_FRAMES, pad_or_cut
+from smc_hmm.protocol import find
+from smc_hmm.runtime import run_protocol
+
+MODES = ("identify", "verify", "anonymous")
+#: the acceptance targets (2048-bit keys)
+SECONDS_TARGET = {"identify": 3.0, "verify": 2.0}
+ACCURACY_TARGET = 0.98
+REL_TARGET = 1e-9
+#: the claimed speaker of verification runs whose utterance has no claim of its own
+CLAIM = "jackson"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--key-bits", type=int, default=2048)
+    parser.add_argument("--insecure", action="store_true", help="allow keys below 2048 bits")
+    parser.add_argument("--workers", type=int, default=2, help="compute lanes per party")
+    parser.add_argument("--frames", type=int, default=BENCHMARK_FRAMES, help="speed runs' T")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per speed case")
+    parser.add_argument(
+        "--utterances",
+        type=int,
+        default=10,
+        help="test utterances of the correctness sweep (0: none; 1250: all)",
+    )
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
+    parser.add_argument(
+        "--fsdd", metavar="DIR", help="recompute the test features from the FSDD recordings"
+    )
+    parser.add_argument("--skip-speed", action="store_true", help="no speed runs")
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="also time the online part with every randomizer precomputed (offline phase)",
+    )
+    parser.add_argument("--skip-accuracy", action="store_true", help="no plaintext accuracy")
+    parser.add_argument(
+        "--short-randomness",
+        action="store_true",
+        help="Alice's encryptions with 224-bit DJN exponents (faster; rests on the stronger "
+        "short-exponent assumption, see smc_hmm/crypto/randomness.py)",
+    )
+    parser.add_argument("--plot", metavar="PNG", help="write the DET curves (matplotlib)")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+
+
+def _keypair(bits: int, short: bool):
+    from smc_hmm.crypto import generate_keypair
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureKeyWarning)
+        keypair = generate_keypair(bits, insecure=bits < 2048)
+    if short:
+        keypair[0].use_djn(alpha_bits=224)
+    return keypair
+
+
+def evaluation_set(fsdd: str | None, select=None):
+    """(features, speaker) of the 1,250 test utterances (or those at positions ``select``):
+    bundled, or computed from the recordings."""
+    utterances = load_speaker_test_utterances(select)
+    if fsdd is None:
+        return [(u.features, u.speaker) for u in utterances]
+    from pathlib import Path
+
+    root = Path(fsdd)
+    folder = root / "recordings" if (root / "recordings").is_dir() else root
+    return [(speaker_features_from_wav(folder / u.name), u.speaker) for u in utterances]
+
+
+# -- 1. plaintext accuracy --------------------------------------------------------------------
+
+
+def accuracy(tests, models, labels, margin: float, threshold: float, plot: str | None) -> dict:
+    """Closed-set and UBM-rule identification, verification EERs (closed and
+    leave-one-speaker-out) and the error rates at the protocol's threshold."""
+    loso = load_loso_ubms()
+    speakers = [x for x in labels if x != UBM_LABEL]
+    closed = ubm_rule = 0
+    target, impostor, loso_target, loso_impostor = [], [], [], []
+    for x, who in tests:
+        sc = scores(models, x)
+        k, t = speakers.index(who), len(x)
+        closed += int(np.argmax(sc[:-1])) == k
+        ubm_rule += identify(sc, labels, UBM_LABEL, margin, t) == who
+        held_out = scores([loso[h] for h in speakers], x)
+        for j in range(len(speakers)):
+            (target if j == k else impostor).append((sc[j] - sc[-1]) / t)
+            if j != k:  # impostor k, unknown to the system: its UBM was trained without k
+                loso_impostor.append((sc[j] - held_out[k]) / t)
+            else:
+                loso_target += [(sc[k] - held_out[h]) / t for h in range(len(speakers)) if h != k]
+    eer, eer_th = equal_error_rate(target, impostor)
+    loso_eer, loso_th = equal_error_rate(loso_target, loso_impostor)
+    out = {
+        "utterances": len(tests),
+        "closed_set_identification": closed / len(tests),
+        "identification_at_margin": ubm_rule / len(tests),
+        "margin": margin,
+        "eer_closed": eer,
+        "eer_closed_threshold": eer_th,
+        "eer_loso": loso_eer,
+        "eer_loso_threshold": loso_th,
+        "threshold": threshold,
+        "far_frr_closed_at_threshold": _rates(target, impostor, threshold),
+        "far_frr_loso_at_threshold": _rates(loso_target, loso_impostor, threshold),
+        "trials": {
+            "closed": [len(target), len(impostor)],
+            "loso": [len(loso_target), len(loso_impostor)],
+        },
+    }
+    if plot:
+        det_plot(
+            plot,
+            {
+                "all-speaker UBM": (target, impostor),
+                "leave-one-speaker-out": (loso_target, loso_impostor),
+            },
+            threshold,
+        )
+    return out
+
+
+def _rates(target, impostor, threshold: float) -> dict:
+    return {
+        "false_accept": float(np.mean(np.asarray(impostor) > threshold)),
+        "false_reject": float(np.mean(np.asarray(target) <= threshold)),
+    }
+
+
+def det_plot(path: str, curves: dict, threshold: float) -> None:
+    """DET curves (false rejection vs false acceptance on normal-deviate axes)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from scipy.stats import norm
+
+    ticks = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4]
+    fig, ax = plt.subplots(figsize=(5.5, 5.5))
+    for name, (target, impostor) in curves.items():
+        target, impostor = np.sort(target), np.sort(impostor)
+        ths = np.unique(np.concatenate([target, impostor]))
+        frr = np.searchsorted(target, ths, side="right") / target.size
+        far = 1 - np.searchsorted(impostor, ths, side="right") / impostor.size
+        clip = lambda p: np.clip(p, 5e-4, 0.5)  # noqa: E731
+        eer, _ = equal_error_rate(target, impostor)
+        (line,) = ax.plot(norm.ppf(clip(far)), norm.ppf(clip(frr)), label=f"{name} (EER {eer:.1%})")
+        at = _rates(target, impostor, threshold)
+        ax.plot(
+            norm.ppf(clip(at["false_accept"])),
+            norm.ppf(clip(at["false_reject"])),
+            "o",
+            color=line.get_color(),
+        )
+    ax.plot(norm.ppf([5e-4, 0.5]), norm.ppf([5e-4, 0.5]), ":", color="grey", lw=0.8)
+    ax.set_xticks(norm.ppf(ticks), [f"{100 * t:g}" for t in ticks])
+    ax.set_yticks(norm.ppf(ticks), [f"{100 * t:g}" for t in ticks])
+    ax.set_xlim(norm.ppf(5e-4), norm.ppf(0.5))
+    ax.set_ylim(norm.ppf(5e-4), norm.ppf(0.5))
+    ax.set_xlabel("false acceptance (%)")
+    ax.set_ylabel("false rejection (%)")
+    ax.set_title(
+        f"Speaker verification, FSDD test utterances\n(dots: threshold {threshold:g} nats/frame)"
+    )
+    ax.grid(True, lw=0.3)
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# -- 2. speed and 3. correctness ----------------------------------------------------------------
+
+
+def _utterance(mode: str, x, who: str | None = None):
+    return (x, who or CLAIM) if mode == "verify" else x
+
+
+def secure_run(keypair, mode: str, x, models, labels, compute, claim=None, **params):
+    """One in-process run of the registered protocol; returns the RunResult."""
+    return run_protocol(
+        "speaker",
+        {"mode": mode, **params},
+        {"alice": ("alice", _utterance(mode, x, claim)), "bob": ("bob", (models, labels))},
+        keys={"alice": keypair},
+        compute={"alice": compute, "bob": compute},
+        timeout=900,
+        min_key_bits=min(2048, keypair[0].bits),
+    )
+
+
+def secure_decision(mode: str, result):
+    return result["alice"]["speaker"] if mode == "identify" else result["bob"]["accept"]
+
+
+def online_run(keypair, mode: str, x, models, labels, compute) -> tuple[float, float]:
+    """(offline seconds, online seconds) of one batched run whose randomizers were all
+    precomputed once the key was known (the protocol's offline plan, the keyword bench's
+    offline phase: Alice's CRT randomizers and Bob's public-key ones on both lanes)."""
+    from smc_hmm.bench.keyword import offline_phase
+
+    pk = keypair[0]
+    base = pk.randomizer
+    inputs = {"alice": _utterance(mode, x), "bob": (models, labels)}
+    pre, alice_pool, bob_pool = offline_phase("speaker", {"mode": mode}, inputs, keypair, compute)
+    pk.use_randomizer(alice_pool)
+    try:
+        t0 = time.perf_counter()
+        run_protocol(
+            "speaker",
+            {"mode": mode},
+            {"alice": ("alice", inputs["alice"]), "bob": ("bob", inputs["bob"])},
+            keys={"alice": keypair},
+            compute={"alice": compute, "bob": compute},
+            timeout=900,
+            min_key_bits=min(2048, pk.bits),
+            randomizers={"bob": {pk.fingerprint: bob_pool}},
+        )
+        online = time.perf_counter() - t0
+    finally:
+        pk.use_randomizer(base)
+    if alice_pool.misses or bob_pool.misses:
+        raise InvalidInputError("the offline plan of the speaker protocol missed randomizers")
+    return pre, online
+
+
+def speed(
+    keypair, modes, x, models, labels, compute, repeats: int, say, offline: bool = False
+) -> tuple[list[Row], dict]:
+    rows, details = [], {}
+    for mode in modes:
+        say(f"speed: {mode}, {len(x)} frames, batched and one round per frame")
+        last = {}
+
+        def case(per_round, mode=mode, last=last):
+            result = secure_run(
+                keypair, mode, x, models, labels, compute, frames_per_round=per_round
+            )
+            last[per_round] = result
+            return result
+
+        medians = interleaved_medians(
+            {"batched": lambda: case(0), "per-frame": lambda: case(1)}, repeats, warmup=1
+        )
+        batched, per_frame = last[0].cost, last[1].cost
+        target = SECONDS_TARGET.get(mode) if keypair[0].bits >= 2048 else None
+        rows.append(
+            Row(
+                f"{mode}: one utterance, all LOGSUMs in one round vs one round per frame",
+                medians["batched"],
+                medians["per-frame"],
+                "s",
+                limit=target,
+                note=f"rounds {batched.rounds} vs {per_frame.rounds}",
+            )
+        )
+        details[mode] = {
+            "seconds": medians["batched"],
+            "seconds_per_frame_rounds": medians["per-frame"],
+            "rounds": batched.rounds,
+            "rounds_per_frame": per_frame.rounds,
+            "cost": batched.to_dict(),
+        }
+        if offline:
+            say(f"speed: {mode}, randomizers precomputed (offline / online)")
+            runs = [online_run(keypair, mode, x, models, labels, compute) for _ in range(repeats)]
+            pre, online = (float(np.median(v)) for v in zip(*runs))
+            details[mode] |= {"offline_seconds": pre, "online_seconds": online}
+            rows.append(
+                Row(
+                    f"{mode}: online part, every randomizer precomputed",
+                    online,
+                    None,
+                    "s",
+                    note=f"offline (after the key exchange, before the utterance) {pre:.2f} s",
+                )
+            )
+        for party in ("alice", "bob"):
+            p = batched.parties[party]
+            ops = {k: v for k, v in p["ops"].items() if v}
+            phases = {
+                k: round(v["compute"], 3)
+                for k, v in p.get("phases", {}).items()
+                if isinstance(v, dict) and "compute" in v
+            }
+            rows.append(
+                Row(
+                    f"{mode}: {party} crypto operations",
+                    sum(ops.values()),
+                    None,
+                    "ops",
+                    note=", ".join(f"{k} {v:,}" for k, v in ops.items())
+                    + f"; compute s by phase {phases}",
+                )
+            )
+    return rows, details
+
+
+def sweep_positions(count: int, total: int = 1250) -> list[int]:
+    """``count`` test utterances spread evenly over the speakers and digits."""
+    step = max(1, total // max(count, 1))
+    return list(range(0, total, step))[:count]
+
+
+def sweep(keypair, modes, chosen, models, labels, params, compute, say) -> tuple[list[Row], dict]:
+    """Every secure decision and log-likelihood against the plaintext, on ``chosen``."""
+    rows, out = [], {}
+    for mode in modes:
+        equal, worst, seconds = 0, 0.0, []
+        for i, (x, who) in enumerate(chosen):
+            say(f"sweep: {mode} {i + 1}/{len(chosen)} ({len(x)} frames)")
+            speakers = [x for x in labels if x != UBM_LABEL]  # target and impostor trials
+            claim = who if i % 2 == 0 else speakers[(speakers.index(who) + 1) % len(speakers)]
+            sc = scores(models, x)
+            t0 = time.perf_counter()
+            result = secure_run(
+                keypair, mode, x, models, labels, compute, claim=claim, reveal_scores=True
+            )
+            seconds.append(time.perf_counter() - t0)
+            secure = result["alice"]["scores"]
+            worst = max(
+                [worst]
+                + [abs(secure[lb] - s) / abs(s) for lb, s in zip(labels, sc) if lb in secure]
+            )
+            equal += secure_decision(mode, result) == decision(
+                mode, sc, labels, params, len(x), claim
+            )
+        rows.append(
+            Row(
+                f"{mode}: secure decisions equal to plaintext",
+                equal,
+                len(chosen),
+                "utterances",
+                note=f"{len(chosen)} utterances, median {np.median(seconds):.2f} s each",
+            )
+        )
+        rows.append(
+            Row(
+                f"{mode}: largest relative error of a log-likelihood",
+                worst,
+                None,
+                "rel. error",
+                limit=REL_TARGET,
+            )
+        )
+        out[mode] = {
+            "utterances": len(chosen),
+            "equal": equal,
+            "max_relative_error": worst,
+            "median_seconds": float(np.median(seconds)),
+        }
+    return rows, out
+
+
+def main(args) -> int:
+    from rich.console import Console
+
+    check_key_bits(args)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not modes or set(modes) - set(MODES):
+        raise InvalidInputError(f"--modes takes a comma-separated subset of {', '.join(MODES)}")
+    if args.frames < 1 or args.repeats < 1 or args.utterances < 0:
+        raise InvalidInputError("--frames and --repeats must be >= 1, --utterances >= 0")
+    console = Console(width=max(150, Console().width))
+    say = lambda m: console.print(f"[dim]... {m}[/]")  # noqa: E731
+    params = find("speaker").params({})
+    models, labels = load_speaker_models()
+    if args.short_randomness:
+        console.print(
+            "[yellow]warning: --short-randomness rests on the short-exponent assumption[/]"
+        )
+    rows: list[Row] = []
+    extra: dict = {}
+    if not args.skip_accuracy:
+        say("plaintext accuracy on every test utterance")
+        tests = evaluation_set(args.fsdd)
+        acc = accuracy(tests, models, labels, params.margin, params.threshold, args.plot)
+        extra["accuracy"] = acc
+        rows += [
+            Row(
+                "identification error, closed set (best speaker)",
+                1 - acc["closed_set_identification"],
+                None,
+                "rate",
+                limit=1 - ACCURACY_TARGET,
+                note=f"accuracy {acc['closed_set_identification']:.2%}",
+            ),
+            Row(
+                f"identification error with the UBM rule (margin {params.margin:g} nats/frame)",
+                1 - acc["identification_at_margin"],
+                None,
+                "rate",
+                limit=1 - ACCURACY_TARGET,
+                note=f"accuracy {acc['identification_at_margin']:.2%}",
+            ),
+            Row(
+                "verification EER, all-speaker UBM",
+                acc["eer_closed"],
+                None,
+                "rate",
+                note=f"threshold {acc['eer_closed_threshold']:.3f} nats/frame",
+            ),
+            Row(
+                "verification EER, leave-one-speaker-out",
+                acc["eer_loso"],
+                None,
+                "rate",
+                note=f"threshold {acc['eer_loso_threshold']:.3f} nats/frame",
+            ),
+        ]
+    say(f"generating a {args.key_bits}-bit key pair")
+    keypair = _keypair(args.key_bits, args.short_randomness)
+    with Compute.processes(args.workers) as compute:
+        compute.warm_up()
+        if not args.skip_speed:
+            x = pad_or_cut(evaluation_set(args.fsdd, [0])[0][0], args.frames)
+            r, extra["speed"] = speed(
+                keypair, modes, x, models, labels, compute, args.repeats, say, args.offline
+            )
+            rows += r
+        if args.utterances:
+            chosen = evaluation_set(args.fsdd, sweep_positions(args.utterances))
+            r, extra["sweep"] = sweep(keypair, modes, chosen, models, labels, params, compute, say)
+            rows += r
+    result = BenchResult(
+        "speaker",
+        args.key_bits,
+        rows,
+        {
+            "frames": args.frames,
+            "repeats": args.repeats,
+            "utterances": args.utterances,
+            "modes": modes,
+            "workers": args.workers,
+            "fsdd": bool(args.fsdd),
+            "short_randomness": args.short_randomness,
+        },
+        extra=extra,
+    )
+    met = all(r.met is not False for r in rows) and all(
+        s["equal"] == s["utterances"] for s in extra.get("sweep", {}).values()
+    )
+    result.extra["all_targets_met"] = met
+    result.print_table(console)
+    if args.plot and not args.skip_accuracy:
+        console.print(f"wrote {args.plot}")
+    if args.json:
+        result.write_json(args.json)
+        console.print(f"wrote {args.json}")
+    return 0 if met else 1

@@ -1,0 +1,42 @@
+"""``smc-hmm certs --out DIR --parties alice,bob,trent``: a CA and party certificates."""
+
+from __future__ import annotations
+
+import argparse
+
+from smc_hmm.cli.common import console
+
+HELP = "make a CA and per-party certificates for mutual TLS"
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, help="directory for ca.pem, NAME.pem, NAME.key")
+    p.add_argument("--parties", required=True, help="comma-separated party names")
+    p.add_argument(
+        "--clients",
+        default="",
+        help="comma-separated client names: certificates with the client role, for clients "
+        "of a serving party (smc-hmm serve)",
+    )
+    p.add_argument("--days", type=int, default=365, help="validity in days")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a certificate set already in --out: its ca.pem and the certificates "
+        "it issued (with their keys) are removed first, so none is left stale",
+    )
+
+
+def run(args) -> int:
+    from smc_hmm.certs import make_certificates
+
+    certs = make_certificates(
+        args.out, args.parties, days=args.days, force=args.force, clients=args.clients
+    )
+    out = console()
+    for path in certs.removed:
+        out.print(f"removed stale {path} (from the replaced certificate set)")
+    out.print(f"CA certificate: {certs.ca_cert}")
+    for name in certs.certs:
+        out.print(f"{name}: {certs.certs[name]} (key {certs.keys[name]}, mode 0600)")
+    return 0

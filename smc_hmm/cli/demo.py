@@ -1,0 +1,59 @@
+"""``smc-hmm demo [NAME]``: run a registered demo in-process and print its cost table.
+
+Demos are plugins of the ``smc_hmm.demos`` entry-point group (the bundled ones live
+in the top-level ``demos`` package): ``fn(args, console) -> exit code``, optionally
+with an ``add_arguments(parser)`` for their own options.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from smc_hmm.cli import common
+from smc_hmm.cli.common import (
+    DEFAULT_DEMO,
+    DEMO_GROUP,
+    add_key_arguments,
+    check_key_bits,
+    check_output_path,
+    console,
+)
+from smc_hmm.errors import InvalidInputError
+
+HELP = "run a named demo in-process and print the cost table"
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "name",
+        nargs="?",
+        default=DEFAULT_DEMO,
+        help=f"demo to run (default {DEFAULT_DEMO}; --list shows all)",
+    )
+    p.add_argument("--list", action="store_true", help="list the demos and exit")
+    add_key_arguments(p)
+    p.add_argument("--timeout", type=float, default=60.0, help="per-receive timeout, seconds")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed inputs and keys (INSECURE, reproducible runs only)",
+    )
+    p.add_argument("--json", metavar="PATH", help="also write the result and cost as JSON")
+
+
+def run(args) -> int:
+    out = console()
+    if args.list:
+        for name in sorted(common.plugins(DEMO_GROUP)):
+            out.print(name + (" (default)" if name == DEFAULT_DEMO else ""))
+        return 0
+    check_key_bits(args)
+    if args.seed is not None and not args.insecure:
+        raise InvalidInputError(
+            "--seed draws keys from a non-cryptographic generator: add --insecure "
+            "(reproducible runs only)"
+        )
+    check_output_path(args.json)
+    fn, _ = common.resolve_entry(DEMO_GROUP, "demo", args.name)
+    return int(fn(args, out) or 0)

@@ -1,0 +1,51 @@
+"""``smc-hmm serve --role bob --config parties.toml``: one session per client (mTLS).
+
+Serves until SIGTERM; the heavy work runs on local process lanes or a Dask scheduler
+(:mod:`smc_hmm.runtime.serve`, docs/serving.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "serve one protocol session per authenticated client (mutual TLS), until SIGTERM"
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--role", default="bob", help="the serving party's name in the config")
+    p.add_argument("--config", required=True, help="the configuration file (TOML)")
+    p.add_argument(
+        "--scheduler",
+        help="a Dask scheduler (tcp://HOST:8786) for the heavy work (default: [compute] "
+        "scheduler, else local process lanes)",
+    )
+    p.add_argument("--workers", type=int, help="local lanes (default: [compute] workers, cores)")
+    p.add_argument("--max-sessions", type=int, help="concurrent sessions ([serve] max_sessions)")
+    p.add_argument(
+        "--when-busy", choices=("wait", "refuse"), help="excess clients wait or are refused"
+    )
+    p.add_argument("--log", metavar="PATH", help="append the session log here (default: stderr)")
+
+
+def run(args) -> int:
+    import logging
+
+    from smc_hmm.runtime import load_config
+    from smc_hmm.runtime.serve import ServeSettings, serve
+
+    config = load_config(args.config)
+    settings = ServeSettings.from_config(
+        config,
+        scheduler=args.scheduler,
+        workers=args.workers,
+        max_sessions=args.max_sessions,
+        when_busy=args.when_busy,
+    )
+    handler = logging.FileHandler(args.log) if args.log else logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("smc_hmm.serve")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    if config.insecure:
+        logger.warning("%d-bit keys with run.insecure = true are INSECURE", config.key_bits)
+    return serve(config, args.role, settings=settings)

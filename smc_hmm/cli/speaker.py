@@ -1,0 +1,196 @@
+"""``smc-hmm speaker identify|verify|anonymous --audio FILE.wav``: secure speaker recognition.
+
+Alice computes the speaker features of her WAV file locally (13 MFCCs and their deltas
+from the bundled pipeline, :mod:`smc_hmm.data.speakers`), Bob holds one GMM per enrolled
+speaker and a UBM (the bundled five FSDD speakers by default, or a labelled model file),
+and the registered ``speaker`` protocol (``protocols/speaker.py``, found by name, so this
+module does not import the protocol package) runs both roles in-process.  The plaintext
+decision is computed locally beside the secure one, for comparison only; the result is
+printed as JSON on standard output (cost tables and progress go to standard error).
+
+``identify``: Alice learns the best enrolled speaker or "none" (no speaker beats the UBM
+by the margin).  ``verify --claim NAME``: Bob learns whether the voice is NAME's (the
+claim is public to him).  ``anonymous``: Bob learns whether the voice is *some* enrolled
+speaker's, not whose.  With ``--server HOST:PORT --certs DIR`` only Alice runs here,
+against a serving Bob (``smc-hmm serve``); she then prints what she learns.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from pathlib import Path
+
+from smc_hmm.cli.common import add_key_arguments, check_key_bits, check_output_path, console
+from smc_hmm.compute import Compute
+from smc_hmm.crypto import generate_keypair
+from smc_hmm.data.speakers import (
+    SPEAKER_FEATURES,
+    UBM_LABEL,
+    decision,
+    load_speaker_models,
+    scores,
+    speaker_features_from_wav,
+)
+from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError
+from smc_hmm.progress import status
+from smc_hmm.protocol import find
+from smc_hmm.runtime.simulate import run_protocol
+
+HELP = "identify or verify the speaker of one WAV recording securely (GMMs and a UBM)"
+MODES = ("identify", "verify", "anonymous")
+
+
+def configure(p) -> None:
+    p.add_argument("mode", choices=MODES, help="identify, verify (--claim) or anonymous")
+    p.add_argument("--audio", required=True, help="Alice's recording (mono WAV, any rate)")
+    p.add_argument("--claim", help="verify: the speaker Alice claims to be")
+    p.add_argument(
+        "--models",
+        help="Bob's labelled GMM file (speakers and a 'ubm'; default: the bundled five FSDD "
+        "speakers)",
+    )
+    p.add_argument("--margin", type=float, help="identify: nats per frame over the UBM")
+    p.add_argument("--threshold", type=float, help="verify / anonymous: nats per frame")
+    p.add_argument("--workers", type=int, default=None, help="compute lanes per party")
+    add_key_arguments(p, "tests only")
+    p.add_argument("--timeout", type=float, default=300.0, help="per-receive timeout, seconds")
+    p.add_argument("--json", metavar="PATH", help="also write the report and cost as JSON")
+    p.add_argument("--server", metavar="HOST:PORT", help="a serving Bob (smc-hmm serve)")
+    p.add_argument("--certs", metavar="DIR", help="with --server: ca.pem and the client's files")
+    p.add_argument("--name", help="with --server: the client certificate's name in --certs")
+    p.add_argument("--server-name", default="bob", help="with --server: the server's party name")
+
+
+def _params(args) -> dict:
+    params = {"mode": args.mode}
+    if args.margin is not None:
+        params["margin"] = args.margin
+    if args.threshold is not None:
+        params["threshold"] = args.threshold
+    return params
+
+
+def _models(path: str | None):
+    if path is None:
+        return load_speaker_models()
+    from smc_hmm.hmm.io import load_models
+
+    if not Path(path).is_file():
+        raise ConfigError(f"--models {path}: no such model file")
+    models, labels = load_models(Path(path))
+    if not labels or UBM_LABEL not in labels:
+        raise ConfigError(
+            f"--models {path}: its models must be labelled, one of them {UBM_LABEL!r}"
+        )
+    return models, labels
+
+
+def run(args) -> int:
+    check_key_bits(args)
+    check_output_path(args.json)
+    if args.mode == "verify" and not args.claim:
+        raise InvalidInputError("verify needs --claim NAME (the speaker Alice claims to be)")
+    out = console(stderr=True)
+    protocol = find("speaker")
+    params = protocol.params(_params(args))  # bad parameters fail before any work
+    frames = speaker_features_from_wav(args.audio)
+    if args.server:
+        return _run_against_server(args, out, frames)
+    models, labels = _models(args.models)
+    if {m.n_features for m in models} != {SPEAKER_FEATURES}:
+        raise InvalidInputError(f"speaker models must take {SPEAKER_FEATURES} features per frame")
+    if args.mode == "verify" and (args.claim not in labels or args.claim == UBM_LABEL):
+        speakers = ", ".join(x for x in labels if x != UBM_LABEL)
+        raise InvalidInputError(f"--claim {args.claim}: not an enrolled speaker ({speakers})")
+    if args.insecure:
+        out.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
+    with (
+        status(out, f"generating a {args.key_bits}-bit Paillier key pair"),
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("ignore", InsecureKeyWarning)
+        keypair = generate_keypair(args.key_bits, insecure=args.insecure)
+    sc = scores(models, frames)
+    plain = decision(args.mode, sc, labels, params, len(frames), args.claim)
+    utterance = (frames, args.claim) if args.mode == "verify" else frames
+    with (
+        Compute.processes(args.workers) as compute,
+        status(out, f"secure speaker {args.mode}: {len(frames)} frames, {len(models)} models"),
+    ):
+        result = run_protocol(
+            protocol,
+            params,
+            {"alice": ("alice", utterance), "bob": ("bob", (models, labels))},
+            keys={"alice": keypair},
+            compute={"alice": compute, "bob": compute},
+            min_key_bits=min(args.key_bits, 2048) if args.insecure else 2048,
+            timeout=args.timeout,
+            meta={"audio": str(args.audio), "mode": args.mode},
+        )
+    result.cost.render(out)
+    if args.mode == "identify":
+        secure, who = result["alice"]["speaker"], "alice"
+    else:
+        secure, who = result["bob"]["accept"], "bob"
+    key = "speaker" if args.mode == "identify" else "accept"
+    report = {
+        "mode": args.mode,
+        "audio": str(args.audio),
+        "frames": len(frames),
+        "secure": {key: secure, "learned_by": who},
+        "plaintext": {key: plain, "log_likelihoods": dict(zip(labels, sc))},
+        "agree": secure == plain,
+        "seconds": result.elapsed,
+        "key_bits": args.key_bits,
+        **({"claim": args.claim} if args.mode == "verify" else {}),
+    }
+    _emit(report, args.json, {"cost": result.cost.to_dict()}, out)
+    return 0 if secure == plain else 1
+
+
+def _emit(report: dict, path: str | None, extra: dict, out) -> None:
+    sys.stdout.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    if path:
+        try:
+            Path(path).write_text(json.dumps({**report, **extra}, indent=2, sort_keys=True) + "\n")
+        except OSError as e:
+            raise ConfigError(f"cannot write {path}: {e.strerror or e}") from e
+        out.print(f"wrote {path}")
+
+
+def _run_against_server(args, out, frames) -> int:
+    """Alice only, against a serving Bob; his parameters (mode, margin, threshold) apply."""
+    from smc_hmm.runtime.client import client_tls, parse_server, run_client_session
+
+    if not args.certs:
+        raise InvalidInputError("--server needs --certs DIR (ca.pem and a client certificate)")
+    address = parse_server(args.server)
+    tls, name = client_tls(args.certs, args.name)
+    utterance = (frames, args.claim) if args.claim else frames
+    with status(out, f"secure speaker recognition with {args.server} as {name}"):
+        result = run_client_session(
+            "speaker",
+            "alice",
+            utterance,
+            server=address,
+            tls=tls,
+            name=name,
+            server_name=args.server_name,
+            key_bits=args.key_bits,
+            insecure=args.insecure,
+            timeout=args.timeout,
+        )
+    output = result["output"]
+    report = {
+        "mode": args.mode,
+        "audio": str(args.audio),
+        "frames": len(frames),
+        "secure": output if output is not None else "the server learned the decision",
+        "session": result["session"],
+        "server": args.server,
+        "seconds": result["elapsed"],
+    }
+    _emit(report, args.json, {"cost": result["cost"]}, out)
+    return 0

@@ -1,0 +1,51 @@
+"""Validation of the privacy parameters every DP module takes.
+
+A leaf module: it imports nothing from :mod:`smc_hmm.dp`, so the mechanisms, the
+accountant, the K-norm mechanism and the releases can all use one check without
+importing each other (``lint-imports`` keeps ``smc_hmm.dp`` free of import cycles).
+
+- :func:`check_epsilon`: a privacy parameter (or any other strictly positive bound, such
+  as a clamp bound or a feature norm) must be a finite real number > 0;
+- :func:`check_sensitivity`: a sensitivity must be a finite real number >= 0.
+
+Both refuse booleans and non-numbers, and raise the error class the caller names
+(default :class:`~smc_hmm.errors.PrivacyParameterError`). See ``docs/dp-layer.md``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from smc_hmm.errors import PrivacyParameterError
+
+__all__ = ["check_epsilon", "check_sensitivity"]
+
+
+def _real(value: object, name: str, error: type[Exception]) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise error(f"{name} must be a real number, got {value!r}")
+    return float(value)
+
+
+def check_epsilon(
+    epsilon: object, name: str = "epsilon", *, error: type[Exception] = PrivacyParameterError
+) -> float:
+    """Return ``epsilon`` as a float if it is a finite real > 0, else raise ``error``."""
+    value = _real(epsilon, name, error)
+    if not (math.isfinite(value) and value > 0):
+        raise error(f"{name} must be finite and > 0, got {epsilon!r}")
+    return value
+
+
+def check_sensitivity(
+    sensitivity: object,
+    name: str = "sensitivity",
+    *,
+    error: type[Exception] = PrivacyParameterError,
+) -> float:
+    """Return ``sensitivity`` as a float if it is a finite real >= 0, else raise ``error``."""
+    value = _real(sensitivity, name, error)
+    if not (math.isfinite(value) and value >= 0):
+        raise error(f"{name} must be finite and >= 0, got {sensitivity!r}")
+    return value

@@ -1,0 +1,473 @@
+"""protocols.speaker: secure speaker identification / verification with GMMs and a UBM.
+
+Against the plaintext decisions and log-likelihoods (the GMM's forward algorithm, hmmlearn
+and scikit-learn as oracles), on the bundled speaker models and real speech; transcripts
+of every mode and of refused runs; the attack the LOGSUM noise defeats; typed errors; two
+OS processes over mutual TLS and a serving Bob."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from transcript_harness import assert_same_transcripts
+
+from protocols import speaker as sp
+from smc_hmm.data.speakers import (
+    gmm,
+    gmm_parts,
+    identify,
+    load_speaker_models,
+    load_speaker_test_utterances,
+    scores,
+    verify,
+)
+from smc_hmm.errors import ConfigError, InvalidInputError, PrecisionError, ProtocolError
+from smc_hmm.hmm import log_likelihood
+from smc_hmm.runtime import run_protocol
+
+
+def _gmm(rng, components, dims, shift=0.0):
+    w = rng.dirichlet(np.ones(components))
+    return gmm(
+        w, rng.normal(shift, 1.0, (components, dims)), rng.uniform(0.5, 1.5, (components, dims))
+    )
+
+
+def _speakers(rng, count=3, components=3, dims=4):
+    models = [_gmm(rng, components, dims, 1.5 * k) for k in range(count)]
+    labels = [f"s{k}" for k in range(count)]
+    return [*models, _gmm(rng, components, dims)], [*labels, "ubm"]
+
+
+def _run(keypair, utterance, speakers, params=None, **kwargs):
+    return run_protocol(
+        sp.PROTOCOL,
+        {"mode": "identify", **(params or {})},
+        {"alice": ("alice", utterance), "bob": ("bob", speakers)},
+        keys={"alice": keypair},
+        min_key_bits=512,
+        timeout=120,
+        **kwargs,
+    )
+
+
+def test_a_gmm_is_an_hmm_whose_rows_are_its_weights():
+    """The oracle: the forward algorithm of the GMM-as-HMM equals hmmlearn's HMM score and
+    scikit-learn's GaussianMixture log-likelihood."""
+    from sklearn.mixture import GaussianMixture
+
+    rng = np.random.default_rng(1)
+    model = _gmm(rng, 4, 3)
+    x = rng.normal(size=(30, 3))
+    w, mu, var = gmm_parts(model)
+    mixture = GaussianMixture(4, covariance_type="diag")
+    mixture.weights_, mixture.means_, mixture.covariances_ = w, mu, var
+    mixture.precisions_cholesky_ = 1 / np.sqrt(var)
+    want = mixture.score_samples(x).sum()
+    assert log_likelihood(model, x) == pytest.approx(want, rel=1e-12)
+    assert model.to_hmmlearn().score(x) == pytest.approx(want, rel=1e-12)
+    with pytest.raises(InvalidInputError, match="GMM"):
+        from smc_hmm.hmm import GaussianHMM
+
+        gmm_parts(GaussianHMM([0.5, 0.5], [[0.9, 0.1], [0.1, 0.9]], mu[:2], var[:2], "diag"))
+
+
+@pytest.mark.parametrize("mode", ["identify", "verify", "anonymous"])
+def test_decisions_and_log_likelihoods_equal_plaintext_on_real_speech(keypair_1024, mode):
+    models, labels = load_speaker_models()
+    params = {"mode": mode, "reveal_scores": True, "threshold": -1.0}
+    for u in load_speaker_test_utterances([3, 612]):  # a george, a nicolas
+        x = u.features[:15]
+        plain = scores(models, x)
+        claim = "nicolas"
+        result = _run(keypair_1024, (x, claim) if mode == "verify" else x, (models, labels), params)
+        secure = result["alice"]["scores"]
+        for label, want in zip(labels, plain):
+            if label in secure:
+                assert abs(secure[label] - want) <= 1e-9 * abs(want)
+        if mode == "identify":
+            assert result["alice"]["speaker"] == identify(plain, labels, "ubm", -2.0, len(x))
+            assert result["bob"] is None
+        elif mode == "verify":
+            want = verify(plain[labels.index(claim)], plain[-1], -1.0, len(x))
+            assert result["bob"] == {"accept": want, "claim": claim, "mode": "verify"}
+        else:
+            want = max(plain[:-1]) - plain[-1] > -1.0 * len(x)
+            assert result["bob"] == {"accept": want, "mode": "anonymous"}
+
+
+def test_one_round_per_frame_gives_the_same_result(keypair_512):
+    rng = np.random.default_rng(2)
+    speakers = _speakers(rng)
+    x = rng.normal(1.5, 1.0, (7, 4))
+    batched = _run(keypair_512, x, speakers, {"reveal_scores": True})
+    per_frame = _run(keypair_512, x, speakers, {"reveal_scores": True, "frames_per_round": 1})
+    assert batched["alice"]["speaker"] == per_frame["alice"]["speaker"] == "s1"
+    for label, value in batched["alice"]["scores"].items():
+        assert per_frame["alice"]["scores"][label] == pytest.approx(value, rel=1e-11)
+    assert per_frame.cost.to_dict()["totals"]["rounds"] > batched.cost.to_dict()["totals"]["rounds"]
+
+
+def test_margin_and_threshold_decide_as_in_plaintext(keypair_512):
+    """A large margin makes "none" win; a large threshold rejects; both as in plaintext."""
+    rng = np.random.default_rng(3)
+    speakers = _speakers(rng)
+    x = rng.normal(0.0, 1.0, (6, 4))
+    plain = scores(speakers[0], x)
+    for margin in (-50.0, 50.0):
+        out = _run(keypair_512, x, speakers, {"margin": margin})["alice"]
+        assert out["speaker"] == identify(plain, speakers[1], "ubm", margin, len(x))
+    for threshold in (-50.0, 50.0):
+        out = _run(keypair_512, (x, "s0"), speakers, {"mode": "verify", "threshold": threshold})
+        assert out["bob"]["accept"] is verify(plain[0], plain[-1], threshold, len(x))
+        assert out["alice"] is None
+
+
+def _cases(rng, count=2):
+    """Different speech and different models of the same public sizes."""
+    return [(rng.normal(1.0, 1.0, (5, 4)), _speakers(rng)) for _ in range(count)]
+
+
+@pytest.mark.parametrize("mode", ["identify", "verify", "anonymous"])
+def test_transcripts_do_not_depend_on_speech_models_or_claim(keypair_512, mode):
+    rng = np.random.default_rng(4)
+    cases = _cases(rng)
+    claims = ["s0", "s2"]
+
+    def run(case, wrap):
+        (x, speakers), claim = case
+        utterance = (x, claim) if mode == "verify" else x
+        _run(keypair_512, utterance, speakers, {"mode": mode}, wrap_transport=wrap)
+
+    components = (3, 3) if mode == "verify" else (3, 3, 3, 3)
+    spec = sp.SpeakerSpec(sp.SpeakerParams(mode=mode), 4, components, 5, 512)
+    frames = assert_same_transcripts(run, list(zip(cases, claims)), sp.declared_messages(spec))
+    assert ("alice", "bob") in frames and ("bob", "alice") in frames
+
+
+def test_alice_refuses_bad_features_invisibly(keypair_512):
+    """Features beyond the public bound: Alice runs on dummy frames and raises after her
+    last message, so Bob sees the frames of an accepted run."""
+    rng = np.random.default_rng(5)
+    speakers = _speakers(rng)
+    good = rng.normal(size=(5, 4))
+    bad = good.copy()
+    bad[2, 1] = 99.0  # above feature_bound = 16
+
+    def run(x, wrap):
+        if x is bad:
+            with pytest.raises(InvalidInputError, match="feature_bound"):
+                _run(keypair_512, x, speakers, wrap_transport=wrap)
+        else:
+            _run(keypair_512, x, speakers, wrap_transport=wrap)
+
+    spec = sp.SpeakerSpec(sp.SpeakerParams(), 4, (3, 3, 3, 3), 5, 512)
+    assert_same_transcripts(run, [good, bad], sp.declared_messages(spec))
+
+
+def test_bob_refuses_an_out_of_range_model_invisibly(keypair_512):
+    """A model whose log-densities could exceed the public bound: Bob runs dummy models and
+    raises after his last message (verify: he receives the last one)."""
+    rng = np.random.default_rng(6)
+    models, labels = _speakers(rng)
+    w, mu, _ = gmm_parts(models[0])
+    sharp = gmm(w, mu, np.full(mu.shape, 1e-6))  # b = 5e5 per feature: beyond 2^19 nats
+    x = rng.normal(size=(5, 4))
+
+    def run(speakers, wrap):
+        if speakers[0][0] is sharp:
+            with pytest.raises(PrecisionError, match="public"):
+                _run(keypair_512, (x, "s0"), speakers, {"mode": "verify"}, wrap_transport=wrap)
+        else:
+            _run(keypair_512, (x, "s0"), speakers, {"mode": "verify"}, wrap_transport=wrap)
+
+    spec = sp.SpeakerSpec(sp.SpeakerParams(mode="verify"), 4, (3, 3), 5, 512)
+    assert_same_transcripts(
+        run, [(models, labels), ([sharp, *models[1:]], labels)], sp.declared_messages(spec)
+    )
+
+
+def _exponent_attack(result, sk, speakers, x, spec):
+    """Alice's attack on a two-component LOGSUM: S = k1 2^g + k2 V2 (+ N).  Modulo 2^g,
+    S = k2 V2, so one inversion gives k2 and then k1; y1 + log k1 - y2 - log k2 would be
+    the exact difference of two of Bob's component log-densities.  Returns the fraction
+    of targets where the recovered difference is the true one."""
+    view = {t: p for _, t, p in result.views["alice"]}
+    y = sp._unpack(view["spk.emit"].decrypt_ints(sk), spec)
+    sums = sp._unpack_results(view["spk.sum"].decrypt_ints(sk), spec.length * 4, spec)
+    g, f = spec.g, spec.f
+    hits, target = 0, 0
+    for t in range(spec.length):
+        for r, seg in enumerate(spec.segments):
+            row = [int(v) for v in y[t][seg]]
+            top, other = (0, 1) if row[0] >= row[1] else (1, 0)
+            v2 = sp.exp_fixed(row[other] - row[top], f, g)
+            twos = (v2 & -v2).bit_length() - 1
+            s = int(sums[target])
+            target += 1
+            modulus = 1 << (g - twos)
+            k2 = ((s >> twos) * pow(v2 >> twos, -1, modulus)) % modulus
+            k1 = (s - k2 * v2) >> g
+            if not (1 << 32 <= k1 < 1 << 61 and 1 << 32 <= k2 < 1 << 61):
+                continue
+            found = (row[top] + sp.log_fixed(k1, f) - row[other] - sp.log_fixed(k2, f)) / 2**f
+            w, mu, var = gmm_parts(speakers[0][r])
+            e = np.log(w) - 0.5 * (np.log(2 * np.pi * var) + (x[t] - mu) ** 2 / var).sum(axis=1)
+            hits += abs(found - (e[top] - e[other])) < 1e-6
+    return hits / target
+
+
+def test_without_noise_the_exponents_leak_and_with_it_they_do_not(keypair_1024, monkeypatch):
+    """The LOGSUM noise is what stops Alice from solving for Bob's exponents."""
+    rng = np.random.default_rng(7)
+    speakers = _speakers(rng, components=2)
+    x = rng.normal(1.0, 1.0, (6, 4))
+    spec = sp.SpeakerSpec(sp.SpeakerParams(), 4, (2, 2, 2, 2), 6, 1024)
+    sk = keypair_1024[1]
+    guarded = _run(keypair_1024, x, speakers, record_views=True)
+    assert _exponent_attack(guarded, sk, speakers, x, spec) == 0.0
+    monkeypatch.setattr(sp.SpeakerSpec, "noise_bits", property(lambda self: 0))
+    exposed = _run(keypair_1024, x, speakers, record_views=True)
+    assert _exponent_attack(exposed, sk, speakers, x, spec) == 1.0
+
+
+def test_bob_sees_only_ciphertexts_and_public_sizes(keypair_512):
+    rng = np.random.default_rng(8)
+    speakers = _speakers(rng)
+    result = _run(keypair_512, rng.normal(size=(5, 4)), speakers, record_views=True)
+    from smc_hmm.crypto import CipherArray, PublicKey
+
+    for _, tag, payload in result.views["bob"]:
+        fields = payload if isinstance(payload, list) else [payload]
+        for value in fields:
+            assert isinstance(value, CipherArray | PublicKey | bytes | int | list), tag
+            if tag == "spk.length":
+                assert value == 5
+
+
+def test_bad_inputs_are_typed_errors(keypair_512):
+    rng = np.random.default_rng(9)
+    speakers = _speakers(rng)
+    with pytest.raises(InvalidInputError):
+        sp.SpeakerParams(mode="guess")
+    with pytest.raises(InvalidInputError):
+        sp.SpeakerParams(margin=math.inf)
+    with pytest.raises(ConfigError, match="unknown"):
+        sp.SpeakerParams.from_config({"treshold": 1.0})
+    with pytest.raises(InvalidInputError, match="enrolled"):
+        _run(keypair_512, (rng.normal(size=(4, 4)), "mallory"), speakers, {"mode": "verify"})
+    with pytest.raises(InvalidInputError, match="features per frame"):
+        _run(keypair_512, rng.normal(size=(4, 3)), speakers)
+    with pytest.raises(InvalidInputError, match="GMM"):
+        from smc_hmm.hmm import GaussianHMM
+
+        hmm = GaussianHMM([1.0, 0.0], [[0.5, 0.5], [0.0, 1.0]], np.zeros((2, 4)), np.ones((2, 4)))
+        _run(keypair_512, rng.normal(size=(4, 4)), ([hmm, *speakers[0][1:]], speakers[1]))
+    with pytest.raises(InvalidInputError, match="UBM"):
+        _run(keypair_512, rng.normal(size=(4, 4)), (speakers[0], ["a", "b", "c", "d"]))
+    with pytest.raises(PrecisionError, match="exp_bits"):
+        sp.SpeakerSpec(sp.SpeakerParams(exp_bits=80), 4, (3, 3), 5, 1024).check_precision()
+    with pytest.raises(ProtocolError):
+        sp._parse_sizes({"dims": 4, "components": [3], "labels": ["ubm"]})
+
+
+def test_loaders(tmp_path):
+    from smc_hmm.hmm.io import save_models
+
+    models, labels = load_speaker_models()
+    save_models(tmp_path / "speakers.npz", models, labels=labels)
+    loaded, names = sp.load_speakers("speakers.npz", tmp_path)
+    assert names == labels and len(loaded) == 6
+    np.save(tmp_path / "x.npy", np.zeros((3, 26)))
+    frames, claim = sp.load_utterance({"features": "x.npy", "claim": "theo"}, tmp_path)
+    assert frames.shape == (3, 26) and claim == "theo"
+    with pytest.raises(ConfigError):
+        sp.load_utterance({"frames": "x.npy"}, tmp_path)
+    save_models(tmp_path / "unlabelled.npz", models)
+    with pytest.raises(ConfigError, match="label"):
+        sp.load_speakers("unlabelled.npz", tmp_path)
+
+
+def _wav(path, seed=4):
+    from scipy.io import wavfile
+
+    rng = np.random.default_rng(seed)
+    t = np.arange(3200) / 8000
+    voice = np.sin(2 * np.pi * 180 * t) * np.hanning(t.size) + 0.05 * rng.normal(size=t.size)
+    wavfile.write(path, 8000, (voice * 12000).astype(np.int16))
+
+
+@pytest.mark.slow
+def test_two_processes_over_mutual_tls_with_a_wav(tmp_path):
+    """protocol = "speaker" in a parties.toml: Alice's WAV and claim, Bob's model file."""
+    from smc_hmm.data.speakers import speaker_features_from_wav
+    from smc_hmm.hmm.io import save_models
+    from smc_hmm.runtime import launch, write_config
+
+    _wav(tmp_path / "alice.wav")
+    models, labels = load_speaker_models()
+    save_models(tmp_path / "speakers.npz", models, labels=labels)
+    config = write_config(
+        tmp_path / "parties.toml",
+        "speaker",
+        {
+            "alice": {"kind": "alice", "utterance": "alice.wav"},
+            "bob": {"kind": "bob", "models": "speakers.npz"},
+        },
+        params={"mode": "verify"},
+        key_bits=1024,
+        insecure=True,
+        timeout=120,
+        connect_timeout=30,
+    )
+    text = config.read_text()  # Alice's claim travels with her utterance: an inline table
+    config.write_text(
+        text.replace(
+            'utterance = "alice.wav"', 'utterance = { features = "alice.wav", claim = "theo" }'
+        )
+    )
+    result = launch(config, timeout=300)
+    x = speaker_features_from_wav(tmp_path / "alice.wav")
+    plain = scores(models, x)
+    assert result["bob"] == {
+        "accept": verify(plain[labels.index("theo")], plain[-1], 0.0, len(x)),
+        "claim": "theo",
+        "mode": "verify",
+    }
+    assert result["alice"] is None
+
+
+@pytest.mark.slow
+def test_a_serving_bob_identifies_clients(tmp_path, capsys):
+    """smc-hmm serve with protocol = "speaker": clients identify themselves in turn."""
+    from smc_hmm.hmm.io import save_models
+    from smc_hmm.runtime import load_config, write_config
+    from smc_hmm.runtime.client import client_tls, run_client_session
+    from smc_hmm.runtime.serve import Server
+
+    models, labels = load_speaker_models()
+    save_models(tmp_path / "speakers.npz", models, labels=labels)
+    path = write_config(
+        tmp_path / "parties.toml",
+        "speaker",
+        {"alice": {"kind": "alice"}, "bob": {"kind": "bob", "models": "speakers.npz"}},
+        params={"mode": "identify"},
+        key_bits=512,
+        insecure=True,
+        timeout=60,
+        connect_timeout=20,
+        serve={"party": "bob", "max_sessions": 2},
+        compute={"workers": 1},
+        clients=["alice", "carol"],
+    )
+    utterances = load_speaker_test_utterances([30, 930])  # a george, a theo
+    with Server(load_config(path), "bob", port=0) as server:
+        for name, u in zip(["alice", "carol"], utterances):
+            x = u.features[:8]
+            tls, client = client_tls(tmp_path / "certs", name)
+            out = run_client_session(
+                "speaker",
+                "alice",
+                x,
+                server=server.address,
+                tls=tls,
+                name=client,
+                key_bits=512,
+                insecure=True,
+                timeout=60,
+            )
+            assert out["output"]["speaker"] == identify(scores(models, x), labels, "ubm", -2.0, 8)
+        # the command line as a client: smc-hmm speaker identify --server HOST:PORT
+        import json
+
+        from smc_hmm.cli import main
+
+        _wav(tmp_path / "carol.wav")
+        host, port = server.address
+        argv = ["speaker", "identify", "--audio", str(tmp_path / "carol.wav"), "--server",
+                f"{host}:{port}", "--certs", str(tmp_path / "certs"), "--name", "carol",
+                "--key-bits", "512", "--insecure"]  # fmt: skip
+        assert main(argv) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["session"] >= 3 and set(report["secure"]) >= {"speaker", "mode"}
+
+
+def test_bench_speaker_smoke(tmp_path):
+    """``smc-hmm bench speaker`` on a tiny configuration: speed side by side, the sweep."""
+    import argparse
+    import json
+
+    from smc_hmm.bench import speaker as bench
+
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    path = tmp_path / "speaker.json"
+    args = parser.parse_args(
+        ["--key-bits", "512", "--insecure", "--workers", "1", "--frames", "6", "--repeats", "1",
+         "--utterances", "1", "--skip-accuracy", "--modes", "verify", "--offline",
+         "--json", str(path)]
+    )  # fmt: skip
+    assert bench.main(args) == 0  # 512-bit runs carry no speed target
+    data = json.loads(path.read_text())
+    assert data["sweep"]["verify"]["equal"] == 1
+    assert data["sweep"]["verify"]["max_relative_error"] <= 1e-9
+    speed = data["speed"]["verify"]
+    assert speed["rounds_per_frame"] > speed["rounds"]
+    assert speed["online_seconds"] > 0 and speed["offline_seconds"] > 0
+    with pytest.raises(InvalidInputError, match="modes"):
+        bench.main(parser.parse_args(["--key-bits", "512", "--insecure", "--modes", "guess"]))
+
+
+@pytest.mark.parametrize("mode", ["identify", "verify"])
+def test_speaker_command_prints_both_decisions_as_json(tmp_path, capsys, mode):
+    """smc-hmm speaker identify|verify --audio FILE.wav: JSON with the secure and the
+    plaintext decision (512-bit INSECURE keys)."""
+    import json
+
+    from smc_hmm.cli import main
+
+    _wav(tmp_path / "voice.wav", seed=9)
+    argv = ["speaker", mode, "--audio", str(tmp_path / "voice.wav"), "--key-bits", "512",
+            "--insecure", "--workers", "1", "--json", str(tmp_path / "out.json")]  # fmt: skip
+    if mode == "verify":
+        argv += ["--claim", "george"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    key = "speaker" if mode == "identify" else "accept"
+    assert report["agree"] and report["secure"][key] == report["plaintext"][key]
+    assert report["secure"]["learned_by"] == ("alice" if mode == "identify" else "bob")
+    assert "cost" in json.loads((tmp_path / "out.json").read_text())
+    assert main(["speaker", "verify", "--audio", str(tmp_path / "voice.wav")]) == 2
+
+
+@pytest.mark.parametrize("mode", ["identify", "verify", "anonymous"])
+def test_the_offline_plan_counts_every_randomizer(keypair_512, mode):
+    """``randomizers_needed`` (the descriptor's offline plan) equals what a run draws."""
+    rng = np.random.default_rng(10)
+    speakers = _speakers(rng)
+    x = rng.normal(size=(9, 4))
+    utterance = (x, "s1") if mode == "verify" else x
+    for params in ({"mode": mode}, {"mode": mode, "reveal_scores": True, "frames_per_round": 2}):
+        ops = _run(keypair_512, utterance, speakers, params).cost.to_dict()["parties"]
+        drawn = {
+            "alice": ops["alice"]["ops"]["encrypt"],
+            "bob": ops["bob"]["ops"]["encrypt"] + ops["bob"]["ops"]["rerandomize"],
+        }
+        plan = sp.PROTOCOL.randomizers(
+            sp.SpeakerParams(**params), 512, {"alice": utterance, "bob": speakers}
+        )
+        assert plan == drawn
+
+
+def test_peer_sizes_are_bounded_before_any_work():
+    """Bob's declared sizes and Alice's declared length obey smc_hmm.limits."""
+    from smc_hmm.errors import ParameterBoundError
+
+    huge = {"dims": 10**6, "components": [8, 8], "labels": ["a", "ubm"]}
+    with pytest.raises(ParameterBoundError, match="max_width"):
+        sp._parse_sizes(huge)
+    many = {"dims": 26, "components": [10**5, 10**5], "labels": ["a", "ubm"]}
+    with pytest.raises(ParameterBoundError, match="max_states"):
+        sp._parse_sizes(many)

@@ -1,0 +1,209 @@
+"""The rough edges a new user hits first: each ends in one typed line (exit code 2) before
+any work starts, or in output a script can read (one line per result)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy.io import wavfile
+
+from smc_hmm.cli import main
+
+SMALL = ["--key-bits", "1024", "--insecure"]
+
+
+def one_line_error(capsys, argv, *fragments) -> str:
+    """Run ``argv``; it must fail with exit code 2 and one line on stderr, naming every
+    fragment; returns what went to stdout (nothing should have been done)."""
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("smc-hmm: error: ") and "Traceback" not in err, err
+    for fragment in fragments:
+        assert fragment in err, err
+    return captured.out
+
+
+def _wav(path, samples: int = 3472):
+    t = np.arange(samples) / 8000
+    voice = np.sin(2 * np.pi * 220 * t) * np.hanning(samples)
+    wavfile.write(path, 8000, (voice * 12000).astype(np.int16))
+    return path
+
+
+# -- WAV files and models of `smc-hmm keyword` ----------------------------------------------
+
+
+@pytest.mark.parametrize("cut", [20, 30, 40])
+def test_keyword_on_a_wav_cut_inside_its_header(tmp_path, capsys, cut):
+    whole = _wav(tmp_path / "whole.wav")
+    part = tmp_path / "part.wav"
+    part.write_bytes(whole.read_bytes()[:cut])
+    argv = ["keyword", *SMALL, "--audio", str(part)]
+    one_line_error(capsys, argv, "InvalidInputError", "not a readable WAV file", "header")
+
+
+def test_keyword_on_a_wav_holding_fewer_samples_than_promised(tmp_path, capsys):
+    whole = _wav(tmp_path / "whole.wav", 3472)
+    part = tmp_path / "part.wav"
+    part.write_bytes(whole.read_bytes()[: 44 + 2 * 2000])
+    argv = ["keyword", *SMALL, "--audio", str(part)]
+    one_line_error(capsys, argv, "truncated", "promises 3472 samples", "holds 2000")
+
+
+def test_keyword_with_unknown_models_names_the_valid_words(tmp_path, capsys):
+    wav = _wav(tmp_path / "a.wav")
+    argv = ["keyword", *SMALL, "--audio", str(wav), "--models", "bogus"]
+    one_line_error(capsys, argv, "--models bogus", "diag", "full", ".npz")
+
+
+# -- output paths: checked before any work --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["demo", "keyword", *SMALL, "--utterances", "1"],
+        ["demo", "forward", *SMALL, "--length", "2"],
+        ["demo", "secure-sum", *SMALL, "--length", "2"],
+        ["keyword", *SMALL, "--audio", "AUDIO"],
+        ["bench", "lanes", *SMALL, "--terms", "4", "--rounds", "1"],
+    ],
+    ids=["demo-keyword", "demo-forward", "demo-secure-sum", "keyword", "bench"],
+)
+def test_json_into_a_missing_folder_is_refused_before_any_work(tmp_path, capsys, argv):
+    argv = [str(_wav(tmp_path / "a.wav")) if a == "AUDIO" else a for a in argv]
+    missing = str(tmp_path / "no" / "x.json")
+    out = one_line_error(capsys, [*argv, "--json", missing], "folder", "does not exist")
+    assert "INSECURE" not in out and "agree" not in out  # no key, no run
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    one_line_error(capsys, [*argv, "--json", str(folder)], "is a folder")
+
+
+def test_release_hmm_checks_every_output_path_before_writing_the_model(tmp_path, capsys):
+    data = tmp_path / "seqs.json"
+    data.write_text(json.dumps([[0, 1, 1, 0], [1, 0, 1]]))
+    model = tmp_path / "dp.npz"
+    argv = ["release", "hmm", "--data", str(data), "--eps", "1", "--max-length", "5"]
+    argv += ["--symbols", "2", "--states", "2", "--out", str(model)]
+    one_line_error(capsys, [*argv, "--json", str(tmp_path / "no" / "s.json")], "does not exist")
+    assert not model.exists()
+
+
+def test_release_hmm_says_a_text_file_is_not_an_npz_archive(tmp_path, capsys):
+    text = tmp_path / "text.npz"
+    text.write_text("0 1 1 0\n1 0 1\n")
+    argv = ["release", "hmm", "--data", str(text), "--eps", "1", "--max-length", "5"]
+    one_line_error(capsys, [*argv, "--out", str(tmp_path / "m.npz")], "not an npz archive")
+    assert "pickle" not in capsys.readouterr().err
+
+
+# -- key sizes --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["demo"],
+        ["demo", "secure-sum"],
+        ["keyword", "--audio", "x.wav"],
+        ["bench", "primitives"],
+        ["bench", "crypto"],
+    ],
+)
+def test_huge_keys_are_refused_at_once(capsys, argv):
+    out = one_line_error(
+        capsys, [*argv, "--key-bits", "100000"], "above 8192 bits", "--allow-large-keys"
+    )
+    assert out == ""
+
+
+@pytest.mark.parametrize("argv", [["demo"], ["demo", "forward"], ["keyword", "--audio", "x.wav"]])
+def test_too_small_keys_name_the_real_minimum_and_no_warning_comes_first(capsys, argv):
+    out = one_line_error(capsys, [*argv, "--key-bits", "128", "--insecure"], "256 bits")
+    assert "alpha_bits" not in out and "INSECURE" not in out
+
+
+def test_small_keys_without_insecure_and_odd_sizes(capsys):
+    one_line_error(capsys, ["bench", "lanes", "--key-bits", "1024"], "add --insecure")
+    one_line_error(capsys, ["demo", "--key-bits", "1025", "--insecure"], "even number of bits")
+
+
+def test_a_config_file_bounds_key_sizes_too(tmp_path):
+    from smc_hmm.errors import ConfigError
+    from smc_hmm.runtime import load_config
+
+    path = tmp_path / "parties.toml"
+    path.write_text('[run]\nprotocol = "secure_sum"\nkey_bits = 100000\n')
+    with pytest.raises(ConfigError, match="run.allow_large_keys = true"):
+        load_config(path)
+
+
+def test_without_a_terminal_each_step_says_what_it_does(capsys):
+    """A pipe hides rich's spinner: key generation and the run each print one line."""
+    assert main(["demo", "secure-sum", *SMALL, "--length", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "smc-hmm: generating a 1024-bit Paillier key pair ..." in err
+    assert "smc-hmm: running the secure sum" in err
+
+
+# -- the keyword demo -------------------------------------------------------------------------
+
+
+def test_demo_prints_one_line_per_utterance_and_refuses_more_than_it_holds(capsys):
+    argv = ["demo", "keyword", *SMALL, "--utterances", "2", "--frames", "12"]
+    assert main([*argv, "--models", "full"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    per_utterance = [line for line in lines if line.startswith("utterance ")]
+    assert len(per_utterance) == 2, lines
+    for line in per_utterance:
+        assert len(line) > 80 and line == line.rstrip()
+        assert "Alice hears" in line and "rounds" in line
+    assert not any(line.startswith(("argmax", "rounds")) for line in lines)
+    out = one_line_error(capsys, ["demo", *SMALL, "--utterances", "251"], "250", "--utterances")
+    assert "INSECURE" not in out
+
+
+# -- smc-hmm cost: every number first -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "flags, fragment",
+    [
+        (["--bits", "-1"], "even number of bits"),
+        (["--bits", "0"], "256 bits"),
+        (["--bits", "100"], "256 bits"),
+        (["--bits", "16384"], "--allow-large-keys"),
+        (["--latency-ms", "nan"], "--latency-ms must be a finite number"),
+        (["--latency-ms", "-1"], "--latency-ms must be a finite number"),
+        (["--bandwidth-mbps", "nan"], "--bandwidth-mbps must be a finite number"),
+        (["--bandwidth-mbps", "0"], "--bandwidth-mbps must be a finite number"),
+        (["--input-scale", "inf"], "--input-scale must be a finite number"),
+    ],
+)
+def test_cost_checks_every_number_before_printing_anything(capsys, flags, fragment):
+    report = "docs/bench-keyword-diag.json"  # any file: the numbers are checked first
+    assert one_line_error(capsys, ["cost", report, *flags], fragment) == ""
+
+
+# -- bench compare ----------------------------------------------------------------------------
+
+
+def test_bench_compare_labels_no_baseline_when_tno_is_skipped(tmp_path):
+    out = tmp_path / "compare.json"
+    argv = ["bench", "compare", "--key-bits", "512", "--insecure", "--bits", "8", "--batch", "2"]
+    assert main([*argv, "--repeats", "1", "--argmax", "0", "--no-tno", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    single = next(r for r in rows if r["name"].endswith("k=1"))
+    assert single["baseline"] is None
+    assert "TNO: 1 call" not in single["note"] and "TNO skipped" in single["note"]
+
+
+@pytest.mark.parametrize("argv", [["release"], ["release", "hmm"], ["release", "trace"]])
+def test_release_help_points_to_its_guide(capsys, argv):
+    assert main([*argv, "--help"]) == 0
+    assert "docs/dp-release.md" in " ".join(capsys.readouterr().out.split())

@@ -1,0 +1,63 @@
+"""The layout of the command line: one module per command, demos and benchmarks as plugins."""
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from smc_hmm import cli
+from smc_hmm.cli import main
+
+
+def test_every_command_is_one_module_with_help_configure_and_run():
+    commands = set(cli.COMMANDS)
+    assert commands == {
+        "demo",
+        "party",
+        "launch",
+        "serve",
+        "keyword",
+        "speaker",
+        "bench",
+        "cost",
+        "certs",
+        "release",
+    }
+    for name, module in cli.COMMANDS.items():
+        assert module.__name__ == f"smc_hmm.cli.{name}"
+        assert isinstance(module.HELP, str) and module.HELP
+        assert callable(module.configure) and callable(module.run)
+        # no command imports another: only smc_hmm.cli.common is shared
+        tree = ast.parse(Path(module.__file__).read_text())
+        imported = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module)
+                imported.update(f"{node.module}.{a.name}" for a in node.names)
+            elif isinstance(node, ast.Import):
+                imported.update(a.name for a in node.names)
+        others = {f"smc_hmm.cli.{c}" for c in commands if c != name}
+        assert not imported & others, (name, imported & others)
+
+
+def test_python_dash_m_runs_the_cli():
+    done = subprocess.run(
+        [sys.executable, "-m", "smc_hmm.cli", "demo", "--list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert {"forward", "keyword", "secure-sum"} <= set(done.stdout.replace("(default)", "").split())
+
+
+def test_bench_lanes_runs_with_small_options(tmp_path, capsys):
+    out = tmp_path / "lanes.json"
+    argv = ["bench", "lanes", "--key-bits", "512", "--insecure", "--terms", "20", "--rounds", "1"]
+    assert main([*argv, "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["unit"] for r in rows] == ["us", "ms", "ms"]
+    assert all(r["ours"] > 0 for r in rows)
+    assert rows[1]["baseline"] > 0 and rows[2]["baseline"] > 0
+    assert "lanes benchmark, 512-bit keys" in capsys.readouterr().out
