@@ -204,7 +204,12 @@ def _manifest_full() -> float | None:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("fsdd", metavar="FSDD_DIR", help="FSDD recordings (or their parent)")
+    parser.add_argument(
+        "fsdd",
+        nargs="?",
+        metavar="FSDD_DIR",
+        help="the FSDD recordings or their parent (default: the FSDD_DIR variable)",
+    )
     parser.add_argument("--eps", default=None, help=f"comma-separated eps ({DEFAULT_EPS})")
     parser.add_argument("--releases", type=int, default=None, help="releases per eps (5)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the INSECURE float noise")
@@ -266,8 +271,14 @@ def main(args) -> int:
     if args.record_bound is not None:
         options.update(record_bound=args.record_bound, count_weight=args.record_bound)
     design = KeywordDesign(**options)
+    if args.fsdd:
+        fsdd = args.fsdd
+    else:
+        from smc_hmm.data import fsdd_dir
+
+        fsdd = fsdd_dir()
     result = run(
-        args.fsdd,
+        fsdd,
         eps_values,
         releases,
         seed=args.seed,

@@ -590,3 +590,24 @@ def test_example_draws_the_figure_from_a_bench_report(example, tmp_path):
     out = tmp_path / "fig.png"
     example.plot(bench, out)
     assert out.stat().st_size > 10_000
+
+
+@pytest.mark.slow  # scores the 250 bundled test utterances twice: about 10 s
+def test_bench_runs_with_small_options(tmp_path, capsys):
+    import argparse
+
+    from smc_hmm.bench import dp_keyword
+
+    _write_fsdd(tmp_path)
+    parser = argparse.ArgumentParser()
+    dp_keyword.add_arguments(parser)
+    out = tmp_path / "bench.json"
+    argv = [str(tmp_path), "--eps", "3", "--releases", "1", "--audit-releases", "100"]
+    assert dp_keyword.main(parser.parse_args([*argv, "--json", str(out)])) == 0
+    data = json.loads(out.read_text())
+    assert set(data["accuracy"]) == {"3"} and len(data["accuracy"]["3"]) == 1
+    assert data["bundled_diag_accuracy"] == pytest.approx(0.98)
+    audits = data["audit"].values()
+    assert len(audits) == 2 and all(a["estimate"] <= a["epsilon"] for a in audits)
+    assert data["guarantee_example"]["epsilon"] <= 3.0
+    assert "dp-keyword benchmark" in capsys.readouterr().out
