@@ -72,7 +72,7 @@ from typing import Literal
 
 import numpy as np
 
-from smc_hmm.dp.mechanisms import check_epsilon
+from smc_hmm.dp.params import check_epsilon
 from smc_hmm.dp.random import DPRandom
 from smc_hmm.dp.zcdp import (
     GaussianMechanism,
