@@ -43,6 +43,7 @@ import argparse
 import importlib.util
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -398,7 +399,9 @@ def plot(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("fsdd", nargs="?", help="the FSDD recordings (or their parent)")
+    parser.add_argument(
+        "fsdd", nargs="?", help="the FSDD recordings or their parent (default: $FSDD_DIR)"
+    )
     parser.add_argument("--from-json", type=Path, help="draw a `bench dp-keyword --json` file")
     parser.add_argument("--releases", type=int, default=5, help="releases per eps (5)")
     parser.add_argument("--eps", default=None, help="comma-separated eps (the bench's grid)")
@@ -422,8 +425,9 @@ def main(argv: list[str] | None = None) -> int:
     bw.add_argument("--seed", type=int, default=511)
     args = parser.parse_args(argv)
     if args.baum_welch:
+        args.fsdd = args.fsdd or os.environ.get("FSDD_DIR")
         if not args.fsdd:
-            parser.error("--baum-welch needs FSDD_DIR")
+            parser.error("--baum-welch needs FSDD_DIR (argument or variable)")
         res = run_baum_welch(args)
         print_table(res)
         if args.json:
@@ -432,17 +436,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.from_json:
         bench = json.loads(args.from_json.read_text())
-    elif args.fsdd:
+    elif args.fsdd or os.environ.get("FSDD_DIR"):
         from smc_hmm.bench.dp_keyword import DEFAULT_EPS, _eps_list
         from smc_hmm.bench.dp_keyword import run as run_bench
+        from smc_hmm.data import fsdd_dir
 
-        result = run_bench(args.fsdd, _eps_list(args.eps or DEFAULT_EPS), args.releases)
+        fsdd = args.fsdd or fsdd_dir()
+        result = run_bench(fsdd, _eps_list(args.eps or DEFAULT_EPS), args.releases)
         bench = result.to_dict()
         if args.json:
             result.write_json(str(args.json))
             print(f"wrote {args.json}")
     else:
-        parser.error("give FSDD_DIR or --from-json")
+        parser.error("give FSDD_DIR (argument or variable) or --from-json")
     baum_welch = json.loads(args.baum_welch_json.read_text()) if args.baum_welch_json else None
     secure = secure_summary(json.loads(args.secure.read_text())) if args.secure else None
     plot(bench, args.out, baum_welch, secure)

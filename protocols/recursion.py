@@ -41,12 +41,16 @@ What Alice sees per target and step is the exact integer S_j beta_j.  She
 chose the V_lj, so she knows one linear equation sum_l c_l V_lj = S_j beta_j
 in Bob's coefficients c_l = beta_j w_lj (h + B + K bits each).  With V ~ 2^g
 and n predecessors it has about 2^((h + B + K) n - (h + B + K) - g) solutions
-in the coefficients' range -- 2^61 for the two predecessors of a
-left-to-right model at the defaults -- spread along a line on which every
-ratio c_1 / c_2 from 0 to infinity occurs, so the ratios of Bob's weights are
-not determined (unlike the v1 recursion, where g = 1,812 bits made them
-unique, ``docs/security.md``).  Alice also learns log S_j beta_j, i.e. the
-blinded forward value she learns in v1 too.
+in the coefficients' range -- up to 2^61 for the two predecessors of a
+left-to-right model at the defaults -- spread along a line on which the ratio
+c_1 / c_2 varies widely, so the ratios of Bob's weights are not determined
+(in v1, with g = 1,812 bits, they always are).  This holds only while the
+coefficients exceed the V's: beta_j is log-uniform from 2^48 and a small
+transition probability shrinks w_lj, so some targets' coefficients fall below
+2^g, their solution is unique and Alice recovers them as in v1
+(``docs/security.md``: random low-order bits on the coefficients would close it).
+Alice also learns log S_j beta_j, i.e. the blinded forward value she learns in
+v1 too.
 """
 
 from __future__ import annotations

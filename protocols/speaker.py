@@ -133,14 +133,13 @@ from smc_hmm.errors import (
     ProtocolError,
     SmcHmmError,
 )
+from smc_hmm.limits import MAX_SEQUENCE_LENGTH, MAX_STATES, MAX_WIDTH, check_at_most
 from smc_hmm.messages import Ciphertexts, Key, Message, Public, Revealed
 from smc_hmm.protocol import ProtocolDescriptor, Role
 from smc_hmm.runtime.inputs import load_array, resolve_path
 
 NAME = "speaker"
 MODES = ("identify", "verify", "anonymous")
-#: the longest utterance Bob accepts (a public limit)
-MAX_FRAMES = 10_000
 #: the largest margin or threshold, nats per frame
 MAX_NATS_PER_FRAME = 1000.0
 #: the decision's reveal messages (compare.bob_reveal / alice_reveal)
@@ -193,7 +192,7 @@ class SpeakerParams:
             ("beta_bits", 32, 128),
             ("exp_bits", 64, 512),
             ("score_scale", 0, 32),
-            ("frames_per_round", 0, MAX_FRAMES),
+            ("frames_per_round", 0, MAX_SEQUENCE_LENGTH),
             ("sigma", 40, 128),
         ):
             v = getattr(self, name)
@@ -563,8 +562,8 @@ def _checked_frames(frames, params: SpeakerParams) -> tuple[np.ndarray, SmcHmmEr
     x = np.asarray(frames, dtype=float)
     if x.ndim != 2 or x.shape[0] == 0:
         raise InvalidInputError("an utterance is a non-empty (T, d) array of feature frames")
-    if x.shape[0] > MAX_FRAMES:
-        raise InvalidInputError(f"an utterance has at most {MAX_FRAMES} frames")
+    if x.shape[0] > MAX_SEQUENCE_LENGTH:
+        raise InvalidInputError(f"an utterance has at most {MAX_SEQUENCE_LENGTH:,} frames")
     if not np.isfinite(x).all():
         return np.zeros_like(x), InvalidInputError("the utterance contains NaN or infinity")
     top = float(np.abs(x).max())
@@ -639,7 +638,10 @@ def alice(ctx, utterance, params: SpeakerParams, peer: str = "bob"):
             values, shifts = _alice_exp_values(y, frames_of_round, spec)
             enc = CipherArray.encrypt_encoded(pk, values, spec.g, msg["exp"].body.bound)
             ctx.send(peer, msg["exp"], enc)
-            sums = ctx.recv(peer, msg["sum"]).decrypt_ints(sk)
+            enc_sums = ctx.recv(peer, msg["sum"])
+            if enc_sums.shape != (spec.round_sizes(frames_of_round)[1],):
+                raise ProtocolError(f"spk.sum: {enc_sums.shape} results for this round")
+            sums = enc_sums.decrypt_ints(sk)
             # Step 4: a_tr = log(S + N) - g ln 2 + c_tr, summed per model
             results = _unpack_results(sums, len(frames_of_round) * len(spec.components), spec)
             for i, (s, c) in enumerate(zip(results, shifts)):
@@ -685,19 +687,23 @@ def alice(ctx, utterance, params: SpeakerParams, peer: str = "bob"):
 
 
 def _parse_sizes(sizes) -> tuple[int, list[int], list[str]]:
+    """Bob's public sizes, checked against the documented limits before any work
+    (:mod:`smc_hmm.limits`: ``max_width``, ``max_states``)."""
     if (
         not isinstance(sizes, dict)
         or set(sizes) != {"dims", "components", "labels"}
         or not isinstance(sizes["dims"], int)
-        or not 0 < sizes["dims"] <= 10_000
+        or sizes["dims"] < 1
         or not isinstance(sizes["components"], list)
         or not isinstance(sizes["labels"], list)
-        or not 2 <= len(sizes["labels"]) == len(sizes["components"]) <= 1000
-        or not all(isinstance(c, int) and 0 < c <= 1024 for c in sizes["components"])
+        or not 2 <= len(sizes["labels"]) == len(sizes["components"])
+        or not all(type(c) is int and c > 0 for c in sizes["components"])
         or not all(isinstance(x, str) for x in sizes["labels"])
         or len(set(sizes["labels"])) != len(sizes["labels"])
     ):
         raise ProtocolError(f"malformed speaker-model sizes: {sizes!r}")
+    check_at_most("max_width", sizes["dims"], MAX_WIDTH, "the speaker models' dimension")
+    check_at_most("max_states", sum(sizes["components"]), MAX_STATES, "the mixture components")
     return sizes["dims"], sizes["components"], sizes["labels"]
 
 
@@ -764,8 +770,9 @@ def bob(ctx, speakers, params: SpeakerParams, peer: str = "alice"):
         params, d, tuple(models[i].n_states for i in running), 1, pk.bits, tuple(labels)
     )
     length = ctx.recv(peer, spec.messages()["length"])
-    if isinstance(length, bool) or not 0 < length <= MAX_FRAMES:
-        raise ProtocolError(f"spk.length: {length!r} frames, outside [1, {MAX_FRAMES}]")
+    if isinstance(length, bool) or length < 1:
+        raise ProtocolError(f"spk.length: {length!r} frames")
+    check_at_most("max_sequence_length", length, MAX_SEQUENCE_LENGTH, "the utterance length")
     spec = SpeakerSpec(params, d, spec.components, length, pk.bits, tuple(labels))
     spec.check_precision()
     msg = spec.messages()

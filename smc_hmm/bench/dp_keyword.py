@@ -15,9 +15,10 @@ the bundled non-private models, the time per release, and the empirical audit
 (:func:`smc_hmm.dp.empirical_audit.audit_keyword_release` on the first 40 training
 utterances of two digits: ``--audit-releases`` releases on each of two neighbouring
 data sets, the histogram-ratio estimate of the loss on one released mean must stay at
-most the claimed eps), once for the full release and once with the standardisation
-held fixed (the bundled one), where the audited mean moves through the state-mean stage
-alone and the removed utterance shifts it most.
+most the claimed eps), once for the full release with the most influential real
+utterance removed, and once with the standardisation held fixed (the bundled one) and a
+crafted canary utterance added whose whole bounded contribution lies on the audited
+coordinate.
 
 The noise comes from INSECURE seeded streams by default (``--seed``; reproducible
 figures; the same Gaussian distribution as a real release), or from OpenDP's hardened
@@ -148,11 +149,15 @@ def run(
 
         subset = {label: train[label][:40] for label in AUDIT_LABELS}
         fixed = replace(design, standardisation="bundled")
-        for name, chosen in (("full release", design), ("state means alone", fixed)):
+        cases = (
+            ("full release, one utterance removed", design, "remove"),
+            ("state means alone, a canary added", fixed, "canary"),
+        )
+        for name, chosen, neighbour in cases:
             log(f"audit ({name}): {audit_releases} releases on each of two neighbours ...")
             audit = audit_keyword_release(
                 subset, audit_eps, label=AUDIT_LABELS[0], releases=audit_releases,
-                design=chosen, seed=seed + 1,
+                design=chosen, seed=seed + 1, neighbour=neighbour,
             )  # fmt: skip
             audits[name] = asdict(audit)
             rows.append(
@@ -163,7 +168,7 @@ def run(
                     "nats",
                     limit=audit.epsilon,
                     note=f"histogram ratio, {audit.releases} releases per side; "
-                    f"{audit.parameter}; removed {audit.removed}; mean shift "
+                    f"{audit.parameter}; {audit.neighbour}; mean shift "
                     f"{audit.shift:.2f} sd; limit = claimed eps",
                 )
             )
@@ -199,7 +204,12 @@ def _manifest_full() -> float | None:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("fsdd", metavar="FSDD_DIR", help="FSDD recordings (or their parent)")
+    parser.add_argument(
+        "fsdd",
+        nargs="?",
+        metavar="FSDD_DIR",
+        help="the FSDD recordings or their parent (default: the FSDD_DIR variable)",
+    )
     parser.add_argument("--eps", default=None, help=f"comma-separated eps ({DEFAULT_EPS})")
     parser.add_argument("--releases", type=int, default=None, help="releases per eps (5)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the INSECURE float noise")
@@ -211,8 +221,13 @@ def add_arguments(parser) -> None:
         "--variances", choices=("unit", "tied", "state"), default="unit", help="design option"
     )
     parser.add_argument(
-        "--standardisation", choices=("dp", "bundled"), default="dp", help="design option"
+        "--standardisation",
+        choices=("dp", "public", "bundled"),
+        default="dp",
+        help="design option",
     )
+    parser.add_argument("--static-means", action="store_true", help="design option")
+    parser.add_argument("--record-bound", type=float, default=None, help="design option (C)")
     parser.add_argument("--audit-releases", type=int, default=None, help="per side (1000)")
     parser.add_argument("--audit-eps", type=float, default=3.0, help="eps of the audit (3)")
     parser.add_argument("--quick", action="store_true", help="eps 1,3,10, 2 releases, audit 200")
@@ -248,9 +263,22 @@ def main(args) -> int:
     audit = args.audit_releases if args.audit_releases is not None else (
         200 if args.quick else 1000
     )  # fmt: skip
-    design = KeywordDesign(variances=args.variances, standardisation=args.standardisation)
+    options = dict(
+        variances=args.variances,
+        standardisation=args.standardisation,
+        static_means=args.static_means,
+    )
+    if args.record_bound is not None:
+        options.update(record_bound=args.record_bound, count_weight=args.record_bound)
+    design = KeywordDesign(**options)
+    if args.fsdd:
+        fsdd = args.fsdd
+    else:
+        from smc_hmm.data import fsdd_dir
+
+        fsdd = fsdd_dir()
     result = run(
-        args.fsdd,
+        fsdd,
         eps_values,
         releases,
         seed=args.seed,

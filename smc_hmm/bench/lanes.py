@@ -14,8 +14,8 @@ Run: ``smc-hmm bench lanes [--terms 820] [--rounds 7] [--key-bits 2048]``.
 from __future__ import annotations
 
 import bisect
-import pickle
 import secrets
+from multiprocessing.reduction import ForkingPickler
 
 import gmpy2
 from gmpy2 import mpz
@@ -95,8 +95,11 @@ def run(key_bits: int = 2048, terms: int = 820, rounds: int = 7) -> BenchResult:
             "multiplications": multiplications,
             "buckets": lambda: signed_parts(bases, weights, n2),
             "bos-coster": lambda: signed_bos_coster(bases, weights, n2),
-            "pickle": lambda: pickle.loads(pickle.dumps(bases)),
-            "packed": lambda: pickle.loads(pickle.dumps(PackedInts(packed.values, packed.width))),
+            # what a worker lane's executor does with its arguments (local, never a peer's)
+            "pickle": lambda: ForkingPickler.loads(ForkingPickler.dumps(bases)),
+            "packed": lambda: ForkingPickler.loads(
+                ForkingPickler.dumps(PackedInts(packed.values, packed.width))
+            ),
         },
         rounds,
     )

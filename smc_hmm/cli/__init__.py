@@ -13,6 +13,7 @@ Subcommands::
     smc-hmm certs --out DIR --parties alice,bob,trent [--force]     CA + party certificates (mTLS)
     smc-hmm release hmm --data FILE --eps E [...]                   a DP HMM (DP Baum-Welch)
     smc-hmm release trace --model M --trace FILE --graph KIND [...] a DPHMM state-trace release
+    smc-hmm release lmgmm --data FILE --eps E [...]                 a DP large-margin GMM classifier
 
 Each command is one module of this package exporting ``HELP``, ``configure(parser)``
 and ``run(args) -> exit code``; the modules share :mod:`smc_hmm.cli.common` and never

@@ -1,4 +1,5 @@
-"""``smc-hmm release hmm|trace``: differentially private releases (:mod:`smc_hmm.dp.release`)."""
+"""``smc-hmm release hmm|trace|lmgmm``: differentially private releases
+(:mod:`smc_hmm.dp.release`, :mod:`smc_hmm.dp.lmgmm.command`)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ import argparse
 
 from smc_hmm.cli.common import check_output_path, console
 
-HELP = "release differentially private models and traces (smc-hmm release hmm|trace)"
+HELP = "release differentially private models and traces (smc-hmm release hmm|trace|lmgmm)"
 GUIDE = (
     "data-file formats (JSON, npz), the chain model of release trace and the guarantee of "
     "each mode: docs/dp-release.md"
 )
+LMGMM_GUIDE = "data format, the guarantee eps' = eps + k and its derivation: docs/lmgmm.md"
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -22,11 +24,21 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_hmm_arguments(what.add_parser("hmm", help=hmm, description=hmm, epilog=GUIDE))
     trace = "release a state trace under a policy graph (DPHMM, K-norm)"
     add_trace_arguments(what.add_parser("trace", help=trace, description=trace, epilog=GUIDE))
+    from smc_hmm.dp.lmgmm import command as lmgmm
+
+    classifier = "train and release a DP large-margin GMM classifier (objective perturbation)"
+    lmgmm.add_arguments(
+        what.add_parser("lmgmm", help=classifier, description=classifier, epilog=LMGMM_GUIDE)
+    )
 
 
 def run(args) -> int:
     from smc_hmm.dp.release import release_hmm, release_trace
 
-    check_output_path(args.json)  # release hmm checks --out itself, before any work
+    check_output_path(args.json)  # each release checks --out itself, before any work
+    if args.what == "lmgmm":
+        from smc_hmm.dp.lmgmm import command as lmgmm
+
+        return int(lmgmm.run(args, console()) or 0)
     release = release_hmm if args.what == "hmm" else release_trace
     return int(release(args, console()) or 0)

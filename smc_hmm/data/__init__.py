@@ -72,9 +72,9 @@ DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "e
 """Model labels, in digit order: model ``d`` of a bundled file recognises the digit ``d``."""
 
 NOTICE_TEXT = """\
-The files in this directory (extracted MFCC features of recordings and hidden Markov
-models trained on such features) are derived from the Free Spoken Digit Dataset (FSDD)
-and its contributors:
+The files in this directory (extracted MFCC features of recordings, utterance-level
+speaker features and hidden Markov models trained on such features) are derived from
+the Free Spoken Digit Dataset (FSDD) and its contributors:
 
     Free Spoken Digit Dataset, https://github.com/Jakobovski/free-spoken-digit-dataset
     (commit 26eb9aa), recordings of the speakers jackson, nicolas, theo, yweweler and
@@ -88,6 +88,8 @@ same license, CC BY-SA 4.0: https://creativecommons.org/licenses/by-sa/4.0/
 Changes made: the recordings were converted to 39-dimensional MFCC features (13
 cepstra, deltas, delta-deltas) and used to train Gaussian hidden Markov models, by
 scripts/make_speech_data.py of the smc-hmm project; see docs/speech-models.md.
+speaker_features.npz holds per recording the mean and standard deviation of its 13
+static cepstra, made by scripts/make_speaker_features.py; see docs/lmgmm.md.
 The rest of the smc-hmm project is not derived from the FSDD and keeps its own license.
 """
 

@@ -18,6 +18,9 @@ The package has no imports of its own: import each module directly.
 - :mod:`smc_hmm.dp.baum_welch`: DP Baum-Welch (paper 000, sections 4-5): Laplace noise
   on the expected counts of discrete HMMs and on the sufficient statistics of Gaussian
   HMMs, in the last iteration or in every iteration.
+- :mod:`smc_hmm.dp.lmgmm`: large-margin GMM classifiers trained by objective
+  perturbation (thesis 003, section 4.1.2), with the guarantee eps' = eps + k derived for
+  their loss; ``smc-hmm release lmgmm`` (``docs/lmgmm.md``).
 - :mod:`smc_hmm.dp.knorm`, :mod:`smc_hmm.dp.policy`, :mod:`smc_hmm.dp.dphmm` and
   :mod:`smc_hmm.dp.gridworld` (written separately): the K-norm mechanism, policy graphs
   and sensitivity hulls, the DPHMM release of paper 001/004 and its grid-world data.

@@ -19,7 +19,8 @@ then shows a loss far above the claim; it cannot certify a guarantee.
 :func:`audit_keyword_release` applies it to :func:`smc_hmm.dp.keyword_models.
 release_keyword_models`: D is the training set, D' the same without one utterance (the
 one with the largest contribution to the audited mean coordinate, measured on the public
-reference's scale), the released parameter one coordinate of one state mean.
+reference's scale) or with a crafted canary utterance that puts its whole bounded
+contribution on that coordinate; the released parameter is that state-mean coordinate.
 See ``docs/dp-keyword-models.md`` ("Empirical audit").
 """
 
@@ -37,6 +38,7 @@ from smc_hmm.dp.keyword_models import (
     PublicReference,
     bundled_reference,
     release_keyword_models,
+    segment_bounds,
     segment_means,
 )
 from smc_hmm.dp.random import DPRandom
@@ -77,7 +79,7 @@ class KeywordAudit:
         epsilon, delta: the claimed guarantee of one release.
         releases: releases drawn on each of D and D'.
         parameter: which released value was audited.
-        removed: which utterance D' lacks.
+        neighbour: how D' differs from D.
         shift: the mean difference of the audited value between D and D', in units of
             its standard deviation over the releases on D.
     """
@@ -87,7 +89,7 @@ class KeywordAudit:
     delta: float
     releases: int
     parameter: str
-    removed: str
+    neighbour: str
     shift: float
 
 
@@ -107,6 +109,14 @@ def _most_influential(
     return int(np.argmax([abs(v[state, dim]) for v in values]))
 
 
+def _canary(reference: PublicReference, design: KeywordDesign, state: int, dim: int) -> np.ndarray:
+    frames = 8 * design.n_states
+    canary = np.tile(reference.centre, (frames, 1))
+    bounds = segment_bounds(frames, design.n_states)
+    canary[bounds[state] : bounds[state + 1], dim] += 12.0 * reference.spread[dim]
+    return canary
+
+
 def audit_keyword_release(
     train: Mapping[str, Sequence[np.ndarray]],
     epsilon: float,
@@ -121,9 +131,17 @@ def audit_keyword_release(
     seed: int = 0,
     bins: int = 10,
     min_count: int | None = None,
+    neighbour: str = "remove",
 ) -> KeywordAudit:
-    """Release ``releases`` times on D = ``train`` and on D' = D minus one utterance of
-    ``label``; estimate the loss on the released mean (``label``, ``state``, ``dim``).
+    """Release ``releases`` times on D = ``train`` and on a neighbour D'; estimate the
+    loss on the released mean (``label``, ``state``, ``dim``).
+
+    ``neighbour="remove"``: D' is D without the utterance of ``label`` with the largest
+    contribution to the audited coordinate. ``"canary"``: D' is D plus a crafted
+    utterance of ``label`` that sits at the reference centre except in segment
+    ``state``, where dimension ``dim`` lies 12 reference spreads above it (clipped to
+    ``coord_clip`` after standardisation): its whole bounded contribution lies on the
+    audited coordinate, the neighbour that moves it most.
 
     Noise comes from INSECURE seeded streams (``seed``): the float sampler, the same
     Gaussian distribution as the OpenDP sampler of a real release. ``min_count``
@@ -140,14 +158,21 @@ def audit_keyword_release(
     utterances = list(train[label])
     if len(utterances) < 2:
         raise InvalidInputError(f"label {label!r} needs at least two utterances")
-    index = _most_influential(utterances, reference, design, state, dim)
-    neighbour = {**train, label: utterances[:index] + utterances[index + 1 :]}
+    if neighbour == "remove":
+        index = _most_influential(utterances, reference, design, state, dim)
+        other = {**train, label: utterances[:index] + utterances[index + 1 :]}
+        changed = f"utterance {index} of label {label!r} removed (largest |segment mean|)"
+    elif neighbour == "canary":
+        other = {**train, label: [*utterances, _canary(reference, design, state, dim)]}
+        changed = f"a canary utterance of label {label!r} added (segment {state}, dim {dim})"
+    else:
+        raise InvalidInputError(f"neighbour must be 'remove' or 'canary', got {neighbour!r}")
     position = list(train).index(label)
     parent = DPRandom.insecure_seeded(seed)
     samples: dict[str, list[float]] = {"D": [], "D'": []}
     spent = math.nan
     for _ in range(releases):
-        for name, data in (("D", train), ("D'", neighbour)):
+        for name, data in (("D", train), ("D'", other)):
             out = release_keyword_models(
                 data,
                 epsilon,
@@ -168,6 +193,6 @@ def audit_keyword_release(
         delta=design.delta,
         releases=releases,
         parameter=f"mean of label {label!r}, state {state}, dimension {dim}",
-        removed=f"utterance {index} of label {label!r} (largest |segment mean| there)",
+        neighbour=changed,
         shift=float(abs(a.mean() - b.mean()) / max(a.std(), np.finfo(float).tiny)),
     )

@@ -27,19 +27,23 @@ composition applies and the rho add up):
 0. *standardisation* (``standardisation="dp"``): every utterance's frames are mapped
    into the reference window, u = clip((x - c) / h, -1, 1) per coordinate, and
    contribute one vector, their average of u and of u^2 (2D values) clipped to L2 norm
-   ``standardisation_bound``, plus ``count_weight`` on a count coordinate. Summed over
-   all utterances and released once; the post-processed mean and standard deviation
-   become the models' feature pipeline. ``standardisation="bundled"`` instead takes
-   the pipeline published with the package, fitted on the same training frames
-   *without* noise: it is then NOT covered by the guarantee, which says so.
+   ``standardisation_bound`` = B0, plus B0 on a count coordinate. Summed over all
+   utterances and released once; the post-processed mean and standard deviation
+   (between half and twice the reference spread) become the models' feature pipeline.
+   ``standardisation="public"`` takes the public reference itself (no budget);
+   ``"bundled"`` takes the pipeline published with the package, fitted on the same
+   training frames *without* noise: it is then NOT covered by the guarantee, which says
+   so.
 1. *state means*: frames standardised with the released pipeline and clipped per
    coordinate to ``coord_clip``; every utterance cut into K equal segments (the flat
    start of the non-private models, ``docs/speech-models.md``, here a public per-record
    rule that looks at no other utterance); its K segment means are stacked into one
-   K D vector and clipped to L2 norm ``record_bound`` = C; with its count coordinate
-   the vector of one utterance has L2 norm <= sqrt(C^2 + w^2) whatever its length, so
-   no length bound is needed. Every label has its own block of coordinates (disjoint
-   utterances: parallel composition inside one Gaussian release).
+   K D vector (K n_mfcc with ``static_means``: the deltas are then derived from the
+   released static means, :func:`derived_deltas`) and clipped to L2 norm
+   ``record_bound`` = C; with ``count_weight`` w on its count coordinate the vector of
+   one utterance has L2 norm <= sqrt(C^2 + w^2) whatever its length, so no length bound
+   is needed. Every label has its own block of coordinates (disjoint utterances:
+   parallel composition inside one Gaussian release).
 2. *variances* (``variances``): ``"unit"`` releases nothing (variance 1, the public
    scale of standardised features); ``"tied"`` releases one D vector shared by every
    state of every label: each utterance's average of (x - mu_{its state})^2 around the
@@ -68,7 +72,7 @@ from typing import Literal
 
 import numpy as np
 
-from smc_hmm.dp.mechanisms import check_epsilon
+from smc_hmm.dp.params import check_epsilon
 from smc_hmm.dp.random import DPRandom
 from smc_hmm.dp.zcdp import (
     GaussianMechanism,
@@ -89,15 +93,17 @@ __all__ = [
     "KeywordRelease",
     "PublicReference",
     "bundled_reference",
+    "derived_deltas",
     "left_to_right_skeleton",
     "release_keyword_models",
+    "segment_bounds",
     "segment_means",
 ]
 
 FORMAT = "smc-hmm dp keyword models v1"
 """Tag of the guarantee written beside every release."""
 
-Standardisation = Literal["dp", "bundled"]
+Standardisation = Literal["dp", "public", "bundled"]
 Variances = Literal["unit", "tied", "state"]
 
 _SAFETY = 1.0 - 1e-9  # plan slightly below the budget: OpenDP rounds its rho map upwards
@@ -116,10 +122,15 @@ class KeywordDesign:
         count_weight: w, the value one utterance adds to its label's count coordinate
             (a larger w makes the noisy count relatively more exact at the price of a
             larger sensitivity sqrt(C^2 + w^2)).
-        standardisation: ``"dp"`` (released with a share of the budget) or ``"bundled"``
+        standardisation: ``"dp"`` (released with a share of the budget), ``"public"``
+            (the public reference's centre and spread: no budget) or ``"bundled"``
             (the published pipeline, outside the guarantee).
         standardisation_share: share of rho for stage 0 (``"dp"`` only).
-        standardisation_bound: L2 bound of one utterance's (mean u, mean u^2) vector.
+        standardisation_bound: L2 bound of one utterance's (mean u, mean u^2) vector, and
+            its weight on stage 0's count coordinate.
+        static_means: release the state means of the first ``n_mfcc`` (static)
+            dimensions only and derive the deltas and delta-deltas from them
+            (:func:`derived_deltas`): a shorter vector per utterance, a smaller C.
         reference_width: the window half-width h = reference_width x reference spread.
         variances: ``"unit"``, ``"tied"`` or ``"state"`` (module docstring).
         variance_share: share of rho for the variances (not ``"unit"``).
@@ -134,9 +145,10 @@ class KeywordDesign:
     record_bound: float = 6.0
     count_weight: float = 6.0
     standardisation: Standardisation = "dp"
-    standardisation_share: float = 0.05
-    standardisation_bound: float = 3.0
+    standardisation_share: float = 0.1
+    standardisation_bound: float = 1.5
     reference_width: float = 3.0
+    static_means: bool = False
     variances: Variances = "unit"
     variance_share: float = 0.25
     variance_bound: float = 6.0
@@ -159,9 +171,9 @@ class KeywordDesign:
             "variance_floor",
         ):
             check_epsilon(getattr(self, name), name)
-        if self.standardisation not in ("dp", "bundled"):
+        if self.standardisation not in ("dp", "public", "bundled"):
             raise PrivacyParameterError(
-                f"standardisation must be 'dp' or 'bundled', got {self.standardisation!r}"
+                f"standardisation must be 'dp', 'public' or 'bundled', got {self.standardisation!r}"
             )
         if self.variances not in ("unit", "tied", "state"):
             raise PrivacyParameterError(
@@ -173,6 +185,8 @@ class KeywordDesign:
                 raise PrivacyParameterError(f"{name} must be a number, got {value!r}")
         if not 0.0 < self.standardisation_share < 1.0 or not 0.0 < self.variance_share < 1.0:
             raise PrivacyParameterError("budget shares must lie in (0, 1)")
+        if not isinstance(self.static_means, bool):
+            raise PrivacyParameterError(f"static_means must be a bool, got {self.static_means!r}")
         if self.means_share <= 0:
             raise PrivacyParameterError("the shares leave no budget for the state means")
         if self.variance_floor >= self.coord_clip**2:
@@ -346,18 +360,20 @@ def _standardisation(
         rows.append(np.concatenate([u.mean(axis=0), (u**2).mean(axis=0)]))
     contributions = _clip_rows(np.array(rows), d.standardisation_bound)
     dim = contributions.shape[1] // 2
-    value = np.concatenate([contributions.sum(axis=0), [d.count_weight * len(rows)]])
+    weight = d.standardisation_bound  # the count coordinate weighs as much as the rest
+    value = np.concatenate([contributions.sum(axis=0), [weight * len(rows)]])
     noisy = stages.release(
         "standardisation",
         d.standardisation_share,
-        math.hypot(d.standardisation_bound, d.count_weight),
+        math.hypot(d.standardisation_bound, weight),
         value,
-        f"||(mean u, mean u^2)||_2 <= {d.standardisation_bound:g}, count {d.count_weight:g}",
+        f"||(mean u, mean u^2)||_2 <= {d.standardisation_bound:g}, count {weight:g}",
     )
-    count = max(noisy[-1] / d.count_weight, 1.0)
+    count = max(noisy[-1] / weight, 1.0)
     mean_u = np.clip(noisy[:dim] / count, -1.0, 1.0)
     var_u = noisy[dim:-1] / count - mean_u**2
-    var_u = np.maximum(var_u, (0.5 / d.reference_width) ** 2)  # at least half the spread
+    # post-processing: between half and twice the reference spread
+    var_u = np.clip(var_u, (0.5 / d.reference_width) ** 2, (2.0 / d.reference_width) ** 2)
     return reference.centre + width * mean_u, width * np.sqrt(var_u)
 
 
@@ -365,31 +381,52 @@ def _segments(x: np.ndarray, design: KeywordDesign) -> np.ndarray:
     return segment_means(np.clip(x, -design.coord_clip, design.coord_clip), design.n_states)
 
 
+def derived_deltas(static: np.ndarray, pipeline: FeaturePipeline, self_loop: float) -> np.ndarray:
+    """(K, 3 n_mfcc) state means from (K, n_mfcc) standardised static means: the deltas
+    and delta-deltas of a signal that moves through the state means at the skeleton's
+    pace, f = 1 / (1 - self_loop) frames per state (the features' deltas are derivatives
+    per frame, ``smc_hmm.features``): d = (dmu/dk) / f and dd = (d^2mu/dk^2) / f^2 in raw
+    units (numpy's gradient along the states), divided by the pipeline's std of the
+    delta dimensions. Public post-processing of released values."""
+    n = pipeline.n_mfcc
+    std = np.asarray(pipeline.std)
+    frames = 1.0 / (1.0 - self_loop)
+    slope = np.gradient(static, axis=0) if len(static) > 1 else np.zeros_like(static)
+    curve = np.gradient(slope, axis=0) if len(static) > 1 else np.zeros_like(static)
+    delta = slope * std[:n] / (frames * std[n : 2 * n])
+    delta2 = curve * std[:n] / (frames**2 * std[2 * n : 3 * n])
+    return np.concatenate([static, delta, delta2], axis=1)
+
+
 def _state_means(
-    stages: _Stages, data: dict[str, list[np.ndarray]]
+    stages: _Stages, data: dict[str, list[np.ndarray]], pipeline: FeaturePipeline
 ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """Stage 1: per label, the released (K, D) state means and utterance counts."""
     d = stages.design
     labels = list(data)
-    k, dim = d.n_states, next(iter(data.values()))[0].shape[1]
+    k = d.n_states
+    dim = pipeline.n_mfcc if d.static_means else pipeline.n_features
     value = np.zeros((len(labels), k * dim + 1))
     for row, label in enumerate(labels):
-        stacked = np.array([_segments(x, d).ravel() for x in data[label]])
+        stacked = np.array([_segments(x, d)[:, :dim].ravel() for x in data[label]])
         value[row, :-1] = _clip_rows(stacked, d.record_bound).sum(axis=0)
         value[row, -1] = d.count_weight * len(stacked)
+    what = "static segment means" if d.static_means else "segment means"
     noisy = stages.release(
         "state means",
         d.means_share,
         math.hypot(d.record_bound, d.count_weight),
         value,
-        f"||stacked K segment means||_2 <= {d.record_bound:g} in its label's block, "
+        f"||stacked K {what}||_2 <= {d.record_bound:g} in its label's block, "
         f"count {d.count_weight:g}",
     )
     means, counts = {}, {}
     for row, label in enumerate(labels):
         counts[label] = max(noisy[row, -1] / d.count_weight, 1.0)
-        mu = noisy[row, :-1].reshape(k, dim) / counts[label]
-        means[label] = np.clip(mu, -d.coord_clip, d.coord_clip)
+        mu = np.clip(noisy[row, :-1].reshape(k, dim) / counts[label], -d.coord_clip, d.coord_clip)
+        if d.static_means:
+            mu = np.clip(derived_deltas(mu, pipeline, d.self_loop), -d.coord_clip, d.coord_clip)
+        means[label] = mu
     return means, counts
 
 
@@ -475,17 +512,20 @@ def release_keyword_models(
         )
     rho_total = rho_from_epsilon(epsilon, design.delta)
     stages = _Stages(design, rho_total, sampler, rng)
-    if design.standardisation == "dp":
+    if design.standardisation in ("dp", "public"):
         reference = reference or bundled_reference()
-        everything = [x for rows in data.values() for x in rows]
-        mean, std = _standardisation(stages, everything, reference)
+        if design.standardisation == "dp":
+            everything = [x for rows in data.values() for x in rows]
+            mean, std = _standardisation(stages, everything, reference)
+        else:
+            mean, std = reference.centre, np.maximum(reference.spread, np.finfo(float).tiny)
         pipeline = replace(base_pipeline, mean=tuple(mean), std=tuple(std))
     else:
         if not base_pipeline.standardised:
             raise PrivacyParameterError("standardisation='bundled' needs a standardised pipeline")
         pipeline = base_pipeline
     standard = {label: [pipeline.standardise(x) for x in rows] for label, rows in data.items()}
-    means, counts = _state_means(stages, standard)
+    means, counts = _state_means(stages, standard, pipeline)
     variances = _variances(stages, standard, means, counts)
     start, trans = left_to_right_skeleton(design.n_states, dim, design.self_loop)
     labels = list(data)
@@ -538,6 +578,11 @@ def _guarantee(
         public["standardisation"] = (
             "released by stage 0 (covered); its clipping window is centre +- "
             f"{design.reference_width:g} spread of the public reference: {reference.source}"
+        )
+    elif design.standardisation == "public":
+        assert reference is not None
+        public["standardisation"] = (
+            f"the public reference's centre and spread (no private data): {reference.source}"
         )
     else:
         public["standardisation"] = (

@@ -48,8 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group(
         "keyword models (--keyword-models; docs/dp-keyword-models.md)",
         "one DP HMM per label from a labelled data set, every utterance's contribution "
-        "bounded, Gaussian mechanism in zCDP; uses --data, --eps, --states, --out, --json, "
-        "--seed",
+        "bounded, Gaussian mechanism in zCDP; uses --data, --eps, --states (5), --out, "
+        "--json and --seed (INSECURE float noise; without it OpenDP's hardened sampler)",
     )
     a = g.add_argument
     a(
@@ -62,10 +62,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--coord-clip", type=float, default=3.0, help="per-coordinate clip of standardised frames")
     a(
         "--standardisation",
-        choices=("dp", "bundled"),
+        choices=("dp", "public", "bundled"),
         default="dp",
-        help="dp: released with 5%% of the budget (default); bundled: the published "
-        "pipeline, NOT covered by the guarantee",
+        help="dp: released with 10%% of the budget (default); public: the bundled test "
+        "split's mean and spread; bundled: the published pipeline, NOT covered",
+    )
+    a(
+        "--static-means",
+        action="store_true",
+        help="release the static MFCC state means only, derive the deltas",
     )
     a(
         "--variances",
@@ -226,6 +231,7 @@ def release_command(args: argparse.Namespace, console, guarantee_path: Path) -> 
         record_bound=args.record_bound,
         count_weight=args.record_bound,
         standardisation=args.standardisation,
+        static_means=bool(args.static_means),
         variances=args.variances,
         delta=args.delta,
     )
@@ -252,7 +258,12 @@ def release_command(args: argparse.Namespace, console, guarantee_path: Path) -> 
                 "[yellow]warning:[/] not covered by the guarantee: "
                 + "; ".join(release.guarantee["not_covered"])
             )
-        console.print(json.dumps(summary, indent=2, sort_keys=True), markup=False, highlight=False)
+        console.print(
+            json.dumps(summary, indent=2, sort_keys=True),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return 0

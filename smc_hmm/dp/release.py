@@ -383,7 +383,9 @@ TRACE_DESCRIPTION = (
     "Release a state trace of a public Markov chain under a policy graph (DPHMM, papers "
     "001/004: the K-norm mechanism on a sensitivity hull, per timestamp)."
 )
-HELP_EPILOG = "The data formats, the modes and their guarantees: docs/dp-layer.md."
+HELP_EPILOG = (
+    "The commands, data formats and modes: docs/dp-release.md; the guarantees: docs/dp-layer.md."
+)
 SAMPLERS = ("opendp", "float")
 
 

@@ -51,7 +51,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import brentq, minimize_scalar
 
-from smc_hmm.dp.mechanisms import check_epsilon, check_sensitivity
+from smc_hmm.dp.params import check_epsilon, check_sensitivity
 from smc_hmm.dp.random import DPRandom, resolve_rng
 from smc_hmm.errors import PrivacyBudgetError, PrivacyParameterError, SamplerUnavailableError
 

