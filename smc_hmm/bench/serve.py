@@ -19,7 +19,9 @@ the levels with Bob's local process lanes and then with a local Dask cluster.
 (:mod:`smc_hmm.bench.hostile`: silent sockets, slow TLS handshakes, junk bytes and
 frames, oversized frames, certificates of another CA, floods, disconnects in
 mid-protocol), from ``--hostile-sources`` loopback addresses other than the clients';
-``--repeats`` rounds of the two, alternating.  It reports each run's throughput, p50 /
+``--repeats`` rounds of the two, alternating; with ``--decoy`` each round also runs the
+workload while the same attack hits another server on this machine (what sharing the
+machine with the attack costs the clients, as a control).  It reports each run's throughput, p50 /
 p95 latency, every decision's correctness, the CPU seconds per session of a client and
 of the server, and the server's resident memory, open descriptors and threads before,
 at the peak of and after each attack, with the seconds until its descriptors are back
@@ -118,6 +120,11 @@ def add_arguments(parser) -> None:
     )
     hostile.add_argument(
         "--repeats", type=int, default=1, help="rounds of alone / under attack, alternating"
+    )
+    hostile.add_argument(
+        "--decoy",
+        action="store_true",
+        help="also a run while the same attack hits another server on this machine (a control)",
     )
     hostile.add_argument(
         "--max-seconds", type=float, default=1800.0, help="the attack stops after this at most"
@@ -514,17 +521,30 @@ def _run_hostile(args, directory: Path, console) -> dict:
     config = directory / "parties.toml"
     log = directory / "bob-hostile.log"
     proc, address = _start_server(config, None, args.workers, log)
+    decoy = None
     jobs = args._cases
     out: dict = {"hostile_count": args.hostile_count, "hostile_sources": args.hostile_sources}
     rounds = out["rounds"] = []
     try:
         target = _hostile_target(directory, address, args.key_bits, args.insecure)
+        if args.decoy:  # the same attack on another server: what sharing the machine costs
+            decoy, decoy_address = _start_server(
+                directory / "decoy" / "parties.toml", None, args.workers, directory / "decoy.log"
+            )
+            decoy_target = _hostile_target(
+                directory / "decoy", decoy_address, args.key_bits, args.insecure
+            )
         with _client_pool(args, directory, address, args.clients) as pool:
             _run_clients(pool, jobs[: args.clients])  # warm-up: imports, caches, lanes
             out["baseline"] = process_resources(proc.pid)
             for number in range(1, args.repeats + 1):
                 r: dict = {"round": number, "alone": _timed_run(pool, jobs, proc.pid, log)}
                 console.print(_run_line(f"round {number}, alone", r["alone"]))
+                if decoy is not None:
+                    with _Attack(decoy_target, args):
+                        time.sleep(args.settle)
+                        r["decoy"] = _timed_run(pool, jobs, proc.pid, log)
+                    console.print(_run_line(f"round {number}, attack on a decoy", r["decoy"]))
                 r["before"] = before = process_resources(proc.pid)
                 offset = log.stat().st_size
                 with _Attack(target, args) as attack, _Sampler(proc.pid) as sampler:
@@ -543,6 +563,8 @@ def _run_hostile(args, directory: Path, console) -> dict:
             out["end"] = process_resources(proc.pid)
     finally:
         out["server_exit"] = _stop_server(proc)
+        if decoy is not None:
+            _stop_server(decoy)
     return out
 
 
@@ -593,7 +615,14 @@ def _print_hostile(out: dict, console) -> bool:
     for col in (*columns, "CPU s / session: client + server", "Bob per session (s)", "load"):
         table.add_column(col)
     for r in out["rounds"]:
-        for label, key in (("alone", "alone"), (f"{out['hostile_count']} hostile", "hostile")):
+        runs = (
+            ("alone", "alone"),
+            ("decoy attacked", "decoy"),
+            (f"{out['hostile_count']} hostile", "hostile"),
+        )
+        for label, key in runs:
+            if key not in r:
+                continue
             row = r[key]
             table.add_row(
                 str(r["round"]),
@@ -635,15 +664,22 @@ def _print_hostile(out: dict, console) -> bool:
     for name, measured, met in rows:
         verdict.add_row(name, measured, "yes" if met else "NO")
     console.print(verdict)
+    if all("decoy" in r for r in out["rounds"]):
+        shares = [
+            r["hostile"]["utterances_per_min"] / r["decoy"]["utterances_per_min"]
+            for r in out["rounds"]
+        ]
+        out["vs_decoy"] = shares
+        console.print(
+            "throughput under attack / while the attack hits a decoy server on this machine "
+            f"(the server's own share of the loss): {', '.join(f'{x:.0%}' for x in shares)}"
+        )
     out["targets"] = [{"target": n, "measured": m, "met": ok} for n, m, ok in rows]
     return rows[1][2]  # the exit status: every decision correct
 
 
 def main(args) -> int:
     from rich.console import Console
-
-    from smc_hmm.hmm.io import save_models
-    from smc_hmm.runtime import write_config
 
     check_key_bits(args)
     if args.clients < 1 or args.utterances < 1 or not 2 <= args.models <= 10 or args.frames < 0:
@@ -679,22 +715,9 @@ def main(args) -> int:
     }
     with tempfile.TemporaryDirectory(prefix="smc-bench-serve-") as tmp:
         directory = Path(tmp)
-        save_models(directory / "keywords.npz", models, labels=labels)
-        write_config(
-            directory / "parties.toml",
-            "keyword",
-            {"alice": {"kind": "alice"}, "bob": {"kind": "bob", "models": "keywords.npz"}},
-            params={"mode": "private"},
-            key_bits=args.key_bits,
-            insecure=args.key_bits < 2048,
-            timeout=600,
-            serve={
-                "party": "bob",
-                "max_sessions": max(4, args.clients + 2) if args.hostile else args.clients,
-                "session_timeout": 3600.0,
-            },
-            clients=[*_client_names(args.clients), "mallory"],
-        )
+        _write_server(directory, args, models, labels)
+        if args.hostile and args.decoy:
+            _write_server(directory / "decoy", args, models, labels)
         if args.hostile:
             out["clients"] = args.clients
             out.update(_run_hostile(args, directory, console))
@@ -707,6 +730,31 @@ def main(args) -> int:
         Path(args.json).write_text(json.dumps(out, indent=2, default=str) + "\n")
         console.print(f"wrote {args.json}")
     return 0 if ok else 1
+
+
+def _write_server(directory: Path, args, models, labels) -> Path:
+    """A serving Bob's parties.toml (keyword recognition, ``models``) and its certificates
+    (the benchmark's clients and ``mallory``) in ``directory``."""
+    from smc_hmm.hmm.io import save_models
+    from smc_hmm.runtime import write_config
+
+    directory.mkdir(exist_ok=True)
+    save_models(directory / "keywords.npz", models, labels=labels)
+    return write_config(
+        directory / "parties.toml",
+        "keyword",
+        {"alice": {"kind": "alice"}, "bob": {"kind": "bob", "models": "keywords.npz"}},
+        params={"mode": "private"},
+        key_bits=args.key_bits,
+        insecure=args.key_bits < 2048,
+        timeout=600,
+        serve={
+            "party": "bob",
+            "max_sessions": max(4, args.clients + 2) if args.hostile else args.clients,
+            "session_timeout": 3600.0,
+        },
+        clients=[*_client_names(args.clients), "mallory"],
+    )
 
 
 def _run_levels(args, directory: Path, console) -> list[dict]:

@@ -39,7 +39,9 @@ of the first kind never starves the second (``docs/serving.md``, "Limits"):
   arrival order (``when_busy = "wait"``, at most ``max_waiting`` clients and
   ``max_sessions_per_client`` of one name, each at most ``wait_timeout`` seconds)
   or is refused at once (``"refuse"``) with :class:`~smc_hmm.errors.ServerBusyError`
-  in its hello reply.
+  in its hello reply.  One client name may start ``session_rate_per_client`` sessions
+  a second (bursts of ``session_burst_per_client``); beyond, it is refused the same
+  way (a session costs Bob work before its client sends anything useful).
 * **Each session's connection** has a frame limit (``max_frame_bytes``, refused
   at the length prefix), a bounded inbox (``inbox_frames``, ``inbox_bytes``: the
   transport stops reading, so a fast sender is slowed down), a bounded outbox and
@@ -174,6 +176,10 @@ class ServeSettings:
     connect_burst_per_address: int = 20
     #: sessions one client certificate name runs at once (and clients of it waiting)
     max_sessions_per_client: int = 2
+    #: sessions one client certificate name may start per second (a token bucket) ...
+    session_rate_per_client: float = 2.0
+    #: ... and at once, after a quiet spell
+    session_burst_per_client: int = 10
     #: the largest Paillier (and DGK) modulus a client may bring, bits
     max_key_bits: int = MAX_KEY_BITS
     #: the largest frame of a session (and at most ``[run] max_frame_bytes``)
@@ -198,6 +204,7 @@ class ServeSettings:
         "max_pending_per_address",
         "connect_burst_per_address",
         "max_sessions_per_client",
+        "session_burst_per_client",
         "max_key_bits",
         "max_frame_bytes",
         "inbox_frames",
@@ -207,7 +214,7 @@ class ServeSettings:
         "max_buffered_bytes",
     )
     _SECONDS = ("wait_timeout", "session_timeout", "handshake_timeout", "shutdown_grace")
-    _RATES = ("connect_rate_per_address",)
+    _RATES = ("connect_rate_per_address", "session_rate_per_client")
 
     def __post_init__(self):
         for name in self._COUNTS:
@@ -321,22 +328,22 @@ class _Session:
                 transport.close()
 
 
-class _ConnectRate:
-    """A token bucket per source address: ``rate`` new connections a second, ``burst`` at
-    once.  Buckets that are full again are forgotten once there are many addresses."""
+class _Rate:
+    """A token bucket per key (a source address, a client name): ``rate`` events a second,
+    ``burst`` at once.  Buckets that are full again are forgotten once there are many keys."""
 
-    def __init__(self, rate: float, burst: int, max_addresses: int = 4096):
-        self.rate, self.burst, self.max_addresses = float(rate), int(burst), max_addresses
+    def __init__(self, rate: float, burst: int, max_keys: int = 4096):
+        self.rate, self.burst, self.max_keys = float(rate), int(burst), max_keys
         self._buckets: dict[str, tuple[float, float]] = {}
 
-    def allow(self, address: str, now: float) -> bool:
-        tokens, last = self._buckets.get(address, (float(self.burst), now))
+    def allow(self, key: str, now: float) -> bool:
+        tokens, last = self._buckets.get(key, (float(self.burst), now))
         tokens = min(float(self.burst), tokens + (now - last) * self.rate)
         allowed = tokens >= 1.0
-        self._buckets[address] = (tokens - 1.0 if allowed else tokens, now)
-        if len(self._buckets) > self.max_addresses:
+        self._buckets[key] = (tokens - 1.0 if allowed else tokens, now)
+        if len(self._buckets) > self.max_keys:
             full = self.burst / self.rate
-            self._buckets = {a: b for a, b in self._buckets.items() if now - b[1] < full}
+            self._buckets = {k: b for k, b in self._buckets.items() if now - b[1] < full}
         return allowed
 
 
@@ -438,9 +445,9 @@ class Server:
         #: the front door's pending connections, oldest first, overall and per address
         self._pending: dict[_Pending, None] = {}
         self._per_address: dict[str, dict[_Pending, None]] = {}
-        self._rate = _ConnectRate(
-            self.settings.connect_rate_per_address, self.settings.connect_burst_per_address
-        )
+        s = self.settings
+        self._connect_rate = _Rate(s.connect_rate_per_address, s.connect_burst_per_address)
+        self._session_rate = _Rate(s.session_rate_per_client, s.session_burst_per_client)
         self._listener: socket.socket | None = None
         self._door: threading.Thread | None = None
         #: outcome counts: ok and failed sessions, refused clients (with a reason, or a
@@ -575,10 +582,15 @@ class Server:
                     first = next(iter(self._pending))
                     timeout = min(timeout, max(0.0, first.deadline - time.monotonic()))
                 for key, _ in sel.select(timeout):
-                    if key.data is None:
-                        self._accept_ready(sel)
-                    elif key.data in self._pending:
-                        self._advance(sel, key.data)
+                    try:
+                        if key.data is None:
+                            self._accept_ready(sel)
+                        elif key.data in self._pending:
+                            self._advance(sel, key.data)
+                    except Exception:  # noqa: BLE001 - one connection never shuts the door
+                        log.exception("%s: unexpected error at the front door", self.party)
+                        if key.data is not None:
+                            self._drop(sel, key.data, "internal error")
                 self._expire(sel)
                 self._watchdog()
         except BaseException:  # noqa: BLE001 - the door must not die silently
@@ -605,7 +617,7 @@ class Server:
                     continue
                 log.error("%s: accept failed: %s", self.party, exc)
                 return
-            if not self._rate.allow(addr[0], time.monotonic()):
+            if not self._connect_rate.allow(addr[0], time.monotonic()):
                 # before any TLS work: an address that floods us costs an accept and a close
                 log.debug("throttled %s:%s: connect_rate_per_address", addr[0], addr[1])
                 with contextlib.suppress(OSError):
@@ -734,6 +746,17 @@ class Server:
             self._refuse(sock, where, str(claimed), AuthenticationError(reason))
             return
         s = self.settings
+        if not self._session_rate.allow(claimed, time.monotonic()):
+            self._refuse(
+                sock,
+                where,
+                claimed,
+                ServerBusyError(
+                    f"{claimed!r} starts sessions faster than session_rate_per_client = "
+                    f"{s.session_rate_per_client:g} a second"
+                ),
+            )
+            return
         with self._cond:
             full = sum(self._admitted.values()) >= s.max_sessions + s.max_waiting
             mine = self._admitted[claimed] >= 2 * s.max_sessions_per_client

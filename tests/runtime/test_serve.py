@@ -412,6 +412,18 @@ def test_an_address_opening_connections_too_fast_is_throttled_before_tls(setup):
         ServeSettings(connect_rate_per_address=0)
 
 
+def test_a_client_name_starting_sessions_too_fast_is_refused(setup):
+    config, certs, cases = setup
+    settings = ServeSettings(session_rate_per_client=0.2, session_burst_per_client=2, workers=1)
+    with Server(config, "bob", settings=settings, port=0) as srv:
+        _ok(srv, certs, cases[:2], "carol")  # the burst
+        with pytest.raises(ServerBusyError, match="session_rate_per_client"):
+            client(srv.address, certs, cases[2][0], "carol")
+        _ok(srv, certs, cases[:1], "alice")  # another name has its own bucket
+    with pytest.raises(ConfigError):
+        ServeSettings(session_rate_per_client=-1.0)
+
+
 def test_one_client_name_runs_at_most_its_share_of_the_sessions(setup):
     config, certs, cases = setup
     settings = ServeSettings(
@@ -513,3 +525,22 @@ def test_an_oversized_hello_is_refused(setup, server):
         reply = recv_hello(sock)
     assert reply["ok"] is False and "oversized hello" in reply["reason"]
     _wait_for(lambda: server.counts["refused"] == 1)
+
+
+def test_an_unexpected_error_at_the_front_door_drops_one_connection_only(setup, monkeypatch):
+    config, certs, cases = setup
+    original = Server._authenticated
+    calls = []
+
+    def broken_once(self, sock, hello, where):
+        calls.append(where)
+        if len(calls) == 1:
+            raise RuntimeError("a bug met by one connection")
+        return original(self, sock, hello, where)
+
+    monkeypatch.setattr(Server, "_authenticated", broken_once)
+    with Server(config, "bob", settings=ServeSettings(workers=1), port=0) as srv:
+        with pytest.raises(SmcHmmError):
+            client(srv.address, certs, cases[0][0])
+        _ok(srv, certs, cases[:1])  # the door is still open
+        assert srv.counts["dropped"] == 1 and len(calls) == 2

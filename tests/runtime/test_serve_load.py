@@ -50,6 +50,7 @@ def served(tmp_path_factory):
         serve={
             "max_sessions": 8,
             "max_sessions_per_client": 8,  # one client name runs the 8 concurrent sessions
+            "session_rate_per_client": 50.0,  # and sessions back to back
             "shutdown_grace": SHUTDOWN_GRACE,
             "session_timeout": 60.0,
         },
