@@ -19,38 +19,42 @@ scale f.  One step is one round trip:
    over its edges with the short coefficients beta_j w_lj, where
    w_lj = round(2^h a_lj e^-(rho_t(l) - rho_min)) (rho_min over the model, so
    the blinds' spread is at most R + K ln 2 nats) and beta_j Bob's
-   log-uniform multiplicative blind.  Slot j then holds S_j beta_j, S_j =
-   sum_l w_lj V_lj, with no carry into the next slot (slot width W = g + h +
-   B + K + log2(predecessors + 1) + 1 bits).
+   log-uniform multiplicative blind, plus noise e_j uniform on
+   [0, 2^(g + NOISE_BITS)) in every slot.  Slot j then holds S_j beta_j + e_j,
+   S_j = sum_l w_lj V_lj, with no carry into the next slot (slot width
+   W = g + h + B + K + log2(predecessors + 1) + 1 bits).
 3. Alice decrypts one ciphertext per ``slots`` targets and sets u_(t+1)(j) =
-   log(S_j beta_j) - (g + h + B) ln 2 + c_tj + [log b_j(x_(t+1)) + gamma];
-   Bob's rho_(t+1)(j) = rho_min + log(beta_j / 2^B) + gamma.
+   log(S_j beta_j + e_j) - (g + h + B) ln 2 + c_tj + [log b_j(x_(t+1)) + gamma];
+   Bob's rho_(t+1)(j) = rho_min + log(beta_j / 2^B) + gamma.  A target whose
+   predecessors are all log 0 (she sent only zeros) is log 0 whatever the slot holds.
 
 The final step is the same with one target per model (every state a
 predecessor, a = 1).
 
 Precision (a public rule): every nonzero weight keeps at least 44 significant
 bits after unblinding (Bob checks a_lj >= ``PrecisionParams.min_weight()``
-before the run), so w_lj <= 2^h and the leading predecessor's weight is >= 2^44.
-Rounding V costs at most n 2^(h - 45 - g) of a target relative to its sum, and
-rounding w at most n 2^-45 (n = predecessors).  With g = h + 16 (the default)
-each step loses at most 2^-42 relative per target, so 10^4 steps keep log P
-within 1e-8 nats absolute.
+before the run), so w_lj <= 2^h and every nonzero weight is >= 2^44; with
+beta_j >= 2^B (B = 48) and the leader's V = 2^g, a possible target's S_j beta_j
+is at least 2^(g + 92).  Rounding V costs at most n 2^(h - 45 - g) of a target
+relative to its sum, rounding w at most n 2^-45 (n = predecessors), the noise
+at most 2^(NOISE_BITS - 92) = 2^-52.  With g = h + 16 (the default) each step
+loses at most 2^-42 relative per target, so 10^4 steps keep log P within 1e-8
+nats absolute.
 
-What Alice sees per target and step is the exact integer S_j beta_j.  She
-chose the V_lj, so she knows one linear equation sum_l c_l V_lj = S_j beta_j
-in Bob's coefficients c_l = beta_j w_lj (h + B + K bits each).  With V ~ 2^g
-and n predecessors it has about 2^((h + B + K) n - (h + B + K) - g) solutions
-in the coefficients' range -- up to 2^61 for the two predecessors of a
-left-to-right model at the defaults -- spread along a line on which the ratio
-c_1 / c_2 varies widely, so the ratios of Bob's weights are not determined
-(in v1, with g = 1,812 bits, they always are).  This holds only while the
-coefficients exceed the V's: beta_j is log-uniform from 2^48 and a small
-transition probability shrinks w_lj, so some targets' coefficients fall below
-2^g, their solution is unique and Alice recovers them as in v1
-(``docs/security.md``: random low-order bits on the coefficients would close it).
-Alice also learns log S_j beta_j, i.e. the blinded forward value she learns in
-v1 too.
+What Alice sees per target and step is the integer S_j beta_j + e_j.  Without
+the noise it would be the exact S_j beta_j = sum_l c_l V_lj, one linear equation
+in Bob's coefficients c_l = beta_j w_lj (h + B + K bits each) with the V_lj she
+chose: modulo the leader's V = 2^g it gives every other coefficient's residue,
+c_2 = S V_2^-1 mod 2^g (the low g = 160 of its 221 bits), and the whole
+coefficient whenever it is below 2^g -- small beta_j times a small transition
+probability -- and from two of a model's targets the ratios of Bob's weights,
+as the v1 lattice attack does.  The noise spans 2^NOISE_BITS times every V, so
+the decrypted integer can be simulated, to statistical distance 2^-NOISE_BITS
+per slot, from S_j beta_j rounded down to a multiple of 2^g: no residue modulo
+any of her values (all at most 2^g) survives
+(``tests/protocols/test_protocol_forward.py`` runs both attacks and requires them
+to fail).  Alice still learns log(S_j beta_j) to 2^-52 relative, i.e. the
+blinded forward value she learns in v1 too, hidden by beta_j's K octaves.
 """
 
 from __future__ import annotations
@@ -73,6 +77,11 @@ from smc_hmm.errors import PrecisionError, ProtocolError
 
 #: g - h: Alice's exponentials carry this many bits more than Bob's weights
 EXTRA_EXP_BITS = 16
+#: Bob's noise in each reply slot spans 2^(g + NOISE_BITS): 2^NOISE_BITS times
+#: Alice's largest value, so what she decrypts hides his coefficients' residues to
+#: statistical distance 2^-NOISE_BITS, and costs at most 2^(NOISE_BITS - 92) of a
+#: target (module docstring)
+NOISE_BITS = 40
 
 
 def topology_of(transmat) -> list[list[int]]:
@@ -193,14 +202,15 @@ def exp_bits(prec: PrecisionParams) -> int:
 
 
 def alice_edge_values(u, plan: EdgePlan, prec: PrecisionParams) -> tuple[list[int], list[int]]:
-    """Step 1: every edge's V_lj << (slot of j) W, and each target's shift c_tj."""
+    """Step 1: every edge's V_lj << (slot of j) W, and each target's shift c_tj
+    (None where every predecessor is log 0: that target's S_j is 0 whatever Bob's noise)."""
     g = plan.g
     values, shifts = [], []
     for i, preds in enumerate(plan.preds):
         lift = (i % plan.slots) * plan.slot_bits
         finite = [int(u[l]) for l in preds if not prec.is_log_zero(int(u[l]))]
         c = max(finite) if finite else 0
-        shifts.append(c)
+        shifts.append(c if finite else None)  # None: every V is 0, so S_j = 0
         for l in preds:
             y = int(u[l])
             values.append(0 if prec.is_log_zero(y) else exp_fixed(y - c, prec.f, g) << lift)
@@ -218,7 +228,12 @@ def alice_target_logs(decrypted, plan: EdgePlan, shifts, prec: PrecisionParams) 
             raise ProtocolError("a packed recursion reply is negative")
         for k, i in enumerate(plan.target_range(c)):
             s = (packed >> (k * plan.slot_bits)) & mask
-            out.append(prec.log_zero if s == 0 else log_fixed(s, prec.f) - offset + shifts[i])
+            if shifts[i] is None:  # Alice sent only zeros: the slot holds Bob's noise alone
+                out.append(prec.log_zero)
+            elif s == 0:
+                raise ProtocolError("a recursion slot is 0 although a predecessor is possible")
+            else:
+                out.append(log_fixed(s, prec.f) - offset + shifts[i])
     return out
 
 
@@ -246,8 +261,21 @@ def bob_packed_sums(enc_edges: CipherArray, plan: EdgePlan, weights, rng, prec: 
         lo, hi = int(starts[targets.start]), int(starts[targets.stop])
         row = [w * betas[i] for i in targets for w in weights[i]]
         blocks.append((enc_edges[lo:hi], np.array([row], dtype=object)))
-    packed = CipherArray.lincomb_blocks(blocks, 0)
+    packed = CipherArray.lincomb_blocks(blocks, 0).add_encoded(slot_noise(rng, plan))
     return packed.with_bound(plan.packed_bound), betas
+
+
+def slot_noise(rng, plan: EdgePlan) -> np.ndarray:
+    """Per reply ciphertext, every target's noise e_j uniform on [0, 2^(g + NOISE_BITS))
+    in its slot (module docstring: it hides Bob's coefficients)."""
+    bits = plan.g + NOISE_BITS
+    return np.array(
+        [
+            sum(rng.randbits(bits) << (k * plan.slot_bits) for k in range(len(plan.target_range(c))))
+            for c in range(plan.ciphertexts)
+        ],
+        dtype=object,
+    )
 
 
 def bob_step_weights(transmats, rho, plan: EdgePlan, spec) -> tuple[list[list[int]], list[int]]:

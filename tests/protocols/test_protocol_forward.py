@@ -700,45 +700,91 @@ def test_v2_never_refuses_the_models_v1_refuses(keypair_512):
         assert abs(result.outputs["alice"][0] - plain) <= 1e-9 * abs(plain)
 
 
-def test_v2_hides_bobs_coefficients_from_the_v1_attack(keypair_1024):
-    """The v1 attack (one modular inversion per target) against the v2 recursion: where
-    Alice's two edge values and the decrypted slot admit several coefficient pairs (the
-    coefficients beta_j w_lj exceed the V's), the inversion's pair is not Bob's and the
-    ratio it yields is not a_00 a_11 / (a_10 a_01).  Where a target's coefficients are
-    all below its V's the solution is unique and the attack works: docs/security.md
-    states this limit (small transition probabilities and small blinds)."""
-    from protocols import recursion
+def _residue_attack(slot: int, v_lead: int, v_other: int) -> tuple[int, int]:
+    """Alice's attack on one decrypted slot S = c_lead v_lead + c_other v_other: modulo
+    the leader's value, c_other = S v_other^-1.  Returns (guess, modulus)."""
+    g = math.gcd(v_lead, v_other)
+    modulus = v_lead // g
+    return (slot // g) * pow(v_other // g, -1, modulus) % modulus, modulus
 
+
+def test_v2_noise_hides_bobs_coefficients_from_alice(keypair_1024):
+    """The attack on v2 without noise: the leader's V is 2^g, so every decrypted slot
+    gives the other predecessor's coefficient beta_j w_lj modulo 2^g (its low 160 of
+    221 bits) and the whole coefficient where it is below 2^g (small transition
+    probabilities, small beta).  Against the noise-free slots the attack recovers every
+    coefficient's residue (so it is a real attack); against the slots Bob sends it
+    recovers none (protocols/recursion.py: the noise hides them)."""
+    from protocols import recursion
+    from smc_hmm.crypto.rng import Rng
+
+    pk, sk = keypair_1024
+    a = np.array([[0.9, 1e-9, 0.1 - 1e-9], [0.0, 0.5, 0.5], [1e-6, 0.0, 1 - 1e-6]])
+    model = DiscreteHMM([0.5, 0.3, 0.2], a, [[0.5, 0.5], [0.1, 0.9], [0.7, 0.3]])
+    spec = _spec([model])
+    step, _ = spec.steps
+    rng = np.random.default_rng(5)
+    recovered = residues = 0
+    for trial in range(6):
+        rho = [int(x) << (PREC.f - 20) for x in rng.integers(0, 20 << 20, 3)]
+        u = [int(x) << (PREC.f - 20) for x in rng.integers(-(40 << 20), 0, 3)]
+        values, shifts = recursion.alice_edge_values(u, step, PREC)
+        enc = recursion.alice_encrypt_edges(pk, values, step)
+        weights, _ = recursion.bob_step_weights([a], rho, step, spec)
+        packed, betas = recursion.bob_packed_sums(enc, step, weights, Rng.seeded(trial), PREC)
+        slots = [
+            (int(p) >> (k * step.slot_bits)) & ((1 << step.slot_bits) - 1)
+            for p in packed.decrypt_ints(sk)
+            for k in range(step.slots)
+        ]
+        starts = np.cumsum([0, *(len(p) for p in step.preds)])
+        for j, preds in enumerate(step.preds):
+            lift = (j % step.slots) * step.slot_bits
+            v = [values[starts[j] + i] >> lift for i in range(len(preds))]
+            c = [betas[j] * w for w in weights[j]]
+            if len(preds) != 2 or 0 in v:
+                continue
+            lead = v.index(1 << step.g)
+            other = 1 - lead
+            exact = sum(ci * vi for ci, vi in zip(c, v))
+            guess, modulus = _residue_attack(exact, v[lead], v[other])
+            assert guess == c[other] % modulus  # the attack works on exact sums
+            residues += 1
+            guess, modulus = _residue_attack(slots[j], v[lead], v[other])
+            recovered += guess == c[other] % modulus
+            assert slots[j] >= exact and slots[j] - exact < 1 << (step.g + recursion.NOISE_BITS)
+    assert residues >= 12 and recovered == 0
+
+
+def test_v2_hides_the_transition_ratio_from_the_v1_attack(keypair_1024):
+    """The v1 attack through a whole protocol run: one modular inversion per target and
+    the ratio of two targets' coefficient ratios, which in v1 is a_00 a_11 / (a_10 a_01)
+    exactly (test_documented_leak_...).  Against v2 it never is."""
     a = np.array([[0.7, 0.3], [0.2, 0.8]])
     model = DiscreteHMM([0.6, 0.4], a, [[0.5, 0.5], [0.1, 0.9]])
-    result = run_forward(keypair_1024, [model], np.array([0, 1, 1]), record_views=True)
+    truth = a[0, 0] * a[1, 1] / (a[1, 0] * a[0, 1])
     sk = keypair_1024[1]
     step, _ = _spec([model]).steps
-    edges = next(p for _, t, p in result.views["bob"] if t == "fw.step.edges")
-    packed = next(p for _, t, p in result.views["alice"] if t == "fw.step.packed")
-    mask = (1 << step.slot_bits) - 1
-    values = [int(x) for x in edges.decrypt_ints(sk)]
-    slots = [
-        (int(p) >> (k * step.slot_bits)) & mask
-        for p in packed.decrypt_ints(sk)
-        for k in range(step.slots)
-    ]
-    starts = np.cumsum([0, *(len(p) for p in step.preds)])
-    ratios, candidates = [], []
-    for j in range(2):
-        lift = (j % step.slots) * step.slot_bits
-        v0, v1 = (values[starts[j] + i] >> lift for i in range(2))
-        s_j = slots[j]
-        g = math.gcd(v0, v1)
-        x0 = (s_j // g) * pow(v0 // g, -1, v1 // g) % (v1 // g)
-        x1 = (s_j - x0 * v0) // v1
-        ratios.append(x0 / x1 if x1 else math.inf)
-        # the number of non-negative solutions of c0 v0 + c1 v1 = s_j
-        candidates.append(s_j // (v0 * v1 // g))
-    truth = a[0, 0] * a[1, 1] / (a[1, 0] * a[0, 1])
-    if min(candidates) >= 2:  # several solutions: the inversion picks the smallest
+    for obs in ([0, 1, 1], [1, 1, 0], [0, 0, 1]):
+        result = run_forward(keypair_1024, [model], np.array(obs), record_views=True)
+        edges = next(p for _, t, p in result.views["bob"] if t == "fw.step.edges")
+        packed = next(p for _, t, p in result.views["alice"] if t == "fw.step.packed")
+        values = [int(x) for x in edges.decrypt_ints(sk)]
+        slots = [
+            (int(p) >> (k * step.slot_bits)) & ((1 << step.slot_bits) - 1)
+            for p in packed.decrypt_ints(sk)
+            for k in range(step.slots)
+        ]
+        starts = np.cumsum([0, *(len(p) for p in step.preds)])
+        ratios = []
+        for j in range(2):
+            lift = (j % step.slots) * step.slot_bits
+            v0, v1 = (values[starts[j] + i] >> lift for i in range(2))
+            g = math.gcd(v0, v1)
+            x0 = (slots[j] // g) * pow(v0 // g, -1, v1 // g) % (v1 // g)
+            x1 = (slots[j] - x0 * v0) // v1
+            ratios.append(x0 / x1 if x1 else math.inf)
         assert ratios[0] / ratios[1] != pytest.approx(truth, rel=1e-3)
-    assert recursion.exp_bits(PREC) == PREC.weight_scale + recursion.EXTRA_EXP_BITS
 
 
 def test_an_offline_phase_precomputes_every_randomizer(keypair_1024):
