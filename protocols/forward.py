@@ -66,12 +66,13 @@ Who learns what (semi-honest Alice and Bob, not colluding):
 * Alice learns the public sizes and, for every t and j: (a) log b_j(x_t) +
   gamma_tj, gamma uniform on [0, R) nats (R = ``blind_nats``, default 20;
   statistical distance |u - u'| / R between two emission values u, u'), and
-  (b) per target and step the exact integer S_j beta_j, beta_j log-uniform over
-  K = ceil(R / ln 2) octaves: log S_j within K ln 2 nats.  In v2 the
-  coefficients beta_j w_lj (221 bits) of the V_lj she chose (160 bits) are not
-  determined by that integer (about 2^61 candidates for two predecessors,
-  :mod:`protocols.recursion`); in v1 (1,812-bit V) they are, by lattice
-  reduction, and with them Bob's transition ratios (``docs/security.md``).
+  (b) per target and step S_j beta_j, beta_j log-uniform over K = ceil(R / ln 2)
+  octaves: log S_j within K ln 2 nats.  In v2 Bob adds noise of 2^(g + 40) to
+  every slot, so the integer she decrypts hides the residues that would give her
+  his coefficients beta_j w_lj (statistical distance 2^-40 per slot,
+  :mod:`protocols.recursion`); in v1 (1,812-bit V, exact integers) one modular
+  inversion or lattice reduction gives them, and with them Bob's transition
+  ratios (``docs/security.md``).
   Repeated sessions also average the additive blinds away (over k runs a
   blinded emission narrows to about R / sqrt(12 k)).  She sees which emission
   and predicted probabilities are exactly zero, the public topology (v2), and

@@ -268,14 +268,11 @@ def bob_packed_sums(enc_edges: CipherArray, plan: EdgePlan, weights, rng, prec: 
 def slot_noise(rng, plan: EdgePlan) -> np.ndarray:
     """Per reply ciphertext, every target's noise e_j uniform on [0, 2^(g + NOISE_BITS))
     in its slot (module docstring: it hides Bob's coefficients)."""
-    bits = plan.g + NOISE_BITS
-    return np.array(
-        [
-            sum(rng.randbits(bits) << (k * plan.slot_bits) for k in range(len(plan.target_range(c))))
-            for c in range(plan.ciphertexts)
-        ],
-        dtype=object,
-    )
+    bits, width = plan.g + NOISE_BITS, plan.slot_bits
+    out = []
+    for c in range(plan.ciphertexts):
+        out.append(sum(rng.randbits(bits) << (k * width) for k in range(len(plan.target_range(c)))))
+    return np.array(out, dtype=object)
 
 
 def bob_step_weights(transmats, rho, plan: EdgePlan, spec) -> tuple[list[list[int]], list[int]]:

@@ -57,6 +57,8 @@ NAIVE_RATIO_TARGET = 200.0
 REL_TARGET = 1e-9
 #: prediction error the cost model must stay within
 PREDICTION_TOLERANCE = 0.20
+#: Alice's DJN exponent with --short-randomness (2 kappa for kappa = 112)
+SHORT_ALPHA_BITS = 224
 #: the bundled test split's size: more utterances would repeat some
 BUNDLED_UTTERANCES = 250
 
@@ -116,7 +118,9 @@ def offline_phase(name: str, params: dict, inputs: dict, keypair, compute: Compu
     compute = compute or Compute.inline()
     shared = 0
     if compute.parallel and hasattr(base, "params"):
-        shared = max(0, int((need["alice"] - _BOB_COST * need["bob"]) / 2))
+        # Bob's draws use DJN's default exponent, Alice's hers (shorter with --short-randomness)
+        bob_cost = _BOB_COST * ((pk.bits + 1) // 2) / base.params()["alpha_bits"]
+        shared = max(0, int((need["alice"] - bob_cost * need["bob"]) / 2))
     local_count = need["alice"] - shared
     worker = compute.map(
         _worker_randomizers,
@@ -355,6 +359,8 @@ def run(args, say=lambda msg: None) -> BenchResult:
     length = args.frames or len(utterances[0].features)
     say(f"generating a {args.key_bits}-bit key pair")
     keypair = _keypair(args.key_bits)
+    if getattr(args, "short_randomness", False):
+        keypair[0].use_djn(alpha_bits=SHORT_ALPHA_BITS)
     rows: list[Row] = []
     runs = []
     first_cost: dict = {}
@@ -653,6 +659,7 @@ def run(args, say=lambda msg: None) -> BenchResult:
             "transport": args.transport,
             "utterances": args.utterances,
             "workers": args.workers,
+            "short_randomness": getattr(args, "short_randomness", False),
         },
         extra={
             "runs": runs,
@@ -711,6 +718,13 @@ def add_arguments(parser) -> None:
         help="also reveal every keyword's secure log-likelihood on every utterance (a "
         "second, forward-only run each) and report the largest relative error",
     )
+    parser.add_argument(
+        "--short-randomness",
+        action="store_true",
+        help=f"Alice's encryptions with {SHORT_ALPHA_BITS}-bit DJN exponents instead of "
+        "bits(n)/2 (faster; rests on the stronger short-exponent assumption, see "
+        "smc_hmm/crypto/randomness.py; --transport local only)",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
 
 
@@ -727,7 +741,13 @@ def main(args) -> int:
             f"--utterances {args.utterances}: the bundled test split has "
             f"{BUNDLED_UTTERANCES} utterances"
         )
+    if args.short_randomness and args.transport != "local":
+        raise InvalidInputError("--short-randomness applies to --transport local only")
     console = Console(width=max(150, Console().width))
+    if args.short_randomness:
+        console.print(
+            "[yellow]warning: --short-randomness rests on the short-exponent assumption[/]"
+        )
     result = run(args, say=lambda m: console.print(f"[dim]... {m}[/]"))
     result.print_table(console)
     if args.json:
