@@ -33,6 +33,7 @@ from smc_hmm.crypto.multiexp import (
     window_count,
     window_plan,
 )
+from smc_hmm.crypto.randomness import RandomizerPool
 from smc_hmm.errors import (
     InvalidInputError,
     KeyMismatchError,
@@ -150,8 +151,11 @@ class CipherArray:
         flat = [int(v) for v in ints.reshape(-1)]
         compute = compute or public_key.compute or _INLINE
         randomizer = public_key.randomizer
+        if isinstance(randomizer, RandomizerPool):  # the offline phase's, while it lasts
+            randomizer = None if len(randomizer) >= len(flat) else randomizer.source
         if (
-            compute.parallel
+            randomizer is not None
+            and compute.parallel
             and len(flat) >= 64
             and hasattr(randomizer, "params")
             and not public_key.rng.insecure

@@ -262,3 +262,45 @@ class RandomizerPool(Randomizer):
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+# -- the offline phase over compute lanes ----------------------------------------------------
+
+_WORKER_RANDOMIZERS: dict = {}  # per worker process: DJN randomizers with their tables
+
+
+def _draw_task(params: dict, count: int) -> list[int]:
+    """Worker lane: ``count`` DJN randomizers from ``params`` (table cached per process)."""
+    key = (params["n"], params["h_s"], params["alpha_bits"], params["window"])
+    randomizer = _WORKER_RANDOMIZERS.get(key)
+    if randomizer is None:
+        primes = params["primes"]
+        randomizer = _WORKER_RANDOMIZERS[key] = DJNRandomizer(
+            mpz(params["n"]),
+            Rng.system(),
+            params["alpha_bits"],
+            params["window"],
+            primes=None if primes is None else tuple(mpz(p) for p in primes),
+            h_s=mpz(params["h_s"]),
+        )
+    return [int(v) for v in randomizer.draw(count)]
+
+
+def precompute(randomizer: Randomizer, count: int, compute=None) -> RandomizerPool:
+    """The offline phase for one key: ``count`` randomizers, drawn before they are needed
+    and spread over ``compute``'s lanes (a :class:`~smc_hmm.compute.Compute`; the caller
+    draws its own share), in a pool that online encryption then takes them from."""
+    if count < 0:
+        raise InvalidInputError("the number of randomizers to precompute must be >= 0")
+    pool = RandomizerPool(randomizer, capacity=max(count, 1))
+    if compute is None or not compute.parallel or not hasattr(randomizer, "params"):
+        pool.fill(count)
+        return pool
+    shares = [len(c) for c in compute.chunks(range(count))]
+    params = randomizer.params()
+    parts = compute.map(
+        _draw_task, [params] * len(shares), shares, local=lambda _p, k: randomizer.draw(k)
+    )
+    for part in parts:
+        pool.offer(part)
+    return pool

@@ -20,6 +20,7 @@ from typing import Any
 from smc_hmm.compute import Compute
 from smc_hmm.cost import CostLedger
 from smc_hmm.crypto import CipherArray, generate_keypair
+from smc_hmm.crypto.randomness import precompute
 from smc_hmm.errors import (
     AuthenticationError,
     ConfigError,
@@ -159,6 +160,34 @@ def _local_lanes(config: RunConfig) -> Compute:
     return Compute.processes(workers)
 
 
+#: the most randomizers ``[compute] randomizers`` may ask a party to precompute (about
+#: 512 bytes each at 2048 bits: 100 MB)
+MAX_OFFLINE_RANDOMIZERS = 200_000
+
+
+def _offline_count(config: RunConfig) -> int:
+    """``[compute] randomizers = N``: a key-holding party precomputes N randomizers for its
+    key over its lanes before its role starts (the offline phase; 0 by default)."""
+    count = config.compute.get("randomizers", 0)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ConfigError("compute.randomizers must be a non-negative integer")
+    if count > MAX_OFFLINE_RANDOMIZERS:
+        raise ConfigError(
+            f"compute.randomizers = {count} is above the limit of {MAX_OFFLINE_RANDOMIZERS:,}"
+        )
+    return count
+
+
+def _offline_phase(ctx: PartyContext, count: int) -> None:
+    """Fill the party's own key's randomizer pool (phase ``offline``); online encryption
+    draws from it, and from the key's own randomizer once it is used up."""
+    if ctx.private_key is None or not count:
+        return
+    key = ctx.public_key
+    with ctx.phase("offline"):
+        key.use_randomizer(precompute(key.randomizer, count, ctx.compute))
+
+
 def run_party(name: str, config: RunConfig | str | Path, *, result_path=None) -> dict:
     """Run party ``name`` of ``config`` in this process over TCP with mutual TLS.
 
@@ -188,6 +217,7 @@ def run_party(name: str, config: RunConfig | str | Path, *, result_path=None) ->
         tls = _tls_for(config, name)
         private = _private_input(role, pc, config)
         keypair = _keypair_for(role, config)
+        offline = _offline_count(config)
         addresses = {n: p.address for n, p in config.parties.items()}
         transport = _connect(name, addresses, tls, config)
         ledger = CostLedger(name)
@@ -209,6 +239,7 @@ def run_party(name: str, config: RunConfig | str | Path, *, result_path=None) ->
                 min_key_bits=config.min_key_bits,
             )
             with ledger.running():
+                _offline_phase(ctx, offline)
                 output = role.run(ctx, private, params)
             channel.close()
         except BaseException:

@@ -125,3 +125,35 @@ def test_a_pool_accepts_randomizers_computed_elsewhere(keypair_512):
     assert drawn[:4] == elsewhere[:4] and pool.misses == 1
     c = pk.encrypt_ints([7], randomizers=drawn[:1])
     assert sk.decrypt_ints(c) == [7]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lanes", [1, 2])
+def test_precompute_spreads_the_offline_phase_and_encryption_draws_from_it(keypair_512, lanes):
+    """precompute() draws over the lanes into a pool; a batch the pool covers takes its
+    randomizers from it, a larger one falls back to the key's own randomizer."""
+    from smc_hmm.compute import Compute
+    from smc_hmm.crypto.randomness import precompute
+
+    pk, sk = keypair_512
+    key = PublicKey(pk.n)
+    source = DJNRandomizer(key.n_mpz, Rng.system(), 128, window=4)
+    with Compute.processes(lanes) as compute:
+        pool = precompute(source, 96, compute)
+        assert len(pool) == 96
+        assert all(_is_nth_residue(v, sk) for v in list(pool._values)[::19])
+        assert len(set(pool._values)) == 96
+        key.use_randomizer(pool)
+        values = list(range(-35, 35))
+        enc = CipherArray.encrypt_encoded(key, values, 0, compute=compute)
+        assert enc.decrypt_ints(sk).tolist() == values and len(pool) == 26
+        enc = CipherArray.encrypt_encoded(key, values, 0, compute=compute)  # 70 > 26 left
+        assert enc.decrypt_ints(sk).tolist() == values
+    assert len(pool) == 0  # the rest came from the source (in one lane or both)
+
+
+def test_precompute_refuses_a_negative_count(keypair_512):
+    from smc_hmm.crypto.randomness import precompute
+
+    with pytest.raises(InvalidInputError):
+        precompute(DJNRandomizer(keypair_512[0].n_mpz, Rng.seeded(1), 128), -1)
