@@ -142,20 +142,11 @@ def _worker_randomizers(secret_params, n: int, alice_count: int, bob_count: int)
     from gmpy2 import mpz
 
     from smc_hmm.crypto import DJNRandomizer, Rng
+    from smc_hmm.crypto.randomness import draw_from_params
 
-    alice = []
-    if alice_count:
-        p = secret_params
-        alice = DJNRandomizer(
-            mpz(p["n"]),
-            Rng.system(),
-            p["alpha_bits"],
-            p["window"],
-            primes=p["primes"],
-            h_s=mpz(p["h_s"]),
-        ).draw(alice_count)
+    alice = draw_from_params(secret_params, alice_count) if alice_count else []
     bob = DJNRandomizer(mpz(n), Rng.system()).draw(bob_count) if bob_count else []
-    return [int(v) for v in alice], [int(v) for v in bob]
+    return alice, [int(v) for v in bob]
 
 
 def _base_randomizer(pk):

@@ -269,8 +269,9 @@ class RandomizerPool(Randomizer):
 _WORKER_RANDOMIZERS: dict = {}  # per worker process: DJN randomizers with their tables
 
 
-def _draw_task(params: dict, count: int) -> list[int]:
-    """Worker lane: ``count`` DJN randomizers from ``params`` (table cached per process)."""
+def draw_from_params(params: dict, count: int) -> list[int]:
+    """``count`` DJN randomizers from a randomizer's :meth:`~DJNRandomizer.params`, e.g. in
+    a worker lane (the table is built once per process and kept)."""
     key = (params["n"], params["h_s"], params["alpha_bits"], params["window"])
     randomizer = _WORKER_RANDOMIZERS.get(key)
     if randomizer is None:
@@ -299,7 +300,10 @@ def precompute(randomizer: Randomizer, count: int, compute=None) -> RandomizerPo
     shares = [len(c) for c in compute.chunks(range(count))]
     params = randomizer.params()
     parts = compute.map(
-        _draw_task, [params] * len(shares), shares, local=lambda _p, k: randomizer.draw(k)
+        draw_from_params,
+        [params] * len(shares),
+        shares,
+        local=lambda _p, k: randomizer.draw(k),
     )
     for part in parts:
         pool.offer(part)

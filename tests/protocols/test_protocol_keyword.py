@@ -301,3 +301,29 @@ def test_private_mode_decides_near_ties_like_plaintext(keypair_1024, gap):
     assert 1e-6 < abs(actual) < 1e-5
     result = _run(keypair_1024, frames, models, "private")
     assert result["alice"]["index"] == (1 if actual > 0 else 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra", [["--transport", "tcp"], ["--short-randomness"]])
+def test_bench_keyword_over_tcp_and_with_short_randomness(tmp_path, extra):
+    """Over TCP Alice's process precomputes the planned randomizers in an offline phase
+    (``[compute] randomizers``), as the in-process run does; --short-randomness draws
+    Alice's with 224-bit exponents.  Either way the decision is the plaintext one."""
+    import argparse
+    import json
+
+    from smc_hmm.bench import keyword as bench
+
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    path = tmp_path / "keyword.json"
+    args = parser.parse_args(
+        ["--key-bits", "1024", "--insecure", "--words", "2", "--frames", "8", "--workers", "2",
+         "--mode", "private", "--recursion", "v2", "--naive-frames", "1", "--json", str(path),
+         *extra]
+    )  # fmt: skip
+    bench.main(args)
+    data = json.loads(path.read_text())
+    assert data["all_equal"] and data["runs"][0]["offline_seconds"] > 0
+    assert data["params"]["short_randomness"] == ("--short-randomness" in extra)
+    assert data["params"]["transport"] == ("tcp" if "tcp" in extra else "local")
