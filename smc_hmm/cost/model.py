@@ -16,7 +16,11 @@ gmpy2 between 1024- and 2048-bit keys and stated in :data:`SCALING_EXPONENTS`:
   (e.g. 64-bit fixed-point) exponent costs a fixed number of multiplications
   plus reductions: ~ bits^1.75; where the ledger also counts the exponents'
   total bits (``multiexp_bits``), a multi-exponentiation costs that many bits
-  at the measured per-term rate of ``scalar_bits``-bit exponents;
+  at the measured per-term rate of ``scalar_bits``-bit exponents, and where it
+  counts the modular multiplications the algorithm spends (``multiexp_mults``,
+  :func:`smc_hmm.crypto.multiexp.multiplication_count`: few long rows over shared
+  bases cost far less per bit than many short ones), each is priced as one
+  homomorphic addition;
 * OT and comparison invocations cost nothing extra in the model: their
   encryptions, decryptions and exponentiations are counted as primitive
   operations already.
@@ -174,7 +178,11 @@ class CostModel:
         bits = self.rates.bits if bits is None else bits
         ops = dict(ops)
         exponent_bits = int(ops.pop("multiexp_bits", 0) or 0)
-        if exponent_bits:  # the exponents' real size, not a term count
+        mults = int(ops.pop("multiexp_mults", 0) or 0)
+        if mults:  # the multiplications the algorithm spends, each priced as one "add"
+            ops.pop("multiexp_terms", None)
+            ops["add"] = ops.get("add", 0) + mults
+        elif exponent_bits:  # the exponents' real size, not a term count
             ops["multiexp_terms"] = exponent_bits / self.rates.scalar_bits
         return sum(float(k) * self.rates.seconds_per(op, bits) for op, k in ops.items())
 

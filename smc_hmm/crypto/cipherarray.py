@@ -28,6 +28,7 @@ from smc_hmm.crypto.multiexp import (
     SHARED_BASE_MAX_TERMS,
     combine_parts,
     merge_window_parts,
+    multiplication_count,
     shared_base_parts,
     signed_parts,
     window_count,
@@ -51,6 +52,12 @@ def _mpz_array(values, shape) -> np.ndarray:
     for i, v in enumerate(values):
         arr[i] = v
     return arr.reshape(shape)
+
+
+def _mults(terms: int, rows: list) -> int:
+    """The modular multiplications of ``rows`` over ``terms`` bases (the cost model's count)."""
+    top = max((abs(x) for row in rows for x in row), default=0)
+    return multiplication_count(terms, len(rows), top.bit_length())
 
 
 def _lincomb_task(bases: PackedInts, weight_rows: list, modulus) -> list:
@@ -429,6 +436,7 @@ class CipherArray:
         flat = [combine_parts(p, n2) for p in parts]
         pk.meter.count("multiexp_terms", k * m)
         pk.meter.count("multiexp_bits", sum(abs(x).bit_length() for row in rows for x in row))
+        pk.meter.count("multiexp_mults", _mults(m, rows))
         out = self._like(flat, self.scale + weight_scale, bound, (k,))
         return out[0] if single else out
 
@@ -468,6 +476,7 @@ class CipherArray:
             "multiexp_bits",
             sum(abs(x).bit_length() for _, rows, _ in plans for row in rows for x in row),
         )
+        pk.meter.count("multiexp_mults", sum(_mults(len(b), rows) for b, rows, _ in plans))
         bound = max(b for _, _, b in plans)
         fixedpoint.check_scale(first.scale + weight_scale)
         return cls(pk, _mpz_array(flat, (len(flat),)), first.scale + weight_scale, bound)

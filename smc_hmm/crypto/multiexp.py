@@ -234,6 +234,23 @@ def shared_base_parts(
     return out
 
 
+def multiplication_count(terms: int, rows: int, exp_bits: int) -> int:
+    """About how many modular multiplications ``rows`` multi-exponentiations over the same
+    ``terms`` bases with exponents of ``exp_bits`` bits cost on the path a linear
+    combination takes (:func:`shared_base_parts` up to ``SHARED_BASE_MAX_TERMS`` terms,
+    else :func:`signed_parts` per row): the estimates their windows are chosen by, plus
+    the squarings (both accumulators in the bucket method) and, for the shared tables,
+    about 8 multiplications' worth per inversion.  The cost model prices these."""
+    if terms < 1 or rows < 1 or exp_bits < 1:
+        return 0
+    if terms <= SHARED_BASE_MAX_TERMS:
+        c = _shared_window_for(terms, rows, exp_bits)
+        windows = -(-(exp_bits + 1) // c)
+        return rows * (exp_bits + terms * windows) + 2 * terms * (1 << (c - 1)) + 8 * terms
+    c = _signed_window_for(terms, exp_bits)
+    return rows * (-(-(exp_bits + 1) // c) * (terms + (1 << (c + 1))) + 2 * exp_bits)
+
+
 def combine_parts(parts: Sequence[tuple[mpz, mpz]], modulus: mpz) -> mpz:
     """Merge (P, Q) partial results of chunks into one value (still one inversion)."""
     positive, negative = ONE, ONE

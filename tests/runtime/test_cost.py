@@ -382,3 +382,27 @@ def test_measure_rates_gives_every_operation_and_prices_a_ledger(keypair_512):
     assert {op: k for op, k in ledger.ops.items() if k} == {"encrypt": 40}
     expected = 40 * rates.seconds_per("encrypt", 512)
     assert model.compute_seconds(ledger.ops) == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_model_prices_counted_multiexp_multiplications_as_additions():
+    """With ``multiexp_mults`` in a ledger the model prices a multi-exponentiation by the
+    multiplications its algorithm spends (few long shared-base rows cost less per bit than
+    many short ones), not by its exponent bits."""
+    from smc_hmm.crypto.multiexp import multiplication_count
+
+    rates = PrimitiveRates(
+        2048,
+        {"encrypt": 1e3, "decrypt": 5e2, "add": 1e5, "scalar_mul": 1e3,
+         "multiexp_terms": 1e4, "rerandomize": 1e3},
+    )  # fmt: skip
+    model = CostModel(rates)
+    ops = {"multiexp_terms": 900, "multiexp_bits": 900 * 221, "multiexp_mults": 94_100}
+    assert model.compute_seconds(ops) == pytest.approx(94_100 / 1e5)
+    ops.pop("multiexp_mults")
+    assert model.compute_seconds(ops) == pytest.approx(900 * 221 / rates.scalar_bits / 1e4)
+    # 819-term rows cost fewer multiplications per term-bit than 9-term ones
+    long_rows = multiplication_count(819, 1, 48) / (819 * 48)
+    short_rows = multiplication_count(9, 1, 221) / (9 * 221)
+    assert long_rows < short_rows / 2
+    assert multiplication_count(9, 10, 221) < 10 * multiplication_count(9, 1, 221)  # tables
+    assert multiplication_count(0, 1, 10) == multiplication_count(5, 1, 0) == 0
