@@ -190,7 +190,13 @@ import numpy as np
 from smc_hmm.crypto import CipherArray, PrivateKey
 from smc_hmm.crypto.packing import PackedCipherArray, PackingPlan
 from smc_hmm.eigen import power_iteration, principal_eigenvector  # noqa: F401 (re-exported)
-from smc_hmm.errors import ConfigError, ConvergenceError, InvalidInputError, ProtocolError
+from smc_hmm.errors import (
+    ConfigError,
+    ConvergenceError,
+    InvalidInputError,
+    ProtocolError,
+    warn_weaker_mode,
+)
 from smc_hmm.messages import Ciphertexts, Key, Message, Revealed
 from smc_hmm.protocol import ProtocolDescriptor, Role
 from smc_hmm.runtime.inputs import load_array
@@ -328,6 +334,10 @@ class Params:
             if self.tol >= 1:
                 raise InvalidInputError(f"tol must be below 1, got {self.tol:g}")
             return  # the thesis's hardening options do not apply
+        warn_weaker_mode(
+            "eigenvector mode 'thesis' gives every owner the decryption key, so owners can "
+            "read every iterate and each other's Gram products"
+        )
         if self.decoys_on and self.fool_probability() > 2.0**-FOOL_BITS:
             raise InvalidInputError(
                 f"decoy_noise = {self.decoy_noise:g} is too small for tol = {self.tol:g}: a "

@@ -118,7 +118,13 @@ from protocols.primitives import (
 from smc_hmm.crypto import CipherArray, PublicKey, fixedpoint
 from smc_hmm.crypto.fixedpoint import ldexp_int
 from smc_hmm.crypto.packing import PackedCipherArray, PackingPlan
-from smc_hmm.errors import ConfigError, InvalidInputError, PrecisionError, ProtocolError
+from smc_hmm.errors import (
+    ConfigError,
+    InvalidInputError,
+    PrecisionError,
+    ProtocolError,
+    warn_weaker_mode,
+)
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, emission_weights, quadratic_products
 from smc_hmm.limits import MAX_SEQUENCE_LENGTH, MAX_STATES, MAX_WIDTH, check_at_most
 from smc_hmm.messages import Ciphertexts, Key, Message, Public
@@ -163,6 +169,11 @@ class ForwardParams:
             raise InvalidInputError("feature_scale must be in [8, log_scale)")
         if not (math.isfinite(self.feature_bound) and self.feature_bound > 0):
             raise InvalidInputError("feature_bound must be finite and > 0")
+        if self.recursion == "v1":
+            warn_weaker_mode(
+                "recursion v1 lets Alice recover Bob's transition ratios by lattice reduction "
+                "and may refuse a possible sequence"
+            )
 
     @classmethod
     def from_config(cls, section: Mapping) -> ForwardParams:

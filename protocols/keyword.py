@@ -73,7 +73,13 @@ import numpy as np
 from protocols import compare, forward
 from protocols.primitives import MaskSpec, alice_rescale, bob_rescale, log_uniform_integer
 from smc_hmm.crypto import CipherArray
-from smc_hmm.errors import ConfigError, InvalidInputError, ProtocolError, SmcHmmError
+from smc_hmm.errors import (
+    ConfigError,
+    InvalidInputError,
+    ProtocolError,
+    SmcHmmError,
+    warn_weaker_mode,
+)
 from smc_hmm.messages import Ciphertexts, Message, Public, Revealed
 from smc_hmm.protocol import ProtocolDescriptor, Role
 from smc_hmm.runtime.inputs import load_array, resolve_path
@@ -107,6 +113,8 @@ class KeywordParams:
     def __post_init__(self):
         if self.mode not in MODES:
             raise InvalidInputError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.mode == "fast":
+            warn_weaker_mode("keyword mode 'fast' reveals to Alice the order of all scores")
         if not isinstance(self.score_scale, int) or not 0 <= self.score_scale <= 32:
             raise InvalidInputError("score_scale must be an int in [0, 32]")
         if self.garbage is not None and not isinstance(self.garbage, str):

@@ -66,6 +66,19 @@ class InsecureKeyWarning(UserWarning):
     """A key shorter than 2048 bits was requested with ``insecure=True``."""
 
 
+class WeakerModeWarning(UserWarning):
+    """An opt-in protocol mode that reveals more than the default was chosen (keyword
+    ``fast``, forward ``recursion = "v1"``, eigenvector ``thesis``): ``docs/security.md``
+    states what it reveals."""
+
+
+def warn_weaker_mode(what: str) -> None:
+    """Emit :class:`WeakerModeWarning` for ``what`` (said where the choice is made)."""
+    import warnings
+
+    warnings.warn(f"{what} (docs/security.md)", WeakerModeWarning, stacklevel=4)
+
+
 # --- wire and transport ------------------------------------------------------
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from smc_hmm.cli.common import add_key_arguments, check_key_bits, check_output_path, console
 from smc_hmm.compute import Compute
 from smc_hmm.crypto import generate_keypair
-from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError
+from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError, WeakerModeWarning
 from smc_hmm.hmm import log_likelihood
 from smc_hmm.progress import status
 from smc_hmm.protocol import find
@@ -98,7 +98,9 @@ def run(args) -> int:
 def _run_in_process(args, console) -> int:
     """Alice and Bob in this process, one thread each."""
     protocol = find("keyword")
-    params = protocol.params({"mode": args.mode})  # a bad mode fails before any work
+    with warnings.catch_warnings():  # fast mode: the warning is printed below, in words
+        warnings.simplefilter("ignore", WeakerModeWarning)
+        params = protocol.params({"mode": args.mode})  # a bad mode fails before any work
     models, labels, pipeline = _models(args.models)
     frames = pipeline.features_from_wav(args.audio)
     dims = {getattr(m, "n_features", None) for m in models}

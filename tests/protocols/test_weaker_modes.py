@@ -1,0 +1,33 @@
+"""Every opt-in mode that reveals more than its protocol's default warns where it is
+chosen (``smc_hmm.errors.WeakerModeWarning``); the defaults do not."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from protocols import eigenvector, forward, keyword
+from smc_hmm.errors import WeakerModeWarning
+
+
+@pytest.mark.parametrize(
+    ("choose", "says"),
+    [
+        (lambda: forward.ForwardParams(recursion="v1"), "transition ratios"),
+        (lambda: keyword.KeywordParams(mode="fast"), "order of all scores"),
+        (lambda: eigenvector.Params(mode="thesis"), "decryption key"),
+    ],
+)
+def test_a_weaker_mode_warns_and_says_what_it_reveals(choose, says):
+    with pytest.warns(WeakerModeWarning, match=says):
+        choose()
+
+
+def test_the_defaults_do_not_warn():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", WeakerModeWarning)
+        forward.ForwardParams()
+        keyword.KeywordParams()
+        eigenvector.Params()
+        keyword.KeywordParams.from_config({"mode": "private"})
