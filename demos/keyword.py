@@ -18,6 +18,7 @@ from smc_hmm.errors import InvalidInputError
 from smc_hmm.hmm import log_likelihood
 from smc_hmm.progress import status
 from smc_hmm.runtime import run_protocol
+from smc_hmm.runtime.offline import offline_phase
 
 
 def add_keyword_arguments(parser) -> None:
@@ -72,25 +73,35 @@ def keyword_demo(args, console) -> int:
     report = {"demo": "keyword", "mode": args.mode, "models": args.models, "runs": []}
     agree = 0
     # the caller plus one worker process per core for the heavy batches (Compute lanes)
+    pk = alice.keypair[0]
+    base = pk.randomizer  # Alice's own; each utterance's offline phase draws from it
     with Compute.processes() as compute:
         for n, utt in enumerate(chosen, 1):
             frames = utt.features[: args.frames] if args.frames else utt.features
             plain = max(range(len(models)), key=lambda k: log_likelihood(models[k], frames))
-            with status(
-                console,
-                f"[{n}/{len(chosen)}] secure keyword recognition, {len(frames)} frames, "
-                f"{len(models)} keywords, {args.mode} mode",
-            ):
-                result = run_protocol(
-                    keyword.PROTOCOL,
-                    {"mode": args.mode},
-                    {"alice": ("alice", frames), "bob": ("bob", (models, labels))},
-                    keys={"alice": alice.keypair},
-                    min_key_bits=min_bits,
-                    timeout=args.timeout,
-                    compute={"alice": compute, "bob": compute},
-                    meta={"demo": "keyword", "utterance": n},
-                )
+            inputs = {"alice": frames, "bob": (models, labels)}
+            with status(console, f"[{n}/{len(chosen)}] offline phase: the run's randomizers"):
+                offline = offline_phase("keyword", {"mode": args.mode}, inputs, pk, compute, base)
+            pk.use_randomizer(offline.alice)
+            try:
+                with status(
+                    console,
+                    f"[{n}/{len(chosen)}] secure keyword recognition, {len(frames)} frames, "
+                    f"{len(models)} keywords, {args.mode} mode",
+                ):
+                    result = run_protocol(
+                        keyword.PROTOCOL,
+                        {"mode": args.mode},
+                        {"alice": ("alice", frames), "bob": ("bob", inputs["bob"])},
+                        keys={"alice": alice.keypair},
+                        min_key_bits=min_bits,
+                        timeout=args.timeout,
+                        compute={"alice": compute, "bob": compute},
+                        meta={"demo": "keyword", "utterance": n},
+                        randomizers=offline.randomizers(pk),
+                    )
+            finally:
+                pk.use_randomizer(base)
             got = result["alice"]["keyword"]
             same = got == labels[plain]
             agree += same
@@ -98,7 +109,8 @@ def keyword_demo(args, console) -> int:
                 f"utterance {n} (spoken '{labels[utt.digit]}', speaker {utt.speaker}, "
                 f"{len(frames)} frames): Alice hears [bold]{got}[/], plaintext argmax "
                 f"{labels[plain]} ({'[green]agrees[/]' if same else '[red]DIFFERS[/]'}); "
-                f"{result.elapsed:.1f} s, {result.cost.bytes_total / 1e6:.1f} MB, "
+                f"{result.elapsed:.1f} s online + {offline.seconds:.1f} s offline, "
+                f"{result.cost.bytes_total / 1e6:.1f} MB, "
                 f"{result.cost.rounds} rounds",
                 soft_wrap=True,  # one line per utterance, whatever the width
             )
@@ -110,6 +122,7 @@ def keyword_demo(args, console) -> int:
                     "secure": got,
                     "plain": labels[plain],
                     "seconds": result.elapsed,
+                    "offline_seconds": offline.seconds,
                     "cost": result.cost.to_dict(),
                 }
             )

@@ -43,6 +43,7 @@ from smc_hmm.errors import (
     PartyProcessError,
     PrecisionError,
 )
+from smc_hmm.runtime.offline import offline_phase
 
 #: targets at 2048 bits on an idle two-core machine (seconds; relative error of log P)
 TOTAL_TARGET = {"diag": 6.0, "full": 12.0}
@@ -93,62 +94,6 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-#: Bob's DJN randomizer (public key only) costs about this many times Alice's (CRT)
-_BOB_COST = 1.33
-
-
-def offline_phase(name: str, params: dict, inputs: dict, keypair, compute: Compute | None):
-    """Precompute every randomizer of one run once Alice's key is known (before the
-    utterance): the protocol plans the counts from public sizes
-    (``ProtocolDescriptor.randomizers``).  Alice's pool comes from her CRT randomizer,
-    Bob's from a public-key DJN randomizer of his own; with a second lane the work is
-    balanced over both (the worker draws all of Bob's and part of Alice's), as two
-    machines with two cores each would share it.  Returns (seconds, Alice's pool,
-    Bob's pool)."""
-    from smc_hmm.crypto import RandomizerPool
-    from smc_hmm.protocol import find
-
-    pk = keypair[0]
-    descriptor = find(name)
-    need = descriptor.randomizers(descriptor.params(params), pk.bits, inputs)
-    t0 = time.perf_counter()
-    base = _base_randomizer(pk)
-    alice = RandomizerPool(base, capacity=need["alice"])
-    bob = RandomizerPool(base, capacity=need["bob"])  # source unused: every value offered
-    compute = compute or Compute.inline()
-    shared = 0
-    if compute.parallel and hasattr(base, "params"):
-        # Bob's draws use DJN's default exponent, Alice's hers (shorter with --short-randomness)
-        bob_cost = _BOB_COST * ((pk.bits + 1) // 2) / base.params()["alpha_bits"]
-        shared = max(0, int((need["alice"] - bob_cost * need["bob"]) / 2))
-    local_count = need["alice"] - shared
-    worker = compute.map(
-        _worker_randomizers,
-        [None, base.params() if shared else None],
-        [0, int(pk.n)],
-        [0, shared],
-        [0, need["bob"]],
-        local=lambda *_: alice.fill(local_count),
-    )[1]
-    alice_values, bob_values = worker
-    alice.offer(alice_values)
-    bob.offer(bob_values)
-    return time.perf_counter() - t0, alice, bob
-
-
-def _worker_randomizers(secret_params, n: int, alice_count: int, bob_count: int):
-    """A worker lane's offline work: ``alice_count`` of Alice's randomizers (from her
-    randomizer's parameters) and ``bob_count`` of Bob's, for the public key ``n``."""
-    from gmpy2 import mpz
-
-    from smc_hmm.crypto import DJNRandomizer, Rng
-    from smc_hmm.crypto.randomness import draw_from_params
-
-    alice = draw_from_params(secret_params, alice_count) if alice_count else []
-    bob = DJNRandomizer(mpz(n), Rng.system()).draw(bob_count) if bob_count else []
-    return alice, [int(v) for v in bob]
-
-
 def _base_randomizer(pk):
     """Alice's own randomizer (CRT), remembered across runs that swap in pools."""
     base = getattr(pk, "_bench_base_randomizer", None)
@@ -168,9 +113,9 @@ def _secure_local(models, labels, frames, keypair, params, compute, name="keywor
     pk = keypair[0]
     pre, randomizers = 0.0, None
     if offline:
-        pre, alice_pool, bob_pool = offline_phase(name, params, inputs, keypair, compute)
-        pk.use_randomizer(alice_pool)
-        randomizers = {"bob": {pk.fingerprint: bob_pool}}
+        phase = offline_phase(name, params, inputs, pk, compute, base=_base_randomizer(pk))
+        pk.use_randomizer(phase.alice)
+        pre, randomizers = phase.seconds, phase.randomizers(pk)
     try:
         t0 = time.perf_counter()
         result = run_protocol(
@@ -187,10 +132,10 @@ def _secure_local(models, labels, frames, keypair, params, compute, name="keywor
     finally:
         if offline:
             pk.use_randomizer(_base_randomizer(pk))
-    if offline and (alice_pool.misses or bob_pool.misses):
+    if offline and phase.misses:
         raise InvalidInputError(
             f"the offline phase precomputed too few randomizers (misses: Alice "
-            f"{alice_pool.misses}, Bob {bob_pool.misses})"
+            f"{phase.alice.misses}, Bob {phase.bob.misses})"
         )
     return online, pre, result
 

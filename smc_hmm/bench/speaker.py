@@ -242,13 +242,13 @@ def online_run(keypair, mode: str, x, models, labels, compute) -> tuple[float, f
     """(offline seconds, online seconds) of one batched run whose randomizers were all
     precomputed once the key was known (the protocol's offline plan, the keyword bench's
     offline phase: Alice's CRT randomizers and Bob's public-key ones on both lanes)."""
-    from smc_hmm.bench.keyword import offline_phase
+    from smc_hmm.runtime.offline import offline_phase
 
     pk = keypair[0]
     base = pk.randomizer
     inputs = {"alice": _utterance(mode, x), "bob": (models, labels)}
-    pre, alice_pool, bob_pool = offline_phase("speaker", {"mode": mode}, inputs, keypair, compute)
-    pk.use_randomizer(alice_pool)
+    phase = offline_phase("speaker", {"mode": mode}, inputs, pk, compute)
+    pk.use_randomizer(phase.alice)
     try:
         t0 = time.perf_counter()
         run_protocol(
@@ -259,13 +259,14 @@ def online_run(keypair, mode: str, x, models, labels, compute) -> tuple[float, f
             compute={"alice": compute, "bob": compute},
             timeout=900,
             min_key_bits=min(2048, pk.bits),
-            randomizers={"bob": {pk.fingerprint: bob_pool}},
+            randomizers=phase.randomizers(pk),
         )
         online = time.perf_counter() - t0
     finally:
         pk.use_randomizer(base)
-    if alice_pool.misses or bob_pool.misses:
+    if phase.misses:
         raise InvalidInputError("the offline plan of the speaker protocol missed randomizers")
+    pre = phase.seconds
     return pre, online
 
 

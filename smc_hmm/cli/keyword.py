@@ -28,6 +28,7 @@ from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError, W
 from smc_hmm.hmm import log_likelihood
 from smc_hmm.progress import status
 from smc_hmm.protocol import find
+from smc_hmm.runtime.offline import offline_phase
 from smc_hmm.runtime.simulate import run_protocol
 
 HELP = "recognise the keyword of one WAV recording securely (Alice and Bob in-process)"
@@ -123,29 +124,37 @@ def _run_in_process(args, console) -> int:
         console.print(
             "[yellow]warning: fast mode reveals the order of all keywords' scores to Alice[/]"
         )
-    with (
-        Compute.processes(args.workers) as compute,
-        status(
+    inputs = {"alice": frames, "bob": (models, labels)}
+    with Compute.processes(args.workers) as compute:  # the bench's and demo's lanes
+        with (
+            status(console, "offline phase: the run's randomizers, once the key is known"),
+            warnings.catch_warnings(),
+        ):
+            warnings.simplefilter("ignore", WeakerModeWarning)
+            offline = offline_phase("keyword", {"mode": args.mode}, inputs, keypair[0], compute)
+        keypair[0].use_randomizer(offline.alice)
+        with status(
             console,
             f"secure keyword recognition: {len(frames)} frames, {len(models)} keywords, "
             f"{args.mode} mode",
-        ),
-    ):
-        result = run_protocol(
-            protocol,
-            params,
-            {"alice": ("alice", frames), "bob": ("bob", (models, labels))},
-            keys={"alice": keypair},
-            compute={"alice": compute, "bob": compute},  # the bench's and demo's lanes
-            min_key_bits=min(args.key_bits, 2048) if args.insecure else 2048,
-            timeout=args.timeout,
-            meta={"audio": str(args.audio), "mode": args.mode},
-        )
+        ):
+            result = run_protocol(
+                protocol,
+                params,
+                {"alice": ("alice", frames), "bob": ("bob", inputs["bob"])},
+                keys={"alice": keypair},
+                compute={"alice": compute, "bob": compute},
+                min_key_bits=min(args.key_bits, 2048) if args.insecure else 2048,
+                timeout=args.timeout,
+                meta={"audio": str(args.audio), "mode": args.mode},
+                randomizers=offline.randomizers(keypair[0]),
+            )
     secure = result["alice"]["keyword"]
     result.cost.render(console)
     console.print(
         f"{args.audio}: secure decision [bold]{secure}[/] ({args.mode} mode, "
-        f"{result.elapsed:.1f} s), plaintext decision {plain} "
+        f"{result.elapsed:.1f} s online + {offline.seconds:.1f} s offline), plaintext decision "
+        f"{plain} "
         f"({'[green]agrees[/]' if secure == plain else '[red]DIFFERS[/]'})",
         soft_wrap=True,
     )
@@ -156,6 +165,7 @@ def _run_in_process(args, console) -> int:
             "mode": args.mode,
             "frames": len(frames),
             "seconds": result.elapsed,
+            "offline_seconds": offline.seconds,
             "cost": result.cost.to_dict(),
         }
         with open(args.json, "w") as fh:
