@@ -8,6 +8,8 @@ and timeouts subclass :class:`TimeoutError`, so generic handlers still work.
 
 from __future__ import annotations
 
+import warnings
+
 
 class SmcHmmError(Exception):
     """Base class of every error raised by smc-hmm."""
@@ -74,8 +76,6 @@ class WeakerModeWarning(UserWarning):
 
 def warn_weaker_mode(what: str) -> None:
     """Emit :class:`WeakerModeWarning` for ``what`` (said where the choice is made)."""
-    import warnings
-
     warnings.warn(f"{what} (docs/security.md)", WeakerModeWarning, stacklevel=4)
 
 

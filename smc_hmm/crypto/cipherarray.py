@@ -34,7 +34,7 @@ from smc_hmm.crypto.multiexp import (
     window_count,
     window_plan,
 )
-from smc_hmm.crypto.randomness import RandomizerPool
+from smc_hmm.crypto.randomness import RandomizerPool, randomizer_from_params
 from smc_hmm.errors import (
     InvalidInputError,
     KeyMismatchError,
@@ -79,26 +79,15 @@ def _lincomb_windows_task(
     return [signed_parts(bases.values, row, modulus, window=c, lo=lo, hi=hi) for row in weight_rows]
 
 
-_WORKER_KEYS: dict = {}  # per worker process: keys with their DJN tables, by parameters
+_WORKER_KEYS: dict = {}  # per worker process: keys around the shared DJN randomizers
 
 
 def _encrypt_task(params: dict, values: list[int]) -> PackedInts:
     """Worker lane: DJN-encrypt signed integers with a table cached in this process."""
-    from smc_hmm.crypto.randomness import DJNRandomizer
-    from smc_hmm.crypto.rng import Rng
-
-    cache_key = (params["n"], params["h_s"], params["alpha_bits"], params["window"])
-    key = _WORKER_KEYS.get(cache_key)
+    randomizer = randomizer_from_params(params)
+    key = _WORKER_KEYS.get(id(randomizer))
     if key is None:
-        randomizer = DJNRandomizer(
-            mpz(params["n"]),
-            Rng.system(),
-            params["alpha_bits"],
-            params["window"],
-            primes=params["primes"],
-            h_s=mpz(params["h_s"]),
-        )
-        key = _WORKER_KEYS[cache_key] = PublicKey(params["n"], randomizer=randomizer)
+        key = _WORKER_KEYS[id(randomizer)] = PublicKey(params["n"], randomizer=randomizer)
     return PackedInts.for_modulus(key.encrypt_ints(values), key.nsquare_mpz)
 
 

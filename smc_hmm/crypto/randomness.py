@@ -266,17 +266,17 @@ class RandomizerPool(Randomizer):
 
 # -- the offline phase over compute lanes ----------------------------------------------------
 
-_WORKER_RANDOMIZERS: dict = {}  # per worker process: DJN randomizers with their tables
+_FROM_PARAMS: dict = {}  # per process (e.g. a worker lane): DJN randomizers with their tables
 
 
-def draw_from_params(params: dict, count: int) -> list[int]:
-    """``count`` DJN randomizers from a randomizer's :meth:`~DJNRandomizer.params`, e.g. in
-    a worker lane (the table is built once per process and kept)."""
+def randomizer_from_params(params: dict) -> DJNRandomizer:
+    """The DJN randomizer described by :meth:`DJNRandomizer.params`, built once per process
+    (its fixed-base table is the expensive part) and kept."""
     key = (params["n"], params["h_s"], params["alpha_bits"], params["window"])
-    randomizer = _WORKER_RANDOMIZERS.get(key)
+    randomizer = _FROM_PARAMS.get(key)
     if randomizer is None:
         primes = params["primes"]
-        randomizer = _WORKER_RANDOMIZERS[key] = DJNRandomizer(
+        randomizer = _FROM_PARAMS[key] = DJNRandomizer(
             mpz(params["n"]),
             Rng.system(),
             params["alpha_bits"],
@@ -284,7 +284,12 @@ def draw_from_params(params: dict, count: int) -> list[int]:
             primes=None if primes is None else tuple(mpz(p) for p in primes),
             h_s=mpz(params["h_s"]),
         )
-    return [int(v) for v in randomizer.draw(count)]
+    return randomizer
+
+
+def draw_from_params(params: dict, count: int) -> list[int]:
+    """``count`` randomizers of :func:`randomizer_from_params`, e.g. in a worker lane."""
+    return [int(v) for v in randomizer_from_params(params).draw(count)]
 
 
 def precompute(randomizer: Randomizer, count: int, compute=None) -> RandomizerPool:
