@@ -352,7 +352,7 @@ def sweep(keypair, modes, chosen, models, labels, params, compute, say) -> tuple
     """Every secure decision and log-likelihood against the plaintext, on ``chosen``."""
     rows, out = [], {}
     for mode in modes:
-        equal, worst, seconds = 0, 0.0, []
+        equal, worst, seconds, mismatches = 0, 0.0, [], []
         for i, (x, who) in enumerate(chosen):
             say(f"sweep: {mode} {i + 1}/{len(chosen)} ({len(x)} frames)")
             speakers = [x for x in labels if x != UBM_LABEL]  # target and impostor trials
@@ -368,9 +368,19 @@ def sweep(keypair, modes, chosen, models, labels, params, compute, say) -> tuple
                 [worst]
                 + [abs(secure[lb] - s) / abs(s) for lb, s in zip(labels, sc) if lb in secure]
             )
-            equal += secure_decision(mode, result) == decision(
-                mode, sc, labels, params, len(x), claim
-            )
+            got = secure_decision(mode, result)
+            want = decision(mode, sc, labels, params, len(x), claim)
+            equal += got == want
+            if got != want:  # kept with the utterance's place in the test split
+                mismatches.append(
+                    {
+                        "utterance": i,
+                        "speaker": who,
+                        "secure": got,
+                        "plain": want,
+                        "plain_scores": dict(zip(labels, map(float, sc))),
+                    }
+                )
         rows.append(
             Row(
                 f"{mode}: secure decisions equal to plaintext",
@@ -394,6 +404,7 @@ def sweep(keypair, modes, chosen, models, labels, params, compute, say) -> tuple
             "equal": equal,
             "max_relative_error": worst,
             "median_seconds": float(np.median(seconds)),
+            "mismatches": mismatches,
         }
     return rows, out
 
