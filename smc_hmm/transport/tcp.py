@@ -4,7 +4,9 @@ Each pair of parties shares one TCP connection.  The party whose name sorts
 *lower* dials, the higher one listens, so any number of parties form a full
 mesh from one table ``name -> (host, port)``.  A party dials with retries
 until ``connect_timeout`` (its peer may start later) and accepts until the
-same deadline.
+same deadline, running the handshakes of the connections it accepts concurrently
+(``MAX_PENDING_HANDSHAKES``, ``HANDSHAKE_TIMEOUT`` each) so that a silent one delays
+no peer (``docs/running.md``).
 
 Frames are length-prefixed (4-byte big-endian length, checked against
 ``max_frame_bytes`` as soon as the header is in, before the body is read:
@@ -562,6 +564,74 @@ class _Connection:
 # -- the transport ------------------------------------------------------------------
 
 
+#: seconds an accepted connection has for its TLS handshake and hello (party listeners)
+HANDSHAKE_TIMEOUT = 10.0
+#: a party listener's handshakes in flight at once; a new connection beyond drops the oldest
+MAX_PENDING_HANDSHAKES = 32
+
+
+class _Held:
+    """The socket of one handshake in flight (the TLS socket once wrapped), which the
+    listener shuts down, waking the handshake's thread, unless its peer was admitted."""
+
+    def __init__(self, sock):
+        self.sock, self.admitted = sock, False
+        self._lock = threading.Lock()
+
+    def replace(self, sock):
+        with self._lock:
+            self.sock = sock
+        return sock
+
+    def shut(self) -> None:
+        with self._lock:
+            if self.admitted:
+                return
+            with contextlib.suppress(OSError):
+                self.sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                self.sock.close()
+
+
+class _HandshakeGate:
+    """The missing peers of a party's listener, shared by its concurrent handshakes: the
+    first authenticated connection of each is admitted (its hello answered ``ok``),
+    under one lock so that two connections claiming one peer cannot both be."""
+
+    def __init__(self, missing: set[str], sockets: dict):
+        self._missing, self._sockets = missing, sockets
+        self._lock = threading.Lock()
+        self.refusals: list[str] = []
+
+    def expects(self, peer: str) -> bool:
+        with self._lock:
+            return peer in self._missing
+
+    def admit(self, peer: str, held: _Held) -> bool:
+        """Answer ``ok`` and keep the socket for ``peer`` unless another connection won."""
+        with self._lock, held._lock:
+            if peer not in self._missing:
+                return False
+            _send_small(held.sock, {"ok": True})
+            held.sock.settimeout(None)
+            held.admitted = True
+            self._missing.discard(peer)
+            self._sockets[peer] = held.sock
+            return True
+
+    def refuse(self, reason: str) -> None:
+        with self._lock:
+            self.refusals.append(reason)
+
+    def missing(self) -> set[str]:
+        with self._lock:
+            return set(self._missing)
+
+    def complete(self) -> bool:
+        with self._lock:
+            return not self._missing
+
+
 def _check_addresses(name: str, addresses: Mapping[str, tuple[str, int]]) -> dict:
     if not isinstance(addresses, Mapping) or name not in addresses:
         raise ConfigError(f"addresses must map every party name, including {name!r}")
@@ -769,68 +839,110 @@ class TcpTransport(Transport):
             raise
 
     def _accept(self, missing: set[str], deadline: float, sockets: dict) -> None:
-        lst = self._listener
-        refusals: list[str] = []
-        while missing:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                if refusals:
-                    raise AuthenticationError(
-                        f"{self.name}: refused connections ({'; '.join(refusals)}); "
-                        f"still missing {sorted(missing)}"
-                    )
-                raise PeerTimeoutError(
-                    f"{self.name}: {sorted(missing)} did not connect within the deadline"
-                )
-            lst.settimeout(remaining)
-            try:
-                raw, addr = lst.accept()
-            except TimeoutError:
-                continue
-            except OSError as exc:
-                raise TransportError(f"{self.name}: accept failed: {exc}") from exc
-            accepted = self._server_handshake(raw, addr, missing, deadline, refusals)
-            if accepted is not None:
-                peer, sock = accepted
-                missing.discard(peer)
-                sockets[peer] = sock
+        """Accept until every lower-named peer is in, or the deadline.
 
-    def _server_handshake(self, raw, addr, missing, deadline, refusals):
-        """TLS handshake and hello of one accepted connection: (peer, socket) or None."""
+        Each accepted connection's TLS handshake and hello run in a thread of their own,
+        within ``HANDSHAKE_TIMEOUT`` seconds, so a connection that stays silent (or many
+        that keep reconnecting) delays no other: the peer that does speak gets in at
+        once.  At most ``MAX_PENDING_HANDSHAKES`` run at a time; a new connection beyond
+        that drops the oldest.  The first authenticated connection of a missing peer
+        wins; a later one claiming the same peer is refused.
+        """
+        lst = self._listener
+        gate = _HandshakeGate(missing, sockets)
+        wake_r, wake_w = socket.socketpair()
+        pending: deque[tuple[_Held, threading.Thread]] = deque()
+        threads: list[threading.Thread] = []
+
+        def handshake(held, addr):
+            try:
+                self._server_handshake(held, addr, deadline, gate)
+            finally:
+                with contextlib.suppress(OSError):
+                    wake_w.send(b"x")
+
+        try:
+            with selectors.DefaultSelector() as sel:
+                sel.register(lst, selectors.EVENT_READ)
+                sel.register(wake_r, selectors.EVENT_READ)
+                while not gate.complete():
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        if gate.refusals:
+                            raise AuthenticationError(
+                                f"{self.name}: refused connections ({'; '.join(gate.refusals)}); "
+                                f"still missing {sorted(gate.missing())}"
+                            )
+                        raise PeerTimeoutError(
+                            f"{self.name}: {sorted(gate.missing())} did not connect within "
+                            "the deadline"
+                        )
+                    for key, _ in sel.select(remaining):
+                        if key.fileobj is wake_r:
+                            with contextlib.suppress(OSError):
+                                wake_r.recv(4096)
+                            continue
+                        try:
+                            raw, addr = lst.accept()
+                        except (BlockingIOError, InterruptedError, TimeoutError):
+                            continue
+                        except OSError as exc:
+                            raise TransportError(f"{self.name}: accept failed: {exc}") from exc
+                        pending = deque(p for p in pending if p[1].is_alive())
+                        threads = [t for t in threads if t.is_alive()]
+                        if len(pending) >= MAX_PENDING_HANDSHAKES:
+                            pending.popleft()[0].shut()  # the oldest is the likeliest silent
+                        held = _Held(raw)
+                        thread = threading.Thread(
+                            target=handshake,
+                            args=(held, addr),
+                            name=f"{self.name}-handshake",
+                            daemon=True,
+                        )
+                        pending.append((held, thread))
+                        threads.append(thread)
+                        thread.start()
+        finally:
+            for held, _ in pending:  # still in their handshake: nobody waits for them now
+                held.shut()
+            for thread in threads:
+                thread.join(5.0)
+            wake_r.close()
+            wake_w.close()
+
+    def _server_handshake(self, held: _Held, addr, deadline: float, gate: _HandshakeGate) -> None:
+        """TLS handshake and hello of one accepted connection; ``gate`` admits its peer."""
+        sock = raw = held.sock
         raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        raw.settimeout(max(0.001, min(deadline - time.monotonic(), 10.0)))
-        sock = raw
+        raw.settimeout(max(0.001, min(deadline - time.monotonic(), HANDSHAKE_TIMEOUT)))
         try:
             if self._server_ctx is not None:
-                sock = self._server_ctx.wrap_socket(raw, server_side=True)
+                sock = held.replace(self._server_ctx.wrap_socket(raw, server_side=True))
             hello = _recv_small(sock)
             claimed = hello.get("from")
             reason = None
             if hello.get("v") != HELLO_VERSION or hello.get("to") != self.name:
                 reason = f"bad hello {hello!r}"
-            elif type(claimed) is not str or claimed not in missing:
+            elif type(claimed) is not str or not gate.expects(claimed):
                 reason = f"unexpected or duplicate party {claimed!r}"
             else:
                 try:
                     _check_identity(sock, claimed)
                 except AuthenticationError as exc:
                     reason = str(exc)
+            if reason is None and not gate.admit(claimed, held):
+                reason = f"duplicate party {claimed!r}"
             if reason is not None:
-                refusals.append(f"{addr[0]}:{addr[1]}: {reason}")
+                gate.refuse(f"{addr[0]}:{addr[1]}: {reason}")
                 log.warning("%s: refused a connection from %s: %s", self.name, addr, reason)
                 with contextlib.suppress(OSError):
                     _send_small(sock, {"ok": False, "reason": reason})
                 sock.close()
-                return None
-            _send_small(sock, {"ok": True})
-            sock.settimeout(None)
-            return claimed, sock
         except (OSError, AuthenticationError, PeerDisconnectedError) as exc:
-            refusals.append(f"{addr[0]}:{addr[1]}: {type(exc).__name__}: {exc}")
+            gate.refuse(f"{addr[0]}:{addr[1]}: {type(exc).__name__}: {exc}")
             log.warning("%s: refused a connection from %s: %s", self.name, addr, exc)
             with contextlib.suppress(OSError):
                 sock.close()
-            return None
 
     # -- Transport API --------------------------------------------------------------
 

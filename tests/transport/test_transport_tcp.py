@@ -545,3 +545,88 @@ def test_abort_drops_the_connection_without_waiting_for_the_peer():
             alice.recv_bytes("bob", 5)
     finally:
         net.close()
+
+
+# -- a party's listener under silent connections ------------------------------------------
+
+
+def test_silent_connections_do_not_delay_the_peer_that_speaks(certs):
+    """Connections that never start their TLS handshake (an attacker's, or stale ones) each
+    hold the listener for up to HANDSHAKE_TIMEOUT = 10 s if handshakes run one at a time;
+    with concurrent handshakes the real peer gets in at once, and the silent ones are
+    dropped when the listener is done."""
+    from smc_hmm.transport.tcp import HANDSHAKE_TIMEOUT
+
+    lst = bound_listener()
+    port = lst.getsockname()[1]
+    alice_lst = bound_listener()
+    addresses = {"alice": ("127.0.0.1", alice_lst.getsockname()[1]), "bob": ("127.0.0.1", port)}
+    alice_lst.close()
+    silent = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(4)]
+    out = {}
+
+    def serve():
+        try:
+            out["bob"] = tcp_transport(
+                "bob", addresses, certs.tls_config("bob"), connect_timeout=30, listener=lst
+            )
+        except Exception as exc:  # noqa: BLE001 - inspected below
+            out["bob"] = exc
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    try:
+        t0 = time.monotonic()
+        alice = tcp_transport("alice", addresses, certs.tls_config("alice"), connect_timeout=30)
+        elapsed = time.monotonic() - t0
+        thread.join(30)
+        assert not isinstance(out["bob"], Exception), out["bob"]
+        try:
+            alice.send_bytes("bob", b"through")
+            assert out["bob"].recv_bytes("alice", 5) == b"through"
+        finally:
+            alice.close()
+            out["bob"].close()
+        # one silent connection served first would have cost HANDSHAKE_TIMEOUT; four, 4x that
+        assert elapsed < HANDSHAKE_TIMEOUT / 2
+        for s in silent:  # the listener dropped every silent connection when it was done
+            s.settimeout(5)
+            assert s.recv(1) == b""
+    finally:
+        for s in silent:
+            s.close()
+
+
+def test_a_second_connection_claiming_an_admitted_peer_is_refused(certs):
+    lst = bound_listener()
+    port = lst.getsockname()[1]
+    addresses = {"alice": ("127.0.0.1", 9), "bob": ("127.0.0.1", 9), "trent": ("127.0.0.1", port)}
+    out = {}
+
+    def serve():
+        try:
+            out["trent"] = tcp_transport(
+                "trent", addresses, certs.tls_config("trent"), connect_timeout=1.5, listener=lst
+            )
+        except Exception as exc:  # noqa: BLE001 - inspected below
+            out["trent"] = exc
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    ctx = certs.tls_config("alice").client_context()
+    hello = msgpack.packb({"v": 1, "from": "alice", "to": "trent"})
+    answers = []
+    for _ in range(2):
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+            ctx.wrap_socket(raw) as s,
+        ):
+            s.sendall(len(hello).to_bytes(4, "big") + hello)
+            s.settimeout(5)
+            size = int.from_bytes(s.recv(4), "big")
+            answers.append(msgpack.unpackb(s.recv(size)))
+    thread.join(5)
+    assert answers[0] == {"ok": True}
+    assert answers[1]["ok"] is False and "duplicate" in answers[1]["reason"]
+    assert isinstance(out["trent"], AuthenticationError)  # bob never came; a refusal on record
+    assert "duplicate" in str(out["trent"])
