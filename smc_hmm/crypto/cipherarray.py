@@ -91,6 +91,14 @@ def _encrypt_task(params: dict, values: list[int]) -> PackedInts:
     return PackedInts.for_modulus(key.encrypt_ints(values), key.nsquare_mpz)
 
 
+def _rerandomize_task(params: dict, ciphertexts: PackedInts) -> PackedInts:
+    """Worker lane: multiply ciphertexts by fresh DJN randomizers (a table cached here)."""
+    n2 = mpz(params["n"]) ** 2
+    values = ciphertexts.values
+    rs = randomizer_from_params(params).draw(len(values))
+    return PackedInts.for_modulus([c * r % n2 for c, r in zip(values, rs)], n2)
+
+
 class CipherArray:
     """Ciphertexts (gmpy2 mpz, dtype=object ndarray) sharing one key and one scale."""
 
@@ -483,10 +491,36 @@ class CipherArray:
             raise InvalidInputError("use lincomb_fixed(W, scale) for real weights")
         return self.lincomb(arr)
 
-    def rerandomize(self) -> CipherArray:
-        """Fresh randomness, same plaintexts: apply before sending computed ciphertexts."""
-        flat = self.public_key.rerandomize(self.ciphertexts())
-        return self._like(flat, self.scale, self.bound)
+    def rerandomize(self, *, compute: Compute | None = None) -> CipherArray:
+        """Fresh randomness, same plaintexts: apply before sending computed ciphertexts.
+
+        Randomizers come from the offline phase's pool while it covers the batch, else a
+        large batch is spread over the compute lanes (as :meth:`encrypt_encoded` does)."""
+        pk, flat = self.public_key, self.ciphertexts()
+        compute = compute or pk.compute or _INLINE
+        randomizer = pk.randomizer
+        if isinstance(randomizer, RandomizerPool):
+            randomizer = None if len(randomizer) >= len(flat) else randomizer.source
+        if (
+            randomizer is not None
+            and compute.parallel
+            and len(flat) >= 64
+            and hasattr(randomizer, "params")
+            and not pk.rng.insecure
+        ):
+            n2 = pk.nsquare_mpz
+            chunks = compute.chunks(flat, min_chunk=32)
+            parts = compute.map(
+                _rerandomize_task,
+                [randomizer.params()] * len(chunks),
+                [PackedInts.for_modulus(c, n2) for c in chunks],
+                local=lambda _params, cts: PackedInts.for_modulus(pk.rerandomize(cts.values), n2),
+            )
+            pk.meter.count("rerandomize", len(flat) - len(chunks[0]))
+            out = [c for part in parts for c in part.values]
+        else:
+            out = pk.rerandomize(flat)
+        return self._like(out, self.scale, self.bound)
 
     def with_bound(self, bound: int) -> CipherArray:
         """The same ciphertexts with a caller-asserted (tighter or looser) bound."""
