@@ -84,6 +84,12 @@ def add_arguments(parser) -> None:
         help="Alice's encryptions with 224-bit DJN exponents (faster; rests on the stronger "
         "short-exponent assumption, see smc_hmm/crypto/randomness.py)",
     )
+    parser.add_argument(
+        "--records",
+        metavar="JSONL",
+        help="append every sweep trial to this file and skip the trials already in it "
+        "(a long sweep resumes where it stopped)",
+    )
     parser.add_argument("--plot", metavar="PNG", help="write the DET curves (matplotlib)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
 
@@ -348,46 +354,82 @@ def sweep_positions(count: int, total: int = 1250) -> list[int]:
     return list(range(0, total, step))[:count]
 
 
-def sweep(keypair, modes, chosen, models, labels, params, compute, say) -> tuple[list[Row], dict]:
-    """Every secure decision and log-likelihood against the plaintext, on ``chosen``."""
+def load_records(path: str | None, key_bits: int) -> dict:
+    """The sweep's finished trials in ``path`` (JSON lines) for ``key_bits``, by
+    (mode, test position, claim); a missing file is an empty record."""
+    import json
+    from pathlib import Path
+
+    if path is None or not Path(path).exists():
+        return {}
+    done = {}
+    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            key = (rec["mode"], int(rec["position"]), rec["claim"])
+            bits = int(rec["key_bits"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InvalidInputError(f"{path}:{number}: not a sweep record ({exc})") from None
+        if bits == key_bits:
+            done[key] = rec
+    return done
+
+
+def _trial(keypair, mode, x, who, claim, models, labels, params, compute) -> dict:
+    """One secure run against the plaintext: decisions, worst relative error, seconds."""
+    sc = scores(models, x)
+    t0 = time.perf_counter()
+    result = secure_run(keypair, mode, x, models, labels, compute, claim=claim, reveal_scores=True)
+    seconds = time.perf_counter() - t0
+    secure = result["alice"]["scores"]
+    errors = [abs(secure[lb] - s) / abs(s) for lb, s in zip(labels, sc) if lb in secure]
+    return {
+        "secure": secure_decision(mode, result),
+        "plain": decision(mode, sc, labels, params, len(x), claim),
+        "max_rel_err": max(errors),
+        "seconds": seconds,
+        "plain_scores": dict(zip(labels, map(float, sc))),
+    }
+
+
+def sweep(
+    keypair, modes, chosen, positions, models, labels, params, compute, say, records=None
+) -> tuple[list[Row], dict]:
+    """Every secure decision and log-likelihood against the plaintext, on ``chosen`` (the
+    test utterances at ``positions``).  With ``records`` (a JSON-lines file) every finished
+    trial is appended there at once and trials already in it are not run again, so a long
+    sweep can stop and resume."""
+    import json
+
+    done = load_records(records, keypair[0].bits)
+    speakers = [x for x in labels if x != UBM_LABEL]  # target and impostor trials
     rows, out = [], {}
     for mode in modes:
-        equal, worst, seconds, mismatches = 0, 0.0, [], []
-        for i, (x, who) in enumerate(chosen):
-            say(f"sweep: {mode} {i + 1}/{len(chosen)} ({len(x)} frames)")
-            speakers = [x for x in labels if x != UBM_LABEL]  # target and impostor trials
+        trials = []
+        for i, (position, (x, who)) in enumerate(zip(positions, chosen)):
             claim = who if i % 2 == 0 else speakers[(speakers.index(who) + 1) % len(speakers)]
-            sc = scores(models, x)
-            t0 = time.perf_counter()
-            result = secure_run(
-                keypair, mode, x, models, labels, compute, claim=claim, reveal_scores=True
-            )
-            seconds.append(time.perf_counter() - t0)
-            secure = result["alice"]["scores"]
-            worst = max(
-                [worst]
-                + [abs(secure[lb] - s) / abs(s) for lb, s in zip(labels, sc) if lb in secure]
-            )
-            got = secure_decision(mode, result)
-            want = decision(mode, sc, labels, params, len(x), claim)
-            equal += got == want
-            if got != want:  # kept with the utterance's place in the test split
-                mismatches.append(
-                    {
-                        "utterance": i,
-                        "speaker": who,
-                        "secure": got,
-                        "plain": want,
-                        "plain_scores": dict(zip(labels, map(float, sc))),
-                    }
-                )
+            rec = done.get((mode, position, claim))
+            if rec is None:
+                say(f"sweep: {mode} {i + 1}/{len(chosen)} ({len(x)} frames)")
+                rec = {"key_bits": keypair[0].bits, "mode": mode, "position": position}
+                rec |= {"speaker": who, "claim": claim, "frames": len(x)}
+                rec |= _trial(keypair, mode, x, who, claim, models, labels, params, compute)
+                if records is not None:
+                    with open(records, "a") as fh:
+                        fh.write(json.dumps(rec) + "\n")
+            trials.append(rec)
+        equal = sum(t["secure"] == t["plain"] for t in trials)
+        worst = max(t["max_rel_err"] for t in trials)
+        seconds = float(np.median([t["seconds"] for t in trials]))
         rows.append(
             Row(
                 f"{mode}: secure decisions equal to plaintext",
                 equal,
                 len(chosen),
                 "utterances",
-                note=f"{len(chosen)} utterances, median {np.median(seconds):.2f} s each",
+                note=f"{len(chosen)} utterances, median {seconds:.2f} s each",
             )
         )
         rows.append(
@@ -403,8 +445,8 @@ def sweep(keypair, modes, chosen, models, labels, params, compute, say) -> tuple
             "utterances": len(chosen),
             "equal": equal,
             "max_relative_error": worst,
-            "median_seconds": float(np.median(seconds)),
-            "mismatches": mismatches,
+            "median_seconds": seconds,
+            "mismatches": [t for t in trials if t["secure"] != t["plain"]],
         }
     return rows, out
 
@@ -476,8 +518,20 @@ def main(args) -> int:
             )
             rows += r
         if args.utterances:
-            chosen = evaluation_set(args.fsdd, sweep_positions(args.utterances))
-            r, extra["sweep"] = sweep(keypair, modes, chosen, models, labels, params, compute, say)
+            positions = sweep_positions(args.utterances)
+            chosen = evaluation_set(args.fsdd, positions)
+            r, extra["sweep"] = sweep(
+                keypair,
+                modes,
+                chosen,
+                positions,
+                models,
+                labels,
+                params,
+                compute,
+                say,
+                args.records,
+            )
             rows += r
     result = BenchResult(
         "speaker",

@@ -420,6 +420,36 @@ def test_bench_speaker_smoke(tmp_path):
         bench.main(parser.parse_args(["--key-bits", "512", "--insecure", "--modes", "guess"]))
 
 
+def test_bench_speaker_sweep_records_resume_without_rerunning(tmp_path, monkeypatch):
+    """``--records``: every trial is appended as it finishes; a second run with the same
+    file reads them back instead of running them again, and a broken line is refused."""
+    import argparse
+    import json
+
+    from smc_hmm.bench import speaker as bench
+
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    records = tmp_path / "sweep.jsonl"
+    argv = ["--key-bits", "512", "--insecure", "--workers", "1", "--skip-speed",
+            "--skip-accuracy", "--utterances", "2", "--modes", "verify",
+            "--records", str(records), "--json", str(tmp_path / "a.json")]  # fmt: skip
+    assert bench.main(parser.parse_args(argv)) == 0
+    lines = [json.loads(x) for x in records.read_text().splitlines()]
+    assert [(r["mode"], r["position"]) for r in lines] == [("verify", 0), ("verify", 625)]
+    assert all(r["secure"] == r["plain"] and r["max_rel_err"] <= 1e-9 for r in lines)
+    ran = []
+    monkeypatch.setattr(bench, "_trial", lambda *a, **k: ran.append(a) or {})
+    argv[-1] = str(tmp_path / "b.json")
+    assert bench.main(parser.parse_args(argv)) == 0
+    assert ran == []  # both trials came from the records
+    again = json.loads((tmp_path / "b.json").read_text())["sweep"]["verify"]
+    assert again["equal"] == 2 and again["utterances"] == 2
+    records.write_text(records.read_text() + "{not json\n")
+    with pytest.raises(InvalidInputError, match="not a sweep record"):
+        bench.main(parser.parse_args(argv))
+
+
 @pytest.mark.parametrize("mode", ["identify", "verify"])
 def test_speaker_command_prints_both_decisions_as_json(tmp_path, capsys, mode):
     """smc-hmm speaker identify|verify --audio FILE.wav: JSON with the secure and the
