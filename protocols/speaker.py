@@ -42,13 +42,17 @@ ceil(``blind_nats`` / ln 2)):
    E(y_trm), y_trm = log w_rm + log N(x_t; mu_rm, Sigma_rm) - log k_trm - log beta_tr,
    one packed multi-exponentiation per component and group (the weights of
    log N = a . x + b . x^2 + c are Bob's exponents), plus the blinds per slot.  k_trm and
-   beta_tr are Bob's integers, log-uniform on [2^B, 2^(B+K)).  Alice decrypts one
+   beta_tr are Bob's integers, log-uniform on [2^B, 2^(B+K)), except that each model's
+   *reference* component m = 0 has the public k = 2^B (its value is blinded by beta_tr
+   alone, its difference to any other component by that one's k).  Alice decrypts one
    ciphertext per component and group.
-3. LOGSUM, all frames at once.  Alice -> Bob ``spk.exp``: per element,
-   E(V_trm 2^(W j)), V_trm = round(2^g exp(y_trm - c_tr)) with c_tr = max_m y_trm, placed
-   in the slot j of its target (t, r) (W = ``SpeakerSpec.result_plan.slot_bits``).
+3. LOGSUM, all frames at once.  Alice -> Bob ``spk.exp``: V_trm 2^(W j),
+   V_trm = round(2^g exp(y_trm - c_tr)) with c_tr = max_m y_trm, in the slot j of its
+   target (t, r) (W = ``SpeakerSpec.result_plan.slot_bits``): per result ciphertext one
+   encryption packing the reference values of its targets (they share the exponent 2^B),
+   then one encryption per other element (``SpeakerSpec.exp_chunks``).
    Bob -> Alice ``spk.sum``: per result ciphertext, the packed
-   S_tr + N_tr = sum_m k_trm V_trm + N_tr, one multi-exponentiation over its elements
+   S_tr + N_tr = sum_m k_trm V_trm + N_tr, one multi-exponentiation over its ciphertexts
    with the exponents k_trm (61 bits), N_tr uniform on [0, 2^(B + K + ceil(log2 M) + 41)).
    S_tr = 2^g e^(-c_tr) e^(L_tr - log beta_tr) (1 + ~2^-37): the unblinding is folded into
    Bob's exponents, as in the thesis's secure LOGSUM, and L_tr = log p(x_t | r).
@@ -71,9 +75,10 @@ Who learns what (semi-honest Alice and Bob, not colluding):
   (d, T, the number of models and components, the mode, the labels); in ``verify`` the
   claimed identity; in ``verify`` and ``anonymous`` the decision bit.
 * Alice learns the public sizes and, per frame t, model r and component m: (a) y_trm,
-  the component's log-density blinded by log k_trm + log beta_tr, and (b) per frame and
-  model L_tr - log beta_tr (within 2^-37 relative).  Both blinds are log-uniform over K
-  octaves: each log-value, and each difference of two, is hidden within K ln 2 >=
+  the component's log-density blinded by log k_trm + log beta_tr (the reference's k being
+  the public 2^B), and (b) per frame and model L_tr - log beta_tr (within 2^-37
+  relative).  Both blinds are log-uniform over K octaves and every log-value, and every
+  difference of two, carries at least one of them: each is hidden within K ln 2 >=
   ``blind_nats`` = 20 nats (statistical distance |u - u'| / (K ln 2) between two values u,
   u'; the thesis's secure LOGSUM blinding).  The noise N makes S_tr + N_tr a function of
   L_tr - log beta_tr alone up to statistical distance 2^-40 per value: without it the
@@ -82,7 +87,10 @@ Who learns what (semi-honest Alice and Bob, not colluding):
   log-densities (``test_without_noise_the_exponents_leak`` runs that attack).  Bob's
   exponents are exact integers: there is no rounding structure for a lattice to use.
   (c) In the comparisons: masked values (2^-40) and uniform bits, and in ``identify``
-  the winner's label.  Repeated sessions average the blinds of (a) and (b): over k runs
+  the winner's label.  Why only one element per target can share a ciphertext: each
+  target has one beta, so a second component with a public k would give Alice the exact
+  difference of two of Bob's component log-densities at her own x_t (a linear equation
+  in his model).  Repeated sessions average the blinds of (a) and (b): over k runs
   a blinded value narrows to about K ln 2 / sqrt(12 k) (``docs/security.md``).
 * Ties: scores are compared at 2^-s nats (s = 16) after rounding each party's share, so
   two scores within 2^-(s-1) nats may compare either way; an exact tie in ``identify``
@@ -342,27 +350,20 @@ class SpeakerSpec:
         per = self.params.frames_per_round or self.length
         return [range(a, min(a + per, self.length)) for a in range(0, self.length, per)]
 
+    def exp_chunks(self, frames: range) -> list[list[tuple[int, int]]]:
+        """The (frame, model) targets of each result ciphertext of a round, frame-major,
+        ``result_plan.slots`` per ciphertext.  For each, Alice sends one ciphertext packing
+        the reference elements of its targets (component 0 of each model, whose k is the
+        public 2^B), then every other element of its targets in order."""
+        pairs = [(t, r) for t in frames for r in range(len(self.components))]
+        per = self.result_plan.slots
+        return [pairs[a : a + per] for a in range(0, len(pairs), per)]
+
     def round_sizes(self, frames: range) -> tuple[int, int]:
-        """(elements Alice sends, result ciphertexts Bob returns) in one round."""
-        targets = len(frames) * len(self.components)
-        return len(frames) * self.rows, -(-targets // self.result_plan.slots)
-
-    def result_chunks(self, frames: range) -> list[tuple[int, int, int]]:
-        """Per result ciphertext of a round: (first element, end element, targets).
-
-        Targets (frame, model) run frame-major; ``result_plan.slots`` of them share a
-        ciphertext, and their elements (one per component) are contiguous."""
-        models, per = len(self.components), self.result_plan.slots
-        starts = np.cumsum([0, *self.components])
-
-        def element(i: int) -> int:  # where target i's elements begin
-            return (i // models) * self.rows + int(starts[i % models])
-
-        targets = len(frames) * models
-        return [
-            (element(a), element(min(a + per, targets)), min(per, targets - a))
-            for a in range(0, targets, per)
-        ]
+        """(ciphertexts Alice sends, result ciphertexts Bob returns) in one round."""
+        chunks = self.exp_chunks(frames)
+        sent = sum(1 + sum(self.components[r] - 1 for _, r in chunk) for chunk in chunks)
+        return sent, len(chunks)
 
     # -- scores ------------------------------------------------------------------------------
 
@@ -432,8 +433,8 @@ class SpeakerSpec:
                     self.f, self.packed_bound(self.emit_slot_bound, ep), (groups, self.rows)
                 ),
             ),
-            "exp": Message(
-                "spk.exp", Ciphertexts(self.g, (1 << self.g) << (rp.slot_bits * (rp.slots - 1)))
+            "exp": Message(  # a packed reference: every slot up to 2^g, in sum < 2 x the top
+                "spk.exp", Ciphertexts(self.g, (2 << self.g) << (rp.slot_bits * (rp.slots - 1)))
             ),
             "sum": Message("spk.sum", Ciphertexts(self.g, self.packed_bound(self.sum_bound, rp))),
             "shares": Message("spk.shares", Ciphertexts(self.s, self.share_bound, n)),
@@ -717,18 +718,21 @@ def _unpack(decrypted, spec: SpeakerSpec) -> list[list[int]]:
 
 
 def _alice_exp_values(y, frames: range, spec: SpeakerSpec) -> tuple[list[int], list[int]]:
-    """Step 3 for these frames: every element's V 2^(W j) (targets t-major, then model) and
-    each target's shift c_tr."""
+    """Step 3 for these frames: per result ciphertext (:meth:`SpeakerSpec.exp_chunks`) the
+    packed sum of its targets' reference values V 2^(W j), then every other element's
+    V 2^(W j); and each target's shift c_tr (targets frame-major, then model)."""
     rp, f, g = spec.result_plan, spec.f, spec.g
-    values, shifts, target = [], [], 0
-    for t in frames:
-        for seg in spec.segments:
-            row = [int(v) for v in y[t][seg]]
+    values, shifts = [], []
+    for chunk in spec.exp_chunks(frames):
+        reference, others = 0, []
+        for j, (t, r) in enumerate(chunk):
+            row = [int(v) for v in y[t][spec.segments[r]]]
             c = max(row)
-            shift = rp.slot_bits * (target % rp.slots)
-            values += [exp_fixed(v - c, f, g) << shift for v in row]
+            shift = rp.slot_bits * j
+            reference += exp_fixed(row[0] - c, f, g) << shift
+            others += [exp_fixed(v - c, f, g) << shift for v in row[1:]]
             shifts.append(c)
-            target += 1
+        values += [reference, *others]
     return values, shifts
 
 
@@ -785,8 +789,13 @@ def bob(ctx, speakers, params: SpeakerParams, peer: str = "alice"):
         weights, const = emission_program(_dummy_models(spec.components, d), spec)
     enc_obs = ctx.recv(peer, msg["obs"])
     rng, B, K = ctx.rng, params.beta_bits, params.blind_octaves
-    # Bob's blinds: k per element, beta per target (frame, model), log-uniform integers
-    ks = [[log_uniform_integer(rng, B, K) for _ in range(spec.rows)] for _ in range(length)]
+    # Bob's blinds: k per element (the public 2^B for each model's reference component
+    # 0), beta per target (frame, model), log-uniform integers
+    references = {seg.start for seg in spec.segments}
+    ks = [
+        [1 << B if m in references else log_uniform_integer(rng, B, K) for m in range(spec.rows)]
+        for _ in range(length)
+    ]
     betas = [[log_uniform_integer(rng, B, K) for _ in spec.components] for _ in range(length)]
     log_betas = [[log_fixed(b, spec.f) for b in row] for row in betas]
     with ctx.phase("emissions"):
@@ -810,10 +819,16 @@ def bob(ctx, speakers, params: SpeakerParams, peer: str = "alice"):
             enc = ctx.recv(peer, msg["exp"])
             if enc.shape != (n_elements,):
                 raise ProtocolError(f"spk.exp: {enc.shape[0]} values, expected {n_elements}")
-            exps = [k for t in frames_of_round for k in ks[t]]
-            chunks = spec.result_chunks(frames_of_round)
-            blocks = [(enc[a:b], np.array([exps[a:b]], dtype=object)) for a, b, _ in chunks]
-            noise = [rp.pack([rng.randbits(spec.noise_bits) for _ in range(n)]) for *_, n in chunks]
+            chunks, blocks, start = spec.exp_chunks(frames_of_round), [], 0
+            for chunk in chunks:  # the packed references (exponent 2^B), then the others' k
+                exps = [1 << B] + [
+                    ks[t][m]
+                    for t, r in chunk
+                    for m in range(spec.segments[r].start + 1, spec.segments[r].stop)
+                ]
+                blocks.append((enc[start : start + len(exps)], np.array([exps], dtype=object)))
+                start += len(exps)
+            noise = [rp.pack([rng.randbits(spec.noise_bits) for _ in c]) for c in chunks]
             sums = CipherArray.lincomb_blocks(blocks).add_encoded(np.array(noise, dtype=object))
             ctx.send(peer, msg["sum"], sums.with_bound(msg["sum"].body.bound).rerandomize())
     with ctx.phase("scores"):
@@ -884,7 +899,8 @@ def randomizers_needed(params: SpeakerParams, key_bits: int, inputs) -> dict[str
         params, dims, tuple(models[i].n_states for i in running), len(frames), key_bits
     )
     n = len(spec.components)
-    alice = len(spec.frame_groups()) * 2 * dims + spec.length * spec.rows + n
+    logsum = sum(spec.round_sizes(frames)[0] for frames in spec.rounds())
+    alice = len(spec.frame_groups()) * 2 * dims + logsum + n
     bob = len(spec.frame_groups()) * spec.rows + sum(
         spec.round_sizes(frames)[1] for frames in spec.rounds()
     )

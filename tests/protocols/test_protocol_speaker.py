@@ -190,7 +190,8 @@ def test_bob_refuses_an_out_of_range_model_invisibly(keypair_512):
 
 
 def _exponent_attack(result, sk, speakers, x, spec):
-    """Alice's attack on a two-component LOGSUM: S = k1 2^g + k2 V2 (+ N).  Modulo 2^g,
+    """Alice's attack on a two-component LOGSUM: S = k1 2^g + k2 V2 (+ N), one of k1, k2
+    being the reference's public 2^B.  Modulo 2^g,
     S = k2 V2, so one inversion gives k2 and then k1; y1 + log k1 - y2 - log k2 would be
     the exact difference of two of Bob's component log-densities.  Returns the fraction
     of targets where the recovered difference is the true one."""
