@@ -234,6 +234,33 @@ def test_without_noise_the_exponents_leak_and_with_it_they_do_not(keypair_1024, 
     assert _exponent_attack(exposed, sk, speakers, x, spec) == 1.0
 
 
+def test_reference_values_travel_packed_and_nothing_else_shares_a_ciphertext(keypair_1024):
+    """Per result ciphertext one encryption packs the reference values (component 0, k =
+    2^B) of its targets; every other element has its own.  Decrypting what Bob received
+    gives exactly that layout: the packed one holds a value in each target's slot."""
+    rng = np.random.default_rng(9)
+    speakers = _speakers(rng, components=3)
+    x = rng.normal(size=(7, 4))
+    spec = sp.SpeakerSpec(sp.SpeakerParams(), 4, (3, 3, 3, 3), 7, 1024)
+    result = _run(keypair_1024, x, speakers, record_views=True)
+    sent = [p for _, t, p in result.views["bob"] if t == "spk.exp"]
+    assert len(sent) == 1
+    chunks = spec.exp_chunks(range(7))
+    assert sent[0].shape == (7 * 4 * 2 + len(chunks),)  # 28 targets, 2 non-reference each
+    values = [int(v) for v in sent[0].decrypt_ints(keypair_1024[1])]
+    rp, start = spec.result_plan, 0
+    for chunk in chunks:
+        slots = rp.unpack(values[start], len(chunk))
+        assert all(0 <= v <= 1 << spec.g for v in slots) and any(slots)  # one per target
+        others = values[start + 1 : start + 1 + 2 * len(chunk)]
+        for j in range(len(chunk)):  # each other element alone, in its target's slot
+            for v in others[2 * j : 2 * j + 2]:
+                assert v >> (rp.slot_bits * j) <= 1 << spec.g
+                assert v & ((1 << (rp.slot_bits * j)) - 1) == 0
+        start += 1 + 2 * len(chunk)
+    assert start == len(values)
+
+
 def test_bob_sees_only_ciphertexts_and_public_sizes(keypair_512):
     rng = np.random.default_rng(8)
     speakers = _speakers(rng)
