@@ -79,15 +79,9 @@ def _lincomb_windows_task(
     return [signed_parts(bases.values, row, modulus, window=c, lo=lo, hi=hi) for row in weight_rows]
 
 
-_WORKER_KEYS: dict = {}  # per worker process: keys around the shared DJN randomizers
-
-
 def _encrypt_task(params: dict, values: list[int]) -> PackedInts:
     """Worker lane: DJN-encrypt signed integers with a table cached in this process."""
-    randomizer = randomizer_from_params(params)
-    key = _WORKER_KEYS.get(id(randomizer))
-    if key is None:
-        key = _WORKER_KEYS[id(randomizer)] = PublicKey(params["n"], randomizer=randomizer)
+    key = PublicKey(params["n"], randomizer=randomizer_from_params(params))
     return PackedInts.for_modulus(key.encrypt_ints(values), key.nsquare_mpz)
 
 

@@ -19,7 +19,12 @@ import gmpy2
 import phe
 from gmpy2 import mpz
 
-from smc_hmm.crypto.randomness import DJNRandomizer, NthPowerRandomizer, Randomizer
+from smc_hmm.crypto.randomness import (
+    DJNRandomizer,
+    NthPowerRandomizer,
+    Randomizer,
+    public_randomizer,
+)
 from smc_hmm.crypto.rng import Rng
 from smc_hmm.errors import (
     InsecureKeyWarning,
@@ -97,7 +102,10 @@ class PublicKey(phe.PaillierPublicKey):
     @property
     def randomizer(self) -> Randomizer:
         if self._randomizer is None:
-            self._randomizer = DJNRandomizer(self.n_mpz, self.rng, primes=self._primes)
+            if self._primes is None and not self.rng.insecure:  # a peer's key: shared tables
+                self._randomizer = public_randomizer(self.n_mpz)
+            else:
+                self._randomizer = DJNRandomizer(self.n_mpz, self.rng, primes=self._primes)
         return self._randomizer
 
     def use_randomizer(self, randomizer: Randomizer) -> None:

@@ -20,7 +20,7 @@ Three sources, all producing elements of the subgroup of n-th residues:
 from __future__ import annotations
 
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 
 import gmpy2
 from gmpy2 import mpz
@@ -264,19 +264,56 @@ class RandomizerPool(Randomizer):
         self.stop()
 
 
-# -- the offline phase over compute lanes ----------------------------------------------------
+# -- randomizers kept per process -------------------------------------------------------------
 
-_FROM_PARAMS: dict = {}  # per process (e.g. a worker lane): DJN randomizers with their tables
+#: DJN randomizers (and so fixed-base tables, about 18 MB each for a 2048-bit key) that one
+#: process keeps; the least recently used beyond this are dropped
+TABLES_KEPT = 4
+
+
+class _Kept:
+    """A small thread-safe LRU of randomizers by key (one per process and purpose)."""
+
+    def __init__(self, size: int = TABLES_KEPT):
+        self._items: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+        self.size = size
+
+    def get(self, key, make):
+        with self._lock:
+            item = self._items.get(key)
+            if item is None:
+                item = self._items[key] = make()
+                while len(self._items) > self.size:
+                    self._items.popitem(last=False)
+            self._items.move_to_end(key)
+            return item
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+_FROM_PARAMS = _Kept()  # e.g. in a worker lane: rebuilt from a caller's parameters
+_PUBLIC = _Kept()  # keys without their primes (a peer's key), by modulus
+
+
+def public_randomizer(n: mpz) -> DJNRandomizer:
+    """The DJN randomizer this process uses for a public key ``n`` whose primes it does not
+    know.  Every key object of the modulus shares it, so a peer's key received anew in each
+    session does not rebuild the fixed-base table (here, nor in the worker lanes, which key
+    theirs by the same h_s); its h_s is as public as n."""
+    n = mpz(n)
+    return _PUBLIC.get(int(n), lambda: DJNRandomizer(n, Rng.system()))
 
 
 def randomizer_from_params(params: dict) -> DJNRandomizer:
     """The DJN randomizer described by :meth:`DJNRandomizer.params`, built once per process
-    (its fixed-base table is the expensive part) and kept."""
+    (its fixed-base table is the expensive part) and kept while in use."""
     key = (params["n"], params["h_s"], params["alpha_bits"], params["window"])
-    randomizer = _FROM_PARAMS.get(key)
-    if randomizer is None:
+
+    def make() -> DJNRandomizer:
         primes = params["primes"]
-        randomizer = _FROM_PARAMS[key] = DJNRandomizer(
+        return DJNRandomizer(
             mpz(params["n"]),
             Rng.system(),
             params["alpha_bits"],
@@ -284,7 +321,11 @@ def randomizer_from_params(params: dict) -> DJNRandomizer:
             primes=None if primes is None else tuple(mpz(p) for p in primes),
             h_s=mpz(params["h_s"]),
         )
-    return randomizer
+
+    return _FROM_PARAMS.get(key, make)
+
+
+# -- the offline phase over compute lanes ----------------------------------------------------
 
 
 def draw_from_params(params: dict, count: int) -> list[int]:

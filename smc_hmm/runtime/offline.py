@@ -85,11 +85,8 @@ def offline_phase(
 def _worker_randomizers(secret_params, n: int, alice_count: int, bob_count: int):
     """A worker lane's offline work: ``alice_count`` of Alice's randomizers (from her
     randomizer's parameters) and ``bob_count`` of Bob's, for the public key ``n``."""
-    from gmpy2 import mpz
-
-    from smc_hmm.crypto import DJNRandomizer, Rng
-    from smc_hmm.crypto.randomness import draw_from_params
+    from smc_hmm.crypto.randomness import draw_from_params, public_randomizer
 
     alice = draw_from_params(secret_params, alice_count) if alice_count else []
-    bob = DJNRandomizer(mpz(n), Rng.system()).draw(bob_count) if bob_count else []
+    bob = public_randomizer(n).draw(bob_count) if bob_count else []
     return alice, [int(v) for v in bob]

@@ -157,3 +157,34 @@ def test_precompute_refuses_a_negative_count(keypair_512):
 
     with pytest.raises(InvalidInputError):
         precompute(DJNRandomizer(keypair_512[0].n_mpz, Rng.seeded(1), 128), -1)
+
+
+def test_a_peers_key_shares_one_randomizer_per_modulus(keypair_512):
+    """A public key received anew (each session) reuses the process's randomizer for its
+    modulus, and with it the fixed-base table; the key holder's CRT randomizer and a
+    seeded (test) key keep their own."""
+    pk, sk = keypair_512
+    first, second = PublicKey(pk.n), PublicKey(pk.n)
+    assert first.randomizer is second.randomizer
+    assert first.randomizer is not pk.randomizer  # the owner's knows the primes
+    assert PublicKey(pk.n, rng=Rng.seeded(5)).randomizer is not first.randomizer
+    assert all(_is_nth_residue(v, sk) for v in second.randomizer.draw(3))
+
+
+def test_kept_randomizers_are_bounded_and_rebuilt_when_dropped(keypair_512):
+    """Worker lanes keep at most TABLES_KEPT randomizers (a long-lived server sees many
+    keys); one dropped is rebuilt from its parameters and still draws n-th residues."""
+    from smc_hmm.crypto import randomness
+
+    pk, sk = keypair_512
+    params = [DJNRandomizer(pk.n_mpz, Rng.system(), 128, window=4).params() for _ in range(6)]
+    kept = randomness._FROM_PARAMS
+    for p in params:
+        randomness.draw_from_params(p, 1)
+    assert len(kept) == randomness.TABLES_KEPT
+    again = randomness.draw_from_params(params[0], 2)  # dropped, rebuilt
+    assert len(kept) == randomness.TABLES_KEPT
+    assert all(_is_nth_residue(mpz(v), sk) for v in again)
+    assert randomness.randomizer_from_params(params[0]) is randomness.randomizer_from_params(
+        params[0]
+    )
