@@ -211,7 +211,7 @@ class DGKPublicKey:
     def randomizers(self, count: int, rng: Rng) -> list[mpz]:
         """``count`` fresh h^r, r uniform of ``r_bits`` bits."""
         table = self.table
-        return [table.pow(rng.randbits(self.r_bits)) for _ in range(count)]
+        return table.pow_many([rng.randbits(self.r_bits) for _ in range(count)])
 
     def encrypt(self, values, rng: Rng, meter: Meter = NULL_METER) -> list[mpz]:
         """E(m) = g^m h^r for integers m (taken modulo u)."""

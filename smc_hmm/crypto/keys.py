@@ -112,7 +112,7 @@ class PublicKey(phe.PaillierPublicKey):
         """Replace the randomizer (shared by every view made after this call)."""
         self._randomizer = randomizer
 
-    def use_djn(self, alpha_bits: int | None = None, window: int = 8) -> DJNRandomizer:
+    def use_djn(self, alpha_bits: int | None = None, window: int | None = None) -> DJNRandomizer:
         """DJN short-exponent randomness; ``alpha_bits`` defaults to bits(n)/2."""
         r = DJNRandomizer(self.n_mpz, self.rng, alpha_bits, window, primes=self._primes)
         self._randomizer = r

@@ -188,3 +188,26 @@ def test_kept_randomizers_are_bounded_and_rebuilt_when_dropped(keypair_512):
     assert randomness.randomizer_from_params(params[0]) is randomness.randomizer_from_params(
         params[0]
     )
+
+
+def test_pow_many_cuts_the_digits_of_a_batch_as_pow_does_one():
+    mod = mpz(1000003) * mpz(999983)
+    for window in (3, 8, 10):
+        table = FixedBaseTable(mpz(777), mod, bits=100, window=window)
+        exps = [0, 1, 2**window - 1, 2**window, 2**99 + 5, 2**100 - 1]
+        assert table.pow_many(exps) == [table.pow(e) for e in exps]
+        assert table.pow_many(exps) == [gmpy2.powmod(777, e, mod) for e in exps]
+    assert table.pow_many([]) == []
+    with pytest.raises(InvalidInputError):
+        table.pow_many([1, 2**100])
+
+
+def test_table_window_widens_only_the_key_holders_tables_within_the_budget():
+    from smc_hmm.crypto.randomness import TABLE_BUDGET_BYTES, table_window
+
+    n2048, n4096 = mpz(1) << 2047, mpz(1) << 4095
+    primes = (mpz(3), mpz(5))
+    assert table_window(n2048, 1024, primes) == 10  # 2 x 103 rows x 1024 x 288 B < 64 MB
+    assert table_window(n2048, 1024) == 8  # modulo n^2: a peer's key
+    assert table_window(n4096, 2048, primes) == 8  # neither 10 nor 9 fits the budget
+    assert TABLE_BUDGET_BYTES >= 2 * 103 * (256 + 32) << 10
