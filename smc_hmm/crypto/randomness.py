@@ -308,8 +308,8 @@ class RandomizerPool(Randomizer):
 
 # -- randomizers kept per process -------------------------------------------------------------
 
-#: DJN randomizers (and so fixed-base tables, about 18 MB each for a 2048-bit key) that one
-#: process keeps; the least recently used beyond this are dropped
+#: DJN randomizers (and so fixed-base tables: 18 MB for a peer's 2048-bit key, 60 MB for a
+#: key holder's CRT pair) that one process keeps; the least recently used beyond are dropped
 TABLES_KEPT = 4
 
 

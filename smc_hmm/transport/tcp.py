@@ -571,8 +571,9 @@ MAX_PENDING_HANDSHAKES = 32
 
 
 class _Held:
-    """The socket of one handshake in flight (the TLS socket once wrapped), which the
-    listener shuts down, waking the handshake's thread, unless its peer was admitted."""
+    """The socket of one handshake in flight (the TLS socket once wrapped, before its
+    handshake), which the listener shuts down, waking the handshake's thread, unless its
+    peer was admitted."""
 
     def __init__(self, sock):
         self.sock, self.admitted = sock, False
@@ -584,13 +585,13 @@ class _Held:
         return sock
 
     def shut(self) -> None:
+        """Shut the connection down (the handshake's thread wakes, fails and closes it).
+        The plain socket's shutdown, also for a TLS socket: ``SSLSocket.shutdown`` and
+        ``close`` would pull the TLS object from under the thread's handshake."""
         with self._lock:
-            if self.admitted:
-                return
-            with contextlib.suppress(OSError):
-                self.sock.shutdown(socket.SHUT_RDWR)
-            with contextlib.suppress(OSError):
-                self.sock.close()
+            if not self.admitted:
+                with contextlib.suppress(OSError):
+                    socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
 
 
 class _HandshakeGate:
@@ -849,6 +850,7 @@ class TcpTransport(Transport):
         wins; a later one claiming the same peer is refused.
         """
         lst = self._listener
+        lst.setblocking(False)  # a connection reset between select and accept must not block
         gate = _HandshakeGate(missing, sockets)
         wake_r, wake_w = socket.socketpair()
         pending: deque[tuple[_Held, threading.Thread]] = deque()
@@ -916,8 +918,13 @@ class TcpTransport(Transport):
         raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         raw.settimeout(max(0.001, min(deadline - time.monotonic(), HANDSHAKE_TIMEOUT)))
         try:
-            if self._server_ctx is not None:
-                sock = held.replace(self._server_ctx.wrap_socket(raw, server_side=True))
+            if self._server_ctx is not None:  # wrapped first, so the listener can shut it
+                sock = held.replace(
+                    self._server_ctx.wrap_socket(
+                        raw, server_side=True, do_handshake_on_connect=False
+                    )
+                )
+                sock.do_handshake()
             hello = _recv_small(sock)
             claimed = hello.get("from")
             reason = None
@@ -938,7 +945,7 @@ class TcpTransport(Transport):
                 with contextlib.suppress(OSError):
                     _send_small(sock, {"ok": False, "reason": reason})
                 sock.close()
-        except (OSError, AuthenticationError, PeerDisconnectedError) as exc:
+        except Exception as exc:  # noqa: BLE001 - a thread's end: any failure refuses the peer
             gate.refuse(f"{addr[0]}:{addr[1]}: {type(exc).__name__}: {exc}")
             log.warning("%s: refused a connection from %s: %s", self.name, addr, exc)
             with contextlib.suppress(OSError):
