@@ -85,6 +85,25 @@ def _encrypt_task(params: dict, values: list[int]) -> PackedInts:
     return PackedInts.for_modulus(key.encrypt_ints(values), key.nsquare_mpz)
 
 
+def _lane_randomizer(public_key: PublicKey, count: int, compute: Compute):
+    """The randomizer whose draws for ``count`` values to spread over ``compute``'s lanes,
+    or None to draw them in the caller: the offline phase's pool still covers them, the
+    batch is small, or the key's randomness is seeded (tests)."""
+    randomizer = public_key.randomizer
+    if isinstance(randomizer, RandomizerPool):  # the offline phase's, while it lasts
+        if len(randomizer) >= count:
+            return None
+        randomizer = randomizer.source
+    if (
+        compute.parallel
+        and count >= 64
+        and hasattr(randomizer, "params")
+        and not public_key.rng.insecure
+    ):
+        return randomizer
+    return None
+
+
 def _rerandomize_task(params: dict, ciphertexts: PackedInts) -> PackedInts:
     """Worker lane: multiply ciphertexts by fresh DJN randomizers (a table cached here)."""
     n2 = mpz(params["n"]) ** 2
@@ -148,16 +167,8 @@ class CipherArray:
         public_key.check_plain(bound, "encrypted value")
         flat = [int(v) for v in ints.reshape(-1)]
         compute = compute or public_key.compute or _INLINE
-        randomizer = public_key.randomizer
-        if isinstance(randomizer, RandomizerPool):  # the offline phase's, while it lasts
-            randomizer = None if len(randomizer) >= len(flat) else randomizer.source
-        if (
-            randomizer is not None
-            and compute.parallel
-            and len(flat) >= 64
-            and hasattr(randomizer, "params")
-            and not public_key.rng.insecure
-        ):
+        randomizer = _lane_randomizer(public_key, len(flat), compute)
+        if randomizer is not None:
             params = randomizer.params()
             chunks = compute.chunks(flat, min_chunk=32)
             parts = compute.map(
@@ -492,16 +503,8 @@ class CipherArray:
         large batch is spread over the compute lanes (as :meth:`encrypt_encoded` does)."""
         pk, flat = self.public_key, self.ciphertexts()
         compute = compute or pk.compute or _INLINE
-        randomizer = pk.randomizer
-        if isinstance(randomizer, RandomizerPool):
-            randomizer = None if len(randomizer) >= len(flat) else randomizer.source
-        if (
-            randomizer is not None
-            and compute.parallel
-            and len(flat) >= 64
-            and hasattr(randomizer, "params")
-            and not pk.rng.insecure
-        ):
+        randomizer = _lane_randomizer(pk, len(flat), compute)
+        if randomizer is not None:
             n2 = pk.nsquare_mpz
             chunks = compute.chunks(flat, min_chunk=32)
             parts = compute.map(

@@ -8,7 +8,6 @@ from gmpy2 import mpz
 from smc_hmm.compute import Compute
 from smc_hmm.crypto import CipherArray, PublicKey
 from smc_hmm.crypto.bulk import PackedInts
-from smc_hmm.crypto.keys import Meter
 from smc_hmm.errors import ComputeError, InvalidInputError
 
 
@@ -35,20 +34,15 @@ def test_parallel_encryption_and_lincomb_match_inline(keypair_512, pool):
 
 
 def test_parallel_rerandomization_keeps_plaintexts_and_counts_every_value(keypair_512, pool):
-    class Counts(Meter):
-        def __init__(self):
-            self.ops = {}
-
-        def count(self, op, k=1):
-            self.ops[op] = self.ops.get(op, 0) + k
+    from smc_hmm.cost.ledger import CostLedger
 
     pk, sk = keypair_512
-    counts = Counts()
-    public_only = PublicKey(pk.n).with_meter(counts)
+    ledger = CostLedger("bob")
+    public_only = PublicKey(pk.n).with_meter(ledger)
     values = np.arange(-60, 60)
     enc = CipherArray.encrypt(public_only, values, 0, compute=pool)
     again = enc.rerandomize(compute=pool)  # 120 values: one share per lane
-    assert counts.ops["rerandomize"] == values.size
+    assert ledger.ops["rerandomize"] == values.size
     assert (again.decrypt(sk) == values).all()
     assert not set(again.ciphertexts()) & set(enc.ciphertexts())  # every one fresh
     assert len(set(again.ciphertexts())) == values.size

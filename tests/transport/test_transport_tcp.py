@@ -76,6 +76,27 @@ def connect_concurrently(specs: dict[str, dict], connect_timeout: float = 5.0):
     return results, elapsed
 
 
+def listen_in_thread(name, addresses, tls, connect_timeout, listener):
+    """Start ``tcp_transport(name, ...)`` on ``listener`` in a thread.  Returns the thread
+    and a dict that gets the transport (or the exception) under ``name`` and the seconds
+    the set-up took under ``"seconds"``."""
+    out: dict = {}
+    t0 = time.monotonic()
+
+    def run():
+        try:
+            out[name] = tcp_transport(
+                name, addresses, tls, connect_timeout=connect_timeout, listener=listener
+            )
+        except Exception as exc:  # noqa: BLE001 - inspected by the test
+            out[name] = exc
+        out["seconds"] = time.monotonic() - t0
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, out
+
+
 def close_all(results) -> None:
     for r in results.values():
         if not isinstance(r, Exception):
@@ -360,18 +381,7 @@ def test_plain_client_and_certless_tls_client_are_refused(certs):
     lst = bound_listener()
     port = lst.getsockname()[1]
     addresses = {"alice": ("127.0.0.1", 9), "bob": ("127.0.0.1", port)}
-    out = {}
-
-    def serve():
-        try:
-            out["bob"] = tcp_transport(
-                "bob", addresses, certs.tls_config("bob"), connect_timeout=1.0, listener=lst
-            )
-        except Exception as exc:  # noqa: BLE001 - inspected below
-            out["bob"] = exc
-
-    thread = threading.Thread(target=serve)
-    thread.start()
+    thread, out = listen_in_thread("bob", addresses, certs.tls_config("bob"), 1.0, lst)
     hello = msgpack.packb({"v": 1, "from": "alice", "to": "bob"})
     framed = len(hello).to_bytes(4, "big") + hello
     # 1. a plain-TCP client speaking our hello
@@ -563,21 +573,8 @@ def test_silent_connections_do_not_delay_the_peer_that_speaks(certs):
     addresses = {"alice": ("127.0.0.1", alice_lst.getsockname()[1]), "bob": ("127.0.0.1", port)}
     alice_lst.close()
     silent = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(4)]
-    out = {}
-
     t0 = time.monotonic()
-
-    def serve():
-        try:
-            out["bob"] = tcp_transport(
-                "bob", addresses, certs.tls_config("bob"), connect_timeout=30, listener=lst
-            )
-        except Exception as exc:  # noqa: BLE001 - inspected below
-            out["bob"] = exc
-        out["bob seconds"] = time.monotonic() - t0
-
-    thread = threading.Thread(target=serve)
-    thread.start()
+    thread, out = listen_in_thread("bob", addresses, certs.tls_config("bob"), 30, lst)
     try:
         alice = tcp_transport("alice", addresses, certs.tls_config("alice"), connect_timeout=30)
         elapsed = time.monotonic() - t0
@@ -592,7 +589,7 @@ def test_silent_connections_do_not_delay_the_peer_that_speaks(certs):
         # one silent connection served first would have cost HANDSHAKE_TIMEOUT; four, 4x that;
         # and bob does not wait out the silent ones' handshakes once his peers are in
         assert elapsed < HANDSHAKE_TIMEOUT / 2
-        assert out["bob seconds"] < HANDSHAKE_TIMEOUT / 2
+        assert out["seconds"] < HANDSHAKE_TIMEOUT / 2
         for s in silent:  # the listener dropped every silent connection when it was done
             s.settimeout(5)
             assert s.recv(1) == b""
@@ -605,18 +602,7 @@ def test_a_second_connection_claiming_an_admitted_peer_is_refused(certs):
     lst = bound_listener()
     port = lst.getsockname()[1]
     addresses = {"alice": ("127.0.0.1", 9), "bob": ("127.0.0.1", 9), "trent": ("127.0.0.1", port)}
-    out = {}
-
-    def serve():
-        try:
-            out["trent"] = tcp_transport(
-                "trent", addresses, certs.tls_config("trent"), connect_timeout=1.5, listener=lst
-            )
-        except Exception as exc:  # noqa: BLE001 - inspected below
-            out["trent"] = exc
-
-    thread = threading.Thread(target=serve)
-    thread.start()
+    thread, out = listen_in_thread("trent", addresses, certs.tls_config("trent"), 1.5, lst)
     ctx = certs.tls_config("alice").client_context()
     hello = msgpack.packb({"v": 1, "from": "alice", "to": "trent"})
     answers = []
