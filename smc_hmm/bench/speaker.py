@@ -90,6 +90,12 @@ def add_arguments(parser) -> None:
         help="append every sweep trial to this file and skip the trials already in it "
         "(a long sweep resumes where it stopped)",
     )
+    parser.add_argument(
+        "--shard",
+        default="0/1",
+        metavar="I/N",
+        help="sweep only every N-th utterance from the I-th (share --records between shards)",
+    )
     parser.add_argument("--plot", metavar="PNG", help="write the DET curves (matplotlib)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
 
@@ -354,6 +360,17 @@ def sweep_positions(count: int, total: int = 1250) -> list[int]:
     return list(range(0, total, step))[:count]
 
 
+def _shard(text: str) -> tuple[int, int]:
+    """``I/N`` -> (I, N) with 0 <= I < N."""
+    try:
+        i, n = (int(v) for v in text.split("/"))
+    except ValueError:
+        raise InvalidInputError(f"--shard takes I/N, e.g. 0/2, not {text!r}") from None
+    if not 0 <= i < n:
+        raise InvalidInputError(f"--shard {text}: need 0 <= I < N")
+    return i, n
+
+
 def load_records(path: str | None, key_bits: int) -> dict:
     """The sweep's finished trials in ``path`` (JSON lines) for ``key_bits``, by
     (mode, test position, claim); a missing file is an empty record."""
@@ -395,12 +412,23 @@ def _trial(keypair, mode, x, who, claim, models, labels, params, compute) -> dic
 
 
 def sweep(
-    keypair, modes, chosen, positions, models, labels, params, compute, say, records=None
+    keypair,
+    modes,
+    chosen,
+    positions,
+    models,
+    labels,
+    params,
+    compute,
+    say,
+    records=None,
+    shard=(0, 1),
 ) -> tuple[list[Row], dict]:
     """Every secure decision and log-likelihood against the plaintext, on ``chosen`` (the
     test utterances at ``positions``).  With ``records`` (a JSON-lines file) every finished
     trial is appended there at once and trials already in it are not run again, so a long
-    sweep can stop and resume."""
+    sweep can stop and resume.  ``shard`` = (i, n) runs only every n-th utterance from the
+    i-th (processes or machines sharing one records file split a sweep so)."""
     import json
 
     done = load_records(records, keypair[0].bits)
@@ -409,6 +437,8 @@ def sweep(
     for mode in modes:
         trials = []
         for i, (position, (x, who)) in enumerate(zip(positions, chosen)):
+            if i % shard[1] != shard[0]:
+                continue
             claim = who if i % 2 == 0 else speakers[(speakers.index(who) + 1) % len(speakers)]
             rec = done.get((mode, position, claim))
             if rec is None:
@@ -429,9 +459,9 @@ def sweep(
             Row(
                 f"{mode}: secure decisions equal to plaintext",
                 equal,
-                len(chosen),
+                len(trials),
                 "utterances",
-                note=f"{len(chosen)} utterances, median {seconds:.2f} s each",
+                note=f"{len(trials)} utterances, median {seconds:.2f} s each",
             )
         )
         rows.append(
@@ -444,7 +474,7 @@ def sweep(
             )
         )
         out[mode] = {
-            "utterances": len(chosen),
+            "utterances": len(trials),
             "equal": equal,
             "max_relative_error": worst,
             "median_seconds": seconds,
@@ -533,6 +563,7 @@ def main(args) -> int:
                 compute,
                 say,
                 args.records,
+                _shard(args.shard),
             )
             rows += r
     result = BenchResult(

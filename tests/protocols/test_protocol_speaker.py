@@ -478,6 +478,29 @@ def test_bench_speaker_sweep_records_resume_without_rerunning(tmp_path, monkeypa
         bench.main(parser.parse_args(argv))
 
 
+def test_bench_speaker_shards_split_a_sweep_over_one_records_file(tmp_path, monkeypatch):
+    import argparse
+    import json
+
+    from smc_hmm.bench import speaker as bench
+
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    records = tmp_path / "sweep.jsonl"
+    argv = ["--key-bits", "512", "--insecure", "--workers", "1", "--skip-speed",
+            "--skip-accuracy", "--utterances", "2", "--modes", "verify",
+            "--records", str(records)]  # fmt: skip
+    assert bench.main(parser.parse_args([*argv, "--shard", "1/2"])) == 0
+    assert [json.loads(x)["position"] for x in records.read_text().splitlines()] == [625]
+    assert bench.main(parser.parse_args([*argv, "--shard", "0/2"])) == 0
+    ran = []
+    monkeypatch.setattr(bench, "_trial", lambda *a, **k: ran.append(a) or {})
+    assert bench.main(parser.parse_args(argv)) == 0  # both shards' trials are on record
+    assert ran == [] and len(records.read_text().splitlines()) == 2
+    with pytest.raises(InvalidInputError, match="shard"):
+        bench.main(parser.parse_args([*argv, "--shard", "2/2"]))
+
+
 @pytest.mark.parametrize("mode", ["identify", "verify"])
 def test_speaker_command_prints_both_decisions_as_json(tmp_path, capsys, mode):
     """smc-hmm speaker identify|verify --audio FILE.wav: JSON with the secure and the
