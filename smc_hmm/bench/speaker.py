@@ -412,23 +412,14 @@ def _trial(keypair, mode, x, who, claim, models, labels, params, compute) -> dic
 
 
 def sweep(
-    keypair,
-    modes,
-    chosen,
-    positions,
-    models,
-    labels,
-    params,
-    compute,
-    say,
-    records=None,
-    shard=(0, 1),
+    keypair, modes, tests, models, labels, params, compute, say, records=None, shard=(0, 1)
 ) -> tuple[list[Row], dict]:
-    """Every secure decision and log-likelihood against the plaintext, on ``chosen`` (the
-    test utterances at ``positions``).  With ``records`` (a JSON-lines file) every finished
-    trial is appended there at once and trials already in it are not run again, so a long
-    sweep can stop and resume.  ``shard`` = (i, n) runs only every n-th utterance from the
-    i-th (processes or machines sharing one records file split a sweep so)."""
+    """Every secure decision and log-likelihood against the plaintext, on ``tests``: the
+    (test position, (frames, speaker)) pairs of the chosen utterances.  With ``records``
+    (a JSON-lines file) every finished trial is appended there at once and trials already
+    in it are not run again, so a long sweep can stop and resume.  ``shard`` = (i, n)
+    runs only every n-th utterance from the i-th (processes or machines sharing one
+    records file split a sweep so)."""
     import json
 
     done = load_records(records, keypair[0].bits)
@@ -436,13 +427,13 @@ def sweep(
     rows, out = [], {}
     for mode in modes:
         trials = []
-        for i, (position, (x, who)) in enumerate(zip(positions, chosen)):
+        for i, (position, (x, who)) in enumerate(tests):
             if i % shard[1] != shard[0]:
                 continue
             claim = who if i % 2 == 0 else speakers[(speakers.index(who) + 1) % len(speakers)]
             rec = done.get((mode, position, claim))
             if rec is None:
-                say(f"sweep: {mode} {i + 1}/{len(chosen)} ({len(x)} frames)")
+                say(f"sweep: {mode} {i + 1}/{len(tests)} ({len(x)} frames)")
                 rec = {"key_bits": keypair[0].bits, "mode": mode, "position": position}
                 rec |= {"speaker": who, "claim": claim, "frames": len(x)}
                 rec |= _trial(keypair, mode, x, who, claim, models, labels, params, compute)
@@ -551,19 +542,10 @@ def main(args) -> int:
             rows += r
         if args.utterances:
             positions = sweep_positions(args.utterances)
-            chosen = evaluation_set(args.fsdd, positions)
+            tests = list(zip(positions, evaluation_set(args.fsdd, positions)))
+            shard = _shard(args.shard)
             r, extra["sweep"] = sweep(
-                keypair,
-                modes,
-                chosen,
-                positions,
-                models,
-                labels,
-                params,
-                compute,
-                say,
-                args.records,
-                _shard(args.shard),
+                keypair, modes, tests, models, labels, params, compute, say, args.records, shard
             )
             rows += r
     result = BenchResult(

@@ -136,7 +136,7 @@ TABLE_BUDGET_BYTES = 64 << 20
 def table_window(n: mpz, alpha_bits: int, primes=None) -> int:
     """The window of a DJN randomizer's fixed-base tables: for the key holder's CRT pair
     (entries modulo p^2 and q^2) the widest in 8..10 that fits ``TABLE_BUDGET_BYTES`` --
-    10 for a 2048-bit key (60 MB, a sixth fewer multiplications per draw than 8) --, and 8
+    10 for a 2048-bit key (60 MB, 103 instead of 128 multiplications per table) --, and 8
     for a table modulo n^2 (a peer's key: fewer draws, twice the entry size)."""
     if primes is None:
         return 8
