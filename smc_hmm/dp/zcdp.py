@@ -49,7 +49,7 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.optimize import brentq, minimize_scalar
+from scipy.optimize import brentq
 
 from smc_hmm.dp.params import check_epsilon, check_sensitivity
 from smc_hmm.dp.random import DPRandom, resolve_rng
@@ -79,17 +79,36 @@ def check_delta(delta: object) -> float:
 
 
 # --- conversion zCDP -> (eps, delta) ---------------------------------------------------
+#
+# The bound's exponent, f(a) = (a - 1)(a rho - eps) - ln(a - 1) + a ln(1 - 1/a), is convex
+# in a: f'(a) = (2a - 1) rho - eps + ln(1 - 1/a) increases from -inf (a -> 1) to +inf, so
+# its one root a* is the infimum.  With b = a - 1 > 0 the two conditions f'(a*) = 0 and
+# f(a*) = ln delta become
+#
+#     eps = (1 + 2b) rho + ln(b / (1 + b))          ln(1/delta) = b^2 rho + ln(1 + b),
+#
+# both monotone in b.  Every quantity is computed from t = ln b without forming a = 1 + b
+# (1 + e^-40 == 1.0 in floating point: the cause of the old "math domain error" from eps
+# = 40 on), with ln(1 + b) = softplus(t) and ln(b / (1 + b)) = t - softplus(t).
 
 
-def _log_delta(rho: float, epsilon: float) -> float:
-    """log of the smallest delta of Canonne-Kamath-Steinke's bound for (rho, eps)."""
+def _softplus(t: float) -> float:
+    """ln(1 + e^t), without overflow or cancellation."""
+    return max(t, 0.0) + math.log1p(math.exp(-abs(t)))
 
-    def objective(log_a_minus_1: float) -> float:
-        a = 1.0 + math.exp(log_a_minus_1)
-        return (a - 1.0) * (a * rho - epsilon) - math.log(a - 1.0) + a * math.log1p(-1.0 / a)
 
-    best = minimize_scalar(objective, bounds=(-40.0, 40.0), method="bounded")
-    return min(float(best.fun), 0.0)
+def _exp(x: float) -> float:
+    return math.exp(x) if x < 709.0 else math.inf
+
+
+def _increasing_root(fn, target: float) -> float:
+    """The t with fn(t) = target, fn increasing on the real line (bracketed by doubling)."""
+    lo, hi = -1.0, 1.0
+    while fn(lo) > target:
+        lo *= 2.0
+    while fn(hi) < target:
+        hi *= 2.0
+    return brentq(lambda t: fn(t) - target, lo, hi, xtol=1e-300, rtol=1e-15, maxiter=500)
 
 
 def epsilon_from_rho(rho: float, delta: float) -> float:
@@ -101,11 +120,11 @@ def epsilon_from_rho(rho: float, delta: float) -> float:
 def _epsilon_from_rho(rho: float, delta: float) -> float:
     if rho == 0:
         return 0.0
-    log_target = math.log(delta)
-    upper = rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))  # Bun-Steinke: always enough
-    if _log_delta(rho, 0.0) <= log_target:
-        return 0.0
-    return brentq(lambda e: _log_delta(rho, e) - log_target, 0.0, upper, xtol=1e-14, rtol=1e-15)
+    log_rho, log_inv = math.log(rho), -math.log(delta)
+    # ln(1/delta) = b^2 rho + ln(1 + b): solve for t = ln b, then eps from b
+    t = _increasing_root(lambda t: _exp(2.0 * t + log_rho) + _softplus(t), log_inv)
+    eps = rho + 2.0 * _exp(t + log_rho) + t - _softplus(t)
+    return max(eps, 0.0)  # eps < 0: even eps = 0 meets delta
 
 
 def rho_from_epsilon(epsilon: float, delta: float) -> float:
@@ -113,22 +132,28 @@ def rho_from_epsilon(epsilon: float, delta: float) -> float:
     return _rho_from_epsilon(check_epsilon(epsilon), check_delta(delta))
 
 
+def _rho_of(t: float, log_inv: float) -> float:
+    """rho = (ln(1/delta) - ln(1 + b)) / b^2 at b = e^t (the second condition)."""
+    return (log_inv - _softplus(t)) * _exp(-2.0 * t)
+
+
 @lru_cache(maxsize=256)
 def _rho_from_epsilon(epsilon: float, delta: float) -> float:
-    # Bun and Steinke's looser conversion eps = rho + 2 sqrt(rho ln(1/delta)) gives a rho
-    # below the answer; eps itself is above it (the conversion never gives eps < rho)
-    log_inv = math.log(1.0 / delta)
-    lower = (math.sqrt(log_inv + epsilon) - math.sqrt(log_inv)) ** 2
-    if epsilon_from_rho(lower, delta) >= epsilon:
-        rho = lower
-    else:
-        rho = brentq(
-            lambda r: epsilon_from_rho(r, delta) - epsilon,
-            lower,
-            epsilon,
-            xtol=1e-300,
-            rtol=1e-14,
-        )
+    log_inv = -math.log(delta)
+    # eps(t) = (1 + 2b) rho(t) + t - softplus(t) decreases from +inf (t -> -inf) to
+    # ln(1 - delta) < 0 at t_max = ln(1/delta - 1), where rho(t_max) = 0
+    t_max = math.log(math.expm1(log_inv))
+
+    def minus_eps(t: float) -> float:
+        if t >= t_max:
+            return -math.log1p(-delta)
+        return -((1.0 + 2.0 * _exp(t)) * _rho_of(t, log_inv) + t - _softplus(t))
+
+    lo = min(-1.0, t_max - 1.0)
+    while minus_eps(lo) > -epsilon:
+        lo *= 2.0
+    t = brentq(lambda t: minus_eps(t) + epsilon, lo, t_max, xtol=1e-300, rtol=1e-15)
+    rho = _rho_of(t, log_inv)
     while epsilon_from_rho(rho, delta) > epsilon:  # land on the safe side of the root
         rho *= 1.0 - 1e-13
     return rho
