@@ -80,7 +80,9 @@ Gaussian mechanism in zCDP, (eps, delta) guarantee in ``<out stem>.privacy.json`
   FILE.json``, a list of n labels), ``utility`` (G_util(r) on f, ``--r`` (default 1),
   ``--metric``), ``transition`` (G_trs of M), or a ``.json`` file of undirected edges
   ``[[i, j], ...]`` (or ``{"edges": [...]}``);
-- **trace** ``--trace``: a ``.json`` list of state indices 0..n-1;
+- **trace** ``--trace``: a ``.json`` list of state indices 0..n-1; a trace the chain
+  cannot produce (a first state of start probability 0 or a transition of probability
+  0) raises ``StateOutsideConstraintError`` before any noise is drawn;
 - ``--eps`` (default 1), ``--repair`` (greedy | min_area | none), ``--budget`` (cap on the
   Theorem 7.2 total), ``--seed`` (INSECURE reproducible noise, warned; default: the OS
   CSPRNG through :func:`smc_hmm.dp.knorm.noise_source`; the K-norm output is floating
@@ -113,6 +115,7 @@ from smc_hmm.errors import (
     DPHMMParameterError,
     ModelError,
     SensitivityBoundError,
+    StateOutsideConstraintError,
 )
 
 __all__ = [
@@ -816,7 +819,11 @@ def _load_coords(path: object, n: int) -> np.ndarray:
         raise ConfigError(f"--coords file {p}: {e}") from None
 
 
-def _load_trace(path: object, n: int) -> list[int]:
+def _load_trace(path: object, start: np.ndarray, transmat: np.ndarray) -> list[int]:
+    """The trace's state indices; a trace the chain cannot produce (a first state of start
+    probability 0, or a transition of probability 0) is refused before any noise is drawn:
+    no DPHMM guarantee covers it."""
+    n = len(start)
     p = _existing(path, "trace file")
     if p.suffix.lower() != ".json":
         raise ConfigError(f"trace file {p}: expected a .json list of state indices")
@@ -828,6 +835,18 @@ def _load_trace(path: object, n: int) -> list[int]:
             raise ConfigError(f"trace file {p}, position {t}: {s!r} is not a state index")
         if not 0 <= s < n:
             raise ConfigError(f"trace file {p}, position {t}: state {s} is not in 0..{n - 1}")
+    if start[data[0]] <= 0:
+        raise StateOutsideConstraintError(
+            f"trace file {p}, position 0: state {data[0]} has start probability 0 in the "
+            "chain model: the chain cannot produce this trace (nothing was released)"
+        )
+    for t in range(1, len(data)):
+        if transmat[data[t - 1], data[t]] <= 0:
+            raise StateOutsideConstraintError(
+                f"trace file {p}, position {t}: the transition {data[t - 1]} -> {data[t]} "
+                "has probability 0 in the chain model: the chain cannot produce this trace "
+                "(nothing was released)"
+            )
     return [int(s) for s in data]
 
 
@@ -916,7 +935,7 @@ def release_trace(args: argparse.Namespace, console=None) -> int:
         f = np.arange(n, dtype=float)[:, None]
         query = "state index (f(s_i) = i)"
     graph = _policy(args, n, f, transmat)
-    trace = _load_trace(args.trace, n)
+    trace = _load_trace(args.trace, start, transmat)
     budget = None if args.budget is None else check_epsilon(args.budget, "--budget")
     from smc_hmm.dp.random import DPRandom
 

@@ -325,6 +325,39 @@ def test_release_trace_bad_inputs(tmp_path, chain):
         run("--graph", "complete", "--model-index", "3", trace_text="[0]")
 
 
+@pytest.mark.parametrize(
+    "trace_text, fragment",
+    [("[0, 2]", "transition 0 -> 2"), ("[1, 1, 0]", "transition 1 -> 0"), ("[2]", None)],
+)
+def test_a_trace_the_chain_cannot_produce_is_refused_before_any_noise(
+    tmp_path, capsys, monkeypatch, trace_text, fragment
+):
+    """docs/dp-release.md's own chain: its uniform start keeps every state in C_t, so the
+    DPHMM itself would release [0, 2] although 0 -> 2 has probability 0.  The command
+    refuses such a trace (one typed line, exit code 2) before any noise is drawn."""
+    from smc_hmm.cli import main
+    from smc_hmm.dp import dphmm
+
+    chain = [[0.5, 0.5, 0.0], [0.0, 0.5, 0.5], [0.5, 0.0, 0.5]]
+    start = [1 / 3, 1 / 3, 1 / 3] if fragment else [0.5, 0.5, 0.0]  # [2]: start prob 0
+    model = tmp_path / "chain.npz"
+    save_models(model, [DiscreteHMM(start, chain, np.eye(3))])
+    trace = tmp_path / "trace.json"
+    trace.write_text(trace_text)
+
+    def no_noise(*args, **kwargs):
+        raise AssertionError("noise was drawn for a trace the chain cannot produce")
+
+    monkeypatch.setattr(dphmm, "KNormMechanism", no_noise)
+    out = tmp_path / "out.json"
+    argv = ["release", "trace", "--model", str(model), "--trace", str(trace), "--graph"]
+    assert main([*argv, "complete", "--json", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "StateOutsideConstraintError" in err, err
+    assert (fragment or "start probability 0") in err and "Traceback" not in err
+    assert not out.exists()
+
+
 def test_released_model_feeds_release_trace(tmp_path, discrete_data):
     """The two commands chain: a released HMM is the public model of a trace release."""
     out = tmp_path / "dp.npz"
