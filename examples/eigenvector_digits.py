@@ -7,7 +7,7 @@ thesis's orientation: M is k = 64 features (rows) x n = 1,797 samples
 Four owners, the arbitrator Trent and the key authority run as separate
 processes over mutual TLS (``smc-hmm launch``).
 
-``--mode private`` (the default, :mod:`protocols.eigenvector_private`): the key
+``--mode private`` (the default, :mod:`protocols.eigenvector.private`): the key
 authority deals two shares of the decryption key (to Trent and the first owner)
 and leaves; the power iteration runs on ciphertexts and nobody sees an
 iterate; each owner ends with its share of the eigenvector only.  ``--mode
@@ -97,7 +97,7 @@ def setup(
     if mode == "thesis":
         params["decoy_p"] = decoy_p
         # pack the 64-entry vectors into as few ciphertexts as the key holds (public: key size)
-        params["slots"] = eigenvector.Params.from_config(params).max_slots(key_bits)
+        params["slots"] = eigenvector.ThesisParams.from_config(params).max_slots(key_bits)
     return write_config(
         directory / "parties.toml",
         "eigenvector",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from protocols import eigenvector as eig
-from protocols import eigenvector_private as private
+from protocols.eigenvector import private
 from smc_hmm.crypto import Rng
 from smc_hmm.crypto.threshold import KeyShare, combine, unpack_partials
 from smc_hmm.errors import SmcHmmError
@@ -89,7 +89,7 @@ def launch_eigenvector(directory, params, blocks, key_bits: int, timeout: float 
 def run_with_a_leaver(keypair, params, parties, party, fail_at, mode, timeout, rng=None):
     """Run with ``party``'s transport failing at its ``fail_at``-th send; every party's
     exception, by name (the run itself raises a typed error)."""
-    params = eig.Params.from_config(params)
+    params = eig.params_from_config(params)
     errors: dict[str, BaseException] = {}
 
     def recording(name, fn):

@@ -33,8 +33,7 @@ from eigenvector_support import (
 )
 from scipy.stats import kstest
 
-from protocols import eigenvector_private as private
-from protocols.eigenvector import Params
+from protocols.eigenvector import ThesisParams, params_from_config, private
 from smc_hmm.crypto import Rng
 
 pytestmark = pytest.mark.filterwarnings("ignore::smc_hmm.errors.InsecureKeyWarning")
@@ -59,7 +58,7 @@ def run(keypair, blocks, **options):
     result = run_eigenvector(
         keypair, params, parties, timeout=60, record_views=True, rng=Rng.seeded(3)
     )
-    return result, Params.from_config(params)
+    return result, params_from_config(params)
 
 
 def gcd_direction(v) -> np.ndarray:
@@ -112,7 +111,7 @@ def test_the_gcd_attack_recovers_every_iterate_in_the_thesis_mode(keypair_512, t
     vectors, _ = thesis_vectors(result.views, "p1", sk)
     truth = thesis_sums(result.views, sk, 2)
     assert len(vectors) == len(truth) >= K + 3
-    lo, hi = Params().scale_range
+    lo, hi = ThesisParams().scale_range
     exact = scale_found = 0
     for w, u in zip(vectors, truth):
         guess = gcd_direction(w)
@@ -133,7 +132,9 @@ def test_the_gcd_attack_does_no_better_than_a_guess_in_the_private_mode(keypair_
         [x - r for x, r in zip(xs, rho)] for (xs, _), rho in zip(seen, true_masks(result.views, sk))
     ]
     assert len(seen) >= K + 3
-    centre = (1 << plan.B) + (1 << (plan.B + plan.sigma - 1))  # the masks' public mean
+    centre = (1 << plan.product_bits) + (
+        1 << (plan.product_bits + plan.sigma - 1)
+    )  # the masks' public mean
     rng = np.random.default_rng(0)
     ranks = []
     for (x, _), w in zip(seen, truth):
@@ -152,7 +153,7 @@ def test_the_krylov_attack_recovers_the_other_owners_gram_matrix_in_the_thesis_m
     keypair_512, thesis, data
 ):
     (result, _), sk = thesis, keypair_512[1]
-    scale = 2.0 ** Params().scale
+    scale = 2.0 ** ThesisParams().scale
     vectors, norms = thesis_vectors(result.views, "p1", sk)
     inputs, outputs = [], []
     for t in range(K + 2):  # the first rounds: every eigendirection still well present
@@ -181,7 +182,7 @@ def test_the_krylov_attack_does_no_better_than_a_guess_in_the_private_mode(
     x_prime = [[0] * K] + [[v >> s for v in x] for (x, _), s in zip(seen, shifts)]
     inputs = [x_prime[t] for t in range(1, K + 3)]
     outputs = [seen[t][0] for t in range(1, K + 3)]  # "G X'_t", as if unmasked
-    fitted = krylov_fit(inputs, outputs) * 2.0 ** (plan.e - plan.g)
+    fitted = krylov_fit(inputs, outputs) * 2.0 ** (plan.eigenvalue_bits - plan.gram_bits)
     recovered = offdiagonal(fitted - data[0] @ data[0].T)  # minus its own, as in the thesis
     other = offdiagonal(data[1] @ data[1].T)
     # guesses: the other owner's Gram matrix for unrelated data of the same public kind

@@ -23,9 +23,10 @@ from eigenvector_support import (
 from scipy.stats import binomtest
 from transcript_harness import assert_same_transcripts
 
-from protocols import eigenvector as eig
-from protocols.eigenvector import Params
+from protocols.eigenvector import ThesisParams
+from protocols.eigenvector.thesis import pad
 from smc_hmm.crypto import CipherArray, Rng
+from smc_hmm.eigen import power_iteration, principal_eigenvector
 from smc_hmm.errors import (
     ConfigError,
     ConvergenceError,
@@ -69,7 +70,7 @@ def test_agrees_with_numpy_on_random_data_with_every_hardening(keypair_512):
     blocks = random_blocks(1)
     result = run(keypair_512, blocks, reveal_to_trent=True, decoy_p=0.7)
     x = gathered(result, 3)
-    v = eig.principal_eigenvector(np.hstack(blocks))
+    v = principal_eigenvector(np.hstack(blocks))
     assert cosine(x, v) >= COSINE
     assert abs(np.linalg.norm(x) - 1) < 1e-9
     np.testing.assert_allclose(result["trent"]["eigenvector"], x)  # reveal_to_trent
@@ -92,7 +93,7 @@ def test_agrees_with_numpy_on_random_data_with_every_hardening(keypair_512):
 def test_every_hardening_can_be_switched_off_and_stays_correct(keypair_512, options):
     blocks = random_blocks(2, k=4, cols=(4, 5))
     result = run(keypair_512, blocks, **options)
-    v = eig.principal_eigenvector(np.hstack(blocks))
+    v = principal_eigenvector(np.hstack(blocks))
     assert cosine(gathered(result, 2), v) >= COSINE
     if options.get("decoys") is False or options.get("decoy_p") == 1.0:
         assert result["trent"]["decoys"] == 0
@@ -106,12 +107,12 @@ def test_agrees_with_numpy_on_the_digits_data(keypair_512, n_owners, packed):
     blocks = [m[:, s] for s in np.array_split(np.arange(m.shape[1]), n_owners)]
     options = {"max_abs": 16.0, "decoy_p": 0.8, "max_rounds": 60}
     if packed:
-        options["slots"] = Params.from_config(setup(blocks, **options)[0]).max_slots(512)
+        options["slots"] = ThesisParams.from_config(setup(blocks, **options)[0]).max_slots(512)
         assert options["slots"] > 1
     result = run(keypair_512, blocks, **options)
     x = gathered(result, n_owners)
     assert x.shape == (1797,)
-    assert cosine(x, eig.principal_eigenvector(m)) >= COSINE
+    assert cosine(x, principal_eigenvector(m)) >= COSINE
     if packed:  # 64 values in ceil(64 / slots) ciphertexts per vector, plus the norm
         per_round = -(-64 // options["slots"]) + 1
         ops = result.cost.ops("p1")
@@ -120,11 +121,11 @@ def test_agrees_with_numpy_on_the_digits_data(keypair_512, n_owners, packed):
 
 def test_packing_agrees_with_numpy_and_refuses_a_key_too_small(keypair_512):
     blocks = random_blocks(17, k=7, cols=(5, 6, 4))
-    params = Params.from_config(setup(blocks)[0])
+    params = ThesisParams.from_config(setup(blocks)[0])
     slots = params.max_slots(512)
     assert 1 < slots <= 7
     result = run(keypair_512, blocks, slots=slots, decoy_p=0.6)
-    assert cosine(gathered(result, 3), eig.principal_eigenvector(np.hstack(blocks))) >= COSINE
+    assert cosine(gathered(result, 3), principal_eigenvector(np.hstack(blocks))) >= COSINE
     assert result["trent"]["decoys"] >= 1  # decoy noise added slot-wise
     assert params.max_slots(2048) > slots
     with pytest.raises(SmcHmmError, match="bits|plaintext space"):
@@ -133,9 +134,9 @@ def test_packing_agrees_with_numpy_and_refuses_a_key_too_small(keypair_512):
 
 def test_plaintext_power_iteration_matches_numpy():
     blocks = random_blocks(3)
-    x, iterations = eig.power_iteration(blocks, tol=1e-10)
+    x, iterations = power_iteration(blocks, tol=1e-10)
     assert iterations > 1
-    assert cosine(x, eig.principal_eigenvector(np.hstack(blocks))) >= COSINE
+    assert cosine(x, principal_eigenvector(np.hstack(blocks))) >= COSINE
 
 
 def test_padding_keeps_eigenvectors_and_shifts_eigenvalues():
@@ -146,17 +147,17 @@ def test_padding_keeps_eigenvectors_and_shifts_eigenvalues():
         blocks = [rng.normal(size=(k, int(rng.integers(1, 9)))) for _ in range(3)]
         r = rng.uniform(0.5, 2.0, size=3)
         m = np.hstack(blocks)
-        padded = np.hstack([eig.pad(b, ri) for b, ri in zip(blocks, r)])
+        padded = np.hstack([pad(b, ri) for b, ri in zip(blocks, r)])
         shift = float(np.sum(r**2))
         values, vectors = np.linalg.eigh(m @ m.T)
         pvalues, pvectors = np.linalg.eigh(padded @ padded.T)
         np.testing.assert_allclose(pvalues, values + shift, rtol=1e-10, atol=1e-10)
         # the principal eigenvector of M'^T M' restricted to the data columns is v_1
-        x = eig.principal_eigenvector(padded)
+        x = principal_eigenvector(padded)
         keep = np.concatenate([np.r_[np.ones(b.shape[1]), np.zeros(k)] for b in blocks]).astype(
             bool
         )
-        assert cosine(x[keep], eig.principal_eigenvector(m)) >= COSINE
+        assert cosine(x[keep], principal_eigenvector(m)) >= COSINE
         # and every eigenvector of MM^T is one of M'M'^T (up to sign)
         for j in range(k):
             u = vectors[:, j]
@@ -186,7 +187,7 @@ def test_transcripts_do_not_depend_on_the_data_with_every_hardening(keypair_512)
     inputs = [rank_one(), rank_one()]
     options = {"pad_range": [0.001, 0.002], "decoy_p": 0.6, "reveal_to_trent": True}
     params, _ = setup(inputs[0], **options)
-    declared = Params.from_config(params).messages().values()
+    declared = ThesisParams.from_config(params).messages().values()
     outputs = []
     assert_same_transcripts(
         lambda blocks, wrap: _harness_run(keypair_512, blocks, wrap, outputs, **options),
@@ -207,7 +208,7 @@ def test_transcripts_do_not_depend_on_general_data(keypair_512, slots):
     assert_same_transcripts(
         lambda bs, wrap: _harness_run(keypair_512, bs, wrap, outputs, **options),
         [blocks, other],
-        Params.from_config(params).messages().values(),
+        ThesisParams.from_config(params).messages().values(),
     )
     assert outputs[0]["rounds"] > 5 and outputs[0]["decoys"] >= 1
 
@@ -221,7 +222,7 @@ def test_decoy_and_real_rounds_send_identical_frames(keypair_512, slots):
 
     blocks = random_blocks(16)
     params, _ = setup(blocks, decoy_p=0.5, slots=slots)
-    declared = {m.tag: m for m in Params.from_config(params).messages().values()}
+    declared = {m.tag: m for m in ThesisParams.from_config(params).messages().values()}
     frames, wrap = recorder()
     result = run(keypair_512, blocks, wrap_transport=wrap, decoy_p=0.5, slots=slots)
     assert 0 < result["trent"]["decoys"] < result["trent"]["rounds"]
@@ -301,8 +302,8 @@ def test_with_scaling_no_owner_receives_u_and_decoys_come_at_rate_1_minus_p(keyp
     for w in sent:  # never u itself (nor a small multiple of one)
         for u in sums:
             assert not np.allclose(w, u, rtol=1e-6)
-    real, ratios = _classify(sums, sent, Params().scale_range)
-    lo, hi = Params().scale_range
+    real, ratios = _classify(sums, sent, ThesisParams().scale_range)
+    lo, hi = ThesisParams().scale_range
     assert all(lo <= r <= hi for r in ratios if r is not None)
     decoys = real.count(False)
     assert decoys == result["trent"]["decoys"]  # the decrypted views agree with Trent
@@ -363,7 +364,7 @@ def test_nan_and_inf_are_refused(keypair_512, bad):
 
 def test_empty_shares_are_refused(keypair_512):
     with pytest.raises(InvalidInputError):
-        Params(cols=(3, 0))
+        ThesisParams(cols=(3, 0))
     blocks = random_blocks(13, k=4, cols=(4, 4))
     params, parties = setup(blocks)
     parties["p2"] = ("owner", np.zeros((4, 0)))
@@ -376,23 +377,26 @@ def test_empty_shares_are_refused(keypair_512):
 @pytest.mark.parametrize("p", [0, -0.1, 1.0000001, 2, math.nan, math.inf, True, "0.5"])
 def test_decoy_p_outside_0_1_is_refused(p):
     with pytest.raises(InvalidInputError, match="decoy_p"):
-        Params(decoy_p=p)
+        ThesisParams(decoy_p=p)
     with pytest.raises(ConfigError, match="decoy_p"):
-        Params.from_config({"decoy_p": p})
+        ThesisParams.from_config({"decoy_p": p})
 
 
 def test_parameters_are_validated():
-    assert Params.from_config({"owners": ["a", "b"], "cols": [2, 3], "rows": 5}).cols == (2, 3)
+    assert ThesisParams.from_config({"owners": ["a", "b"], "cols": [2, 3], "rows": 5}).cols == (
+        2,
+        3,
+    )
     with pytest.raises(ConfigError, match="unknown"):
-        Params.from_config({"bogus": 1})
+        ThesisParams.from_config({"bogus": 1})
     with pytest.raises(InvalidInputError, match="two owners"):
-        Params(owners=("a",), cols=(1,))
+        ThesisParams(owners=("a",), cols=(1,))
     with pytest.raises(InvalidInputError, match="too small"):  # decoys could pass the test
-        Params(decoy_noise=1e-12, mode="thesis")
+        ThesisParams(decoy_noise=1e-12)
     with pytest.raises(InvalidInputError, match="scale_range"):
-        Params(scale_range=(10, 2))
+        ThesisParams(scale_range=(10, 2))
     with pytest.raises(InvalidInputError, match="distinct"):
-        Params(owners=("trent", "p2"))
+        ThesisParams(owners=("trent", "p2"))
 
 
 def test_no_convergence_within_the_cap_is_a_typed_error(keypair_512):
@@ -467,6 +471,6 @@ def test_owners_trent_and_key_authority_as_processes_over_mutual_tls(tmp_path):
     params, _ = setup(blocks, reveal_to_trent=True)
     result = launch_eigenvector(tmp_path, params, blocks, key_bits=512)
     x = np.concatenate([np.asarray(result[o]) for o in params["owners"]])
-    assert cosine(x, eig.principal_eigenvector(np.hstack(blocks))) >= COSINE
+    assert cosine(x, principal_eigenvector(np.hstack(blocks))) >= COSINE
     np.testing.assert_allclose(result["trent"]["eigenvector"], x)
     assert result["authority"] is None

@@ -26,10 +26,9 @@ from eigenvector_support import (
 )
 from transcript_harness import assert_same_transcripts
 
-from protocols import eigenvector as eig
-from protocols import eigenvector_private as private
-from protocols.eigenvector import Params
+from protocols.eigenvector import PrivateParams, params_from_config, private
 from smc_hmm.crypto import CipherArray, Rng
+from smc_hmm.eigen import principal_eigenvector
 from smc_hmm.errors import (
     ConfigError,
     ConvergenceError,
@@ -81,15 +80,15 @@ def spiked_blocks(seed, k=4, cols=(5, 7, 6), gap=3.0):
 
 
 def test_private_is_the_default_mode():
-    assert Params().mode == "private"
-    assert Params.from_config({"mode": "thesis"}).mode == "thesis"
+    assert params_from_config({}).mode == PrivateParams.mode == "private"
+    assert params_from_config({"mode": "thesis"}).mode == "thesis"
 
 
 def test_agrees_with_numpy_on_random_data(keypair_512):
     blocks = spiked_blocks(1)
     result = run(keypair_512, blocks, reveal_to_trent=True)
     x = gathered(result, 3)
-    assert cosine(x, eig.principal_eigenvector(np.hstack(blocks))) >= COSINE
+    assert cosine(x, principal_eigenvector(np.hstack(blocks))) >= COSINE
     assert abs(np.linalg.norm(x) - 1) < 1e-9
     trent = result["trent"]
     np.testing.assert_allclose(trent["eigenvector"], x)
@@ -105,16 +104,14 @@ def test_agrees_with_numpy_with_a_slow_spectrum_and_many_rounds(keypair_512):
     blocks = [rng.uniform(-1, 1, (4, n)) for n in (5, 7, 6)]
     result = run(keypair_512, blocks)
     assert result["trent"]["rounds"] >= 12
-    assert cosine(gathered(result, 3), eig.principal_eigenvector(np.hstack(blocks))) >= COSINE
+    assert cosine(gathered(result, 3), principal_eigenvector(np.hstack(blocks))) >= COSINE
 
 
 @pytest.mark.parametrize("n_owners", [2, 4])
 def test_agrees_with_numpy_for_two_and_four_owners(keypair_512, n_owners):
     blocks = spiked_blocks(3 + n_owners, k=5, cols=(4, 6, 3, 5)[:n_owners])
     result = run(keypair_512, blocks)
-    assert cosine(gathered(result, n_owners), eig.principal_eigenvector(np.hstack(blocks))) >= (
-        COSINE
-    )
+    assert cosine(gathered(result, n_owners), principal_eigenvector(np.hstack(blocks))) >= (COSINE)
 
 
 @pytest.mark.slow
@@ -125,11 +122,11 @@ def test_agrees_with_numpy_on_the_digits_data_with_default_precision(keypair_102
 
     m = load_digits().data[:400].T  # the first 400 samples keep the owners' uploads small
     blocks = [m[:, s] for s in np.array_split(np.arange(m.shape[1]), 4)]
-    defaults = {k: getattr(Params(), k) for k in SMALL}
+    defaults = {k: getattr(PrivateParams(), k) for k in SMALL}
     result = run(keypair_1024, blocks, timeout=120, max_abs=16.0, **defaults)
     x = gathered(result, 4)
     assert x.shape == (400,)
-    assert cosine(x, eig.principal_eigenvector(m)) >= COSINE
+    assert cosine(x, principal_eigenvector(m)) >= COSINE
     assert result["trent"]["rounds"] == 8  # the mean dominates: one test, at round 8
 
 
@@ -141,7 +138,7 @@ def test_nothing_is_decrypted_but_masked_values_and_outputs_per_round(keypair_51
     blocks = spiked_blocks(4, k=4)
     result = run(keypair_512, blocks)
     rounds = result["trent"]["rounds"]
-    plan = private.Plan(Params.from_config(setup(blocks)[0]), 512)
+    plan = private.Plan(PrivateParams.from_config(setup(blocks)[0]), 512)
     per_round = plan.vector_cts + 1
     checks = rounds // 4
     ops = result.cost.ops
@@ -178,7 +175,7 @@ def test_transcripts_of_every_role_do_not_depend_on_the_data(keypair_512):
     inputs = [rank_one(rng), rank_one(rng)]
     options = {"reveal_to_trent": True}
     params, _ = setup(inputs[0], **options)
-    declared = Params.from_config(params).messages(512).values()
+    declared = PrivateParams.from_config(params).messages(512).values()
     outputs = []
     frames = assert_same_transcripts(
         lambda blocks, wrap: _harness_run(keypair_512, blocks, wrap, outputs, **options),
@@ -244,21 +241,21 @@ def test_what_the_owners_open_is_statistically_masked(keypair_512):
     pk, sk = keypair_512
     blocks = spiked_blocks(9, k=4)
     result, views = _views(keypair_512, blocks)
-    plan = private.Plan(Params.from_config(setup(blocks)[0]), 512)
+    plan = private.Plan(PrivateParams.from_config(setup(blocks)[0]), 512)
     seen = {o: opened_batches(views, o, pk, plan) for o in ("p1", "p2", "p3")}
     assert seen["p1"] == seen["p2"] == seen["p3"]  # every owner opens the same values
     rhos = true_masks(views, sk)
     ws = [[x - r for x, r in zip(xs, rho)] for (xs, _), rho in zip(seen["p1"], rhos)]
     assert len(ws) == result["trent"]["rounds"] + 1
-    top = 1 << (plan.B + plan.sigma)
+    top = 1 << (plan.product_bits + plan.sigma)
     xs = [x for xs, _ in seen["p1"] for x in xs]
-    assert max(abs(w) for w_t in ws for w in w_t) < 1 << plan.B  # w is below 2^B ...
+    assert max(abs(w) for w_t in ws for w in w_t) < 1 << plan.product_bits  # w is below 2^B ...
     assert min(xs) >= 0 and max(xs) < plan.mask_bound  # ... masked by 2^(B + 40)
     assert max(xs) > top // 2 and min(xs) < top // 2  # and spread over the mask's range
     for t in range(1, len(ws)):
         _, y = seen["p1"][t]
         a = sum(w * w for w in ws[t - 1])
-        assert a <= y >> plan.A <= 3 * a  # Y_t: ||w_(t-1)||^2 within a factor of 3
+        assert a <= y >> plan.blur_bits <= 3 * a  # Y_t: ||w_(t-1)||^2 within a factor of 3
 
 
 def test_the_shifts_keep_the_iterate_in_its_window(keypair_512):
@@ -268,7 +265,7 @@ def test_the_shifts_keep_the_iterate_in_its_window(keypair_512):
     pk, sk = keypair_512
     blocks = spiked_blocks(10, k=4)
     result, views = _views(keypair_512, blocks)
-    plan = private.Plan(Params.from_config(setup(blocks)[0]), 512)
+    plan = private.Plan(PrivateParams.from_config(setup(blocks)[0]), 512)
     seen = opened_batches(views, "p2", pk, plan)
     rhos = true_masks(views, sk)
     shifts = result["trent"]["shifts"]
@@ -317,11 +314,11 @@ def test_a_key_too_small_for_the_plan_is_refused_before_any_work(keypair_512):
 )
 def test_parameters_are_validated(options, match):
     with pytest.raises(ConfigError, match=match):
-        Params.from_config(options)
+        params_from_config(options)
 
 
 def test_a_precision_too_low_for_tol_is_refused():
-    params = Params(precision=40, tol=1e-7)
+    params = PrivateParams(precision=40, tol=1e-7)
     with pytest.raises(InvalidInputError, match="floor"):
         params.messages(2048)
 
@@ -381,7 +378,7 @@ def test_the_private_mode_runs_as_processes_over_mutual_tls(tmp_path):
     params, _ = configuration(blocks, reveal_to_trent=True)  # the default plan
     result = launch_eigenvector(tmp_path, params, blocks, key_bits=1024, timeout=60)
     x = np.concatenate([np.asarray(result[o]) for o in params["owners"]])
-    assert cosine(x, eig.principal_eigenvector(np.hstack(blocks))) >= COSINE
+    assert cosine(x, principal_eigenvector(np.hstack(blocks))) >= COSINE
     np.testing.assert_allclose(result["trent"]["eigenvector"], x)
     assert result["trent"]["mode"] == "private"
     assert result["authority"] is None
@@ -398,4 +395,4 @@ def test_an_owner_with_all_zero_columns_gets_a_zero_share(keypair_512):
     blocks[1] = np.zeros_like(blocks[1])
     result = run(keypair_512, blocks)
     assert not np.any(result["p2"])
-    assert cosine(gathered(result, 3), eig.principal_eigenvector(np.hstack(blocks))) >= COSINE
+    assert cosine(gathered(result, 3), principal_eigenvector(np.hstack(blocks))) >= COSINE

@@ -16,7 +16,7 @@ from smc_hmm.errors import WeakerModeWarning
     [
         (lambda: forward.ForwardParams(recursion="v1"), "transition ratios"),
         (lambda: keyword.KeywordParams(mode="fast"), "order of all scores"),
-        (lambda: eigenvector.Params(mode="thesis"), "decryption key"),
+        (lambda: eigenvector.ThesisParams(), "decryption key"),
     ],
 )
 def test_a_weaker_mode_warns_and_says_what_it_reveals(choose, says):
@@ -32,7 +32,7 @@ def test_the_defaults_do_not_warn():
         made = [
             forward.ForwardParams(),
             keyword.KeywordParams(),
-            eigenvector.Params(),
+            eigenvector.PrivateParams(),
             keyword.KeywordParams.from_config({"mode": "private"}),
         ]
     assert [p.recursion for p in (made[0], made[1].forward)] == ["v2", "v2"]

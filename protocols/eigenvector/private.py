@@ -3,7 +3,7 @@
 Paper: 003 (Pathak), section 4.1.1 (the principal eigenvector of M^T M for data owners
 P_1..P_N holding M = [A_1 ... A_N] column-wise, through an arbitrator Trent), hardened so
 that no party ever sees an intermediate vector: the thesis's own protocol
-(``mode = "thesis"``, :mod:`protocols.eigenvector`) lets every owner decrypt the scaled
+(``mode = "thesis"``, :mod:`protocols.eigenvector.thesis`) lets every owner decrypt the scaled
 iterates, recover the scale by a gcd and then the other owners' Gram matrix
 (``docs/eigenvector.md``).  Here the power iteration runs on ciphertexts, on the k x k
 Gram matrix G = M M^T = sum_i A_i A_i^T, and the owners end with
@@ -122,11 +122,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
+from typing import ClassVar
 
 import numpy as np
 
 from protocols.compare import CompareSpec, blind_bitwise, check_dgk_key, dgk_ciphertexts
-from protocols.eigenvector import check_input, gather_shares
+from protocols.eigenvector.shared import SharedParams, bounded_int, check_input, gather_shares
 from smc_hmm.crypto import CipherArray, PrivateKey, generate_keypair
 from smc_hmm.crypto.dgk import DGKPublicKey, dgk_keypair_for
 from smc_hmm.crypto.packing import PackingPlan
@@ -184,10 +185,41 @@ def _isqrt_up(x: int) -> int:
 
 
 @dataclass(frozen=True)
+class PrivateParams(SharedParams):
+    """Public parameters of the private mode (the default), agreed on before the run."""
+
+    mode: ClassVar[str] = "private"
+
+    precision: int = 64  # P: ||u|| <= 2^precision
+    gram_bits: int = 40  # g: fixed-point bits of the Gram matrix
+    data_bits: int = 24  # fixed-point bits of the data (|Ahat| <= 2^data_bits)
+    hiding_bits: int = 40  # sigma: statistical hiding of every mask
+    check_every: int = 8  # the convergence test every check_every rounds
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name, lo, hi in (
+            ("precision", 16, 1024),
+            ("gram_bits", 8, 256),
+            ("data_bits", 8, 256),
+            ("hiding_bits", 40, 256),
+            ("check_every", 1, 1_000_000),
+        ):
+            object.__setattr__(self, name, bounded_int(name, getattr(self, name), lo, hi))
+        if self.tol >= 1:
+            raise InvalidInputError(f"tol must be below 1, got {self.tol:g}")
+
+    def messages(self, key_bits: int = 2048) -> dict[str, Message]:
+        """The declared messages: scales and bounds from the public parameters and the
+        key size."""
+        return Plan(self, key_bits).messages()
+
+
+@dataclass(frozen=True)
 class Plan:
     """The private mode's public quantities for one key size (module docstring)."""
 
-    params: object  # protocols.eigenvector.Params
+    params: PrivateParams
     key_bits: int
 
     def __post_init__(self):
@@ -204,7 +236,7 @@ class Plan:
                     f"bits but a {self.key_bits}-bit key holds {self.limit.bit_length()}: "
                     "use a larger key or lower precision / gram_bits / data_bits"
                 )
-        if self.S < 1 or self.S_z < 1:
+        if self.slots < 1 or self.output_slots < 1:
             raise PrecisionError(
                 f"a {self.key_bits}-bit key holds no slot of the private eigenvector's plan"
             )
@@ -213,10 +245,12 @@ class Plan:
 
     @property
     def k(self) -> int:
+        """k: the rows every owner's A_i has (the length of every vector)."""
         return self.params.rows
 
     @property
-    def N(self) -> int:  # noqa: N802 - the paper's symbol
+    def owner_count(self) -> int:
+        """N: the number of data owners."""
         return len(self.params.owners)
 
     @property
@@ -226,6 +260,7 @@ class Plan:
 
     @property
     def sigma(self) -> int:
+        """sigma: the statistical hiding of every mask, in bits."""
         return self.params.hiding_bits
 
     @property
@@ -239,19 +274,21 @@ class Plan:
         return math.ceil(math.log2(1 / self.params.tol)) + _FLOOR_BITS
 
     @property
-    def g(self) -> int:
+    def gram_bits(self) -> int:
+        """g: ||Ghat||_2 <= 2^g (plus rounding), the Gram matrix's fixed-point bits."""
         return self.params.gram_bits
 
     @cached_property
-    def e(self) -> int:
-        """2^e >= k n max_abs^2 >= trace(G) >= lambda_1(G)."""
+    def eigenvalue_bits(self) -> int:
+        """e: 2^e >= k n max_abs^2 >= trace(G) >= lambda_1(G)."""
         bound = self.k * sum(self.params.cols) * self.params.max_abs**2
         e = math.frexp(bound)[1]  # bound < 2^e
         return e
 
     @property
     def gram_shift(self) -> int:
-        return self.g - self.e
+        """g - e: Ghat_i = round(A_i A_i^T 2^(g - e))."""
+        return self.gram_bits - self.eigenvalue_bits
 
     @cached_property
     def gram_entry(self) -> int:
@@ -260,93 +297,103 @@ class Plan:
         return math.floor(math.ldexp(n_max * self.params.max_abs**2, self.gram_shift)) + 1
 
     @property
-    def Gn(self) -> int:  # noqa: N802
-        """Bound on ||Ghat||_2: 2^g (||G|| 2^-e <= 1) plus the rounding (k N / 2)."""
-        return (1 << self.g) + self.k * self.N
+    def gram_norm(self) -> int:
+        """Gn, the bound on ||Ghat||_2: 2^g (||G|| 2^-e <= 1) plus the rounding (k N / 2)."""
+        return (1 << self.gram_bits) + self.k * self.owner_count
 
     @property
-    def B(self) -> int:  # noqa: N802
-        """|w_j| <= ||w|| <= Gn 2^P < 2^B."""
-        return (self.Gn << self.top_bits).bit_length()
+    def product_bits(self) -> int:
+        """B, the bits of the product w = Ghat u: |w_j| <= ||w|| <= Gn 2^P < 2^B."""
+        return (self.gram_norm << self.top_bits).bit_length()
 
     @property
-    def W(self) -> int:  # noqa: N802
-        """Slot width of a masked entry w + rho in [0, 2^(B + sigma + 1))."""
-        return self.B + self.sigma + 2
+    def slot_bits(self) -> int:
+        """W, the slot width of a masked entry w + rho in [0, 2^(B + sigma + 1))."""
+        return self.product_bits + self.sigma + 2
 
     @property
     def s_min(self) -> int:
         """Largest boost (2^(g - s)) a round may apply: u may shrink to 2^P_min."""
-        return max(0, self.g - (self.top_bits - self.floor_bits))
+        return max(0, self.gram_bits - (self.top_bits - self.floor_bits))
 
     @property
     def s_max(self) -> int:
-        return self.B
+        """The largest shift a round may apply."""
+        return self.product_bits
 
     @property
-    def R_max(self) -> int:  # noqa: N802
-        """Bound on X'_t and R'_t entries (and on |u_0|)."""
-        return 1 << (self.B + self.sigma + 1 - self.s_min)
+    def split_bound(self) -> int:
+        """R_max, the bound on the entries of the split X'_t and R'_t (and on |u_0|)."""
+        return 1 << (self.product_bits + self.sigma + 1 - self.s_min)
 
     @property
     def mask_bound(self) -> int:
-        return 1 << (self.B + self.sigma + 1)
+        """Trent's masks rho_t and the masked X_t lie in [0, 2^(B + sigma + 1))."""
+        return 1 << (self.product_bits + self.sigma + 1)
 
     @property
     def contribution_slot(self) -> int:
         """|(Ghat_i X')_j| <= k gram_entry R_max."""
-        return self.k * self.gram_entry * self.R_max
+        return self.k * self.gram_entry * self.split_bound
 
     @property
     def trent_slot(self) -> int:
         """Trent's intermediate slot values: the owners' sum minus Ghat R', plus rho."""
-        return 2 * self.N * self.contribution_slot + self.mask_bound
+        return 2 * self.owner_count * self.contribution_slot + self.mask_bound
 
     @cached_property
-    def S(self) -> int:  # noqa: N802
-        return _slots_for(self.trent_slot, self.W, self.limit, self.k)
+    def slots(self) -> int:
+        """S, the slots per ciphertext of a packed k-vector."""
+        return _slots_for(self.trent_slot, self.slot_bits, self.limit, self.k)
 
     @property
     def groups(self) -> list[range]:
         """The vector's entries by ciphertext."""
-        return _groups(self.k, self.S)
+        return _groups(self.k, self.slots)
 
     @property
     def vector_cts(self) -> int:
+        """Ciphertexts per packed k-vector: ceil(k / S)."""
         return len(self.groups)
 
     def whole(self, slot_bound: int) -> int:
-        return _whole(slot_bound, self.S, self.W)
+        """Bound on a packed k-vector whose slots are bounded by ``slot_bound``."""
+        return _whole(slot_bound, self.slots, self.slot_bits)
 
     @property
     def masked_plan(self) -> PackingPlan:
-        return PackingPlan(self.W, self.S)
+        """S slots of W bits: the layout of the masked vector."""
+        return PackingPlan(self.slot_bits, self.slots)
 
     # -- the blurred magnitude Y ---------------------------------------------------------
 
     @property
-    def E(self) -> int:  # noqa: N802
-        return 2 * self.B + self.sigma
+    def blur_noise_bits(self) -> int:
+        """E: the noise e' of the blurred magnitude is uniform on [0, 2^E), E = 2 B + sigma."""
+        return 2 * self.product_bits + self.sigma
 
     @property
-    def A(self) -> int:  # noqa: N802
-        """Y / 2^A resolves a = ||w||^2 down to (2^(P_min + s_min - 2))^2."""
-        return self.E - 2 * (self.floor_bits + self.s_min - 2)
+    def blur_bits(self) -> int:
+        """A: the blur rho' of the magnitude is uniform on [2^A, 2^(A+1)); Y / 2^A resolves
+        a = ||w||^2 down to (2^(P_min + s_min - 2))^2."""
+        return self.blur_noise_bits - 2 * (self.floor_bits + self.s_min - 2)
 
     @property
     def y_bound(self) -> int:
-        return (1 << (self.A + 1 + 2 * self.B)) + (1 << self.E)
+        """Bound on the blurred magnitude Y = rho' a + e'."""
+        return (1 << (self.blur_bits + 1 + 2 * self.product_bits)) + (1 << self.blur_noise_bits)
 
     @property
     def norm_part_bound(self) -> int:
+        """Bound on the leader's share ||X||^2 - 2 X.rho of the next magnitude."""
         return 3 * self.k * self.mask_bound**2
 
     def bounds_of_magnitude(self, y: int, s_prev: int) -> tuple[int, int]:
         """(U, L): integer bounds U >= ||u_t|| >= L from Y_t and s_(t-1)."""
         k_root = math.isqrt(self.k) + 1
-        a_hi = y >> self.A
+        a_hi = y >> self.blur_bits
         upper = (_isqrt_up(a_hi) >> s_prev) + 1 + k_root
-        a_lo = max(0, y - (1 << self.E)) >> (self.A + 1)
+        a_lo = max(0, y - (1 << self.blur_noise_bits)) >> (self.blur_bits + 1)
         lower = max(0, (math.isqrt(a_lo) >> s_prev) - k_root - 1)
         return upper, lower
 
@@ -354,7 +401,7 @@ class Plan:
         """The least s in [s_min, s_max] that keeps ||u_(t+1)|| <= 2^P."""
         target = (1 << self.top_bits) - math.isqrt(self.k) - 2
         s = self.s_min
-        while s < self.s_max and self.Gn * upper > target << s:
+        while s < self.s_max and self.gram_norm * upper > target << s:
             s += 1
         return s
 
@@ -362,19 +409,22 @@ class Plan:
 
     @property
     def tol_bits(self) -> int:
+        """log2(1 / tol^2), rounded up."""
         return math.ceil(-2 * math.log2(self.params.tol))
 
     @property
-    def q(self) -> int:
+    def tol_scale_bits(self) -> int:
+        """q: tol^2 is encoded with q fractional bits."""
         return self.tol_bits + _TOL_BITS
 
     @property
-    def tol_q(self) -> int:
-        """round(tol^2 2^q)."""
-        return round(math.ldexp(self.params.tol**2, self.q))
+    def tol_squared(self) -> int:
+        """tol^2 encoded: round(tol^2 2^q)."""
+        return round(math.ldexp(self.params.tol**2, self.tol_scale_bits))
 
     @property
-    def l(self) -> int:  # noqa: E743 - the DGK protocol's symbol
+    def compare_bits(self) -> int:
+        """l: the bits of the truncated test value that the DGK comparison compares."""
         return self.tol_bits + _COMPARE_SLACK
 
     @property
@@ -389,19 +439,22 @@ class Plan:
 
     @property
     def h_max(self) -> int:
+        """The largest truncation h of a test value."""
         return self.h_for(self.b_max * self.b_max)
 
     def h_for(self, bb_bound: int) -> int:
         """Truncation of V: |V| <= 2^q bb < 2^(h + l - 2)."""
-        return max(0, ((bb_bound << self.q).bit_length()) - (self.l - 2))
+        return max(0, ((bb_bound << self.tol_scale_bits).bit_length()) - (self.compare_bits - 2))
 
     @property
     def value_bound(self) -> int:
-        return 1 << (self.h_max + self.l + self.sigma + 1)
+        """Bound on the masked test value V + 2^(h + l) + r."""
+        return 1 << (self.h_max + self.compare_bits + self.sigma + 1)
 
     @property
     def compare_spec(self) -> CompareSpec:
-        return CompareSpec(self.l, 1, self.sigma)
+        """The DGK comparison of l bits with sigma bits of hiding."""
+        return CompareSpec(self.compare_bits, 1, self.sigma)
 
     # -- the output ------------------------------------------------------------------------
 
@@ -418,23 +471,26 @@ class Plan:
     @property
     def output_slot(self) -> int:
         """|(Q_i R')_j| <= k max|Q_i| R_max."""
-        return self.k * self.own_gram_entry * self.R_max
+        return self.k * self.own_gram_entry * self.split_bound
 
     @property
-    def W_z(self) -> int:  # noqa: N802
+    def output_slot_bits(self) -> int:
+        """W_z: the slot width of Q_i's packed columns and of Q_i R'."""
         return self.output_slot.bit_length() + 2
 
     @cached_property
-    def S_z(self) -> int:  # noqa: N802
-        return _slots_for(self.output_slot, self.W_z, self.limit, self.k)
+    def output_slots(self) -> int:
+        """S_z: the slots per ciphertext of Q_i's packed columns and of Q_i R'."""
+        return _slots_for(self.output_slot, self.output_slot_bits, self.limit, self.k)
 
     @property
     def output_groups(self) -> list[range]:
         """The entries of Q_i's columns (and of Q_i R') by ciphertext."""
-        return _groups(self.k, self.S_z)
+        return _groups(self.k, self.output_slots)
 
     def whole_z(self, slot_bound: int) -> int:
-        return _whole(slot_bound, self.S_z, self.W_z)
+        """Bound on a packed output column whose slots are bounded by ``slot_bound``."""
+        return _whole(slot_bound, self.output_slots, self.output_slot_bits)
 
     @property
     def final_term_bound(self) -> int:
@@ -448,14 +504,14 @@ class Plan:
     def bounds(self) -> dict[str, int]:
         check = 1 << (3 * self.check_width)
         return {
-            "masked vector": self.whole(self.trent_slot) if self.S else self.trent_slot,
+            "masked vector": self.whole(self.trent_slot) if self.slots else self.trent_slot,
             "blurred magnitude": self.y_bound,
             "magnitude share": self.norm_part_bound,
             "masked test values": check,
             "test products": 1 << (2 * self.check_width),
             "masked test value": self.value_bound,
-            "normalisation": self.N * self.final_term_bound,
-            "start": self.k * self.R_max * self.R_max * 4,
+            "normalisation": self.owner_count * self.final_term_bound,
+            "start": self.k * self.split_bound * self.split_bound * 4,
         }
 
     # -- declared messages ------------------------------------------------------------------
@@ -478,7 +534,7 @@ class Plan:
                 Message("pk", Key()),
                 Message("key_share", Revealed("a share of the decryption exponent", (list,))),
                 Message("owner_key", Key()),
-                Message("gram", cts(self.whole(self.N * self.gram_entry), (k, nv))),
+                Message("gram", cts(self.whole(self.owner_count * self.gram_entry), (k, nv))),
                 Message("own_gram", cts(self.whole_z(self.own_gram_entry), (k, nz))),
                 Message("dgk", Public((list,))),
                 Message(
@@ -491,27 +547,27 @@ class Plan:
                 Message("contribution", cts(self.whole(self.contribution_slot), (nv,))),
                 Message(
                     "masked",
-                    (cts(self.whole(1 << (self.W - 1)), (nv,)), cts(self.y_bound, (1,))),
+                    (cts(self.whole(1 << (self.slot_bits - 1)), (nv,)), cts(self.y_bound, (1,))),
                 ),
                 Message("mask_vector", cts(self.mask_bound, (k,))),
                 Message("partial", partial(nv + 1)),
-                Message("check_vectors", cts(self.R_max, (2, k))),
-                Message("check_scalars", cts(self.k * self.R_max * self.R_max, (3,))),
+                Message("check_vectors", cts(self.split_bound, (2, k))),
+                Message("check_scalars", cts(self.k * self.split_bound * self.split_bound, (3,))),
                 Message("check_scale", Revealed("the test's power-of-two scale h", (int,))),
                 Message("check_masked", (cts(1 << (3 * self.check_width), (1,)), partial(1))),
                 Message("check_products", cts(1 << (2 * self.check_width), (2,))),
                 Message("check_value", (cts(self.value_bound, (1,)), partial(1))),
                 Message(
                     "check_bits",
-                    (cts(1 << (self.sigma + 2), (1,)), dgk_ciphertexts(count=self.l)),
+                    (cts(1 << (self.sigma + 2), (1,)), dgk_ciphertexts(count=self.compare_bits)),
                 ),
-                Message("check_blinded", dgk_ciphertexts(count=self.l + 1)),
+                Message("check_blinded", dgk_ciphertexts(count=self.compare_bits + 1)),
                 Message("check_delta", cts(1, (1,))),
                 Message("check_result", (cts(bit_bound, (1,)), partial(1))),
                 Message("check_partial", partial(1)),
                 Message("output_part", cts(self.whole_z(self.output_slot), (nz,))),
                 Message("final_term", cts(self.final_term_bound, (1,))),
-                Message("final_norm", cts(self.N * self.final_term_bound, (1,))),
+                Message("final_norm", cts(self.owner_count * self.final_term_bound, (1,))),
                 Message("final_partial", partial(1)),
                 Message("share", Revealed("the owner's eigenvector share", (np.ndarray,))),
             )
@@ -523,7 +579,7 @@ def partial_width_bits(key_bits: int) -> int:
     return (2 * key_bits + 7) // 8
 
 
-def check_round(params, t: int) -> bool:
+def check_round(params: PrivateParams, t: int) -> bool:
     """Whether round t opens with the convergence test (public schedule)."""
     return t >= 1 and (t % params.check_every == 0 or t == params.max_rounds)
 
@@ -550,7 +606,7 @@ def own_gram(a: np.ndarray, plan: Plan) -> np.ndarray:
 
 
 def _packed_vector(values, plan: Plan) -> list[int]:
-    return [_pack([values[j] for j in grp], plan.W) for grp in plan.groups]
+    return [_pack([values[j] for j in grp], plan.slot_bits) for grp in plan.groups]
 
 
 def _unpack_vector(packed, plan: Plan) -> list[int]:
@@ -607,7 +663,7 @@ def _in_range(values, lo: int, hi: int, what: str) -> None:
 # -- roles -------------------------------------------------------------------------------
 
 
-def key_authority(ctx, _private, params) -> None:
+def key_authority(ctx, _private, params: PrivateParams) -> None:
     """Generates (runtime) the key pair, gives out the public key and the two shares of d."""
     pk, sk = ctx.keypair
     msg = Plan(params, pk.bits).messages()
@@ -620,7 +676,7 @@ def key_authority(ctx, _private, params) -> None:
     return None
 
 
-def _receive_share(ctx, pk, params, msg, index: int) -> KeyShare:
+def _receive_share(ctx, pk, params: PrivateParams, msg, index: int) -> KeyShare:
     try:
         share = KeyShare.from_wire(pk, ctx.recv(params.key_authority, msg["key_share"]))
     except CryptoError as e:
@@ -646,7 +702,7 @@ class _OwnerState:
         self.xp_next = None  # X'_(t+1), once round t's masked vector is open
         self.x = None  # X_t: the masked vector (the leader's share of the next magnitude)
         self.rho_enc = None  # E[rho_t] (leader)
-        self.shift = plan.g  # s_t (round 0 reads u_0 as w_(-1) = 2^g u_0, s_(-1) = g)
+        self.shift = plan.gram_bits  # s_t (round 0 reads u_0 as w_(-1) = 2^g u_0, s_(-1) = g)
         self.upper_previous = None  # U_(t-1) >= ||u_(t-1)||
         self.upper = None  # U_t >= ||u_t||
         self.lost = False
@@ -655,7 +711,7 @@ class _OwnerState:
         self.xp_previous, self.xp, self.xp_next = self.xp, self.xp_next, None
 
 
-def owner(ctx, a, params) -> np.ndarray:
+def owner(ctx, a, params: PrivateParams) -> np.ndarray:
     """Data owner P_i (the first owner also leads: it holds the second key share)."""
     i = params.owners.index(ctx.name)
     a = check_input(a, params, i)
@@ -673,7 +729,7 @@ def owner(ctx, a, params) -> np.ndarray:
         _send_own_gram(ctx, a, plan, msg, own_pk)
         dgk_sk = None
         if leader:
-            dgk_pk, dgk_sk = dgk_keypair_for(pk, plan.l)
+            dgk_pk, dgk_sk = dgk_keypair_for(pk, plan.compare_bits)
             ctx.send(trent, msg["dgk"], dgk_pk.to_wire())
     state = _OwnerState(plan)
     rounds = None
@@ -729,7 +785,7 @@ def _send_own_gram(ctx, a, plan: Plan, msg, own_pk) -> None:
     """E_i[Q_i] under the owner's own key, columns packed: Trent will return E_i[Q_i R']."""
     q = own_gram(a, plan)
     columns = [
-        [_pack([q[j, col] for j in grp], plan.W_z) for grp in plan.output_groups]
+        [_pack([q[j, col] for j in grp], plan.output_slot_bits) for grp in plan.output_groups]
         for col in range(plan.k)
     ]
     bound = plan.whole_z(plan.own_gram_entry)
@@ -781,9 +837,9 @@ def _owner_check(ctx, plan: Plan, msg, state: _OwnerState, share, dgk_sk, pk) ->
         bit = _combined(pk, from_trent, ctx.recv(owners[0], msg["check_partial"]), count=1)
         return _test_bit(bit[0])
     x0, x1 = state.xp_previous, state.xp
-    ctx.send(trent, msg["check_vectors"], _encrypt(pk, [x0, x1], plan.R_max))
+    ctx.send(trent, msg["check_vectors"], _encrypt(pk, [x0, x1], plan.split_bound))
     scalars = [_dot(x0, x0), _dot(x1, x1), _dot(x0, x1)]
-    ctx.send(trent, msg["check_scalars"], _encrypt(pk, scalars, plan.k * plan.R_max**2))
+    ctx.send(trent, msg["check_scalars"], _encrypt(pk, scalars, plan.k * plan.split_bound**2))
     h = plan.h_for((state.upper_previous * state.upper) ** 2)
     ctx.send(trent, msg["check_scale"], h)
     # the masked multiplication: (b1 + m1)(b2 + m2) and (c + o)^2
@@ -798,12 +854,14 @@ def _owner_check(ctx, plan: Plan, msg, state: _OwnerState, share, dgk_sk, pk) ->
     (value,) = _open_as_holder(pk, share, enc, theirs)
     _in_range([value], 0, plan.value_bound, "masked test value")
     d = value >> h
-    beta, d_high = d & ((1 << plan.l) - 1), d >> plan.l
+    beta, d_high = d & ((1 << plan.compare_bits) - 1), d >> plan.compare_bits
     dgk_pk = dgk_sk.public_key
-    bits = dgk_pk.pack(dgk_sk.encrypt([(beta >> j) & 1 for j in range(plan.l)], ctx.rng, pk.meter))
+    bits = dgk_pk.pack(
+        dgk_sk.encrypt([(beta >> j) & 1 for j in range(plan.compare_bits)], ctx.rng, pk.meter)
+    )
     ctx.send(trent, msg["check_bits"], [_encrypt(pk, [d_high], 1 << (plan.sigma + 2)), bits])
     try:
-        blinded = dgk_pk.unpack(ctx.recv(trent, msg["check_blinded"]), plan.l + 1)
+        blinded = dgk_pk.unpack(ctx.recv(trent, msg["check_blinded"]), plan.compare_bits + 1)
     except CryptoError as e:
         raise ProtocolError(f"check_blinded: {e}") from e
     delta_a = int(any(dgk_sk.is_zero(blinded, pk.meter)))
@@ -841,7 +899,7 @@ def _owner_output(ctx, a, plan: Plan, msg, state: _OwnerState, share, own_sk, i:
     trent = params.arbitrator
     groups = plan.output_groups
     part = ctx.recv(trent, msg["output_part"])  # E_i[Q_i R'_T]
-    unpacker = PackingPlan(plan.W_z, plan.S_z)
+    unpacker = PackingPlan(plan.output_slot_bits, plan.output_slots)
     q_r: list[int] = []
     for p, grp in zip(part.decrypt_ints(own_sk), groups):
         q_r.extend(unpacker.unpack(int(p), len(grp)))
@@ -915,7 +973,7 @@ def _receive_setup(ctx, plan: Plan, msg, pk):
     return share, gram, own_grams, dgk_pk
 
 
-def arbitrator(ctx, _private, params) -> dict:
+def arbitrator(ctx, _private, params: PrivateParams) -> dict:
     """Trent: sums, masks, holds the first key share; never sees a plaintext vector."""
     owners = params.owners
     pk = ctx.recv(params.key_authority, Message("pk", Key()))
@@ -923,7 +981,7 @@ def arbitrator(ctx, _private, params) -> dict:
     msg = plan.messages()
     with ctx.phase("setup"):
         share, gram, own_grams, dgk_pk = _receive_setup(ctx, plan, msg, pk)
-    state = _TrentState(_start(ctx, plan), plan.g)
+    state = _TrentState(_start(ctx, plan), plan.gram_bits)
     rounds = None
     shifts: list[int] = []
     for t in range(params.max_rounds + 1):
@@ -964,15 +1022,18 @@ def _trent_batch(ctx, plan: Plan, msg, state: _TrentState, share, gram, a_enc, p
     blocks = [(gram[:, q], weights) for q in range(plan.vector_cts)]
     w = total + CipherArray.lincomb_blocks(blocks)
     rng = ctx.rng
-    rho = [(1 << plan.B) + rng.randbits(plan.B + plan.sigma) for _ in range(plan.k)]
+    rho = [
+        (1 << plan.product_bits) + rng.randbits(plan.product_bits + plan.sigma)
+        for _ in range(plan.k)
+    ]
     masked = w.add_encoded(np.array(_packed_vector(rho, plan), dtype=object))
     # every slot now holds w_j + rho_j in [0, 2^(W - 1)): carries cancelled out
-    masked = masked.with_bound(plan.whole(1 << (plan.W - 1))).rerandomize()
+    masked = masked.with_bound(plan.whole(1 << (plan.slot_bits - 1))).rerandomize()
     if a_enc is None:  # round 0: the start's magnitude
-        a_enc = _encrypt(pk, [state.a_first], 1 << (2 * plan.B))
-    blur = (1 << plan.A) + rng.randbits(plan.A)  # rho' in [2^A, 2^(A+1))
-    noise = np.array([rng.randbits(plan.E)], dtype=object)  # e' in [0, 2^E)
-    y_enc = a_enc.with_bound(1 << (2 * plan.B)).mul(blur).add_encoded(noise)
+        a_enc = _encrypt(pk, [state.a_first], 1 << (2 * plan.product_bits))
+    blur = (1 << plan.blur_bits) + rng.randbits(plan.blur_bits)  # rho' in [2^A, 2^(A+1))
+    noise = np.array([rng.randbits(plan.blur_noise_bits)], dtype=object)  # e' in [0, 2^E)
+    y_enc = a_enc.with_bound(1 << (2 * plan.product_bits)).mul(blur).add_encoded(noise)
     y_enc = y_enc.with_bound(plan.y_bound).rerandomize()
     leader = owners[0]
     ctx.send(leader, msg["masked"], [masked, y_enc])  # step 2: the leader's partials start
@@ -1025,16 +1086,18 @@ def _trent_check(ctx, plan: Plan, msg, state: _TrentState, share, dgk_pk) -> boo
         np.array([-offset * offset], dtype=object)
     )
     bb, cc = bb.with_bound(plan.b_max**2), cc.with_bound(plan.b_max**2)
-    value = cc.mul(1 << plan.q) + bb.mul(plan.tol_q - (1 << plan.q))  # V
-    r_full = rng.randbits(h + plan.l + plan.sigma)
-    masked = value.add_encoded(np.array([(1 << (h + plan.l)) + r_full], dtype=object))
+    value = cc.mul(1 << plan.tol_scale_bits) + bb.mul(
+        plan.tol_squared - (1 << plan.tol_scale_bits)
+    )  # V
+    r_full = rng.randbits(h + plan.compare_bits + plan.sigma)
+    masked = value.add_encoded(np.array([(1 << (h + plan.compare_bits)) + r_full], dtype=object))
     masked = masked.with_bound(plan.value_bound).rerandomize()
     ctx.send(leader, msg["check_value"], [masked, _partials(share, masked.ciphertexts())])
     r = r_full >> h
-    alpha, r_high = r & ((1 << plan.l) - 1), r >> plan.l
+    alpha, r_high = r & ((1 << plan.compare_bits) - 1), r >> plan.compare_bits
     d_high, blob = ctx.recv(leader, msg["check_bits"])
     try:
-        beta_bits = dgk_pk.unpack(blob, plan.l)
+        beta_bits = dgk_pk.unpack(blob, plan.compare_bits)
     except CryptoError as e:
         raise ProtocolError(f"check_bits: {e}") from e
     delta_b = rng.randbits(1)

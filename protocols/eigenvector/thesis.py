@@ -1,23 +1,15 @@
-"""Privacy-preserving principal eigenvector through an arbitrator (Trent).
+"""The eigenvector protocol's thesis mode: the thesis's protocol as published.
 
 Paper: 003 (Pathak), section 4.1.1 and appendix A.1 (Pathak and Raj 2010,
 "Privacy-preserving protocols for eigenvector computation"), N-party form.
 
-Two modes (``Params.mode``):
-
-* ``"private"`` (the default): nobody holds the whole decryption key and no party
-  ever sees an intermediate vector; the owners learn their shares, the number of
-  rounds and the declared magnitudes.  :mod:`protocols.eigenvector_private` has the
-  roles and says exactly who learns what.
-* ``"thesis"``: the thesis's protocol as published, documented below: the comparison
-  baseline, not for use where the owners must be protected from each other.  Every
-  owner holds the decryption key, and the scaling, padding and decoys hide the
-  iterates from Trent only: an owner recovers r_t by the gcd of the integers it
-  decrypts, then u_t exactly, and from about k rounds the other owners' (padded)
-  Gram matrix (``tests/protocols/test_eigenvector_attacks.py`` runs both attacks;
-  ``docs/eigenvector.md`` has the numbers).
-
-The rest of this docstring describes the thesis mode.
+The comparison baseline (``mode = "thesis"``), not for use where the owners must be
+protected from each other: every owner holds the decryption key, and the scaling,
+padding and decoys hide the iterates from Trent only.  An owner recovers r_t by the gcd
+of the integers it decrypts, then u_t exactly, and from about k rounds the other owners'
+(padded) Gram matrix (``tests/protocols/test_eigenvector_attacks.py`` runs both attacks;
+``docs/eigenvector.md`` has the numbers).  The default mode is
+:mod:`protocols.eigenvector.private`.
 
 Data owners P_1..P_N hold horizontally split data: owner i holds A_i (k x n_i,
 the same k rows, e.g. k features of n_i samples each).  Together they compute
@@ -31,7 +23,7 @@ iteration.  The eigenvector x (length n) stays split in shares alpha_i
 so everything that crosses the network has length k, not n: per round each
 owner sends k + 1 ciphertexts and receives k + 1, whatever the number of samples.
 
-Roles (party names are public parameters, :class:`Params`):
+Roles (party names are public parameters, :class:`ThesisParams`):
 
 * **key authority** (``key_authority``, default ``"authority"``): generates the
   Paillier key pair (``ctx.keypair``), gives the public key to everyone and
@@ -69,7 +61,7 @@ Messages (one send or receive per step; round t = 1, 2, ... repeats 3-7):
 
 Every ciphertext Trent computes is re-randomised before it leaves him.
 
-Packing (``slots`` > 1, a public parameter; ``Params.max_slots(key_bits)`` is
+Packing (``slots`` > 1, a public parameter; ``ThesisParams.max_slots(key_bits)`` is
 the most a key holds): the k-vectors of steps 3 and 4 travel as
 ceil(k / slots) ciphertexts of ``slots`` signed fixed-point slots each
 (:mod:`smc_hmm.crypto.packing`); Trent's sums, scalings and decoy noise act
@@ -117,7 +109,7 @@ passes it only if its noise lands within tol ||u_bar + e|| of the other
 vector's direction: since e is Gaussian, independent of everything else, that
 happens with probability at most chi2_(k-1).cdf((tol (U + 8 sigma sqrt k) /
 sigma)^2) (Anderson's inequality; U is the public bound on ||u||), and
-:class:`Params` refuses parameters for which ``max_rounds`` times that bound
+:class:`ThesisParams` refuses parameters for which ``max_rounds`` times that bound
 exceeds 2^-30.  Trent checks anyway: should the owners ever stop on a decoy he
 raises :class:`~smc_hmm.errors.ConvergenceError` instead of finishing.
 
@@ -182,62 +174,45 @@ Run it::
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
+from protocols.eigenvector.shared import (
+    SharedParams,
+    check_input,
+    finite,
+    gather_shares,
+    pair,
+    positive_int,
+)
 from smc_hmm.crypto import CipherArray, PrivateKey
 from smc_hmm.crypto.packing import PackedCipherArray, PackingPlan
-from smc_hmm.eigen import power_iteration, principal_eigenvector  # noqa: F401 (re-exported)
 from smc_hmm.errors import (
-    ConfigError,
     ConvergenceError,
     InvalidInputError,
     ProtocolError,
     warn_weaker_mode,
 )
 from smc_hmm.messages import Ciphertexts, Key, Message, Revealed
-from smc_hmm.protocol import ProtocolDescriptor, Role
-from smc_hmm.runtime.inputs import load_array
-
-NAME = "eigenvector"
 
 #: decoy noise is clipped at this many standard deviations (public bound)
 NOISE_CLIP = 8.0
-#: Params refuses parameters under which a decoy could pass the convergence test
+#: ThesisParams refuses parameters under which a decoy could pass the convergence test
 #: with probability above 2^-FOOL_BITS over the whole run
 FOOL_BITS = 30
 #: slack on |alpha| <= 1 for float rounding in the declared bounds
 _SLACK = 1.0 + 1e-9
-#: the protocol's modes: the default first
-MODES = ("private", "thesis")
-
-
-def _positive_int(name: str, v, minimum: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < minimum:
-        raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {v!r}")
-    return int(v)
-
-
-def _finite(name: str, v, *, positive: bool = True) -> float:
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-        raise InvalidInputError(f"{name} must be a finite number, got {v!r}")
-    if positive and not v > 0:
-        raise InvalidInputError(f"{name} must be > 0, got {v!r}")
-    return float(v)
 
 
 @dataclass(frozen=True)
-class Params:
-    """Public parameters every party agrees on before the run."""
+class ThesisParams(SharedParams):
+    """Public parameters of the thesis mode, agreed on before the run."""
 
-    owners: tuple[str, ...] = ("p1", "p2")
-    cols: tuple[int, ...] = (1, 1)  # n_i: columns of each owner's A_i
-    rows: int = 4  # k: rows shared by every A_i
-    max_abs: float = 1.0  # public bound on |entries| of every A_i
-    arbitrator: str = "trent"
-    key_authority: str = "authority"
+    mode: ClassVar[str] = "thesis"
+    sequences: ClassVar[tuple[str, ...]] = ("owners", "cols", "scale_range", "pad_range")
+
     scale: int = 40  # fixed-point fractional bits of every encrypted value
     # hardening (thesis 4.1.1), all on by default
     encrypt: bool = True
@@ -249,62 +224,26 @@ class Params:
     decoy_p: float = 0.8  # probability that a round is real
     decoy_noise: float = 0.01  # sigma / (public bound on |u| entries)
     decoy_mean: int = 3  # a decoy averages 1..decoy_mean earlier real vectors
-    # convergence
-    tol: float = 1e-7
-    max_rounds: int = 200
-    reveal_to_trent: bool = False
     # performance: values per ciphertext of the k-vectors (1: no packing); see max_slots()
     slots: int = 1
-    # "private" (default: nobody sees an iterate, :mod:`protocols.eigenvector_private`) or
-    # "thesis" (the thesis's protocol above: every owner holds the key; the baseline)
-    mode: str = "private"
-    # private mode only: ||u|| <= 2^precision; Gram matrix and data fixed-point bits;
-    # statistical hiding of every mask; the convergence test every check_every rounds
-    precision: int = 64
-    gram_bits: int = 40
-    data_bits: int = 24
-    hiding_bits: int = 40
-    check_every: int = 8
 
     def __post_init__(self) -> None:
-        if isinstance(self.owners, str) or not isinstance(self.owners, Sequence):
-            raise InvalidInputError("owners must be a sequence of party names")
-        object.__setattr__(self, "owners", tuple(self.owners))
-        if isinstance(self.cols, int | np.integer) and not isinstance(self.cols, bool):
-            object.__setattr__(self, "cols", (int(self.cols),) * len(self.owners))
-        if isinstance(self.cols, str) or not isinstance(self.cols, Sequence):
-            raise InvalidInputError("cols must be a sequence of column counts, one per owner")
-        object.__setattr__(
-            self, "cols", tuple(_positive_int("every cols entry", c) for c in self.cols)
-        )
-        names = [self.key_authority, self.arbitrator, *self.owners]
-        if not all(isinstance(n, str) and n for n in names):
-            raise InvalidInputError("party names must be non-empty strings")
-        if len(self.owners) < 2:
-            raise InvalidInputError("the eigenvector protocol needs at least two owners")
-        if len(set(names)) != len(names):
-            raise InvalidInputError(f"party names must be distinct, got {names}")
-        if len(self.cols) != len(self.owners):
-            raise InvalidInputError(
-                f"cols has {len(self.cols)} entries for {len(self.owners)} owners"
-            )
-        object.__setattr__(self, "rows", _positive_int("rows", self.rows, 2))
-        _finite("max_abs", self.max_abs)
-        object.__setattr__(self, "scale", _positive_int("scale", self.scale, 8))
+        super().__post_init__()
+        object.__setattr__(self, "scale", positive_int("scale", self.scale, 8))
         if self.scale > 256:
             raise InvalidInputError(f"scale must be at most 256 bits, got {self.scale}")
-        for flag in ("encrypt", "scaling", "padding", "decoys", "reveal_to_trent"):
+        for flag in ("encrypt", "scaling", "padding", "decoys"):
             if not isinstance(getattr(self, flag), bool):
                 raise InvalidInputError(f"{flag} must be true or false")
-        lo, hi = self._pair("scale_range", self.scale_range)
+        lo, hi = pair("scale_range", self.scale_range)
         if not all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in (lo, hi)):
             raise InvalidInputError("scale_range must be two integers")
         if not 1 <= lo <= hi:
             raise InvalidInputError(f"scale_range must satisfy 1 <= r_min <= r_max, got {lo, hi}")
         object.__setattr__(self, "scale_range", (int(lo), int(hi)))
         pad = self.pad_range if self.pad_range is not None else (self.max_abs / 2, self.max_abs)
-        plo, phi = self._pair("pad_range", pad)
-        plo, phi = _finite("pad_range[0]", plo), _finite("pad_range[1]", phi)
+        plo, phi = pair("pad_range", pad)
+        plo, phi = finite("pad_range[0]", plo), finite("pad_range[1]", phi)
         if plo > phi:
             raise InvalidInputError(f"pad_range must be increasing, got {pad}")
         object.__setattr__(self, "pad_range", (plo, phi))
@@ -312,28 +251,9 @@ class Params:
         if isinstance(p, bool) or not isinstance(p, int | float) or not (0 < p <= 1):
             raise InvalidInputError(f"decoy_p must be in (0, 1], got {p!r}")
         object.__setattr__(self, "decoy_p", float(p))
-        object.__setattr__(self, "decoy_noise", _finite("decoy_noise", self.decoy_noise))
-        object.__setattr__(self, "decoy_mean", _positive_int("decoy_mean", self.decoy_mean))
-        object.__setattr__(self, "tol", _finite("tol", self.tol))
-        object.__setattr__(self, "max_rounds", _positive_int("max_rounds", self.max_rounds, 2))
-        object.__setattr__(self, "slots", _positive_int("slots", self.slots))
-        if self.mode not in MODES:
-            raise InvalidInputError(f"mode must be one of {MODES}, got {self.mode!r}")
-        for name, lo, hi in (
-            ("precision", 16, 1024),
-            ("gram_bits", 8, 256),
-            ("data_bits", 8, 256),
-            ("hiding_bits", 40, 256),
-            ("check_every", 1, 1_000_000),
-        ):
-            value = _positive_int(name, getattr(self, name), lo)
-            if value > hi:
-                raise InvalidInputError(f"{name} must be at most {hi}, got {value}")
-            object.__setattr__(self, name, value)
-        if self.mode == "private":
-            if self.tol >= 1:
-                raise InvalidInputError(f"tol must be below 1, got {self.tol:g}")
-            return  # the thesis's hardening options do not apply
+        object.__setattr__(self, "decoy_noise", finite("decoy_noise", self.decoy_noise))
+        object.__setattr__(self, "decoy_mean", positive_int("decoy_mean", self.decoy_mean))
+        object.__setattr__(self, "slots", positive_int("slots", self.slots))
         warn_weaker_mode(
             "eigenvector mode 'thesis' gives every owner the decryption key, so owners can "
             "read every iterate and each other's Gram products"
@@ -346,17 +266,7 @@ class Params:
                 "or lower tol"
             )
 
-    @staticmethod
-    def _pair(name, v):
-        if isinstance(v, str) or not isinstance(v, Sequence) or len(v) != 2:
-            raise InvalidInputError(f"{name} must be a pair [low, high], got {v!r}")
-        return v[0], v[1]
-
     # -- derived public quantities ------------------------------------------------------
-
-    @property
-    def parties(self) -> tuple[str, ...]:
-        return (self.key_authority, self.arbitrator, *self.owners)
 
     @property
     def decoys_on(self) -> bool:
@@ -455,12 +365,8 @@ class Params:
         return Ciphertexts(self.scale, slot_bound, (self.rows,))
 
     def messages(self, key_bits: int = 2048) -> dict[str, Message]:
-        """The declared messages: scales and bounds from the public parameters only (and,
-        in private mode, the key size)."""
-        if self.mode == "private":
-            from protocols.eigenvector_private import Plan
-
-            return Plan(self, key_bits).messages()
+        """The declared messages: scales and bounds from the public parameters only (the
+        thesis mode's do not depend on ``key_bits``, which the private mode's do)."""
         n, k, f = len(self.owners), self.rows, self.scale
 
         def field(bound: int, shape: tuple, what: str):
@@ -483,46 +389,9 @@ class Params:
             "share": Message("share", Revealed("the owner's eigenvector share", (np.ndarray,))),
         }
 
-    @classmethod
-    def from_config(cls, section: Mapping) -> Params:
-        """From the ``[protocol]`` table of a parties.toml file."""
-        known = set(cls.__dataclass_fields__) | {"name"}
-        unknown = set(section) - known
-        if unknown:
-            raise ConfigError(f"unknown eigenvector parameters: {sorted(unknown)}")
-        values = {k: v for k, v in section.items() if k != "name"}
-        for key in ("owners", "cols", "scale_range", "pad_range"):
-            if isinstance(values.get(key), list):
-                values[key] = tuple(values[key])
-        try:
-            return cls(**values)
-        except (InvalidInputError, TypeError, ValueError) as e:
-            raise ConfigError(f"bad eigenvector parameters: {e}") from e
-
 
 def _normal_tail(z: float) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2))
-
-
-def check_input(a, params: Params, index: int) -> np.ndarray:
-    """Owner ``index``'s private matrix as float64 of the agreed shape and bound."""
-    try:
-        arr = np.asarray(a, dtype=np.float64)
-    except (TypeError, ValueError) as e:
-        raise InvalidInputError(f"the owner's data is not a numeric matrix: {e}") from e
-    shape = (params.rows, params.cols[index])
-    if arr.ndim != 2 or arr.size == 0:
-        raise InvalidInputError(f"the owner's data must be a non-empty {shape} matrix")
-    if arr.shape != shape:
-        raise InvalidInputError(
-            f"{params.owners[index]}'s data has shape {arr.shape}, the public sizes say {shape} "
-            "(every owner must hold the same number of rows)"
-        )
-    if not np.all(np.isfinite(arr)):
-        raise InvalidInputError(f"{params.owners[index]}'s data contains NaN or infinity")
-    if np.any(np.abs(arr) > params.max_abs):
-        raise InvalidInputError(f"data exceeds the agreed bound max_abs={params.max_abs}")
-    return arr
 
 
 def pad(a: np.ndarray, r_a: float) -> np.ndarray:
@@ -546,7 +415,7 @@ def _randint(ctx, lo: int, hi: int) -> int:
 # -- the two sides of every value Trent handles: ciphertexts or (encrypt = false) floats --
 
 
-def _seal(pk, values, params: Params):
+def _seal(pk, values, params: ThesisParams):
     values = np.asarray(values, dtype=np.float64)
     if params.packed and values.shape == (params.rows,):  # a k-vector: packed slots
         slots = np.zeros(params.packed_rows * params.slots)
@@ -556,7 +425,7 @@ def _seal(pk, values, params: Params):
     return CipherArray.encrypt(pk, values, params.scale) if params.encrypt else values
 
 
-def _packed(value: CipherArray, slot_bound: int, params: Params):
+def _packed(value: CipherArray, slot_bound: int, params: ThesisParams):
     """A received k-vector as packed slots (declared slot bound), when packing is on."""
     if not params.packed:
         return value
@@ -567,7 +436,7 @@ def _wire(value):
     return value.cipher if isinstance(value, PackedCipherArray) else value
 
 
-def _open(value, sk, params: Params) -> np.ndarray:
+def _open(value, sk, params: ThesisParams) -> np.ndarray:
     if isinstance(value, PackedCipherArray):
         return value.decrypt(sk).reshape(-1)[: params.rows]
     if params.encrypt:
@@ -586,7 +455,7 @@ def _times(value, factor: int):
     return value * float(factor)
 
 
-def _noise_like(e: np.ndarray, params: Params) -> np.ndarray:
+def _noise_like(e: np.ndarray, params: ThesisParams) -> np.ndarray:
     """Plaintext noise laid out like the (packed) vector."""
     if not params.packed:
         return e
@@ -605,7 +474,7 @@ def _total(values):
 # -- roles -------------------------------------------------------------------------------
 
 
-def _thesis_key_authority(ctx, _private, params: Params) -> None:
+def key_authority(ctx, _private, params: ThesisParams) -> None:
     """Generates (runtime) and distributes the key pair, then leaves."""
     pk, sk = ctx.keypair
     msg = params.messages()
@@ -617,7 +486,7 @@ def _thesis_key_authority(ctx, _private, params: Params) -> None:
     return None
 
 
-def _thesis_owner(ctx, a, params: Params) -> np.ndarray:
+def owner(ctx, a, params: ThesisParams) -> np.ndarray:
     """Data owner P_i: power iteration on its share alpha_i; returns the normalised share."""
     i = params.owners.index(ctx.name)
     a = check_input(a, params, i)
@@ -668,7 +537,7 @@ def _thesis_owner(ctx, a, params: Params) -> np.ndarray:
     return share
 
 
-def _decoy(ctx, rng, reals: list, params: Params):
+def _decoy(ctx, rng, reals: list, params: ThesisParams):
     """q (u_bar + e): a noisy earlier real vector or a noisy mean of several (unscaled
     vectors Trent keeps), scaled like a real one."""
     lo, hi = params.r_range
@@ -682,7 +551,7 @@ def _decoy(ctx, rng, reals: list, params: Params):
     return _times(noisy, q // m)  # (sum_j u_j + m e) q / m = q (u_bar + e)
 
 
-def _thesis_arbitrator(ctx, _private, params: Params) -> dict:
+def arbitrator(ctx, _private, params: ThesisParams) -> dict:
     """Trent: aggregates, scales, sends real vectors or decoys, relays the norms."""
     msg = params.messages()
     owners = params.owners
@@ -731,65 +600,3 @@ def _thesis_arbitrator(ctx, _private, params: Params) -> dict:
             ctx.send(o, msg["final_norm"], total)
     vector = gather_shares(ctx, params, msg["share"]) if params.reveal_to_trent else None
     return {"rounds": t, "decoys": decoys, "eigenvector": vector}  # step 9: gathered
-
-
-def gather_shares(ctx, params: Params, message: Message) -> np.ndarray:
-    """Trent, with ``reveal_to_trent``: every owner's share, checked, concatenated."""
-    shares = [np.asarray(ctx.recv(o, message), dtype=np.float64) for o in params.owners]
-    for o, s, n_i in zip(params.owners, shares, params.cols):
-        if s.shape != (n_i,) or not np.all(np.isfinite(s)):
-            raise ProtocolError(f"{o} sent a share of shape {s.shape}, expected ({n_i},)")
-    return np.concatenate(shares)
-
-
-def _private_role(name: str):
-    from protocols import eigenvector_private
-
-    return getattr(eigenvector_private, name)
-
-
-def key_authority(ctx, private, params: Params) -> None:
-    """The key authority of either mode: generates (runtime) and deals the keys, leaves."""
-    if params.mode == "private":
-        return _private_role("key_authority")(ctx, private, params)
-    return _thesis_key_authority(ctx, private, params)
-
-
-def owner(ctx, a, params: Params) -> np.ndarray:
-    """Data owner P_i of either mode; returns its normalised share alpha_i."""
-    if params.mode == "private":
-        return _private_role("owner")(ctx, a, params)
-    return _thesis_owner(ctx, a, params)
-
-
-def arbitrator(ctx, private, params: Params) -> dict:
-    """Trent of either mode; returns the number of rounds (and the vector if revealed)."""
-    if params.mode == "private":
-        return _private_role("arbitrator")(ctx, private, params)
-    return _thesis_arbitrator(ctx, private, params)
-
-
-def _role_for(params: Params, party: str, kind: str) -> str:
-    if party == params.key_authority:
-        return "key_authority"
-    if party == params.arbitrator:
-        return "arbitrator"
-    if party in params.owners:
-        return "owner"
-    raise ConfigError(
-        f"party {party!r} is none of key_authority, arbitrator or owners in [protocol]"
-    )
-
-
-PROTOCOL = ProtocolDescriptor(
-    name=NAME,
-    summary="principal eigenvector of horizontally split data through an arbitrator (Trent)",
-    params=Params.from_config,
-    roles=(
-        Role("key_authority", key_authority, kind="key_authority", holds_key=True),
-        Role("owner", owner, kind="data_owner", input="data", load=load_array, many=True),
-        Role("arbitrator", arbitrator, kind="trent"),
-    ),
-    role_for=_role_for,
-    messages=lambda params: params.messages().values(),
-)

@@ -1,0 +1,109 @@
+"""Privacy-preserving principal eigenvector through an arbitrator (Trent).
+
+Paper: 003 (Pathak), section 4.1.1 and appendix A.1 (Pathak and Raj 2010,
+"Privacy-preserving protocols for eigenvector computation"), N-party form: data owners
+P_1..P_N hold M = [A_1 ... A_N] column-wise (every A_i has the same k rows) and end with
+their shares of the principal eigenvector of M^T M.
+
+Two modes (the ``mode`` key of the ``[protocol]`` table), one module and one parameter
+class each:
+
+* ``"private"`` (the default, :mod:`protocols.eigenvector.private`,
+  :class:`PrivateParams`): nobody holds the whole decryption key and no party ever sees
+  an intermediate vector; the owners learn their shares, the number of rounds and the
+  declared magnitudes.  The module says exactly who learns what.
+* ``"thesis"`` (:mod:`protocols.eigenvector.thesis`, :class:`ThesisParams`): the
+  thesis's protocol as published, the comparison baseline, not for use where the owners
+  must be protected from each other (every owner holds the decryption key).
+
+What both share (the parties, the sizes, the convergence test's public parameters and
+their checks, the owner's input check) is in :mod:`protocols.eigenvector.shared`.  This
+module is the descriptor: it reads the parameters of the mode a configuration names and
+runs that mode's roles.
+
+Run it::
+
+    smc-hmm bench eigenvector --key-bits 2048 --owners 4
+    python examples/eigenvector_digits.py --dir DIR   # six processes over mutual TLS
+
+(``docs/eigenvector.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from protocols.eigenvector import private, thesis
+from protocols.eigenvector.private import PrivateParams
+from protocols.eigenvector.shared import SharedParams
+from protocols.eigenvector.thesis import ThesisParams
+from smc_hmm.errors import ConfigError
+from smc_hmm.protocol import ProtocolDescriptor, Role
+from smc_hmm.runtime.inputs import load_array
+
+__all__ = ["MODES", "NAME", "PROTOCOL", "PrivateParams", "ThesisParams", "params_from_config"]
+
+NAME = "eigenvector"
+
+#: each mode's parameter class and the module of its roles: the default first
+_MODES = {"private": (PrivateParams, private), "thesis": (ThesisParams, thesis)}
+#: the protocol's modes: the default first
+MODES = tuple(_MODES)
+
+
+def params_from_config(section: Mapping) -> SharedParams:
+    """The parameters of the mode the ``[protocol]`` table names (default: private)."""
+    mode = section.get("mode", MODES[0])
+    if not isinstance(mode, str) or mode not in _MODES:
+        raise ConfigError(f"bad eigenvector parameters: mode must be one of {MODES}, got {mode!r}")
+    params_class, _ = _MODES[mode]
+    return params_class.from_config(section)
+
+
+def _roles(params: SharedParams):
+    """The module whose role functions run ``params``' mode."""
+    for params_class, module in _MODES.values():
+        if type(params) is params_class:
+            return module
+    raise ConfigError(f"not the parameters of an eigenvector mode: {type(params).__name__}")
+
+
+def key_authority(ctx, private_input, params: SharedParams) -> None:
+    """The key authority of either mode: generates (runtime) and deals the keys, leaves."""
+    return _roles(params).key_authority(ctx, private_input, params)
+
+
+def owner(ctx, a, params: SharedParams):
+    """Data owner P_i of either mode; returns its normalised share alpha_i."""
+    return _roles(params).owner(ctx, a, params)
+
+
+def arbitrator(ctx, private_input, params: SharedParams) -> dict:
+    """Trent of either mode; returns the number of rounds (and the vector if revealed)."""
+    return _roles(params).arbitrator(ctx, private_input, params)
+
+
+def _role_for(params: SharedParams, party: str, kind: str) -> str:
+    if party == params.key_authority:
+        return "key_authority"
+    if party == params.arbitrator:
+        return "arbitrator"
+    if party in params.owners:
+        return "owner"
+    raise ConfigError(
+        f"party {party!r} is none of key_authority, arbitrator or owners in [protocol]"
+    )
+
+
+PROTOCOL = ProtocolDescriptor(
+    name=NAME,
+    summary="principal eigenvector of horizontally split data through an arbitrator (Trent)",
+    params=params_from_config,
+    roles=(
+        Role("key_authority", key_authority, kind="key_authority", holds_key=True),
+        Role("owner", owner, kind="data_owner", input="data", load=load_array, many=True),
+        Role("arbitrator", arbitrator, kind="trent"),
+    ),
+    role_for=_role_for,
+    messages=lambda params: params.messages().values(),
+)
