@@ -12,6 +12,22 @@ list of utterances, each a (T, D) matrix of raw feature frames (``smc_hmm.featur
 Neighbours differ by adding or removing one utterance of any label. The released object
 is the set of all models (one per label) and their feature standardisation.
 
+**Labels and records: public rules, never an error.** The label set is public: the
+caller declares it (``labels``; by default the keys of the training mapping, every one
+of them declared, even one without utterances), and every declared label gets a model,
+whatever the data hold (a label without utterances gets one of pure noise). No record
+makes the release fail, so adding or removing one utterance never changes whether it
+succeeds nor which labels it releases (:data:`RECORD_RULE`):
+
+- an utterance whose label is not declared is dropped;
+- an utterance that is not a finite (T, D) real matrix with T >= 1 and D the pipeline's
+  feature dimension is dropped;
+- an utterance of 1 <= T < K frames is padded: every frame repeated ceil(K / T) times
+  (the same frame averages, and K non-empty segments).
+
+What was dropped or padded is not counted anywhere: only the noisy counts carry the
+number of utterances.
+
 **Public inputs** (they depend on no private utterance; the guarantee takes them as
 given): the feature extraction, the labels, the design constants of
 :class:`KeywordDesign`, the left-to-right skeleton (K states, start in state 0, each
@@ -89,6 +105,7 @@ from smc_hmm.hmm.models import GaussianHMM
 
 __all__ = [
     "FORMAT",
+    "RECORD_RULE",
     "KeywordDesign",
     "KeywordRelease",
     "PublicReference",
@@ -102,6 +119,14 @@ __all__ = [
 
 FORMAT = "smc-hmm dp keyword models v1"
 """Tag of the guarantee written beside every release."""
+
+RECORD_RULE = (
+    "an utterance of an undeclared label, or one that is not a finite (T, D) matrix with "
+    "T >= 1 and D the pipeline's dimension, is dropped; one of 1 <= T < K frames is padded "
+    "(every frame repeated ceil(K / T) times); no record makes the release fail, and what "
+    "was dropped or padded is not released"
+)
+"""The public per-record rule (module docstring), written into every guarantee."""
 
 Standardisation = Literal["dp", "public", "bundled"]
 Variances = Literal["unit", "tied", "state"]
@@ -253,7 +278,9 @@ def segment_means(frames: np.ndarray, n_states: int) -> np.ndarray:
 def _clip_rows(vectors: np.ndarray, bound: float) -> np.ndarray:
     """Scale every row down to L2 norm <= bound."""
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors * np.minimum(1.0, bound / np.maximum(norms, np.finfo(float).tiny))
+    scale = np.ones_like(norms)
+    np.divide(bound, norms, out=scale, where=norms > bound)
+    return vectors * scale
 
 
 @dataclass(frozen=True, eq=False)
@@ -280,31 +307,54 @@ class KeywordRelease:
     releases: tuple[GaussianRelease, ...] = field(repr=False)
 
 
-def _check_data(train: Mapping[str, Sequence[np.ndarray]], n_states: int) -> dict:
-    if not isinstance(train, Mapping) or not train:
+def _declared_labels(train: Mapping, labels: Sequence[str] | None) -> list[str]:
+    """The public label set: ``labels`` if given, else the mapping's keys (declared)."""
+    if not isinstance(train, Mapping):
         raise InvalidInputError("training data must map every label to its utterances")
-    dims = set()
-    checked: dict[str, list[np.ndarray]] = {}
+    declared = list(train) if labels is None else labels
+    if isinstance(declared, str) or not isinstance(declared, (list, tuple)):
+        raise InvalidInputError(f"labels must be a list of strings, got {declared!r}")
+    names = [str(label) for label in declared]
+    if not names:
+        raise InvalidInputError("no labels declared: nothing to release")
+    if len(set(names)) != len(names) or not all(names):
+        raise InvalidInputError(f"labels must be distinct non-empty strings, got {names}")
+    return names
+
+
+def _record(x: object, n_features: int, n_states: int) -> np.ndarray | None:
+    """One utterance under the public rule (:data:`RECORD_RULE`): the (T >= K, D) float
+    matrix to use, or ``None`` to drop it."""
+    try:
+        array = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    if array.ndim != 2 or array.shape[1] != n_features or array.shape[0] < 1:
+        return None
+    if not np.all(np.isfinite(array)):
+        return None
+    if array.shape[0] < n_states:
+        array = np.repeat(array, -(-n_states // array.shape[0]), axis=0)
+    return array
+
+
+def _check_data(
+    train: Mapping[str, Sequence[np.ndarray]],
+    labels: list[str],
+    n_features: int,
+    n_states: int,
+) -> dict[str, list[np.ndarray]]:
+    """Every declared label's utterances after the public rule (module docstring); only
+    the mapping's structure can raise, never a record."""
+    by_name = {}
     for label, utterances in train.items():
         if isinstance(utterances, np.ndarray) or not isinstance(utterances, (list, tuple)):
             raise InvalidInputError(f"label {label!r}: expected a list of (T, D) arrays")
-        rows = []
-        for i, x in enumerate(utterances):
-            array = np.asarray(x, dtype=np.float64)
-            if array.ndim != 2 or not np.all(np.isfinite(array)):
-                raise InvalidInputError(f"label {label!r}, utterance {i}: not a finite (T, D)")
-            if array.shape[0] < n_states:
-                raise InvalidInputError(
-                    f"label {label!r}, utterance {i}: {array.shape[0]} frames, fewer than "
-                    f"the {n_states} segments of the uniform segmentation"
-                )
-            dims.add(array.shape[1])
-            rows.append(array)
-        checked[str(label)] = rows
-    if len(dims) > 1:
-        raise InvalidInputError(f"utterances of different dimensions {sorted(dims)}")
-    if not dims:
-        raise InvalidInputError("no utterances")
+        by_name.setdefault(str(label), []).extend(utterances)
+    checked: dict[str, list[np.ndarray]] = {}
+    for label in labels:
+        rows = [_record(x, n_features, n_states) for x in by_name.get(label, [])]
+        checked[label] = [x for x in rows if x is not None]
     return checked
 
 
@@ -354,12 +404,12 @@ def _standardisation(
     """Stage 0: the released mean and standard deviation of the raw features."""
     d = stages.design
     width = d.reference_width * np.maximum(reference.spread, np.finfo(float).tiny)
-    rows = []
-    for x in utterances:
+    dim = len(reference.centre)
+    rows = np.zeros((len(utterances), 2 * dim))
+    for i, x in enumerate(utterances):
         u = np.clip((x - reference.centre) / width, -1.0, 1.0)
-        rows.append(np.concatenate([u.mean(axis=0), (u**2).mean(axis=0)]))
-    contributions = _clip_rows(np.array(rows), d.standardisation_bound)
-    dim = contributions.shape[1] // 2
+        rows[i] = np.concatenate([u.mean(axis=0), (u**2).mean(axis=0)])
+    contributions = _clip_rows(rows, d.standardisation_bound)
     weight = d.standardisation_bound  # the count coordinate weighs as much as the rest
     value = np.concatenate([contributions.sum(axis=0), [weight * len(rows)]])
     noisy = stages.release(
@@ -408,7 +458,9 @@ def _state_means(
     dim = pipeline.n_mfcc if d.static_means else pipeline.n_features
     value = np.zeros((len(labels), k * dim + 1))
     for row, label in enumerate(labels):
-        stacked = np.array([_segments(x, d)[:, :dim].ravel() for x in data[label]])
+        stacked = np.zeros((len(data[label]), k * dim))
+        for i, x in enumerate(data[label]):
+            stacked[i] = _segments(x, d)[:, :dim].ravel()
         value[row, :-1] = _clip_rows(stacked, d.record_bound).sum(axis=0)
         value[row, -1] = d.count_weight * len(stacked)
     what = "static segment means" if d.static_means else "segment means"
@@ -443,8 +495,9 @@ def _variances(
     if d.variances == "unit":
         return {label: np.ones((k, dim)) for label in labels}
     blocks = []
+    width = dim if d.variances == "tied" else k * dim
     for label in labels:
-        rows = []
+        rows = [np.zeros(width)]  # a label without utterances adds zeros
         for x in data[label]:
             clipped = np.clip(x, -d.coord_clip, d.coord_clip)
             bounds = segment_bounds(len(x), k)
@@ -478,6 +531,7 @@ def release_keyword_models(
     train: Mapping[str, Sequence[np.ndarray]],
     epsilon: float,
     *,
+    labels: Sequence[str] | None = None,
     design: KeywordDesign | None = None,
     base_pipeline: FeaturePipeline | None = None,
     reference: PublicReference | None = None,
@@ -487,8 +541,11 @@ def release_keyword_models(
     """Release one DP keyword HMM per label from raw training features (module docstring).
 
     Args:
-        train: label -> list of raw (T, D) feature matrices (each T >= K).
+        train: label -> list of raw (T, D) feature matrices; every record is handled by
+            the public rule of :data:`RECORD_RULE` (dropped or padded, never an error).
         epsilon: the eps of the (eps, design.delta) guarantee of the whole release.
+        labels: the public label set, in model order (default: the keys of ``train``);
+            every label gets a model, utterances of other labels are dropped.
         design: the public design (default :class:`KeywordDesign`).
         base_pipeline: the feature extraction the features came from (default: the
             bundled pipeline's); its standardisation is replaced by the released one,
@@ -500,16 +557,13 @@ def release_keyword_models(
     """
     design = design or KeywordDesign()
     epsilon = check_epsilon(epsilon)
-    data = _check_data(train, design.n_states)
+    labels = _declared_labels(train, labels)
     if base_pipeline is None:
         from smc_hmm.data import load_pipeline
 
         base_pipeline = load_pipeline()
-    dim = next(iter(data.values()))[0].shape[1]
-    if dim != base_pipeline.n_features:
-        raise InvalidInputError(
-            f"features have {dim} dimensions, the pipeline {base_pipeline.n_features}"
-        )
+    dim = base_pipeline.n_features
+    data = _check_data(train, labels, dim, design.n_states)
     rho_total = rho_from_epsilon(epsilon, design.delta)
     stages = _Stages(design, rho_total, sampler, rng)
     if design.standardisation in ("dp", "public"):
@@ -528,7 +582,6 @@ def release_keyword_models(
     means, counts = _state_means(stages, standard, pipeline)
     variances = _variances(stages, standard, means, counts)
     start, trans = left_to_right_skeleton(design.n_states, dim, design.self_loop)
-    labels = list(data)
     models = [GaussianHMM(start, trans, means[k], variances[k], "diag") for k in labels]
     rho = stages.accountant.spent
     spent = epsilon_from_rho(rho, design.delta)
@@ -570,6 +623,7 @@ def _guarantee(
             f"{design.self_loop:g}, last state absorbing; transitions not estimated"
         ),
         "segmentation": "every utterance cut into K equal segments (a per-record rule)",
+        "records": RECORD_RULE,
         "design": asdict(design),
     }
     not_covered = []

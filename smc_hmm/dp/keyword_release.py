@@ -18,8 +18,22 @@ Training data (``--data``):
   (default 0-4: the bundled public test split) are left out. Features are extracted
   with the bundled pipeline's parameters (:mod:`smc_hmm.features`);
 - or an ``.npz`` file with raw features in the layout of the bundled test split:
-  ``features`` (all frames, (N, D)), ``lengths`` (frames per utterance) and ``labels``
-  (strings) or ``digits`` (0-9).
+  ``features`` (all frames, (N, D)), ``lengths`` (frames per utterance) and ``digits``
+  (0-9) or ``labels`` (strings; then ``--labels`` must declare the label set).
+
+**Labels are public.** The released labels are ``--labels A,B,...`` if given, else the
+bundled data's documented list ``"zero"`` .. ``"nine"``
+(:data:`smc_hmm.data.DIGIT_WORDS`); they never come from the data, so every declared
+label gets a model even when no utterance carries it (a model of pure noise).
+
+**Records never make the release fail** (:data:`smc_hmm.dp.keyword_models.RECORD_RULE`):
+a recording that cannot be read or featurised, an utterance of an undeclared label (or a
+digit outside 0-9), an utterance of zero frames or with a non-finite value is dropped;
+an utterance shorter than K frames is padded. An empty data set releases pure noise.
+Adding or removing one utterance therefore never changes whether the release succeeds
+nor which labels it releases. Only the file itself can be refused (not an npz, members
+missing or of the wrong shape or type, ``lengths`` that do not split the frames, frames
+of another dimension than the pipeline's): that is its format, not a record.
 
 Every bad input raises a typed :class:`~smc_hmm.errors.SmcHmmError`.
 """
@@ -36,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from smc_hmm.errors import ConfigError
+from smc_hmm.errors import ConfigError, InvalidInputError
 
 __all__ = ["add_arguments", "read_labelled_features", "release_command", "save_release"]
 
@@ -79,6 +93,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="released variances: none (unit, default), one tied vector, or per state",
     )
     a(
+        "--labels",
+        metavar="A,B,...",
+        help="the public label set, in model order (default: zero..nine, the bundled "
+        "data's digit words); needed for an .npz with string labels",
+    )
+    a(
         "--skip-indices",
         default="0-4",
         metavar="A-B",
@@ -104,34 +124,42 @@ def _recordings(directory: Path) -> list[Path]:
 def read_labelled_recordings(
     directory: str | Path, skip_indices: Iterable[int] = range(5)
 ) -> dict[str, list[np.ndarray]]:
-    """Raw features per digit word of FSDD-named recordings (module docstring)."""
+    """Raw features per digit word of FSDD-named recordings (module docstring); a
+    recording that cannot be read or featurised is dropped, never an error."""
     from smc_hmm.data import DIGIT_WORDS, load_pipeline
     from smc_hmm.features import read_wav
 
     directory = Path(directory)
     if not directory.is_dir():
         raise ConfigError(f"{directory} is not a directory of recordings")
-    paths = _recordings(directory)
-    if not paths:
-        raise ConfigError(f"{directory} holds no recordings named <digit>_<speaker>_<index>.wav")
     skip = set(skip_indices)
     extractor = replace(load_pipeline(), mean=None, std=None)
     data: dict[str, list[np.ndarray]] = {word: [] for word in DIGIT_WORDS}
-    for path in paths:
+    for path in _recordings(directory):
         match = _FSDD_NAME.match(path.name)
         assert match is not None
         if int(match[3]) in skip:
             continue
-        signal = read_wav(path, extractor.sample_rate, extractor.min_samples)
-        data[DIGIT_WORDS[int(match[1])]].append(extractor.extract(signal))
-    empty = [word for word, rows in data.items() if not rows]
-    if empty:
-        raise ConfigError(f"{directory}: no training recordings for {empty}")
+        try:
+            signal = read_wav(path, extractor.sample_rate, extractor.min_samples)
+            features = extractor.extract(signal)
+        except InvalidInputError:  # the public rule: an unreadable record is dropped
+            continue
+        data[DIGIT_WORDS[int(match[1])]].append(features)
     return data
 
 
-def read_labelled_features(path: str | Path) -> dict[str, list[np.ndarray]]:
-    """Raw features per label from an ``.npz`` file (module docstring)."""
+def read_labelled_features(
+    path: str | Path, labels: Iterable[str] | None = None, n_features: int | None = None
+) -> dict[str, list[np.ndarray]]:
+    """Raw features per label from an ``.npz`` file (module docstring).
+
+    The file's format is checked (a bad one raises ``ConfigError``); its records never
+    raise: an utterance of zero frames is left out here, the others are handed to the
+    release's public rule.  ``labels``: the declared label set, required when the file
+    holds string ``labels`` (free text: the data cannot declare them); ``n_features``:
+    the dimension the frames must have (the feature pipeline's), if given.
+    """
     from smc_hmm.data import DIGIT_WORDS
 
     path = Path(path)
@@ -146,24 +174,51 @@ def read_labelled_features(path: str | Path) -> dict[str, list[np.ndarray]]:
     lengths = members["lengths"]
     if features.ndim != 2 or lengths.ndim != 1 or lengths.dtype.kind not in "iu":
         raise ConfigError(f"{path}: 'features' must be (N, D) and 'lengths' 1-d integers")
-    if np.any(lengths < 1) or int(lengths.sum()) != features.shape[0]:
+    if features.dtype.kind not in "iuf":
+        raise ConfigError(f"{path}: 'features' must be numeric")
+    if n_features is not None and features.shape[1] != n_features:
+        raise ConfigError(
+            f"{path}: frames of {features.shape[1]} features, the feature pipeline's have "
+            f"{n_features}"
+        )
+    if np.any(lengths < 0) or int(lengths.sum()) != features.shape[0]:
         raise ConfigError(f"{path}: 'lengths' do not split the {features.shape[0]} frames")
     if "labels" in members:
-        labels = [str(v) for v in members["labels"]]
+        if labels is None:
+            raise ConfigError(
+                f"{path} holds string labels: declare the public label set with --labels "
+                "A,B,... (labels must not come from the data)"
+            )
+        if members["labels"].ndim != 1 or members["labels"].dtype.kind not in "US":
+            raise ConfigError(f"{path}: 'labels' must be a 1-d array of strings")
+        tags = [str(v) for v in members["labels"]]
     elif "digits" in members:
         digits = members["digits"]
-        if digits.dtype.kind not in "iu" or np.any((digits < 0) | (digits > 9)):
-            raise ConfigError(f"{path}: 'digits' must be integers 0-9")
-        labels = [DIGIT_WORDS[int(v)] for v in digits]
+        if digits.ndim != 1 or digits.dtype.kind not in "iu":
+            raise ConfigError(f"{path}: 'digits' must be 1-d integers")
+        # a digit outside 0-9 has no label: its utterance is dropped (the public rule)
+        tags = [DIGIT_WORDS[int(v)] if 0 <= int(v) <= 9 else "" for v in digits]
     else:
         raise ConfigError(f"{path}: needs member 'labels' or 'digits'")
-    if len(labels) != len(lengths):
+    if len(tags) != len(lengths):
         raise ConfigError(f"{path}: one label per utterance")
+    declared = list(DIGIT_WORDS if labels is None else labels)
     bounds = np.concatenate([[0], np.cumsum(lengths)])
-    data: dict[str, list[np.ndarray]] = {}
-    for i, label in enumerate(labels):
-        data.setdefault(label, []).append(features[bounds[i] : bounds[i + 1]].astype(np.float64))
-    return dict(sorted(data.items()))
+    data: dict[str, list[np.ndarray]] = {label: [] for label in declared}
+    for i, tag in enumerate(tags):
+        if tag in data and lengths[i] > 0:
+            data[tag].append(features[bounds[i] : bounds[i + 1]].astype(np.float64))
+    return data
+
+
+def _labels(text: str | None) -> list[str] | None:
+    """``--labels A,B,...``: the declared label set (distinct, non-empty)."""
+    if text is None:
+        return None
+    names = [name.strip() for name in str(text).split(",")]
+    if not all(names) or len(set(names)) != len(names):
+        raise ConfigError(f"--labels must be distinct comma-separated names, got {text!r}")
+    return names
 
 
 def save_release(release, out: str | Path, guarantee_path: str | Path) -> dict:
@@ -218,13 +273,20 @@ def release_command(args: argparse.Namespace, console, guarantee_path: Path) -> 
     out = Path(str(args.out))
     if out.suffix != ".npz" or not out.parent.is_dir():
         raise ConfigError(f"--out must name a .npz file in an existing directory, got {out}")
+    labels = _labels(getattr(args, "labels", None))
     data_path = Path(str(args.data))
     if data_path.is_dir():
         train = read_labelled_recordings(data_path, _indices(args.skip_indices))
     elif data_path.suffix.lower() == ".npz" and data_path.is_file():
-        train = read_labelled_features(data_path)
+        from smc_hmm.data import load_pipeline
+
+        train = read_labelled_features(data_path, labels, load_pipeline().n_features)
     else:
         raise ConfigError(f"--data {data_path}: expected a recordings directory or an .npz file")
+    if labels is None:
+        from smc_hmm.data import DIGIT_WORDS
+
+        labels = list(DIGIT_WORDS)
     design = KeywordDesign(
         n_states=5 if args.states is None else args.states,
         coord_clip=args.coord_clip,
@@ -238,7 +300,12 @@ def release_command(args: argparse.Namespace, console, guarantee_path: Path) -> 
     seeded = args.seed is not None
     rng = DPRandom.insecure_seeded(int(args.seed)) if seeded else None
     release = release_keyword_models(
-        train, args.eps, design=design, sampler="float" if seeded else "opendp", rng=rng
+        train,
+        args.eps,
+        labels=labels,
+        design=design,
+        sampler="float" if seeded else "opendp",
+        rng=rng,
     )
     guarantee = save_release(release, out, guarantee_path)
     summary = {

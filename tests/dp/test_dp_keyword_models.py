@@ -14,7 +14,12 @@ import pytest
 
 from smc_hmm.dp import keyword_models as km
 from smc_hmm.dp.empirical_audit import audit_keyword_release, histogram_privacy_loss
-from smc_hmm.dp.keyword_models import KeywordDesign, PublicReference, release_keyword_models
+from smc_hmm.dp.keyword_models import (
+    RECORD_RULE,
+    KeywordDesign,
+    PublicReference,
+    release_keyword_models,
+)
 from smc_hmm.dp.random import DPRandom
 from smc_hmm.dp.zcdp import (
     GaussianMechanism,
@@ -309,13 +314,12 @@ def test_bad_inputs_raise_typed_errors():
     with pytest.raises(PrivacyParameterError):
         _release(train, 0.0)
     with pytest.raises(InvalidInputError):
-        _release({"a": [np.zeros((2, 3))]}, 1.0)  # fewer frames than states
+        _release({}, 1.0)  # no label declared: nothing to release
     with pytest.raises(InvalidInputError):
-        _release({"a": [np.zeros((5, 4))]}, 1.0)  # wrong dimension
-    with pytest.raises(InvalidInputError):
-        _release({}, 1.0)
-    with pytest.raises(InvalidInputError):
-        _release({"a": np.zeros((3, 5, 3))}, 1.0)
+        _release({"a": np.zeros((3, 5, 3))}, 1.0)  # the mapping's structure, not a record
+    for labels in ([], ["a", "a"], "abc", ["a", ""]):
+        with pytest.raises(InvalidInputError):
+            _release(train, 1.0, labels=labels)
     for bad in (
         {"n_states": 0},
         {"self_loop": 1.0},
@@ -327,6 +331,62 @@ def test_bad_inputs_raise_typed_errors():
     ):
         with pytest.raises(PrivacyParameterError):
             KeywordDesign(**bad)
+
+
+def _same_release(one, other):
+    assert one.labels == other.labels and one.pipeline == other.pipeline
+    for a, b in zip(one.models, other.models):
+        np.testing.assert_array_equal(a.means, b.means)
+        np.testing.assert_array_equal(a.covars, b.covars)
+
+
+@pytest.mark.parametrize("variances", ["unit", "state"])
+def test_every_record_is_handled_by_a_public_rule(variances):
+    """No record raises: an undeclared label, a wrong dimension, no frames or a NaN drop
+    the utterance (the same release as without it, same seed); a short utterance (T < K)
+    is padded, every frame repeated ceil(K / T) times."""
+    design = KeywordDesign(n_states=3, record_bound=4.0, count_weight=4.0, variances=variances)
+    train, _ = _data(per_label=4)
+    plain = _release(train, 3.0, design=design)
+    for junk in (np.zeros((6, 4)), np.zeros((0, 3)), np.full((6, 3), np.nan), [[1.0], [2, 3]]):
+        noisy = {**train, "b": [*train["b"], junk], "zz": [train["a"][0]]}
+        _same_release(_release(noisy, 3.0, design=design, labels=["a", "b", "c"]), plain)
+    short = np.array([[0.5, -1.0, 2.0], [1.5, 0.0, -2.0]])  # 2 frames, K = 3
+    padded = np.repeat(short, 2, axis=0)
+    _same_release(
+        _release({**train, "c": [*train["c"], short]}, 3.0, design=design),
+        _release({**train, "c": [*train["c"], padded]}, 3.0, design=design),
+    )
+    assert RECORD_RULE in plain.guarantee["public"]["records"]
+
+
+@pytest.mark.parametrize("variances", ["unit", "tied", "state"])
+@pytest.mark.parametrize("standardisation", ["dp", "public"])
+def test_neighbouring_data_sets_release_the_same_labels(variances, standardisation):
+    """Removing or adding one utterance never changes whether the release succeeds nor
+    the released labels: a label's only utterance, a short one, the last one of the data
+    set, one of an undeclared label (these used to raise AxisError / InvalidInputError,
+    or to remove the label's model)."""
+    design = KeywordDesign(
+        n_states=3, variances=variances, standardisation=standardisation, record_bound=4.0
+    )
+    labels = ["a", "b", "c"]
+    train, _ = _data(per_label=2)
+    short = train["b"][0][:2]  # 2 frames, fewer than K = 3
+    base = {"a": [train["a"][0]], "b": [short, train["b"][1]], "c": []}
+    extra = [train["c"][0], short, np.zeros((7, 5)), train["a"][1][:1]]
+    data_sets = [base, {"a": [], "b": [], "c": []}, {"a": [short], "b": [], "c": []}]
+    for data in data_sets:
+        neighbours = [data]
+        for label, rows in data.items():
+            for i in range(len(rows)):  # remove one utterance
+                neighbours.append({**data, label: rows[:i] + rows[i + 1 :]})
+            neighbours += [{**data, label: [*rows, x]} for x in extra]  # add one
+        neighbours.append({**data, "other": [train["a"][1]]})  # an undeclared label
+        for seed, neighbour in enumerate(neighbours):
+            out = _release(neighbour, 3.0, design=design, seed=seed, labels=labels)
+            assert out.labels == labels and len(out.models) == 3
+            assert all(np.all(np.isfinite(m.means)) for m in out.models)
 
 
 # --- empirical audit ----------------------------------------------------------------------------
@@ -467,7 +527,6 @@ def test_release_command_errors(tmp_path, capsys):
     base = ["release", "hmm", "--keyword-models", "--eps", "1", "--out", str(tmp_path / "o.npz")]
     for extra, match in (
         (["--data", str(tmp_path / "none.npz")], "expected a recordings directory"),
-        (["--data", str(tmp_path)], "holds no recordings"),
         (["--data", str(tmp_path), "--max-length", "10"], "does not take --max-length"),
         (["--data", str(tmp_path), "--skip-indices", "3-1"], "--skip-indices"),
     ):
@@ -478,6 +537,89 @@ def test_release_command_errors(tmp_path, capsys):
     np.savez(bad, features=np.zeros((4, 39)), lengths=np.array([2, 1]), digits=np.array([0, 1]))
     assert main([*base, "--data", str(bad)]) == 2
     assert "do not split" in capsys.readouterr().err
+
+
+def _features_npz(path, lengths, tags, member="digits"):
+    rng = np.random.default_rng(len(lengths))
+    lengths = np.array(lengths, dtype=np.int64)
+    np.savez(
+        path,
+        features=rng.normal(size=(int(lengths.sum()), 39)),
+        lengths=lengths,
+        **{member: np.array(tags)},
+    )
+    return path
+
+
+def _released_labels(tmp_path, capsys, data, *extra) -> list[str]:
+    from smc_hmm.cli import main
+
+    out = tmp_path / "kw.npz"
+    argv = ["release", "hmm", "--keyword-models", "--eps", "3", "--seed", "1"]
+    assert main([*argv, "--data", str(data), "--out", str(out), *extra]) == 0, capsys.readouterr()
+    capsys.readouterr()
+    return json.loads((tmp_path / "kw.privacy.json").read_text())["public"]["labels"]
+
+
+def test_release_command_on_neighbouring_files_releases_the_same_labels(tmp_path, capsys):
+    """The label set is public (the digit words, or --labels), never the data's: removing
+    the only utterance of a digit, keeping a 2-frame utterance (K = 5), an utterance of
+    zero frames or a digit outside 0-9, or emptying the file changes neither the success
+    nor the released labels."""
+    from smc_hmm.data import DIGIT_WORDS
+
+    lengths, digits = [12, 2, 9, 0, 7], [0, 1, 1, 2, 11]
+    files = [_features_npz(tmp_path / "d.npz", lengths, digits)]
+    for i in range(len(lengths)):  # every neighbour: one utterance removed
+        keep = [j for j in range(len(lengths)) if j != i]
+        files.append(
+            _features_npz(
+                tmp_path / f"d{i}.npz", [lengths[j] for j in keep], [digits[j] for j in keep]
+            )
+        )
+    files.append(_features_npz(tmp_path / "empty.npz", [], np.array([], dtype=np.int64)))
+    for data in files:
+        assert _released_labels(tmp_path, capsys, data) == list(DIGIT_WORDS)
+        assert _released_labels(tmp_path, capsys, data, "--labels", "one,zero") == ["one", "zero"]
+
+
+def test_release_command_string_labels_must_be_declared(tmp_path, capsys):
+    from smc_hmm.cli import main
+
+    data = _features_npz(tmp_path / "s.npz", [8, 6], ["yes", "no"], member="labels")
+    assert _released_labels(tmp_path, capsys, data, "--labels", "yes,no,maybe") == [
+        "yes",
+        "no",
+        "maybe",
+    ]
+    argv = ["release", "hmm", "--keyword-models", "--eps", "3", "--data", str(data)]
+    for extra, fragment in (
+        ([], "declare the public label set with --labels"),
+        (["--labels", "yes,,no"], "--labels must be distinct"),
+        (["--labels", "yes,yes"], "--labels must be distinct"),
+    ):
+        assert main([*argv, "--out", str(tmp_path / "x.npz"), *extra]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and fragment in err, err
+    wrong = tmp_path / "w.npz"
+    np.savez(wrong, features=np.zeros((4, 13)), lengths=np.array([4]), digits=np.array([1]))
+    assert main([*argv[:-1], str(wrong), "--out", str(tmp_path / "x.npz")]) == 2
+    assert "frames of 13 features" in capsys.readouterr().err
+
+
+def test_release_command_drops_an_unreadable_recording(tmp_path, capsys):
+    """A recordings directory: a broken WAV is a record like any other (dropped), and a
+    directory without recordings releases noise, so a neighbour never fails."""
+    recordings = tmp_path / "rec"
+    recordings.mkdir()
+    _write_fsdd(recordings, digits=[3], indices=[7])
+    (recordings / "4_test_7.wav").write_bytes(b"RIFF....WAVE")  # cut inside its header
+    from smc_hmm.data import DIGIT_WORDS
+
+    assert _released_labels(tmp_path, capsys, recordings) == list(DIGIT_WORDS)
+    for path in recordings.iterdir():
+        path.unlink()
+    assert _released_labels(tmp_path, capsys, recordings) == list(DIGIT_WORDS)
 
 
 # --- the example: DP Baum-Welch comparison (its helpers) and the figure --------------------
