@@ -64,7 +64,7 @@ def _check_op(op: str, k: int) -> int:
     return k
 
 
-def _ops_dict(counter: Mapping[str, int]) -> dict[str, int]:
+def ops_dict(counter: Mapping[str, int]) -> dict[str, int]:
     """All known operations (zeros included) plus any extra ones, sorted by name."""
     out = {op: 0 for op in OPS}
     out.update({op: int(v) for op, v in counter.items()})
@@ -89,7 +89,7 @@ class _PhaseStats:
             "cpu": self.cpu,
             "wait": self.wait,
             "compute": max(0.0, self.wall - self.wait),
-            "ops": _ops_dict(self.ops),
+            "ops": ops_dict(self.ops),
             "messages": {"sent": self.sent[0], "recv": self.recv[0]},
             "bytes": {"sent": self.sent[1], "recv": self.recv[1]},
             "entries": self.entries,
@@ -196,7 +196,7 @@ class CostLedger(Meter, ChannelObserver):
     @property
     def ops(self) -> dict[str, int]:
         with self._lock:
-            return _ops_dict(self._ops)
+            return ops_dict(self._ops)
 
     @property
     def rounds(self) -> int:
@@ -220,7 +220,7 @@ class CostLedger(Meter, ChannelObserver):
                     peer, {"sent": {"messages": 0, "bytes": 0}, "recv": {"messages": 0, "bytes": 0}}
                 )
                 traffic[peer][direction] = {"messages": m, "bytes": b}
-            ops = _ops_dict(self._ops)
+            ops = ops_dict(self._ops)
             rounds = self._rounds
         return _party_dict(self.party, self.key_bits, ops, traffic, rounds, phases)
 

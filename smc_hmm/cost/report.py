@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from smc_hmm.cost.ledger import OPS, CostLedger, _ops_dict
+from smc_hmm.cost.ledger import OPS, CostLedger, ops_dict
 from smc_hmm.errors import ConfigError
 
 REPORT_VERSION = 1
@@ -126,7 +126,7 @@ class CostReport:
         total: Counter = Counter()
         for p in self.parties.values():
             total.update(p["ops"])
-        return _ops_dict(total)
+        return ops_dict(total)
 
     def totals(self) -> dict:
         return {

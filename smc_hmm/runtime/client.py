@@ -45,7 +45,7 @@ from smc_hmm.errors import (
 from smc_hmm.limits import MAX_KEY_BITS
 from smc_hmm.protocol import find
 from smc_hmm.runtime.context import PartyContext
-from smc_hmm.transport.base import Channel
+from smc_hmm.transport.base import Channel, close_quietly
 from smc_hmm.transport.tcp import (
     HELLO_VERSION,
     TcpTransport,
@@ -251,8 +251,7 @@ def run_client_session(
             output = client_role.run(ctx, private, params)
         channel.close()
     except BaseException:
-        with contextlib.suppress(Exception):
-            transport.close()
+        close_quietly(transport)
         raise
     return {
         "output": output,
@@ -270,7 +269,7 @@ def run_party_client(name: str, config, *, result_path=None) -> dict:
     serving party's table its address.  Returns (and writes) the same result
     dict as :func:`smc_hmm.runtime.party.run_party`.
     """
-    from smc_hmm.runtime.party import _private_input, _tls_for, _write_result, jsonable
+    from smc_hmm.runtime.party import jsonable, write_result
     from smc_hmm.runtime.serve import serving_party
 
     server = serving_party(config)
@@ -286,8 +285,8 @@ def run_party_client(name: str, config, *, result_path=None) -> dict:
         descriptor = find(config.protocol)
         params = descriptor.params(config.params)
         role = descriptor.assign(params, name, pc.kind, pc.role)
-        private = _private_input(role, pc, config)
-        tls = _tls_for(config, name)
+        private = config.private_input(role, pc)
+        tls = config.tls_for(name)
         out = run_client_session(
             descriptor.name,
             role.name,
@@ -315,7 +314,7 @@ def run_party_client(name: str, config, *, result_path=None) -> dict:
             elapsed=time.perf_counter() - start,
         )
         with contextlib.suppress(ConfigError):
-            _write_result(result_path, result)
+            write_result(result_path, result)
         raise
-    _write_result(result_path, result)
+    write_result(result_path, result)
     return result

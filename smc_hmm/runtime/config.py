@@ -82,6 +82,59 @@ class RunConfig:
                 f"(parties: {', '.join(self.parties)})"
             ) from None
 
+    def tls_for(self, name: str):
+        """Party ``name``'s mutual-TLS files (the CA, its certificate and key) as a
+        :class:`~smc_hmm.transport.tcp.TlsConfig`, each checked to exist."""
+        from smc_hmm.transport.tcp import TlsConfig
+
+        pc = self.party(name)
+        missing = [
+            what
+            for what, v in (
+                ("tls.ca_cert", self.ca_cert),
+                (f"[parties.{name}] cert", pc.cert),
+                (f"[parties.{name}] key", pc.key),
+            )
+            if v is None
+        ]
+        if missing:
+            raise ConfigError(
+                f"networked parties authenticate with mutual TLS: set "
+                f"{', '.join(missing)} (make them with `smc-hmm certs`)"
+            )
+        for path in (self.ca_cert, pc.cert, pc.key):
+            if not path.is_file():
+                raise ConfigError(f"TLS file {path} does not exist (make it with `smc-hmm certs`)")
+        return TlsConfig(self.ca_cert, pc.cert, pc.key)
+
+    def private_input(self, role, pc: PartyConfig):
+        """The private input of ``role`` (a :class:`~smc_hmm.protocol.Role`) from the
+        party's table ``pc``: its own key (e.g. ``observations``) or ``input``, loaded by
+        the role's loader relative to this file's directory."""
+        options = dict(pc.options)
+        value = options.pop(role.input, None) if role.input else None
+        if pc.input is not None:
+            if value is not None:
+                raise ConfigError(
+                    f"[parties.{pc.name}]: give either input or {role.input}, not both"
+                )
+            value = str(pc.input)
+        if options:
+            raise ConfigError(
+                f"unknown keys in [parties.{pc.name}]: {sorted(options)} (the role "
+                f"{role.name!r} takes {role.input or 'no private input'})"
+            )
+        if role.input is None:
+            if value is not None:
+                raise ConfigError(f"[parties.{pc.name}]: role {role.name!r} takes no private input")
+            return None
+        if value is None:
+            if role.optional:
+                return None
+            raise ConfigError(f"[parties.{pc.name}]: role {role.name!r} needs {role.input} = ...")
+        base = self.path.parent if self.path is not None else Path.cwd()
+        return role.load(value, base)
+
 
 _RUN_KEYS = {
     "protocol",

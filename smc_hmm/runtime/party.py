@@ -30,13 +30,12 @@ from smc_hmm.errors import (
     TransportError,
 )
 from smc_hmm.protocol import find
-from smc_hmm.runtime.config import PartyConfig, RunConfig, load_config
+from smc_hmm.runtime.config import RunConfig, load_config
 from smc_hmm.runtime.context import PartyContext
-from smc_hmm.runtime.simulate import _close_quietly
-from smc_hmm.transport.base import Channel
+from smc_hmm.transport.base import Channel, close_quietly
 from smc_hmm.wire import WireCodec
 
-__all__ = ["jsonable", "run_party"]
+__all__ = ["jsonable", "run_party", "write_result"]
 
 
 def jsonable(value):
@@ -65,30 +64,6 @@ def jsonable(value):
     )
 
 
-def _tls_for(config: RunConfig, name: str):
-    from smc_hmm.transport.tcp import TlsConfig
-
-    pc = config.party(name)
-    missing = [
-        what
-        for what, v in (
-            ("tls.ca_cert", config.ca_cert),
-            (f"[parties.{name}] cert", pc.cert),
-            (f"[parties.{name}] key", pc.key),
-        )
-        if v is None
-    ]
-    if missing:
-        raise ConfigError(
-            f"networked parties authenticate with mutual TLS: set "
-            f"{', '.join(missing)} (make them with `smc-hmm certs`)"
-        )
-    for path in (config.ca_cert, pc.cert, pc.key):
-        if not path.is_file():
-            raise ConfigError(f"TLS file {path} does not exist (make it with `smc-hmm certs`)")
-    return TlsConfig(config.ca_cert, pc.cert, pc.key)
-
-
 def _connect(name: str, addresses: dict, tls, config: RunConfig):
     """The party's TCP transport; stray socket / TLS exceptions become typed errors."""
     import ssl
@@ -105,38 +80,14 @@ def _connect(name: str, addresses: dict, tls, config: RunConfig):
         raise TransportError(f"{name}: connection failed: {e}") from e
 
 
-def _write_result(path, result: dict) -> None:
+def write_result(path, result: dict) -> None:
+    """Write a party's result dict as JSON to ``path`` (nothing when ``path`` is None)."""
     if path is None:
         return
     try:
         Path(path).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     except OSError as e:
         raise ConfigError(f"cannot write {path}: {e.strerror or e}") from e
-
-
-def _private_input(role, pc: PartyConfig, config: RunConfig):
-    """The role's private input from the party's table (its own key or ``input``)."""
-    options = dict(pc.options)
-    value = options.pop(role.input, None) if role.input else None
-    if pc.input is not None:
-        if value is not None:
-            raise ConfigError(f"[parties.{pc.name}]: give either input or {role.input}, not both")
-        value = str(pc.input)
-    if options:
-        raise ConfigError(
-            f"unknown keys in [parties.{pc.name}]: {sorted(options)} (the role "
-            f"{role.name!r} takes {role.input or 'no private input'})"
-        )
-    if role.input is None:
-        if value is not None:
-            raise ConfigError(f"[parties.{pc.name}]: role {role.name!r} takes no private input")
-        return None
-    if value is None:
-        if role.optional:
-            return None
-        raise ConfigError(f"[parties.{pc.name}]: role {role.name!r} needs {role.input} = ...")
-    base = config.path.parent if config.path is not None else Path.cwd()
-    return role.load(value, base)
 
 
 def _keypair_for(role, config: RunConfig):
@@ -214,8 +165,8 @@ def run_party(name: str, config: RunConfig | str | Path, *, result_path=None) ->
         descriptor = find(config.protocol)
         params = descriptor.params(config.params)
         role = descriptor.assign(params, name, pc.kind, pc.role)
-        tls = _tls_for(config, name)
-        private = _private_input(role, pc, config)
+        tls = config.tls_for(name)
+        private = config.private_input(role, pc)
         keypair = _keypair_for(role, config)
         offline = _offline_count(config)
         addresses = {n: p.address for n, p in config.parties.items()}
@@ -243,7 +194,7 @@ def run_party(name: str, config: RunConfig | str | Path, *, result_path=None) ->
                 output = role.run(ctx, private, params)
             channel.close()
         except BaseException:
-            _close_quietly(transport)
+            close_quietly(transport)
             raise
         finally:
             compute.close()
@@ -259,7 +210,17 @@ def run_party(name: str, config: RunConfig | str | Path, *, result_path=None) ->
             elapsed=time.perf_counter() - start,
         )
         with contextlib.suppress(ConfigError):  # keep the party's own error as the one reported
-            _write_result(result_path, result)
+            write_result(result_path, result)
         raise
-    _write_result(result_path, result)
+    write_result(result_path, result)
     return result
+
+
+# smc_hmm.runtime.serve still imports these by their old names: remove both once it calls
+# config.private_input(role, pc) and config.tls_for(name) (issue 35)
+def _private_input(role, pc, config: RunConfig):
+    return config.private_input(role, pc)
+
+
+def _tls_for(config: RunConfig, name: str):
+    return config.tls_for(name)

@@ -13,7 +13,6 @@ root-cause error and never returns partial results.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import threading
 import time
@@ -28,7 +27,7 @@ from smc_hmm.errors import InvalidInputError, PeerTimeoutError
 from smc_hmm.protocol import ProtocolDescriptor, find
 from smc_hmm.runtime.context import PartyContext
 from smc_hmm.runtime.result import RunResult
-from smc_hmm.transport.base import Channel, Network, Transport
+from smc_hmm.transport.base import Channel, Network, Transport, close_quietly
 from smc_hmm.transport.local import LocalNetwork
 from smc_hmm.wire import DEFAULT_MAX_FRAME_BYTES, WireCodec
 
@@ -65,11 +64,6 @@ def _annotate(exc: BaseException, party: str, others: list[tuple[str, BaseExcept
     exc.add_note(f"(raised by party {party})")
     for other, e in others:
         exc.add_note(f"then {other}: {type(e).__name__}: {e}")
-
-
-def _close_quietly(transport: Transport) -> None:
-    with contextlib.suppress(Exception):  # tearing down after a failure: keep the root cause
-        transport.close()
 
 
 def simulate(
@@ -150,7 +144,7 @@ def simulate(
             )
     except BaseException:
         for ctx in contexts.values():
-            _close_quietly(ctx.channel.transport)
+            close_quietly(ctx.channel.transport)
         if own_network:
             net.close()
         raise
@@ -160,7 +154,7 @@ def simulate(
 
     def abort_all(reason: str) -> None:
         for ctx in contexts.values():
-            _close_quietly(ctx.channel.transport)
+            close_quietly(ctx.channel.transport)
 
     def body(name: str) -> None:
         ctx = contexts[name]
@@ -172,7 +166,7 @@ def simulate(
             if failures.add(name, exc):
                 abort_all(f"{name} failed")
             else:
-                _close_quietly(ctx.channel.transport)
+                close_quietly(ctx.channel.transport)
 
     start = time.perf_counter()
     threads = [

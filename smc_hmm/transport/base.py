@@ -55,6 +55,7 @@ layers above rely on typed errors to tear a run down cleanly.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -70,7 +71,7 @@ from smc_hmm.errors import (
 )
 from smc_hmm.wire import WireCodec
 
-__all__ = ["Channel", "ChannelObserver", "Network", "Transport"]
+__all__ = ["Channel", "ChannelObserver", "Network", "Transport", "close_quietly"]
 
 #: the largest causal depth an envelope may claim (guards against absurd values)
 MAX_DEPTH = 2**40
@@ -107,6 +108,13 @@ class Transport(ABC):
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def close_quietly(transport: Transport) -> None:
+    """Close ``transport`` and swallow any error: tearing down after a failure, the
+    failure is the error to report, not what closing then raises."""
+    with contextlib.suppress(Exception):
+        transport.close()
 
 
 class ChannelObserver:
