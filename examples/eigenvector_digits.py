@@ -48,10 +48,10 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from protocols import eigenvector  # noqa: E402
-from smc_hmm.runtime import launch, write_config  # noqa: E402
+from protocols import eigenvector
+from smc_hmm.runtime import launch, write_config
 
 OWNERS = 4
 

@@ -52,13 +52,13 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from protocols import forward  # noqa: E402
-from smc_hmm.crypto import Rng, generate_keypair  # noqa: E402
-from smc_hmm.errors import InsecureKeyWarning  # noqa: E402
-from smc_hmm.hmm import DiscreteHMM, GaussianHMM, log_likelihood  # noqa: E402
-from smc_hmm.runtime import simulate  # noqa: E402
+from protocols import forward
+from smc_hmm.crypto import Rng, generate_keypair
+from smc_hmm.errors import InsecureKeyWarning
+from smc_hmm.hmm import DiscreteHMM, GaussianHMM, log_likelihood
+from smc_hmm.runtime import simulate
 
 # -- the example's data ------------------------------------------------------------------------
 

@@ -226,7 +226,7 @@ class CipherArray:
         return self.reshape(-1)
 
     @property
-    def T(self) -> CipherArray:  # noqa: N802 - numpy's name
+    def T(self) -> CipherArray:  # numpy's name
         return CipherArray(self.public_key, self.data.T, self.scale, self.bound)
 
     def ciphertexts(self) -> list[mpz]:

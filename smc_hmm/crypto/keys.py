@@ -49,7 +49,7 @@ PRECISION_MARGIN_BITS = 2
 class Meter:
     """Counts crypto operations. The default counts nothing; the cost ledger subclasses it."""
 
-    def count(self, op: str, k: int = 1) -> None:  # noqa: B027 - intentionally a no-op
+    def count(self, op: str, k: int = 1) -> None:  # intentionally a no-op
         pass
 
 

@@ -162,7 +162,7 @@ def simulate(
             with ctx.ledger.running():
                 outputs[name] = roles[name](ctx, *args.get(name, ()))
             ctx.channel.close()  # strict: unrequested messages are a protocol error
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+        except BaseException as exc:  # re-raised in the caller's thread
             if failures.add(name, exc):
                 abort_all(f"{name} failed")
             else:

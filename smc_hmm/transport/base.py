@@ -126,12 +126,10 @@ class ChannelObserver:
     ``recv`` call that delivered the message spent blocked on the transport.
     """
 
-    def on_send(self, peer: str, tag: str, nbytes: int, depth: int) -> None:  # noqa: B027
+    def on_send(self, peer: str, tag: str, nbytes: int, depth: int) -> None:
         pass
 
-    def on_recv(  # noqa: B027
-        self, peer: str, tag: str, nbytes: int, depth: int, waited_seconds: float
-    ) -> None:
+    def on_recv(self, peer: str, tag: str, nbytes: int, depth: int, waited_seconds: float) -> None:
         pass
 
 

@@ -422,7 +422,7 @@ class _Connection:
                 PeerDisconnectedError,
                 f"{self.owner}: connection to {self.peer} failed: {type(exc).__name__}: {exc}",
             )
-        except BaseException as exc:  # noqa: BLE001 - never die silently
+        except BaseException as exc:  # never die silently
             log.exception("I/O thread %s-%s crashed", self.owner, self.peer)
             end = _End(TransportError, f"{self.owner}: I/O thread crashed: {exc!r}")
         finally:
@@ -945,7 +945,7 @@ class TcpTransport(Transport):
                 with contextlib.suppress(OSError):
                     _send_small(sock, {"ok": False, "reason": reason})
                 sock.close()
-        except Exception as exc:  # noqa: BLE001 - a thread's end: any failure refuses the peer
+        except Exception as exc:  # a thread's end: any failure refuses the peer
             gate.refuse(f"{addr[0]}:{addr[1]}: {type(exc).__name__}: {exc}")
             log.warning("%s: refused a connection from %s: %s", self.name, addr, exc)
             with contextlib.suppress(OSError):
@@ -1069,7 +1069,7 @@ class TcpNetwork(Network):
                     listener=listeners[name],
                     **kwargs,
                 )
-            except BaseException as exc:  # noqa: BLE001 - re-raised below
+            except BaseException as exc:  # re-raised below
                 listeners[name].close()
                 errors.append(exc)
 

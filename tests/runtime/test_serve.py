@@ -481,7 +481,7 @@ def test_a_flooding_client_is_slowed_down_then_dropped(setup, caplog):
         sock = _raw_session(srv, certs)
         frame = WireCodec().encode({"t": "flood", "d": 1, "b": bytes(2**16)})
         sent = 0
-        with pytest.raises(OSError):  # noqa: PT012 - until Bob drops the connection
+        with pytest.raises(OSError):  # until Bob drops the connection
             sock.settimeout(10)
             for _ in range(10_000):  # 640 MiB: far more than Bob ever holds
                 sock.sendall(len(frame).to_bytes(4, "big") + frame)

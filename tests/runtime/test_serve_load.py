@@ -99,7 +99,7 @@ def _concurrently(jobs) -> list:
     def run(i, job):
         try:
             results[i] = job()
-        except BaseException as exc:  # noqa: BLE001 - reported by the caller
+        except BaseException as exc:  # reported by the caller
             results[i] = exc
 
     threads = [threading.Thread(target=run, args=(i, j)) for i, j in enumerate(jobs)]

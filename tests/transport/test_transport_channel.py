@@ -42,7 +42,7 @@ def run_threads(*targets):
         def run():
             try:
                 fn()
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:  # reported below
                 errors.append(exc)
 
         return run

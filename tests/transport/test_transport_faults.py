@@ -69,7 +69,7 @@ def run_ring(network, faulty: dict[str, FaultyTransport]):
     def party(name):
         try:
             outcomes[name] = ring_party(channels[name])
-        except Exception as exc:  # noqa: BLE001 - inspected by the test
+        except Exception as exc:  # inspected by the test
             outcomes[name] = exc
         finally:
             channels[name].close()
