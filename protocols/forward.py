@@ -107,17 +107,12 @@ import numpy as np
 
 from protocols import recursion
 from protocols.ot import one_hot
-from protocols.primitives import (
-    PrecisionParams,
-    alice_exp_values,
-    blind_for_log,
-    log_blinds,
-    log_fixed,
-    unblind_weights,
-)
+from protocols.primitives import PrecisionParams, alice_exp_values
+from protocols.stages import emissions, logsum
+from protocols.stages.blinds import log_blinds
+from protocols.stages.emissions import EmissionLayout
 from smc_hmm.crypto import CipherArray, PublicKey, fixedpoint
 from smc_hmm.crypto.fixedpoint import ldexp_int
-from smc_hmm.crypto.packing import PackedCipherArray, PackingPlan
 from smc_hmm.errors import (
     ConfigError,
     InvalidInputError,
@@ -178,9 +173,15 @@ class ForwardParams:
     @classmethod
     def from_config(cls, section: Mapping) -> ForwardParams:
         """From the ``[protocol]`` table of a parties.toml file (all keys optional):
-        log_scale, log_bound_bits, blind_nats, weight_scale, feature_scale,
-        feature_bound, reveal."""
-        precision_keys = {"log_scale", "log_bound_bits", "blind_nats", "weight_scale"}
+        log_scale, log_bound_bits, blind_nats, precision_bits, weight_floor_bits,
+        feature_scale, feature_bound, reveal, recursion."""
+        precision_keys = {
+            "log_scale",
+            "log_bound_bits",
+            "blind_nats",
+            "precision_bits",
+            "weight_floor_bits",
+        }
         known = {"name", "feature_scale", "feature_bound", "reveal", "recursion"} | precision_keys
         unknown = set(section) - known
         if unknown:
@@ -204,8 +205,8 @@ class ForwardSpec:
 
     Glossary of scales (fractional bits): f = ``log_scale`` (log-values),
     fs = ``feature_scale`` (Alice's products), ws = f - fs (Bob's Gaussian
-    weights), g (Alice's exponentials), h = ``weight_scale`` (Bob's LOGSUM
-    weights), B = ``beta_bits`` and K = ``blind_octaves`` (Bob's blinds).
+    weights); the LOGSUM's g (Alice's exponentials) and H (Bob's coefficients) are
+    its plans' (:attr:`steps`, :mod:`protocols.stages.logsum`).
     """
 
     kind: str
@@ -263,7 +264,10 @@ class ForwardSpec:
 
     @cached_property
     def steps(self):
-        """v2: the plans of a transition step and of the termination (public)."""
+        """The LOGSUM plans of a transition step and of the termination (public): v2's
+        ``edges`` plans over the public topology, or v1's ``shared`` plans."""
+        if self.topology is None:
+            return recursion.shared_plans(self)
         return recursion.transition_plan(self, self.topology), recursion.final_plan(self)
 
     @property
@@ -280,19 +284,6 @@ class ForwardSpec:
         return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
     @property
-    def g(self) -> int:
-        return self.prec.exp_scale_for(self.key_bits, max(self.states))
-
-    @property
-    def h(self) -> int:
-        return self.prec.weight_scale
-
-    @property
-    def blind_bits(self) -> int:
-        """B + K: bits of the largest multiplicative blind."""
-        return self.prec.beta_bits + self.prec.blind_octaves
-
-    @property
     def n_inputs(self) -> int:
         """Ciphertexts per frame: M one-hot entries, the d(d+3)/2 distinct products, or
         2d values (x_i, x_i^2) for diagonal covariances."""
@@ -305,24 +296,17 @@ class ForwardSpec:
         """Public bound on |a blinded emission| at scale f (log-0 sentinels included)."""
         return (self.width + 2) << (self.prec.log_bound_bits + 3 + self.prec.f)
 
-    @property
-    def plan(self) -> PackingPlan:
-        """Frame packing: one slot per frame, wide enough for a blinded emission.
-
-        W_j is the same for every frame, so Bob's linear combination of a packed
-        ciphertext scores ``plan.slots`` frames at once (thesis 4.2.1, Table 4.1's
-        workload); both the slot width and the count follow from public sizes.
-        """
-        slot_bits = self.emit_bound.bit_length() + 2  # sign bit and a carry margin
-        slots = (self.key_bits - 2) // slot_bits
-        if slots < 1:
-            raise PrecisionError(f"a {self.key_bits}-bit key cannot hold one blinded emission")
-        return PackingPlan(slot_bits, slots)
+    def emissions(self, length: int) -> EmissionLayout:
+        """Frame packing (:mod:`protocols.stages.emissions`): one slot per frame, wide
+        enough for a blinded emission, so Bob's one multi-exponentiation per state and
+        group scores ``slots`` frames at once (thesis 4.2.1, Table 4.1's workload); the
+        slot width and count follow from public sizes."""
+        bits = self.emit_bound.bit_length()
+        return EmissionLayout.build(bits, self.key_bits, length, self.n_inputs, self.total)
 
     def frame_groups(self, length: int) -> list[range]:
-        """The frames packed together: consecutive groups of ``plan.slots``."""
-        per = self.plan.slots
-        return [range(a, min(a + per, length)) for a in range(0, length, per)]
+        """The frames packed together: consecutive groups of ``slots``."""
+        return self.emissions(length).groups
 
     @property
     def obs_slot_bound(self) -> int:
@@ -333,48 +317,32 @@ class ForwardSpec:
         return math.ceil(top * 2**self.params.feature_scale) + 1
 
     def _packed_bound(self, slot_bound: int) -> int:
-        return slot_bound << ((self.plan.slots - 1) * self.plan.slot_bits + 1)
+        return self.emissions(1).packed_bound(slot_bound)
 
     def pack_observations(self, pk: PublicKey, encoded: np.ndarray, scale: int) -> CipherArray:
         """Alice: (groups, n_inputs) ciphertexts, value i of every frame of a group in
         the slots of one ciphertext."""
-        plan, rows = self.plan, []
-        for group in self.frame_groups(encoded.shape[0]):
-            rows.append([plan.pack(column) for column in encoded[group.start : group.stop].T])
-        ints = np.array(rows, dtype=object)
+        layout = self.emissions(encoded.shape[0])
         bound = self._packed_bound(self.obs_slot_bound)
-        return CipherArray.encrypt_encoded(pk, ints, scale, bound)
-
-    def packed_observations(self, enc_obs: CipherArray, index: int, length: int):
-        """Bob: group ``index``'s packed observations, a (n_inputs, frames) packed matrix."""
-        frames = len(self.frame_groups(length)[index])
-        return PackedCipherArray(enc_obs[index], self.plan, frames, self.obs_slot_bound)
+        return emissions.alice_pack(pk, encoded, layout, scale, bound)
 
     def unpack_emissions(self, decrypted, length: int) -> list[list[int]]:
         """Alice: the (T, total) blinded emissions from the decrypted (groups, total) slots."""
-        out: list[list[int]] = []
-        values = np.asarray(decrypted, dtype=object).reshape(-1, self.total)
-        for group, row in zip(self.frame_groups(length), values):
-            slots = [self.plan.unpack(int(v), len(group)) for v in row]
-            out += [[s[k] for s in slots] for k in range(len(group))]
-        return out
+        return emissions.alice_unpack(decrypted, self.emissions(length))
 
     def randomizers_needed(self, length: int) -> dict[str, int]:
         """Fresh randomizers each role draws in a run of ``length`` frames (with ``reveal``):
         what an offline phase precomputes once the key is known (public sizes only)."""
         groups, models = len(self.frame_groups(length)), len(self.states)
-        if self.topology is not None:
-            step, final = self.steps
-            return {
-                "alice": groups * self.n_inputs + (length - 1) * step.edges + final.edges + models,
-                "bob": groups * self.total
-                + (length - 1) * step.ciphertexts
-                + final.ciphertexts
-                + models,
-            }
+        step, final = self.steps
+        # v1 sends its exponentials at the last step too and its termination reuses them
+        last = final.edges if self.topology is not None else step.edges
         return {
-            "alice": groups * self.n_inputs + length * self.total + models,
-            "bob": groups * self.total + (length - 1) * self.total + 2 * models,
+            "alice": groups * self.n_inputs + (length - 1) * step.edges + last + models,
+            "bob": groups * self.total
+            + (length - 1) * step.ciphertexts
+            + final.ciphertexts
+            + models,
         }
 
     def final_log_bound(self, length: int) -> int:
@@ -391,19 +359,19 @@ class ForwardSpec:
             "length": Message("fw.length", Public((int,))),
             "obs": Message("fw.obs", obs),
         }
+        step, final = self.steps
         if self.topology is not None:  # v2: edges out, packed targets back
-            for name, plan in zip(("step", "final"), self.steps):
+            for name, plan in (("step", step), ("final", final)):
                 out[f"{name}_edges"] = Message(
-                    f"fw.{name}.edges", Ciphertexts(0, plan.edge_bound, (plan.edges,))
+                    f"fw.{name}.edges", Ciphertexts(0, plan.value_bound, (plan.edges,))
                 )
                 out[f"{name}_packed"] = Message(
                     f"fw.{name}.packed", Ciphertexts(0, plan.packed_bound, (plan.ciphertexts,))
                 )
-        else:
-            blinded_sum = max(self.states) << (self.g + self.h + self.blind_bits)
-            out["exp"] = Message("fw.v", Ciphertexts(self.g, 1 << self.g, n))
-            out["sum"] = Message("fw.s", Ciphertexts(self.g + self.h, blinded_sum, n))
-            out["final"] = Message("fw.final", Ciphertexts(self.g + self.h, blinded_sum, m))
+        else:  # v1: one exponential per state out, one sum per state (per model at the end)
+            out["exp"] = Message("fw.v", Ciphertexts(0, step.value_bound, n))
+            out["sum"] = Message("fw.s", Ciphertexts(0, step.packed_bound, n))
+            out["final"] = Message("fw.final", Ciphertexts(0, final.packed_bound, m))
         if length is not None:
             groups = (len(self.frame_groups(length)), self.total)
             emit = Ciphertexts(p.f, self._packed_bound(2 * self.emit_bound), groups)
@@ -617,61 +585,60 @@ def _alice_recursion_v2(ctx, spec: ForwardSpec, msg, emit, n_steps: int, peer: s
     with ctx.phase("forward recursion"):
         for t in range(n_steps - 1):
             # Step 3a: every edge's exponential, shifted into its target's slot
-            values, shifts = recursion.alice_edge_values(u, step, prec)
-            ctx.send(peer, msg["step_edges"], recursion.alice_encrypt_edges(pk, values, step))
+            values, shifts = logsum.alice_values(u, step, prec)
+            ctx.send(peer, msg["step_edges"], logsum.alice_encrypt(pk, values, step))
             # Step 3b: one decryption per ``slots`` targets; the next blinded emission
             packed = ctx.recv(peer, msg["step_packed"]).decrypt_ints(sk)
-            logs = recursion.alice_target_logs(packed, step, shifts, prec)
+            logs = logsum.alice_logs(packed, step, shifts, prec)
             u = [
                 prec.log_zero if prec.is_log_zero(s) or prec.is_log_zero(int(e)) else s + int(e)
                 for s, e in zip(logs, emit[t + 1])
             ]
     with ctx.phase("termination"):
         # Step 4: every model's sum over its states, packed the same way
-        values, shifts = recursion.alice_edge_values(u, final, prec)
-        ctx.send(peer, msg["final_edges"], recursion.alice_encrypt_edges(pk, values, final))
+        values, shifts = logsum.alice_values(u, final, prec)
+        ctx.send(peer, msg["final_edges"], logsum.alice_encrypt(pk, values, final))
         packed = ctx.recv(peer, msg["final_packed"]).decrypt_ints(sk)
-        logs = recursion.alice_target_logs(packed, final, shifts, prec)
+        logs = logsum.alice_logs(packed, final, shifts, prec)
     return [None if prec.is_log_zero(v) else v for v in logs], lambda: None
 
 
 def _alice_recursion_v1(ctx, spec: ForwardSpec, msg, emit, n_steps: int, peer: str):
     """Per-model normalisation, one value per state; may refuse (module docstring)."""
     pk, sk = ctx.keypair
-    prec, g = spec.prec, spec.g
-    offset = prec.ln2_times(g + spec.h + prec.beta_bits)  # (g + h + B) ln 2 at scale f
-    shifts = [0] * len(spec.states)  # C per model: the sum of Alice's own shifts
+    prec = spec.prec
+    step, final = spec.steps
+    g = step.g
+    model_of = np.repeat(np.arange(len(spec.states)), spec.states)
     bounds = [_DroppedMass(prec) for _ in spec.states]
     with ctx.phase("forward recursion"):
         y = emit[0]
         for t in range(n_steps):
-            # Step 3a: secure exponent with a per-model shift c
-            values = []
+            # Step 3a: secure exponent with a per-model shift c (None: all log 0)
+            values, cs = [], []
             for k, seg in enumerate(spec.segments):
                 v, c, dropped = alice_exp_values(y[seg], prec, g)
                 values.extend(v)
-                shifts[k] += c
-                bounds[k].drop(dropped, shifts[k], t)
-            ctx.send(peer, msg["exp"], CipherArray.encrypt_encoded(pk, values, g, 1 << g))
+                possible = any(not prec.is_log_zero(int(x)) for x in y[seg])
+                cs.append(c if possible else None)
+                bounds[k].drop(dropped, c, t)
+            ctx.send(peer, msg["exp"], logsum.alice_encrypt(pk, values, step))
             if t == n_steps - 1:
                 break
-            # Step 3b: secure logarithm of the LOGSUM, plus the next blinded emission
+            # Step 3b: the LOGSUM's logarithm, plus the next blinded emission
             sums = ctx.recv(peer, msg["sum"]).decrypt_ints(sk)
+            logs = logsum.alice_logs(sums, step, [cs[model_of[j]] for j in range(spec.total)], prec)
             y = [
-                prec.log_zero
-                if s == 0 or prec.is_log_zero(int(e))
-                else log_fixed(int(s), prec.f) - offset + int(e)
-                for s, e in zip(sums, emit[t + 1])
+                prec.log_zero if prec.is_log_zero(s) or prec.is_log_zero(int(e)) else s + int(e)
+                for s, e in zip(logs, emit[t + 1])
             ]
             for k, seg in enumerate(spec.segments):
                 bounds[k].step(emit[t + 1][seg])
     with ctx.phase("termination"):
-        # Step 4: log of the final sum plus Alice's total shift
+        # Step 4: log of every model's final sum
         finals = ctx.recv(peer, msg["final"]).decrypt_ints(sk)
-        out = [
-            None if s == 0 else log_fixed(int(s), prec.f) - offset + shifts[k]
-            for k, s in enumerate(finals)
-        ]
+        logs = logsum.alice_logs(finals, final, cs, prec)
+        out = [None if prec.is_log_zero(v) else v for v in logs]
 
     def check():
         for k, bound in enumerate(bounds):
@@ -683,29 +650,28 @@ def _alice_recursion_v1(ctx, spec: ForwardSpec, msg, emit, n_steps: int, peer: s
 class _DroppedMass:
     """Alice's rigorous bound on the mass her exponent could not carry (module docstring).
 
-    Per model, with alpha_t(i) = exp(y_t(i) + C_t - rho_t(i)) (``C`` her shifts,
-    ``rho`` Bob's accumulated blinds): a state dropped at step t held at most
-    D = exp(y_t(i) + C_t - rho_min,t) and adds at most D prod_(s>t) max_j b_j(x_s)
-    to P (rows of A sum to one).  Bob's smallest blind grows by m_s = min_j
-    (log beta'_j + gamma_s(j)) per step, and for the likeliest state j*
-    log b_j*(x_s) + m_s <= emit_s(j*) + log beta'_j* <= max_j emit_s(j) + K ln 2,
-    while her final value is log P~ + rho_min,T-1 + log beta'_final.  So every
-    unknown blind cancels but the multiplicative ones: ``log_mass`` carries
-    ln sum_t D_t e^(rho_min,t) prod_s (max_j emit_s(j) + K ln 2), and the run
-    fails if log_mass + K ln 2 - (her final value) exceeds ln 2^-40.
+    Per model, with alpha_t(i) = exp(y_t(i) - rho_t(i)) (``rho`` Bob's accumulated
+    blinds): a state dropped at step t held at most D = exp(y_t(i) - rho_min,t) and adds
+    at most D prod_(s>t) max_j b_j(x_s) to P (rows of A sum to one).  Bob's smallest
+    blind moves by m_s = min_j (z_j - Z + gamma_s(j)) per step (the LOGSUM's output
+    blinds, :mod:`protocols.stages.logsum`), and for the likeliest state j*
+    log b_j*(x_s) + m_s <= emit_s(j*) + Z <= max_j emit_s(j) + Z, while her final value is
+    log P~ + rho_min,T-1 + (z_final - Z).  So every unknown blind cancels but the output
+    blinds' widths: ``log_mass`` carries ln sum_t D_t e^(rho_min,t) prod_s (max_j emit_s(j)
+    + Z), and the run fails if log_mass + Z - (her final value) exceeds ln 2^-40.
     """
 
     TOLERANCE = -40 * math.log(2)
 
     def __init__(self, prec: PrecisionParams):
         self.prec = prec
-        self.slack = prec.blind_octaves * math.log(2)  # K ln 2: one multiplicative blind
+        self.slack = float(prec.blind_nats)  # Z: the width of one output blind
         self.log_mass = -math.inf
         self.first_drop: int | None = None
 
     def drop(self, dropped: float, shift: int, t: int) -> None:
-        """States dropped at step t: ``dropped`` nats relative to the shift c_t, and
-        ``shift`` = C_(t+1) = C_t + c_t (scale f)."""
+        """States dropped at step t: ``dropped`` nats relative to Alice's shift ``shift``
+        = c_t of that step (scale f)."""
         if dropped > -math.inf:
             mass = dropped + shift / (1 << self.prec.f)
             self.log_mass = float(np.logaddexp(self.log_mass, mass))
@@ -762,8 +728,7 @@ def bob(
     spec = ForwardSpec.for_models(models, pk.bits, params)
     prec = spec.prec
     weights, weight_scale, const = batch.emission_program(spec)
-    for a in transmats:  # local check before anything is sent
-        unblind_weights(a, [0] * len(a), prec)
+    recursion.check_models(transmats, spec)  # local check before anything is sent
     ctx.send(peer, Message("fw.spec", Public((dict,))), spec.to_wire())
     n_steps = ctx.recv(peer, spec.messages()["length"])
     if n_steps < 1:
@@ -777,19 +742,18 @@ def bob(
     if public is not None:
         public.update(spec=spec, length=n_steps)
     with ctx.phase("emissions"):
-        # Step 2: E(log b_j(x_t) + gamma_tj) (+ log pi_j at t = 1), one packed linear
-        # combination per state and group of frames
-        gammas = [log_blinds(ctx.rng, spec.total, prec) for _ in range(n_steps)]
+        # Step 2: E(log b_j(x_t) + gamma_tj) (+ log pi_j at t = 1), one packed
+        # multi-exponentiation per state and group of frames (protocols.stages.emissions)
+        gammas = [log_blinds(ctx.rng, spec.total, prec.blind_nats, prec.f) for _ in range(n_steps)]
         first = batch.start_logs(prec)
-        packed = []
-        for index, group in enumerate(groups):
-            obs = spec.packed_observations(enc_obs, index, n_steps)
-            if batch.kind == "discrete":  # the 1-of-M OT's selection, kept by Bob
-                enc_obs.public_key.meter.count("ot", len(group))
-            offsets = [const + gammas[t] + (first if t == 0 else 0) for t in group]
-            emit = obs.lincomb(weights, weight_scale).add_encoded(np.array(offsets).T)
-            packed.append(emit.cipher.with_bound(spec._packed_bound(2 * spec.emit_bound)))
-        emit = CipherArray.concatenate([e.reshape(1, -1) for e in packed])
+        if batch.kind == "discrete":  # the 1-of-M OT's selection, kept by Bob
+            enc_obs.public_key.meter.count("ot", n_steps)
+        offsets = [const + gammas[t] + (first if t == 0 else 0) for t in range(n_steps)]
+        layout = spec.emissions(n_steps)
+        emit = emissions.bob_emissions(
+            enc_obs, weights, weight_scale, offsets, layout, spec.emit_bound
+        )
+        emit = emit.with_bound(spec._packed_bound(2 * spec.emit_bound))
         ctx.send(peer, msg["emit"], emit.rerandomize())
     # Steps 3-4: the recursion and the final sums; offsets[k] = what Alice's log P carries
     run = _bob_recursion_v2 if spec.topology is not None else _bob_recursion_v1
@@ -806,74 +770,43 @@ def bob(
 
 def _bob_recursion_v2(ctx, spec: ForwardSpec, msg, gammas, transmats, n_steps: int, peer: str):
     """Per-target normalisation, packed replies (:mod:`protocols.recursion`)."""
-    prec = spec.prec
     step, final = spec.steps
-    beta_offset = prec.ln2_times(prec.beta_bits)
     rho = list(gammas[0])  # Bob's accumulated blinds rho_t(j), integers at scale f
     with ctx.phase("forward recursion"):
         for t in range(n_steps - 1):
             enc_edges = ctx.recv(peer, msg["step_edges"])
-            # Step 3: one multi-exponentiation per reply, coefficients beta_j w_lj
-            weights, mins = recursion.bob_step_weights(transmats, rho, step, spec)
-            packed, betas = recursion.bob_packed_sums(enc_edges, step, weights, ctx.rng, prec)
+            # Step 3: one multi-exponentiation per reply (:mod:`protocols.stages.logsum`)
+            coefs, blinds = recursion.bob_step(ctx.rng, step, transmats, rho, spec)
+            packed = logsum.bob_sums(enc_edges, step, coefs, ctx.rng)
             ctx.send(peer, msg["step_packed"], packed.rerandomize())
-            # rho_(t+1)(j) = rho_min + log(beta_j / 2^B) + gamma_(t+1)(j)
-            model = np.repeat(np.arange(len(spec.states)), spec.states)
-            rho = [
-                mins[model[j]] + log_fixed(b, prec.f) - beta_offset + int(gm)
-                for j, (b, gm) in enumerate(zip(betas, gammas[t + 1]))
-            ]
+            rho = [b + int(gm) for b, gm in zip(blinds, gammas[t + 1])]
     with ctx.phase("termination"):
-        # Step 4: every model's sum over its states, blinded by beta
+        # Step 4: every model's sum over its states
         enc_edges = ctx.recv(peer, msg["final_edges"])
-        weights, mins = recursion.bob_final_weights(rho, spec)
-        packed, betas = recursion.bob_packed_sums(enc_edges, final, weights, ctx.rng, prec)
+        coefs, blinds = recursion.bob_final(ctx.rng, final, rho, spec)
+        packed = logsum.bob_sums(enc_edges, final, coefs, ctx.rng)
         ctx.send(peer, msg["final_packed"], packed.rerandomize())
-    return [m + log_fixed(b, prec.f) - beta_offset for m, b in zip(mins, betas)]
+    return blinds
 
 
 def _bob_recursion_v1(ctx, spec: ForwardSpec, msg, gammas, transmats, n_steps: int, peer: str):
     """Per-model normalisation, one value per state (module docstring)."""
-    prec = spec.prec
-    beta_offset = prec.ln2_times(prec.beta_bits)
-    rho = None  # Bob's accumulated blinds rho_t(j), integers at scale f
+    step, final = spec.steps
+    rho = list(gammas[0])  # Bob's accumulated blinds rho_t(j), integers at scale f
     with ctx.phase("forward recursion"):
         for t in range(n_steps):
-            gamma = gammas[t]
-            rho = list(gamma) if rho is None else [r + int(gm) for r, gm in zip(rho, gamma)]
             enc_v = ctx.recv(peer, msg["exp"])
             if t == n_steps - 1:
                 break
-            # Step 3: the LOGSUM's combination (unblinding folded in), blinded for the log;
-            # every model's block at once, spread over the compute lanes
-            sums, mins = _unblinded_sums(enc_v, transmats, rho, spec)
-            blinded, betas = blind_for_log(sums, ctx.rng, prec)
-            ctx.send(peer, msg["sum"], blinded.rerandomize())
-            # rho_(t+1)(j) = rho_min + log(beta_j / 2^B); the next gamma joins at the top
-            rho = [
-                mins[k] + log_fixed(b, prec.f) - beta_offset
-                for k, seg in enumerate(spec.segments)
-                for b in betas[seg]
-            ]
+            # Step 3: the LOGSUM over every state of the model, one reply per state
+            coefs, blinds = recursion.bob_step(ctx.rng, step, transmats, rho, spec)
+            ctx.send(peer, msg["sum"], logsum.bob_sums(enc_v, step, coefs, ctx.rng).rerandomize())
+            rho = [b + int(gm) for b, gm in zip(blinds, gammas[t + 1])]
     with ctx.phase("termination"):
-        # Step 4: S = sum_j e^-(rho_j - rho_min) V_j per model, blinded by beta
-        ones = [np.ones((len(rho[seg]), 1)) for seg in spec.segments]
-        finals, mins = _unblinded_sums(enc_v, ones, rho, spec)
-        blinded, betas = blind_for_log(finals, ctx.rng, prec)
-        ctx.send(peer, msg["final"], blinded.rerandomize())
-    return [m + log_fixed(b, prec.f) - beta_offset for m, b in zip(mins, betas)]
-
-
-def _unblinded_sums(enc_v: CipherArray, transmats, rho, spec: ForwardSpec):
-    """Bob: every model's E(sum_l round(2^h a_lj e^-(rho_l - rho_min)) V_l) as one batch
-    (:func:`~protocols.primitives.unblinded_sums` per model, blocks spread over the lanes),
-    and each model's rho_min."""
-    blocks, mins = [], []
-    for a, seg in zip(transmats, spec.segments):
-        weights, rho_min = unblind_weights(a, rho[seg], spec.prec)
-        blocks.append((enc_v[seg], weights.T))
-        mins.append(rho_min)
-    return CipherArray.lincomb_blocks(blocks, spec.prec.weight_scale), mins
+        # Step 4: every model's sum over its states, from the last exponentials
+        coefs, blinds = recursion.bob_final(ctx.rng, final, rho, spec)
+        ctx.send(peer, msg["final"], logsum.bob_sums(enc_v, final, coefs, ctx.rng).rerandomize())
+    return blinds
 
 
 # -- the plugin ------------------------------------------------------------------------------

@@ -1,46 +1,24 @@
-"""Secure exponent, logarithm, LOGSUM, multiplication and rescaling (thesis 003, 4.2.1).
+"""Fixed-point log and exp, the public precision parameters, and masked multiplication and
+rescaling (thesis 003, 4.2.1).
 
-Roles: Alice holds the Paillier key pair; Bob holds only ciphertexts under
-Alice's key and the plaintext parameters (weights) of the computation.  Every
-primitive is batched: many values travel in one message each way.  Every
-message is declared (:mod:`smc_hmm.messages`): its scale and precision bound
-follow from the public :class:`PrecisionParams`, the key size and the batch
-size, never from private values.
+Roles: Alice holds the Paillier key pair; Bob holds only ciphertexts under Alice's key.
+The log-domain stages live in :mod:`protocols.stages` (one LOGSUM, one emission stage,
+one blinding rule); this module keeps what they and the comparisons build on:
 
-Building blocks (pure functions, reused by :mod:`protocols.forward`):
+* :func:`log_fixed`, :func:`exp_fixed` -- exact fixed-point log and exp of big integers
+  (256-bit MPFR, so nothing is lost to float64).
+* :class:`PrecisionParams` -- the public scales, bounds and hiding widths of the
+  log-domain protocols, and the LOGSUM stage's parameters derived from them.
+* :func:`alice_exp_values` -- the v1 recursion's per-model exponentials, with the mass
+  that fell out of the exponent's range.
+* :func:`log_uniform_integer` -- the opt-in ``fast`` keyword argmax's slope.
+* Secure multiplication and rescaling: additive masks uniform on
+  [-2^(b + sigma), 2^(b + sigma)) with b the *declared* (public) bit bound of the operand,
+  statistical distance at most 2^-sigma; Bob learns nothing (IND-CPA).
 
-* :func:`log_blinds`, :func:`multiplicative_blinds` -- Bob's blinds, uniform
-  integers over stated ranges (no float structure).
-* :func:`log_fixed`, :func:`exp_fixed` -- exact fixed-point log and exp of
-  big integers (256-bit MPFR, so nothing is lost to float64).
-* :func:`alice_exp_values` -- Alice's half of the secure exponent: exponentials
-  of blinded log-values after subtracting their maximum (nothing under- or
-  overflows; a finite value that falls out of the exponent's range is
-  reported, never silently zeroed).
-* :func:`unblind_weights` -- Bob's integer weights round(2^h a_i e^-(rho_i - rho_min)).
-
-Security (semi-honest Alice and Bob, not colluding):
-
-* Bob sees only ciphertexts under Alice's key: nothing (IND-CPA).
-* Secure exponent: Alice decrypts x_i + rho_i with rho_i uniform on the
-  integers of [0, R 2^f) (R = ``blind_nats``): for two inputs x, x' the
-  distributions of what she sees differ by |x - x'| / R in statistical
-  distance -- the thesis's blinding hides a log-value *within R nats* only.
-* Secure logarithm: Alice decrypts theta_i * beta_i with beta_i log-uniform on
-  the integers of [2^B, 2^(B+K)) (B = ``beta_bits``, K = ceil(R / ln 2)): log
-  beta is uniform on [B ln 2, (B + K) ln 2) up to 2^-B, so log theta is hidden
-  within K ln 2 >= R nats (statistical distance |log theta - log theta'| / (K ln 2)).
-  She also sees the exact integer, hence its divisibility: whenever she knows
-  theta as a linear form sum_l w_l V_l of values V_l that she chose herself
-  (secure LOGSUM, the forward algorithm), she can recover the coefficients
-  beta w_l (for two terms by one modular inversion, in general by lattice
-  reduction) and with them the *ratios* of Bob's weights.  This is a
-  limitation of the thesis's multiplicative blinding; ``docs/security.md``
-  explains it and what would remove it.
-* Both also reveal which values are exactly zero (log 0).
-* Secure multiplication and rescaling use additive masks uniform on
-  [-2^(b + sigma), 2^(b + sigma)) with b the *declared* (public) bit bound of
-  the operand: statistical distance at most 2^-sigma (sigma >= 40).
+The standalone secure exponent, logarithm and LOGSUM of earlier versions are gone: their
+multiplicative blinds were log-uniform integers, whose exact products let Alice solve for
+Bob's weights (``docs/security.md``, "What changed").
 """
 
 from __future__ import annotations
@@ -48,68 +26,40 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import gmpy2
 import numpy as np
-from gmpy2 import mpz
 
+from protocols.stages.fixedlog import exp_fixed, log_fixed
+from protocols.stages.logsum import LogsumParams
 from smc_hmm.crypto import CipherArray, Rng
 from smc_hmm.crypto.fixedpoint import ldexp_int
-from smc_hmm.errors import InvalidInputError, PrecisionError, ProtocolError
+from smc_hmm.errors import InvalidInputError, PrecisionError
 from smc_hmm.messages import Ciphertexts, Message
 
 LN2 = math.log(2)
-#: 256-bit MPFR: exact fixed-point logs and exps for scales up to ~150 bits
-_HP = gmpy2.context(precision=256)
 #: significant bits below which an exponential counts as fallen out of range
 SIGNIFICANT_BITS = 53
-#: significant bits every nonzero weight keeps: a relative error of 2^-44 per weight
-#: and step keeps log P within 1e-9 nats over 10^4 steps
-WEIGHT_BITS = 44
-
-
-def _round(x) -> int:
-    """Round an mpfr to the nearest integer, exactly."""
-    num, den = x.as_integer_ratio()
-    return int((2 * num + den) // (2 * den))
-
-
-def log_fixed(value: int, scale: int) -> int:
-    """round(ln(value) * 2^scale) for a positive integer ``value`` (any size)."""
-    if value <= 0:
-        raise InvalidInputError("log_fixed needs a positive integer")
-    return _round(_HP.mul(_HP.log(mpz(value)), mpz(1) << scale))
-
-
-def exp_fixed(exponent: int, scale: int, out_scale: int) -> int:
-    """round(2^out_scale * exp(exponent / 2^scale)) for exponent <= 0 (0 when it underflows)."""
-    if exponent > 0:
-        raise InvalidInputError("exp_fixed takes non-positive exponents")
-    if -exponent > (out_scale + 2) << scale:  # exp(-(out_scale + 2)) < 2^-(out_scale + 1)
-        return 0
-    x = _HP.div(mpz(exponent), mpz(1) << scale)
-    return _round(_HP.mul(_HP.exp(x), mpz(1) << out_scale))
 
 
 @dataclass(frozen=True)
 class PrecisionParams:
-    """Public fixed-point scales, bounds and blinding ranges of the log/exp protocols.
+    """Public fixed-point scales, bounds and hiding widths of the log-domain protocols.
 
     ``log_scale`` (f): fractional bits of every log-domain value.
     ``log_bound_bits``: every finite log-value a protocol handles is within
     +-2^log_bound_bits nats (log 0 is carried as a sentinel far below).
-    ``blind_nats`` (R): width of the additive log blinds; multiplicative blinds
-    span K = ceil(R / ln 2) octaves above 2^beta_bits.  ``weight_scale`` (h):
-    Bob's exponential weights carry h fractional bits (public, so nothing about
-    his smallest weight reaches Alice).  ``exp_scale`` (g): fractional bits of
-    Alice's exponentials; None takes the largest the key allows
-    (:meth:`exp_scale_for`).  ``sigma``: statistical parameter of additive masks.
+    ``blind_nats`` (R): width of every additive log blind and of the LOGSUM's output
+    blind (:mod:`protocols.stages.blinds`).  ``precision_bits`` (P): each LOGSUM target
+    keeps 2^-P relative precision per round.  ``weight_floor_bits``: the smallest
+    nonzero transition probability Bob may hold is 2^-weight_floor_bits (checked
+    before the run).  ``exp_scale``: the v1 recursion's exponent bits (None: the widest
+    the key allows).  ``sigma``: statistical parameter of every noise and mask.
     """
 
     log_scale: int = 96
     log_bound_bits: int = 40
     blind_nats: float = 20.0
-    weight_scale: int = 144
-    beta_bits: int = 48
+    precision_bits: int = 48
+    weight_floor_bits: int = 42
     exp_scale: int | None = None
     sigma: int = 40
 
@@ -121,8 +71,8 @@ class PrecisionParams:
 
         whole("log_scale", 16, 160)
         whole("log_bound_bits", 8, 80)
-        whole("weight_scale", 64, 512)
-        whole("beta_bits", 32, 256)
+        whole("precision_bits", 16, 128)
+        whole("weight_floor_bits", 0, 256)
         whole("sigma", 40, 256)
         if self.exp_scale is not None:
             whole("exp_scale", 64, 16384)
@@ -138,9 +88,16 @@ class PrecisionParams:
         return self.log_scale
 
     @property
-    def blind_octaves(self) -> int:
-        """K: multiplicative blinds lie in [2^B, 2^(B+K)), K ln 2 >= R."""
-        return math.ceil(self.blind_nats / LN2)
+    def logsum(self):
+        """The LOGSUM stage's parameters: the output blind is R wide and the blinds of a
+        model's states spread over at most 2R (one output blind plus one emission blind)."""
+        return LogsumParams(
+            precision_bits=self.precision_bits,
+            sigma=self.sigma,
+            blind_nats=self.blind_nats,
+            spread_nats=2 * self.blind_nats,
+            weight_floor_bits=self.weight_floor_bits,
+        )
 
     @property
     def log_bound(self) -> int:
@@ -161,37 +118,9 @@ class PrecisionParams:
         """Declared bound of a log-value ciphertext (sentinels and blinds included)."""
         return 1 << (self.log_bound_bits + 4 + self.f)
 
-    @property
-    def log_blind_top(self) -> int:
-        """Additive log blinds are uniform on the integers of [0, log_blind_top)."""
-        return ldexp_int(float(self.blind_nats), self.f)
-
-    def exp_scale_for(self, key_bits: int, max_terms: int) -> int:
-        """g: the explicit ``exp_scale`` or the largest that keeps ``max_terms``
-        products of weights (h bits) and exponentials (g bits), times a
-        multiplicative blind, inside a ``key_bits``-bit key.  A public rule."""
-        room = (
-            key_bits
-            - 12
-            - self.weight_scale
-            - self.beta_bits
-            - self.blind_octaves
-            - max(1, math.ceil(math.log2(max_terms + 1)))
-        )
-        g = room if self.exp_scale is None else self.exp_scale
-        if g > room or g < 64:
-            raise PrecisionError(
-                f"a {key_bits}-bit key leaves {room} bits for exponentials (need >= "
-                f"{max(64, g)}): use a larger key or a smaller weight_scale / beta_bits"
-            )
-        return g
-
     def min_weight(self) -> float:
-        """The smallest nonzero plaintext weight a_i that keeps ``WEIGHT_BITS`` (44)
-        significant bits after unblinding: 2^(44 + K - h) e^R (about 2e-13 by default)."""
-        return math.ldexp(
-            math.exp(self.blind_nats), WEIGHT_BITS + self.blind_octaves - self.weight_scale
-        )
+        """The smallest nonzero transition probability: 2^-weight_floor_bits."""
+        return math.ldexp(1.0, -self.weight_floor_bits)
 
     def encode_log(self, x: float) -> int:
         """A finite log-value (nats) at scale f, or the log-0 sentinel for -inf."""
@@ -214,13 +143,7 @@ class PrecisionParams:
         return log_fixed(1 << bits, self.f) if bits > 0 else 0
 
 
-# -- Bob's blinds ------------------------------------------------------------------------
-
-
-def log_blinds(rng: Rng, count: int, params: PrecisionParams) -> np.ndarray:
-    """rho uniform on the integers of [0, R 2^f): additive blinds of log-values."""
-    top = params.log_blind_top
-    return np.array([rng.randbelow(top) for _ in range(count)], dtype=object)
+# -- the fast keyword argmax's slope ----------------------------------------------------
 
 
 def log_uniform_integer(rng: Rng, low_bits: int, octaves: int) -> int:
@@ -235,55 +158,6 @@ def log_uniform_integer(rng: Rng, low_bits: int, octaves: int) -> int:
         beta = lo + rng.randbits(m)
         if rng.randbelow(beta) < lo:
             return beta
-
-
-def multiplicative_blinds(rng: Rng, count: int, params: PrecisionParams) -> list[int]:
-    """Log-uniform integer blinds in [2^B, 2^(B+K)) (see :func:`log_uniform_integer`)."""
-    return [log_uniform_integer(rng, params.beta_bits, params.blind_octaves) for _ in range(count)]
-
-
-def unblind_weights(weights, rho, params: PrecisionParams) -> tuple[np.ndarray, int]:
-    """Bob's integer weights round(2^h a_ij e^-(rho_i - rho_min)) and rho_min.
-
-    ``weights`` is (n_in, n_out) with a_ij >= 0; ``rho`` the n_in blinds as
-    integers at scale f.  Raises PrecisionError if a nonzero a_ij is too small
-    to keep 53 significant bits at the public weight scale.
-    """
-    a = np.asarray(weights, dtype=float)
-    rho = [int(r) for r in rho]
-    rho_min = min(rho)
-    positive = a[a > 0]
-    if positive.size and float(positive.min()) < params.min_weight():
-        raise PrecisionError(
-            f"a weight of {float(positive.min()):.3g} is below {params.min_weight():.3g}, the "
-            f"smallest that keeps {WEIGHT_BITS} bits at weight_scale = "
-            f"{params.weight_scale}: raise weight_scale or set it to 0"
-        )
-    one = mpz(1) << params.weight_scale
-    factors = [_HP.mul(_HP.exp(_HP.div(mpz(rho_min - r), mpz(1) << params.f)), one) for r in rho]
-    out = np.empty(a.shape, dtype=object)
-    for i, factor in enumerate(factors):
-        for j, x in enumerate(a[i]):
-            out[i, j] = _round(_HP.mul(factor, gmpy2.mpfr(float(x)))) if x > 0 else 0
-    return out, rho_min
-
-
-def unblinded_sums(enc_values: CipherArray, weights, rho, params: PrecisionParams):
-    """Bob's LOGSUM combination: E(sum_i round(2^h a_ij e^-(rho_i - rho_min)) V_i) for each j.
-
-    ``enc_values`` are Alice's exponentials E(V_i) (scale g), ``weights`` the
-    (n_in, n_out) plaintext a_ij, ``rho`` Bob's blinds at scale f.  Returns the
-    sums (scale g + h) and rho_min.  Shared by the secure LOGSUM and the
-    forward algorithm.
-    """
-    w, rho_min = unblind_weights(weights, rho, params)
-    return enc_values.lincomb(w.T, params.weight_scale), rho_min
-
-
-def blind_for_log(enc_values: CipherArray, rng: Rng, params: PrecisionParams):
-    """Bob's half of the secure logarithm: E(theta_i beta_i) and the blinds beta_i."""
-    betas = multiplicative_blinds(rng, enc_values.size, params)
-    return enc_values.mul(np.array(betas, dtype=object)), betas
 
 
 # -- Alice's halves ------------------------------------------------------------------------
@@ -316,175 +190,7 @@ def alice_exp_values(logs, params: PrecisionParams, g: int) -> tuple[list[int], 
     return values, c, lost
 
 
-def alice_log_values(values, params: PrecisionParams, scale: int) -> list[int]:
-    """Alice's secure-logarithm step: log(v / 2^scale) at scale f (0 -> the log-0 sentinel)."""
-    out = []
-    offset = params.ln2_times(scale)
-    for v in values:
-        v = int(v)
-        if v < 0:
-            raise ProtocolError("secure log received a negative value")
-        out.append(log_fixed(v, params.f) - offset if v else params.log_zero)
-    return out
-
-
-# -- standalone batched primitives: declared messages and one role function per party ---------
-
-
-@dataclass(frozen=True)
-class ExpSpec:
-    """Public sizes of a batched secure exponent: ``count`` values under a ``key_bits`` key."""
-
-    count: int
-    key_bits: int
-    params: PrecisionParams = PrecisionParams()
-
-    @property
-    def g(self) -> int:
-        return self.params.exp_scale_for(self.key_bits, 1)
-
-    def messages(self):
-        p, n = self.params, (self.count,)
-        blinded = Message("exp.blinded", Ciphertexts(p.f, p.log_cipher_bound + p.log_blind_top, n))
-        values = Message("exp.values", Ciphertexts(self.g, 1 << self.g, n))
-        shift = Message("exp.shift", Ciphertexts(p.f, p.log_cipher_bound, (1,)))
-        return blinded, values, shift
-
-
-def bob_secure_exp(ctx, enc_logs: CipherArray, spec: ExpSpec, peer: str = "alice"):
-    """Bob: E(x_i) (log-values at scale f) -> (E(y_i), E(s)) with exp(x_i) = y_i e^s.
-
-    y_i has scale g + h, s is a log-value at scale f (Alice's shift minus Bob's
-    rho_min), so nothing over- or underflows whatever the magnitudes of x.
-    """
-    p = spec.params
-    blinded, values, shift = spec.messages()
-    rho = log_blinds(ctx.rng, spec.count, p)
-    # Step 1: Bob sends E(x_i + rho_i)
-    ctx.send(peer, blinded, enc_logs.add_encoded(rho).rerandomize())
-    # Step 2: Alice returns E(V_i), V_i = round(2^g exp(x_i + rho_i - c)), and E(c)
-    enc_v, enc_c = ctx.recv(peer, values), ctx.recv(peer, shift)
-    # Step 3: Bob multiplies by e^-(rho_i - rho_min); e^-rho_min joins the shift
-    w, rho_min = unblind_weights(np.ones((spec.count, 1)), rho, p)
-    return enc_v.mul(w[:, 0], p.weight_scale), enc_c.add_encoded([-rho_min])
-
-
-def alice_secure_exp(ctx, spec: ExpSpec, peer: str = "bob") -> bool:
-    """Alice's role in :func:`bob_secure_exp`; returns whether a value fell out of range."""
-    pk, sk = ctx.keypair
-    blinded, values, shift = spec.messages()
-    y = ctx.recv(peer, blinded).decrypt_ints(sk)
-    v, c, dropped = alice_exp_values(y, spec.params, spec.g)
-    ctx.send(peer, values, CipherArray.encrypt_encoded(pk, v, spec.g, 1 << spec.g))
-    ctx.send(peer, shift, CipherArray.encrypt_encoded(pk, [c], spec.params.f))
-    return dropped > -math.inf
-
-
-@dataclass(frozen=True)
-class LogSpec:
-    """Public sizes of a batched secure logarithm: ``count`` non-negative values at
-    ``scale`` bounded by ``bound`` (a public bound on the integers)."""
-
-    count: int
-    scale: int
-    bound: int
-    params: PrecisionParams = PrecisionParams()
-
-    def messages(self):
-        p, n = self.params, (self.count,)
-        top = self.bound << (p.beta_bits + p.blind_octaves)
-        return (
-            Message("log.blinded", Ciphertexts(self.scale, top, n)),
-            Message("log.values", Ciphertexts(p.f, p.log_cipher_bound, n)),
-        )
-
-
-def bob_secure_log(ctx, enc_values: CipherArray, spec: LogSpec, peer: str = "alice"):
-    """Bob: E(theta_i) (non-negative, scale s) -> E(log theta_i) at scale f (log 0 -> sentinel)."""
-    p = spec.params
-    blinded, logs = spec.messages()
-    masked, betas = blind_for_log(enc_values, ctx.rng, p)
-    # Step 1: Bob sends E(theta_i beta_i)
-    ctx.send(peer, blinded, masked.rerandomize())
-    # Step 2: Alice returns E(log(theta_i beta_i)) (the scale already removed)
-    enc_logs = ctx.recv(peer, logs)
-    # Step 3: Bob subtracts log(beta_i); a log-0 sentinel stays far below every finite value
-    return enc_logs.add_encoded(np.array([-log_fixed(b, p.f) for b in betas], dtype=object))
-
-
-def alice_secure_log(ctx, spec: LogSpec, peer: str = "bob") -> None:
-    """Alice's role in :func:`bob_secure_log`."""
-    pk, sk = ctx.keypair
-    blinded, logs = spec.messages()
-    out = alice_log_values(ctx.recv(peer, blinded).decrypt_ints(sk), spec.params, spec.scale)
-    ctx.send(
-        peer,
-        logs,
-        CipherArray.encrypt_encoded(pk, out, spec.params.f, spec.params.log_cipher_bound),
-    )
-
-
-@dataclass(frozen=True)
-class LogsumSpec:
-    """Public sizes of a batched secure LOGSUM: ``n_in`` log-values, ``n_out`` sums."""
-
-    n_in: int
-    n_out: int
-    key_bits: int
-    params: PrecisionParams = PrecisionParams()
-
-    @property
-    def g(self) -> int:
-        return self.params.exp_scale_for(self.key_bits, self.n_in)
-
-    @property
-    def exp(self) -> ExpSpec:
-        return ExpSpec(
-            self.n_in,
-            self.key_bits,
-            PrecisionParams(**{**self.params.__dict__, "exp_scale": self.g}),
-        )
-
-    @property
-    def log(self) -> LogSpec:
-        h = self.params.weight_scale
-        return LogSpec(self.n_out, self.g + h, self.n_in << (self.g + h), self.params)
-
-
-def bob_secure_logsum(
-    ctx, enc_logs: CipherArray, weights, spec: LogsumSpec, peer: str = "alice"
-) -> CipherArray:
-    """Bob: E(log theta_i) and plaintext a_ij >= 0 -> E(log sum_i a_ij theta_i) for each j.
-
-    Secure exponent, a homomorphic linear combination, secure logarithm
-    (thesis "Secure LOGSUM"), with the unblinding folded into the weights.
-    """
-    weights = np.asarray(weights, dtype=float)
-    if (
-        weights.shape != (spec.n_in, spec.n_out)
-        or (weights < 0).any()
-        or not np.isfinite(weights).all()
-        or (weights > 1).any()
-    ):
-        raise InvalidInputError(
-            f"weights must be a ({spec.n_in}, {spec.n_out}) matrix with entries in [0, 1]"
-        )
-    p, exp_spec = spec.params, spec.exp
-    blinded, values, shift = exp_spec.messages()
-    rho = log_blinds(ctx.rng, spec.n_in, p)
-    ctx.send(peer, blinded, enc_logs.add_encoded(rho).rerandomize())
-    enc_v, enc_c = ctx.recv(peer, values), ctx.recv(peer, shift)
-    # sum_i w_ij V_i = 2^(g+h) e^(rho_min - c) sum_i a_ij theta_i: scale g + h
-    sums, rho_min = unblinded_sums(enc_v, weights, rho, p)
-    logs = bob_secure_log(ctx, sums, spec.log, peer)
-    return logs.add_encoded([-rho_min] * spec.n_out) + enc_c
-
-
-def alice_secure_logsum(ctx, spec: LogsumSpec, peer: str = "bob") -> bool:
-    """Alice's role in :func:`bob_secure_logsum`; returns whether a value fell out of range."""
-    lost = alice_secure_exp(ctx, spec.exp, peer)
-    alice_secure_log(ctx, spec.log, peer)
-    return lost
+# -- masked multiplication and rescaling: declared messages and one role function each ------
 
 
 @dataclass(frozen=True)

@@ -392,14 +392,14 @@ def test_cost_report_matches_the_message_flow(keypair_1024, kind):
 
 
 def test_too_small_key_raises_precision_error_promptly(keypair_512):
-    params = forward.ForwardParams(PrecisionParams(exp_scale=400))
+    params = forward.ForwardParams(PrecisionParams(exp_scale=400), recursion="v1")
     model = random_discrete(np.random.default_rng(600), 2, 3)
     with pytest.raises(PrecisionError, match="512-bit key"):
         run_forward(keypair_512, [model], np.array([0, 1, 2]), params, timeout=10)
 
 
 def test_the_same_params_fit_a_1024_bit_key(keypair_1024):
-    params = forward.ForwardParams(PrecisionParams(exp_scale=400))
+    params = forward.ForwardParams(PrecisionParams(exp_scale=400), recursion="v1")
     model = random_discrete(np.random.default_rng(600), 2, 3)
     obs = np.array([0, 1, 2])
     result = run_forward(keypair_1024, [model], obs, params)
@@ -441,7 +441,7 @@ def test_a_suppressed_state_that_becomes_dominant_is_exact(keypair_1024, model, 
 
 @pytest.mark.parametrize("model, obs", _dominance_flip_cases())
 def test_larger_exp_scale_handles_a_suppressed_state(keypair_1024, model, obs):
-    params = forward.ForwardParams(PrecisionParams(exp_scale=400))
+    params = forward.ForwardParams(PrecisionParams(exp_scale=400), recursion="v1")
     result = run_forward(keypair_1024, [model], obs, params)
     check_against_plaintext(result, [model], obs, keypair_1024[1], use_hmmlearn=False)
 
@@ -596,11 +596,11 @@ def test_near_deterministic_model_is_exact_in_absolute_terms(keypair_1024):
     assert abs(result.outputs["alice"][0] - plain) <= 1e-9
 
 
-def test_tiny_transitions_below_the_public_weight_scale_are_refused(keypair_1024):
+def test_tiny_transitions_below_the_public_weight_floor_are_refused(keypair_1024):
     model = DiscreteHMM([0.5, 0.5], [[1 - 1e-30, 1e-30], [0.5, 0.5]], [[0.5, 0.5], [0.5, 0.5]])
-    with pytest.raises(PrecisionError, match="weight_scale"):
+    with pytest.raises(PrecisionError, match="weight floor"):
         run_forward(keypair_1024, [model], np.array([0, 1]))
-    params = forward.ForwardParams(PrecisionParams(weight_scale=256))
+    params = forward.ForwardParams(PrecisionParams(weight_floor_bits=110))
     result = run_forward(keypair_1024, [model], np.array([0, 1]), params)
     assert abs(result.outputs["alice"][0] - log_likelihood(model, np.array([0, 1]))) < 1e-12
 
@@ -698,62 +698,6 @@ def test_v2_never_refuses_the_models_v1_refuses(keypair_512):
         plain = log_likelihood(model, obs)
         result = run_forward(keypair_512, [model], obs)
         assert abs(result.outputs["alice"][0] - plain) <= 1e-9 * abs(plain)
-
-
-def _residue_attack(slot: int, v_lead: int, v_other: int) -> tuple[int, int]:
-    """Alice's attack on one decrypted slot S = c_lead v_lead + c_other v_other: modulo
-    the leader's value, c_other = S v_other^-1.  Returns (guess, modulus)."""
-    g = math.gcd(v_lead, v_other)
-    modulus = v_lead // g
-    return (slot // g) * pow(v_other // g, -1, modulus) % modulus, modulus
-
-
-def test_v2_noise_hides_bobs_coefficients_from_alice(keypair_1024):
-    """The attack on v2 without noise: the leader's V is 2^g, so every decrypted slot
-    gives the other predecessor's coefficient beta_j w_lj modulo 2^g (its low 160 of
-    221 bits) and the whole coefficient where it is below 2^g (small transition
-    probabilities, small beta).  Against the noise-free slots the attack recovers every
-    coefficient's residue (so it is a real attack); against the slots Bob sends it
-    recovers none (protocols/recursion.py: the noise hides them)."""
-    from protocols import recursion
-    from smc_hmm.crypto.rng import Rng
-
-    pk, sk = keypair_1024
-    a = np.array([[0.9, 1e-9, 0.1 - 1e-9], [0.0, 0.5, 0.5], [1e-6, 0.0, 1 - 1e-6]])
-    model = DiscreteHMM([0.5, 0.3, 0.2], a, [[0.5, 0.5], [0.1, 0.9], [0.7, 0.3]])
-    spec = _spec([model])
-    step, _ = spec.steps
-    rng = np.random.default_rng(5)
-    recovered = residues = 0
-    for trial in range(6):
-        rho = [int(x) << (PREC.f - 20) for x in rng.integers(0, 20 << 20, 3)]
-        u = [int(x) << (PREC.f - 20) for x in rng.integers(-(40 << 20), 0, 3)]
-        values, shifts = recursion.alice_edge_values(u, step, PREC)
-        enc = recursion.alice_encrypt_edges(pk, values, step)
-        weights, _ = recursion.bob_step_weights([a], rho, step, spec)
-        packed, betas = recursion.bob_packed_sums(enc, step, weights, Rng.seeded(trial), PREC)
-        slots = [
-            (int(p) >> (k * step.slot_bits)) & ((1 << step.slot_bits) - 1)
-            for p in packed.decrypt_ints(sk)
-            for k in range(step.slots)
-        ]
-        starts = np.cumsum([0, *(len(p) for p in step.preds)])
-        for j, preds in enumerate(step.preds):
-            lift = (j % step.slots) * step.slot_bits
-            v = [values[starts[j] + i] >> lift for i in range(len(preds))]
-            c = [betas[j] * w for w in weights[j]]
-            if len(preds) != 2 or 0 in v:
-                continue
-            lead = v.index(1 << step.g)
-            other = 1 - lead
-            exact = sum(ci * vi for ci, vi in zip(c, v))
-            guess, modulus = _residue_attack(exact, v[lead], v[other])
-            assert guess == c[other] % modulus  # the attack works on exact sums
-            residues += 1
-            guess, modulus = _residue_attack(slots[j], v[lead], v[other])
-            recovered += guess == c[other] % modulus
-            assert slots[j] >= exact and slots[j] - exact < 1 << (step.g + recursion.NOISE_BITS)
-    assert residues >= 12 and recovered == 0
 
 
 def test_v2_hides_the_transition_ratio_from_the_v1_attack(keypair_1024):

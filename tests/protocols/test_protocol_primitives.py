@@ -15,13 +15,12 @@ import math
 import numpy as np
 import pytest
 from scipy import stats
-from scipy.special import logsumexp
 from transcript_harness import assert_same_transcripts
 
 from protocols import primitives as pr
-from protocols.primitives import ExpSpec, LogSpec, LogsumSpec, MaskSpec, PrecisionParams
+from protocols.primitives import MaskSpec, PrecisionParams
 from smc_hmm.crypto import CipherArray, Rng
-from smc_hmm.errors import InvalidInputError, PrecisionError
+from smc_hmm.errors import InvalidInputError
 from smc_hmm.runtime import simulate
 
 PREC = PrecisionParams()
@@ -84,76 +83,6 @@ def test_log_uniform_blinds_are_integers_with_log_uniform_law():
     assert np.mean([b & 1 for b in betas]) == pytest.approx(0.5, abs=0.05)
     logs = np.array([math.log(b) - 64 * math.log(2) for b in betas]) / (8 * math.log(2))
     assert stats.kstest(logs, "uniform").pvalue > 1e-3
-
-
-def test_secure_exp(keypair_512):
-    pk, sk = keypair_512
-    xs = [0.0, -3.25, 5.5, -400.0, -math.inf]
-    spec = ExpSpec(len(xs), pk.bits)
-    result = run_pair(
-        keypair_512, pr.bob_secure_exp, (encrypt_logs(pk, xs), spec), pr.alice_secure_exp, (spec,)
-    )
-    out, shift = result["bob"]
-    assert out.scale == spec.g + PREC.weight_scale and shift.scale == PREC.f
-    s = int(shift.decrypt_ints(sk)[0]) / 2.0**PREC.f
-    got = out.decrypt(sk)
-    with np.errstate(divide="ignore"):
-        assert np.allclose(np.log(got[:-2]) + s, xs[:-2], atol=1e-12)
-    assert got[-1] == 0.0
-    assert result["alice"] is True  # -400 is beyond (g - 53) ln 2 = 133 nats at 512 bits
-
-
-def test_secure_log(keypair_512):
-    pk, sk = keypair_512
-    thetas = [1, 7, 2**40 + 3, 0]
-    spec = LogSpec(len(thetas), 10, 2**50)
-    enc = CipherArray.encrypt_encoded(pk, thetas, 10, 2**50)
-    result = run_pair(keypair_512, pr.bob_secure_log, (enc, spec), pr.alice_secure_log, (spec,))
-    got = decode_logs(result["bob"], sk)
-    expected = [math.log(t / 2**10) for t in thetas[:-1]]
-    assert np.allclose(got[:-1], expected, atol=1e-20, rtol=0)
-    assert got[-1] == -math.inf
-
-
-def test_secure_logsum_matches_weighted_logsumexp(keypair_512):
-    pk, sk = keypair_512
-    xs = np.array([-1.0, -2.5, -300.0, -math.inf])
-    weights = np.array([[0.5, 0.0], [0.25, 1.0], [0.25, 0.0], [0.0, 1.0]])
-    spec = LogsumSpec(4, 2, pk.bits)
-    result = run_pair(
-        keypair_512,
-        pr.bob_secure_logsum,
-        (encrypt_logs(pk, xs), weights, spec),
-        pr.alice_secure_logsum,
-        (spec,),
-    )
-    got = decode_logs(result["bob"], sk)
-    with np.errstate(divide="ignore"):
-        expected = [logsumexp(xs, b=weights[:, j]) for j in range(2)]
-    assert np.allclose(got, expected, rtol=0, atol=1e-13)
-
-
-def test_secure_logsum_rejects_bad_weights(keypair_512):
-    pk, _ = keypair_512
-    spec = LogsumSpec(2, 1, pk.bits)
-    for bad in (np.array([[1.0], [-0.5]]), np.array([[1.0], [2.0]]), np.array([[1.0, 0.0]])):
-        with pytest.raises(InvalidInputError):
-            run_pair(
-                keypair_512,
-                pr.bob_secure_logsum,
-                (encrypt_logs(pk, [0.0, 1.0]), bad, spec),
-                pr.alice_secure_logsum,
-                (spec,),
-            )
-    tiny = np.array([[1.0], [1e-30]])  # too small for the public weight scale
-    with pytest.raises(PrecisionError):
-        run_pair(
-            keypair_512,
-            pr.bob_secure_logsum,
-            (encrypt_logs(pk, [0.0, 1.0]), tiny, spec),
-            pr.alice_secure_logsum,
-            (spec,),
-        )
 
 
 def test_secure_multiply_is_exact_with_signs_and_scales(keypair_512):
@@ -221,40 +150,6 @@ def assert_transcripts(keypair, make_args, bob_role, alice_role, alice_args, dec
     return assert_same_transcripts(run, cases, declarations)
 
 
-def test_transcripts_of_exp_log_and_logsum(keypair_512):
-    pk, _ = keypair_512
-    exp_spec = ExpSpec(3, pk.bits)
-    assert_transcripts(
-        keypair_512,
-        lambda xs: (encrypt_logs(pk, xs), exp_spec),
-        pr.bob_secure_exp,
-        pr.alice_secure_exp,
-        (exp_spec,),
-        exp_spec.messages(),
-        [[0.0, -1.0, 2.0], [-500.0, -math.inf, 30.0]],
-    )
-    log_spec = LogSpec(2, 0, 2**60)
-    assert_transcripts(
-        keypair_512,
-        lambda t: (CipherArray.encrypt_encoded(pk, t, 0, 2**60), log_spec),
-        pr.bob_secure_log,
-        pr.alice_secure_log,
-        (log_spec,),
-        log_spec.messages(),
-        [[1, 2], [2**59, 0]],
-    )
-    sum_spec = LogsumSpec(2, 2, pk.bits)
-    assert_transcripts(
-        keypair_512,
-        lambda c: (encrypt_logs(pk, c[0]), np.array(c[1]), sum_spec),
-        pr.bob_secure_logsum,
-        pr.alice_secure_logsum,
-        (sum_spec,),
-        [*sum_spec.exp.messages(), *sum_spec.log.messages()],
-        [([0.0, -1.0], [[0.5, 0.5], [0.5, 0.5]]), ([-90.0, -math.inf], [[1.0, 0.0], [1e-9, 1.0]])],
-    )
-
-
 def test_transcripts_of_multiply_and_rescale(keypair_512):
     pk, _ = keypair_512
     spec = MaskSpec((0, 0), (2**16, 2**16), (2,))
@@ -293,36 +188,6 @@ def _alice_sees(keypair, bob_role, bob_args, alice_role, alice_args, tag, runs):
         payload = payload[0] if isinstance(payload, list) else payload
         seen.extend(int(v) for v in payload.decrypt_ints(sk))
     return np.array(seen, dtype=object)
-
-
-def test_exp_blinds_hide_a_log_value_within_the_range(keypair_512):
-    """Alice sees x + rho, rho uniform on [0, R): two secrets 0.2 nats apart give
-    distributions whose statistical distance is 0.2 / R (KS cannot tell them apart)."""
-    pk, _ = keypair_512
-    spec = ExpSpec(40, pk.bits)
-    samples = []
-    for x in (0.0, 0.2):
-        args = (encrypt_logs(pk, [x] * 40), spec)
-        seen = _alice_sees(
-            keypair_512, pr.bob_secure_exp, args, pr.alice_secure_exp, (spec,), "exp.blinded", 5
-        )
-        samples.append(np.array([int(v) for v in seen], dtype=float) / 2.0**PREC.f)
-    assert all(s.min() >= 0 and s.max() < PREC.blind_nats + 0.2 for s in samples)
-    assert stats.ks_2samp(*samples).pvalue > 1e-3
-
-
-def test_log_blinds_hide_a_value_within_the_range(keypair_512):
-    """Alice sees theta * beta; log of it is log theta + U[B ln 2, (B + K) ln 2)."""
-    pk, _ = keypair_512
-    spec = LogSpec(40, 0, 2**20)
-    samples = []
-    for theta in (1000, 1200):
-        args = (CipherArray.encrypt_encoded(pk, [theta] * 40, 0, 2**20), spec)
-        seen = _alice_sees(
-            keypair_512, pr.bob_secure_log, args, pr.alice_secure_log, (spec,), "log.blinded", 5
-        )
-        samples.append(np.array([math.log(int(v)) for v in seen]))
-    assert stats.ks_2samp(*samples).pvalue > 1e-3
 
 
 def test_additive_masks_hide_the_operands_statistically(keypair_512):
