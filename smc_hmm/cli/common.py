@@ -9,7 +9,6 @@ of :data:`smc_hmm.cli.COMMANDS`.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 from smc_hmm.bench.common import KEY_FLAGS, check_key_bits
 from smc_hmm.crypto import MAX_KEY_BITS
 from smc_hmm.errors import ConfigError
+from smc_hmm.options import check_output_path
 
 DEFAULT_DEMO = "keyword"
 DEMO_GROUP = "smc_hmm.demos"
@@ -52,24 +52,6 @@ def resolve_entry(group: str, kind: str, name: str) -> tuple[Callable, Callable 
     if add is None:
         add = getattr(sys.modules.get(getattr(fn, "__module__", ""), None), "add_arguments", None)
     return fn, add
-
-
-def check_output_path(path: str | None, flag: str = "--json") -> None:
-    """Refuse an output path that cannot be written, before any work starts.
-
-    Its folder must exist and be writable, and the path must not be a folder itself;
-    nothing is created here.
-    """
-    if not path:
-        return
-    p = Path(path)
-    if p.is_dir():
-        raise ConfigError(f"{flag} {path} is a folder; give a file name")
-    folder = p.parent
-    if not folder.is_dir():
-        raise ConfigError(f"{flag} {path}: folder {folder} does not exist")
-    if not os.access(folder, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise ConfigError(f"{flag} {path}: not writable")
 
 
 def write_json(path: str | None, data, out) -> None:

@@ -15,13 +15,18 @@ serving Bob's own models are his secret).
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-from smc_hmm.cli.common import add_key_arguments, check_key_bits, check_output_path, console
+from smc_hmm.cli.common import (
+    add_key_arguments,
+    check_key_bits,
+    check_output_path,
+    console,
+    write_json,
+)
 from smc_hmm.compute import Compute
 from smc_hmm.crypto import generate_keypair
 from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError, WeakerModeWarning
@@ -168,10 +173,7 @@ def _run_in_process(args, console) -> int:
             "offline_seconds": offline.seconds,
             "cost": result.cost.to_dict(),
         }
-        with open(args.json, "w") as fh:
-            json.dump(report, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-        console.print(f"wrote {args.json}")
+        write_json(args.json, report, console)
     return 0 if secure == plain else 1
 
 
@@ -216,8 +218,5 @@ def _run_against_server(args, console) -> int:
             "server": args.server,
             "cost": result["cost"],
         }
-        with open(args.json, "w") as fh:
-            json.dump(report, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-        console.print(f"wrote {args.json}")
+        write_json(args.json, report, console)
     return 0

@@ -33,9 +33,14 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from smc_hmm.dp.release import release_hmm, release_trace
+    from smc_hmm.dp.release import metadata_path, release_hmm, release_trace
 
-    check_output_path(args.json)  # each release checks --out itself, before any work
+    # every output path, before any data is read or any noise drawn
+    check_output_path(args.json)
+    if args.what != "trace":
+        check_output_path(args.out, "--out")
+    if args.what == "hmm":  # and the privacy metadata beside the model file
+        check_output_path(metadata_path(args.out), "--out's privacy metadata")
     if args.what == "lmgmm":
         from smc_hmm.dp.lmgmm import command as lmgmm
 

@@ -30,9 +30,11 @@ def configure(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     import logging
 
+    from smc_hmm.cli.common import check_output_path
     from smc_hmm.runtime import load_config
     from smc_hmm.runtime.serve import ServeSettings, serve
 
+    check_output_path(args.log, "--log")
     config = load_config(args.config)
     settings = ServeSettings.from_config(
         config,

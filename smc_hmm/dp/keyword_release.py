@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from smc_hmm.errors import ConfigError, InvalidInputError
+from smc_hmm.options import check_output_path
 
 __all__ = ["add_arguments", "read_labelled_features", "release_command", "save_release"]
 
@@ -271,8 +272,11 @@ def release_command(args: argparse.Namespace, console, guarantee_path: Path) -> 
 
     _refuse_baum_welch_options(args)
     out = Path(str(args.out))
-    if out.suffix != ".npz" or not out.parent.is_dir():
-        raise ConfigError(f"--out must name a .npz file in an existing directory, got {out}")
+    if out.suffix != ".npz":
+        raise ConfigError(f"--out must name a .npz file, got {out}")
+    check_output_path(out, "--out")  # every output path, before any data is read
+    check_output_path(guarantee_path, "--out's privacy metadata")
+    check_output_path(getattr(args, "json", None))
     labels = _labels(getattr(args, "labels", None))
     data_path = Path(str(args.data))
     if data_path.is_dir():
@@ -332,5 +336,8 @@ def release_command(args: argparse.Namespace, console, guarantee_path: Path) -> 
             soft_wrap=True,
         )
     if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        try:
+            Path(args.json).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        except OSError as exc:
+            raise ConfigError(f"cannot write {args.json}: {exc.strerror or exc}") from exc
     return 0

@@ -117,6 +117,7 @@ from smc_hmm.errors import (
     SensitivityBoundError,
     StateOutsideConstraintError,
 )
+from smc_hmm.options import check_output_path
 
 __all__ = [
     "SKELETON_SEED",
@@ -522,23 +523,25 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _check_out(path: object) -> Path:
+def _check_out(path: object, metadata: bool = False) -> Path:
+    """``--out`` (and, with ``metadata``, its privacy-metadata sidecar): a ``.npz`` file
+    that can be written, checked before any data is read."""
     p = Path(str(path))
     if p.suffix != ".npz":
         raise ConfigError(f"--out must name a .npz model file, got {p}")
-    if p.exists() and p.is_dir():
-        raise ConfigError(f"--out {p} is a directory")
-    if not p.parent.is_dir():
-        raise ConfigError(f"--out: directory {p.parent} does not exist")
+    check_output_path(p, "--out")
+    if metadata:
+        check_output_path(metadata_path(p), "--out's privacy metadata")
     return p
 
 
 def release_hmm(args: argparse.Namespace, console=None) -> int:
     """Run ``smc-hmm release hmm`` (module docstring); returns 0."""
+    check_output_path(args.json)
     if getattr(args, "keyword_models", False):  # smc_hmm.dp.keyword_release
         from smc_hmm.dp.keyword_release import release_command
 
-        return release_command(args, console, metadata_path(str(args.out)))
+        return release_command(args, console, metadata_path(_check_out(args.out, metadata=True)))
     if args.states is None:
         args.states = 3
     from smc_hmm.dp.baum_welch import dp_baum_welch
@@ -560,7 +563,7 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
     iterations = _count(iterations, "--iterations")
     seeded = args.seed is not None
     sampler = _release_sampler(args.sampler, seeded)
-    out = _check_out(args.out)
+    out = _check_out(args.out, metadata=True)
     warnings_out = _release_warnings(every, sampler, seeded)
     kind, seqs, declared = load_sequences(args.data)
     bound = getattr(args, "feature_bound", None)
@@ -920,6 +923,7 @@ def release_trace(args: argparse.Namespace, console=None) -> int:
     from smc_hmm.hmm.io import load_models
 
     eps = check_epsilon(args.eps, "--eps")
+    check_output_path(args.json)
     models, labels = load_models(_existing(args.model, "model file"))
     idx = args.model_index
     if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < len(models):

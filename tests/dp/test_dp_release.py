@@ -201,7 +201,7 @@ def test_release_hmm_bad_options(tmp_path, discrete_data, frame_data):
         rel.release_hmm(_hmm([*base, "--max-length", "20", "--states", "0"]), _console())
     with pytest.raises(ConfigError, match=r"\.npz"):
         rel.release_hmm(_hmm([*base, "--max-length", "20", "--out", "x.txt"]), _console())
-    with pytest.raises(ConfigError, match="directory"):
+    with pytest.raises(ConfigError, match="does not exist"):
         out = str(tmp_path / "missing" / "m.npz")
         rel.release_hmm(_hmm([*base, "--max-length", "20", "--out", out]), _console())
     frames = ["--data", str(frame_data), "--eps", "1", "--max-length", "20"]

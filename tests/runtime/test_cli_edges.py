@@ -100,6 +100,67 @@ def test_release_hmm_checks_every_output_path_before_writing_the_model(tmp_path,
     assert not model.exists()
 
 
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["release", "hmm", "--eps", "1", "--max-length", "5", "--out", "OUT.npz"], "--out"),
+        (["release", "hmm", "--keyword-models", "--eps", "1", "--out", "OUT.npz"], "--out"),
+        (["release", "lmgmm", "--eps", "1", "--out", "OUT.npz"], "--out"),
+        (["release", "hmm", "--eps", "1", "--max-length", "5", "--json", "OUT"], "--json"),
+        (["release", "hmm", "--keyword-models", "--eps", "1", "--json", "OUT"], "--json"),
+        (["release", "lmgmm", "--eps", "1", "--json", "OUT"], "--json"),
+        (
+            [
+                "release",
+                "trace",
+                "--model",
+                "DATA",
+                "--trace",
+                "DATA",
+                "--graph",
+                "complete",
+                "--json",
+                "OUT",
+            ],
+            "--json",
+        ),  # fmt: skip
+        (["keyword", *SMALL, "--audio", "DATA", "--json", "OUT"], "--json"),
+        (["speaker", "identify", *SMALL, "--audio", "DATA", "--json", "OUT"], "--json"),
+        (["demo", "secure-sum", *SMALL, "--length", "2", "--json", "OUT"], "--json"),
+        (["cost", "docs/bench-keyword-diag.json", "--bits", "2048", "--json", "OUT"], "--json"),
+        (["serve", "--config", "DATA", "--log", "OUT"], "--log"),
+    ],
+)
+@pytest.mark.parametrize("where", ["proc", "under-a-file"])
+def test_an_unwritable_output_path_is_refused_before_any_data_is_read(
+    tmp_path, capsys, argv, flag, where
+):
+    """A folder that exists but takes no new file (/proc: tests run as root, for whom
+    os.access says yes everywhere) or a "folder" that is a regular file: one typed line,
+    exit code 2, before the data (a missing file here) is even looked at."""
+    if where == "proc":
+        out = "/proc/smc-hmm-test-output"
+    else:
+        (tmp_path / "file").write_text("")
+        out = str(tmp_path / "file" / "x")
+    out = out + ".npz" if "OUT.npz" in argv else out
+    data = str(tmp_path / "missing.json")
+    argv = [out if a in ("OUT", "OUT.npz") else data if a == "DATA" else a for a in argv]
+    if "--data" not in argv and argv[0] == "release" and argv[1] != "trace":
+        argv += ["--data", data]
+    printed = one_line_error(capsys, argv, "ConfigError", flag, out)
+    assert "INSECURE" not in printed  # no key, no run
+
+
+def test_release_hmm_refuses_a_privacy_metadata_path_it_cannot_write(tmp_path, capsys):
+    (tmp_path / "m.privacy.json").mkdir()  # the sidecar of m.npz is taken by a folder
+    argv = ["release", "hmm", "--data", str(tmp_path / "missing.json"), "--eps", "1"]
+    for extra in (["--max-length", "5"], ["--keyword-models"]):
+        out = str(tmp_path / "m.npz")
+        one_line_error(capsys, [*argv, *extra, "--out", out], "privacy metadata", "is a folder")
+        assert not (tmp_path / "m.npz").exists()
+
+
 def test_release_hmm_says_a_text_file_is_not_an_npz_archive(tmp_path, capsys):
     text = tmp_path / "text.npz"
     text.write_text("0 1 1 0\n1 0 1\n")

@@ -42,6 +42,7 @@ import numpy as np
 
 from smc_hmm.dp.release import _check_out, _existing, _read_json
 from smc_hmm.errors import ConfigError
+from smc_hmm.options import check_output_path
 
 __all__ = ["add_arguments", "load_data", "run"]
 
@@ -125,7 +126,8 @@ def run(args: argparse.Namespace, console=None) -> int:
     )
     from smc_hmm.dp.random import DPRandom
 
-    out = _check_out(args.out)
+    out = _check_out(args.out)  # every output path, before any data is read
+    check_output_path(args.json)
     x, y = load_data(args.data)
     scaling: dict[str, Any] = {"radius": None, "centre": None}
     if args.centre is not None and args.radius is None:
