@@ -30,38 +30,31 @@ Modes (public parameter ``mode``):
   at all times and the precise model used must not be revealed").
 
 Protocol (every scale and bound below follows from public parameters; f =
-``log_scale``, fs = ``feature_scale``, g = ``exp_bits``, B = ``beta_bits``, K =
-ceil(``blind_nats`` / ln 2)):
+``log_scale``, fs = ``feature_scale``, R = ``blind_nats``; the LOGSUM's g, H and slot
+layout are its plan's, :mod:`protocols.stages.logsum`):
 
 0. Alice -> Bob ``spk.key``; Bob -> Alice ``spk.spec``: the public sizes (d, components
    of each model, labels).  ``verify``: Alice -> Bob ``spk.claim``.
 1. Alice -> Bob ``spk.length`` T and ``spk.obs``: x_ti and x_ti^2 at fs bits, the frames
-   of a group packed into the slots of one ciphertext (``SpeakerSpec.emission_plan``:
+   of a group packed into the slots of one ciphertext (:mod:`protocols.stages.emissions`:
    20 frames per 2048-bit ciphertext), 2d ciphertexts per group.
 2. Bob -> Alice ``spk.emit``: for every frame t, model r and component m,
-   E(y_trm), y_trm = log w_rm + log N(x_t; mu_rm, Sigma_rm) - log k_trm - log beta_tr,
-   one packed multi-exponentiation per component and group (the weights of
-   log N = a . x + b . x^2 + c are Bob's exponents), plus the blinds per slot.  k_trm and
-   beta_tr are Bob's integers, log-uniform on [2^B, 2^(B+K)), except that each model's
-   *reference* component m = 0 has the public k = 2^B (its value is blinded by beta_tr
-   alone, its difference to any other component by that one's k).  Alice decrypts one
-   ciphertext per component and group.
-3. LOGSUM, all frames at once.  Alice -> Bob ``spk.exp``: V_trm 2^(W j),
-   V_trm = round(2^g exp(y_trm - c_tr)) with c_tr = max_m y_trm, in the slot j of its
-   target (t, r) (W = ``SpeakerSpec.result_plan.slot_bits``): per result ciphertext one
-   encryption packing the reference values of its targets (they share the exponent 2^B),
-   then one encryption per other element (``SpeakerSpec.exp_chunks``).
-   Bob -> Alice ``spk.sum``: per result ciphertext, the packed
-   S_tr + N_tr = sum_m k_trm V_trm + N_tr, one multi-exponentiation over its ciphertexts
-   with the exponents k_trm (61 bits), N_tr uniform on [0, 2^(B + K + ceil(log2 M) + 41)).
-   S_tr = 2^g e^(-c_tr) e^(L_tr - log beta_tr) (1 + ~2^-37): the unblinding is folded into
-   Bob's exponents, as in the thesis's secure LOGSUM, and L_tr = log p(x_t | r).
-4. Alice: a_tr = log(S_tr + N_tr) - g ln 2 + c_tr = L_tr - log beta_tr, summed over the
-   frames: A_r = log P_r - sum_t log beta_tr.  Alice -> Bob ``spk.shares``:
-   E(round(A_r 2^s)) (s = ``score_scale``); Bob adds round(2^s sum_t log beta_tr):
-   E(v_r), v_r = 2^s log P_r within one unit.  (``reveal_scores``, for measurements only:
-   Alice -> Bob ``spk.logs`` E(A_r) at scale f, Bob -> Alice ``spk.scores`` E(log P_r);
-   Alice then also learns every log P_r.)
+   E(y_trm), y_trm = log w_rm + log N(x_t; mu_rm, Sigma_rm) + zeta_trm, one packed
+   multi-exponentiation per component and group (the weights of log N = a . x + b . x^2
+   + c are Bob's exponents); zeta_trm is a fresh smooth blind on [0, R)
+   (:mod:`protocols.stages.blinds`: a sum of three uniform integers at scale f).
+3. LOGSUM, all frames in one round (:mod:`protocols.stages.logsum`): a target per
+   (frame, model), its elements the model's components.  Alice -> Bob ``spk.exp``: per
+   element V = round(2^g exp(y_trm - c_tr)), c_tr = max_m y_trm, in its target's slot.
+   Bob -> Alice ``spk.sum``: per reply ciphertext sum C_trm V_trm + N with
+   C_trm = round(2^H exp(min_m zeta_trm - zeta_trm + z_tr - R)), z_tr a fresh fine-grained
+   smooth blind, N the stage's slot noise.
+4. Alice: a_tr = ln(slot) - (g + H) ln 2 + c_tr = L_tr + b_tr, L_tr = log p(x_t | r) and
+   b_tr = min_m zeta_trm + z_tr - R Bob's blind, summed over the frames: A_r = log P_r +
+   sum_t b_tr.  Alice -> Bob ``spk.shares``: E(round(A_r 2^s)) (s = ``score_scale``); Bob
+   subtracts round(2^s sum_t b_tr): E(v_r), v_r = 2^s log P_r within one unit.
+   (``reveal_scores``, for measurements only: Alice -> Bob ``spk.logs`` E(A_r) at scale f,
+   Bob -> Alice ``spk.scores`` E(log P_r); Alice then also learns every log P_r.)
 5. Decisions with DGK comparisons (:mod:`protocols.compare`):
    ``identify``: Bob adds margin T 2^s to the UBM's score and runs the secure argmax
    (tournament, random tie-break), the winner's label revealed to Alice (``spk.result``).
@@ -69,29 +62,27 @@ ceil(``blind_nats`` / ln 2)):
    (``spk.reveal`` / ``spk.opened``).  ``anonymous``: the secure argmax over the
    speakers keeps E(max) at Bob, then the same comparison against the UBM.
 
-Who learns what (semi-honest Alice and Bob, not colluding):
+Who learns what (semi-honest Alice and Bob, not colluding; Alice may choose her frames):
 
 * Bob sees only ciphertexts under Alice's keys (Paillier, DGK) and the public sizes
   (d, T, the number of models and components, the mode, the labels); in ``verify`` the
   claimed identity; in ``verify`` and ``anonymous`` the decision bit.
 * Alice learns the public sizes and, per frame t, model r and component m: (a) y_trm,
-  the component's log-density blinded by log k_trm + log beta_tr (the reference's k being
-  the public 2^B), and (b) per frame and model L_tr - log beta_tr (within 2^-37
-  relative).  Both blinds are log-uniform over K octaves and every log-value, and every
-  difference of two, carries at least one of them: each is hidden within K ln 2 >=
-  ``blind_nats`` = 20 nats (statistical distance |u - u'| / (K ln 2) between two values u,
-  u'; the thesis's secure LOGSUM blinding).  The noise N makes S_tr + N_tr a function of
-  L_tr - log beta_tr alone up to statistical distance 2^-40 per value: without it the
-  exact integer sum_m k_trm V_trm would let her solve for the k_trm whenever one or two
-  components dominate a frame, and so read exact differences of Bob's component
-  log-densities (``test_without_noise_the_exponents_leak`` runs that attack).  Bob's
-  exponents are exact integers: there is no rounding structure for a lattice to use.
+  the component's log-density plus a fresh smooth blind of width R, and (b) per frame
+  and model L_tr + b_tr to 2^-``precision_bits`` relative, b_tr carrying the fresh
+  fine-grained z_tr.  Every value and every difference of two carries at least one
+  fresh blind: hidden within R nats, at statistical distance about d sqrt(I) for two
+  values d apart (I = 41.06 / R^2 the blind's Fisher information).  A client who repeats
+  a frame k times (in one session or many) estimates a component's log-density to no
+  better than R / (6.4 sqrt(k)) nats (the Cramer-Rao floor,
+  :func:`~protocols.stages.blinds.estimation_floor`; ``docs/security.md`` gives the
+  table and ``smc-hmm serve --hiding-nats`` Bob's bound per client).  Nothing she
+  decrypts has arithmetic structure: the blinds are not logs of integers, no
+  coefficient is public or a float times a power of two, and the slot noise hides every
+  residue modulo her own values (the held-out attacks, run in
+  ``tests/protocols/test_protocol_speaker.py`` and ``tests/protocols/test_stages.py``).
   (c) In the comparisons: masked values (2^-40) and uniform bits, and in ``identify``
-  the winner's label.  Why only one element per target can share a ciphertext: each
-  target has one beta, so a second component with a public k would give Alice the exact
-  difference of two of Bob's component log-densities at her own x_t (a linear equation
-  in his model).  Repeated sessions average the blinds of (a) and (b): over k runs
-  a blinded value narrows to about K ln 2 / sqrt(12 k) (``docs/security.md``).
+  the winner's label.
 * Ties: scores are compared at 2^-s nats (s = 16) after rounding each party's share, so
   two scores within 2^-(s-1) nats may compare either way; an exact tie in ``identify``
   goes to a uniformly random one of the tied labels, in ``verify`` / ``anonymous`` a
@@ -106,11 +97,9 @@ Who learns what (semi-honest Alice and Bob, not colluding):
   raised at once.
 
 Precision: log-values at f = 80 fractional bits, features at fs = 40 and Bob's emission
-weights at f - fs; each frame's LOGSUM is exact to 2^-37 relative (the noise and Alice's
-rounding of V), so log P is within ~1e-12 relative of the plaintext
-(``smc-hmm bench speaker`` measures it).  A component more than (g + 1) ln 2 nats behind
-the frame's best contributes V = 0: less than 2^-g e^(K ln 2) of the sum, so nothing is
-refused for precision.
+weights at f - fs; each frame's LOGSUM is exact to 2^-32 relative (``precision_bits``),
+so log P is within ~1e-11 relative of the plaintext (``smc-hmm bench speaker`` measures
+it).  No component is ever dropped: every target keeps its own leader at 2^g.
 
 Run: ``smc-hmm speaker identify --audio FILE.wav``, ``smc-hmm speaker verify --audio
 FILE.wav --claim NAME``, ``protocol = "speaker"`` in a parties.toml (Alice's
@@ -128,10 +117,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from protocols import compare
-from protocols.primitives import exp_fixed, log_fixed, log_uniform_integer
+from protocols.primitives import PrecisionParams
+from protocols.stages import emissions, logsum
+from protocols.stages.blinds import log_blinds
+from protocols.stages.emissions import EmissionLayout
+from protocols.stages.logsum import LogsumParams, LogsumPlan
 from smc_hmm.crypto import CipherArray
 from smc_hmm.crypto.fixedpoint import ldexp_int
-from smc_hmm.crypto.multiexp import SHARED_BASE_MAX_TERMS
 from smc_hmm.crypto.packing import PackingPlan
 from smc_hmm.data.speakers import gmm, gmm_parts
 from smc_hmm.errors import (
@@ -170,8 +162,9 @@ class SpeakerParams:
     log_scale: int = 80
     feature_scale: int = 40
     blind_nats: float = 20.0
-    beta_bits: int = 32
-    exp_bits: int = 112
+    #: each frame's LOGSUM keeps 2^-precision_bits relative precision (log P within
+    #: ~1e-12 relative over an utterance; the comparisons use 2^-score_scale nats)
+    precision_bits: int = 32
     score_scale: int = 16
     #: frames per LOGSUM round trip; 0: all frames in one (the default)
     frames_per_round: int = 0
@@ -197,8 +190,7 @@ class SpeakerParams:
         for name, lo, hi in (
             ("log_bound_bits", 9, 60),
             ("log_scale", 32, 160),
-            ("beta_bits", 32, 128),
-            ("exp_bits", 64, 512),
+            ("precision_bits", 16, 96),
             ("score_scale", 0, 32),
             ("frames_per_round", 0, MAX_SEQUENCE_LENGTH),
             ("sigma", 40, 128),
@@ -214,9 +206,27 @@ class SpeakerParams:
             raise InvalidInputError("reveal_scores must be true or false")
 
     @property
-    def blind_octaves(self) -> int:
-        """K: Bob's blinds are log-uniform on [2^B, 2^(B+K)), K ln 2 >= blind_nats."""
-        return math.ceil(self.blind_nats / math.log(2))
+    def logsum(self) -> LogsumParams:
+        """The LOGSUM stage's parameters: a = 1 (weights are mixture components already
+        folded into the emissions), the elements' blinds are one emission blind each, so
+        they spread over R around their target's reference."""
+        return LogsumParams(
+            precision_bits=self.precision_bits,
+            sigma=self.sigma,
+            blind_nats=self.blind_nats,
+            spread_nats=self.blind_nats,
+            weight_floor_bits=0,
+        )
+
+    @property
+    def precision(self) -> PrecisionParams:
+        """The log-value conventions (scale, log-0 sentinel) the stages read."""
+        return PrecisionParams(
+            log_scale=self.log_scale,
+            log_bound_bits=self.log_bound_bits,
+            blind_nats=self.blind_nats,
+            sigma=self.sigma,
+        )
 
     @classmethod
     def from_config(cls, section: Mapping) -> SpeakerParams:
@@ -280,10 +290,9 @@ class SpeakerSpec:
 
     @property
     def emit_slot_bound(self) -> int:
-        """|y_trm| at scale f: the reach plus both blinds (< 2(B + K) ln 2 < 2^7 nats)."""
-        blinds = 2 * (self.params.beta_bits + self.params.blind_octaves)
-        if blinds * math.log(2) >= 1 << 7:
-            raise PrecisionError("beta_bits + blind octaves too large for the emission slots")
+        """|y_trm| at scale f: the reach plus the blind (< 2^7 nats)."""
+        if self.params.blind_nats >= 1 << 7:
+            raise PrecisionError("blind_nats too large for the emission slots")
         return self.reach_bound + (1 << (7 + self.f))
 
     @property
@@ -295,9 +304,14 @@ class SpeakerSpec:
             raise PrecisionError(f"a {self.key_bits}-bit key cannot hold one blinded emission")
         return PackingPlan(bits, slots)
 
+    @property
+    def emissions(self) -> EmissionLayout:
+        """The frames' packing (:mod:`protocols.stages.emissions`): 2d inputs per frame,
+        one row per component of every running model."""
+        return EmissionLayout(self.emission_plan, self.length, 2 * self.dims, self.rows)
+
     def frame_groups(self) -> list[range]:
-        per = self.emission_plan.slots
-        return [range(a, min(a + per, self.length)) for a in range(0, self.length, per)]
+        return self.emissions.groups
 
     def packed_bound(self, slot_bound: int, plan: PackingPlan) -> int:
         """Bound on a packed plaintext whose slots are each within ``slot_bound``."""
@@ -305,65 +319,28 @@ class SpeakerSpec:
 
     # -- LOGSUM ----------------------------------------------------------------------------
 
-    @property
-    def g(self) -> int:
-        return self.params.exp_bits
-
-    @property
-    def blind_bits(self) -> int:
-        """B + K: bits of Bob's largest exponent k (and of beta)."""
-        return self.params.beta_bits + self.params.blind_octaves
-
-    @property
-    def noise_bits(self) -> int:
-        """N uniform on [0, 2^noise_bits): drowns sum_m k_m (V_m - 2^g e^(y_m - c)), at most
-        M 2^(B+K-1), within 2^-sigma."""
-        return self.blind_bits + max(self.components).bit_length() + self.params.sigma
-
-    @property
-    def sum_bound(self) -> int:
-        """S + N < M 2^(g + B + K) + 2^noise_bits."""
-        return (max(self.components) << (self.g + self.blind_bits)) + (1 << self.noise_bits)
-
-    @property
-    def result_plan(self) -> PackingPlan:
-        """One slot per target (frame, model); 4 spare bits keep the multi-exponentiation's
-        bound inside the key for up to 16 slots."""
-        bits = self.sum_bound.bit_length() + 1
-        slots = min(16, (self.key_bits - 8) // bits)
-        if slots < 1:
-            raise PrecisionError(f"a {self.key_bits}-bit key cannot hold one LOGSUM result")
-        return PackingPlan(bits, slots)
-
-    def check_precision(self) -> None:
-        """PrecisionError unless each frame's LOGSUM keeps 2^-30 relative precision: the
-        noise (2^noise_bits) against the smallest sum 2^(g + B) (public sizes only)."""
-        if self.noise_bits - self.g - self.params.beta_bits > -30:
-            raise PrecisionError(
-                f"exp_bits = {self.g} leaves the LOGSUM noise within "
-                f"2^{self.noise_bits - self.g - self.params.beta_bits} of the result: raise it"
-            )
-        _ = self.emission_plan, self.result_plan  # both fit the key
-
     def rounds(self) -> list[range]:
         """The frames of each LOGSUM round trip."""
         per = self.params.frames_per_round or self.length
         return [range(a, min(a + per, self.length)) for a in range(0, self.length, per)]
 
-    def exp_chunks(self, frames: range) -> list[list[tuple[int, int]]]:
-        """The (frame, model) targets of each result ciphertext of a round, frame-major,
-        ``result_plan.slots`` per ciphertext.  For each, Alice sends one ciphertext packing
-        the reference elements of its targets (component 0 of each model, whose k is the
-        public 2^B), then every other element of its targets in order."""
-        pairs = [(t, r) for t in frames for r in range(len(self.components))]
-        per = self.result_plan.slots
-        return [pairs[a : a + per] for a in range(0, len(pairs), per)]
+    def round_plan(self, frames: range) -> LogsumPlan:
+        """One round's LOGSUM (:mod:`protocols.stages.logsum`): a target per (frame, model),
+        frame-major, whose elements are the model's components in that frame (indices
+        into the round's (frames, rows) emissions, flattened)."""
+        preds = [
+            [i * self.rows + m for m in range(seg.start, seg.stop)]
+            for i in range(len(frames))
+            for seg in self.segments
+        ]
+        return LogsumPlan.build(preds, self.params.logsum, self.key_bits)
 
-    def round_sizes(self, frames: range) -> tuple[int, int]:
-        """(ciphertexts Alice sends, result ciphertexts Bob returns) in one round."""
-        chunks = self.exp_chunks(frames)
-        sent = sum(1 + sum(self.components[r] - 1 for _, r in chunk) for chunk in chunks)
-        return sent, len(chunks)
+    def check_precision(self) -> None:
+        """PrecisionError unless the emission slots and every round's LOGSUM fit the key
+        (public sizes only)."""
+        _ = self.emission_plan, self.emit_slot_bound
+        for frames in self.rounds()[:1]:
+            self.round_plan(frames)
 
     # -- scores ------------------------------------------------------------------------------
 
@@ -412,7 +389,8 @@ class SpeakerSpec:
 
     def messages(self) -> dict[str, Message]:
         """Every message of the run beyond the comparisons', from public parameters alone."""
-        ep, rp, n = self.emission_plan, self.result_plan, (len(self.components),)
+        ep, n = self.emission_plan, (len(self.components),)
+        rp = self.round_plan(self.rounds()[0])  # the widest round: its bounds hold for all
         groups = len(self.frame_groups())
         out = {
             "key": Message("spk.key", Key()),
@@ -433,10 +411,8 @@ class SpeakerSpec:
                     self.f, self.packed_bound(self.emit_slot_bound, ep), (groups, self.rows)
                 ),
             ),
-            "exp": Message(  # a packed reference: every slot up to 2^g, in sum < 2 x the top
-                "spk.exp", Ciphertexts(self.g, (2 << self.g) << (rp.slot_bits * (rp.slots - 1)))
-            ),
-            "sum": Message("spk.sum", Ciphertexts(self.g, self.packed_bound(self.sum_bound, rp))),
+            "exp": Message("spk.exp", Ciphertexts(0, rp.value_bound)),
+            "sum": Message("spk.sum", Ciphertexts(0, rp.packed_bound)),
             "shares": Message("spk.shares", Ciphertexts(self.s, self.share_bound, n)),
             "logs": Message("spk.logs", Ciphertexts(self.f, self.log_share_bound, n)),
             "scores": Message(
@@ -524,36 +500,6 @@ def _dummy_models(components: Sequence[int], dims: int) -> list:
     return [gmm(np.full(c, 1.0 / c), np.zeros((c, dims)), np.ones((c, dims))) for c in components]
 
 
-def packed_emissions(enc_obs: CipherArray, weights, offsets, spec: SpeakerSpec) -> CipherArray:
-    """Bob's step 2: the (groups, rows) packed E(a . x_t + b . x_t^2 + offset_t,row).
-
-    Every group's 2d packed inputs are combined with the same integer weights (rows,
-    2d): one multi-exponentiation per row and group.  The inputs are cut into blocks of
-    at most ``SHARED_BASE_MAX_TERMS`` bases so that the crypto layer serves each block's
-    rows from shared per-base tables (about a third faster than one bucket method per
-    row over all 2d bases), and the blocks of every group are spread over the compute
-    lanes together.  The slots stay within ``emission_plan`` because
-    :func:`emission_program` checked each row's reach.
-    """
-    plan, groups = spec.emission_plan, spec.frame_groups()
-    width = 2 * spec.dims
-    parts = -(-width // SHARED_BASE_MAX_TERMS)
-    cuts = [(width * i // parts, width * (i + 1) // parts) for i in range(parts)]
-    blocks = [(enc_obs[g][a:b], weights[:, a:b]) for g in range(len(groups)) for a, b in cuts]
-    flat = CipherArray.lincomb_blocks(blocks, spec.weight_scale)
-    reach = spec.packed_bound(spec.reach_bound, plan)
-    rows = []
-    for g, group in enumerate(groups):
-        start = g * parts * spec.rows
-        combined = flat[start : start + spec.rows]
-        for i in range(1, parts):
-            combined = combined + flat[start + i * spec.rows : start + (i + 1) * spec.rows]
-        packed = [plan.pack([offsets[t][row] for t in group]) for row in range(spec.rows)]
-        summed = combined.with_bound(reach).add_encoded(np.array(packed, dtype=object))
-        rows.append(summed.reshape(1, spec.rows))
-    return CipherArray.concatenate(rows)
-
-
 # -- Alice's encoding --------------------------------------------------------------------------
 
 
@@ -578,13 +524,10 @@ def _checked_frames(frames, params: SpeakerParams) -> tuple[np.ndarray, SmcHmmEr
 
 def encode_observations(pk, frames: np.ndarray, spec: SpeakerSpec) -> CipherArray:
     """Step 1: x_i and x_i^2 at fs bits, the frames of a group in the slots of one ciphertext."""
-    plan, fs = spec.emission_plan, spec.params.feature_scale
+    fs = spec.params.feature_scale
     products = np.concatenate([frames, frames * frames], axis=1)
     encoded = np.array([[ldexp_int(float(v), fs) for v in row] for row in products], dtype=object)
-    rows = [[plan.pack(col) for col in encoded[g.start : g.stop].T] for g in spec.frame_groups()]
-    return CipherArray.encrypt_encoded(
-        pk, np.array(rows, dtype=object), fs, spec.messages()["obs"].body.bound
-    )
+    return emissions.alice_pack(pk, encoded, spec.emissions, fs, spec.messages()["obs"].body.bound)
 
 
 # -- roles --------------------------------------------------------------------------------------
@@ -630,25 +573,24 @@ def alice(ctx, utterance, params: SpeakerParams, peer: str = "bob"):
         ctx.send(peer, msg["obs"], encode_observations(pk, frames, spec))
     with ctx.phase("emissions"):
         # Step 2: every blinded emission y_trm, frames in slots
-        y = _unpack(ctx.recv(peer, msg["emit"]).decrypt_ints(sk), spec)
-    offset = log_fixed(1 << spec.g, spec.f)
+        y = emissions.alice_unpack(ctx.recv(peer, msg["emit"]).decrypt_ints(sk), spec.emissions)
+    prec = params.precision
     shares = [0] * len(spec.components)  # A_r at scale f
     with ctx.phase("logsum"):
         for frames_of_round in spec.rounds():
-            # Step 3: E(V 2^(W j)) per element, one round for these frames
-            values, shifts = _alice_exp_values(y, frames_of_round, spec)
-            enc = CipherArray.encrypt_encoded(pk, values, spec.g, msg["exp"].body.bound)
+            # Step 3: one LOGSUM round for these frames (protocols.stages.logsum)
+            plan = spec.round_plan(frames_of_round)
+            u = [v for t in frames_of_round for v in y[t]]
+            values, shifts = logsum.alice_values(u, plan, prec)
+            enc = CipherArray.encrypt_encoded(pk, values, 0, msg["exp"].body.bound)
             ctx.send(peer, msg["exp"], enc)
             enc_sums = ctx.recv(peer, msg["sum"])
-            if enc_sums.shape != (spec.round_sizes(frames_of_round)[1],):
+            if enc_sums.shape != (plan.ciphertexts,):
                 raise ProtocolError(f"spk.sum: {enc_sums.shape} results for this round")
-            sums = enc_sums.decrypt_ints(sk)
-            # Step 4: a_tr = log(S + N) - g ln 2 + c_tr, summed per model
-            results = _unpack_results(sums, len(frames_of_round) * len(spec.components), spec)
-            for i, (s, c) in enumerate(zip(results, shifts)):
-                if s <= 0:
-                    raise ProtocolError("spk.sum: a LOGSUM result is not positive")
-                shares[i % len(spec.components)] += log_fixed(s, spec.f) - offset + c
+            # Step 4: a_tr = L_tr + blind_tr, summed per model
+            logs = logsum.alice_logs(enc_sums.decrypt_ints(sk), plan, shifts, prec)
+            for i, a in enumerate(logs):
+                shares[i % len(spec.components)] += a
     out = {"mode": params.mode}
     with ctx.phase("scores"):
         small = [_round_shift(a, spec.f - spec.s) for a in shares]
@@ -708,41 +650,6 @@ def _parse_sizes(sizes) -> tuple[int, list[int], list[str]]:
     return sizes["dims"], sizes["components"], sizes["labels"]
 
 
-def _unpack(decrypted, spec: SpeakerSpec) -> list[list[int]]:
-    """Alice: the (T, rows) blinded emissions from the decrypted (groups, rows) slots."""
-    plan, out = spec.emission_plan, []
-    for group, row in zip(spec.frame_groups(), np.asarray(decrypted, dtype=object)):
-        slots = [plan.unpack(int(v), len(group)) for v in row]
-        out += [[s[k] for s in slots] for k in range(len(group))]
-    return out
-
-
-def _alice_exp_values(y, frames: range, spec: SpeakerSpec) -> tuple[list[int], list[int]]:
-    """Step 3 for these frames: per result ciphertext (:meth:`SpeakerSpec.exp_chunks`) the
-    packed sum of its targets' reference values V 2^(W j), then every other element's
-    V 2^(W j); and each target's shift c_tr (targets frame-major, then model)."""
-    rp, f, g = spec.result_plan, spec.f, spec.g
-    values, shifts = [], []
-    for chunk in spec.exp_chunks(frames):
-        reference, others = 0, []
-        for j, (t, r) in enumerate(chunk):
-            row = [int(v) for v in y[t][spec.segments[r]]]
-            c = max(row)
-            shift = rp.slot_bits * j
-            reference += exp_fixed(row[0] - c, f, g) << shift
-            others += [exp_fixed(v - c, f, g) << shift for v in row[1:]]
-            shifts.append(c)
-        values += [reference, *others]
-    return values, shifts
-
-
-def _unpack_results(sums, targets: int, spec: SpeakerSpec) -> list[int]:
-    rp, out = spec.result_plan, []
-    for i, v in enumerate(sums):
-        out += rp.unpack(int(v), min(rp.slots, targets - i * rp.slots))
-    return out
-
-
 def _round_shift(value: int, bits: int) -> int:
     """round(value / 2^bits) for an integer of either sign."""
     return (int(value) + (1 << (bits - 1))) >> bits if bits else int(value)
@@ -788,57 +695,43 @@ def bob(ctx, speakers, params: SpeakerParams, peer: str = "alice"):
         refusal = e
         weights, const = emission_program(_dummy_models(spec.components, d), spec)
     enc_obs = ctx.recv(peer, msg["obs"])
-    rng, B, K = ctx.rng, params.beta_bits, params.blind_octaves
-    # Bob's blinds: k per element (the public 2^B for each model's reference component
-    # 0), beta per target (frame, model), log-uniform integers
-    references = {seg.start for seg in spec.segments}
-    ks = [
-        [1 << B if m in references else log_uniform_integer(rng, B, K) for m in range(spec.rows)]
-        for _ in range(length)
-    ]
-    betas = [[log_uniform_integer(rng, B, K) for _ in spec.components] for _ in range(length)]
-    log_betas = [[log_fixed(b, spec.f) for b in row] for row in betas]
+    rng = ctx.rng
+    # Bob's emission blinds: one smooth additive blind per frame and component
+    zetas = [log_blinds(rng, spec.rows, params.blind_nats, spec.f) for _ in range(length)]
     with ctx.phase("emissions"):
         # Step 2: packed multi-exponentiations (one per component and group of frames)
-        # plus each slot's constant and blinds
-        offsets = [
-            [
-                const[m] - log_fixed(ks[t][m], spec.f) - log_betas[t][r]
-                for r, seg in enumerate(spec.segments)
-                for m in range(seg.start, seg.stop)
-            ]
-            for t in range(length)
-        ]
-        emit = packed_emissions(enc_obs, weights, offsets, spec)
+        # plus each slot's constant and blind (protocols.stages.emissions)
+        offsets = [[int(c) + int(z) for c, z in zip(const, zetas[t])] for t in range(length)]
+        emit = emissions.bob_emissions(
+            enc_obs, weights, spec.weight_scale, offsets, spec.emissions, spec.reach_bound
+        )
         ctx.send(peer, msg["emit"], emit.with_bound(msg["emit"].body.bound).rerandomize())
+    totals = [0] * len(spec.components)  # sum_t blind_tr per model, scale f
     with ctx.phase("logsum"):
-        rp = spec.result_plan
         for frames_of_round in spec.rounds():
-            # Step 3: S + N = sum_m k V + N per target, packed; one multi-exponentiation each
-            n_elements, _ = spec.round_sizes(frames_of_round)
+            # Step 3: one LOGSUM round (protocols.stages.logsum): per target (t, r), its
+            # components' blinds around their minimum, a = 1
+            plan = spec.round_plan(frames_of_round)
             enc = ctx.recv(peer, msg["exp"])
-            if enc.shape != (n_elements,):
-                raise ProtocolError(f"spk.exp: {enc.shape[0]} values, expected {n_elements}")
-            chunks, blocks, start = spec.exp_chunks(frames_of_round), [], 0
-            for chunk in chunks:  # the packed references (exponent 2^B), then the others' k
-                exps = [1 << B] + [
-                    ks[t][m]
-                    for t, r in chunk
-                    for m in range(spec.segments[r].start + 1, spec.segments[r].stop)
-                ]
-                blocks.append((enc[start : start + len(exps)], np.array([exps], dtype=object)))
-                start += len(exps)
-            noise = [rp.pack([rng.randbits(spec.noise_bits) for _ in c]) for c in chunks]
-            sums = CipherArray.lincomb_blocks(blocks).add_encoded(np.array(noise, dtype=object))
+            if enc.shape != (plan.edges,):
+                raise ProtocolError(f"spk.exp: {enc.shape[0]} values, expected {plan.edges}")
+            rho = [int(z) for t in frames_of_round for z in zetas[t]]
+            refs = [min(rho[e] for e in p) for p in plan.preds]
+            weights_1 = [[1.0] * len(p) for p in plan.preds]
+            coefs, blinds = logsum.bob_coefficients(rng, plan, weights_1, rho, refs, spec.f)
+            sums = logsum.bob_sums(enc, plan, coefs, rng)
             ctx.send(peer, msg["sum"], sums.with_bound(msg["sum"].body.bound).rerandomize())
+            for i, b in enumerate(blinds):
+                totals[i % len(spec.components)] += b
     with ctx.phase("scores"):
-        # Step 4: E(v_r) = E(round(A_r 2^s)) + round(2^s sum_t log beta_tr)
+        # Step 4: E(v_r) = E(round(A_r 2^s)) - round(2^s sum_t blind_tr)
         enc_shares = ctx.recv(peer, msg["shares"])
-        totals = [sum(row[r] for row in log_betas) for r in range(len(spec.components))]
-        own = np.array([_round_shift(v, spec.f - spec.s) for v in totals], dtype=object)
+        own = np.array([_round_shift(-v, spec.f - spec.s) for v in totals], dtype=object)
         scores = enc_shares.add_encoded(own).with_bound(spec.score_bound)
         if params.reveal_scores:
-            logs = ctx.recv(peer, msg["logs"]).add_encoded(np.array(totals, dtype=object))
+            logs = ctx.recv(peer, msg["logs"]).add_encoded(
+                np.array([-v for v in totals], dtype=object)
+            )
             ctx.send(peer, msg["scores"], logs.with_bound(msg["scores"].body.bound).rerandomize())
     out = None
     with ctx.phase("decision"):
@@ -899,11 +792,9 @@ def randomizers_needed(params: SpeakerParams, key_bits: int, inputs) -> dict[str
         params, dims, tuple(models[i].n_states for i in running), len(frames), key_bits
     )
     n = len(spec.components)
-    logsum = sum(spec.round_sizes(frames)[0] for frames in spec.rounds())
-    alice = len(spec.frame_groups()) * 2 * dims + logsum + n
-    bob = len(spec.frame_groups()) * spec.rows + sum(
-        spec.round_sizes(frames)[1] for frames in spec.rounds()
-    )
+    plans = [spec.round_plan(frames) for frames in spec.rounds()]
+    alice = len(spec.frame_groups()) * 2 * dims + sum(p.edges for p in plans) + n
+    bob = len(spec.frame_groups()) * spec.rows + sum(p.ciphertexts for p in plans)
     if params.reveal_scores:
         alice, bob = alice + n, bob + n
     if params.mode == "identify":

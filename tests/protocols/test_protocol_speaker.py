@@ -189,76 +189,114 @@ def test_bob_refuses_an_out_of_range_model_invisibly(keypair_512):
     )
 
 
-def _exponent_attack(result, sk, speakers, x, spec):
-    """Alice's attack on a two-component LOGSUM: S = k1 2^g + k2 V2 (+ N), one of k1, k2
-    being the reference's public 2^B.  Modulo 2^g,
-    S = k2 V2, so one inversion gives k2 and then k1; y1 + log k1 - y2 - log k2 would be
-    the exact difference of two of Bob's component log-densities.  Returns the fraction
-    of targets where the recovered difference is the true one."""
+def _alice_view(result, sk, spec):
+    """What Alice decrypted: every blinded emission y_trm and every LOGSUM slot, with the
+    round's plan and her values (the LOGSUM runs in one round by default)."""
+    from protocols.stages import emissions, logsum
+
     view = {t: p for _, t, p in result.views["alice"]}
-    y = sp._unpack(view["spk.emit"].decrypt_ints(sk), spec)
-    sums = sp._unpack_results(view["spk.sum"].decrypt_ints(sk), spec.length * 4, spec)
-    g, f = spec.g, spec.f
-    hits, target = 0, 0
-    for t in range(spec.length):
-        for r, seg in enumerate(spec.segments):
-            row = [int(v) for v in y[t][seg]]
-            top, other = (0, 1) if row[0] >= row[1] else (1, 0)
-            v2 = sp.exp_fixed(row[other] - row[top], f, g)
-            twos = (v2 & -v2).bit_length() - 1
-            s = int(sums[target])
-            target += 1
-            modulus = 1 << (g - twos)
-            k2 = ((s >> twos) * pow(v2 >> twos, -1, modulus)) % modulus
-            k1 = (s - k2 * v2) >> g
-            if not (1 << 32 <= k1 < 1 << 61 and 1 << 32 <= k2 < 1 << 61):
-                continue
-            found = (row[top] + sp.log_fixed(k1, f) - row[other] - sp.log_fixed(k2, f)) / 2**f
-            w, mu, var = gmm_parts(speakers[0][r])
-            e = np.log(w) - 0.5 * (np.log(2 * np.pi * var) + (x[t] - mu) ** 2 / var).sum(axis=1)
-            hits += abs(found - (e[top] - e[other])) < 1e-6
-    return hits / target
+    y = emissions.alice_unpack(view["spk.emit"].decrypt_ints(sk), spec.emissions)
+    plan = spec.round_plan(range(spec.length))
+    u = [v for row in y for v in row]
+    values, shifts = logsum.alice_values(u, plan, spec.params.precision)
+    slots = [
+        (int(c) >> (k * plan.slot_bits)) & ((1 << plan.slot_bits) - 1)
+        for c in view["spk.sum"].decrypt_ints(sk)
+        for k in range(plan.slots)
+    ][: plan.targets]
+    logs = logsum.alice_logs(view["spk.sum"].decrypt_ints(sk), plan, shifts, spec.params.precision)
+    return y, plan, slots, logs
 
 
-def test_without_noise_the_exponents_leak_and_with_it_they_do_not(keypair_1024, monkeypatch):
-    """The LOGSUM noise is what stops Alice from solving for Bob's exponents."""
+def _true_logs(speakers, x):
+    """Per frame and model, the components' log w N(x) (the test's oracle)."""
+    out = []
+    for t in range(len(x)):
+        row = []
+        for model in speakers[0]:
+            w, mu, var = gmm_parts(model)
+            row.append(np.log(w) - 0.5 * (np.log(2 * np.pi * var) + (x[t] - mu) ** 2 / var).sum(1))
+        out.append(row)
+    return out
+
+
+def _chosen_frames(speakers, repeats=4):
+    """The client's chosen inputs: a zero frame, unit vectors and their negatives, and a
+    frame on one component's mean (so that one component wins by far), each repeated."""
+    dims = speakers[0][0].n_features
+    _, mu, _ = gmm_parts(speakers[0][0])
+    frames = [np.zeros(dims), *np.eye(dims), *(-np.eye(dims)), 6 * mu[0]]
+    return np.repeat(np.array(frames), repeats, axis=0)
+
+
+def test_chosen_frames_reveal_no_component_exactly(keypair_1024):
+    """The held-out speaker attacks, on a whole run with chosen frames: (a) the emission
+    blinds are the rounded logs of Bob's integers (the sparse set), (b) a reference
+    component's public coefficient 2^B shows in the LOGSUM slot as a run of zero bits and
+    makes the output minus its emission the exact component posterior, (c) within a block
+    of identical frames the blinds' differences are exact.  All three must fail."""
     rng = np.random.default_rng(7)
     speakers = _speakers(rng, components=2)
-    x = rng.normal(1.0, 1.0, (6, 4))
-    spec = sp.SpeakerSpec(sp.SpeakerParams(), 4, (2, 2, 2, 2), 6, 1024)
+    x = _chosen_frames(speakers)
+    spec = sp.SpeakerSpec(sp.SpeakerParams(), 4, (2, 2, 2, 2), len(x), 1024)
     sk = keypair_1024[1]
-    guarded = _run(keypair_1024, x, speakers, record_views=True)
-    assert _exponent_attack(guarded, sk, speakers, x, spec) == 0.0
-    monkeypatch.setattr(sp.SpeakerSpec, "noise_bits", property(lambda self: 0))
-    exposed = _run(keypair_1024, x, speakers, record_views=True)
-    assert _exponent_attack(exposed, sk, speakers, x, spec) == 1.0
+    y, plan, slots, logs = _alice_view(_run(keypair_1024, x, speakers, record_views=True), sk, spec)
+    truth = _true_logs(speakers, x)
+    f = spec.f
+    blinds = []
+    for t in range(len(x)):
+        for r, seg in enumerate(spec.segments):
+            for m, q in zip(range(seg.start, seg.stop), truth[t][r]):
+                blinds.append(y[t][m] - round(q * 2**f))
+    # (a) no blind is the rounded log of an integer (old: y = Q - round(2^80 ln k))
+    import gmpy2
+
+    from protocols.stages.fixedlog import log_fixed, round_mpfr
+
+    ctx = gmpy2.context(precision=f + 128)
+    for b in blinds:
+        k = round_mpfr(ctx.exp(ctx.div(gmpy2.mpz(abs(b)), gmpy2.mpz(1) << f)))
+        assert abs(log_fixed(k, f) - abs(b)) > 2  # beyond the oracle's rounding
+    # (b) no LOGSUM slot carries a coefficient with a long run of zero bits above the
+    # noise, and the output minus a component's emission is not its exact posterior
+    above = plan.noise_bits - plan.g + 1
+    for s in slots:
+        top = (s >> plan.g) >> above
+        assert ((top & -top).bit_length() - 1) < 24
+    posteriors = []
+    for i, a in enumerate(logs):
+        t, r = divmod(i, len(spec.components))
+        seg = spec.segments[r]
+        q = truth[t][r]
+        post = float(np.logaddexp.reduce(q) - q[0])  # -log posterior of component 0
+        posteriors.append((a - y[t][seg.start]) / 2**f - post)
+    spread = max(posteriors) - min(posteriors)
+    assert spread > 1.0  # old: a constant (B ln 2), so every posterior was exact
+    # (c) identical frames: the blinds' differences within a block are not constant
+    rows = spec.rows
+    per_frame = np.array(blinds, dtype=object).reshape(len(x), rows)
+    for block in range(0, len(x), 4):
+        diffs = {int(per_frame[block + 1][m] - per_frame[block][m]) for m in range(rows)}
+        assert len(diffs) == rows
 
 
-def test_reference_values_travel_packed_and_nothing_else_shares_a_ciphertext(keypair_1024):
-    """Per result ciphertext one encryption packs the reference values (component 0, k =
-    2^B) of its targets; every other element has its own.  Decrypting what Bob received
-    gives exactly that layout: the packed one holds a value in each target's slot."""
-    rng = np.random.default_rng(9)
-    speakers = _speakers(rng, components=3)
-    x = rng.normal(size=(7, 4))
-    spec = sp.SpeakerSpec(sp.SpeakerParams(), 4, (3, 3, 3, 3), 7, 1024)
-    result = _run(keypair_1024, x, speakers, record_views=True)
-    sent = [p for _, t, p in result.views["bob"] if t == "spk.exp"]
-    assert len(sent) == 1
-    chunks = spec.exp_chunks(range(7))
-    assert sent[0].shape == (7 * 4 * 2 + len(chunks),)  # 28 targets, 2 non-reference each
-    values = [int(v) for v in sent[0].decrypt_ints(keypair_1024[1])]
-    rp, start = spec.result_plan, 0
-    for chunk in chunks:
-        slots = rp.unpack(values[start], len(chunk))
-        assert all(0 <= v <= 1 << spec.g for v in slots) and any(slots)  # one per target
-        others = values[start + 1 : start + 1 + 2 * len(chunk)]
-        for j in range(len(chunk)):  # each other element alone, in its target's slot
-            for v in others[2 * j : 2 * j + 2]:
-                assert v >> (rp.slot_bits * j) <= 1 << spec.g
-                assert v & ((1 << (rp.slot_bits * j)) - 1) == 0
-        start += 1 + 2 * len(chunk)
-    assert start == len(values)
+def test_emission_blinds_follow_the_smooth_law(keypair_1024):
+    """The estimator attack on repeated frames: what Alice decrypts for one component over
+    k repetitions is its log-density plus independent smooth blinds, so averaging narrows
+    it only like R / (6.4 sqrt(k)) (protocols.stages.blinds)."""
+    from protocols.stages import blinds as bl
+
+    rng = np.random.default_rng(8)
+    speakers = _speakers(rng, components=2)
+    x = np.repeat(rng.normal(size=(1, 4)), 64, axis=0)
+    spec = sp.SpeakerSpec(sp.SpeakerParams(), 4, (2, 2, 2, 2), 64, 1024)
+    y, *_ = _alice_view(_run(keypair_1024, x, speakers, record_views=True), keypair_1024[1], spec)
+    q = _true_logs(speakers, x)[0][0][0]
+    samples = np.array([y[t][0] / 2**spec.f - q for t in range(64)], dtype=float)
+    assert samples.min() >= 0.0 and samples.max() < 20.0  # the blind's window
+    estimate = samples.mean() - 10.0  # the blind's mean
+    assert abs(estimate) < 5 * bl.estimation_floor(20.0, 64)
+    assert samples.std() == pytest.approx(20 / 6, rel=0.3)  # three uniforms: var R^2 / 36
 
 
 def test_bob_sees_only_ciphertexts_and_public_sizes(keypair_512):
@@ -295,8 +333,8 @@ def test_bad_inputs_are_typed_errors(keypair_512):
         _run(keypair_512, rng.normal(size=(4, 4)), ([hmm, *speakers[0][1:]], speakers[1]))
     with pytest.raises(InvalidInputError, match="UBM"):
         _run(keypair_512, rng.normal(size=(4, 4)), (speakers[0], ["a", "b", "c", "d"]))
-    with pytest.raises(PrecisionError, match="exp_bits"):
-        sp.SpeakerSpec(sp.SpeakerParams(exp_bits=80), 4, (3, 3), 5, 1024).check_precision()
+    with pytest.raises(PrecisionError, match="LOGSUM slot"):
+        sp.SpeakerSpec(sp.SpeakerParams(precision_bits=96), 4, (3, 3), 5, 256).check_precision()
     with pytest.raises(ProtocolError):
         sp._parse_sizes({"dims": 4, "components": [3], "labels": ["ubm"]})
 
