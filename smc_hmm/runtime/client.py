@@ -248,7 +248,7 @@ def run_client_session(
             max_key_bits=max_key_bits,
         )
         with ledger.running():
-            output = client_role.run(ctx, private, params)
+            output = ctx.run(client_role.run, private, params)
         channel.close()
     except BaseException:
         close_quietly(transport)

@@ -17,7 +17,7 @@ from smc_hmm.compute import Compute
 from smc_hmm.cost import CostLedger
 from smc_hmm.crypto import CipherArray, PrivateKey, PublicKey, Randomizer, Rng
 from smc_hmm.crypto.keys import MIN_SECURE_BITS
-from smc_hmm.errors import InsecurePeerKeyError, InvalidInputError
+from smc_hmm.errors import InsecurePeerKeyError, InvalidInputError, SmcHmmError
 from smc_hmm.limits import MAX_KEY_BITS, check_key_bits
 from smc_hmm.messages import Message
 from smc_hmm.transport.base import Channel
@@ -80,6 +80,8 @@ class PartyContext:
         self.private_key: PrivateKey | None = None
         #: (peer, tag, payload) of every message received, if recording was asked for
         self.received: list[tuple[str, str, Any]] | None = [] if record else None
+        #: refusals whose cause is private, raised once the role has sent its last message
+        self._deferred: list[SmcHmmError] = []
         if keypair is not None:
             pk, sk = keypair
             if not isinstance(pk, PublicKey) or not isinstance(sk, PrivateKey):
@@ -152,6 +154,32 @@ class PartyContext:
         if self.received is not None:
             self.received.append((peer, tag, payload))
         return payload
+
+    # -- refusals after the last message -------------------------------------------------
+
+    def defer(self, error: SmcHmmError) -> None:
+        """Refuse because of a check on private data, but only after the role's last message.
+
+        A check whose outcome depends on a party's private input (a feature beyond the
+        public bound, a model outside the public range, a precision limit reached) must not
+        change what the other party sees: the role records the error here, carries on with
+        well-formed dummy values, and the runner raises the first deferred error when the
+        role returns (:meth:`run`).  ``docs/security.md``, "Refusals"."""
+        if not isinstance(error, SmcHmmError):
+            raise InvalidInputError("only typed errors (smc_hmm.errors) can be deferred")
+        self._deferred.append(error)
+
+    @property
+    def deferred(self) -> tuple[SmcHmmError, ...]:
+        return tuple(self._deferred)
+
+    def run(self, role, *args):
+        """Run a role function and raise its first deferred refusal once it has returned
+        (every runner -- simulate, party processes, serve, the client -- calls this)."""
+        output = role(self, *args)
+        if self._deferred:
+            raise self._deferred[0]
+        return output
 
     # -- accounting -------------------------------------------------------------------
 

@@ -191,7 +191,7 @@ def run_party(name: str, config: RunConfig | str | Path, *, result_path=None) ->
             )
             with ledger.running():
                 _offline_phase(ctx, offline)
-                output = role.run(ctx, private, params)
+                output = ctx.run(role.run, private, params)
             channel.close()
         except BaseException:
             close_quietly(transport)

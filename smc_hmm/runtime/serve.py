@@ -960,7 +960,7 @@ class Server:
                     max_key_bits=s.max_key_bits,
                 )
                 with ledger.running():
-                    self.role.run(ctx, self.private, self.params)
+                    ctx.run(self.role.run, self.private, self.params)
                 channel.close()
             if session.ended is not None:
                 raise session.ended

@@ -160,7 +160,7 @@ def simulate(
         ctx = contexts[name]
         try:
             with ctx.ledger.running():
-                outputs[name] = roles[name](ctx, *args.get(name, ()))
+                outputs[name] = ctx.run(roles[name], *args.get(name, ()))
             ctx.channel.close()  # strict: unrequested messages are a protocol error
         except BaseException as exc:  # re-raised in the caller's thread
             if failures.add(name, exc):
