@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import BrokenExecutor, Executor, ProcessPoolExecutor
 
 from smc_hmm.errors import ComputeError, InvalidInputError
+from smc_hmm.options import check_workers
 
 #: what worker processes import at start: the Paillier layer whose tasks they run
 DEFAULT_PRELOAD = ("smc_hmm.crypto",)
@@ -75,7 +76,7 @@ class Compute:
         this module depends on no layer above it), so the first batch does not
         pay for the imports.
         """
-        workers = workers or os.cpu_count() or 1
+        workers = (os.cpu_count() or 1) if workers is None else check_workers(workers)
         if workers == 1:
             return cls()
         context = multiprocessing.get_context("forkserver")

@@ -51,6 +51,7 @@ from smc_hmm.cli import (
 )
 from smc_hmm.cli.common import BENCH_GROUP, DEFAULT_DEMO, DEMO_GROUP
 from smc_hmm.errors import SmcHmmError
+from smc_hmm.options import ArgumentParser
 
 __all__ = ["BENCH_GROUP", "COMMANDS", "DEFAULT_DEMO", "DEMO_GROUP", "build_parser", "main"]
 
@@ -90,7 +91,7 @@ def _entry_name(argv: list[str]) -> tuple[str | None, str | None]:
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The argument parser; a demo or benchmark named in ``argv`` adds its own options."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="smc-hmm", description="Privacy-preserving HMM inference with Paillier encryption."
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -19,6 +19,7 @@ from smc_hmm.cli.common import (
     console,
 )
 from smc_hmm.errors import InvalidInputError
+from smc_hmm.options import TIMEOUT
 
 HELP = "run a named demo in-process and print the cost table"
 
@@ -32,7 +33,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--list", action="store_true", help="list the demos and exit")
     add_key_arguments(p)
-    p.add_argument("--timeout", type=float, default=60.0, help="per-receive timeout, seconds")
+    p.add_argument("--timeout", type=TIMEOUT, default=60.0, help="per-receive timeout, seconds")
     p.add_argument(
         "--seed",
         type=int,

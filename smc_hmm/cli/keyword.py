@@ -31,6 +31,7 @@ from smc_hmm.compute import Compute
 from smc_hmm.crypto import generate_keypair
 from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError, WeakerModeWarning
 from smc_hmm.hmm import log_likelihood
+from smc_hmm.options import TIMEOUT, WORKERS
 from smc_hmm.progress import status
 from smc_hmm.protocol import find
 from smc_hmm.runtime.offline import offline_phase
@@ -57,12 +58,12 @@ def configure(p) -> None:
     )
     p.add_argument(
         "--workers",
-        type=int,
+        type=WORKERS,
         default=None,
         help="compute lanes per party (default: the machine's cores)",
     )
     add_key_arguments(p, "tests only")
-    p.add_argument("--timeout", type=float, default=300.0, help="per-receive timeout, seconds")
+    p.add_argument("--timeout", type=TIMEOUT, default=300.0, help="per-receive timeout, seconds")
     p.add_argument("--json", metavar="PATH", help="also write the decisions and cost as JSON")
     p.add_argument("--server", metavar="HOST:PORT", help="a serving Bob (smc-hmm serve)")
     p.add_argument("--certs", metavar="DIR", help="with --server: ca.pem and the client's files")

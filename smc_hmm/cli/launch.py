@@ -6,6 +6,7 @@ import argparse
 import json
 
 from smc_hmm.cli.common import check_output_path, console, write_json
+from smc_hmm.options import TIMEOUT
 from smc_hmm.progress import status
 
 HELP = "start every party of a parties.toml as its own process on this machine"
@@ -15,7 +16,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, help="the run's configuration file (TOML)")
     p.add_argument(
         "--timeout",
-        type=float,
+        type=TIMEOUT,
         default=None,
         help="kill every party after this many seconds (default: run.deadline)",
     )

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from smc_hmm.options import WORKERS
+
 HELP = "serve one protocol session per authenticated client (mutual TLS), until SIGTERM"
 
 
@@ -19,7 +21,9 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="a Dask scheduler (tcp://HOST:8786) for the heavy work (default: [compute] "
         "scheduler, else local process lanes)",
     )
-    p.add_argument("--workers", type=int, help="local lanes (default: [compute] workers, cores)")
+    p.add_argument(
+        "--workers", type=WORKERS, help="local lanes (default: [compute] workers, cores)"
+    )
     p.add_argument("--max-sessions", type=int, help="concurrent sessions ([serve] max_sessions)")
     p.add_argument(
         "--when-busy", choices=("wait", "refuse"), help="excess clients wait or are refused"

@@ -34,6 +34,7 @@ from smc_hmm.data.speakers import (
     speaker_features_from_wav,
 )
 from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError
+from smc_hmm.options import TIMEOUT, WORKERS
 from smc_hmm.progress import status
 from smc_hmm.protocol import find
 from smc_hmm.runtime.simulate import run_protocol
@@ -53,9 +54,9 @@ def configure(p) -> None:
     )
     p.add_argument("--margin", type=float, help="identify: nats per frame over the UBM")
     p.add_argument("--threshold", type=float, help="verify / anonymous: nats per frame")
-    p.add_argument("--workers", type=int, default=None, help="compute lanes per party")
+    p.add_argument("--workers", type=WORKERS, default=None, help="compute lanes per party")
     add_key_arguments(p, "tests only")
-    p.add_argument("--timeout", type=float, default=300.0, help="per-receive timeout, seconds")
+    p.add_argument("--timeout", type=TIMEOUT, default=300.0, help="per-receive timeout, seconds")
     p.add_argument("--json", metavar="PATH", help="also write the report and cost as JSON")
     p.add_argument("--server", metavar="HOST:PORT", help="a serving Bob (smc-hmm serve)")
     p.add_argument("--certs", metavar="DIR", help="with --server: ca.pem and the client's files")

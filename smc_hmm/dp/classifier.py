@@ -21,13 +21,13 @@ their bound; it is what scikit-learn fits with C = 1/(n lambda) and no intercept
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import numpy as np
 from scipy import optimize, special, stats
 
 from smc_hmm.dp.knorm import ConvexBody, KNormMechanism
+from smc_hmm.dp.params import check_epsilon
 from smc_hmm.errors import AggregateInputError, PrivacyParameterError
 
 NOISE_TAIL = 2.0**-64
@@ -35,12 +35,9 @@ NOISE_TAIL = 2.0**-64
 
 
 def _check_positive(name: str, value, error=AggregateInputError) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
-        raise error(f"{name} must be a number, got {value!r}")
-    value = float(value)
-    if not (math.isfinite(value) and value > 0):
-        raise error(f"{name} must be finite and > 0, got {value!r}")
-    return value
+    """:func:`~smc_hmm.dp.params.check_epsilon` (the one positive-number check of the DP
+    layer), name first, as ``protocols/aggregate.py`` calls it."""
+    return check_epsilon(value, name, error=error)
 
 
 def check_data(data, dim: int | None = None, max_size: int | None = None):

@@ -88,13 +88,12 @@ from typing import Literal
 
 import numpy as np
 
-from smc_hmm.dp.params import check_epsilon
+from smc_hmm.dp.params import check_delta, check_epsilon
 from smc_hmm.dp.random import DPRandom
 from smc_hmm.dp.zcdp import (
     GaussianMechanism,
     GaussianRelease,
     ZCDPAccountant,
-    check_delta,
     epsilon_from_rho,
     opendp_epsilon,
     rho_from_epsilon,

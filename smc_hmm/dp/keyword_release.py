@@ -50,8 +50,9 @@ from pathlib import Path
 
 import numpy as np
 
+from smc_hmm.dp.params import check_delta, check_epsilon
 from smc_hmm.errors import ConfigError, InvalidInputError
-from smc_hmm.options import check_output_path
+from smc_hmm.options import check_output_path, option_type
 
 __all__ = ["add_arguments", "read_labelled_features", "release_command", "save_release"]
 
@@ -72,9 +73,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="release keyword HMMs (--data: FSDD recordings directory or labelled .npz)",
     )
-    a("--delta", type=float, default=1e-6, help="delta of the (eps, delta) guarantee (1e-6)")
-    a("--record-bound", type=float, default=6.0, help="L2 bound C of one utterance's means")
-    a("--coord-clip", type=float, default=3.0, help="per-coordinate clip of standardised frames")
+    a(
+        "--delta",
+        type=option_type(check_delta, "--delta"),
+        default=1e-6,
+        help="delta of the (eps, delta) guarantee (1e-6)",
+    )
+    a(
+        "--record-bound",
+        type=option_type(check_epsilon, "--record-bound"),
+        default=6.0,
+        help="L2 bound C of one utterance's means",
+    )
+    a(
+        "--coord-clip",
+        type=option_type(check_epsilon, "--coord-clip"),
+        default=3.0,
+        help="per-coordinate clip of standardised frames",
+    )
     a(
         "--standardisation",
         choices=("dp", "public", "bundled"),

@@ -6,7 +6,8 @@ importing each other (``lint-imports`` keeps ``smc_hmm.dp`` free of import cycle
 
 - :func:`check_epsilon`: a privacy parameter (or any other strictly positive bound, such
   as a clamp bound or a feature norm) must be a finite real number > 0;
-- :func:`check_sensitivity`: a sensitivity must be a finite real number >= 0.
+- :func:`check_sensitivity`: a sensitivity must be a finite real number >= 0;
+- :func:`check_delta`: the delta of an (eps, delta) guarantee must be a real in (0, 1).
 
 Both refuse booleans and non-numbers, and raise the error class the caller names
 (default :class:`~smc_hmm.errors.PrivacyParameterError`). See ``docs/dp-layer.md``.
@@ -19,7 +20,7 @@ import numbers
 
 from smc_hmm.errors import PrivacyParameterError
 
-__all__ = ["check_epsilon", "check_sensitivity"]
+__all__ = ["check_delta", "check_epsilon", "check_sensitivity"]
 
 
 def _real(value: object, name: str, error: type[Exception]) -> float:
@@ -48,4 +49,14 @@ def check_sensitivity(
     value = _real(sensitivity, name, error)
     if not (math.isfinite(value) and value >= 0):
         raise error(f"{name} must be finite and >= 0, got {sensitivity!r}")
+    return value
+
+
+def check_delta(
+    delta: object, name: str = "delta", *, error: type[Exception] = PrivacyParameterError
+) -> float:
+    """Return ``delta`` as a float if it is a real in (0, 1), else raise ``error``."""
+    value = check_epsilon(delta, name, error=error)
+    if value >= 1:
+        raise error(f"{name} must be in (0, 1), got {delta!r}")
     return value

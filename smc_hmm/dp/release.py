@@ -109,7 +109,7 @@ from pathlib import Path
 import numpy as np
 
 from smc_hmm.dp.mechanisms import HARDENED_SAMPLERS, FloatSamplerWarning
-from smc_hmm.dp.params import check_epsilon
+from smc_hmm.dp.params import check_epsilon, check_sensitivity
 from smc_hmm.errors import (
     ConfigError,
     DPHMMParameterError,
@@ -117,7 +117,7 @@ from smc_hmm.errors import (
     SensitivityBoundError,
     StateOutsideConstraintError,
 )
-from smc_hmm.options import check_output_path
+from smc_hmm.options import check_output_path, option_type
 
 __all__ = [
     "SKELETON_SEED",
@@ -391,6 +391,8 @@ HELP_EPILOG = (
     "The commands, data formats and modes: docs/dp-release.md; the guarantees: docs/dp-layer.md."
 )
 SAMPLERS = ("opendp", "float")
+EPS = option_type(check_epsilon, "--eps")
+"""``type=`` of ``--eps``: checked while the command line is parsed."""
 
 
 def _describe_parser(parser: argparse.ArgumentParser, description: str) -> None:
@@ -410,7 +412,7 @@ def add_hmm_arguments(parser: argparse.ArgumentParser) -> None:
         help='sequences: .json (e.g. [[0, 1, 5], [3, 3]] or {"sequences": [...], '
         '"n_symbols": 6}) or .npz (one array per sequence)',
     )
-    a("--eps", type=float, required=True, metavar="E", help="total privacy budget (> 0)")
+    a("--eps", type=EPS, required=True, metavar="E", help="total privacy budget (> 0)")
     a(
         "--states",
         type=int,
@@ -444,7 +446,7 @@ def add_hmm_arguments(parser: argparse.ArgumentParser) -> None:
     )
     a(
         "--feature-bound",
-        type=float,
+        type=option_type(check_epsilon, "--feature-bound"),
         metavar="R",
         help="frames are clipped to ||x||_2 <= R (required for feature frames)",
     )
@@ -777,8 +779,14 @@ def add_trace_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KIND",
         help="policy graph: complete | categorical | utility | transition | FILE.json (edges)",
     )
-    a("--eps", type=float, default=1.0, metavar="E", help="eps per release")
-    a("--r", type=float, default=1.0, metavar="R", help="radius of the utility graph")
+    a("--eps", type=EPS, default=1.0, metavar="E", help="eps per release")
+    a(
+        "--r",
+        type=option_type(check_sensitivity, "--r"),
+        default=1.0,
+        metavar="R",
+        help="radius of the utility graph",
+    )
     a("--metric", choices=("l2", "l1", "linf"), default="l2", help="utility-graph metric")
     a(
         "--coords",
@@ -793,7 +801,12 @@ def add_trace_arguments(parser: argparse.ArgumentParser) -> None:
         help="how exposed states are protected: greedy (Algorithm 1), min_area "
         "(Algorithm 3, 2-D) or none (refuse)",
     )
-    a("--budget", type=float, metavar="B", help="cap on the Theorem 7.2 total (without it: none)")
+    a(
+        "--budget",
+        type=option_type(check_epsilon, "--budget"),
+        metavar="B",
+        help="cap on the Theorem 7.2 total (without it: none)",
+    )
     a("--json", metavar="PATH", help="write the releases as JSON")
     a(
         "--seed",

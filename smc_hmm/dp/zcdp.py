@@ -51,7 +51,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 
-from smc_hmm.dp.params import check_epsilon, check_sensitivity
+from smc_hmm.dp.params import check_delta, check_epsilon, check_sensitivity
 from smc_hmm.dp.random import DPRandom, resolve_rng
 from smc_hmm.errors import PrivacyBudgetError, PrivacyParameterError, SamplerUnavailableError
 
@@ -68,14 +68,6 @@ GaussianSampler = Literal["opendp", "float"]
 
 RELATIVE_SLACK = 1e-10
 """Relative tolerance of the budget check (floating-point rounding of even splits)."""
-
-
-def check_delta(delta: object) -> float:
-    """Return ``delta`` as a float if it is a real in (0, 1), else raise."""
-    value = check_epsilon(delta, "delta")
-    if value >= 1:
-        raise PrivacyParameterError(f"delta must be in (0, 1), got {delta!r}")
-    return value
 
 
 # --- conversion zCDP -> (eps, delta) ---------------------------------------------------

@@ -1,6 +1,5 @@
 """``release hmm`` and ``release trace`` (smc_hmm.dp.release) end to end on small data."""
 
-import argparse
 import io
 import json
 import math
@@ -21,6 +20,7 @@ from smc_hmm.errors import (
 )
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM
 from smc_hmm.hmm.io import load_models, save_models
+from smc_hmm.options import ArgumentParser
 
 TRUE = DiscreteHMM([0.6, 0.4], [[0.9, 0.1], [0.2, 0.8]], [[0.7, 0.2, 0.1], [0.1, 0.2, 0.7]])
 
@@ -30,7 +30,7 @@ def _console():
 
 
 def _parse(add, argv):
-    parser = argparse.ArgumentParser()
+    parser = ArgumentParser()  # smc-hmm's: a refused option value raises its typed error
     add(parser)
     return parser.parse_args(argv)
 
@@ -186,7 +186,12 @@ def test_release_hmm_bad_data(tmp_path, content, suffix, extra, error, match):
 
 @pytest.mark.parametrize("eps", ["0", "-1", "nan", "inf"])
 def test_release_hmm_bad_eps(tmp_path, discrete_data, eps):
-    args = _hmm(["--data", str(discrete_data), "--eps", eps, "--max-length", "20"])
+    """Refused while the options are parsed, and by the function itself when called with
+    options that did not go through the parser."""
+    with pytest.raises(PrivacyParameterError, match="--eps"):
+        _hmm(["--data", str(discrete_data), "--eps", eps, "--max-length", "20"])
+    args = _hmm(["--data", str(discrete_data), "--eps", "1", "--max-length", "20"])
+    args.eps = float(eps)
     with pytest.raises(PrivacyParameterError):
         rel.release_hmm(args, _console())
 

@@ -4,6 +4,7 @@ any work starts, or in output a script can read (one line per result)."""
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -167,6 +168,97 @@ def test_release_hmm_says_a_text_file_is_not_an_npz_archive(tmp_path, capsys):
     argv = ["release", "hmm", "--data", str(text), "--eps", "1", "--max-length", "5"]
     one_line_error(capsys, [*argv, "--out", str(tmp_path / "m.npz")], "not an npz archive")
     assert "pickle" not in capsys.readouterr().err
+
+
+# -- numbers: checked while the command line is parsed -----------------------------------------
+
+TOO_MANY = str(4 * (os.cpu_count() or 1) + 1)
+
+
+@pytest.mark.parametrize("value", ["-1", "0", TOO_MANY, "100000", "two"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["keyword", *SMALL, "--audio", "missing.wav"],
+        ["speaker", "identify", *SMALL, "--audio", "missing.wav"],
+        ["serve", "--config", "missing.toml"],
+    ],
+    ids=["keyword", "speaker", "serve"],
+)
+def test_workers_are_bounded_before_any_work(capsys, argv, value):
+    """--workers: a negative value gave a traceback, 0 silently meant all cores and 100000
+    was accepted.  One bound everywhere: 1 .. 4 x the cores (smc_hmm.options)."""
+    one_line_error(capsys, [*argv, "--workers", value], "--workers")
+
+
+def test_the_workers_bound_is_the_compute_layers_too():
+    from smc_hmm.compute import Compute
+    from smc_hmm.errors import InvalidInputError
+    from smc_hmm.options import check_workers, max_workers
+
+    assert max_workers() == 4 * (os.cpu_count() or 1) == check_workers(max_workers())
+    for bad in (0, -2, max_workers() + 1, True, 2.0):
+        with pytest.raises(InvalidInputError):
+            check_workers(bad)
+        with pytest.raises(InvalidInputError):
+            Compute.processes(bad)
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["keyword", *SMALL, "--audio", "missing.wav", "--timeout", "nan"], "--timeout"),
+        (["keyword", *SMALL, "--audio", "missing.wav", "--timeout", "0"], "--timeout"),
+        (["keyword", *SMALL, "--audio", "missing.wav", "--timeout", "-5"], "--timeout"),
+        (["keyword", *SMALL, "--audio", "missing.wav", "--timeout", "1e300"], "--timeout"),
+        (["speaker", "verify", *SMALL, "--audio", "missing.wav", "--timeout", "inf"], "--timeout"),
+        (["demo", "secure-sum", *SMALL, "--timeout", "0"], "--timeout"),
+        (["launch", "--config", "missing.toml", "--timeout", "nan"], "--timeout"),
+        (["release", "hmm", "--data", "missing.json", "--eps", "nan"], "--eps"),
+        (["release", "hmm", "--data", "missing.json", "--eps", "-1"], "--eps"),
+        (["release", "hmm", "--keyword-models", "--data", "m.npz", "--eps", "0"], "--eps"),
+        (
+            ["release", "hmm", "--keyword-models", "--data", "m.npz", "--eps", "1", "--delta", "1"],
+            "--delta",
+        ),  # fmt: skip
+        (
+            [
+                "release",
+                "hmm",
+                "--keyword-models",
+                "--data",
+                "m.npz",
+                "--eps",
+                "1",
+                "--delta",
+                "nan",
+            ],
+            "--delta",
+        ),  # fmt: skip
+        (["release", "lmgmm", "--data", "missing.npz", "--eps", "inf"], "--eps"),
+        (["release", "lmgmm", "--data", "missing.npz", "--eps-total", "0"], "--eps-total"),
+        (
+            [
+                "release",
+                "trace",
+                "--model",
+                "m.npz",
+                "--trace",
+                "t.json",
+                "--graph",
+                "complete",
+                "--eps",
+                "0",
+            ],
+            "--eps",
+        ),  # fmt: skip
+    ],
+)
+def test_privacy_parameters_and_timeouts_are_checked_while_parsing(capsys, argv, fragment):
+    """A bad --eps, --delta or --timeout is refused before any key is generated, any
+    offline phase runs or any file is read (every file named here is missing: reaching
+    it would give another error)."""
+    assert one_line_error(capsys, argv, fragment, "must be") == ""
 
 
 # -- key sizes --------------------------------------------------------------------------------

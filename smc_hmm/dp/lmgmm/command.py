@@ -40,9 +40,10 @@ from typing import Any
 
 import numpy as np
 
+from smc_hmm.dp.params import check_epsilon
 from smc_hmm.dp.release import _check_out, _existing, _read_json
 from smc_hmm.errors import ConfigError
-from smc_hmm.options import check_output_path
+from smc_hmm.options import check_output_path, option_type
 
 __all__ = ["add_arguments", "load_data", "run"]
 
@@ -53,9 +54,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``smc-hmm release lmgmm`` (module docstring)."""
     parser.add_argument("--data", required=True, help=".npz (x, y) or .json {x, y}")
     eps = parser.add_mutually_exclusive_group(required=True)
-    eps.add_argument("--eps", type=float, help="noise parameter eps of (4.12); eps' = eps + k")
-    eps.add_argument("--eps-total", type=float, help="the guarantee eps' to reach")
-    parser.add_argument("--budget", type=float, help="refuse if eps' exceeds this")
+    eps.add_argument(
+        "--eps",
+        type=option_type(check_epsilon, "--eps"),
+        help="noise parameter eps of (4.12); eps' = eps + k",
+    )
+    eps.add_argument(
+        "--eps-total",
+        type=option_type(check_epsilon, "--eps-total"),
+        help="the guarantee eps' to reach",
+    )
+    parser.add_argument(
+        "--budget",
+        type=option_type(check_epsilon, "--budget"),
+        help="refuse if eps' exceeds this",
+    )
     parser.add_argument("--lam", type=float, default=0.01, help="regularisation (0.01)")
     parser.add_argument("--huber", type=float, default=0.5, help="Huber parameter h (0.5)")
     parser.add_argument("--classes", type=int, help="number of classes C (public)")
