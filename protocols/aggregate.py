@@ -137,15 +137,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from protocols.compare import (
-    _ARGMAX_TAGS,
+    ARGMAX_TAGS,
     ArgmaxParams,
-    _from_config,
     alice_argmax,
     alice_reveal,
     alice_send_keys,
     bob_argmax,
     bob_recv_keys,
     bob_reveal,
+    params_from_config,
 )
 from smc_hmm.crypto import CipherArray
 from smc_hmm.crypto.fixedpoint import encode
@@ -312,7 +312,7 @@ class Params:
         if "owners" in section:
             section["owners"] = tuple(section["owners"])
         try:
-            return _from_config(cls, section, "aggregate")
+            return params_from_config(cls, section, "aggregate")
         except (AggregateInputError, PrivacyParameterError) as e:
             raise ConfigError(f"bad aggregate parameters: {e}") from e
 
@@ -420,7 +420,7 @@ def lead(ctx, data, params: Params) -> dict:
         ctx.send(params.curator, msg["permuted"], [perm_a, perm_b])  # step 2
     with ctx.phase("stage 1: secure argmin"):
         alice_argmax(ctx, dgk_sk, aparams, params.curator)  # step 4
-        alice_reveal(ctx, (1,), aparams.labels_bound, "bob", params.curator, _ARGMAX_TAGS)
+        alice_reveal(ctx, (1,), aparams.labels_bound, "bob", params.curator, ARGMAX_TAGS)
     with ctx.phase("stage 2: select the noise"):
         ind = ctx.recv(params.curator, msg["indicator"])  # step 5: E_C(pi2^-1(u))
         ind.public_key.same_key(pk_c)
@@ -494,7 +494,7 @@ def curator(ctx, private, params: Params) -> dict:
         label, _ = bob_argmax(
             ctx, (-sizes).with_bound(params.max_size), dgk_pk, aparams, None, params.lead
         )  # step 4: argmax of -n~
-        (j_t,) = bob_reveal(ctx, label, aparams.labels_bound, "bob", params.lead, _ARGMAX_TAGS)
+        (j_t,) = bob_reveal(ctx, label, aparams.labels_bound, "bob", params.lead, ARGMAX_TAGS)
     with ctx.phase("stage 2: select the noise"):
         u = [int(p == j_t) for p in range(k)]  # the indicator of position j~
         slot_ind = [u[pi2[i]] for i in range(k)]  # pi_2^-1(u): back to pi_1 slots
@@ -639,7 +639,7 @@ class SumParams:
             if key in section:
                 section[key] = tuple(section[key])
         try:
-            return _from_config(cls, section, "dp_sum")
+            return params_from_config(cls, section, "dp_sum")
         except (AggregateInputError, PrivacyParameterError) as e:
             raise ConfigError(f"bad dp_sum parameters: {e}") from e
 

@@ -108,8 +108,8 @@ ARGMAX_NAME = "argmax"
 REVEAL = ("alice", "bob", "none")
 TIE_BREAKS = ("lowest", "random")
 MAX_BITS = 1024
-_CMP_TAGS = ("cmp.reveal", "cmp.opened", "cmp.result")
-_ARGMAX_TAGS = ("argmax.reveal", "argmax.opened", "argmax.label")
+CMP_TAGS = ("cmp.reveal", "cmp.opened", "cmp.result")
+ARGMAX_TAGS = ("argmax.reveal", "argmax.opened", "argmax.label")
 
 
 # -- the DGK ciphertext field ----------------------------------------------------------------
@@ -177,7 +177,7 @@ class CompareSpec:
             ),
             "blinded": Message("cmp.blinded", dgk_ciphertexts(count=k * (l + 1), width=w)),
             "delta": Message("cmp.delta", bit),
-        } | dict(zip(("reveal", "opened", "result"), _reveal_messages((k,), 1, _CMP_TAGS)))
+        } | dict(zip(("reveal", "opened", "result"), reveal_messages((k,), 1, CMP_TAGS)))
 
     def check_key(self, public_key) -> None:
         """PrecisionError unless z + r fits the Paillier plaintext space (public check)."""
@@ -361,7 +361,7 @@ def _reveal_layout(bound: int) -> tuple[int, int]:
     return mask_bits, (mask_bits + 1 + 7) // 8
 
 
-def _reveal_messages(shape, bound: int, tags) -> tuple[Message, Message, Message]:
+def reveal_messages(shape, bound: int, tags) -> tuple[Message, Message, Message]:
     reveal_tag, opened_tag, result_tag = tags
     mask_bits, _ = _reveal_layout(bound)
     return (
@@ -371,14 +371,14 @@ def _reveal_messages(shape, bound: int, tags) -> tuple[Message, Message, Message
     )
 
 
-def bob_reveal(ctx, enc: CipherArray, bound: int, to: str, peer: str, tags=_CMP_TAGS):
+def bob_reveal(ctx, enc: CipherArray, bound: int, to: str, peer: str, tags=CMP_TAGS):
     """Bob: reveal E(v) (0 <= v <= ``bound``) to ``to``.
 
     ``"alice"``: she decrypts the re-randomised E(v).  ``"bob"``: Bob adds masks
     uniform on [0, 2^(bits(bound) + 40)), Alice opens the sums (fixed-width
     bytes), Bob subtracts.  ``"none"``: returns ``enc`` unchanged.
     """
-    reveal, opened, result = _reveal_messages(enc.shape, bound, tags)
+    reveal, opened, result = reveal_messages(enc.shape, bound, tags)
     if to == "alice":
         ctx.send(peer, result, enc.rerandomize())
         return None
@@ -400,10 +400,10 @@ def bob_reveal(ctx, enc: CipherArray, bound: int, to: str, peer: str, tags=_CMP_
     return enc
 
 
-def alice_reveal(ctx, shape, bound: int, to: str, peer: str, tags=_CMP_TAGS):
+def alice_reveal(ctx, shape, bound: int, to: str, peer: str, tags=CMP_TAGS):
     """Alice's half of :func:`bob_reveal`; returns the values when ``to = "alice"``."""
     _, sk = ctx.keypair
-    reveal, opened, result = _reveal_messages(shape, bound, tags)
+    reveal, opened, result = reveal_messages(shape, bound, tags)
     if to == "alice":
         values = [int(v) for v in ctx.recv(peer, result).decrypt_ints(sk).reshape(-1)]
         if not all(0 <= v <= bound for v in values):
@@ -428,7 +428,7 @@ def _check_names(key_holder, evaluator) -> None:
         raise InvalidInputError("key_holder and evaluator must be distinct non-empty names")
 
 
-def _from_config(cls, section: Mapping, what: str):
+def params_from_config(cls, section: Mapping, what: str):
     """``cls`` from a ``[protocol]`` table: every key a field (``name`` ignored)."""
     unknown = set(section) - set(cls.__dataclass_fields__) - {"name"}
     if unknown:
@@ -470,7 +470,7 @@ class Params:
 
     @classmethod
     def from_config(cls, section: Mapping) -> Params:
-        return _from_config(cls, section, "compare")
+        return params_from_config(cls, section, "compare")
 
 
 def check_values(values, count: int, bits: int, name: str = "input") -> list[int]:
@@ -618,11 +618,11 @@ class ArgmaxParams:
 
     def messages(self) -> list[Message]:
         out = list(self.spec().messages().values())
-        return out + list(_reveal_messages((1,), self.labels_bound, _ARGMAX_TAGS))
+        return out + list(reveal_messages((1,), self.labels_bound, ARGMAX_TAGS))
 
     @classmethod
     def from_config(cls, section: Mapping) -> ArgmaxParams:
-        return _from_config(cls, section, "argmax")
+        return params_from_config(cls, section, "argmax")
 
 
 def bob_argmax(
@@ -694,7 +694,7 @@ def argmax_alice(ctx, private, params: ArgmaxParams):
     with ctx.phase("tournament"):
         alice_argmax(ctx, dgk_sk, params, params.evaluator)
     out = alice_reveal(
-        ctx, (1,), params.labels_bound, params.reveal_to, params.evaluator, _ARGMAX_TAGS
+        ctx, (1,), params.labels_bound, params.reveal_to, params.evaluator, ARGMAX_TAGS
     )
     return None if out is None else out[0]
 
@@ -715,7 +715,7 @@ def argmax_bob(ctx, private, params: ArgmaxParams):
     with ctx.phase("tournament"):
         enc_label, enc_max = bob_argmax(ctx, enc_x, dgk_pk, params, labels, params.key_holder)
     out = bob_reveal(
-        ctx, enc_label, params.labels_bound, params.reveal_to, params.key_holder, _ARGMAX_TAGS
+        ctx, enc_label, params.labels_bound, params.reveal_to, params.key_holder, ARGMAX_TAGS
     )
     label = (
         out[0] if params.reveal_to == "bob" else (enc_label if params.reveal_to == "none" else None)

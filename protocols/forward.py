@@ -522,15 +522,14 @@ def alice(
     *,
     reveal: bool | None = None,
     peer: str = "bob",
-    deferred: list | None = None,
 ):
     """Alice: returns the list of log P(x | lambda_k) (``reveal``) or None.
 
     The v1 recursion may find, after the protocol has finished, that a possible
-    state fell out of the exponent's range (module docstring): then it raises
-    PrecisionError, or appends it to ``deferred`` for a protocol built on this
-    one to raise after *its* last message (Bob's view must not depend on it).
-    The v2 recursion never refuses.
+    state fell out of the exponent's range (module docstring): it defers a
+    PrecisionError (``ctx.defer``), which the runner raises after the last message of
+    the whole run -- a protocol built on this one finishes first, so Bob's view does
+    not depend on it.  The v2 recursion never refuses.
     """
     params = params or ForwardParams()
     reveal = params.reveal if reveal is None else reveal
@@ -570,9 +569,7 @@ def alice(
     try:  # after the protocol: Bob's view is the same either way
         check()
     except PrecisionError as e:
-        if deferred is None:
-            raise
-        deferred.append(e)
+        ctx.defer(e)
     return result
 
 
@@ -705,6 +702,16 @@ class _DroppedMass:
             )
 
 
+@dataclass(frozen=True)
+class ForwardScores:
+    """What Bob holds after the secure forward algorithm: E(log P(x | lambda_k)) per model
+    (scale ``log_scale``) and the run's public facts, for a protocol built on this one."""
+
+    log_p: CipherArray
+    spec: ForwardSpec
+    length: int
+
+
 def bob(
     ctx,
     models,
@@ -712,13 +719,20 @@ def bob(
     *,
     reveal: bool | None = None,
     peer: str = "alice",
-    public: dict | None = None,
 ) -> CipherArray:
-    """Bob: returns E(log P(x | lambda_k)) for each model (scale ``log_scale``).
+    """Bob: returns E(log P(x | lambda_k)) for each model (scale ``log_scale``)."""
+    return bob_scores(ctx, models, params, reveal=reveal, peer=peer).log_p
 
-    ``public``, if given, receives the run's public facts for a protocol built on
-    this one: ``spec`` (the :class:`ForwardSpec`) and ``length`` (T).
-    """
+
+def bob_scores(
+    ctx,
+    models,
+    params: ForwardParams | None = None,
+    *,
+    reveal: bool | None = None,
+    peer: str = "alice",
+) -> ForwardScores:
+    """Bob's role, returning the scores with the run's public spec and length."""
     params = params or ForwardParams()
     reveal = params.reveal if reveal is None else reveal
     batch = _ModelBatch.of(models)
@@ -734,13 +748,12 @@ def bob(
     if n_steps < 1:
         raise ProtocolError(f"sequence length {n_steps} is not positive")
     check_at_most("max_sequence_length", n_steps, MAX_LENGTH, f"{peer}'s sequence length")
+    ctx.charge_frames(n_steps)  # a serving Bob's per-client budget (public T)
     msg = spec.messages(n_steps)
     enc_obs = ctx.recv(peer, msg["obs"])
     groups = spec.frame_groups(n_steps)
     if enc_obs.shape[0] != len(groups):
         raise ProtocolError(f"{enc_obs.shape[0]} observation groups for {n_steps} frames")
-    if public is not None:
-        public.update(spec=spec, length=n_steps)
     with ctx.phase("emissions"):
         # Step 2: E(log b_j(x_t) + gamma_tj) (+ log pi_j at t = 1), one packed
         # multi-exponentiation per state and group of frames (protocols.stages.emissions)
@@ -765,7 +778,7 @@ def bob(
             ctx.send(
                 peer, msg["result"], log_p.rerandomize().with_bound(spec.final_log_bound(n_steps))
             )
-    return log_p
+    return ForwardScores(log_p, spec, n_steps)
 
 
 def _bob_recursion_v2(ctx, spec: ForwardSpec, msg, gammas, transmats, n_steps: int, peer: str):

@@ -47,7 +47,8 @@ last message: Bob's view of a refused and an accepted run is the same (a
 transcript test compares them).  The v2 recursion (the default) never refuses.
 
 Keyword spotting (``garbage = LABEL``, ``margin = M`` nats): one of Bob's models
-is a garbage (background) model; Bob adds the public margin to its encrypted score
+is a garbage (background) model, the reference of the argmax stage
+(:mod:`protocols.decision`); Bob adds the public margin to its encrypted score
 before the argmax, and Alice learns "no keyword" when it wins, i.e. unless the best
 keyword beats the garbage model by more than M nats.  Alice learns the same as
 without spotting (the garbage model is one more label).
@@ -70,8 +71,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from protocols import compare, forward
+from protocols import forward
 from protocols.primitives import MaskSpec, alice_rescale, bob_rescale, log_uniform_integer
+from protocols.decision import DecisionSpec, alice_decide, bob_decide
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import (
     ConfigError,
@@ -176,8 +178,7 @@ def declared_messages(params: KeywordParams, count: int, length: int) -> list[Me
     declarations (for the transcript harness and for readers)."""
     out = list(_messages(params, count, length).values())
     if params.mode == "private":
-        argmax, _ = _argmax_params(params, count, length)
-        out += argmax.messages()
+        out += _decision(params, count, length, None)[0].messages()
     return out
 
 
@@ -186,14 +187,23 @@ def _rescale_spec(params: KeywordParams, count: int, length: int) -> MaskSpec:
     return MaskSpec((prec.f,), (score_bound(params, length),), (count,))
 
 
-def _argmax_params(params: KeywordParams, count: int, length: int):
-    """The argmax's public parameters and the bits the rescaling drops."""
+def _decision(params: KeywordParams, count: int, length: int, labels):
+    """The argmax stage's public parameters (the garbage model, if any, is the reference
+    with the margin already in its score) and the bits the rescaling drops."""
     drop = params.forward.precision.f - params.score_scale
     top = (score_bound(params, length) >> drop) + 1
-    argmax = compare.ArgmaxParams(
-        bits=top.bit_length() + 1, count=count, reveal_to="alice", tie_break="random"
+    reference = None
+    if params.garbage is not None and labels is not None:
+        reference = labels.index(params.garbage)
+    spec = DecisionSpec(
+        count,
+        top,
+        rule="argmax",
+        reference=reference,
+        offset=round(params.margin * 2**params.score_scale),
+        sigma=params.forward.precision.sigma,
     )
-    return argmax, drop
+    return spec, drop
 
 
 def _models_and_labels(keywords):
@@ -216,14 +226,10 @@ def alice(ctx, frames, params: KeywordParams, peer: str = "bob") -> dict:
         raise InvalidInputError("keyword recognition needs a (T, d) array of feature frames")
     length = frames.shape[0]
     # Step 1: the secure forward algorithm; Bob keeps E(log P) for every keyword.  A
-    # refusal of its precision check waits for the argmax's last message (Bob's view
-    # must not depend on Alice's speech)
-    refused: list = []
-    forward.alice(ctx, frames, params.forward, reveal=False, peer=peer, deferred=refused)
-    decision = _alice_argmax(ctx, params, length, peer)
-    if refused:
-        raise refused[0]
-    return decision
+    # refusal of its precision check is deferred (ctx.defer): the runner raises it after
+    # the argmax's last message, so Bob's view does not depend on Alice's speech
+    forward.alice(ctx, frames, params.forward, reveal=False, peer=peer)
+    return _alice_argmax(ctx, params, length, peer)
 
 
 def _alice_argmax(ctx, params: KeywordParams, length: int, peer: str) -> dict:
@@ -242,19 +248,14 @@ def _alice_argmax(ctx, params: KeywordParams, length: int, peer: str) -> dict:
             if sorted(permuted) != sorted(labels):
                 raise ProtocolError("kw.fast: the permuted labels are not the keywords")
             best = permuted[int(np.argmax([int(v) for v in scores.decrypt_ints(sk)]))]
-            return _decision(params, labels, labels.index(best))
-        # Step 2 (private): rescale, then the secure argmax; Alice learns the label only
-        argmax, drop = _argmax_params(params, len(labels), length)
+            return _outcome(params, labels, labels.index(best))
+        # Step 2 (private): rescale, then the argmax stage; Alice learns the label only
+        decision, drop = _decision(params, len(labels), length, labels)
         alice_rescale(ctx, drop, _rescale_spec(params, len(labels), length), peer)
-        dgk_sk = compare.alice_send_keys(ctx, argmax.spec(), peer)
-        compare.alice_argmax(ctx, dgk_sk, argmax, peer)
-        (index,) = compare.alice_reveal(
-            ctx, (1,), argmax.labels_bound, "alice", peer, compare._ARGMAX_TAGS
-        )
-        return _decision(params, labels, index)
+        return _outcome(params, labels, alice_decide(ctx, decision, peer))
 
 
-def _decision(params: KeywordParams, labels: list[str], index: int) -> dict:
+def _outcome(params: KeywordParams, labels: list[str], index: int) -> dict:
     """Alice's output; with spotting, the garbage model's win is "no keyword" (None)."""
     if params.garbage is not None and labels[index] == params.garbage:
         return {"keyword": None, "index": None, "mode": params.mode}
@@ -264,22 +265,19 @@ def _decision(params: KeywordParams, labels: list[str], index: int) -> dict:
 def bob(ctx, keywords, params: KeywordParams, peer: str = "alice") -> None:
     """Bob: ``keywords`` is (models, labels) or a list of models (labels "0".."K-1")."""
     models, labels = _models_and_labels(keywords)
-    public: dict = {}
-    enc_logp = forward.bob(ctx, models, params.forward, reveal=False, peer=peer, public=public)
-    length, count = public["length"], len(labels)
+    run = forward.bob_scores(ctx, models, params.forward, reveal=False, peer=peer)
+    enc_logp, length, count = run.log_p, run.length, len(labels)
     msg = _messages(params, count, length)
     ctx.send(peer, msg["labels"], labels)
-    if params.garbage is not None:
-        # spotting: the garbage model's score gets the public margin, so a keyword
-        # wins only if it beats the garbage model by more than the margin
-        if params.garbage not in labels:
-            raise InvalidInputError(f"no model is labelled {params.garbage!r} (the garbage model)")
-        margin = np.zeros(count, dtype=object)
-        margin[labels.index(params.garbage)] = params.margin_units()
-        enc_logp = enc_logp.add_encoded(margin)
+    if params.garbage is not None and params.garbage not in labels:
+        raise InvalidInputError(f"no model is labelled {params.garbage!r} (the garbage model)")
     scores = enc_logp.with_bound(score_bound(params, length))  # the public bound
     with ctx.phase("argmax"):
         if params.mode == "fast":
+            if params.garbage is not None:  # spotting: the garbage model carries the margin
+                margin = np.zeros(count, dtype=object)
+                margin[labels.index(params.garbage)] = params.margin_units()
+                scores = scores.add_encoded(margin).with_bound(score_bound(params, length))
             # Step 2 (fast): one random increasing affine map, fresh noise below the
             # slope per label (no common factor), and a permutation
             a = log_uniform_integer(ctx.rng, A_LOW, A_OCTAVES)
@@ -295,12 +293,11 @@ def bob(ctx, keywords, params: KeywordParams, peer: str = "alice") -> None:
                 [permuted.with_scale(0).rerandomize(), [labels[i] for i in order]],
             )
             return None
-        # Step 2 (private): rescale to score_scale bits, then the secure argmax
-        argmax, drop = _argmax_params(params, count, length)
+        # Step 2 (private): rescale to score_scale bits, then the argmax stage; with
+        # spotting the garbage model is its reference and carries the public margin
+        decision, drop = _decision(params, count, length, labels)
         small = bob_rescale(ctx, scores, drop, _rescale_spec(params, count, length), peer)
-        _, dgk_pk = compare.bob_recv_keys(ctx, argmax.spec(), peer)
-        enc_label, _ = compare.bob_argmax(ctx, small.with_scale(0), dgk_pk, argmax, peer=peer)
-        compare.bob_reveal(ctx, enc_label, argmax.labels_bound, "alice", peer, compare._ARGMAX_TAGS)
+        bob_decide(ctx, small, decision, peer)
         return None
 
 

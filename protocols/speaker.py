@@ -116,10 +116,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from protocols import compare
 from protocols.primitives import PrecisionParams
 from protocols.stages import emissions, logsum
 from protocols.stages.blinds import log_blinds
+from protocols.decision import DecisionSpec, alice_decide, bob_decide
 from protocols.stages.emissions import EmissionLayout
 from protocols.stages.logsum import LogsumParams, LogsumPlan
 from smc_hmm.crypto import CipherArray
@@ -372,18 +372,23 @@ class SpeakerSpec:
     def compare_bits(self) -> int:
         return self.score_bound.bit_length() + 2
 
-    def argmax_params(self, count: int, reveal_to: str) -> compare.ArgmaxParams:
-        return compare.ArgmaxParams(
+    def decision(self, reference: int) -> DecisionSpec:
+        """The decision stage (:mod:`protocols.decision`): ``identify`` is an argmax
+        whose reference, the UBM, carries the margin, its label revealed to Alice;
+        ``verify`` / ``anonymous`` reveal to Bob whether the (best) speaker beats the UBM
+        plus the threshold."""
+        p = self.params
+        identify = p.mode == "identify"
+        return DecisionSpec(
+            count=len(self.components),
+            bound=self.score_bound,
+            rule="argmax" if identify else "beats",
+            reference=reference,
+            offset=self.offset_units(p.margin if identify else p.threshold),
+            sigma=p.sigma,
+            tags=REVEAL_TAGS,
             bits=self.compare_bits,
-            count=count,
-            sigma=self.params.sigma,
-            reveal_to=reveal_to,
-            tie_break="random",
-            with_max=reveal_to == "none",
         )
-
-    def compare_spec(self) -> compare.CompareSpec:
-        return compare.CompareSpec(self.compare_bits, 1, self.params.sigma)
 
     # -- declarations ---------------------------------------------------------------------
 
@@ -424,14 +429,9 @@ class SpeakerSpec:
 
 
 def declared_messages(spec: SpeakerSpec) -> list[Message]:
-    """Every message of a run with these public sizes, comparisons included (for the
+    """Every message of a run with these public sizes, the decision's included (for the
     transcript harness and for readers)."""
-    out = list(spec.messages().values())
-    out += list(spec.compare_spec().messages().values())
-    count = len(spec.components)
-    out += spec.argmax_params(max(count, 2), "alice").messages()
-    out += list(compare._reveal_messages((1,), max(count - 1, 1), REVEAL_TAGS))
-    return out
+    return list(spec.messages().values()) + spec.decision(len(spec.components) - 1).messages()
 
 
 # -- Bob's models ----------------------------------------------------------------------------
@@ -544,6 +544,8 @@ def alice(ctx, utterance, params: SpeakerParams, peer: str = "bob"):
     if params.mode == "verify" and not isinstance(claim, str):
         raise InvalidInputError("verify mode needs (frames, claimed speaker)")
     frames, refusal = _checked_frames(frames, params)
+    if refusal is not None:  # raised by the runner after the last message (ctx.defer)
+        ctx.defer(refusal)
     pk, sk = ctx.keypair
     # Step 0: key out, public sizes in
     ctx.send(peer, Message("spk.key", Key()), pk)
@@ -605,25 +607,11 @@ def alice(ctx, utterance, params: SpeakerParams, peer: str = "bob"):
             ints = ctx.recv(peer, msg["scores"]).decrypt_ints(sk)
             out["scores"] = {labels[r]: int(v) / 2**spec.f for r, v in zip(running, ints)}
     with ctx.phase("decision"):
-        # Step 5: DGK comparisons; Alice learns only the label (identify)
+        # Step 5: the decision stage; Alice learns only the label (identify)
+        index = alice_decide(ctx, spec.decision(0), peer)
         if params.mode == "identify":
-            argmax = spec.argmax_params(len(labels), "alice")
-            dgk_sk = compare.alice_send_keys(ctx, argmax.spec(), peer)
-            compare.alice_argmax(ctx, dgk_sk, argmax, peer)
-            (index,) = compare.alice_reveal(
-                ctx, (1,), argmax.labels_bound, "alice", peer, REVEAL_TAGS
-            )
             winner = None if labels[index] == params.ubm else index
             out |= {"speaker": None if winner is None else labels[winner], "index": winner}
-        else:
-            dgk_sk = compare.alice_send_keys(ctx, spec.compare_spec(), peer)
-            speakers = len(spec.components) - 1
-            if params.mode == "anonymous" and speakers > 1:
-                compare.alice_argmax(ctx, dgk_sk, spec.argmax_params(speakers, "none"), peer)
-            compare.alice_compare(ctx, dgk_sk, spec.compare_spec(), peer)
-            compare.alice_reveal(ctx, (1,), 1, "bob", peer, REVEAL_TAGS)
-    if refusal is not None:  # after the last message: Bob's view was that of any run
-        raise refusal
     if params.mode == "identify" or params.reveal_scores:
         return out
     return None
@@ -684,15 +672,15 @@ def bob(ctx, speakers, params: SpeakerParams, peer: str = "alice"):
     if isinstance(length, bool) or length < 1:
         raise ProtocolError(f"spk.length: {length!r} frames")
     check_at_most("max_sequence_length", length, MAX_SEQUENCE_LENGTH, "the utterance length")
+    ctx.charge_frames(length)  # a serving Bob's per-client budget (public T)
     spec = SpeakerSpec(params, d, spec.components, length, pk.bits, tuple(labels))
     spec.check_precision()
     msg = spec.messages()
     active = [models[i] for i in running]
-    refusal = None
     try:  # a check on Bob's private models: refused only after the last message
         weights, const = emission_program(active, spec)
     except PrecisionError as e:
-        refusal = e
+        ctx.defer(e)
         weights, const = emission_program(_dummy_models(spec.components, d), spec)
     enc_obs = ctx.recv(peer, msg["obs"])
     rng = ctx.rng
@@ -735,45 +723,14 @@ def bob(ctx, speakers, params: SpeakerParams, peer: str = "alice"):
             ctx.send(peer, msg["scores"], logs.with_bound(msg["scores"].body.bound).rerandomize())
     out = None
     with ctx.phase("decision"):
+        # Step 5: the decision stage against the UBM (its score carries the margin or the
+        # threshold); identify: the label goes to Alice, otherwise the bit to Bob
         u = len(spec.components) - 1 if params.mode == "verify" else labels.index(params.ubm)
-        if params.mode == "identify":
-            # Step 5: the UBM carries the margin; the winner's label goes to Alice
-            shift = np.zeros(len(labels), dtype=object)
-            shift[u] = spec.offset_units(params.margin)
-            values = scores.add_encoded(shift).with_bound(spec.score_bound)
-            argmax = spec.argmax_params(len(labels), "alice")
-            _, dgk_pk = compare.bob_recv_keys(ctx, argmax.spec(), peer)
-            label, _ = compare.bob_argmax(ctx, values.with_scale(0), dgk_pk, argmax, peer=peer)
-            compare.bob_reveal(ctx, label, argmax.labels_bound, "alice", peer, REVEAL_TAGS)
-        else:
-            _, dgk_pk = compare.bob_recv_keys(ctx, spec.compare_spec(), peer)
-            others = [r for r in range(len(spec.components)) if r != u]
-            best = scores[others[0] : others[0] + 1]
-            if params.mode == "anonymous" and len(others) > 1:
-                argmax = spec.argmax_params(len(others), "none")
-                speakers_scores = CipherArray.concatenate([scores[r : r + 1] for r in others])
-                _, best = compare.bob_argmax(
-                    ctx,
-                    speakers_scores.with_scale(0).with_bound(spec.score_bound),
-                    dgk_pk,
-                    argmax,
-                    peer=peer,
-                )
-            ubm = scores[u : u + 1].add_encoded([spec.offset_units(params.threshold)])
-            bit = compare.bob_compare(
-                ctx,
-                ubm.with_scale(0).with_bound(spec.score_bound),
-                best.with_scale(0).with_bound(spec.score_bound),
-                dgk_pk,
-                spec.compare_spec(),
-                peer,
-            )
-            (accept,) = compare.bob_reveal(ctx, bit, 1, "bob", peer, REVEAL_TAGS)
-            out = {"accept": bool(accept), "mode": params.mode}
+        accept = bob_decide(ctx, scores, spec.decision(u), peer)
+        if params.mode != "identify":
+            out = {"accept": accept, "mode": params.mode}
             if params.mode == "verify":
                 out["claim"] = claim
-    if refusal is not None:  # after the last message: Alice's view was that of any run
-        raise refusal
     return out
 
 

@@ -234,6 +234,12 @@ class ServerShutdownError(TransportError):
     not finish within the shutdown bound is ended."""
 
 
+class BudgetError(ProtocolError):
+    """A serving party refused a run: the client identity's budget of frames for the period
+    would be exceeded (``[serve] max_frames_per_client`` / ``hiding_nats``,
+    :mod:`smc_hmm.runtime.budget`).  Decided on public sizes only."""
+
+
 # -- bounds on what a peer may choose, and on what it may make a party hold ---------------------
 
 

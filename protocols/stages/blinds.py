@@ -15,8 +15,8 @@ coefficient Bob folds into a LOGSUM carries one too.  The rule:
   ~ 41.06 / R^2:
   no unbiased estimator beats 1 / sqrt(k I) ~ R / (6.41 sqrt(k)) nats after k samples
   (Cramer-Rao; the maximum-likelihood estimate reaches it as k grows).  That is the
-  per-value leakage formula the stages state and ``tests/protocols/test_stages.py``
-  measures with an estimator attack.
+  per-value leakage formula (:mod:`smc_hmm.leakage`) the stages state and
+  ``tests/protocols/test_stages.py`` measures with an estimator attack.
 * Why fine-grained: a blind folded into a coefficient Bob rounds (LOGSUM) is drawn at
   :data:`FINE_BITS` fractional bits, far below anything Alice can resolve, so the
   rounded coefficient's distribution depends on Bob's secret only through the position
@@ -35,6 +35,24 @@ import numpy as np
 from smc_hmm.crypto import Rng
 from smc_hmm.crypto.fixedpoint import ldexp_int
 from smc_hmm.errors import InvalidInputError
+from smc_hmm.leakage import (  # the law of these blinds, shared with serve's budget
+    FISHER_CONSTANT,
+    estimation_floor,
+    fisher_information,
+    samples_for_error,
+)
+
+__all__ = [
+    "BLIND_TERMS",
+    "FINE_BITS",
+    "FISHER_CONSTANT",
+    "blind_top",
+    "estimation_floor",
+    "fisher_information",
+    "log_blinds",
+    "samples_for_error",
+    "smooth_blind",
+]
 
 #: uniform terms summed into one blind: 3 gives a density with a continuous derivative,
 #: so finite Fisher information (2 would give a triangle, whose information diverges)
@@ -65,12 +83,6 @@ def log_blinds(rng: Rng, count: int, nats: float, scale: int) -> np.ndarray:
     return np.array([smooth_blind(rng, top) for _ in range(count)], dtype=object)
 
 
-#: I R^2 for the Irwin-Hall(3) density stretched over [0, R): 9 x 2 sqrt(3) ln(2 + sqrt(3))
-#: (the integral of f'^2 / f on [0, 3] is 2 + (6 ln(2 + sqrt 3) / sqrt 3 - 4) + 2);
-#: :func:`_irwin_hall_fisher` integrates it numerically in the tests
-FISHER_CONSTANT = 18 * math.sqrt(3) * math.log(2 + math.sqrt(3))
-
-
 def _irwin_hall_fisher() -> float:
     """Fisher information of Irwin-Hall(3) on [0, 3] for a location shift (numerically):
     int f'^2 / f over the three pieces of the quadratic spline."""
@@ -85,25 +97,3 @@ def _irwin_hall_fisher() -> float:
         return 2.0
 
     return quad(ratio, 0, 3, points=[1, 2])[0]
-
-
-def fisher_information(nats: float) -> float:
-    """Fisher information (per sample, for a shift of the hidden value) of a blind of
-    width ``nats``: the Irwin-Hall(3) constant rescaled from [0, 3] to [0, nats)."""
-    return FISHER_CONSTANT / (nats * nats)
-
-
-def estimation_floor(nats: float, samples: int) -> float:
-    """The Cramer-Rao floor, in nats, on the error of any unbiased estimate of a value
-    hidden by ``samples`` independent blinds of width ``nats``: 1 / sqrt(k I)."""
-    if samples < 1:
-        raise InvalidInputError("samples must be at least 1")
-    return 1.0 / math.sqrt(samples * fisher_information(nats))
-
-
-def samples_for_error(nats: float, error_nats: float) -> int:
-    """The number of samples after which the Cramer-Rao floor reaches ``error_nats``:
-    Bob's per-client budget of frames per model (``smc-hmm serve --hiding-nats``)."""
-    if not (error_nats > 0 and math.isfinite(error_nats)):
-        raise InvalidInputError("the hiding error must be a positive number of nats")
-    return max(1, math.floor(1.0 / (fisher_information(nats) * error_nats * error_nats)))

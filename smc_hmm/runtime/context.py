@@ -63,6 +63,7 @@ class PartyContext:
         min_key_bits: int = MIN_SECURE_BITS,
         max_key_bits: int = MAX_KEY_BITS,
         randomizers: Mapping[bytes, Randomizer] | None = None,
+        budget=None,
     ):
         self.name = name
         #: precomputed randomizers (offline phase) for keys this party will meet, by fingerprint
@@ -82,6 +83,8 @@ class PartyContext:
         self.received: list[tuple[str, str, Any]] | None = [] if record else None
         #: refusals whose cause is private, raised once the role has sent its last message
         self._deferred: list[SmcHmmError] = []
+        #: charge(frames) of the serving party's per-client budget, or None (no bound)
+        self._budget = budget
         if keypair is not None:
             pk, sk = keypair
             if not isinstance(pk, PublicKey) or not isinstance(sk, PrivateKey):
@@ -154,6 +157,15 @@ class PartyContext:
         if self.received is not None:
             self.received.append((peer, tag, payload))
         return payload
+
+    # -- what a peer may learn ---------------------------------------------------------
+
+    def charge_frames(self, frames: int) -> None:
+        """Charge a run's public length against the peer's frame budget before any work on
+        its data (:mod:`smc_hmm.runtime.budget`); raises BudgetError beyond it.  A no-op
+        where the runner set no budget (in-process runs, party processes)."""
+        if self._budget is not None:
+            self._budget(int(frames))
 
     # -- refusals after the last message -------------------------------------------------
 

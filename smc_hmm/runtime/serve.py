@@ -42,6 +42,13 @@ of the first kind never starves the second (``docs/serving.md``, "Limits"):
   in its hello reply.  One client name may start ``session_rate_per_client`` sessions
   a second (bursts of ``session_burst_per_client``); beyond, it is refused the same
   way (a session costs Bob work before its client sends anything useful).
+* **What one client learns**: every frame gives a client one blinded copy of each of
+  Bob's log-densities at that frame, and repeated frames narrow the blinds
+  (:mod:`smc_hmm.leakage`).  ``max_frames_per_client`` frames per ``budget_period``
+  seconds, or the budget derived from ``hiding_nats`` (a client's best estimate of any
+  blinded value stays that many nats from exact), bound it per certificate name
+  (:mod:`smc_hmm.runtime.budget`); the protocol charges each run's public length
+  before any work on its data, and a run beyond the budget ends with BudgetError.
 * **Each session's connection** has a frame limit (``max_frame_bytes``, refused
   at the length prefix), a bounded inbox (``inbox_frames``, ``inbox_bytes``: the
   transport stops reading, so a fast sender is slowed down), a bounded outbox and
@@ -125,8 +132,10 @@ from smc_hmm.errors import (
     SmcHmmError,
     TransportError,
 )
+from smc_hmm.leakage import samples_for_error
 from smc_hmm.limits import MAX_KEY_BITS
 from smc_hmm.protocol import find
+from smc_hmm.runtime.budget import FrameBudget
 from smc_hmm.runtime.config import RunConfig, load_config
 from smc_hmm.runtime.context import PartyContext
 from smc_hmm.runtime.party import _private_input, _tls_for
@@ -149,6 +158,8 @@ __all__ = ["Server", "ServeSettings", "serve"]
 log = logging.getLogger("smc_hmm.serve")
 
 WHEN_BUSY = ("wait", "refuse")
+#: the protocols' default blind width (``blind_nats``) when the config names none
+DEFAULT_BLIND_NATS = 20.0
 
 
 @dataclass(frozen=True)
@@ -196,6 +207,13 @@ class ServeSettings:
     scheduler: str | None = None
     #: local lanes (caller + worker processes); default: every core
     workers: int | None = None
+    #: frames one client name may send per budget_period (smc_hmm.runtime.budget) ...
+    max_frames_per_client: int | None = None
+    #: ... or the budget that keeps every blinded value at least this many nats from its
+    #: client's best estimate (smc_hmm.leakage.samples_for_error with the protocol's
+    #: blind_nats); None and no max_frames_per_client: no budget
+    hiding_nats: float | None = None
+    budget_period: float = 86400.0
 
     _COUNTS = (
         "max_sessions",
@@ -213,7 +231,13 @@ class ServeSettings:
         "max_buffered_messages",
         "max_buffered_bytes",
     )
-    _SECONDS = ("wait_timeout", "session_timeout", "handshake_timeout", "shutdown_grace")
+    _SECONDS = (
+        "wait_timeout",
+        "session_timeout",
+        "handshake_timeout",
+        "shutdown_grace",
+        "budget_period",
+    )
     _RATES = ("connect_rate_per_address", "session_rate_per_client")
 
     def __post_init__(self):
@@ -232,12 +256,34 @@ class ServeSettings:
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 unit = "of seconds" if name in self._SECONDS else "per second"
                 raise ConfigError(f"serve.{name} must be a positive number {unit}")
+        if self.max_frames_per_client is not None and (
+            isinstance(self.max_frames_per_client, bool)
+            or not isinstance(self.max_frames_per_client, int)
+            or self.max_frames_per_client < 1
+        ):
+            raise ConfigError("serve.max_frames_per_client must be a positive integer")
+        if self.hiding_nats is not None and (
+            isinstance(self.hiding_nats, bool)
+            or not isinstance(self.hiding_nats, int | float)
+            or not 0 < self.hiding_nats < 1e6
+        ):
+            raise ConfigError("serve.hiding_nats must be a positive number of nats")
         if self.scheduler is not None and not isinstance(self.scheduler, str):
             raise ConfigError("compute.scheduler must be an address like tcp://host:8786")
         if self.workers is not None and (
             isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1
         ):
             raise ConfigError("compute.workers must be a positive integer")
+
+    def frame_limit(self, blind_nats: float) -> int | None:
+        """Frames per client and period: the explicit limit, or the one derived from
+        ``hiding_nats`` for blinds of ``blind_nats`` (the smaller if both are set)."""
+        limits = []
+        if self.max_frames_per_client is not None:
+            limits.append(self.max_frames_per_client)
+        if self.hiding_nats is not None:
+            limits.append(samples_for_error(blind_nats, self.hiding_nats))
+        return min(limits) if limits else None
 
     def budget(self) -> ConnectionBudget:
         """The transport budget of one session's connection."""
@@ -448,6 +494,8 @@ class Server:
         s = self.settings
         self._connect_rate = _Rate(s.connect_rate_per_address, s.connect_burst_per_address)
         self._session_rate = _Rate(s.session_rate_per_client, s.session_burst_per_client)
+        limit = s.frame_limit(float(config.params.get("blind_nats", DEFAULT_BLIND_NATS)))
+        self._frames = None if limit is None else FrameBudget(limit, s.budget_period)
         self._listener: socket.socket | None = None
         self._door: threading.Thread | None = None
         #: outcome counts: ok and failed sessions, refused clients (with a reason, or a
@@ -897,6 +945,12 @@ class Server:
 
     # -- one session ---------------------------------------------------------------------------
 
+    def _charge(self, client: str):
+        """The session's frame budget (None: unbounded), charged by the protocol on T."""
+        if self._frames is None:
+            return None
+        return lambda frames: self._frames.charge(client, frames)
+
     def _session(self, sock, client: str, where: str) -> None:
         session = _Session(next(self._numbers), client, where)
         session.thread = threading.current_thread()
@@ -958,6 +1012,7 @@ class Server:
                     compute=compute,
                     min_key_bits=config.min_key_bits,
                     max_key_bits=s.max_key_bits,
+                    budget=self._charge(client),
                 )
                 with ledger.running():
                     ctx.run(self.role.run, self.private, self.params)

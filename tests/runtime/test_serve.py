@@ -544,3 +544,42 @@ def test_an_unexpected_error_at_the_front_door_drops_one_connection_only(setup, 
             client(srv.address, certs, cases[0][0])
         _ok(srv, certs, cases[:1])  # the door is still open
         assert srv.counts["dropped"] == 1 and len(calls) == 2
+
+
+def test_a_client_beyond_its_frame_budget_is_refused_before_any_work(setup, caplog):
+    """Bob's bound on what one identity learns (smc_hmm.runtime.budget): 10 frames a day
+    is two 5-frame utterances; the third ends with BudgetError on its public length,
+    and another name keeps its own budget."""
+    config, certs, cases = setup
+    caplog.set_level(logging.INFO, logger="smc_hmm.serve")
+    settings = ServeSettings(max_frames_per_client=10, workers=1)
+    with Server(config, "bob", settings=settings, port=0) as srv:
+        _ok(srv, certs, cases[:2], "carol")
+        with pytest.raises(SmcHmmError):
+            client(srv.address, certs, cases[2][0], "carol")
+        _wait_for(lambda: _failed_with(caplog, "carol", "BudgetError"))
+        _ok(srv, certs, cases[:1], "alice")
+    # derived from the hiding target: with the default 20-nat blinds, 1 nat is 9 frames
+    assert ServeSettings(hiding_nats=1.0).frame_limit(20.0) == 9
+    assert ServeSettings(hiding_nats=1.0, max_frames_per_client=5).frame_limit(20.0) == 5
+    assert ServeSettings().frame_limit(20.0) is None
+    with pytest.raises(ConfigError):
+        ServeSettings(hiding_nats=0.0)
+    with pytest.raises(ConfigError):
+        ServeSettings(max_frames_per_client=0)
+
+
+def test_the_frame_budget_slides_with_its_period():
+    from smc_hmm.errors import BudgetError
+    from smc_hmm.runtime.budget import FrameBudget
+
+    now = [0.0]
+    budget = FrameBudget(10, 60.0, clock=lambda: now[0])
+    budget.charge("carol", 6)
+    with pytest.raises(BudgetError, match="6 of its 10"):
+        budget.charge("carol", 5)
+    assert budget.spent("carol") == 6  # a refused run charges nothing
+    budget.charge("dave", 10)
+    now[0] = 61.0
+    budget.charge("carol", 10)  # the first charge left the window
+    assert budget.spent("carol") == 10
