@@ -72,8 +72,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from protocols import forward
-from protocols.primitives import MaskSpec, alice_rescale, bob_rescale, log_uniform_integer
 from protocols.decision import DecisionSpec, alice_decide, bob_decide
+from protocols.primitives import MaskSpec, alice_rescale, bob_rescale, log_uniform_integer
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import (
     ConfigError,

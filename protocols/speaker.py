@@ -116,10 +116,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from protocols.decision import DecisionSpec, alice_decide, bob_decide
 from protocols.primitives import PrecisionParams
 from protocols.stages import emissions, logsum
 from protocols.stages.blinds import log_blinds
-from protocols.decision import DecisionSpec, alice_decide, bob_decide
 from protocols.stages.emissions import EmissionLayout
 from protocols.stages.logsum import LogsumParams, LogsumPlan
 from smc_hmm.crypto import CipherArray
