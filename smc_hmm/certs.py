@@ -29,6 +29,10 @@ Clients of a serving party (``smc-hmm serve``, ``clients=[...]``, ``smc-hmm cert
 session only from a certificate of its CA that carries that role; a party
 certificate (no role URI) cannot open a client session, and a client certificate
 cannot act as a server (no ``serverAuth``).
+
+Certificates are valid for ``days`` from 1 to :data:`MAX_CERT_DAYS` (ten years; a
+longer validity is a key that can never be retired, and beyond the year 9999 dates
+cannot be written at all): :func:`check_days`.
 """
 
 from __future__ import annotations
@@ -171,6 +175,18 @@ def _check_parties(parties) -> list[str]:
     return parties
 
 
+#: the longest validity of a certificate, days (ten years)
+MAX_CERT_DAYS = 3650
+
+
+def check_days(days: object, name: str = "days") -> int:
+    """``days`` if it is an integer from 1 to :data:`MAX_CERT_DAYS`, else
+    :class:`ConfigError`."""
+    if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_CERT_DAYS:
+        raise ConfigError(f"{name} must be an integer from 1 to {MAX_CERT_DAYS}, got {days!r}")
+    return days
+
+
 def make_certificates(
     out_dir,
     parties,
@@ -195,8 +211,7 @@ def make_certificates(
     clients = _check_parties(clients) if clients else []
     if set(clients) & set(parties):
         raise ConfigError(f"names both party and client: {sorted(set(clients) & set(parties))}")
-    if isinstance(days, bool) or not isinstance(days, int) or days < 1:
-        raise ConfigError("days must be a positive integer")
+    days = check_days(days)
     out = Path(out_dir)
     _prepare_dir(out)
     stale = _check_existing(out, parties + clients, force)

@@ -29,6 +29,21 @@ bound                      default     what it bounds (where it is checked)
 ``max_width``              100,000     a forward spec's feature dimension or alphabet
 =========================  ==========  ==========================================================
 
+The same module bounds what a user of ``smc-hmm release hmm`` may ask for, checked while
+the command line is parsed (:class:`~smc_hmm.errors.ConfigError`, exit code 2):
+
+=========================  ==========  ==========================================================
+bound                      value       what it bounds
+=========================  ==========  ==========================================================
+``MAX_RELEASE_STATES``     1,000       ``--states`` (DP Baum-Welch holds N x N transition counts
+                                       per sequence: 100,000 states asked for 74.5 GiB; keyword
+                                       models cut every utterance into K segments)
+``MAX_SEQUENCE_LENGTH``    1,000,000   ``--max-length`` L (the Laplace noise on every count grows
+                                       with L: an L far above the real lengths drowns the counts,
+                                       and 1e12 released pure noise)
+``MAX_WIDTH``              100,000     ``--symbols`` (an N x M emission matrix)
+=========================  ==========  ==========================================================
+
 The wire codec bounds what any frame may hold (``smc_hmm.wire.WireCodec``: frame size,
 nesting depth 64, 2^28 elements per array, 8192-byte integers) and the transports bound
 what a connection may queue (``smc_hmm.transport.tcp``, ``smc_hmm.transport.base.Channel``).
@@ -42,6 +57,7 @@ __all__ = [
     "MAX_DGK_T",
     "MAX_DGK_U_BITS",
     "MAX_KEY_BITS",
+    "MAX_RELEASE_STATES",
     "MAX_SEQUENCE_LENGTH",
     "MAX_STATES",
     "MAX_WIDTH",
@@ -61,6 +77,8 @@ MAX_SEQUENCE_LENGTH = 1_000_000
 MAX_STATES = 100_000
 #: the largest feature dimension or alphabet a forward-algorithm spec may declare
 MAX_WIDTH = 100_000
+#: the most hidden states ``smc-hmm release hmm`` (DP Baum-Welch or keyword models) takes
+MAX_RELEASE_STATES = 1_000
 
 
 def check_at_most(bound: str, value: int, limit: int, what: str) -> int:

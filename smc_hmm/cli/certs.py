@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from smc_hmm.certs import MAX_CERT_DAYS, check_days
 from smc_hmm.cli.common import console
+from smc_hmm.options import option_type
 
 HELP = "make a CA and per-party certificates for mutual TLS"
 
@@ -18,7 +20,12 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="comma-separated client names: certificates with the client role, for clients "
         "of a serving party (smc-hmm serve)",
     )
-    p.add_argument("--days", type=int, default=365, help="validity in days")
+    p.add_argument(
+        "--days",
+        type=option_type(check_days, "--days", int),
+        default=365,
+        help=f"validity in days (1 to {MAX_CERT_DAYS})",
+    )
     p.add_argument(
         "--force",
         action="store_true",

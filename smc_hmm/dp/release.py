@@ -117,6 +117,7 @@ from smc_hmm.errors import (
     SensitivityBoundError,
     StateOutsideConstraintError,
 )
+from smc_hmm.limits import MAX_RELEASE_STATES, MAX_SEQUENCE_LENGTH, MAX_WIDTH
 from smc_hmm.options import check_output_path, option_type
 
 __all__ = [
@@ -130,6 +131,9 @@ __all__ = [
     "release_trace",
     "skeleton",
 ]
+
+LIMITS = "smc_hmm.limits"
+"""Where the bounds on --states, --max-length and --symbols are documented."""
 
 SKELETON_SEED = 20140101
 """Public constant behind the skeleton's symmetry-breaking perturbation (no data in it)."""
@@ -156,10 +160,17 @@ NOT_A_GUARANTEE = (
 # -- small helpers ----------------------------------------------------------------------------
 
 
-def _count(value: object, name: str, minimum: int = 1) -> int:
+def _count(value: object, name: str, minimum: int = 1, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{name} must be at most {maximum:,}, got {value:,} ({LIMITS})")
     return int(value)
+
+
+def _bounded(maximum: int):
+    """A check for :func:`~smc_hmm.options.option_type`: an integer from 1 to ``maximum``."""
+    return lambda value, name: _count(value, name, 1, maximum)
 
 
 def _num(x: float) -> float | str:
@@ -341,13 +352,13 @@ def skeleton(
     the declared shape, the topology, R and :data:`SKELETON_SEED`, never on the data."""
     from smc_hmm.hmm.models import DiscreteHMM, GaussianHMM
 
-    n = _count(n_states, "--states")
+    n = _count(n_states, "--states", 1, MAX_RELEASE_STATES)
     if topology not in TOPOLOGIES:
         raise ConfigError(f"--topology must be one of {TOPOLOGIES}, got {topology!r}")
     start, trans = _topology(n, topology)
     rng = np.random.default_rng(SKELETON_SEED)
     if kind == "discrete":
-        m = _count(n_symbols, "n_symbols")
+        m = _count(n_symbols, "n_symbols", 1, MAX_WIDTH)
         emis = 1.0 + 0.2 * rng.random((n, m))
         return DiscreteHMM(start, trans, emis / emis.sum(axis=1, keepdims=True))
     d = _count(n_features, "n_features")
@@ -415,15 +426,16 @@ def add_hmm_arguments(parser: argparse.ArgumentParser) -> None:
     a("--eps", type=EPS, required=True, metavar="E", help="total privacy budget (> 0)")
     a(
         "--states",
-        type=int,
+        type=option_type(_bounded(MAX_RELEASE_STATES), "--states", int),
         metavar="N",
-        help="hidden states (default 3; 5 with --keyword-models)",
+        help=f"hidden states (default 3; 5 with --keyword-models), at most {MAX_RELEASE_STATES:,}",
     )
     a(
         "--max-length",
-        type=int,
+        type=option_type(_bounded(MAX_SEQUENCE_LENGTH), "--max-length", int),
         metavar="L",
-        help="declared maximum sequence length (required: a public bound)",
+        help="declared maximum sequence length (required: a public bound), at most "
+        f"{MAX_SEQUENCE_LENGTH:,}",
     )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
@@ -461,7 +473,7 @@ def add_hmm_arguments(parser: argparse.ArgumentParser) -> None:
     a("--covariance", choices=("diag", "full"), default="diag", help="Gaussian covariances")
     a(
         "--symbols",
-        type=int,
+        type=option_type(_bounded(MAX_WIDTH), "--symbols", int),
         metavar="M",
         help="alphabet size of discrete data (without it: the file's n_symbols, else taken "
         "from the data with a warning)",
@@ -557,7 +569,7 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
             "--max-length L is required: a declared public bound on the sequence length "
             "(taking the longest sequence of the data would leak it)"
         )
-    max_length = _count(args.max_length, "--max-length")
+    max_length = _count(args.max_length, "--max-length", 1, MAX_SEQUENCE_LENGTH)
     every = not getattr(args, "not_dp_last_iteration", False)
     if not every and getattr(args, "every_iteration", False):
         raise ConfigError("--every-iteration and --not-dp-last-iteration exclude each other")
@@ -604,7 +616,7 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
                 f"alphabet size {n_symbols} taken from the data (declare it with --symbols "
                 "or n_symbols for a data-independent skeleton)"
             )
-        n_symbols = _count(n_symbols, "--symbols")
+        n_symbols = _count(n_symbols, "--symbols", 1, MAX_WIDTH)
         start = skeleton("discrete", args.states, args.topology, n_symbols=n_symbols)
         skeleton_desc = {"topology": args.topology, "n_symbols": n_symbols}
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -259,6 +260,78 @@ def test_privacy_parameters_and_timeouts_are_checked_while_parsing(capsys, argv,
     offline phase runs or any file is read (every file named here is missing: reaching
     it would give another error)."""
     assert one_line_error(capsys, argv, fragment, "must be") == ""
+
+
+# -- sizes: bounded, documented, refused before any work ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["certs", "--out", "OUT", "--parties", "alice,bob", "--days", "100000000"], "3650"),
+        (["certs", "--out", "OUT", "--parties", "alice,bob", "--days", "3651"], "3650"),
+        (["certs", "--out", "OUT", "--parties", "alice,bob", "--days", "0"], "3650"),
+        (["release", "hmm", "--data", "DATA", "--eps", "1", "--states", "100000"], "1,000"),
+        (
+            [
+                "release",
+                "hmm",
+                "--keyword-models",
+                "--data",
+                "DATA",
+                "--eps",
+                "1",
+                "--states",
+                "1001",
+            ],
+            "1,000",
+        ),  # fmt: skip
+        (
+            ["release", "hmm", "--data", "DATA", "--eps", "1", "--max-length", "1000000000000"],
+            "1,000,000",
+        ),  # fmt: skip
+        (
+            [
+                "release",
+                "hmm",
+                "--data",
+                "DATA",
+                "--eps",
+                "1",
+                "--max-length",
+                "5",
+                "--symbols",
+                "100001",
+            ],
+            "100,000",
+        ),  # fmt: skip
+    ],
+)
+def test_sizes_beyond_their_documented_bound_are_refused(tmp_path, capsys, argv, fragment):
+    """certs --days 1e8 gave an OverflowError traceback; release hmm --states 100000 asked
+    for 74.5 GiB; --max-length 1e12 released pure noise.  Each is one typed line (exit 2)
+    while the command line is parsed: nothing is written, no data read."""
+    out, data = tmp_path / "certs", tmp_path / "missing.json"
+    argv = [str(out) if a == "OUT" else str(data) if a == "DATA" else a for a in argv]
+    assert one_line_error(capsys, argv, "ConfigError", fragment) == ""
+    assert not out.exists()
+
+
+def test_the_longest_certificate_validity_is_accepted(tmp_path):
+    import datetime
+
+    from cryptography import x509
+
+    from smc_hmm.certs import MAX_CERT_DAYS, make_certificates
+    from smc_hmm.errors import ConfigError
+
+    made = make_certificates(tmp_path / "pki", "alice", days=MAX_CERT_DAYS)
+    cert = x509.load_pem_x509_certificate(Path(made.certs["alice"]).read_bytes())
+    lasts = cert.not_valid_after_utc - datetime.datetime.now(datetime.timezone.utc)
+    assert MAX_CERT_DAYS - 1 <= lasts.days <= MAX_CERT_DAYS
+    with pytest.raises(ConfigError, match="3650"):  # the library's own check, not only the CLI's
+        make_certificates(tmp_path / "more", "alice", days=MAX_CERT_DAYS + 1)
+    assert not (tmp_path / "more").exists()
 
 
 # -- key sizes --------------------------------------------------------------------------------
