@@ -7,6 +7,7 @@ perturbation, and the typed refusals of a release.
 """
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -144,9 +145,11 @@ def test_first_order_solver_agrees_with_cvxpy(n_components, psd, perturbed, solv
         )
         assert b.shape == shape
     fista = lm.solve(data, lam=0.05, h=0.5, perturbation=b, psd=psd, tol=1e-9)
-    ref = lm.solve(
-        data, lam=0.05, h=0.5, perturbation=b, psd=psd, method="cvxpy", cvxpy_solver=solver
-    )
+    with warnings.catch_warnings():  # the reference must end "optimal", not "inaccurate"
+        warnings.simplefilter("error")
+        ref = lm.solve(
+            data, lam=0.05, h=0.5, perturbation=b, psd=psd, method="cvxpy", cvxpy_solver=solver
+        )
     assert fista.converged
     assert abs(fista.objective - ref.objective) <= 1e-6 * abs(ref.objective)
     if psd:
