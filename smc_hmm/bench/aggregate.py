@@ -34,11 +34,18 @@ from __future__ import annotations
 import math
 import os
 import time
-import warnings
 
 import numpy as np
 
-from smc_hmm.bench.common import BenchResult, Row, check_key_bits
+from smc_hmm.bench.common import (
+    BenchResult,
+    Row,
+    add_json_argument,
+    add_key_arguments,
+    check_key_bits,
+    finish,
+    throwaway_keypair,
+)
 
 EPS_GRID = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 SPLITS = {
@@ -255,16 +262,7 @@ def hmm_sweep(
 # -- protocol cost ------------------------------------------------------------------------
 
 
-def _keypair(bits: int, insecure: bool):
-    from smc_hmm.crypto import generate_keypair
-    from smc_hmm.errors import InsecureKeyWarning
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InsecureKeyWarning)
-        return generate_keypair(bits, insecure=insecure)
-
-
-def protocol_costs(key_bits: int = 2048, owners=(2, 4), *, seed: int = 0, insecure=False) -> dict:
+def protocol_costs(key_bits: int = 2048, owners=(2, 4), *, seed: int = 0) -> dict:
     """One secure run of ``aggregate`` per K (uneven split of the real data) and one
     ``dp_sum`` E-step of the dice HMM: per-party time, bytes and operations."""
     from smc_hmm.dp.federated import count_bound, noise_scales, owner_counts
@@ -273,7 +271,7 @@ def protocol_costs(key_bits: int = 2048, owners=(2, 4), *, seed: int = 0, insecu
     x, y, _, _ = breast_cancer(seed)
     out: dict = {"key_bits": key_bits, "aggregate": {}, "load": os.getloadavg()}
     min_bits = min(key_bits, 2048)
-    lead_key, curator_key = _keypair(key_bits, insecure), _keypair(key_bits, insecure)
+    lead_key, curator_key = throwaway_keypair(key_bits), throwaway_keypair(key_bits)
     for k in owners:
         fractions = SPLITS[f"{k} owners, uneven"] if k in (2, 4) else (1 / k,) * k
         data = split_owners(x, y, fractions, np.random.default_rng(seed))
@@ -349,15 +347,14 @@ def _parties(cost) -> dict:
 
 def add_arguments(parser) -> None:
     parser.add_argument("--part", choices=("all", "cost", "classifier", "hmm"), default="all")
-    parser.add_argument("--key-bits", type=int, default=2048)
-    parser.add_argument("--insecure", action="store_true", help="allow keys below 2048 bits")
+    add_key_arguments(parser)
     parser.add_argument("--owners", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--splits", type=int, default=10, help="train/test splits (default 10)")
     parser.add_argument("--noise", type=int, default=20, help="noise draws per split (20)")
     parser.add_argument("--reps", type=int, default=5, help="HMM data sets per point (5)")
     parser.add_argument("--quick", action="store_true", help="few splits and repetitions")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    add_json_argument(parser)
 
 
 def run(args) -> BenchResult:
@@ -366,9 +363,7 @@ def run(args) -> BenchResult:
     extra: dict = {"load_before": os.getloadavg()}
     rows: list[Row] = []
     if args.part in ("all", "cost"):
-        costs = protocol_costs(
-            args.key_bits, tuple(args.owners), seed=args.seed, insecure=args.key_bits < 2048
-        )
+        costs = protocol_costs(args.key_bits, tuple(args.owners), seed=args.seed)
         extra["cost"] = costs
         for k, c in costs["aggregate"].items():
             for name, p in c["parties"].items():
@@ -445,7 +440,4 @@ def main(args) -> int:
         f"[dim]load average before {result.extra['load_before']}, after "
         f"{result.extra['load_after']}[/]"
     )
-    if args.json:
-        result.write_json(args.json)
-        console.print(f"wrote {args.json}")
-    return 0
+    return finish(args, result, console)

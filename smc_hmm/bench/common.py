@@ -1,4 +1,6 @@
-"""Shared benchmark plumbing: median timing, result rows, table and JSON output."""
+"""Shared benchmark plumbing: the common options, median timing, result rows with their
+targets, the table, and :func:`finish` (the JSON file and the exit code) that every
+benchmark ends with."""
 
 from __future__ import annotations
 
@@ -8,6 +10,40 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from smc_hmm.errors import ConfigError, InvalidInputError
+from smc_hmm.options import WORKERS
+
+#: a row's direction: the smaller value is the better one (times, errors) ...
+LOWER = "lower"
+#: ... or the larger one (accuracies, counts of agreements, throughput)
+HIGHER = "higher"
+
+
+# -- the options every benchmark spells alike ---------------------------------------------
+
+
+def add_key_arguments(parser, help: str = "Paillier modulus size") -> None:
+    """``--key-bits`` (2048) and ``--insecure`` (keys below 2048 bits); the command line
+    adds ``--allow-large-keys``, and :func:`check_key_bits` checks all three."""
+    parser.add_argument("--key-bits", type=int, default=2048, help=help)
+    parser.add_argument(
+        "--insecure", action="store_true", help="allow keys below 2048 bits (quick runs only)"
+    )
+
+
+def add_workers_argument(
+    parser, default: int | None = 2, help: str = "compute lanes per party"
+) -> None:
+    """``--workers``: how many processes (compute lanes) the benchmark's heavy work uses,
+    checked while the command line is parsed (:data:`smc_hmm.options.WORKERS`)."""
+    parser.add_argument("--workers", type=WORKERS, default=default, help=help)
+
+
+def add_json_argument(parser, help: str = "also write the results as JSON") -> None:
+    """``--json PATH``: where :func:`finish` writes the results."""
+    parser.add_argument("--json", metavar="PATH", help=help)
 
 
 def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
@@ -44,7 +80,11 @@ def interleaved_medians(
 
 @dataclass
 class Row:
-    """One comparison: ``ratio`` = how many times better ours is than the baseline."""
+    """One comparison: ``ratio`` = how many times better ours is than the baseline.
+
+    A row with a baseline says which way is better: ``better=LOWER`` (times, errors: the
+    ratio is baseline / ours) or ``better=HIGHER`` (the ratio is ours / baseline).
+    """
 
     name: str
     ours: float
@@ -54,26 +94,41 @@ class Row:
     note: str = ""
     limit: float | None = None  # or: ours must stay at most this (errors)
     ratio: float | None = field(init=False)
+    better: str | None = field(default=None, kw_only=True)
 
     def __post_init__(self):
+        if self.better not in (None, LOWER, HIGHER):
+            raise InvalidInputError(f"Row.better is {LOWER!r} or {HIGHER!r}, not {self.better!r}")
+        if self.baseline is not None and self.better is None:
+            raise InvalidInputError(
+                f"row {self.name!r} has a baseline: say whether lower or higher is better"
+            )
         self.ratio = None
         if self.baseline is not None and self.ours > 0:
-            lower_is_better = self.unit.startswith(("s", "ms", "us"))
-            self.ratio = self.baseline / self.ours if lower_is_better else self.ours / self.baseline
+            lower = self.better == LOWER
+            self.ratio = self.baseline / self.ours if lower else self.ours / self.baseline
 
     @property
     def met(self) -> bool | None:
+        """Whether the row met its limit or target (a plain bool: ``ours`` may be a numpy
+        scalar); None without one."""
         if self.limit is not None:
-            return self.ours <= self.limit
+            return bool(self.ours <= self.limit)
         if self.target is None or self.ratio is None:
             return None
-        return self.ratio >= self.target
+        return bool(self.ratio >= self.target)
 
     @property
     def goal(self) -> str:
         if self.limit is not None:
             return f"<= {self.limit:g}"
         return "-" if self.target is None else f">= {self.target:g}x"
+
+    def to_dict(self) -> dict:
+        """The row as JSON-ready data (its direction is in its ratio)."""
+        out = asdict(self)
+        del out["better"]
+        return out
 
 
 @dataclass
@@ -93,14 +148,17 @@ class BenchResult:
                 "cpu": platform.processor() or platform.machine(),
             },
             "params": self.params,
-            "rows": [asdict(r) for r in self.rows],
+            "rows": [r.to_dict() for r in self.rows],
             **self.extra,
         }
 
+    @property
+    def targets_met(self) -> bool:
+        """Whether every row with a target or a limit met it."""
+        return all(r.met is not False for r in self.rows)
+
     def write_json(self, path: str) -> None:
-        with open(path, "w") as fh:
-            json.dump(self.to_dict(), fh, indent=2)
-            fh.write("\n")
+        write_json(path, self.to_dict())
 
     def print_table(self, console=None) -> None:
         from rich.console import Console
@@ -130,6 +188,29 @@ def _fmt(x: float | None) -> str:
     if x is None:
         return "-"
     return f"{x:.4g}"
+
+
+def write_json(path, data, **options) -> None:
+    """``data`` as indented JSON at ``path`` (``options`` go to :func:`json.dumps`)."""
+    try:
+        Path(path).write_text(json.dumps(data, indent=2, **options) + "\n")
+    except OSError as e:
+        raise ConfigError(f"cannot write {path}: {e.strerror or e}") from e
+
+
+def finish(args, result, console=None, *, met: bool = True, **json_options) -> int:
+    """The last step of every benchmark: write ``result`` (a :class:`BenchResult` or
+    JSON-ready data) to ``--json`` if given (and say so on ``console``), then the exit
+    code: 1 when a target was missed -- a row's, or ``met`` is false (the benchmark's
+    targets outside its rows) -- else 0."""
+    data = result.to_dict() if isinstance(result, BenchResult) else result
+    path = getattr(args, "json", None)
+    if path:
+        write_json(path, data, **json_options)
+        if console is not None:
+            console.print(f"wrote {path}")
+    rows_met = result.targets_met if isinstance(result, BenchResult) else True
+    return 0 if met and rows_met else 1
 
 
 def throwaway_keypair(bits: int):

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from smc_hmm.bench.common import BenchResult, Row
+from smc_hmm.bench.common import HIGHER, BenchResult, Row, add_json_argument, finish
 
 DEFAULT_EPS = "0.1,0.3,1,3,10,30,100,1000,10000"
 QUICK_EPS = "1,3,10"
@@ -131,6 +131,7 @@ def run(
                 target=1.0 if goal is not None else None,
                 note=f"min {min(accs):.3f}, max {max(accs):.3f}"
                 + ("; baseline = the target accuracy" if goal is not None else ""),
+                better=HIGHER,
             )
         )
     rows.append(Row("bundled non-private diag models", bundled_acc, None, "accuracy"))
@@ -231,7 +232,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--audit-releases", type=int, default=None, help="per side (1000)")
     parser.add_argument("--audit-eps", type=float, default=3.0, help="eps of the audit (3)")
     parser.add_argument("--quick", action="store_true", help="eps 1,3,10, 2 releases, audit 200")
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    add_json_argument(parser)
 
 
 def _print_table(console, result: BenchResult) -> None:
@@ -294,7 +295,4 @@ def main(args) -> int:
         f"[dim]wall time {result.extra['wall_seconds']:.0f} s; load average before "
         f"{load[0][0]:.1f}, after {load[1][0]:.1f} (1 min)[/]"
     )
-    if args.json:
-        result.write_json(args.json)
-        console.print(f"wrote {args.json}")
-    return 0
+    return finish(args, result, console)

@@ -17,7 +17,7 @@ noise is seeded (``--seed``): a benchmark, not a release.  No baseline ratio: th
 
 from __future__ import annotations
 
-from smc_hmm.bench.common import BenchResult, Row
+from smc_hmm.bench.common import BenchResult, Row, add_json_argument, finish
 
 LABELS = {
     "util": "utility graph G_util(r)",
@@ -93,7 +93,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--eps", type=float, default=1.0, help="eps per release (default 1)")
     parser.add_argument("--r", type=float, default=2.0, help="utility-graph radius (default 2)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    add_json_argument(parser)
 
 
 def main(args) -> int:
@@ -134,7 +134,4 @@ def main(args) -> int:
         )
     console.print(table)
     console.print(f"[dim]wall time {result.extra['wall_seconds']:.1f} s[/]")
-    if args.json:
-        result.write_json(args.json)
-        console.print(f"wrote {args.json}")
-    return 0
+    return finish(args, result, console)

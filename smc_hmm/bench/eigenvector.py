@@ -27,7 +27,16 @@ import time
 
 import numpy as np
 
-from smc_hmm.bench.common import BenchResult, Row, check_key_bits, throwaway_keypair
+from smc_hmm.bench.common import (
+    LOWER,
+    BenchResult,
+    Row,
+    add_json_argument,
+    add_key_arguments,
+    check_key_bits,
+    finish,
+    throwaway_keypair,
+)
 from smc_hmm.eigen import power_iteration, principal_eigenvector
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.progress import status
@@ -39,10 +48,7 @@ CENTRED = {"no": (False,), "yes": (True,), "both": (False, True)}
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus")
-    parser.add_argument(
-        "--insecure", action="store_true", help="allow keys below 2048 bits (quick runs only)"
-    )
+    add_key_arguments(parser)
     parser.add_argument("--owners", type=int, default=4, help="data owners N")
     parser.add_argument("--rows", type=int, default=64, help="k: rows (digits: features)")
     parser.add_argument("--cols", type=int, default=1797, help="n: columns (digits: samples)")
@@ -85,7 +91,7 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--protocol", default="eigenvector", help='registered name or "module:object"'
     )
-    parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    add_json_argument(parser)
 
 
 def load_data(kind: str, rows: int, cols: int, seed: int, centred: bool = False):
@@ -172,9 +178,8 @@ def _gap(x, v) -> float:
 
 
 def main(args) -> int:
-    """The ``smc-hmm bench eigenvector`` entry point (exit code 0)."""
-    measure(args)
-    return 0
+    """The ``smc-hmm bench eigenvector`` entry point: 1 if a target was missed."""
+    return finish(args, measure(args))
 
 
 def _check_args(args) -> None:
@@ -251,7 +256,7 @@ def _measure_mode(args, mode, blocks, max_abs, keypair, v, np_seconds, np_iterat
 
 
 def measure(args) -> BenchResult:
-    """Run the benchmark, print its tables, write ``--json``; the results."""
+    """Run the benchmark and print its tables; the results."""
     _check_args(args)
     load_before = os.getloadavg()
     from rich.console import Console
@@ -303,8 +308,6 @@ def measure(args) -> BenchResult:
     )
     bench.print_table()
     _print_runs(runs)
-    if args.json:
-        bench.write_json(args.json)
     return bench
 
 
@@ -320,6 +323,7 @@ def _rows(args, run: dict) -> list[Row]:
             "s",
             limit=limit,
             note=f"{run['rounds']} rounds{decoys}; numpy {run['numpy_iterations']} iterations",
+            better=LOWER,
         ),
         Row(
             f"{what}: 1 - cosine to numpy's eigenvector",

@@ -14,14 +14,22 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 
 import numpy as np
 
-from smc_hmm.bench.common import BenchResult, Row, median_seconds
+from smc_hmm.bench.common import (
+    LOWER,
+    BenchResult,
+    Row,
+    add_json_argument,
+    add_key_arguments,
+    add_workers_argument,
+    check_key_bits,
+    finish,
+    median_seconds,
+    throwaway_keypair,
+)
 from smc_hmm.compute import Compute
-from smc_hmm.crypto import generate_keypair
-from smc_hmm.errors import InsecureKeyWarning
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, log_likelihood
 
 #: precision targets: absolute (nats) and relative error of log P (docs/benchmarks.md)
@@ -90,6 +98,7 @@ def _rows(
             t_plain,
             "s",
             note=f"overhead {t_secure / t_plain:,.0f}x",
+            better=LOWER,
         ),
         Row(
             f"{label}: absolute error of log P", abs_err, None, "nats", limit=ABS_TARGET, note=note
@@ -147,10 +156,8 @@ def run(
 ) -> BenchResult:
     say = progress or (lambda msg: None)
     rng = np.random.default_rng(seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InsecureKeyWarning)
-        say(f"generating a {key_bits}-bit key pair")
-        keypair = generate_keypair(key_bits, insecure=key_bits < 2048)
+    say(f"generating a {key_bits}-bit key pair")
+    keypair = throwaway_keypair(key_bits)
     discrete = random_discrete(states, symbols, rng)
     d_obs, _ = discrete.sample(length, rng=rng)
     gaussian = random_gaussian(states, dims, rng)
@@ -192,23 +199,18 @@ def run(
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--key-bits", type=int, default=2048)
-    parser.add_argument(
-        "--insecure", action="store_true", help="allow keys below 2048 bits (reproductions only)"
-    )
+    add_key_arguments(parser)
     parser.add_argument("--states", type=int, default=5, help="HMM states N")
     parser.add_argument("--symbols", type=int, default=8, help="discrete alphabet size M")
     parser.add_argument("--length", type=int, default=50, help="sequence length T")
     parser.add_argument("--dims", type=int, default=4, help="Gaussian feature dimension d")
-    parser.add_argument("--workers", type=int, default=2, help="processes for Bob's work")
+    add_workers_argument(parser, help="processes for Bob's work")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    add_json_argument(parser)
 
 
 def main(args) -> int:
     from rich.console import Console
-
-    from smc_hmm.bench.common import check_key_bits
 
     check_key_bits(args)
     console = Console(width=max(150, Console().width))
@@ -223,7 +225,4 @@ def main(args) -> int:
         progress=lambda m: console.print(f"[dim]... {m}[/]"),
     )
     result.print_table(console)
-    if args.json:
-        result.write_json(args.json)
-        console.print(f"wrote {args.json}")
-    return 0 if result.extra["all_within_target"] else 1
+    return finish(args, result, console, met=result.extra["all_within_target"])

@@ -31,14 +31,23 @@ from __future__ import annotations
 
 import resource
 import time
-import warnings
 
 import numpy as np
 
-from smc_hmm.bench.common import BenchResult, Row
+from smc_hmm.bench.common import (
+    HIGHER,
+    LOWER,
+    BenchResult,
+    Row,
+    add_json_argument,
+    add_key_arguments,
+    add_workers_argument,
+    check_key_bits,
+    finish,
+    throwaway_keypair,
+)
 from smc_hmm.compute import Compute
 from smc_hmm.errors import (
-    InsecureKeyWarning,
     InvalidInputError,
     PartyProcessError,
     PrecisionError,
@@ -80,14 +89,6 @@ def chosen_utterances(count: int):
 
     utterances = load_test_utterances()
     return [utterances[(i % 10) * 25 + ((i // 10) % 5) * 5 + (i // 50) % 5] for i in range(count)]
-
-
-def _keypair(bits: int):
-    from smc_hmm.crypto import generate_keypair
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InsecureKeyWarning)
-        return generate_keypair(bits, insecure=bits < 2048)
 
 
 def _peak_rss_mb() -> float:
@@ -308,7 +309,7 @@ def run(args, say=lambda msg: None) -> BenchResult:
     # the length the timings refer to: --frames, or (--frames 0: native lengths) utterance 1's
     length = args.frames or len(utterances[0].features)
     say(f"generating a {args.key_bits}-bit key pair")
-    keypair = _keypair(args.key_bits)
+    keypair = throwaway_keypair(args.key_bits)
     if getattr(args, "short_randomness", False):
         keypair[0].use_djn(alpha_bits=SHORT_ALPHA_BITS)
     rows: list[Row] = []
@@ -471,6 +472,7 @@ def run(args, say=lambda msg: None) -> BenchResult:
                     medians[v2p]["seconds"],
                     medians[v1p]["seconds"],
                     "s",
+                    better=LOWER,
                 )
             )
             rows.append(
@@ -479,6 +481,7 @@ def run(args, say=lambda msg: None) -> BenchResult:
                     medians[v2p]["bob_recursion_seconds"],
                     medians[v1p]["bob_recursion_seconds"],
                     "s",
+                    better=LOWER,
                 )
             )
             checks["Bob's v2 recursion no slower than v1"] = (
@@ -497,6 +500,7 @@ def run(args, say=lambda msg: None) -> BenchResult:
                 float(counted),
                 "utterances",
                 note="count",
+                better=HIGHER,
             )
         )
         refused = sum(1 for r in runs if r.get("error"))
@@ -547,6 +551,7 @@ def run(args, say=lambda msg: None) -> BenchResult:
             target=NAIVE_RATIO_TARGET,
             note=f"naive measured on {args.naive_frames} frame(s): {per_frame:.2f} s/frame, "
             f"scaled x{len(frames)}",
+            better=LOWER,
         )
     )
     # the cost model: a shorter run's ledger at the same key size (the packing density
@@ -586,6 +591,7 @@ def run(args, say=lambda msg: None) -> BenchResult:
                 note=f"prediction / measured = {ratio:.2f} "
                 f"(tolerance {PREDICTION_TOLERANCE:.0%}); from a {small_frames}-frame ledger "
                 f"scaled x{len(frames) / small_frames:.2f}, lane scaling {scaling:.2f}",
+                better=LOWER,
             )
         )
     rows.append(Row("machine: 2 lanes of modular multiplications vs 1", scaling, None, "x"))
@@ -631,10 +637,7 @@ def run(args, say=lambda msg: None) -> BenchResult:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--key-bits", type=int, default=2048)
-    parser.add_argument(
-        "--insecure", action="store_true", help="allow keys below 2048 bits (reproductions only)"
-    )
+    add_key_arguments(parser)
     parser.add_argument("--words", type=int, default=10, help="keywords (digit models, 2-10)")
     parser.add_argument("--states", type=int, default=5, help="states per model (bundled: 5)")
     parser.add_argument(
@@ -663,7 +666,7 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--naive-frames", type=int, default=1, help="frames timed on the naive path"
     )
-    parser.add_argument("--workers", type=int, default=2, help="compute lanes per party")
+    add_workers_argument(parser)
     parser.add_argument(
         "--all-scores",
         action="store_true",
@@ -677,13 +680,11 @@ def add_arguments(parser) -> None:
         "bits(n)/2 (faster; rests on the stronger short-exponent assumption, see "
         "smc_hmm/crypto/randomness.py; --transport local only)",
     )
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    add_json_argument(parser)
 
 
 def main(args) -> int:
     from rich.console import Console
-
-    from smc_hmm.bench.common import check_key_bits
 
     check_key_bits(args)
     if args.utterances < 1 or args.naive_frames < 1 or args.frames < 0:
@@ -702,7 +703,4 @@ def main(args) -> int:
         )
     result = run(args, say=lambda m: console.print(f"[dim]... {m}[/]"))
     result.print_table(console)
-    if args.json:
-        result.write_json(args.json)
-        console.print(f"wrote {args.json}")
-    return 0 if result.extra["targets_met"] else 1
+    return finish(args, result, console, met=result.extra["targets_met"])

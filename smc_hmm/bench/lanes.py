@@ -21,9 +21,13 @@ import gmpy2
 from gmpy2 import mpz
 
 from smc_hmm.bench.common import (
+    LOWER,
     BenchResult,
     Row,
+    add_json_argument,
+    add_key_arguments,
     check_key_bits,
+    finish,
     interleaved_medians,
     throwaway_keypair,
 )
@@ -60,13 +64,10 @@ def signed_bos_coster(bases, exps, modulus) -> mpz:
 
 def add_arguments(parser) -> None:
     """Options of ``smc-hmm bench lanes``."""
-    parser.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus size")
-    parser.add_argument(
-        "--insecure", action="store_true", help="allow keys below 2048 bits (reproductions only)"
-    )
+    add_key_arguments(parser)
     parser.add_argument("--terms", type=int, default=820, help="linear-combination terms")
     parser.add_argument("--rounds", type=int, default=7, help="interleaved timed rounds (median)")
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    add_json_argument(parser)
 
 
 def run(key_bits: int = 2048, terms: int = 820, rounds: int = 7) -> BenchResult:
@@ -115,12 +116,14 @@ def run(key_bits: int = 2048, terms: int = 820, rounds: int = 7) -> BenchResult:
             t["buckets"] * 1e3,
             t["bos-coster"] * 1e3,
             "ms",
+            better=LOWER,
         ),
         Row(
             f"ship {terms} ciphertexts both ways: PackedInts vs pickled mpz list",
             t["packed"] * 1e3,
             t["pickle"] * 1e3,
             "ms",
+            better=LOWER,
         ),
     ]
     return BenchResult("lanes", key_bits, rows, params={"terms": terms, "rounds": rounds})
@@ -137,7 +140,4 @@ def main(args) -> int:
     with status(console, f"timing {args.terms} terms at {args.key_bits} bits"):
         result = run(args.key_bits, args.terms, args.rounds)
     result.print_table(console)
-    if args.json:
-        result.write_json(args.json)
-        console.print(f"wrote {args.json}")
-    return 0
+    return finish(args, result, console)

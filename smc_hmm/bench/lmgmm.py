@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from smc_hmm.bench.common import BenchResult, Row
+from smc_hmm.bench.common import HIGHER, LOWER, BenchResult, Row, add_json_argument, finish
 
 SYNTHETIC_EPS = (1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0)
 SPEAKER_EPS = (3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0)
@@ -294,7 +294,7 @@ def _common_arguments(parser, runs: int, eps) -> None:
         action="store_true",
         help="also run the thesis's shared perturbation (no guarantee)",
     )
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    add_json_argument(parser)
 
 
 def _sweep_with(split: Split, args, default_eps) -> tuple[tuple[float, ...], dict]:
@@ -338,6 +338,7 @@ def run_synthetic(args) -> BenchResult:
             100 * res["non_private_error"],
             "% error",
             note=f"+- {100 * p['error_sem']:.2f} (s.e.), {args.runs} runs",
+            better=LOWER,
         )
         for p in curve
     ]
@@ -380,6 +381,7 @@ def run_speaker(args) -> BenchResult:
             100 * (1 - res["non_private_error"]),
             "% accuracy",
             note=f"+- {100 * p['error_sem']:.2f} (s.e.), {args.runs} runs",
+            better=HIGHER,
         )
         for p in res["curves"]["objective"]
     ]
@@ -443,10 +445,7 @@ def _main(run, title, as_accuracy, args) -> int:
         + ", ".join(f"{c:.1f} s" for c in res["lane_cpu_seconds"])
         + "[/]"
     )
-    if args.json:
-        result.write_json(args.json)
-        console.print(f"wrote {args.json}")
-    return 0
+    return finish(args, result, console)
 
 
 def synthetic(args) -> int:

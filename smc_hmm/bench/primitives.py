@@ -7,19 +7,18 @@ writes the rates that ``smc-hmm cost --rates`` reads.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-from smc_hmm.bench.common import check_key_bits, throwaway_keypair
-from smc_hmm.errors import ConfigError
+from smc_hmm.bench.common import (
+    add_json_argument,
+    add_key_arguments,
+    check_key_bits,
+    finish,
+    throwaway_keypair,
+)
 from smc_hmm.progress import status
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus size")
-    parser.add_argument(
-        "--insecure", action="store_true", help="allow keys below 2048 bits (reproductions only)"
-    )
+    add_key_arguments(parser)
     parser.add_argument(
         "--scalar-bits",
         type=int,
@@ -29,9 +28,7 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--min-seconds", type=float, default=0.2, help="minimum timing per operation"
     )
-    parser.add_argument(
-        "--json", metavar="PATH", help="write the rates (input of `smc-hmm cost --rates`)"
-    )
+    add_json_argument(parser, help="write the rates (input of `smc-hmm cost --rates`)")
 
 
 def main(args) -> int:
@@ -55,10 +52,4 @@ def main(args) -> int:
     for op, rate in sorted(rates.rates.items()):
         table.add_row(op, f"{rate:,.0f}", f"{1e6 / rate:.1f}", f"{rates.exponents[op]:g}")
     console.print(table)
-    if args.json:
-        try:
-            Path(args.json).write_text(json.dumps(rates.to_dict(), indent=2, sort_keys=True))
-        except OSError as e:
-            raise ConfigError(f"cannot write {args.json}: {e.strerror or e}") from e
-        console.print(f"wrote {args.json}")
-    return 0
+    return finish(args, rates.to_dict(), console, sort_keys=True)

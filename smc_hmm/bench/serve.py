@@ -34,7 +34,6 @@ unit tests.
 from __future__ import annotations
 
 import contextlib
-import json
 import multiprocessing
 import os
 import re
@@ -45,15 +44,21 @@ import sys
 import tempfile
 import threading
 import time
-import warnings
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from smc_hmm.bench.common import check_key_bits
-from smc_hmm.errors import ConfigError, InsecureKeyWarning
+from smc_hmm.bench.common import (
+    add_json_argument,
+    add_key_arguments,
+    add_workers_argument,
+    check_key_bits,
+    finish,
+    throwaway_keypair,
+)
+from smc_hmm.errors import ConfigError
 
 #: the targets of a hostile run (docs/serving.md, section 6), checked and printed by ``--hostile``
 TARGET_RATIO = 0.8
@@ -77,19 +82,18 @@ def add_arguments(parser) -> None:
         default=4,
         help="concurrent clients: levels 1, 2, 4, ... up to N (--hostile: exactly N)",
     )
-    parser.add_argument("--key-bits", type=int, default=2048, help="the clients' Paillier keys")
-    parser.add_argument("--insecure", action="store_true", help="allow keys below 2048 bits")
+    add_key_arguments(parser, help="the clients' Paillier keys")
     parser.add_argument(
         "--scheduler", help="Bob's Dask scheduler (tcp://HOST:PORT) or 'local' (a LocalCluster)"
     )
     parser.add_argument(
         "--both", action="store_true", help="local process lanes, then a local Dask cluster"
     )
-    parser.add_argument("--workers", type=int, help="Bob's local lanes (default: cores)")
+    add_workers_argument(parser, default=None, help="Bob's local lanes (default: cores)")
     parser.add_argument("--utterances", type=int, default=2, help="sessions per client per run")
     parser.add_argument("--frames", type=int, default=0, help="cut utterances (0: whole)")
     parser.add_argument("--models", type=int, default=10, help="Bob's keyword models (2-10)")
-    parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    add_json_argument(parser)
     hostile = parser.add_argument_group("attack (--hostile)")
     hostile.add_argument(
         "--hostile",
@@ -137,13 +141,10 @@ _CLIENT: dict = {}
 
 
 def _client_init(server, certs: str, key_bits: int, insecure: bool, names) -> None:
-    from smc_hmm.crypto import generate_keypair
     from smc_hmm.runtime.client import client_tls
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InsecureKeyWarning)
-        keypair = generate_keypair(key_bits, insecure=insecure)
+    keypair = throwaway_keypair(key_bits)
     tls, name = client_tls(certs, names.get(timeout=60))
     _CLIENT.update(server=tuple(server), tls=tls, name=name, key_bits=key_bits, keypair=keypair)
     _CLIENT["insecure"] = insecure
@@ -434,17 +435,14 @@ class _Attack:
             self.process.join(10)
 
 
-def _hostile_target(directory: Path, address, key_bits: int, insecure: bool):
+def _hostile_target(directory: Path, address, key_bits: int):
     from smc_hmm.bench.hostile import HostileTarget
     from smc_hmm.certs import make_certificates
-    from smc_hmm.crypto import generate_keypair
     from smc_hmm.transport.tcp import TlsConfig
 
     certs = directory / "certs"
     rogue = make_certificates(directory / "rogue", ["bob"], clients=["mallory"])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InsecureKeyWarning)
-        key, _ = generate_keypair(key_bits, insecure=insecure)
+    key, _ = throwaway_keypair(key_bits)
     return HostileTarget(
         address=tuple(address),
         client=TlsConfig(certs / "ca.pem", certs / "mallory.pem", certs / "mallory.key"),
@@ -526,14 +524,12 @@ def _run_hostile(args, directory: Path, console) -> dict:
     out: dict = {"hostile_count": args.hostile_count, "hostile_sources": args.hostile_sources}
     rounds = out["rounds"] = []
     try:
-        target = _hostile_target(directory, address, args.key_bits, args.insecure)
+        target = _hostile_target(directory, address, args.key_bits)
         if args.decoy:  # the same attack on another server: what sharing the machine costs
             decoy, decoy_address = _start_server(
                 directory / "decoy" / "parties.toml", None, args.workers, directory / "decoy.log"
             )
-            decoy_target = _hostile_target(
-                directory / "decoy", decoy_address, args.key_bits, args.insecure
-            )
+            decoy_target = _hostile_target(directory / "decoy", decoy_address, args.key_bits)
         with _client_pool(args, directory, address, args.clients) as pool:
             _run_clients(pool, jobs[: args.clients])  # warm-up: imports, caches, lanes
             out["baseline"] = process_resources(proc.pid)
@@ -675,7 +671,7 @@ def _print_hostile(out: dict, console) -> bool:
             f"(the server's own share of the loss): {', '.join(f'{x:.0%}' for x in shares)}"
         )
     out["targets"] = [{"target": n, "measured": m, "met": ok} for n, m, ok in rows]
-    return rows[1][2]  # the exit status: every decision correct
+    return all(ok for _, _, ok in rows)
 
 
 def main(args) -> int:
@@ -726,10 +722,7 @@ def main(args) -> int:
     out["load_after"] = os.getloadavg()
     ok = _print_hostile(out, console) if args.hostile else _print_levels(out, args, console)
     console.print(f"load average before {load_before}, after {out['load_after']}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2, default=str) + "\n")
-        console.print(f"wrote {args.json}")
-    return 0 if ok else 1
+    return finish(args, out, console, met=ok, default=str)
 
 
 def _write_server(directory: Path, args, models, labels) -> Path:

@@ -24,11 +24,22 @@ The exit status is 0 only if every measured target is met.
 from __future__ import annotations
 
 import time
-import warnings
 
 import numpy as np
 
-from smc_hmm.bench.common import BenchResult, Row, check_key_bits, interleaved_medians
+from smc_hmm.bench.common import (
+    HIGHER,
+    LOWER,
+    BenchResult,
+    Row,
+    add_json_argument,
+    add_key_arguments,
+    add_workers_argument,
+    check_key_bits,
+    finish,
+    interleaved_medians,
+    throwaway_keypair,
+)
 from smc_hmm.compute import Compute
 from smc_hmm.data.speakers import (
     UBM_LABEL,
@@ -41,7 +52,7 @@ from smc_hmm.data.speakers import (
     scores,
     speaker_features_from_wav,
 )
-from smc_hmm.errors import InsecureKeyWarning, InvalidInputError
+from smc_hmm.errors import InvalidInputError
 from smc_hmm.features import BENCHMARK_FRAMES, pad_or_cut
 from smc_hmm.protocol import find
 from smc_hmm.runtime import run_protocol
@@ -56,9 +67,8 @@ CLAIM = "jackson"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--key-bits", type=int, default=2048)
-    parser.add_argument("--insecure", action="store_true", help="allow keys below 2048 bits")
-    parser.add_argument("--workers", type=int, default=2, help="compute lanes per party")
+    add_key_arguments(parser)
+    add_workers_argument(parser)
     parser.add_argument("--frames", type=int, default=BENCHMARK_FRAMES, help="speed runs' T")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per speed case")
     parser.add_argument(
@@ -97,15 +107,11 @@ def add_arguments(parser) -> None:
         help="sweep only every N-th utterance from the I-th (share --records between shards)",
     )
     parser.add_argument("--plot", metavar="PNG", help="write the DET curves (matplotlib)")
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    add_json_argument(parser)
 
 
 def _keypair(bits: int, short: bool):
-    from smc_hmm.crypto import generate_keypair
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InsecureKeyWarning)
-        keypair = generate_keypair(bits, insecure=bits < 2048)
+    keypair = throwaway_keypair(bits)
     if short:
         keypair[0].use_djn(alpha_bits=224)
     return keypair
@@ -310,6 +316,7 @@ def speed(
                 "s",
                 limit=target,
                 note=f"rounds {batched.rounds} vs {per_frame.rounds}",
+                better=LOWER,
             )
         )
         details[mode] = {
@@ -453,6 +460,7 @@ def sweep(
                 len(trials),
                 "utterances",
                 note=f"{len(trials)} utterances, median {seconds:.2f} s each",
+                better=HIGHER,
             )
         )
         rows.append(
@@ -563,14 +571,9 @@ def main(args) -> int:
         },
         extra=extra,
     )
-    met = all(r.met is not False for r in rows) and all(
-        s["equal"] == s["utterances"] for s in extra.get("sweep", {}).values()
-    )
-    result.extra["all_targets_met"] = met
+    equal = all(s["equal"] == s["utterances"] for s in extra.get("sweep", {}).values())
+    result.extra["all_targets_met"] = result.targets_met and equal
     result.print_table(console)
     if args.plot and not args.skip_accuracy:
         console.print(f"wrote {args.plot}")
-    if args.json:
-        result.write_json(args.json)
-        console.print(f"wrote {args.json}")
-    return 0 if met else 1
+    return finish(args, result, console, met=equal)

@@ -1,0 +1,220 @@
+"""Every benchmark with targets exits 1 when one is missed, through one ``finish()``.
+
+Each runs its smallest configuration (insecure small keys) with one target made
+impossible (a monkeypatched constant or an option), and must write its JSON and return 1.
+The plumbing they share (``smc_hmm.bench.common``) is checked on its own first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+from smc_hmm.bench import common
+from smc_hmm.bench.common import HIGHER, LOWER, BenchResult, Row
+from smc_hmm.errors import InvalidInputError
+
+pytestmark = pytest.mark.filterwarnings("ignore::smc_hmm.errors.InsecureKeyWarning")
+
+
+def parse(bench_add_arguments, argv):
+    parser = argparse.ArgumentParser()
+    bench_add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def missed(main, args, path) -> dict:
+    """Run a benchmark that must miss a target: exit code 1, its JSON written anyway."""
+    assert main(args) == 1
+    return json.loads(path.read_text())
+
+
+# -- the shared plumbing ---------------------------------------------------------------------
+
+
+def test_a_row_with_a_baseline_says_which_direction_is_better():
+    assert Row("time", 2.0, 8.0, "s", target=3, better=LOWER).ratio == 4.0
+    assert Row("accuracy", 0.9, 0.6, "accuracy", better=HIGHER).ratio == pytest.approx(1.5)
+    assert Row("states", 3.0, None, "states").ratio is None  # no baseline, no direction
+    with pytest.raises(InvalidInputError, match="lower or higher"):
+        Row("steps", 2.0, 1.0, "steps")
+    with pytest.raises(InvalidInputError, match="better"):
+        Row("x", 1.0, 1.0, "x", better="faster")
+
+
+def test_rows_keep_their_json_schema():
+    row = Row("time", 2.0, 8.0, "s", target=3, note="n", better=LOWER).to_dict()
+    assert list(row) == ["name", "ours", "baseline", "unit", "target", "note", "limit", "ratio"]
+
+
+def test_finish_writes_the_json_and_exits_1_on_any_missed_target(tmp_path):
+    path = tmp_path / "out.json"
+    args = argparse.Namespace(json=str(path))
+    met = BenchResult("x", 512, [Row("t", 1.0, None, "s", limit=2.0)])
+    missed_row = BenchResult("x", 512, [Row("t", 3.0, None, "s", limit=2.0)])
+    assert common.finish(args, met) == 0
+    assert json.loads(path.read_text())["rows"][0]["ours"] == 1.0
+    assert common.finish(args, missed_row) == 1
+    assert common.finish(args, met, met=False) == 1  # a target outside the rows
+    numpy_row = Row("t", np.float64(3.0), None, "s", limit=2.0)  # ours from numpy
+    assert common.finish(args, BenchResult("x", 512, [numpy_row])) == 1
+    assert common.finish(args, {"plain": "data"}) == 0
+    assert json.loads(path.read_text()) == {"plain": "data"}
+    assert common.finish(argparse.Namespace(json=None), met) == 0  # no file asked for
+
+
+def test_the_common_options_are_spelled_once():
+    args = parse(
+        lambda p: (
+            common.add_key_arguments(p),
+            common.add_workers_argument(p),
+            common.add_json_argument(p),
+        ),
+        ["--key-bits", "1024", "--insecure", "--workers", "3", "--json", "x.json"],
+    )
+    assert (args.key_bits, args.insecure, args.workers, args.json) == (1024, True, 3, "x.json")
+
+
+# -- each benchmark with targets ---------------------------------------------------------------
+
+
+def test_bench_compare_exits_1_when_the_argmax_misses(tmp_path, monkeypatch):
+    from smc_hmm.bench import compare as bench
+
+    monkeypatch.setattr(bench, "TARGET_KEY_BITS", 512)
+    monkeypatch.setattr(bench, "ARGMAX_LIMIT_S", 0.0)
+    path = tmp_path / "compare.json"
+    args = parse(
+        bench.add_arguments,
+        ["--key-bits", "512", "--insecure", "--bits", "8", "--batch", "2", "--repeats", "1",
+         "--argmax", "2", "--no-tno", "--json", str(path)],
+    )  # fmt: skip
+    assert missed(bench.main, args, path)["argmax"]["k"] == 2
+
+
+def test_bench_crypto_exits_1_when_a_speed_up_misses(tmp_path, monkeypatch):
+    from smc_hmm.bench import crypto as bench
+
+    monkeypatch.setattr(bench, "ENCRYPT_TARGET", 1e12)
+    path = tmp_path / "crypto.json"
+    args = parse(
+        bench.add_arguments,
+        ["--key-bits", "512", "--insecure", "--repeats", "1", "--batch", "4", "--terms", "4",
+         "--workers", "2", "--json", str(path)],
+    )  # fmt: skip
+    rows = missed(bench.main, args, path)["rows"]
+    assert rows[0]["target"] == 1e12 and rows[0]["ratio"] > 0
+
+
+def _tone_recordings(directory) -> None:
+    """Two recordings of every digit: a tone per digit in noise (FSDD's file names)."""
+    from scipy.io import wavfile
+
+    rng = np.random.default_rng(1)
+    t = np.arange(1200) / 8000
+    for digit in range(10):
+        for index in (0, 1):
+            wave = np.sin(2 * np.pi * (250 + 140 * digit) * t) * np.hanning(t.size)
+            noisy = (wave + 0.05 * rng.normal(size=t.size)) * 9000
+            wavfile.write(directory / f"{digit}_test_{index}.wav", 8000, noisy.astype("<i2"))
+
+
+def test_bench_dp_keyword_exits_1_when_an_accuracy_misses(tmp_path, monkeypatch):
+    from smc_hmm.bench import dp_keyword as bench
+
+    _tone_recordings(tmp_path)
+    monkeypatch.setattr(bench, "TARGETS", {3.0: 2.0})  # 200% accuracy
+    path = tmp_path / "dp.json"
+    args = parse(
+        bench.add_arguments,
+        [str(tmp_path), "--eps", "3", "--releases", "1", "--audit-releases", "0",
+         "--json", str(path)],
+    )  # fmt: skip
+    assert set(missed(bench.main, args, path)["accuracy"]) == {"3"}
+
+
+def test_bench_eigenvector_exits_1_when_the_cosine_misses(tmp_path, monkeypatch):
+    from smc_hmm.bench import eigenvector as bench
+
+    monkeypatch.setattr(bench, "TARGET_COSINE_GAP", -1.0)
+    path = tmp_path / "eig.json"
+    args = parse(
+        bench.add_arguments,
+        "--key-bits 512 --insecure --owners 2 --rows 4 --cols 8 --data random --centred no "
+        f"--modes thesis --json {path}".split(),
+    )
+    assert [r["mode"] for r in missed(bench.main, args, path)["runs"]] == ["thesis"]
+
+
+def test_bench_forward_exits_1_when_an_error_misses(tmp_path, monkeypatch):
+    from smc_hmm.bench import forward as bench
+
+    monkeypatch.setattr(bench, "ABS_TARGET", -1.0)
+    path = tmp_path / "forward.json"
+    args = parse(
+        bench.add_arguments,
+        ["--key-bits", "512", "--insecure", "--states", "2", "--symbols", "2", "--length", "3",
+         "--dims", "1", "--workers", "1", "--json", str(path)],
+    )  # fmt: skip
+    assert missed(bench.main, args, path)["all_within_target"] is False
+
+
+def test_bench_keyword_exits_1_when_the_error_misses(tmp_path, monkeypatch):
+    from smc_hmm.bench import keyword as bench
+
+    monkeypatch.setattr(bench, "REL_TARGET", -1.0)
+    path = tmp_path / "keyword.json"
+    args = parse(
+        bench.add_arguments,
+        ["--key-bits", "1024", "--insecure", "--words", "2", "--frames", "4", "--workers", "1",
+         "--mode", "fast", "--recursion", "v2", "--json", str(path)],
+    )  # fmt: skip
+    assert missed(bench.main, args, path)["targets_met"] is False
+
+
+def test_bench_lmgmm_synthetic_exits_1_when_the_time_misses(tmp_path):
+    from smc_hmm.bench import lmgmm as bench
+
+    path = tmp_path / "lmgmm.json"
+    args = parse(
+        bench.add_synthetic_arguments,
+        ["--runs", "1", "--eps", "3000", "--jobs", "1", "--time-limit", "1e-9",
+         "--json", str(path)],
+    )  # fmt: skip
+    assert missed(bench.synthetic, args, path)["benchmark"] == "lmgmm-synthetic"
+
+
+def test_bench_serve_exits_1_when_a_decision_disagrees(tmp_path, monkeypatch):
+    """The serving benchmark's target is that every decision agrees with the plaintext
+    one; its servers and client processes are stubbed out (``test_serve*.py`` run them),
+    one session disagreeing."""
+    from smc_hmm.bench import serve as bench
+
+    level = {"clients": 1, "agree": 0, "utterances": 1, "utterances_per_min": 1.0}
+    level |= {"p50_s": 1.0, "p95_s": 1.0}
+    monkeypatch.setattr(bench, "_workload", lambda args, sessions: ([], [], []))
+    monkeypatch.setattr(bench, "_write_server", lambda *a: None)
+    setting = {"setting": "local lanes", "levels": [level]}
+    monkeypatch.setattr(bench, "_run_levels", lambda *a: [setting])
+    path = tmp_path / "serve.json"
+    args = parse(
+        bench.add_arguments,
+        ["--key-bits", "512", "--insecure", "--clients", "1", "--json", str(path)],
+    )
+    assert missed(bench.main, args, path)["settings"][0]["levels"][0]["agree"] == 0
+
+
+def test_bench_speaker_exits_1_when_the_error_misses(tmp_path, monkeypatch):
+    from smc_hmm.bench import speaker as bench
+
+    monkeypatch.setattr(bench, "REL_TARGET", -1.0)
+    path = tmp_path / "speaker.json"
+    args = parse(
+        bench.add_arguments,
+        ["--key-bits", "512", "--insecure", "--workers", "1", "--skip-speed",
+         "--skip-accuracy", "--utterances", "1", "--modes", "verify", "--json", str(path)],
+    )  # fmt: skip
+    assert missed(bench.main, args, path)["all_targets_met"] is False
