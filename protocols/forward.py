@@ -651,18 +651,18 @@ class _DroppedMass:
     blinds): a state dropped at step t held at most D = exp(y_t(i) - rho_min,t) and adds
     at most D prod_(s>t) max_j b_j(x_s) to P (rows of A sum to one).  Bob's smallest
     blind moves by m_s = min_j (z_j - Z + gamma_s(j)) per step (the LOGSUM's output
-    blinds, :mod:`protocols.stages.logsum`), and for the likeliest state j*
-    log b_j*(x_s) + m_s <= emit_s(j*) + Z <= max_j emit_s(j) + Z, while her final value is
-    log P~ + rho_min,T-1 + (z_final - Z).  So every unknown blind cancels but the output
-    blinds' widths: ``log_mass`` carries ln sum_t D_t e^(rho_min,t) prod_s (max_j emit_s(j)
-    + Z), and the run fails if log_mass + Z - (her final value) exceeds ln 2^-40.
+    blinds lie at or below their reference, :mod:`protocols.stages.logsum`), so for the
+    likeliest state j*  log b_j*(x_s) + m_s <= emit_s(j*) + (z_j* - Z) <= max_j emit_s(j);
+    and her final value is log P~ + rho_min,T-1 + (z_final - Z) <= log P~ + rho_min,T-1.
+    So every unknown blind cancels: ``log_mass`` carries ln sum_t D_t e^(rho_min,t)
+    prod_s max_j emit_s(j), and the run fails if log_mass - (her final value) exceeds
+    ln 2^-40.
     """
 
     TOLERANCE = -40 * math.log(2)
 
     def __init__(self, prec: PrecisionParams):
         self.prec = prec
-        self.slack = float(prec.blind_nats)  # Z: the width of one output blind
         self.log_mass = -math.inf
         self.first_drop: int | None = None
 
@@ -683,15 +683,13 @@ class _DroppedMass:
         if not emits:  # every emission is zero: the dropped mass is gone too
             self.log_mass = -math.inf
         else:
-            self.log_mass += max(emits) / (1 << prec.f) + self.slack
+            self.log_mass += max(emits) / (1 << prec.f)
 
     def check(self, model: int, final: int | None, g: int, key_bits: int) -> None:
         """``final``: Alice's final value of the model at scale f (None: it is zero)."""
         if self.log_mass == -math.inf:
             return
-        ratio = (
-            math.inf if final is None else self.log_mass + self.slack - final / (1 << self.prec.f)
-        )
+        ratio = math.inf if final is None else self.log_mass - final / (1 << self.prec.f)
         if ratio > self.TOLERANCE:
             raise PrecisionError(
                 f"model {model}: from step {self.first_drop + 1} on, a possible state fell more "
