@@ -183,7 +183,30 @@ def config_from_dict(data: Mapping, path: Path | None = None) -> RunConfig:
     unknown = set(data) - {"run", "protocol", "tls", "parties", "serve", "compute"}
     if unknown:
         raise ConfigError(f"{where}: unknown sections {sorted(unknown)}")
-    run = data.get("run")
+    run = _run_table(data.get("run"), where)
+    params = data.get("protocol", {})
+    if not isinstance(params, Mapping):
+        raise ConfigError(f"{where}: [protocol] must be a table")
+    tls = data.get("tls", {})
+    if not isinstance(tls, Mapping) or set(tls) - {"ca_cert"}:
+        raise ConfigError(f"{where}: [tls] takes only ca_cert")
+    ca_cert = _path(base, _typed(tls, "ca_cert", str, "tls"))
+    serve, compute = data.get("serve", {}), data.get("compute", {})
+    if not isinstance(serve, Mapping) or not isinstance(compute, Mapping):
+        raise ConfigError(f"{where}: [serve] and [compute] must be tables")
+    return RunConfig(
+        path=path,
+        parties=_party_tables(data.get("parties"), base, where),
+        params=dict(params),
+        ca_cert=ca_cert,
+        serve=dict(serve),
+        compute=dict(compute),
+        **run,
+    )
+
+
+def _run_table(run, where: str) -> dict:
+    """The ``[run]`` table, checked: RunConfig's protocol, key size, timeouts, frame limit."""
     if not isinstance(run, Mapping):
         raise ConfigError(f"{where}: missing [run] table")
     bad = set(run) - _RUN_KEYS
@@ -210,18 +233,19 @@ def config_from_dict(data: Mapping, path: Path | None = None) -> RunConfig:
         )
     except InvalidInputError as e:
         raise ConfigError(f"run.key_bits = {key_bits}: {e}") from None
-    max_frame = _typed(run, "max_frame_bytes", int, "run", DEFAULT_MAX_FRAME_BYTES)
-    params = data.get("protocol", {})
-    if not isinstance(params, Mapping):
-        raise ConfigError(f"{where}: [protocol] must be a table")
-    tls = data.get("tls", {})
-    if not isinstance(tls, Mapping) or set(tls) - {"ca_cert"}:
-        raise ConfigError(f"{where}: [tls] takes only ca_cert")
-    ca_cert = _path(base, _typed(tls, "ca_cert", str, "tls"))
-    serve, compute = data.get("serve", {}), data.get("compute", {})
-    if not isinstance(serve, Mapping) or not isinstance(compute, Mapping):
-        raise ConfigError(f"{where}: [serve] and [compute] must be tables")
-    tables = data.get("parties")
+    return {
+        "protocol": protocol,
+        "timeout": timeout,
+        "key_bits": key_bits,
+        "insecure": insecure,
+        "deadline": deadline,
+        "max_frame_bytes": _typed(run, "max_frame_bytes", int, "run", DEFAULT_MAX_FRAME_BYTES),
+        "connect_timeout": connect_timeout,
+    }
+
+
+def _party_tables(tables, base: Path, where: str) -> dict[str, PartyConfig]:
+    """The ``[parties.NAME]`` tables, checked: at least two, each address used once."""
     if not isinstance(tables, Mapping) or len(tables) < 2:
         raise ConfigError(f"{where}: need at least two [parties.NAME] tables")
     parties: dict[str, PartyConfig] = {}
@@ -248,21 +272,7 @@ def config_from_dict(data: Mapping, path: Path | None = None) -> RunConfig:
             input=_path(base, _typed(t, "input", str, w)),
             options={k: v for k, v in t.items() if k not in _PARTY_KEYS},
         )
-    return RunConfig(
-        path=path,
-        protocol=protocol,
-        parties=parties,
-        params=dict(params),
-        timeout=timeout,
-        key_bits=key_bits,
-        insecure=insecure,
-        deadline=deadline,
-        ca_cert=ca_cert,
-        max_frame_bytes=max_frame,
-        connect_timeout=connect_timeout,
-        serve=dict(serve),
-        compute=dict(compute),
-    )
+    return parties
 
 
 def load_config(path) -> RunConfig:

@@ -74,7 +74,6 @@ def launch(
     for the root-cause failure, :class:`PeerTimeoutError` on the deadline;
     returns a :class:`RunResult` only if every party succeeded.
     """
-    import subprocess
     import tempfile
 
     if not isinstance(config, RunConfig):
@@ -91,60 +90,17 @@ def launch(
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="smc-hmm-launch-") as tmp:
         tmpdir = Path(tmp)
-        procs: dict[str, subprocess.Popen] = {}
-        logs = []
+        procs: dict = {}
+        logs: list = []
         exit_order: list[str] = []
         timed_out = False
         try:
             for name in names:
-                cmd = [
-                    python,
-                    "-m",
-                    "smc_hmm.cli",
-                    "party",
-                    "--role",
-                    name,
-                    "--config",
-                    str(config.path),
-                    "--json",
-                    str(tmpdir / f"{name}.json"),
-                    "--quiet",
-                ]
-                out = (tmpdir / f"{name}.out").open("wb")
-                err = (tmpdir / f"{name}.err").open("wb")
-                logs += [out, err]
-                procs[name] = subprocess.Popen(
-                    cmd, stdout=out, stderr=err, env=child_env, stdin=subprocess.DEVNULL
-                )
+                procs[name] = _start_party(python, name, config, tmpdir, child_env, logs)
             say(f"started {', '.join(f'{n} (pid {p.pid})' for n, p in procs.items())}")
-            deadline = time.monotonic() + limit
-            first_failure: float | None = None
-            while True:
-                for name, p in procs.items():
-                    if name not in exit_order and p.poll() is not None:
-                        exit_order.append(name)
-                        say(f"{name} exited with code {p.returncode}")
-                        if p.returncode != 0 and first_failure is None:
-                            first_failure = time.monotonic()
-                if len(exit_order) == len(procs):
-                    break
-                now = time.monotonic()
-                if first_failure is not None and now - first_failure > grace:
-                    break
-                if now > deadline:
-                    timed_out = True
-                    break
-                time.sleep(0.02)
+            timed_out = _wait_for_parties(procs, exit_order, limit, grace, say)
         finally:
-            killed = {n for n, p in procs.items() if p.poll() is None}
-            for n in killed:
-                procs[n].kill()
-            for name, p in procs.items():
-                p.wait()
-                if name not in exit_order:
-                    exit_order.append(name)
-            for fh in logs:
-                fh.close()
+            killed = _reap(procs, exit_order, logs)
         elapsed = time.perf_counter() - start
         returncodes = {n: procs[n].returncode for n in names}
         pids = {n: procs[n].pid for n in names}
@@ -160,21 +116,7 @@ def launch(
         )
     failed = [n for n in exit_order if returncodes[n] != 0 or not results.get(n, {}).get("ok")]
     if failed:
-        root = min(failed, key=lambda n: (_blame(results.get(n)), exit_order.index(n)))
-        error = results.get(root, {}).get("error")
-        if error:
-            raise PartyProcessError(root, error["type"], error["message"], returncodes[root])
-        if root in killed:
-            others = ", ".join(n for n in failed if n != root) or "another party"
-            message = (
-                f"did not finish and was killed {grace:g} s after {others} failed "
-                "(it stalled or was still waiting)"
-            )
-        else:
-            message = f"exited with code {returncodes[root]} without a result"
-            if stderr_tail[root]:
-                message += f" (last line on stderr: {stderr_tail[root]})"
-        raise PartyProcessError(root, "ProcessError", message, returncodes[root])
+        _raise_root_cause(failed, exit_order, results, returncodes, killed, stderr_tail, grace)
     cost = CostReport(
         {n: results[n]["cost"] for n in names},
         meta={"mode": "processes", "protocol": config.protocol},
@@ -186,3 +128,84 @@ def launch(
         pids=pids,
         elapsed=elapsed,
     )
+
+
+def _start_party(python: str, name: str, config: RunConfig, tmpdir: Path, env, logs: list):
+    """``smc-hmm party --role NAME`` as a process writing its result and output to
+    ``tmpdir``; its two log files are appended to ``logs`` (to close)."""
+    import subprocess
+
+    cmd = [
+        python,
+        "-m",
+        "smc_hmm.cli",
+        "party",
+        "--role",
+        name,
+        "--config",
+        str(config.path),
+        "--json",
+        str(tmpdir / f"{name}.json"),
+        "--quiet",
+    ]
+    out = (tmpdir / f"{name}.out").open("wb")
+    err = (tmpdir / f"{name}.err").open("wb")
+    logs += [out, err]
+    return subprocess.Popen(cmd, stdout=out, stderr=err, env=env, stdin=subprocess.DEVNULL)
+
+
+def _wait_for_parties(procs: dict, exit_order: list[str], limit: float, grace: float, say) -> bool:
+    """Wait until every process exits, ``grace`` seconds after the first failure, or
+    ``limit`` seconds in all; ``exit_order`` gets the names as they exit.  Whether the
+    deadline passed."""
+    deadline = time.monotonic() + limit
+    first_failure: float | None = None
+    while True:
+        for name, p in procs.items():
+            if name not in exit_order and p.poll() is not None:
+                exit_order.append(name)
+                say(f"{name} exited with code {p.returncode}")
+                if p.returncode != 0 and first_failure is None:
+                    first_failure = time.monotonic()
+        if len(exit_order) == len(procs):
+            return False
+        now = time.monotonic()
+        if first_failure is not None and now - first_failure > grace:
+            return False
+        if now > deadline:
+            return True
+        time.sleep(0.02)
+
+
+def _reap(procs: dict, exit_order: list[str], logs: list) -> set[str]:
+    """Kill the processes still running, wait for every one, close the logs; the names
+    of those killed."""
+    killed = {n for n, p in procs.items() if p.poll() is None}
+    for n in killed:
+        procs[n].kill()
+    for name, p in procs.items():
+        p.wait()
+        if name not in exit_order:
+            exit_order.append(name)
+    for fh in logs:
+        fh.close()
+    return killed
+
+
+def _raise_root_cause(failed, exit_order, results, returncodes, killed, stderr_tail, grace):
+    """:class:`PartyProcessError` for the failed party most likely to be the root cause."""
+    root = min(failed, key=lambda n: (_blame(results.get(n)), exit_order.index(n)))
+    error = results.get(root, {}).get("error")
+    if error:
+        raise PartyProcessError(root, error["type"], error["message"], returncodes[root])
+    if root in killed:
+        others = ", ".join(n for n in failed if n != root) or "another party"
+        message = (
+            f"did not finish and was killed {grace:g} s after {others} failed "
+            "(it stalled or was still waiting)"
+        )
+    else:
+        message = f"exited with code {returncodes[root]} without a result"
+        if stderr_tail[root]:
+            message += f" (last line on stderr: {stderr_tail[root]})"
+    raise PartyProcessError(root, "ProcessError", message, returncodes[root])

@@ -99,12 +99,51 @@ def simulate(
     (:class:`~smc_hmm.crypto.RandomizerPool`: the offline phase) that party
     ``name`` uses for that key once it arrives.
     """
+    names = _check_parties(roles, args, keys, randomizers, timeout)
+    args = dict(args or {})
+    keys = dict(keys or {})
+    own_network = network is None or not isinstance(network, Network)
+    net = _network_for(names, network)
+    try:
+        contexts = _contexts(
+            names,
+            net,
+            keys=keys,
+            wrap_transport=wrap_transport,
+            compute=compute,
+            rng=rng if rng is not None else Rng.system(),
+            timeout=timeout,
+            max_frame_bytes=max_frame_bytes,
+            record_views=record_views,
+            min_key_bits=min_key_bits,
+            randomizers=randomizers or {},
+        )
+    except BaseException:
+        if own_network:
+            net.close()
+        raise
+    limit = join_timeout if join_timeout is not None else 2 * timeout + 30
+    start = time.perf_counter()
+    outputs, failures, stuck = _run_parties(contexts, roles, args, limit)
+    if own_network:
+        net.close()
+    elapsed = time.perf_counter() - start
+    _raise_failures(failures, stuck, limit)
+    report = CostReport.from_ledgers(
+        [contexts[n].ledger for n in names], meta={"mode": "in-process", **(meta or {})}
+    )
+    views = {n: contexts[n].received for n in names} if record_views else None
+    return RunResult(
+        outputs={n: outputs.get(n) for n in names}, cost=report, elapsed=elapsed, views=views
+    )
+
+
+def _check_parties(roles, args, keys, randomizers, timeout) -> list[str]:
+    """The parties' names, once the roles, their arguments, keys and the timeout make sense."""
     if not roles:
         raise InvalidInputError("simulate needs at least one role")
     names = list(roles)
-    args = dict(args or {})
-    keys = dict(keys or {})
-    unknown = (set(args) | set(keys) | set(randomizers or {})) - set(names)
+    unknown = (set(args or {}) | set(keys or {}) | set(randomizers or {})) - set(names)
     if unknown:
         raise InvalidInputError(f"args or keys given for unknown parties: {sorted(unknown)}")
     for name, fn in roles.items():
@@ -112,15 +151,33 @@ def simulate(
             raise InvalidInputError(f"role of {name!r} is not callable")
     if not timeout > 0:
         raise InvalidInputError("timeout must be positive")
-    own_network = network is None or not isinstance(network, Network)
-    if network is None:
-        net = LocalNetwork(names)
-    elif isinstance(network, Network):
-        net = network
-    else:
-        net = network(names)
-    rng = rng if rng is not None else Rng.system()
+    return names
 
+
+def _network_for(names: list[str], network) -> Network:
+    """The given network, one made by the given factory, or an in-process one."""
+    if network is None:
+        return LocalNetwork(names)
+    if isinstance(network, Network):
+        return network
+    return network(names)
+
+
+def _contexts(
+    names: list[str],
+    net: Network,
+    *,
+    keys,
+    wrap_transport,
+    compute,
+    rng: Rng,
+    timeout: float,
+    max_frame_bytes: int,
+    record_views: bool,
+    min_key_bits: int,
+    randomizers,
+) -> dict[str, PartyContext]:
+    """Every party's context over its transport of ``net`` (all closed if one fails)."""
     contexts: dict[str, PartyContext] = {}
     try:
         for name in names:
@@ -140,19 +197,24 @@ def simulate(
                 rng=rng.spawn(),
                 record=record_views,
                 min_key_bits=min_key_bits,
-                randomizers=(randomizers or {}).get(name),
+                randomizers=randomizers.get(name),
             )
     except BaseException:
         for ctx in contexts.values():
             close_quietly(ctx.channel.transport)
-        if own_network:
-            net.close()
         raise
+    return contexts
 
+
+def _run_parties(
+    contexts: dict[str, PartyContext], roles, args, limit: float
+) -> tuple[dict[str, Any], _Failures, list[str]]:
+    """Every role in its own thread, all joined within ``limit`` seconds: (outputs,
+    failures, the threads still alive).  The first failure closes every transport."""
     outputs: dict[str, Any] = {}
     failures = _Failures()
 
-    def abort_all(reason: str) -> None:
+    def abort_all() -> None:
         for ctx in contexts.values():
             close_quietly(ctx.channel.transport)
 
@@ -164,30 +226,30 @@ def simulate(
             ctx.channel.close()  # strict: unrequested messages are a protocol error
         except BaseException as exc:  # re-raised in the caller's thread
             if failures.add(name, exc):
-                abort_all(f"{name} failed")
+                abort_all()
             else:
                 close_quietly(ctx.channel.transport)
 
-    start = time.perf_counter()
     threads = [
-        threading.Thread(target=body, args=(n,), name=f"smc-party-{n}", daemon=True) for n in names
+        threading.Thread(target=body, args=(n,), name=f"smc-party-{n}", daemon=True)
+        for n in contexts
     ]
     for t in threads:
         t.start()
-    limit = join_timeout if join_timeout is not None else 2 * timeout + 30
     deadline = time.monotonic() + limit
     for t in threads:
         t.join(max(0.0, deadline - time.monotonic()))
     stuck = [t.name for t in threads if t.is_alive()]
-    if stuck:
-        abort_all("run did not finish")
+    if stuck:  # the run did not finish
+        abort_all()
         for t in threads:
             t.join(5.0)
         stuck = [t.name for t in threads if t.is_alive()]
-    if own_network:
-        net.close()
-    elapsed = time.perf_counter() - start
+    return outputs, failures, stuck
 
+
+def _raise_failures(failures: _Failures, stuck: list[str], limit: float) -> None:
+    """The root-cause error of a failed run (the others as its notes), or a timeout."""
     root = failures.root()
     if root is not None:
         party, exc = root
@@ -198,13 +260,6 @@ def simulate(
         raise PeerTimeoutError(
             f"these parties did not finish within {limit:g} s: {', '.join(stuck)}"
         )
-    report = CostReport.from_ledgers(
-        [contexts[n].ledger for n in names], meta={"mode": "in-process", **(meta or {})}
-    )
-    views = {n: contexts[n].received for n in names} if record_views else None
-    return RunResult(
-        outputs={n: outputs.get(n) for n in names}, cost=report, elapsed=elapsed, views=views
-    )
 
 
 def run_protocol(
