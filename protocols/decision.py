@@ -107,10 +107,12 @@ def bob_decide(ctx, scores: CipherArray, spec: DecisionSpec, peer: str = "alice"
     if scores.shape != (spec.count,):
         raise InvalidInputError(f"{scores.shape} scores for a decision over {spec.count}")
     bound = spec.bound
-    shift = np.zeros(spec.count, dtype=object)
-    if spec.reference is not None:
+    values = scores.with_scale(0)
+    if spec.reference is not None and spec.offset:
+        shift = np.zeros(spec.count, dtype=object)
         shift[spec.reference] = spec.offset
-    values = scores.with_scale(0).add_encoded(shift).with_bound(bound)
+        values = values.add_encoded(shift)
+    values = values.with_bound(bound)
     _, dgk_pk = compare.bob_recv_keys(ctx, spec.compare_spec(), peer)
     if spec.rule == "argmax":
         label, _ = compare.bob_argmax(ctx, values, dgk_pk, spec.argmax_params(), peer=peer)
