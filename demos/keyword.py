@@ -52,82 +52,18 @@ def add_keyword_arguments(parser) -> None:
 
 def keyword_demo(args, console) -> int:
     """Recognise bundled utterances securely; compare with the plaintext decision."""
-    if args.utterances < 1 or (args.frames is not None and args.frames < 1):
-        raise InvalidInputError("--utterances and --frames must be >= 1")
+    chosen = _chosen_utterances(args)
     models, labels = load_bundled_models(args.models)
-    utterances = load_test_utterances()
-    if args.utterances > len(utterances):
-        raise InvalidInputError(
-            f"--utterances {args.utterances}: the bundled test split holds {len(utterances)} "
-            "utterances (10 digits x 5 speakers x 5 recordings); ask for at most that many"
-        )
-    # utterance i: digit i mod 10, speaker (i // 10) mod 5, recording (i // 50) mod 5; the
-    # bundled test split is ordered digit, speaker, recording (10 x 5 x 5), so the first
-    # 250 are all of it, each once
-    chosen = [
-        utterances[(i % 10) * 25 + ((i // 10) % 5) * 5 + (i // 50) % 5]
-        for i in range(args.utterances)
-    ]
     alice = key_holder(args, console)
-    min_bits = min_key_bits(args)
     report = {"demo": "keyword", "mode": args.mode, "models": args.models, "runs": []}
-    agree = 0
     # the caller plus one worker process per core for the heavy batches (Compute lanes)
-    pk = alice.keypair[0]
-    base = pk.randomizer  # Alice's own; each utterance's offline phase draws from it
     with Compute.processes() as compute:
         for n, utt in enumerate(chosen, 1):
-            frames = utt.features[: args.frames] if args.frames else utt.features
-            plain = max(range(len(models)), key=lambda k: log_likelihood(models[k], frames))
-            inputs = {"alice": frames, "bob": (models, labels)}
-            with status(console, f"[{n}/{len(chosen)}] offline phase: the run's randomizers"):
-                offline = offline_phase("keyword", {"mode": args.mode}, inputs, pk, compute, base)
-            pk.use_randomizer(offline.alice)
-            try:
-                with status(
-                    console,
-                    f"[{n}/{len(chosen)}] secure keyword recognition, {len(frames)} frames, "
-                    f"{len(models)} keywords, {args.mode} mode",
-                ):
-                    result = run_protocol(
-                        keyword.PROTOCOL,
-                        {"mode": args.mode},
-                        {"alice": ("alice", frames), "bob": ("bob", inputs["bob"])},
-                        keys={"alice": alice.keypair},
-                        min_key_bits=min_bits,
-                        timeout=args.timeout,
-                        compute={"alice": compute, "bob": compute},
-                        meta={"demo": "keyword", "utterance": n},
-                        randomizers=offline.randomizers(pk),
-                    )
-            finally:
-                pk.use_randomizer(base)
-            got = result["alice"]["keyword"]
-            same = got == labels[plain]
-            agree += same
-            console.print(
-                f"utterance {n} (spoken '{labels[utt.digit]}', speaker {utt.speaker}, "
-                f"{len(frames)} frames): Alice hears [bold]{got}[/], plaintext argmax "
-                f"{labels[plain]} ({'[green]agrees[/]' if same else '[red]DIFFERS[/]'}); "
-                f"{result.elapsed:.1f} s online + {offline.seconds:.1f} s offline, "
-                f"{result.cost.bytes_total / 1e6:.1f} MB, "
-                f"{result.cost.rounds} rounds",
-                soft_wrap=True,  # one line per utterance, whatever the width
-            )
-            report["runs"].append(
-                {
-                    "spoken": labels[utt.digit],
-                    "speaker": utt.speaker,
-                    "frames": len(frames),
-                    "secure": got,
-                    "plain": labels[plain],
-                    "seconds": result.elapsed,
-                    "offline_seconds": offline.seconds,
-                    "cost": result.cost.to_dict(),
-                }
-            )
+            run, result = _recognise(args, console, alice, compute, models, labels, utt, n, chosen)
+            report["runs"].append(run)
     console.print(f"cost of utterance {len(chosen)} in detail:")
     result.cost.render(console)
+    agree = sum(run["secure"] == run["plain"] for run in report["runs"])
     report["ok"] = agree == len(chosen)
     console.print(
         f"{agree}/{len(chosen)} secure decisions agree with the plaintext argmax", soft_wrap=True
@@ -138,6 +74,79 @@ def keyword_demo(args, console) -> int:
             fh.write("\n")
         console.print(f"wrote {args.json}")
     return 0 if report["ok"] else 1
+
+
+def _chosen_utterances(args) -> list:
+    """``--utterances`` bundled test utterances, one digit after another."""
+    if args.utterances < 1 or (args.frames is not None and args.frames < 1):
+        raise InvalidInputError("--utterances and --frames must be >= 1")
+    utterances = load_test_utterances()
+    if args.utterances > len(utterances):
+        raise InvalidInputError(
+            f"--utterances {args.utterances}: the bundled test split holds {len(utterances)} "
+            "utterances (10 digits x 5 speakers x 5 recordings); ask for at most that many"
+        )
+    # utterance i: digit i mod 10, speaker (i // 10) mod 5, recording (i // 50) mod 5; the
+    # bundled test split is ordered digit, speaker, recording (10 x 5 x 5), so the first
+    # 250 are all of it, each once
+    return [
+        utterances[(i % 10) * 25 + ((i // 10) % 5) * 5 + (i // 50) % 5]
+        for i in range(args.utterances)
+    ]
+
+
+def _recognise(args, console, alice, compute, models, labels, utt, n: int, chosen):
+    """Utterance ``n``: its offline phase, the secure run and the plaintext decision,
+    printed on one line; (its record for the report, the run's result)."""
+    pk = alice.keypair[0]
+    base = pk.randomizer  # Alice's own; each utterance's offline phase draws from it
+    frames = utt.features[: args.frames] if args.frames else utt.features
+    plain = max(range(len(models)), key=lambda k: log_likelihood(models[k], frames))
+    inputs = {"alice": frames, "bob": (models, labels)}
+    with status(console, f"[{n}/{len(chosen)}] offline phase: the run's randomizers"):
+        offline = offline_phase("keyword", {"mode": args.mode}, inputs, pk, compute, base)
+    pk.use_randomizer(offline.alice)
+    try:
+        with status(
+            console,
+            f"[{n}/{len(chosen)}] secure keyword recognition, {len(frames)} frames, "
+            f"{len(models)} keywords, {args.mode} mode",
+        ):
+            result = run_protocol(
+                keyword.PROTOCOL,
+                {"mode": args.mode},
+                {"alice": ("alice", frames), "bob": ("bob", inputs["bob"])},
+                keys={"alice": alice.keypair},
+                min_key_bits=min_key_bits(args),
+                timeout=args.timeout,
+                compute={"alice": compute, "bob": compute},
+                meta={"demo": "keyword", "utterance": n},
+                randomizers=offline.randomizers(pk),
+            )
+    finally:
+        pk.use_randomizer(base)
+    got = result["alice"]["keyword"]
+    same = got == labels[plain]
+    console.print(
+        f"utterance {n} (spoken '{labels[utt.digit]}', speaker {utt.speaker}, "
+        f"{len(frames)} frames): Alice hears [bold]{got}[/], plaintext argmax "
+        f"{labels[plain]} ({'[green]agrees[/]' if same else '[red]DIFFERS[/]'}); "
+        f"{result.elapsed:.1f} s online + {offline.seconds:.1f} s offline, "
+        f"{result.cost.bytes_total / 1e6:.1f} MB, "
+        f"{result.cost.rounds} rounds",
+        soft_wrap=True,  # one line per utterance, whatever the width
+    )
+    run = {
+        "spoken": labels[utt.digit],
+        "speaker": utt.speaker,
+        "frames": len(frames),
+        "secure": got,
+        "plain": labels[plain],
+        "seconds": result.elapsed,
+        "offline_seconds": offline.seconds,
+        "cost": result.cost.to_dict(),
+    }
+    return run, result
 
 
 keyword_demo.add_arguments = add_keyword_arguments

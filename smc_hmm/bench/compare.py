@@ -278,7 +278,6 @@ def main(args) -> int:
     if any(b < 1 for b in args.bits):
         raise ConfigError("--bits must be >= 1")
     console = Console()
-    min_key_bits = min(args.key_bits, 2048)
     with status(console, f"generating a throw-away {args.key_bits}-bit Paillier key pair"):
         keypair = throwaway_keypair(args.key_bits)
     with status(console, "generating the DGK key pair"), warnings.catch_warnings():
@@ -288,7 +287,38 @@ def main(args) -> int:
         dgk_keygen = time.perf_counter() - t0
     with console.status("timing the encryption of secret 1 and 0 bits"):
         ones, zeros = bit_timing(dgk_sk)
+    ours, argmax = _measure(args, keypair, console)
+    tno = _measure_baseline(args, console)
+    ratio = ones / zeros
+    result = BenchResult(
+        "compare",
+        args.key_bits,
+        _rows(args, ours, tno, argmax, ones, zeros),
+        params={"bits": args.bits, "batch": args.batch, "repeats": args.repeats},
+        extra={
+            "ours": ours,
+            "argmax": argmax,
+            "tno": tno,
+            "dgk_keygen_s": dgk_keygen,
+            "bit_timing": {"ones_s": ones, "zeros_s": zeros, "ratio": ratio},
+        },
+    )
+    result.print_table(console)
+    console.print(f"DGK key generation ({args.key_bits} bits): {dgk_keygen:.2f} s")
+    if "skipped" in tno:
+        console.print(f"TNO baseline skipped: {tno['skipped']}")
+    else:
+        console.print(
+            f"TNO key generation: Paillier {tno['paillier_keygen_s']:.1f} s, "
+            f"DGK {tno['dgk_keygen_s']:.1f} s"
+        )
+    # the bit-timing ratio is reported, not a pass/fail: a busy machine moves it
+    return finish(args, result, console)
 
+
+def _measure(args, keypair, console) -> tuple[dict, dict | None]:
+    """Ours: per l, one comparison and a batch (after a warm-up run), and the argmax."""
+    min_key_bits = min(args.key_bits, 2048)
     with status(console, "warm-up run (tables of both parties' keys)"):
         measure_ours(args.protocol, keypair, min(args.bits), 1, 1, min_key_bits)
     ours: dict = {}
@@ -314,16 +344,21 @@ def main(args) -> int:
                 args.argmax_protocol, keypair, args.argmax, min_key_bits
             )
         argmax = {"k": args.argmax, "seconds": seconds, "rounds": rounds}
+    return ours, argmax
 
-    tno: dict = {}
+
+def _measure_baseline(args, console) -> dict:
+    """TNO's comparisons, or why they were skipped."""
     if args.no_tno:
-        tno["skipped"] = "--no-tno"
-    elif (why := tno_available()) is not None:
-        tno["skipped"] = f"not importable ({why}); pip install {TNO_PIN}"
-    else:
-        with status(console, "TNO: key generation (slow) and comparisons"):
-            tno = measure_tno(args.key_bits, args.bits, args.tno_count)
+        return {"skipped": "--no-tno"}
+    if (why := tno_available()) is not None:
+        return {"skipped": f"not importable ({why}); pip install {TNO_PIN}"}
+    with status(console, "TNO: key generation (slow) and comparisons"):
+        return measure_tno(args.key_bits, args.bits, args.tno_count)
 
+
+def _rows(args, ours: dict, tno: dict, argmax: dict | None, ones: float, zeros: float):
+    """Ours against TNO per l (k = 1 and batched), the bit timing and the argmax."""
     rows = []
     tno_ms = tno.get("ms_per_comparison", {})
     for bits, o in ours.items():
@@ -349,14 +384,13 @@ def main(args) -> int:
                 better=LOWER,
             )
         )
-    ratio = ones / zeros
     rows.append(
         Row(
             "DGK encryption of 512 secret bits: ones vs zeros",
             1000 * ones,
             1000 * zeros,
             "ms",
-            note=f"ratio {ratio:.3f}, target 1.00 +- {BIT_TIMING_TOLERANCE:.2f} "
+            note=f"ratio {ones / zeros:.3f}, target 1.00 +- {BIT_TIMING_TOLERANCE:.2f} "
             "(no branch on a bit)",
             better=LOWER,
         )
@@ -372,27 +406,4 @@ def main(args) -> int:
                 note=f"{argmax['rounds']} rounds",
             )
         )
-    result = BenchResult(
-        "compare",
-        args.key_bits,
-        rows,
-        params={"bits": args.bits, "batch": args.batch, "repeats": args.repeats},
-        extra={
-            "ours": ours,
-            "argmax": argmax,
-            "tno": tno,
-            "dgk_keygen_s": dgk_keygen,
-            "bit_timing": {"ones_s": ones, "zeros_s": zeros, "ratio": ratio},
-        },
-    )
-    result.print_table(console)
-    console.print(f"DGK key generation ({args.key_bits} bits): {dgk_keygen:.2f} s")
-    if "skipped" in tno:
-        console.print(f"TNO baseline skipped: {tno['skipped']}")
-    else:
-        console.print(
-            f"TNO key generation: Paillier {tno['paillier_keygen_s']:.1f} s, "
-            f"DGK {tno['dgk_keygen_s']:.1f} s"
-        )
-    # the bit-timing ratio is reported, not a pass/fail: a busy machine moves it
-    return finish(args, result, console)
+    return rows

@@ -83,10 +83,8 @@ def run(
     log=print,
 ) -> BenchResult:
     from smc_hmm.data import load_bundled_models, load_pipeline, load_test_utterances
-    from smc_hmm.dp.empirical_audit import audit_keyword_release
-    from smc_hmm.dp.keyword_models import KeywordDesign, release_keyword_models
+    from smc_hmm.dp.keyword_models import KeywordDesign
     from smc_hmm.dp.keyword_release import read_labelled_recordings
-    from smc_hmm.dp.random import DPRandom
 
     design = design or KeywordDesign()
     started = time.perf_counter()
@@ -97,43 +95,10 @@ def run(
     log(f"{n_train} training utterances, {len(test)} test utterances")
     bundled, bundled_labels = load_bundled_models("diag")
     bundled_acc = _accuracy(bundled, bundled_labels, load_pipeline(), test)
-    parent = DPRandom.insecure_seeded(seed) if sampler == "float" else None
-    accuracies: dict[str, list[float]] = {}
-    seconds: list[float] = []
-    guarantee = None
-    for eps in eps_values:
-        accs = []
-        for _ in range(releases):
-            t0 = time.perf_counter()
-            out = release_keyword_models(
-                train,
-                eps,
-                design=design,
-                sampler=sampler,
-                rng=parent.spawn() if parent is not None else None,
-            )
-            seconds.append(time.perf_counter() - t0)
-            accs.append(_accuracy(out.models, out.labels, out.pipeline, test))
-            guarantee = out.guarantee
-        accuracies[f"{eps:g}"] = accs
-        spread = f"min {min(accs):.1%}, max {max(accs):.1%}"
-        log(f"  eps {eps:g}: accuracy {np.mean(accs):.1%} ({spread})")
-    rows: list[Row] = []
-    for eps in eps_values:
-        accs = accuracies[f"{eps:g}"]
-        goal = TARGETS.get(eps)
-        rows.append(
-            Row(
-                f"accuracy at eps = {eps:g} (mean of {len(accs)} releases)",
-                float(np.mean(accs)),
-                goal,
-                "accuracy",
-                target=1.0 if goal is not None else None,
-                note=f"min {min(accs):.3f}, max {max(accs):.3f}"
-                + ("; baseline = the target accuracy" if goal is not None else ""),
-                better=HIGHER,
-            )
-        )
+    accuracies, seconds, guarantee = _releases(
+        train, test, eps_values, releases, design, sampler, seed, log
+    )
+    rows = _accuracy_rows(eps_values, accuracies)
     rows.append(Row("bundled non-private diag models", bundled_acc, None, "accuracy"))
     rows.append(
         Row(
@@ -144,35 +109,10 @@ def run(
             note=f"{sampler} sampler, {len(seconds)} releases",
         )
     )
-    audits = {}
+    audits: dict = {}
     if audit_releases:
-        from dataclasses import replace
-
-        subset = {label: train[label][:40] for label in AUDIT_LABELS}
-        fixed = replace(design, standardisation="bundled")
-        cases = (
-            ("full release, one utterance removed", design, "remove"),
-            ("state means alone, a canary added", fixed, "canary"),
-        )
-        for name, chosen, neighbour in cases:
-            log(f"audit ({name}): {audit_releases} releases on each of two neighbours ...")
-            audit = audit_keyword_release(
-                subset, audit_eps, label=AUDIT_LABELS[0], releases=audit_releases,
-                design=chosen, seed=seed + 1, neighbour=neighbour,
-            )  # fmt: skip
-            audits[name] = asdict(audit)
-            rows.append(
-                Row(
-                    f"empirical privacy loss at eps = {audit_eps:g}, {name}",
-                    audit.estimate,
-                    None,
-                    "nats",
-                    limit=audit.epsilon,
-                    note=f"histogram ratio, {audit.releases} releases per side; "
-                    f"{audit.parameter}; {audit.neighbour}; mean shift "
-                    f"{audit.shift:.2f} sd; limit = claimed eps",
-                )
-            )
+        audits, audit_rows = _audits(train, design, audit_eps, audit_releases, seed, log)
+        rows += audit_rows
     return BenchResult(
         "dp-keyword",
         0,
@@ -196,6 +136,92 @@ def run(
             "wall_seconds": time.perf_counter() - started,
         },
     )
+
+
+def _releases(train, test, eps_values, releases: int, design, sampler: str, seed: int, log):
+    """``releases`` DP releases per eps, each scored on ``test``: (accuracies by eps,
+    seconds per release, the last release's guarantee)."""
+    from smc_hmm.dp.keyword_models import release_keyword_models
+    from smc_hmm.dp.random import DPRandom
+
+    parent = DPRandom.insecure_seeded(seed) if sampler == "float" else None
+    accuracies: dict[str, list[float]] = {}
+    seconds: list[float] = []
+    guarantee = None
+    for eps in eps_values:
+        accs = []
+        for _ in range(releases):
+            t0 = time.perf_counter()
+            out = release_keyword_models(
+                train,
+                eps,
+                design=design,
+                sampler=sampler,
+                rng=parent.spawn() if parent is not None else None,
+            )
+            seconds.append(time.perf_counter() - t0)
+            accs.append(_accuracy(out.models, out.labels, out.pipeline, test))
+            guarantee = out.guarantee
+        accuracies[f"{eps:g}"] = accs
+        spread = f"min {min(accs):.1%}, max {max(accs):.1%}"
+        log(f"  eps {eps:g}: accuracy {np.mean(accs):.1%} ({spread})")
+    return accuracies, seconds, guarantee
+
+
+def _accuracy_rows(eps_values, accuracies: dict[str, list[float]]) -> list[Row]:
+    """The mean accuracy per eps, against its target where there is one."""
+    rows: list[Row] = []
+    for eps in eps_values:
+        accs = accuracies[f"{eps:g}"]
+        goal = TARGETS.get(eps)
+        rows.append(
+            Row(
+                f"accuracy at eps = {eps:g} (mean of {len(accs)} releases)",
+                float(np.mean(accs)),
+                goal,
+                "accuracy",
+                target=1.0 if goal is not None else None,
+                note=f"min {min(accs):.3f}, max {max(accs):.3f}"
+                + ("; baseline = the target accuracy" if goal is not None else ""),
+                better=HIGHER,
+            )
+        )
+    return rows
+
+
+def _audits(train, design, audit_eps: float, audit_releases: int, seed: int, log):
+    """The empirical privacy loss of two neighbour pairs: (the audits, their rows)."""
+    from dataclasses import replace
+
+    from smc_hmm.dp.empirical_audit import audit_keyword_release
+
+    subset = {label: train[label][:40] for label in AUDIT_LABELS}
+    fixed = replace(design, standardisation="bundled")
+    cases = (
+        ("full release, one utterance removed", design, "remove"),
+        ("state means alone, a canary added", fixed, "canary"),
+    )
+    audits, rows = {}, []
+    for name, chosen, neighbour in cases:
+        log(f"audit ({name}): {audit_releases} releases on each of two neighbours ...")
+        audit = audit_keyword_release(
+            subset, audit_eps, label=AUDIT_LABELS[0], releases=audit_releases,
+            design=chosen, seed=seed + 1, neighbour=neighbour,
+        )  # fmt: skip
+        audits[name] = asdict(audit)
+        rows.append(
+            Row(
+                f"empirical privacy loss at eps = {audit_eps:g}, {name}",
+                audit.estimate,
+                None,
+                "nats",
+                limit=audit.epsilon,
+                note=f"histogram ratio, {audit.releases} releases per side; "
+                f"{audit.parameter}; {audit.neighbour}; mean shift "
+                f"{audit.shift:.2f} sd; limit = claimed eps",
+            )
+        )
+    return audits, rows
 
 
 def _manifest_full() -> float | None:

@@ -482,6 +482,43 @@ def sweep(
     return rows, out
 
 
+def accuracy_rows(acc: dict, margin: float) -> list[Row]:
+    """The plaintext identification errors (against the accuracy target) and the
+    verification equal error rates, from :func:`accuracy`'s results."""
+    return [
+        Row(
+            "identification error, closed set (best speaker)",
+            1 - acc["closed_set_identification"],
+            None,
+            "rate",
+            limit=1 - ACCURACY_TARGET,
+            note=f"accuracy {acc['closed_set_identification']:.2%}",
+        ),
+        Row(
+            f"identification error with the UBM rule (margin {margin:g} nats/frame)",
+            1 - acc["identification_at_margin"],
+            None,
+            "rate",
+            limit=1 - ACCURACY_TARGET,
+            note=f"accuracy {acc['identification_at_margin']:.2%}",
+        ),
+        Row(
+            "verification EER, all-speaker UBM",
+            acc["eer_closed"],
+            None,
+            "rate",
+            note=f"threshold {acc['eer_closed_threshold']:.3f} nats/frame",
+        ),
+        Row(
+            "verification EER, leave-one-speaker-out",
+            acc["eer_loso"],
+            None,
+            "rate",
+            note=f"threshold {acc['eer_loso_threshold']:.3f} nats/frame",
+        ),
+    ]
+
+
 def main(args) -> int:
     from rich.console import Console
 
@@ -506,38 +543,7 @@ def main(args) -> int:
         tests = evaluation_set(args.fsdd)
         acc = accuracy(tests, models, labels, params.margin, params.threshold, args.plot)
         extra["accuracy"] = acc
-        rows += [
-            Row(
-                "identification error, closed set (best speaker)",
-                1 - acc["closed_set_identification"],
-                None,
-                "rate",
-                limit=1 - ACCURACY_TARGET,
-                note=f"accuracy {acc['closed_set_identification']:.2%}",
-            ),
-            Row(
-                f"identification error with the UBM rule (margin {params.margin:g} nats/frame)",
-                1 - acc["identification_at_margin"],
-                None,
-                "rate",
-                limit=1 - ACCURACY_TARGET,
-                note=f"accuracy {acc['identification_at_margin']:.2%}",
-            ),
-            Row(
-                "verification EER, all-speaker UBM",
-                acc["eer_closed"],
-                None,
-                "rate",
-                note=f"threshold {acc['eer_closed_threshold']:.3f} nats/frame",
-            ),
-            Row(
-                "verification EER, leave-one-speaker-out",
-                acc["eer_loso"],
-                None,
-                "rate",
-                note=f"threshold {acc['eer_loso_threshold']:.3f} nats/frame",
-            ),
-        ]
+        rows += accuracy_rows(acc, params.margin)
     say(f"generating a {args.key_bits}-bit key pair")
     keypair = _keypair(args.key_bits, args.short_randomness)
     with Compute.processes(args.workers) as compute:
