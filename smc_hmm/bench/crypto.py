@@ -59,10 +59,31 @@ def run(
     phe_pk = phe.PaillierPublicKey(pk.n)
     phe_sk = phe.PaillierPrivateKey(phe_pk, sk.p, sk.q)
     public_only = PublicKey(pk.n)  # an encryptor without the primes (Bob under Alice's key)
-    rows: list[Row] = []
     values = [secrets.randbelow(1 << 40) - (1 << 39) for _ in range(batch)]
-    per = 1e6 / batch  # seconds per batch -> microseconds per value
+    rows = _encryption_rows(pk, phe_pk, public_only, values, repeats, workers, say)
+    rows += _decryption_and_arithmetic_rows(pk, sk, phe_pk, phe_sk, values, repeats, say)
+    rows += _lincomb_rows(pk, sk, phe_pk, public_only, terms, repeats, workers, say)
+    return BenchResult(
+        "crypto",
+        key_bits,
+        rows,
+        {
+            "repeats": repeats,
+            "batch": batch,
+            "terms": terms,
+            "workers": workers,
+            "phe": phe.__version__ if hasattr(phe, "__version__") else "1.5.0",
+            "gmpy2": str(mpz.__module__),
+        },
+    )
 
+
+def _encryption_rows(pk, phe_pk, public_only, values, repeats: int, workers: int, say):
+    """Encryption against phe's: the default paths (key holder, public key only, on
+    ``workers`` lanes), short exponents and a warm randomizer pool."""
+    rows: list[Row] = []
+    batch = len(values)
+    per = 1e6 / batch  # seconds per batch -> microseconds per value
     say("encryption")
     t_phe = median_seconds(lambda: [phe_pk.encrypt(v) for v in values], repeats) * per
     pk.randomizer.precompute()
@@ -89,14 +110,7 @@ def run(
             better=LOWER,
         )
     )
-    with Compute.processes(workers) as compute:
-        CipherArray.encrypt(public_only, values * 4, compute=compute)  # workers build tables
-        big = values * 8
-        t_par = (
-            median_seconds(lambda: CipherArray.encrypt(public_only, big, compute=compute), repeats)
-            * 1e6
-            / len(big)
-        )
+    t_par = _parallel_encryption_us(public_only, values, repeats, workers)
     rows.append(
         Row(
             f"encrypt: default, public key only, {workers} processes",
@@ -138,7 +152,28 @@ def run(
             better=LOWER,
         )
     )
+    return rows
 
+
+def _parallel_encryption_us(public_only, values, repeats: int, workers: int) -> float:
+    """Microseconds per value of encrypting 8 batches over ``workers`` lanes (after a
+    warm-up in which the workers build their tables)."""
+    with Compute.processes(workers) as compute:
+        CipherArray.encrypt(public_only, values * 4, compute=compute)  # workers build tables
+        big = values * 8
+        return (
+            median_seconds(lambda: CipherArray.encrypt(public_only, big, compute=compute), repeats)
+            * 1e6
+            / len(big)
+        )
+
+
+def _decryption_and_arithmetic_rows(pk, sk, phe_pk, phe_sk, values, repeats: int, say):
+    """Decryption (one value per ciphertext, packed), addition and scalar multiplication
+    against phe's."""
+    rows: list[Row] = []
+    batch = len(values)
+    per = 1e6 / batch
     say("decryption")
     cts = CipherArray.encrypt(pk, values)
     phe_cts = [phe.EncryptedNumber(phe_pk, int(c)) for c in cts.ciphertexts()]
@@ -198,7 +233,13 @@ def run(
             better=LOWER,
         )
     )
+    return rows
 
+
+def _lincomb_rows(pk, sk, phe_pk, public_only, terms: int, repeats: int, workers: int, say):
+    """The ``terms``-term signed linear combination against phe's, on one lane and on
+    ``workers`` (with the machine's own lane scaling measured in the same rounds)."""
+    rows: list[Row] = []
     say(f"{terms}-term linear combination")
     lin_vals = [secrets.randbelow(1 << 30) for _ in range(terms)]
     lin_cts = CipherArray.encrypt(public_only, lin_vals)
@@ -256,19 +297,7 @@ def run(
     got = int(lin_cts.lincomb(lin_w).decrypt_ints(sk).item())
     if got != expect:
         raise AssertionError("linear combination mismatch in benchmark")
-    return BenchResult(
-        "crypto",
-        key_bits,
-        rows,
-        {
-            "repeats": repeats,
-            "batch": batch,
-            "terms": terms,
-            "workers": workers,
-            "phe": phe.__version__ if hasattr(phe, "__version__") else "1.5.0",
-            "gmpy2": str(mpz.__module__),
-        },
-    )
+    return rows
 
 
 def _multiplication_lane(modulus, count: int, seed: int) -> float:
