@@ -30,66 +30,58 @@ Protocol (log domain; every offset an exact integer at scale f):
    encrypted).  When all of Bob's models have diagonal covariances (kind
    ``gaussian-diag``, a public fact) only x_i and x_i^2 are needed: 2d values
    per frame instead of d(d+3)/2 (78 instead of 819 for 39 MFCCs).  Frames are
-   packed: value i of ``plan.slots`` consecutive frames shares one ciphertext,
-   one W-bit slot per frame (:attr:`ForwardSpec.plan`: 13 frames per 2048-bit
-   ciphertext), so Alice encrypts T / 13 times fewer values.
-2. Bob's emission weights W_j are the same for every frame, so one linear
-   combination per state and group scores 13 frames at once: Bob sends, in one
-   message, E(log b_j(x_t) + gamma_tj) (plus log pi_j at t = 1) for every t
-   and j, gamma uniform on [0, R), frames in the slots; Alice decrypts once per
-   state and group.  She sees the same values as if they came one step at a
-   time.
-3. The recursion, one round trip per time step, all models batched.  The
-   default ``recursion = "v2"`` (:mod:`protocols.recursion`): the transition
-   topology (which a_lj are nonzero) is public, Alice normalises every target
-   state by its own leading predecessor and sends one E(2^(s_j W) V_lj) per
-   edge, already shifted into its target's slot; Bob's one multi-exponentiation
-   per reply ciphertext (short coefficients beta_j w_lj) returns ``slots``
-   targets packed, and Alice decrypts one ciphertext per five targets at 2048
-   bits.  No state is dropped, so no possible sequence is refused.
-   ``recursion = "v1"`` (kept for comparison): Alice -> Bob: E(V_j), V_j =
-   round(2^g exp(y_t(j) - c_t)), c_t her maximum per model; Bob: S_j = sum_l
-   round(2^h a_lj e^-(rho_l - rho_min)) V_l times a log-uniform integer blind
-   beta_j; Bob -> Alice: E(S_j beta_j), one ciphertext per state.  Alice:
-   y_(t+1)(j) = log(S_j beta_j) - (g + h + B) ln 2 + [log b_j(x_(t+1)) + gamma].
-   The halves are the primitives' (:func:`~protocols.primitives.alice_exp_values`,
-   :func:`~protocols.primitives.unblind_weights`, :func:`~protocols.primitives.blind_for_log`);
-   folding Alice's logarithm into her next exponent makes each step one round trip
-   instead of the standalone LOGSUM's two.
-4. Final: the same step with one target per model (a_lj = 1) gives E(S beta) per
-   model; Alice returns E(log(S beta) - (g + h + B) ln 2 + her shift); Bob
-   subtracts his blinds: E(log P).
+   packed: value i of ``slots`` consecutive frames shares one ciphertext, one
+   W-bit slot per frame (:meth:`ForwardSpec.emissions`, :mod:`protocols.stages.emissions`:
+   13 frames per 2048-bit ciphertext), so Alice encrypts T / 13 times fewer values.
+2. Bob's emission weights W_j are the same for every frame, so one multi-exponentiation
+   per state and group scores 13 frames at once (the emission stage's shared-base
+   path): Bob sends, in one message, E(log b_j(x_t) + gamma_tj) (plus log pi_j at
+   t = 1) for every t and j, gamma a smooth blind on [0, R)
+   (:mod:`protocols.stages.blinds`), frames in the slots; Alice decrypts once per state
+   and group.
+3. The recursion, one LOGSUM round (:mod:`protocols.stages.logsum`) per time step, all
+   models batched.  The default ``recursion = "v2"`` (:mod:`protocols.recursion`): the
+   transition topology (which a_lj are nonzero) is public, Alice normalises every
+   target by its own leading predecessor and sends one value per edge, already shifted
+   into its target's slot; Bob's one multi-exponentiation per reply ciphertext returns
+   five targets packed at 2048 bits, with the stage's slot noise.  Alice's log of a
+   slot plus her next blinded emission is the next u.  No state is dropped, so no
+   possible sequence is refused.  ``recursion = "v1"`` (the thesis's layout, opt-in):
+   one value per state normalised per model, one reply per state, g as wide as the key
+   allows and no slot noise (exact sums; the stage's ``shared`` layout).
+4. Final: the same round with one target per model (a_lj = 1); Alice returns
+   E(her log-sum) and Bob subtracts his blinds: E(log P).
 
-Who learns what (semi-honest Alice and Bob, not colluding):
+Who learns what (semi-honest Alice and Bob, not colluding; Alice may choose her
+observations, ``docs/security.md``, "Secure stages"):
 
 * Bob sees only ciphertexts under Alice's key and the public sizes.
 * Alice learns the public sizes and, for every t and j: (a) log b_j(x_t) +
-  gamma_tj, gamma uniform on [0, R) nats (R = ``blind_nats``, default 20;
-  statistical distance |u - u'| / R between two emission values u, u'), and
-  (b) per target and step S_j beta_j, beta_j log-uniform over K = ceil(R / ln 2)
-  octaves: log S_j within K ln 2 nats.  In v2 Bob adds noise of 2^(g + 40) to
-  every slot, so the integer she decrypts hides the residues that would give her
-  his coefficients beta_j w_lj (statistical distance 2^-40 per slot,
-  :mod:`protocols.recursion`); in v1 (1,812-bit V, exact integers) one modular
-  inversion or lattice reduction gives them, and with them Bob's transition
-  ratios (``docs/security.md``).
-  Repeated sessions also average the additive blinds away (over k runs a
-  blinded emission narrows to about R / sqrt(12 k)).  She sees which emission
-  and predicted probabilities are exactly zero, the public topology (v2), and
-  with ``reveal=True`` log P.
+  gamma_tj, gamma a smooth blind of width R (``blind_nats``, default 20), and (b) per
+  target and step the LOGSUM stage's output, log alpha_(t+1)(j) minus the emission
+  plus a fresh blind, to 2^-48 relative.  In v2 nothing she decrypts has arithmetic
+  structure (the stage's noise hides every residue modulo her values; its
+  coefficients carry a fine-grained fresh blind), so no chosen input -- one live
+  predecessor, the smallest blind, repeated frames -- and no gcd, continued fraction
+  or lattice over frames or sessions gives a coefficient exactly
+  (``tests/protocols/test_stages.py``).  What repetition does give is statistical:
+  over k copies of a value her error stays above R / (6.41 sqrt(k)) nats
+  (:mod:`smc_hmm.leakage`), which ``smc-hmm serve`` bounds per client.  In v1 (exact
+  sums of ~1,814-bit values) one modular inversion or lattice reduction gives Bob's
+  coefficients and with them his transition cross-ratios (``docs/security.md``).
+  She sees which emission and predicted probabilities are exactly zero, the public
+  topology (v2), and with ``reveal=True`` log P.
 * Precision: every offset is an exact integer at scale f = ``log_scale``
-  (96 bits), logs and exps are computed with 256-bit MPFR, Bob's weights keep
-  44 significant bits for every nonzero a_lj >= ``PrecisionParams.min_weight()``
-  (Bob's model is checked locally before the run; a smaller nonzero a_lj is a
-  PrecisionError).  v2: each target keeps its own precision (at most
-  n (2^-45 + 2^(h - 45 - g)) relative per step, :mod:`protocols.recursion`):
-  nothing is dropped or refused.  v1: Alice's exponentials keep 53 bits for
-  every state within (g - 53) ln 2 nats of its model's leader (about 1,200
-  nats at 2048 bits); a possible state that falls further behind is carried by
-  a rigorous bound on the dropped mass (:class:`_DroppedMass`), and if that
-  mass could reach 2^-40 of the result she finishes the protocol (so Bob's view
-  does not change) and then raises PrecisionError naming the limit.  So an
-  impossible sequence gives -inf, a possible one never does.  ``smc-hmm bench
+  (96 bits), logs and exps are computed with 256-bit MPFR, every nonzero a_lj must
+  be at least the public weight floor 2^-42 (Bob's model is checked locally before
+  the run; a smaller nonzero a_lj is a PrecisionError).  v2: each target keeps its own
+  precision (2^-48 relative per step): nothing is dropped or refused.  v1: Alice's
+  exponentials keep 53 bits for every state within (g - 53) ln 2 nats of its model's
+  leader (about 1,220 nats at 2048 bits); a possible state that falls further behind
+  is carried by a rigorous bound on the dropped mass (:class:`_DroppedMass`), and if
+  that mass could reach 2^-40 of the result she finishes the protocol (so Bob's view
+  does not change) and defers a PrecisionError naming the limit (``ctx.defer``).  So
+  an impossible sequence gives -inf, a possible one never does.  ``smc-hmm bench
   forward`` measures the absolute and relative error of log P.
 
 Run: ``python examples/secure_forward.py`` (in-process) or see the example's
