@@ -28,6 +28,27 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--when-busy", choices=("wait", "refuse"), help="excess clients wait or are refused"
     )
+    p.add_argument(
+        "--hiding-nats",
+        type=float,
+        metavar="E",
+        help="bound what one client learns: each client certificate may send the frames "
+        "that keep its best estimate of any blinded value E nats from exact, per "
+        "--budget-period ([serve] hiding_nats; docs/serving.md section 8)",
+    )
+    p.add_argument(
+        "--max-frames-per-client",
+        type=int,
+        metavar="N",
+        help="frames one client certificate may send per --budget-period "
+        "([serve] max_frames_per_client)",
+    )
+    p.add_argument(
+        "--budget-period",
+        type=float,
+        metavar="SECONDS",
+        help="the frame budget's window ([serve] budget_period, default one day)",
+    )
     p.add_argument("--log", metavar="PATH", help="append the session log here (default: stderr)")
 
 
@@ -46,6 +67,9 @@ def run(args) -> int:
         workers=args.workers,
         max_sessions=args.max_sessions,
         when_busy=args.when_busy,
+        hiding_nats=args.hiding_nats,
+        max_frames_per_client=args.max_frames_per_client,
+        budget_period=args.budget_period,
     )
     handler = logging.FileHandler(args.log) if args.log else logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
