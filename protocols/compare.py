@@ -86,7 +86,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from protocols.primitives import MaskSpec, alice_secure_multiply, bob_secure_multiply
+from protocols.primitives import (
+    MaskSpec,
+    alice_secure_multiply,
+    bob_secure_multiply,
+    multiply_randomizers,
+)
 from smc_hmm.crypto import CipherArray
 from smc_hmm.crypto.dgk import DGKPrivateKey, DGKPublicKey, dgk_keypair_for, min_u
 from smc_hmm.errors import (
@@ -178,6 +183,11 @@ class CompareSpec:
             "blinded": Message("cmp.blinded", dgk_ciphertexts(count=k * (l + 1), width=w)),
             "delta": Message("cmp.delta", bit),
         } | dict(zip(("reveal", "opened", "result"), reveal_messages((k,), 1, CMP_TAGS)))
+
+    def randomizers(self) -> dict[str, int]:
+        """Fresh Paillier randomizers one batched comparison draws: Alice encrypts
+        floor(d / 2^l) and delta_A per pair, Bob re-randomises the masked d."""
+        return {"alice": 2 * self.count, "bob": self.count}
 
     def check_key(self, public_key) -> None:
         """PrecisionError unless z + r fits the Paillier plaintext space (public check)."""
@@ -354,16 +364,16 @@ def alice_compare(ctx, dgk_sk: DGKPrivateKey, spec: CompareSpec, peer: str = "bo
 # -- revealing encrypted results ---------------------------------------------------------------
 
 
-def _reveal_layout(bound: int) -> tuple[int, int]:
-    """(mask bits, bytes per opened value): masks uniform on [0, 2^(bits(bound) + 40)),
+def _reveal_layout(bound: int, sigma: int = 40) -> tuple[int, int]:
+    """(mask bits, bytes per opened value): masks uniform on [0, 2^(bits(bound) + sigma)),
     opened values sent as fixed-width big-endian bytes (their size is public)."""
-    mask_bits = bound.bit_length() + 40
+    mask_bits = bound.bit_length() + sigma
     return mask_bits, (mask_bits + 1 + 7) // 8
 
 
-def reveal_messages(shape, bound: int, tags) -> tuple[Message, Message, Message]:
+def reveal_messages(shape, bound: int, tags, sigma: int = 40) -> tuple[Message, Message, Message]:
     reveal_tag, opened_tag, result_tag = tags
-    mask_bits, _ = _reveal_layout(bound)
+    mask_bits, _ = _reveal_layout(bound, sigma)
     return (
         Message(reveal_tag, Ciphertexts(0, bound + (1 << mask_bits), shape)),
         Message(opened_tag, Revealed("masked values", (bytes,))),
@@ -371,19 +381,26 @@ def reveal_messages(shape, bound: int, tags) -> tuple[Message, Message, Message]
     )
 
 
-def bob_reveal(ctx, enc: CipherArray, bound: int, to: str, peer: str, tags=CMP_TAGS):
+def reveal_randomizers(to: str, size: int = 1) -> dict[str, int]:
+    """Randomizers of :func:`bob_reveal`: Bob re-randomises what he sends either way."""
+    return {"alice": 0, "bob": size if to in ("alice", "bob") else 0}
+
+
+def bob_reveal(
+    ctx, enc: CipherArray, bound: int, to: str, peer: str, tags=CMP_TAGS, sigma: int = 40
+):
     """Bob: reveal E(v) (0 <= v <= ``bound``) to ``to``.
 
     ``"alice"``: she decrypts the re-randomised E(v).  ``"bob"``: Bob adds masks
-    uniform on [0, 2^(bits(bound) + 40)), Alice opens the sums (fixed-width
+    uniform on [0, 2^(bits(bound) + sigma)), Alice opens the sums (fixed-width
     bytes), Bob subtracts.  ``"none"``: returns ``enc`` unchanged.
     """
-    reveal, opened, result = reveal_messages(enc.shape, bound, tags)
+    reveal, opened, result = reveal_messages(enc.shape, bound, tags, sigma)
     if to == "alice":
         ctx.send(peer, result, enc.rerandomize())
         return None
     if to == "bob":
-        mask_bits, width = _reveal_layout(bound)
+        mask_bits, width = _reveal_layout(bound, sigma)
         masks = [ctx.rng.randbits(mask_bits) for _ in range(enc.size)]
         masked = enc.add_encoded(np.array(masks, dtype=object).reshape(enc.shape))
         ctx.send(peer, reveal, masked.rerandomize())
@@ -400,17 +417,17 @@ def bob_reveal(ctx, enc: CipherArray, bound: int, to: str, peer: str, tags=CMP_T
     return enc
 
 
-def alice_reveal(ctx, shape, bound: int, to: str, peer: str, tags=CMP_TAGS):
+def alice_reveal(ctx, shape, bound: int, to: str, peer: str, tags=CMP_TAGS, sigma: int = 40):
     """Alice's half of :func:`bob_reveal`; returns the values when ``to = "alice"``."""
     _, sk = ctx.keypair
-    reveal, opened, result = reveal_messages(shape, bound, tags)
+    reveal, opened, result = reveal_messages(shape, bound, tags, sigma)
     if to == "alice":
         values = [int(v) for v in ctx.recv(peer, result).decrypt_ints(sk).reshape(-1)]
         if not all(0 <= v <= bound for v in values):
             raise ProtocolError(f"{result.tag}: a revealed value is outside [0, {bound}]")
         return values
     if to == "bob":
-        _, width = _reveal_layout(bound)
+        _, width = _reveal_layout(bound, sigma)
         values = [int(v) for v in ctx.recv(peer, reveal).decrypt_ints(sk).reshape(-1)]
         if not all(0 <= v < 1 << (8 * width) for v in values):
             raise ProtocolError(f"{reveal.tag}: a masked value is outside its declared range")
@@ -616,9 +633,21 @@ class ArgmaxParams:
         diff = max((1 << self.bits) - 2, self.labels_bound, 1)
         return MaskSpec((0, 0), (1, diff), (2 * matches,), self.sigma)
 
+    def randomizers(self) -> dict[str, int]:
+        """Fresh Paillier randomizers of the tournament (without the label's reveal): per
+        round a comparison of m pairs and a secure multiplication of 2m values, and Bob's
+        encrypted labels (what an offline phase precomputes)."""
+        alice, bob = 0, self.count  # the labels
+        for m in self.rounds:
+            cmp = CompareSpec(self.bits, m, self.sigma).randomizers()
+            mul = multiply_randomizers(2 * m)
+            alice += cmp["alice"] + mul["alice"]
+            bob += cmp["bob"] + mul["bob"]
+        return {"alice": alice, "bob": bob}
+
     def messages(self) -> list[Message]:
         out = list(self.spec().messages().values())
-        return out + list(reveal_messages((1,), self.labels_bound, ARGMAX_TAGS))
+        return out + list(reveal_messages((1,), self.labels_bound, ARGMAX_TAGS, self.sigma))
 
     @classmethod
     def from_config(cls, section: Mapping) -> ArgmaxParams:

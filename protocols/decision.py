@@ -93,12 +93,25 @@ class DecisionSpec:
     def reveal_bound(self) -> int:
         return self.count - 1 if self.rule == "argmax" else 1
 
+    def randomizers(self) -> dict[str, int]:
+        """The fresh Paillier randomizers each role draws, from the comparisons' own
+        counts (what an offline phase precomputes)."""
+        out = {"alice": 0, "bob": 0}
+        parts = [compare.reveal_randomizers("alice" if self.rule == "argmax" else "bob")]
+        if self.rule == "argmax" or len(self.others) > 1:
+            parts.append(self.argmax_params().randomizers())
+        if self.rule == "beats":
+            parts.append(self.compare_spec().randomizers())
+        for part in parts:
+            out = {k: out[k] + part[k] for k in out}
+        return out
+
     def messages(self) -> list[Message]:
         """Every message of the decision, declared from public sizes (for the transcript
         harness and for readers)."""
         out = list(self.compare_spec().messages().values())
         out += self.argmax_params().messages()
-        out += list(compare.reveal_messages((1,), self.reveal_bound, self.tags))
+        out += list(compare.reveal_messages((1,), self.reveal_bound, self.tags, self.sigma))
         return out
 
 
@@ -116,7 +129,7 @@ def bob_decide(ctx, scores: CipherArray, spec: DecisionSpec, peer: str = "alice"
     _, dgk_pk = compare.bob_recv_keys(ctx, spec.compare_spec(), peer)
     if spec.rule == "argmax":
         label, _ = compare.bob_argmax(ctx, values, dgk_pk, spec.argmax_params(), peer=peer)
-        compare.bob_reveal(ctx, label, spec.reveal_bound, "alice", peer, spec.tags)
+        compare.bob_reveal(ctx, label, spec.reveal_bound, "alice", peer, spec.tags, spec.sigma)
         return None
     others = spec.others
     best = values[others[0] : others[0] + 1]
@@ -127,7 +140,7 @@ def bob_decide(ctx, scores: CipherArray, spec: DecisionSpec, peer: str = "alice"
     bit = compare.bob_compare(
         ctx, reference, best.with_bound(bound), dgk_pk, spec.compare_spec(), peer
     )
-    (accept,) = compare.bob_reveal(ctx, bit, 1, "bob", peer, spec.tags)
+    (accept,) = compare.bob_reveal(ctx, bit, 1, "bob", peer, spec.tags, spec.sigma)
     return bool(accept)
 
 
@@ -136,10 +149,12 @@ def alice_decide(ctx, spec: DecisionSpec, peer: str = "bob") -> int | None:
     dgk_sk = compare.alice_send_keys(ctx, spec.compare_spec(), peer)
     if spec.rule == "argmax":
         compare.alice_argmax(ctx, dgk_sk, spec.argmax_params(), peer)
-        (index,) = compare.alice_reveal(ctx, (1,), spec.reveal_bound, "alice", peer, spec.tags)
+        (index,) = compare.alice_reveal(
+            ctx, (1,), spec.reveal_bound, "alice", peer, spec.tags, spec.sigma
+        )
         return index
     if len(spec.others) > 1:
         compare.alice_argmax(ctx, dgk_sk, spec.argmax_params(), peer)
     compare.alice_compare(ctx, dgk_sk, spec.compare_spec(), peer)
-    compare.alice_reveal(ctx, (1,), 1, "bob", peer, spec.tags)
+    compare.alice_reveal(ctx, (1,), 1, "bob", peer, spec.tags, spec.sigma)
     return None

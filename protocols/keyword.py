@@ -73,7 +73,13 @@ import numpy as np
 
 from protocols import forward
 from protocols.decision import DecisionSpec, alice_decide, bob_decide
-from protocols.primitives import MaskSpec, alice_rescale, bob_rescale, log_uniform_integer
+from protocols.primitives import (
+    MaskSpec,
+    alice_rescale,
+    bob_rescale,
+    log_uniform_integer,
+    rescale_randomizers,
+)
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import (
     ConfigError,
@@ -91,8 +97,6 @@ MODES = ("private", "fast")
 #: the fast mode's slope a is log-uniform on [2^A_LOW, 2^(A_LOW + A_OCTAVES))
 A_LOW, A_OCTAVES = 32, 64
 A_BITS = A_LOW + A_OCTAVES
-#: statistical parameter of the fast mode's offset b
-SIGMA = 40
 #: the largest spotting margin, nats
 MAX_MARGIN = 1000.0
 
@@ -155,8 +159,9 @@ def score_bound(params: KeywordParams, length: int) -> int:
 
 def offset_bits(params: KeywordParams, length: int) -> int:
     """Bits of the fast mode's offset b: it hides a s (|a s| < 2^(A_BITS + bound bits))
-    within statistical distance 2^-SIGMA."""
-    return A_BITS + score_bound(params, length).bit_length() + SIGMA
+    within statistical distance 2^-sigma (the forward parameters' sigma)."""
+    sigma = params.forward.precision.sigma
+    return A_BITS + score_bound(params, length).bit_length() + sigma
 
 
 def _messages(params: KeywordParams, count: int, length: int) -> dict[str, Message]:
@@ -184,7 +189,7 @@ def declared_messages(params: KeywordParams, count: int, length: int) -> list[Me
 
 def _rescale_spec(params: KeywordParams, count: int, length: int) -> MaskSpec:
     prec = params.forward.precision
-    return MaskSpec((prec.f,), (score_bound(params, length),), (count,))
+    return MaskSpec((prec.f,), (score_bound(params, length),), (count,), prec.sigma)
 
 
 def _decision(params: KeywordParams, count: int, length: int, labels):
@@ -335,13 +340,10 @@ def randomizers_needed(params: KeywordParams, key_bits: int, inputs) -> dict[str
     need["bob"] -= count  # no reveal step
     if params.mode == "fast":  # the mapped scores
         need["bob"] += count
-    else:
-        # the rescaling (Bob's masked scores, Alice's shifted replies), then count - 1
-        # tournament comparisons (Alice encrypts 4 Paillier values in each, Bob
-        # re-randomises 6) and the label's reveal (Bob re-randomises 2); the bench's
-        # offline phase checks these counts exactly (a miss is an error)
-        need["alice"] += count + 4 * (count - 1)
-        need["bob"] += count + 6 * (count - 1) + 2
+    else:  # the rescaling, then the decision stage (the comparisons' own counts)
+        decision, _ = _decision(params, count, len(inputs["alice"]), labels)
+        for part in (rescale_randomizers(count), decision.randomizers()):
+            need = {k: need[k] + part[k] for k in need}
     return need
 
 

@@ -211,6 +211,18 @@ class MaskSpec:
         return Ciphertexts(self.scales[i], self.bounds[i] + (1 << self.mask_bits(i)), self.shape)
 
 
+def multiply_randomizers(size: int) -> dict[str, int]:
+    """Randomizers of one secure multiplication of ``size`` pairs: Bob re-randomises both
+    masked operands, Alice encrypts the products."""
+    return {"alice": size, "bob": 2 * size}
+
+
+def rescale_randomizers(size: int) -> dict[str, int]:
+    """Randomizers of one rescaling of ``size`` values: Bob's masked values, Alice's
+    shifted replies."""
+    return {"alice": size, "bob": size}
+
+
 def _check_operand(enc: CipherArray, spec: MaskSpec, i: int) -> None:
     if enc.shape != spec.shape or enc.scale != spec.scales[i] or enc.bound > spec.bounds[i]:
         raise InvalidInputError(

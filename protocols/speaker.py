@@ -298,11 +298,8 @@ class SpeakerSpec:
     @property
     def emission_plan(self) -> PackingPlan:
         """One slot per frame: signed |y| < 2^(log_bound_bits + f), a sign and a carry bit."""
-        bits = self.params.log_bound_bits + self.f + 2
-        slots = (self.key_bits - 4) // bits
-        if slots < 1:
-            raise PrecisionError(f"a {self.key_bits}-bit key cannot hold one blinded emission")
-        return PackingPlan(bits, slots)
+        value_bits = self.params.log_bound_bits + self.f
+        return EmissionLayout.build(value_bits, self.key_bits, 1, 2 * self.dims, 1).plan
 
     @property
     def emissions(self) -> EmissionLayout:
@@ -737,9 +734,8 @@ def bob(ctx, speakers, params: SpeakerParams, peer: str = "alice"):
 def randomizers_needed(params: SpeakerParams, key_bits: int, inputs) -> dict[str, int]:
     """The fresh Paillier randomizers each role draws in a run on ``inputs``, from public
     sizes only (what an offline phase precomputes once Alice's key is known): Alice's
-    encryptions, Bob's encryptions and re-randomisations.  A tournament over n values has
-    n - 1 comparisons; each costs Alice 4 encryptions (the comparison's 2, the secure
-    multiplication's 2) and Bob 5 re-randomisations, plus Bob's n encrypted labels."""
+    encryptions, Bob's encryptions and re-randomisations, the stages' plans and the
+    decision stage's counts."""
     utterance = inputs["alice"]
     frames, claim = utterance if isinstance(utterance, tuple) else (utterance, None)
     models, labels = _models_and_labels(inputs["bob"])
@@ -754,13 +750,8 @@ def randomizers_needed(params: SpeakerParams, key_bits: int, inputs) -> dict[str
     bob = len(spec.frame_groups()) * spec.rows + sum(p.ciphertexts for p in plans)
     if params.reveal_scores:
         alice, bob = alice + n, bob + n
-    if params.mode == "identify":
-        return {"alice": alice + 4 * (n - 1), "bob": bob + 5 * (n - 1) + n + 1}
-    if params.mode == "verify":
-        return {"alice": alice + 2, "bob": bob + 2}
-    speakers = n - 1
-    tournament = (4 * (speakers - 1), 6 * (speakers - 1) + 1) if speakers > 1 else (0, 0)
-    return {"alice": alice + 2 + tournament[0], "bob": bob + 2 + tournament[1]}
+    decision = spec.decision(n - 1).randomizers()  # the comparisons' own counts
+    return {"alice": alice + decision["alice"], "bob": bob + decision["bob"]}
 
 
 # -- the plugin --------------------------------------------------------------------------------

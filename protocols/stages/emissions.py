@@ -34,7 +34,7 @@ import numpy as np
 
 from smc_hmm.crypto import CipherArray, PublicKey
 from smc_hmm.crypto.multiexp import SHARED_BASE_MAX_TERMS
-from smc_hmm.crypto.packing import PackingPlan
+from smc_hmm.crypto.packing import PackingPlan, plain_bits
 from smc_hmm.errors import PrecisionError
 
 
@@ -53,7 +53,7 @@ class EmissionLayout:
         """Slots wide enough for a signed value of ``slot_value_bits`` bits (magnitude), a
         sign and a carry bit, as many as the key holds below its bound check."""
         bits = slot_value_bits + 2
-        slots = (key_bits - 4) // bits
+        slots = plain_bits(key_bits) // bits
         if slots < 1:
             raise PrecisionError(f"a {key_bits}-bit key cannot hold one blinded emission")
         return cls(PackingPlan(bits, slots), length, inputs, rows)

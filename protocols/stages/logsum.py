@@ -62,14 +62,13 @@ from gmpy2 import mpz
 from protocols.stages.blinds import FINE_BITS, blind_top, smooth_blind
 from protocols.stages.fixedlog import exp_fixed, log_fixed, round_mpfr
 from smc_hmm.crypto import CipherArray, PublicKey, Rng
+from smc_hmm.crypto.packing import plain_bits
 from smc_hmm.errors import InvalidInputError, PrecisionError, ProtocolError
 
 #: MPFR precision of Bob's coefficients: the fine blind (FINE_BITS fractional bits of a
 #: value up to ~2^7 nats) and a 2^H coefficient, exactly
 _HP = gmpy2.context(precision=FINE_BITS + 64)
 LAYOUTS = ("edges", "shared")
-#: bits kept free below the top of the key: CipherArray's bound check (|plain| < n / 8)
-KEY_MARGIN_BITS = 4
 
 
 @dataclass(frozen=True)
@@ -179,7 +178,7 @@ class LogsumPlan:
         slot_bits = g + h + ln + 2
 
         def fits(s: int) -> bool:  # the multi-exponentiation's own bound check
-            return s * slot_bits + _ln(s * most) + 2 <= key_bits - KEY_MARGIN_BITS
+            return s * slot_bits + _ln(s * most) + 2 <= plain_bits(key_bits)
 
         slots = 0
         if layout == "edges":
@@ -199,7 +198,7 @@ class LogsumPlan:
         """The largest g a ``shared`` plan fits: one target per ciphertext."""
         # slot_bits = g + H + 2 ln + ... must pass fits(1) in :meth:`build`
         ln = _ln(elements)
-        return key_bits - KEY_MARGIN_BITS - 4 - 2 * ln - params.coefficient_bits(elements)
+        return plain_bits(key_bits) - 4 - 2 * ln - params.coefficient_bits(elements)
 
     # -- public sizes --------------------------------------------------------------------
 

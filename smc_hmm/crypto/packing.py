@@ -27,8 +27,16 @@ import numpy as np
 from smc_hmm.compute import Compute
 from smc_hmm.crypto import fixedpoint
 from smc_hmm.crypto.cipherarray import CipherArray
-from smc_hmm.crypto.keys import PrivateKey, PublicKey
+from smc_hmm.crypto.keys import PRECISION_MARGIN_BITS, PrivateKey, PublicKey
 from smc_hmm.errors import InvalidInputError, PrecisionError, ShapeMismatchError
+
+
+def plain_bits(key_bits: int) -> int:
+    """The bits a packed plaintext of a ``key_bits``-bit key may fill: every |x| below
+    2^plain_bits is below n / 2^(1 + PRECISION_MARGIN_BITS), the bound every homomorphic
+    operation checks (:meth:`PublicKey.check_plain`).  The one home of that headroom for
+    every packing plan (``protocols.stages``)."""
+    return key_bits - 2 - PRECISION_MARGIN_BITS
 
 
 @dataclass(frozen=True)

@@ -82,8 +82,8 @@ def test_keyword_protocol_identical_with_and_without_dask(dask_compute, keypair_
                     min_key_bits=1024,
                     timeout=60,
                 )
-                if compute is not None:
-                    assert bob_compute.scattered >= 1 and bob_compute.reused >= 1
+                if compute is not None:  # reuse of scattered inputs: the test above
+                    assert bob_compute.scattered >= 1
             runs.append(result["alice"])
         assert runs[0] == runs[1]
         outputs.append(runs[0])
