@@ -102,8 +102,9 @@ def main() -> None:
     for k in ks:
         mid = (uniform[:, :k].min(axis=1) + uniform[:, :k].max(axis=1)) / 2 - BLIND_NATS / 2
         across_cell = f"{rmse(across, k):.3f}" if k in across_k else "-"
+        floor = estimation_floor(BLIND_NATS, k)
         print(
-            f"| {k} | {estimation_floor(BLIND_NATS, k):.3f} | {rmse(inside, k):.3f} | {across_cell} "
+            f"| {k} | {floor:.3f} | {rmse(inside, k):.3f} | {across_cell} "
             f"| {math.sqrt(float(np.mean(mid**2))):.3f} |"
         )
 

@@ -214,13 +214,3 @@ def run_party(name: str, config: RunConfig | str | Path, *, result_path=None) ->
         raise
     write_result(result_path, result)
     return result
-
-
-# smc_hmm.runtime.serve still imports these by their old names: remove both once it calls
-# config.private_input(role, pc) and config.tls_for(name) (issue 35)
-def _private_input(role, pc, config: RunConfig):
-    return config.private_input(role, pc)
-
-
-def _tls_for(config: RunConfig, name: str):
-    return config.tls_for(name)

@@ -138,7 +138,6 @@ from smc_hmm.protocol import find
 from smc_hmm.runtime.budget import FrameBudget
 from smc_hmm.runtime.config import RunConfig, load_config
 from smc_hmm.runtime.context import PartyContext
-from smc_hmm.runtime.party import _private_input, _tls_for
 from smc_hmm.transport.base import Channel
 from smc_hmm.transport.tcp import (
     HEADER_BYTES,
@@ -465,10 +464,10 @@ class Server:
                 f"party (the client's role), got {[n for n, _ in others]}"
             )
         self.client_party, self.client_role = others[0]
-        self.tls = _tls_for(config, party)
+        self.tls = config.tls_for(party)
         self._server_ctx = self.tls.server_context()
         self._server_ctx.num_tickets = 0  # clients never resume: no tickets to make per handshake
-        self.private = _private_input(self.role, pc, config)
+        self.private = config.private_input(self.role, pc)
         self.host = pc.host
         self.port = pc.port if port is None else port
         #: a session's frame limit: the smaller of [serve] and [run] max_frame_bytes
@@ -635,13 +634,13 @@ class Server:
                             self._accept_ready(sel)
                         elif key.data in self._pending:
                             self._advance(sel, key.data)
-                    except Exception:  # noqa: BLE001 - one connection never shuts the door
+                    except Exception:  # one connection never shuts the door
                         log.exception("%s: unexpected error at the front door", self.party)
                         if key.data is not None:
                             self._drop(sel, key.data, "internal error")
                 self._expire(sel)
                 self._watchdog()
-        except BaseException:  # noqa: BLE001 - the door must not die silently
+        except BaseException:  # the door must not die silently
             log.exception("%s: the front door failed", self.party)
             raise
         finally:
@@ -933,7 +932,7 @@ class Server:
                 self._session(sock, client, where)
             finally:
                 self._release(client)
-        except BaseException:  # noqa: BLE001 - a handler never takes the server down
+        except BaseException:  # a handler never takes the server down
             log.exception("%s: unexpected error handling %s", self.party, where)
             with contextlib.suppress(OSError):
                 sock.close()
@@ -1019,7 +1018,7 @@ class Server:
                 channel.close()
             if session.ended is not None:
                 raise session.ended
-        except BaseException as exc:  # noqa: BLE001 - the session ends, the server does not
+        except BaseException as exc:  # the session ends, the server does not
             error = session.ended or exc  # a timeout or shutdown explains the transport error
             if isinstance(error, TransportError | PeerTimeoutError | SmcHmmError):
                 outcome = f"{type(error).__name__}: {_one_line(error)}"

@@ -745,7 +745,9 @@ def test_bench_runs_with_small_options(tmp_path, capsys):
     dp_keyword.add_arguments(parser)
     out = tmp_path / "bench.json"
     argv = [str(tmp_path), "--eps", "3", "--releases", "1", "--audit-releases", "100"]
-    assert dp_keyword.main(parser.parse_args([*argv, "--json", str(out)])) == 0
+    # synthetic tones reach ~9% accuracy against the 60% target at eps = 3: the bench
+    # reports the miss with exit 1 (smc_hmm.bench.common.finish), and still writes its JSON
+    assert dp_keyword.main(parser.parse_args([*argv, "--json", str(out)])) == 1
     data = json.loads(out.read_text())
     assert set(data["accuracy"]) == {"3"} and len(data["accuracy"]["3"]) == 1
     assert data["bundled_diag_accuracy"] == pytest.approx(0.98)

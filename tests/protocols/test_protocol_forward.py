@@ -760,3 +760,54 @@ def test_an_offline_phase_precomputes_every_randomizer(keypair_1024):
     check_against_plaintext(result, models, obs, sk)
     assert alice_pool.misses == 0 and bob_pool.misses == 0
     assert len(alice_pool) == 0 and len(bob_pool) == 0  # the counts are exact
+
+
+def _odd(v: int) -> int:
+    return v >> ((v & -v).bit_length() - 1) if v else 0
+
+
+def test_chosen_frames_do_not_give_a_transition_probability(keypair_1024):
+    """The held-out keyword attack through whole runs: Alice picks frames where one state
+    wins by thousands of nats (0 and +-100 e_i, each twice), so most targets have a
+    single live predecessor whose value is exactly 2^g; over three sessions she reads
+    every slot's coefficient above the noise and looks for a float times a power of two
+    (a run of zero bits) and for a common odd factor (the gcd).  Neither appears, and no
+    transition probability's mantissa divides what she reads (protocols.stages.logsum;
+    the same attack on the old coefficients succeeds in tests/protocols/test_stages.py)."""
+    a = np.array([[0.6, 0.4, 0.0], [0.0, 0.7, 0.3], [0.0, 0.0, 1.0]])
+    model = GaussianHMM(
+        [1.0, 0.0, 0.0], a, means=[[0.0, 0.0], [3.0, -1.0], [-2.0, 4.0]], covars=[[1.0, 1.0]] * 3
+    )
+    frames = [np.zeros(2), *(100 * np.eye(2)), *(-100 * np.eye(2))]
+    obs = np.repeat(np.array(frames), 2, axis=0)
+    spec = _spec([model])
+    step, _ = spec.steps
+    sk = keypair_1024[1]
+    mantissas = {_odd(int(math.frexp(float(v))[0] * 2**53)) for v in a[a > 0] if v < 1}
+    single, tops = 0, {}
+    for _session in range(3):
+        result = run_forward(keypair_1024, [model], obs, record_views=True)
+        check_against_plaintext(result, [model], obs, sk, use_hmmlearn=False)
+        edges = [p for _, t, p in result.views["bob"] if t == "fw.step.edges"]
+        replies = [p for _, t, p in result.views["alice"] if t == "fw.step.packed"]
+        starts = np.cumsum([0, *(len(p) for p in step.preds)])
+        for t, (sent, reply) in enumerate(zip(edges, replies)):
+            values = [int(v) for v in sent.decrypt_ints(sk)]
+            packed = [int(p) for p in reply.decrypt_ints(sk)]
+            for j, preds in enumerate(step.preds):
+                lift = (j % step.slots) * step.slot_bits
+                v = [values[starts[j] + i] >> lift for i in range(len(preds))]
+                live = [x for x in v if x]
+                if len(live) != 1 or live[0] != 1 << step.g:
+                    continue  # the attack's case: one live predecessor at exactly 2^g
+                single += 1
+                slot = (packed[j // step.slots] >> lift) & ((1 << step.slot_bits) - 1)
+                top = (slot >> step.g) >> (step.noise_bits - step.g + 1)
+                assert (top & -top).bit_length() - 1 < 24  # no float-times-power-of-two
+                assert not any(_odd(top) % m == 0 for m in mantissas if m > 1)
+                tops.setdefault((t, j), []).append(_odd(top))
+    assert single >= 10  # the case the attack needs occurred, many times
+    for seen in tops.values():
+        if len(seen) == 3:
+            g = math.gcd(*seen)
+            assert g.bit_length() < 40 and not any(g % m == 0 for m in mantissas if m > 1)

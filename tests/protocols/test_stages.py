@@ -182,7 +182,7 @@ def test_blinds_are_not_rounded_logs_of_bounded_integers():
 
 
 def test_fisher_information_of_the_blind():
-    assert blinds.FISHER_CONSTANT == pytest.approx(blinds._irwin_hall_fisher() * 9, rel=1e-9)
+    assert pytest.approx(blinds._irwin_hall_fisher() * 9, rel=1e-9) == blinds.FISHER_CONSTANT
     assert blinds.estimation_floor(20.0, 1) == pytest.approx(20 / math.sqrt(41.0587), rel=1e-4)
     assert blinds.samples_for_error(20.0, 1.0) == math.floor(400 / blinds.FISHER_CONSTANT)
 

@@ -207,3 +207,29 @@ def test_a_sender_whose_values_exceed_the_declared_bound_is_stopped(keypair_512)
             keys={"owner": keypair_512},
             min_key_bits=512,
         )
+
+
+def test_a_deferred_refusal_is_raised_after_the_roles_last_message():
+    """ctx.defer: a role records a refusal on private data, carries on with its messages,
+    and the runner raises it once the role has returned -- the peer's view is that of an
+    accepted run (the peer finishes too)."""
+    from smc_hmm.errors import InvalidInputError, PrecisionError, SmcHmmError
+
+    seen = []
+
+    def alice(ctx):
+        ctx.defer(PrecisionError("a private check failed"))
+        ctx.send("bob", "ping", 1)
+        seen.append(ctx.recv("bob", "pong"))
+        return "alice's output"
+
+    def bob(ctx):
+        x = ctx.recv("alice", "ping")
+        ctx.send("alice", "pong", x + 1)
+        return "bob's output"
+
+    with pytest.raises(SmcHmmError, match="a private check failed"):
+        simulate({"alice": alice, "bob": bob})
+    assert seen == [2]  # every message went out before the refusal
+    with pytest.raises(InvalidInputError, match="typed errors"):
+        simulate({"alice": lambda ctx: ctx.defer(ValueError("untyped")), "bob": lambda ctx: None})
