@@ -150,7 +150,6 @@ from protocols.compare import (
 from smc_hmm.crypto import CipherArray
 from smc_hmm.crypto.fixedpoint import encode
 from smc_hmm.dp.classifier import (
-    _check_positive,
     aggregate_plain,
     check_data,
     classify,
@@ -162,6 +161,7 @@ from smc_hmm.dp.classifier import (
     train_local,
 )
 from smc_hmm.dp.federated import laplace_vector
+from smc_hmm.dp.params import check_epsilon
 from smc_hmm.dp.random import DPRandom
 from smc_hmm.errors import (
     AggregateInputError,
@@ -220,8 +220,8 @@ class Params:
     def __post_init__(self):
         object.__setattr__(self, "owners", _names(self.owners, self.curator, self.user))
         _whole("dim", self.dim, 1)
-        _check_positive("eps", self.eps, PrivacyParameterError)
-        _check_positive("lam", self.lam)
+        check_epsilon(self.eps, "eps", error=PrivacyParameterError)
+        check_epsilon(self.lam, "lam", error=AggregateInputError)
         _whole("max_size", self.max_size, 1)
         _whole("scale", self.scale, 0)
         _whole("sigma", self.sigma, 40)
@@ -606,9 +606,9 @@ class SumParams:
         if not all(math.isfinite(b) and b >= 0 for b in scales):
             raise PrivacyParameterError("noise scales must be finite and >= 0")
         object.__setattr__(self, "noise_scales", scales)
-        _check_positive("max_abs", self.max_abs)
+        check_epsilon(self.max_abs, "max_abs", error=AggregateInputError)
         _whole("scale", self.scale, 0)
-        _check_positive("clip", self.clip)
+        check_epsilon(self.clip, "clip", error=AggregateInputError)
 
     @property
     def lead(self) -> str:

@@ -420,7 +420,7 @@ def train_discrete(
 # --- the DP E-step ---------------------------------------------------------------------
 
 
-def _components(model: HMM, counts: ExpectedCounts) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def data_components(model: HMM, counts: ExpectedCounts) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """name -> (clean array, mask of the entries that depend on the data)."""
     parts = {
         "initial": (counts.initial, model.startprob > 0),
@@ -443,7 +443,7 @@ def _components(model: HMM, counts: ExpectedCounts) -> dict[str, tuple[np.ndarra
 
 
 def counts_from_parts(model: HMM, parts: Mapping[str, np.ndarray]) -> ExpectedCounts:
-    """Expected counts from their released parts (:func:`_components`' names): a full
+    """Expected counts from their released parts (:func:`data_components`' names): a full
     covariance's upper triangle of second moments mirrored, and a discrete model's
     occupancy post-processed from its emission counts.  Shared by the central and the
     federated DP Baum-Welch (:mod:`smc_hmm.dp.federated`)."""
@@ -511,7 +511,7 @@ def dp_expected_counts(
     noisy: dict[str, np.ndarray] = {}
     releases: dict[str, Release] = {}
     scales: dict[str, float] = {}
-    for name, (values, mask) in _components(model, clean).items():
+    for name, (values, mask) in data_components(model, clean).items():
         out = np.where(mask, values, 0.0)
         if sensitivities[name] > 0 and np.any(mask):
             mechanism = LaplaceMechanism(
@@ -608,7 +608,7 @@ def _describe(
     )
 
 
-def _reserve(accountant: PrivacyAccountant | None, epsilon: float) -> PrivacyAccountant:
+def reserve_budget(accountant: PrivacyAccountant | None, epsilon: float) -> PrivacyAccountant:
     """The accountant to charge; refuses up front if the whole run cannot fit, so a run
     is never cut short half-way with part of the budget spent."""
     if accountant is None:
@@ -653,7 +653,7 @@ def dp_baum_welch(
     mode = _check_choice(mode, "mode", ("every", "last"))
     if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 1:
         raise PrivacyParameterError(f"n_iter must be an int >= 1, got {n_iter!r}")
-    accountant = _reserve(accountant, epsilon)
+    accountant = reserve_budget(accountant, epsilon)
     parent = rng if rng is not None else DPRandom.system()
     options = {
         "max_length": max_length,
@@ -751,7 +751,7 @@ def dp_em_step(
     """
     model = _check_model(model)
     epsilon = check_epsilon(epsilon)
-    accountant = _reserve(accountant, epsilon)
+    accountant = reserve_budget(accountant, epsilon)
     noisy = dp_expected_counts(
         model,
         sequences,

@@ -34,12 +34,6 @@ NOISE_TAIL = 2.0**-64
 """The public radius cut of eta: its 1 - 2^-64 quantile for n = 1 (a delta of at most this)."""
 
 
-def _check_positive(name: str, value, error=AggregateInputError) -> float:
-    """:func:`~smc_hmm.dp.params.check_epsilon` (the one positive-number check of the DP
-    layer), name first, as ``protocols/aggregate.py`` calls it."""
-    return check_epsilon(value, name, error=error)
-
-
 def check_data(data, dim: int | None = None, max_size: int | None = None):
     """An owner's ``(X, y)``: X (n, d) finite with rows ||x||_2 <= 1, y in {-1, +1}
     (0/1 accepted).  Returns float arrays (X, y with +-1)."""
@@ -83,7 +77,7 @@ def train_local(x, y, lam: float) -> np.ndarray:
     """argmin_w (1/n) sum_i log(1 + exp(-y_i w.x_i)) + (lam/2) ||w||^2 (no intercept:
     append a constant feature before clipping), by L-BFGS; ||w||_2 <= 1/lam."""
     x, y = check_data((x, y))
-    lam = _check_positive("lam", lam)
+    lam = check_epsilon(lam, "lam", error=AggregateInputError)
     n, d = x.shape
 
     def objective(w):
@@ -106,8 +100,8 @@ def noise_scale(n: int, eps: float, lam: float) -> float:
 def l2_noise(dim: int, n: int, eps: float, lam: float, rng=None, size: int | None = None):
     """eta with density prop. to exp(-eps n lam ||eta||_2 / 2): the K-norm mechanism of the
     L2 ball of radius 2/(n lam) (radius Gamma(d, 2/(n eps lam)), uniform direction)."""
-    eps = _check_positive("eps", eps, PrivacyParameterError)
-    lam = _check_positive("lam", lam)
+    eps = check_epsilon(eps, "eps", error=PrivacyParameterError)
+    lam = check_epsilon(lam, "lam", error=AggregateInputError)
     body = ConvexBody.ball("l2", int(dim), radius=2.0 / (int(n) * lam))
     out = KNormMechanism(body, eps, rng).sample_noise(1 if size is None else int(size))
     return out[0] if size is None else out

@@ -57,13 +57,13 @@ from smc_hmm.dp.knorm import (
 )
 from smc_hmm.dp.policy import (
     PolicyGraph,
-    _extreme_points,
-    _state_indices,
     check_query,
     complete_graph,
     degree_of_protection,
     delta_location_set,
+    extreme_points,
     protectable_graph,
+    state_indices,
 )
 from smc_hmm.dp.random import DPRandom
 from smc_hmm.errors import (
@@ -111,7 +111,7 @@ def constrained_epsilon(
     pts = f[constraint]
     if len(pts) < 2:
         return 0.0
-    ext = _extreme_points(pts)
+    ext = extreme_points(pts)
     diff = ext[:, None, :] - ext[None, :, :]
     g = float(np.max(body.gauge(diff)))
     return math.inf if math.isinf(g) else eps * g
@@ -342,7 +342,7 @@ class DPHMM:
         start = time.perf_counter()
         if isinstance(true_state, bool) or not isinstance(true_state, numbers.Integral):
             raise UnknownStateError(f"the true state must be an integer, got {true_state!r}")
-        (s_true,) = _state_indices(int(true_state), self.n, "true state")
+        (s_true,) = state_indices(int(true_state), self.n, "true state")
         prior, support = self.prior()
         if not support.any():
             raise EmptyConstraintError("C_t is empty")

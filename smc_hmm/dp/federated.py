@@ -38,13 +38,13 @@ import numpy as np
 from smc_hmm.dp.accountant import PrivacyAccountant
 from smc_hmm.dp.baum_welch import (
     DEFAULT_MIN_PROB,
-    _components,
-    _reserve,
     count_sensitivities,
     counts_from_parts,
     counts_to_model,
+    data_components,
     discrete_expected_counts,
     prepare_sequences,
+    reserve_budget,
     split_budget,
 )
 from smc_hmm.dp.mechanisms import LaplaceMechanism
@@ -85,13 +85,15 @@ def _zero_counts(model: HMM) -> ExpectedCounts:
 
 def count_layout(model: HMM) -> list[tuple[str, tuple[int, ...], np.ndarray]]:
     """(component, shape, mask of its data-dependent entries) in the order of the vector."""
-    parts = _components(model, _zero_counts(model))
+    parts = data_components(model, _zero_counts(model))
     return [(name, values.shape, mask) for name, (values, mask) in parts.items()]
 
 
 def flatten_counts(model: HMM, counts: ExpectedCounts) -> np.ndarray:
     """The data-dependent entries of every component, concatenated (the summed vector)."""
-    return np.concatenate([values[mask] for values, mask in _components(model, counts).values()])
+    return np.concatenate(
+        [values[mask] for values, mask in data_components(model, counts).values()]
+    )
 
 
 def unflatten_counts(model: HMM, vector: np.ndarray) -> ExpectedCounts:
@@ -232,7 +234,7 @@ def federated_dp_baum_welch(
     epsilon = check_epsilon(epsilon)
     if isinstance(n_iter, bool) or not isinstance(n_iter, int | np.integer) or n_iter < 1:
         raise PrivacyParameterError(f"n_iter must be an int >= 1, got {n_iter!r}")
-    accountant = _reserve(accountant, epsilon)
+    accountant = reserve_budget(accountant, epsilon)
     aggregate = aggregate if aggregate is not None else plain_aggregate(rng)
     step = epsilon / int(n_iter)
     current, models, spent = model, [], 0.0

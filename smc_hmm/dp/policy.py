@@ -85,7 +85,7 @@ def check_query(f: object, n: int | None = None) -> np.ndarray:
     return arr
 
 
-def _state_indices(states: object, n: int, what: str = "state") -> np.ndarray:
+def state_indices(states: object, n: int, what: str = "state") -> np.ndarray:
     arr = np.asarray(states)
     if arr.dtype == bool:
         if arr.shape != (n,):
@@ -129,7 +129,7 @@ class PolicyGraph:
             active = np.ones(n, dtype=bool)
         else:
             active = np.zeros(n, dtype=bool)
-            active[_state_indices(nodes, n, "node")] = True
+            active[state_indices(nodes, n, "node")] = True
         adj &= active[:, None] & active[None, :]
         self.n = n
         self.adjacency = adj
@@ -160,7 +160,7 @@ class PolicyGraph:
 
     def neighbours(self, state: int) -> np.ndarray:
         """N(s) \\ {s}: the states connected to ``state``."""
-        (s,) = _state_indices(state, self.n)
+        (s,) = state_indices(state, self.n)
         return np.flatnonzero(self.adjacency[s])
 
     @property
@@ -172,7 +172,7 @@ class PolicyGraph:
         """G n C: keep the active states in ``constraint`` (indices or a mask) and the edges
         between them; the edges of removed states disappear and are not re-connected."""
         keep = np.zeros(self.n, dtype=bool)
-        keep[_state_indices(constraint, self.n, "constraint state")] = True
+        keep[state_indices(constraint, self.n, "constraint state")] = True
         keep &= self.nodes
         cliques = [c[keep[c]] for c in self.cliques]
         return PolicyGraph(self.adjacency, nodes=keep, cliques=cliques, name=self.name)
@@ -180,7 +180,7 @@ class PolicyGraph:
     def with_edges(self, pairs: object) -> PolicyGraph:
         """A supergraph with the extra undirected edges ``pairs`` ((m, 2) state indices)."""
         arr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-        _state_indices(arr.ravel(), self.n)
+        state_indices(arr.ravel(), self.n)
         if arr.size and not np.all(self.nodes[arr]):
             raise UnknownStateError("an added edge names a state outside the active nodes")
         adj = self.adjacency.copy()
@@ -323,7 +323,7 @@ def delta_location_set(prior: object, delta: float) -> np.ndarray:
 # -- sensitivity hull (Definition 5.1) ---------------------------------------------------
 
 
-def _extreme_points(points: np.ndarray) -> np.ndarray:
+def extreme_points(points: np.ndarray) -> np.ndarray:
     """A subset of ``points`` with the same convex hull (hull vertices; flat sets handled)."""
     if len(points) <= 2:
         return points
@@ -359,7 +359,7 @@ def sensitivity_points(graph: PolicyGraph, f: object) -> np.ndarray:
             if c.size < 2:
                 continue
             covered[np.ix_(c, c)] = True
-            ext = _extreme_points(fv[c])
+            ext = extreme_points(fv[c])
             diff = (ext[:, None, :] - ext[None, :, :]).reshape(-1, fv.shape[1])
             parts.append(diff)
         adj = adj & ~covered
@@ -406,7 +406,7 @@ def degree_of_protection(
     active states, in index order).  A state outside the active set is allowed: its DoP
     counts the active states in f(s_i) + K (it does not count itself)."""
     fv = check_query(f, graph.n)
-    idx = graph.active if states is None else _state_indices(states, graph.n)
+    idx = graph.active if states is None else state_indices(states, graph.n)
     k_body = sensitivity_hull(graph, fv, tol=tol) if body is None else body
     act = graph.active
     if idx.size == 0 or act.size == 0:

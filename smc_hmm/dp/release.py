@@ -160,7 +160,7 @@ NOT_A_GUARANTEE = (
 # -- small helpers ----------------------------------------------------------------------------
 
 
-def _count(value: object, name: str, minimum: int = 1, maximum: int | None = None) -> int:
+def check_count(value: object, name: str, minimum: int = 1, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
     if maximum is not None and value > maximum:
@@ -170,7 +170,7 @@ def _count(value: object, name: str, minimum: int = 1, maximum: int | None = Non
 
 def _bounded(maximum: int):
     """A check for :func:`~smc_hmm.options.option_type`: an integer from 1 to ``maximum``."""
-    return lambda value, name: _count(value, name, 1, maximum)
+    return lambda value, name: check_count(value, name, 1, maximum)
 
 
 def _num(x: float) -> float | str:
@@ -179,7 +179,7 @@ def _num(x: float) -> float | str:
     return x if math.isfinite(x) else ("inf" if x > 0 else "-inf" if x < 0 else "nan")
 
 
-def _existing(path: object, what: str) -> Path:
+def existing_file(path: object, what: str) -> Path:
     if not path:
         raise ConfigError(f"{what}: no file given")
     p = Path(str(path))
@@ -188,7 +188,7 @@ def _existing(path: object, what: str) -> Path:
     return p
 
 
-def _read_json(path: Path, what: str) -> object:
+def read_json(path: Path, what: str) -> object:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
@@ -257,11 +257,11 @@ def load_sequences(path: str | Path) -> tuple[str, list[np.ndarray], int | None]
     """``(kind, sequences, declared n_symbols or None)`` from a data file (module docstring);
     ``kind`` is ``"discrete"`` or ``"gaussian"``.  Raises :class:`ConfigError` on any
     problem."""
-    p = _existing(path, "data file")
+    p = existing_file(path, "data file")
     declared: int | None = None
     suffix = p.suffix.lower()
     if suffix == ".json":
-        data = _read_json(p, "data file")
+        data = read_json(p, "data file")
         if isinstance(data, dict):
             unknown = set(data) - {"sequences", "n_symbols"}
             if unknown or "sequences" not in data:
@@ -352,16 +352,16 @@ def skeleton(
     the declared shape, the topology, R and :data:`SKELETON_SEED`, never on the data."""
     from smc_hmm.hmm.models import DiscreteHMM, GaussianHMM
 
-    n = _count(n_states, "--states", 1, MAX_RELEASE_STATES)
+    n = check_count(n_states, "--states", 1, MAX_RELEASE_STATES)
     if topology not in TOPOLOGIES:
         raise ConfigError(f"--topology must be one of {TOPOLOGIES}, got {topology!r}")
     start, trans = _topology(n, topology)
     rng = np.random.default_rng(SKELETON_SEED)
     if kind == "discrete":
-        m = _count(n_symbols, "n_symbols", 1, MAX_WIDTH)
+        m = check_count(n_symbols, "n_symbols", 1, MAX_WIDTH)
         emis = 1.0 + 0.2 * rng.random((n, m))
         return DiscreteHMM(start, trans, emis / emis.sum(axis=1, keepdims=True))
-    d = _count(n_features, "n_features")
+    d = check_count(n_features, "n_features")
     r = check_epsilon(feature_bound, "--feature-bound")
     spread = r / math.sqrt(d)
     means = (
@@ -523,9 +523,9 @@ def metadata_path(model_path: str | Path) -> Path:
 def read_release_metadata(model_path: str | Path) -> dict:
     """The privacy metadata of a model file written by ``release hmm``; checks that the
     sidecar belongs to this very file (SHA-256)."""
-    p = _existing(model_path, "model file")
-    meta_file = _existing(metadata_path(p), "privacy metadata")
-    meta = _read_json(meta_file, "privacy metadata")
+    p = existing_file(model_path, "model file")
+    meta_file = existing_file(metadata_path(p), "privacy metadata")
+    meta = read_json(meta_file, "privacy metadata")
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise ConfigError(f"{meta_file} is not smc-hmm release metadata")
     if meta.get("model_sha256") != _sha256(p):
@@ -537,7 +537,7 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _check_out(path: object, metadata: bool = False) -> Path:
+def check_out(path: object, metadata: bool = False) -> Path:
     """``--out`` (and, with ``metadata``, its privacy-metadata sidecar): a ``.npz`` file
     that can be written, checked before any data is read."""
     p = Path(str(path))
@@ -555,7 +555,7 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
     if getattr(args, "keyword_models", False):  # smc_hmm.dp.keyword_release
         from smc_hmm.dp.keyword_release import release_command
 
-        return release_command(args, console, metadata_path(_check_out(args.out, metadata=True)))
+        return release_command(args, console, metadata_path(check_out(args.out, metadata=True)))
     if args.states is None:
         args.states = 3
     from smc_hmm.dp.baum_welch import dp_baum_welch
@@ -569,15 +569,15 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
             "--max-length L is required: a declared public bound on the sequence length "
             "(taking the longest sequence of the data would leak it)"
         )
-    max_length = _count(args.max_length, "--max-length", 1, MAX_SEQUENCE_LENGTH)
+    max_length = check_count(args.max_length, "--max-length", 1, MAX_SEQUENCE_LENGTH)
     every = not getattr(args, "not_dp_last_iteration", False)
     if not every and getattr(args, "every_iteration", False):
         raise ConfigError("--every-iteration and --not-dp-last-iteration exclude each other")
     iterations = args.iterations if args.iterations is not None else (5 if every else 80)
-    iterations = _count(iterations, "--iterations")
+    iterations = check_count(iterations, "--iterations")
     seeded = args.seed is not None
     sampler = _release_sampler(args.sampler, seeded)
-    out = _check_out(args.out, metadata=True)
+    out = check_out(args.out, metadata=True)
     warnings_out = _release_warnings(every, sampler, seeded)
     kind, seqs, declared = load_sequences(args.data)
     bound = getattr(args, "feature_bound", None)
@@ -598,7 +598,7 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
         )
     from_data: list[str] = []
     if args.init:
-        models, _ = load_models(_existing(args.init, "--init model file"))
+        models, _ = load_models(existing_file(args.init, "--init model file"))
         start = models[0]
         want = DiscreteHMM if kind == "discrete" else GaussianHMM
         if not isinstance(start, want):
@@ -616,7 +616,7 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
                 f"alphabet size {n_symbols} taken from the data (declare it with --symbols "
                 "or n_symbols for a data-independent skeleton)"
             )
-        n_symbols = _count(n_symbols, "--symbols", 1, MAX_WIDTH)
+        n_symbols = check_count(n_symbols, "--symbols", 1, MAX_WIDTH)
         start = skeleton("discrete", args.states, args.topology, n_symbols=n_symbols)
         skeleton_desc = {"topology": args.topology, "n_symbols": n_symbols}
     else:
@@ -831,9 +831,9 @@ def add_trace_arguments(parser: argparse.ArgumentParser) -> None:
 def _load_coords(path: object, n: int) -> np.ndarray:
     from smc_hmm.dp.policy import check_query
 
-    p = _existing(path, "--coords file")
+    p = existing_file(path, "--coords file")
     if p.suffix.lower() == ".json":
-        raw = _read_json(p, "--coords file")
+        raw = read_json(p, "--coords file")
     elif p.suffix.lower() == ".npy":
         try:
             raw = np.load(p, allow_pickle=False)
@@ -852,10 +852,10 @@ def _load_trace(path: object, start: np.ndarray, transmat: np.ndarray) -> list[i
     probability 0, or a transition of probability 0) is refused before any noise is drawn:
     no DPHMM guarantee covers it."""
     n = len(start)
-    p = _existing(path, "trace file")
+    p = existing_file(path, "trace file")
     if p.suffix.lower() != ".json":
         raise ConfigError(f"trace file {p}: expected a .json list of state indices")
-    data = _read_json(p, "trace file")
+    data = read_json(p, "trace file")
     if not isinstance(data, list) or not data:
         raise ConfigError(f"trace file {p}: expected a non-empty list of state indices")
     for t, s in enumerate(data):
@@ -894,16 +894,16 @@ def _policy(args: argparse.Namespace, n: int, f: np.ndarray, transmat: np.ndarra
     if kind == "categorical":
         if not args.categories:
             raise ConfigError("--graph categorical needs --categories FILE.json (n labels)")
-        p = _existing(args.categories, "--categories file")
-        labels = _read_json(p, "--categories file")
+        p = existing_file(args.categories, "--categories file")
+        labels = read_json(p, "--categories file")
         if not isinstance(labels, list) or len(labels) != n:
             raise ConfigError(f"--categories file {p}: expected a list of {n} labels")
         if not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in labels):
             raise ConfigError(f"--categories file {p}: labels must be strings or integers")
         return pg.categorical_graph(labels)
     if kind.lower().endswith(".json"):
-        p = _existing(kind, "--graph edge file")
-        data = _read_json(p, "--graph edge file")
+        p = existing_file(kind, "--graph edge file")
+        data = read_json(p, "--graph edge file")
         if isinstance(data, dict):
             data = data.get("edges")
         if not isinstance(data, list) or not all(isinstance(e, list) and len(e) == 2 for e in data):
@@ -949,7 +949,7 @@ def release_trace(args: argparse.Namespace, console=None) -> int:
 
     eps = check_epsilon(args.eps, "--eps")
     check_output_path(args.json)
-    models, labels = load_models(_existing(args.model, "model file"))
+    models, labels = load_models(existing_file(args.model, "model file"))
     idx = args.model_index
     if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < len(models):
         raise ConfigError(f"--model-index must be in 0..{len(models) - 1}, got {idx!r}")

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from smc_hmm.dp.params import check_epsilon
-from smc_hmm.dp.release import _check_out, _existing, _read_json
+from smc_hmm.dp.release import check_out, existing_file, read_json
 from smc_hmm.errors import ConfigError
 from smc_hmm.options import check_output_path, option_type
 
@@ -85,9 +85,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _array(path: object, what: str) -> np.ndarray:
     """A numeric array from a ``.npy`` or ``.json`` file."""
-    p = _existing(path, what)
+    p = existing_file(path, what)
     if p.suffix == ".json":
-        raw: Any = _read_json(p, what)
+        raw: Any = read_json(p, what)
     elif p.suffix == ".npy":
         try:
             raw = np.load(p, allow_pickle=False)
@@ -103,7 +103,7 @@ def _array(path: object, what: str) -> np.ndarray:
 
 def load_data(path: object) -> tuple[np.ndarray, np.ndarray]:
     """(x, y) from a ``.npz`` (members x, y) or ``.json`` ({"x": ..., "y": ...}) file."""
-    p = _existing(path, "--data")
+    p = existing_file(path, "--data")
     if p.suffix == ".npz":
         try:
             with np.load(p, allow_pickle=False) as files:
@@ -113,7 +113,7 @@ def load_data(path: object) -> tuple[np.ndarray, np.ndarray]:
         except (OSError, ValueError) as e:
             raise ConfigError(f"cannot read --data {p}: {e}") from None
     elif p.suffix == ".json":
-        raw = _read_json(p, "--data")
+        raw = read_json(p, "--data")
         if not isinstance(raw, dict) or set(raw) != {"x", "y"}:
             raise ConfigError(f'{p}: expected a JSON object {{"x": [[...]], "y": [...]}}')
         x, y = raw["x"], raw["y"]
@@ -139,7 +139,7 @@ def run(args: argparse.Namespace, console=None) -> int:
     )
     from smc_hmm.dp.random import DPRandom
 
-    out = _check_out(args.out)  # every output path, before any data is read
+    out = check_out(args.out)  # every output path, before any data is read
     check_output_path(args.json)
     x, y = load_data(args.data)
     scaling: dict[str, Any] = {"radius": None, "centre": None}

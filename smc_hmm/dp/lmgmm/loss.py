@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import special
 
-from smc_hmm.dp.lmgmm.model import TrainingData, _distances
+from smc_hmm.dp.lmgmm.model import TrainingData, quadratic_distances
 from smc_hmm.dp.params import check_epsilon
 
 # -- loss, objective and derivatives ----------------------------------------------------------
@@ -42,7 +42,7 @@ def huber_hinge(u: ArrayLike, h: float) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 def _margins(phi: np.ndarray, data: TrainingData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(u (n, C), competitor mask (n, C), soft-min weights pi (n, C, M))."""
-    a = _distances(phi, data.z)
+    a = quadratic_distances(phi, data.z)
     rows = np.arange(data.n)
     own = a[rows, data.y, data.components]
     if data.n_components == 1:

@@ -42,7 +42,7 @@ BALL_TOLERANCE = 1e-9
 # -- validation -------------------------------------------------------------------------------
 
 
-def _count(value: object, name: str, minimum: int = 1) -> int:
+def check_count(value: object, name: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
@@ -149,12 +149,12 @@ def training_data(
     """
     arr = _features(x)
     n = arr.shape[0]
-    classes = None if n_classes is None else _count(n_classes, "n_classes", 2)
+    classes = None if n_classes is None else check_count(n_classes, "n_classes", 2)
     labels = _labels(y, n, classes)
     classes = classes if classes is not None else int(labels.max()) + 1
     if classes < 2:
         raise InvalidInputError("a classifier needs at least two classes")
-    m = _count(n_components, "n_components")
+    m = check_count(n_components, "n_components")
     if components is None:
         if m > 1:
             raise InvalidInputError(
@@ -165,7 +165,7 @@ def training_data(
     else:
         comp = _labels(components, n, m, "components")
     _check_ball(arr)
-    minimum = _count(min_per_class, "min_per_class", 0)
+    minimum = check_count(min_per_class, "min_per_class", 0)
     counts = np.bincount(labels, minlength=classes)
     if np.any(counts < minimum):
         raise InvalidInputError(
@@ -185,7 +185,7 @@ def _soft_min(a: np.ndarray) -> np.ndarray:
     return -special.logsumexp(-a, axis=-1)
 
 
-def _distances(phi: np.ndarray, z: np.ndarray) -> np.ndarray:
+def quadratic_distances(phi: np.ndarray, z: np.ndarray) -> np.ndarray:
     """a[i, c, m] = z_i^T Phi_cm z_i, shape (n, C, M)."""
     c, m, d1, _ = phi.shape
     zp = z @ phi.transpose(2, 0, 1, 3).reshape(d1, c * m * d1)  # (n, C M D)
@@ -234,7 +234,7 @@ class LargeMarginGMM:
     def component_distances(self, x: ArrayLike) -> np.ndarray:
         """a[i, c, m] = z_i^T Phi_cm z_i for rows x_i, shape (n, C, M)."""
         arr = _features(x, self.dim)
-        return _distances(self.phi, np.concatenate([arr, np.ones((len(arr), 1))], axis=1))
+        return quadratic_distances(self.phi, np.concatenate([arr, np.ones((len(arr), 1))], axis=1))
 
     def distances(self, x: ArrayLike) -> np.ndarray:
         """Soft-min distance of each row to each class, shape (n, C)."""
@@ -283,7 +283,7 @@ def gmm_components(
     depends on every record of its class: for non-private training only."""
     arr = _features(x)
     labels = _labels(y, len(arr), n_classes)
-    m = _count(n_components, "n_components")
+    m = check_count(n_components, "n_components")
     out = np.zeros(len(arr), dtype=np.int64)
     if m == 1:
         return out
@@ -314,7 +314,7 @@ def generative_classifier(
     arr = _features(x)
     labels = _labels(y, len(arr), n_classes)
     classes = n_classes if n_classes is not None else int(labels.max()) + 1
-    m = _count(n_components, "n_components")
+    m = check_count(n_components, "n_components")
     d = arr.shape[1]
     phi = np.zeros((classes, m, d + 1, d + 1))
     for c in range(classes):

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from smc_hmm.dp.knorm import ConvexBody, KNormMechanism
-from smc_hmm.dp.lmgmm.model import _count
+from smc_hmm.dp.lmgmm.model import check_count
 from smc_hmm.dp.params import check_epsilon
 from smc_hmm.errors import PrivacyParameterError
 
@@ -38,7 +38,7 @@ Z_NORM_SQUARED = 2.0
 def sensitivity(n_classes: int) -> float:
     """Delta = 2 ||z||^2 sqrt(C (C - 1)) = 4 sqrt(C (C - 1)): the largest Frobenius distance
     between the loss gradients of two records (replace-one neighbours; ``docs/lmgmm.md``)."""
-    c = _count(n_classes, "n_classes", 2)
+    c = check_count(n_classes, "n_classes", 2)
     return 2.0 * Z_NORM_SQUARED * math.sqrt(c * (c - 1))
 
 
@@ -56,11 +56,11 @@ def jacobian_term(
     and trace <= 4 (C - 1) max(1/h, (1 + 1/M)/(2h) + 1 - 1/M), so by concavity
     k <= r log(1 + trace/(r n lam)).
     """
-    n = _count(n, "n")
+    n = check_count(n, "n")
     lam = check_epsilon(lam, "lam")
     h = check_epsilon(h, "h")
-    c = _count(n_classes, "n_classes", 2)
-    m = _count(n_components, "n_components")
+    c = check_count(n_classes, "n_classes", 2)
+    m = check_count(n_components, "n_components")
     z4 = Z_NORM_SQUARED**2
     mu = n * lam
     if m == 1:
@@ -117,7 +117,7 @@ def guarantee(
 ) -> Guarantee:
     """The :class:`Guarantee` of :func:`train_dp` for these public parameters."""
     eps = check_epsilon(epsilon, "epsilon")
-    d = _count(dim, "dim")
+    d = check_count(dim, "dim")
     k, alpha = jacobian_term(n, lam, h, n_classes, n_components)
     delta = sensitivity(n_classes)
     mu = n * lam
@@ -191,9 +191,9 @@ def sample_perturbation(
     """
     eps = check_epsilon(epsilon, "epsilon")
     delta = check_epsilon(scale_sensitivity, "sensitivity")
-    c = _count(n_classes, "n_classes")
-    m = _count(n_components, "n_components")
-    d = _count(dim, "dim")
+    c = check_count(n_classes, "n_classes")
+    m = check_count(n_components, "n_components")
+    d = check_count(dim, "dim")
     k = c * m * (d + 1) * (d + 2) // 2
     return _svec_to_symmetric(_l2_knorm(k, delta, eps, rng).reshape(c, m, -1), d + 1)
 
@@ -203,5 +203,5 @@ def sample_thesis_perturbation(dim: int, epsilon: float, rng) -> np.ndarray:
     uniform direction.  For reproducing the thesis only: shared by all classes it gives no
     guarantee (module docstring)."""
     eps = check_epsilon(epsilon, "epsilon")
-    d1 = _count(dim, "dim") + 1
+    d1 = check_count(dim, "dim") + 1
     return _l2_knorm(d1 * d1, 2.0, eps, rng).reshape(d1, d1)

@@ -19,7 +19,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from smc_hmm.dp.lmgmm.loss import objective, objective_and_gradient
-from smc_hmm.dp.lmgmm.model import TrainingData, _count
+from smc_hmm.dp.lmgmm.model import TrainingData, check_count
 from smc_hmm.dp.params import check_epsilon
 from smc_hmm.errors import ConfigError, ShapeMismatchError
 
@@ -189,6 +189,6 @@ def solve(
             project,
             start,
             check_epsilon(tol, "tol"),
-            _count(max_iter, "max_iter"),
+            check_count(max_iter, "max_iter"),
         )
     return Solution(phi, value, "fista", iterations, converged, gm)
