@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from rich.console import Console
 
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = Console(width=None if sys.stdout.isatty() else 88)  # readable in a log
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         if args.insecure:

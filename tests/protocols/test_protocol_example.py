@@ -39,6 +39,7 @@ def test_in_process_run_matches_plaintext(example, capsys):
     assert code == 0  # main returns 1 if any relative error exceeds 1e-6
     assert "discrete HMMs: T = 4" in out and "Gaussian HMMs: T = 4" in out
     assert "cost per party" in out and "largest relative error in log P" in out
+    assert max(len(line) for line in out.splitlines()) <= 88  # readable in a log (issue 36)
 
 
 def test_small_keys_need_insecure(example):
