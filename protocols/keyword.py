@@ -320,8 +320,14 @@ def load_frames(value, base):
 
 
 def load_keywords(value, base):
-    """Bob's keyword models from a model file (with its labels, if it has them)."""
+    """Bob's keyword models: ``"diag"`` or ``"full"`` for the bundled digit HMMs (as the
+    command line's ``--models``), or a model file (with its labels, if it has them)."""
     from smc_hmm.hmm.io import load_models
+
+    if value in ("diag", "full"):
+        from smc_hmm.data import load_bundled_models
+
+        return load_bundled_models(value)
 
     try:
         models, labels = load_models(resolve_path(value, base))

@@ -327,3 +327,20 @@ def test_bench_keyword_over_tcp_and_with_short_randomness(tmp_path, extra):
     assert data["all_equal"] and data["runs"][0]["offline_seconds"] > 0
     assert data["params"]["short_randomness"] == ("--short-randomness" in extra)
     assert data["params"]["transport"] == ("tcp" if "tcp" in extra else "local")
+
+
+def test_a_config_names_the_bundled_models_as_the_command_line_does(tmp_path):
+    """``models = "diag"`` / ``"full"`` in a parties.toml loads the bundled digit HMMs,
+    like ``smc-hmm keyword --models`` (issue 36, item 20); a path still loads a file."""
+    from protocols import keyword as kw
+    from smc_hmm.data import load_bundled_models
+    from smc_hmm.hmm.io import save_models
+
+    for kind in ("diag", "full"):
+        models, labels = kw.load_keywords(kind, tmp_path)
+        want, want_labels = load_bundled_models(kind)
+        assert labels == want_labels and len(models) == len(want) == 10
+        assert models[0].covariance_type == kind
+    save_models(tmp_path / "two.npz", want[:2], labels=want_labels[:2])
+    models, labels = kw.load_keywords("two.npz", tmp_path)
+    assert labels == want_labels[:2]
