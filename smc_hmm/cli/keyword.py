@@ -71,6 +71,11 @@ def configure(p) -> None:
     p.add_argument("--server-name", default="bob", help="with --server: the server's party name")
 
 
+def _stderr():
+    """Warnings go to stderr, so that stdout carries the result first."""
+    return console(stderr=True)
+
+
 def _models(spec: str):
     """(models, labels, feature pipeline): a model file's own pipeline if it carries one,
     else the bundled pipeline (the bundled models were trained with it)."""
@@ -94,12 +99,26 @@ def _models(spec: str):
 
 
 def run(args) -> int:
-    """Recognise ``args.audio`` securely; print both decisions and the cost tables."""
+    """Recognise ``args.audio`` securely; print both decisions first (stdout), then the
+    cost tables; warnings go to stderr (one convention for every command)."""
     check_key_bits(args)
     check_output_path(args.json)
     if args.server:
         return _run_against_server(args, console())
     return _run_in_process(args, console())
+
+
+def _features(args, pipeline) -> tuple[np.ndarray, str | None]:
+    """Alice's frames of ``--audio``, and why it holds no speech (None if it may)."""
+    from smc_hmm.features import read_wav, speech_warning
+
+    samples = read_wav(args.audio, pipeline.sample_rate, pipeline.min_samples)
+    return pipeline.features(samples), speech_warning(samples, pipeline.sample_rate)
+
+
+def _warn_no_speech(args, problem, warn) -> None:
+    if problem:
+        warn.print(f"[yellow]warning: {args.audio}: {problem}; the result below means nothing[/]")
 
 
 def _run_in_process(args, console) -> int:
@@ -108,18 +127,25 @@ def _run_in_process(args, console) -> int:
     with warnings.catch_warnings():  # fast mode: the warning is printed below, in words
         warnings.simplefilter("ignore", WeakerModeWarning)
         params = protocol.params({"mode": args.mode})  # a bad mode fails before any work
+    warn = _stderr()
     models, labels, pipeline = _models(args.models)
-    frames = pipeline.features_from_wav(args.audio)
+    frames, problem = _features(args, pipeline)
     dims = {getattr(m, "n_features", None) for m in models}
     if dims != {frames.shape[1]}:
+        found = (
+            "discrete (symbol) models"
+            if None in dims
+            else "models over " + ", ".join(str(d) for d in sorted(dims)) + " features"
+        )
         raise InvalidInputError(
             f"keyword models must be Gaussian HMMs over {frames.shape[1]} features per frame "
-            f"(their feature pipeline's); {args.models} has dimensions {sorted(dims, key=str)}"
+            f"(their feature pipeline's); {args.models} holds {found}"
         )
+    _warn_no_speech(args, problem, warn)
     if args.insecure:
-        console.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
+        warn.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
     with (
-        status(console, f"generating a {args.key_bits}-bit Paillier key pair"),
+        status(_stderr(), f"generating a {args.key_bits}-bit Paillier key pair"),
         warnings.catch_warnings(),
     ):
         warnings.simplefilter("ignore", InsecureKeyWarning)
@@ -127,20 +153,20 @@ def _run_in_process(args, console) -> int:
     scores = [log_likelihood(m, frames) for m in models]
     plain = labels[int(np.argmax(scores))]
     if args.mode == "fast":
-        console.print(
+        warn.print(
             "[yellow]warning: fast mode reveals the order of all keywords' scores to Alice[/]"
         )
     inputs = {"alice": frames, "bob": (models, labels)}
     with Compute.processes(args.workers) as compute:  # the bench's and demo's lanes
         with (
-            status(console, "offline phase: the run's randomizers, once the key is known"),
+            status(_stderr(), "offline phase: the run's randomizers, once the key is known"),
             warnings.catch_warnings(),
         ):
             warnings.simplefilter("ignore", WeakerModeWarning)
             offline = offline_phase("keyword", {"mode": args.mode}, inputs, keypair[0], compute)
         keypair[0].use_randomizer(offline.alice)
         with status(
-            console,
+            _stderr(),
             f"secure keyword recognition: {len(frames)} frames, {len(models)} keywords, "
             f"{args.mode} mode",
         ):
@@ -156,7 +182,6 @@ def _run_in_process(args, console) -> int:
                 randomizers=offline.randomizers(keypair[0]),
             )
     secure = result["alice"]["keyword"]
-    result.cost.render(console)
     console.print(
         f"{args.audio}: secure decision [bold]{secure}[/] ({args.mode} mode, "
         f"{result.elapsed:.1f} s online + {offline.seconds:.1f} s offline), plaintext decision "
@@ -164,6 +189,7 @@ def _run_in_process(args, console) -> int:
         f"({'[green]agrees[/]' if secure == plain else '[red]DIFFERS[/]'})",
         soft_wrap=True,
     )
+    result.cost.render(console)
     if args.json:
         report = {
             "secure": {"keyword": secure},
@@ -187,10 +213,12 @@ def _run_against_server(args, console) -> int:
         raise InvalidInputError("--server needs --certs DIR (ca.pem and a client certificate)")
     address = parse_server(args.server)
     tls, name = client_tls(args.certs, args.name)
-    frames = load_pipeline().features_from_wav(args.audio)
+    warn = _stderr()
+    frames, problem = _features(args, load_pipeline())
+    _warn_no_speech(args, problem, warn)
     if args.insecure:
-        console.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
-    with status(console, f"secure keyword recognition with {args.server} as {name}"):
+        warn.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
+    with status(_stderr(), f"secure keyword recognition with {args.server} as {name}"):
         result = run_client_session(
             "keyword",
             "alice",

@@ -288,4 +288,38 @@ def test_keyword_command_errors(tmp_path, capsys):
     )
     discrete = tmp_path / "discrete.npz"
     save_models(discrete, [DiscreteHMM([1.0], [[1.0]], [[0.5, 0.5]])] * 2)
-    assert_one_line_error(capsys, 2, [*base, str(wav), "--models", str(discrete)], "Gaussian")
+    assert_one_line_error(capsys, 2, [*base, str(wav), "--models", str(discrete)], "discrete (symbol) models")
+
+
+@pytest.mark.parametrize("kind", ["silence", "tone"])
+def test_keyword_warns_on_stderr_when_a_recording_holds_no_speech(tmp_path, capsys, kind):
+    """Issue 36, items 12 and 13: digital silence and a 440 Hz tone used to get a digit with
+    no word; now a public rule on Alice's side warns on stderr, and stdout starts with
+    the result line, the cost tables after it."""
+    from scipy.io import wavfile
+
+    t = np.arange(8000) / 8000
+    signal = np.zeros_like(t) if kind == "silence" else 0.5 * np.sin(2 * np.pi * 440 * t)
+    wav = tmp_path / f"{kind}.wav"
+    wavfile.write(wav, 8000, (signal * 12000).astype(np.int16))
+    main(["keyword", "--audio", str(wav), "--key-bits", "1024", "--insecure"])
+    captured = capsys.readouterr()
+    assert ("silent" if kind == "silence" else "steady tone") in captured.err
+    assert "INSECURE" in captured.err and "INSECURE" not in captured.out
+    assert captured.out.lstrip().startswith(str(wav)) and "secure decision" in captured.out
+    assert captured.out.index("secure decision") < captured.out.index("cost per party")
+
+
+def test_the_speech_rule_never_fires_on_real_recordings():
+    """The FSDD recordings (real speech) pass the rule; needs FSDD_DIR (skipped otherwise,
+    as the other tests of the original recordings)."""
+    import os
+    from pathlib import Path
+
+    from smc_hmm.features import read_wav, speech_warning
+
+    root = os.environ.get("FSDD_DIR")
+    if not root:
+        pytest.skip("FSDD_DIR is not set (the original recordings are not bundled)")
+    files = sorted(Path(root).rglob("*.wav"))
+    assert files and not [f for f in files if speech_warning(read_wav(f))]
