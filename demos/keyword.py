@@ -9,6 +9,7 @@ against the plaintext argmax of log-likelihoods and prints the cost table.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from demos.common import key_holder, min_key_bits
 from protocols import keyword
@@ -19,6 +20,7 @@ from smc_hmm.hmm import log_likelihood
 from smc_hmm.progress import status
 from smc_hmm.runtime import run_protocol
 from smc_hmm.runtime.offline import offline_phase
+from smc_hmm.runtime.views import write_views
 
 
 def add_keyword_arguments(parser) -> None:
@@ -122,9 +124,12 @@ def _recognise(args, console, alice, compute, models, labels, utt, n: int, chose
                 compute={"alice": compute, "bob": compute},
                 meta={"demo": "keyword", "utterance": n},
                 randomizers=offline.randomizers(pk),
+                record_views=bool(getattr(args, "views", None)),
             )
     finally:
         pk.use_randomizer(base)
+    if getattr(args, "views", None):
+        write_views(Path(args.views) / f"utterance-{n}", result.views, {"alice": alice.keypair})
     got = result["alice"]["keyword"]
     same = got == labels[plain]
     console.print(

@@ -58,6 +58,20 @@ MAX_WORKERS_PER_CORE = 4
 MAX_TIMEOUT = 7 * 24 * 3600.0
 
 
+def check_output_dir(path: str | os.PathLike | None, flag: str) -> None:
+    """Refuse an output folder that cannot be created or written (:class:`ConfigError`),
+    before any work starts: an existing folder must take a file, a new one's parent must."""
+    if not path:
+        return
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"{flag} {path} is a file; give a folder")
+    folder = p if p.exists() else p.parent
+    if not folder.is_dir():
+        raise ConfigError(f"{flag} {path}: folder {folder} does not exist")
+    check_output_path(folder / "views.probe", flag)
+
+
 def check_output_path(path: str | os.PathLike | None, flag: str = "--json") -> None:
     """Refuse an output path that cannot be written (:class:`ConfigError`), before any
     work starts; nothing is created or changed (a probe file is removed at once)."""

@@ -19,7 +19,7 @@ from smc_hmm.cli.common import (
     console,
 )
 from smc_hmm.errors import InvalidInputError
-from smc_hmm.options import TIMEOUT
+from smc_hmm.options import TIMEOUT, check_output_dir
 
 HELP = "run a named demo in-process and print the cost table"
 
@@ -41,6 +41,12 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="seed inputs and keys (INSECURE, reproducible runs only)",
     )
     p.add_argument("--json", metavar="PATH", help="also write the result and cost as JSON")
+    p.add_argument(
+        "--views",
+        metavar="DIR",
+        help="keyword demo: write what each party received per utterance to "
+        "DIR/utterance-N/<party>.json (docs/views.md)",
+    )
 
 
 def run(args) -> int:
@@ -56,5 +62,11 @@ def run(args) -> int:
             "(reproducible runs only)"
         )
     check_output_path(args.json)
+    if args.views and args.name != DEFAULT_DEMO:
+        raise InvalidInputError(
+            f"--views records the keyword demo's runs; the {args.name} demo does not (use "
+            "smc-hmm party --views for any protocol)"
+        )
+    check_output_dir(args.views, "--views")
     fn, _ = common.resolve_entry(DEMO_GROUP, "demo", args.name)
     return int(fn(args, out) or 0)

@@ -31,7 +31,7 @@ from smc_hmm.compute import Compute
 from smc_hmm.crypto import generate_keypair
 from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError, WeakerModeWarning
 from smc_hmm.hmm import log_likelihood
-from smc_hmm.options import TIMEOUT, WORKERS
+from smc_hmm.options import TIMEOUT, WORKERS, check_output_dir
 from smc_hmm.progress import status
 from smc_hmm.protocol import find
 from smc_hmm.runtime.offline import offline_phase
@@ -65,6 +65,12 @@ def configure(p) -> None:
     add_key_arguments(p, "tests only")
     p.add_argument("--timeout", type=TIMEOUT, default=300.0, help="per-receive timeout, seconds")
     p.add_argument("--json", metavar="PATH", help="also write the decisions and cost as JSON")
+    p.add_argument(
+        "--views",
+        metavar="DIR",
+        help="write what each party received (decrypted where it holds the key) to "
+        "DIR/alice.json and DIR/bob.json (docs/views.md)",
+    )
     p.add_argument("--server", metavar="HOST:PORT", help="a serving Bob (smc-hmm serve)")
     p.add_argument("--certs", metavar="DIR", help="with --server: ca.pem and the client's files")
     p.add_argument("--name", help="with --server: the client certificate's name in --certs")
@@ -103,6 +109,10 @@ def run(args) -> int:
     cost tables; warnings go to stderr (one convention for every command)."""
     check_key_bits(args)
     check_output_path(args.json)
+    if args.views:
+        if args.server:
+            raise InvalidInputError("--views records an in-process run; drop --server")
+        check_output_dir(args.views, "--views")
     if args.server:
         return _run_against_server(args, console())
     return _run_in_process(args, console())
@@ -180,6 +190,7 @@ def _run_in_process(args, console) -> int:
                 timeout=args.timeout,
                 meta={"audio": str(args.audio), "mode": args.mode},
                 randomizers=offline.randomizers(keypair[0]),
+                record_views=bool(args.views),
             )
     secure = result["alice"]["keyword"]
     console.print(
@@ -190,6 +201,11 @@ def _run_in_process(args, console) -> int:
         soft_wrap=True,
     )
     result.cost.render(console)
+    if args.views:
+        from smc_hmm.runtime.views import write_views
+
+        written = write_views(args.views, result.views, {"alice": keypair})
+        console.print(f"views: {', '.join(str(p) for p in written)}")
     if args.json:
         report = {
             "secure": {"keyword": secure},

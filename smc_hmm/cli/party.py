@@ -12,6 +12,7 @@ import sys
 
 from smc_hmm.cli.common import check_output_path, console
 from smc_hmm.errors import ConfigError
+from smc_hmm.options import check_output_dir
 
 HELP = "run one party of a parties.toml in this process (TCP + mutual TLS)"
 
@@ -21,6 +22,12 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, help="the run's configuration file (TOML)")
     p.add_argument("--json", metavar="PATH", help="write this party's result and cost as JSON")
     p.add_argument("--quiet", action="store_true", help="print nothing on success")
+    p.add_argument(
+        "--views",
+        metavar="DIR",
+        help="write what this party received (decrypted where it holds the key) to "
+        "DIR/<role>.json (docs/views.md)",
+    )
 
 
 def run(args) -> int:
@@ -28,6 +35,7 @@ def run(args) -> int:
 
     config = load_config(args.config)
     check_output_path(args.json)
+    check_output_dir(args.views, "--views")
     if config.insecure:
         print(
             f"smc-hmm: warning: {config.key_bits}-bit keys with run.insecure = true are "
@@ -40,6 +48,8 @@ def run(args) -> int:
     if server is not None and args.role != server:  # a client of the serving party
         from smc_hmm.runtime.client import run_party_client
 
+        if args.views:
+            raise ConfigError("--views: a client of a serving party records no views yet")
         result = run_party_client(args.role, config, result_path=args.json)
     else:
         if server is not None:
@@ -47,7 +57,7 @@ def run(args) -> int:
                 f"{args.role} serves in {args.config}: start it with smc-hmm serve --role "
                 f"{args.role}"
             )
-        result = run_party(args.role, config, result_path=args.json)
+        result = run_party(args.role, config, result_path=args.json, views=args.views)
     if not args.quiet:
         console().print(
             f"{args.role}: done in {result['elapsed']:.3f} s, output: "

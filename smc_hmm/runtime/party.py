@@ -32,6 +32,7 @@ from smc_hmm.errors import (
 from smc_hmm.protocol import find
 from smc_hmm.runtime.config import RunConfig, load_config
 from smc_hmm.runtime.context import PartyContext
+from smc_hmm.runtime.views import write_views
 from smc_hmm.transport.base import Channel, close_quietly
 from smc_hmm.wire import WireCodec
 
@@ -139,7 +140,7 @@ def _offline_phase(ctx: PartyContext, count: int) -> None:
         key.use_randomizer(precompute(key.randomizer, count, ctx.compute))
 
 
-def run_party(name: str, config: RunConfig | str | Path, *, result_path=None) -> dict:
+def run_party(name: str, config: RunConfig | str | Path, *, result_path=None, views=None) -> dict:
     """Run party ``name`` of ``config`` in this process over TCP with mutual TLS.
 
     Finds the protocol's descriptor (:func:`smc_hmm.protocol.find`), reads the
@@ -149,7 +150,8 @@ def run_party(name: str, config: RunConfig | str | Path, *, result_path=None) ->
     by ``run.timeout``, and returns ``{"party", "protocol", "ok", "output",
     "cost", "elapsed"}``.  The same dict (or, on failure, one with ``ok =
     false`` and the error's type and message) is written as JSON to
-    ``result_path``; failures are re-raised.
+    ``result_path``; failures are re-raised.  ``views``: a folder to write what this
+    party received to (``<name>.json``, :mod:`smc_hmm.runtime.views`).
     """
     if not isinstance(config, RunConfig):
         config = load_config(config)
@@ -188,11 +190,14 @@ def run_party(name: str, config: RunConfig | str | Path, *, result_path=None) ->
                 ledger=ledger,
                 compute=compute,
                 min_key_bits=config.min_key_bits,
+                record=views is not None,
             )
             with ledger.running():
                 _offline_phase(ctx, offline)
                 output = ctx.run(role.run, private, params)
             channel.close()
+            if views is not None:
+                write_views(views, {name: ctx.received}, {name: keypair} if keypair else {})
         except BaseException:
             close_quietly(transport)
             raise

@@ -70,9 +70,11 @@ def test_setup_runs_as_two_parties_over_mutual_tls(example, tmp_path, kind):
     expected = json.loads((tmp_path / "expected.json").read_text())
     results, errors = {}, []
 
+    views = tmp_path / "views"
+
     def run(name):
         try:
-            results[name] = run_party(name, config)
+            results[name] = run_party(name, config, views=views)
         except SmcHmmError as e:  # pragma: no cover - reported by the assertion below
             errors.append(e)
 
@@ -86,6 +88,14 @@ def test_setup_runs_as_two_parties_over_mutual_tls(example, tmp_path, kind):
     assert np.allclose(got, expected, rtol=1e-6, atol=0)
     assert results["bob"]["output"]["ciphertexts"] == [len(expected)]  # E(log P) stays with Bob
     assert results["bob"]["cost"]["ops"]["decrypt"] == 0
+    # smc-hmm party --views: each process writes what it received (issue 36, item 23)
+    seen = {n: json.loads((views / f"{n}.json").read_text()) for n in ("alice", "bob")}
+    assert seen["alice"]["holds_key"] and not seen["bob"]["holds_key"]
+    assert any(
+        m["fields"].get("kind") == "decrypted"
+        for m in seen["alice"]["messages"]
+        if isinstance(m["fields"], dict)
+    )
 
 
 def test_unknown_protocol_keys_are_refused(example, tmp_path):

@@ -288,7 +288,9 @@ def test_keyword_command_errors(tmp_path, capsys):
     )
     discrete = tmp_path / "discrete.npz"
     save_models(discrete, [DiscreteHMM([1.0], [[1.0]], [[0.5, 0.5]])] * 2)
-    assert_one_line_error(capsys, 2, [*base, str(wav), "--models", str(discrete)], "discrete (symbol) models")
+    assert_one_line_error(
+        capsys, 2, [*base, str(wav), "--models", str(discrete)], "discrete (symbol) models"
+    )
 
 
 @pytest.mark.parametrize("kind", ["silence", "tone"])
@@ -323,3 +325,34 @@ def test_the_speech_rule_never_fires_on_real_recordings():
         pytest.skip("FSDD_DIR is not set (the original recordings are not bundled)")
     files = sorted(Path(root).rglob("*.wav"))
     assert files and not [f for f in files if speech_warning(read_wav(f))]
+
+
+def test_views_show_what_each_party_received(tmp_path, capsys):
+    """Issue 36, item 23: --views DIR writes each party's view; Alice's own ciphertexts
+    appear decrypted (the blinded values her protocol declares), Bob's view holds only
+    ciphertexts under her key, public keys and declared clear fields."""
+    wav, views = tmp_path / "hello.wav", tmp_path / "views"
+    _write_wav(wav)
+    argv = ["keyword", "--audio", str(wav), "--key-bits", "1024", "--insecure"]
+    assert main([*argv, "--views", str(views)]) == 0
+    capsys.readouterr()
+    alice = json.loads((views / "alice.json").read_text())
+    bob = json.loads((views / "bob.json").read_text())
+    assert alice["holds_key"] and not bob["holds_key"]
+
+    def kinds(view):
+        out = set()
+        for message in view["messages"]:
+            fields = message["fields"]
+            for field in fields if isinstance(fields, list) else [fields]:
+                out.add(field["kind"])
+        return out
+
+    assert "decrypted" in kinds(alice)
+    assert "decrypted" not in kinds(bob) and "ciphertext" in kinds(bob)
+    emit = next(m for m in alice["messages"] if m["tag"] == "fw.emit")["fields"]
+    assert len(emit["values"]) == emit["shape"][0] * emit["shape"][1]
+    # refused before any work: a file where the folder should be, or another demo
+    (tmp_path / "plain").write_text("x")
+    assert_one_line_error(capsys, 2, [*argv, "--views", str(tmp_path / "plain")], "is a file")
+    assert_one_line_error(capsys, 2, ["demo", "forward", "--views", str(views)], "keyword demo")
