@@ -583,6 +583,7 @@ def _alice_recursion_v2(ctx, spec: ForwardSpec, msg, emit, n_steps: int, peer: s
                 prec.log_zero if prec.is_log_zero(s) or prec.is_log_zero(int(e)) else s + int(e)
                 for s, e in zip(logs, emit[t + 1])
             ]
+            ctx.progress("forward recursion", t + 1, n_steps - 1)
     with ctx.phase("termination"):
         # Step 4: every model's sum over its states, packed the same way
         values, shifts = logsum.alice_values(u, final, prec)

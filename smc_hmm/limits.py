@@ -58,6 +58,7 @@ __all__ = [
     "MAX_DGK_U_BITS",
     "MAX_KEY_BITS",
     "MAX_RELEASE_STATES",
+    "DEFAULT_MAX_FRAMES",
     "MAX_SEQUENCE_LENGTH",
     "MAX_STATES",
     "MAX_WIDTH",
@@ -79,6 +80,11 @@ MAX_STATES = 100_000
 MAX_WIDTH = 100_000
 #: the most hidden states ``smc-hmm release hmm`` (DP Baum-Welch or keyword models) takes
 MAX_RELEASE_STATES = 1_000
+#: frames of one recording the commands and a serving Bob accept by default (30 s of
+#: audio at the 10 ms hop; about 8 minutes of keyword recognition at 2048 bits):
+#: ``smc-hmm keyword --max-frames`` and ``[serve] max_frames`` raise it, up to
+#: MAX_SEQUENCE_LENGTH
+DEFAULT_MAX_FRAMES = 3_000
 
 
 def check_at_most(bound: str, value: int, limit: int, what: str) -> int:

@@ -33,3 +33,28 @@ def status(console, message: str) -> Iterator[object]:
         lines = _Lines()
         lines.update(message)
         yield lines
+
+
+class Progress:
+    """A ``ctx.progress(stage, done, total)`` callback that updates a :func:`status` line
+    with the steps done and an estimate of the time left (the rate so far times the
+    steps left), at most every ``every`` seconds."""
+
+    def __init__(self, spinner, label: str, every: float = 2.0, clock=None):
+        import time
+
+        self.spinner, self.label, self.every = spinner, label, every
+        self.clock = clock or time.monotonic
+        self.start: dict[str, tuple[float, int]] = {}
+        self.last = -1e9
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        now = self.clock()
+        start, first = self.start.setdefault(stage, (now, done))
+        if done < total and now - self.last < self.every:
+            return
+        self.last = now
+        eta = ""
+        if 10 * done >= total and first < done < total:
+            eta = f", about {(now - start) / (done - first) * (total - done):.0f} s left"
+        self.spinner.update(f"{self.label}: {stage} {done}/{total}{eta}")

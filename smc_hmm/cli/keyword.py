@@ -31,8 +31,9 @@ from smc_hmm.compute import Compute
 from smc_hmm.crypto import generate_keypair
 from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError, WeakerModeWarning
 from smc_hmm.hmm import log_likelihood
-from smc_hmm.options import TIMEOUT, WORKERS, check_output_dir
-from smc_hmm.progress import status
+from smc_hmm.limits import DEFAULT_MAX_FRAMES, MAX_SEQUENCE_LENGTH
+from smc_hmm.options import TIMEOUT, WORKERS, check_output_dir, option_type
+from smc_hmm.progress import Progress, status
 from smc_hmm.protocol import find
 from smc_hmm.runtime.offline import offline_phase
 from smc_hmm.runtime.simulate import run_protocol
@@ -51,10 +52,11 @@ def configure(p) -> None:
     p.add_argument(
         "--mode",
         choices=("private", "fast"),
-        default="private",
-        help="argmax: private (Alice learns only the label) or fast (opt-in: Alice also "
-        "learns the order of all keywords' scores and the ratios of their differences, "
-        "docs/security.md)",
+        default=None,
+        help="argmax: private (the default: Alice learns only the label) or fast (opt-in: "
+        "Alice also learns the order of all keywords' scores and the ratios of their "
+        "differences, docs/security.md); with --server the server's mode applies, and a "
+        "--mode given here must be it (checked before anything is sent)",
     )
     p.add_argument(
         "--workers",
@@ -64,6 +66,13 @@ def configure(p) -> None:
     )
     add_key_arguments(p, "tests only")
     p.add_argument("--timeout", type=TIMEOUT, default=300.0, help="per-receive timeout, seconds")
+    p.add_argument(
+        "--max-frames",
+        type=option_type(_frames_bound, "--max-frames", int),
+        default=DEFAULT_MAX_FRAMES,
+        help=f"the longest recording accepted, in 10 ms frames (default {DEFAULT_MAX_FRAMES:,}: "
+        "30 s, as smc-hmm serve)",
+    )
     p.add_argument("--json", metavar="PATH", help="also write the decisions and cost as JSON")
     p.add_argument(
         "--views",
@@ -75,6 +84,15 @@ def configure(p) -> None:
     p.add_argument("--certs", metavar="DIR", help="with --server: ca.pem and the client's files")
     p.add_argument("--name", help="with --server: the client certificate's name in --certs")
     p.add_argument("--server-name", default="bob", help="with --server: the server's party name")
+
+
+def _frames_bound(n: int, name: str) -> int:
+    """``--max-frames``: a whole number of frames in [1, MAX_SEQUENCE_LENGTH]."""
+    from smc_hmm.limits import check_at_most
+
+    if n < 1:
+        raise InvalidInputError(f"{name} must be at least 1 frame")
+    return check_at_most("max_sequence_length", n, MAX_SEQUENCE_LENGTH, name)
 
 
 def _stderr():
@@ -126,6 +144,17 @@ def _features(args, pipeline) -> tuple[np.ndarray, str | None]:
     return pipeline.features(samples), speech_warning(samples, pipeline.sample_rate)
 
 
+def _check_length(args, frames) -> None:
+    """A public bound on the recording's length, before any key or protocol work."""
+    if len(frames) > args.max_frames:
+        raise InvalidInputError(
+            f"{args.audio} has {len(frames):,} frames ({len(frames) / 100:.1f} s of audio), "
+            f"above --max-frames {args.max_frames:,} (the default, {DEFAULT_MAX_FRAMES:,}, is "
+            "smc-hmm serve's too): raise --max-frames to run it anyway (about 0.1 s a frame "
+            "at 2048 bits)"
+        )
+
+
 def _warn_no_speech(args, problem, warn) -> None:
     if problem:
         warn.print(f"[yellow]warning: {args.audio}: {problem}; the result below means nothing[/]")
@@ -133,6 +162,7 @@ def _warn_no_speech(args, problem, warn) -> None:
 
 def _run_in_process(args, console) -> int:
     """Alice and Bob in this process, one thread each."""
+    args.mode = args.mode or "private"
     protocol = find("keyword")
     with warnings.catch_warnings():  # fast mode: the warning is printed below, in words
         warnings.simplefilter("ignore", WeakerModeWarning)
@@ -140,6 +170,7 @@ def _run_in_process(args, console) -> int:
     warn = _stderr()
     models, labels, pipeline = _models(args.models)
     frames, problem = _features(args, pipeline)
+    _check_length(args, frames)
     dims = {getattr(m, "n_features", None) for m in models}
     if dims != {frames.shape[1]}:
         found = (
@@ -179,7 +210,7 @@ def _run_in_process(args, console) -> int:
             _stderr(),
             f"secure keyword recognition: {len(frames)} frames, {len(models)} keywords, "
             f"{args.mode} mode",
-        ):
+        ) as spinner:
             result = run_protocol(
                 protocol,
                 params,
@@ -191,6 +222,7 @@ def _run_in_process(args, console) -> int:
                 meta={"audio": str(args.audio), "mode": args.mode},
                 randomizers=offline.randomizers(keypair[0]),
                 record_views=bool(args.views),
+                progress={"alice": Progress(spinner, "secure keyword recognition")},
             )
     secure = result["alice"]["keyword"]
     console.print(
@@ -231,6 +263,7 @@ def _run_against_server(args, console) -> int:
     tls, name = client_tls(args.certs, args.name)
     warn = _stderr()
     frames, problem = _features(args, load_pipeline())
+    _check_length(args, frames)
     _warn_no_speech(args, problem, warn)
     if args.insecure:
         warn.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
@@ -246,6 +279,7 @@ def _run_against_server(args, console) -> int:
             key_bits=args.key_bits,
             insecure=args.insecure,
             timeout=args.timeout,
+            expect=None if args.mode is None else {"mode": args.mode},
         )
     secure = result["output"]["keyword"]
     console.print(

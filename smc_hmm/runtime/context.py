@@ -64,6 +64,7 @@ class PartyContext:
         max_key_bits: int = MAX_KEY_BITS,
         randomizers: Mapping[bytes, Randomizer] | None = None,
         budget=None,
+        progress=None,
     ):
         self.name = name
         #: precomputed randomizers (offline phase) for keys this party will meet, by fingerprint
@@ -85,6 +86,8 @@ class PartyContext:
         self._deferred: list[SmcHmmError] = []
         #: charge(frames) of the serving party's per-client budget, or None (no bound)
         self._budget = budget
+        #: the runner's progress(stage, done, total) callback, or None
+        self._progress = progress
         if keypair is not None:
             pk, sk = keypair
             if not isinstance(pk, PublicKey) or not isinstance(sk, PrivateKey):
@@ -166,6 +169,13 @@ class PartyContext:
         where the runner set no budget (in-process runs, party processes)."""
         if self._budget is not None:
             self._budget(int(frames))
+
+    def progress(self, stage: str, done: int, total: int) -> None:
+        """Report how far a long stage has come (``done`` of ``total`` public steps) to the
+        runner's callback, if any: the command line turns it into progress lines with an
+        estimate of the time left.  Public counts only."""
+        if self._progress is not None:
+            self._progress(stage, int(done), int(total))
 
     # -- refusals after the last message -------------------------------------------------
 

@@ -82,6 +82,7 @@ def simulate(
     join_timeout: float | None = None,
     min_key_bits: int = MIN_SECURE_BITS,
     randomizers: Mapping[str, Mapping[bytes, Randomizer]] | None = None,
+    progress: Mapping[str, Callable[[str, int, int], None]] | None = None,
 ) -> RunResult:
     """Run every role ``roles[name](ctx, *args[name])`` in its own thread and collect results.
 
@@ -97,7 +98,8 @@ def simulate(
     refuses peer keys below ``min_key_bits`` (lower it only for tests).
     ``randomizers[name]`` maps key fingerprints to precomputed randomizers
     (:class:`~smc_hmm.crypto.RandomizerPool`: the offline phase) that party
-    ``name`` uses for that key once it arrives.
+    ``name`` uses for that key once it arrives.  ``progress[name]`` receives that
+    party's ``ctx.progress(stage, done, total)`` reports (long runs' progress lines).
     """
     names = _check_parties(roles, args, keys, randomizers, timeout)
     args = dict(args or {})
@@ -117,6 +119,7 @@ def simulate(
             record_views=record_views,
             min_key_bits=min_key_bits,
             randomizers=randomizers or {},
+            progress=progress or {},
         )
     except BaseException:
         if own_network:
@@ -176,6 +179,7 @@ def _contexts(
     record_views: bool,
     min_key_bits: int,
     randomizers,
+    progress,
 ) -> dict[str, PartyContext]:
     """Every party's context over its transport of ``net`` (all closed if one fails)."""
     contexts: dict[str, PartyContext] = {}
@@ -198,6 +202,7 @@ def _contexts(
                 record=record_views,
                 min_key_bits=min_key_bits,
                 randomizers=randomizers.get(name),
+                progress=progress.get(name),
             )
     except BaseException:
         for ctx in contexts.values():

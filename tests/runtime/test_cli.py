@@ -356,3 +356,36 @@ def test_views_show_what_each_party_received(tmp_path, capsys):
     (tmp_path / "plain").write_text("x")
     assert_one_line_error(capsys, 2, [*argv, "--views", str(tmp_path / "plain")], "is a file")
     assert_one_line_error(capsys, 2, ["demo", "forward", "--views", str(views)], "keyword demo")
+
+
+def test_a_recording_longer_than_max_frames_is_refused_before_any_work(tmp_path, capsys):
+    """Issue 36, item 11: a documented length bound (30 s by default, as serve) with an
+    option to raise it, checked before key generation."""
+    wav = tmp_path / "hello.wav"
+    _write_wav(wav)
+    argv = ["keyword", "--audio", str(wav), "--key-bits", "1024", "--insecure"]
+    err = assert_one_line_error(capsys, 2, [*argv, "--max-frames", "5"], "--max-frames 5")
+    assert "frames" in err and "raise --max-frames" in err
+    assert_one_line_error(capsys, 2, [*argv, "--max-frames", "0"], "at least 1")
+
+
+def test_progress_lines_estimate_the_time_left():
+    """ctx.progress reports become status lines with the steps done and, once a tenth is
+    done, the time left at the rate so far; at most one line every two seconds."""
+    from smc_hmm.progress import Progress
+
+    lines, now = [], [0.0]
+    spinner = types.SimpleNamespace(update=lines.append)
+    progress = Progress(spinner, "run", clock=lambda: now[0])
+    for step in range(1, 101):
+        now[0] = step * 0.5  # half a second a step
+        progress("forward recursion", step, 100)
+    import re
+
+    assert lines[0] == "run: forward recursion 1/100"  # no estimate before a tenth is done
+    estimates = [re.search(r"(\d+)/100, about (\d+) s left", line) for line in lines]
+    estimates = [(int(m[1]), int(m[2])) for m in estimates if m]
+    assert estimates and all(done >= 10 for done, _ in estimates)
+    assert all(abs(left - 0.5 * (100 - done)) <= 1 for done, left in estimates)
+    assert lines[-1] == "run: forward recursion 100/100"
+    assert len(lines) <= 27  # one line every two seconds
