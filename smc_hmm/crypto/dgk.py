@@ -21,8 +21,10 @@ here against well under a second, and it has neither the fixed-base tables
 nor the key holder's CRT paths that make this one fast.
 
 Only the *zero test* is needed: c = E(m) has c^{v_p} = g^{m v_p} mod p, which
-is 1 iff u | m (:meth:`DGKPrivateKey.is_zero`).  Full decryption of the small
-plaintext space is offered for tests (a table of u entries).
+is 1 iff u | m (:meth:`DGKPrivateKey.is_zero`); v_p and p are secret, so the
+exponentiation is constant time (:mod:`smc_hmm.crypto.consttime`), as is every other
+one whose exponent comes from the private key (decryption, key generation).  Full
+decryption of the small plaintext space is offered for tests (a table of u entries).
 
 Homomorphic helpers (:class:`DGKPublicKey`): E(m1) E(m2) = E(m1 + m2),
 E(m)^k = E(k m), E(m)^-1 = E(-m), constants g^m without randomness,
@@ -49,11 +51,11 @@ import math
 import threading
 import warnings
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 
 import gmpy2
 from gmpy2 import mpz
 
+from smc_hmm.crypto import consttime
 from smc_hmm.crypto.keys import NULL_METER, Meter
 from smc_hmm.crypto.randomness import FixedBaseTable
 from smc_hmm.crypto.rng import Rng
@@ -263,6 +265,7 @@ class DGKPrivateKey:
         "v_p",
         "v_q",
         "threads",
+        "secret_powmod",
         "_tables",
         "_q_inv",
         "_lock",
@@ -285,8 +288,10 @@ class DGKPrivateKey:
         self._tables = None
         self._dlog = None
         self._lock = threading.Lock()
-        #: threads of batched zero tests (gmpy2's list powmod runs without the GIL)
+        #: threads of batched zero tests (the constant-time backend releases the GIL)
         self.threads = 2
+        #: the constant-time exponentiation (None: :func:`consttime.default_backend`)
+        self.secret_powmod: consttime.SecretPowmod | None = None
 
     def _crt_tables(self):
         with self._lock:
@@ -302,11 +307,12 @@ class DGKPrivateKey:
                 # 1), and h^(r + c) is as uniform on <h> as h^r
                 rng = Rng.system()
                 cp, cq = 1 + rng.randbelow(int(self.v_p) - 1), 1 + rng.randbelow(int(self.v_q) - 1)
+                secret = self.secret_powmod  # c is secret: h^c in constant time
                 self._tables = (
                     tp,
                     tq,
-                    _powers(pk.g % p, pk.u, tp.pow(cp), p),
-                    _powers(pk.g % q, pk.u, tq.pow(cq), q),
+                    _powers(pk.g % p, pk.u, consttime.secret_powmod(hp, cp, p, secret), p),
+                    _powers(pk.g % q, pk.u, consttime.secret_powmod(hq, cq, q, secret), q),
                 )
             return self._tables
 
@@ -328,32 +334,31 @@ class DGKPrivateKey:
         meter.count("dgk_encrypt", len(out))
         return out
 
+    def _powers_v_p(self, ciphertexts) -> list[mpz]:
+        """c^{v_p} mod p for each c: v_p and p are secret, so in constant time, split over
+        :attr:`threads` threads (:func:`consttime.powmod_jobs`)."""
+        cs = [mpz(c) for c in ciphertexts]
+        return consttime.powmod_jobs([(cs, self.v_p, self.p)], self.threads, self.secret_powmod)[0]
+
     def is_zero(self, ciphertexts, meter: Meter = NULL_METER) -> list[bool]:
         """For each c = E(m): whether m = 0 mod u, i.e. c^{v_p} = 1 mod p."""
-        p, v_p = self.p, self.v_p
-        cs = [mpz(c) % p for c in ciphertexts]
+        cs = list(ciphertexts)
         meter.count("dgk_zero_test", len(cs))
-        if len(cs) < 64 or self.threads <= 1:
-            return [x == 1 for x in gmpy2.powmod_base_list(cs, v_p, p)] if cs else []
-        size = -(-len(cs) // self.threads)  # gmpy2 releases the GIL: one chunk per thread
-        chunks = [cs[i : i + size] for i in range(0, len(cs), size)]
-        with ThreadPoolExecutor(len(chunks)) as pool:
-            parts = pool.map(lambda chunk: gmpy2.powmod_base_list(chunk, v_p, p), chunks)
-            return [x == 1 for part in parts for x in part]
+        return [x == 1 for x in self._powers_v_p(cs)]
 
     def decrypt(self, ciphertexts) -> list[int]:
         """m in [0, u) for each c (a table of the u values of g^{m v_p} mod p)."""
         p = self.p
         with self._lock:
             if self._dlog is None:
-                base = gmpy2.powmod(self.public_key.g % p, self.v_p, p)
+                base = consttime.secret_powmod(self.public_key.g, self.v_p, p, self.secret_powmod)
                 table, x = {}, mpz(1)
                 for m in range(self.public_key.u):
                     table[x] = m
                     x = x * base % p
                 self._dlog = table
         out = []
-        for x in gmpy2.powmod_base_list([mpz(c) % p for c in ciphertexts], self.v_p, p):
+        for x in self._powers_v_p(ciphertexts):
             if x not in self._dlog:
                 raise InvalidCiphertextError("not a DGK ciphertext under this key")
             out.append(self._dlog[x])
@@ -399,9 +404,9 @@ def _generator(prime: mpz, order_factors: tuple, rng: Rng) -> mpz:
     """An element of Z*_prime of order exactly prod(order_factors) (distinct primes)."""
     order = math.prod(int(f) for f in order_factors)
     cofactor = (prime - 1) // order
-    while True:
-        x = gmpy2.powmod(mpz(2 + rng.randbelow(int(prime) - 3)), cofactor, prime)
-        if all(gmpy2.powmod(x, order // int(f), prime) != 1 for f in order_factors):
+    while True:  # exponents and modulus are the secret key's: constant time
+        x = consttime.secret_powmod(2 + rng.randbelow(int(prime) - 3), cofactor, prime)
+        if all(consttime.secret_powmod(x, order // int(f), prime) != 1 for f in order_factors):
             return x
 
 

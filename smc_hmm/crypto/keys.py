@@ -5,20 +5,21 @@ and ``phe.PaillierPrivateKey``: a phe ``EncryptedNumber`` made with our key
 decrypts with phe and vice versa.  On top they add what the fast paths need:
 gmpy2 copies of n and n^2, a fingerprint for the wire, a precision bound, a
 pluggable randomizer (DJN fixed-base table by default, see
-:mod:`smc_hmm.crypto.randomness`), batched CRT decryption, and a *meter* that
-counts operations for the cost ledger (thesis 3.1.2, Paillier 1999).
+:mod:`smc_hmm.crypto.randomness`), batched CRT decryption whose secret exponents run in
+constant time (:mod:`smc_hmm.crypto.consttime`), and a *meter* that counts operations
+for the cost ledger (thesis 3.1.2, Paillier 1999).
 """
 
 from __future__ import annotations
 
 import hashlib
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 
 import gmpy2
 import phe
 from gmpy2 import mpz
 
+from smc_hmm.crypto import consttime
 from smc_hmm.crypto.randomness import (
     DJNRandomizer,
     NthPowerRandomizer,
@@ -191,19 +192,33 @@ class PrivateKey(phe.PaillierPrivateKey):
         self._hp, self._hq = mpz(self.hp), mpz(self.hq)
         self._p_inv = mpz(self.p_inverse)
         public_key._primes = (self._p, self._q)
+        #: threads of a decryption batch: the p and q halves (and the ciphertexts) are
+        #: split over them when the constant-time backend releases the GIL
         self.decrypt_threads = 2
+        #: the constant-time exponentiation (None: :func:`consttime.default_backend`)
+        self.secret_powmod: consttime.SecretPowmod | None = None
 
-    def _decrypt_chunk(self, cs: list[mpz]) -> list[int]:
-        p, q, psq, qsq = self._p, self._q, self._psq, self._qsq
-        xp = gmpy2.powmod_base_list([c % psq for c in cs], p - 1, psq)  # releases the GIL
-        xq = gmpy2.powmod_base_list([c % qsq for c in cs], q - 1, qsq)
-        n, half = self.public_key.n_mpz, self.public_key.n_mpz // 2
+    def h_function(self, x, xsquare):
+        """phe's h_p = L_p(g^(p-1) mod p^2)^-1 mod p, its secret exponent in constant time
+        (phe's own uses a variable-time powmod)."""
+        g = self.public_key.g
+        return int(gmpy2.invert(self.l_function(consttime.secret_powmod(g, x - 1, xsquare), x), x))
+
+    def _residues(self, cs: list[mpz]) -> list[mpz]:
+        """m mod n in [0, n) for each ciphertext: c^(p-1) mod p^2 and c^(q-1) mod q^2 in
+        constant time (the two halves on two threads), then L and CRT."""
+        p, q = self._p, self._q
+        xp, xq = consttime.powmod_jobs(
+            [(cs, p - 1, self._psq), (cs, q - 1, self._qsq)],
+            self.decrypt_threads,
+            self.secret_powmod,
+        )
+        hp, hq, p_inv = self._hp, self._hq, self._p_inv
         out = []
         for a, b in zip(xp, xq):
-            mp = (a - 1) // p * self._hp % p
-            mq = (b - 1) // q * self._hq % q
-            m = mp + ((mq - mp) * self._p_inv % q) * p
-            out.append(int(m - n) if m > half else int(m))
+            mp = (a - 1) // p * hp % p
+            mq = (b - 1) // q * hq % q
+            out.append(mp + ((mq - mp) * p_inv % q) * p)
         return out
 
     def decrypt_ints(self, ciphertexts) -> list[int]:
@@ -211,13 +226,15 @@ class PrivateKey(phe.PaillierPrivateKey):
         cs = [mpz(c) for c in ciphertexts]
         self.public_key.validate_ciphertexts(cs, check_gcd=False)
         self.public_key.meter.count("decrypt", len(cs))
-        threads = self.decrypt_threads
-        if len(cs) < 16 or threads <= 1:
-            return self._decrypt_chunk(cs)
-        size = -(-len(cs) // threads)
-        chunks = [cs[i : i + size] for i in range(0, len(cs), size)]
-        with ThreadPoolExecutor(len(chunks)) as pool:
-            return [m for part in pool.map(self._decrypt_chunk, chunks) for m in part]
+        n = self.public_key.n_mpz
+        half = n // 2
+        return [int(m - n) if m > half else int(m) for m in self._residues(cs)]
+
+    def raw_decrypt(self, ciphertext):
+        """phe's interface (m in [0, n) of one ciphertext), through the constant-time path."""
+        if not isinstance(ciphertext, int):
+            raise TypeError(f"Expected ciphertext to be an int, not: {type(ciphertext)}")
+        return int(self._residues([mpz(ciphertext)])[0])
 
     def __repr__(self) -> str:
         return f"<PrivateKey for {self.public_key!r}>"

@@ -20,7 +20,9 @@ any h - 1 shares are within statistical distance 2^-sigma of shares of any other
 exponent (sigma >= 40): they say nothing about d.  Shares are integers, not residues
 (nobody but the dealer knows the group order n lambda), so a partial decryption is a
 full-size exponentiation modulo n^2 with a (2 bits(n) + sigma)-bit exponent: about
-six CRT decryptions' worth (``smc-hmm bench eigenvector`` reports the run's count).
+six CRT decryptions' worth (``smc-hmm bench eigenvector`` reports the run's count).  The
+share is secret, so the exponentiation is constant time (:mod:`smc_hmm.crypto.consttime`;
+a negative share exponentiates the inverses of the public ciphertexts).
 
 Written here rather than taken from a library: phe has no shared decryption, and the
 one maintained Python implementation we know of (TNO's
@@ -37,12 +39,12 @@ big-endian integers (:func:`pack_partials`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import gmpy2
 from gmpy2 import mpz
 
+from smc_hmm.crypto.consttime import powmod_jobs
 from smc_hmm.crypto.keys import PrivateKey, PublicKey
 from smc_hmm.crypto.rng import Rng
 from smc_hmm.errors import CryptoError, InvalidCiphertextError, InvalidInputError
@@ -60,8 +62,6 @@ __all__ = [
 
 #: default statistical hiding of the shares (bits)
 SIGMA = 40
-#: batches at least this long are split over two threads (gmpy2 releases the GIL)
-_THREAD_MIN = 4
 
 
 def decryption_exponent(private_key: PrivateKey) -> int:
@@ -127,14 +127,10 @@ class KeyShare:
         pk.validate_ciphertexts(cs)
         pk.meter.count("partial_decrypt", len(cs))
         e, n2 = mpz(self.exponent), pk.nsquare_mpz
-        if len(cs) < _THREAD_MIN:
-            return list(gmpy2.powmod_base_list(cs, e, n2)) if cs else []
-        half = (len(cs) + 1) // 2
-        with ThreadPoolExecutor(2) as pool:
-            parts = pool.map(
-                lambda chunk: gmpy2.powmod_base_list(chunk, e, n2), (cs[:half], cs[half:])
-            )
-            return [x for part in parts for x in part]
+        if e < 0:  # c^e = (c^-1)^|e|: the inverses of public ciphertexts
+            cs, e = [gmpy2.invert(c, n2) for c in cs], -e
+        # the share is secret: constant time, split over two threads
+        return powmod_jobs([(cs, e, n2)], threads=2)[0]
 
     def to_wire(self) -> list[int]:
         return [self.index, self.holders, self.sigma, int(self.exponent)]
