@@ -140,6 +140,10 @@ def option_type(
         except (TypeError, ValueError):
             kind = "an integer" if convert is int else "a number"
             raise OptionValueError(ConfigError(f"{name} must be {kind}, got {text!r}")) from None
+        if isinstance(value, float) and math.isinf(value) and "inf" not in text.lower():
+            raise OptionValueError(
+                ConfigError(f"{name} {text} is beyond the range of a floating-point number")
+            )
         try:
             return check(value, name)
         except SmcHmmError as error:

@@ -114,8 +114,16 @@ class PrimitiveRates:
                 int(d.get("scalar_bits", 64)),
                 {k: float(v) for k, v in d.get("exponents", SCALING_EXPONENTS).items()},
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise ConfigError(f"malformed primitive rates: {e}") from e
+        except KeyError as e:
+            raise ConfigError(
+                f"the primitive rates lack the entry {e.args[0]!r} (they need bits and rates; "
+                "smc-hmm bench primitives writes them)"
+            ) from e
+        except (TypeError, ValueError, AttributeError) as e:
+            raise ConfigError(
+                "the primitive rates are malformed: bits must be an integer and every rate "
+                f"a number of operations per second ({e})"
+            ) from e
 
 
 @dataclass

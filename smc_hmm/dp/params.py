@@ -18,14 +18,23 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
+
 from smc_hmm.errors import PrivacyParameterError
 
 __all__ = ["check_delta", "check_epsilon", "check_sensitivity"]
 
 
+def _shown(value: object) -> str:
+    """A value as the user wrote it: numpy scalars as plain Python values."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    return repr(value)
+
+
 def _real(value: object, name: str, error: type[Exception]) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise error(f"{name} must be a real number, got {value!r}")
+        raise error(f"{name} must be a real number, got {_shown(value)}")
     return float(value)
 
 
@@ -35,7 +44,7 @@ def check_epsilon(
     """Return ``epsilon`` as a float if it is a finite real > 0, else raise ``error``."""
     value = _real(epsilon, name, error)
     if not (math.isfinite(value) and value > 0):
-        raise error(f"{name} must be finite and > 0, got {epsilon!r}")
+        raise error(f"{name} must be finite and > 0, got {_shown(epsilon)}")
     return value
 
 
@@ -48,7 +57,7 @@ def check_sensitivity(
     """Return ``sensitivity`` as a float if it is a finite real >= 0, else raise ``error``."""
     value = _real(sensitivity, name, error)
     if not (math.isfinite(value) and value >= 0):
-        raise error(f"{name} must be finite and >= 0, got {sensitivity!r}")
+        raise error(f"{name} must be finite and >= 0, got {_shown(sensitivity)}")
     return value
 
 
@@ -58,5 +67,5 @@ def check_delta(
     """Return ``delta`` as a float if it is a real in (0, 1), else raise ``error``."""
     value = check_epsilon(delta, name, error=error)
     if value >= 1:
-        raise error(f"{name} must be in (0, 1), got {delta!r}")
+        raise error(f"{name} must be in (0, 1), got {_shown(delta)}")
     return value

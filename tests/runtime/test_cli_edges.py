@@ -443,3 +443,21 @@ def test_bench_compare_labels_no_baseline_when_tno_is_skipped(tmp_path):
 def test_release_help_points_to_its_guide(capsys, argv):
     assert main([*argv, "--help"]) == 0
     assert "docs/dp-release.md" in " ".join(capsys.readouterr().out.split())
+
+
+def test_numbers_are_reported_as_the_user_wrote_them(capsys):
+    """Issue 36, item 14: '--eps 1e400' is not 'got inf', and a numpy value is shown as a
+    plain one, not 'np.str_('x')'."""
+    import numpy as np
+
+    from smc_hmm.cli import main
+    from smc_hmm.dp.params import check_epsilon
+    from smc_hmm.errors import PrivacyParameterError
+
+    assert main(["release", "hmm", "--data", ".", "--eps", "1e400"]) == 2
+    err = capsys.readouterr().err
+    assert "1e400 is beyond the range" in err and "inf" not in err
+    with pytest.raises(PrivacyParameterError, match=r"got 'x'$"):
+        check_epsilon(np.str_("x"))
+    with pytest.raises(PrivacyParameterError, match=r"got -1.0$"):
+        check_epsilon(np.float64(-1))

@@ -406,3 +406,14 @@ def test_the_model_prices_counted_multiexp_multiplications_as_additions():
     assert long_rows < short_rows / 2
     assert multiplication_count(9, 10, 221) < 10 * multiplication_count(9, 1, 221)  # tables
     assert multiplication_count(0, 1, 10) == multiplication_count(5, 1, 0) == 0
+
+
+def test_malformed_rates_say_what_is_missing_in_words():
+    """Issue 36, item 14: not "malformed primitive rates: 'bits'"."""
+    from smc_hmm.cost.model import PrimitiveRates
+    from smc_hmm.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="lack the entry 'bits'"):
+        PrimitiveRates.from_dict({"rates": {}})
+    with pytest.raises(ConfigError, match="bits must be an integer"):
+        PrimitiveRates.from_dict({"bits": "many", "rates": {}})
