@@ -4,13 +4,20 @@ Every row times the same work both ways in one run at the same key size and
 reports medians and the ratio (how many times faster ours is).  The target of a
 row (the speed-up it must reach, e.g. ">= 8x" for the 820-term combination on two
 lanes) is printed next to its ratio.
+
+The CRT decryption rows put three exponentiations of the same ciphertexts side by side,
+timed in interleaved rounds: ``gmpy2.powmod``, as the code before constant-time decryption
+(commit a416770) decrypted, OpenSSL's constant-time exponentiation (the default now) and
+the ``gmpy2.powmod_sec`` fallback (:mod:`smc_hmm.crypto.consttime`).
 """
 
 from __future__ import annotations
 
+import copy
 import secrets
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import gmpy2
 import numpy as np
@@ -31,8 +38,9 @@ from smc_hmm.bench.common import (
     throwaway_keypair,
 )
 from smc_hmm.compute import Compute
-from smc_hmm.crypto import CipherArray, PublicKey, RandomizerPool
+from smc_hmm.crypto import CipherArray, PublicKey, RandomizerPool, consttime
 from smc_hmm.crypto.packing import PackedCipherArray, PackingPlan
+from smc_hmm.errors import CryptoError
 
 #: the speed-ups ours must reach over phe + gmpy2 (at 2048 bits): encryption by default,
 #: with short exponents, online from a warm pool; packed decryption; the 820-term
@@ -42,6 +50,10 @@ SHORT_ENCRYPT_TARGET = 40
 POOL_ENCRYPT_TARGET = 500
 PACKED_DECRYPT_TARGET = 10
 LINCOMB_TARGET = 8
+#: CRT decryption, the constant-time default against the variable-time code before it
+#: (commit a416770), in the same run; a target at 2048 bits and above
+CRT_DECRYPT_TARGET = 1.6
+CRT_DECRYPT_TARGET_BITS = 2048
 
 
 def run(
@@ -62,6 +74,7 @@ def run(
     values = [secrets.randbelow(1 << 40) - (1 << 39) for _ in range(batch)]
     rows = _encryption_rows(pk, phe_pk, public_only, values, repeats, workers, say)
     rows += _decryption_and_arithmetic_rows(pk, sk, phe_pk, phe_sk, values, repeats, say)
+    rows += _crt_decryption_rows(pk, sk, values, repeats, say)
     rows += _lincomb_rows(pk, sk, phe_pk, public_only, terms, repeats, workers, say)
     return BenchResult(
         "crypto",
@@ -73,7 +86,8 @@ def run(
             "terms": terms,
             "workers": workers,
             "phe": phe.__version__ if hasattr(phe, "__version__") else "1.5.0",
-            "gmpy2": str(mpz.__module__),
+            "gmpy2": gmpy2.version(),
+            "constant_time_backend": consttime.default_backend().describe(),
         },
     )
 
@@ -233,6 +247,115 @@ def _decryption_and_arithmetic_rows(pk, sk, phe_pk, phe_sk, values, repeats: int
             better=LOWER,
         )
     )
+    return rows
+
+
+def _decrypt_variable_time(sk, ciphertexts) -> list[int]:
+    """CRT decryption as commit a416770 (before constant time) computed it, for the same-run
+    comparison: ``gmpy2.powmod_base_list`` (variable time in the secret p - 1, q - 1), one
+    chunk of ciphertexts per thread for batches of 16 or more."""
+    cs = [mpz(c) for c in ciphertexts]
+    sk.public_key.validate_ciphertexts(cs, check_gcd=False)
+
+    def chunk(part):
+        p, q, psq, qsq = sk._p, sk._q, sk._psq, sk._qsq
+        xp = gmpy2.powmod_base_list([c % psq for c in part], p - 1, psq)
+        xq = gmpy2.powmod_base_list([c % qsq for c in part], q - 1, qsq)
+        n, half = sk.public_key.n_mpz, sk.public_key.n_mpz // 2
+        out = []
+        for a, b in zip(xp, xq):
+            mp = (a - 1) // p * sk._hp % p
+            mq = (b - 1) // q * sk._hq % q
+            m = mp + ((mq - mp) * sk._p_inv % q) * p
+            out.append(int(m - n) if m > half else int(m))
+        return out
+
+    if len(cs) < 16 or sk.decrypt_threads <= 1:
+        return chunk(cs)
+    size = -(-len(cs) // sk.decrypt_threads)
+    chunks = [cs[i : i + size] for i in range(0, len(cs), size)]
+    with ThreadPoolExecutor(len(chunks)) as pool:
+        return [m for part in pool.map(chunk, chunks) for m in part]
+
+
+def _crt_decryption_rows(pk, sk, values, repeats: int, say):
+    """CRT decryption as before (gmpy2.powmod, variable time) against the constant-time
+    backends, medians of interleaved rounds: a batch (two threads either way), one
+    ciphertext (its two halves on two threads now), one exponentiation c^(p-1) mod p^2."""
+    say("CRT decryption: gmpy2.powmod (as before, a416770) vs the constant-time backends")
+    backends = {"gmpy2.powmod_sec": consttime.GMPY2_SEC}
+    try:
+        backends = {"OpenSSL consttime": consttime.backend_by_name("openssl"), **backends}
+    except CryptoError:
+        say("OpenSSL's BN_mod_exp_mont_consttime is not available here: no OpenSSL rows")
+    keys = {}
+    for name, backend in backends.items():
+        keys[name] = copy.copy(sk)  # the same key, decrypting on this backend
+        keys[name].secret_powmod = backend
+    cts = CipherArray.encrypt(pk, values).ciphertexts()
+    one = cts[:1]
+    if any(k.decrypt_ints(cts) != values for k in keys.values()) or (
+        _decrypt_variable_time(sk, cts) != values
+    ):
+        raise AssertionError("CRT decryption mismatch in benchmark")
+    p, psq = sk._p, sk._psq
+    base = cts[0] % psq
+    singles = 8  # one-ciphertext calls per timing (each ~1-3 ms at 2048 bits)
+    fns = {"old batch": lambda: _decrypt_variable_time(sk, cts)}
+    fns |= {f"{name} batch": lambda k=k: k.decrypt_ints(cts) for name, k in keys.items()}
+    fns["old one"] = lambda: [_decrypt_variable_time(sk, one) for _ in range(singles)]
+    fns |= {
+        f"{name} one": lambda k=k: [k.decrypt_ints(one) for _ in range(singles)]
+        for name, k in keys.items()
+    }
+    fns["old exp"] = lambda: [gmpy2.powmod(base, p - 1, psq) for _ in range(singles)]
+    fns |= {
+        f"{name} exp": lambda b=b: [b.powmod(base, p - 1, psq) for _ in range(singles)]
+        for name, b in backends.items()
+    }
+    rounds = max(repeats, 7)
+    t = interleaved_medians(fns, rounds)
+    per_value, per_single = 1e6 / len(cts), 1e6 / singles
+    target = CRT_DECRYPT_TARGET if pk.bits >= CRT_DECRYPT_TARGET_BITS else None
+    rows: list[Row] = []
+    for name in backends:
+        rows.append(
+            Row(
+                f"CRT decryption, batch of {len(cts)}: {name} vs gmpy2.powmod (a416770)",
+                t[f"{name} batch"] * per_value,
+                t["old batch"] * per_value,
+                "us/value",
+                target if name == "OpenSSL consttime" else None,
+                f"2 threads both; medians of {rounds} interleaved rounds"
+                + ("; target: >= 1.6x faster than a416770" if target and "OpenSSL" in name else ""),
+                better=LOWER,
+            )
+        )
+    for name in backends:
+        rows.append(
+            Row(
+                f"CRT decryption, one ciphertext: {name} vs gmpy2.powmod (a416770)",
+                t[f"{name} one"] * per_single,
+                t["old one"] * per_single,
+                "us/value",
+                None,
+                "before: the halves one after the other; now on two threads if the backend "
+                "releases the GIL",
+                better=LOWER,
+            )
+        )
+    for name in backends:
+        rows.append(
+            Row(
+                f"exponentiation c^(p-1) mod p^2, one thread: {name} vs gmpy2.powmod",
+                t[f"{name} exp"] * per_single,
+                t["old exp"] * per_single,
+                "us",
+                None,
+                f"{psq.bit_length()}-bit modulus, {(p - 1).bit_length()}-bit exponent",
+                better=LOWER,
+            )
+        )
     return rows
 
 
