@@ -30,10 +30,16 @@ def log_fixed(value: int, scale: int) -> int:
 
 
 def exp_fixed(exponent: int, scale: int, out_scale: int) -> int:
-    """round(2^out_scale * exp(exponent / 2^scale)) for exponent <= 0 (0 when it underflows)."""
+    """round(2^out_scale * exp(exponent / 2^scale)) for exponent <= 0 (0 when it underflows).
+
+    The same operations whatever the exponent: the callers' exponents are secret (a
+    component's distance behind the best one), so there is no early return for the ones
+    that round to 0.  An exponent below -(out_scale + 2) nats is raised to that floor
+    first (its exponential, at most e^-2 < 1/2 after scaling, still rounds to 0) and then
+    divided, exponentiated, scaled and rounded like any other, so that MPFR works on a
+    number of the usual size."""
     if exponent > 0:
         raise InvalidInputError("exp_fixed takes non-positive exponents")
-    if -exponent > (out_scale + 2) << scale:  # exp(-(out_scale + 2)) < 2^-(out_scale + 1)
-        return 0
+    exponent = max(exponent, -((out_scale + 2) << scale))
     x = _HP.div(mpz(exponent), mpz(1) << scale)
     return round_mpfr(_HP.mul(_HP.exp(x), mpz(1) << out_scale))
