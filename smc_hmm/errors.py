@@ -234,6 +234,12 @@ class ServerShutdownError(TransportError):
     not finish within the shutdown bound is ended."""
 
 
+class ServedProtocolError(ProtocolError):
+    """A serving party declared another protocol or other public parameters (a mode, a
+    threshold) than the client asked for: the client refuses before sending anything that
+    depends on its input (:func:`smc_hmm.runtime.client.run_client_session`)."""
+
+
 class BudgetError(ProtocolError):
     """A serving party refused a run: the client identity's budget of frames for the period
     would be exceeded (``[serve] max_frames_per_client`` / ``hiding_nats``,

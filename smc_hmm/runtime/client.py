@@ -5,8 +5,12 @@ certificate with the client role; the server's certificate must name the server
 party), sends the hello and receives the session: its number, the protocol by
 registered name (a client only runs the protocol it asked for, never a
 ``module:object`` reference from the network) and its public parameters, which
-the protocol's own descriptor validates.  Then the client's role runs over the
-one connection like any other party, with every receive bounded.  The server is a
+the protocol's own descriptor validates.  The client compares the protocol and the
+public parameters the server declares (a mode, a threshold) with the ones its user asked
+for (``expect``) and refuses a mismatch with
+:class:`~smc_hmm.errors.ServedProtocolError` before anything that depends on its input
+is sent: only the hello (its own name) has left by then.  Then the client's role runs
+over the one connection like any other party, with every receive bounded.  The server is a
 peer like any other: its key sizes and the parameters it picks are checked against
 :mod:`smc_hmm.limits` (``max_key_bits``), and the messages it sends ahead of what the
 protocol asks for against a channel budget (64 messages of at most ``max_frame_bytes``
@@ -25,6 +29,7 @@ import socket
 import ssl
 import time
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +42,7 @@ from smc_hmm.errors import (
     PeerDisconnectedError,
     PeerTimeoutError,
     ProtocolError,
+    ServedProtocolError,
     ServerBusyError,
     ServerShutdownError,
     SmcHmmError,
@@ -56,7 +62,14 @@ from smc_hmm.transport.tcp import (
 )
 from smc_hmm.wire import DEFAULT_MAX_FRAME_BYTES, WireCodec
 
-__all__ = ["client_tls", "connect", "parse_server", "run_client_session", "run_party_client"]
+__all__ = [
+    "check_served",
+    "client_tls",
+    "connect",
+    "parse_server",
+    "run_client_session",
+    "run_party_client",
+]
 
 #: messages a server may send ahead of what the client's protocol has asked for
 CLIENT_BUFFERED_MESSAGES = 64
@@ -180,6 +193,41 @@ def connect(
         raise
 
 
+def _param(params, key: str):
+    if isinstance(params, Mapping):
+        return params.get(key)
+    return getattr(params, key, None)
+
+
+def check_served(descriptor, reply: Mapping, expect: Mapping | None = None, server_name="bob"):
+    """The server's declared parameters, parsed by the protocol's descriptor, once they
+    are what the client asked for: the same protocol and, for every key of ``expect``
+    (public parameters such as ``mode`` or ``threshold``, parsed by the same descriptor, so
+    defaults and number types compare alike), the same value.  Raises
+    :class:`~smc_hmm.errors.ServedProtocolError` (one line) otherwise."""
+    if reply["protocol"] != descriptor.name:
+        raise ServedProtocolError(
+            f"{server_name} serves {reply['protocol']!r}, not {descriptor.name!r}: refused "
+            "before sending anything"
+        )
+    params = descriptor.params(reply["params"])
+    expect = {k: v for k, v in (expect or {}).items() if k != "name"}
+    if not expect:
+        return params
+    wanted = descriptor.params(expect)
+    differ = [
+        f"{key} = {_param(params, key)!r} (asked for {_param(wanted, key)!r})"
+        for key in expect
+        if _param(params, key) != _param(wanted, key)
+    ]
+    if differ:
+        raise ServedProtocolError(
+            f"{server_name} serves {descriptor.name!r} with {', '.join(differ)}: refused "
+            "before sending anything"
+        )
+    return params
+
+
 def run_client_session(
     protocol: str,
     role: str,
@@ -197,11 +245,16 @@ def run_client_session(
     keypair=None,
     wrap_transport=None,
     max_key_bits: int = MAX_KEY_BITS,
+    expect: Mapping | None = None,
 ) -> dict[str, Any]:
-    """One session against a serving party: ``{"output", "cost", "elapsed", "session"}``.
+    """One session against a serving party: ``{"output", "cost", "elapsed", "session",
+    "params", "records"}`` (``records``: whether the server said it keeps a record of
+    each session's result, ``smc-hmm serve --results``).
 
     ``protocol`` is the registered protocol the client expects; the server's
-    parameters for it are validated by its descriptor.  ``role``: the client's
+    parameters for it are validated by its descriptor, and the ones named in ``expect``
+    must equal the client's (:func:`check_served`: a mismatch is refused before the
+    client's role sends anything).  ``role``: the client's
     role; if it holds the key pair, one of ``key_bits`` is generated (or
     ``keypair`` is used).  Every receive waits at most ``timeout`` seconds.
     ``wrap_transport(transport)`` may wrap the connection (fault injection in tests).
@@ -224,11 +277,7 @@ def run_client_session(
     )
     ledger = CostLedger(reply["you"])
     try:
-        if reply["protocol"] != descriptor.name:
-            raise ProtocolError(
-                f"{server_name} serves {reply['protocol']!r}, not {descriptor.name!r}"
-            )
-        params = descriptor.params(reply["params"])
+        params = check_served(descriptor, reply, expect, server_name)
         channel = Channel(
             transport if wrap_transport is None else wrap_transport(transport),
             WireCodec(max_frame_bytes=max_frame_bytes),
@@ -259,6 +308,7 @@ def run_client_session(
         "elapsed": time.perf_counter() - start,
         "session": reply["session"],
         "params": reply["params"],
+        "records": reply.get("results") is True,
     }
 
 
@@ -300,6 +350,7 @@ def run_party_client(name: str, config, *, result_path=None) -> dict:
             timeout=config.timeout,
             connect_timeout=config.connect_timeout,
             max_frame_bytes=config.max_frame_bytes,
+            expect=config.params,  # this configuration's [protocol] table, if it has one
         )
         result.update(
             ok=True,

@@ -583,3 +583,42 @@ def test_the_frame_budget_slides_with_its_period():
     now[0] = 61.0
     budget.charge("carol", 10)  # the first charge left the window
     assert budget.spent("carol") == 10
+
+
+def test_keyword_and_party_clients_check_the_servers_mode(setup, server, tmp_path, capsys):
+    """Every served protocol: the keyword client that asks for the private argmax refuses
+    a server of the fast one (here the harness's), from Python and from the command line;
+    smc-hmm party --role alice compares its configuration's [protocol] table."""
+    from smc_hmm.cli import main
+    from smc_hmm.errors import ServedProtocolError
+    from smc_hmm.runtime.client import client_tls, run_client_session
+
+    config, certs, cases = setup
+    tls, name = client_tls(certs, "alice")
+    with pytest.raises(ServedProtocolError, match="mode = 'fast' \\(asked for 'private'\\)"):
+        run_client_session("keyword", "alice", cases[0][0], server=server.address, tls=tls,
+                           name=name, key_bits=512, insecure=True, keypair=keypair(),
+                           expect={"mode": "private"})  # fmt: skip
+    with pytest.raises(ServedProtocolError, match="serves 'keyword', not 'speaker'"):
+        run_client_session("speaker", "alice", cases[0][0], server=server.address, tls=tls,
+                           name=name, key_bits=512, insecure=True, keypair=keypair())  # fmt: skip
+    from scipy.io import wavfile
+
+    t = np.arange(800) / 8000
+    wavfile.write(tmp_path / "w.wav", 8000, (np.sin(2 * np.pi * 300 * t) * 9000).astype(np.int16))
+    host, port = server.address
+    argv = ["keyword", "--audio", str(tmp_path / "w.wav"), "--server", f"{host}:{port}",
+            "--certs", str(certs), "--name", "alice", "--key-bits", "512",
+            "--insecure"]  # fmt: skip
+    assert main([*argv, "--mode", "private"]) == 2
+    assert "asked for 'private'" in capsys.readouterr().err
+    np.save(tmp_path / "frames.npy", cases[0][0])
+    text = config.path.read_text().replace(
+        "[parties.alice]\n", f'[parties.alice]\nfeatures = "{tmp_path / "frames.npy"}"\n'
+    )
+    text = text.replace(f"port = {config.party('bob').port}\n", f"port = {port}\n")
+    client_toml = config.path.parent / "client-private.toml"
+    client_toml.write_text(text.replace('mode = "fast"', 'mode = "private"'))
+    assert main(["party", "--role", "alice", "--config", str(client_toml)]) == 2
+    assert "asked for 'private'" in capsys.readouterr().err
+    _wait_for(lambda: server.counts["failed"] == 4)
