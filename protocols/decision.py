@@ -2,10 +2,10 @@
 under keyword recognition and spotting (garbage model) and speaker recognition (UBM).
 
 Thesis 003, 4.2.1 ("Secure Keyword Recognition": Alice learns only the argmax) and 5.2.2
-(verification against a background model).  Bob holds E(s_0..s_(k-1)) (integers within a public
-bound); the comparisons are :mod:`protocols.compare`'s (DGK with
-Veugen's correction, a tournament over Bob's random order, so ties go to a uniformly
-random one of the tied labels).  Two public rules:
+(verification against a background model, also of a claim Bob never sees).  Bob holds
+E(s_0..s_(k-1)) (integers within a public bound); the comparisons are
+:mod:`protocols.compare`'s (DGK with Veugen's correction, a tournament over Bob's random
+order, so ties go to a uniformly random one of the tied labels).  Three public rules:
 
 * ``argmax``: Bob adds the public ``offset`` to the reference's score (if there is a
   reference), the tournament finds the winner, and its label is revealed to Alice.
@@ -13,13 +13,37 @@ random one of the tied labels).  Two public rules:
   beats it by more than the offset; speaker identification: the UBM with the margin.
 * ``beats``: Bob learns the bit [s_ref + offset < max of the others] (the max of one or
   of several non-reference scores, which stays encrypted).  Speaker verification (the
-  claim against the UBM) and anonymous verification.
+  claim, public there, against the UBM).
+* ``claimed``: Alice chooses one non-reference score k* and Bob learns only the bit
+  [s_ref + offset < s_k*], never k*.  Anonymous speaker verification (the claimed
+  speaker against the UBM, the claim private).  Steps:
 
-Who learns what (semi-honest): Alice learns the label (``argmax``) or nothing (``beats``);
-Bob learns nothing (``argmax``) or the bit (``beats``); the comparisons' own views are
-masked values (statistical distance 2^-sigma) and uniform bits
-(:mod:`protocols.compare`'s docstring).  Every message is declared from public sizes
-(:meth:`DecisionSpec.messages`).
+  1. Alice -> Bob ``select_tag``: E(c_k) for the K = count - 1 non-reference scores in
+     index order, c the one-hot vector of her choice (declared bound 1).
+  2. One batched comparison of K pairs, E(b_k) = E([s_ref + offset < s_k]), the bits
+     kept encrypted at Bob (:func:`protocols.compare.bob_compare`, no reveal).
+  3. One batched secure multiplication of K pairs, E(b_k c_k)
+     (:func:`protocols.primitives.bob_secure_multiply`); Bob sums them:
+     E(b_k*) = E(sum_k b_k c_k).
+  4. The bit is revealed to Bob (:func:`protocols.compare.bob_reveal`, ``"bob"``).
+
+  Every model's comparison runs whatever the choice, so Bob's frames are the same for
+  every k* (the transcript tests).  **Semi-honest only.**  A one-hot c is assumed, not
+  checked: Bob cannot check it without learning more.  A client who sends another vector
+  learns nothing more, but what it gets accepted changes: any vector gives
+  sum_k c_k b_k, so an acceptance still needs some b_k = 1, i.e. some enrolled speaker
+  beating the reference.  A client who also deviates inside the multiplication or
+  the comparisons can make the bit anything (as in every protocol of the thesis,
+  which assumes semi-honest parties).
+
+Who learns what (semi-honest): Alice learns the label (``argmax``) or nothing (``beats``,
+``claimed``); Bob learns nothing (``argmax``) or the bit (``beats``, ``claimed``: not
+which score was compared); the comparisons' own views are masked values (statistical
+distance 2^-sigma) and uniform bits (:mod:`protocols.compare`'s docstring), the
+multiplication's are operands plus masks of sigma extra bits
+(:mod:`protocols.primitives`).  Every message is declared from public sizes
+(:meth:`DecisionSpec.messages`).  :func:`decide_plain` is the same rule on plaintext
+integers (the tests' and benchmarks' reference).
 """
 
 from __future__ import annotations
@@ -29,11 +53,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from protocols import compare
+from protocols.primitives import (
+    MaskSpec,
+    alice_secure_multiply,
+    bob_secure_multiply,
+    multiply_randomizers,
+)
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import InvalidInputError
-from smc_hmm.messages import Message
+from smc_hmm.messages import Ciphertexts, Message
 
-RULES = ("argmax", "beats")
+RULES = ("argmax", "beats", "claimed")
 
 
 @dataclass(frozen=True)
@@ -44,7 +74,9 @@ class DecisionSpec:
     comparisons' bit length (at least bits(bound) + 1, the default).
     ``reference``: the index of the reference model (garbage model, UBM) or None;
     ``offset``: the public integer added to its score; ``rule``: ``argmax`` (label to
-    Alice) or ``beats`` (bit to Bob); ``tags``: the reveal's message tags."""
+    Alice), ``beats`` (bit to Bob) or ``claimed`` (bit to Bob for Alice's private choice);
+    ``tags``: the reveal's message tags; ``select_tag``: the tag of Alice's encrypted
+    choice (``claimed``)."""
 
     count: int
     bound: int
@@ -54,6 +86,7 @@ class DecisionSpec:
     sigma: int = 40
     tags: tuple[str, str, str] = compare.ARGMAX_TAGS
     bits: int | None = None
+    select_tag: str = "dec.select"
 
     def __post_init__(self):
         if self.bits is None:
@@ -64,13 +97,20 @@ class DecisionSpec:
             raise InvalidInputError(f"rule must be one of {RULES}, got {self.rule!r}")
         if self.reference is not None and not 0 <= self.reference < self.count:
             raise InvalidInputError(f"reference {self.reference} is not one of {self.count}")
-        if self.rule == "beats" and (self.reference is None or self.count < 2):
-            raise InvalidInputError("the 'beats' rule needs a reference and another score")
+        if self.rule != "argmax" and (self.reference is None or self.count < 2):
+            raise InvalidInputError(f"the {self.rule!r} rule needs a reference and another score")
 
     @property
     def others(self) -> list[int]:
         """The non-reference scores (``beats``)."""
         return [i for i in range(self.count) if i != self.reference]
+
+    def one_hot(self, choice: int | None) -> list[int]:
+        """``claimed``: Alice's choice (an index other than the reference) as the one-hot
+        vector over :attr:`others`."""
+        if choice not in self.others:
+            raise InvalidInputError(f"the choice must be one of the scores {self.others}")
+        return [int(i == choice) for i in self.others]
 
     def argmax_params(self) -> compare.ArgmaxParams:
         if self.rule == "argmax":
@@ -89,6 +129,18 @@ class DecisionSpec:
     def compare_spec(self) -> compare.CompareSpec:
         return compare.CompareSpec(self.bits, 1, self.sigma)
 
+    def claimed_compare_spec(self) -> compare.CompareSpec:
+        """``claimed``: one batched comparison of the reference against every other score."""
+        return compare.CompareSpec(self.bits, len(self.others), self.sigma)
+
+    def select_spec(self) -> MaskSpec:
+        """``claimed``: the secure multiplication of the bits by Alice's one-hot choice."""
+        return MaskSpec((0, 0), (1, 1), (len(self.others),), self.sigma)
+
+    def select_message(self) -> Message:
+        """``claimed``: Alice's encrypted one-hot choice over the non-reference scores."""
+        return Message(self.select_tag, Ciphertexts(0, 1, (len(self.others),)))
+
     @property
     def reveal_bound(self) -> int:
         return self.count - 1 if self.rule == "argmax" else 1
@@ -98,10 +150,17 @@ class DecisionSpec:
         counts (what an offline phase precomputes)."""
         out = {"alice": 0, "bob": 0}
         parts = [compare.reveal_randomizers("alice" if self.rule == "argmax" else "bob")]
-        if self.rule == "argmax" or len(self.others) > 1:
+        if self.rule == "argmax" or (self.rule == "beats" and len(self.others) > 1):
             parts.append(self.argmax_params().randomizers())
         if self.rule == "beats":
             parts.append(self.compare_spec().randomizers())
+        if self.rule == "claimed":
+            k = len(self.others)
+            parts += [
+                {"alice": k, "bob": 0},  # Alice's encrypted choice
+                self.claimed_compare_spec().randomizers(),
+                multiply_randomizers(k),
+            ]
         for part in parts:
             out = {k: out[k] + part[k] for k in out}
         return out
@@ -109,14 +168,38 @@ class DecisionSpec:
     def messages(self) -> list[Message]:
         """Every message of the decision, declared from public sizes (for the transcript
         harness and for readers)."""
-        out = list(self.compare_spec().messages().values())
-        out += self.argmax_params().messages()
+        if self.rule == "claimed":
+            out = [self.select_message(), *self.claimed_compare_spec().messages().values()]
+        else:
+            out = list(self.compare_spec().messages().values())
+            out += self.argmax_params().messages()
         out += list(compare.reveal_messages((1,), self.reveal_bound, self.tags, self.sigma))
         return out
 
 
+def decide_plain(spec: DecisionSpec, scores, choice: int | None = None):
+    """The rule on plaintext integers, as the secure stage computes it (the reference of
+    the tests and benchmarks): ``argmax`` returns the winner's index (ties: the lowest
+    index here, a uniformly random tied one in the secure stage); ``beats`` and
+    ``claimed`` return the bit, ``claimed`` for the score ``choice`` (an index other than
+    the reference)."""
+    values = [int(v) for v in scores]
+    if len(values) != spec.count:
+        raise InvalidInputError(f"{len(values)} scores for a decision over {spec.count}")
+    if spec.reference is not None:
+        values[spec.reference] += spec.offset
+    if spec.rule == "argmax":
+        return max(range(spec.count), key=lambda i: (values[i], -i))
+    reference = values[spec.reference]
+    if spec.rule == "beats":
+        return reference < max(values[i] for i in spec.others)
+    bits = [int(reference < values[i]) for i in spec.others]
+    return bool(sum(b * c for b, c in zip(bits, spec.one_hot(choice))))
+
+
 def bob_decide(ctx, scores: CipherArray, spec: DecisionSpec, peer: str = "alice"):
-    """Bob: ``argmax`` returns None (Alice learns the label); ``beats`` returns the bit."""
+    """Bob: ``argmax`` returns None (Alice learns the label); ``beats`` and ``claimed``
+    return the bit."""
     if scores.shape != (spec.count,):
         raise InvalidInputError(f"{scores.shape} scores for a decision over {spec.count}")
     bound = spec.bound
@@ -131,6 +214,8 @@ def bob_decide(ctx, scores: CipherArray, spec: DecisionSpec, peer: str = "alice"
         label, _ = compare.bob_argmax(ctx, values, dgk_pk, spec.argmax_params(), peer=peer)
         compare.bob_reveal(ctx, label, spec.reveal_bound, "alice", peer, spec.tags, spec.sigma)
         return None
+    if spec.rule == "claimed":
+        return _bob_claimed(ctx, values, dgk_pk, spec, peer)
     others = spec.others
     best = values[others[0] : others[0] + 1]
     if len(others) > 1:
@@ -144,9 +229,39 @@ def bob_decide(ctx, scores: CipherArray, spec: DecisionSpec, peer: str = "alice"
     return bool(accept)
 
 
-def alice_decide(ctx, spec: DecisionSpec, peer: str = "bob") -> int | None:
-    """Alice's half: ``argmax`` returns the winner's index; ``beats`` returns None."""
+def _bob_claimed(ctx, values: CipherArray, dgk_pk, spec: DecisionSpec, peer: str) -> bool:
+    """``claimed`` (module docstring, steps 1-4): every comparison runs, Alice's encrypted
+    one-hot choice selects the bit."""
+    choice = ctx.recv(peer, spec.select_message())  # step 1: E(c_k), bound 1
+    ref = values[spec.reference : spec.reference + 1]
+    k = len(spec.others)
+    refs = CipherArray.concatenate([ref] * k).with_bound(spec.bound)
+    others = CipherArray.concatenate([values[i : i + 1] for i in spec.others])
+    # step 2: E(b_k) = E([s_ref + offset < s_k]) for every k, kept encrypted
+    bits = compare.bob_compare(
+        ctx, refs, others.with_bound(spec.bound), dgk_pk, spec.claimed_compare_spec(), peer
+    )
+    # step 3: E(b_k c_k), summed: E(b_k*) for Alice's choice k* (a one-hot c: bound 1)
+    picked = bob_secure_multiply(ctx, bits, choice, spec.select_spec(), peer)
+    chosen = picked.with_bound(1).sum().with_bound(1).reshape(1)
+    # step 4: the bit to Bob
+    (accept,) = compare.bob_reveal(ctx, chosen, 1, "bob", peer, spec.tags, spec.sigma)
+    return bool(accept)
+
+
+def alice_decide(ctx, spec: DecisionSpec, peer: str = "bob", choice: int | None = None):
+    """Alice's half: ``argmax`` returns the winner's index; ``beats`` and ``claimed``
+    return None.  ``choice``: ``claimed``'s private index (any score but the reference)."""
+    if spec.rule == "claimed":
+        one_hot = spec.one_hot(choice)  # a bad choice is refused before anything is sent
     dgk_sk = compare.alice_send_keys(ctx, spec.compare_spec(), peer)
+    if spec.rule == "claimed":
+        pk, _ = ctx.keypair
+        ctx.send(peer, spec.select_message(), CipherArray.encrypt_encoded(pk, one_hot, 0, 1))
+        compare.alice_compare(ctx, dgk_sk, spec.claimed_compare_spec(), peer)
+        alice_secure_multiply(ctx, spec.select_spec(), peer)
+        compare.alice_reveal(ctx, (1,), 1, "bob", peer, spec.tags, spec.sigma)
+        return None
     if spec.rule == "argmax":
         compare.alice_argmax(ctx, dgk_sk, spec.argmax_params(), peer)
         (index,) = compare.alice_reveal(

@@ -3,8 +3,8 @@
 Roles and data:
 
 * **Alice** (client) holds the Paillier key pair and an utterance: T feature frames
-  x_t in R^d, every |x_ti| <= ``feature_bound`` (public).  In ``verify`` mode she also
-  claims an identity.
+  x_t in R^d, every |x_ti| <= ``feature_bound`` (public).  In ``verify`` and
+  ``anonymous`` mode she also claims an enrolled speaker's identity.
 * **Bob** (server) holds one diagonal GMM per enrolled speaker and a universal
   background model (UBM, the label ``ubm`` names it), each stored as a GaussianHMM whose
   transition rows equal its mixture weights (:mod:`smc_hmm.data.speakers`).
@@ -19,22 +19,26 @@ Modes (public parameter ``mode``):
 
 * ``identify`` -- Alice learns the best enrolled speaker, or "none" (None) unless that
   speaker's log-likelihood beats the UBM's by more than ``margin`` nats per frame
-  (public; may be negative).  Bob learns nothing.
+  (public; may be negative).  Bob learns nothing.  A claim is refused (it means nothing).
 * ``verify`` -- Alice names a claimed speaker (revealed to Bob, as a login name is: the
   claim is *public*; hiding who is verified is what ``anonymous`` is for).  Bob learns
   only the bit [log P(x | claim) - log P(x | UBM) > ``threshold`` T]; Alice learns
   nothing (the application may tell her).  Only the claimed model and the UBM run.
-* ``anonymous`` -- every model runs; Bob learns only the bit
-  [max_k log P(x | k) - log P(x | UBM) > ``threshold`` T]: whether the voice belongs to
-  *some* enrolled speaker, never which model won (thesis: "keep all model types active
-  at all times and the precise model used must not be revealed").
+* ``anonymous`` -- the same bit for Alice's claimed speaker, the claim private: Alice
+  sends an encrypted one-hot selection over the enrolled speakers, every model runs and
+  every speaker is compared with the UBM, and Bob learns only
+  [log P(x | claim) - log P(x | UBM) > T], never which speaker was claimed (thesis 003,
+  5.2.2: "the user is correctly verified, but the system itself remains unaware of who
+  exactly was verified"; "keep all model types active at all times").  The decision rule
+  is ``verify``'s, bit for bit (``tests/protocols/test_protocol_speaker.py`` checks it on
+  every bundled test utterance and claim).
 
 Protocol (every scale and bound below follows from public parameters; f =
 ``log_scale``, fs = ``feature_scale``, R = ``blind_nats``; the LOGSUM's g, H and slot
 layout are its plan's, :mod:`protocols.stages.logsum`):
 
 0. Alice -> Bob ``spk.key``; Bob -> Alice ``spk.spec``: the public sizes (d, components
-   of each model, labels).  ``verify``: Alice -> Bob ``spk.claim``.
+   of each model, labels).  ``verify``: Alice -> Bob ``spk.claim`` (in clear).
 1. Alice -> Bob ``spk.length`` T and ``spk.obs``: x_ti and x_ti^2 at fs bits, the frames
    of a group packed into the slots of one ciphertext (:mod:`protocols.stages.emissions`:
    20 frames per 2048-bit ciphertext), 2d ciphertexts per group.
@@ -59,14 +63,27 @@ layout are its plan's, :mod:`protocols.stages.logsum`):
    ``identify``: Bob adds margin T 2^s to the UBM's score and runs the secure argmax
    (tournament, random tie-break), the winner's label revealed to Alice (``spk.result``).
    ``verify``: one comparison [v_UBM + threshold T 2^s < v_claim], revealed to Bob
-   (``spk.reveal`` / ``spk.opened``).  ``anonymous``: the secure argmax over the
-   speakers keeps E(max) at Bob, then the same comparison against the UBM.
+   (``spk.reveal`` / ``spk.opened``).  ``anonymous``: the decision stage's ``claimed``
+   rule (:mod:`protocols.decision`): Alice -> Bob ``spk.select`` E(c_k), c the one-hot
+   vector of her claim over the K enrolled speakers (label order, the UBM left out);
+   one batched comparison of the K pairs [v_UBM + T 2^s < v_k] whose bits b_k stay
+   encrypted; one batched secure multiplication E(b_k c_k), summed by Bob to E(b_claim);
+   b_claim revealed to Bob (``spk.reveal`` / ``spk.opened``).
 
 Who learns what (semi-honest Alice and Bob, not colluding; Alice may choose her frames):
 
 * Bob sees only ciphertexts under Alice's keys (Paillier, DGK) and the public sizes
   (d, T, the number of models and components, the mode, the labels); in ``verify`` the
-  claimed identity; in ``verify`` and ``anonymous`` the decision bit.
+  claimed identity; in ``verify`` and ``anonymous`` the decision bit.  In
+  ``anonymous`` the claim reaches him only as E(one-hot): his frames are the same
+  whichever speaker is claimed (the transcript tests), so he learns the bit and nothing
+  about who was verified beyond what the bit itself says (an acceptance means the voice
+  beats the UBM for *some* enrolled speaker).  Adversary model of ``anonymous``:
+  semi-honest Alice -- the selection is assumed one-hot and not checked (Bob cannot
+  check it without learning more); a vector that is not one-hot still needs some
+  enrolled speaker to beat the UBM for an acceptance, but an Alice who also deviates
+  inside the multiplication or the comparisons can make the bit anything
+  (:mod:`protocols.decision`, ``claimed``).
 * Alice learns the public sizes and, per frame t, model r and component m: (a) y_trm,
   the component's log-density plus a fresh smooth blind of width R, and (b) per frame
   and model L_tr + b_tr to 2^-``precision_bits`` relative, b_tr carrying the fresh
@@ -81,8 +98,8 @@ Who learns what (semi-honest Alice and Bob, not colluding; Alice may choose her 
   coefficient is public or a float times a power of two, and the slot noise hides every
   residue modulo her own values (the held-out attacks, run in
   ``tests/protocols/test_protocol_speaker.py`` and ``tests/protocols/test_stages.py``).
-  (c) In the comparisons: masked values (2^-40) and uniform bits, and in ``identify``
-  the winner's label.
+  (c) In the comparisons and the selection's multiplication: masked values (2^-40) and
+  uniform bits, and in ``identify`` the winner's label.
 * Ties: scores are compared at 2^-s nats (s = 16) after rounding each party's share, so
   two scores within 2^-(s-1) nats may compare either way; an exact tie in ``identify``
   goes to a uniformly random one of the tied labels, in ``verify`` / ``anonymous`` a
@@ -93,16 +110,21 @@ Who learns what (semi-honest Alice and Bob, not colluding; Alice may choose her 
   protocol on well-formed dummy values (zero frames; unit Gaussians) and raises its
   typed error only after its last message, so the other party's view is the same as in
   an accepted run (its result is then meaningless).  Shape and type errors (d, T, a
-  model that is not a diagonal GMM, an unknown claim) concern public facts and are
-  raised at once.
+  model that is not a diagonal GMM, a claim that is not an enrolled label, a claim in
+  ``identify``) concern public facts or Alice's own input format and are raised before
+  Alice sends anything that depends on her input.
+* Alice's computations on values she decrypts do the same operations whatever the value:
+  her exponentials of components far behind their frame's best one are computed and
+  rounded like any other (:func:`protocols.stages.fixedlog.exp_fixed`, no early return;
+  the operation-count test).
 
 Precision: log-values at f = 80 fractional bits, features at fs = 40 and Bob's emission
 weights at f - fs; each frame's LOGSUM is exact to 2^-32 relative (``precision_bits``),
 so log P is within ~1e-11 relative of the plaintext (``smc-hmm bench speaker`` measures
 it).  No component is ever dropped: every target keeps its own leader at 2^g.
 
-Run: ``smc-hmm speaker identify --audio FILE.wav``, ``smc-hmm speaker verify --audio
-FILE.wav --claim NAME``, ``protocol = "speaker"`` in a parties.toml (Alice's
+Run: ``smc-hmm speaker identify --audio FILE.wav``, ``smc-hmm speaker verify|anonymous
+--audio FILE.wav --claim NAME``, ``protocol = "speaker"`` in a parties.toml (Alice's
 ``utterance``: a WAV file, frames, or ``{features = ..., claim = ...}``; Bob's
 ``models``: a labelled GMM file) or through ``smc-hmm serve``.  Tests:
 ``tests/protocols/test_protocol_speaker.py``; docs: ``docs/speaker.md``.
@@ -116,7 +138,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from protocols.decision import DecisionSpec, alice_decide, bob_decide
+from protocols.decision import DecisionSpec, alice_decide, bob_decide, decide_plain
 from protocols.primitives import PrecisionParams
 from protocols.stages import emissions, logsum
 from protocols.stages.blinds import log_blinds
@@ -144,6 +166,10 @@ MODES = ("identify", "verify", "anonymous")
 MAX_NATS_PER_FRAME = 1000.0
 #: the decision's reveal messages (compare.bob_reveal / alice_reveal)
 REVEAL_TAGS = ("spk.reveal", "spk.opened", "spk.result")
+#: anonymous: Alice's encrypted one-hot selection of her claim (protocols.decision)
+SELECT_TAG = "spk.select"
+#: the modes in which Alice claims an identity (verify: in clear; anonymous: encrypted)
+CLAIM_MODES = ("verify", "anonymous")
 
 
 @dataclass(frozen=True)
@@ -155,7 +181,8 @@ class SpeakerParams:
     ubm: str = "ubm"
     #: identify: a speaker is named only if it beats the UBM by more than this (nats/frame)
     margin: float = -2.0
-    #: verify / anonymous: accept iff the log-likelihood ratio exceeds this (nats/frame)
+    #: verify / anonymous: accept iff the claim's log-likelihood ratio to the UBM exceeds
+    #: this (nats/frame)
     threshold: float = 0.0
     feature_bound: float = 16.0
     log_bound_bits: int = 20
@@ -369,22 +396,34 @@ class SpeakerSpec:
     def compare_bits(self) -> int:
         return self.score_bound.bit_length() + 2
 
-    def decision(self, reference: int) -> DecisionSpec:
+    @property
+    def reference(self) -> int:
+        """The UBM's index among the running models: the last in ``verify``, its label's
+        otherwise (the last when the spec carries sizes only: declarations and randomizer
+        counts do not depend on it)."""
+        if self.params.mode == "verify" or not self.labels:
+            return len(self.components) - 1
+        return self.labels.index(self.params.ubm)
+
+    def decision(self) -> DecisionSpec:
         """The decision stage (:mod:`protocols.decision`): ``identify`` is an argmax
         whose reference, the UBM, carries the margin, its label revealed to Alice;
-        ``verify`` / ``anonymous`` reveal to Bob whether the (best) speaker beats the UBM
-        plus the threshold."""
+        ``verify`` reveals to Bob whether the claimed speaker beats the UBM plus the
+        threshold, ``anonymous`` the same for Alice's encrypted claim (rule
+        ``claimed``)."""
         p = self.params
         identify = p.mode == "identify"
+        rule = {"identify": "argmax", "verify": "beats", "anonymous": "claimed"}[p.mode]
         return DecisionSpec(
             count=len(self.components),
             bound=self.score_bound,
-            rule="argmax" if identify else "beats",
-            reference=reference,
+            rule=rule,
+            reference=self.reference,
             offset=self.offset_units(p.margin if identify else p.threshold),
             sigma=p.sigma,
             tags=REVEAL_TAGS,
             bits=self.compare_bits,
+            select_tag=SELECT_TAG,
         )
 
     # -- declarations ---------------------------------------------------------------------
@@ -428,7 +467,28 @@ class SpeakerSpec:
 def declared_messages(spec: SpeakerSpec) -> list[Message]:
     """Every message of a run with these public sizes, the decision's included (for the
     transcript harness and for readers)."""
-    return list(spec.messages().values()) + spec.decision(len(spec.components) - 1).messages()
+    return list(spec.messages().values()) + spec.decision().messages()
+
+
+def plain_decision(params: SpeakerParams, scores, labels, frames: int, claim=None):
+    """The secure protocol's decision rule on plaintext log-likelihoods (nats), for tests
+    and benchmarks: each score rounded to 2^-s nats as the shares are, then the decision
+    stage's rule on integers (:func:`protocols.decision.decide_plain`).  ``identify``:
+    the label or None (ties: the lowest index); ``verify`` / ``anonymous``: the bit for
+    ``claim``.  Equal to :func:`smc_hmm.data.speakers.decision` except for scores
+    within about 2^-s nats of each other or of the margin or threshold."""
+    labels = list(labels)
+    if params.mode == "verify":
+        running = [labels.index(claim), labels.index(params.ubm)]
+    else:
+        running = list(range(len(labels)))
+    spec = SpeakerSpec(params, 1, tuple(1 for _ in running), frames, 2048, tuple(labels))
+    values = [round(float(scores[r]) * 2**spec.s) for r in running]
+    choice = labels.index(claim) if params.mode == "anonymous" else None
+    out = decide_plain(spec.decision(), values, choice)
+    if params.mode == "identify":
+        return None if labels[out] == params.ubm else labels[out]
+    return out
 
 
 # -- Bob's models ----------------------------------------------------------------------------
@@ -531,15 +591,17 @@ def encode_observations(pk, frames: np.ndarray, spec: SpeakerSpec) -> CipherArra
 
 
 def alice(ctx, utterance, params: SpeakerParams, peer: str = "bob"):
-    """Alice: her frames (T, d), or (frames, claim) in ``verify`` mode.
+    """Alice: her frames (T, d), or (frames, claim) in ``verify`` and ``anonymous`` mode.
 
     ``identify``: returns ``{"speaker": label or None, "index": ..., "mode": ...}``;
     ``verify`` / ``anonymous``: returns None (Bob learns the decision), or, with
     ``reveal_scores``, a dict with ``scores`` only.
     """
     frames, claim = utterance if isinstance(utterance, tuple) else (utterance, None)
-    if params.mode == "verify" and not isinstance(claim, str):
-        raise InvalidInputError("verify mode needs (frames, claimed speaker)")
+    if params.mode in CLAIM_MODES and not isinstance(claim, str):
+        raise InvalidInputError(f"{params.mode} mode needs (frames, claimed speaker)")
+    if params.mode not in CLAIM_MODES and claim is not None:
+        raise InvalidInputError(f"{params.mode} mode takes no claim (got {claim!r})")
     frames, refusal = _checked_frames(frames, params)
     if refusal is not None:  # raised by the runner after the last message (ctx.defer)
         ctx.defer(refusal)
@@ -554,9 +616,10 @@ def alice(ctx, utterance, params: SpeakerParams, peer: str = "bob"):
         )
     if params.ubm not in labels:
         raise ProtocolError(f"spk.spec: no model is labelled {params.ubm!r}")
+    if claim is not None and (claim not in labels or claim == params.ubm):
+        speakers = ", ".join(x for x in labels if x != params.ubm)
+        raise InvalidInputError(f"{claim!r} is not an enrolled speaker ({speakers})")
     if params.mode == "verify":
-        if claim not in labels or claim == params.ubm:
-            raise InvalidInputError(f"{claim!r} is not an enrolled speaker ({', '.join(labels)})")
         ctx.send(peer, Message("spk.claim", Revealed("the claimed identity", (str,))), claim)
         running = [labels.index(claim), labels.index(params.ubm)]
     else:
@@ -604,8 +667,10 @@ def alice(ctx, utterance, params: SpeakerParams, peer: str = "bob"):
             ints = ctx.recv(peer, msg["scores"]).decrypt_ints(sk)
             out["scores"] = {labels[r]: int(v) / 2**spec.f for r, v in zip(running, ints)}
     with ctx.phase("decision"):
-        # Step 5: the decision stage; Alice learns only the label (identify)
-        index = alice_decide(ctx, spec.decision(0), peer)
+        # Step 5: the decision stage; Alice learns only the label (identify); anonymous:
+        # her claim goes in encrypted, as a one-hot selection over the speakers
+        choice = labels.index(claim) if params.mode == "anonymous" else None
+        index = alice_decide(ctx, spec.decision(), peer, choice)
         if params.mode == "identify":
             winner = None if labels[index] == params.ubm else index
             out |= {"speaker": None if winner is None else labels[winner], "index": winner}
@@ -722,8 +787,8 @@ def bob(ctx, speakers, params: SpeakerParams, peer: str = "alice"):
     with ctx.phase("decision"):
         # Step 5: the decision stage against the UBM (its score carries the margin or the
         # threshold); identify: the label goes to Alice, otherwise the bit to Bob
-        u = len(spec.components) - 1 if params.mode == "verify" else labels.index(params.ubm)
-        accept = bob_decide(ctx, scores, spec.decision(u), peer)
+        # (anonymous: for Alice's encrypted claim, every speaker compared)
+        accept = bob_decide(ctx, scores, spec.decision(), peer)
         if params.mode != "identify":
             out = {"accept": accept, "mode": params.mode}
             if params.mode == "verify":
@@ -742,7 +807,12 @@ def randomizers_needed(params: SpeakerParams, key_bits: int, inputs) -> dict[str
     running = _running(models, labels, params, claim)
     dims = models[0].n_features
     spec = SpeakerSpec(
-        params, dims, tuple(models[i].n_states for i in running), len(frames), key_bits
+        params,
+        dims,
+        tuple(models[i].n_states for i in running),
+        len(frames),
+        key_bits,
+        tuple(labels),
     )
     n = len(spec.components)
     plans = [spec.round_plan(frames) for frames in spec.rounds()]
@@ -750,7 +820,7 @@ def randomizers_needed(params: SpeakerParams, key_bits: int, inputs) -> dict[str
     bob = len(spec.frame_groups()) * spec.rows + sum(p.ciphertexts for p in plans)
     if params.reveal_scores:
         alice, bob = alice + n, bob + n
-    decision = spec.decision(n - 1).randomizers()  # the comparisons' own counts
+    decision = spec.decision().randomizers()  # the decision stage's own counts
     return {"alice": alice + decision["alice"], "bob": bob + decision["bob"]}
 
 

@@ -8,13 +8,20 @@ recordings instead).  Three parts, each optional:
 1. **accuracy** (plaintext, every test utterance): closed-set identification,
    identification with the UBM rule at the protocol's default margin, verification equal
    error rates with the all-speaker UBM and leave-one-speaker-out (the impostor unknown to
-   the system), and with ``--plot PATH`` the DET curves;
+   the system) for plain and anonymous verification (both verify the claimed speaker:
+   the same trials, the same rule), how many impostor claims the earlier anonymous rule
+   ("some enrolled speaker beats the UBM") accepted, and with ``--plot PATH`` the DET
+   curves;
 2. **speed**: one utterance cut or padded to ``--frames`` (98) in every mode, all frames'
    LOGSUMs in one round trip side by side with one round per frame, medians of
    ``--repeats`` interleaved runs, and the cost ledger's phases and operations;
 3. **correctness sweep**: ``--utterances N`` test utterances at their own lengths in every
    mode with the scores revealed to Alice (``reveal_scores``): every secure decision
    against the plaintext one and every log-likelihood's relative error (target 1e-9).
+   In ``verify`` and ``anonymous`` each utterance is one (utterance, claim) pair: every
+   other utterance claims its own speaker, the others claim the enrolled speakers in turn
+   (impostor pairs), so ``--modes anonymous --utterances 100`` sweeps 100 pairs, 50 of
+   them impostors.
 
 Targets (2048-bit keys): identification < 3 s and verification < 2 s for 98 frames, 5
 speakers and the UBM with 8 components; accuracy >= 98%; decisions equal; errors <= 1e-9.
@@ -140,9 +147,11 @@ def accuracy(tests, models, labels, margin: float, threshold: float, plot: str |
     speakers = [x for x in labels if x != UBM_LABEL]
     closed = ubm_rule = 0
     target, impostor, loso_target, loso_impostor = [], [], [], []
+    old_rule = []  # per impostor trial: the best speaker's ratio (the earlier anonymous rule)
     for x, who in tests:
         sc = scores(models, x)
         k, t = speakers.index(who), len(x)
+        old_rule += [(max(sc[:-1]) - sc[-1]) / t] * (len(speakers) - 1)
         closed += int(np.argmax(sc[:-1])) == k
         ubm_rule += identify(sc, labels, UBM_LABEL, margin, t) == who
         held_out = scores([loso[h] for h in speakers], x)
@@ -166,6 +175,14 @@ def accuracy(tests, models, labels, margin: float, threshold: float, plot: str |
         "threshold": threshold,
         "far_frr_closed_at_threshold": _rates(target, impostor, threshold),
         "far_frr_loso_at_threshold": _rates(loso_target, loso_impostor, threshold),
+        # anonymous verification verifies the claim as verify does (the same rule on every
+        # utterance and claim, tests/protocols/test_protocol_speaker.py): the same trials
+        "anonymous_eer_closed": eer,
+        "anonymous_eer_loso": loso_eer,
+        "anonymous_far_frr_closed_at_threshold": _rates(target, impostor, threshold),
+        # the earlier anonymous rule ("some enrolled speaker beats the UBM") on the same
+        # impostor claims: it accepted every claim on a voice that beat the UBM
+        "old_anonymous_false_accept_at_threshold": float(np.mean(np.asarray(old_rule) > threshold)),
         "trials": {
             "closed": [len(target), len(impostor)],
             "loso": [len(loso_target), len(loso_impostor)],
@@ -236,7 +253,14 @@ def det_plot(path: str, curves: dict, threshold: float) -> None:
 
 
 def _utterance(mode: str, x, who: str | None = None):
-    return (x, who or CLAIM) if mode == "verify" else x
+    return x if mode == "identify" else (x, who or CLAIM)
+
+
+def sweep_claim(i: int, who: str, speakers) -> str:
+    """The claim of the sweep's i-th utterance: its own speaker for even i; for odd i the
+    other enrolled speakers in turn (impostor claims)."""
+    k, n = speakers.index(who), len(speakers)
+    return who if i % 2 == 0 else speakers[(k + 1 + (i // 2) % (n - 1)) % n]
 
 
 def secure_run(keypair, mode: str, x, models, labels, compute, claim=None, **params):
@@ -396,8 +420,8 @@ def load_records(path: str | None, key_bits: int) -> dict:
             bits = int(rec["key_bits"])
         except (ValueError, KeyError, TypeError) as exc:
             raise InvalidInputError(f"{path}:{number}: not a sweep record ({exc})") from None
-        if bits == key_bits:
-            done[key] = rec
+        if bits == key_bits and (rec["mode"] != "anonymous" or rec.get("rule") == "claimed"):
+            done[key] = rec  # (anonymous trials of the earlier any-speaker rule are not reused)
     return done
 
 
@@ -437,12 +461,14 @@ def sweep(
         for i, (position, (x, who)) in enumerate(tests):
             if i % shard[1] != shard[0]:
                 continue
-            claim = who if i % 2 == 0 else speakers[(speakers.index(who) + 1) % len(speakers)]
+            claim = sweep_claim(i, who, speakers)
             rec = done.get((mode, position, claim))
             if rec is None:
                 say(f"sweep: {mode} {i + 1}/{len(tests)} ({len(x)} frames)")
                 rec = {"key_bits": keypair[0].bits, "mode": mode, "position": position}
                 rec |= {"speaker": who, "claim": claim, "frames": len(x)}
+                if mode == "anonymous":  # the claimed speaker's rule
+                    rec["rule"] = "claimed"
                 rec |= _trial(keypair, mode, x, who, claim, models, labels, params, compute)
                 if rec["secure"] == rec["plain"]:  # the plaintext scores matter on a mismatch
                     del rec["plain_scores"]
@@ -453,13 +479,15 @@ def sweep(
         equal = sum(t["secure"] == t["plain"] for t in trials)
         worst = max(t["max_rel_err"] for t in trials)
         seconds = float(np.median([t["seconds"] for t in trials]))
+        impostors = sum(t["claim"] != t["speaker"] for t in trials) if mode != "identify" else 0
+        what = "utterances" if mode == "identify" else f"pairs ({impostors} impostor)"
         rows.append(
             Row(
                 f"{mode}: secure decisions equal to plaintext",
                 equal,
                 len(trials),
-                "utterances",
-                note=f"{len(trials)} utterances, median {seconds:.2f} s each",
+                "utterances" if mode == "identify" else "pairs",
+                note=f"{len(trials)} {what}, median {seconds:.2f} s each",
                 better=HIGHER,
             )
         )
@@ -474,6 +502,7 @@ def sweep(
         )
         out[mode] = {
             "utterances": len(trials),
+            "impostor_pairs": impostors,
             "equal": equal,
             "max_relative_error": worst,
             "median_seconds": seconds,
@@ -515,6 +544,27 @@ def accuracy_rows(acc: dict, margin: float) -> list[Row]:
             None,
             "rate",
             note=f"threshold {acc['eer_loso_threshold']:.3f} nats/frame",
+        ),
+        Row(
+            "anonymous verification EER (claim hidden from Bob), all-speaker UBM",
+            acc["anonymous_eer_closed"],
+            None,
+            "rate",
+            note="the claimed speaker against the UBM, as in verify: the same trials",
+        ),
+        Row(
+            "anonymous verification EER, leave-one-speaker-out",
+            acc["anonymous_eer_loso"],
+            None,
+            "rate",
+        ),
+        Row(
+            f"anonymous: impostor claims accepted at threshold {acc['threshold']:g}",
+            acc["anonymous_far_frr_closed_at_threshold"]["false_accept"],
+            acc["old_anonymous_false_accept_at_threshold"],
+            "rate",
+            note="vs the earlier rule, 'some enrolled speaker beats the UBM'",
+            better=LOWER,
         ),
     ]
 

@@ -10,9 +10,17 @@ printed as JSON on standard output (cost tables and progress go to standard erro
 
 ``identify``: Alice learns the best enrolled speaker or "none" (no speaker beats the UBM
 by the margin).  ``verify --claim NAME``: Bob learns whether the voice is NAME's (the
-claim is public to him).  ``anonymous``: Bob learns whether the voice is *some* enrolled
-speaker's, not whose.  With ``--server HOST:PORT --certs DIR`` only Alice runs here,
-against a serving Bob (``smc-hmm serve``); she then prints what she learns.
+claim is public to him).  ``anonymous --claim NAME``: Bob learns the same bit, never the
+claim (Alice sends it as an encrypted one-hot selection).  A flag the mode does not use
+(``--claim`` with identify, ``--margin`` with verify or anonymous, ``--threshold`` with
+identify) is a one-line error, as is a missing ``--claim``.
+
+With ``--server HOST:PORT --certs DIR`` only Alice runs here, against a serving Bob
+(``smc-hmm serve``): she first checks that the server serves ``speaker`` in the mode she
+asked for (and with her ``--margin`` / ``--threshold`` if she gave one) and refuses
+otherwise before sending anything that depends on her recording or claim
+(:func:`smc_hmm.runtime.client.check_served`); she then prints what she learns, or who
+learned the result.
 """
 
 from __future__ import annotations
@@ -44,9 +52,13 @@ MODES = ("identify", "verify", "anonymous")
 
 
 def configure(p) -> None:
-    p.add_argument("mode", choices=MODES, help="identify, verify (--claim) or anonymous")
+    p.add_argument("mode", choices=MODES, help="identify, verify (--claim) or anonymous (--claim)")
     p.add_argument("--audio", required=True, help="Alice's recording (mono WAV, any rate)")
-    p.add_argument("--claim", help="verify: the speaker Alice claims to be")
+    p.add_argument(
+        "--claim",
+        help="verify and anonymous: the speaker Alice claims to be (anonymous: Bob never "
+        "learns it)",
+    )
     p.add_argument(
         "--models",
         help="Bob's labelled GMM file (speakers and a 'ubm'; default: the bundled five FSDD "
@@ -88,11 +100,26 @@ def _models(path: str | None):
     return models, labels
 
 
+def check_flags(args) -> None:
+    """One-line errors for flags the mode needs or does not use (before any work)."""
+    claims = args.mode in ("verify", "anonymous")
+    if claims and not args.claim:
+        raise InvalidInputError(f"{args.mode} needs --claim NAME (the speaker Alice claims to be)")
+    if not claims and args.claim is not None:
+        raise InvalidInputError(
+            "--claim means nothing with identify (Alice learns who spoke); use verify or "
+            "anonymous to check a claim"
+        )
+    if args.mode == "identify" and args.threshold is not None:
+        raise InvalidInputError("--threshold is for verify and anonymous; identify uses --margin")
+    if args.mode != "identify" and args.margin is not None:
+        raise InvalidInputError(f"--margin is for identify; {args.mode} uses --threshold")
+
+
 def run(args) -> int:
     check_key_bits(args)
     check_output_path(args.json)
-    if args.mode == "verify" and not args.claim:
-        raise InvalidInputError("verify needs --claim NAME (the speaker Alice claims to be)")
+    check_flags(args)
     out = console(stderr=True)
     protocol = find("speaker")
     params = protocol.params(_params(args))  # bad parameters fail before any work
@@ -102,7 +129,7 @@ def run(args) -> int:
     models, labels = _models(args.models)
     if {m.n_features for m in models} != {SPEAKER_FEATURES}:
         raise InvalidInputError(f"speaker models must take {SPEAKER_FEATURES} features per frame")
-    if args.mode == "verify" and (args.claim not in labels or args.claim == UBM_LABEL):
+    if args.claim is not None and (args.claim not in labels or args.claim == UBM_LABEL):
         speakers = ", ".join(x for x in labels if x != UBM_LABEL)
         raise InvalidInputError(f"--claim {args.claim}: not an enrolled speaker ({speakers})")
     if args.insecure:
@@ -115,7 +142,7 @@ def run(args) -> int:
         keypair = generate_keypair(args.key_bits, insecure=args.insecure)
     sc = scores(models, frames)
     plain = decision(args.mode, sc, labels, params, len(frames), args.claim)
-    utterance = (frames, args.claim) if args.mode == "verify" else frames
+    utterance = frames if args.claim is None else (frames, args.claim)
     with (
         Compute.processes(args.workers) as compute,
         status(out, f"secure speaker {args.mode}: {len(frames)} frames, {len(models)} models"),
@@ -145,7 +172,7 @@ def run(args) -> int:
         "agree": secure == plain,
         "seconds": result.elapsed,
         "key_bits": args.key_bits,
-        **({"claim": args.claim} if args.mode == "verify" else {}),
+        **({"claim": args.claim} if args.claim is not None else {}),
     }
     _emit(report, args.json, {"cost": result.cost.to_dict()}, out)
     return 0 if secure == plain else 1
@@ -162,15 +189,17 @@ def _emit(report: dict, path: str | None, extra: dict, out) -> None:
 
 
 def _run_against_server(args, out, frames) -> int:
-    """Alice only, against a serving Bob; his parameters (mode, margin, threshold) apply."""
+    """Alice only, against a serving Bob: his parameters apply, and must be the mode (and
+    the margin or threshold, if given) asked for here -- checked before anything that
+    depends on the recording or the claim is sent."""
     from smc_hmm.runtime.client import client_tls, parse_server, run_client_session
 
     if not args.certs:
         raise InvalidInputError("--server needs --certs DIR (ca.pem and a client certificate)")
     address = parse_server(args.server)
     tls, name = client_tls(args.certs, args.name)
-    utterance = (frames, args.claim) if args.claim else frames
-    with status(out, f"secure speaker recognition with {args.server} as {name}"):
+    utterance = frames if args.claim is None else (frames, args.claim)
+    with status(out, f"secure speaker {args.mode} with {args.server} as {name}"):
         result = run_client_session(
             "speaker",
             "alice",
@@ -182,16 +211,24 @@ def _run_against_server(args, out, frames) -> int:
             key_bits=args.key_bits,
             insecure=args.insecure,
             timeout=args.timeout,
+            expect=_params(args),
         )
     output = result["output"]
+    if output is not None and "speaker" in output:  # identify: Alice learned the label
+        secure = {**output, "learned_by": "alice"}
+    else:  # verify / anonymous: the decision went to the server
+        secure = {"learned_by": "server", "recorded_by_server": result["records"]}
+        if output is not None:  # reveal_scores, for measurements
+            secure["scores"] = output.get("scores")
     report = {
         "mode": args.mode,
         "audio": str(args.audio),
         "frames": len(frames),
-        "secure": output if output is not None else "the server learned the decision",
+        "secure": secure,
         "session": result["session"],
         "server": args.server,
         "seconds": result["elapsed"],
+        **({"claim": args.claim} if args.claim is not None else {}),
     }
     _emit(report, args.json, {"cost": result["cost"]}, out)
     return 0

@@ -128,17 +128,17 @@ def verify(score: float, ubm_score: float, threshold: float, frames: int) -> boo
 
 
 def decision(mode: str, scores, labels, params, frames: int, claim: str | None = None):
-    """The plaintext decision of ``mode`` (``identify``: a label or None; ``verify``: the
-    claim accepted; ``anonymous``: some speaker accepted) with the margin and threshold of
+    """The plaintext decision of ``mode`` (``identify``: a label or None; ``verify`` and
+    ``anonymous``: the claim accepted -- anonymous verification verifies the claimed
+    speaker too, only Bob never learns the claim) with the margin and threshold of
     ``params`` (the protocol's public parameters), which the secure one must equal."""
     labels = list(labels)
     if mode == "identify":
         return identify(scores, labels, UBM_LABEL, params.margin, frames)
+    if claim not in labels or claim == UBM_LABEL:
+        raise InvalidInputError(f"{mode} needs the claimed speaker, one of the enrolled labels")
     ubm = scores[labels.index(UBM_LABEL)]
-    if mode == "verify":
-        return verify(scores[labels.index(claim)], ubm, params.threshold, frames)
-    best = max(s for label, s in zip(labels, scores) if label != UBM_LABEL)
-    return verify(best, ubm, params.threshold, frames)
+    return verify(scores[labels.index(claim)], ubm, params.threshold, frames)
 
 
 def equal_error_rate(target, impostor) -> tuple[float, float]:

@@ -82,7 +82,8 @@ def test_decisions_and_log_likelihoods_equal_plaintext_on_real_speech(keypair_10
         x = u.features[:15]
         plain = scores(models, x)
         claim = "nicolas"
-        result = _run(keypair_1024, (x, claim) if mode == "verify" else x, (models, labels), params)
+        utterance = x if mode == "identify" else (x, claim)
+        result = _run(keypair_1024, utterance, (models, labels), params)
         secure = result["alice"]["scores"]
         for label, want in zip(labels, plain):
             if label in secure:
@@ -93,8 +94,8 @@ def test_decisions_and_log_likelihoods_equal_plaintext_on_real_speech(keypair_10
         elif mode == "verify":
             want = verify(plain[labels.index(claim)], plain[-1], -1.0, len(x))
             assert result["bob"] == {"accept": want, "claim": claim, "mode": "verify"}
-        else:
-            want = max(plain[:-1]) - plain[-1] > -1.0 * len(x)
+        else:  # the claimed speaker, as in verify; Bob is not told who
+            want = verify(plain[labels.index(claim)], plain[-1], -1.0, len(x))
             assert result["bob"] == {"accept": want, "mode": "anonymous"}
 
 
@@ -138,7 +139,7 @@ def test_transcripts_do_not_depend_on_speech_models_or_claim(keypair_512, mode):
 
     def run(case, wrap):
         (x, speakers), claim = case
-        utterance = (x, claim) if mode == "verify" else x
+        utterance = x if mode == "identify" else (x, claim)
         _run(keypair_512, utterance, speakers, {"mode": mode}, wrap_transport=wrap)
 
     components = (3, 3) if mode == "verify" else (3, 3, 3, 3)
@@ -567,7 +568,7 @@ def test_the_offline_plan_counts_every_randomizer(keypair_512, mode):
     rng = np.random.default_rng(10)
     speakers = _speakers(rng)
     x = rng.normal(size=(9, 4))
-    utterance = (x, "s1") if mode == "verify" else x
+    utterance = x if mode == "identify" else (x, "s1")
     for params in ({"mode": mode}, {"mode": mode, "reveal_scores": True, "frames_per_round": 2}):
         ops = _run(keypair_512, utterance, speakers, params).cost.to_dict()["parties"]
         drawn = {
@@ -590,6 +591,148 @@ def test_peer_sizes_are_bounded_before_any_work():
     many = {"dims": 26, "components": [10**5, 10**5], "labels": ["a", "ubm"]}
     with pytest.raises(ParameterBoundError, match="max_states"):
         sp._parse_sizes(many)
+
+
+# -- anonymous verification of the claimed speaker -------------------------------------------
+
+
+def test_anonymous_transcripts_are_the_same_for_every_claim(keypair_512):
+    """Bob's view (and Alice's) is the same frame for frame whichever speaker Alice claims,
+    for the same speech and models and for different ones: the claim reaches Bob only as
+    an encrypted one-hot selection and every speaker is compared with the UBM."""
+    rng = np.random.default_rng(11)
+    speakers = _speakers(rng)
+    x = rng.normal(1.5, 1.0, (5, 4))
+    other_x, other_speakers = _cases(rng, 1)[0]
+    cases = [(x, speakers, claim) for claim in ("s0", "s1", "s2")]
+    cases.append((other_x, other_speakers, "s1"))
+    decisions = []
+
+    def run(case, wrap):
+        frames, models, claim = case
+        result = _run(keypair_512, (frames, claim), models, {"mode": "anonymous"},
+                      wrap_transport=wrap)  # fmt: skip
+        decisions.append(result["bob"]["accept"])
+
+    spec = sp.SpeakerSpec(sp.SpeakerParams(mode="anonymous"), 4, (3, 3, 3, 3), 5, 512)
+    frames = assert_same_transcripts(run, cases, sp.declared_messages(spec))
+    tags = _tags(frames[("bob", "alice")])
+    assert "spk.select" in tags and "spk.claim" not in tags
+    plain = scores(speakers[0], x)
+    want = [verify(plain[k], plain[-1], 0.0, len(x)) for k in range(3)]
+    assert decisions[:3] == want
+
+
+def _tags(frames) -> list[str]:
+    import msgpack
+
+    return [msgpack.unpackb(f, raw=False, strict_map_key=False)["t"] for f in frames]
+
+
+def test_an_impostor_claim_is_rejected_exactly_when_plain_verification_rejects_it(keypair_1024):
+    """Real speech: a nicolas recording claimed as nicolas and as theo (and a george
+    recording claimed as george and as nicolas).  Anonymous verification decides every
+    claim as plain verification does, and as secure verification: the impostor claims are
+    rejected although the voice is an enrolled speaker's (the old rule accepted them)."""
+    models, labels = load_speaker_models()
+    trials = [(50, "nicolas"), (50, "theo"), (3, "george"), (3, "nicolas")]
+    utterances = {u: load_speaker_test_utterances([u])[0].features[:10] for u in (3, 50)}
+    seen = set()
+    for position, claim in trials:
+        x = utterances[position]
+        plain = scores(models, x)
+        want = verify(plain[labels.index(claim)], plain[-1], 0.0, len(x))
+        anonymous = _run(keypair_1024, (x, claim), (models, labels), {"mode": "anonymous"})
+        assert anonymous["bob"] == {"accept": want, "mode": "anonymous"}
+        assert anonymous["alice"] is None
+        verified = _run(keypair_1024, (x, claim), (models, labels), {"mode": "verify"})
+        assert verified["bob"]["accept"] is want
+        some = max(plain[:-1]) - plain[-1] > 0  # the old anonymous rule
+        seen.add((want, some))
+    assert (False, True) in seen and (True, True) in seen  # impostors rejected, targets not
+
+
+def test_the_anonymous_rule_equals_plain_verification_on_every_test_utterance_and_claim():
+    """In plaintext, the decision rule the secure protocol computes (scores rounded to
+    2^-16 nats as the shares are, then the decision stage's ``claimed`` rule on integers)
+    equals plain verification's on all 1,250 bundled test utterances times every claim,
+    at the default threshold and at the all-speaker EER's."""
+    from smc_hmm.data.speakers import decision
+
+    models, labels = load_speaker_models()
+    speakers = labels[:-1]
+    tests = [(scores(models, u.features), len(u.features)) for u in load_speaker_test_utterances()]
+    changed = trials = 0
+    for threshold in (0.0, -1.29):
+        anonymous = sp.SpeakerParams(mode="anonymous", threshold=threshold)
+        verifying = sp.SpeakerParams(mode="verify", threshold=threshold)
+        for sc, t in tests:
+            some = max(sc[:-1]) - sc[-1] > threshold * t
+            for claim in speakers:
+                want = decision("verify", sc, labels, verifying, t, claim)
+                assert sp.plain_decision(anonymous, sc, labels, t, claim) is want
+                assert sp.plain_decision(verifying, sc, labels, t, claim) is want
+                assert decision("anonymous", sc, labels, anonymous, t, claim) is want
+                changed += some and not want  # accepted by the old rule, not by the claim's
+                trials += 1
+    assert trials == 2 * 1250 * 5
+    assert changed > 1000  # the old rule accepted these impostor claims
+
+
+def test_claims_are_refused_where_they_mean_nothing(keypair_512):
+    rng = np.random.default_rng(12)
+    speakers = _speakers(rng)
+    x = rng.normal(size=(4, 4))
+    with pytest.raises(InvalidInputError, match="takes no claim"):
+        _run(keypair_512, (x, "s0"), speakers, {"mode": "identify"})
+    with pytest.raises(InvalidInputError, match="needs"):
+        _run(keypair_512, x, speakers, {"mode": "anonymous"})
+    with pytest.raises(InvalidInputError, match="enrolled"):
+        _run(keypair_512, (x, "ubm"), speakers, {"mode": "anonymous"})
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["identify", "--claim", "theo"], "--claim means nothing with identify"),
+        (["anonymous"], "anonymous needs --claim"),
+        (["verify"], "verify needs --claim"),
+        (["verify", "--claim", "theo", "--margin", "-1"], "--margin is for identify"),
+        (["identify", "--threshold", "0"], "--threshold is for verify and anonymous"),
+    ],
+)
+def test_flags_that_mean_nothing_are_one_line_errors(tmp_path, capsys, argv, message):
+    """Before any work: exit 2 and one line on standard error, no traceback."""
+    from smc_hmm.cli import main
+
+    _wav(tmp_path / "voice.wav")
+    mode, *rest = argv
+    full = ["speaker", mode, "--audio", str(tmp_path / "voice.wav"), *rest,
+            "--key-bits", "512", "--insecure"]  # fmt: skip
+    assert main(full) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert len([line for line in err.splitlines() if line.strip()]) == 1
+
+
+def test_anonymous_command_verifies_the_claim(tmp_path, capsys):
+    """smc-hmm speaker anonymous --claim NAME: the secure bit equals plain verification of
+    NAME, for a target claim and for an impostor claim."""
+    import json
+
+    from smc_hmm.cli import main
+
+    _wav(tmp_path / "voice.wav", seed=9)
+    for claim in ("george", "theo"):
+        argv = ["speaker", "anonymous", "--audio", str(tmp_path / "voice.wav"), "--claim",
+                claim, "--key-bits", "512", "--insecure", "--workers", "1"]  # fmt: skip
+        assert main(argv) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["agree"] and report["claim"] == claim
+        assert report["secure"]["learned_by"] == "bob"
+        want = report["plaintext"]["log_likelihoods"]
+        t = report["frames"]
+        assert report["secure"]["accept"] is verify(want[claim], want["ubm"], 0.0, t)
 
 
 # -- constant work in Alice's secret-dependent steps -----------------------------------------------
