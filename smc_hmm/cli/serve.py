@@ -50,6 +50,13 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="the frame budget's window ([serve] budget_period, default one day)",
     )
     p.add_argument("--log", metavar="PATH", help="append the session log here (default: stderr)")
+    p.add_argument(
+        "--results",
+        metavar="FILE",
+        help="append each session's result record here, one JSON line (session, client, "
+        "protocol, mode, decision and who learned it, time; [serve] results; "
+        "docs/serving.md section 4)",
+    )
 
 
 def run(args) -> int:
@@ -60,6 +67,7 @@ def run(args) -> int:
     from smc_hmm.runtime.serve import ServeSettings, serve
 
     check_output_path(args.log, "--log")
+    check_output_path(args.results, "--results")
     config = load_config(args.config)
     settings = ServeSettings.from_config(
         config,
@@ -70,6 +78,7 @@ def run(args) -> int:
         hiding_nats=args.hiding_nats,
         max_frames_per_client=args.max_frames_per_client,
         budget_period=args.budget_period,
+        results=args.results,
     )
     handler = logging.FileHandler(args.log) if args.log else logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))

@@ -87,6 +87,22 @@ homomorphic operation counts, wall / compute / wait seconds); refusals with thei
 reason.  Never a private input, a plaintext, a ciphertext or an output: the
 messages of typed errors describe transport and protocol conditions only.
 
+What the service gets: the results record
+------------------------------------------
+A session's result belongs to the party the protocol gives it to.  When it is the
+serving party (speaker ``verify`` and ``anonymous``: the decision bit), Bob's role
+returns it, and the server hands it to the operator: ``[serve] results = "FILE"`` or
+``smc-hmm serve --results FILE`` appends one JSON line per session (its number, the
+client's certificate name and address, the protocol and mode, the outcome, the result
+and who learned it, the start and end times in UTC and the seconds), and an application
+that embeds the server passes ``on_result`` (a callable, called with the same record
+once the session has ended; its exceptions are logged and contained).  When the result
+goes to the client only (speaker ``identify``, keyword recognition), the record says so
+(``"learned_by": "client"``, ``"decision": null``): the server never has it.  A session
+that failed is recorded with its typed error and no result.  The session reply tells the
+client whether the server keeps such a record (``"results": true``).  The log lines
+above never carry a result; the record does, by the operator's choice.
+
 Adversary model
 ---------------
 As the protocol's (``docs/security.md``): semi-honest clients for privacy (a
@@ -106,6 +122,7 @@ import contextlib
 import ctypes
 import errno
 import itertools
+import json
 import logging
 import os
 import selectors
@@ -115,7 +132,10 @@ import ssl
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, fields
+from datetime import datetime, timezone
+from pathlib import Path
 
 from smc_hmm.certs import CLIENT_ROLE_URI
 from smc_hmm.compute import Compute
@@ -134,6 +154,7 @@ from smc_hmm.errors import (
 )
 from smc_hmm.leakage import samples_for_error
 from smc_hmm.limits import MAX_KEY_BITS
+from smc_hmm.options import check_output_path
 from smc_hmm.protocol import find
 from smc_hmm.runtime.budget import FrameBudget
 from smc_hmm.runtime.config import RunConfig, load_config
@@ -213,6 +234,8 @@ class ServeSettings:
     #: blind_nats); None and no max_frames_per_client: no budget
     hiding_nats: float | None = None
     budget_period: float = 86400.0
+    #: append one JSON line per session here (the results record); None: no record
+    results: str | None = None
 
     _COUNTS = (
         "max_sessions",
@@ -267,6 +290,8 @@ class ServeSettings:
             or not 0 < self.hiding_nats < 1e6
         ):
             raise ConfigError("serve.hiding_nats must be a positive number of nats")
+        if self.results is not None and (not isinstance(self.results, str) or not self.results):
+            raise ConfigError("serve.results must be the path of a file (JSON lines)")
         if self.scheduler is not None and not isinstance(self.scheduler, str):
             raise ConfigError("compute.scheduler must be an address like tcp://host:8786")
         if self.workers is not None and (
@@ -306,6 +331,8 @@ class ServeSettings:
                 f"unknown keys in [serve]/[compute]: {sorted(bad or {'scheduler', 'workers'})} "
                 "([compute] takes scheduler and workers)"
             )
+        if isinstance(serve.get("results"), str) and config.path is not None:
+            serve["results"] = str(config.path.parent / serve["results"])  # the file's folder
         values = {**serve, **compute}
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
@@ -422,12 +449,66 @@ def _one_line(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _utc(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds")
+
+
+class _Results:
+    """The operator's record of session results: JSON lines appended to a file (each line
+    written whole and flushed to disk under a lock) and/or a hook called with each record."""
+
+    def __init__(self, path: str | None, hook: Callable[[dict], object] | None):
+        if hook is not None and not callable(hook):
+            raise ConfigError("on_result must be callable (it is called with each record)")
+        check_output_path(path, "serve.results")
+        self.path = None if path is None else Path(path)
+        self.hook = hook
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return self.path is not None or self.hook is not None
+
+    def add(self, record: dict) -> None:
+        if self.path is not None:
+            line = json.dumps(record, sort_keys=True) + "\n"
+            try:
+                with self._lock, open(self.path, "a", encoding="utf-8") as fh:
+                    fh.write(line)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            except OSError as exc:
+                log.error("session %s: cannot append to %s: %s", record["session"], self.path, exc)
+        if self.hook is not None:
+            try:
+                self.hook(dict(record))
+            except Exception:  # the application's hook never takes a session or the server down
+                log.exception("session %s: the on_result hook failed", record["session"])
+
+
+def _result_fields(output, outcome: str) -> dict:
+    """Who learned the session's result and, if the server did, the result itself."""
+    from smc_hmm.runtime.party import jsonable
+
+    if outcome != "ok":
+        return {"learned_by": None, "decision": None}
+    if output is None:  # the protocol gave the result to the client only
+        return {"learned_by": "client", "decision": None}
+    try:
+        return {"learned_by": "server", "decision": jsonable(output)}
+    except SmcHmmError:
+        return {"learned_by": "server", "decision": repr(type(output).__name__)}
+
+
 class Server:
     """A serving party: ``Server(config, "bob").start()`` listens; :meth:`stop` ends it.
 
     ``compute`` overrides where Bob computes (default: a Dask cluster if the
     settings name a scheduler, else ``Compute.processes(workers)``); ``port``
     overrides the configured port (0: any free port, see :attr:`address`).
+    ``on_result``: a callable the server calls with each session's record once the
+    session has ended (module docstring, "the results record"), beside or instead of
+    ``settings.results``.
     """
 
     def __init__(
@@ -438,6 +519,7 @@ class Server:
         settings: ServeSettings | None = None,
         compute: Compute | None = None,
         port: int | None = None,
+        on_result: Callable[[dict], object] | None = None,
     ):
         if not isinstance(config, RunConfig):
             config = load_config(config)
@@ -468,6 +550,7 @@ class Server:
         self._server_ctx = self.tls.server_context()
         self._server_ctx.num_tickets = 0  # clients never resume: no tickets to make per handshake
         self.private = config.private_input(self.role, pc)
+        self.results = _Results(self.settings.results, on_result)
         self.host = pc.host
         self.port = pc.port if port is None else port
         #: a session's frame limit: the smaller of [serve] and [run] max_frame_bytes
@@ -966,6 +1049,7 @@ class Server:
                     "server": self.party,
                     "you": self.client_party,
                     "role": self.client_role.name,
+                    "results": self.results.enabled,
                 },
             )
             transport = TcpTransport.over_socket(
@@ -986,13 +1070,14 @@ class Server:
             )
             with contextlib.suppress(OSError):
                 sock.close()
+            self._record(session, None, f"{type(exc).__name__}: {_one_line(exc)}")
             self._count("failed")
             return
         session.transport = transport
         self._sessions[session.number] = session
         log.info("session %d client=%s from %s: started", session.number, client, where)
         ledger = CostLedger(self.party)
-        outcome = "ok"
+        outcome, output = "ok", None
         try:
             channel = Channel(
                 transport,
@@ -1014,7 +1099,7 @@ class Server:
                     budget=self._charge(client),
                 )
                 with ledger.running():
-                    ctx.run(self.role.run, self.private, self.params)
+                    output = ctx.run(self.role.run, self.private, self.params)
                 channel.close()
             if session.ended is not None:
                 raise session.ended
@@ -1049,11 +1134,37 @@ class Server:
             elapsed,
             _cost_summary(ledger.snapshot()),
         )
+        self._record(session, output, outcome)
         self._count("ok" if outcome == "ok" else "failed")  # once logged: what counts is told
+
+    def _record(self, session: _Session, output, outcome: str) -> None:
+        """The session's results record (module docstring), if the operator keeps one."""
+        if not self.results.enabled:
+            return
+        now = time.time()
+        elapsed = time.monotonic() - session.started
+        record = {
+            "session": session.number,
+            "client": session.client,
+            "address": session.address,
+            "protocol": self.descriptor.name,
+            "mode": getattr(self.params, "mode", None),
+            "outcome": outcome,
+            **_result_fields(output if outcome == "ok" else None, outcome),
+            "started": _utc(now - elapsed),
+            "time": _utc(now),
+            "seconds": round(elapsed, 3),
+        }
+        self.results.add(record)
 
 
 def serve(
-    config: RunConfig | str, party: str = "bob", *, settings: ServeSettings | None = None
+    config: RunConfig | str,
+    party: str = "bob",
+    *,
+    settings: ServeSettings | None = None,
+    on_result: Callable[[dict], object] | None = None,
 ) -> int:
-    """``smc-hmm serve``: serve until SIGTERM / SIGINT; returns the exit code (0)."""
-    return Server(config, party, settings=settings).serve_forever()
+    """``smc-hmm serve``: serve until SIGTERM / SIGINT; returns the exit code (0).
+    ``on_result``: called with each session's results record (:class:`Server`)."""
+    return Server(config, party, settings=settings, on_result=on_result).serve_forever()

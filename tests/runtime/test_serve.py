@@ -585,6 +585,222 @@ def test_the_frame_budget_slides_with_its_period():
     assert budget.spent("carol") == 10
 
 
+# -- speaker sessions: the operator's results record, the client's mode check ----------------
+
+
+def _speaker_config(directory, mode: str, *, models="small", serve=None, timeout=20.0):
+    """parties.toml of a serving Bob with speaker models: three small random GMMs and a
+    UBM over 4 features (fast), or the bundled five FSDD speakers (``models="bundled"``)."""
+    from smc_hmm.data.speakers import gmm, load_speaker_models
+    from smc_hmm.hmm.io import save_models
+    from smc_hmm.runtime import write_config
+
+    if models == "bundled":
+        gmms, labels = load_speaker_models()
+    else:
+        rng = np.random.default_rng(38)
+
+        def one(shift):
+            w = rng.dirichlet(np.ones(3))
+            return gmm(w, rng.normal(shift, 1.0, (3, 4)), rng.uniform(0.5, 1.5, (3, 4)))
+
+        gmms, labels = [one(1.5 * k) for k in range(3)] + [one(0.0)], ["s0", "s1", "s2", "ubm"]
+    save_models(directory / "speakers.npz", gmms, labels=labels)
+    path = write_config(
+        directory / "parties.toml",
+        "speaker",
+        {"alice": {"kind": "alice"}, "bob": {"kind": "bob", "models": "speakers.npz"}},
+        params={"mode": mode},
+        key_bits=512,
+        insecure=True,
+        timeout=timeout,
+        connect_timeout=20,
+        serve={"party": "bob", "max_sessions": 2, **(serve or {})},
+        compute={"workers": 1},
+        clients=["alice", "carol"],
+    )
+    return path, gmms, labels
+
+
+def _speaker_client(server, certs, utterance, name="carol", **kwargs):
+    from smc_hmm.runtime.client import client_tls, run_client_session
+
+    tls, name = client_tls(certs, name)
+    return run_client_session(
+        "speaker",
+        "alice",
+        utterance,
+        server=server.address,
+        tls=tls,
+        name=name,
+        key_bits=512,
+        insecure=True,
+        timeout=20,
+        keypair=keypair(),
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize("mode", ["verify", "anonymous", "identify"])
+def test_served_speaker_results_reach_the_operators_record_over_tls(tmp_path, mode):
+    """[serve] results = FILE (JSON lines) and the on_result hook get one record per
+    session over mutual TLS: session, client identity, protocol, mode, the decision when
+    the server learned it (verify, anonymous), or that the client did (identify)."""
+    import json
+    from datetime import datetime
+
+    from smc_hmm.data.speakers import identify, scores, verify
+
+    path, models, labels = _speaker_config(tmp_path, mode, serve={"results": "results.jsonl"})
+    hooked = []
+    rng = np.random.default_rng(380)
+    frames = [rng.normal(1.5, 1.0, (5, 4)), rng.normal(0.0, 1.0, (5, 4))]
+    claims = ["s1", "s0"]
+    with Server(load_config(path), "bob", port=0, on_result=hooked.append) as srv:
+        for x, claim in zip(frames, claims):
+            utterance = x if mode == "identify" else (x, claim)
+            out = _speaker_client(srv, tmp_path / "certs", utterance)
+            assert out["records"] is True
+            plain = scores(models, x)
+            if mode == "identify":
+                assert out["output"]["speaker"] == identify(plain, labels, "ubm", -2.0, 5)
+            else:
+                assert out["output"] is None
+        _wait_for(lambda: len(hooked) == 2)
+    lines = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert lines == hooked
+    for record, x, claim in zip(lines, frames, claims):
+        assert record["client"] == "carol" and record["protocol"] == "speaker"
+        assert record["mode"] == mode and record["outcome"] == "ok"
+        assert record["session"] in (1, 2) and record["seconds"] >= 0
+        assert datetime.fromisoformat(record["time"]) >= datetime.fromisoformat(record["started"])
+        plain = scores(models, x)
+        if mode == "identify":  # the label went to the client only, and the record says so
+            assert record["learned_by"] == "client" and record["decision"] is None
+            continue
+        want = verify(plain[labels.index(claim)], plain[-1], 0.0, 5)
+        assert record["learned_by"] == "server" and record["decision"]["accept"] is want
+        assert ("claim" in record["decision"]) is (mode == "verify")  # anonymous: never
+        assert claim not in json.dumps(record) or mode == "verify"
+
+
+def test_a_failed_session_is_recorded_and_a_broken_hook_is_contained(tmp_path, caplog):
+    """A session that fails is recorded with its typed error and no decision; a hook that
+    raises is logged, and neither the session nor the server is affected."""
+    caplog.set_level(logging.INFO, logger="smc_hmm.serve")
+    path, _, _ = _speaker_config(tmp_path, "verify")
+    records = []
+
+    def hook(record):
+        records.append(record)
+        raise RuntimeError("the application's bug")
+
+    x = np.random.default_rng(381).normal(size=(5, 4))
+    settings = ServeSettings(workers=1, results=str(tmp_path / "r.jsonl"))
+    from smc_hmm.runtime.client import client_tls, connect
+
+    with Server(load_config(path), "bob", settings=settings, port=0, on_result=hook) as srv:
+        tls, _ = client_tls(tmp_path / "certs", "alice")
+        transport, _ = connect(srv.address, tls, "alice")
+        transport.close()  # a client that vanishes after the hello
+        _wait_for(lambda: len(records) == 1)
+        _speaker_client(srv, tmp_path / "certs", (x, "s0"))
+        _wait_for(lambda: len(records) == 2)
+    assert [r["outcome"] == "ok" for r in records] == [False, True]
+    assert records[0]["learned_by"] is None and records[0]["decision"] is None
+    assert "Error" in records[0]["outcome"]
+    assert any("on_result hook failed" in r.getMessage() for r in caplog.records)
+    assert len((tmp_path / "r.jsonl").read_text().splitlines()) == 2
+    with pytest.raises(ConfigError, match="callable"):
+        Server(load_config(path), "bob", settings=settings, port=0, on_result="print")
+    with pytest.raises(ConfigError, match="results"):
+        ServeSettings(results=3)
+
+
+def _never_sends():
+    """A transport wrapper that records whether the client's role ever sent a frame."""
+    sent = []
+
+    def wrap(transport):
+        class Watch:
+            name, peers = transport.name, transport.peers
+
+            def send_bytes(self, peer, frame):
+                sent.append(frame)
+                transport.send_bytes(peer, frame)
+
+            def recv_bytes(self, peer, timeout):
+                return transport.recv_bytes(peer, timeout)
+
+            def close(self):
+                transport.close()
+
+        return Watch()
+
+    return sent, wrap
+
+
+def test_a_client_refuses_a_server_of_another_mode_before_sending_anything(tmp_path, caplog):
+    """smc-hmm speaker anonymous --claim s0 against a server configured for verify: the
+    client compares the declared protocol and mode with its own and refuses
+    (ServedProtocolError) before its role sends a frame -- the claim never leaves -- and
+    Bob's session received nothing.  The same for another threshold, and for a client that
+    asks for the right mode."""
+    from smc_hmm.errors import ServedProtocolError
+
+    caplog.set_level(logging.INFO, logger="smc_hmm.serve")
+    path, _, _ = _speaker_config(tmp_path, "verify", serve={"results": "results.jsonl"})
+    x = np.random.default_rng(382).normal(size=(5, 4))
+    with Server(load_config(path), "bob", port=0) as srv:
+        for expect, says in (
+            ({"mode": "anonymous"}, "mode = 'verify' (asked for 'anonymous')"),
+            ({"mode": "verify", "threshold": 1.0}, "threshold = 0.0 (asked for 1.0)"),
+        ):
+            sent, wrap = _never_sends()
+            with pytest.raises(ServedProtocolError, match="refused before sending") as err:
+                _speaker_client(
+                    srv, tmp_path / "certs", (x, "s0"), expect=expect, wrap_transport=wrap
+                )
+            assert sent == [] and "\n" not in str(err.value) and says in str(err.value)
+        ok = _speaker_client(srv, tmp_path / "certs", (x, "s0"), expect={"mode": "verify"})
+        assert ok["output"] is None
+        _wait_for(lambda: srv.counts["failed"] == 2 and srv.counts["ok"] == 1)
+    refused = [r.getMessage() for r in caplog.records if "client=carol" in r.getMessage()]
+    failed = [m for m in refused if "PeerDisconnectedError" in m or "Error" in m]
+    assert len(failed) == 2 and all("messages=0/0" in m for m in failed)  # Bob got nothing
+
+
+def test_the_speaker_command_checks_the_servers_mode_and_says_who_learned(tmp_path, capsys):
+    """The command line: a mode mismatch is one line and exit 2 before any private value
+    leaves; a matching anonymous session reports that the server learned (and records)
+    the decision."""
+    import json
+
+    from smc_hmm.cli import main
+
+    path, _, _ = _speaker_config(tmp_path, "anonymous", models="bundled", timeout=60.0)
+    from scipy.io import wavfile
+
+    rng = np.random.default_rng(4)
+    t = np.arange(1600) / 8000
+    voice = np.sin(2 * np.pi * 180 * t) * np.hanning(t.size) + 0.05 * rng.normal(size=t.size)
+    wavfile.write(tmp_path / "v.wav", 8000, (voice * 12000).astype(np.int16))
+    with Server(load_config(path), "bob", port=0) as srv:
+        host, port = srv.address
+        base = ["--audio", str(tmp_path / "v.wav"), "--server", f"{host}:{port}",
+                "--certs", str(tmp_path / "certs"), "--name", "carol",
+                "--key-bits", "512", "--insecure"]  # fmt: skip
+        assert main(["speaker", "verify", "--claim", "theo", *base]) == 2
+        err = capsys.readouterr().err
+        assert "mode = 'anonymous' (asked for 'verify')" in err and "Traceback" not in err
+        assert main(["speaker", "anonymous", "--claim", "theo", "--threshold", "1", *base]) == 2
+        assert "threshold" in capsys.readouterr().err
+        assert main(["speaker", "anonymous", "--claim", "theo", *base]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["secure"] == {"learned_by": "server", "recorded_by_server": False}
+        assert report["claim"] == "theo" and report["mode"] == "anonymous"
+
+
 def test_keyword_and_party_clients_check_the_servers_mode(setup, server, tmp_path, capsys):
     """Every served protocol: the keyword client that asks for the private argmax refuses
     a server of the fast one (here the harness's), from Python and from the command line;
