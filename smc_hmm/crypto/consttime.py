@@ -236,18 +236,25 @@ class OpenSSLPowmod(SecretPowmod):
     releases_gil = True
 
     def __init__(self, lib: ctypes.CDLL, path: str):
-        for symbol, (restype, argtypes) in _PROTOTYPES.items():
-            function = getattr(lib, symbol)
-            function.restype, function.argtypes = restype, argtypes
-        self.lib, self.path = lib, path
-        self.version = int(lib.OpenSSL_version_num())
+        # the exponentiation through ``lib`` (a CDLL: the GIL is released for the call);
+        # the conversions and set-up, microseconds each, through a PyDLL of the same
+        # library, which keeps the GIL: a thread then waits for the GIL once per
+        # exponentiation, not once per call, while other threads run Python code
+        quick = ctypes.PyDLL(path)
+        for handle in (lib, quick):
+            for symbol, (restype, argtypes) in _PROTOTYPES.items():
+                function = getattr(handle, symbol)
+                function.restype, function.argtypes = restype, argtypes
+        self.lib, self.path = quick, path
+        self._exp_mod = lib.BN_mod_exp_mont_consttime
+        self.version = int(quick.OpenSSL_version_num())
         self.name = "OpenSSL BN_mod_exp_mont_consttime"
         self._moduli: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
         self._local = threading.local()
 
     def describe(self) -> str:
-        return f"{self.name} ({_image_of(self.lib.BN_mod_exp_mont_consttime) or self.path})"
+        return f"{self.name} ({_image_of(self._exp_mod) or self.path})"
 
     def _state(self) -> _ThreadState:
         state = getattr(self._local, "state", None)
@@ -273,7 +280,7 @@ class OpenSSLPowmod(SecretPowmod):
         width, buf = mont.width, state.buffer(mont.width)
         base, result, ctx = state.base, state.result, state.ctx
         exp_bn = _new_bn(lib, e)
-        exp_mod = lib.BN_mod_exp_mont_consttime
+        exp_mod = self._exp_mod
         out = []
         try:
             for b in bases:
