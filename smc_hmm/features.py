@@ -291,7 +291,7 @@ def speech_warning(samples: ArrayLike, sample_rate: int = 8000) -> str | None:
     """A public rule on the recording's owner's side: a sentence saying why ``samples``
     hold no speech (silence, a steady tone), or None.  A heuristic, not a voice detector:
     it catches the inputs that would otherwise be recognised as some word with no
-    complaint (issue 36), and never fires on the FSDD recordings
+    complaint, and never fires on the FSDD recordings
     (``tests/features/test_features_mfcc.py``)."""
     from scipy.signal import welch
 

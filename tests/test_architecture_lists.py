@@ -1,5 +1,5 @@
-"""docs/architecture.md names every command, benchmark and script the project has (issue
-36, item 20: the lists had gone stale): adding one without documenting it fails here."""
+"""docs/architecture.md names every command, benchmark and script the project has (the
+lists had gone stale once): adding one without documenting it fails here."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The README's Python snippets run as pasted (issue 36, item 17): no hidden set-up, no
+"""The README's Python snippets run as pasted: no hidden set-up, no
 undocumented parameter; the tour's arithmetic prints what its comments say."""
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def test_in_process_run_matches_plaintext(example, capsys):
     assert code == 0  # main returns 1 if any relative error exceeds 1e-6
     assert "discrete HMMs: T = 4" in out and "Gaussian HMMs: T = 4" in out
     assert "cost per party" in out and "largest relative error in log P" in out
-    assert max(len(line) for line in out.splitlines()) <= 88  # readable in a log (issue 36)
+    assert max(len(line) for line in out.splitlines()) <= 88  # readable in a log
 
 
 def test_small_keys_need_insecure(example):
@@ -88,7 +88,7 @@ def test_setup_runs_as_two_parties_over_mutual_tls(example, tmp_path, kind):
     assert np.allclose(got, expected, rtol=1e-6, atol=0)
     assert results["bob"]["output"]["ciphertexts"] == [len(expected)]  # E(log P) stays with Bob
     assert results["bob"]["cost"]["ops"]["decrypt"] == 0
-    # smc-hmm party --views: each process writes what it received (issue 36, item 23)
+    # smc-hmm party --views: each process writes what it received
     seen = {n: json.loads((views / f"{n}.json").read_text()) for n in ("alice", "bob")}
     assert seen["alice"]["holds_key"] and not seen["bob"]["holds_key"]
     assert any(

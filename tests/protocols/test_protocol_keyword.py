@@ -331,7 +331,7 @@ def test_bench_keyword_over_tcp_and_with_short_randomness(tmp_path, extra):
 
 def test_a_config_names_the_bundled_models_as_the_command_line_does(tmp_path):
     """``models = "diag"`` / ``"full"`` in a parties.toml loads the bundled digit HMMs,
-    like ``smc-hmm keyword --models`` (issue 36, item 20); a path still loads a file."""
+    like ``smc-hmm keyword --models``; a path still loads a file."""
     from protocols import keyword as kw
     from smc_hmm.data import load_bundled_models
     from smc_hmm.hmm.io import save_models

@@ -295,7 +295,7 @@ def test_keyword_command_errors(tmp_path, capsys):
 
 @pytest.mark.parametrize("kind", ["silence", "tone"])
 def test_keyword_warns_on_stderr_when_a_recording_holds_no_speech(tmp_path, capsys, kind):
-    """Issue 36, items 12 and 13: digital silence and a 440 Hz tone used to get a digit with
+    """Digital silence and a 440 Hz tone used to get a digit with
     no word; now a public rule on Alice's side warns on stderr, and stdout starts with
     the result line, the cost tables after it."""
     from scipy.io import wavfile
@@ -328,7 +328,7 @@ def test_the_speech_rule_never_fires_on_real_recordings():
 
 
 def test_views_show_what_each_party_received(tmp_path, capsys):
-    """Issue 36, item 23: --views DIR writes each party's view; Alice's own ciphertexts
+    """--views DIR writes each party's view; Alice's own ciphertexts
     appear decrypted (the blinded values her protocol declares), Bob's view holds only
     ciphertexts under her key, public keys and declared clear fields."""
     wav, views = tmp_path / "hello.wav", tmp_path / "views"
@@ -359,7 +359,7 @@ def test_views_show_what_each_party_received(tmp_path, capsys):
 
 
 def test_a_recording_longer_than_max_frames_is_refused_before_any_work(tmp_path, capsys):
-    """Issue 36, item 11: a documented length bound (30 s by default, as serve) with an
+    """A documented length bound (30 s by default, as serve) with an
     option to raise it, checked before key generation."""
     wav = tmp_path / "hello.wav"
     _write_wav(wav)

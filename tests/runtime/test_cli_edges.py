@@ -446,7 +446,7 @@ def test_release_help_points_to_its_guide(capsys, argv):
 
 
 def test_numbers_are_reported_as_the_user_wrote_them(capsys):
-    """Issue 36, item 14: '--eps 1e400' is not 'got inf', and a numpy value is shown as a
+    """'--eps 1e400' is not 'got inf', and a numpy value is shown as a
     plain one, not 'np.str_('x')'."""
     import numpy as np
 

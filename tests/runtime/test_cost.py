@@ -409,7 +409,7 @@ def test_the_model_prices_counted_multiexp_multiplications_as_additions():
 
 
 def test_malformed_rates_say_what_is_missing_in_words():
-    """Issue 36, item 14: not "malformed primitive rates: 'bits'"."""
+    """Not "malformed primitive rates: 'bits'"."""
     from smc_hmm.cost.model import PrimitiveRates
     from smc_hmm.errors import ConfigError
 
