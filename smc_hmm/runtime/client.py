@@ -39,6 +39,7 @@ from smc_hmm.errors import (
     AuthenticationError,
     ConfigError,
     InsecureKeyWarning,
+    InsecurePeerKeyError,
     PeerDisconnectedError,
     PeerTimeoutError,
     ProtocolError,
@@ -80,6 +81,11 @@ _REFUSALS = {
     "ServerShutdownError": ServerShutdownError,
     "AuthenticationError": AuthenticationError,
 }
+
+
+#: a server that accepts TCP must complete the TLS handshake within this many seconds
+#: (the serving side's own default handshake bound)
+HANDSHAKE_TIMEOUT = 10.0
 
 
 def parse_server(text: str) -> tuple[str, int]:
@@ -155,10 +161,21 @@ def connect(
     sock = raw
     try:
         raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        raw.settimeout(min(timeout, HANDSHAKE_TIMEOUT))
         try:
             sock = tls.client_context().wrap_socket(raw)
         except ssl.SSLError as exc:
             raise AuthenticationError(f"{name}: TLS handshake with {host}:{port}: {exc}") from exc
+        except TimeoutError as exc:
+            raise PeerTimeoutError(
+                f"{name}: {host}:{port} accepted the connection but completed no TLS handshake "
+                f"within {min(timeout, HANDSHAKE_TIMEOUT):g} s: is it an smc-hmm server "
+                "(smc-hmm serve)?"
+            ) from exc
+        except OSError as exc:
+            raise PeerDisconnectedError(
+                f"{name}: {host}:{port} closed the connection during the TLS handshake: {exc}"
+            ) from exc
         names, _ = peer_identity(sock)
         if server_name not in names:
             raise AuthenticationError(
@@ -278,6 +295,12 @@ def run_client_session(
     ledger = CostLedger(reply["you"])
     try:
         params = check_served(descriptor, reply, expect, server_name)
+        wanted = reply.get("min_key_bits")
+        if client_role.holds_key and isinstance(wanted, int) and keypair[0].bits < wanted:
+            raise InsecurePeerKeyError(
+                f"{server_name} accepts client keys of {wanted} bits or more; this client's "
+                f"key has {keypair[0].bits} bits (use --key-bits {wanted})"
+            )
         channel = Channel(
             transport if wrap_transport is None else wrap_transport(transport),
             WireCodec(max_frame_bytes=max_frame_bytes),

@@ -1050,6 +1050,9 @@ class Server:
                     "you": self.client_party,
                     "role": self.client_role.name,
                     "results": self.results.enabled,
+                    # the smallest client key this server accepts: a client with a weaker
+                    # one is told why before its role sends anything
+                    "min_key_bits": config.min_key_bits,
                 },
             )
             transport = TcpTransport.over_socket(

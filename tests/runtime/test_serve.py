@@ -189,11 +189,29 @@ def test_a_weak_client_key_is_refused_by_the_session(setup, server):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureKeyWarning)
         tiny = generate_keypair(256, insecure=True)
-    with pytest.raises(SmcHmmError):
+    # the server says why (its minimum travels in the session reply), and the client
+    # refuses before its role sends anything, its key included
+    with pytest.raises(InsecurePeerKeyError, match="accepts client keys of 512 bits or more"):
         client(server.address, certs, cases[0][0], kp=tiny)
     _wait_for(lambda: server.counts["failed"] == 1)
     _ok(server, certs, cases[:1])
-    assert InsecurePeerKeyError  # the typed error Bob logs for it
+
+
+def test_a_server_that_never_speaks_tls_is_detected_within_the_handshake_bound(setup):
+    """A listener that accepts TCP and then says nothing: the client ends with a typed
+    error naming the likely cause within its bound, not a traceback after a minute."""
+    from smc_hmm.errors import PeerTimeoutError
+    from smc_hmm.runtime.client import client_tls, connect
+
+    _, certs, _ = setup
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        tls, name = client_tls(certs, "alice")
+        start = time.monotonic()
+        with pytest.raises(PeerTimeoutError, match="no TLS handshake within 1 s"):
+            connect(listener.getsockname(), tls, name, timeout=1.0)
+        assert time.monotonic() - start < 5
 
 
 def _hold_a_slot(server, certs):
