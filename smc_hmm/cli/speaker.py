@@ -6,12 +6,16 @@ speaker and a UBM (the bundled five FSDD speakers by default, or a labelled mode
 and the registered ``speaker`` protocol (``protocols/speaker.py``, found by name, so this
 module does not import the protocol package) runs both roles in-process.  The plaintext
 decision is computed locally beside the secure one, for comparison only; the result is
-printed as JSON on standard output (cost tables and progress go to standard error).
+printed as JSON on standard output first, the cost tables after it; warnings and progress
+go to standard error (the convention of every command).
 
-``identify``: Alice learns the best enrolled speaker or "none" (no speaker beats the UBM
-by the margin).  ``verify --claim NAME``: Bob learns whether the voice is NAME's (the
-claim is public to him).  ``anonymous --claim NAME``: Bob learns the same bit, never the
-claim (Alice sends it as an encrypted one-hot selection).  A flag the mode does not use
+``identify``: Alice learns the closest enrolled speaker, or null when the UBM beats every
+speaker by more than the margin (2 nats per frame by default): it names one of the N
+enrolled speakers, it does not verify one, so an unknown voice can be named (the report
+says so); ``verify`` accepts or rejects a claim.  ``verify --claim NAME``: Bob learns
+whether the voice is NAME's (the claim is public to him).  ``anonymous --claim NAME``:
+Bob learns the same bit, never the claim (Alice sends it as an encrypted one-hot
+selection).  A flag the mode does not use
 (``--claim`` with identify, ``--margin`` with verify or anonymous, ``--threshold`` with
 identify) is a one-line error, as is a missing ``--claim``.
 
@@ -48,6 +52,12 @@ from smc_hmm.protocol import find
 from smc_hmm.runtime.simulate import run_protocol
 
 HELP = "identify or verify the speaker of one WAV recording securely (GMMs and a UBM)"
+#: what identify's answer means, in its report (an unknown voice gets the closest name)
+IDENTIFY_NOTE = (
+    "identify names the closest of the {n} enrolled speakers unless the background model "
+    "beats them all by the margin; it does not verify: an unknown voice can be named, so use "
+    "verify --claim to accept or reject"
+)
 MODES = ("identify", "verify", "anonymous")
 
 
@@ -157,7 +167,6 @@ def run(args) -> int:
             timeout=args.timeout,
             meta={"audio": str(args.audio), "mode": args.mode},
         )
-    result.cost.render(out)
     if args.mode == "identify":
         secure, who = result["alice"]["speaker"], "alice"
     else:
@@ -173,8 +182,10 @@ def run(args) -> int:
         "seconds": result.elapsed,
         "key_bits": args.key_bits,
         **({"claim": args.claim} if args.claim is not None else {}),
+        **({"note": IDENTIFY_NOTE.format(n=len(labels) - 1)} if args.mode == "identify" else {}),
     }
     _emit(report, args.json, {"cost": result.cost.to_dict()}, out)
+    result.cost.render(console())  # after the result, on standard output
     return 0 if secure == plain else 1
 
 

@@ -554,7 +554,11 @@ def test_speaker_command_prints_both_decisions_as_json(tmp_path, capsys, mode):
     if mode == "verify":
         argv += ["--claim", "george"]
     assert main(argv) == 0
-    report = json.loads(capsys.readouterr().out)
+    out = capsys.readouterr().out
+    report, end = json.JSONDecoder().raw_decode(out)  # the result first, on stdout
+    assert "cost per party" in out[end:]  # the tables after it
+    if mode == "identify":  # identify names the closest speaker, and says so
+        assert "does not verify" in report["note"]
     key = "speaker" if mode == "identify" else "accept"
     assert report["agree"] and report["secure"][key] == report["plaintext"][key]
     assert report["secure"]["learned_by"] == ("alice" if mode == "identify" else "bob")
