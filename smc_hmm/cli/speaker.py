@@ -46,7 +46,7 @@ from smc_hmm.data.speakers import (
     speaker_features_from_wav,
 )
 from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError
-from smc_hmm.options import TIMEOUT, WORKERS
+from smc_hmm.options import TIMEOUT, WORKERS, check_output_dir
 from smc_hmm.progress import status
 from smc_hmm.protocol import find
 from smc_hmm.runtime.simulate import run_protocol
@@ -80,6 +80,12 @@ def configure(p) -> None:
     add_key_arguments(p, "tests only")
     p.add_argument("--timeout", type=TIMEOUT, default=300.0, help="per-receive timeout, seconds")
     p.add_argument("--json", metavar="PATH", help="also write the report and cost as JSON")
+    p.add_argument(
+        "--views",
+        metavar="DIR",
+        help="write what each party received (decrypted where it holds the key) to "
+        "DIR/alice.json and DIR/bob.json (docs/views.md)",
+    )
     p.add_argument("--server", metavar="HOST:PORT", help="a serving Bob (smc-hmm serve)")
     p.add_argument("--certs", metavar="DIR", help="with --server: ca.pem and the client's files")
     p.add_argument("--name", help="with --server: the client certificate's name in --certs")
@@ -130,6 +136,9 @@ def run(args) -> int:
     check_key_bits(args)
     check_output_path(args.json)
     check_flags(args)
+    if args.views and args.server:
+        raise InvalidInputError("--views records an in-process run; drop --server")
+    check_output_dir(args.views, "--views")
     out = console(stderr=True)
     protocol = find("speaker")
     params = protocol.params(_params(args))  # bad parameters fail before any work
@@ -166,6 +175,7 @@ def run(args) -> int:
             min_key_bits=min(args.key_bits, 2048) if args.insecure else 2048,
             timeout=args.timeout,
             meta={"audio": str(args.audio), "mode": args.mode},
+            record_views=bool(args.views),
         )
     if args.mode == "identify":
         secure, who = result["alice"]["speaker"], "alice"
@@ -186,6 +196,11 @@ def run(args) -> int:
     }
     _emit(report, args.json, {"cost": result.cost.to_dict()}, out)
     result.cost.render(console())  # after the result, on standard output
+    if args.views:
+        from smc_hmm.runtime.views import write_views
+
+        written = write_views(args.views, result.views, {"alice": keypair})
+        out.print(f"views: {', '.join(str(p) for p in written)}")
     return 0 if secure == plain else 1
 
 

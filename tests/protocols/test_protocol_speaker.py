@@ -559,6 +559,15 @@ def test_speaker_command_prints_both_decisions_as_json(tmp_path, capsys, mode):
     assert "cost per party" in out[end:]  # the tables after it
     if mode == "identify":  # identify names the closest speaker, and says so
         assert "does not verify" in report["note"]
+        views = tmp_path / "views"  # --views: what each party received
+        assert main([*argv, "--views", str(views)]) == 0
+        capsys.readouterr()
+        bob = json.loads((views / "bob.json").read_text())
+        assert not bob["holds_key"] and all(
+            f["kind"] != "decrypted"
+            for m in bob["messages"]
+            for f in (m["fields"] if isinstance(m["fields"], list) else [m["fields"]])
+        )
     key = "speaker" if mode == "identify" else "accept"
     assert report["agree"] and report["secure"][key] == report["plaintext"][key]
     assert report["secure"]["learned_by"] == ("alice" if mode == "identify" else "bob")
