@@ -8,6 +8,7 @@ Subcommands::
     smc-hmm serve --role bob --config parties.toml [--scheduler A]  serve many clients (mTLS)
     smc-hmm keyword --audio FILE.wav [--models M] [--json PATH]     keyword of one recording
     smc-hmm speaker identify|verify|anonymous --audio FILE.wav      speaker of one recording
+    smc-hmm match --audio SNIPPET.wav [--collection DIR|FILE.npz]   which recording holds it
     smc-hmm bench NAME [...]                                        a registered benchmark
     smc-hmm cost REPORT.json [--run N] [--bits B ...]               show / extrapolate a cost report
     smc-hmm certs --out DIR --parties alice,bob,trent [--force]     CA + party certificates (mTLS)
@@ -44,6 +45,7 @@ from smc_hmm.cli import (
     demo,
     keyword,
     launch,
+    match,
     party,
     release,
     serve,
@@ -63,6 +65,7 @@ COMMANDS: dict[str, ModuleType] = {
     "serve": serve,
     "keyword": keyword,
     "speaker": speaker,
+    "match": match,
     "bench": bench,
     "cost": cost,
     "certs": certs,

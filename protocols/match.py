@@ -1,0 +1,591 @@
+"""Private audio matching: which of Bob's recordings Alice's snippet comes from, and where.
+
+Thesis 003, 2.2.2 (music matching) and 5.2.1: Alice has a short audio snippet (0.25-0.5 s
+in the bundled task) and her Paillier key pair; Bob has a collection of longer
+recordings.  Bob scores every window -- every offset of every recording -- against
+Alice's encrypted snippet, and a secure maximum gives Alice the best window's recording
+and offset, or "no match" when no window beats a public threshold.  Bob learns nothing.
+
+The score of window o of a recording is a normalised correlation of mel-band magnitudes
+(:mod:`smc_hmm.data.match`, which also holds the plaintext matcher this protocol must
+reproduce exactly): score_o = <Q, X[o:o+L]> c_o with Alice's integers Q (L frames x B
+bands, centred per band, norm 2^a, bands summing to zero), Bob's integer frames X and his
+per-window factor c_o ~ 2^k d_max / ||X[o:o+L] - mean||.
+
+Protocol (semi-honest Alice and Bob, not colluding; S slots of s bits per ciphertext,
+s = bits(raw bound) + sigma + 2, S from the key size and the collection's longest run of
+windows, all public):
+
+1. Bob -> Alice ``match.catalogue``: the recordings' ids and lengths in frames (public:
+   the collection's catalogue, like a keyword vocabulary).
+2. Alice -> Bob ``match.frames``: L, the snippet's length in frames (public).
+3. Alice -> Bob ``cmp.pk``, ``cmp.dgk``: her Paillier and DGK public keys
+   (:func:`protocols.compare.alice_send_keys`).
+4. Alice -> Bob ``match.snippet``: (L + S - 1) x B ciphertexts; the one of frame row t
+   and band j packs the shifted copies Q[t, j], Q[t - 1, j], ..., Q[t - S + 1, j] (zero
+   outside the snippet) into its S slots.
+5. Bob, for each block of S consecutive windows o0..o0+S-1 of a recording, raises the
+   ciphertexts to his *plaintext* frame values X[o0 + t, j] -- one multi-exponentiation
+   with shared bases (:meth:`smc_hmm.crypto.CipherArray.lincomb`, on his compute lanes or
+   a Dask cluster) -- and gets slot k = sum_(u, j) Q[u, j] X[o0 + k + u, j], the raw
+   score of window o0 + k: S windows' scores in one ciphertext.  He adds to every slot a
+   mask uniform on [0, 2^(bits(raw bound) + sigma)) and sends the re-randomised blocks
+   (``match.masked``).
+6. Alice decrypts each block once, unpacks its slots and re-encrypts every window's
+   masked raw score on its own (``match.slots``, one ciphertext per window).
+7. Bob removes his masks, multiplies each raw score by his factor c_o (E(raw)^c_o) and
+   forms the candidates: candidate 0 is the public threshold (E(tau), tau in score
+   units), then every window (``exact``) or, in the ``approx`` mode, every
+   ``stride``-th offset of each recording with the scores of ``stride`` adjacent windows
+   summed (a pooled candidate; the threshold is ``stride`` tau).
+8. The secure argmax over the candidates: the DGK tournament of
+   :mod:`protocols.compare` (batched comparisons and selections, ceil(log2(count))
+   rounds; ties go to the lowest index, so a window must beat the threshold strictly and
+   the answer is exactly the plaintext matcher's), and its label revealed to Alice
+   (``argmax.label``): 0 for "no match", else the candidate's (recording, offset).
+
+Who learns what:
+
+* Alice learns the answer: the winning candidate's (recording id, offset) or "no match".
+  Besides it she sees only values masked with sigma = 40 statistical bits: every slot of
+  step 5 (raw scores and, in a block's unused slots, partial sums: each plus a mask of
+  sigma bits beyond their public bound; statistical distance <= 2^-(sigma - 1)) and the
+  comparisons' masked differences and uniform bits (:mod:`protocols.compare`).  What
+  the answer itself tells her over many chosen snippets is the argmax's leak: one answer
+  per snippet (``docs/security.md``, "match").
+* Bob learns L and nothing else: Paillier and DGK ciphertexts only (IND-CPA).
+
+The ``approx`` mode (``stride`` K >= 2) makes about 1/K of the comparisons: it is the
+thesis's "approximate maximum value" that does not make all the comparisons.  It is
+approximate in what it finds (the best pooled candidate, whose offset is within K - 1
+frames of its best window), not in what it reveals: Alice learns the same kind of answer.
+``docs/matching.md`` measures its accuracy beside the exact mode's.
+
+Public parameters (:class:`MatchParams`): the mode and stride, the threshold (a
+normalised correlation; by default the bundled data's calibrated one), the bands and the
+quantisation bits, sigma; the snippet's length; the catalogue.  Run: ``smc-hmm match
+--audio SNIPPET.wav``, ``smc-hmm bench match``, or ``protocol = "match"`` in a
+parties.toml (Alice's ``snippet``: a WAV file or frames; Bob's ``collection``: ``fsdd``,
+a folder of WAV files or an ``.npz`` collection); tests in
+``tests/protocols/test_protocol_match.py``; design, cost and accuracy in
+``docs/matching.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from protocols import compare
+from smc_hmm.crypto import CipherArray
+from smc_hmm.crypto.packing import PackingPlan, plain_bits
+from smc_hmm.data.match import (
+    Collection,
+    Quantisation,
+    Spectrogram,
+    answer,
+    candidates,
+    load_match_manifest,
+    window_counts,
+)
+from smc_hmm.errors import (
+    ConfigError,
+    InvalidInputError,
+    PrecisionError,
+    ProtocolError,
+    SmcHmmError,
+)
+from smc_hmm.limits import check_at_most
+from smc_hmm.messages import Ciphertexts, Message, Public
+from smc_hmm.protocol import ProtocolDescriptor, Role
+from smc_hmm.runtime.inputs import load_array, resolve_path
+
+NAME = "match"
+MODES = ("exact", "approx")
+#: step 1 (Bob's catalogue: ids and lengths) and step 2 (the snippet's length), whose
+#: declarations need no size
+CATALOGUE = Message("match.catalogue", (Public((list,)), Public((list,))))
+FRAMES = Message("match.frames", Public((int,)))
+#: the longest snippet (frames, 20 ms each: 10 s) a Bob accepts
+MAX_FRAMES = 500
+#: the most recordings and windows a catalogue may declare (checked by Alice on arrival)
+MAX_RECORDINGS = 1_000_000
+MAX_RECORDING_FRAMES = 1_000_000
+
+
+@dataclass(frozen=True)
+class MatchParams:
+    """Public parameters.  ``mode``: ``exact`` (every window) or ``approx`` (every
+    ``stride``-th offset, ``stride`` adjacent windows pooled).  ``threshold``: "no match"
+    unless a window's normalised correlation (a pooled candidate's mean) beats it; None:
+    the bundled data's calibrated threshold for the mode and stride.  The rest is the
+    integer encoding (:class:`smc_hmm.data.match.Quantisation`) and the masks' sigma."""
+
+    mode: str = "exact"
+    stride: int = 2
+    threshold: float | None = None
+    bands: int = 24
+    query_bits: int = 7
+    frame_bits: int = 7
+    factor_bits: int = 8
+    floor_bits: int = 6
+    sigma: int = 40
+    max_frames: int = MAX_FRAMES
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise InvalidInputError(f"mode must be one of {MODES}, got {self.mode!r}")
+        for name, lo, hi in (
+            ("stride", 2, 64),
+            ("bands", 1, 1024),
+            ("sigma", 40, 256),
+            ("max_frames", 1, 100_000),
+        ):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise InvalidInputError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
+        if self.threshold is not None and not (
+            isinstance(self.threshold, int | float)
+            and not isinstance(self.threshold, bool)
+            and -1.0 <= self.threshold <= 1.0
+        ):
+            raise InvalidInputError("threshold must be a normalised correlation in [-1, 1]")
+        _ = self.quant  # checks the bits
+
+    @property
+    def pool(self) -> int:
+        """Windows per candidate: 1 (exact) or the stride (approx)."""
+        return 1 if self.mode == "exact" else self.stride
+
+    @property
+    def quant(self) -> Quantisation:
+        return Quantisation(self.query_bits, self.frame_bits, self.factor_bits, self.floor_bits)
+
+    def threshold_value(self) -> float:
+        """The threshold: the given one, else the bundled data's for this pool."""
+        if self.threshold is not None:
+            return float(self.threshold)
+        calibrated = load_match_manifest().get("thresholds", {})
+        if str(self.pool) not in calibrated:
+            raise ConfigError(
+                f"no calibrated threshold for stride {self.pool}: set threshold explicitly"
+            )
+        return float(calibrated[str(self.pool)])
+
+    @classmethod
+    def from_config(cls, section: Mapping) -> MatchParams:
+        """``[protocol]``: any field above (``name`` ignored)."""
+        known = {f.name for f in fields(cls)}
+        unknown = set(section) - known - {"name"}
+        if unknown:
+            raise ConfigError(f"unknown match parameters: {sorted(unknown)}")
+        try:
+            return cls(**{k: v for k, v in section.items() if k in known})
+        except (InvalidInputError, TypeError) as e:
+            raise ConfigError(f"bad match parameters: {e}") from e
+
+
+@dataclass(frozen=True)
+class MatchLayout:
+    """Everything public of one run: the parameters, the key size, the snippet's length
+    L and the catalogue's lengths; the packing, the blocks, the bounds and the messages."""
+
+    params: MatchParams
+    key_bits: int
+    length: int
+    lengths: tuple[int, ...]
+
+    @classmethod
+    def build(cls, params: MatchParams, key_bits: int, length: int, lengths) -> MatchLayout:
+        layout = cls(params, int(key_bits), int(length), tuple(int(t) for t in lengths))
+        _ = layout.slots  # refuses a key too small for one slot
+        return layout
+
+    # sizes
+    @property
+    def bands(self) -> int:
+        return self.params.bands
+
+    @property
+    def windows(self) -> list[int]:
+        return window_counts(self.lengths, self.length)
+
+    @property
+    def total(self) -> int:
+        """N: every window of every recording."""
+        return sum(self.windows)
+
+    @property
+    def candidates(self) -> list[tuple[int, int]]:
+        """(recording, offset) of every candidate after the threshold."""
+        return candidates(self.lengths, self.length, self.params.pool)
+
+    @property
+    def count(self) -> int:
+        """Candidates of the argmax, the threshold included."""
+        return len(self.candidates) + 1
+
+    # bounds and packing
+    @property
+    def raw_bound(self) -> int:
+        return self.params.quant.raw_bound(self.length, self.bands)
+
+    @property
+    def score_bound(self) -> int:
+        return self.params.quant.score_bound(self.length, self.bands)
+
+    @property
+    def value_bound(self) -> int:
+        """The bound of every candidate's value (pooled: ``pool`` scores)."""
+        return self.params.pool * self.score_bound
+
+    @property
+    def bits(self) -> int:
+        """The comparisons' l: every value (and the threshold) fits in l - 1 bits."""
+        return self.value_bound.bit_length() + 1
+
+    @property
+    def mask_bits(self) -> int:
+        return self.raw_bound.bit_length() + self.params.sigma
+
+    @property
+    def slot_bits(self) -> int:
+        """A masked raw score is in (-raw bound, raw bound + 2^mask_bits): a sign bit and
+        one bit of carry above the mask."""
+        return self.mask_bits + 2
+
+    def _fits(self, slots: int) -> bool:
+        """Bob's multi-exponentiation checks |Alice's packed value| x (his row's L1 norm)
+        against the plaintext space: with his public bound on that norm it must pass."""
+        rows = self.length + slots - 1
+        reach = self.params.quant.query_entry_bound() * rows * self.bands
+        reach <<= self.params.frame_bits
+        total = reach.bit_length() + (slots - 1) * self.slot_bits + 1
+        return slots * self.slot_bits <= plain_bits(self.key_bits) and total <= plain_bits(
+            self.key_bits
+        )
+
+    @property
+    def slots(self) -> int:
+        """S: as many windows per ciphertext as the key holds, at most a recording's windows."""
+        top = max(1, min(plain_bits(self.key_bits) // self.slot_bits, max(self.windows, default=1)))
+        while top >= 1 and not self._fits(top):
+            top -= 1
+        if top < 1:
+            raise PrecisionError(
+                f"a {self.key_bits}-bit key cannot hold one {self.slot_bits}-bit score slot"
+            )
+        return top
+
+    @property
+    def plan(self) -> PackingPlan:
+        return PackingPlan(self.slot_bits, self.slots)
+
+    @property
+    def rows(self) -> int:
+        """Frame rows of Alice's packed snippet: L + S - 1."""
+        return self.length + self.slots - 1
+
+    @property
+    def blocks(self) -> list[tuple[int, int, int]]:
+        """(recording, first offset, windows used) of every packed block of Bob's scores."""
+        s = self.slots
+        return [
+            (r, o0, min(s, count - o0))
+            for r, count in enumerate(self.windows)
+            for o0 in range(0, count, s)
+        ]
+
+    def packed_bound(self, slot_bound: int) -> int:
+        return slot_bound << ((self.slots - 1) * self.slot_bits + 1)
+
+    @property
+    def slot_value_bound(self) -> int:
+        """The bound of a masked raw score."""
+        return self.raw_bound + (1 << self.mask_bits)
+
+    # the argmax
+    def argmax_params(self) -> compare.ArgmaxParams:
+        return compare.ArgmaxParams(
+            bits=self.bits,
+            count=self.count,
+            sigma=self.params.sigma,
+            reveal_to="alice",
+            tie_break="lowest",
+        )
+
+    def compare_spec(self) -> compare.CompareSpec:
+        return compare.CompareSpec(self.bits, 1, self.params.sigma)
+
+    def threshold_units(self) -> int:
+        value = self.params.threshold_value()
+        return self.params.pool * self.params.quant.threshold_units(value, self.length, self.bands)
+
+    # messages and randomizers
+    def messages(self) -> dict[str, Message]:
+        return {
+            "catalogue": CATALOGUE,
+            "frames": FRAMES,
+            "snippet": Message(
+                "match.snippet",
+                Ciphertexts(
+                    0,
+                    self.packed_bound(self.params.quant.query_entry_bound()),
+                    (self.rows, self.bands),
+                ),
+            ),
+            "masked": Message(
+                "match.masked",
+                Ciphertexts(0, self.packed_bound(self.slot_value_bound), (len(self.blocks),)),
+            ),
+            "slots": Message("match.slots", Ciphertexts(0, self.slot_value_bound, (self.total,))),
+        }
+
+    def declared_messages(self) -> list[Message]:
+        """Every message of a run (for the transcript harness and for readers)."""
+        out = list(self.messages().values()) + list(self.compare_spec().messages().values())
+        if self.count >= 2:
+            out += self.argmax_params().messages()
+        return out
+
+    def randomizers(self) -> dict[str, int]:
+        """Fresh randomizers: Alice's snippet and slot encryptions, Bob's re-randomised
+        blocks and threshold, then the tournament and the label's reveal."""
+        need = {"alice": self.rows * self.bands + self.total, "bob": len(self.blocks)}
+        if self.count >= 2:
+            parts = (
+                {"alice": 0, "bob": 1},
+                self.argmax_params().randomizers(),
+                compare.reveal_randomizers("alice"),
+            )
+            for part in parts:
+                need = {k: need[k] + part[k] for k in need}
+        return need
+
+
+# -- inputs --------------------------------------------------------------------------------
+
+
+def _collection(private) -> Collection:
+    if isinstance(private, Collection):
+        return private
+    if isinstance(private, tuple) and len(private) == 2:
+        return Collection(list(private[0]), list(private[1]))
+    raise InvalidInputError("Bob's input is a Collection or a pair (ids, list of frames)")
+
+
+def check_catalogue(ids, lengths) -> tuple[list[str], list[int]]:
+    """Alice's check of Bob's catalogue: lists of the same size, within the public limits."""
+    if not isinstance(ids, list) or not isinstance(lengths, list) or len(ids) != len(lengths):
+        raise ProtocolError("match.catalogue: expected two lists of the same length")
+    check_at_most("MAX_RECORDINGS", len(ids), MAX_RECORDINGS, "the catalogue's recordings")
+    if not ids or not all(isinstance(i, str) for i in ids):
+        raise ProtocolError("match.catalogue: ids must be strings, at least one")
+    if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in lengths):
+        raise ProtocolError("match.catalogue: lengths must be positive integers")
+    for t in lengths:
+        check_at_most("MAX_RECORDING_FRAMES", t, MAX_RECORDING_FRAMES, "a recording's frames")
+    return ids, lengths
+
+
+def toeplitz(q_ints, layout: MatchLayout) -> np.ndarray:
+    """Alice's (L + S - 1, B) packed integers: row t, band j holds Q[t - k, j] in slot k."""
+    q = np.asarray(q_ints, dtype=np.int64)
+    length, s, plan = layout.length, layout.slots, layout.plan
+    out = np.empty((layout.rows, layout.bands), dtype=object)
+    for t in range(layout.rows):
+        for j in range(layout.bands):
+            out[t, j] = plan.pack(
+                [int(q[t - k, j]) if 0 <= t - k < length else 0 for k in range(s)]
+            )
+    return out
+
+
+def slot_masks(rng, layout: MatchLayout) -> list[list[int]]:
+    """Bob's masks of step 5: per block and slot, uniform on [0, 2^mask_bits)."""
+    return [[rng.randbits(layout.mask_bits) for _ in range(layout.slots)] for _ in layout.blocks]
+
+
+def bob_exponents(ints: list[np.ndarray], layout: MatchLayout) -> np.ndarray:
+    """Bob's (blocks, (L + S - 1) B) exponents: block (r, o0) raises row t, band j to
+    X_r[o0 + t, j] (zero past the recording's end)."""
+    out = np.zeros((len(layout.blocks), layout.rows * layout.bands), dtype=np.int64)
+    for b, (r, o0, _) in enumerate(layout.blocks):
+        frames = ints[r][o0 : o0 + layout.rows]
+        out[b, : frames.size] = frames.reshape(-1)
+    return out
+
+
+# -- the roles -------------------------------------------------------------------------------
+
+
+def alice(ctx, snippet, params: MatchParams, peer: str = "bob") -> dict:
+    """Alice: ``snippet`` is her (L, B) frames; returns the answer (``match`` is the
+    recording's id or None for "no match", with its index and offset)."""
+    pk, sk = ctx.keypair
+    frames = np.asarray(snippet, dtype=float)
+    if frames.ndim != 2 or frames.shape[1] != params.bands or frames.shape[0] < 1:
+        raise InvalidInputError(f"the snippet must be (frames, {params.bands}) magnitudes")
+    if frames.shape[0] > params.max_frames:
+        raise InvalidInputError(
+            f"the snippet has {frames.shape[0]} frames; at most {params.max_frames}"
+        )
+    length = frames.shape[0]
+    with ctx.phase("setup"):
+        ids, lengths = check_catalogue(*ctx.recv(peer, CATALOGUE))  # step 1
+        layout = MatchLayout.build(params, pk.bits, length, lengths)
+        msg = layout.messages()
+        ctx.send(peer, msg["frames"], length)  # step 2
+        dgk_sk = compare.alice_send_keys(ctx, layout.compare_spec(), peer)  # step 3
+    with ctx.phase("snippet"):
+        q = params.quant.query_ints(frames)
+        packed = CipherArray.encrypt_encoded(pk, toeplitz(q, layout), 0, msg["snippet"].body.bound)
+        ctx.send(peer, msg["snippet"], packed)  # step 4
+    with ctx.phase("unpack"):
+        blocks = ctx.recv(peer, msg["masked"]).decrypt_ints(sk)  # step 5 -> 6
+        values = []
+        for (_, _, used), v in zip(layout.blocks, blocks):
+            values += layout.plan.unpack(int(v), used)
+        top = layout.slot_value_bound
+        if any(not -layout.raw_bound <= v <= top for v in values):
+            raise ProtocolError("match.masked: a slot is outside its declared range")
+        ctx.send(peer, msg["slots"], CipherArray.encrypt_encoded(pk, values, 0, top))
+    with ctx.phase("argmax"):  # steps 7-8
+        index = 0
+        if layout.count >= 2:
+            argmax = layout.argmax_params()
+            compare.alice_argmax(ctx, dgk_sk, argmax, peer)
+            (index,) = compare.alice_reveal(
+                ctx, (1,), argmax.labels_bound, "alice", peer, compare.ARGMAX_TAGS, params.sigma
+            )
+    result = answer(index, lengths, length, params.pool, ids)
+    return {
+        "match": result.id,
+        "recording": result.recording,
+        "offset_frames": result.offset,
+        "mode": params.mode,
+        "candidates": layout.count - 1,
+    }
+
+
+def bob(ctx, collection, params: MatchParams, peer: str = "alice") -> None:
+    """Bob: ``collection`` is a :class:`~smc_hmm.data.match.Collection` (or (ids, frames))."""
+    collection = _collection(collection)
+    if collection.bands != params.bands:
+        raise InvalidInputError(
+            f"the collection has {collection.bands} bands per frame; the parameters say "
+            f"{params.bands}"
+        )
+    quant = params.quant
+    with ctx.phase("setup"):
+        ctx.send(peer, CATALOGUE, [collection.ids, collection.lengths])  # step 1
+        length = ctx.recv(peer, FRAMES)  # step 2
+        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+            raise ProtocolError("match.frames: expected a positive number of frames")
+        check_at_most("max_frames", length, params.max_frames, "the snippet's frames")
+        ctx.charge_frames(length)  # a serving Bob's per-client budget (public L)
+        spec = MatchLayout(params, 2048, length, collection.lengths).compare_spec()
+        pk, dgk_pk = compare.bob_recv_keys(ctx, spec, peer)  # step 3
+        layout = MatchLayout.build(params, pk.bits, length, collection.lengths)
+        msg = layout.messages()
+        ints = collection.ints(quant)
+        factors = [quant.window_factors(x, length) for x in ints]
+    with ctx.phase("scores"):
+        enc = ctx.recv(peer, msg["snippet"])  # step 4
+        enc.public_key.same_key(pk)
+        plan, blocks = layout.plan, layout.blocks
+        masks = slot_masks(ctx.rng, layout)
+        if blocks:  # step 5: one multi-exponentiation per block, Alice's ciphertexts as bases
+            raw = enc.reshape(-1).lincomb(bob_exponents(ints, layout))
+            raw = raw.with_bound(layout.packed_bound(layout.raw_bound))
+            packed_masks = np.array([plan.pack(m) for m in masks], dtype=object)
+            masked = raw.add_encoded(packed_masks).rerandomize()
+        else:  # no recording holds a window of L frames: nothing to score
+            masked = CipherArray(pk, np.empty(0, dtype=object), 0, 0)
+        ctx.send(peer, msg["masked"], masked)
+    with ctx.phase("argmax"):
+        slots = ctx.recv(peer, msg["slots"])  # step 6
+        slots.public_key.same_key(pk)
+        unmask = [-m for (_, _, used), row in zip(blocks, masks) for m in row[:used]]
+        values = _candidates(slots, unmask, factors, layout, pk)  # step 7
+        if layout.count >= 2:  # step 8
+            argmax = layout.argmax_params()
+            label, _ = compare.bob_argmax(ctx, values, dgk_pk, argmax, peer=peer)
+            compare.bob_reveal(
+                ctx, label, argmax.labels_bound, "alice", peer, compare.ARGMAX_TAGS, params.sigma
+            )
+    return None
+
+
+def _candidates(slots, unmask, factors, layout: MatchLayout, pk) -> CipherArray:
+    """E(threshold), then every candidate's value: raw scores unmasked, times c_o, pooled."""
+    threshold = CipherArray.encrypt_encoded(pk, [layout.threshold_units()], 0, layout.value_bound)
+    if not layout.total:
+        return threshold
+    raw = slots.add_encoded(np.array(unmask, dtype=object)).with_bound(layout.raw_bound)
+    scores = raw.mul(np.concatenate(factors).astype(object)).with_bound(layout.score_bound)
+    pool = layout.params.pool
+    if pool == 1:
+        pooled = scores
+    else:
+        starts = np.cumsum([0, *layout.windows])
+        picks = [
+            [starts[r] + min(o + j, layout.windows[r] - 1) for r, o in layout.candidates]
+            for j in range(pool)
+        ]
+        pooled = scores[np.array(picks[0])]
+        for pick in picks[1:]:
+            pooled = pooled + scores[np.array(pick)]
+    pooled = pooled.with_bound(layout.value_bound)
+    return CipherArray.concatenate([threshold, pooled]).with_bound(layout.value_bound)
+
+
+# -- the plugin --------------------------------------------------------------------------------
+
+
+def load_snippet(value, base):
+    """Alice's input: a WAV file (featurised with the default spectrogram) or frames."""
+    if isinstance(value, str) and value.lower().endswith(".wav"):
+        try:
+            return Spectrogram().from_wav(resolve_path(value, base))
+        except InvalidInputError as e:
+            raise ConfigError(str(e)) from e
+    return load_array(value, base)
+
+
+def load_collection(value, base):
+    """Bob's input: ``fsdd`` (bundled), a folder of WAV files or an ``.npz`` collection."""
+    if not isinstance(value, str):
+        raise ConfigError("collection must be 'fsdd', a folder of WAV files or an .npz file")
+    try:
+        return Collection.load(value if value == "fsdd" else resolve_path(value, base))
+    except (SmcHmmError, OSError) as e:
+        raise ConfigError(str(e)) from e
+
+
+def randomizers_needed(params: MatchParams, key_bits: int, inputs) -> dict[str, int]:
+    """Every fresh randomizer of a run on ``inputs`` (from their public sizes)."""
+    length = np.asarray(inputs["alice"]).shape[0]
+    return MatchLayout.build(
+        params, key_bits, length, _collection(inputs["bob"]).lengths
+    ).randomizers()
+
+
+def comparisons(params: MatchParams, length: int, lengths) -> int:
+    """The DGK comparisons of a run: the tournament's matches, one fewer than its
+    candidates (the threshold included)."""
+    return len(candidates(lengths, length, params.pool))
+
+
+PROTOCOL = ProtocolDescriptor(
+    name=NAME,
+    summary="private audio matching: Alice learns which of Bob's recordings holds her snippet",
+    params=MatchParams.from_config,
+    randomizers=randomizers_needed,
+    roles=(
+        Role("alice", alice, kind="alice", holds_key=True, input="snippet", load=load_snippet),
+        Role("bob", bob, kind="bob", input="collection", load=load_collection),
+    ),
+)

@@ -1,0 +1,555 @@
+"""``smc-hmm bench match``: private audio matching (thesis 003, 2.2.2; ``docs/matching.md``).
+
+The registered ``match`` protocol (``protocols/match.py``, found by name) against the
+plaintext matcher (:mod:`smc_hmm.data.match`) on the bundled collection of 200 FSDD
+recordings and the bundled noisy queries.  Parts, each optional:
+
+1. **accuracy** (plaintext, every bundled query): per SNR (clean, 20, 10, 0 dB) the top-1
+   rate (the answer names the snippet's recording), the argmax's top-1 without the
+   threshold, the offset error and the false-match rate on excerpts of recordings not in
+   the collection, for the exact mode and the approximate one, with their comparisons;
+2. **speed**: ``--queries`` in-collection 10 dB queries (spread over the snippet lengths)
+   against ``--recordings`` recordings in every mode, in-process, two compute lanes per
+   party, every randomizer drawn in an offline phase once the key is known: offline and
+   online seconds, comparisons, traffic, and the secure answer against the plaintext one;
+3. **growth**: one query against the first 50, 100 and 200 recordings (``--growth``):
+   seconds per query and per window; the log-log slope must be at most 1.1 (linear);
+4. **Dask** (``--dask``): the same query with Bob's work on a ``LocalCluster`` of two
+   workers against his local lanes;
+5. **sweep** (``--sweep N``): N queries (all SNRs, in and not in the collection) in every
+   mode at ``--sweep-key-bits``: every secure answer must equal the plaintext one;
+6. **extrapolation** (``--extrapolate R``): the cost model (primitive rates measured at the
+   key size) scales the speed run's operations to R recordings, one machine and a cluster
+   of ``--cluster-workers`` workers for Bob's multi-exponentiations.
+
+Targets: secure == plaintext on every query; plaintext top-1 >= 95% at 10 dB; time per
+query < 30 s against 200 recordings at 2048 bits (the exact mode's slowest timed query);
+growth linear or better.  The exit status is 0 only if every measured target is met.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+import numpy as np
+
+from smc_hmm.bench.common import (
+    KEY_FLAGS,
+    LOWER,
+    BenchResult,
+    Row,
+    add_json_argument,
+    add_key_arguments,
+    add_workers_argument,
+    check_key_bits,
+    finish,
+    throwaway_keypair,
+)
+from smc_hmm.compute import Compute
+from smc_hmm.data.match import (
+    CLEAN,
+    candidates,
+    load_bundled_collection,
+    load_bundled_queries,
+    load_match_manifest,
+    match,
+)
+from smc_hmm.errors import InvalidInputError
+from smc_hmm.protocol import find
+from smc_hmm.runtime import run_protocol
+
+SNRS = (CLEAN, "20", "10", "0")
+MODES = ("exact", "approx")
+#: the acceptance targets
+SECONDS_TARGET = 30.0
+TOP1_TARGET = 0.95
+SLOPE_LIMIT = 1.1
+
+
+def add_arguments(parser) -> None:
+    add_key_arguments(parser)
+    add_workers_argument(parser)
+    parser.add_argument("--queries", type=int, default=3, help="timed queries per mode")
+    parser.add_argument("--recordings", type=int, default=200, help="collection size (<= 200)")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
+    parser.add_argument("--stride", type=int, default=2, help="the approximate mode's stride")
+    parser.add_argument(
+        "--growth",
+        default="50,100,200",
+        help="collection sizes of the growth measurement ('' for none)",
+    )
+    parser.add_argument("--sweep", type=int, default=0, help="queries of the equality sweep")
+    parser.add_argument(
+        "--sweep-key-bits",
+        type=int,
+        default=None,
+        help="key size of the sweep (default: --key-bits)",
+    )
+    parser.add_argument("--skip-accuracy", action="store_true", help="no plaintext accuracy")
+    parser.add_argument("--skip-speed", action="store_true", help="no timed queries")
+    parser.add_argument(
+        "--accuracy-queries", type=int, default=200, help="queries per SNR and kind (<= 200)"
+    )
+    parser.add_argument("--dask", action="store_true", help="Bob on a 2-worker LocalCluster too")
+    parser.add_argument(
+        "--extrapolate", type=int, default=10_000, help="recordings to extrapolate to (0: none)"
+    )
+    parser.add_argument(
+        "--cluster-workers", type=int, default=16, help="Bob's workers in the extrapolation"
+    )
+    add_json_argument(parser)
+
+
+def _params(mode: str, stride: int) -> dict:
+    return {"mode": mode, "stride": stride} if mode == "approx" else {"mode": mode}
+
+
+# -- 1. plaintext accuracy ----------------------------------------------------------------------
+
+
+def accuracy(collection, modes, stride: int, per: int, say) -> dict:
+    """Per mode and SNR: top-1 with the threshold, the argmax's top-1, offset errors (frames)
+    and the false-match rate, over ``per`` queries of each kind."""
+    protocol = find("match")
+    out = {}
+    for mode in modes:
+        params = protocol.params(_params(mode, stride))
+        threshold, pool = params.threshold_value(), params.pool
+        rows = {}
+        for snr in SNRS:
+            say(f"accuracy: {mode}, {snr} dB")
+            inside = load_bundled_queries(snr, inside=True)[:per]
+            outside = load_bundled_queries(snr, inside=False)[:per]
+            right = argmax_right = 0
+            errors, comparisons = [], []
+            for q in inside:
+                res = match(q.frames, collection, quant=params.quant, threshold=-2.0, stride=pool)
+                unit = params.quant.score_unit(len(q.frames), collection.bands) * pool
+                hit = res.recording == q.recording
+                argmax_right += hit
+                right += hit and res.value > threshold * unit
+                if hit:
+                    errors.append(abs(res.offset - q.offset))
+                comparisons.append(_comparisons(params, len(q.frames), collection))
+            false = sum(
+                match(
+                    q.frames, collection, quant=params.quant, threshold=threshold, stride=pool
+                ).matched
+                for q in outside
+            )
+            rows[snr] = {
+                "queries": len(inside),
+                "top1": right / len(inside),
+                "argmax_top1": argmax_right / len(inside),
+                "offset_error_median": float(np.median(errors)) if errors else None,
+                "offset_error_max": float(np.max(errors)) if errors else None,
+                "false_match": false / len(outside),
+                "outside_queries": len(outside),
+                "comparisons_mean": float(np.mean(comparisons)),
+            }
+        out[mode] = {"threshold": threshold, "stride": pool, "snr": rows}
+    return out
+
+
+def _comparisons(params, length: int, collection) -> int:
+    """The tournament's comparisons: one per candidate after the threshold."""
+    return len(candidates(collection.lengths, length, params.pool))
+
+
+def accuracy_rows(acc: dict) -> list[Row]:
+    rows = []
+    for mode, data in acc.items():
+        for snr in SNRS:
+            r = data["snr"][snr]
+            target = mode == "exact" and snr == "10"
+            rows.append(
+                Row(
+                    f"{mode}: plaintext top-1 error at {snr}{'' if snr == CLEAN else ' dB'}",
+                    1 - r["top1"],
+                    None,
+                    "rate",
+                    limit=1 - TOP1_TARGET if target else None,
+                    note=f"top-1 {r['top1']:.1%} (argmax alone {r['argmax_top1']:.1%}); "
+                    f"false matches {r['false_match']:.1%}; offset error median "
+                    f"{r['offset_error_median']} frames; {r['comparisons_mean']:.0f} "
+                    f"comparisons; threshold {data['threshold']}",
+                )
+            )
+    return rows
+
+
+# -- 2. speed, 3. growth, 4. Dask, 5. sweep -----------------------------------------------------
+
+
+def timed_queries(collection, count: int):
+    """``count`` 10 dB in-collection queries spread over the snippet lengths (shortest to
+    longest), from recordings in ``collection``."""
+    pool = [q for q in load_bundled_queries("10", inside=True) if q.recording < len(collection)]
+    if not pool:
+        raise InvalidInputError("no bundled query comes from this collection")
+    pool.sort(key=lambda q: (len(q.frames), q.start))
+    picks = (
+        np.linspace(0, len(pool) - 1, count).round().astype(int) if count > 1 else [len(pool) // 2]
+    )
+    return [pool[i] for i in picks]
+
+
+def secure_run(keypair, mode: str, stride: int, frames, collection, compute, bob_compute=None):
+    """One in-process run after an offline phase: (RunResult, offline seconds, online s)."""
+    from smc_hmm.runtime.offline import offline_phase
+
+    pk = keypair[0]
+    base = pk.randomizer
+    inputs = {"alice": frames, "bob": collection}
+    phase = offline_phase("match", _params(mode, stride), inputs, pk, compute)
+    pk.use_randomizer(phase.alice)
+    try:
+        t0 = time.perf_counter()
+        result = run_protocol(
+            "match",
+            _params(mode, stride),
+            {"alice": ("alice", frames), "bob": ("bob", collection)},
+            keys={"alice": keypair},
+            compute={"alice": compute, "bob": bob_compute or compute},
+            timeout=3600,
+            min_key_bits=min(2048, pk.bits),
+            randomizers=phase.randomizers(pk),
+        )
+        online = time.perf_counter() - t0
+    finally:
+        pk.use_randomizer(base)
+    return result, phase.seconds, online
+
+
+def plain_answer(mode: str, stride: int, frames, collection):
+    params = find("match").params(_params(mode, stride))
+    return match(
+        frames,
+        collection,
+        quant=params.quant,
+        threshold=params.threshold_value(),
+        stride=params.pool,
+    )
+
+
+def _run_record(result, offline, online, plain, query) -> dict:
+    alice = result["alice"]
+    return {
+        "frames": len(query.frames),
+        "source": query.source,
+        "snr": query.snr,
+        "secure": alice["match"],
+        "offset": alice["offset_frames"],
+        "plaintext": plain.id,
+        "plaintext_offset": plain.offset,
+        "equal": (alice["match"], alice["offset_frames"]) == (plain.id, plain.offset),
+        "candidates": alice["candidates"],
+        "offline_s": offline,
+        "online_s": online,
+        "total_s": offline + online,
+        "rounds": result.cost.rounds,
+        "bytes": result.cost.bytes_total,
+    }
+
+
+def speed(keypair, modes, stride, collection, queries, compute, say) -> tuple[list[Row], dict]:
+    rows, out, reports = [], {}, {}
+    for mode in modes:
+        runs = []
+        for q in queries:
+            say(f"speed: {mode}, {len(q.frames)} frames against {len(collection)} recordings")
+            result, offline, online = secure_run(
+                keypair, mode, stride, q.frames, collection, compute
+            )
+            plain = plain_answer(mode, stride, q.frames, collection)
+            runs.append(_run_record(result, offline, online, plain, q))
+            reports.setdefault(mode, result.cost)
+        worst = max(r["total_s"] for r in runs)
+        rows.append(
+            Row(
+                f"{mode}: seconds per query, {len(collection)} recordings (slowest of {len(runs)})",
+                worst,
+                None,
+                "s",
+                limit=SECONDS_TARGET if mode == "exact" and len(collection) >= 200 else None,
+                note="; ".join(
+                    f"{r['frames']} frames: {r['total_s']:.1f} s ({r['online_s']:.1f} online), "
+                    f"{r['candidates']} candidates"
+                    for r in runs
+                ),
+            )
+        )
+        rows.append(
+            Row(
+                f"{mode}: timed answers that differ from plaintext",
+                sum(not r["equal"] for r in runs),
+                None,
+                "queries",
+                limit=0,
+            )
+        )
+        out[mode] = runs
+    return rows, {"runs": out, "reports": {m: r.to_dict() for m, r in reports.items()}}
+
+
+def growth(keypair, sizes, collection, compute, say) -> tuple[list[Row], dict]:
+    """One middle-length query (from the first 50 recordings) against growing collections."""
+    smallest = min(sizes)
+    query = timed_queries(collection.head(smallest), 1)[0]
+    points = []
+    for size in sizes:
+        say(f"growth: {size} recordings")
+        sub = collection.head(size)
+        result, offline, online = secure_run(keypair, "exact", 2, query.frames, sub, compute)
+        plain = plain_answer("exact", 2, query.frames, sub)
+        record = _run_record(result, offline, online, plain, query)
+        record["recordings"] = size
+        points.append(record)
+    xs = np.log([p["recordings"] for p in points])
+    ys = np.log([p["total_s"] for p in points])
+    slope = float(np.polyfit(xs, ys, 1)[0]) if len(points) > 1 else 0.0
+    note = "; ".join(
+        f"{p['recordings']}: {p['total_s']:.2f} s, {p['candidates']} windows, "
+        f"{1000 * p['total_s'] / max(1, p['candidates']):.1f} ms/window"
+        for p in points
+    )
+    rows = [
+        Row(
+            "growth: log-log slope of seconds vs recordings",
+            slope,
+            None,
+            "",
+            limit=SLOPE_LIMIT,
+            note=note,
+        ),
+        Row(
+            "growth: answers that differ from plaintext",
+            sum(not p["equal"] for p in points),
+            None,
+            "queries",
+            limit=0,
+        ),
+    ]
+    return rows, {"query_frames": len(query.frames), "points": points, "slope": slope}
+
+
+def dask_comparison(keypair, collection, compute, say) -> tuple[list[Row], dict]:
+    """Bob on a 2-worker LocalCluster against his local lanes, one query."""
+    from distributed import Client, LocalCluster
+
+    from smc_hmm.compute_dask import DaskCompute
+
+    query = timed_queries(collection, 1)[0]
+    say("dask: Bob's lanes on this machine")
+    local, _, local_online = secure_run(keypair, "exact", 2, query.frames, collection, compute)
+    say("dask: Bob on a LocalCluster of 2 workers")
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        dask = DaskCompute(client)
+        dask.warm_up()
+        with dask.session() as session:
+            remote, _, remote_online = secure_run(
+                keypair, "exact", 2, query.frames, collection, compute, session
+            )
+    scores = {
+        name: r.cost.parties["bob"]["phases"]["scores"]["wall"]
+        for name, r in (("local", local), ("dask", remote))
+    }
+    rows = [
+        Row(
+            "dask: Bob's scoring (multi-exponentiations), 2-worker LocalCluster vs local lanes",
+            scores["dask"],
+            scores["local"],
+            "s",
+            better=LOWER,
+            note=f"whole online run {remote_online:.2f} s vs {local_online:.2f} s; answers "
+            f"{remote['alice']['match']} / {local['alice']['match']}",
+        )
+    ]
+    return rows, {
+        "scores_s": scores,
+        "online_s": {"local": local_online, "dask": remote_online},
+        "equal": remote["alice"] == local["alice"],
+    }
+
+
+def sweep(keypair, modes, stride, collection, count: int, compute, say) -> tuple[list[Row], dict]:
+    """``count`` queries cycling over SNRs and kinds; every secure answer against plaintext."""
+    kinds = [(snr, inside) for snr in SNRS for inside in (True, False)]
+    pools = {k: load_bundled_queries(k[0], inside=k[1]) for k in kinds}
+    chosen = [pools[kinds[i % len(kinds)]][i // len(kinds)] for i in range(count)]
+    rows, out = [], {}
+    for mode in modes:
+        records = []
+        for i, q in enumerate(chosen):
+            say(f"sweep: {mode}, query {i + 1}/{count}")
+            result, offline, online = secure_run(
+                keypair, mode, stride, q.frames, collection, compute
+            )
+            plain = plain_answer(mode, stride, q.frames, collection)
+            records.append(_run_record(result, offline, online, plain, q))
+        differ = sum(not r["equal"] for r in records)
+        rows.append(
+            Row(
+                f"sweep, {mode}: secure answers that differ from plaintext",
+                differ,
+                None,
+                "queries",
+                limit=0,
+                note=f"{count} queries at {keypair[0].bits} bits, median "
+                f"{statistics.median(r['total_s'] for r in records):.1f} s each",
+            )
+        )
+        out[mode] = records
+    return rows, out
+
+
+# -- 6. extrapolation -------------------------------------------------------------------------
+
+
+def extrapolate(
+    keypair, report: dict, recordings: int, target: int, workers: int
+) -> tuple[list[Row], dict]:
+    """Scale a run's operations from ``recordings`` to ``target`` recordings with the cost
+    model: Alice's work, Bob's tournament on one machine, Bob's multi-exponentiations on one
+    machine and on ``workers`` cluster workers."""
+    from smc_hmm.bench.rates import measure_rates
+    from smc_hmm.cost.model import CostModel
+
+    model = CostModel(measure_rates(*keypair))
+    scale = target / recordings
+    parties = report["parties"]
+    alice = scale * model.compute_seconds(parties["alice"]["ops"])
+    phases = parties["bob"]["phases"]
+    scoring = scale * model.compute_seconds(phases.get("scores", {}).get("ops", {}))
+    rest = scale * model.compute_seconds(parties["bob"]["ops"]) - scoring
+    # rounds grow with log2 of the candidates: 6 messages (compare and select) a round
+    extra_rounds = 6 * math.ceil(math.log2(scale)) if scale > 1 else 0
+    data = {
+        "recordings": target,
+        "from_recordings": recordings,
+        "alice_s": alice,
+        "bob_tournament_s": rest,
+        "bob_scoring_s": scoring,
+        "bob_scoring_cluster_s": scoring / workers,
+        "cluster_workers": workers,
+        "one_machine_s": alice + rest + scoring,
+        "cluster_s": alice + rest + scoring / workers,
+        "rounds": report["totals"]["rounds"] + extra_rounds,
+        "bytes": report["totals"]["bytes"] * scale,
+    }
+    note = (
+        f"Alice {alice:.0f} s, Bob's tournament {rest:.0f} s, Bob's multi-exponentiations "
+        f"{scoring:.0f} s ({scoring / workers:.1f} s on {workers} workers)"
+    )
+    rows = [
+        Row(
+            f"extrapolated: one query, {target:,} recordings, one machine",
+            data["one_machine_s"],
+            None,
+            "s",
+            note=note,
+        ),
+        Row(
+            f"extrapolated: one query, {target:,} recordings, Bob's scoring on {workers} workers",
+            data["cluster_s"],
+            None,
+            "s",
+        ),
+    ]
+    return rows, data
+
+
+def main(args) -> int:
+    from rich.console import Console
+
+    check_key_bits(args)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not modes or set(modes) - set(MODES):
+        raise InvalidInputError(f"--modes takes a comma-separated subset of {', '.join(MODES)}")
+    full = load_bundled_collection()
+    if not 1 <= args.recordings <= len(full) or args.queries < 0 or args.sweep < 0:
+        raise InvalidInputError(
+            f"--recordings must be in [1, {len(full)}]; --queries and --sweep >= 0"
+        )
+    if not 2 <= args.stride <= 64 or not 1 <= args.accuracy_queries <= 200:
+        raise InvalidInputError("--stride must be in [2, 64] and --accuracy-queries in [1, 200]")
+    sizes = sorted({int(s) for s in args.growth.split(",") if s.strip()})
+    if any(not 1 <= s <= len(full) for s in sizes):
+        raise InvalidInputError(f"--growth sizes must be in [1, {len(full)}]")
+    if args.sweep_key_bits is not None:
+        from smc_hmm.crypto import check_key_bits as check
+
+        check(args.sweep_key_bits, insecure=args.insecure, hints=KEY_FLAGS)
+    console = Console(width=max(150, Console().width))
+    say = lambda m: console.print(f"[dim]... {m}[/]")  # noqa: E731
+    collection = full.head(args.recordings)
+    rows: list[Row] = []
+    extra: dict = {"manifest": load_match_manifest()}
+    if not args.skip_accuracy:
+        acc = accuracy(full, modes, args.stride, args.accuracy_queries, say)
+        extra["accuracy"] = acc
+        rows += accuracy_rows(acc)
+    say(f"generating a {args.key_bits}-bit key pair")
+    keypair = throwaway_keypair(args.key_bits)
+    with Compute.processes(args.workers) as compute:
+        compute.warm_up()
+        if not args.skip_speed and args.queries:
+            r, extra["speed"] = speed(
+                keypair,
+                modes,
+                args.stride,
+                collection,
+                timed_queries(collection, args.queries),
+                compute,
+                say,
+            )
+            rows += r
+            if args.extrapolate and "exact" in extra["speed"]["reports"]:
+                r, extra["extrapolation"] = extrapolate(
+                    keypair,
+                    extra["speed"]["reports"]["exact"],
+                    len(collection),
+                    args.extrapolate,
+                    args.cluster_workers,
+                )
+                rows += r
+        if sizes:
+            r, extra["growth"] = growth(keypair, sizes, full, compute, say)
+            rows += r
+        if args.dask:
+            r, extra["dask"] = dask_comparison(keypair, collection, compute, say)
+            rows += r
+        if args.sweep:
+            bits = args.sweep_key_bits or args.key_bits
+            sweep_keys = keypair if bits == args.key_bits else throwaway_keypair(bits)
+            r, extra["sweep"] = sweep(
+                sweep_keys, modes, args.stride, full, args.sweep, compute, say
+            )
+            rows += r
+    result = BenchResult(
+        "match",
+        args.key_bits,
+        rows,
+        {
+            "recordings": args.recordings,
+            "queries": args.queries,
+            "modes": modes,
+            "stride": args.stride,
+            "growth": sizes,
+            "sweep": args.sweep,
+            "sweep_key_bits": args.sweep_key_bits or args.key_bits,
+            "workers": args.workers,
+            "dask": args.dask,
+            "quantisation": find("match").params({}).quant.to_dict(),
+        },
+        extra=extra,
+    )
+    result.print_table(console)
+    return finish(args, result, console)

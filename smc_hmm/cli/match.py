@@ -1,0 +1,219 @@
+"""``smc-hmm match --audio SNIPPET.wav``: which recording of a collection a snippet comes from.
+
+Alice computes the snippet's mel-band magnitudes locally (:mod:`smc_hmm.data.match`),
+Bob holds the collection -- the bundled 200 FSDD recordings (``--collection fsdd``, the
+default), a folder of WAV files (any rate, music included) or an ``.npz`` collection --
+and the registered ``match`` protocol (``protocols/match.py``, found by name, so this
+module does not import the protocol package) runs both roles in-process, every
+randomizer drawn in an offline phase once the key is known.  The plaintext matcher's
+answer is computed locally beside the secure one, for comparison only.  The report (the
+secure and plaintext answers: recording id and offset, or null for "no match") is
+printed as JSON on standard output first, the cost tables after it; warnings and
+progress go to standard error.  ``--start`` and ``--seconds`` cut the snippet out of a
+longer recording.
+
+With ``--server HOST:PORT --certs DIR`` only Alice runs here, against a serving Bob
+(``smc-hmm serve`` with ``protocol = "match"``): she checks that the server matches in
+the mode (and with the stride and threshold) asked for, and refuses otherwise before
+sending anything that depends on her snippet.  The plaintext answer is then the
+``--collection``'s (the bundled one by default): a serving Bob's own collection is his
+secret, so it is a reference only.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from pathlib import Path
+
+from smc_hmm.cli.common import add_key_arguments, check_key_bits, check_output_path, console
+from smc_hmm.compute import Compute
+from smc_hmm.crypto import generate_keypair
+from smc_hmm.data.match import Collection, Spectrogram, match
+from smc_hmm.errors import ConfigError, InsecureKeyWarning
+from smc_hmm.options import TIMEOUT, WORKERS
+from smc_hmm.progress import status
+from smc_hmm.protocol import find
+from smc_hmm.runtime.offline import offline_phase
+from smc_hmm.runtime.simulate import run_protocol
+
+HELP = "find which recording of a collection a snippet comes from, securely"
+
+
+def configure(p) -> None:
+    p.add_argument("--audio", required=True, help="Alice's snippet (mono WAV, any rate)")
+    p.add_argument("--start", type=float, help="cut the snippet from this second of --audio")
+    p.add_argument("--seconds", type=float, help="cut this many seconds of --audio")
+    p.add_argument(
+        "--collection",
+        default="fsdd",
+        help="Bob's recordings: fsdd (the bundled 200), a folder of WAV files or an .npz "
+        "collection (default: fsdd)",
+    )
+    # the protocol validates these (this core module does not import protocols/)
+    p.add_argument(
+        "--mode",
+        choices=("exact", "approx"),
+        default="exact",
+        help="exact: every window; approx: every --stride-th offset, adjacent windows "
+        "pooled (about 1/stride of the comparisons)",
+    )
+    p.add_argument("--stride", type=int, help="approx: the stride (default 2)")
+    p.add_argument(
+        "--threshold",
+        type=float,
+        help="no match unless the best window's normalised correlation beats this "
+        "(default: the bundled data's calibrated threshold for the mode)",
+    )
+    p.add_argument("--workers", type=WORKERS, default=None, help="compute lanes per party")
+    add_key_arguments(p, "tests only")
+    p.add_argument("--timeout", type=TIMEOUT, default=600.0, help="per-receive timeout, seconds")
+    p.add_argument("--json", metavar="PATH", help="also write the report and cost as JSON")
+    p.add_argument("--server", metavar="HOST:PORT", help="a serving Bob (smc-hmm serve)")
+    p.add_argument("--certs", metavar="DIR", help="with --server: ca.pem and the client's files")
+    p.add_argument("--name", help="with --server: the client certificate's name in --certs")
+    p.add_argument("--server-name", default="bob", help="with --server: the server's party name")
+
+
+def _params(args) -> dict:
+    params = {"mode": args.mode}
+    if args.stride is not None:
+        params["stride"] = args.stride
+    if args.threshold is not None:
+        params["threshold"] = args.threshold
+    return params
+
+
+def _answer(result, frame_seconds: float) -> dict:
+    """A plaintext :class:`~smc_hmm.data.match.MatchResult` or the protocol's output, as
+    the report prints it."""
+    if isinstance(result, dict):
+        out = {"match": result["match"], "offset_frames": result["offset_frames"]}
+    else:
+        out = {"match": result.id, "offset_frames": result.offset}
+    if out["offset_frames"] is not None:
+        out["offset_seconds"] = round(out["offset_frames"] * frame_seconds, 6)
+    return out
+
+
+def run(args) -> int:
+    check_key_bits(args)
+    check_output_path(args.json)
+    out = console(stderr=True)
+    protocol = find("match")
+    params = protocol.params(_params(args))  # bad parameters fail before any work
+    spectrogram = Spectrogram()
+    frames = spectrogram.from_wav(args.audio, args.start, args.seconds)
+    with status(out, f"reading the collection {args.collection}"):
+        collection = Collection.load(args.collection)
+    if collection.spectrogram != spectrogram:
+        raise ConfigError(f"{args.collection} was made with other spectrogram parameters")
+    plain = match(
+        frames,
+        collection,
+        quant=params.quant,
+        threshold=params.threshold_value(),
+        stride=params.pool,
+    )
+    if args.insecure:
+        out.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
+    if args.server:
+        return _run_against_server(args, out, frames, plain, spectrogram.frame_seconds)
+    with (
+        status(out, f"generating a {args.key_bits}-bit Paillier key pair"),
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("ignore", InsecureKeyWarning)
+        keypair = generate_keypair(args.key_bits, insecure=args.insecure)
+    inputs = {"alice": frames, "bob": collection}
+    with Compute.processes(args.workers) as compute:
+        with status(out, "offline phase: the run's randomizers, once the key is known"):
+            offline = offline_phase("match", _params(args), inputs, keypair[0], compute)
+        keypair[0].use_randomizer(offline.alice)
+        with status(
+            out,
+            f"secure matching: {len(frames)} frames against {len(collection)} recordings, "
+            f"{args.mode} mode",
+        ):
+            result = run_protocol(
+                protocol,
+                params,
+                {"alice": ("alice", frames), "bob": ("bob", collection)},
+                keys={"alice": keypair},
+                compute={"alice": compute, "bob": compute},
+                min_key_bits=min(args.key_bits, 2048) if args.insecure else 2048,
+                timeout=args.timeout,
+                meta={"audio": str(args.audio), "mode": args.mode},
+                randomizers=offline.randomizers(keypair[0]),
+            )
+    secure = _answer(result["alice"], spectrogram.frame_seconds)
+    plaintext = _answer(plain, spectrogram.frame_seconds)
+    report = {
+        "audio": str(args.audio),
+        "collection": str(args.collection),
+        "recordings": len(collection),
+        "mode": args.mode,
+        "stride": params.pool,
+        "threshold": params.threshold_value(),
+        "frames": len(frames),
+        "candidates": result["alice"]["candidates"],
+        "secure": secure,
+        "plaintext": plaintext,
+        "agree": secure == plaintext,
+        "seconds": {"online": result.elapsed, "offline": offline.seconds},
+        "key_bits": args.key_bits,
+    }
+    _emit(report, args.json, {"cost": result.cost.to_dict()}, out)
+    result.cost.render(console())  # after the result, on standard output
+    return 0 if secure == plaintext else 1
+
+
+def _emit(report: dict, path: str | None, extra: dict, out) -> None:
+    sys.stdout.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    if path:
+        try:
+            Path(path).write_text(json.dumps({**report, **extra}, indent=2, sort_keys=True) + "\n")
+        except OSError as e:
+            raise ConfigError(f"cannot write {path}: {e.strerror or e}") from e
+        out.print(f"wrote {path}")
+
+
+def _run_against_server(args, out, frames, plain, frame_seconds: float) -> int:
+    """Alice only, against a serving Bob whose parameters must be the ones asked for."""
+    from smc_hmm.errors import InvalidInputError
+    from smc_hmm.runtime.client import client_tls, parse_server, run_client_session
+
+    if not args.certs:
+        raise InvalidInputError("--server needs --certs DIR (ca.pem and a client certificate)")
+    address = parse_server(args.server)
+    tls, name = client_tls(args.certs, args.name)
+    with status(out, f"secure matching with {args.server} as {name}"):
+        result = run_client_session(
+            "match",
+            "alice",
+            frames,
+            server=address,
+            tls=tls,
+            name=name,
+            server_name=args.server_name,
+            key_bits=args.key_bits,
+            insecure=args.insecure,
+            timeout=args.timeout,
+            expect=_params(args),
+        )
+    report = {
+        "audio": str(args.audio),
+        "mode": args.mode,
+        "frames": len(frames),
+        "secure": _answer(result["output"], frame_seconds),
+        "plaintext_reference": {
+            "collection": str(args.collection),
+            **_answer(plain, frame_seconds),
+        },
+        "session": result["session"],
+        "server": args.server,
+        "seconds": result["elapsed"],
+    }
+    _emit(report, args.json, {"cost": result["cost"]}, out)
+    return 0
