@@ -636,23 +636,8 @@ def alice(ctx, utterance, params: SpeakerParams, peer: str = "bob"):
     with ctx.phase("emissions"):
         # Step 2: every blinded emission y_trm, frames in slots
         y = emissions.alice_unpack(ctx.recv(peer, msg["emit"]).decrypt_ints(sk), spec.emissions)
-    prec = params.precision
-    shares = [0] * len(spec.components)  # A_r at scale f
     with ctx.phase("logsum"):
-        for frames_of_round in spec.rounds():
-            # Step 3: one LOGSUM round for these frames (protocols.stages.logsum)
-            plan = spec.round_plan(frames_of_round)
-            u = [v for t in frames_of_round for v in y[t]]
-            values, shifts = logsum.alice_values(u, plan, prec)
-            enc = CipherArray.encrypt_encoded(pk, values, 0, msg["exp"].body.bound)
-            ctx.send(peer, msg["exp"], enc)
-            enc_sums = ctx.recv(peer, msg["sum"])
-            if enc_sums.shape != (plan.ciphertexts,):
-                raise ProtocolError(f"spk.sum: {enc_sums.shape} results for this round")
-            # Step 4: a_tr = L_tr + blind_tr, summed per model
-            logs = logsum.alice_logs(enc_sums.decrypt_ints(sk), plan, shifts, prec)
-            for i, a in enumerate(logs):
-                shares[i % len(spec.components)] += a
+        shares = _alice_logsums(ctx, spec, y, msg, peer)  # steps 3 and 4
     out = {"mode": params.mode}
     with ctx.phase("scores"):
         small = [_round_shift(a, spec.f - spec.s) for a in shares]
@@ -677,6 +662,28 @@ def alice(ctx, utterance, params: SpeakerParams, peer: str = "bob"):
     if params.mode == "identify" or params.reveal_scores:
         return out
     return None
+
+
+def _alice_logsums(ctx, spec: SpeakerSpec, y, msg, peer: str) -> list[int]:
+    """Steps 3 and 4: one LOGSUM round per group of frames (protocols.stages.logsum);
+    a_tr = L_tr + blind_tr summed per model: A_r at scale f."""
+    pk, sk = ctx.keypair
+    prec = spec.params.precision
+    shares = [0] * len(spec.components)
+    for frames_of_round in spec.rounds():
+        plan = spec.round_plan(frames_of_round)
+        u = [v for t in frames_of_round for v in y[t]]
+        values, shifts = logsum.alice_values(u, plan, prec)
+        ctx.send(
+            peer, msg["exp"], CipherArray.encrypt_encoded(pk, values, 0, msg["exp"].body.bound)
+        )
+        enc_sums = ctx.recv(peer, msg["sum"])
+        if enc_sums.shape != (plan.ciphertexts,):
+            raise ProtocolError(f"spk.sum: {enc_sums.shape} results for this round")
+        logs = logsum.alice_logs(enc_sums.decrypt_ints(sk), plan, shifts, prec)
+        for i, a in enumerate(logs):
+            shares[i % len(spec.components)] += a
+    return shares
 
 
 def _parse_sizes(sizes) -> tuple[int, list[int], list[str]]:
@@ -756,23 +763,8 @@ def bob(ctx, speakers, params: SpeakerParams, peer: str = "alice"):
             enc_obs, weights, spec.weight_scale, offsets, spec.emissions, spec.reach_bound
         )
         ctx.send(peer, msg["emit"], emit.with_bound(msg["emit"].body.bound).rerandomize())
-    totals = [0] * len(spec.components)  # sum_t blind_tr per model, scale f
     with ctx.phase("logsum"):
-        for frames_of_round in spec.rounds():
-            # Step 3: one LOGSUM round (protocols.stages.logsum): per target (t, r), its
-            # components' blinds around their minimum, a = 1
-            plan = spec.round_plan(frames_of_round)
-            enc = ctx.recv(peer, msg["exp"])
-            if enc.shape != (plan.edges,):
-                raise ProtocolError(f"spk.exp: {enc.shape[0]} values, expected {plan.edges}")
-            rho = [int(z) for t in frames_of_round for z in zetas[t]]
-            refs = [min(rho[e] for e in p) for p in plan.preds]
-            weights_1 = [[1.0] * len(p) for p in plan.preds]
-            coefs, blinds = logsum.bob_coefficients(rng, plan, weights_1, rho, refs, spec.f)
-            sums = logsum.bob_sums(enc, plan, coefs, rng)
-            ctx.send(peer, msg["sum"], sums.with_bound(msg["sum"].body.bound).rerandomize())
-            for i, b in enumerate(blinds):
-                totals[i % len(spec.components)] += b
+        totals = _bob_logsums(ctx, spec, zetas, msg, peer)  # step 3
     with ctx.phase("scores"):
         # Step 4: E(v_r) = E(round(A_r 2^s)) - round(2^s sum_t blind_tr)
         enc_shares = ctx.recv(peer, msg["shares"])
@@ -794,6 +786,27 @@ def bob(ctx, speakers, params: SpeakerParams, peer: str = "alice"):
             if params.mode == "verify":
                 out["claim"] = claim
     return out
+
+
+def _bob_logsums(ctx, spec: SpeakerSpec, zetas, msg, peer: str) -> list[int]:
+    """Step 3: one LOGSUM round per group of frames (protocols.stages.logsum): per
+    target (t, r) its components' blinds around their minimum, a = 1.  Returns, per
+    model, the sum over the frames of the targets' new blinds (scale f)."""
+    totals = [0] * len(spec.components)
+    for frames_of_round in spec.rounds():
+        plan = spec.round_plan(frames_of_round)
+        enc = ctx.recv(peer, msg["exp"])
+        if enc.shape != (plan.edges,):
+            raise ProtocolError(f"spk.exp: {enc.shape[0]} values, expected {plan.edges}")
+        rho = [int(z) for t in frames_of_round for z in zetas[t]]
+        refs = [min(rho[e] for e in p) for p in plan.preds]
+        ones = [[1.0] * len(p) for p in plan.preds]
+        coefs, blinds = logsum.bob_coefficients(ctx.rng, plan, ones, rho, refs, spec.f)
+        sums = logsum.bob_sums(enc, plan, coefs, ctx.rng)
+        ctx.send(peer, msg["sum"], sums.with_bound(msg["sum"].body.bound).rerandomize())
+        for i, b in enumerate(blinds):
+            totals[i % len(spec.components)] += b
+    return totals
 
 
 def randomizers_needed(params: SpeakerParams, key_bits: int, inputs) -> dict[str, int]:

@@ -457,7 +457,7 @@ def test_a_serving_bob_identifies_clients(tmp_path, capsys):
                 f"{host}:{port}", "--certs", str(tmp_path / "certs"), "--name", "carol",
                 "--key-bits", "512", "--insecure"]  # fmt: skip
         assert main(argv) == 0
-        report = json.loads(capsys.readouterr().out)
+        report, _ = json.JSONDecoder().raw_decode(capsys.readouterr().out)  # result first
         assert report["session"] >= 3 and set(report["secure"]) >= {"speaker", "mode"}
 
 
@@ -740,7 +740,7 @@ def test_anonymous_command_verifies_the_claim(tmp_path, capsys):
         argv = ["speaker", "anonymous", "--audio", str(tmp_path / "voice.wav"), "--claim",
                 claim, "--key-bits", "512", "--insecure", "--workers", "1"]  # fmt: skip
         assert main(argv) == 0
-        report = json.loads(capsys.readouterr().out)
+        report, _ = json.JSONDecoder().raw_decode(capsys.readouterr().out)  # result first
         assert report["agree"] and report["claim"] == claim
         assert report["secure"]["learned_by"] == "bob"
         want = report["plaintext"]["log_likelihoods"]

@@ -814,7 +814,7 @@ def test_the_speaker_command_checks_the_servers_mode_and_says_who_learned(tmp_pa
         assert main(["speaker", "anonymous", "--claim", "theo", "--threshold", "1", *base]) == 2
         assert "threshold" in capsys.readouterr().err
         assert main(["speaker", "anonymous", "--claim", "theo", *base]) == 0
-        report = json.loads(capsys.readouterr().out)
+        report, _ = json.JSONDecoder().raw_decode(capsys.readouterr().out)  # result first
         assert report["secure"] == {"learned_by": "server", "recorded_by_server": False}
         assert report["claim"] == "theo" and report["mode"] == "anonymous"
 
