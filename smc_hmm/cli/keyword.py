@@ -171,17 +171,7 @@ def _run_in_process(args, console) -> int:
     models, labels, pipeline = _models(args.models)
     frames, problem = _features(args, pipeline)
     _check_length(args, frames)
-    dims = {getattr(m, "n_features", None) for m in models}
-    if dims != {frames.shape[1]}:
-        found = (
-            "discrete (symbol) models"
-            if None in dims
-            else "models over " + ", ".join(str(d) for d in sorted(dims)) + " features"
-        )
-        raise InvalidInputError(
-            f"keyword models must be Gaussian HMMs over {frames.shape[1]} features per frame "
-            f"(their feature pipeline's); {args.models} holds {found}"
-        )
+    _check_models(args, models, frames)
     _warn_no_speech(args, problem, warn)
     if args.insecure:
         warn.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
@@ -197,33 +187,7 @@ def _run_in_process(args, console) -> int:
         warn.print(
             "[yellow]warning: fast mode reveals the order of all keywords' scores to Alice[/]"
         )
-    inputs = {"alice": frames, "bob": (models, labels)}
-    with Compute.processes(args.workers) as compute:  # the bench's and demo's lanes
-        with (
-            status(_stderr(), "offline phase: the run's randomizers, once the key is known"),
-            warnings.catch_warnings(),
-        ):
-            warnings.simplefilter("ignore", WeakerModeWarning)
-            offline = offline_phase("keyword", {"mode": args.mode}, inputs, keypair[0], compute)
-        keypair[0].use_randomizer(offline.alice)
-        with status(
-            _stderr(),
-            f"secure keyword recognition: {len(frames)} frames, {len(models)} keywords, "
-            f"{args.mode} mode",
-        ) as spinner:
-            result = run_protocol(
-                protocol,
-                params,
-                {"alice": ("alice", frames), "bob": ("bob", inputs["bob"])},
-                keys={"alice": keypair},
-                compute={"alice": compute, "bob": compute},
-                min_key_bits=min(args.key_bits, 2048) if args.insecure else 2048,
-                timeout=args.timeout,
-                meta={"audio": str(args.audio), "mode": args.mode},
-                randomizers=offline.randomizers(keypair[0]),
-                record_views=bool(args.views),
-                progress={"alice": Progress(spinner, "secure keyword recognition")},
-            )
+    result, offline = _secure_run(args, protocol, params, keypair, frames, (models, labels))
     secure = result["alice"]["keyword"]
     console.print(
         f"{args.audio}: secure decision [bold]{secure}[/] ({args.mode} mode, "
@@ -250,6 +214,54 @@ def _run_in_process(args, console) -> int:
         }
         write_json(args.json, report, console)
     return 0 if secure == plain else 1
+
+
+def _check_models(args, models, frames) -> None:
+    """The models must be Gaussian HMMs over the pipeline's features (public facts)."""
+    dims = {getattr(m, "n_features", None) for m in models}
+    if dims != {frames.shape[1]}:
+        found = (
+            "discrete (symbol) models"
+            if None in dims
+            else "models over " + ", ".join(str(d) for d in sorted(dims)) + " features"
+        )
+        raise InvalidInputError(
+            f"keyword models must be Gaussian HMMs over {frames.shape[1]} features per frame "
+            f"(their feature pipeline's); {args.models} holds {found}"
+        )
+
+
+def _secure_run(args, protocol, params, keypair, frames, keywords):
+    """The offline phase, then both roles in-process on the compute lanes, with progress
+    lines; (the run's result, the offline phase)."""
+    inputs = {"alice": frames, "bob": keywords}
+    with Compute.processes(args.workers) as compute:  # the bench's and demo's lanes
+        with (
+            status(_stderr(), "offline phase: the run's randomizers, once the key is known"),
+            warnings.catch_warnings(),
+        ):
+            warnings.simplefilter("ignore", WeakerModeWarning)
+            offline = offline_phase("keyword", {"mode": args.mode}, inputs, keypair[0], compute)
+        keypair[0].use_randomizer(offline.alice)
+        with status(
+            _stderr(),
+            f"secure keyword recognition: {len(frames)} frames, {len(keywords[0])} keywords, "
+            f"{args.mode} mode",
+        ) as spinner:
+            result = run_protocol(
+                protocol,
+                params,
+                {"alice": ("alice", frames), "bob": ("bob", keywords)},
+                keys={"alice": keypair},
+                compute={"alice": compute, "bob": compute},
+                min_key_bits=min(args.key_bits, 2048) if args.insecure else 2048,
+                timeout=args.timeout,
+                meta={"audio": str(args.audio), "mode": args.mode},
+                randomizers=offline.randomizers(keypair[0]),
+                record_views=bool(args.views),
+                progress={"alice": Progress(spinner, "secure keyword recognition")},
+            )
+    return result, offline
 
 
 def _run_against_server(args, console) -> int:
