@@ -187,6 +187,73 @@ def check_days(days: object, name: str = "days") -> int:
     return days
 
 
+def _key_usage(*, sign_certificates: bool) -> x509.KeyUsage:
+    """A CA signs certificates (and CRLs); a party's key signs its TLS handshakes."""
+    return x509.KeyUsage(
+        digital_signature=not sign_certificates,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=sign_certificates,
+        crl_sign=sign_certificates,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
+def _ca_certificate(ca_key, subject, ski, validity) -> x509.Certificate:
+    """The project CA: self-signed, may sign leaf certificates only (path length 0)."""
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(validity[0])
+        .not_valid_after(validity[1])
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(_key_usage(sign_certificates=True), critical=True)
+        .add_extension(ski, critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+
+
+def _leaf_certificate(name: str, key, client: bool, ca, validity) -> x509.Certificate:
+    """A party's (server and client authentication) or a client's certificate (client
+    authentication and the client role URI), for ``name``, localhost and 127.0.0.1."""
+    ca_key, ca_subject, ca_ski = ca
+    names: list[x509.GeneralName] = [
+        x509.DNSName(name),
+        x509.DNSName("localhost"),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+    ]
+    if client:
+        names.append(x509.UniformResourceIdentifier(CLIENT_ROLE_URI))
+    usages = [ExtendedKeyUsageOID.CLIENT_AUTH]
+    if not client:
+        usages.insert(0, ExtendedKeyUsageOID.SERVER_AUTH)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .issuer_name(ca_subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(validity[0])
+        .not_valid_after(validity[1])
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(_key_usage(sign_certificates=False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
+            critical=False,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+
+
 def make_certificates(
     out_dir,
     parties,
@@ -222,32 +289,8 @@ def make_certificates(
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_name)])
     ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_subject)
-        .issuer_name(ca_subject)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=False,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(ca_ski, critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
+    validity = (not_before, not_after)
+    ca_cert = _ca_certificate(ca_key, ca_subject, ca_ski, validity)
     ca_path = out / "ca.pem"
     for path in stale:
         try:
@@ -261,51 +304,9 @@ def make_certificates(
     certs: dict[str, Path] = {}
     keys: dict[str, Path] = {}
     for party in parties + clients:
-        client = party in clients
-        names: list[x509.GeneralName] = [
-            x509.DNSName(party),
-            x509.DNSName("localhost"),
-            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-        ]
-        if client:
-            names.append(x509.UniformResourceIdentifier(CLIENT_ROLE_URI))
-        usages = [ExtendedKeyUsageOID.CLIENT_AUTH]
-        if not client:
-            usages.insert(0, ExtendedKeyUsageOID.SERVER_AUTH)
         key = ec.generate_private_key(ec.SECP256R1())
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, party)]))
-            .issuer_name(ca_subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(not_before)
-            .not_valid_after(not_after)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.SubjectAlternativeName(names), critical=False)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
-                critical=False,
-            )
-            .add_extension(
-                x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False
-            )
-            .sign(ca_key, hashes.SHA256())
+        cert = _leaf_certificate(
+            party, key, party in clients, (ca_key, ca_subject, ca_ski), validity
         )
         certs[party] = out / f"{party}.pem"
         keys[party] = out / f"{party}.key"
