@@ -1036,33 +1036,8 @@ class Server:
     def _session(self, sock, client: str, where: str) -> None:
         session = _Session(next(self._numbers), client, where)
         session.thread = threading.current_thread()
-        config, s = self.config, self.settings
         try:
-            sock.settimeout(s.handshake_timeout)
-            send_hello(
-                sock,
-                {
-                    "ok": True,
-                    "session": session.number,
-                    "protocol": self.descriptor.name,
-                    "params": config.params,
-                    "server": self.party,
-                    "you": self.client_party,
-                    "role": self.client_role.name,
-                    "results": self.results.enabled,
-                    # the smallest client key this server accepts: a client with a weaker
-                    # one is told why before its role sends anything
-                    "min_key_bits": config.min_key_bits,
-                },
-            )
-            transport = TcpTransport.over_socket(
-                self.party,
-                self.client_party,
-                sock,
-                max_frame_bytes=self.max_frame_bytes,
-                close_timeout=2.0,
-                budget=s.budget(),
-            )
+            transport = self._open(sock, session)
         except (OSError, SmcHmmError) as exc:
             log.warning(
                 "session %d client=%s from %s: failed before it started: %s",
@@ -1082,28 +1057,7 @@ class Server:
         ledger = CostLedger(self.party)
         outcome, output = "ok", None
         try:
-            channel = Channel(
-                transport,
-                WireCodec(max_frame_bytes=self.max_frame_bytes),
-                timeout=config.timeout,
-                observer=ledger,
-                strict=True,
-                max_buffered_messages=s.max_buffered_messages,
-                max_buffered_bytes=s.max_buffered_bytes,
-            )
-            with self.compute.session() as compute:
-                ctx = PartyContext(
-                    self.party,
-                    channel,
-                    ledger=ledger,
-                    compute=compute,
-                    min_key_bits=config.min_key_bits,
-                    max_key_bits=s.max_key_bits,
-                    budget=self._charge(client),
-                )
-                with ledger.running():
-                    output = ctx.run(self.role.run, self.private, self.params)
-                channel.close()
+            output = self._run_role(transport, ledger, client)
             if session.ended is not None:
                 raise session.ended
         except BaseException as exc:  # the session ends, the server does not
@@ -1139,6 +1093,64 @@ class Server:
         )
         self._record(session, output, outcome)
         self._count("ok" if outcome == "ok" else "failed")  # once logged: what counts is told
+
+    def _open(self, sock, session: _Session) -> TcpTransport:
+        """The session's reply (its number, the protocol and its public parameters, what
+        this server records and the smallest client key it accepts), then its transport."""
+        config, s = self.config, self.settings
+        sock.settimeout(s.handshake_timeout)
+        send_hello(
+            sock,
+            {
+                "ok": True,
+                "session": session.number,
+                "protocol": self.descriptor.name,
+                "params": config.params,
+                "server": self.party,
+                "you": self.client_party,
+                "role": self.client_role.name,
+                "results": self.results.enabled,
+                # the smallest client key this server accepts: a client with a weaker one
+                # is told why before its role sends anything
+                "min_key_bits": config.min_key_bits,
+            },
+        )
+        return TcpTransport.over_socket(
+            self.party,
+            self.client_party,
+            sock,
+            max_frame_bytes=self.max_frame_bytes,
+            close_timeout=2.0,
+            budget=s.budget(),
+        )
+
+    def _run_role(self, transport, ledger: CostLedger, client: str):
+        """The serving party's role over the session's channel, on this session's compute,
+        with the client's frame budget; returns the role's output."""
+        config, s = self.config, self.settings
+        channel = Channel(
+            transport,
+            WireCodec(max_frame_bytes=self.max_frame_bytes),
+            timeout=config.timeout,
+            observer=ledger,
+            strict=True,
+            max_buffered_messages=s.max_buffered_messages,
+            max_buffered_bytes=s.max_buffered_bytes,
+        )
+        with self.compute.session() as compute:
+            ctx = PartyContext(
+                self.party,
+                channel,
+                ledger=ledger,
+                compute=compute,
+                min_key_bits=config.min_key_bits,
+                max_key_bits=s.max_key_bits,
+                budget=self._charge(client),
+            )
+            with ledger.running():
+                output = ctx.run(self.role.run, self.private, self.params)
+            channel.close()
+        return output
 
     def _record(self, session: _Session, output, outcome: str) -> None:
         """The session's results record (module docstring), if the operator keeps one."""
