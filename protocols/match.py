@@ -127,10 +127,10 @@ class MatchParams:
     stride: int = 2
     threshold: float | None = None
     bands: int = 24
-    query_bits: int = 7
-    frame_bits: int = 7
-    factor_bits: int = 8
-    floor_bits: int = 6
+    query_bits: int = 6
+    frame_bits: int = 6
+    factor_bits: int = 7
+    floor_bits: int = 5
     sigma: int = 40
     max_frames: int = MAX_FRAMES
 

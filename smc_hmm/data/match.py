@@ -204,10 +204,10 @@ class Quantisation:
     would otherwise get an unbounded factor).
     """
 
-    query_bits: int = 7
-    frame_bits: int = 7
-    factor_bits: int = 8
-    floor_bits: int = 6
+    query_bits: int = 6
+    frame_bits: int = 6
+    factor_bits: int = 7
+    floor_bits: int = 5
 
     def __post_init__(self):
         _whole("query_bits", self.query_bits, 2, 24)
