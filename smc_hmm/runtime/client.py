@@ -279,10 +279,7 @@ def run_client_session(
     descriptor = find(protocol)
     client_role = descriptor.role(role)
     if client_role.holds_key and keypair is None:
-        with warnings.catch_warnings():
-            if insecure:
-                warnings.simplefilter("ignore", InsecureKeyWarning)
-            keypair = generate_keypair(key_bits, insecure=insecure)
+        keypair = _fresh_keypair(key_bits, insecure)
     start = time.perf_counter()
     transport, reply = connect(
         server,
@@ -295,12 +292,7 @@ def run_client_session(
     ledger = CostLedger(reply["you"])
     try:
         params = check_served(descriptor, reply, expect, server_name)
-        wanted = reply.get("min_key_bits")
-        if client_role.holds_key and isinstance(wanted, int) and keypair[0].bits < wanted:
-            raise InsecurePeerKeyError(
-                f"{server_name} accepts client keys of {wanted} bits or more; this client's "
-                f"key has {keypair[0].bits} bits (use --key-bits {wanted})"
-            )
+        _check_key_size(reply, keypair if client_role.holds_key else None, server_name)
         channel = Channel(
             transport if wrap_transport is None else wrap_transport(transport),
             WireCodec(max_frame_bytes=max_frame_bytes),
@@ -310,13 +302,12 @@ def run_client_session(
             max_buffered_messages=CLIENT_BUFFERED_MESSAGES,
             max_buffered_bytes=max_frame_bytes,
         )
-        min_bits = min(key_bits, 2048) if insecure else 2048
         ctx = PartyContext(
             reply["you"],
             channel,
             keypair=keypair if client_role.holds_key else None,
             ledger=ledger,
-            min_key_bits=min_bits,
+            min_key_bits=min(key_bits, 2048) if insecure else 2048,
             max_key_bits=max_key_bits,
         )
         with ledger.running():
@@ -333,6 +324,25 @@ def run_client_session(
         "params": reply["params"],
         "records": reply.get("results") is True,
     }
+
+
+def _fresh_keypair(key_bits: int, insecure: bool):
+    """The client's key pair for one session (an insecure size only when asked for)."""
+    with warnings.catch_warnings():
+        if insecure:
+            warnings.simplefilter("ignore", InsecureKeyWarning)
+        return generate_keypair(key_bits, insecure=insecure)
+
+
+def _check_key_size(reply: Mapping, keypair, server_name: str) -> None:
+    """Refuse, before anything is sent, a key below the server's declared minimum (the
+    server would refuse it anyway; this way the client hears why)."""
+    wanted = reply.get("min_key_bits")
+    if keypair is not None and isinstance(wanted, int) and keypair[0].bits < wanted:
+        raise InsecurePeerKeyError(
+            f"{server_name} accepts client keys of {wanted} bits or more; this client's "
+            f"key has {keypair[0].bits} bits (use --key-bits {wanted})"
+        )
 
 
 def run_party_client(name: str, config, *, result_path=None) -> dict:
