@@ -66,6 +66,8 @@ MODES = ("exact", "approx")
 SECONDS_TARGET = 30.0
 TOP1_TARGET = 0.95
 SLOPE_LIMIT = 1.1
+#: the random order whose prefixes are the growth measurement's collections
+GROWTH_SEED = 0
 
 
 def add_arguments(parser) -> None:
@@ -119,7 +121,7 @@ def accuracy(collection, modes, stride: int, per: int, say) -> dict:
         threshold, pool = params.threshold_value(), params.pool
         rows = {}
         for snr in SNRS:
-            say(f"accuracy: {mode}, {snr} dB")
+            say(f"accuracy: {mode}, {snr}{'' if snr == CLEAN else ' dB'}")
             inside = load_bundled_queries(snr, inside=True)[:per]
             outside = load_bundled_queries(snr, inside=False)[:per]
             right = argmax_right = 0
@@ -295,13 +297,18 @@ def speed(keypair, modes, stride, collection, queries, compute, say) -> tuple[li
 
 
 def growth(keypair, sizes, collection, compute, say) -> tuple[list[Row], dict]:
-    """One middle-length query (from the first 50 recordings) against growing collections."""
-    smallest = min(sizes)
-    query = timed_queries(collection.head(smallest), 1)[0]
+    """One middle-length query against nested collections of ``sizes`` recordings: the
+    prefixes of one fixed random order of the collection (so every size holds recordings
+    of the same lengths on average), the query cut from a recording of the smallest."""
+    order = np.random.default_rng(GROWTH_SEED).permutation(len(collection))
+    smallest = set(order[: min(sizes)].tolist())
+    pool = [q for q in load_bundled_queries("10", inside=True) if q.recording in smallest]
+    pool.sort(key=lambda q: (len(q.frames), q.start))
+    query = pool[len(pool) // 2]
     points = []
     for size in sizes:
         say(f"growth: {size} recordings")
-        sub = collection.head(size)
+        sub = collection.take(sorted(order[:size].tolist()))
         result, offline, online = secure_run(keypair, "exact", 2, query.frames, sub, compute)
         plain = plain_answer("exact", 2, query.frames, sub)
         record = _run_record(result, offline, online, plain, query)
@@ -413,62 +420,107 @@ def sweep(keypair, modes, stride, collection, count: int, compute, say) -> tuple
 # -- 6. extrapolation -------------------------------------------------------------------------
 
 
+DGK_OPS = ("dgk_encrypt", "dgk_rerandomize", "dgk_zero_test")
+
+
+def dgk_seconds(keypair, bits: int = 32, batch: int = 256) -> dict[str, float]:
+    """Seconds per DGK operation at this key's size (the cost model prices Paillier
+    operations only): the best of three batches of each."""
+    from smc_hmm.crypto import Rng
+    from smc_hmm.crypto.dgk import dgk_keypair_for
+
+    dgk_pk, dgk_sk = dgk_keypair_for(keypair[0], bits)
+    rng = Rng()
+    values = [i & 1 for i in range(batch)]
+    cts = dgk_sk.encrypt(values, rng)
+    calls = {
+        "dgk_encrypt": lambda: dgk_sk.encrypt(values, rng),
+        "dgk_rerandomize": lambda: dgk_pk.rerandomize(cts, rng),
+        "dgk_zero_test": lambda: dgk_sk.is_zero(cts),
+    }
+    out = {}
+    for op, fn in calls.items():
+        fn()
+        best = math.inf
+        for _ in range(3):
+            t0 = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - t0)
+        out[op] = best / batch
+    return out
+
+
 def extrapolate(
-    keypair, report: dict, recordings: int, target: int, workers: int
+    keypair, run: dict, report: dict, recordings: int, target: int, workers: int
 ) -> tuple[list[Row], dict]:
-    """Scale a run's operations from ``recordings`` to ``target`` recordings with the cost
-    model: Alice's work, Bob's tournament on one machine, Bob's multi-exponentiations on one
-    machine and on ``workers`` cluster workers."""
+    """One query against ``target`` recordings, from a measured one against ``recordings``:
+    (a) the measured seconds scaled linearly (the growth rows measure the linearity);
+    (b) the cost model -- Paillier operations at primitive rates measured now, DGK
+    operations at DGK rates measured now, times the scale -- per party, and with Bob's
+    multi-exponentiations (his per-window work) on ``workers`` cluster workers."""
     from smc_hmm.bench.rates import measure_rates
     from smc_hmm.cost.model import CostModel
 
-    model = CostModel(measure_rates(*keypair))
+    model, dgk = CostModel(measure_rates(*keypair)), dgk_seconds(keypair)
     scale = target / recordings
+
+    def seconds(ops: dict) -> float:
+        return model.compute_seconds(ops) + sum(dgk[op] * ops.get(op, 0) for op in DGK_OPS)
+
     parties = report["parties"]
-    alice = scale * model.compute_seconds(parties["alice"]["ops"])
-    phases = parties["bob"]["phases"]
-    scoring = scale * model.compute_seconds(phases.get("scores", {}).get("ops", {}))
-    rest = scale * model.compute_seconds(parties["bob"]["ops"]) - scoring
-    # rounds grow with log2 of the candidates: 6 messages (compare and select) a round
-    extra_rounds = 6 * math.ceil(math.log2(scale)) if scale > 1 else 0
+    alice = scale * seconds(parties["alice"]["ops"])
+    scoring = scale * seconds(parties["bob"]["phases"].get("scores", {}).get("ops", {}))
+    rest = scale * seconds(parties["bob"]["ops"]) - scoring
+    # rounds grow with log2 of the candidates: 4 messages (a compare-and-select) a round
+    extra_rounds = 4 * math.ceil(math.log2(scale)) if scale > 1 else 0
+    measured = run["total_s"] * scale
     data = {
         "recordings": target,
         "from_recordings": recordings,
-        "alice_s": alice,
-        "bob_tournament_s": rest,
-        "bob_scoring_s": scoring,
-        "bob_scoring_cluster_s": scoring / workers,
+        "query_frames": run["frames"],
+        "candidates": round(run["candidates"] * scale),
+        "measured_linear_s": measured,
+        "model": {
+            "alice_s": alice,
+            "bob_tournament_s": rest,
+            "bob_scoring_s": scoring,
+            "bob_scoring_cluster_s": scoring / workers,
+            "one_machine_s": alice + rest + scoring,
+            "cluster_s": alice + rest + scoring / workers,
+        },
         "cluster_workers": workers,
-        "one_machine_s": alice + rest + scoring,
-        "cluster_s": alice + rest + scoring / workers,
+        "dgk_seconds": dgk,
         "rounds": report["totals"]["rounds"] + extra_rounds,
         "bytes": report["totals"]["bytes"] * scale,
     }
     note = (
-        f"Alice {alice:.0f} s, Bob's tournament {rest:.0f} s, Bob's multi-exponentiations "
-        f"{scoring:.0f} s ({scoring / workers:.1f} s on {workers} workers)"
+        f"{run['frames']}-frame query, ~{data['candidates']:,} candidates; model: Alice "
+        f"{alice:.0f} s, Bob's tournament {rest:.0f} s, Bob's multi-exponentiations "
+        f"{scoring:.0f} s; {data['rounds']} rounds, {data['bytes'] / 1e6:.0f} MB"
     )
     rows = [
         Row(
-            f"extrapolated: one query, {target:,} recordings, one machine",
-            data["one_machine_s"],
+            f"extrapolated: one query, {target:,} recordings, one machine (measured x {scale:g})",
+            measured,
             None,
             "s",
             note=note,
         ),
         Row(
-            f"extrapolated: one query, {target:,} recordings, Bob's scoring on {workers} workers",
-            data["cluster_s"],
-            None,
+            f"extrapolated: one query, {target:,} recordings, Bob's multi-exponentiations on "
+            f"{workers} workers (model)",
+            data["model"]["cluster_s"],
+            data["model"]["one_machine_s"],
             "s",
+            better=LOWER,
+            note="baseline: the model's one machine; the tournament stays interactive",
         ),
     ]
     return rows, data
 
 
-def main(args) -> int:
-    from rich.console import Console
-
+def _checked(args):
+    """(modes, growth sizes, the full collection) once every option is in range."""
     check_key_bits(args)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not modes or set(modes) - set(MODES):
@@ -487,37 +539,31 @@ def main(args) -> int:
         from smc_hmm.crypto import check_key_bits as check
 
         check(args.sweep_key_bits, insecure=args.insecure, hints=KEY_FLAGS)
-    console = Console(width=max(150, Console().width))
-    say = lambda m: console.print(f"[dim]... {m}[/]")  # noqa: E731
-    collection = full.head(args.recordings)
+    return modes, sizes, full
+
+
+def _secure_parts(args, modes, sizes, full, say) -> tuple[list[Row], dict]:
+    """Parts 2-6: every part that runs the protocol, on two compute lanes per party."""
     rows: list[Row] = []
-    extra: dict = {"manifest": load_match_manifest()}
-    if not args.skip_accuracy:
-        acc = accuracy(full, modes, args.stride, args.accuracy_queries, say)
-        extra["accuracy"] = acc
-        rows += accuracy_rows(acc)
+    extra: dict = {}
+    collection = full.head(args.recordings)
     say(f"generating a {args.key_bits}-bit key pair")
     keypair = throwaway_keypair(args.key_bits)
     with Compute.processes(args.workers) as compute:
         compute.warm_up()
         if not args.skip_speed and args.queries:
+            queries = timed_queries(collection, args.queries)
             r, extra["speed"] = speed(
-                keypair,
-                modes,
-                args.stride,
-                collection,
-                timed_queries(collection, args.queries),
-                compute,
-                say,
+                keypair, modes, args.stride, collection, queries, compute, say
             )
             rows += r
             if args.extrapolate and "exact" in extra["speed"]["reports"]:
-                r, extra["extrapolation"] = extrapolate(
-                    keypair,
+                first, report = (
+                    extra["speed"]["runs"]["exact"][0],
                     extra["speed"]["reports"]["exact"],
-                    len(collection),
-                    args.extrapolate,
-                    args.cluster_workers,
+                )
+                r, extra["extrapolation"] = extrapolate(
+                    keypair, first, report, len(collection), args.extrapolate, args.cluster_workers
                 )
                 rows += r
         if sizes:
@@ -528,28 +574,38 @@ def main(args) -> int:
             rows += r
         if args.sweep:
             bits = args.sweep_key_bits or args.key_bits
-            sweep_keys = keypair if bits == args.key_bits else throwaway_keypair(bits)
-            r, extra["sweep"] = sweep(
-                sweep_keys, modes, args.stride, full, args.sweep, compute, say
-            )
+            keys = keypair if bits == args.key_bits else throwaway_keypair(bits)
+            r, extra["sweep"] = sweep(keys, modes, args.stride, full, args.sweep, compute, say)
             rows += r
-    result = BenchResult(
-        "match",
-        args.key_bits,
-        rows,
-        {
-            "recordings": args.recordings,
-            "queries": args.queries,
-            "modes": modes,
-            "stride": args.stride,
-            "growth": sizes,
-            "sweep": args.sweep,
-            "sweep_key_bits": args.sweep_key_bits or args.key_bits,
-            "workers": args.workers,
-            "dask": args.dask,
-            "quantisation": find("match").params({}).quant.to_dict(),
-        },
-        extra=extra,
-    )
+    return rows, extra
+
+
+def main(args) -> int:
+    from rich.console import Console
+
+    modes, sizes, full = _checked(args)
+    console = Console(width=max(150, Console().width))
+    say = lambda m: console.print(f"[dim]... {m}[/]")  # noqa: E731
+    rows: list[Row] = []
+    extra: dict = {"manifest": load_match_manifest()}
+    if not args.skip_accuracy:
+        extra["accuracy"] = accuracy(full, modes, args.stride, args.accuracy_queries, say)
+        rows += accuracy_rows(extra["accuracy"])
+    secure_rows, secure_extra = _secure_parts(args, modes, sizes, full, say)
+    rows += secure_rows
+    extra.update(secure_extra)
+    params = {
+        "recordings": args.recordings,
+        "queries": args.queries,
+        "modes": modes,
+        "stride": args.stride,
+        "growth": sizes,
+        "sweep": args.sweep,
+        "sweep_key_bits": args.sweep_key_bits or args.key_bits,
+        "workers": args.workers,
+        "dask": args.dask,
+        "quantisation": find("match").params({}).quant.to_dict(),
+    }
+    result = BenchResult("match", args.key_bits, rows, params, extra=extra)
     result.print_table(console)
     return finish(args, result, console)

@@ -120,6 +120,31 @@ def run(args) -> int:
         out.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
     if args.server:
         return _run_against_server(args, out, frames, plain, spectrogram.frame_seconds)
+    result, offline_seconds = _secure_run(args, out, protocol, params, frames, collection)
+    secure = _answer(result["alice"], spectrogram.frame_seconds)
+    plaintext = _answer(plain, spectrogram.frame_seconds)
+    report = {
+        "audio": str(args.audio),
+        "collection": str(args.collection),
+        "recordings": len(collection),
+        "mode": args.mode,
+        "stride": params.pool,
+        "threshold": params.threshold_value(),
+        "frames": len(frames),
+        "candidates": result["alice"]["candidates"],
+        "secure": secure,
+        "plaintext": plaintext,
+        "agree": secure == plaintext,
+        "seconds": {"online": result.elapsed, "offline": offline_seconds},
+        "key_bits": args.key_bits,
+    }
+    _emit(report, args.json, {"cost": result.cost.to_dict()}, out)
+    result.cost.render(console())  # after the result, on standard output
+    return 0 if secure == plaintext else 1
+
+
+def _secure_run(args, out, protocol, params, frames, collection):
+    """Alice and Bob in this process after an offline phase: (RunResult, offline seconds)."""
     with (
         status(out, f"generating a {args.key_bits}-bit Paillier key pair"),
         warnings.catch_warnings(),
@@ -147,26 +172,7 @@ def run(args) -> int:
                 meta={"audio": str(args.audio), "mode": args.mode},
                 randomizers=offline.randomizers(keypair[0]),
             )
-    secure = _answer(result["alice"], spectrogram.frame_seconds)
-    plaintext = _answer(plain, spectrogram.frame_seconds)
-    report = {
-        "audio": str(args.audio),
-        "collection": str(args.collection),
-        "recordings": len(collection),
-        "mode": args.mode,
-        "stride": params.pool,
-        "threshold": params.threshold_value(),
-        "frames": len(frames),
-        "candidates": result["alice"]["candidates"],
-        "secure": secure,
-        "plaintext": plaintext,
-        "agree": secure == plaintext,
-        "seconds": {"online": result.elapsed, "offline": offline.seconds},
-        "key_bits": args.key_bits,
-    }
-    _emit(report, args.json, {"cost": result.cost.to_dict()}, out)
-    result.cost.render(console())  # after the result, on standard output
-    return 0 if secure == plaintext else 1
+    return result, offline.seconds
 
 
 def _emit(report: dict, path: str | None, extra: dict, out) -> None:

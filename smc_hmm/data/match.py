@@ -458,6 +458,15 @@ class Collection:
         count = _whole("count", count, 1, len(self))
         return Collection(self.ids[:count], self.frames[:count], self.spectrogram)
 
+    def take(self, indices) -> Collection:
+        """The recordings at ``indices``, in that order."""
+        indices = [int(i) for i in indices]
+        if not indices or any(not 0 <= i < len(self) for i in indices):
+            raise InvalidInputError(f"indices must name recordings 0..{len(self) - 1}")
+        return Collection(
+            [self.ids[i] for i in indices], [self.frames[i] for i in indices], self.spectrogram
+        )
+
     def ints(self, quant: Quantisation) -> list[np.ndarray]:
         """Bob's integer frames under ``quant`` (computed once)."""
         key = (quant.frame_bits,)
