@@ -347,6 +347,52 @@ def test_two_processes_over_mutual_tls_with_wav_files(tmp_path):
     assert result["bob"] is None
 
 
+@pytest.mark.slow
+def test_a_serving_bob_matches_clients(tmp_path, capsys):
+    """smc-hmm serve with protocol = "match": a client session, then the command as a
+    client (which checks the served mode before sending anything)."""
+    from scipy.io import wavfile
+
+    from smc_hmm.cli import main
+    from smc_hmm.runtime import load_config, write_config
+    from smc_hmm.runtime.client import client_tls, run_client_session
+    from smc_hmm.runtime.serve import Server
+
+    folder = _wavs(tmp_path / "collection")
+    path = write_config(
+        tmp_path / "parties.toml",
+        "match",
+        {"alice": {"kind": "alice"}, "bob": {"kind": "bob", "collection": "collection"}},
+        params={"threshold": 0.5},
+        key_bits=512,
+        insecure=True,
+        timeout=60,
+        connect_timeout=20,
+        serve={"party": "bob", "max_sessions": 2},
+        compute={"workers": 1},
+        clients=["alice", "carol"],
+    )
+    rate, y = wavfile.read(folder / "rec2.wav")
+    wavfile.write(tmp_path / "snippet.wav", rate, y[1600:4800])
+    snippet = Spectrogram().from_wav(tmp_path / "snippet.wav")
+    with Server(load_config(path), "bob", port=0) as server:
+        tls, client = client_tls(tmp_path / "certs", "alice")
+        out = run_client_session(
+            "match", "alice", snippet, server=server.address, tls=tls, name=client,
+            key_bits=512, insecure=True, timeout=60,
+        )  # fmt: skip
+        assert (out["output"]["match"], out["output"]["offset_frames"]) == ("rec2", 10)
+        host, port = server.address
+        certs = str(tmp_path / "certs")
+        argv = ["match", "--audio", str(tmp_path / "snippet.wav"), "--collection", str(folder),
+                "--threshold", "0.5", "--server", f"{host}:{port}", "--certs", certs,
+                "--name", "carol", "--key-bits", "512", "--insecure"]  # fmt: skip
+        assert main(argv) == 0
+        report, _ = json.JSONDecoder().raw_decode(capsys.readouterr().out)  # result first
+        assert report["secure"]["match"] == report["plaintext_reference"]["match"] == "rec2"
+        assert main([*argv[:-2], "--mode", "approx", "--key-bits", "512", "--insecure"]) == 2
+
+
 def test_the_command_prints_both_answers(tmp_path, capsys):
     from smc_hmm.cli import main
 
