@@ -513,7 +513,7 @@ def test_release_command_writes_the_model_and_its_guarantee(tmp_path):
     assert (g["n"], g["n_classes"], g["dim"], g["lam"], g["h"]) == (45, 3, 3, 0.01, 0.5)
     assert meta["epsilon"] == pytest.approx(9.0 - g["jacobian_term"])
     assert meta["scaling"] == {"radius": 5.0, "centre": [0.5, 0.5, 0.5]}
-    assert meta["classes_from_data"] is False
+    assert meta["classes_from_data"] is False and meta["records"] == lm.RECORD_RULE
     assert set(meta["solver"]) == {"method", "tol", "converged"}  # nothing data-dependent
     assert model.phi.shape == (3, 1, 4, 4) and np.linalg.eigvalsh(model.phi).min() > -1e-9
     # the same data as JSON, a mixture with public centres, over the budget
@@ -525,6 +525,8 @@ def test_release_command_writes_the_model_and_its_guarantee(tmp_path):
             str(tmp_path / "d.json"),
             "--eps",
             "50",
+            "--classes",
+            "3",
             "--components",
             "2",
             "--centres",
@@ -542,6 +544,10 @@ def test_release_command_writes_the_model_and_its_guarantee(tmp_path):
                 str(tmp_path / "d.json"),
                 "--eps",
                 "50",
+                "--classes",
+                "3",
+                "--dimension",
+                "3",
                 "--budget",
                 "50",
                 "--out",
@@ -552,23 +558,28 @@ def test_release_command_writes_the_model_and_its_guarantee(tmp_path):
 
 
 GOOD = {"x": [[0.1, 0.2]] * 4, "y": [0, 1, 0, 1]}
+DECLARED = ["--classes", "2", "--dimension", "2"]
 
 
 @pytest.mark.parametrize(
     ("content", "extra", "error"),
     [
-        ({**GOOD, "z": [1]}, [], "ConfigError"),
-        ({"x": GOOD["x"], "y": [0, 1, 0]}, [], "ShapeMismatchError"),
-        ({"x": [[3.0, 0.0]] * 4, "y": GOOD["y"]}, [], "SensitivityBoundError"),
-        ({"x": GOOD["x"], "y": [0, 0, 0, 1]}, [], "InvalidInputError"),
-        (GOOD, ["--components", "2"], "ConfigError"),
-        (GOOD, ["--centre", "c.json"], "ConfigError"),
-        (GOOD, ["--eps", "0"], "PrivacyParameterError"),
-        (GOOD, ["--eps", "-1"], "PrivacyParameterError"),
-        (GOOD, ["--eps", "nan"], "PrivacyParameterError"),
+        ({**GOOD, "z": [1]}, DECLARED, "ConfigError"),
+        ({"x": GOOD["x"], "y": [0, 1, 0]}, DECLARED, "ShapeMismatchError"),
+        ({"x": 5, "y": []}, DECLARED, "ConfigError"),
+        (GOOD, ["--dimension", "2"], "ConfigError"),  # --classes is required
+        (GOOD, ["--classes", "2"], "ConfigError"),  # JSON: the dimension is declared
+        (GOOD, [*DECLARED, "--components", "2"], "ConfigError"),
+        (GOOD, [*DECLARED, "--centre", "c.json"], "ConfigError"),
+        (GOOD, [*DECLARED, "--radius", "-1"], "PrivacyParameterError"),
+        (GOOD, [*DECLARED, "--eps", "0"], "PrivacyParameterError"),
+        (GOOD, [*DECLARED, "--eps", "-1"], "PrivacyParameterError"),
+        (GOOD, [*DECLARED, "--eps", "nan"], "PrivacyParameterError"),
     ],
 )
 def test_release_command_refuses_bad_input_with_one_line(tmp_path, capsys, content, extra, error):
+    """Options and the file's format are refused; records never are (the neighbouring
+    test below)."""
     import json
 
     from smc_hmm.cli import main
@@ -580,6 +591,113 @@ def test_release_command_refuses_bad_input_with_one_line(tmp_path, capsys, conte
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and error in err
     assert not (tmp_path / "m.npz").exists()
+
+
+def test_release_command_refuses_a_dimension_declared_twice_differently(tmp_path, capsys):
+    from smc_hmm.cli import main
+
+    np.savez(tmp_path / "d.npz", x=np.zeros((3, 2)), y=np.array([0, 1, 0]))
+    argv = ["release", "lmgmm", "--data", str(tmp_path / "d.npz"), "--eps", "1"]
+    argv += ["--classes", "2", "--dimension", "3", "--out", str(tmp_path / "m.npz")]
+    assert main(argv) == 2
+    assert "declared differently" in capsys.readouterr().err
+
+
+def _lmgmm_outcome(capsys, tmp_path, data, *options):
+    """Release ``data`` through the CLI: its exit code must be 0; the public shape of the
+    classifier and its metadata (the guarantee's n and what depends on it apart)."""
+    from smc_hmm.cli import main
+
+    out = tmp_path / "released.npz"
+    argv = ["release", "lmgmm", "--data", str(data), "--eps", "2", "--lam", "0.1"]
+    code = main([*argv, "--seed", "3", "--out", str(out), *options])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    model, meta = lm.load_release(out)
+    assert np.all(np.isfinite(model.phi))
+    n = meta["guarantee"].pop("n")
+    for depends_on_n in ("jacobian_term", "thesis_jacobian_term", "epsilon_total"):
+        meta["guarantee"].pop(depends_on_n)
+    meta.pop("epsilon_total")
+    meta["mechanism"] = meta["mechanism"].split("eps' = eps + ")[0]  # + k, k from n
+    return n, (model.phi.shape, model.n_classes, model.dim), meta
+
+
+def test_neighbouring_data_sets_release_the_same_public_shape(tmp_path, capsys):
+    """Removing or adding one record -- the only record of a class (which leaves a class
+    empty or with one point), the last record of the file, a point far outside the unit
+    ball, NaN or inf features, features of another length, a label outside the declared
+    classes, a non-integer or boolean label -- always releases (exit 0) a classifier of
+    the declared C classes and d features, with the same metadata apart from n; and
+    replacing a record by a malformed one keeps n and every byte of the metadata.  All of
+    these used to be refused (too few points per class, SensitivityBoundError,
+    InvalidInputError) or changed C (1 + the largest label)."""
+    import json
+
+    rows = [[0.2, 0.1], [-0.3, 0.2], [0.1, -0.4], [0.5, 0.5]]
+    labels = [0, 1, 2, 0]  # class 1 and class 2 have one record each
+    extra = [
+        ([40.0, -3.0], 1),  # far outside the ball: scaled onto its sphere
+        ([float("nan"), 0.1], 0),
+        ([1e400, 0.1], 0),  # inf once read
+        ([0.1, 0.2, 0.3], 0),  # another dimension
+        ([0.1], 1),
+        ("0.1 0.2", 1),
+        ([0.1, 0.2], 3),  # a label outside 0..C-1
+        ([0.1, 0.2], -1),
+        ([0.1, 0.2], 1.5),
+        ([0.1, 0.2], True),
+        ([0.1, 0.2], "b"),
+        ([0.1, 0.2], None),
+    ]
+    options = ["--classes", "3", "--dimension", "2"]
+
+    def outcome(pairs):
+        data = tmp_path / "d.json"
+        text = json.dumps({"x": [r for r, _ in pairs], "y": [y for _, y in pairs]})
+        data.write_text(text.replace("Infinity", "1e400"))
+        return _lmgmm_outcome(capsys, tmp_path, data, *options)
+
+    results = []
+    for base in (list(zip(rows, labels)), [(rows[1], 1)], []):
+        results.append(outcome(base))
+        for i in range(len(base)):  # remove one record
+            results.append(outcome(base[:i] + base[i + 1 :]))
+        for record in extra:  # add one
+            results.append(outcome([*base, record]))
+        if base:  # replace the first record: n and the whole metadata stay
+            same = outcome(base)
+            for record in extra:
+                assert outcome([record, *base[1:]]) == same
+    shape, meta = results[0][1], results[0][2]
+    assert shape == ((3, 1, 3, 3), 3, 2) and meta["records"] == lm.RECORD_RULE
+    assert all(r[1] == shape and r[2] == meta for r in results)
+    assert sorted({r[0] for r in results}) == [1, 2, 3, 4, 5]  # n: the file's records, >= 1
+
+
+def test_public_records_and_null_records_add_no_loss():
+    x, y, w = lm.public_records([[0.1, 0.2], [np.nan, 0.0], [0.3]], [1, 0, 0], 2, 2)
+    assert w.tolist() == [1.0, 0.0, 0.0] and y.tolist() == [1, 0, 0]
+    assert np.array_equal(x[1:], np.zeros((2, 2)))
+    x0, y0, w0 = lm.public_records([], [], 3, 4)  # the empty data set: one null record
+    assert x0.shape == (1, 4) and w0.tolist() == [0.0]
+    rng = np.random.default_rng(5)
+    pts, lab = _blobs(4, 2, 2, seed=5)
+    phi = rng.normal(size=(2, 1, 3, 3))
+    phi = phi + phi.swapaxes(2, 3)
+    plain = lm.training_data(pts, lab, min_per_class=0)
+    padded = lm.training_data(
+        np.vstack([pts, np.zeros((2, 2))]),
+        np.concatenate([lab, [0, 1]]),
+        min_per_class=0,
+        weights=np.concatenate([np.ones(len(pts)), [0.0, 0.0]]),
+    )
+    # the same summed loss (lam ~ 0: no regulariser), two more records in n
+    n, m = plain.n, padded.n
+    loss = lm.objective(phi, plain, 1e-300, 0.5) * n
+    assert loss > 0 and lm.objective(phi, padded, 1e-300, 0.5) * m == pytest.approx(loss)
+    assert np.all(lm.example_gradients(phi, padded, 0.5)[n:] == 0)
+    assert np.all(lm.example_hessians(phi, padded, 0.5)[n:] == 0)
 
 
 @pytest.mark.slow

@@ -7,8 +7,13 @@ publishes the classifier.  Anyone who sees the release -- the matrices and the m
 learns about any one training record only what eps'-differential privacy allows
 (neighbouring data sets: one record replaced; n is public).  Nothing else about the
 data leaves the curator: not the objective value, the iteration count, nor the
-perturbation B.  The curator's own refusals (a point outside the unit ball, a class with
-fewer than two points) are messages to her, not releases.
+perturbation B.  Whether a release happens must not depend on a record either:
+``smc-hmm release lmgmm`` maps every record by a public rule (:data:`RECORD_RULE`,
+:func:`public_records`: a malformed record or an undeclared label becomes a null record,
+counted in n with no loss; rows are scaled into the unit ball; a class may have no
+records), so it refuses only options and the file's format.  The library functions
+(:func:`training_data`, :func:`train_dp`) still refuse malformed input from a direct
+caller.
 
 **The model.**  Class c, or each mixture component m of class c, is a symmetric
 (d+1) x (d+1) matrix Phi_cm acting on z = [x; 1]; the distance of x to the component is
@@ -84,12 +89,14 @@ from smc_hmm.dp.lmgmm.loss import (
 from smc_hmm.dp.lmgmm.model import (
     BALL_TOLERANCE,
     MIN_PER_CLASS,
+    RECORD_RULE,
     LargeMarginGMM,
     TrainingData,
     assign_components,
     generative_classifier,
     gmm_components,
     into_unit_ball,
+    public_records,
     training_data,
 )
 from smc_hmm.dp.lmgmm.privacy import (
@@ -107,6 +114,7 @@ from smc_hmm.dp.lmgmm.train import LMGMMRelease, load_release, save_release, tra
 __all__ = [
     "BALL_TOLERANCE",
     "MIN_PER_CLASS",
+    "RECORD_RULE",
     "Guarantee",
     "LMGMMRelease",
     "LargeMarginGMM",
@@ -125,6 +133,7 @@ __all__ = [
     "noise_epsilon",
     "objective",
     "objective_and_gradient",
+    "public_records",
     "sample_perturbation",
     "sample_thesis_perturbation",
     "save_release",

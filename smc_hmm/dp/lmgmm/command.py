@@ -2,24 +2,36 @@
 and release it to a file with its guarantee (thesis 003, section 4.1.2; ``docs/lmgmm.md``).
 
 For the CLI: :func:`add_arguments` (the options) and :func:`run` (``run(args, console) ->
-exit code``).  Every bad input raises a typed :class:`~smc_hmm.errors.SmcHmmError`:
-``ConfigError`` for files and options, ``ShapeMismatchError`` / ``InvalidInputError`` for
-malformed data or too few points per class, ``SensitivityBoundError`` for points outside
-the unit ball, ``PrivacyParameterError`` for eps <= 0 and ``PrivacyBudgetError`` when
-eps' exceeds ``--budget``.
+exit code``).  Every bad option or file format raises a typed :class:`~smc_hmm.errors.SmcHmmError`:
+``ConfigError`` for files and options, ``ShapeMismatchError`` for a file whose labels and
+rows differ in number, ``PrivacyParameterError`` for eps <= 0 or k >= ``--eps-total`` and
+``PrivacyBudgetError`` when eps' exceeds ``--budget`` (k and eps' depend on the public n,
+C, M, d, lam and h only).  No record is refused (**records** below).
 
 - **data** (``--data``): ``.npz`` with members ``x`` (n, d) and ``y`` (n,) (integer labels
-  0..C-1), or ``.json`` ``{"x": [[...], ...], "y": [...]}``.  Rows must lie in the unit L2
-  ball, or give ``--radius R`` (and optionally ``--centre FILE``, a ``.npy``/``.json``
-  vector of d numbers): rows become (x - centre)/R, those still longer than 1 are scaled
-  onto the sphere.  R and the centre must be public (fixed without looking at the data);
-  they are written into the release, since new inputs need the same map.
-- **classes**: ``--classes C`` declares the number of classes; without it C = 1 + the
-  largest label (then derived from the data, which the metadata says).
+  0..C-1), or ``.json`` ``{"x": [[...], ...], "y": [...]}``.  Rows are mapped by the public
+  scaling: ``--radius R`` (and optionally ``--centre FILE``, a ``.npy``/``.json`` vector of
+  d numbers) gives (x - centre)/R; every row still outside the unit L2 ball (without
+  ``--radius``: every row outside it) is scaled onto its sphere.  R and the centre must be
+  public (fixed without looking at the data); they are written into the release, since
+  new inputs need the same map.
+- **public sizes**: ``--classes C`` is required (the labels are 0..C-1, never taken from
+  the data).  The dimension d is the npz's ``x`` columns (its format), else ``--dimension
+  D`` or the length of ``--centre`` / the last axis of ``--centres``; a JSON file needs
+  one of them.  Declarations that disagree are refused.
+- **records** (:data:`~smc_hmm.dp.lmgmm.model.RECORD_RULE`): n, the number of records
+  in the file, is public (the guarantee's neighbours replace one record).  A record whose
+  features are not d finite numbers or whose label is not an integer in 0..C-1 is a null
+  record: counted in n, weight 0 (no loss).  An empty file is trained as one null record,
+  and a class without records (or with one) is trained like any other, so no record makes
+  the release fail.  Only the file's format is refused: not JSON or npz, other members or
+  keys than x and y, an npz ``x`` that is not an (n, d) numeric matrix, as many labels as
+  rows.
 - **privacy**: ``--eps E`` is the noise parameter of (4.12) and the release is
   eps' = E + k-DP; ``--eps-total E'`` asks for eps' instead (E = E' - k, refused when
   k >= E').  ``--budget B`` refuses a release with eps' > B before any noise is drawn.
-  ``--lam`` (0.01) and ``--huber`` h (0.5) shape both the classifier and k.
+  ``--lam`` (0.01) and ``--huber`` h (0.5) shape both the classifier and k.  With a small
+  n, k can exceed a requested ``--eps-total``: refused, a function of the public n.
 - **mixtures**: ``--components M`` with ``--centres FILE`` (``.npy``/``.json`` of shape
   (C, M, d), public): each record's component is its class's nearest centre.
 - ``--no-psd`` trains without the positive-semidefinite constraint; ``--solver cvxpy`` uses
@@ -27,8 +39,8 @@ eps' exceeds ``--budget``.
   OS CSPRNG).
 - **output**: ``--out`` (default ``released_lmgmm.npz``): ``phi`` and a ``metadata`` JSON
   member (:func:`smc_hmm.dp.lmgmm.load_release`): eps, eps', the full guarantee (lam, h, n,
-  C, M, d, Delta, alpha, k), mechanism, sampler, randomness, the scaling, the solver's
-  method and tolerance.  The same summary is printed and written to ``--json``.
+  C, M, d, Delta, alpha, k), mechanism, sampler, randomness, the scaling, the record rule,
+  the solver's method and tolerance.  The same summary is printed and written to ``--json``.
 """
 
 from __future__ import annotations
@@ -71,7 +83,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--lam", type=float, default=0.01, help="regularisation (0.01)")
     parser.add_argument("--huber", type=float, default=0.5, help="Huber parameter h (0.5)")
-    parser.add_argument("--classes", type=int, help="number of classes C (public)")
+    parser.add_argument(
+        "--classes", type=int, help="number of classes C (required: public, labels 0..C-1)"
+    )
+    parser.add_argument(
+        "--dimension",
+        type=int,
+        help="feature dimension d (public; needed for .json data without --centre/--centres)",
+    )
     parser.add_argument("--components", type=int, default=1, help="components per class M")
     parser.add_argument("--centres", help=".npy/.json (C, M, d) public component centres")
     parser.add_argument("--radius", type=float, help="public radius: x -> (x - centre)/R")
@@ -101,8 +120,11 @@ def _array(path: object, what: str) -> np.ndarray:
         raise ConfigError(f"{what} {p} is not a numeric array: {e}") from None
 
 
-def load_data(path: object) -> tuple[np.ndarray, np.ndarray]:
-    """(x, y) from a ``.npz`` (members x, y) or ``.json`` ({"x": ..., "y": ...}) file."""
+def load_data(path: object) -> tuple[Any, Any, int | None]:
+    """``(rows, labels, d or None)`` from a ``.npz`` (members x, y) or ``.json``
+    (``{"x": [...], "y": [...]}``) file.  Only the format is checked (ConfigError); the
+    records are not (:func:`~smc_hmm.dp.lmgmm.model.public_records` maps them).  d is
+    the npz ``x``'s number of columns, None for JSON."""
     p = existing_file(path, "--data")
     if p.suffix == ".npz":
         try:
@@ -110,58 +132,109 @@ def load_data(path: object) -> tuple[np.ndarray, np.ndarray]:
                 if set(files.files) != {"x", "y"}:
                     raise ConfigError(f"{p}: expected members x and y, got {sorted(files.files)}")
                 x, y = files["x"], files["y"]
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, EOFError) as e:
             raise ConfigError(f"cannot read --data {p}: {e}") from None
-    elif p.suffix == ".json":
+        if x.ndim != 2 or x.shape[1] == 0 or x.dtype.kind not in "iuf":
+            raise ConfigError(f"{p}: x must be an (n, d) numeric matrix, got shape {x.shape}")
+        if y.ndim != 1:
+            raise ConfigError(f"{p}: y must be a 1-d array of labels, got shape {y.shape}")
+        return list(x), list(y), int(x.shape[1])
+    if p.suffix == ".json":
         raw = read_json(p, "--data")
         if not isinstance(raw, dict) or set(raw) != {"x", "y"}:
             raise ConfigError(f'{p}: expected a JSON object {{"x": [[...]], "y": [...]}}')
-        x, y = raw["x"], raw["y"]
-    else:
-        raise ConfigError(f"--data must be a .npz or .json file, got {p}")
-    try:
-        x = np.asarray(x, dtype=float)
-        y = np.asarray(y)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"{p}: x must be numeric: {e}") from None
-    return x, y
+        if not isinstance(raw["x"], list) or not isinstance(raw["y"], list):
+            raise ConfigError(f"{p}: x and y must be lists (one entry per record)")
+        return raw["x"], raw["y"], None
+    raise ConfigError(f"--data must be a .npz or .json file, got {p}")
+
+
+def _dimension(declared: dict[str, int]) -> int:
+    """The public d: every declaration must agree, and one is needed."""
+    values = set(declared.values())
+    if len(values) > 1:
+        said = ", ".join(f"{name} {value}" for name, value in declared.items())
+        raise ConfigError(f"the feature dimension is declared differently: {said}")
+    if not values:
+        raise ConfigError(
+            "declare the feature dimension: --dimension D (or --centre / --centres); a JSON "
+            "data file does not fix it, and the records must not"
+        )
+    return values.pop()
 
 
 def run(args: argparse.Namespace, console=None) -> int:
     """Run ``smc-hmm release lmgmm`` (module docstring); returns 0."""
     from smc_hmm.dp.lmgmm import (
+        RECORD_RULE,
         assign_components,
         into_unit_ball,
         noise_epsilon,
+        public_records,
         save_release,
         train_dp,
         training_data,
     )
+    from smc_hmm.dp.lmgmm.model import check_count
     from smc_hmm.dp.random import DPRandom
 
     out = check_out(args.out)  # every output path, before any data is read
     check_output_path(args.json)
-    x, y = load_data(args.data)
-    scaling: dict[str, Any] = {"radius": None, "centre": None}
+    if args.classes is None:
+        raise ConfigError(
+            "--classes C is required: the public number of classes (labels 0..C-1; never "
+            "taken from the data)"
+        )
+    n_classes = check_count(args.classes, "--classes", 2)
+    check_count(args.components, "--components")
+    for value, name in ((args.lam, "--lam"), (args.huber, "--huber")):
+        check_epsilon(value, name)
+    if args.radius is not None:
+        check_epsilon(args.radius, "--radius")
     if args.centre is not None and args.radius is None:
         raise ConfigError("--centre needs --radius")
-    if args.radius is not None:
-        centre = _array(args.centre, "--centre") if args.centre is not None else None
-        x = into_unit_ball(x, args.radius, centre)
-        scaling = {
-            "radius": float(args.radius),
-            "centre": None if centre is None else centre.tolist(),
-        }
-    components = None
+    declared: dict[str, int] = {}
+    if getattr(args, "dimension", None) is not None:
+        declared["--dimension"] = check_count(args.dimension, "--dimension")
+    centre = None
+    if args.centre is not None:
+        centre = _array(args.centre, "--centre")
+        if centre.ndim != 1:
+            raise ConfigError(f"--centre must be a vector of d numbers, got shape {centre.shape}")
+        declared["--centre"] = int(centre.shape[0])
+    centres = None
     if args.components != 1 or args.centres is not None:
         if args.centres is None:
             raise ConfigError(
                 "--components M > 1 needs --centres FILE (public centres; labels from a "
                 "GMM fitted on the private data would void the guarantee)"
             )
-        components = assign_components(x, y, _array(args.centres, "--centres"))
+        centres = _array(args.centres, "--centres")
+        if centres.ndim != 3 or centres.shape[:2] != (n_classes, args.components):
+            raise ConfigError(
+                f"--centres must have shape (C, M, d) = ({n_classes}, {args.components}, d), "
+                f"got {centres.shape}"
+            )
+        declared["--centres"] = int(centres.shape[2])
+    rows, labels, file_dim = load_data(args.data)
+    if file_dim is not None:
+        declared[f"{args.data}'s x"] = file_dim
+    x, y, weights = public_records(rows, labels, n_classes, _dimension(declared))
+    radius = 1.0 if args.radius is None else args.radius
+    x = into_unit_ball(x, radius, centre)  # rows outside the ball: onto its sphere
+    scaling: dict[str, Any] = {
+        "radius": None if args.radius is None else float(args.radius),
+        "centre": None if centre is None else centre.tolist(),
+    }
+    components = None if centres is None else assign_components(x, y, centres)
     data = training_data(
-        x, y, n_classes=args.classes, n_components=args.components, components=components
+        x,
+        y,
+        n_classes=n_classes,
+        n_components=args.components,
+        components=components,
+        min_per_class=0,
+        weights=weights,
     )
     eps = args.eps
     if args.eps_total is not None:
@@ -186,8 +259,10 @@ def run(args: argparse.Namespace, console=None) -> int:
         budget=args.budget,
         rng=None if args.seed is None else DPRandom.insecure_seeded(args.seed),
         method=args.solver,
+        weights=weights,
+        min_per_class=0,
     )
-    extra = {"scaling": scaling, "classes_from_data": args.classes is None}
+    extra = {"scaling": scaling, "classes_from_data": False, "records": RECORD_RULE}
     save_release(out, release, extra)
     summary = {"model": str(out), **release.metadata(), **extra}
     text = json.dumps(summary, indent=2, sort_keys=True)

@@ -3,9 +3,11 @@ equations 4.8-4.11 and 4.13; ``docs/lmgmm.md``).
 
 For records (x_i, y_i, m_i) and u_ic = 1 + a_{y_i m_i}(x_i) + log sum_m exp(-a_cm(x_i)),
 
-    J_B(Phi) = (1/n) sum_i sum_{c != y_i} H_h(u_ic)
+    J_B(Phi) = (1/n) sum_i w_i sum_{c != y_i} H_h(u_ic)
                + lam sum_cm [ tr(I_Phi Phi_cm I_Phi) + 1/2 ||Phi_cm||_F^2 ]
-               + (1/n) sum_cm <B_cm, Phi_cm>.
+               + (1/n) sum_cm <B_cm, Phi_cm>,
+
+with w_i = 1, or 0 for a null record (``TrainingData.weights``: counted in n, no loss).
 
 :func:`objective_and_gradient` is what the solvers minimise; :func:`example_gradients` and
 :func:`example_hessians` are one record's derivatives, on which the privacy analysis rests
@@ -94,8 +96,9 @@ def objective_and_gradient(
     """J_B(Phi) of the module docstring and its gradient (C, M, D, D)."""
     u, mask, pi = _margins(phi, data)
     value, first, _ = huber_hinge(u, h)
-    first = np.where(mask, first, 0.0)
-    loss = float(np.sum(value, where=mask)) / data.n
+    w = data.w[:, None]  # null records (weight 0) add no loss
+    first = np.where(mask, first, 0.0) * w
+    loss = float(np.sum(value * w, where=mask)) / data.n
     reg, reg_grad = _regulariser(phi)
     grad = _lift(_distance_gradients(data, first, pi), data.z) / data.n + lam * reg_grad
     total = loss + lam * reg
@@ -120,7 +123,7 @@ def example_gradients(phi: np.ndarray, data: TrainingData, h: float) -> np.ndarr
     """Gradient of each record's loss sum_{c != y_i} H_h(u_ic): shape (n, C, M, D, D)."""
     u, mask, pi = _margins(phi, data)
     _, first, _ = huber_hinge(u, h)
-    g = _distance_gradients(data, np.where(mask, first, 0.0), pi)
+    g = _distance_gradients(data, np.where(mask, first, 0.0) * data.w[:, None], pi)
     return np.einsum("ncm,nd,ne->ncmde", g, data.z, data.z)
 
 
@@ -145,4 +148,4 @@ def example_hessians(phi: np.ndarray, data: TrainingData, h: float) -> np.ndarra
             g[block] -= pi[i, k]
             out[i] += second[i, k] * np.outer(g, g)
             out[i, block, block] += first[i, k] * (np.diag(pi[i, k]) - np.outer(pi[i, k], pi[i, k]))
-    return out
+    return out * data.w[:, None, None]

@@ -38,6 +38,17 @@ MIN_PER_CLASS = 2
 BALL_TOLERANCE = 1e-9
 """Rounding slack of the unit-ball check: ||x||_2 <= 1 + BALL_TOLERANCE."""
 
+RECORD_RULE = (
+    "n is the number of records in the file (public); a record whose features are not d "
+    "finite numbers or whose label is not an integer in 0..C-1 is kept in n with weight 0 "
+    "(it adds no loss, as if replaced by a null record); features are mapped by the public "
+    "scaling and rows outside the unit ball scaled onto its sphere; an empty data set is "
+    "trained as one null record (n = 1); a class without records is trained like any other; "
+    "no record makes the release fail"
+)
+"""The public per-record rule of ``smc-hmm release lmgmm`` (:func:`public_records`),
+written into the release's metadata."""
+
 
 # -- validation -------------------------------------------------------------------------------
 
@@ -111,7 +122,9 @@ def _check_ball(x: np.ndarray) -> None:
 class TrainingData:
     """Validated training records: features in the unit ball, labels, mixture labels.
 
-    ``x`` (n, d), ``y`` (n,) in 0..C-1, ``components`` (n,) in 0..M-1; ``z`` = [x; 1].
+    ``x`` (n, d), ``y`` (n,) in 0..C-1, ``components`` (n,) in 0..M-1; ``z`` = [x; 1];
+    ``weights`` (n,) in {0, 1}: a record of weight 0 (a null record, :func:`public_records`)
+    counts in n but adds no loss (None: every weight 1).
     """
 
     x: np.ndarray
@@ -120,6 +133,12 @@ class TrainingData:
     n_classes: int
     n_components: int
     z: np.ndarray = field(repr=False)
+    weights: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def w(self) -> np.ndarray:
+        """The records' weights (ones unless some are null records)."""
+        return np.ones(self.n) if self.weights is None else self.weights
 
     @property
     def n(self) -> int:
@@ -138,14 +157,16 @@ def training_data(
     n_components: int = 1,
     components: ArrayLike | None = None,
     min_per_class: int = MIN_PER_CLASS,
+    weights: ArrayLike | None = None,
 ) -> TrainingData:
     """Check and pack training records.
 
     Raises ShapeMismatchError (shapes), InvalidInputError (non-finite values, labels out of
-    range, fewer than ``min_per_class`` points in a class or component, or mixture labels
+    range, fewer than ``min_per_class`` points of weight 1 in a class, or mixture labels
     missing when M > 1) and SensitivityBoundError (a point outside the unit ball).
     ``n_classes`` defaults to 1 + the largest label: declare it when the number of classes
-    must not depend on the data.
+    must not depend on the data.  ``weights`` (n,) of 0 and 1 marks null records
+    (:func:`public_records`); default: all 1.
     """
     arr = _features(x)
     n = arr.shape[0]
@@ -165,14 +186,84 @@ def training_data(
     else:
         comp = _labels(components, n, m, "components")
     _check_ball(arr)
+    if weights is None:
+        w = None
+    else:
+        w = np.asarray(weights, dtype=float)
+        if w.shape != (n,) or not np.all((w == 0) | (w == 1)):
+            raise ShapeMismatchError(f"weights must be ({n},) zeros and ones")
     minimum = check_count(min_per_class, "min_per_class", 0)
-    counts = np.bincount(labels, minlength=classes)
+    counts = np.bincount(labels, weights=w, minlength=classes)
     if np.any(counts < minimum):
         raise InvalidInputError(
-            f"every class needs at least {minimum} training points; per class: {counts.tolist()}"
+            f"every class needs at least {minimum} training points; per class: "
+            f"{counts.astype(int).tolist()}"
         )
     z = np.concatenate([arr, np.ones((n, 1))], axis=1)
-    return TrainingData(arr, labels, comp, classes, m, z)
+    return TrainingData(arr, labels, comp, classes, m, z, w)
+
+
+def _record_features(row: object, dim: int) -> np.ndarray | None:
+    """One record's features as d finite floats, or None."""
+    if isinstance(row, np.ndarray):
+        values = row
+    elif isinstance(row, list) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in row
+    ):
+        try:
+            values = np.array(row, dtype=float)
+        except (OverflowError, TypeError, ValueError):
+            return None
+    else:
+        return None
+    if values.shape != (dim,) or values.dtype.kind not in "iuf":
+        return None
+    values = values.astype(float)
+    return values if np.all(np.isfinite(values)) else None
+
+
+def _record_label(label: object, n_classes: int) -> int | None:
+    """One record's label as an integer in 0..C-1, or None."""
+    if isinstance(label, np.generic):
+        label = label.item()
+    if isinstance(label, bool):
+        return None
+    if isinstance(label, float) and math.isfinite(label) and label == round(label):
+        label = int(label)
+    if isinstance(label, int) and 0 <= label < n_classes:
+        return label
+    return None
+
+
+def public_records(
+    rows: ArrayLike | list, labels: ArrayLike | list, n_classes: int, dim: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(x, y, weights)`` under the public rule (:data:`RECORD_RULE`); never raises on a
+    record.
+
+    ``rows`` and ``labels`` hold one entry per record (the lengths must agree: that is
+    the file's format); C and d are declared.  A record whose features are not d finite
+    numbers, or whose label is not an integer in 0..C-1, becomes a null record: x = 0,
+    y = 0, weight 0, still counted in n.  Under the neighbouring relation of the guarantee
+    (one record replaced, n public) a null record is a record like any other whose loss
+    is 0: its gradient and Hessian are 0, within the sensitivity and the Jacobian bound,
+    so the guarantee is unchanged.  An empty data set becomes one null record, so n >= 1.
+    The features are returned as given (not yet scaled into the unit ball).
+    """
+    classes = check_count(n_classes, "n_classes", 2)
+    d = check_count(dim, "dim")
+    n = len(rows)
+    if len(labels) != n:
+        raise ShapeMismatchError(f"one label per record: {n} records, {len(labels)} labels")
+    x = np.zeros((max(n, 1), d))
+    y = np.zeros(max(n, 1), dtype=np.int64)
+    weights = np.zeros(max(n, 1))
+    for i in range(n):
+        features = _record_features(rows[i], d)
+        label = _record_label(labels[i], classes)
+        if features is not None and label is not None:
+            x[i], y[i], weights[i] = features, label, 1.0
+    return x, y, weights
 
 
 # -- the model --------------------------------------------------------------------------------

@@ -124,7 +124,7 @@ def _solve_cvxpy(
         block = a[:, k * m : (k + 1) * m]
         lse = -block[:, 0] if m == 1 else cp.log_sum_exp(-block, axis=1)
         u = 1.0 + own + lse
-        keep = (data.y != k).astype(float)
+        keep = (data.y != k).astype(float) * data.w
         loss = loss + cp.sum(cp.multiply(keep, cp.huber(cp.pos(u + h), 2 * h))) / (4 * h)
     reg = sum(cp.trace(p[:-1, :-1]) + 0.5 * cp.sum_squares(p) for p in flat)
     total = loss / n + lam * reg

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from smc_hmm.dp.lmgmm.model import LargeMarginGMM, training_data
+from smc_hmm.dp.lmgmm.model import MIN_PER_CLASS, LargeMarginGMM, training_data
 from smc_hmm.dp.lmgmm.privacy import (
     Guarantee,
     guarantee,
@@ -126,6 +126,8 @@ def train_dp(
     method: Method = "fista",
     tol: float = 1e-7,
     phi0: np.ndarray | None = None,
+    weights: ArrayLike | None = None,
+    min_per_class: int = MIN_PER_CLASS,
 ) -> LMGMMRelease:
     """Train by objective perturbation (module docstring) with noise parameter ``epsilon``.
 
@@ -135,11 +137,20 @@ def train_dp(
     is charged eps' around the sampling and solving.  :func:`noise_epsilon` turns a target
     eps' into ``epsilon``.  ``perturbation="thesis"`` uses the thesis's shared b: no
     guarantee, refused with a budget or an accountant.  Mixture labels (``components``)
-    must come from a per-record rule (:func:`assign_components`).
+    must come from a per-record rule (:func:`assign_components`).  ``weights`` marks null
+    records (:func:`~smc_hmm.dp.lmgmm.model.public_records`: counted in n, no loss);
+    ``min_per_class`` is :func:`training_data`'s check (0 accepts a class without records,
+    as the release command does: the guarantee needs no minimum).
     """
     eps = check_epsilon(epsilon, "epsilon")
     data = training_data(
-        x, y, n_classes=n_classes, n_components=n_components, components=components
+        x,
+        y,
+        n_classes=n_classes,
+        n_components=n_components,
+        components=components,
+        min_per_class=min_per_class,
+        weights=weights,
     )
     c, m, d = data.n_classes, data.n_components, data.dim
     stream = resolve_rng(rng)
