@@ -14,6 +14,16 @@ A sequence longer than L raises :class:`~smc_hmm.errors.SensitivityBoundError`
 (``long_sequences="raise"``, the default) or is cut to its first L observations
 (``long_sequences="truncate"``, a per-record transformation that keeps the guarantee).
 
+**Records: a public rule, never an error.** A release must end the same way whether or
+not any one record is present, so :func:`public_sequences` (what ``smc-hmm release hmm``
+applies, :data:`RECORD_RULE`) maps every record by a rule that looks at that record only
+and at public values (the skeleton's alphabet M or dimension D, and L): a record that is
+not a non-empty sequence of the skeleton's kind -- 1-d integer symbols in 0..M-1, or
+(T, D) finite real frames -- is dropped, and a longer one than L is cut to its first L
+observations.  Dropping is removal, truncation keeps a record within the declared L, so
+the guarantee (add/remove or substitute) is unchanged.  An empty data set is allowed: its
+counts are zero, and the release is the noise alone (post-processed).
+
 **Sensitivities (L1, add/remove, for a fixed model of the E-step).** One sequence of
 length T <= L contributes nonnegative posteriors with fixed sums: initial counts
 gamma_1(k) sum to 1, transition counts xi_t(k, l) sum to T - 1 <= L - 1, emission counts
@@ -110,6 +120,16 @@ from smc_hmm.hmm.training import (
     baum_welch,
     expected_counts,
 )
+
+RECORD_RULE = (
+    "a record that is not a non-empty sequence of the skeleton's kind (1-d integer symbols "
+    "in 0..M-1, or a (T, D) array of finite real frames) is dropped; one longer than L is "
+    "cut to its first L observations; frames are clipped to the R-ball; a sequence the "
+    "skeleton gives probability zero adds no counts; an empty data set releases the noise "
+    "alone; no record makes the release fail, and what was dropped or cut is not released"
+)
+"""The public per-record rule of ``smc-hmm release hmm`` (module docstring), written into
+the release's privacy metadata."""
 
 Neighbouring = Literal["add_remove", "substitute"]
 LongSequences = Literal["raise", "truncate"]
@@ -281,12 +301,79 @@ def split_budget(
 # --- sequences -------------------------------------------------------------------------
 
 
-def _check_sequences(sequences: Sequence[ArrayLike]) -> Sequence[ArrayLike]:
+def _check_sequences(
+    sequences: Sequence[ArrayLike], allow_empty: bool = False
+) -> Sequence[ArrayLike]:
     if isinstance(sequences, np.ndarray) or not isinstance(sequences, (list, tuple)):
         raise InvalidInputError("sequences must be a list or tuple of observation arrays")
-    if not sequences:
+    if not sequences and not allow_empty:
         raise InvalidInputError("at least one sequence is required")
     return sequences
+
+
+def _public_record(model: HMM, record: object, length: int) -> np.ndarray | None:
+    """One record under :data:`RECORD_RULE`: the sequence cut to ``length``, or None."""
+    if record is None:
+        return None
+    try:
+        values = np.asarray(record)
+    except (TypeError, ValueError):  # ragged nested lists
+        return None
+    if values.ndim == 0 or values.shape[0] == 0:
+        return None
+    if isinstance(model, DiscreteHMM):
+        if values.ndim != 1 or values.dtype.kind not in "iu":
+            return None
+        if np.any(values < 0) or np.any(values >= model.n_symbols):
+            return None
+        return values[:length].astype(np.int64)
+    if values.ndim != 2 or values.shape[1] != model.n_features or values.dtype.kind not in "iuf":
+        return None
+    values = values.astype(np.float64)
+    if not np.all(np.isfinite(values)):
+        return None
+    return values[:length]
+
+
+def public_sequences(model: HMM, records: Sequence[object], max_length: int) -> list[np.ndarray]:
+    """The records kept by the public rule (:data:`RECORD_RULE`), each cut to at most
+    ``max_length`` observations; never raises on a record.
+
+    A record is kept if it is a non-empty sequence of ``model``'s kind: a 1-d integer
+    array of symbols in 0..M-1 (DiscreteHMM) or a (T, D) real array of finite frames with
+    D = ``model.n_features`` (GaussianHMM); anything else, None included, is dropped.  The
+    rule looks at one record and at public values only, so the guarantee of the release
+    (which then clips frames and drops impossible sequences) is unchanged.
+    """
+    model = _check_model(model)
+    length = _check_length(max_length)
+    if isinstance(records, np.ndarray) or not isinstance(records, (list, tuple)):
+        raise InvalidInputError("records must be a list or tuple")
+    kept = (_public_record(model, record, length) for record in records)
+    return [values for values in kept if values is not None]
+
+
+def _zero_counts(model: HMM) -> ExpectedCounts:
+    """The expected counts of an empty data set: all zero."""
+    n = model.n_states
+    if isinstance(model, DiscreteHMM):
+        return ExpectedCounts(
+            initial=np.zeros(n),
+            transitions=np.zeros((n, n)),
+            occupancy=np.zeros(n),
+            log_likelihood=0.0,
+            emissions=np.zeros((n, model.n_symbols)),
+        )
+    d = model.n_features
+    square = (n, d) if model.covariance_type == "diag" else (n, d, d)
+    return ExpectedCounts(
+        initial=np.zeros(n),
+        transitions=np.zeros((n, n)),
+        occupancy=np.zeros(n),
+        log_likelihood=0.0,
+        obs_sum=np.zeros((n, d)),
+        obs_sq_sum=np.zeros(square),
+    )
 
 
 def prepare_sequences(
@@ -297,13 +384,14 @@ def prepare_sequences(
     long_sequences: LongSequences = "raise",
     feature_bound: float | None = None,
 ) -> list[np.ndarray]:
-    """Validate, bound the length (raise or truncate) and clip Gaussian frames to the R-ball."""
+    """Validate, bound the length (raise or truncate) and clip Gaussian frames to the R-ball
+    (an empty list gives an empty list: the data set without records)."""
     model = _check_model(model)
     length = _check_length(max_length)
     policy = _check_choice(long_sequences, "long_sequences", ("raise", "truncate"))
     bound = _check_bound(model, feature_bound)
     prepared = []
-    for index, obs in enumerate(_check_sequences(sequences)):
+    for index, obs in enumerate(_check_sequences(sequences, allow_empty=True)):
         values = model.check_observations(obs)
         if values.shape[0] > length:
             if policy == "raise":
@@ -503,7 +591,9 @@ def dp_expected_counts(
         long_sequences=long_sequences,
         feature_bound=feature_bound,
     )
-    if isinstance(model, DiscreteHMM):
+    if not prepared:  # an empty data set: zero counts, the release is the noise alone
+        clean = _zero_counts(model)
+    elif isinstance(model, DiscreteHMM):
         clean = discrete_expected_counts(model, prepared, skip_impossible=True)
     else:
         clean = expected_counts(model, prepared)
@@ -671,7 +761,9 @@ def dp_baum_welch(
             long_sequences=long_sequences,
             feature_bound=feature_bound,
         )
-        if isinstance(model, DiscreteHMM):
+        if not prepared:  # nothing to fit: plain EM leaves the skeleton as it is
+            current = model
+        elif isinstance(model, DiscreteHMM):
             current = train_discrete(
                 model, prepared, n_iter=plain_iter, tol=plain_tol, skip_impossible=True
             ).model

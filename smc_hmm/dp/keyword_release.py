@@ -263,6 +263,7 @@ _BAUM_WELCH_ONLY = {
     "max_length": "--max-length",
     "truncate": "--truncate",
     "feature_bound": "--feature-bound",
+    "dimension": "--dimension",
     "iterations": "--iterations",
     "symbols": "--symbols",
     "init": "--init",

@@ -14,15 +14,30 @@ sequences of a data file, from a *public* skeleton that depends on no data:
 
   - ``.json``: a list of sequences, or an object ``{"sequences": [...], "n_symbols": M}``.
     A sequence is a list of ints (discrete symbols 0..M-1) or a list of frames, each a
-    list of d floats (Gaussian features);
+    list of D numbers (Gaussian features);
   - ``.npz``: every member except ``n_symbols`` is one sequence, taken in name order: a
-    1-d integer array (symbols) or a 2-d float array of shape (T_i, d) (frames); an
+    1-d integer array (symbols) or a 2-d real array of shape (T_i, D) (frames); an
     optional 0-d integer member ``n_symbols`` declares the alphabet size.
 
-  All sequences are of one kind, non-empty, finite; symbols >= 0; frames of one d.
-  The alphabet size M is ``--symbols``, else the file's ``n_symbols``, else
-  1 + the largest symbol seen (then it is derived from the data, which the metadata and a
-  warning say: declare it for a fully data-independent skeleton).
+  Only the file's **format** is refused (``ConfigError``, before any noise): a missing
+  file, an unknown suffix, text that is not JSON or a file that is not an npz archive,
+  a JSON value that is not a list of sequences or an object with other keys than
+  ``sequences`` and ``n_symbols``, a bad ``n_symbols``, and a file whose ``n_symbols``
+  contradicts the declared kind (feature frames).
+- **public declarations** (never read from a record): the kind and its size.  Symbol
+  sequences: the alphabet size M is ``--symbols``, else the file's ``n_symbols``.
+  Feature frames: ``--feature-bound R`` and ``--dimension D``.  ``--init MODEL.npz``
+  fixes both (its kind, M or D).  Declaring neither, or both kinds, is refused.
+- **records** (:data:`smc_hmm.dp.baum_welch.RECORD_RULE`,
+  :func:`~smc_hmm.dp.baum_welch.public_sequences`): no record makes the release fail,
+  so adding or removing one sequence never changes whether it succeeds nor the shape of
+  the released model.  A record that is not a non-empty sequence of the declared kind
+  (1-d integers in 0..M-1; a (T, D) real array of finite values) is dropped: an empty
+  one, a NaN or inf frame, a frame of another dimension, a symbol outside the alphabet, a
+  value of another type or a member that cannot be read without pickle.  A sequence
+  longer than L is cut to its first L observations (always; ``--truncate`` is kept for
+  older command lines).  Frames are clipped to ||x||_2 <= R.  An empty data set releases
+  the noise alone.  What was dropped or cut is counted nowhere.
 - **skeleton** (``--topology``): ``ergodic`` (default; start and transitions uniform) or
   ``left-to-right`` (start in state 0, each state loops or moves to the next with 1/2
   each, the last absorbing; the zeros stay zeros).  Emissions: discrete rows uniform
@@ -32,9 +47,8 @@ sequences of a data file, from a *public* skeleton that depends on no data:
   :data:`SKELETON_SEED`, so the skeleton is public.  ``--init MODEL.npz`` uses model 0 of
   a model file instead (it must be public too).
 - **release**: ``--eps`` E (finite > 0), ``--max-length`` L (required: a declared public
-  bound; a longer sequence raises ``SensitivityBoundError`` unless ``--truncate``),
-  ``--feature-bound`` R (required for frames, refused for symbols: every frame is clipped
-  to ||x||_2 <= R).  The default mode is the formally DP one (``mode="every"``;
+  bound; longer sequences are cut), ``--feature-bound`` R (frames only: every frame is
+  clipped to ||x||_2 <= R).  The default mode is the formally DP one (``mode="every"``;
   ``--every-iteration`` spells it out): K = ``--iterations`` (default 5) noisy iterations
   of E/K each, eps-DP on the data set.  ``--not-dp-last-iteration`` (``mode="last"``) is
   paper 000's experiment 1, plain EM (at most K = ``--iterations``, default 80) then one
@@ -57,7 +71,8 @@ sequences of a data file, from a *public* skeleton that depends on no data:
   guarantee (definition, epsilon, neighbouring relation, composition, whether the sampler
   was hardened and the randomness secure; null without a guarantee), warnings, epsilon
   spent and per iteration (formal mode only), mechanism, sampler, randomness,
-  sensitivities, Laplace scales, max_length, feature_bound, how impossible sequences are
+  sensitivities, Laplace scales, max_length, feature_bound, the record rule
+  (``records``, ``long_sequences``: truncate), how impossible sequences are
   treated, skeleton and the SHA-256 of the model file.  The same JSON (plus ``"model"``
   and ``"metadata"`` paths) is printed and written to ``--json``; warnings are printed
   first.  Nothing data-dependent beyond the model is released: neither the number of
@@ -87,6 +102,17 @@ Gaussian mechanism in zCDP, (eps, delta) guarantee in ``<out stem>.privacy.json`
   Theorem 7.2 total), ``--seed`` (INSECURE reproducible noise, warned; default: the OS
   CSPRNG through :func:`smc_hmm.dp.knorm.noise_source`; the K-norm output is floating
   point, the stated exception of :mod:`smc_hmm.dp.knorm`).
+- **neighbouring traces** (what a release protects): the private input is one trace, and
+  the secret is its state at each timestamp.  Its length T is public (one release per
+  timestamp).  Two traces are neighbours when the chain can produce both, they have the
+  same length and they differ in the state at one timestamp t, by an edge of the policy
+  graph among the states C_t the chain allows at t (repair edges included).  Nothing
+  that depends on the state at t decides whether the release succeeds: the only checks
+  of the trace are its format (a non-empty list of state indices 0..n-1) and its support
+  (a trace the chain cannot produce is outside the domain, has no neighbour, and is
+  refused before any noise by design).  ``--repair none`` and ``--budget`` refusals
+  depend on C_t, the graph and eps only, and C_t on the chain and the values released
+  before t (post-processing of earlier releases), never on the state at t.
 
 The JSON output lists per timestamp the released value z_t, the privacy spent (Theorem 6.2
 eps_t, Theorem 6.3 constrained-DP term, Theorem 7.1 sums at t, Theorem 7.2 cumulative
@@ -104,6 +130,8 @@ import math
 import numbers
 import sys
 import warnings
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -114,7 +142,6 @@ from smc_hmm.errors import (
     ConfigError,
     DPHMMParameterError,
     ModelError,
-    SensitivityBoundError,
     StateOutsideConstraintError,
 )
 from smc_hmm.limits import MAX_RELEASE_STATES, MAX_SEQUENCE_LENGTH, MAX_WIDTH
@@ -215,35 +242,39 @@ def _print_json(console, data: dict) -> None:
 # -- data files (release hmm) -----------------------------------------------------------------
 
 
-def _as_sequence(raw: object, where: str) -> np.ndarray:
-    """One sequence: a 1-d int array (symbols) or a 2-d float array (T, d) (frames)."""
+def _number(value: object) -> bool:
+    """A JSON number (a bool is not one, although Python calls it an int)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _json_record(raw: object) -> np.ndarray | None:
+    """One JSON sequence as an array -- a list of integers (symbols, int64), of numbers
+    (1-d floats) or of equally long lists of numbers (frames, float64) -- or None for
+    anything else.  None is a record the public rule drops, never an error."""
+    if not isinstance(raw, list) or not raw:
+        return None
     try:
-        arr = np.asarray(raw)
-    except (TypeError, ValueError) as e:  # ragged frames
-        raise ConfigError(f"{where}: not a rectangular array ({e})") from None
-    if arr.dtype == object or arr.dtype.kind not in "biuf":
-        raise ConfigError(f"{where}: not numeric (symbols must be ints, frames lists of floats)")
-    if arr.ndim == 0 or arr.shape[0] == 0:
-        raise ConfigError(f"{where}: empty sequence")
-    if arr.ndim == 1:
-        if arr.dtype.kind == "b":
-            raise ConfigError(f"{where}: booleans are not symbols")
-        if arr.dtype.kind == "f":
-            raise ConfigError(
-                f"{where}: a 1-d float array; symbols must be integers and 1-d features "
-                "need shape (T, 1)"
-            )
-        if np.any(arr < 0):
-            raise ConfigError(f"{where}: negative symbol {int(arr.min())}")
-        return arr.astype(np.int64)
-    if arr.ndim == 2:
-        if arr.shape[1] == 0:
-            raise ConfigError(f"{where}: frames of dimension 0")
-        out = arr.astype(np.float64)
-        if not np.all(np.isfinite(out)):
-            raise ConfigError(f"{where}: NaN or inf in the frames")
-        return out
-    raise ConfigError(f"{where}: expected 1-d symbols or 2-d (T, d) frames, got shape {arr.shape}")
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in raw):
+            out = np.array(raw)
+            return out if out.dtype.kind in "iu" else None  # beyond int64: object
+        if all(_number(v) for v in raw):
+            return np.array(raw, dtype=np.float64)
+        if all(isinstance(row, list) and all(_number(v) for v in row) for row in raw):
+            if len({len(row) for row in raw}) != 1:
+                return None
+            return np.array(raw, dtype=np.float64)
+    except (OverflowError, TypeError, ValueError):
+        return None
+    return None
+
+
+def _npz_record(npz, name: str) -> np.ndarray | None:
+    """One member of an npz data file, or None when it cannot be read without pickle
+    (an object array) or is damaged: a record the public rule drops."""
+    try:
+        return np.asarray(npz[name])
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error):
+        return None
 
 
 def _declared_symbols(value: object, where: str) -> int:
@@ -253,10 +284,14 @@ def _declared_symbols(value: object, where: str) -> int:
     return int(arr)
 
 
-def load_sequences(path: str | Path) -> tuple[str, list[np.ndarray], int | None]:
-    """``(kind, sequences, declared n_symbols or None)`` from a data file (module docstring);
-    ``kind`` is ``"discrete"`` or ``"gaussian"``.  Raises :class:`ConfigError` on any
-    problem."""
+def load_sequences(path: str | Path) -> tuple[list[np.ndarray | None], int | None]:
+    """``(records, declared n_symbols or None)`` from a data file (module docstring).
+
+    Only the file's format is checked (:class:`ConfigError`: missing, not JSON or not an
+    npz archive, no ``sequences`` list, unknown keys, a bad ``n_symbols``).  Its records
+    are not: each is an array (or None when it is not even numeric) for the public rule
+    of :func:`smc_hmm.dp.baum_welch.public_sequences`, which drops what does not fit the
+    declared skeleton, so that no record can make the release fail."""
     p = existing_file(path, "data file")
     declared: int | None = None
     suffix = p.suffix.lower()
@@ -276,52 +311,35 @@ def load_sequences(path: str | Path) -> tuple[str, list[np.ndarray], int | None]
             data = data["sequences"]
         if not isinstance(data, list):
             raise ConfigError(f"data file {p}: expected a list of sequences")
-        for i, s in enumerate(data):
-            if not isinstance(s, list):
-                raise ConfigError(f"data file {p}, sequence {i}: not a list")
-            if s and all(isinstance(v, (bool, float)) for v in s):
-                raise ConfigError(
-                    f"data file {p}, sequence {i}: symbols must be integers "
-                    "(frames are lists of floats)"
-                )
-        seqs = [_as_sequence(s, f"data file {p}, sequence {i}") for i, s in enumerate(data)]
-    elif suffix == ".npz":
-        try:
-            with open(p, "rb") as fh:
-                head = fh.read(4)
-        except OSError as e:
-            raise ConfigError(f"cannot read data file {p}: {e.strerror or e}") from e
-        if head not in (b"PK\x03\x04", b"PK\x05\x06"):  # numpy would try to unpickle it
-            raise ConfigError(
-                f"data file {p} is not an npz archive (a zip of .npy arrays, as numpy.savez writes)"
-            )
-        try:
-            with np.load(p, allow_pickle=False) as npz:
-                if not isinstance(npz, np.lib.npyio.NpzFile):
-                    raise ConfigError(f"data file {p} is not a .npz archive")
-                members = {k: npz[k] for k in sorted(npz.files)}
-        except ConfigError:
-            raise
-        except (OSError, ValueError, EOFError) as e:
-            raise ConfigError(f"data file {p} is not a readable .npz archive: {e}") from None
-        if "n_symbols" in members:
-            declared = _declared_symbols(members.pop("n_symbols"), f"data file {p}")
-        seqs = [_as_sequence(v, f"data file {p}, member '{k}'") for k, v in members.items()]
-    else:
+        return [_json_record(s) for s in data], declared
+    if suffix != ".npz":
         raise ConfigError(f"data file {p}: unknown format '{p.suffix}' (use .json or .npz)")
-    if not seqs:
-        raise ConfigError(f"data file {p} holds no sequences")
-    kinds = {s.ndim for s in seqs}
-    if len(kinds) > 1:
-        raise ConfigError(f"data file {p} mixes symbol sequences and feature frames")
-    if seqs[0].ndim == 2:
-        dims = {s.shape[1] for s in seqs}
-        if len(dims) > 1:
-            raise ConfigError(f"data file {p}: frames of different dimensions {sorted(dims)}")
-        if declared is not None:
-            raise ConfigError(f"data file {p}: n_symbols given for feature frames")
-        return "gaussian", seqs, None
-    return "discrete", seqs, declared
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(4)
+    except OSError as e:
+        raise ConfigError(f"cannot read data file {p}: {e.strerror or e}") from e
+    if head not in (b"PK\x03\x04", b"PK\x05\x06"):  # numpy would try to unpickle it
+        raise ConfigError(
+            f"data file {p} is not an npz archive (a zip of .npy arrays, as numpy.savez writes)"
+        )
+    try:
+        with np.load(p, allow_pickle=False) as npz:
+            if not isinstance(npz, np.lib.npyio.NpzFile):
+                raise ConfigError(f"data file {p} is not a .npz archive")
+            names = sorted(npz.files)
+            if "n_symbols" in names:
+                try:
+                    header = npz["n_symbols"]
+                except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+                    raise ConfigError(f"data file {p}: cannot read n_symbols ({e})") from None
+                declared = _declared_symbols(header, f"data file {p}")
+            records = [_npz_record(npz, k) for k in names if k != "n_symbols"]
+    except ConfigError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise ConfigError(f"data file {p} is not a readable .npz archive: {e}") from None
+    return records, declared
 
 
 # -- the public skeleton ----------------------------------------------------------------------
@@ -454,13 +472,21 @@ def add_hmm_arguments(parser: argparse.ArgumentParser) -> None:
     a(
         "--truncate",
         action="store_true",
-        help="cut sequences longer than L to L (without it: refuse the data file)",
+        help="kept for older command lines: a sequence longer than L is always cut to its "
+        "first L observations (a refusal would reveal that it is there)",
     )
     a(
         "--feature-bound",
         type=option_type(check_epsilon, "--feature-bound"),
         metavar="R",
         help="frames are clipped to ||x||_2 <= R (required for feature frames)",
+    )
+    a(
+        "--dimension",
+        type=option_type(_bounded(MAX_WIDTH), "--dimension", int),
+        metavar="D",
+        help="the public dimension of feature frames (required for them unless --init "
+        "gives it; frames of another dimension are dropped)",
     )
     a(
         "--iterations",
@@ -475,8 +501,8 @@ def add_hmm_arguments(parser: argparse.ArgumentParser) -> None:
         "--symbols",
         type=option_type(_bounded(MAX_WIDTH), "--symbols", int),
         metavar="M",
-        help="alphabet size of discrete data (without it: the file's n_symbols, else taken "
-        "from the data with a warning)",
+        help="alphabet size of symbol sequences (without it: the file's n_symbols; never "
+        "taken from the data; symbols outside 0..M-1 drop their sequence)",
     )
     a(
         "--init",
@@ -549,6 +575,105 @@ def check_out(path: object, metadata: bool = False) -> Path:
     return p
 
 
+def _declared_kind(args: argparse.Namespace) -> str | None:
+    """The kind the options declare, before any data is read: ``"gaussian"``
+    (--feature-bound or --dimension), ``"discrete"`` (--symbols) or None (then the data
+    file's ``n_symbols`` or the --init model declares it).  Both at once is refused."""
+    frames = [
+        option
+        for option, value in (
+            ("--feature-bound", args.feature_bound),
+            ("--dimension", args.dimension),
+        )
+        if value is not None
+    ]
+    if frames and args.symbols is not None:
+        raise ConfigError(
+            f"{' and '.join(frames)} declare feature frames, --symbols symbol sequences: "
+            "declare one kind"
+        )
+    return "gaussian" if frames else "discrete" if args.symbols is not None else None
+
+
+def _feature_bound(args: argparse.Namespace) -> float:
+    if args.feature_bound is None:
+        raise ConfigError(
+            "--feature-bound R is required for feature frames: every frame is clipped "
+            "to ||x||_2 <= R, which bounds the sensitivity"
+        )
+    return check_epsilon(args.feature_bound, "--feature-bound")
+
+
+def _init_skeleton(args: argparse.Namespace, kind: str | None):
+    """Model 0 of ``--init`` and its kind, checked against the declared options."""
+    from smc_hmm.hmm.io import load_models
+    from smc_hmm.hmm.models import DiscreteHMM
+
+    models, _ = load_models(existing_file(args.init, "--init model file"))
+    start = models[0]
+    init_kind = "discrete" if isinstance(start, DiscreteHMM) else "gaussian"
+    if kind is not None and kind != init_kind:
+        declared = "symbol sequences" if kind == "discrete" else "feature frames"
+        raise ModelError(
+            f"--init {args.init} holds a {type(start).__name__}, the options declare {declared}"
+        )
+    if init_kind == "discrete" and args.symbols not in (None, start.n_symbols):
+        raise ConfigError(
+            f"--symbols {args.symbols}, but the --init model has {start.n_symbols} symbols"
+        )
+    if init_kind == "gaussian" and args.dimension not in (None, start.n_features):
+        raise ConfigError(
+            f"--dimension {args.dimension}, but the --init model has {start.n_features}-d frames"
+        )
+    return start, init_kind
+
+
+def _public_skeleton(args: argparse.Namespace, declared: int | None) -> tuple:
+    """``(skeleton, kind, feature bound or None, description)`` from the declarations
+    alone -- the options, the data file's ``n_symbols`` header, ``--init`` -- never from a
+    record: the kind, the alphabet M and the frame dimension D are public."""
+    kind = _declared_kind(args)
+    if declared is not None and kind == "gaussian":
+        raise ConfigError(
+            f"data file {args.data} declares n_symbols (symbol sequences), the options "
+            "feature frames"
+        )
+    if args.init:
+        start, kind = _init_skeleton(args, kind)
+        bound = _feature_bound(args) if kind == "gaussian" else None
+        return start, kind, bound, {"source": str(args.init), "seed": None}
+    if kind is None and declared is None:
+        raise ConfigError(
+            "declare what the data file holds: --symbols M (or n_symbols in the file) for "
+            "symbol sequences, or --feature-bound R and --dimension D for feature frames "
+            "(neither is ever taken from the data)"
+        )
+    if kind == "gaussian":
+        bound = _feature_bound(args)
+        if args.dimension is None:
+            raise ConfigError(
+                "--dimension D is required for feature frames: the public frame dimension "
+                "(never taken from the data; frames of another dimension are dropped)"
+            )
+        start = skeleton(
+            "gaussian",
+            args.states,
+            args.topology,
+            n_features=check_count(args.dimension, "--dimension", 1, MAX_WIDTH),
+            feature_bound=bound,
+            covariance_type=args.covariance,
+        )
+        desc = {"topology": args.topology, "n_features": start.n_features}
+        desc["covariance_type"] = args.covariance
+        return start, kind, bound, {**desc, "seed": SKELETON_SEED}
+    n_symbols = check_count(
+        args.symbols if args.symbols is not None else declared, "--symbols", 1, MAX_WIDTH
+    )
+    start = skeleton("discrete", args.states, args.topology, n_symbols=n_symbols)
+    desc = {"topology": args.topology, "n_symbols": n_symbols, "seed": SKELETON_SEED}
+    return start, "discrete", None, desc
+
+
 def release_hmm(args: argparse.Namespace, console=None) -> int:
     """Run ``smc-hmm release hmm`` (module docstring); returns 0."""
     check_output_path(args.json)
@@ -558,10 +683,12 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
         return release_command(args, console, metadata_path(check_out(args.out, metadata=True)))
     if args.states is None:
         args.states = 3
-    from smc_hmm.dp.baum_welch import dp_baum_welch
+    for name in ("dimension", "symbols", "feature_bound", "init"):  # older Namespaces
+        if not hasattr(args, name):
+            setattr(args, name, None)
+    from smc_hmm.dp.baum_welch import RECORD_RULE, dp_baum_welch, public_sequences
     from smc_hmm.dp.random import DPRandom
-    from smc_hmm.hmm.io import load_models, save_models
-    from smc_hmm.hmm.models import DiscreteHMM, GaussianHMM
+    from smc_hmm.hmm.io import save_models
 
     eps = check_epsilon(args.eps, "--eps")
     if args.max_length is None:
@@ -579,68 +706,10 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
     sampler = _release_sampler(args.sampler, seeded)
     out = check_out(args.out, metadata=True)
     warnings_out = _release_warnings(every, sampler, seeded)
-    kind, seqs, declared = load_sequences(args.data)
-    bound = getattr(args, "feature_bound", None)
-    if kind == "discrete" and bound is not None:
-        raise ConfigError("--feature-bound applies to feature frames only (the data are symbols)")
-    if kind == "gaussian":
-        if bound is None:
-            raise ConfigError(
-                "--feature-bound R is required for feature frames: every frame is clipped "
-                "to ||x||_2 <= R, which bounds the sensitivity"
-            )
-        bound = check_epsilon(bound, "--feature-bound")
-    too_long = [i for i, s in enumerate(seqs) if len(s) > max_length]
-    if too_long and not args.truncate:
-        raise SensitivityBoundError(
-            f"{len(too_long)} sequence(s) of {args.data} are longer than --max-length "
-            f"{max_length} (the first is sequence {too_long[0]}): raise L or pass --truncate"
-        )
-    from_data: list[str] = []
-    if args.init:
-        models, _ = load_models(existing_file(args.init, "--init model file"))
-        start = models[0]
-        want = DiscreteHMM if kind == "discrete" else GaussianHMM
-        if not isinstance(start, want):
-            raise ModelError(
-                f"--init {args.init} holds a {type(start).__name__}, "
-                f"the data need a {want.__name__}"
-            )
-        skeleton_desc = {"source": str(args.init)}
-    elif kind == "discrete":
-        n_symbols = args.symbols if args.symbols is not None else declared
-        if n_symbols is None:
-            n_symbols = int(max(int(s.max()) for s in seqs)) + 1
-            from_data.append("n_symbols")
-            warnings_out.append(
-                f"alphabet size {n_symbols} taken from the data (declare it with --symbols "
-                "or n_symbols for a data-independent skeleton)"
-            )
-        n_symbols = check_count(n_symbols, "--symbols", 1, MAX_WIDTH)
-        start = skeleton("discrete", args.states, args.topology, n_symbols=n_symbols)
-        skeleton_desc = {"topology": args.topology, "n_symbols": n_symbols}
-    else:
-        start = skeleton(
-            "gaussian",
-            args.states,
-            args.topology,
-            n_features=seqs[0].shape[1],
-            feature_bound=bound,
-            covariance_type=args.covariance,
-        )
-        skeleton_desc = {"topology": args.topology, "covariance_type": args.covariance}
-    skeleton_desc["seed"] = SKELETON_SEED if not args.init else None
-    if isinstance(start, DiscreteHMM):
-        big = max(int(s.max()) for s in seqs)
-        if big >= start.n_symbols:
-            raise ConfigError(
-                f"{args.data} holds symbol {big} but the alphabet has {start.n_symbols} symbols"
-            )
-    elif start.n_features != seqs[0].shape[1]:
-        raise ConfigError(
-            f"{args.data} holds {seqs[0].shape[1]}-d frames, the --init model "
-            f"{start.n_features}-d ones"
-        )
+    _declared_kind(args)  # conflicting options: refused before the data file is opened
+    records, declared = load_sequences(args.data)
+    start, kind, bound, skeleton_desc = _public_skeleton(args, declared)
+    seqs = public_sequences(start, records, max_length)  # never raises on a record
     rng = DPRandom.insecure_seeded(int(args.seed)) if seeded else DPRandom.system()
     with warnings.catch_warnings():  # the float sampler's warning is in warnings_out
         warnings.simplefilter("ignore", FloatSamplerWarning)
@@ -654,7 +723,7 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
             rng=rng,
             sampler=sampler,
             neighbouring=args.neighbouring,
-            long_sequences="truncate" if args.truncate else "raise",
+            long_sequences="truncate",  # public_sequences has cut them already
             feature_bound=bound,
             plain_iter=iterations,
         )
@@ -680,7 +749,8 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
         "noisy_iterations": result.n_noisy_iterations,
         "iterations": iterations,
         "max_length": result.max_length,
-        "long_sequences": "truncate" if args.truncate else "raise",
+        "long_sequences": "truncate",
+        "records": RECORD_RULE,
         "impossible_sequences": IMPOSSIBLE_SEQUENCES,
         "feature_bound": bound,
         "neighbouring": result.neighbouring,
@@ -689,7 +759,7 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
         "kind": kind,
         "n_states": int(result.model.n_states),
         "skeleton": skeleton_desc,
-        "public_parameters_from_data": from_data,
+        "public_parameters_from_data": [],
         "model_sha256": _sha256(out),
         "model_label": label,
     }

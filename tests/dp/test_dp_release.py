@@ -9,11 +9,12 @@ import pytest
 from rich.console import Console
 
 from smc_hmm.dp import release as rel
+from smc_hmm.dp.baum_welch import RECORD_RULE
 from smc_hmm.errors import (
     ConfigError,
     ExposedStateError,
+    ModelError,
     PrivacyParameterError,
-    SensitivityBoundError,
     SmcHmmError,
     StateOutsideConstraintError,
     UnknownStateError,
@@ -112,7 +113,8 @@ def test_release_hmm_gaussian_last_mode_and_tampered_metadata(tmp_path, frame_da
     args = _hmm(
         [
             "--data", str(frame_data), "--eps", "5", "--states", "2", "--max-length", "12",
-            "--feature-bound", "4", "--iterations", "5", "--topology", "left-to-right",
+            "--feature-bound", "4", "--dimension", "2", "--iterations", "5",
+            "--topology", "left-to-right",
             "--out", str(out), "--seed", "3", "--not-dp-last-iteration",
         ]
     )  # fmt: skip
@@ -128,6 +130,7 @@ def test_release_hmm_gaussian_last_mode_and_tampered_metadata(tmp_path, frame_da
     assert "NOT a privacy guarantee" in meta["noise_parameter_eps"]["note"]
     assert meta["warnings"][0].startswith("NOT differentially private")
     assert meta["feature_bound"] == 4.0 and meta["kind"] == "gaussian"
+    assert meta["skeleton"]["n_features"] == 2 and meta["public_parameters_from_data"] == []
     assert set(meta["sensitivity"]) == {
         "initial", "transitions", "occupancy", "obs_sum", "obs_sq_sum"
     }  # fmt: skip
@@ -151,27 +154,43 @@ def test_release_hmm_npz_symbols_and_truncate(tmp_path):
     rel.release_hmm(args, _console())
     (model,), _ = load_models(out)
     assert model.n_symbols == 4
-    assert rel.read_release_metadata(out)["long_sequences"] == "truncate"
+    meta = rel.read_release_metadata(out)
+    assert meta["long_sequences"] == "truncate" and meta["records"] == RECORD_RULE
+    # --truncate is what always happens: the same release without it
+    args.truncate, args.out = False, str(tmp_path / "m2.npz")
+    rel.release_hmm(args, _console())
+    np.testing.assert_array_equal(load_models(tmp_path / "m2.npz")[0][0].transmat, model.transmat)
 
 
 @pytest.mark.parametrize(
-    ("content", "suffix", "extra", "error", "match"),
+    ("content", "suffix", "extra", "match"),
     [
-        (None, ".json", [], ConfigError, "does not exist"),
-        ("not json", ".json", [], ConfigError, "not valid JSON"),
-        ("[[0, 1], [0.5, 1.5]]", ".json", [], ConfigError, "integers|mixes"),
-        ("[[0, 1], []]", ".json", [], ConfigError, "empty"),
-        ("[[0, -1]]", ".json", [], ConfigError, "negative"),
-        ("[]", ".json", [], ConfigError, "no sequences"),
-        ('{"seqs": [[0]]}', ".json", [], ConfigError, "sequences"),
-        ("[[0, 1]]", ".txt", [], ConfigError, "unknown format"),
-        ("[[0, 1, 1, 0, 1]]", ".json", [], SensitivityBoundError, "longer than"),
-        ("[[0, 1]]", ".json", ["--feature-bound", "2"], ConfigError, "frames only"),
-        ("[[[0.1, 0.2]]]", ".json", [], ConfigError, "feature-bound R is required"),
-        ("[[0, 3]]", ".json", ["--symbols", "2"], ConfigError, "alphabet"),
+        (None, ".json", ["--symbols", "2"], "does not exist"),
+        ("not json", ".json", ["--symbols", "2"], "not valid JSON"),
+        ('{"seqs": [[0]]}', ".json", ["--symbols", "2"], "sequences"),
+        ('{"sequences": 5}', ".json", ["--symbols", "2"], "list of sequences"),
+        ('{"sequences": [[0]], "n_symbols": 0}', ".json", [], "n_symbols must be"),
+        ('{"sequences": [[0]], "n_symbols": true}', ".json", [], "n_symbols must be"),
+        ("[[0, 1]]", ".txt", ["--symbols", "2"], "unknown format"),
+        # the kind and its size are declared, never read from a record
+        ("[[0, 1]]", ".json", [], "declare what the data file holds"),
+        ("[[[0.1, 0.2]]]", ".json", [], "declare what the data file holds"),
+        ("[[[0.1, 0.2]]]", ".json", ["--feature-bound", "2"], "--dimension D is required"),
+        ("[[[0.1, 0.2]]]", ".json", ["--dimension", "2"], "--feature-bound R is required"),
+        ("[[0, 1]]", ".json", ["--symbols", "2", "--dimension", "2"], "declare one kind"),
+        (
+            '{"sequences": [[0]], "n_symbols": 3}',
+            ".json",
+            ["--feature-bound", "2", "--dimension", "1"],
+            "declares n_symbols",
+        ),
     ],
 )
-def test_release_hmm_bad_data(tmp_path, content, suffix, extra, error, match):
+def test_release_hmm_refuses_only_the_format_and_missing_declarations(
+    tmp_path, content, suffix, extra, match
+):
+    """What is refused: the file's format and options that do not declare the kind and
+    its size -- never a record (the neighbouring tests below)."""
     path = tmp_path / f"data{suffix}"
     if content is not None:
         path.write_text(content)
@@ -179,9 +198,26 @@ def test_release_hmm_bad_data(tmp_path, content, suffix, extra, error, match):
         ["--data", str(path), "--eps", "1", "--max-length", "3", "--out",
          str(tmp_path / "m.npz"), *extra]
     )  # fmt: skip
-    with pytest.raises(error, match=match):
+    with pytest.raises(ConfigError, match=match):
         rel.release_hmm(args, _console())
     assert not (tmp_path / "m.npz").exists()
+
+
+def test_release_hmm_init_fixes_the_kind_and_its_size(tmp_path):
+    init = _forbidding_model(tmp_path / "init.npz")  # discrete, 6 symbols
+    data = tmp_path / "d.json"
+    data.write_text("[[0, 1, 2]]")
+    base = ["--data", str(data), "--eps", "1", "--max-length", "5", "--init", str(init)]
+    base += ["--out", str(tmp_path / "m.npz")]
+    with pytest.raises(ModelError, match="declare feature frames"):
+        rel.release_hmm(_hmm([*base, "--feature-bound", "2"]), _console())
+    with pytest.raises(ConfigError, match="--symbols 5, but the --init model has 6"):
+        rel.release_hmm(_hmm([*base, "--symbols", "5"]), _console())
+    assert rel.release_hmm(_hmm([*base, "--symbols", "6", "--seed", "0"]), _console()) == 0
+    assert rel.read_release_metadata(tmp_path / "m.npz")["skeleton"] == {
+        "source": str(init),
+        "seed": None,
+    }
 
 
 @pytest.mark.parametrize("eps", ["0", "-1", "nan", "inf"])
@@ -570,3 +606,185 @@ def test_release_help_shows_descriptions_and_defaults(capsys):
     assert rel.TRACE_DESCRIPTION in text
     for shown in ("(default: 1.0)", "(default: greedy)", "(default: l2)", "(default: 0)"):
         assert shown in text
+
+
+# --- neighbouring data sets: one record more or less never changes the outcome's shape ----
+
+
+def _public_outcome(capsys, tmp_path, data, *options):
+    """Release ``data`` through the CLI; the exit code, the released model's public shape
+    and its privacy metadata without the model's hash (all of it is public)."""
+    from smc_hmm.cli import main
+
+    out = tmp_path / "released.npz"
+    argv = ["release", "hmm", "--data", str(data), "--eps", "2", "--max-length", "6"]
+    code = main([*argv, "--iterations", "2", "--seed", "5", "--out", str(out), *options])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "Traceback" not in err
+    (model,), labels = load_models(out)
+    if isinstance(model, DiscreteHMM):
+        shape = ("discrete", model.n_states, model.n_symbols)
+    else:
+        shape = ("gaussian", model.n_states, model.n_features, model.covariance_type)
+    meta = rel.read_release_metadata(out)
+    del meta["model_sha256"]
+    assert np.all(np.isfinite(model.transmat)) and np.all(np.isfinite(model.startprob))
+    return shape, labels, meta
+
+
+SYMBOL_RECORDS = [[0, 1, 1, 2, 0], [2, 2, 1], [1, 0, 2, 2, 1, 0]]
+FOREIGN_SYMBOL_RECORDS = [
+    [],  # empty
+    [0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2],  # longer than L = 6
+    [0, 3, 1],  # a symbol outside the declared alphabet 0..2
+    [0, -1],  # a negative symbol
+    [0.5, 1.5],  # not integers
+    [0, True],  # a boolean is not a symbol
+    [[0.1, 0.2], [0.3, 0.4]],  # frames in a symbol release
+    "0 1 2",  # not a list
+    [2**70],  # beyond any integer type
+    None,
+]
+
+
+@pytest.mark.parametrize("mode", [[], ["--not-dp-last-iteration"]])
+@pytest.mark.parametrize("layout", ["json", "object"])
+def test_neighbouring_symbol_data_sets_release_the_same_public_shape(
+    tmp_path, capsys, mode, layout
+):
+    """Removing or adding one sequence -- the only one, an empty one, a too-long one, one
+    with a foreign or negative symbol, one of the wrong type -- never changes whether
+    the release succeeds (exit 0), the released model's shape, its label nor a byte of its
+    privacy metadata: all of these used to be refused, or (the alphabet) read off the
+    data."""
+    declare = ["--symbols", "3"] if layout == "json" else []
+    outcomes = []
+
+    def release(records):
+        data = tmp_path / "d.json"
+        body = records if layout == "json" else {"sequences": records, "n_symbols": 3}
+        data.write_text(json.dumps(body))
+        outcomes.append(_public_outcome(capsys, tmp_path, data, *declare, *mode))
+
+    for base in (SYMBOL_RECORDS, SYMBOL_RECORDS[:1], []):
+        release(base)
+        for i in range(len(base)):  # remove one record (the only one, too)
+            release(base[:i] + base[i + 1 :])
+        for record in FOREIGN_SYMBOL_RECORDS:  # add one
+            release([*base, record])
+    shape, label, meta = outcomes[0]
+    assert shape == ("discrete", 3, 3)
+    assert meta["records"] == RECORD_RULE and meta["long_sequences"] == "truncate"
+    assert meta["public_parameters_from_data"] == [] and meta["skeleton"]["n_symbols"] == 3
+    assert all(outcome == (shape, label, meta) for outcome in outcomes)
+
+
+def _savez(path, members):
+    with open(path, "wb") as fh:  # np.savez(path) appends .npz to a str path
+        np.savez(fh, **members)
+
+
+def test_neighbouring_frame_data_sets_release_the_same_public_shape(tmp_path, capsys):
+    """The same for feature frames in an npz file: a NaN or inf frame, frames of another
+    dimension, an empty or too-long sequence, 1-d floats, symbols, an object array that
+    cannot be read without pickle, and the empty archive all release the declared shape."""
+    rng = np.random.default_rng(3)
+    base = {f"s{i}": rng.normal(size=(4 + i, 2)) for i in range(3)}
+    nan = rng.normal(size=(3, 2))
+    nan[1, 0] = np.nan
+    extra = {
+        "nan": nan,
+        "inf": np.full((2, 2), np.inf),
+        "wide": rng.normal(size=(3, 3)),
+        "empty": np.zeros((0, 2)),
+        "long": rng.normal(size=(40, 2)),
+        "flat": rng.normal(size=5),
+        "symbols": np.array([0, 1, 1]),
+        "ints": np.array([[1, 2], [3, 4]]),
+        "bools": np.ones((2, 2), dtype=bool),
+        "cube": np.zeros((2, 2, 2)),
+        "scalar": np.array(1.5),
+    }
+    options = ["--feature-bound", "3", "--dimension", "2", "--states", "2"]
+    files = [base, {}, {"s0": base["s0"]}]
+    files += [{k: v for k, v in base.items() if k != name} for name in base]
+    files += [{**base, name: value} for name, value in extra.items()]
+    outcomes = []
+    for i, members in enumerate(files):
+        data = tmp_path / f"d{i}.npz"
+        _savez(data, members)
+        outcomes.append(_public_outcome(capsys, tmp_path, data, *options))
+    pickled = tmp_path / "pickled.npz"
+    with open(pickled, "wb") as fh:
+        np.savez(fh, **base, obj=np.array([[0.1, 0.2], None], dtype=object))
+    outcomes.append(_public_outcome(capsys, tmp_path, pickled, *options))
+    shape, label, meta = outcomes[0]
+    assert shape == ("gaussian", 2, 2, "diag") and meta["skeleton"]["n_features"] == 2
+    assert all(outcome == (shape, label, meta) for outcome in outcomes)
+
+
+def test_public_sequences_keeps_only_records_of_the_skeletons_kind():
+    from smc_hmm.dp.baum_welch import dp_baum_welch, public_sequences
+    from smc_hmm.dp.random import DPRandom
+
+    kept = public_sequences(TRUE, [[0, 1, 2, 2], [], [0, 3], [-1], [1.0], None, [[0]]], 3)
+    assert [k.tolist() for k in kept] == [[0, 1, 2]]  # cut to L = 3
+    gauss = GaussianHMM([1.0], [[1.0]], [[0.0, 0.0]], [[1.0, 1.0]], "diag")
+    frames = [np.ones((5, 2)), np.ones((2, 3)), np.full((1, 2), np.nan), np.zeros((0, 2))]
+    assert [k.shape for k in public_sequences(gauss, frames, 4)] == [(4, 2)]
+    for model, bound in ((TRUE, None), (gauss, 1.0)):  # the empty data set: noise alone
+        for mode in ("every", "last"):
+            result = dp_baum_welch(
+                model, [], 1.0, max_length=3, mode=mode, n_iter=2, feature_bound=bound,
+                rng=DPRandom.insecure_seeded(1), sampler="float",
+            )  # fmt: skip
+            assert type(result.model) is type(model)
+            assert result.model.n_states == model.n_states
+
+
+DOCS_CHAIN = [[0.5, 0.5, 0.0], [0.0, 0.5, 0.5], [0.5, 0.0, 0.5]]  # docs/dp-release.md's
+
+
+@pytest.mark.parametrize("graph", ["complete", "utility", "transition"])
+def test_neighbouring_traces_release_the_same_public_shape(tmp_path, capsys, graph):
+    """release trace: neighbouring traces are traces the chain can produce, of the same
+    (public) length, that differ in the state at one timestamp by an edge of the policy
+    graph.  Every trace the chain can produce -- so every neighbour of every one -- is
+    released (exit 0) with the same public shape: one release per timestamp, the chain's
+    states, the query's dimension, the graph; and every trace the chain cannot produce is
+    refused before any noise, whichever state makes it so."""
+    import itertools
+
+    from smc_hmm.cli import main
+
+    model = tmp_path / "chain.npz"
+    save_models(model, [DiscreteHMM([1 / 3] * 3, DOCS_CHAIN, np.eye(3))])
+    trace, out = tmp_path / "trace.json", tmp_path / "out.json"
+    argv = ["release", "trace", "--model", str(model), "--trace", str(trace)]
+    argv += ["--graph", graph, "--eps", "1", "--seed", "2", "--json", str(out)]
+    chain = np.array(DOCS_CHAIN)
+    shapes, produced = set(), 0
+    for states in itertools.product(range(3), repeat=3):
+        trace.write_text(json.dumps(list(states)))
+        possible = all(chain[a, b] > 0 for a, b in itertools.pairwise(states))
+        code = main(argv)
+        err = capsys.readouterr().err
+        if not possible:
+            assert code == 2 and "StateOutsideConstraintError" in err, err
+            continue
+        assert code == 0, err
+        produced += 1
+        res = json.loads(out.read_text())
+        shapes.add(
+            (
+                len(res["releases"]),
+                res["n_states"],
+                res["query_dim"],
+                res["graph"],
+                tuple(len(r["z"]) for r in res["releases"]),
+            )
+        )
+        out.unlink()
+    (shape,) = shapes  # one public shape for all twelve
+    assert produced == 12 and shape[:3] == (3, 3, 1) and shape[4] == (1, 1, 1)
