@@ -46,6 +46,7 @@ from smc_hmm.data.speakers import (
     speaker_features_from_wav,
 )
 from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError
+from smc_hmm.limits import DEFAULT_MAX_FRAMES, MAX_SEQUENCE_LENGTH
 from smc_hmm.options import TIMEOUT, WORKERS, check_output_dir
 from smc_hmm.progress import status
 from smc_hmm.protocol import find
@@ -79,6 +80,13 @@ def configure(p) -> None:
     p.add_argument("--workers", type=WORKERS, default=None, help="compute lanes per party")
     add_key_arguments(p, "tests only")
     p.add_argument("--timeout", type=TIMEOUT, default=300.0, help="per-receive timeout, seconds")
+    p.add_argument(
+        "--max-frames",
+        type=int,
+        default=DEFAULT_MAX_FRAMES,
+        help=f"the longest recording accepted, in 10 ms frames (default {DEFAULT_MAX_FRAMES:,}: "
+        "30 s, as smc-hmm serve)",
+    )
     p.add_argument("--json", metavar="PATH", help="also write the report and cost as JSON")
     p.add_argument(
         "--views",
@@ -143,6 +151,14 @@ def run(args) -> int:
     protocol = find("speaker")
     params = protocol.params(_params(args))  # bad parameters fail before any work
     frames = speaker_features_from_wav(args.audio)
+    if not 1 <= args.max_frames <= MAX_SEQUENCE_LENGTH:
+        raise InvalidInputError(f"--max-frames must be in [1, {MAX_SEQUENCE_LENGTH:,}]")
+    if len(frames) > args.max_frames:
+        raise InvalidInputError(
+            f"{args.audio} has {len(frames):,} frames ({len(frames) / 100:.1f} s of audio), "
+            f"above --max-frames {args.max_frames:,} (the default, {DEFAULT_MAX_FRAMES:,}, is "
+            "smc-hmm serve's too): raise --max-frames to run it anyway"
+        )
     if args.server:
         return _run_against_server(args, out, frames)
     models, labels = _models(args.models)

@@ -142,6 +142,7 @@ from smc_hmm.compute import Compute
 from smc_hmm.cost import CostLedger
 from smc_hmm.errors import (
     AuthenticationError,
+    BudgetError,
     ConfigError,
     EndpointError,
     PeerDisconnectedError,
@@ -153,7 +154,7 @@ from smc_hmm.errors import (
     TransportError,
 )
 from smc_hmm.leakage import samples_for_error
-from smc_hmm.limits import MAX_KEY_BITS
+from smc_hmm.limits import DEFAULT_MAX_FRAMES, MAX_KEY_BITS
 from smc_hmm.options import check_output_path
 from smc_hmm.protocol import find
 from smc_hmm.runtime.budget import FrameBudget
@@ -234,6 +235,9 @@ class ServeSettings:
     #: blind_nats); None and no max_frames_per_client: no budget
     hiding_nats: float | None = None
     budget_period: float = 86400.0
+    #: the longest run (frames) one session may have: DEFAULT_MAX_FRAMES, 30 s of audio,
+    #: as smc-hmm keyword's --max-frames
+    max_frames: int = DEFAULT_MAX_FRAMES
     #: append one JSON line per session here (the results record); None: no record
     results: str | None = None
 
@@ -252,6 +256,7 @@ class ServeSettings:
         "outbox_bytes",
         "max_buffered_messages",
         "max_buffered_bytes",
+        "max_frames",
     )
     _SECONDS = (
         "wait_timeout",
@@ -1028,10 +1033,19 @@ class Server:
     # -- one session ---------------------------------------------------------------------------
 
     def _charge(self, client: str):
-        """The session's frame budget (None: unbounded), charged by the protocol on T."""
-        if self._frames is None:
-            return None
-        return lambda frames: self._frames.charge(client, frames)
+        """The session's length bound and frame budget, checked by the protocol on the
+        run's public length T before any work on its data."""
+
+        def charge(frames: int) -> None:
+            if frames > self.settings.max_frames:
+                raise BudgetError(
+                    f"client {client!r} asked for a run of {frames:,} frames, above this "
+                    f"server's [serve] max_frames = {self.settings.max_frames:,}"
+                )
+            if self._frames is not None:
+                self._frames.charge(client, frames)
+
+        return charge
 
     def _session(self, sock, client: str, where: str) -> None:
         session = _Session(next(self._numbers), client, where)

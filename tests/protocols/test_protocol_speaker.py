@@ -810,3 +810,15 @@ def test_alice_does_the_same_operations_for_far_behind_and_near_components(monke
         one[name], value = _operations(monkeypatch, lambda e=e: exp_fixed(e, f, plan.g))
         assert (value == 0) is (name != "near")
     assert one["near"] == one["far"] == one["edge"] == {"div": 1, "exp": 1, "mul": 1, "round": 1}
+
+
+def test_speaker_refuses_a_recording_longer_than_max_frames(tmp_path, capsys):
+    """A documented length bound, as keyword's and serve's, before any key is made."""
+    from smc_hmm.cli import main
+
+    _wav(tmp_path / "voice.wav", seed=9)
+    argv = ["speaker", "identify", "--audio", str(tmp_path / "voice.wav"), "--key-bits", "512",
+            "--insecure", "--max-frames", "3"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--max-frames 3" in err and len(err.strip().splitlines()) == 1

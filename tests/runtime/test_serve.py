@@ -587,6 +587,20 @@ def test_a_client_beyond_its_frame_budget_is_refused_before_any_work(setup, capl
         ServeSettings(max_frames_per_client=0)
 
 
+def test_a_run_longer_than_max_frames_is_refused_on_its_public_length(setup, caplog):
+    """[serve] max_frames bounds one session's length (30 s of audio by default, as the
+    keyword command's --max-frames); a longer run ends before any work on its data."""
+    config, certs, cases = setup
+    caplog.set_level(logging.INFO, logger="smc_hmm.serve")
+    with Server(config, "bob", settings=ServeSettings(max_frames=4, workers=1), port=0) as srv:
+        with pytest.raises(SmcHmmError):
+            client(srv.address, certs, cases[0][0], "carol")  # 5 frames
+        _wait_for(lambda: _failed_with(caplog, "carol", "max_frames = 4"))
+    assert ServeSettings().max_frames == 3000
+    with pytest.raises(ConfigError):
+        ServeSettings(max_frames=0)
+
+
 def test_the_frame_budget_slides_with_its_period():
     from smc_hmm.errors import BudgetError
     from smc_hmm.runtime.budget import FrameBudget
