@@ -85,6 +85,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+from gmpy2 import mpz
 
 from protocols.primitives import (
     MaskSpec,
@@ -92,8 +93,9 @@ from protocols.primitives import (
     bob_secure_multiply,
     multiply_randomizers,
 )
-from smc_hmm.crypto import CipherArray
+from smc_hmm.crypto import CipherArray, Rng
 from smc_hmm.crypto.dgk import DGKPrivateKey, DGKPublicKey, dgk_keypair_for, min_u
+from smc_hmm.crypto.keys import NULL_METER
 from smc_hmm.errors import (
     ConfigError,
     CryptoError,
@@ -359,6 +361,407 @@ def alice_compare(ctx, dgk_sk: DGKPrivateKey, spec: CompareSpec, peer: str = "bo
     zero = dgk_sk.is_zero(cs, pk.meter)
     delta = [int(any(zero[i * (l + 1) : (i + 1) * (l + 1)])) for i in range(k)]
     ctx.send(peer, msg["delta"], CipherArray.encrypt_encoded(pk, delta, 0, 1))
+
+
+# -- compare and select: the max of each pair, and later products with the bits --------------
+#
+# Keyword spotting's Viterbi recursion (:mod:`protocols.viterbi`) needs, per pair, the max
+# E(max(a, b)) and keeps the bit [a < b] encrypted for later products with encrypted
+# weights.  With :func:`bob_compare` and a secure multiplication that is 4 + 2 messages and,
+# per pair, three decryptions and three re-randomisations.  The comparison's own values give
+# the selection for two more encryptions by Alice and no extra message:
+#
+#   [a < b] = c_B - H + s_B delta_A,    c_B = 1 + floor(r / 2^l) + delta_B,  s_B = 1 - 2 delta_B
+#
+# (H = floor(d / 2^l) and delta_A are Alice's, r and delta_B Bob's: step 4 of the
+# comparison), and Alice knows m = 2^l - d = (b - a) - r.  So with E(H m) and E(delta_A m)
+# from her (steps 2 and 4), Bob gets E([a < b] (b - a)) = c_B E(m) - E(H m) + s_B E(delta_A m)
+# + r E([a < b]) and E(max) = E(a) + that.  Later, for encrypted v (a traceback's weight),
+# Bob sends E(v + rho) (rho of sigma + bits(v) bits), Alice returns E(H w) and E(delta_A w)
+# for her w = v + rho, and E([a < b] v) = c_B E(w) - E(H w) + s_B E(delta_A w) - rho E([a < b]).
+# Bob's masked values travel packed, many per ciphertext (Horner's rule: bits(slot)
+# squarings per value), so Alice decrypts once per ciphertext.  What Alice sees is what the
+# comparison and the secure multiplication show her: masked values (statistical distance
+# 2^-sigma), the uniform delta_A, and her own H and m; Bob sees ciphertexts only.
+
+
+SELECT_TAGS = ("sel.masked", "sel.bits", "sel.blinded", "sel.delta", "sel.weights", "sel.products")
+
+
+def _slots(key_bits: int, slot_bits: int) -> int:
+    from smc_hmm.crypto.packing import plain_bits
+
+    per = plain_bits(key_bits) // slot_bits
+    if per < 1:
+        raise PrecisionError(f"a {key_bits}-bit key cannot hold one {slot_bits}-bit slot")
+    return per
+
+
+@dataclass(frozen=True)
+class SelectSpec:
+    """Public sizes of a batched compare-and-select (:func:`bob_compare_select`) of
+    ``count`` pairs of l = ``bits`` bits, under a ``key_bits`` key."""
+
+    bits: int
+    count: int
+    key_bits: int
+    sigma: int = 40
+    dgk_width: int | None = None
+
+    def __post_init__(self):
+        CompareSpec(self.bits, self.count, self.sigma)
+
+    @property
+    def compare(self) -> CompareSpec:
+        return CompareSpec(self.bits, self.count, self.sigma, self.dgk_width)
+
+    @property
+    def slot_bits(self) -> int:
+        return self.compare.masked_bound.bit_length() + 1
+
+    @property
+    def per(self) -> int:
+        """Masked values per packed ciphertext."""
+        return _slots(self.key_bits, self.slot_bits)
+
+    @property
+    def packed(self) -> int:
+        return -(-self.count // self.per)
+
+    @property
+    def m_bound(self) -> int:
+        """|m| = |2^l - d|."""
+        return self.compare.masked_bound + (1 << self.bits)
+
+    def messages(self) -> dict[str, Message]:
+        k, l, w, c = self.count, self.bits, self.dgk_width, self.compare
+        high = c.high_bound
+        return {
+            "masked": Message(
+                "sel.masked", Ciphertexts(0, 1 << (self.per * self.slot_bits), (self.packed,))
+            ),
+            "bits": Message(
+                "sel.bits",
+                (
+                    Ciphertexts(0, high, (k,)),
+                    Ciphertexts(0, high * self.m_bound, (k,)),
+                    dgk_ciphertexts(count=k * l, width=w),
+                ),
+            ),
+            "blinded": Message("sel.blinded", dgk_ciphertexts(count=k * (l + 1), width=w)),
+            "delta": Message(
+                "sel.delta", (Ciphertexts(0, 1, (k,)), Ciphertexts(0, self.m_bound, (k,)))
+            ),
+        }
+
+    def randomizers(self) -> dict[str, int]:
+        """Alice encrypts H, H m, delta_A and delta_A m per pair; Bob re-randomises the
+        packed masked values."""
+        return {"alice": 4 * self.count, "bob": self.packed}
+
+
+@dataclass(frozen=True)
+class ProductSpec:
+    """Public sizes of a batch of products [a_i < b_i] v_i (:func:`bob_select_products`):
+    ``count`` of them, every |v_i| <= ``bound``."""
+
+    count: int
+    key_bits: int
+    bound: int = 1
+    sigma: int = 40
+
+    @property
+    def mask_bits(self) -> int:
+        return self.bound.bit_length() + self.sigma
+
+    @property
+    def slot_bits(self) -> int:
+        return self.mask_bits + 2
+
+    @property
+    def per(self) -> int:
+        return _slots(self.key_bits, self.slot_bits)
+
+    @property
+    def packed(self) -> int:
+        return -(-self.count // self.per)
+
+    def messages(self, high_bound: int) -> dict[str, Message]:
+        k, w = self.count, (1 << self.slot_bits)
+        return {
+            "weights": Message(
+                "sel.weights", Ciphertexts(0, 1 << (self.per * self.slot_bits), (self.packed,))
+            ),
+            "products": Message(
+                "sel.products", (Ciphertexts(0, high_bound * w, (k,)), Ciphertexts(0, w, (k,)))
+            ),
+        }
+
+    def randomizers(self) -> dict[str, int]:
+        return {"alice": 2 * self.count, "bob": self.packed}
+
+
+@dataclass
+class SelectBits:
+    """Bob's handle on a batch of encrypted bits [a_i < b_i] (from :func:`bob_compare_select`):
+    the bits, Alice's E(H) and E(delta_A), and his c_B and s_B per pair."""
+
+    bit: CipherArray
+    high: CipherArray
+    delta: CipherArray
+    c: list[int]
+    s: list[int]
+    high_bound: int
+
+    def take(self, index) -> SelectBits:
+        index = np.asarray(index, dtype=int).reshape(-1)
+        return SelectBits(
+            self.bit[index],
+            self.high[index],
+            self.delta[index],
+            [self.c[i] for i in index],
+            [self.s[i] for i in index],
+            self.high_bound,
+        )
+
+    @classmethod
+    def concatenate(cls, parts) -> SelectBits:
+        parts = list(parts)
+        return cls(
+            CipherArray.concatenate([p.bit for p in parts]).with_bound(1),
+            CipherArray.concatenate([p.high for p in parts]),
+            CipherArray.concatenate([p.delta for p in parts]),
+            [c for p in parts for c in p.c],
+            [s for p in parts for s in p.s],
+            parts[0].high_bound,
+        )
+
+
+def horner_pack(enc: CipherArray, slot_bits: int, per: int) -> CipherArray:
+    """Bob: E(sum_i x_i 2^(i w)) for consecutive groups of ``per`` non-negative values below
+    2^w (w = ``slot_bits``), by Horner's rule: w squarings and one multiplication a value."""
+    out = []
+    flat = enc.reshape(enc.size)
+    for start in range(0, flat.size, per):
+        group = flat[start : start + per]
+        acc = group[group.size - 1 : group.size]
+        for i in reversed(range(group.size - 1)):
+            acc = acc.mul(1 << slot_bits) + group[i : i + 1]
+        out.append(acc.with_bound(1 << (group.size * slot_bits)))
+    return CipherArray.concatenate(out)
+
+
+def unpack_slots(packed, slot_bits: int, per: int, count: int) -> list[int]:
+    """Alice: the ``count`` non-negative slot values of decrypted packed integers."""
+    mask = (1 << slot_bits) - 1
+    out = []
+    for v in packed:
+        v = int(v)
+        if v < 0:
+            raise ProtocolError("a packed value is negative")
+        out += [(v >> (i * slot_bits)) & mask for i in range(per)]
+    return out[:count]
+
+
+#: per worker process: DGK keys rebuilt from their public numbers (tables built once)
+_LANE_KEYS: dict = {}
+
+
+def _lane_public(wire) -> DGKPublicKey:
+    key = ("pk", tuple(int(v) for v in wire))
+    if key not in _LANE_KEYS:
+        _LANE_KEYS[key] = DGKPublicKey(*wire)
+    return _LANE_KEYS[key]
+
+
+def _blind_task(wire, jobs) -> list[int]:
+    """A lane's share of Bob's step 3: the blinded terms of its pairs (its own CSPRNG)."""
+    dgk_pk = _lane_public(wire)
+    rng = Rng.system()
+    return [
+        int(c)
+        for beta, alpha, delta_b in jobs
+        for c in blind_bitwise(dgk_pk, beta, alpha, delta_b, rng, NULL_METER)
+    ]
+
+
+def _dgk_encrypt_task(secret, values) -> list[int]:
+    """A lane's share of Alice's DGK bit encryptions (her key rebuilt once per process)."""
+    key = ("sk", tuple(int(v) for v in secret[0]), *map(int, secret[1:]))
+    if key not in _LANE_KEYS:
+        _LANE_KEYS[key] = DGKPrivateKey(DGKPublicKey(*secret[0]), *secret[1:])
+    return [int(c) for c in _LANE_KEYS[key].encrypt(values, Rng.system())]
+
+
+def _lanes(public_key, count: int):
+    """The party's compute lanes when a batch of ``count`` pairs is worth splitting."""
+    compute = getattr(public_key, "compute", None)
+    return compute if compute is not None and compute.parallel and count >= 2 else None
+
+
+def _blind_all(dgk_pk, jobs, rng, meter, compute) -> list:
+    if compute is None:
+        return [c for job in jobs for c in blind_bitwise(dgk_pk, *job, rng, meter)]
+    chunks = compute.chunks(jobs)
+    wire = dgk_pk.to_wire()
+    parts = compute.map(
+        _blind_task,
+        [wire] * len(chunks),
+        chunks,
+        local=lambda _wire, js: [c for job in js for c in blind_bitwise(dgk_pk, *job, rng, meter)],
+    )
+    meter.count("dgk_rerandomize", sum(len(job[0]) + 1 for c in chunks[1:] for job in c))
+    return [mpz(c) for part in parts for c in part]
+
+
+def _encrypt_bits(dgk_sk, bits, rng, meter, compute) -> list:
+    if compute is None or len(bits) < 64:
+        return dgk_sk.encrypt(bits, rng, meter)
+    chunks = compute.chunks(bits)
+    pk = dgk_sk.public_key
+    secret = (pk.to_wire(), int(dgk_sk.p), int(dgk_sk.q), int(dgk_sk.v_p), int(dgk_sk.v_q))
+    parts = compute.map(
+        _dgk_encrypt_task,
+        [secret] * len(chunks),
+        chunks,
+        local=lambda _secret, values: dgk_sk.encrypt(values, rng, meter),
+    )
+    meter.count("dgk_encrypt", sum(len(c) for c in chunks[1:]))
+    return [mpz(c) for part in parts for c in part]
+
+
+def bob_compare_select(
+    ctx,
+    enc_a: CipherArray,
+    enc_b: CipherArray,
+    dgk_pk: DGKPublicKey,
+    spec: SelectSpec,
+    peer="alice",
+) -> tuple[CipherArray, SelectBits]:
+    """Bob: E(a_i), E(b_i) -> E(max(a_i, b_i)) (a wins ties) and the bits [a_i < b_i] kept
+    encrypted for :func:`bob_select_products`; the comparison's 4 messages."""
+    cspec = spec.compare
+    _check_operands(enc_a, enc_b, cspec)
+    pk = enc_a.public_key
+    cspec.check_key(pk)
+    spec = SelectSpec(spec.bits, spec.count, spec.key_bits, spec.sigma, dgk_pk.width)
+    msg = spec.messages()
+    k, l, rng = spec.count, spec.bits, ctx.rng
+    pk.meter.count("compare", k)
+    enc_a, enc_b = enc_a.with_scale(0), enc_b.with_scale(0)
+    # Step 1: d = 2^l + a - b + r, packed
+    rs = [rng.randbits(l + spec.sigma) for _ in range(k)]
+    diff = enc_b - enc_a
+    d = (enc_a - enc_b).add_encoded(np.array([(1 << l) + r for r in rs], dtype=object))
+    packed = horner_pack(d.with_bound(cspec.masked_bound), spec.slot_bits, spec.per)
+    ctx.send(peer, msg["masked"], packed.rerandomize())
+    # Step 2: E(H), E(H m) and the DGK bits of d mod 2^l
+    enc_high, enc_hm, blob = ctx.recv(peer, msg["bits"])
+    try:
+        beta_bits = dgk_pk.unpack(blob, k * l)
+    except CryptoError as e:
+        raise ProtocolError(f"sel.bits: {e}") from e
+    # Step 3: the blinded, shuffled terms (as bob_compare)
+    delta_b = [rng.randbits(1) for _ in range(k)]
+    jobs = [(beta_bits[i * l : (i + 1) * l], rs[i] & ((1 << l) - 1), delta_b[i]) for i in range(k)]
+    blinded = _blind_all(dgk_pk, jobs, rng, pk.meter, _lanes(pk, k))  # on the party's lanes
+    ctx.send(peer, msg["blinded"], dgk_pk.pack(blinded))
+    # Step 4: E(delta_A), E(delta_A m)
+    enc_delta, enc_dm = ctx.recv(peer, msg["delta"])
+    c = [1 + (r >> l) + db for r, db in zip(rs, delta_b)]
+    s = [1 - 2 * db for db in delta_b]
+    c_arr, s_arr = np.array(c, dtype=object), np.array(s, dtype=object)
+    bit = (enc_delta.mul(s_arr) - enc_high).add_encoded(c_arr).with_bound(1)
+    m = diff.add_encoded(np.array([-r for r in rs], dtype=object))
+    bit_m = m.mul(c_arr) - enc_hm + enc_dm.mul(s_arr)
+    product = bit_m + bit.mul(np.array(rs, dtype=object))
+    best = (enc_a + product).with_bound(max(enc_a.bound, enc_b.bound))
+    return best, SelectBits(bit, enc_high, enc_delta, c, s, cspec.high_bound)
+
+
+def alice_compare_select(ctx, dgk_sk: DGKPrivateKey, spec: SelectSpec, peer="bob"):
+    """Alice's role in :func:`bob_compare_select`; returns her (H, delta_A) per pair, which
+    :func:`alice_select_products` needs."""
+    pk, sk = ctx.keypair
+    dgk_pk = dgk_sk.public_key
+    spec = SelectSpec(spec.bits, spec.count, spec.key_bits, spec.sigma, dgk_pk.width)
+    spec.compare.check_key(pk)
+    msg = spec.messages()
+    k, l = spec.count, spec.bits
+    packed = ctx.recv(peer, msg["masked"]).decrypt_ints(sk)
+    ds = unpack_slots(packed, spec.slot_bits, spec.per, k)
+    if any(not 0 <= d < spec.compare.masked_bound for d in ds):
+        raise ProtocolError("sel.masked: a masked value is outside its declared range")
+    highs = [d >> l for d in ds]
+    ms = [(1 << l) - d for d in ds]
+    bits = [(d >> j) & 1 for d in ds for j in range(l)]
+    hb, mb = spec.compare.high_bound, spec.m_bound
+    ctx.send(
+        peer,
+        msg["bits"],
+        [
+            CipherArray.encrypt_encoded(pk, highs, 0, hb),
+            CipherArray.encrypt_encoded(pk, [h * m for h, m in zip(highs, ms)], 0, hb * mb),
+            dgk_pk.pack(_encrypt_bits(dgk_sk, bits, ctx.rng, pk.meter, _lanes(pk, k))),
+        ],
+    )
+    blob = ctx.recv(peer, msg["blinded"])
+    try:
+        cs = dgk_pk.unpack(blob, k * (l + 1))
+    except CryptoError as e:
+        raise ProtocolError(f"sel.blinded: {e}") from e
+    zero = dgk_sk.is_zero(cs, pk.meter)
+    delta = [int(any(zero[i * (l + 1) : (i + 1) * (l + 1)])) for i in range(k)]
+    ctx.send(
+        peer,
+        msg["delta"],
+        [
+            CipherArray.encrypt_encoded(pk, delta, 0, 1),
+            CipherArray.encrypt_encoded(pk, [a * m for a, m in zip(delta, ms)], 0, mb),
+        ],
+    )
+    return highs, delta
+
+
+def bob_select_products(
+    ctx, bits: SelectBits, values: CipherArray, spec: ProductSpec, peer="alice"
+) -> CipherArray:
+    """Bob: E([a_i < b_i] v_i) for encrypted v_i (|v_i| <= ``spec.bound``, v_i >= 0), one
+    round trip: his masked weights packed, Alice's two products per value."""
+    k = spec.count
+    if values.shape != (k,) or bits.bit.shape != (k,) or values.bound > spec.bound:
+        raise InvalidInputError(f"{k} non-negative values within {spec.bound} expected")
+    msg = spec.messages(bits.high_bound)
+    rhos = [ctx.rng.randbits(spec.mask_bits) for _ in range(k)]
+    rho = np.array(rhos, dtype=object)
+    w = values.with_scale(0).add_encoded(rho).with_bound(1 << spec.slot_bits)
+    ctx.send(peer, msg["weights"], horner_pack(w, spec.slot_bits, spec.per).rerandomize())
+    enc_hw, enc_dw = ctx.recv(peer, msg["products"])
+    c = np.array(bits.c, dtype=object)
+    s = np.array(bits.s, dtype=object)
+    bit_w = w.mul(c) - enc_hw + enc_dw.mul(s)
+    return (bit_w - bits.bit.mul(rho)).with_bound(spec.bound)
+
+
+def alice_select_products(ctx, shares, spec: ProductSpec, high_bound: int, peer="bob") -> None:
+    """Alice's role in :func:`bob_select_products`; ``shares`` her (H, delta_A) lists of
+    the same pairs, in the same order."""
+    pk, sk = ctx.keypair
+    msg = spec.messages(high_bound)
+    highs, deltas = shares
+    packed = ctx.recv(peer, msg["weights"]).decrypt_ints(sk)
+    ws = unpack_slots(packed, spec.slot_bits, spec.per, spec.count)
+    top = 1 << spec.slot_bits
+    ctx.send(
+        peer,
+        msg["products"],
+        [
+            CipherArray.encrypt_encoded(
+                pk, [h * w for h, w in zip(highs, ws)], 0, high_bound * top
+            ),
+            CipherArray.encrypt_encoded(pk, [a * w for a, w in zip(deltas, ws)], 0, top),
+        ],
+    )
 
 
 # -- revealing encrypted results ---------------------------------------------------------------
