@@ -115,3 +115,18 @@ def alice_unpack(decrypted, layout: EmissionLayout) -> list[list[int]]:
         slots = [layout.plan.unpack(int(v), len(group)) for v in row]
         out += [[s[k] for s in slots] for k in range(len(group))]
     return out
+
+
+def weighted_emissions(enc_weights: CipherArray, inputs, input_scale: int) -> CipherArray:
+    """The mirror of :func:`bob_emissions` for speech mining (the model holder holds the
+    key): E(weights_r . input_t) for every row r and frame t, from the model holder's
+    encrypted weights (rows, inputs) and the evaluator's plain encoded frames (T, inputs)
+    as exponents: one multi-exponentiation per row over its shared bases, the rows spread
+    over the compute lanes together.  Returns (rows, T) at the weights' scale plus
+    ``input_scale``.  The evaluator learns nothing (IND-CPA); the key holder sees nothing."""
+    inputs = np.asarray(inputs, dtype=object)
+    rows, width = enc_weights.shape
+    if inputs.ndim != 2 or inputs.shape[1] != width:
+        raise PrecisionError(f"inputs of shape {inputs.shape} for {width} weights per row")
+    flat = CipherArray.lincomb_blocks([(enc_weights[r], inputs) for r in range(rows)], input_scale)
+    return flat.reshape(rows, inputs.shape[0])
