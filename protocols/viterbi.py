@@ -1,0 +1,1263 @@
+"""Secure Viterbi decoding: the best state path of an HMM, and only what the output rule
+allows of it (thesis 003, 2.2.3 and 5.2.1: keyword spotting and speech mining).
+
+Roles (semi-honest, non-colluding):
+
+* **Alice** holds the Paillier key pair (and, through :mod:`protocols.compare`, a DGK key
+  pair) and learns the output.
+* **Bob** does the homomorphic work and learns nothing: every value he holds is a
+  ciphertext under Alice's key.
+
+Who holds what depends on the public ``model_holder``:
+
+* ``"bob"`` (keyword spotting, thesis 2.2.3 (a)): Alice holds the observations, Bob the
+  HMMs (for spotting, filler-keyword-filler composites: :mod:`protocols.spotting`).
+* ``"alice"`` (speech mining, 2.2.3 (b)): Bob holds the observations (his recording),
+  Alice the HMMs (her private keyword model).  Alice keeps the key: she is the party who
+  must learn the result, and Bob -- who holds the data -- must learn neither her model nor
+  the positions, so everything he touches must be encrypted under a key he does not hold.
+
+Public parameters (:class:`ViterbiParams`): the direction, the output rule, the score
+scale s, the emission bound, the feature scales and bound, sigma.  Public sizes: the
+model kind, M or d, per model its states, its *topology* (which a_lj are nonzero, as in
+forward's v2 recursion), which states share an emission row (the spotting composite's two
+filler copies) and, for the ``segment`` rule, its segment's states; and T.
+
+Fixed point.  Every log-value of the recursion is an integer at scale s (``score_scale``,
+default 32 fractional bits).  Public bounds: |log b| <= B_e = 2^``emission_bound_bits``
+nats for every admissible input, |log a|, |log pi| <= B_a (the weight floor 2^-42 gives
+29.2 nats), so a path of T frames scores within P = T (B_e + B_a + 1) nats; log 0 is the
+sentinel -Z with Z = 2P + 2, so a path through a zero always loses to one without (and an
+impossible sequence reports -inf).  Every comparison has the public bit length l of the
+largest magnitude a delta can reach, P + Z (once, from pi; discrete emissions: T + 1
+times).
+
+Protocol.
+
+0. Alice sends her Paillier and DGK public keys (:func:`protocols.compare.alice_send_keys`);
+   the model holder sends the public structure (``vit.spec``), the data holder T.
+1. Emissions E(log b_r(x_t)) at scale s, per frame t and emission row r, at Bob:
+
+   * ``model_holder = "bob"``: Alice encrypts her packed frames and Bob computes the
+     packed, blinded E(log b_r(x_t) + gamma_tr) (the emission stage,
+     :mod:`protocols.stages.emissions`; gamma a smooth blind of width R,
+     :mod:`protocols.stages.blinds`), exactly as the forward algorithm's step 2.  Alice
+     decrypts once per row and group, rounds each slot to scale s and re-encrypts it on
+     its own (``vit.slots``: the "unpack" -- Bob blinds every slot, Alice decrypts once
+     and re-encrypts per slot), and Bob removes round(gamma / 2^(f - s)).  The value she
+     sees is the blinded one, as in forward.
+   * ``model_holder = "alice"``: Alice encrypts her emission weights, start and
+     transition log-probabilities (``vit.model``); Bob computes every E(log b_r(x_t)) as a
+     linear combination of her encrypted weights with his encoded frames as exponents
+     (:func:`protocols.stages.emissions.weighted_emissions`) and rescales them to scale s
+     (:func:`protocols.primitives.bob_rescale`: Alice sees only masked values).
+
+   Rounding costs at most one unit 2^-s per emission.
+2. The recursion, one tournament per frame: delta_1(j) = log pi_j + log b_j(x_1), and for
+   each target j with predecessors l_0 < l_1 < ... (its public in-edges) the candidates
+   delta_t(l_i) + log a_(l_i j).  Their max is a tournament -- consecutive pairs, then the
+   winners' pairs, the last of an odd round sitting out -- whose every round is *one*
+   batched compare-and-select for all matches of all targets
+   (:func:`protocols.compare.bob_compare_select`: the DGK comparison with Veugen's
+   correction, whose own values give E(max) = E(left) + [left < right] (E(right) -
+   E(left)) for two more encryptions by Alice, in the comparison's 4 messages; the bit
+   [left < right] stays encrypted).  Then delta_(t+1)(j) = max + E(log b_j(x_(t+1))).
+   The bits stay at Bob, encrypted: they are the backpointers.  **Ties**: the left (lower-index)
+   operand wins unless the right one is strictly larger, so among equal candidates the
+   lowest predecessor index wins -- the rule of :func:`smc_hmm.hmm.viterbi` (numpy's
+   argmax) and of the termination below.
+3. Termination: per model the same tournament over all its states (a = 1): E(the best
+   path's score) and the bits of the final argmax.
+4. Oblivious traceback: Bob holds per model an encrypted one-hot vector e_t of the best
+   path's state.  At T it is the final tournament's outcome: the root's weight 1 flows down
+   its tree, a match with bit b sending v b to its right operand and v - v b to its left.
+   Then e_t(l) = sum_j of the weight e_(t+1)(j) reaches leaf l through target j's tree at
+   frame t + 1: one batch of products per tree level and step
+   (:func:`protocols.compare.bob_select_products`, one round trip; one level for
+   left-to-right models).  Bob learns nothing: bits, weights and products are ciphertexts.
+5. Output, by the public ``output`` rule, packed (the values are small: one decryption per
+   ciphertext): ``"path"`` -- per model and frame the state q_t = sum_l l e_t(l);
+   ``"segment"`` -- per model and frame [q_t in the segment's states], i.e. for the
+   spotting composite (F1, K, F2: one pass through K) exactly the keyword's first and last
+   frame, or nothing.  ``reveal_score``: Alice also decrypts the best path's score.
+
+Who learns what (``docs/security.md``, "viterbi and spot"):
+
+* Bob: ciphertexts only, and the public sizes (T, the structure).  In both directions.
+* Alice: the output (path or segment; the score if revealed); per comparison a masked
+  value d = z + r (r of l + sigma bits: statistical distance 2^-sigma), a uniform bit and
+  her own H = floor(d / 2^l), m = 2^l - d; per traceback product a weight plus a mask of
+  sigma + 1 bits (:mod:`protocols.compare`, "compare and select").  With
+  ``model_holder = "bob"`` also, per frame and emission row, Bob's log-density plus a
+  fresh smooth blind of width R (what the forward algorithm shows her, with the same
+  statistical bound over repeated frames, :mod:`smc_hmm.leakage`).  With
+  ``model_holder = "alice"``: nothing about Bob's recording beyond the output (the
+  rescaling's values are masked).  Nothing about paths other than the output: the
+  backpointers never leave Bob unencrypted and the traceback's weights are encrypted.
+
+Refusals.  A model outside the public bounds is refused by its holder before the run; in
+mining, Bob's frames beyond the public feature bound are clipped and his run ends with the
+deferred error after his last message (``ctx.defer``), so Alice's view is the same.
+
+Cost: per frame one comparison per edge beyond a target's first ((T - 1)(E - N) over the
+run, E edges and N states) and the traceback's as many products; per comparison l DGK
+bit encryptions and l + 1 zero tests by Alice, l + 1 blinded DGK terms by Bob, four
+Paillier encryptions by Alice, and one decryption per packed ciphertext of masked values
+(``docs/spotting.md``, "Cost").
+
+Design notes.  Why per-slot re-encryption in spotting: the recursion adds an emission to
+every delta, so Bob needs one ciphertext per frame and row; the emission stage packs
+frames into slots, and Alice's decrypt-and-re-encrypt (she already sees the blinded
+slots, as in forward) is far cheaper than T unpacked encryptions of every frame's inputs.
+Why the fused compare-and-select: a separate secure multiplication per match cost two more
+messages, two more decryptions and two more re-randomisations than Alice's two extra
+encryptions.  Why the tree descent for the traceback: it multiplies only encrypted 0/1
+weights by encrypted bits, one round per tree level, and needs no equality test.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from protocols import compare
+from protocols.forward import DIAG, KINDS, ForwardParams, ForwardSpec, _diag_weights
+from protocols.forward import encode_observations as forward_encode
+from protocols.primitives import (
+    MaskSpec,
+    PrecisionParams,
+    _rescale_messages,
+    alice_rescale,
+    bob_rescale,
+    rescale_randomizers,
+)
+from protocols.stages import emissions
+from protocols.stages.blinds import log_blinds
+from smc_hmm.crypto import CipherArray, fixedpoint
+from smc_hmm.crypto.fixedpoint import ldexp_int
+from smc_hmm.errors import (
+    ConfigError,
+    InvalidInputError,
+    PrecisionError,
+    ProtocolError,
+    SmcHmmError,
+)
+from smc_hmm.hmm import DiscreteHMM, GaussianHMM, emission_weights, quadratic_products
+from smc_hmm.limits import MAX_SEQUENCE_LENGTH, MAX_STATES, MAX_WIDTH, check_at_most
+from smc_hmm.messages import Ciphertexts, Message, Public
+from smc_hmm.protocol import ProtocolDescriptor, Role
+from smc_hmm.runtime.inputs import load_array, resolve_path
+
+NAME = "viterbi"
+OUTPUTS = ("path", "segment")
+HOLDERS = ("bob", "alice")
+
+
+# -- public parameters ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ViterbiParams:
+    """Public parameters of a secure Viterbi run (module docstring)."""
+
+    model_holder: str = "bob"
+    output: str = "path"
+    reveal_score: bool = True
+    #: s: fractional bits of every log-value in the recursion
+    score_scale: int = 32
+    #: |log b_j(x)| <= 2^emission_bound_bits nats for every admissible x (checked by the
+    #: model holder before the run)
+    emission_bound_bits: int = 20
+    #: log-values of the emission stage at f = log_scale bits, features at feature_scale
+    log_scale: int = 96
+    feature_scale: int = 48
+    feature_bound: float = 100.0
+    #: R: the emission stage's smooth blinds (model_holder = "bob")
+    blind_nats: float = 20.0
+    #: nonzero transition and start probabilities are >= 2^-weight_floor_bits
+    weight_floor_bits: int = 42
+    sigma: int = 40
+
+    def __post_init__(self):
+        if self.model_holder not in HOLDERS:
+            raise InvalidInputError(f"model_holder must be one of {HOLDERS}")
+        if self.output not in OUTPUTS:
+            raise InvalidInputError(f"output must be one of {OUTPUTS}, got {self.output!r}")
+        if not isinstance(self.reveal_score, bool):
+            raise InvalidInputError("reveal_score must be true or false")
+        for name, lo, hi in (
+            ("score_scale", 8, 64),
+            ("emission_bound_bits", 4, 40),
+            ("weight_floor_bits", 1, 128),
+        ):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise InvalidInputError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
+        if self.score_scale > self.log_scale:
+            raise InvalidInputError("score_scale cannot exceed log_scale")
+        _ = self.forward  # validates the emission stage's parameters
+
+    @cached_property
+    def forward(self) -> ForwardParams:
+        """The emission stage's parameters (forward's): log_bound_bits covers B_e."""
+        precision = PrecisionParams(
+            log_scale=self.log_scale,
+            log_bound_bits=self.emission_bound_bits + 1,
+            blind_nats=self.blind_nats,
+            weight_floor_bits=self.weight_floor_bits,
+            sigma=self.sigma,
+        )
+        return ForwardParams(precision, self.feature_scale, float(self.feature_bound))
+
+    @property
+    def transition_bound(self) -> int:
+        """B_a: |log a|, |log pi| of a nonzero probability, in whole nats."""
+        return math.ceil(self.weight_floor_bits * math.log(2)) + 1
+
+    @classmethod
+    def from_config(cls, section: Mapping) -> ViterbiParams:
+        known = set(cls.__dataclass_fields__)
+        unknown = set(section) - known - {"name"}
+        if unknown:
+            raise ConfigError(f"unknown viterbi parameters: {sorted(unknown)}")
+        try:
+            return cls(**{k: v for k, v in section.items() if k != "name"})
+        except (InvalidInputError, TypeError, ValueError) as e:
+            raise ConfigError(f"bad viterbi parameters: {e}") from e
+
+
+# -- the public structure of the models ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decoder:
+    """One HMM to decode with its public structure: ``rows[j]`` the emission row of state j
+    (states with the same row must have the same emission; default one row per state),
+    ``segment`` the (first, stop) states of the ``segment`` output rule."""
+
+    model: GaussianHMM | DiscreteHMM
+    rows: tuple[int, ...] | None = None
+    segment: tuple[int, int] | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.model, GaussianHMM | DiscreteHMM):
+            raise InvalidInputError("a decoder needs a GaussianHMM or DiscreteHMM")
+        n = self.model.n_states
+        rows = tuple(range(n)) if self.rows is None else tuple(int(r) for r in self.rows)
+        if len(rows) != n or sorted(set(rows)) != list(range(max(rows) + 1)):
+            raise InvalidInputError("rows: one emission row per state, numbered 0, 1, ...")
+        object.__setattr__(self, "rows", rows)
+        for j, r in enumerate(rows):
+            first = rows.index(r)
+            if first != j and not _same_emission(self.model, first, j):
+                raise InvalidInputError(f"states {first} and {j} share a row but not an emission")
+        if self.segment is not None:
+            a, b = (int(v) for v in self.segment)
+            if not 0 <= a < b <= n:
+                raise InvalidInputError(f"segment {self.segment} is not a range of {n} states")
+            object.__setattr__(self, "segment", (a, b))
+
+    @property
+    def n_rows(self) -> int:
+        return max(self.rows) + 1
+
+    def row_states(self) -> list[int]:
+        """A representative state of every emission row."""
+        return [self.rows.index(r) for r in range(self.n_rows)]
+
+
+def _same_emission(model, i: int, j: int) -> bool:
+    if isinstance(model, DiscreteHMM):
+        return bool(np.array_equal(model.emissionprob[i], model.emissionprob[j]))
+    return bool(
+        np.array_equal(model.means[i], model.means[j])
+        and np.array_equal(model.covars[i], model.covars[j])
+    )
+
+
+def as_decoders(models) -> list[Decoder]:
+    """A model, a Decoder, a mapping ``{"model", "rows", "segment"}`` (what a caller that
+    does not import this package passes), or a sequence of them, as a list of Decoders."""
+    if isinstance(models, Decoder | GaussianHMM | DiscreteHMM | Mapping):
+        models = [models]
+    out = []
+    for m in models:
+        if isinstance(m, Mapping):
+            unknown = set(m) - {"model", "rows", "segment"}
+            if unknown or "model" not in m:
+                raise InvalidInputError(f"a decoder mapping has model, rows, segment: {unknown}")
+            m = Decoder(m["model"], m.get("rows"), m.get("segment"))
+        out.append(m if isinstance(m, Decoder) else Decoder(m))
+    if not out:
+        raise InvalidInputError("at least one model is needed")
+    return out
+
+
+def topology(model) -> tuple[tuple[int, int], ...]:
+    """The public topology: the nonzero edges (l, j), sorted by target then source."""
+    a = np.asarray(model.transmat)
+    return tuple(
+        sorted(((int(l), int(j)) for l, j in zip(*np.nonzero(a > 0))), key=lambda e: e[::-1])
+    )
+
+
+@dataclass(frozen=True)
+class Structure:
+    """The public structure of a run: the kind, M or d, and per model its states, emission
+    rows, edges and segment (what the model holder sends as ``vit.spec``)."""
+
+    kind: str
+    width: int
+    states: tuple[int, ...]
+    rows: tuple[tuple[int, ...], ...]
+    edges: tuple[tuple[tuple[int, int], ...], ...]
+    segments: tuple[tuple[int, int] | None, ...]
+
+    @classmethod
+    def of(cls, decoders: Sequence[Decoder]) -> Structure:
+        models = [d.model for d in decoders]
+        if all(isinstance(m, DiscreteHMM) for m in models):
+            kind, widths = "discrete", {m.n_symbols for m in models}
+        elif all(isinstance(m, GaussianHMM) for m in models):
+            diagonal = all(m.covariance_type == "diag" for m in models)
+            kind, widths = (DIAG if diagonal else "gaussian"), {m.n_features for m in models}
+        else:
+            raise InvalidInputError("models must be all discrete or all Gaussian HMMs")
+        if len(widths) != 1:
+            raise InvalidInputError("all models must share the observation space")
+        return cls(
+            kind,
+            widths.pop(),
+            tuple(m.n_states for m in models),
+            tuple(d.rows for d in decoders),
+            tuple(topology(m) for m in models),
+            tuple(d.segment for d in decoders),
+        )
+
+    def to_wire(self) -> dict:
+        return {
+            "kind": self.kind,
+            "width": self.width,
+            "states": list(self.states),
+            "rows": [list(r) for r in self.rows],
+            "edges": [[[l, j] for l, j in e] for e in self.edges],
+            "segments": [None if s is None else list(s) for s in self.segments],
+        }
+
+    @classmethod
+    def from_wire(cls, spec) -> Structure:
+        """A peer's structure, validated against the limits before any work."""
+        try:
+            if not isinstance(spec, dict) or set(spec) != {
+                "kind",
+                "width",
+                "states",
+                "rows",
+                "edges",
+                "segments",
+            }:
+                raise ValueError("fields")
+            kind, width, states = spec["kind"], spec["width"], spec["states"]
+            if kind not in KINDS or type(width) is not int or width < 1:
+                raise ValueError("kind or width")
+            check_at_most("max_width", width, MAX_WIDTH, "the spec's width")
+            if not isinstance(states, list) or not states:
+                raise ValueError("states")
+            if not all(type(n) is int and n > 0 for n in states):
+                raise ValueError("states")
+            check_at_most("max_states", sum(states), MAX_STATES, "the spec's states")
+            if not all(
+                isinstance(x, list) and len(x) == len(states)
+                for x in (spec["rows"], spec["edges"], spec["segments"])
+            ):
+                raise ValueError("one rows, edges and segment entry per model")
+            rows, edges, segments = [], [], []
+            for n, r, e, s in zip(states, spec["rows"], spec["edges"], spec["segments"]):
+                if not isinstance(r, list) or len(r) != n or not all(type(v) is int for v in r):
+                    raise ValueError("rows")
+                if sorted(set(r)) != list(range(max(r) + 1)):
+                    raise ValueError("rows")
+                if not isinstance(e, list) or not 0 < len(e) <= n * n:
+                    raise ValueError("edges")
+                pairs = []
+                for x in e:
+                    if not (
+                        isinstance(x, list)
+                        and len(x) == 2
+                        and all(type(v) is int and 0 <= v < n for v in x)
+                    ):
+                        raise ValueError("edge")
+                    pairs.append((x[0], x[1]))
+                if len(set(pairs)) != len(pairs):
+                    raise ValueError("repeated edge")
+                pairs.sort(key=lambda p: p[::-1])
+                if s is not None and not (
+                    isinstance(s, list)
+                    and len(s) == 2
+                    and all(type(v) is int for v in s)
+                    and 0 <= s[0] < s[1] <= n
+                ):
+                    raise ValueError("segment")
+                rows.append(tuple(r))
+                edges.append(tuple(pairs))
+                segments.append(None if s is None else (s[0], s[1]))
+        except (TypeError, ValueError) as e:
+            raise ProtocolError(f"malformed viterbi structure ({e}): {str(spec)[:200]}") from e
+        return cls(kind, width, tuple(states), tuple(rows), tuple(edges), tuple(segments))
+
+    # -- global indices -------------------------------------------------------------------
+
+    @property
+    def total(self) -> int:
+        return sum(self.states)
+
+    @property
+    def state_offsets(self) -> list[int]:
+        return [int(v) for v in np.cumsum([0, *self.states])[:-1]]
+
+    @property
+    def row_counts(self) -> list[int]:
+        return [max(r) + 1 for r in self.rows]
+
+    @property
+    def total_rows(self) -> int:
+        return sum(self.row_counts)
+
+    @property
+    def row_of(self) -> list[int]:
+        """The global emission row of every global state."""
+        out, base = [], 0
+        for rows, count in zip(self.rows, self.row_counts):
+            out += [base + r for r in rows]
+            base += count
+        return out
+
+    @property
+    def preds(self) -> list[list[int]]:
+        """Per global target, its predecessors (global, ascending)."""
+        out = []
+        for edges, n, base in zip(self.edges, self.states, self.state_offsets):
+            by_target = [[] for _ in range(n)]
+            for l, j in edges:
+                by_target[j].append(base + l)
+            out += [sorted(p) for p in by_target]
+        return out
+
+    @property
+    def edge_list(self) -> list[tuple[int, int, int]]:
+        """Every global edge (model, l, j) in target order: the candidates' order."""
+        out = []
+        for k, edges in enumerate(self.edges):
+            for l, j in sorted(edges, key=lambda e: (e[1], e[0])):
+                out.append((k, l, j))
+        return out
+
+    def check_reachable(self) -> None:
+        if any(not p for p in self.preds):
+            raise InvalidInputError(
+                "a state has no predecessor (a zero column of A): give it a transition in"
+            )
+
+    @property
+    def n_inputs(self) -> int:
+        if self.kind == "discrete":
+            return self.width
+        return 2 * self.width if self.kind == DIAG else self.width * (self.width + 3) // 2
+
+
+# -- tournaments: the public plan of every max ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tournament:
+    """Many maxima in lockstep.  ``groups[g]`` lists the entries of group g (indices into
+    a flat array of candidates).  Round r holds ``matches[r]``: (group, left node, right
+    node) with nodes numbered per group (leaves 0 .. k-1 are the group's entries in order,
+    match nodes follow); ``root[g]`` is the node holding group g's maximum."""
+
+    sizes: tuple[int, ...]
+    matches: tuple[tuple[tuple[int, int, int, int], ...], ...]  # (group, node, left, right)
+    root: tuple[int, ...]
+
+    @classmethod
+    def of(cls, sizes: Sequence[int]) -> Tournament:
+        current = [list(range(k)) for k in sizes]
+        next_node = list(sizes)
+        rounds = []
+        while any(len(c) > 1 for c in current):
+            matches = []
+            for g, entries in enumerate(current):
+                merged = []
+                for i in range(0, len(entries) - 1, 2):
+                    node = next_node[g]
+                    next_node[g] += 1
+                    matches.append((g, node, entries[i], entries[i + 1]))
+                    merged.append(node)
+                if len(entries) % 2:
+                    merged.append(entries[-1])  # a bye
+                current[g] = merged
+            rounds.append(tuple(matches))
+        return cls(tuple(sizes), tuple(rounds), tuple(c[0] for c in current))
+
+    @property
+    def comparisons(self) -> int:
+        return sum(len(m) for m in self.matches)
+
+
+def bob_tournament(ctx, values: CipherArray, tour: Tournament, plan, offsets, peer):
+    """Bob: the maxima of the groups of ``values`` (flat, group after group, ``offsets[g]``
+    the start of group g) and every round's encrypted bits
+    (:func:`protocols.compare.bob_compare_select`: one batched comparison a round)."""
+    node_value: list[dict[int, CipherArray]] = []
+    for g, k in enumerate(tour.sizes):
+        node_value.append({i: values[offsets[g] + i : offsets[g] + i + 1] for i in range(k)})
+    bits = []
+    bound = plan.value_bound
+    for matches in tour.matches:
+        left = CipherArray.concatenate([node_value[g][a] for g, _, a, _ in matches])
+        right = CipherArray.concatenate([node_value[g][b] for g, _, _, b in matches])
+        best, round_bits = compare.bob_compare_select(
+            ctx,
+            left.with_bound(bound),
+            right.with_bound(bound),
+            plan.dgk_pk,
+            plan.select_spec(len(matches)),
+            peer,
+        )
+        for i, (g, node, _, _) in enumerate(matches):
+            node_value[g][node] = best[i : i + 1]
+        bits.append(round_bits)
+    maxima = CipherArray.concatenate([node_value[g][tour.root[g]] for g in range(len(tour.sizes))])
+    return maxima.with_bound(bound), bits
+
+
+def alice_tournament(ctx, dgk_sk, tour: Tournament, plan, peer) -> list:
+    """Alice's role in :func:`bob_tournament`; returns her shares of every round's bits."""
+    return [
+        compare.alice_compare_select(ctx, dgk_sk, plan.select_spec(len(matches)), peer)
+        for matches in tour.matches
+    ]
+
+
+def bob_descend(ctx, weights, tour: Tournament, bits, plan, peer):
+    """Bob: the weight of every group's root (a CipherArray of shape (1,), or None for the
+    constant 1) flows down its tree -- a match with bit b sends w b to its right operand and
+    w - w b to its left -- one batch of products per tree level
+    (:func:`protocols.compare.bob_select_products`); returns per group its leaves' weights."""
+    node_weight = [{tour.root[g]: w} for g, w in enumerate(weights)]
+    for r in reversed(range(len(tour.matches))):
+        matches = tour.matches[r]
+        known = [i for i, (g, node, _, _) in enumerate(matches) if node_weight[g][node] is not None]
+        products = {}
+        if known:
+            w = CipherArray.concatenate(
+                [node_weight[matches[i][0]][matches[i][1]] for i in known]
+            ).with_bound(1)
+            prod = compare.bob_select_products(
+                ctx, bits[r].take(known), w, plan.product_spec(len(known)), peer
+            )
+            products = {i: prod[n : n + 1] for n, i in enumerate(known)}
+        for i, (g, node, a, b_node) in enumerate(matches):
+            w = node_weight[g][node]
+            if w is None:  # the constant 1: right gets b, left 1 - b
+                right = bits[r].bit[i : i + 1]
+                left = (-right).add_encoded([1])
+            else:
+                right = products[i]
+                left = w - right
+            node_weight[g][a] = left.with_bound(1)
+            node_weight[g][b_node] = right.with_bound(1)
+    return [[node_weight[g][i] for i in range(k)] for g, k in enumerate(tour.sizes)]
+
+
+def alice_descend(ctx, tour: Tournament, shares, constant_roots: bool, plan, peer) -> None:
+    """Alice's role in :func:`bob_descend` (``shares``: hers of the tournament's bits)."""
+    known = set() if constant_roots else {(g, tour.root[g]) for g in range(len(tour.sizes))}
+    for r in reversed(range(len(tour.matches))):
+        matches = tour.matches[r]
+        index = [i for i, (g, node, _, _) in enumerate(matches) if (g, node) in known]
+        if index:
+            highs, deltas = shares[r]
+            compare.alice_select_products(
+                ctx,
+                ([highs[i] for i in index], [deltas[i] for i in index]),
+                plan.product_spec(len(index)),
+                plan.select_spec(1).compare.high_bound,
+                peer,
+            )
+        for g, _, a, b in matches:
+            known |= {(g, a), (g, b)}
+
+
+# -- the plan of a run (public) --------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    """Every public number of one run: bounds, bit lengths, the tournaments, messages."""
+
+    params: ViterbiParams
+    structure: Structure
+    length: int
+    key_bits: int
+    dgk_pk: object = None
+
+    def __post_init__(self):
+        s = self.structure
+        self.step = Tournament.of([len(p) for p in s.preds])
+        self.final = Tournament.of(list(s.states))
+
+    # -- bounds (nats, then units of 2^-s) -----------------------------------------------
+
+    @property
+    def step_nats(self) -> int:
+        return (1 << self.params.emission_bound_bits) + self.params.transition_bound + 1
+
+    @property
+    def path_nats(self) -> int:
+        """P: every possible path's |score|."""
+        return self.length * self.step_nats
+
+    @property
+    def zero_nats(self) -> int:
+        """Z: the sentinel of log 0."""
+        return 2 * self.path_nats + 2
+
+    @property
+    def zeros(self) -> int:
+        """How many sentinels a delta may carry: pi's, and discrete emissions' per frame."""
+        return self.length + 1 if self.structure.kind == "discrete" else 1
+
+    @property
+    def value_bound(self) -> int:
+        """Public bound on every delta and candidate, in units 2^-s."""
+        return (self.path_nats + self.zeros * self.zero_nats) << self.params.score_scale
+
+    @property
+    def bits(self) -> int:
+        """l: the comparisons' bit length."""
+        return self.value_bound.bit_length() + 1
+
+    @property
+    def emission_bound(self) -> int:
+        """|log b| at scale s, the sentinel included."""
+        top = (
+            self.zero_nats
+            if self.structure.kind == "discrete"
+            else 1 << self.params.emission_bound_bits
+        )
+        return (top + 2) << self.params.score_scale
+
+    def compare_spec(self, count: int) -> compare.CompareSpec:
+        return compare.CompareSpec(self.bits, count, self.params.sigma)
+
+    def select_spec(self, count: int) -> compare.SelectSpec:
+        return compare.SelectSpec(self.bits, count, self.key_bits, self.params.sigma)
+
+    def product_spec(self, count: int) -> compare.ProductSpec:
+        return compare.ProductSpec(count, self.key_bits, 1, self.params.sigma)
+
+    # -- emissions ------------------------------------------------------------------------
+
+    @cached_property
+    def fspec(self) -> ForwardSpec:
+        """The emission stage's layout (forward's): one emission row per state of one model."""
+        s = self.structure
+        return ForwardSpec(s.kind, s.width, (s.total_rows,), self.key_bits, self._stage_params)
+
+    @cached_property
+    def _stage_params(self) -> ForwardParams:
+        fp = self.params.forward
+        if self.structure.kind != "discrete":
+            return fp
+        # discrete: the slots must hold the sentinel Z of a zero probability
+        bits = max(fp.precision.log_bound_bits, self.zero_nats.bit_length() + 1)
+        prec = PrecisionParams(
+            log_scale=fp.precision.log_scale,
+            log_bound_bits=bits,
+            blind_nats=fp.precision.blind_nats,
+            weight_floor_bits=fp.precision.weight_floor_bits,
+            sigma=fp.precision.sigma,
+        )
+        return ForwardParams(prec, fp.feature_scale, fp.feature_bound)
+
+    @property
+    def shift(self) -> int:
+        """f - s: the bits Alice's rounding (or the rescaling) drops."""
+        return self.params.log_scale - self.params.score_scale
+
+    @property
+    def groups(self) -> int:
+        return len(self.fspec.emissions(self.length).groups)
+
+    @property
+    def weight_scale(self) -> int:
+        """Bob's (or Alice's) emission weights: f for discrete one-hot inputs, else f - fs."""
+        if self.structure.kind == "discrete":
+            return self.params.log_scale
+        return self.params.log_scale - self.params.feature_scale
+
+    @property
+    def input_scale(self) -> int:
+        return 0 if self.structure.kind == "discrete" else self.params.feature_scale
+
+    @property
+    def reach_bound(self) -> int:
+        """Public bound on one emission (weights . input + constant) at scale f."""
+        return self.emission_bound << self.shift
+
+    # -- outputs --------------------------------------------------------------------------
+
+    def output_bits(self, model: int) -> int:
+        if self.params.output == "segment":
+            return 1
+        return max(1, (self.structure.states[model] - 1).bit_length())
+
+    def output_chunks(self, model: int) -> list[range]:
+        """Frames packed per output ciphertext."""
+        per = max(1, (self.key_bits - 64) // self.output_bits(model))
+        return [range(a, min(a + per, self.length)) for a in range(0, self.length, per)]
+
+    @property
+    def output_count(self) -> int:
+        return sum(len(self.output_chunks(k)) for k in range(len(self.structure.states)))
+
+    def output_bound(self) -> int:
+        return 1 << (self.key_bits - 60)
+
+    # -- messages -------------------------------------------------------------------------
+
+    def messages(self) -> dict[str, Message]:
+        s, p, T = self.structure, self.params, self.length
+        layout = self.fspec.emissions(T)
+        obs_bound = layout.packed_bound(self.fspec.obs_slot_bound)
+        emit_bound = layout.packed_bound(2 * self.fspec.emit_bound)
+        slots_bound = self.emission_bound + ((math.ceil(p.blind_nats) + 2) << p.score_scale)
+        models = len(s.states)
+        weight_bound = self.reach_bound << p.feature_scale
+        out = {
+            **_static_messages(),
+            "obs": Message(
+                "vit.obs", Ciphertexts(self.input_scale, obs_bound, (self.groups, s.n_inputs))
+            ),
+            "emit": Message(
+                "vit.emit", Ciphertexts(p.log_scale, emit_bound, (self.groups, s.total_rows))
+            ),
+            "slots": Message("vit.slots", Ciphertexts(0, slots_bound, (T, s.total_rows))),
+            "model": Message(
+                "vit.model",
+                (
+                    Ciphertexts(self.weight_scale, weight_bound, (s.total_rows, s.n_inputs)),
+                    Ciphertexts(p.log_scale, self.reach_bound, (s.total_rows,)),
+                    Ciphertexts(0, self.emission_bound, (s.total,)),
+                    Ciphertexts(0, self.emission_bound, (len(s.edge_list),)),
+                ),
+            ),
+            "output": Message(
+                "vit.output", Ciphertexts(0, self.output_bound(), (self.output_count,))
+            ),
+            "score": Message("vit.score", Ciphertexts(0, self.value_bound, (models,))),
+        }
+        return out
+
+    def rescale_spec(self) -> MaskSpec:
+        s = self.structure
+        return MaskSpec(
+            (self.params.log_scale,),
+            (self.reach_bound,),
+            (self.length * s.total_rows,),
+            self.params.sigma,
+        )
+
+    def declared(self) -> list[Message]:
+        """Every message of the run (the transcript harness's declarations)."""
+        out = list(self.messages().values())
+        out += list(self.compare_spec(1).messages().values())
+        out += list(self.select_spec(1).messages().values())
+        high = self.select_spec(1).compare.high_bound
+        out += list(self.product_spec(1).messages(high).values())
+        out += list(_rescale_messages(self.rescale_spec(), self.shift))
+        return out
+
+    # -- randomizers (the offline phase) ---------------------------------------------------
+
+    def randomizers(self) -> dict[str, int]:
+        """The fresh randomizers each role draws in the run (the offline phase's count)."""
+        s, T = self.structure, self.length
+        alice = bob = 0
+        for tour, times in ((self.step, T - 1), (self.final, 1)):
+            for matches in tour.matches:
+                c = self.select_spec(len(matches)).randomizers()
+                alice, bob = alice + times * c["alice"], bob + times * c["bob"]
+        for count, times in self._descents():
+            m = self.product_spec(count).randomizers()
+            alice, bob = alice + times * m["alice"], bob + times * m["bob"]
+        if self.params.model_holder == "bob":
+            alice += self.groups * s.n_inputs + T * s.total_rows
+            bob += self.groups * s.total_rows
+        else:
+            alice += s.total_rows * (s.n_inputs + 1) + s.total + len(s.edge_list)
+            r = rescale_randomizers(T * s.total_rows)
+            alice, bob = alice + r["alice"], bob + r["bob"]
+        bob += self.output_count + (len(s.states) if self.params.reveal_score else 0)
+        return {"alice": alice, "bob": bob}
+
+    def _descents(self) -> list[tuple[int, int]]:
+        """(multiplications, times) of the traceback's batches."""
+        out = []
+        for r in reversed(range(len(self.step.matches))):
+            out.append((len(self.step.matches[r]), self.length - 1))
+        known = set()
+        for r in reversed(range(len(self.final.matches))):
+            matches = self.final.matches[r]
+            count = sum((g, node) in known for g, node, _, _ in matches)
+            if count:
+                out.append((count, 1))
+            for g, _, a, b in matches:
+                known |= {(g, a), (g, b)}
+        return out
+
+
+# -- emission programs (the model holder's) --------------------------------------------------
+
+
+def emission_program(decoders: Sequence[Decoder], plan: Plan):
+    """Integer emission weights (rows, n_inputs) at ``plan.weight_scale``, constants at f, per
+    emission row of every model; checks the public bound first (PrecisionError)."""
+    p, s = plan.params, plan.structure
+    f = p.log_scale
+    bound = 1 << p.emission_bound_bits
+    weights, consts = [], []
+    for d in decoders:
+        m, reps = d.model, d.row_states()
+        if s.kind == "discrete":
+            log_b = np.asarray(m.log_emissionprob)[reps]
+            finite = log_b[np.isfinite(log_b)]
+            if finite.size and float(np.abs(finite).max()) > bound:
+                raise PrecisionError(
+                    "an emission log-probability exceeds the public bound "
+                    f"2^{p.emission_bound_bits} nats"
+                )
+            for row in log_b:
+                weights.append(
+                    [
+                        -(plan.zero_nats << f) if not np.isfinite(v) else ldexp_int(float(v), f)
+                        for v in row
+                    ]
+                )
+                consts.append(0)
+            continue
+        w = (_diag_weights(m) if s.kind == DIAG else emission_weights(m))[reps]
+        top = max(p.feature_bound, p.feature_bound**2)
+        reach = np.abs(w[:, :-1]).sum(axis=1) * top + np.abs(w[:, -1])
+        if float(reach.max()) > bound:
+            raise PrecisionError(
+                f"with features up to {p.feature_bound:g}, log-densities may reach "
+                f"{float(reach.max()):.3g} nats, over the public bound 2^{p.emission_bound_bits} "
+                "(raise emission_bound_bits or lower feature_bound)"
+            )
+        ws = plan.weight_scale
+        weights += [[ldexp_int(float(v), ws) for v in row[:-1]] for row in w]
+        consts += [ldexp_int(float(v), f) for v in w[:, -1]]
+    return np.array(weights, dtype=object), np.array(consts, dtype=object)
+
+
+def log_parts(decoders: Sequence[Decoder], plan: Plan):
+    """log pi (every state) and log a (every edge, in the plan's order) at scale s, log 0
+    as -Z; checks that nonzero probabilities are above the public floor."""
+    s = plan.params.score_scale
+    floor = math.ldexp(1.0, -plan.params.weight_floor_bits)
+    starts, trans = [], []
+    for d in decoders:
+        pi, a = np.asarray(d.model.startprob), np.asarray(d.model.transmat)
+        for v in (*pi[pi > 0], *a[a > 0]):
+            if v < floor:
+                raise PrecisionError(
+                    f"a probability of {v:.3g} is below the public floor "
+                    f"2^-{plan.params.weight_floor_bits}"
+                )
+        starts += [ldexp_int(math.log(v), s) if v > 0 else -(plan.zero_nats << s) for v in pi]
+    for k, l, j in plan.structure.edge_list:
+        trans.append(ldexp_int(math.log(float(decoders[k].model.transmat[l, j])), s))
+    return np.array(starts, dtype=object), np.array(trans, dtype=object)
+
+
+def encoded_inputs(observations, structure: Structure, params: ViterbiParams):
+    """Plain integer inputs (T, n_inputs) of a frame sequence (the mining evaluator's
+    exponents): one-hot rows, or x_i and x_i^2 (diagonal), or the distinct products; and
+    whether a feature had to be clipped to the public bound."""
+    if structure.kind == "discrete":
+        obs = np.asarray(observations)
+        if obs.ndim != 1 or obs.size == 0 or obs.dtype.kind not in "iu":
+            raise InvalidInputError("discrete observations must be a non-empty 1-D int array")
+        if obs.min() < 0 or obs.max() >= structure.width:
+            raise InvalidInputError(f"symbols must be in [0, {structure.width})")
+        return np.eye(structure.width, dtype=np.int64)[obs].astype(object), False
+    x = np.asarray(observations, dtype=float)
+    if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] != structure.width:
+        raise InvalidInputError(f"observations must be (T, {structure.width}) frames")
+    if not np.isfinite(x).all():
+        raise InvalidInputError("observations contain NaN or infinity")
+    clipped = bool(np.abs(x).max() > params.feature_bound)
+    x = np.clip(x, -params.feature_bound, params.feature_bound)
+    products = (
+        np.concatenate([x, x * x], axis=1)
+        if structure.kind == DIAG
+        else quadratic_products(x)[:, :-1]
+    )
+    ints, _ = fixedpoint.encode(products, params.feature_scale)
+    return ints, clipped
+
+
+# -- the roles ---------------------------------------------------------------------------------
+
+
+def _check_length(length, peer) -> int:
+    if type(length) is not int or length < 1:
+        raise ProtocolError(f"sequence length {length!r} is not a positive int")
+    check_at_most("max_sequence_length", length, MAX_SEQUENCE_LENGTH, f"{peer}'s sequence length")
+    return length
+
+
+def alice(ctx, private, params: ViterbiParams, peer: str = "bob"):
+    """Alice (key holder, output party): ``private`` is her observations (model_holder
+    "bob") or her models (model_holder "alice").  Returns per model ``{"path": [...]}`` or
+    ``{"segment": (first, last) or None}``, with ``"score"`` if revealed."""
+    pk, sk = ctx.keypair
+    msg0 = _static_messages()
+    with ctx.phase("setup"):
+        # Step 0: the model holder's public structure, the data holder's T, then the keys
+        if params.model_holder == "bob":
+            structure = Structure.from_wire(ctx.recv(peer, msg0["spec"]))
+            structure.check_reachable()
+            length = _observation_length(private)
+            ctx.send(peer, msg0["length"], length)
+        else:
+            decoders = as_decoders(private)
+            structure = Structure.of(decoders)
+            structure.check_reachable()
+            probe = Plan(params, structure, 1, pk.bits)
+            emission_program(decoders, probe)  # her own checks, before anything is sent
+            log_parts(decoders, probe)
+            ctx.send(peer, msg0["spec"], structure.to_wire())
+            length = _check_length(ctx.recv(peer, msg0["length"]), peer)
+        plan = Plan(params, structure, length, pk.bits)
+        dgk_sk = compare.alice_send_keys(ctx, plan.compare_spec(1), peer)
+    msg = plan.messages()
+    with ctx.phase("emissions"):
+        if params.model_holder == "bob":
+            # Step 1 (a): packed frames out; blinded packed emissions in, one slot each back
+            ctx.send(peer, msg["obs"], forward_encode(pk, private, plan.fspec))
+            y = plan.fspec.unpack_emissions(ctx.recv(peer, msg["emit"]).decrypt_ints(sk), length)
+            half = 1 << (plan.shift - 1)
+            slots = [[(int(v) + half) >> plan.shift for v in row] for row in y]
+            bound = msg["slots"].body.bound
+            ctx.send(peer, msg["slots"], CipherArray.encrypt_encoded(pk, slots, 0, bound))
+        else:
+            # Step 1 (b): her encrypted model; the rescaling of Bob's emissions
+            weights, consts = emission_program(decoders, plan)
+            starts, trans = log_parts(decoders, plan)
+            fields = msg["model"].fields
+            model = [
+                CipherArray.encrypt_encoded(pk, weights, plan.weight_scale, fields[0].bound),
+                CipherArray.encrypt_encoded(pk, consts, params.log_scale, fields[1].bound),
+                CipherArray.encrypt_encoded(pk, starts, 0, fields[2].bound),
+                CipherArray.encrypt_encoded(pk, trans, 0, fields[3].bound),
+            ]
+            ctx.send(peer, msg["model"], model)
+            alice_rescale(ctx, plan.shift, plan.rescale_spec(), peer)
+    with ctx.phase("recursion"):
+        # Step 2: one tournament per frame; she keeps her shares of the bits
+        shares = [alice_tournament(ctx, dgk_sk, plan.step, plan, peer) for _ in range(length - 1)]
+    with ctx.phase("termination"):
+        final = alice_tournament(ctx, dgk_sk, plan.final, plan, peer)  # step 3
+    with ctx.phase("traceback"):
+        alice_descend(ctx, plan.final, final, True, plan, peer)  # step 4
+        for t in reversed(range(length - 1)):
+            alice_descend(ctx, plan.step, shares[t], False, plan, peer)
+    with ctx.phase("output"):
+        # Step 5: the packed output (and the scores)
+        packed = [int(v) for v in ctx.recv(peer, msg["output"]).decrypt_ints(sk)]
+        scores = None
+        if params.reveal_score:
+            scores = [int(v) for v in ctx.recv(peer, msg["score"]).decrypt_ints(sk)]
+        # the last message is hers: a refusal Bob defers lands after she has everything
+        ctx.send(peer, msg0["done"], True)
+    return _outputs(plan, packed, scores)
+
+
+def _observation_length(observations) -> int:
+    obs = np.asarray(observations)
+    if obs.ndim == 0 or obs.shape[0] == 0:
+        raise InvalidInputError("the observation sequence is empty")
+    return int(obs.shape[0])
+
+
+def _outputs(plan: Plan, packed: list[int], scores) -> list[dict]:
+    s, out, at = plan.structure, [], 0
+    for k in range(len(s.states)):
+        w = plan.output_bits(k)
+        values = []
+        for chunk in plan.output_chunks(k):
+            v = packed[at]
+            at += 1
+            values += [(v >> (i * w)) & ((1 << w) - 1) for i in range(len(chunk))]
+        result: dict = {}
+        if plan.params.output == "path":
+            result["path"] = values
+        else:
+            inside = np.flatnonzero(values)
+            result["segment"] = (int(inside[0]), int(inside[-1])) if inside.size else None
+        if scores is not None:
+            v = scores[k]
+            limit = plan.path_nats << plan.params.score_scale
+            result["score"] = -math.inf if v < -limit else v / 2**plan.params.score_scale
+        out.append(result)
+    return out
+
+
+def bob(ctx, private, params: ViterbiParams, peer: str = "alice"):
+    """Bob (evaluator): ``private`` is his models (model_holder "bob": HMMs or
+    :class:`Decoder` s) or his observations (model_holder "alice").  Returns None."""
+    msg0 = _static_messages()
+    with ctx.phase("setup"):
+        # Step 0: the model holder's public structure, the data holder's T, Alice's keys
+        if params.model_holder == "bob":
+            decoders = as_decoders(private)
+            structure = Structure.of(decoders)
+            structure.check_reachable()
+            probe = Plan(params, structure, 1, 2048)
+            emission_program(decoders, probe)  # local checks before anything is sent
+            log_parts(decoders, probe)
+            ctx.send(peer, msg0["spec"], structure.to_wire())
+            length = _check_length(ctx.recv(peer, msg0["length"]), peer)
+            ctx.charge_frames(length)  # a serving Bob's per-client budget (public T)
+        else:
+            structure = Structure.from_wire(ctx.recv(peer, msg0["spec"]))
+            structure.check_reachable()
+            inputs, clipped = encoded_inputs(private, structure, params)
+            length = inputs.shape[0]
+            ctx.send(peer, msg0["length"], length)
+            if clipped:  # his private data: refused only after his last message
+                ctx.defer(
+                    InvalidInputError(
+                        f"a feature exceeds the public feature_bound {params.feature_bound:g}: "
+                        "it was clipped, and the run is refused"
+                    )
+                )
+        plan = Plan(params, structure, length, 0)
+        pk, dgk_pk = compare.bob_recv_keys(ctx, plan.compare_spec(1), peer)
+        _ = dgk_pk.table
+        plan = Plan(params, structure, length, pk.bits, dgk_pk)
+    msg = plan.messages()
+    with ctx.phase("emissions"):
+        if params.model_holder == "bob":
+            emit, starts, trans = _bob_emissions(ctx, decoders, plan, msg, peer)
+        else:
+            emit, starts, trans = _mining_emissions(ctx, inputs, plan, msg, peer)
+    row_of = np.array(structure.row_of)
+    with ctx.phase("recursion"):
+        edges = structure.edge_list
+        sources = np.array([base + l for (k, l, _), base in zip(edges, _edge_bases(structure))])
+        offsets = [int(v) for v in np.cumsum([0, *plan.step.sizes])[:-1]]
+        delta = _plus(emit[0][row_of], starts).with_bound(plan.value_bound)
+        bits = []
+        for t in range(1, length):
+            candidates = _plus(delta[sources], trans).with_bound(plan.value_bound)
+            best, round_bits = bob_tournament(ctx, candidates, plan.step, plan, offsets, peer)
+            bits.append(round_bits)
+            delta = (best + emit[t][row_of]).with_bound(plan.value_bound)
+    with ctx.phase("termination"):
+        final_offsets = structure.state_offsets
+        scores, final_bits = bob_tournament(ctx, delta, plan.final, plan, final_offsets, peer)
+    with ctx.phase("traceback"):
+        leaves = bob_descend(
+            ctx, [None] * len(structure.states), plan.final, final_bits, plan, peer
+        )
+        e = CipherArray.concatenate([w for group in leaves for w in group])
+        history = [e]
+        preds = structure.preds
+        for t in reversed(range(length - 1)):
+            weights = [e[j : j + 1] for j in range(structure.total)]
+            flows = bob_descend(ctx, weights, plan.step, bits[t], plan, peer)
+            e = _gather(flows, preds, structure.total)
+            history.append(e)
+        history.reverse()
+    with ctx.phase("output"):
+        packed = _pack_outputs(plan, history)
+        ctx.send(peer, msg["output"], packed.rerandomize())
+        if params.reveal_score:
+            ctx.send(peer, msg["score"], scores.rerandomize())
+        ctx.recv(peer, msg0["done"])
+    return None
+
+
+def _edge_bases(structure: Structure) -> list[int]:
+    offsets = structure.state_offsets
+    return [offsets[k] for k, _, _ in structure.edge_list]
+
+
+def _plus(enc: CipherArray, addend) -> CipherArray:
+    if isinstance(addend, CipherArray):
+        return enc + addend
+    return enc.add_encoded(np.asarray(addend, dtype=object))
+
+
+def _gather(flows, preds, total: int) -> CipherArray:
+    """e_t(l) = the sum over targets j of the weight reaching leaf l of j's tree."""
+    parts: list[list] = [[] for _ in range(total)]
+    for j, leaves in enumerate(flows):
+        for i, w in enumerate(leaves):
+            parts[preds[j][i]].append(w)
+    out = []
+    for l, ws in enumerate(parts):
+        if not ws:
+            raise ProtocolError(f"state {l} has no successor: it cannot be on a path")
+        acc = ws[0]
+        for w in ws[1:]:
+            acc = acc + w
+        out.append(acc.with_bound(1))
+    return CipherArray.concatenate(out)
+
+
+def _pack_outputs(plan: Plan, history: list[CipherArray]) -> CipherArray:
+    """Per model and chunk of frames, one ciphertext: sum_t v_t 2^(w (t - t0)), v_t the state
+    index (path) or [in the segment] (segment), by Horner's rule (w squarings a frame)."""
+    s = plan.structure
+    out = []
+    for k, base in enumerate(s.state_offsets):
+        n = s.states[k]
+        if plan.params.output == "path":
+            weights = list(range(n))
+        else:
+            a, b = s.segments[k]
+            weights = [1 if a <= i < b else 0 for i in range(n)]
+        w = plan.output_bits(k)
+        for chunk in plan.output_chunks(k):
+            acc = None
+            for t in reversed(chunk):
+                v = history[t][base : base + n].lincomb(np.array(weights, dtype=object))
+                acc = v if acc is None else acc.mul(1 << w) + v
+            out.append(acc.reshape(1).with_bound(plan.output_bound()))
+    return CipherArray.concatenate(out)
+
+
+def _bob_emissions(ctx, decoders, plan: Plan, msg, peer):
+    """model_holder "bob": the emission stage, then Alice's per-slot re-encryption."""
+    p, s, T = plan.params, plan.structure, plan.length
+    weights, consts = emission_program(decoders, plan)
+    starts, trans = log_parts(decoders, plan)
+    enc_obs = ctx.recv(peer, msg["obs"])
+    layout = plan.fspec.emissions(T)
+    if enc_obs.shape[0] != len(layout.groups):
+        raise ProtocolError(f"{enc_obs.shape[0]} observation groups for {T} frames")
+    gammas = [log_blinds(ctx.rng, s.total_rows, p.blind_nats, p.log_scale) for _ in range(T)]
+    offsets = [consts + gammas[t] for t in range(T)]
+    if s.kind == "discrete":
+        enc_obs.public_key.meter.count("ot", T)
+    emit = emissions.bob_emissions(
+        enc_obs, weights, plan.weight_scale, offsets, layout, plan.fspec.emit_bound
+    )
+    emit = emit.with_bound(msg["emit"].body.bound)
+    ctx.send(peer, msg["emit"], emit.rerandomize())
+    slots = ctx.recv(peer, msg["slots"])
+    half = 1 << (plan.shift - 1)
+    unblind = np.array(
+        [[-((int(g) + half) >> plan.shift) for g in row] for row in gammas], dtype=object
+    )
+    e = slots.add_encoded(unblind).with_bound(plan.emission_bound)
+    return e, starts, trans
+
+
+def _mining_emissions(ctx, inputs, plan: Plan, msg, peer):
+    """model_holder "alice": Alice's encrypted model, Bob's frames as exponents, then the
+    rescaling to scale s."""
+    s, T = plan.structure, plan.length
+    weights, consts, starts, trans = ctx.recv(peer, msg["model"])
+    emit = emissions.weighted_emissions(weights, inputs, plan.input_scale)  # (rows, T)
+    emit = (emit + consts.reshape(s.total_rows, 1)).with_bound(plan.reach_bound)
+    flat = emit.T.reshape(T * s.total_rows).with_bound(plan.reach_bound)
+    small = bob_rescale(ctx, flat, plan.shift, plan.rescale_spec(), peer)
+    e = small.with_scale(0).reshape(T, s.total_rows).with_bound(plan.emission_bound)
+    return e, starts, trans
+
+
+def _static_messages() -> dict[str, Message]:
+    return {
+        "spec": Message("vit.spec", Public((dict,))),
+        "length": Message("vit.length", Public((int,))),
+        "done": Message("vit.done", Public((bool,))),
+    }
+
+
+# -- the plugin ----------------------------------------------------------------------------------
+
+
+def randomizers_needed(params: ViterbiParams, key_bits: int, inputs) -> dict[str, int]:
+    """The fresh randomizers each role draws, from the public sizes of ``inputs``."""
+    holder = "bob" if params.model_holder == "bob" else "alice"
+    data = inputs["alice" if holder == "bob" else "bob"]
+    structure = Structure.of(as_decoders(inputs[holder]))
+    return Plan(params, structure, len(data), key_bits).randomizers()
+
+
+def load_observations(value, base):
+    """Observations from a config: symbols, frames (.npy/.json) or a WAV (bundled pipeline)."""
+    if isinstance(value, str) and value.lower().endswith(".wav"):
+        from smc_hmm.data import load_pipeline
+
+        try:
+            return load_pipeline().features_from_wav(resolve_path(value, base))
+        except InvalidInputError as e:
+            raise ConfigError(str(e)) from e
+    obs = load_array(value, base)
+    if obs.ndim == 1 and obs.dtype.kind == "f" and np.all(obs == np.round(obs)):
+        obs = obs.astype(np.int64)
+    return obs
+
+
+def load_decoders(value, base):
+    """HMMs from a model file (one decoder each, no ties, no segment)."""
+    from smc_hmm.hmm.io import load_models
+
+    try:
+        models, _ = load_models(resolve_path(value, base))
+    except SmcHmmError as e:
+        raise ConfigError(str(e)) from e
+    return models
+
+
+def load_input(value, base):
+    """A party's private input from a config: a model file (``.npz``, the model holder's)
+    or observations (the data holder's: symbols, frames or a WAV file)."""
+    if isinstance(value, str) and value.lower().endswith(".npz"):
+        return load_decoders(value, base)
+    return load_observations(value, base)
+
+
+PROTOCOL = ProtocolDescriptor(
+    name=NAME,
+    summary="secure Viterbi decoding: Alice learns the best path (or a segment), Bob nothing",
+    params=ViterbiParams.from_config,
+    randomizers=randomizers_needed,
+    roles=(
+        Role("alice", alice, kind="alice", holds_key=True, input="input", load=load_input),
+        Role("bob", bob, kind="bob", input="input", load=load_input),
+    ),
+)
+
+__all__ = [
+    "PROTOCOL",
+    "Decoder",
+    "Plan",
+    "Structure",
+    "Tournament",
+    "ViterbiParams",
+    "alice",
+    "as_decoders",
+    "bob",
+]
