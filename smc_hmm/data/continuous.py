@@ -1,0 +1,159 @@
+"""Bundled continuous speech for keyword spotting: recordings of 3 to 5 joined FSDD digits
+with their true word boundaries, and one filler (garbage) model per keyword.
+
+Made by ``scripts/make_continuous_speech.py`` from the Free Spoken Digit Dataset (CC BY-SA
+4.0, ``smc_hmm/data/fsdd/NOTICE``) and described in ``docs/spotting.md``: the test
+recordings join test-split recordings (indices 0-4, never seen by a model) with short
+noise pauses; filler k -- a pause state and a generic 5-state word, looping -- is trained
+on the other nine digits of the training split (the word on their isolated recordings,
+the pause on the pauses of joined ones).  Keyword spotting composes filler k, the bundled
+digit model k and filler k again (:func:`spotting_model`, :mod:`smc_hmm.hmm.spotting`).
+
+The recordings are stored as their 13 raw static MFCCs (float32); :func:`load_continuous_test`
+recomputes the deltas as the bundled pipeline does and standardises, so the features are
+what ``load_pipeline().features`` gives on the joined signal up to float32 rounding of
+the statics.  Neither the WAVs nor librosa are needed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from smc_hmm.errors import ConfigError, InvalidInputError
+from smc_hmm.features import delta_features
+from smc_hmm.hmm.io import load_models
+from smc_hmm.hmm.spotting import ENTER, LEAVE, START_KEYWORD, SpottingLayout, compose
+
+__all__ = [
+    "CONTINUOUS_NOTICE",
+    "FILLER_LABELS",
+    "STATIC_MFCC",
+    "ContinuousRecording",
+    "load_continuous_manifest",
+    "load_continuous_test",
+    "load_fillers",
+    "spotting_model",
+    "word_frames",
+]
+
+#: the stored columns: the 13 static MFCCs (deltas are recomputed on load)
+STATIC_MFCC = 13
+FILLER_LABELS = tuple(
+    f"filler-{w}"
+    for w in ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+)
+
+CONTINUOUS_NOTICE = """\
+The keyword-spotting files (continuous_test.npz, fillers_diag.npz,
+continuous_manifest.json) are derived from the same recordings: continuous recordings
+made by joining test-split recordings of 3 to 5 digits with short noise pauses (stored as
+their MFCC features, with the true word boundaries) and filler HMMs trained on the
+training-split recordings, isolated and so joined, by scripts/make_continuous_speech.py
+of the smc-hmm project (see docs/spotting.md). They are licensed CC BY-SA 4.0 like the
+other derived files here.
+"""
+
+
+def _resource(name: str) -> Any:
+    return resources.files("smc_hmm.data").joinpath("fsdd", name)
+
+
+def word_frames(first_sample: int, stop_sample: int, hop: int) -> tuple[int, int]:
+    """The frames (first, last inclusive) of a word spanning samples [first, stop): frame
+    k is centred at sample k * hop and belongs to the word if its centre lies inside."""
+    return math.ceil(first_sample / hop), math.ceil(stop_sample / hop) - 1
+
+
+@dataclass(frozen=True, eq=False)
+class ContinuousRecording:
+    """One continuous test recording: standardised features (T, 39), the digits spoken in
+    order, each word's (first, last) frame and its speaker."""
+
+    __test__ = False
+
+    features: np.ndarray
+    digits: tuple[int, ...]
+    words: tuple[tuple[int, int], ...]
+    speakers: tuple[str, ...]
+
+    def span_of(self, digit: int) -> tuple[int, int] | None:
+        """The true (first, last) frame of ``digit``, or None if it is not spoken."""
+        return self.words[self.digits.index(digit)] if digit in self.digits else None
+
+
+def load_continuous_manifest() -> dict[str, Any]:
+    """How the set and the fillers were made, and their plaintext spotting results."""
+    return json.loads(_resource("continuous_manifest.json").read_text(encoding="utf-8"))
+
+
+def load_continuous_test(select=None) -> list[ContinuousRecording]:
+    """The bundled continuous test recordings (all, or those at the positions ``select``)."""
+    from smc_hmm.data import load_pipeline
+
+    pipeline = load_pipeline()
+    with resources.as_file(_resource("continuous_test.npz")) as path:
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {k: data[k] for k in ("mfcc", "lengths", "digits", "bounds", "speakers")}
+        except (OSError, ValueError, KeyError) as exc:
+            raise InvalidInputError(f"cannot read the bundled continuous speech: {exc}") from exc
+    lengths = arrays["lengths"].astype(np.int64)
+    if lengths.sum() != arrays["mfcc"].shape[0]:
+        raise InvalidInputError("bundled continuous speech: lengths do not match the frames")
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    mean, std = np.asarray(pipeline.mean), np.asarray(pipeline.std)
+    positions = range(len(lengths)) if select is None else select
+    out = []
+    for i in positions:
+        static = arrays["mfcc"][starts[i] : starts[i + 1]].astype(np.float64)
+        raw = np.concatenate(
+            [static, *(delta_features(static, pipeline.delta_width, order=o) for o in (1, 2))],
+            axis=1,
+        )
+        keep = arrays["digits"][i] >= 0
+        out.append(
+            ContinuousRecording(
+                (raw - mean) / std,
+                tuple(int(d) for d in arrays["digits"][i][keep]),
+                tuple((int(a), int(b)) for a, b in arrays["bounds"][i][keep]),
+                tuple(str(s) for s in arrays["speakers"][i][keep]),
+            )
+        )
+    return out
+
+
+def load_fillers(kind: str = "diag"):
+    """The ten filler models (filler k: trained on every digit but k) and their labels."""
+    if kind != "diag":
+        raise ConfigError(f"the bundled fillers have diagonal covariances, not {kind!r}")
+    with resources.as_file(_resource("fillers_diag.npz")) as path:
+        models, labels = load_models(path)
+    if tuple(labels or ()) != FILLER_LABELS:
+        raise ConfigError(f"bundled fillers have labels {labels}, expected {list(FILLER_LABELS)}")
+    return models, list(labels)
+
+
+def spotting_model(
+    keyword: int,
+    *,
+    enter: float = ENTER,
+    leave: float = LEAVE,
+    start_keyword: float = START_KEYWORD,
+) -> tuple[Any, SpottingLayout]:
+    """The composite filler-keyword-filler model of digit ``keyword`` (bundled digit model
+    and its filler) and its public layout (:func:`smc_hmm.hmm.spotting.compose`)."""
+    from smc_hmm.data import load_bundled_models
+
+    if isinstance(keyword, bool) or not isinstance(keyword, int) or not 0 <= keyword <= 9:
+        raise InvalidInputError(f"a keyword is a digit 0-9, got {keyword!r}")
+    models, _ = load_bundled_models("diag")
+    fillers, _ = load_fillers("diag")
+    return compose(
+        models[keyword], fillers[keyword], enter=enter, leave=leave, start_keyword=start_keyword
+    )
