@@ -37,13 +37,15 @@ def status(console, message: str) -> Iterator[object]:
 
 class Progress:
     """A ``ctx.progress(stage, done, total)`` callback that updates a :func:`status` line
-    with the steps done and an estimate of the time left (the rate so far times the
-    steps left), at most every ``every`` seconds."""
+    with the steps done and an estimate of the time left, at most every ``every``
+    seconds: the cost model's ``estimate`` of the whole run (seconds) until a tenth of the
+    steps is done, then the rate measured so far times the steps left."""
 
-    def __init__(self, spinner, label: str, every: float = 2.0, clock=None):
+    def __init__(self, spinner, label: str, every: float = 2.0, clock=None, estimate=None):
         import time
 
         self.spinner, self.label, self.every = spinner, label, every
+        self.estimate = estimate
         self.clock = clock or time.monotonic
         self.start: dict[str, tuple[float, int]] = {}
         self.last = -1e9
@@ -57,4 +59,6 @@ class Progress:
         eta = ""
         if 10 * done >= total and first < done < total:
             eta = f", about {(now - start) / (done - first) * (total - done):.0f} s left"
+        elif self.estimate is not None and done < total:
+            eta = f", about {self.estimate * (1 - done / total):.0f} s left (cost model)"
         self.spinner.update(f"{self.label}: {stage} {done}/{total}{eta}")

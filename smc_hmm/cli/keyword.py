@@ -235,6 +235,7 @@ def _secure_run(args, protocol, params, keypair, frames, keywords):
     """The offline phase, then both roles in-process on the compute lanes, with progress
     lines; (the run's result, the offline phase)."""
     inputs = {"alice": frames, "bob": keywords}
+    estimate = _cost_model_estimate(args, protocol, params, keypair, frames, keywords)
     with Compute.processes(args.workers) as compute:  # the bench's and demo's lanes
         with (
             status(_stderr(), "offline phase: the run's randomizers, once the key is known"),
@@ -259,9 +260,50 @@ def _secure_run(args, protocol, params, keypair, frames, keywords):
                 meta={"audio": str(args.audio), "mode": args.mode},
                 randomizers=offline.randomizers(keypair[0]),
                 record_views=bool(args.views),
-                progress={"alice": Progress(spinner, "secure keyword recognition")},
+                progress={
+                    "alice": Progress(spinner, "secure keyword recognition", estimate=estimate)
+                },
             )
     return result, offline
+
+
+#: from this many frames on, the command prices the run with the cost model before it
+#: starts (a 20-frame run at this key size, priced at this machine's measured rates)
+ESTIMATE_FROM_FRAMES = 300
+ESTIMATE_SAMPLE_FRAMES = 20
+
+
+def _cost_model_estimate(args, protocol, params, keypair, frames, keywords) -> float | None:
+    """The cost model's prediction of the whole run, for long recordings: the ledger of a
+    short run scaled to the recording's length (operation counts grow linearly with T)
+    and priced at this machine's single-lane rates (:mod:`smc_hmm.cost.model`)."""
+    if len(frames) < ESTIMATE_FROM_FRAMES:
+        return None
+    from smc_hmm.bench.rates import measure_rates
+    from smc_hmm.cost.model import CostModel
+
+    sample = frames[:ESTIMATE_SAMPLE_FRAMES]
+    with status(_stderr(), f"cost model: pricing {len(frames):,} frames from {len(sample)}"):
+        small = run_protocol(
+            protocol,
+            params,
+            {"alice": ("alice", sample), "bob": ("bob", keywords)},
+            keys={"alice": keypair},
+            compute=Compute.inline(),
+            min_key_bits=min(args.key_bits, 2048) if args.insecure else 2048,
+            timeout=args.timeout,
+        )
+        rates = measure_rates(*keypair)
+        seconds = (
+            CostModel(rates)
+            .predict(small.cost, bits=args.key_bits, input_scale=len(frames) / len(sample))
+            .serial_seconds
+        )
+    _stderr().print(
+        f"cost model: about {seconds:.0f} s for {len(frames):,} frames on one lane "
+        "(two lanes take less)"
+    )
+    return seconds
 
 
 def _run_against_server(args, console) -> int:

@@ -1,6 +1,7 @@
 """The smc-hmm command line: demo, certs, cost, bench registry, error handling."""
 
 import json
+import re
 import types
 
 import numpy as np
@@ -389,3 +390,18 @@ def test_progress_lines_estimate_the_time_left():
     assert all(abs(left - 0.5 * (100 - done)) <= 1 for done, left in estimates)
     assert lines[-1] == "run: forward recursion 100/100"
     assert len(lines) <= 27  # one line every two seconds
+
+
+def test_a_long_recording_is_priced_by_the_cost_model_first(tmp_path, capsys, monkeypatch):
+    """Long recordings get the cost model's estimate before the run (a short run's ledger
+    scaled to the length, priced at this machine's rates) and progress lines after it."""
+    from smc_hmm.cli import keyword as kw
+
+    monkeypatch.setattr(kw, "ESTIMATE_FROM_FRAMES", 10)
+    monkeypatch.setattr(kw, "ESTIMATE_SAMPLE_FRAMES", 4)
+    wav = tmp_path / "hello.wav"
+    _write_wav(wav)
+    assert main(["keyword", "--audio", str(wav), "--key-bits", "1024", "--insecure"]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"cost model: about \d+ s for \d+ frames", err)
+    assert "forward recursion" in err
