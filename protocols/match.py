@@ -37,22 +37,30 @@ windows, all public):
    forms the candidates: candidate 0 is the public threshold (E(tau), tau in score
    units), then every window (``exact``) or, in the ``approx`` mode, every
    ``stride``-th offset of each recording with the scores of ``stride`` adjacent windows
-   summed (a pooled candidate; the threshold is ``stride`` tau).
-8. The secure argmax over the candidates: the DGK tournament of
-   :mod:`protocols.compare` (batched comparisons and selections, ceil(log2(count))
-   rounds; ties go to the lowest index, so a window must beat the threshold strictly and
-   the answer is exactly the plaintext matcher's), and its label revealed to Alice
-   (``argmax.label``): 0 for "no match", else the candidate's (recording, offset).
+   summed (a pooled candidate; the threshold is ``stride`` tau).  Every value is
+   shifted left by lb = bits(count - 1) bits and carries its candidate's code
+   2^lb - 1 - index in the low bits: all values differ, and of two equal scores the
+   lower index is the larger value.
+8. The secure maximum: a tournament (:class:`protocols.viterbi.Tournament`, consecutive
+   pairs, ceil(log2(count)) rounds) of batched compare-and-selects
+   (:func:`protocols.compare.bob_compare_select`: DGK with Veugen's correction, the max
+   of each pair from the comparison's own values, Bob's masked differences packed many
+   per ciphertext so Alice decrypts once per ciphertext; 4 messages a round).  Bob keeps
+   E(max) and sends ``match.winner`` E(max + rho 2^lb), rho uniform over sigma bits
+   beyond the values' bound: Alice reads the code in the low bits -- 0 for "no match",
+   else the candidate's (recording, offset).  The lowest index wins ties, so a window
+   must beat the threshold strictly and the answer is exactly the plaintext matcher's.
 
 Who learns what:
 
 * Alice learns the answer: the winning candidate's (recording id, offset) or "no match".
   Besides it she sees only values masked with sigma = 40 statistical bits: every slot of
   step 5 (raw scores and, in a block's unused slots, partial sums: each plus a mask of
-  sigma bits beyond their public bound; statistical distance <= 2^-(sigma - 1)) and the
-  comparisons' masked differences and uniform bits (:mod:`protocols.compare`).  What
-  the answer itself tells her over many chosen snippets is the argmax's leak: one answer
-  per snippet (``docs/security.md``, "match").
+  sigma bits beyond their public bound; statistical distance <= 2^-(sigma - 1)), the
+  comparisons' masked differences, uniform bits and her own shares
+  (:mod:`protocols.compare`), and the winner's value under rho.  What the answer itself
+  tells her over many chosen snippets is the argmax's leak: one answer per snippet
+  (``docs/security.md``, "match").
 * Bob learns L and nothing else: Paillier and DGK ciphertexts only (IND-CPA).
 
 The ``approx`` mode (``stride`` K >= 2) makes about 1/K of the comparisons: it is the
@@ -79,6 +87,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from protocols import compare
+from protocols.viterbi import Tournament, alice_tournament, bob_tournament
 from smc_hmm.crypto import CipherArray
 from smc_hmm.crypto.packing import PackingPlan, plain_bits
 from smc_hmm.data.match import (
@@ -242,9 +251,33 @@ class MatchLayout:
         return self.params.pool * self.score_bound
 
     @property
+    def label_bits(self) -> int:
+        """Bits of a candidate's code in the low bits of its value."""
+        return max(1, (self.count - 1).bit_length())
+
+    @property
+    def folded_bound(self) -> int:
+        """The bound of a value with its code: value 2^label_bits + code."""
+        return (self.value_bound << self.label_bits) + (1 << self.label_bits) - 1
+
+    @property
     def bits(self) -> int:
-        """The comparisons' l: every value (and the threshold) fits in l - 1 bits."""
-        return self.value_bound.bit_length() + 1
+        """The comparisons' l: every folded value (and the threshold's) fits in l - 1 bits."""
+        return self.folded_bound.bit_length() + 1
+
+    def code(self, index: int) -> int:
+        """Candidate ``index``'s code: distinct, larger for a lower index (so the lowest index
+        wins a tie of values, as in the plaintext matcher)."""
+        return (1 << self.label_bits) - 1 - index
+
+    @property
+    def winner_mask_bits(self) -> int:
+        """The mask over the winner's value when its code is revealed."""
+        return self.value_bound.bit_length() + 1 + self.params.sigma
+
+    @property
+    def winner_bound(self) -> int:
+        return self.folded_bound + (1 << (self.winner_mask_bits + self.label_bits))
 
     @property
     def mask_bits(self) -> int:
@@ -307,14 +340,12 @@ class MatchLayout:
         return self.raw_bound + (1 << self.mask_bits)
 
     # the argmax
-    def argmax_params(self) -> compare.ArgmaxParams:
-        return compare.ArgmaxParams(
-            bits=self.bits,
-            count=self.count,
-            sigma=self.params.sigma,
-            reveal_to="alice",
-            tie_break="lowest",
-        )
+    @property
+    def tournament(self) -> Tournament:
+        return Tournament.of([self.count])
+
+    def select_spec(self, count: int) -> compare.SelectSpec:
+        return compare.SelectSpec(self.bits, count, self.key_bits, self.params.sigma)
 
     def compare_spec(self) -> compare.CompareSpec:
         return compare.CompareSpec(self.bits, 1, self.params.sigma)
@@ -341,27 +372,23 @@ class MatchLayout:
                 Ciphertexts(0, self.packed_bound(self.slot_value_bound), (len(self.blocks),)),
             ),
             "slots": Message("match.slots", Ciphertexts(0, self.slot_value_bound, (self.total,))),
+            "winner": Message("match.winner", Ciphertexts(0, self.winner_bound, (1,))),
         }
 
     def declared_messages(self) -> list[Message]:
         """Every message of a run (for the transcript harness and for readers)."""
         out = list(self.messages().values()) + list(self.compare_spec().messages().values())
-        if self.count >= 2:
-            out += self.argmax_params().messages()
+        for matches in self.tournament.matches:
+            out += list(self.select_spec(len(matches)).messages().values())
         return out
 
     def randomizers(self) -> dict[str, int]:
         """Fresh randomizers: Alice's snippet and slot encryptions, Bob's re-randomised
-        blocks and threshold, then the tournament and the label's reveal."""
-        need = {"alice": self.rows * self.bands + self.total, "bob": len(self.blocks)}
-        if self.count >= 2:
-            parts = (
-                {"alice": 0, "bob": 1},
-                self.argmax_params().randomizers(),
-                compare.reveal_randomizers("alice"),
-            )
-            for part in parts:
-                need = {k: need[k] + part[k] for k in need}
+        blocks, his threshold, every round of the tournament, the winner's reveal."""
+        need = {"alice": self.rows * self.bands + self.total, "bob": len(self.blocks) + 2}
+        for matches in self.tournament.matches:
+            part = self.select_spec(len(matches)).randomizers()
+            need = {k: need[k] + part[k] for k in need}
         return need
 
 
@@ -453,13 +480,11 @@ def alice(ctx, snippet, params: MatchParams, peer: str = "bob") -> dict:
             raise ProtocolError("match.masked: a slot is outside its declared range")
         ctx.send(peer, msg["slots"], CipherArray.encrypt_encoded(pk, values, 0, top))
     with ctx.phase("argmax"):  # steps 7-8
-        index = 0
-        if layout.count >= 2:
-            argmax = layout.argmax_params()
-            compare.alice_argmax(ctx, dgk_sk, argmax, peer)
-            (index,) = compare.alice_reveal(
-                ctx, (1,), argmax.labels_bound, "alice", peer, compare.ARGMAX_TAGS, params.sigma
-            )
+        alice_tournament(ctx, dgk_sk, layout.tournament, layout, peer)
+        (winner,) = ctx.recv(peer, msg["winner"]).decrypt_ints(sk)
+        index = layout.code(0) - int(winner) % (1 << layout.label_bits)
+        if not 0 <= index < layout.count:
+            raise ProtocolError("match.winner: the code names no candidate")
     result = answer(index, lengths, length, params.pool, ids)
     return {
         "match": result.id,
@@ -510,23 +535,42 @@ def bob(ctx, collection, params: MatchParams, peer: str = "alice") -> None:
         slots.public_key.same_key(pk)
         unmask = [-m for (_, _, used), row in zip(blocks, masks) for m in row[:used]]
         values = _candidates(slots, unmask, factors, layout, pk)  # step 7
-        if layout.count >= 2:  # step 8
-            argmax = layout.argmax_params()
-            label, _ = compare.bob_argmax(ctx, values, dgk_pk, argmax, peer=peer)
-            compare.bob_reveal(
-                ctx, label, argmax.labels_bound, "alice", peer, compare.ARGMAX_TAGS, params.sigma
-            )
+        plan = _TournamentPlan(layout, dgk_pk)
+        best = bob_tournament(ctx, values, layout.tournament, plan, [0], peer)[0]  # step 8
+        mask = ctx.rng.randbits(layout.winner_mask_bits) << layout.label_bits
+        winner = best.with_bound(layout.folded_bound).add_encoded([mask]).rerandomize()
+        ctx.send(peer, msg["winner"], winner)
     return None
 
 
+@dataclass(frozen=True)
+class _TournamentPlan:
+    """What :func:`protocols.viterbi.bob_tournament` asks of a plan: the values' bound,
+    Alice's DGK key and the batched compare-and-select of each round."""
+
+    layout: MatchLayout
+    dgk_pk: object
+
+    @property
+    def value_bound(self) -> int:
+        return self.layout.folded_bound
+
+    def select_spec(self, count: int) -> compare.SelectSpec:
+        return self.layout.select_spec(count)
+
+
 def _candidates(slots, unmask, factors, layout: MatchLayout, pk) -> CipherArray:
-    """E(threshold), then every candidate's value: raw scores unmasked, times c_o, pooled."""
-    threshold = CipherArray.encrypt_encoded(pk, [layout.threshold_units()], 0, layout.value_bound)
+    """E(threshold), then every candidate's value -- raw scores unmasked, times c_o, pooled
+    -- each times 2^label_bits plus its code."""
+    shift, bound = 1 << layout.label_bits, layout.folded_bound
+    top = layout.threshold_units() * shift + layout.code(0)
+    threshold = CipherArray.encrypt_encoded(pk, [top], 0, bound)
     if not layout.total:
         return threshold
     raw = slots.add_encoded(np.array(unmask, dtype=object)).with_bound(layout.raw_bound)
-    scores = raw.mul(np.concatenate(factors).astype(object)).with_bound(layout.score_bound)
     pool = layout.params.pool
+    factor = np.concatenate(factors).astype(object) * (shift if pool == 1 else 1)
+    scores = raw.mul(factor).with_bound(layout.score_bound * (shift if pool == 1 else 1))
     if pool == 1:
         pooled = scores
     else:
@@ -538,8 +582,10 @@ def _candidates(slots, unmask, factors, layout: MatchLayout, pk) -> CipherArray:
         pooled = scores[np.array(picks[0])]
         for pick in picks[1:]:
             pooled = pooled + scores[np.array(pick)]
-    pooled = pooled.with_bound(layout.value_bound)
-    return CipherArray.concatenate([threshold, pooled]).with_bound(layout.value_bound)
+        pooled = pooled.with_bound(layout.value_bound).mul(shift)
+    codes = np.array([layout.code(i) for i in range(1, layout.count)], dtype=object)
+    folded = pooled.with_bound(layout.value_bound * shift).add_encoded(codes)
+    return CipherArray.concatenate([threshold, folded]).with_bound(bound)
 
 
 # -- the plugin --------------------------------------------------------------------------------
