@@ -31,7 +31,7 @@ from smc_hmm.cli.common import add_key_arguments, check_key_bits, check_output_p
 from smc_hmm.compute import Compute
 from smc_hmm.crypto import generate_keypair
 from smc_hmm.data.match import Collection, Spectrogram, match
-from smc_hmm.errors import ConfigError, InsecureKeyWarning
+from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError
 from smc_hmm.options import TIMEOUT, WORKERS
 from smc_hmm.progress import status
 from smc_hmm.protocol import find
@@ -77,6 +77,8 @@ def configure(p) -> None:
 
 
 def _params(args) -> dict:
+    if args.stride is not None and args.mode != "approx":
+        raise InvalidInputError("--stride is for --mode approx (the exact mode takes every offset)")
     params = {"mode": args.mode}
     if args.stride is not None:
         params["stride"] = args.stride
@@ -187,7 +189,6 @@ def _emit(report: dict, path: str | None, extra: dict, out) -> None:
 
 def _run_against_server(args, out, frames, plain, frame_seconds: float) -> int:
     """Alice only, against a serving Bob whose parameters must be the ones asked for."""
-    from smc_hmm.errors import InvalidInputError
     from smc_hmm.runtime.client import client_tls, parse_server, run_client_session
 
     if not args.certs:

@@ -417,6 +417,9 @@ def test_the_command_prints_both_answers(tmp_path, capsys):
     assert report["agree"] and "parties" in report["cost"]
     assert main(["match", "--audio", str(folder / "rec3.wav"), "--mode", "approx",
                  "--stride", "1", "--key-bits", "512", "--insecure"]) == 2  # fmt: skip
+    assert main(["match", "--audio", str(folder / "rec3.wav"), "--stride", "3",
+                 "--key-bits", "512", "--insecure"]) == 2  # fmt: skip
+    assert "--stride is for --mode approx" in capsys.readouterr().err
 
 
 def test_bench_match_smoke(tmp_path):
