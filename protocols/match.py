@@ -83,6 +83,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from functools import cached_property
 
 import numpy as np
 
@@ -122,6 +123,9 @@ MAX_FRAMES = 500
 #: the most recordings and windows a catalogue may declare (checked by Alice on arrival)
 MAX_RECORDINGS = 1_000_000
 MAX_RECORDING_FRAMES = 1_000_000
+#: the most frames a whole catalogue may declare (about 55 hours at 20 ms a frame: the
+#: candidates of one query, up to this many, are listed in memory on both sides)
+MAX_CATALOGUE_FRAMES = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -217,31 +221,31 @@ class MatchLayout:
     def bands(self) -> int:
         return self.params.bands
 
-    @property
+    @cached_property
     def windows(self) -> list[int]:
         return window_counts(self.lengths, self.length)
 
-    @property
+    @cached_property
     def total(self) -> int:
         """N: every window of every recording."""
         return sum(self.windows)
 
-    @property
+    @cached_property
     def candidates(self) -> list[tuple[int, int]]:
         """(recording, offset) of every candidate after the threshold."""
         return candidates(self.lengths, self.length, self.params.pool)
 
-    @property
+    @cached_property
     def count(self) -> int:
         """Candidates of the argmax, the threshold included."""
         return len(self.candidates) + 1
 
     # bounds and packing
-    @property
+    @cached_property
     def raw_bound(self) -> int:
         return self.params.quant.raw_bound(self.length, self.bands)
 
-    @property
+    @cached_property
     def score_bound(self) -> int:
         return self.params.quant.score_bound(self.length, self.bands)
 
@@ -250,12 +254,12 @@ class MatchLayout:
         """The bound of every candidate's value (pooled: ``pool`` scores)."""
         return self.params.pool * self.score_bound
 
-    @property
+    @cached_property
     def label_bits(self) -> int:
         """Bits of a candidate's code in the low bits of its value."""
         return max(1, (self.count - 1).bit_length())
 
-    @property
+    @cached_property
     def folded_bound(self) -> int:
         """The bound of a value with its code: value 2^label_bits + code."""
         return (self.value_bound << self.label_bits) + (1 << self.label_bits) - 1
@@ -300,7 +304,7 @@ class MatchLayout:
             self.key_bits
         )
 
-    @property
+    @cached_property
     def slots(self) -> int:
         """S: as many windows per ciphertext as the key holds, at most a recording's windows."""
         top = max(1, min(plain_bits(self.key_bits) // self.slot_bits, max(self.windows, default=1)))
@@ -321,7 +325,7 @@ class MatchLayout:
         """Frame rows of Alice's packed snippet: L + S - 1."""
         return self.length + self.slots - 1
 
-    @property
+    @cached_property
     def blocks(self) -> list[tuple[int, int, int]]:
         """(recording, first offset, windows used) of every packed block of Bob's scores."""
         s = self.slots
@@ -340,7 +344,7 @@ class MatchLayout:
         return self.raw_bound + (1 << self.mask_bits)
 
     # the argmax
-    @property
+    @cached_property
     def tournament(self) -> Tournament:
         return Tournament.of([self.count])
 
@@ -414,6 +418,9 @@ def check_catalogue(ids, lengths) -> tuple[list[str], list[int]]:
         raise ProtocolError("match.catalogue: lengths must be positive integers")
     for t in lengths:
         check_at_most("MAX_RECORDING_FRAMES", t, MAX_RECORDING_FRAMES, "a recording's frames")
+    check_at_most(
+        "MAX_CATALOGUE_FRAMES", sum(lengths), MAX_CATALOGUE_FRAMES, "the catalogue's frames"
+    )
     return ids, lengths
 
 
