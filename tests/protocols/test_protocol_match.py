@@ -442,3 +442,19 @@ def test_bench_match_smoke(tmp_path):
     assert data["extrapolation"]["recordings"] == 10_000
     rows = {r["name"]: r for r in data["rows"]}
     assert rows["sweep, exact: secure answers that differ from plaintext"]["ours"] == 0
+
+
+def test_bench_match_exits_1_on_a_missed_target(tmp_path, monkeypatch):
+    from smc_hmm.bench import match as bench
+
+    monkeypatch.setattr(bench, "SLOPE_LIMIT", -1.0)  # no growth is that sublinear
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    path = tmp_path / "missed.json"
+    args = parser.parse_args(
+        ["--key-bits", "512", "--insecure", "--workers", "1", "--skip-accuracy",
+         "--skip-speed", "--growth", "4,8", "--json", str(path)]
+    )  # fmt: skip
+    assert bench.main(args) == 1
+    rows = {r["name"]: r for r in json.loads(path.read_text())["rows"]}
+    assert rows["growth: log-log slope of seconds vs recordings"]["limit"] == -1.0
