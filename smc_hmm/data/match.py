@@ -55,12 +55,14 @@ __all__ = [
     "Quantisation",
     "Query",
     "Spectrogram",
+    "answer",
     "candidate_values",
     "candidates",
     "load_bundled_collection",
     "load_bundled_queries",
     "load_match_manifest",
     "match",
+    "pooled",
     "raw_scores",
     "window_counts",
 ]
@@ -377,12 +379,6 @@ class MatchResult:
     @property
     def matched(self) -> bool:
         return self.recording is not None
-
-    def to_dict(self, frame_seconds: float | None = None) -> dict:
-        out = {"match": self.id, "recording": self.recording, "offset_frames": self.offset}
-        if frame_seconds is not None and self.offset is not None:
-            out["offset_seconds"] = round(self.offset * frame_seconds, 6)
-        return out
 
 
 def answer(index: int, lengths, length: int, stride: int, ids) -> MatchResult:
