@@ -8,6 +8,7 @@ Subcommands::
     smc-hmm serve --role bob --config parties.toml [--scheduler A]  serve many clients (mTLS)
     smc-hmm keyword --audio FILE.wav [--models M] [--json PATH]     keyword of one recording
     smc-hmm speaker identify|verify|anonymous --audio FILE.wav      speaker of one recording
+    smc-hmm spot --audio FILE.wav --keyword seven [--json PATH]     where a keyword occurs
     smc-hmm match --audio SNIPPET.wav [--collection DIR|FILE.npz]   which recording holds it
     smc-hmm bench NAME [...]                                        a registered benchmark
     smc-hmm cost REPORT.json [--run N] [--bits B ...]               show / extrapolate a cost report
@@ -50,6 +51,7 @@ from smc_hmm.cli import (
     release,
     serve,
     speaker,
+    spot,
 )
 from smc_hmm.cli.common import BENCH_GROUP, DEFAULT_DEMO, DEMO_GROUP
 from smc_hmm.errors import SmcHmmError
@@ -65,6 +67,7 @@ COMMANDS: dict[str, ModuleType] = {
     "serve": serve,
     "keyword": keyword,
     "speaker": speaker,
+    "spot": spot,
     "match": match,
     "bench": bench,
     "cost": cost,

@@ -1,0 +1,261 @@
+"""``smc-hmm spot --audio FILE.wav --keyword seven``: secure keyword spotting in a recording.
+
+Alice computes the features of her WAV file locally (the bundled feature pipeline), Bob
+holds keyword models and their fillers (the bundled digit HMMs and fillers by default, or
+a model file with models labelled L and fillers labelled "filler-L"), and the registered
+``spot`` protocol (``protocols/spotting.py``, found by name: this core module does not
+import the protocol package) decodes the filler-keyword-filler composites with secure
+Viterbi: Alice learns, per keyword, whether it occurs and its first and last frame.  The
+plaintext decision (:mod:`smc_hmm.hmm.spotting`, the same composites) is printed beside.
+
+With ``--server HOST:PORT --certs DIR`` only Alice runs here, against a serving Bob
+(``smc-hmm serve`` with ``protocol = "spot"``); the served keywords must be the ones asked
+for, and the plaintext comparison uses the bundled models.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+from smc_hmm.cli.common import (
+    add_key_arguments,
+    check_key_bits,
+    check_output_path,
+    console,
+    write_json,
+)
+from smc_hmm.compute import Compute
+from smc_hmm.crypto import generate_keypair
+from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError
+from smc_hmm.options import TIMEOUT, WORKERS
+from smc_hmm.progress import status
+from smc_hmm.protocol import find
+from smc_hmm.runtime.offline import offline_phase
+from smc_hmm.runtime.simulate import run_protocol
+
+HELP = "find where keywords occur in one WAV recording, securely (Alice and Bob in-process)"
+#: the bundled pipeline's hop: frame k is centred at k * HOP seconds
+HOP = 0.01
+
+
+def configure(p) -> None:
+    p.add_argument("--audio", required=True, help="Alice's recording (mono WAV, any rate)")
+    p.add_argument(
+        "--keyword",
+        required=True,
+        action="append",
+        help="a keyword to look for (repeat it, or 'all' for every model); the bundled "
+        "models are the digits zero .. nine",
+    )
+    p.add_argument(
+        "--models",
+        default="bundled",
+        help="Bob's models: bundled (digit HMMs and their fillers) or a model file (.npz) "
+        "with keyword models labelled L and fillers labelled filler-L",
+    )
+    p.add_argument(
+        "--workers", type=WORKERS, default=None, help="compute lanes per party (default: cores)"
+    )
+    add_key_arguments(p, "tests only")
+    p.add_argument("--timeout", type=TIMEOUT, default=600.0, help="per-receive timeout, seconds")
+    p.add_argument("--json", metavar="PATH", help="also write the decisions and cost as JSON")
+    p.add_argument("--server", metavar="HOST:PORT", help="a serving Bob (smc-hmm serve)")
+    p.add_argument("--certs", metavar="DIR", help="with --server: ca.pem and the client's files")
+    p.add_argument("--name", help="with --server: the client certificate's name in --certs")
+    p.add_argument("--server-name", default="bob", help="with --server: the server's party name")
+
+
+def load_models(spec: str):
+    """(``{label: (keyword HMM, filler HMM)}``, feature pipeline) of ``--models``."""
+    from smc_hmm.data import load_bundled_models, load_pipeline
+    from smc_hmm.data.continuous import load_fillers
+    from smc_hmm.features import FeaturePipeline
+    from smc_hmm.hmm.io import load_model_pipeline
+    from smc_hmm.hmm.io import load_models as read
+
+    if spec == "bundled":
+        models, labels = load_bundled_models("diag")
+        fillers, _ = load_fillers("diag")
+        return {k: (m, f) for k, m, f in zip(labels, models, fillers)}, load_pipeline()
+    if not Path(spec).is_file():
+        raise ConfigError(
+            f"--models {spec}: not 'bundled' or a model file; give the path of a .npz file "
+            "(smc_hmm.hmm.io.save_models) with keyword models labelled L and fillers "
+            "labelled filler-L"
+        )
+    models, labels = read(Path(spec))
+    if not labels:
+        raise ConfigError(f"--models {spec}: the models carry no labels")
+    by_label = dict(zip(labels, models))
+    out = {}
+    for label, model in by_label.items():
+        if label.startswith("filler-"):
+            continue
+        if "filler-" + label not in by_label:
+            raise ConfigError(f"--models {spec}: keyword {label!r} has no filler-{label}")
+        out[label] = (model, by_label["filler-" + label])
+    stored = load_model_pipeline(Path(spec))
+    pipeline = FeaturePipeline.from_dict(stored) if stored is not None else load_pipeline()
+    return out, pipeline
+
+
+def keywords_of(args, models) -> list[str]:
+    asked = [k for group in args.keyword for k in group.split(",") if k]
+    if "all" in asked:
+        return list(models)
+    unknown = [k for k in asked if k not in models]
+    if unknown:
+        raise InvalidInputError(
+            f"no model for keyword(s) {unknown}; --models {args.models} has {sorted(models)}"
+        )
+    return list(dict.fromkeys(asked))
+
+
+def plaintext(models, frames, keywords) -> dict:
+    """The plaintext decisions on the same composites (smc_hmm.hmm.spotting)."""
+    from smc_hmm.hmm.spotting import compose, spot
+
+    out = {}
+    for label in keywords:
+        composite, layout = compose(*models[label])
+        s = spot(composite, layout, frames)
+        out[label] = {
+            "found": s.found,
+            "frames": None if not s.found else [s.start, s.end],
+            "seconds": None if not s.found else [s.start * HOP, (s.end + 1) * HOP],
+        }
+    return out
+
+
+def _span(decision) -> str:
+    if not decision["found"]:
+        return "not found"
+    a, b = decision["seconds"]
+    f0, f1 = decision["frames"]
+    return f"{a:.2f}-{b:.2f} s (frames {f0}-{f1})"
+
+
+def run(args) -> int:
+    """Spot ``args.keyword`` in ``args.audio`` securely; print both decisions and the cost."""
+    check_key_bits(args)
+    check_output_path(args.json)
+    if args.server:
+        return _run_against_server(args, console())
+    return _run_in_process(args, console())
+
+
+def _run_in_process(args, console) -> int:
+    protocol = find("spot")
+    models, pipeline = load_models(args.models)
+    keywords = keywords_of(args, models)
+    params = {"keywords": keywords}
+    descriptor_params = protocol.params(params)  # bad parameters fail before any work
+    frames = pipeline.features_from_wav(args.audio)
+    if args.insecure:
+        console.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
+    with (
+        status(console, f"generating a {args.key_bits}-bit Paillier key pair"),
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("ignore", InsecureKeyWarning)
+        keypair = generate_keypair(args.key_bits, insecure=args.insecure)
+    plain = plaintext(models, frames, keywords)
+    inputs = {"alice": frames, "bob": {k: models[k] for k in keywords}}
+    with Compute.processes(args.workers) as compute:
+        with status(console, "offline phase: the run's randomizers, once the key is known"):
+            offline = offline_phase("spot", params, inputs, keypair[0], compute)
+        keypair[0].use_randomizer(offline.alice)
+        with status(
+            console,
+            f"secure keyword spotting: {len(frames)} frames, {len(keywords)} keyword(s)",
+        ):
+            result = run_protocol(
+                protocol,
+                descriptor_params,
+                {"alice": ("alice", frames), "bob": ("bob", inputs["bob"])},
+                keys={"alice": keypair},
+                compute={"alice": compute, "bob": compute},
+                min_key_bits=min(args.key_bits, 2048) if args.insecure else 2048,
+                timeout=args.timeout,
+                meta={"audio": str(args.audio), "keywords": keywords},
+                randomizers=offline.randomizers(keypair[0]),
+            )
+    secure = result["alice"]
+    result.cost.render(console)
+    agree = all(secure[k] == plain[k] for k in keywords)
+    for k in keywords:
+        same = "[green]agrees[/]" if secure[k] == plain[k] else "[red]DIFFERS[/]"
+        console.print(
+            f"{args.audio}: [bold]{k}[/]: secure {_span(secure[k])}; plaintext "
+            f"{_span(plain[k])} ({same})",
+            soft_wrap=True,
+        )
+    console.print(
+        f"{len(frames)} frames, {result.elapsed:.1f} s online + {offline.seconds:.1f} s offline, "
+        f"{result.cost.bytes_total:,} bytes",
+        soft_wrap=True,
+    )
+    if args.json:
+        report = {
+            "secure": secure,
+            "plaintext": plain,
+            "keywords": keywords,
+            "frames": len(frames),
+            "seconds": result.elapsed,
+            "offline_seconds": offline.seconds,
+            "cost": result.cost.to_dict(),
+        }
+        write_json(args.json, report, console)
+    return 0 if agree else 1
+
+
+def _run_against_server(args, console) -> int:
+    """Alice only, against a serving Bob whose ``[protocol] keywords`` are the ones asked."""
+    from smc_hmm.data import load_pipeline
+    from smc_hmm.runtime.client import client_tls, parse_server, run_client_session
+
+    if not args.certs:
+        raise InvalidInputError("--server needs --certs DIR (ca.pem and a client certificate)")
+    keywords = [k for group in args.keyword for k in group.split(",") if k]
+    if "all" in keywords:
+        raise InvalidInputError("with --server name the keywords the server spots")
+    address = parse_server(args.server)
+    tls, name = client_tls(args.certs, args.name)
+    frames = load_pipeline().features_from_wav(args.audio)
+    if args.insecure:
+        console.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
+    with status(console, f"secure keyword spotting with {args.server} as {name}"):
+        result = run_client_session(
+            "spot",
+            "alice",
+            frames,
+            server=address,
+            tls=tls,
+            name=name,
+            server_name=args.server_name,
+            key_bits=args.key_bits,
+            insecure=args.insecure,
+            timeout=args.timeout,
+            expect={"keywords": keywords},
+        )
+    secure = result["output"]
+    for k in keywords:
+        console.print(f"{args.audio}: [bold]{k}[/]: secure {_span(secure[k])}", soft_wrap=True)
+    console.print(
+        f"session {result['session']} with {args.server}: {len(frames)} frames, "
+        f"{result['elapsed']:.1f} s",
+        soft_wrap=True,
+    )
+    if args.json:
+        report = {
+            "secure": secure,
+            "keywords": keywords,
+            "frames": len(frames),
+            "seconds": result["elapsed"],
+            "session": result["session"],
+            "server": args.server,
+            "cost": result["cost"],
+        }
+        write_json(args.json, report, console)
+    return 0

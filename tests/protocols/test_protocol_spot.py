@@ -1,0 +1,301 @@
+"""protocols.spotting: keyword spotting (2.2.3 (a)) and speech mining (2.2.3 (b)) on the
+bundled continuous speech -- secure decisions equal the plaintext ones, Bob's view does
+not depend on whether or which keyword occurs, and the command, the benchmark and two OS
+processes run it like every plugin."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from transcript_harness import assert_same_transcripts
+
+from protocols import spotting as sp
+from protocols import viterbi as vit
+from smc_hmm.data import DIGIT_WORDS
+from smc_hmm.data.continuous import load_continuous_test, spotting_model
+from smc_hmm.errors import ConfigError, InvalidInputError
+from smc_hmm.hmm.spotting import SpottingLayout, compose, spot
+from smc_hmm.runtime import run_protocol
+
+pytestmark = pytest.mark.filterwarnings("ignore::smc_hmm.errors.InsecureKeyWarning")
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    return sp.load_keyword_models("bundled", None)
+
+
+def _spot(keypair, frames, models, keywords, **kwargs):
+    return run_protocol(
+        sp.PROTOCOL,
+        {"keywords": keywords},
+        {"alice": ("alice", frames), "bob": ("bob", models)},
+        keys={"alice": keypair},
+        min_key_bits=512,
+        timeout=600,
+        **kwargs,
+    )
+
+
+def _cut(recording, digit, frames):
+    """The first ``frames`` frames of a recording, and whether they hold all of ``digit``."""
+    span = recording.span_of(digit)
+    return recording.features[:frames], span is not None and span[1] < frames
+
+
+def test_the_composite_and_its_public_layout():
+    model, layout = spotting_model(7)
+    assert layout == SpottingLayout(6, 5) and layout.states == model.n_states == 17
+    assert layout.rows == (*range(11), *range(6))  # F2 reuses F1's emission rows
+    assert list(layout.keyword_states) == [6, 7, 8, 9, 10]
+    a = model.transmat
+    assert a[0, 6] > 0 and a[5, 6] > 0 and a[10, 11] > 0  # pause/word end -> K -> F2's pause
+    assert np.allclose(a.sum(axis=1), 1)
+    with pytest.raises(InvalidInputError):
+        compose(model, model, enter=0)
+
+
+def test_bundled_data_and_plaintext_quality():
+    from smc_hmm.data.continuous import load_continuous_manifest
+
+    recordings = load_continuous_test()
+    assert len(recordings) >= 100
+    assert all(3 <= len(r.digits) <= 5 and len(set(r.digits)) == len(r.digits) for r in recordings)
+    for r in recordings[:10]:
+        firsts = [a for a, _ in r.words]
+        assert firsts == sorted(firsts) and r.words[-1][1] < len(r.features)
+    manifest = load_continuous_manifest()
+    overall = manifest["results"]["overall"]
+    assert overall["detection_rate"] > 0.8 and overall["false_alarm_rate"] < 0.3
+
+
+@pytest.mark.parametrize("index", [0, 3])
+def test_spotting_equals_plaintext_on_real_recordings(keypair_512, bundled, index):
+    recording = load_continuous_test([index])[0]
+    label = DIGIT_WORDS[recording.digits[1]]  # a keyword the recording holds
+    other = next(w for d, w in enumerate(DIGIT_WORDS) if d not in recording.digits)
+    frames = recording.features
+    result = _spot(keypair_512, frames, bundled, [label, other])
+    plain = sp.plaintext(bundled, frames, [label, other])
+    assert result["alice"] == plain
+    assert result["bob"] is None
+    assert plain[label]["found"]
+    first, last = plain[label]["frames"]
+    truth = recording.span_of(recording.digits[1])
+    assert first <= truth[1] and last >= truth[0]
+
+
+def test_bob_learns_nothing_whether_the_keyword_occurs(keypair_512, bundled):
+    """Two recordings of the same public length, one holding the keyword and one not:
+    Bob's frames (and Alice's) are identical once ciphertexts are masked."""
+    recordings = load_continuous_test()
+    seven = DIGIT_WORDS.index("seven")
+    length = 60
+    holding = next(r for r in recordings if _cut(r, seven, length)[1])
+    without = next(r for r in recordings if seven not in r.digits and len(r.features) >= length)
+    cases = [holding.features[:length], without.features[:length]]
+    outputs = []
+
+    def run(frames, wrap):
+        outputs.append(_spot(keypair_512, frames, bundled, ["seven"], wrap_transport=wrap))
+
+    models = bundled["seven"]
+    structure = vit.Structure.of([models.decoder()])
+    declared = sp.declared_messages(sp.SpotParams(keywords=("seven",)), structure, length, 512)
+    frames = assert_same_transcripts(run, cases, declared)
+    assert ("bob", "alice") in frames
+    found = [o["alice"]["seven"]["found"] for o in outputs]
+    assert found == [True, False]  # the runs really differ in what Alice learns
+
+
+def test_mining_equals_plaintext_and_hides_the_keyword(keypair_512, bundled):
+    """Speech mining: Bob's recording, Alice's private keyword model; Bob's view is the
+    same whichever keyword Alice searches (all digit composites share one structure)."""
+    recording = load_continuous_test([5])[0]
+    frames = recording.features[:50]
+    outputs = []
+
+    def run(label, wrap):
+        result = run_protocol(
+            sp.PROTOCOL,
+            {"direction": "mining"},
+            {"alice": ("alice", {label: bundled[label]}), "bob": ("bob", frames)},
+            keys={"alice": keypair_512},
+            min_key_bits=512,
+            timeout=600,
+            wrap_transport=wrap,
+        )
+        outputs.append((label, result["alice"]))
+
+    labels = [DIGIT_WORDS[recording.digits[0]], DIGIT_WORDS[recording.digits[1]]]
+    structure = vit.Structure.of([bundled[labels[0]].decoder()])
+    declared = sp.declared_messages(sp.SpotParams(direction="mining"), structure, 50, 512)
+    assert_same_transcripts(run, labels, declared)
+    for label, out in outputs:
+        assert out == sp.plaintext(bundled, frames, [label])
+
+
+def test_parameters_are_checked():
+    with pytest.raises(InvalidInputError, match="keywords"):
+        sp.SpotParams()
+    with pytest.raises(InvalidInputError, match="private"):
+        sp.SpotParams(direction="mining", keywords=("seven",))
+    with pytest.raises(ConfigError):
+        sp.SpotParams.from_config({"keywords": "seven", "colour": "red"})
+    assert sp.SpotParams.from_config({"keywords": "seven"}).keywords == ("seven",)
+    with pytest.raises(InvalidInputError, match="no model"):
+        sp.bob(None, {"seven": (None, None)}, sp.SpotParams(keywords=("nine",)))
+
+
+def test_the_offline_plan_counts_every_randomizer(keypair_512, bundled):
+    from smc_hmm.crypto import DJNRandomizer, RandomizerPool, Rng
+
+    frames = load_continuous_test([1])[0].features[:12]
+    pk, _ = keypair_512
+    params = sp.SpotParams(keywords=("one", "two"))
+    need = sp.randomizers_needed(params, pk.bits, {"alice": frames, "bob": bundled})
+    own = pk.randomizer
+    alice_pool = RandomizerPool(own, capacity=need["alice"])
+    bob_pool = RandomizerPool(DJNRandomizer(pk.n_mpz, Rng.seeded(3)), capacity=need["bob"])
+    alice_pool.fill()
+    bob_pool.fill()
+    pk.use_randomizer(alice_pool)
+    try:
+        result = _spot(
+            keypair_512,
+            frames,
+            bundled,
+            ["one", "two"],
+            randomizers={"bob": {pk.fingerprint: bob_pool}},
+        )
+    finally:
+        pk.use_randomizer(own)
+    assert result["alice"] == sp.plaintext(bundled, frames, ["one", "two"])
+    assert alice_pool.misses == 0 and bob_pool.misses == 0
+    assert len(alice_pool) == 0 and len(bob_pool) == 0
+
+
+def _write_wav(path, seconds=0.3, seed=5):
+    from scipy.io import wavfile
+
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(8000 * seconds)) / 8000
+    voice = np.sin(2 * np.pi * 220 * t) * np.hanning(t.size) + 0.05 * rng.normal(size=t.size)
+    wavfile.write(path, 8000, (voice * 12000).astype(np.int16))
+
+
+def test_spot_command_prints_both_decisions_as_json(tmp_path, capsys):
+    from smc_hmm.cli import main
+
+    wav, out = tmp_path / "speech.wav", tmp_path / "spot.json"
+    _write_wav(wav)
+    argv = ["spot", "--audio", str(wav), "--keyword", "seven", "--keyword", "one"]
+    argv += ["--key-bits", "512", "--insecure", "--workers", "1", "--json", str(out)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "agrees" in text and "cost per party" in text
+    data = json.loads(out.read_text())
+    assert data["keywords"] == ["seven", "one"] and data["secure"] == data["plaintext"]
+    assert main(["spot", "--audio", str(wav), "--keyword", "eleven", "--key-bits", "512",
+                 "--insecure"]) == 2  # fmt: skip
+    assert "no model for keyword" in capsys.readouterr().err
+
+
+def test_bench_spot_smoke_and_a_missed_target_exits_1(tmp_path, monkeypatch):
+    import argparse
+
+    from smc_hmm.bench import spot as bench
+
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    path = tmp_path / "spot.json"
+    args = parser.parse_args(
+        ["--key-bits", "512", "--insecure", "--recordings", "1", "--frames", "100",
+         "--no-ten", "--workers", "1", "--json", str(path)]
+    )  # fmt: skip
+    assert bench.main(args) == 0
+    data = json.loads(path.read_text())
+    assert data["benchmark"] == "spot" and data["checks"]["secure == plaintext"]
+    assert set(data["quality"]) == set(DIGIT_WORDS)
+    assert data["mining"]["found"] == data["timed"]["secure"]
+    monkeypatch.setattr(bench, "REL_TARGET", 0.0)
+    args.mining = False
+    assert bench.main(args) == 1
+
+
+def test_two_processes_over_mutual_tls_with_a_wav(tmp_path):
+    """protocol = "spot" in a parties.toml: Alice's WAV, Bob's bundled models, two OS
+    processes over mutual TLS."""
+    from smc_hmm.data import load_pipeline
+    from smc_hmm.runtime import launch, write_config
+
+    _write_wav(tmp_path / "alice.wav")
+    config = write_config(
+        tmp_path / "parties.toml",
+        "spot",
+        {
+            "alice": {"kind": "alice", "input": "alice.wav"},
+            "bob": {"kind": "bob", "input": "bundled"},
+        },
+        params={"keywords": ["seven"]},
+        key_bits=1024,
+        insecure=True,
+        timeout=120,
+        connect_timeout=30,
+    )
+    result = launch(config, timeout=300)
+    frames = load_pipeline().features_from_wav(tmp_path / "alice.wav")
+    bundled = sp.load_keyword_models("bundled", None)
+    assert result["alice"] == sp.plaintext(bundled, frames, ["seven"])
+    assert result["bob"] is None
+
+
+def test_plaintext_spot_matches_the_composite_viterbi():
+    model, layout = spotting_model(1)
+    recording = load_continuous_test([2])[0]
+    s = spot(model, layout, recording.features)
+    from smc_hmm.hmm import viterbi
+
+    path, score = viterbi(model, recording.features)
+    assert s.score == score
+    inside = np.flatnonzero((path >= 6) & (path < 11))
+    assert (s.start, s.end) == ((int(inside[0]), int(inside[-1])) if inside.size else (None, None))
+
+
+@pytest.mark.slow
+def test_a_serving_bob_spots_for_a_client_and_refuses_other_keywords(tmp_path, capsys):
+    """smc-hmm serve with protocol = "spot": a client session equals plaintext, and
+    smc-hmm spot --server refuses a server spotting other keywords before sending anything."""
+    from smc_hmm.cli import main
+    from smc_hmm.data import load_pipeline
+    from smc_hmm.runtime import load_config, write_config
+    from smc_hmm.runtime.serve import Server
+
+    path = write_config(
+        tmp_path / "parties.toml",
+        "spot",
+        {"alice": {"kind": "alice"}, "bob": {"kind": "bob", "input": "bundled"}},
+        params={"keywords": ["seven"]},
+        key_bits=512,
+        insecure=True,
+        timeout=120,
+        connect_timeout=20,
+        serve={"party": "bob", "max_sessions": 2},
+        compute={"workers": 1},
+        clients=["alice"],
+    )
+    _write_wav(tmp_path / "alice.wav")
+    with Server(load_config(path), "bob", port=0) as server:
+        host, port = server.address
+        argv = ["spot", "--audio", str(tmp_path / "alice.wav"), "--server", f"{host}:{port}",
+                "--certs", str(tmp_path / "certs"), "--name", "alice", "--key-bits", "512",
+                "--insecure", "--json", str(tmp_path / "out.json")]  # fmt: skip
+        assert main([*argv, "--keyword", "seven"]) == 0
+        report = json.loads((tmp_path / "out.json").read_text())
+        frames = load_pipeline().features_from_wav(tmp_path / "alice.wav")
+        bundled = sp.load_keyword_models("bundled", None)
+        assert report["secure"] == sp.plaintext(bundled, frames, ["seven"])
+        assert main([*argv, "--keyword", "one"]) == 2
+        assert "refused before sending anything" in capsys.readouterr().err
