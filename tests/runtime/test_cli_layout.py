@@ -19,6 +19,7 @@ def test_every_command_is_one_module_with_help_configure_and_run():
         "serve",
         "keyword",
         "speaker",
+        "spot",
         "match",
         "bench",
         "cost",
