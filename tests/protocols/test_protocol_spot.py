@@ -299,3 +299,38 @@ def test_a_serving_bob_spots_for_a_client_and_refuses_other_keywords(tmp_path, c
         assert report["secure"] == sp.plaintext(bundled, frames, ["seven"])
         assert main([*argv, "--keyword", "one"]) == 2
         assert "refused before sending anything" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("index", [4, 7])
+def test_secure_path_equals_plaintext_and_hmmlearn_on_real_recordings(keypair_512, index):
+    """The viterbi plugin with the spotting parameters and output "path" on the composite:
+    the path is smc_hmm.hmm's and hmmlearn's, the score within 1e-9 relative."""
+    from smc_hmm.hmm import viterbi
+
+    recording = load_continuous_test([index])[0]
+    frames = recording.features[:48]
+    model, layout = spotting_model(recording.digits[0])
+    k = layout.keyword_states
+    decoder = {"model": model, "rows": list(layout.rows), "segment": [k.start, k.stop]}
+    spot_params = sp.SpotParams(keywords=("x",)).viterbi
+    params = dataclass_replace(spot_params, output="path", reveal_score=True)
+    result = run_protocol(
+        vit.PROTOCOL,
+        params,
+        {"alice": ("alice", frames), "bob": ("bob", [decoder])},
+        keys={"alice": keypair_512},
+        min_key_bits=512,
+        timeout=600,
+    )
+    (secure,) = result["alice"]
+    path, score = viterbi(model, frames)
+    assert secure["path"] == path.tolist()
+    assert abs(secure["score"] - score) <= 1e-9 * abs(score)
+    log_p, states = model.to_hmmlearn().decode(frames, algorithm="viterbi")
+    assert states.tolist() == secure["path"] and abs(log_p - score) <= 1e-9 * abs(score)
+
+
+def dataclass_replace(obj, **changes):
+    from dataclasses import replace
+
+    return replace(obj, **changes)
