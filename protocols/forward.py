@@ -112,7 +112,13 @@ from smc_hmm.errors import (
     ProtocolError,
     warn_weaker_mode,
 )
-from smc_hmm.hmm import DiscreteHMM, GaussianHMM, emission_weights, quadratic_products
+from smc_hmm.hmm import (
+    DiscreteHMM,
+    GaussianHMM,
+    diag_emission_weights,
+    emission_weights,
+    quadratic_products,
+)
 from smc_hmm.limits import MAX_SEQUENCE_LENGTH, MAX_STATES, MAX_WIDTH, check_at_most
 from smc_hmm.messages import Ciphertexts, Key, Message, Public
 from smc_hmm.protocol import ProtocolDescriptor, Role
@@ -448,7 +454,10 @@ class _ModelBatch:
             )
             return weights, prec.f, np.zeros(len(log_b), dtype=object)
         w = np.concatenate(
-            [_diag_weights(m) if self.kind == DIAG else emission_weights(m) for m in self.models]
+            [
+                diag_emission_weights(m) if self.kind == DIAG else emission_weights(m)
+                for m in self.models
+            ]
         )  # constant last
         top = max(spec.params.feature_bound, spec.params.feature_bound**2)
         reach = np.abs(w[:, :-1]).sum(axis=1) * top + np.abs(w[:, -1])
@@ -462,17 +471,6 @@ class _ModelBatch:
         weights = np.array([[ldexp_int(float(v), ws) for v in row[:-1]] for row in w], dtype=object)
         const = np.array([ldexp_int(float(v), prec.f) for v in w[:, -1]], dtype=object)
         return weights, ws, const
-
-
-def _diag_weights(model: GaussianHMM) -> np.ndarray:
-    """Per state: weights of x_i and x_i^2, then the constant, with log b_j(x) = w . [x; x^2; 1].
-
-    log N(x; mu, diag(s)) = sum_i (mu_i / s_i) x_i - x_i^2 / (2 s_i)
-                            - sum_i (mu_i^2 / (2 s_i) + log(2 pi s_i) / 2).
-    """
-    mu, var = np.asarray(model.means, float), np.asarray(model.covars, float)
-    const = -(mu * mu / (2 * var)).sum(axis=1) - 0.5 * np.log(2 * np.pi * var).sum(axis=1)
-    return np.concatenate([mu / var, -0.5 / var, const[:, None]], axis=1)
 
 
 # -- Alice's encoding of her observations ---------------------------------------------------

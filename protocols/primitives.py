@@ -283,7 +283,7 @@ def alice_secure_multiply(ctx, spec: MaskSpec, peer: str = "bob") -> None:
     )
 
 
-def _rescale_messages(spec: MaskSpec, bits: int):
+def rescale_messages(spec: MaskSpec, bits: int):
     if isinstance(bits, bool) or not isinstance(bits, int) or not 0 < bits <= spec.scales[0]:
         raise InvalidInputError(f"can drop 1..{spec.scales[0]} bits, not {bits!r}")
     top = spec.bounds[0] + (1 << spec.mask_bits(0))
@@ -302,7 +302,7 @@ def bob_rescale(
     bits); Alice returns E(floor((x + r) / 2^bits)); Bob subtracts
     floor(r / 2^bits).  ``bits`` is a public parameter (not sent).
     """
-    masked, shifted = _rescale_messages(spec, bits)
+    masked, shifted = rescale_messages(spec, bits)
     _check_operand(enc, spec, 0)
     size = int(np.prod(spec.shape))
     masks = np.array(
@@ -316,7 +316,7 @@ def bob_rescale(
 def alice_rescale(ctx, bits: int, spec: MaskSpec, peer: str = "bob") -> None:
     """Alice's role in :func:`bob_rescale`."""
     pk, sk = ctx.keypair
-    masked, shifted = _rescale_messages(spec, bits)
+    masked, shifted = rescale_messages(spec, bits)
     values = ctx.recv(peer, masked).decrypt_ints(sk)
     out = np.array([v >> bits for v in values.reshape(-1)], dtype=object).reshape(values.shape)
     ctx.send(

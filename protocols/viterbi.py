@@ -125,14 +125,14 @@ from functools import cached_property
 import numpy as np
 
 from protocols import compare
-from protocols.forward import DIAG, KINDS, ForwardParams, ForwardSpec, _diag_weights
+from protocols.forward import DIAG, KINDS, ForwardParams, ForwardSpec
 from protocols.forward import encode_observations as forward_encode
 from protocols.primitives import (
     MaskSpec,
     PrecisionParams,
-    _rescale_messages,
     alice_rescale,
     bob_rescale,
+    rescale_messages,
     rescale_randomizers,
 )
 from protocols.stages import emissions
@@ -146,7 +146,13 @@ from smc_hmm.errors import (
     ProtocolError,
     SmcHmmError,
 )
-from smc_hmm.hmm import DiscreteHMM, GaussianHMM, emission_weights, quadratic_products
+from smc_hmm.hmm import (
+    DiscreteHMM,
+    GaussianHMM,
+    diag_emission_weights,
+    emission_weights,
+    quadratic_products,
+)
 from smc_hmm.limits import MAX_SEQUENCE_LENGTH, MAX_STATES, MAX_WIDTH, check_at_most
 from smc_hmm.messages import Ciphertexts, Message, Public
 from smc_hmm.protocol import ProtocolDescriptor, Role
@@ -780,7 +786,7 @@ class Plan:
         out += list(self.select_spec(1).messages().values())
         high = self.select_spec(1).compare.high_bound
         out += list(self.product_spec(1).messages(high).values())
-        out += list(_rescale_messages(self.rescale_spec(), self.shift))
+        out += list(rescale_messages(self.rescale_spec(), self.shift))
         return out
 
     # -- randomizers (the offline phase) ---------------------------------------------------
@@ -851,7 +857,7 @@ def emission_program(decoders: Sequence[Decoder], plan: Plan):
                 )
                 consts.append(0)
             continue
-        w = (_diag_weights(m) if s.kind == DIAG else emission_weights(m))[reps]
+        w = (diag_emission_weights(m) if s.kind == DIAG else emission_weights(m))[reps]
         top = max(p.feature_bound, p.feature_bound**2)
         reach = np.abs(w[:, :-1]).sum(axis=1) * top + np.abs(w[:, -1])
         if float(reach.max()) > bound:

@@ -12,6 +12,7 @@
 
 from smc_hmm.hmm.gaussian_forms import (
     constant_index,
+    diag_emission_weights,
     emission_weights,
     n_products,
     product_indices,
@@ -54,6 +55,7 @@ __all__ = [
     "backward_from_logs",
     "baum_welch",
     "constant_index",
+    "diag_emission_weights",
     "emission_weights",
     "expected_counts",
     "forward",

@@ -136,6 +136,19 @@ def quadratic_form_matrices(model: GaussianHMM) -> np.ndarray:
     )
 
 
+def diag_emission_weights(model: GaussianHMM) -> np.ndarray:
+    """Per state of a diagonal-covariance model: the weights of x_i and x_i^2, then the
+    constant, with log b_j(x) = w . [x; x^2; 1] (what the secure protocols' diagonal
+    emissions evaluate):
+
+    log N(x; mu, diag(s)) = sum_i (mu_i / s_i) x_i - x_i^2 / (2 s_i)
+                            - sum_i (mu_i^2 / (2 s_i) + log(2 pi s_i) / 2).
+    """
+    mu, var = np.asarray(model.means, float), np.asarray(model.covars, float)
+    const = -(mu * mu / (2 * var)).sum(axis=1) - 0.5 * np.log(2 * np.pi * var).sum(axis=1)
+    return np.concatenate([mu / var, -0.5 / var, const[:, None]], axis=1)
+
+
 def emission_weights(model: GaussianHMM) -> np.ndarray:
     """Product weights of every state, shape (N, P): ``quadratic_products(x) @
     emission_weights(model).T`` equals ``model.log_emission(x)``."""
