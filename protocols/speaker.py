@@ -599,7 +599,10 @@ def alice(ctx, utterance, params: SpeakerParams, peer: str = "bob"):
     """
     frames, claim = utterance if isinstance(utterance, tuple) else (utterance, None)
     if params.mode in CLAIM_MODES and not isinstance(claim, str):
-        raise InvalidInputError(f"{params.mode} mode needs (frames, claimed speaker)")
+        raise InvalidInputError(
+            f"{params.mode} checks a claim: give the frames together with the claimed "
+            "speaker's name"
+        )
     if params.mode not in CLAIM_MODES and claim is not None:
         raise InvalidInputError(f"{params.mode} mode takes no claim (got {claim!r})")
     frames, refusal = _checked_frames(frames, params)

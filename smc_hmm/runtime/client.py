@@ -123,10 +123,15 @@ def client_tls(certs_dir, name: str | None = None) -> tuple[TlsConfig, str]:
                 continue
             if CLIENT_ROLE_URI in uris:
                 found.append(pem.stem)
-        if len(found) != 1:
+        if not found:
             raise ConfigError(
-                f"{directory} holds {len(found)} client certificates ({', '.join(found) or '-'})"
-                ": name one with --name"
+                f"{directory} holds no client certificate: make one with smc-hmm certs "
+                "--clients NAME, or point --certs at the folder that has it"
+            )
+        if len(found) > 1:
+            raise ConfigError(
+                f"{directory} holds {len(found)} client certificates ({', '.join(found)}): "
+                "choose one with --name"
             )
         name = found[0]
     cert, key = directory / f"{name}.pem", directory / f"{name}.key"

@@ -173,7 +173,7 @@ def test_transcripts_of_multiply_and_rescale(keypair_512):
         pr.bob_rescale,
         pr.alice_rescale,
         (4, one),
-        pr._rescale_messages(one, 4),
+        pr.rescale_messages(one, 4),
         [[1, 2], [2**16, -(2**16)]],
     )
 

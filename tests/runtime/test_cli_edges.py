@@ -461,3 +461,14 @@ def test_numbers_are_reported_as_the_user_wrote_them(capsys):
         check_epsilon(np.str_("x"))
     with pytest.raises(PrivacyParameterError, match=r"got -1.0$"):
         check_epsilon(np.float64(-1))
+
+
+def test_a_certs_folder_without_a_client_certificate_says_what_to_do(tmp_path):
+    """Not 'holds 0 client certificates (-)': what is missing and how to make it."""
+    from smc_hmm.certs import make_certificates
+    from smc_hmm.errors import ConfigError
+    from smc_hmm.runtime.client import client_tls
+
+    make_certificates(tmp_path / "certs", parties=["bob"])
+    with pytest.raises(ConfigError, match="no client certificate: make one with smc-hmm certs"):
+        client_tls(tmp_path / "certs")
