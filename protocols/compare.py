@@ -232,7 +232,7 @@ def check_dgk_key(ctx, dgk_pk: DGKPublicKey, spec: CompareSpec, dgk_bits=None) -
         raise ProtocolError(f"DGK key of {dgk_pk.bits} bits, agreed {dgk_bits}")
     if dgk_pk.bits < ctx.min_key_bits:
         raise InsecurePeerKeyError(
-            f"{ctx.name}: a {dgk_pk.bits}-bit DGK key; this party accepts {ctx.min_key_bits} bits"
+            f"{ctx.label}: a {dgk_pk.bits}-bit DGK key; this party accepts {ctx.min_key_bits} bits"
         )
 
 

@@ -310,6 +310,7 @@ def run_client_session(
         ctx = PartyContext(
             reply["you"],
             channel,
+            label=name if name == reply["you"] else f"{name} (as {reply['you']})",
             keypair=keypair if client_role.holds_key else None,
             ledger=ledger,
             min_key_bits=min(key_bits, 2048) if insecure else 2048,

@@ -65,8 +65,11 @@ class PartyContext:
         randomizers: Mapping[bytes, Randomizer] | None = None,
         budget=None,
         progress=None,
+        label: str | None = None,
     ):
         self.name = name
+        #: how errors name this party (a served client: its role and its certificate's name)
+        self.label = label or name
         #: precomputed randomizers (offline phase) for keys this party will meet, by fingerprint
         self._randomizers = dict(randomizers or {})
         self.min_key_bits = int(min_key_bits)
@@ -102,7 +105,7 @@ class PartyContext:
     @property
     def keypair(self) -> tuple[PublicKey, PrivateKey]:
         if self.private_key is None:
-            raise InvalidInputError(f"party {self.name} holds no key pair")
+            raise InvalidInputError(f"party {self.label} holds no key pair")
         return self.public_key, self.private_key
 
     def adopt_key(self, public_key: PublicKey) -> PublicKey:
@@ -152,10 +155,10 @@ class PartyContext:
         if isinstance(payload, PublicKey):
             if payload.bits < self.min_key_bits:
                 raise InsecurePeerKeyError(
-                    f"{self.name}: {peer} sent a {payload.bits}-bit key; this party accepts "
+                    f"{self.label}: {peer} sent a {payload.bits}-bit key; this party accepts "
                     f"{self.min_key_bits} bits or more (bound min_key_bits)"
                 )
-            check_key_bits(payload.bits, self.max_key_bits, f"{self.name}: {peer}'s key")
+            check_key_bits(payload.bits, self.max_key_bits, f"{self.label}: {peer}'s key")
             payload = self.adopt_key(payload)
         if self.received is not None:
             self.received.append((peer, tag, payload))

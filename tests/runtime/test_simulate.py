@@ -233,3 +233,21 @@ def test_a_deferred_refusal_is_raised_after_the_roles_last_message():
     assert seen == [2]  # every message went out before the refusal
     with pytest.raises(InvalidInputError, match="typed errors"):
         simulate({"alice": lambda ctx: ctx.defer(ValueError("untyped")), "bob": lambda ctx: None})
+
+
+def test_a_served_client_is_named_by_its_certificate_in_errors():
+    """A client whose certificate says carol plays the config's alice: its errors name
+    carol (the protocol still addresses the role alice)."""
+    from smc_hmm.errors import InvalidInputError
+    from smc_hmm.transport.base import Channel
+    from smc_hmm.transport.local import LocalNetwork
+    from smc_hmm.wire import WireCodec
+
+    net = LocalNetwork(["alice", "bob"])
+    ctx = PartyContext(
+        "alice", Channel(net.transport("alice"), WireCodec()), label="carol (as alice)"
+    )
+    assert ctx.name == "alice"
+    with pytest.raises(InvalidInputError, match=r"party carol \(as alice\) holds no key pair"):
+        _ = ctx.keypair
+    net.close()
