@@ -32,3 +32,17 @@ def test_readme_python_snippets_run_as_pasted(index):
         assert all(len(line) <= 88 for line in printed.splitlines()[1:])
     if "mul_fixed" in code:
         assert "0.75" in printed and "15." in printed
+
+
+def test_the_readme_names_every_command_and_states_its_durations():
+    """The README's command list stays true (every `smc-hmm` command module is named),
+    it states how long the demo and the tests take and how to run the quick subset, and
+    it promises no measurement it has not made."""
+    text = README.read_text(encoding="utf-8")
+    commands = Path(__file__).resolve().parents[1] / "smc_hmm" / "cli"
+    for path in commands.glob("*.py"):
+        if path.stem not in ("__init__", "__main__", "common"):
+            assert f"smc-hmm {path.stem}" in text, path.stem
+    assert '-m "not slow"' in text and "smc-hmm demo` takes about" in text
+    assert "DURATION_" not in text  # placeholders filled with measured figures
+    assert "still to be run" not in text and "to be measured" not in text
