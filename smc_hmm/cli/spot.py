@@ -136,6 +136,11 @@ def _span(decision) -> str:
     return f"{a:.2f}-{b:.2f} s (frames {f0}-{f1})"
 
 
+def _stderr():
+    """Warnings and progress go to stderr: stdout carries the result first."""
+    return console(stderr=True)
+
+
 def run(args) -> int:
     """Spot ``args.keyword`` in ``args.audio`` securely; print both decisions and the cost."""
     check_key_bits(args)
@@ -153,9 +158,9 @@ def _run_in_process(args, console) -> int:
     descriptor_params = protocol.params(params)  # bad parameters fail before any work
     frames = pipeline.features_from_wav(args.audio)
     if args.insecure:
-        console.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
+        _stderr().print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
     with (
-        status(console, f"generating a {args.key_bits}-bit Paillier key pair"),
+        status(_stderr(), f"generating a {args.key_bits}-bit Paillier key pair"),
         warnings.catch_warnings(),
     ):
         warnings.simplefilter("ignore", InsecureKeyWarning)
@@ -163,11 +168,11 @@ def _run_in_process(args, console) -> int:
     plain = plaintext(models, frames, keywords)
     inputs = {"alice": frames, "bob": {k: models[k] for k in keywords}}
     with Compute.processes(args.workers) as compute:
-        with status(console, "offline phase: the run's randomizers, once the key is known"):
+        with status(_stderr(), "offline phase: the run's randomizers, once the key is known"):
             offline = offline_phase("spot", params, inputs, keypair[0], compute)
         keypair[0].use_randomizer(offline.alice)
         with status(
-            console,
+            _stderr(),
             f"secure keyword spotting: {len(frames)} frames, {len(keywords)} keyword(s)",
         ):
             result = run_protocol(
@@ -224,8 +229,8 @@ def _run_against_server(args, console) -> int:
     tls, name = client_tls(args.certs, args.name)
     frames = load_pipeline().features_from_wav(args.audio)
     if args.insecure:
-        console.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
-    with status(console, f"secure keyword spotting with {args.server} as {name}"):
+        _stderr().print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
+    with status(_stderr(), f"secure keyword spotting with {args.server} as {name}"):
         result = run_client_session(
             "spot",
             "alice",

@@ -698,7 +698,7 @@ def test_claims_are_refused_where_they_mean_nothing(keypair_512):
     x = rng.normal(size=(4, 4))
     with pytest.raises(InvalidInputError, match="takes no claim"):
         _run(keypair_512, (x, "s0"), speakers, {"mode": "identify"})
-    with pytest.raises(InvalidInputError, match="needs"):
+    with pytest.raises(InvalidInputError, match="checks a claim"):
         _run(keypair_512, x, speakers, {"mode": "anonymous"})
     with pytest.raises(InvalidInputError, match="enrolled"):
         _run(keypair_512, (x, "ubm"), speakers, {"mode": "anonymous"})
