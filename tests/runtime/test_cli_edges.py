@@ -189,7 +189,8 @@ TOO_MANY = str(4 * (os.cpu_count() or 1) + 1)
 def test_workers_are_bounded_before_any_work(capsys, argv, value):
     """--workers: a negative value gave a traceback, 0 silently meant all cores and 100000
     was accepted.  One bound everywhere: 1 .. 4 x the cores (smc_hmm.options)."""
-    one_line_error(capsys, [*argv, "--workers", value], "--workers")
+    out = one_line_error(capsys, [*argv, "--workers", value], "--workers")
+    assert out == "", out
 
 
 def test_the_workers_bound_is_the_compute_layers_too():
