@@ -1,4 +1,5 @@
-"""Shared benchmark plumbing: the common options, median timing, result rows with their
+"""Shared benchmark plumbing: the common options, the console, throw-away keys and compute
+lanes, two-party runs with their offline phase, median timing, result rows with their
 targets, the table, and :func:`finish` (the JSON file and the exit code) that every
 benchmark ends with."""
 
@@ -8,7 +9,8 @@ import json
 import platform
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -22,6 +24,10 @@ HIGHER = "higher"
 
 
 # -- the options every benchmark spells alike ---------------------------------------------
+
+
+#: Alice's DJN exponent with --short-randomness (2 kappa for kappa = 112)
+SHORT_ALPHA_BITS = 224
 
 
 def add_key_arguments(parser, help: str = "Paillier modulus size") -> None:
@@ -44,6 +50,163 @@ def add_workers_argument(
 def add_json_argument(parser, help: str = "also write the results as JSON") -> None:
     """``--json PATH``: where :func:`finish` writes the results."""
     parser.add_argument("--json", metavar="PATH", help=help)
+
+
+@contextmanager
+def common_arguments(
+    parser,
+    *,
+    key_help: str = "Paillier modulus size",
+    workers: bool = False,
+    workers_default: int | None = 2,
+    workers_help: str = "compute lanes per party",
+    short_randomness: str | None = None,
+    json_help: str = "also write the results as JSON",
+) -> Iterator[None]:
+    """The options a benchmark shares with the others around its own (added in the
+    ``with`` block): the key options first, then ``--workers`` (with ``workers``, its
+    default and help as given), ``--short-randomness`` (where ``short_randomness`` is
+    given: the end of its help) and ``--json`` last, so ``--help`` reads alike everywhere."""
+    add_key_arguments(parser, help=key_help)
+    yield
+    if workers:
+        add_workers_argument(parser, default=workers_default, help=workers_help)
+    if short_randomness is not None:
+        parser.add_argument(
+            "--short-randomness",
+            action="store_true",
+            help=f"Alice's encryptions with {SHORT_ALPHA_BITS}-bit DJN exponents instead of "
+            "bits(n)/2 (faster; rests on the stronger short-exponent assumption, see "
+            f"smc_hmm/crypto/randomness.py{short_randomness})",
+        )
+    add_json_argument(parser, help=json_help)
+
+
+def start(args, width: int = 150):
+    """The first step of a benchmark on the command line: the key sizes checked
+    (:func:`check_key_bits`), a console at least ``width`` wide, the warning that
+    ``--short-randomness`` (where a benchmark has it) rests on a stronger assumption.
+    Returns (console, say): ``say(msg)`` prints progress, dimmed."""
+    from rich.console import Console
+
+    check_key_bits(args)
+    console = Console(width=max(width, Console().width))
+    if getattr(args, "short_randomness", False):
+        console.print(
+            "[yellow]warning: --short-randomness rests on the short-exponent assumption[/]"
+        )
+    return console, lambda msg: console.print(f"[dim]... {msg}[/]")
+
+
+def bench_keypair(args, say=lambda msg: None):
+    """A throw-away key pair of ``--key-bits``; with ``--short-randomness`` Alice's
+    encryptions use :data:`SHORT_ALPHA_BITS`-bit DJN exponents."""
+    say(f"generating a {args.key_bits}-bit key pair")
+    keypair = throwaway_keypair(args.key_bits)
+    if getattr(args, "short_randomness", False):
+        keypair[0].use_djn(alpha_bits=SHORT_ALPHA_BITS)
+    return keypair
+
+
+@contextmanager
+def lanes(workers: int | None):
+    """``workers`` compute lanes (processes), warmed up before anything is timed."""
+    from smc_hmm.compute import Compute
+
+    with Compute.processes(workers) as compute:
+        compute.warm_up()
+        yield compute
+
+
+# -- two-party runs in-process ------------------------------------------------------------
+
+
+def two_party_run(
+    name: str,
+    params: dict,
+    alice,
+    bob,
+    keypair,
+    compute,
+    *,
+    timeout: float,
+    bob_compute=None,
+    randomizers=None,
+):
+    """One in-process run of the registered protocol ``name`` between Alice (``alice``:
+    her input; she holds ``keypair``) and Bob (``bob``), each on ``compute`` (Bob on
+    ``bob_compute`` if given).  Returns (result, its wall seconds)."""
+    from smc_hmm.runtime import run_protocol
+
+    t0 = time.perf_counter()
+    result = run_protocol(
+        name,
+        params,
+        {"alice": ("alice", alice), "bob": ("bob", bob)},
+        keys={"alice": keypair},
+        compute={"alice": compute, "bob": bob_compute or compute},
+        timeout=timeout,
+        min_key_bits=min(2048, keypair[0].bits),
+        randomizers=randomizers,
+    )
+    return result, time.perf_counter() - t0
+
+
+@contextmanager
+def offline_randomizers(name: str, params: dict, alice, bob, public_key, compute, *, strict=False):
+    """The offline phase of one run of ``name``: every randomizer its plan asks for, drawn
+    once the key is known (:func:`smc_hmm.runtime.offline.offline_phase`); yields the
+    phase, with Alice's pool on ``public_key`` until the block ends (then her own
+    randomizer again).  ``strict``: a randomizer the plan missed is an error."""
+    from smc_hmm.runtime.offline import offline_phase
+
+    base = public_key.randomizer
+    phase = offline_phase(name, params, {"alice": alice, "bob": bob}, public_key, compute, base)
+    public_key.use_randomizer(phase.alice)
+    try:
+        yield phase
+    finally:
+        public_key.use_randomizer(base)
+    if strict and phase.misses:
+        raise InvalidInputError(
+            f"the offline phase of {name} precomputed too few randomizers (misses: Alice "
+            f"{phase.alice.misses}, Bob {phase.bob.misses})"
+        )
+
+
+def offline_run(name: str, params: dict, alice, bob, keypair, compute, *, strict=False, **run):
+    """:func:`two_party_run` after its offline phase (:func:`offline_randomizers`; ``run``:
+    its options).  Returns (result, offline seconds, online seconds)."""
+    pk = keypair[0]
+    with offline_randomizers(name, params, alice, bob, pk, compute, strict=strict) as phase:
+        randomizers = phase.randomizers(pk)
+        result, online = two_party_run(
+            name, params, alice, bob, keypair, compute, randomizers=randomizers, **run
+        )
+    return result, phase.seconds, online
+
+
+def phase_rows(cost, prefix: str, *, traffic: bool = True) -> list[Row]:
+    """A row per party and phase of a run's cost ledger (``cost``): its wall seconds, its
+    compute seconds, bytes out and in (with ``traffic``) and the operations it counted;
+    each named ``{prefix}{party} / {phase}``."""
+    rows = []
+    for party, data in cost.parties.items():
+        for phase, p in data.get("phases", {}).items():
+            ops = {k: v for k, v in p["ops"].items() if v}
+            sent = f"bytes out/in {p['bytes']['sent']:,}/{p['bytes']['recv']:,}; "
+            rows.append(
+                Row(
+                    f"{prefix}{party} / {phase}",
+                    float(p["wall"]),
+                    None,
+                    "s",
+                    note=f"compute {p['compute']:.2f} s; "
+                    + (sent if traffic else "")
+                    + ", ".join(f"{k} {v:,}" for k, v in ops.items()),
+                )
+            )
+    return rows
 
 
 def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
@@ -198,11 +361,15 @@ def write_json(path, data, **options) -> None:
         raise ConfigError(f"cannot write {path}: {e.strerror or e}") from e
 
 
-def finish(args, result, console=None, *, met: bool = True, **json_options) -> int:
-    """The last step of every benchmark: write ``result`` (a :class:`BenchResult` or
-    JSON-ready data) to ``--json`` if given (and say so on ``console``), then the exit
-    code: 1 when a target was missed -- a row's, or ``met`` is false (the benchmark's
-    targets outside its rows) -- else 0."""
+def finish(
+    args, result, console=None, *, met: bool = True, table: bool = False, **json_options
+) -> int:
+    """The last step of every benchmark: print the table on ``console`` (with ``table``),
+    write ``result`` (a :class:`BenchResult` or JSON-ready data) to ``--json`` if given
+    (and say so on ``console``), then the exit code: 1 when a target was missed -- a
+    row's, or ``met`` is false (the benchmark's targets outside its rows) -- else 0."""
+    if table:
+        result.print_table(console)
     data = result.to_dict() if isinstance(result, BenchResult) else result
     path = getattr(args, "json", None)
     if path:

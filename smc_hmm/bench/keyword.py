@@ -31,6 +31,9 @@ from __future__ import annotations
 
 import resource
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -39,20 +42,17 @@ from smc_hmm.bench.common import (
     LOWER,
     BenchResult,
     Row,
-    add_json_argument,
-    add_key_arguments,
-    add_workers_argument,
-    check_key_bits,
+    bench_keypair,
+    common_arguments,
     finish,
-    throwaway_keypair,
+    lanes,
+    offline_run,
+    phase_rows,
+    start,
+    two_party_run,
 )
 from smc_hmm.compute import Compute
-from smc_hmm.errors import (
-    InvalidInputError,
-    PartyProcessError,
-    PrecisionError,
-)
-from smc_hmm.runtime.offline import offline_phase
+from smc_hmm.errors import InvalidInputError, PartyProcessError, PrecisionError
 
 #: targets at 2048 bits on an idle two-core machine (seconds; relative error of log P)
 TOTAL_TARGET = {"diag": 6.0, "full": 12.0}
@@ -67,8 +67,6 @@ NAIVE_RATIO_TARGET = 200.0
 REL_TARGET = 1e-9
 #: prediction error the cost model must stay within
 PREDICTION_TOLERANCE = 0.20
-#: Alice's DJN exponent with --short-randomness (2 kappa for kappa = 112)
-SHORT_ALPHA_BITS = 224
 #: the bundled test split's size: more utterances would repeat some
 BUNDLED_UTTERANCES = 250
 
@@ -95,50 +93,18 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _base_randomizer(pk):
-    """Alice's own randomizer (CRT), remembered across runs that swap in pools."""
-    base = getattr(pk, "_bench_base_randomizer", None)
-    if base is None:
-        base = pk.randomizer
-        pk._bench_base_randomizer = base
-    return base
-
-
 def _secure_local(models, labels, frames, keypair, params, compute, name="keyword", offline=False):
     """One in-process run of the registered protocol ``name`` with public ``params``;
     with ``offline`` every randomizer is precomputed first (and any the plan missed is
     an error).  Returns (online seconds, offline seconds, result)."""
-    from smc_hmm.runtime import run_protocol
-
-    inputs = {"alice": frames, "bob": (models, labels) if name == "keyword" else models}
-    pk = keypair[0]
-    pre, randomizers = 0.0, None
+    bob = (models, labels) if name == "keyword" else models
     if offline:
-        phase = offline_phase(name, params, inputs, pk, compute, base=_base_randomizer(pk))
-        pk.use_randomizer(phase.alice)
-        pre, randomizers = phase.seconds, phase.randomizers(pk)
-    try:
-        t0 = time.perf_counter()
-        result = run_protocol(
-            name,
-            params,
-            {"alice": ("alice", inputs["alice"]), "bob": ("bob", inputs["bob"])},
-            keys={"alice": keypair},
-            compute={"alice": compute, "bob": compute},
-            timeout=1800,
-            min_key_bits=min(2048, pk.bits),
-            randomizers=randomizers,
+        result, pre, online = offline_run(
+            name, params, frames, bob, keypair, compute, strict=True, timeout=1800
         )
-        online = time.perf_counter() - t0
-    finally:
-        if offline:
-            pk.use_randomizer(_base_randomizer(pk))
-    if offline and phase.misses:
-        raise InvalidInputError(
-            f"the offline phase precomputed too few randomizers (misses: Alice "
-            f"{phase.alice.misses}, Bob {phase.bob.misses})"
-        )
-    return online, pre, result
+        return online, pre, result
+    result, online = two_party_run(name, params, frames, bob, keypair, compute, timeout=1800)
+    return online, 0.0, result
 
 
 def _secure_tcp(models, labels, frames, bits, params, workdir, workers):
@@ -246,25 +212,6 @@ def naive_seconds_per_frame(models, frames, keypair, n_frames: int, seed: int = 
 # -- the run ------------------------------------------------------------------------------------
 
 
-def _phase_rows(label: str, cost) -> list[Row]:
-    rows = []
-    for party, data in cost.parties.items():
-        for phase, p in data.get("phases", {}).items():
-            ops = {k: v for k, v in p["ops"].items() if v}
-            rows.append(
-                Row(
-                    f"{label}: {party} / {phase}",
-                    float(p["wall"]),
-                    None,
-                    "s",
-                    note=f"compute {p['compute']:.2f} s; bytes out/in "
-                    f"{p['bytes']['sent']:,}/{p['bytes']['recv']:,}; "
-                    + ", ".join(f"{k} {v:,}" for k, v in ops.items()),
-                )
-            )
-    return rows
-
-
 def configurations(args) -> list[tuple[str, str]]:
     """(recursion, mode) pairs run side by side: v2 in every chosen mode, v1 (the
     comparison) in the first mode only."""
@@ -285,15 +232,54 @@ def _recursion_cost(cost) -> tuple[int, float]:
     return int(alice.get("ops", {}).get("decrypt", 0)), float(bob.get("compute", 0.0))
 
 
-def run(args, say=lambda msg: None) -> BenchResult:
-    from pathlib import Path
-    from tempfile import TemporaryDirectory
+#: the medians per configuration, over its timed utterances
+MEDIAN_KEYS = (
+    "seconds",
+    "online_seconds",
+    "offline_seconds",
+    "recursion_decryptions",
+    "bob_recursion_seconds",
+)
+#: the configurations the comparisons name
+V2P, V2F, V1P = ("v2", "private"), ("v2", "fast"), ("v1", "private")
 
-    from smc_hmm.bench.crypto import lane_scaling
-    from smc_hmm.bench.rates import measure_rates
-    from smc_hmm.cost.model import CostModel
+
+@dataclass
+class _Run:
+    """What the steps of one keyword benchmark share: its options and inputs, and what
+    the steps add (the table's rows, every secure run, the medians, the checks)."""
+
+    args: Any
+    say: Callable[[str], None]
+    models: list
+    labels: list
+    utterances: list
+    configs: list[tuple[str, str]]
+    keypair: tuple
+    rows: list[Row] = field(default_factory=list)
+    runs: list[dict] = field(default_factory=list)
+    first_cost: dict = field(default_factory=dict)
+    medians: dict = field(default_factory=dict)
+    checks: dict = field(default_factory=dict)
+
+    @property
+    def main(self) -> tuple[str, str]:
+        """The configuration the targets refer to: the first."""
+        return self.configs[0]
+
+    def frames(self, utterance) -> np.ndarray:
+        """An utterance's features at the benchmark's length (--frames 0: its own)."""
+        return (
+            fit_frames(utterance.features, self.args.frames)
+            if self.args.frames
+            else (utterance.features)
+        )
+
+
+def _setup(args, say) -> _Run:
+    """The models, utterances and configurations of the run, once the options fit them,
+    and the key pair."""
     from smc_hmm.data import load_bundled_models
-    from smc_hmm.hmm import log_likelihood
 
     models, labels = load_bundled_models(args.models)
     if not 2 <= args.words <= len(models):
@@ -303,390 +289,371 @@ def run(args, say=lambda msg: None) -> BenchResult:
             f"the bundled recogniser has {models[0].n_states}-state models; --states "
             f"{args.states} would need other models"
         )
-    models, labels = models[: args.words], labels[: args.words]
     utterances = chosen_utterances(args.utterances)
     configs = configurations(args)
-    # the length the timings refer to: --frames, or (--frames 0: native lengths) utterance 1's
-    length = args.frames or len(utterances[0].features)
-    say(f"generating a {args.key_bits}-bit key pair")
-    keypair = throwaway_keypair(args.key_bits)
-    if getattr(args, "short_randomness", False):
-        keypair[0].use_djn(alpha_bits=SHORT_ALPHA_BITS)
-    rows: list[Row] = []
-    runs = []
-    first_cost: dict = {}
-    with Compute.processes(args.workers) as compute:
-        compute.warm_up()
-        scaling = lane_scaling(compute, keypair[0].nsquare_mpz) if compute.parallel else 1.0
-        for n, utt in enumerate(utterances, 1):
-            frames = fit_frames(utt.features, args.frames) if args.frames else utt.features
-            scores = [log_likelihood(m, frames) for m in models]
-            plain = labels[int(np.argmax(scores))]
-            for config in configs:
-                params = {"mode": config[1], "recursion": config[0]}
-                say(
-                    f"[{n}/{len(utterances)}] keyword, {_label(config)}, {args.transport}, "
-                    f"{len(frames)} frames"
-                )
-                record = {
-                    "utterance": n,
-                    "recursion": config[0],
-                    "mode": config[1],
-                    "digit": int(utt.digit),
-                    "speaker": utt.speaker,
-                    "frames": len(frames),
-                    "plaintext": plain,
-                }
-                try:
-                    if args.transport == "tcp":
-                        with TemporaryDirectory(prefix="smc-hmm-bench-") as tmp:
-                            _, result = _secure_tcp(
-                                models,
-                                labels,
-                                frames,
-                                args.key_bits,
-                                params,
-                                Path(tmp),
-                                args.workers,
-                            )
-                        # the protocol's wall time, Alice's offline phase included (the
-                        # processes also start and generate keys; that is not the protocol)
-                        total = result.cost.totals()["wall_max"]
-                        pre = _phase_wall(result.cost, "alice", "offline")
-                        seconds = total - pre
-                    else:
-                        seconds, pre, result = _secure_local(
-                            models, labels, frames, keypair, params, compute, offline=True
-                        )
-                except (PrecisionError, PartyProcessError) as e:
-                    if isinstance(e, PartyProcessError) and e.error_type != "PrecisionError":
-                        raise
-                    # refused (v1 only), never a silent wrong answer: count it
-                    runs.append({**record, "secure": None, "equal": False, "error": str(e)})
-                    say(f"[{n}] {_label(config)} refused: {e}")
-                    continue
-                secure = result.outputs["alice"]["keyword"]
-                decryptions, bob_seconds = _recursion_cost(result.cost)
-                if args.all_scores:  # every keyword's secure log-likelihood, revealed
-                    _, _, fw = _secure_local(
-                        models,
-                        labels,
-                        frames,
-                        keypair,
-                        {"recursion": config[0]},
-                        compute,
-                        name="forward",
-                    )
-                    record["max_relative_error"] = max(
-                        abs(a - b) / abs(b) for a, b in zip(fw.outputs["alice"], scores)
-                    )
-                runs.append(
-                    {
-                        **record,
-                        "seconds": seconds + pre,
-                        "online_seconds": seconds,
-                        "offline_seconds": pre,
-                        "secure": secure,
-                        "equal": secure == plain,
-                        "bytes": result.cost.bytes_total,
-                        "rounds": result.cost.rounds,
-                        "recursion_decryptions": decryptions,
-                        "bob_recursion_seconds": bob_seconds,
-                    }
-                )
-                first_cost.setdefault(config, result.cost)
-        medians = {}
-        for config in configs:
-            timed = [r for r in runs if "seconds" in r and (r["recursion"], r["mode"]) == config]
-            if not timed:
-                rows.append(Row(f"{_label(config)}: every utterance refused", 0.0, None, "s"))
-                continue
-            med = {
-                key: float(np.median([r[key] for r in timed]))
-                for key in (
-                    "seconds",
-                    "online_seconds",
-                    "offline_seconds",
-                    "recursion_decryptions",
-                    "bob_recursion_seconds",
-                )
+    keypair = bench_keypair(args, say)
+    return _Run(args, say, models[: args.words], labels[: args.words], utterances, configs, keypair)
+
+
+def _secure_once(b: _Run, frames, params, compute):
+    """One secure keyword run at ``params``, in-process or over TCP: (online seconds,
+    offline seconds, result)."""
+    from pathlib import Path
+    from tempfile import TemporaryDirectory
+
+    args = b.args
+    if args.transport != "tcp":
+        return _secure_local(b.models, b.labels, frames, b.keypair, params, compute, offline=True)
+    with TemporaryDirectory(prefix="smc-hmm-bench-") as tmp:
+        _, result = _secure_tcp(
+            b.models, b.labels, frames, args.key_bits, params, Path(tmp), args.workers
+        )
+    # the protocol's wall time, Alice's offline phase included (the processes also start
+    # and generate keys; that is not the protocol)
+    total = result.cost.totals()["wall_max"]
+    pre = _phase_wall(result.cost, "alice", "offline")
+    return total - pre, pre, result
+
+
+def _run_config(b: _Run, record: dict, frames, scores, config, compute) -> None:
+    """One utterance in one configuration: its secure run (a refusal counted, never a
+    silent wrong answer), and with --all-scores its revealed log-likelihoods."""
+    params = {"mode": config[1], "recursion": config[0]}
+    try:
+        seconds, pre, result = _secure_once(b, frames, params, compute)
+    except (PrecisionError, PartyProcessError) as e:
+        if isinstance(e, PartyProcessError) and e.error_type != "PrecisionError":
+            raise
+        # refused (v1 only), never a silent wrong answer: count it
+        b.runs.append({**record, "secure": None, "equal": False, "error": str(e)})
+        b.say(f"[{record['utterance']}] {_label(config)} refused: {e}")
+        return
+    secure = result.outputs["alice"]["keyword"]
+    decryptions, bob_seconds = _recursion_cost(result.cost)
+    if b.args.all_scores:  # every keyword's secure log-likelihood, revealed
+        recursion = {"recursion": config[0]}
+        fw = _secure_local(b.models, b.labels, frames, b.keypair, recursion, compute, "forward")[2]
+        record["max_relative_error"] = max(
+            abs(s - p) / abs(p) for s, p in zip(fw.outputs["alice"], scores)
+        )
+    b.runs.append(
+        {
+            **record,
+            "seconds": seconds + pre,
+            "online_seconds": seconds,
+            "offline_seconds": pre,
+            "secure": secure,
+            "equal": secure == record["plaintext"],
+            "bytes": result.cost.bytes_total,
+            "rounds": result.cost.rounds,
+            "recursion_decryptions": decryptions,
+            "bob_recursion_seconds": bob_seconds,
+        }
+    )
+    b.first_cost.setdefault(config, result.cost)
+
+
+def _secure_runs(b: _Run, compute) -> None:
+    """Every utterance in every configuration, against the plaintext decision."""
+    from smc_hmm.hmm import log_likelihood
+
+    for n, utt in enumerate(b.utterances, 1):
+        frames = b.frames(utt)
+        scores = [log_likelihood(m, frames) for m in b.models]
+        plain = b.labels[int(np.argmax(scores))]
+        for config in b.configs:
+            b.say(
+                f"[{n}/{len(b.utterances)}] keyword, {_label(config)}, {b.args.transport}, "
+                f"{len(frames)} frames"
+            )
+            record = {
+                "utterance": n,
+                "recursion": config[0],
+                "mode": config[1],
+                "digit": int(utt.digit),
+                "speaker": utt.speaker,
+                "frames": len(frames),
+                "plaintext": plain,
             }
-            medians[config] = med
-            main, local = config == configs[0], args.transport == "local"
-            rows.append(
-                Row(
-                    f"{_label(config)}: total, median of {len(timed)} utterance(s)",
-                    med["seconds"],
-                    None,
-                    "s",
-                    limit=TOTAL_TARGET[args.models] if main and args.transport == "local" else None,
-                    note=f"{args.words} x {args.states}-state {args.models} HMMs, "
-                    f"{args.frames or 'native'} frames, {args.transport}",
-                )
-            )
-            rows.append(
-                Row(
-                    f"{_label(config)}: online (randomizers precomputed)",
-                    med["online_seconds"],
-                    None,
-                    "s",
-                    limit=ONLINE_TARGET[args.models] if main and local else None,
-                    note=f"offline: {med['offline_seconds']:.2f} s",
-                )
-            )
-            rows.append(
-                Row(
-                    f"{_label(config)}: Alice's recursion decryptions",
-                    med["recursion_decryptions"],
-                    None,
-                    "count",
-                    limit=DECRYPTION_TARGET if config[0] == "v2" else None,
-                )
-            )
-            rows.append(
-                Row(
-                    f"{_label(config)}: Bob's recursion compute",
-                    med["bob_recursion_seconds"],
-                    None,
-                    "s",
-                )
-            )
-        checks = {}
-        v2p, v2f, v1p = ("v2", "private"), ("v2", "fast"), ("v1", "private")
-        if v2p in medians and v2f in medians:
-            gap = medians[v2p]["seconds"] - medians[v2f]["seconds"]
-            checks["private within slack of fast"] = gap <= PRIVATE_SLACK
-            rows.append(
-                Row(
-                    "private argmax minus fast argmax, total",
-                    gap,
-                    None,
-                    "s",
-                    limit=PRIVATE_SLACK,
-                )
-            )
-        if v2p in medians and v1p in medians:
-            rows.append(
-                Row(
-                    "recursion v2 vs v1: total",
-                    medians[v2p]["seconds"],
-                    medians[v1p]["seconds"],
-                    "s",
-                    better=LOWER,
-                )
-            )
-            rows.append(
-                Row(
-                    "recursion v2 vs v1: Bob's recursion compute",
-                    medians[v2p]["bob_recursion_seconds"],
-                    medians[v1p]["bob_recursion_seconds"],
-                    "s",
-                    better=LOWER,
-                )
-            )
-            checks["Bob's v2 recursion no slower than v1"] = (
-                medians[v2p]["bob_recursion_seconds"] <= medians[v1p]["bob_recursion_seconds"]
-            )
-        main = configs[0]
-        for config, cost in first_cost.items():
-            if config == main:
-                rows += _phase_rows(f"{_label(config)}, utterance 1", cost)
-        agree = sum(r["equal"] for r in runs if (r["recursion"], r["mode"]) != v1p)
-        counted = sum(1 for r in runs if (r["recursion"], r["mode"]) != v1p)
-        rows.append(
+            _run_config(b, record, frames, scores, config, compute)
+
+
+def _median_rows(b: _Run) -> None:
+    """Each configuration's medians over its timed utterances and their rows."""
+    args = b.args
+    local = args.transport == "local"
+    for config in b.configs:
+        timed = [r for r in b.runs if "seconds" in r and (r["recursion"], r["mode"]) == config]
+        if not timed:
+            b.rows.append(Row(f"{_label(config)}: every utterance refused", 0.0, None, "s"))
+            continue
+        med = {key: float(np.median([r[key] for r in timed])) for key in MEDIAN_KEYS}
+        b.medians[config] = med
+        main, name = config == b.main, _label(config)
+        b.rows += [
             Row(
-                "secure decision equals plaintext (v2)",
-                float(agree),
-                float(counted),
-                "utterances",
-                note="count",
-                better=HIGHER,
-            )
-        )
-        refused = sum(1 for r in runs if r.get("error"))
-        rows.append(Row("refused runs (v1 only can refuse)", float(refused), None, "count"))
-        rows.append(
-            Row(
-                "peak memory of the process (both parties in-process)"
-                if args.transport == "local"
-                else "peak memory of the bench process (parties are separate)",
-                _peak_rss_mb(),
+                f"{name}: total, median of {len(timed)} utterance(s)",
+                med["seconds"],
                 None,
-                "MB",
-            )
-        )
-        # log-likelihoods: the keyword protocol's step 1, revealed, against plaintext
-        reference = utterances[0].features
-        frames = fit_frames(reference, length) if args.frames else reference
-        say("secure forward algorithm with reveal (log-likelihood check)")
-        _, _, fw = _secure_local(
-            models, labels, frames, keypair, {"recursion": main[0]}, compute, name="forward"
-        )
-        plain_scores = [log_likelihood(m, frames) for m in models]
-        rel = max(abs(s - p) / abs(p) for s, p in zip(fw.outputs["alice"], plain_scores))
-        rel = max([rel, *(r["max_relative_error"] for r in runs if "max_relative_error" in r)])
-        rows.append(
+                "s",
+                limit=TOTAL_TARGET[args.models] if main and local else None,
+                note=f"{args.words} x {args.states}-state {args.models} HMMs, "
+                f"{args.frames or 'native'} frames, {args.transport}",
+            ),
             Row(
-                "max relative error of a keyword's log-likelihood",
-                rel,
+                f"{name}: online (randomizers precomputed)",
+                med["online_seconds"],
                 None,
-                "rel. error",
-                limit=REL_TARGET,
-                note=f"{args.words} keywords, "
-                + ("every utterance" if args.all_scores else "utterance 1")
-                + f", recursion {main[0]}",
-            )
+                "s",
+                limit=ONLINE_TARGET[args.models] if main and local else None,
+                note=f"offline: {med['offline_seconds']:.2f} s",
+            ),
+            Row(
+                f"{name}: Alice's recursion decryptions",
+                med["recursion_decryptions"],
+                None,
+                "count",
+                limit=DECRYPTION_TARGET if config[0] == "v2" else None,
+            ),
+            Row(f"{name}: Bob's recursion compute", med["bob_recursion_seconds"], None, "s"),
+        ]
+
+
+def _comparison_rows(b: _Run) -> None:
+    """The private argmax against the fast one, recursion v2 against v1."""
+    medians = b.medians
+    if V2P in medians and V2F in medians:
+        gap = medians[V2P]["seconds"] - medians[V2F]["seconds"]
+        b.checks["private within slack of fast"] = gap <= PRIVATE_SLACK
+        b.rows.append(
+            Row("private argmax minus fast argmax, total", gap, None, "s", limit=PRIVATE_SLACK)
         )
-    median = medians[main]["seconds"] if main in medians else float("nan")
-    # the naive path, scaled
-    say(f"naive path (phe, no packing) on {args.naive_frames} frame(s)")
-    per_frame = naive_seconds_per_frame(models, frames, keypair, args.naive_frames)
-    naive = per_frame * len(frames)
-    rows.append(
+    if V2P in medians and V1P in medians:
+        v2, v1 = medians[V2P], medians[V1P]
+        for what, key in (
+            ("total", "seconds"),
+            ("Bob's recursion compute", "bob_recursion_seconds"),
+        ):
+            b.rows.append(Row(f"recursion v2 vs v1: {what}", v2[key], v1[key], "s", better=LOWER))
+        b.checks["Bob's v2 recursion no slower than v1"] = (
+            v2["bob_recursion_seconds"] <= v1["bob_recursion_seconds"]
+        )
+
+
+def _decision_rows(b: _Run) -> tuple[int, int]:
+    """The main configuration's phases, the secure decisions against the plaintext ones
+    (v1 aside: it may refuse), the refusals and the peak memory; (agreeing, counted)."""
+    for config, cost in b.first_cost.items():
+        if config == b.main:
+            b.rows += phase_rows(cost, f"{_label(config)}, utterance 1: ")
+    counted_runs = [r for r in b.runs if (r["recursion"], r["mode"]) != V1P]
+    agree, counted = sum(r["equal"] for r in counted_runs), len(counted_runs)
+    refused = sum(1 for r in b.runs if r.get("error"))
+    b.rows += [
         Row(
-            f"naive path (phe per value, no packing, one process) vs {_label(main)}",
+            "secure decision equals plaintext (v2)",
+            float(agree),
+            float(counted),
+            "utterances",
+            note="count",
+            better=HIGHER,
+        ),
+        Row("refused runs (v1 only can refuse)", float(refused), None, "count"),
+        Row(
+            "peak memory of the process (both parties in-process)"
+            if b.args.transport == "local"
+            else "peak memory of the bench process (parties are separate)",
+            _peak_rss_mb(),
+            None,
+            "MB",
+        ),
+    ]
+    return agree, counted
+
+
+def _likelihood_check(b: _Run, compute) -> tuple[float, np.ndarray]:
+    """The keyword protocol's step 1 (the secure forward algorithm, revealed) on utterance
+    1 against plaintext, with every --all-scores run's error: (the largest relative
+    error, utterance 1's frames)."""
+    from smc_hmm.hmm import log_likelihood
+
+    frames = b.frames(b.utterances[0])
+    b.say("secure forward algorithm with reveal (log-likelihood check)")
+    recursion = {"recursion": b.main[0]}
+    fw = _secure_local(b.models, b.labels, frames, b.keypair, recursion, compute, "forward")[2]
+    plain_scores = [log_likelihood(m, frames) for m in b.models]
+    rel = max(abs(s - p) / abs(p) for s, p in zip(fw.outputs["alice"], plain_scores))
+    rel = max([rel, *(r["max_relative_error"] for r in b.runs if "max_relative_error" in r)])
+    b.rows.append(
+        Row(
+            "max relative error of a keyword's log-likelihood",
+            rel,
+            None,
+            "rel. error",
+            limit=REL_TARGET,
+            note=f"{b.args.words} keywords, "
+            + ("every utterance" if b.args.all_scores else "utterance 1")
+            + f", recursion {b.main[0]}",
+        )
+    )
+    return rel, frames
+
+
+def _naive_row(b: _Run, frames, median: float) -> float:
+    """The naive path timed on --naive-frames frames, scaled to ``frames``: its seconds."""
+    n = b.args.naive_frames
+    b.say(f"naive path (phe, no packing) on {n} frame(s)")
+    per_frame = naive_seconds_per_frame(b.models, frames, b.keypair, n)
+    naive = per_frame * len(frames)
+    b.rows.append(
+        Row(
+            f"naive path (phe per value, no packing, one process) vs {_label(b.main)}",
             median,
             naive,
             "s",
             target=NAIVE_RATIO_TARGET,
-            note=f"naive measured on {args.naive_frames} frame(s): {per_frame:.2f} s/frame, "
-            f"scaled x{len(frames)}",
+            note=f"naive measured on {n} frame(s): {per_frame:.2f} s/frame, scaled x{len(frames)}",
             better=LOWER,
         )
     )
-    # the cost model: a shorter run's ledger at the same key size (the packing density
-    # depends on the key size, so a smaller key's ledger has other counts), this
-    # machine's single-thread rates and its lane scaling
-    prediction = None
-    if args.transport == "local" and main in medians:
-        small_frames = min(len(frames), 20)
-        say(f"cost model: a {small_frames}-frame ledger and the rates at {args.key_bits} bits")
-        _, _, small_run = _secure_local(
-            models,
-            labels,
-            frames[:small_frames],
-            keypair,
-            {"mode": main[1], "recursion": main[0]},
-            Compute.inline(),
+    return naive
+
+
+def _prediction(b: _Run, frames, scaling: float):
+    """The cost model's prediction of the main configuration's first run, from a shorter
+    run's ledger at the same key size (the packing density depends on the key size, so a
+    smaller key's ledger has other counts), this machine's single-thread rates and its
+    lane scaling; checked against the measured time."""
+    from smc_hmm.bench.rates import measure_rates
+    from smc_hmm.cost.model import CostModel
+
+    main, bits = b.main, b.args.key_bits
+    small_frames = min(len(frames), 20)
+    b.say(f"cost model: a {small_frames}-frame ledger and the rates at {bits} bits")
+    small = frames[:small_frames]
+    params = {"mode": main[1], "recursion": main[0]}
+    small_run = _secure_local(b.models, b.labels, small, b.keypair, params, Compute.inline())[2]
+    prediction = CostModel(measure_rates(*b.keypair)).predict(
+        small_run.cost,
+        bits=bits,
+        input_scale=len(frames) / small_frames,
+        # a loaded machine can measure two lanes as no faster than one, never slower
+        speedup=max(1.0, scaling),
+    )
+    measured = next(
+        r["seconds"] for r in b.runs if (r["recursion"], r["mode"]) == main and "seconds" in r
+    )
+    ratio = prediction.serial_seconds / measured
+    b.checks["cost model within tolerance"] = abs(ratio - 1) <= PREDICTION_TOLERANCE
+    b.rows.append(
+        Row(
+            "cost model: predicted (parties in turn, lanes) vs measured",
+            prediction.serial_seconds,
+            measured,
+            "s",
+            note=f"prediction / measured = {ratio:.2f} "
+            f"(tolerance {PREDICTION_TOLERANCE:.0%}); from a {small_frames}-frame ledger "
+            f"scaled x{len(frames) / small_frames:.2f}, lane scaling {scaling:.2f}",
+            better=LOWER,
         )
-        rates = measure_rates(*keypair)
-        prediction = CostModel(rates).predict(
-            small_run.cost,
-            bits=args.key_bits,
-            input_scale=len(frames) / small_frames,
-            # a loaded machine can measure two lanes as no faster than one, never slower
-            speedup=max(1.0, scaling),
-        )
-        measured = next(
-            r["seconds"] for r in runs if (r["recursion"], r["mode"]) == main and "seconds" in r
-        )
-        ratio = prediction.serial_seconds / measured
-        checks["cost model within tolerance"] = abs(ratio - 1) <= PREDICTION_TOLERANCE
-        rows.append(
-            Row(
-                "cost model: predicted (parties in turn, lanes) vs measured",
-                prediction.serial_seconds,
-                measured,
-                "s",
-                note=f"prediction / measured = {ratio:.2f} "
-                f"(tolerance {PREDICTION_TOLERANCE:.0%}); from a {small_frames}-frame ledger "
-                f"scaled x{len(frames) / small_frames:.2f}, lane scaling {scaling:.2f}",
-                better=LOWER,
-            )
-        )
-    rows.append(Row("machine: 2 lanes of modular multiplications vs 1", scaling, None, "x"))
-    checks.update(
+    )
+    return prediction
+
+
+def run(args, say=lambda msg: None) -> BenchResult:
+    """Every step of the benchmark in turn: the secure runs, their table, the
+    log-likelihood check, the naive path and the cost model's prediction."""
+    from smc_hmm.bench.crypto import lane_scaling
+
+    b = _setup(args, say)
+    with lanes(args.workers) as compute:
+        scaling = lane_scaling(compute, b.keypair[0].nsquare_mpz) if compute.parallel else 1.0
+        _secure_runs(b, compute)
+        _median_rows(b)
+        _comparison_rows(b)
+        agree, counted = _decision_rows(b)
+        rel, frames = _likelihood_check(b, compute)
+    main = b.main
+    median = b.medians[main]["seconds"] if main in b.medians else float("nan")
+    naive = _naive_row(b, frames, median)
+    local = args.transport == "local"
+    prediction = _prediction(b, frames, scaling) if local and main in b.medians else None
+    b.rows.append(Row("machine: 2 lanes of modular multiplications vs 1", scaling, None, "x"))
+    b.checks.update(
         {
-            "total within target": args.transport != "local" or median <= TOTAL_TARGET[args.models],
+            "total within target": not local or median <= TOTAL_TARGET[args.models],
             "relative error": rel <= REL_TARGET,
             "secure == plaintext": agree == counted,
             "naive ratio": naive / median >= NAIVE_RATIO_TARGET,
         }
     )
-    return BenchResult(
-        "keyword",
-        args.key_bits,
-        rows,
-        {
-            "words": args.words,
-            "states": args.states,
-            "frames": args.frames,
-            "models": args.models,
-            "mode": args.mode,
-            "recursion": args.recursion,
-            "transport": args.transport,
-            "utterances": args.utterances,
-            "workers": args.workers,
-            "short_randomness": getattr(args, "short_randomness", False),
-        },
-        extra={
-            "runs": runs,
-            "medians": {_label(c): m for c, m in medians.items()},
-            "median_seconds": median,
-            "naive_seconds": naive,
-            "naive_ratio": naive / median,
-            "max_relative_error": rel,
-            "prediction_seconds": None if prediction is None else prediction.serial_seconds,
-            "lane_scaling": scaling,
-            "cost": first_cost[main].to_dict() if main in first_cost else None,
-            "all_equal": agree == counted,
-            "checks": checks,
-            "targets_met": all(checks.values()),
-        },
-    )
+    extra = {
+        "runs": b.runs,
+        "medians": {_label(c): m for c, m in b.medians.items()},
+        "median_seconds": median,
+        "naive_seconds": naive,
+        "naive_ratio": naive / median,
+        "max_relative_error": rel,
+        "prediction_seconds": None if prediction is None else prediction.serial_seconds,
+        "lane_scaling": scaling,
+        "cost": b.first_cost[main].to_dict() if main in b.first_cost else None,
+        "all_equal": agree == counted,
+        "checks": b.checks,
+        "targets_met": all(b.checks.values()),
+    }
+    return BenchResult("keyword", args.key_bits, b.rows, _params(args), extra=extra)
+
+
+def _params(args) -> dict:
+    """The options the JSON records."""
+    names = ("words", "states", "frames", "models", "mode", "recursion", "transport")
+    return {
+        **{name: getattr(args, name) for name in names},
+        "utterances": args.utterances,
+        "workers": args.workers,
+        "short_randomness": getattr(args, "short_randomness", False),
+    }
 
 
 def add_arguments(parser) -> None:
-    add_key_arguments(parser)
-    parser.add_argument("--words", type=int, default=10, help="keywords (digit models, 2-10)")
-    parser.add_argument("--states", type=int, default=5, help="states per model (bundled: 5)")
-    parser.add_argument(
-        "--frames",
-        type=int,
-        default=98,
-        help="frames per utterance, padded or cut (98); 0: each utterance's own length",
-    )
-    parser.add_argument(
-        "--models", choices=("diag", "full"), default="diag", help="covariance structure"
-    )
-    parser.add_argument(
-        "--mode",
-        choices=("private", "fast", "both"),
-        default="both",
-        help="argmax mode; both: private and fast side by side",
-    )
-    parser.add_argument(
-        "--recursion",
-        choices=("v2", "v1", "both"),
-        default="both",
-        help="forward recursion; both: v2 and v1 side by side (v1 in the first mode only)",
-    )
-    parser.add_argument("--transport", choices=("local", "tcp"), default="local")
-    parser.add_argument("--utterances", type=int, default=1, help="test utterances (default 1)")
-    parser.add_argument(
-        "--naive-frames", type=int, default=1, help="frames timed on the naive path"
-    )
-    add_workers_argument(parser)
-    parser.add_argument(
-        "--all-scores",
-        action="store_true",
-        help="also reveal every keyword's secure log-likelihood on every utterance (a "
-        "second, forward-only run each) and report the largest relative error",
-    )
-    parser.add_argument(
-        "--short-randomness",
-        action="store_true",
-        help=f"Alice's encryptions with {SHORT_ALPHA_BITS}-bit DJN exponents instead of "
-        "bits(n)/2 (faster; rests on the stronger short-exponent assumption, see "
-        "smc_hmm/crypto/randomness.py; --transport local only)",
-    )
-    add_json_argument(parser)
+    with common_arguments(parser, workers=True, short_randomness="; --transport local only"):
+        parser.add_argument("--words", type=int, default=10, help="keywords (digit models, 2-10)")
+        parser.add_argument("--states", type=int, default=5, help="states per model (bundled: 5)")
+        parser.add_argument(
+            "--frames",
+            type=int,
+            default=98,
+            help="frames per utterance, padded or cut (98); 0: each utterance's own length",
+        )
+        parser.add_argument(
+            "--models", choices=("diag", "full"), default="diag", help="covariance structure"
+        )
+        parser.add_argument(
+            "--mode",
+            choices=("private", "fast", "both"),
+            default="both",
+            help="argmax mode; both: private and fast side by side",
+        )
+        parser.add_argument(
+            "--recursion",
+            choices=("v2", "v1", "both"),
+            default="both",
+            help="forward recursion; both: v2 and v1 side by side (v1 in the first mode only)",
+        )
+        parser.add_argument("--transport", choices=("local", "tcp"), default="local")
+        parser.add_argument("--utterances", type=int, default=1, help="test utterances (default 1)")
+        parser.add_argument(
+            "--naive-frames", type=int, default=1, help="frames timed on the naive path"
+        )
+        parser.add_argument(
+            "--all-scores",
+            action="store_true",
+            help="also reveal every keyword's secure log-likelihood on every utterance (a "
+            "second, forward-only run each) and report the largest relative error",
+        )
 
 
 def main(args) -> int:
-    from rich.console import Console
-
-    check_key_bits(args)
     if args.utterances < 1 or args.naive_frames < 1 or args.frames < 0:
         raise InvalidInputError("--utterances and --naive-frames must be >= 1, --frames >= 0")
     if args.utterances > BUNDLED_UTTERANCES:
@@ -696,11 +663,6 @@ def main(args) -> int:
         )
     if args.short_randomness and args.transport != "local":
         raise InvalidInputError("--short-randomness applies to --transport local only")
-    console = Console(width=max(150, Console().width))
-    if args.short_randomness:
-        console.print(
-            "[yellow]warning: --short-randomness rests on the short-exponent assumption[/]"
-        )
-    result = run(args, say=lambda m: console.print(f"[dim]... {m}[/]"))
-    result.print_table(console)
-    return finish(args, result, console, met=result.extra["targets_met"])
+    console, say = start(args)
+    result = run(args, say)
+    return finish(args, result, console, met=result.extra["targets_met"], table=True)
