@@ -186,12 +186,16 @@ class DGKPublicKey:
                 f"expected {count} DGK ciphertexts of {w} bytes, got "
                 f"{len(blob) if isinstance(blob, bytes) else type(blob).__name__}"
             )
-        out = []
-        for i in range(count):
-            c = mpz(int.from_bytes(blob[i * w : (i + 1) * w], "big"))
-            if not 0 < c < n or gmpy2.gcd(c, n) != 1:
+        out = [mpz(int.from_bytes(blob[i * w : (i + 1) * w], "big")) for i in range(count)]
+        # every c is a unit iff their product is (n = pq): one gcd per batch, not one per
+        # ciphertext (a gcd costs eight multiplications mod n)
+        product = mpz(1)
+        for c in out:
+            if not 0 < c < n:
                 raise InvalidCiphertextError("DGK ciphertext is not a unit of Z_n")
-            out.append(c)
+            product = product * c % n
+        if gmpy2.gcd(product, n) != 1:
+            raise InvalidCiphertextError("DGK ciphertext is not a unit of Z_n")
         return out
 
     # -- encryption and homomorphic helpers ------------------------------------------------

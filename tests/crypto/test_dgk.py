@@ -129,6 +129,13 @@ def test_unpack_rejects_bad_ciphertexts(dgk):
         pk.unpack(b"\x00" * pk.width, 1)  # zero
     with pytest.raises(InvalidCiphertextError):
         pk.unpack(int(sk.p).to_bytes(pk.width, "big"), 1)  # not a unit
+    units = pk.pack(pk.encrypt([1, 0, 1, 1], Rng.seeded(5)))
+    assert len(pk.unpack(units, 4)) == 4
+    for i in range(4):  # one non-unit anywhere in a batch (the check is one gcd per batch)
+        w = pk.width
+        bad = units[: i * w] + int(sk.q).to_bytes(w, "big") + units[(i + 1) * w :]
+        with pytest.raises(InvalidCiphertextError, match="not a unit"):
+            pk.unpack(bad, 4)
     with pytest.raises(InvalidCiphertextError):
         pk.unpack(b"\xff" * pk.width, 1)  # >= n
     with pytest.raises(InvalidCiphertextError):
