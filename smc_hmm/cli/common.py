@@ -1,5 +1,8 @@
 """What every ``smc-hmm`` command shares: the console, JSON output and the check of
-output paths, plugin lookup, key-size options and checks, and the one-line error.
+output paths, plugin lookup, key-size options and checks, and the one-line error; and
+what the commands that recognise one recording (keyword, speaker, spot, match) share:
+their client flags, Alice's key pair, the in-process run (with its offline phase) or the
+session with a serving Bob, and the printing of their result.
 
 Command modules (:mod:`smc_hmm.cli.demo`, :mod:`smc_hmm.cli.bench`, ...) import this
 module and never one another, so adding a command touches one new module and one line
@@ -10,13 +13,16 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 from smc_hmm.bench.common import KEY_FLAGS, check_key_bits
-from smc_hmm.crypto import MAX_KEY_BITS
-from smc_hmm.errors import ConfigError
+from smc_hmm.crypto import MAX_KEY_BITS, generate_keypair
+from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError, WeakerModeWarning
+from smc_hmm.limits import DEFAULT_MAX_FRAMES
 from smc_hmm.options import check_output_path
+from smc_hmm.progress import status
 
 DEFAULT_DEMO = "keyword"
 DEMO_GROUP = "smc_hmm.demos"
@@ -90,16 +96,204 @@ __all__ = [
     "DEMO_GROUP",
     "add_key_arguments",
     "add_large_keys_argument",
+    "add_max_frames_argument",
+    "add_server_arguments",
+    "add_views_argument",
+    "agreement",
+    "check_frames",
     "check_key_bits",
     "check_output_path",
+    "connect",
     "console",
+    "generate_keys",
     "one_line",
     "plugins",
+    "print_report",
     "resolve_entry",
+    "run_against_server",
+    "run_in_process",
+    "run_with_offline_phase",
+    "warn_insecure",
     "write_json",
+    "write_party_views",
 ]
 
 
 def one_line(exc: BaseException) -> str:
     """The error's message on one line (typed errors print as one line, exit code 2)."""
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+# -- the commands that recognise one recording: keyword, speaker, spot, match --------
+
+
+def add_max_frames_argument(p, type=int) -> None:
+    """``--max-frames``: the public bound on the recording's length (as ``smc-hmm serve``)."""
+    p.add_argument(
+        "--max-frames",
+        type=type,
+        default=DEFAULT_MAX_FRAMES,
+        help=f"the longest recording accepted, in 10 ms frames (default {DEFAULT_MAX_FRAMES:,}: "
+        "30 s, as smc-hmm serve)",
+    )
+
+
+def add_views_argument(p) -> None:
+    p.add_argument(
+        "--views",
+        metavar="DIR",
+        help="write what each party received (decrypted where it holds the key) to "
+        "DIR/alice.json and DIR/bob.json (docs/views.md)",
+    )
+
+
+def add_server_arguments(p) -> None:
+    """``--server``, ``--certs``, ``--name`` and ``--server-name``: Alice alone, against a
+    serving Bob (:func:`connect`, :func:`run_against_server`)."""
+    p.add_argument("--server", metavar="HOST:PORT", help="a serving Bob (smc-hmm serve)")
+    p.add_argument("--certs", metavar="DIR", help="with --server: ca.pem and the client's files")
+    p.add_argument("--name", help="with --server: the client certificate's name in --certs")
+    p.add_argument("--server-name", default="bob", help="with --server: the server's party name")
+
+
+def check_frames(args, frames, cost: str = "") -> None:
+    """A public bound on the recording's length, before any key or protocol work;
+    ``cost`` tells what a frame costs (appended to the advice)."""
+    if len(frames) > args.max_frames:
+        raise InvalidInputError(
+            f"{args.audio} has {len(frames):,} frames ({len(frames) / 100:.1f} s of audio), "
+            f"above --max-frames {args.max_frames:,} (the default, {DEFAULT_MAX_FRAMES:,}, is "
+            f"smc-hmm serve's too): raise --max-frames to run it anyway{cost}"
+        )
+
+
+def warn_insecure(args, out) -> None:
+    """Say in words, on ``out`` (standard error), that ``--insecure`` keys are for tests."""
+    if args.insecure:
+        out.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
+
+
+def generate_keys(args, out):
+    """Alice's Paillier key pair of ``--key-bits``, a progress line on ``out`` meanwhile
+    (an insecure size was said in words by :func:`warn_insecure`, not as a warning)."""
+    with (
+        status(out, f"generating a {args.key_bits}-bit Paillier key pair"),
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("ignore", InsecureKeyWarning)
+        return generate_keypair(args.key_bits, insecure=args.insecure)
+
+
+def run_in_process(args, protocol, params, alice, bob, keypair, compute, **options):
+    """One run of ``protocol`` with both roles in this process: Alice (who holds
+    ``keypair``) with input ``alice``, Bob with ``bob``, both on ``compute``, under the
+    command's ``--key-bits``/``--insecure`` floor and ``--timeout``; ``options`` (meta,
+    randomizers, record_views, progress) go to :func:`~smc_hmm.runtime.simulate.run_protocol`."""
+    from smc_hmm.runtime.simulate import run_protocol
+
+    return run_protocol(
+        protocol,
+        params,
+        {"alice": ("alice", alice), "bob": ("bob", bob)},
+        keys={"alice": keypair},
+        compute=compute,
+        min_key_bits=min(args.key_bits, 2048) if args.insecure else 2048,
+        timeout=args.timeout,
+        **options,
+    )
+
+
+def run_with_offline_phase(
+    args, out, protocol, settings: dict, params, alice, bob, keypair, doing: str, **options
+):
+    """The offline phase (every randomizer of the run, drawn once the key is known), then
+    :func:`run_in_process` on ``--workers`` process lanes with those randomizers and the
+    progress line ``doing``; (the run's result, the offline phase).
+
+    ``settings`` are the protocol's parameters as given (the offline phase sizes the run
+    from them; a weaker mode's warning was said in words by the command); ``progress``,
+    if given, makes the run's progress reporters from the status line."""
+    from smc_hmm.compute import Compute
+    from smc_hmm.runtime.offline import offline_phase
+
+    progress = options.pop("progress", None)
+    inputs = {"alice": alice, "bob": bob}
+    with Compute.processes(args.workers) as compute:
+        with (
+            status(out, "offline phase: the run's randomizers, once the key is known"),
+            warnings.catch_warnings(),
+        ):
+            warnings.simplefilter("ignore", WeakerModeWarning)
+            offline = offline_phase(protocol.name, settings, inputs, keypair[0], compute)
+        keypair[0].use_randomizer(offline.alice)
+        with status(out, doing) as spinner:
+            if progress is not None:
+                options["progress"] = progress(spinner)
+            result = run_in_process(
+                args,
+                protocol,
+                params,
+                alice,
+                bob,
+                keypair,
+                compute,
+                randomizers=offline.randomizers(keypair[0]),
+                **options,
+            )
+    return result, offline
+
+
+def connect(args):
+    """(address, TLS context, client name) of ``--server`` with ``--certs`` and ``--name``,
+    each refused in one line before any work."""
+    from smc_hmm.runtime.client import client_tls, parse_server
+
+    if not args.certs:
+        raise InvalidInputError("--server needs --certs DIR (ca.pem and a client certificate)")
+    address = parse_server(args.server)
+    tls, name = client_tls(args.certs, args.name)
+    return address, tls, name
+
+
+def run_against_server(args, out, connection, protocol: str, alice, expect, doing: str) -> dict:
+    """Alice's session with the serving Bob of ``connection`` (:func:`connect`): the
+    server's parameters apply and must match ``expect`` (checked before anything that
+    depends on ``alice`` is sent); a progress line ``doing`` on ``out`` meanwhile."""
+    from smc_hmm.runtime.client import run_client_session
+
+    address, tls, name = connection
+    with status(out, f"{doing} with {args.server} as {name}"):
+        return run_client_session(
+            protocol,
+            "alice",
+            alice,
+            server=address,
+            tls=tls,
+            name=name,
+            server_name=args.server_name,
+            key_bits=args.key_bits,
+            insecure=args.insecure,
+            timeout=args.timeout,
+            expect=expect,
+        )
+
+
+def agreement(same: bool) -> str:
+    """How the secure decision compares with the plaintext one, as printed."""
+    return "[green]agrees[/]" if same else "[red]DIFFERS[/]"
+
+
+def print_report(report: dict, path: str | None, extra: dict, out) -> None:
+    """The report as JSON on standard output (the result first), and with ``extra`` (the
+    cost) in ``path`` if given."""
+    sys.stdout.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    write_json(path, {**report, **extra}, out)
+
+
+def write_party_views(args, result, keypair, out) -> None:
+    """``--views``: what each party received (Alice's decrypted with ``keypair``)."""
+    if args.views:
+        from smc_hmm.runtime.views import write_views
+
+        written = write_views(args.views, result.views, {"alice": keypair})
+        out.print(f"views: {', '.join(str(p) for p in written)}")

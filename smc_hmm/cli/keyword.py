@@ -22,21 +22,30 @@ import numpy as np
 
 from smc_hmm.cli.common import (
     add_key_arguments,
+    add_max_frames_argument,
+    add_server_arguments,
+    add_views_argument,
+    agreement,
+    check_frames,
     check_key_bits,
     check_output_path,
+    connect,
     console,
+    generate_keys,
+    run_against_server,
+    run_in_process,
+    run_with_offline_phase,
+    warn_insecure,
     write_json,
+    write_party_views,
 )
 from smc_hmm.compute import Compute
-from smc_hmm.crypto import generate_keypair
-from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError, WeakerModeWarning
+from smc_hmm.errors import ConfigError, InvalidInputError, WeakerModeWarning
 from smc_hmm.hmm import log_likelihood
-from smc_hmm.limits import DEFAULT_MAX_FRAMES, MAX_SEQUENCE_LENGTH
+from smc_hmm.limits import MAX_SEQUENCE_LENGTH
 from smc_hmm.options import TIMEOUT, WORKERS, check_output_dir, option_type
 from smc_hmm.progress import Progress, status
 from smc_hmm.protocol import find
-from smc_hmm.runtime.offline import offline_phase
-from smc_hmm.runtime.simulate import run_protocol
 
 HELP = "recognise the keyword of one WAV recording securely (Alice and Bob in-process)"
 
@@ -66,24 +75,10 @@ def configure(p) -> None:
     )
     add_key_arguments(p, "tests only")
     p.add_argument("--timeout", type=TIMEOUT, default=300.0, help="per-receive timeout, seconds")
-    p.add_argument(
-        "--max-frames",
-        type=option_type(_frames_bound, "--max-frames", int),
-        default=DEFAULT_MAX_FRAMES,
-        help=f"the longest recording accepted, in 10 ms frames (default {DEFAULT_MAX_FRAMES:,}: "
-        "30 s, as smc-hmm serve)",
-    )
+    add_max_frames_argument(p, option_type(_frames_bound, "--max-frames", int))
     p.add_argument("--json", metavar="PATH", help="also write the decisions and cost as JSON")
-    p.add_argument(
-        "--views",
-        metavar="DIR",
-        help="write what each party received (decrypted where it holds the key) to "
-        "DIR/alice.json and DIR/bob.json (docs/views.md)",
-    )
-    p.add_argument("--server", metavar="HOST:PORT", help="a serving Bob (smc-hmm serve)")
-    p.add_argument("--certs", metavar="DIR", help="with --server: ca.pem and the client's files")
-    p.add_argument("--name", help="with --server: the client certificate's name in --certs")
-    p.add_argument("--server-name", default="bob", help="with --server: the server's party name")
+    add_views_argument(p)
+    add_server_arguments(p)
 
 
 def _frames_bound(n: int, name: str) -> int:
@@ -146,13 +141,7 @@ def _features(args, pipeline) -> tuple[np.ndarray, str | None]:
 
 def _check_length(args, frames) -> None:
     """A public bound on the recording's length, before any key or protocol work."""
-    if len(frames) > args.max_frames:
-        raise InvalidInputError(
-            f"{args.audio} has {len(frames):,} frames ({len(frames) / 100:.1f} s of audio), "
-            f"above --max-frames {args.max_frames:,} (the default, {DEFAULT_MAX_FRAMES:,}, is "
-            "smc-hmm serve's too): raise --max-frames to run it anyway (about 0.1 s a frame "
-            "at 2048 bits)"
-        )
+    check_frames(args, frames, " (about 0.1 s a frame at 2048 bits)")
 
 
 def _warn_no_speech(args, problem, warn) -> None:
@@ -173,14 +162,8 @@ def _run_in_process(args, console) -> int:
     _check_length(args, frames)
     _check_models(args, models, frames)
     _warn_no_speech(args, problem, warn)
-    if args.insecure:
-        warn.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
-    with (
-        status(_stderr(), f"generating a {args.key_bits}-bit Paillier key pair"),
-        warnings.catch_warnings(),
-    ):
-        warnings.simplefilter("ignore", InsecureKeyWarning)
-        keypair = generate_keypair(args.key_bits, insecure=args.insecure)
+    warn_insecure(args, warn)
+    keypair = generate_keys(args, _stderr())
     scores = [log_likelihood(m, frames) for m in models]
     plain = labels[int(np.argmax(scores))]
     if args.mode == "fast":
@@ -192,16 +175,11 @@ def _run_in_process(args, console) -> int:
     console.print(
         f"{args.audio}: secure decision [bold]{secure}[/] ({args.mode} mode, "
         f"{result.elapsed:.1f} s online + {offline.seconds:.1f} s offline), plaintext decision "
-        f"{plain} "
-        f"({'[green]agrees[/]' if secure == plain else '[red]DIFFERS[/]'})",
+        f"{plain} ({agreement(secure == plain)})",
         soft_wrap=True,
     )
     result.cost.render(console)
-    if args.views:
-        from smc_hmm.runtime.views import write_views
-
-        written = write_views(args.views, result.views, {"alice": keypair})
-        console.print(f"views: {', '.join(str(p) for p in written)}")
+    write_party_views(args, result, keypair, console)
     if args.json:
         report = {
             "secure": {"keyword": secure},
@@ -234,37 +212,24 @@ def _check_models(args, models, frames) -> None:
 def _secure_run(args, protocol, params, keypair, frames, keywords):
     """The offline phase, then both roles in-process on the compute lanes, with progress
     lines; (the run's result, the offline phase)."""
-    inputs = {"alice": frames, "bob": keywords}
     estimate = _cost_model_estimate(args, protocol, params, keypair, frames, keywords)
-    with Compute.processes(args.workers) as compute:  # the bench's and demo's lanes
-        with (
-            status(_stderr(), "offline phase: the run's randomizers, once the key is known"),
-            warnings.catch_warnings(),
-        ):
-            warnings.simplefilter("ignore", WeakerModeWarning)
-            offline = offline_phase("keyword", {"mode": args.mode}, inputs, keypair[0], compute)
-        keypair[0].use_randomizer(offline.alice)
-        with status(
-            _stderr(),
-            f"secure keyword recognition: {len(frames)} frames, {len(keywords[0])} keywords, "
-            f"{args.mode} mode",
-        ) as spinner:
-            result = run_protocol(
-                protocol,
-                params,
-                {"alice": ("alice", frames), "bob": ("bob", keywords)},
-                keys={"alice": keypair},
-                compute={"alice": compute, "bob": compute},
-                min_key_bits=min(args.key_bits, 2048) if args.insecure else 2048,
-                timeout=args.timeout,
-                meta={"audio": str(args.audio), "mode": args.mode},
-                randomizers=offline.randomizers(keypair[0]),
-                record_views=bool(args.views),
-                progress={
-                    "alice": Progress(spinner, "secure keyword recognition", estimate=estimate)
-                },
-            )
-    return result, offline
+    return run_with_offline_phase(
+        args,
+        _stderr(),
+        protocol,
+        {"mode": args.mode},
+        params,
+        frames,
+        keywords,
+        keypair,
+        f"secure keyword recognition: {len(frames)} frames, {len(keywords[0])} keywords, "
+        f"{args.mode} mode",
+        meta={"audio": str(args.audio), "mode": args.mode},
+        record_views=bool(args.views),
+        progress=lambda spinner: {
+            "alice": Progress(spinner, "secure keyword recognition", estimate=estimate)
+        },
+    )
 
 
 #: from this many frames on, the command prices the run with the cost model before it
@@ -284,15 +249,7 @@ def _cost_model_estimate(args, protocol, params, keypair, frames, keywords) -> f
 
     sample = frames[:ESTIMATE_SAMPLE_FRAMES]
     with status(_stderr(), f"cost model: pricing {len(frames):,} frames from {len(sample)}"):
-        small = run_protocol(
-            protocol,
-            params,
-            {"alice": ("alice", sample), "bob": ("bob", keywords)},
-            keys={"alice": keypair},
-            compute=Compute.inline(),
-            min_key_bits=min(args.key_bits, 2048) if args.insecure else 2048,
-            timeout=args.timeout,
-        )
+        small = run_in_process(args, protocol, params, sample, keywords, keypair, Compute.inline())
         rates = measure_rates(*keypair)
         seconds = (
             CostModel(rates)
@@ -309,32 +266,17 @@ def _cost_model_estimate(args, protocol, params, keypair, frames, keywords) -> f
 def _run_against_server(args, console) -> int:
     """Alice only, against a serving Bob; Bob's parameters (his mode) apply."""
     from smc_hmm.data import load_pipeline
-    from smc_hmm.runtime.client import client_tls, parse_server, run_client_session
 
-    if not args.certs:
-        raise InvalidInputError("--server needs --certs DIR (ca.pem and a client certificate)")
-    address = parse_server(args.server)
-    tls, name = client_tls(args.certs, args.name)
+    connection = connect(args)
     warn = _stderr()
     frames, problem = _features(args, load_pipeline())
     _check_length(args, frames)
     _warn_no_speech(args, problem, warn)
-    if args.insecure:
-        warn.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
-    with status(_stderr(), f"secure keyword recognition with {args.server} as {name}"):
-        result = run_client_session(
-            "keyword",
-            "alice",
-            frames,
-            server=address,
-            tls=tls,
-            name=name,
-            server_name=args.server_name,
-            key_bits=args.key_bits,
-            insecure=args.insecure,
-            timeout=args.timeout,
-            expect=None if args.mode is None else {"mode": args.mode},
-        )
+    warn_insecure(args, warn)
+    expect = None if args.mode is None else {"mode": args.mode}
+    result = run_against_server(
+        args, _stderr(), connection, "keyword", frames, expect, "secure keyword recognition"
+    )
     secure = result["output"]["keyword"]
     console.print(
         f"{args.audio}: secure decision [bold]{secure}[/] (session {result['session']} with "

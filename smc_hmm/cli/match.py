@@ -22,21 +22,24 @@ secret, so it is a reference only.
 
 from __future__ import annotations
 
-import json
-import sys
-import warnings
-from pathlib import Path
-
-from smc_hmm.cli.common import add_key_arguments, check_key_bits, check_output_path, console
-from smc_hmm.compute import Compute
-from smc_hmm.crypto import generate_keypair
+from smc_hmm.cli.common import (
+    add_key_arguments,
+    add_server_arguments,
+    check_key_bits,
+    check_output_path,
+    connect,
+    console,
+    generate_keys,
+    print_report,
+    run_against_server,
+    run_with_offline_phase,
+    warn_insecure,
+)
 from smc_hmm.data.match import Collection, Spectrogram, match
-from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError
+from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.options import TIMEOUT, WORKERS
 from smc_hmm.progress import status
 from smc_hmm.protocol import find
-from smc_hmm.runtime.offline import offline_phase
-from smc_hmm.runtime.simulate import run_protocol
 
 HELP = "find which recording of a collection a snippet comes from, securely"
 
@@ -70,10 +73,7 @@ def configure(p) -> None:
     add_key_arguments(p, "tests only")
     p.add_argument("--timeout", type=TIMEOUT, default=600.0, help="per-receive timeout, seconds")
     p.add_argument("--json", metavar="PATH", help="also write the report and cost as JSON")
-    p.add_argument("--server", metavar="HOST:PORT", help="a serving Bob (smc-hmm serve)")
-    p.add_argument("--certs", metavar="DIR", help="with --server: ca.pem and the client's files")
-    p.add_argument("--name", help="with --server: the client certificate's name in --certs")
-    p.add_argument("--server-name", default="bob", help="with --server: the server's party name")
+    add_server_arguments(p)
 
 
 def _params(args) -> dict:
@@ -118,8 +118,7 @@ def run(args) -> int:
         threshold=params.threshold_value(),
         stride=params.pool,
     )
-    if args.insecure:
-        out.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
+    warn_insecure(args, out)
     if args.server:
         return _run_against_server(args, out, frames, plain, spectrogram.frame_seconds)
     result, offline_seconds = _secure_run(args, out, protocol, params, frames, collection)
@@ -140,75 +139,36 @@ def run(args) -> int:
         "seconds": {"online": result.elapsed, "offline": offline_seconds},
         "key_bits": args.key_bits,
     }
-    _emit(report, args.json, {"cost": result.cost.to_dict()}, out)
+    print_report(report, args.json, {"cost": result.cost.to_dict()}, out)
     result.cost.render(console())  # after the result, on standard output
     return 0 if secure == plaintext else 1
 
 
 def _secure_run(args, out, protocol, params, frames, collection):
     """Alice and Bob in this process after an offline phase: (RunResult, offline seconds)."""
-    with (
-        status(out, f"generating a {args.key_bits}-bit Paillier key pair"),
-        warnings.catch_warnings(),
-    ):
-        warnings.simplefilter("ignore", InsecureKeyWarning)
-        keypair = generate_keypair(args.key_bits, insecure=args.insecure)
-    inputs = {"alice": frames, "bob": collection}
-    with Compute.processes(args.workers) as compute:
-        with status(out, "offline phase: the run's randomizers, once the key is known"):
-            offline = offline_phase("match", _params(args), inputs, keypair[0], compute)
-        keypair[0].use_randomizer(offline.alice)
-        with status(
-            out,
-            f"secure matching: {len(frames)} frames against {len(collection)} recordings, "
-            f"{args.mode} mode",
-        ):
-            result = run_protocol(
-                protocol,
-                params,
-                {"alice": ("alice", frames), "bob": ("bob", collection)},
-                keys={"alice": keypair},
-                compute={"alice": compute, "bob": compute},
-                min_key_bits=min(args.key_bits, 2048) if args.insecure else 2048,
-                timeout=args.timeout,
-                meta={"audio": str(args.audio), "mode": args.mode},
-                randomizers=offline.randomizers(keypair[0]),
-            )
+    keypair = generate_keys(args, out)
+    result, offline = run_with_offline_phase(
+        args,
+        out,
+        protocol,
+        _params(args),
+        params,
+        frames,
+        collection,
+        keypair,
+        f"secure matching: {len(frames)} frames against {len(collection)} recordings, "
+        f"{args.mode} mode",
+        meta={"audio": str(args.audio), "mode": args.mode},
+    )
     return result, offline.seconds
-
-
-def _emit(report: dict, path: str | None, extra: dict, out) -> None:
-    sys.stdout.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
-    if path:
-        try:
-            Path(path).write_text(json.dumps({**report, **extra}, indent=2, sort_keys=True) + "\n")
-        except OSError as e:
-            raise ConfigError(f"cannot write {path}: {e.strerror or e}") from e
-        out.print(f"wrote {path}")
 
 
 def _run_against_server(args, out, frames, plain, frame_seconds: float) -> int:
     """Alice only, against a serving Bob whose parameters must be the ones asked for."""
-    from smc_hmm.runtime.client import client_tls, parse_server, run_client_session
-
-    if not args.certs:
-        raise InvalidInputError("--server needs --certs DIR (ca.pem and a client certificate)")
-    address = parse_server(args.server)
-    tls, name = client_tls(args.certs, args.name)
-    with status(out, f"secure matching with {args.server} as {name}"):
-        result = run_client_session(
-            "match",
-            "alice",
-            frames,
-            server=address,
-            tls=tls,
-            name=name,
-            server_name=args.server_name,
-            key_bits=args.key_bits,
-            insecure=args.insecure,
-            timeout=args.timeout,
-            expect=_params(args),
-        )
+    connection = connect(args)
+    result = run_against_server(
+        args, out, connection, "match", frames, _params(args), "secure matching"
+    )
     report = {
         "audio": str(args.audio),
         "mode": args.mode,
@@ -222,5 +182,5 @@ def _run_against_server(args, out, frames, plain, frame_seconds: float) -> int:
         "server": args.server,
         "seconds": result["elapsed"],
     }
-    _emit(report, args.json, {"cost": result["cost"]}, out)
+    print_report(report, args.json, {"cost": result["cost"]}, out)
     return 0

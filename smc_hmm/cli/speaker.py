@@ -29,14 +29,26 @@ learned the result.
 
 from __future__ import annotations
 
-import json
-import sys
-import warnings
 from pathlib import Path
 
-from smc_hmm.cli.common import add_key_arguments, check_key_bits, check_output_path, console
+from smc_hmm.cli.common import (
+    add_key_arguments,
+    add_max_frames_argument,
+    add_server_arguments,
+    add_views_argument,
+    check_frames,
+    check_key_bits,
+    check_output_path,
+    connect,
+    console,
+    generate_keys,
+    print_report,
+    run_against_server,
+    run_in_process,
+    warn_insecure,
+    write_party_views,
+)
 from smc_hmm.compute import Compute
-from smc_hmm.crypto import generate_keypair
 from smc_hmm.data.speakers import (
     SPEAKER_FEATURES,
     UBM_LABEL,
@@ -45,12 +57,11 @@ from smc_hmm.data.speakers import (
     scores,
     speaker_features_from_wav,
 )
-from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError
-from smc_hmm.limits import DEFAULT_MAX_FRAMES, MAX_SEQUENCE_LENGTH
+from smc_hmm.errors import ConfigError, InvalidInputError
+from smc_hmm.limits import MAX_SEQUENCE_LENGTH
 from smc_hmm.options import TIMEOUT, WORKERS, check_output_dir
 from smc_hmm.progress import status
 from smc_hmm.protocol import find
-from smc_hmm.runtime.simulate import run_protocol
 
 HELP = "identify or verify the speaker of one WAV recording securely (GMMs and a UBM)"
 #: what identify's answer means, in its report (an unknown voice gets the closest name)
@@ -80,24 +91,10 @@ def configure(p) -> None:
     p.add_argument("--workers", type=WORKERS, default=None, help="compute lanes per party")
     add_key_arguments(p, "tests only")
     p.add_argument("--timeout", type=TIMEOUT, default=300.0, help="per-receive timeout, seconds")
-    p.add_argument(
-        "--max-frames",
-        type=int,
-        default=DEFAULT_MAX_FRAMES,
-        help=f"the longest recording accepted, in 10 ms frames (default {DEFAULT_MAX_FRAMES:,}: "
-        "30 s, as smc-hmm serve)",
-    )
+    add_max_frames_argument(p)
     p.add_argument("--json", metavar="PATH", help="also write the report and cost as JSON")
-    p.add_argument(
-        "--views",
-        metavar="DIR",
-        help="write what each party received (decrypted where it holds the key) to "
-        "DIR/alice.json and DIR/bob.json (docs/views.md)",
-    )
-    p.add_argument("--server", metavar="HOST:PORT", help="a serving Bob (smc-hmm serve)")
-    p.add_argument("--certs", metavar="DIR", help="with --server: ca.pem and the client's files")
-    p.add_argument("--name", help="with --server: the client certificate's name in --certs")
-    p.add_argument("--server-name", default="bob", help="with --server: the server's party name")
+    add_views_argument(p)
+    add_server_arguments(p)
 
 
 def _params(args) -> dict:
@@ -153,12 +150,7 @@ def run(args) -> int:
     frames = speaker_features_from_wav(args.audio)
     if not 1 <= args.max_frames <= MAX_SEQUENCE_LENGTH:
         raise InvalidInputError(f"--max-frames must be in [1, {MAX_SEQUENCE_LENGTH:,}]")
-    if len(frames) > args.max_frames:
-        raise InvalidInputError(
-            f"{args.audio} has {len(frames):,} frames ({len(frames) / 100:.1f} s of audio), "
-            f"above --max-frames {args.max_frames:,} (the default, {DEFAULT_MAX_FRAMES:,}, is "
-            "smc-hmm serve's too): raise --max-frames to run it anyway"
-        )
+    check_frames(args, frames)
     if args.server:
         return _run_against_server(args, out, frames)
     models, labels = _models(args.models)
@@ -167,14 +159,8 @@ def run(args) -> int:
     if args.claim is not None and (args.claim not in labels or args.claim == UBM_LABEL):
         speakers = ", ".join(x for x in labels if x != UBM_LABEL)
         raise InvalidInputError(f"--claim {args.claim}: not an enrolled speaker ({speakers})")
-    if args.insecure:
-        out.print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
-    with (
-        status(out, f"generating a {args.key_bits}-bit Paillier key pair"),
-        warnings.catch_warnings(),
-    ):
-        warnings.simplefilter("ignore", InsecureKeyWarning)
-        keypair = generate_keypair(args.key_bits, insecure=args.insecure)
+    warn_insecure(args, out)
+    keypair = generate_keys(args, out)
     sc = scores(models, frames)
     plain = decision(args.mode, sc, labels, params, len(frames), args.claim)
     utterance = frames if args.claim is None else (frames, args.claim)
@@ -182,14 +168,14 @@ def run(args) -> int:
         Compute.processes(args.workers) as compute,
         status(out, f"secure speaker {args.mode}: {len(frames)} frames, {len(models)} models"),
     ):
-        result = run_protocol(
+        result = run_in_process(
+            args,
             protocol,
             params,
-            {"alice": ("alice", utterance), "bob": ("bob", (models, labels))},
-            keys={"alice": keypair},
-            compute={"alice": compute, "bob": compute},
-            min_key_bits=min(args.key_bits, 2048) if args.insecure else 2048,
-            timeout=args.timeout,
+            utterance,
+            (models, labels),
+            keypair,
+            compute,
             meta={"audio": str(args.audio), "mode": args.mode},
             record_views=bool(args.views),
         )
@@ -210,51 +196,21 @@ def run(args) -> int:
         **({"claim": args.claim} if args.claim is not None else {}),
         **({"note": IDENTIFY_NOTE.format(n=len(labels) - 1)} if args.mode == "identify" else {}),
     }
-    _emit(report, args.json, {"cost": result.cost.to_dict()}, out)
+    print_report(report, args.json, {"cost": result.cost.to_dict()}, out)
     result.cost.render(console())  # after the result, on standard output
-    if args.views:
-        from smc_hmm.runtime.views import write_views
-
-        written = write_views(args.views, result.views, {"alice": keypair})
-        out.print(f"views: {', '.join(str(p) for p in written)}")
+    write_party_views(args, result, keypair, out)
     return 0 if secure == plain else 1
-
-
-def _emit(report: dict, path: str | None, extra: dict, out) -> None:
-    sys.stdout.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
-    if path:
-        try:
-            Path(path).write_text(json.dumps({**report, **extra}, indent=2, sort_keys=True) + "\n")
-        except OSError as e:
-            raise ConfigError(f"cannot write {path}: {e.strerror or e}") from e
-        out.print(f"wrote {path}")
 
 
 def _run_against_server(args, out, frames) -> int:
     """Alice only, against a serving Bob: his parameters apply, and must be the mode (and
     the margin or threshold, if given) asked for here -- checked before anything that
     depends on the recording or the claim is sent."""
-    from smc_hmm.runtime.client import client_tls, parse_server, run_client_session
-
-    if not args.certs:
-        raise InvalidInputError("--server needs --certs DIR (ca.pem and a client certificate)")
-    address = parse_server(args.server)
-    tls, name = client_tls(args.certs, args.name)
+    connection = connect(args)
     utterance = frames if args.claim is None else (frames, args.claim)
-    with status(out, f"secure speaker {args.mode} with {args.server} as {name}"):
-        result = run_client_session(
-            "speaker",
-            "alice",
-            utterance,
-            server=address,
-            tls=tls,
-            name=name,
-            server_name=args.server_name,
-            key_bits=args.key_bits,
-            insecure=args.insecure,
-            timeout=args.timeout,
-            expect=_params(args),
-        )
+    result = run_against_server(
+        args, out, connection, "speaker", utterance, _params(args), f"secure speaker {args.mode}"
+    )
     output = result["output"]
     if output is not None and "speaker" in output:  # identify: Alice learned the label
         secure = {**output, "learned_by": "alice"}
@@ -272,5 +228,5 @@ def _run_against_server(args, out, frames) -> int:
         "seconds": result["elapsed"],
         **({"claim": args.claim} if args.claim is not None else {}),
     }
-    _emit(report, args.json, {"cost": result["cost"]}, out)
+    print_report(report, args.json, {"cost": result["cost"]}, out)
     return 0

@@ -15,24 +15,25 @@ for, and the plaintext comparison uses the bundled models.
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 from smc_hmm.cli.common import (
     add_key_arguments,
+    add_server_arguments,
+    agreement,
     check_key_bits,
     check_output_path,
+    connect,
     console,
+    generate_keys,
+    run_against_server,
+    run_with_offline_phase,
+    warn_insecure,
     write_json,
 )
-from smc_hmm.compute import Compute
-from smc_hmm.crypto import generate_keypair
-from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError
+from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.options import TIMEOUT, WORKERS
-from smc_hmm.progress import status
 from smc_hmm.protocol import find
-from smc_hmm.runtime.offline import offline_phase
-from smc_hmm.runtime.simulate import run_protocol
 
 HELP = "find where keywords occur in one WAV recording, securely (Alice and Bob in-process)"
 #: the bundled pipeline's hop: frame k is centred at k * HOP seconds
@@ -60,10 +61,7 @@ def configure(p) -> None:
     add_key_arguments(p, "tests only")
     p.add_argument("--timeout", type=TIMEOUT, default=600.0, help="per-receive timeout, seconds")
     p.add_argument("--json", metavar="PATH", help="also write the decisions and cost as JSON")
-    p.add_argument("--server", metavar="HOST:PORT", help="a serving Bob (smc-hmm serve)")
-    p.add_argument("--certs", metavar="DIR", help="with --server: ca.pem and the client's files")
-    p.add_argument("--name", help="with --server: the client certificate's name in --certs")
-    p.add_argument("--server-name", default="bob", help="with --server: the server's party name")
+    add_server_arguments(p)
 
 
 def load_models(spec: str):
@@ -157,43 +155,28 @@ def _run_in_process(args, console) -> int:
     params = {"keywords": keywords}
     descriptor_params = protocol.params(params)  # bad parameters fail before any work
     frames = pipeline.features_from_wav(args.audio)
-    if args.insecure:
-        _stderr().print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
-    with (
-        status(_stderr(), f"generating a {args.key_bits}-bit Paillier key pair"),
-        warnings.catch_warnings(),
-    ):
-        warnings.simplefilter("ignore", InsecureKeyWarning)
-        keypair = generate_keypair(args.key_bits, insecure=args.insecure)
+    warn_insecure(args, _stderr())
+    keypair = generate_keys(args, _stderr())
     plain = plaintext(models, frames, keywords)
-    inputs = {"alice": frames, "bob": {k: models[k] for k in keywords}}
-    with Compute.processes(args.workers) as compute:
-        with status(_stderr(), "offline phase: the run's randomizers, once the key is known"):
-            offline = offline_phase("spot", params, inputs, keypair[0], compute)
-        keypair[0].use_randomizer(offline.alice)
-        with status(
-            _stderr(),
-            f"secure keyword spotting: {len(frames)} frames, {len(keywords)} keyword(s)",
-        ):
-            result = run_protocol(
-                protocol,
-                descriptor_params,
-                {"alice": ("alice", frames), "bob": ("bob", inputs["bob"])},
-                keys={"alice": keypair},
-                compute={"alice": compute, "bob": compute},
-                min_key_bits=min(args.key_bits, 2048) if args.insecure else 2048,
-                timeout=args.timeout,
-                meta={"audio": str(args.audio), "keywords": keywords},
-                randomizers=offline.randomizers(keypair[0]),
-            )
+    result, offline = run_with_offline_phase(
+        args,
+        _stderr(),
+        protocol,
+        params,
+        descriptor_params,
+        frames,
+        {k: models[k] for k in keywords},
+        keypair,
+        f"secure keyword spotting: {len(frames)} frames, {len(keywords)} keyword(s)",
+        meta={"audio": str(args.audio), "keywords": keywords},
+    )
     secure = result["alice"]
     result.cost.render(console)
     agree = all(secure[k] == plain[k] for k in keywords)
     for k in keywords:
-        same = "[green]agrees[/]" if secure[k] == plain[k] else "[red]DIFFERS[/]"
         console.print(
             f"{args.audio}: [bold]{k}[/]: secure {_span(secure[k])}; plaintext "
-            f"{_span(plain[k])} ({same})",
+            f"{_span(plain[k])} ({agreement(secure[k] == plain[k])})",
             soft_wrap=True,
         )
     console.print(
@@ -218,32 +201,22 @@ def _run_in_process(args, console) -> int:
 def _run_against_server(args, console) -> int:
     """Alice only, against a serving Bob whose ``[protocol] keywords`` are the ones asked."""
     from smc_hmm.data import load_pipeline
-    from smc_hmm.runtime.client import client_tls, parse_server, run_client_session
 
-    if not args.certs:
-        raise InvalidInputError("--server needs --certs DIR (ca.pem and a client certificate)")
     keywords = [k for group in args.keyword for k in group.split(",") if k]
     if "all" in keywords:
         raise InvalidInputError("with --server name the keywords the server spots")
-    address = parse_server(args.server)
-    tls, name = client_tls(args.certs, args.name)
+    connection = connect(args)
     frames = load_pipeline().features_from_wav(args.audio)
-    if args.insecure:
-        _stderr().print(f"[yellow]warning: {args.key_bits}-bit keys are INSECURE (tests only)[/]")
-    with status(_stderr(), f"secure keyword spotting with {args.server} as {name}"):
-        result = run_client_session(
-            "spot",
-            "alice",
-            frames,
-            server=address,
-            tls=tls,
-            name=name,
-            server_name=args.server_name,
-            key_bits=args.key_bits,
-            insecure=args.insecure,
-            timeout=args.timeout,
-            expect={"keywords": keywords},
-        )
+    warn_insecure(args, _stderr())
+    result = run_against_server(
+        args,
+        _stderr(),
+        connection,
+        "spot",
+        frames,
+        {"keywords": keywords},
+        "secure keyword spotting",
+    )
     secure = result["output"]
     for k in keywords:
         console.print(f"{args.audio}: [bold]{k}[/]: secure {_span(secure[k])}", soft_wrap=True)
