@@ -39,13 +39,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-import gmpy2
 import msgpack
 import numpy as np
 from gmpy2 import mpz
 
 from smc_hmm.crypto.cipherarray import CipherArray
-from smc_hmm.crypto.keys import PublicKey
+from smc_hmm.crypto.keys import PublicKey, all_units
 from smc_hmm.errors import (
     FrameTooLargeError,
     InvalidCiphertextFrameError,
@@ -389,12 +388,11 @@ class WireCodec:
         from_bytes = mpz.from_bytes
         cts = [from_bytes(blob[i : i + width], "big") for i in range(0, len(blob), width)]
         n, n2 = key.n_mpz, key.nsquare_mpz
-        gcd = gmpy2.gcd
         for c in cts:
             if not 0 < c < n2:
                 raise InvalidCiphertextFrameError("ciphertext outside (0, n^2)")
-            if gcd(c, n) != 1:
-                raise InvalidCiphertextFrameError("ciphertext not coprime to n")
+        if not all_units(cts, n):
+            raise InvalidCiphertextFrameError("ciphertext not coprime to n")
         data = np.empty(count, dtype=object)
         for i, c in enumerate(cts):
             data[i] = c

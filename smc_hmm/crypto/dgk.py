@@ -56,7 +56,7 @@ import gmpy2
 from gmpy2 import mpz
 
 from smc_hmm.crypto import consttime
-from smc_hmm.crypto.keys import NULL_METER, Meter
+from smc_hmm.crypto.keys import NULL_METER, Meter, all_units
 from smc_hmm.crypto.randomness import FixedBaseTable
 from smc_hmm.crypto.rng import Rng
 from smc_hmm.errors import (
@@ -187,14 +187,7 @@ class DGKPublicKey:
                 f"{len(blob) if isinstance(blob, bytes) else type(blob).__name__}"
             )
         out = [mpz(int.from_bytes(blob[i * w : (i + 1) * w], "big")) for i in range(count)]
-        # every c is a unit iff their product is (n = pq): one gcd per batch, not one per
-        # ciphertext (a gcd costs eight multiplications mod n)
-        product = mpz(1)
-        for c in out:
-            if not 0 < c < n:
-                raise InvalidCiphertextError("DGK ciphertext is not a unit of Z_n")
-            product = product * c % n
-        if gmpy2.gcd(product, n) != 1:
+        if not all(0 < c < n for c in out) or not all_units(out, n):
             raise InvalidCiphertextError("DGK ciphertext is not a unit of Z_n")
         return out
 

@@ -57,6 +57,16 @@ class Meter:
 NULL_METER = Meter()
 
 
+def all_units(values, n) -> bool:
+    """Whether every value is coprime to ``n``: one gcd for the whole batch, since a
+    product is coprime to n exactly when each factor is (a gcd costs several
+    multiplications mod n, the running product one)."""
+    product = mpz(1)
+    for v in values:
+        product = product * v % n
+    return gmpy2.gcd(product, n) == 1
+
+
 class PublicKey(phe.PaillierPublicKey):
     """A Paillier public key (g = n + 1) with fast-path state.
 
@@ -166,8 +176,8 @@ class PublicKey(phe.PaillierPublicKey):
         for c in ciphertexts:
             if not (0 < c < n2):
                 raise InvalidCiphertextError("ciphertext outside (0, n^2)")
-            if check_gcd and gmpy2.gcd(c, n) != 1:
-                raise InvalidCiphertextError("ciphertext not coprime to n")
+        if check_gcd and not all_units(ciphertexts, n):
+            raise InvalidCiphertextError("ciphertext not coprime to n")
 
     def same_key(self, other: PublicKey) -> None:
         if other is not self and other.fingerprint != self.fingerprint:
