@@ -132,6 +132,7 @@ import sys
 import warnings
 import zipfile
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -222,6 +223,20 @@ def read_json(path: Path, what: str) -> object:
         raise ConfigError(f"cannot read {what} {path}: {e.strerror or e}") from e
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ConfigError(f"{what} {path} is not valid JSON: {e}") from e
+
+
+def read_array(path: object, what: str) -> tuple[Path, object]:
+    """(path, contents) of a ``.json`` or ``.npy`` file of numbers; the caller checks
+    the numbers."""
+    p = existing_file(path, what)
+    if p.suffix.lower() == ".json":
+        return p, read_json(p, what)
+    if p.suffix.lower() == ".npy":
+        try:
+            return p, np.load(p, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"{what} {p} is not a readable .npy array: {e}") from None
+    raise ConfigError(f"{what} {p}: use .json or .npy")
 
 
 def _write_json(path: Path | str, data: dict) -> None:
@@ -433,6 +448,17 @@ def _describe_parser(parser: argparse.ArgumentParser, description: str) -> None:
 def add_hmm_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``smc-hmm release hmm`` (and its description and help format)."""
     _describe_parser(parser, HMM_DESCRIPTION)
+    _add_data_arguments(parser)
+    _add_mode_arguments(parser)
+    _add_model_arguments(parser)
+    _add_noise_and_output_arguments(parser)
+    from smc_hmm.dp.keyword_release import add_arguments as add_keyword_arguments
+
+    add_keyword_arguments(parser)
+
+
+def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    """The data set, the budget and the public sizes."""
     a = parser.add_argument
     a(
         "--data",
@@ -455,6 +481,10 @@ def add_hmm_arguments(parser: argparse.ArgumentParser) -> None:
         help="declared maximum sequence length (required: a public bound), at most "
         f"{MAX_SEQUENCE_LENGTH:,}",
     )
+
+
+def _add_mode_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the noise goes (every EM iteration, or -- not DP -- the last only)."""
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
         "--every-iteration",
@@ -469,12 +499,17 @@ def add_hmm_arguments(parser: argparse.ArgumentParser) -> None:
         "NOT differentially private: no guarantee is claimed (the privacy JSON has "
         "guarantee null); for reproducing the paper only",
     )
-    a(
+    parser.add_argument(
         "--truncate",
         action="store_true",
         help="kept for older command lines: a sequence longer than L is always cut to its "
         "first L observations (a refusal would reveal that it is there)",
     )
+
+
+def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The public skeleton: the kind of records, their bound and shape, the EM rounds."""
+    a = parser.add_argument
     a(
         "--feature-bound",
         type=option_type(check_epsilon, "--feature-bound"),
@@ -510,6 +545,11 @@ def add_hmm_arguments(parser: argparse.ArgumentParser) -> None:
         help="public skeleton: model 0 of this model file (sequences it gives probability "
         "zero add no counts)",
     )
+
+
+def _add_noise_and_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """The neighbouring relation, the noise's sampler and seed, and the output files."""
+    a = parser.add_argument
     a(
         "--neighbouring",
         choices=("add_remove", "substitute"),
@@ -531,9 +571,6 @@ def add_hmm_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="INSECURE seeded noise with the float sampler (reproducible experiments only)",
     )
-    from smc_hmm.dp.keyword_release import add_arguments as add_keyword_arguments
-
-    add_keyword_arguments(parser)
 
 
 def metadata_path(model_path: str | Path) -> Path:
@@ -681,65 +718,112 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
         from smc_hmm.dp.keyword_release import release_command
 
         return release_command(args, console, metadata_path(check_out(args.out, metadata=True)))
-    if args.states is None:
-        args.states = 3
-    for name in ("dimension", "symbols", "feature_bound", "init"):  # older Namespaces
-        if not hasattr(args, name):
-            setattr(args, name, None)
-    from smc_hmm.dp.baum_welch import RECORD_RULE, dp_baum_welch, public_sequences
-    from smc_hmm.dp.random import DPRandom
     from smc_hmm.hmm.io import save_models
 
-    eps = check_epsilon(args.eps, "--eps")
-    if args.max_length is None:
-        raise ConfigError(
-            "--max-length L is required: a declared public bound on the sequence length "
-            "(taking the longest sequence of the data would leak it)"
-        )
-    max_length = check_count(args.max_length, "--max-length", 1, MAX_SEQUENCE_LENGTH)
-    every = not getattr(args, "not_dp_last_iteration", False)
-    if not every and getattr(args, "every_iteration", False):
-        raise ConfigError("--every-iteration and --not-dp-last-iteration exclude each other")
-    iterations = args.iterations if args.iterations is not None else (5 if every else 80)
-    iterations = check_count(iterations, "--iterations")
-    seeded = args.seed is not None
-    sampler = _release_sampler(args.sampler, seeded)
-    out = check_out(args.out, metadata=True)
-    warnings_out = _release_warnings(every, sampler, seeded)
+    plan = _HmmRelease.from_args(args)
     _declared_kind(args)  # conflicting options: refused before the data file is opened
     records, declared = load_sequences(args.data)
     start, kind, bound, skeleton_desc = _public_skeleton(args, declared)
-    seqs = public_sequences(start, records, max_length)  # never raises on a record
-    rng = DPRandom.insecure_seeded(int(args.seed)) if seeded else DPRandom.system()
-    with warnings.catch_warnings():  # the float sampler's warning is in warnings_out
+    result = _dp_train(args, plan, start, records, bound)
+    meta_file = metadata_path(plan.out)
+    if result.formal_guarantee:
+        label = (
+            f"dp-release eps={plan.eps:g} (every iteration); privacy metadata in {meta_file.name}"
+        )
+    else:
+        label = f"NOT-DP last-iteration experiment, no guarantee; metadata in {meta_file.name}"
+    save_models(plan.out, [result.model], [label])
+    meta = _hmm_metadata(plan, result, kind, bound, skeleton_desc, label)
+    _write_json(meta_file, meta)
+    summary = {**meta, "model": str(plan.out), "metadata": str(meta_file)}
+    for text in plan.warnings:
+        _warn(console, text)
+    _print_json(console, summary)
+    if args.json:
+        _write_json(args.json, summary)
+        if console is not None:
+            console.print(f"wrote {args.json}")
+    return 0
+
+
+@dataclass(frozen=True)
+class _HmmRelease:
+    """The public choices of one ``release hmm``, checked before any data is read."""
+
+    eps: float
+    max_length: int
+    every: bool  # noise in every iteration (DP), or the last only (NOT DP)
+    iterations: int
+    seeded: bool
+    sampler: str
+    out: Path
+    warnings: list[str]
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> _HmmRelease:
+        if args.states is None:
+            args.states = 3
+        for name in ("dimension", "symbols", "feature_bound", "init"):  # older Namespaces
+            if not hasattr(args, name):
+                setattr(args, name, None)
+        eps = check_epsilon(args.eps, "--eps")
+        if args.max_length is None:
+            raise ConfigError(
+                "--max-length L is required: a declared public bound on the sequence length "
+                "(taking the longest sequence of the data would leak it)"
+            )
+        max_length = check_count(args.max_length, "--max-length", 1, MAX_SEQUENCE_LENGTH)
+        every = not getattr(args, "not_dp_last_iteration", False)
+        if not every and getattr(args, "every_iteration", False):
+            raise ConfigError("--every-iteration and --not-dp-last-iteration exclude each other")
+        iterations = args.iterations if args.iterations is not None else (5 if every else 80)
+        iterations = check_count(iterations, "--iterations")
+        seeded = args.seed is not None
+        sampler = _release_sampler(args.sampler, seeded)
+        out = check_out(args.out, metadata=True)
+        warned = _release_warnings(every, sampler, seeded)
+        return cls(eps, max_length, every, iterations, seeded, sampler, out, warned)
+
+
+def _dp_train(args: argparse.Namespace, plan: _HmmRelease, start, records, bound):
+    """DP Baum-Welch (paper 000) from the public skeleton on the records cut to the
+    public length bound."""
+    from smc_hmm.dp.baum_welch import dp_baum_welch, public_sequences
+    from smc_hmm.dp.random import DPRandom
+
+    seqs = public_sequences(start, records, plan.max_length)  # never raises on a record
+    rng = DPRandom.insecure_seeded(int(args.seed)) if plan.seeded else DPRandom.system()
+    with warnings.catch_warnings():  # the float sampler's warning is in plan.warnings
         warnings.simplefilter("ignore", FloatSamplerWarning)
-        result = dp_baum_welch(
+        return dp_baum_welch(
             start,
             seqs,
-            eps,
-            max_length=max_length,
-            mode="every" if every else "last",
-            n_iter=iterations if every else 1,
+            plan.eps,
+            max_length=plan.max_length,
+            mode="every" if plan.every else "last",
+            n_iter=plan.iterations if plan.every else 1,
             rng=rng,
-            sampler=sampler,
+            sampler=plan.sampler,
             neighbouring=args.neighbouring,
             long_sequences="truncate",  # public_sequences has cut them already
             feature_bound=bound,
-            plain_iter=iterations,
+            plain_iter=plan.iterations,
         )
-    meta_file = metadata_path(out)
-    if result.formal_guarantee:
-        label = f"dp-release eps={eps:g} (every iteration); privacy metadata in {meta_file.name}"
-    else:
-        label = f"NOT-DP last-iteration experiment, no guarantee; metadata in {meta_file.name}"
-    save_models(out, [result.model], [label])
+
+
+def _hmm_metadata(plan: _HmmRelease, result, kind, bound, skeleton_desc, label: str) -> dict:
+    """The privacy metadata of a released model (its sidecar, and the printed summary)."""
+    from smc_hmm.dp.baum_welch import RECORD_RULE
+
     first = result.releases[0]
     meta = {
         "format": FORMAT,
         "mode": result.mode,
         "formal_guarantee": result.formal_guarantee,
-        "guarantee": _guarantee(result, first, max_length) if result.formal_guarantee else None,
-        "warnings": warnings_out,
+        "guarantee": (
+            _guarantee(result, first, plan.max_length) if result.formal_guarantee else None
+        ),
+        "warnings": plan.warnings,
         "mechanism": "Laplace on expected counts (DP Baum-Welch, paper 000)",
         "mechanism_detail": result.mechanism,
         "sampler": first.sampler,
@@ -747,7 +831,7 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
         "randomness": first.randomness,
         "insecure": bool(first.insecure),
         "noisy_iterations": result.n_noisy_iterations,
-        "iterations": iterations,
+        "iterations": plan.iterations,
         "max_length": result.max_length,
         "long_sequences": "truncate",
         "records": RECORD_RULE,
@@ -760,29 +844,20 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
         "n_states": int(result.model.n_states),
         "skeleton": skeleton_desc,
         "public_parameters_from_data": [],
-        "model_sha256": _sha256(out),
+        "model_sha256": _sha256(plan.out),
         "model_label": label,
     }
     if result.formal_guarantee:
         meta["epsilon"] = result.epsilon
-        meta["epsilon_requested"] = eps
+        meta["epsilon_requested"] = plan.eps
         meta["epsilon_per_iteration"] = dict(result.epsilons)
     else:  # the noise's calibration, never presented as a privacy level
         meta["noise_parameter_eps"] = {
-            "total": eps,
+            "total": plan.eps,
             "per_component": dict(result.epsilons),
             "note": NOT_A_GUARANTEE,
         }
-    _write_json(meta_file, meta)
-    summary = {**meta, "model": str(out), "metadata": str(meta_file)}
-    for text in warnings_out:
-        _warn(console, text)
-    _print_json(console, summary)
-    if args.json:
-        _write_json(args.json, summary)
-        if console is not None:
-            console.print(f"wrote {args.json}")
-    return 0
+    return meta
 
 
 def _release_sampler(sampler: object, seeded: bool) -> str:
@@ -901,16 +976,7 @@ def add_trace_arguments(parser: argparse.ArgumentParser) -> None:
 def _load_coords(path: object, n: int) -> np.ndarray:
     from smc_hmm.dp.policy import check_query
 
-    p = existing_file(path, "--coords file")
-    if p.suffix.lower() == ".json":
-        raw = read_json(p, "--coords file")
-    elif p.suffix.lower() == ".npy":
-        try:
-            raw = np.load(p, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise ConfigError(f"--coords file {p} is not a readable .npy array: {e}") from None
-    else:
-        raise ConfigError(f"--coords file {p}: use .json or .npy")
+    p, raw = read_array(path, "--coords file")
     try:
         return check_query(raw, n)
     except DPHMMParameterError as e:

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from smc_hmm.dp.params import check_epsilon
-from smc_hmm.dp.release import check_out, existing_file, read_json
+from smc_hmm.dp.release import check_out, existing_file, read_array, read_json
 from smc_hmm.errors import ConfigError
 from smc_hmm.options import check_output_path, option_type
 
@@ -104,16 +104,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _array(path: object, what: str) -> np.ndarray:
     """A numeric array from a ``.npy`` or ``.json`` file."""
-    p = existing_file(path, what)
-    if p.suffix == ".json":
-        raw: Any = read_json(p, what)
-    elif p.suffix == ".npy":
-        try:
-            raw = np.load(p, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise ConfigError(f"cannot read {what} {p}: {e}") from None
-    else:
-        raise ConfigError(f"{what} must be a .npy or .json file, got {p}")
+    p, raw = read_array(path, what)
     try:
         return np.asarray(raw, dtype=float)
     except (TypeError, ValueError) as e:
@@ -165,21 +156,25 @@ def _dimension(declared: dict[str, int]) -> int:
 
 def run(args: argparse.Namespace, console=None) -> int:
     """Run ``smc-hmm release lmgmm`` (module docstring); returns 0."""
-    from smc_hmm.dp.lmgmm import (
-        RECORD_RULE,
-        assign_components,
-        into_unit_ball,
-        noise_epsilon,
-        public_records,
-        save_release,
-        train_dp,
-        training_data,
-    )
-    from smc_hmm.dp.lmgmm.model import check_count
-    from smc_hmm.dp.random import DPRandom
+    from smc_hmm.dp.lmgmm import RECORD_RULE, save_release
 
     out = check_out(args.out)  # every output path, before any data is read
     check_output_path(args.json)
+    n_classes = _check_options(args)
+    centre, centres, declared = _public_geometry(args, n_classes)
+    data, weights, scaling = _public_training_data(args, n_classes, centre, centres, declared)
+    release = _train(args, data, weights)
+    extra = {"scaling": scaling, "classes_from_data": False, "records": RECORD_RULE}
+    save_release(out, release, extra)
+    _report(args, console, {"model": str(out), **release.metadata(), **extra}, release.insecure)
+    return 0
+
+
+def _check_options(args: argparse.Namespace) -> int:
+    """The public numbers of the options, refused in one line before any file is read;
+    the number of classes C."""
+    from smc_hmm.dp.lmgmm.model import check_count
+
     if args.classes is None:
         raise ConfigError(
             "--classes C is required: the public number of classes (labels 0..C-1; never "
@@ -193,6 +188,14 @@ def run(args: argparse.Namespace, console=None) -> int:
         check_epsilon(args.radius, "--radius")
     if args.centre is not None and args.radius is None:
         raise ConfigError("--centre needs --radius")
+    return n_classes
+
+
+def _public_geometry(args: argparse.Namespace, n_classes: int):
+    """(centre or None, component centres or None, the declarations of d): the public
+    scaling and mixture centres, read from their files and checked against C and M."""
+    from smc_hmm.dp.lmgmm.model import check_count
+
     declared: dict[str, int] = {}
     if getattr(args, "dimension", None) is not None:
         declared["--dimension"] = check_count(args.dimension, "--dimension")
@@ -216,6 +219,15 @@ def run(args: argparse.Namespace, console=None) -> int:
                 f"got {centres.shape}"
             )
         declared["--centres"] = int(centres.shape[2])
+    return centre, centres, declared
+
+
+def _public_training_data(args, n_classes: int, centre, centres, declared: dict[str, int]):
+    """(training data, record weights, the scaling as released): the records mapped by
+    the public rules -- null records weighted 0, rows scaled into the unit ball, each
+    record's component its class's nearest public centre."""
+    from smc_hmm.dp.lmgmm import assign_components, into_unit_ball, public_records, training_data
+
     rows, labels, file_dim = load_data(args.data)
     if file_dim is not None:
         declared[f"{args.data}'s x"] = file_dim
@@ -236,6 +248,15 @@ def run(args: argparse.Namespace, console=None) -> int:
         min_per_class=0,
         weights=weights,
     )
+    return data, weights, scaling
+
+
+def _train(args: argparse.Namespace, data, weights):
+    """Objective perturbation with the noise parameter of ``--eps`` (or the one that
+    reaches ``--eps-total``), within ``--budget``."""
+    from smc_hmm.dp.lmgmm import noise_epsilon, train_dp
+    from smc_hmm.dp.random import DPRandom
+
     eps = args.eps
     if args.eps_total is not None:
         eps = noise_epsilon(
@@ -246,7 +267,7 @@ def run(args: argparse.Namespace, console=None) -> int:
             h=args.huber,
             n_components=data.n_components,
         )
-    release = train_dp(
+    return train_dp(
         data.x,
         data.y,
         eps,
@@ -262,17 +283,17 @@ def run(args: argparse.Namespace, console=None) -> int:
         weights=weights,
         min_per_class=0,
     )
-    extra = {"scaling": scaling, "classes_from_data": False, "records": RECORD_RULE}
-    save_release(out, release, extra)
-    summary = {"model": str(out), **release.metadata(), **extra}
+
+
+def _report(args: argparse.Namespace, console, summary: dict, insecure: bool) -> None:
+    """The summary, printed and written to ``--json``."""
     text = json.dumps(summary, indent=2, sort_keys=True)
     if console is not None:
         console.print_json(text)
-        if release.insecure:
+        if insecure:
             console.print("[yellow]INSECURE seeded noise (--seed): not a real release[/]")
     if args.json:
         try:
             Path(args.json).write_text(text + "\n")
         except OSError as e:
             raise ConfigError(f"cannot write {args.json}: {e.strerror or e}") from e
-    return 0
