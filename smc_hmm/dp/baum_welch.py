@@ -353,8 +353,9 @@ def public_sequences(model: HMM, records: Sequence[object], max_length: int) -> 
     return [values for values in kept if values is not None]
 
 
-def _zero_counts(model: HMM) -> ExpectedCounts:
-    """The expected counts of an empty data set: all zero."""
+def zero_counts(model: HMM) -> ExpectedCounts:
+    """The expected counts of an empty data set: all zero (also the layout of the
+    federated release's count vector, :mod:`smc_hmm.dp.federated`)."""
     n = model.n_states
     if isinstance(model, DiscreteHMM):
         return ExpectedCounts(
@@ -592,7 +593,7 @@ def dp_expected_counts(
         feature_bound=feature_bound,
     )
     if not prepared:  # an empty data set: zero counts, the release is the noise alone
-        clean = _zero_counts(model)
+        clean = zero_counts(model)
     elif isinstance(model, DiscreteHMM):
         clean = discrete_expected_counts(model, prepared, skip_impossible=True)
     else:
@@ -744,7 +745,6 @@ def dp_baum_welch(
     if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 1:
         raise PrivacyParameterError(f"n_iter must be an int >= 1, got {n_iter!r}")
     accountant = reserve_budget(accountant, epsilon)
-    parent = rng if rng is not None else DPRandom.system()
     options = {
         "max_length": max_length,
         "sampler": sampler,
@@ -754,49 +754,114 @@ def dp_baum_welch(
         "feature_bound": feature_bound,
     }
     if mode == "last":
-        prepared = prepare_sequences(
-            model,
-            sequences,
-            max_length,
-            long_sequences=long_sequences,
-            feature_bound=feature_bound,
-        )
-        if not prepared:  # nothing to fit: plain EM leaves the skeleton as it is
-            current = model
-        elif isinstance(model, DiscreteHMM):
-            current = train_discrete(
-                model, prepared, n_iter=plain_iter, tol=plain_tol, skip_impossible=True
-            ).model
-        else:
-            current = baum_welch(
-                model, prepared, n_iter=plain_iter, tol=plain_tol, min_covar=min_covar
-            ).model
+        start = _plain_em(model, sequences, options, plain_iter, plain_tol, min_covar)
         steps, step_epsilon = 1, epsilon
     else:
-        current, steps, step_epsilon = model, int(n_iter), epsilon / int(n_iter)
+        start, steps, step_epsilon = model, int(n_iter), epsilon / int(n_iter)
+    current, noisy, releases = _noisy_iterations(
+        start,
+        sequences,
+        steps,
+        step_epsilon,
+        rng if rng is not None else DPRandom.system(),
+        accountant,
+        options,
+        min_prob=min_prob,
+        min_covar=min_covar,
+    )
+    if mode == "every":
+        detail = f"; mode every, {steps} noisy iteration(s) of epsilon {step_epsilon:g}"
+    else:
+        detail = (
+            "; mode last (NOT DP, no guarantee): plain EM, then one noisy iteration "
+            f"whose noise is calibrated to eps {step_epsilon:g}"
+        )
+    return _result(
+        current,
+        noisy,
+        releases,
+        mode=mode,
+        steps=steps,
+        max_length=max_length,
+        neighbouring=neighbouring,
+        formal_guarantee=mode == "every",
+        detail=detail,
+        accountant=accountant,
+    )
+
+
+def _plain_em(model: HMM, sequences, options: Mapping, n_iter: int, tol: float, min_covar):
+    """Mode ``last``'s start (paper 000's first experiment): plain EM on the data, no
+    noise -- the model it returns depends on the data, so no guarantee follows."""
+    prepared = prepare_sequences(
+        model,
+        sequences,
+        options["max_length"],
+        long_sequences=options["long_sequences"],
+        feature_bound=options["feature_bound"],
+    )
+    if not prepared:  # nothing to fit: plain EM leaves the skeleton as it is
+        return model
+    if isinstance(model, DiscreteHMM):
+        return train_discrete(model, prepared, n_iter=n_iter, tol=tol, skip_impossible=True).model
+    return baum_welch(model, prepared, n_iter=n_iter, tol=tol, min_covar=min_covar).model
+
+
+def _noisy_iterations(
+    model: HMM,
+    sequences,
+    steps: int,
+    step_epsilon: float,
+    rng: DPRandom,
+    accountant: PrivacyAccountant,
+    options: Mapping,
+    *,
+    min_prob: float,
+    min_covar: float,
+) -> tuple[HMM, NoisyCounts, list[Release]]:
+    """``steps`` DP EM iterations of ``step_epsilon`` each: noisy expected counts
+    (:func:`dp_expected_counts`), then the M-step on them (:func:`counts_to_model`);
+    (the last model, the last noisy counts, every release)."""
     releases: list[Release] = []
     noisy: NoisyCounts | None = None
     for step in range(steps):
         noisy = dp_expected_counts(
-            current,
+            model,
             sequences,
             step_epsilon,
-            rng=parent,
+            rng=rng,
             accountant=accountant,
             label=f"iteration {step + 1}/{steps}: ",
             **options,
         )
         releases.extend(noisy.releases.values())
-        current = counts_to_model(
-            current,
+        model = counts_to_model(
+            model,
             noisy.counts,
             min_prob=min_prob,
-            feature_bound=feature_bound,
+            feature_bound=options["feature_bound"],
             min_covar=min_covar,
         )
     assert noisy is not None
+    return model, noisy, releases
+
+
+def _result(
+    model: HMM,
+    noisy: NoisyCounts,
+    releases: Sequence[Release],
+    *,
+    mode: str,
+    steps: int,
+    max_length: int,
+    neighbouring: str,
+    formal_guarantee: bool,
+    detail: str,
+    accountant: PrivacyAccountant,
+) -> DPBaumWelchResult:
+    """The released model with what its noise was (the last iteration's calibration)."""
     return DPBaumWelchResult(
-        model=current,
+        model=model,
         epsilon=math.fsum(r.epsilon for r in releases),
         mode=mode,
         n_noisy_iterations=steps,
@@ -805,14 +870,8 @@ def dp_baum_welch(
         sensitivities=noisy.sensitivities,
         epsilons=noisy.epsilons,
         scales=noisy.scales,
-        formal_guarantee=mode == "every",
-        mechanism=_describe(releases, noisy.sensitivities, neighbouring)
-        + (
-            f"; mode every, {steps} noisy iteration(s) of epsilon {step_epsilon:g}"
-            if mode == "every"
-            else "; mode last (NOT DP, no guarantee): plain EM, then one noisy iteration "
-            f"whose noise is calibrated to eps {step_epsilon:g}"
-        ),
+        formal_guarantee=formal_guarantee,
+        mechanism=_describe(releases, noisy.sensitivities, neighbouring) + detail,
         releases=tuple(releases),
         accountant=accountant,
     )
@@ -860,19 +919,15 @@ def dp_em_step(
     released = counts_to_model(
         model, noisy.counts, min_prob=min_prob, feature_bound=feature_bound, min_covar=min_covar
     )
-    return DPBaumWelchResult(
-        model=released,
-        epsilon=noisy.epsilon,
+    return _result(
+        released,
+        noisy,
+        tuple(noisy.releases.values()),
         mode="step",
-        n_noisy_iterations=1,
-        max_length=_check_length(max_length),
+        steps=1,
+        max_length=max_length,
         neighbouring=neighbouring,
-        sensitivities=noisy.sensitivities,
-        epsilons=noisy.epsilons,
-        scales=noisy.scales,
         formal_guarantee=bool(formal_guarantee),
-        mechanism=_describe(tuple(noisy.releases.values()), noisy.sensitivities, neighbouring)
-        + f"; one noisy iteration of epsilon {epsilon:g}",
-        releases=tuple(noisy.releases.values()),
+        detail=f"; one noisy iteration of epsilon {epsilon:g}",
         accountant=accountant,
     )

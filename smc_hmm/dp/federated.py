@@ -46,6 +46,7 @@ from smc_hmm.dp.baum_welch import (
     prepare_sequences,
     reserve_budget,
     split_budget,
+    zero_counts,
 )
 from smc_hmm.dp.mechanisms import LaplaceMechanism
 from smc_hmm.dp.params import check_epsilon
@@ -61,31 +62,9 @@ DEFAULT_CLIP = 50.0
 so the encrypted sum has a public bound."""
 
 
-def _zero_counts(model: HMM) -> ExpectedCounts:
-    n = model.n_states
-    if isinstance(model, DiscreteHMM):
-        return ExpectedCounts(
-            initial=np.zeros(n),
-            transitions=np.zeros((n, n)),
-            occupancy=np.zeros(n),
-            log_likelihood=0.0,
-            emissions=np.zeros((n, model.n_symbols)),
-        )
-    d = model.n_features
-    sq = (n, d) if model.covariance_type == "diag" else (n, d, d)
-    return ExpectedCounts(
-        initial=np.zeros(n),
-        transitions=np.zeros((n, n)),
-        occupancy=np.zeros(n),
-        log_likelihood=0.0,
-        obs_sum=np.zeros((n, d)),
-        obs_sq_sum=np.zeros(sq),
-    )
-
-
 def count_layout(model: HMM) -> list[tuple[str, tuple[int, ...], np.ndarray]]:
     """(component, shape, mask of its data-dependent entries) in the order of the vector."""
-    parts = data_components(model, _zero_counts(model))
+    parts = data_components(model, zero_counts(model))
     return [(name, values.shape, mask) for name, (values, mask) in parts.items()]
 
 
