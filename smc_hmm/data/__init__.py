@@ -102,6 +102,24 @@ def _resource(name: str) -> Any:
     return resources.files(_PACKAGE).joinpath(_DIR, name)
 
 
+def _load_recordings(
+    name: str, frames: str, keys: tuple[str, ...], what: str
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """A bundled file of recordings stored end to end: its arrays (``frames``, ``"lengths"``
+    and ``keys``) and the frame where each recording starts, then the total (``bounds[i]``
+    to ``bounds[i + 1]`` is recording i). ``what`` names the file in errors."""
+    with resources.as_file(_resource(name)) as path:
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {k: data[k] for k in (frames, "lengths", *keys)}
+        except (OSError, ValueError, KeyError) as exc:
+            raise InvalidInputError(f"cannot read the {what}: {exc}") from exc
+    lengths = arrays["lengths"].astype(np.int64)
+    if lengths.sum() != arrays[frames].shape[0]:
+        raise InvalidInputError(f"{what}: lengths do not match the frames")
+    return arrays, np.concatenate([[0], np.cumsum(lengths)])
+
+
 def _check_kind(kind: str) -> str:
     if kind not in _KINDS:
         raise ConfigError(f"kind must be 'diag' or 'full', got {kind!r}")
@@ -176,20 +194,11 @@ def load_test_utterances(standardised: bool = True) -> list[TestUtterance]:
     Features are float64 arrays.
     """
     pipeline = load_pipeline() if standardised else None
-    with resources.as_file(_resource("test_features.npz")) as path:
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {
-                    k: data[k] for k in ("features", "lengths", "digits", "speakers", "indices")
-                }
-        except (OSError, ValueError, KeyError) as exc:
-            raise InvalidInputError(f"cannot read bundled test features: {exc}") from exc
-    lengths = arrays["lengths"].astype(np.int64)
-    if lengths.sum() != arrays["features"].shape[0]:
-        raise InvalidInputError("bundled test features: lengths do not match the frames")
-    bounds = np.concatenate([[0], np.cumsum(lengths)])
+    arrays, bounds = _load_recordings(
+        "test_features.npz", "features", ("digits", "speakers", "indices"), "bundled test features"
+    )
     utterances = []
-    for i in range(len(lengths)):
+    for i in range(len(bounds) - 1):
         features = arrays["features"][bounds[i] : bounds[i + 1]].astype(np.float64)
         if pipeline is not None:
             features = pipeline.standardise(features)

@@ -94,21 +94,14 @@ def load_continuous_manifest() -> dict[str, Any]:
 
 def load_continuous_test(select=None) -> list[ContinuousRecording]:
     """The bundled continuous test recordings (all, or those at the positions ``select``)."""
-    from smc_hmm.data import load_pipeline
+    from smc_hmm.data import _load_recordings, load_pipeline
 
     pipeline = load_pipeline()
-    with resources.as_file(_resource("continuous_test.npz")) as path:
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {k: data[k] for k in ("mfcc", "lengths", "digits", "bounds", "speakers")}
-        except (OSError, ValueError, KeyError) as exc:
-            raise InvalidInputError(f"cannot read the bundled continuous speech: {exc}") from exc
-    lengths = arrays["lengths"].astype(np.int64)
-    if lengths.sum() != arrays["mfcc"].shape[0]:
-        raise InvalidInputError("bundled continuous speech: lengths do not match the frames")
-    starts = np.concatenate([[0], np.cumsum(lengths)])
+    arrays, starts = _load_recordings(
+        "continuous_test.npz", "mfcc", ("digits", "bounds", "speakers"), "bundled continuous speech"
+    )
     mean, std = np.asarray(pipeline.mean), np.asarray(pipeline.std)
-    positions = range(len(lengths)) if select is None else select
+    positions = range(len(starts) - 1) if select is None else select
     out = []
     for i in positions:
         static = arrays["mfcc"][starts[i] : starts[i + 1]].astype(np.float64)

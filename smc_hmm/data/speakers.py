@@ -233,22 +233,16 @@ def load_speaker_test_utterances(select=None) -> list[SpeakerUtterance]:
     """The 1,250 test recordings (indices 25-49 of every speaker and digit), in file order;
     ``select``: only these positions of that list (recomputing the deltas takes ~5 ms per
     utterance)."""
-    from smc_hmm.data import load_pipeline
+    from smc_hmm.data import _load_recordings, load_pipeline
 
     pipeline = load_pipeline()
-    with resources.as_file(_resource("speaker_test.npz")) as path:
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {k: data[k] for k in ("mfcc", "lengths", "speakers", "digits", "indices")}
-        except (OSError, ValueError, KeyError) as exc:
-            raise InvalidInputError(f"cannot read the bundled speaker test set: {exc}") from exc
-    lengths = arrays["lengths"].astype(np.int64)
-    if lengths.sum() != arrays["mfcc"].shape[0]:
-        raise InvalidInputError("bundled speaker test set: lengths do not match the frames")
-    bounds = np.concatenate([[0], np.cumsum(lengths)])
-    positions = range(len(lengths)) if select is None else [int(i) for i in select]
-    if any(not 0 <= i < len(lengths) for i in positions):
-        raise InvalidInputError(f"test utterances are numbered 0..{len(lengths) - 1}")
+    arrays, bounds = _load_recordings(
+        "speaker_test.npz", "mfcc", ("speakers", "digits", "indices"), "bundled speaker test set"
+    )
+    count = len(bounds) - 1
+    positions = range(count) if select is None else [int(i) for i in select]
+    if any(not 0 <= i < count for i in positions):
+        raise InvalidInputError(f"test utterances are numbered 0..{count - 1}")
     return [
         SpeakerUtterance(
             mfcc_to_speaker_features(arrays["mfcc"][bounds[i] : bounds[i + 1]], pipeline),
