@@ -113,11 +113,10 @@ def _check_plain(value, types: tuple, tag: str, error) -> Any:
     return value
 
 
-@dataclass(frozen=True)
-class Public:
-    """A plaintext field whose value follows from public parameters alone."""
+class _Plain:
+    """The checks of a plaintext field: no ciphertext, and one of ``self.types`` if any."""
 
-    types: tuple[type, ...] = ()
+    types: tuple[type, ...]
 
     def outgoing(self, value, tag: str):
         return _check_plain(value, self.types, tag, InvalidInputError)
@@ -127,18 +126,19 @@ class Public:
 
 
 @dataclass(frozen=True)
-class Revealed:
+class Public(_Plain):
+    """A plaintext field whose value follows from public parameters alone."""
+
+    types: tuple[type, ...] = ()
+
+
+@dataclass(frozen=True)
+class Revealed(_Plain):
     """A plaintext field that depends on private input and is declared revealed
     to its receiver (``what`` says what it is; the module docstring says why)."""
 
     what: str
     types: tuple[type, ...] = ()
-
-    def outgoing(self, value, tag: str):
-        return _check_plain(value, self.types, tag, InvalidInputError)
-
-    def incoming(self, value, tag: str):
-        return _check_plain(value, self.types, tag, ProtocolError)
 
 
 @dataclass(frozen=True)
