@@ -8,6 +8,7 @@ import tracemalloc
 import warnings
 
 import pytest
+from party_support import alice_declaring_a_length
 
 from protocols import forward
 from smc_hmm import limits
@@ -138,21 +139,13 @@ def test_a_forward_spec_beyond_width_or_states_is_refused():
         forward.ForwardSpec.from_wire(spec(3, [0]), 1024, params)
 
 
-def _alice_declaring_a_length(ctx, length):
-    pk, _ = ctx.keypair
-    ctx.send("bob", "fw.key", pk)
-    ctx.recv("bob", "fw.spec")
-    ctx.send("bob", "fw.length", length)
-    ctx.recv("bob", "fw.emit")
-
-
 def test_a_sequence_longer_than_its_bound_is_refused_before_the_observations(keypair_1024):
     from smc_hmm.hmm import DiscreteHMM
 
     model = DiscreteHMM([0.5, 0.5], [[0.9, 0.1], [0.2, 0.8]], [[0.7, 0.3], [0.4, 0.6]])
     with pytest.raises(ParameterBoundError, match="max_sequence_length") as info:
         simulate(
-            {"alice": _alice_declaring_a_length, "bob": forward.bob},
+            {"alice": alice_declaring_a_length, "bob": forward.bob},
             args={"alice": (limits.MAX_SEQUENCE_LENGTH + 1,), "bob": ([model],)},
             keys={"alice": keypair_1024},
             timeout=10,

@@ -1,14 +1,13 @@
 """The secure forward algorithm from parties.toml: Alice's observation file, Bob's model
 file, one party per thread over TCP + mutual TLS (run_party), equal to the plaintext."""
 
-import threading
-
 import numpy as np
 import pytest
+from party_support import run_parties_in_threads
 
 from demos.forward import casino_hmm, weather_gaussian_hmm
 from smc_hmm.certs import make_certificates
-from smc_hmm.errors import ConfigError, SmcHmmError
+from smc_hmm.errors import ConfigError
 from smc_hmm.hmm import log_likelihood
 from smc_hmm.hmm.io import load_models, save_models
 from smc_hmm.runtime import load_config, run_party
@@ -55,19 +54,7 @@ def test_forward_from_config_over_mutual_tls(tmp_path, ports, make_model, length
     model = make_model()
     obs, _ = model.sample(length, rng=np.random.default_rng(5))
     config = write_forward_config(tmp_path, ports, [model, model], obs)
-    results, errors = {}, []
-
-    def run(name):
-        try:
-            results[name] = run_party(name, config)
-        except SmcHmmError as e:  # reported by the assertion below
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=(n,)) for n in ("alice", "bob")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
+    results, errors = run_parties_in_threads(config, ("alice", "bob"), join=120)
     assert not errors
     plain = log_likelihood(model, obs)
     assert results["alice"]["output"] == pytest.approx([plain, plain], rel=1e-9)

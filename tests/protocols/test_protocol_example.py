@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
+from party_support import run_parties_in_threads
 
-from smc_hmm.errors import ConfigError, SmcHmmError
+from smc_hmm.errors import ConfigError
 from smc_hmm.runtime import load_config, run_party
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,21 +68,10 @@ def test_setup_runs_as_two_parties_over_mutual_tls(example, tmp_path, kind):
     config = load_config(tmp_path / "parties.toml")
     assert config.protocol == "forward"
     expected = json.loads((tmp_path / "expected.json").read_text())
-    results, errors = {}, []
-
     views = tmp_path / "views"
-
-    def run(name):
-        try:
-            results[name] = run_party(name, config, views=views)
-        except SmcHmmError as e:  # pragma: no cover - reported by the assertion below
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=(n,)) for n in ("alice", "bob")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    results, errors = run_parties_in_threads(
+        config, ("alice", "bob"), join=60, options=lambda name: {"views": views}
+    )
     assert not errors
     got = results["alice"]["output"]
     assert np.allclose(got, expected, rtol=1e-6, atol=0)

@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+from party_support import alice_declaring_a_length
 
 from protocols import forward
 from smc_hmm.crypto import CipherArray
@@ -143,20 +144,12 @@ def alice_sending_wrong_observations(ctx):
     ctx.recv("bob", "fw.emit")
 
 
-def alice_sending_a_bad_length(ctx, length):
-    pk, _ = ctx.keypair
-    ctx.send("bob", "fw.key", pk)
-    ctx.recv("bob", "fw.spec")
-    ctx.send("bob", "fw.length", length)
-    ctx.recv("bob", "fw.emit")
-
-
 @pytest.mark.parametrize("length", [0, -3, forward.MAX_LENGTH + 1])
 def test_a_length_outside_the_public_limits_is_a_protocol_error(keypair_1024, length):
     expect_failure(
         keypair_1024,
         ProtocolError,
-        alice_sending_a_bad_length,
+        alice_declaring_a_length,
         (length,),
         forward.bob,
         ([discrete()],),

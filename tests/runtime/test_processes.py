@@ -9,13 +9,13 @@ import time
 
 import numpy as np
 import pytest
+from party_support import run_parties_in_threads
 
 from smc_hmm.certs import make_certificates
 from smc_hmm.errors import (
     ConfigError,
     PartyProcessError,
     PeerTimeoutError,
-    SmcHmmError,
     TransportError,
 )
 from smc_hmm.runtime import (
@@ -92,20 +92,10 @@ def _expected(names):
 def test_run_party_in_threads_over_mutual_tls(tmp_path):
     names = ("alice", "bob", "carol", "trent")
     config = load_config(write_config(tmp_path, names))
-    results, errors = {}, []
-
-    def run(name):
-        try:
-            results[name] = run_party(name, config, result_path=tmp_path / f"{name}.out.json")
-        except SmcHmmError as e:  # pragma: no cover - reported below
-            errors.append(e)
-
     before = set(threading.enumerate())
-    threads = [threading.Thread(target=run, args=(n,)) for n in names]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    results, errors = run_parties_in_threads(
+        config, names, join=60, options=lambda name: {"result_path": tmp_path / f"{name}.out.json"}
+    )
     assert not errors
     assert np.allclose(results["alice"]["output"], _expected(names), atol=1e-4)
     saved = json.loads((tmp_path / "alice.out.json").read_text())
@@ -123,20 +113,9 @@ def test_a_party_with_a_certificate_from_another_ca_fails_every_party_typed(tmp_
     text = text.replace('key = "certs/bob.key"', f'key = "{rogue.keys["bob"]}"')
     path.write_text(text)
     config = load_config(path)
-    errors = {}
-
-    def run(name):
-        try:
-            run_party(name, config)
-        except Exception as e:  # the type is what is checked
-            errors[name] = e
-
     before = set(threading.enumerate())
-    threads = [threading.Thread(target=run, args=(n,)) for n in config.parties]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    # any exception is caught: its type is what is checked
+    _, errors = run_parties_in_threads(config, config.parties, join=30, catch=Exception)
     assert set(errors) == {"alice", "bob", "trent"}
     for name, e in errors.items():
         # AuthenticationError, PeerDisconnectedError, PeerTimeoutError, ...: all typed
