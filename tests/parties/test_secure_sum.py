@@ -136,28 +136,15 @@ def test_bytes_rounds_and_ops_match_the_formula(keypair_512, length, owners, tre
         assert sum(ops.values()) == sum(expected.values()), name
 
 
-def test_bad_inputs_fail_the_whole_run_with_typed_errors(keypair_512):
+@pytest.mark.parametrize(
+    "bob_input, error", [([1, 2, 11], "bound"), ([1, 2], "shape"), ([1, np.nan, 2], "NaN")]
+)
+def test_bad_inputs_fail_the_whole_run_with_typed_errors(keypair_512, bob_input, error):
     params = ss.Params(contributors=("bob",), length=3, scale=16, max_abs=10)
     good = [1.0, 2.0, 3.0]
-    with pytest.raises(InvalidInputError, match="bound"):
+    with pytest.raises(InvalidInputError, match=error):
         simulate(
-            [Alice("alice", good, keypair=keypair_512), Bob("bob", [1, 2, 11]), Trent("trent")],
-            ss.NAME,
-            params,
-            timeout=5,
-            min_key_bits=512,
-        )
-    with pytest.raises(InvalidInputError, match="shape"):
-        simulate(
-            [Alice("alice", good, keypair=keypair_512), Bob("bob", [1, 2]), Trent("trent")],
-            ss.NAME,
-            params,
-            timeout=5,
-            min_key_bits=512,
-        )
-    with pytest.raises(InvalidInputError, match="NaN"):
-        simulate(
-            [Alice("alice", good, keypair=keypair_512), Bob("bob", [1, np.nan, 2]), Trent("trent")],
+            [Alice("alice", good, keypair=keypair_512), Bob("bob", bob_input), Trent("trent")],
             ss.NAME,
             params,
             timeout=5,
