@@ -344,6 +344,21 @@ class DPHMM:
             raise UnknownStateError(f"the true state must be an integer, got {true_state!r}")
         (s_true,) = state_indices(int(true_state), self.n, "true state")
         prior, support = self.prior()
+        cmask = self._constraint(prior, support, s_true)
+        cidx = np.flatnonzero(cmask)
+        t = self.t + 1
+        sidx = np.flatnonzero(support)
+        pending = self._protect(self.policy.constrain(cidx), cmask, sidx, s_true)
+        self.ledger.check(sum(p[-1] for p in pending))
+        results, loglik = self._draw(pending, sidx, s_true)
+        self._update_posterior(prior, sidx, loglik)
+        self.t = t
+        seconds = time.perf_counter() - start
+        return [self._record(t, cidx, s_true, seconds, *result) for result in results]
+
+    def _constraint(self, prior: np.ndarray, support: np.ndarray, s_true: int) -> np.ndarray:
+        """The mask of C_t (Definition 4.1; the delta-location set with ``delta``); a true
+        state outside it is refused unless surrogates stand in for it."""
         if not support.any():
             raise EmptyConstraintError("C_t is empty")
         if self.delta is None:
@@ -352,16 +367,17 @@ class DPHMM:
             cmask = delta_location_set(np.where(support, prior, 0.0), self.delta)
             if not cmask.any():
                 raise EmptyConstraintError("the delta-location set is empty")
-        cidx = np.flatnonzero(cmask)
         if not cmask[s_true] and self.outside == "raise":
             raise StateOutsideConstraintError(
                 f"the true state {s_true} has prior probability 0 at t={self.t + 1}: "
                 "it is not in C_t (the Markov model does not allow this trace)"
             )
-        t = self.t + 1
-        graph_t = self.policy.constrain(cidx)
-        sidx = np.flatnonzero(support)
-        loglik = np.zeros(sidx.size)
+        return cmask
+
+    def _protect(self, graph_t, cmask: np.ndarray, sidx: np.ndarray, s_true: int) -> list:
+        """Per query, before any noise: the protectable graph on C_t and its body, the
+        surrogate of every support state, the released state and the constrained eps."""
+        cidx = np.flatnonzero(cmask)
         pending = []
         for name, f in self.queries.items():
             eps = self.eps[name]
@@ -376,8 +392,12 @@ class DPHMM:
             s_rel = s_true if cmask[s_true] else int(cidx[np.argmin(cdist(f[[s_true]], f[cidx]))])
             c_eps = constrained_epsilon(eps, body, f, cidx)
             pending.append((name, f, eps, rep, body, surr, s_rel, c_eps))
-        self.ledger.check(sum(p[-1] for p in pending))
-        records = []
+        return pending
+
+    def _draw(self, pending: list, sidx: np.ndarray, s_true: int) -> tuple[list, np.ndarray]:
+        """The K-norm release of each query, and the log-likelihood of every support state
+        given the releases (its surrogate's answer against each z)."""
+        loglik = np.zeros(sidx.size)
         results = []
         for name, f, eps, rep, body, surr, s_rel, c_eps in pending:
             if body.rank == 0:  # all candidate answers coincide with f(s_rel): nothing to hide
@@ -390,7 +410,10 @@ class DPHMM:
             loglik += -eps * body.gauge(z - f[surr])
             dop = int(degree_of_protection(rep.graph, f, [s_true], body=body, tol=self.tol)[0])
             results.append((name, f, eps, rep, body, s_rel, c_eps, z, sampler, dop))
-        # posterior (equation (2)) on the exact support
+        return results, loglik
+
+    def _update_posterior(self, prior: np.ndarray, sidx: np.ndarray, loglik: np.ndarray) -> None:
+        """The posterior (equation (2)) on the exact support."""
         keep = np.isfinite(loglik)
         post = np.zeros(self.n)
         w = np.where(keep, loglik - np.max(loglik[keep]), -np.inf)
@@ -400,38 +423,37 @@ class DPHMM:
         self.posterior = post / post.sum()
         self.support = np.zeros(self.n, dtype=bool)
         self.support[sidx[keep]] = True
-        self.t = t
-        seconds = time.perf_counter() - start
-        for name, f, eps, rep, body, s_rel, c_eps, z, sampler, dop in results:
-            self.ledger.record(t, name, eps, c_eps)
-            ts_eps, ts_c = self.ledger.timestamp(t)
-            records.append(
-                ReleaseRecord(
-                    t=t,
-                    query=name,
-                    z=z,
-                    epsilon=eps,
-                    constrained_epsilon=c_eps,
-                    timestamp_epsilon=ts_eps,
-                    timestamp_constrained_epsilon=ts_c,
-                    sequence_constrained_epsilon=self.ledger.sequence(),
-                    constraint=cidx,
-                    added_edges=rep.added,
-                    exposed=rep.exposed,
-                    rank=body.rank,
-                    volume=body.volume,
-                    sampler=sampler,
-                    seconds=seconds,
-                    private=ReleaseDiagnostics(
-                        true_state=int(s_true),
-                        released_state=int(s_rel),
-                        true_value=f[s_true].copy(),
-                        dop=dop,
-                        error=float(np.linalg.norm(z - f[s_true])),
-                    ),
-                )
-            )
-        return records
+
+    def _record(
+        self, t, cidx, s_true, seconds, name, f, eps, rep, body, s_rel, c_eps, z, sampler, dop
+    ) -> ReleaseRecord:
+        """One query's release at ``t``, charged to the composition ledger."""
+        self.ledger.record(t, name, eps, c_eps)
+        ts_eps, ts_c = self.ledger.timestamp(t)
+        return ReleaseRecord(
+            t=t,
+            query=name,
+            z=z,
+            epsilon=eps,
+            constrained_epsilon=c_eps,
+            timestamp_epsilon=ts_eps,
+            timestamp_constrained_epsilon=ts_c,
+            sequence_constrained_epsilon=self.ledger.sequence(),
+            constraint=cidx,
+            added_edges=rep.added,
+            exposed=rep.exposed,
+            rank=body.rank,
+            volume=body.volume,
+            sampler=sampler,
+            seconds=seconds,
+            private=ReleaseDiagnostics(
+                true_state=int(s_true),
+                released_state=int(s_rel),
+                true_value=f[s_true].copy(),
+                dop=dop,
+                error=float(np.linalg.norm(z - f[s_true])),
+            ),
+        )
 
     def run(self, states: Sequence[int]) -> list[list[ReleaseRecord]]:
         """Release a whole trace s*_1, s*_2, ... (one list of records per timestamp)."""

@@ -152,32 +152,46 @@ def train_dp(
         min_per_class=min_per_class,
         weights=weights,
     )
-    c, m, d = data.n_classes, data.n_components, data.dim
     stream = resolve_rng(rng)
+    solver = {"lam": lam, "h": h, "psd": psd, "method": method, "tol": tol, "phi0": phi0}
     if perturbation == "thesis":
         if budget is not None or accountant is not None:
             raise PrivacyError(
                 "the thesis's shared perturbation has no privacy guarantee to charge"
             )
-        b = sample_thesis_perturbation(d, eps, stream)
-        b_sym = np.broadcast_to(0.5 * (b + b.T), (c, m, d + 1, d + 1))
-        sol = solve(
-            data, lam=lam, h=h, perturbation=b_sym, psd=psd, method=method, tol=tol, phi0=phi0
-        )
-        return LMGMMRelease(
-            LargeMarginGMM(sol.phi),
-            None,
-            False,
-            "objective perturbation as printed in the thesis (one b shared by all classes, "
-            "||b|| ~ Gamma((d+1)^2, 2/eps)): NO privacy guarantee",
-            SAMPLER,
-            stream.description,
-            sol.public_summary(tol),
-            psd,
-        )
+        return _thesis_release(data, eps, stream, solver)
     if perturbation != "objective":
         raise ConfigError(f"perturbation must be 'objective' or 'thesis', got {perturbation!r}")
-    g = guarantee(data.n, c, d, eps, lam=lam, h=h, n_components=m)
+    return _objective_release(data, eps, stream, solver, budget, accountant, label)
+
+
+def _thesis_release(data, eps: float, stream: DPRandom, solver: dict) -> LMGMMRelease:
+    """The perturbation as printed in the thesis: one b for every class -- no guarantee."""
+    c, m, d = data.n_classes, data.n_components, data.dim
+    b = sample_thesis_perturbation(d, eps, stream)
+    b_sym = np.broadcast_to(0.5 * (b + b.T), (c, m, d + 1, d + 1))
+    sol = solve(data, perturbation=b_sym, **solver)
+    return LMGMMRelease(
+        LargeMarginGMM(sol.phi),
+        None,
+        False,
+        "objective perturbation as printed in the thesis (one b shared by all classes, "
+        "||b|| ~ Gamma((d+1)^2, 2/eps)): NO privacy guarantee",
+        SAMPLER,
+        stream.description,
+        sol.public_summary(solver["tol"]),
+        solver["psd"],
+    )
+
+
+def _objective_release(
+    data, eps: float, stream: DPRandom, solver: dict, budget, accountant, label: str
+) -> LMGMMRelease:
+    """Objective perturbation (thesis 4.13, corrected): eps' = eps + k checked against
+    ``budget`` and charged to ``accountant`` before the noise is drawn; nothing is
+    released unless the solver reaches its tolerance."""
+    c, m, d = data.n_classes, data.n_components, data.dim
+    g = guarantee(data.n, c, d, eps, lam=solver["lam"], h=solver["h"], n_components=m)
     if budget is not None and g.epsilon_total > check_epsilon(budget, "budget") * (1 + 1e-12):
         raise PrivacyBudgetError(
             f"this release is eps' = {g.epsilon_total:.6g}-DP (eps {eps:g} + Jacobian term "
@@ -186,7 +200,7 @@ def train_dp(
     charge = accountant.charge(g.epsilon_total, label) if accountant is not None else nullcontext()
     with charge:
         b = sample_perturbation(c, m, d, eps, g.sensitivity, stream)
-        sol = solve(data, lam=lam, h=h, perturbation=b, psd=psd, method=method, tol=tol, phi0=phi0)
+        sol = solve(data, perturbation=b, **solver)
         if not sol.converged:
             raise PrivacyError(
                 f"the solver stopped before its tolerance ({sol.iterations} iterations, "
@@ -201,8 +215,8 @@ def train_dp(
         f"eps' = eps + {g.jacobian_term:.4g}",
         SAMPLER,
         stream.description,
-        sol.public_summary(tol),
-        psd,
+        sol.public_summary(solver["tol"]),
+        solver["psd"],
     )
 
 
