@@ -475,6 +475,18 @@ def _failed_with(caplog, client_name: str, error: str) -> bool:
     )
 
 
+def _failed_once_then_serves(setup, srv, caplog, client_name: str, *errors: str, sock=None):
+    """Bob's first session fails, and its log line names ``client_name`` and each of
+    ``errors``; then (the failed client's ``sock`` closed) he still serves a client."""
+    _, certs, cases = setup
+    _wait_for(lambda: srv.counts["failed"] == 1)
+    for error in errors:
+        assert _failed_with(caplog, client_name, error)
+    if sock is not None:
+        sock.close()
+    _ok(srv, certs, cases[:1])
+
+
 def test_a_declared_frame_above_the_session_limit_is_refused_at_its_length_prefix(setup, caplog):
     config, certs, cases = setup
     caplog.set_level(logging.INFO, logger="smc_hmm.serve")
@@ -483,10 +495,7 @@ def test_a_declared_frame_above_the_session_limit_is_refused_at_its_length_prefi
         assert srv.max_frame_bytes == 2**16  # the smaller of [serve] and [run]
         sock = _raw_session(srv, certs)
         sock.sendall((2**16 + 1).to_bytes(4, "big") + b"and only a little of the body")
-        _wait_for(lambda: srv.counts["failed"] == 1)
-        assert _failed_with(caplog, "dave", "FrameTooLargeError")
-        sock.close()
-        _ok(srv, certs, cases[:1])
+        _failed_once_then_serves(setup, srv, caplog, "dave", "FrameTooLargeError", sock=sock)
 
 
 def test_a_flooding_client_is_slowed_down_then_dropped(setup, caplog):
@@ -505,10 +514,9 @@ def test_a_flooding_client_is_slowed_down_then_dropped(setup, caplog):
                 sock.sendall(len(frame).to_bytes(4, "big") + frame)
                 sent += 1
         assert sent < 10_000
-        _wait_for(lambda: srv.counts["failed"] == 1)
-        assert _failed_with(caplog, "dave", "BackpressureError: bob: alice sent 9 messages")
-        sock.close()
-        _ok(srv, certs, cases[:1])
+        _failed_once_then_serves(
+            setup, srv, caplog, "dave", "BackpressureError: bob: alice sent 9 messages", sock=sock
+        )
 
 
 def test_a_client_key_above_max_key_bits_ends_its_session(setup, caplog):
@@ -526,10 +534,9 @@ def test_a_client_key_above_max_key_bits_ends_its_session(setup, caplog):
     with Server(config, "bob", settings=settings, port=0) as srv:
         with pytest.raises(SmcHmmError):
             client(srv.address, certs, cases[0][0], kp=big)
-        _wait_for(lambda: srv.counts["failed"] == 1)
-        assert _failed_with(caplog, "alice", "ParameterBoundError")
-        assert _failed_with(caplog, "alice", "max_key_bits = 640")
-        _ok(srv, certs, cases[:1])
+        _failed_once_then_serves(
+            setup, srv, caplog, "alice", "ParameterBoundError", "max_key_bits = 640"
+        )
 
 
 def test_an_oversized_hello_is_refused(setup, server):
