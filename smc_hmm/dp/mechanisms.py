@@ -222,7 +222,31 @@ def _opendp_version() -> str:
 # --- Laplace ----------------------------------------------------------------------
 
 
-class LaplaceMechanism:
+class _Calibrated:
+    """What the Laplace and geometric mechanisms share: noise of scale Delta/eps, and the
+    epsilon a release spends, known before sampling."""
+
+    epsilon: float
+    sensitivity: float
+    scale: float
+    sampler: str
+
+    def _calibrate(self, epsilon: float, sensitivity: float) -> None:
+        self.epsilon = check_epsilon(epsilon)
+        self.sensitivity = check_sensitivity(sensitivity)
+        self.scale = _check_scale(self.sensitivity, self.epsilon)
+
+    def _opendp_measurement(self, vector: bool) -> tuple[Any, float]:
+        raise NotImplementedError
+
+    def epsilon_for(self, value: ArrayLike) -> float:
+        """Privacy a release of ``value`` spends (OpenDP's map for the OpenDP sampler)."""
+        if self.sampler == "opendp" and self.sensitivity > 0:
+            return self._opendp_measurement(np.ndim(value) > 0)[1]
+        return self.epsilon
+
+
+class LaplaceMechanism(_Calibrated):
     """f(D) + Lap(Delta/eps) on every coordinate of a real scalar or vector query.
 
     Args:
@@ -261,9 +285,7 @@ class LaplaceMechanism:
         bound: float | None = None,
         rng: DPRandom | None = None,
     ) -> None:
-        self.epsilon = check_epsilon(epsilon)
-        self.sensitivity = check_sensitivity(sensitivity)
-        self.scale = _check_scale(self.sensitivity, self.epsilon)
+        self._calibrate(epsilon, sensitivity)
         self.sampler = _check_sampler(sampler, ("float", "snapping", "opendp"), rng)
         if self.sampler == "snapping":
             if bound is None:
@@ -277,13 +299,6 @@ class LaplaceMechanism:
         self._opendp_cache: dict[bool, tuple[Any, float]] = {}
         if self.sampler == "opendp":
             _opendp()  # fail early, with a typed error, if OpenDP is missing
-
-    # The epsilon a release will spend, known before sampling.
-    def epsilon_for(self, value: ArrayLike) -> float:
-        """Privacy a release of ``value`` spends (OpenDP's map for the OpenDP sampler)."""
-        if self.sampler == "opendp" and self.sensitivity > 0:
-            return self._opendp_measurement(np.ndim(value) > 0)[1]
-        return self.epsilon
 
     def release(
         self, value: ArrayLike, *, accountant: Charger | None = None, label: str = ""
@@ -386,7 +401,7 @@ def _two_sided_geometric(rng: DPRandom, rate: float, shape: tuple[int, ...]) -> 
     return (first - second).astype(np.int64)
 
 
-class GeometricMechanism:
+class GeometricMechanism(_Calibrated):
     """f(D) + two-sided geometric noise for an integer scalar or vector query.
 
     The noise has P(k) = (1 - a)/(1 + a) a^|k| with a = exp(-eps/Delta), independently on
@@ -412,9 +427,7 @@ class GeometricMechanism:
         sampler: GeometricSampler | None = None,
         rng: DPRandom | None = None,
     ) -> None:
-        self.epsilon = check_epsilon(epsilon)
-        self.sensitivity = check_sensitivity(sensitivity)
-        self.scale = _check_scale(self.sensitivity, self.epsilon)
+        self._calibrate(epsilon, sensitivity)
         self.sampler = _check_sampler(sampler, ("float", "opendp"), rng)
         self._rng = resolve_rng(rng) if self.sampler == "float" else None
         self._opendp_cache: dict[bool, tuple[Any, float]] = {}
@@ -430,12 +443,6 @@ class GeometricMechanism:
     def alpha(self) -> float:
         """a = exp(-eps/Delta): the ratio between the probabilities of k and k + 1."""
         return math.exp(-self.epsilon / self.sensitivity) if self.sensitivity > 0 else 0.0
-
-    def epsilon_for(self, value: ArrayLike) -> float:
-        """Privacy a release of ``value`` spends (OpenDP's map for the OpenDP sampler)."""
-        if self.sampler == "opendp" and self.sensitivity > 0:
-            return self._opendp_measurement(np.ndim(value) > 0)[1]
-        return self.epsilon
 
     def noise(self, shape: tuple[int, ...]) -> tuple[np.ndarray, str]:
         """Draw integer noise of ``shape`` and describe the sampler that ran."""
@@ -461,8 +468,9 @@ class GeometricMechanism:
         epsilon = self.epsilon_for(array)
         with _charge(accountant, epsilon, label or self.mechanism):
             noise, details = self.noise(array.shape)
+        noisy, details = self._post_process(array + noise, details)
         return Release(
-            value=_output(array + noise, array.ndim == 0),
+            value=_output(noisy, array.ndim == 0),
             epsilon=epsilon,
             mechanism=self.mechanism,
             sampler=self.sampler,
@@ -471,6 +479,10 @@ class GeometricMechanism:
             randomness=self._rng.description if self._rng else "OpenDP internal CSPRNG",
             details=details,
         )
+
+    def _post_process(self, noisy: np.ndarray, details: str) -> tuple[np.ndarray, str]:
+        """The released values from the noisy ones (as they are here), and their details."""
+        return noisy, details
 
     def _opendp_measurement(self, vector: bool) -> tuple[Any, float]:
         # OpenDP adds the noise to the input itself; we feed it zeros and add the noise
@@ -547,20 +559,12 @@ class TruncatedGeometricMechanism(GeometricMechanism):
         array = _integer_values(value)
         if np.any(array < self.lower) or np.any(array > self.upper):
             raise PrivacyParameterError(f"the query value must lie in [{self.lower}, {self.upper}]")
-        epsilon = self.epsilon_for(array)
-        with _charge(accountant, epsilon, label or self.mechanism):
-            noise, details = self.noise(array.shape)
-        clamped = np.clip(array + noise, self.lower, self.upper)
-        return Release(
-            value=_output(clamped, array.ndim == 0),
-            epsilon=epsilon,
-            mechanism=self.mechanism,
-            sampler=self.sampler,
-            sensitivity=self.sensitivity,
-            scale=self.scale,
-            randomness=self._rng.description if self._rng else "OpenDP internal CSPRNG",
-            details=f"{details}; clamped to [{self.lower}, {self.upper}]",
-        )
+        return super().release(array, accountant=accountant, label=label)
+
+    def _post_process(self, noisy: np.ndarray, details: str) -> tuple[np.ndarray, str]:
+        """Clamped to [lower, upper] (post-processing: no privacy spent)."""
+        clamped = np.clip(noisy, self.lower, self.upper)
+        return clamped, f"{details}; clamped to [{self.lower}, {self.upper}]"
 
 
 # --- one-shot helpers ---------------------------------------------------------------
