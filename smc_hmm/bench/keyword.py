@@ -269,11 +269,8 @@ class _Run:
 
     def frames(self, utterance) -> np.ndarray:
         """An utterance's features at the benchmark's length (--frames 0: its own)."""
-        return (
-            fit_frames(utterance.features, self.args.frames)
-            if self.args.frames
-            else (utterance.features)
-        )
+        features, frames = utterance.features, self.args.frames
+        return fit_frames(features, frames) if frames else features
 
 
 def _setup(args, say) -> _Run:

@@ -29,6 +29,9 @@ Commands and numbers: ``docs/spotting.md``.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -36,14 +39,15 @@ from smc_hmm.bench.common import (
     HIGHER,
     BenchResult,
     Row,
-    add_json_argument,
-    add_key_arguments,
-    add_workers_argument,
-    check_key_bits,
+    bench_keypair,
+    common_arguments,
     finish,
-    throwaway_keypair,
+    lanes,
+    offline_run,
+    phase_rows,
+    start,
+    two_party_run,
 )
-from smc_hmm.compute import Compute
 from smc_hmm.errors import InvalidInputError
 
 #: targets at 2048 bits on an idle two-core machine
@@ -60,8 +64,6 @@ SPOT_VITERBI = {
     "weight_floor_bits": 128,
 }
 DGK_OPS = ("dgk_encrypt", "dgk_zero_test", "dgk_rerandomize")
-#: Alice's DJN exponent with --short-randomness (2 kappa for kappa = 112, as bench keyword)
-SHORT_ALPHA_BITS = 224
 
 
 def _models():
@@ -122,32 +124,13 @@ def _decoder(models, label):
 
 
 def _run(name, params, alice, bob, keypair, compute, offline=True):
-    """One in-process run with an offline phase; (total s, online s, offline s, result)."""
-    from smc_hmm.runtime import run_protocol
-    from smc_hmm.runtime.offline import offline_phase
-
-    pk = keypair[0]
-    base = pk.randomizer
-    pre, randomizers = 0.0, None
+    """One in-process run, by default after its offline phase; (total s, online s,
+    offline s, result)."""
+    pre = 0.0
     if offline:
-        phase = offline_phase(name, params, {"alice": alice, "bob": bob}, pk, compute)
-        pk.use_randomizer(phase.alice)
-        pre, randomizers = phase.seconds, phase.randomizers(pk)
-    try:
-        t0 = time.perf_counter()
-        result = run_protocol(
-            name,
-            params,
-            {"alice": ("alice", alice), "bob": ("bob", bob)},
-            keys={"alice": keypair},
-            compute={"alice": compute, "bob": compute},
-            timeout=3600,
-            min_key_bits=min(2048, pk.bits),
-            randomizers=randomizers,
-        )
-        online = time.perf_counter() - t0
-    finally:
-        pk.use_randomizer(base)
+        result, pre, online = offline_run(name, params, alice, bob, keypair, compute, timeout=3600)
+    else:
+        result, online = two_party_run(name, params, alice, bob, keypair, compute, timeout=3600)
     return pre + online, online, pre, result
 
 
@@ -231,22 +214,35 @@ def predict(cost, keypair, bits: int, scale: float, lanes: float, dgk: dict) -> 
     return scale * total
 
 
-def run(args, say=lambda msg: None) -> BenchResult:
-    from smc_hmm.bench.crypto import lane_scaling
-    from smc_hmm.data.continuous import load_continuous_test
+def _plain_frames(found):
+    """A plaintext spotting's [start, end], or None without a detection."""
+    return None if not found.found else [found.start, found.end]
 
-    recordings = load_continuous_test()
-    labels, models = _models()
-    if args.keyword not in models:
-        raise InvalidInputError(f"--keyword must be one of {labels}")
-    if not 0 <= args.recordings <= len(recordings):
-        raise InvalidInputError(f"--recordings must be in [0, {len(recordings)}]")
-    rows: list[Row] = []
-    checks: dict[str, bool] = {}
-    say("plaintext spotting of every bundled recording and keyword")
-    quality = plaintext_quality(recordings, labels, models)
+
+@dataclass
+class _Spot:
+    """What the steps of one spotting benchmark share: its options, the keywords, the key
+    pair, the timed recording, and what the steps add (the rows, the checks, the JSON's
+    parts)."""
+
+    args: Any
+    say: Callable[[str], None]
+    labels: list
+    models: dict
+    keypair: tuple = ()
+    timed: Any = None
+    index: int = 0
+    rows: list[Row] = field(default_factory=list)
+    checks: dict[str, bool] = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+
+
+def _quality_rows(s: _Spot, recordings) -> None:
+    """Plaintext spotting of every bundled recording and keyword, and the mean."""
+    s.say("plaintext spotting of every bundled recording and keyword")
+    quality = plaintext_quality(recordings, s.labels, s.models)
     for label, q in quality.items():
-        rows.append(
+        s.rows.append(
             Row(
                 f"plaintext {label}: detection / false alarms / boundary error",
                 q["detection_rate"],
@@ -257,12 +253,9 @@ def run(args, say=lambda msg: None) -> BenchResult:
                 f"error mean {q['boundary_error_mean']:.2f} frames",
             )
         )
-    overall = {
-        "detection_rate": float(np.mean([q["detection_rate"] for q in quality.values()])),
-        "false_alarm_rate": float(np.mean([q["false_alarm_rate"] for q in quality.values()])),
-        "boundary_error_mean": float(np.mean([q["boundary_error_mean"] for q in quality.values()])),
-    }
-    rows.append(
+    keys = ("detection_rate", "false_alarm_rate", "boundary_error_mean")
+    overall = {key: float(np.mean([q[key] for q in quality.values()])) for key in keys}
+    s.rows.append(
         Row(
             "plaintext, mean over keywords: detection rate",
             overall["detection_rate"],
@@ -272,231 +265,224 @@ def run(args, say=lambda msg: None) -> BenchResult:
             f"boundary error {overall['boundary_error_mean']:.2f} frames",
         )
     )
-    three = [r for r in recordings if len(r.digits) == 3]
-    timed = min(three, key=lambda r: abs(len(r.features) - args.frames))
-    index = recordings.index(timed)
-    say(f"generating a {args.key_bits}-bit key pair")
-    keypair = throwaway_keypair(args.key_bits)
-    if args.short_randomness:
-        keypair[0].use_djn(alpha_bits=SHORT_ALPHA_BITS)
-    extra: dict = {"quality": quality, "quality_overall": overall}
-    with Compute.processes(args.workers) as compute:
-        compute.warm_up()
-        scaling = lane_scaling(compute, keypair[0].nsquare_mpz) if compute.parallel else 1.0
-        # secure == plaintext
-        if args.recordings:
-            runs, worst = sweep(
-                recordings[: args.recordings], labels, models, keypair, compute, say
-            )
-            equal = sum(r["path_equal"] for r in runs)
-            rows.append(
-                Row(
-                    "secure path == plaintext path (recording i vs keyword i mod 10)",
-                    float(equal),
-                    float(len(runs)),
-                    "recordings",
-                    note=f"{sum(r['found'] for r in runs)} with the keyword found; paths equal "
-                    "means detection and boundaries equal",
-                    better=HIGHER,
-                )
-            )
-            rows.append(
-                Row("path score: largest relative error", worst, None, "rel.", limit=REL_TARGET)
-            )
-            checks["secure == plaintext"] = equal == len(runs)
-            checks["relative error"] = worst <= REL_TARGET
-            extra["sweep"] = runs
-        # timing: one keyword and its filler
-        say(
-            f"timing: recording {index} ({'-'.join(labels[d] for d in timed.digits)}, "
-            f"{len(timed.features)} frames) against {args.keyword}"
-        )
-        one = {args.keyword: models[args.keyword]}
-        total, online, pre, result = _run(
-            "spot", {"keywords": [args.keyword]}, timed.features, one, keypair, compute
-        )
-        from smc_hmm.hmm.spotting import compose, spot
+    s.extra.update({"quality": quality, "quality_overall": overall})
 
-        plain = spot(*compose(*models[args.keyword]), timed.features)
-        secure = result["alice"][args.keyword]
-        agree = secure["frames"] == (None if not plain.found else [plain.start, plain.end])
-        checks["timed decision == plaintext"] = agree
-        limit = SECONDS_TARGET if args.key_bits >= 2048 else None
-        rows.append(
-            Row(
-                f"one keyword ({args.keyword}) + filler, {len(timed.features)} frames: total",
-                total,
-                None,
-                "s",
-                limit=limit,
-                note=f"online {online:.1f} s, offline {pre:.1f} s; "
-                f"{result.cost.bytes_total:,} bytes, {result.cost.rounds} rounds; secure "
-                f"{secure['frames']}, plaintext "
-                f"{None if not plain.found else [plain.start, plain.end]}",
-            )
-        )
-        if limit is not None:
-            checks["one keyword within the time target"] = total <= limit
-        for party, data in result.cost.parties.items():
-            for phase, p in data.get("phases", {}).items():
-                ops = {k: v for k, v in p["ops"].items() if v}
-                rows.append(
-                    Row(
-                        f"  {party} / {phase}",
-                        float(p["wall"]),
-                        None,
-                        "s",
-                        note=f"compute {p['compute']:.2f} s; "
-                        + ", ".join(f"{k} {v:,}" for k, v in ops.items()),
-                    )
-                )
-        extra["timed"] = {
-            "recording": index,
-            "digits": list(timed.digits),
-            "frames": len(timed.features),
-            "keyword": args.keyword,
-            "seconds": total,
-            "online_seconds": online,
-            "offline_seconds": pre,
-            "secure": secure,
-            "plaintext": None if not plain.found else [plain.start, plain.end],
-            "cost": result.cost.to_dict(),
-        }
-        one_cost = result.cost
-        # all ten keywords at once, and the cost model's prediction
-        if args.ten:
-            say("all ten keywords at once")
-            ten_total, ten_online, ten_pre, ten = _run(
-                "spot", {"keywords": list(labels)}, timed.features, models, keypair, compute
-            )
-            wrong = [
-                k
-                for k in labels
-                if ten["alice"][k]["found"] != spot(*compose(*models[k]), timed.features).found
-            ]
-            checks["ten keywords == plaintext"] = not wrong
-            say("cost model: DGK and Paillier rates of this machine")
-            dgk = dgk_rates(keypair)
-            predicted = predict(
-                one_cost, keypair, args.key_bits, len(labels), max(1.0, scaling), dgk
-            )
-            ratio = predicted / ten_total
-            checks["cost model within 20%"] = abs(ratio - 1) <= PREDICTION_TOLERANCE
-            rows.append(
-                Row(
-                    "all ten keywords at once: total",
-                    ten_total,
-                    None,
-                    "s",
-                    note=f"online {ten_online:.1f} s, offline {ten_pre:.1f} s; "
-                    f"{ten.cost.bytes_total:,} bytes, {ten.cost.rounds} rounds; found "
-                    f"{[k for k in labels if ten['alice'][k]['found']]}",
-                )
-            )
-            rows.append(
-                Row(
-                    "cost model: predicted ten-keyword total (from the one-keyword ledger x 10)",
-                    predicted,
-                    None,
-                    "s",
-                    note=f"prediction / measured = {ratio:.2f} (tolerance "
-                    f"{PREDICTION_TOLERANCE:.0%}); lane scaling {scaling:.2f}; DGK "
-                    + ", ".join(f"{k} {v * 1e6:.0f} us" for k, v in dgk.items()),
-                )
-            )
-            extra["ten"] = {
-                "seconds": ten_total,
-                "online_seconds": ten_online,
-                "offline_seconds": ten_pre,
-                "predicted_seconds": predicted,
-                "prediction_ratio": ratio,
-                "dgk_seconds_per_op": dgk,
-                "found": {k: ten["alice"][k] for k in labels},
-                "cost": ten.cost.to_dict(),
-            }
-        # speech mining: Bob's recording, Alice's keyword model
-        if args.mining:
-            say("speech mining: Bob's recording, Alice's keyword model")
-            m_total, m_online, m_pre, mined = _run(
-                "spot", {"direction": "mining"}, one, timed.features, keypair, compute
-            )
-            got = mined["alice"][args.keyword]
-            checks["mining == plaintext"] = got["frames"] == secure["frames"]
-            rows.append(
-                Row(
-                    f"speech mining ({args.keyword} as Alice's model): total",
-                    m_total,
-                    None,
-                    "s",
-                    note=f"online {m_online:.1f} s, offline {m_pre:.1f} s; "
-                    f"{mined.cost.bytes_total:,} bytes; found {got['frames']}",
-                )
-            )
-            extra["mining"] = {
-                "seconds": m_total,
-                "online_seconds": m_online,
-                "offline_seconds": m_pre,
-                "found": got,
-                "cost": mined.cost.to_dict(),
-            }
-    rows.append(Row("machine: lane scaling (all lanes vs one)", scaling, None, "x"))
-    extra.update({"checks": checks, "targets_met": all(checks.values()), "lane_scaling": scaling})
-    return BenchResult(
-        "spot",
-        args.key_bits,
-        rows,
-        {
-            "recordings": args.recordings,
-            "frames": args.frames,
-            "keyword": args.keyword,
-            "workers": args.workers,
-            "ten": args.ten,
-            "mining": args.mining,
-            "short_randomness": args.short_randomness,
-        },
-        extra=extra,
+
+def _sweep_rows(s: _Spot, recordings, compute) -> None:
+    """Secure path == plaintext path on --recordings recordings."""
+    runs, worst = sweep(recordings, s.labels, s.models, s.keypair, compute, s.say)
+    equal = sum(r["path_equal"] for r in runs)
+    s.rows += [
+        Row(
+            "secure path == plaintext path (recording i vs keyword i mod 10)",
+            float(equal),
+            float(len(runs)),
+            "recordings",
+            note=f"{sum(r['found'] for r in runs)} with the keyword found; paths equal "
+            "means detection and boundaries equal",
+            better=HIGHER,
+        ),
+        Row("path score: largest relative error", worst, None, "rel.", limit=REL_TARGET),
+    ]
+    s.checks["secure == plaintext"] = equal == len(runs)
+    s.checks["relative error"] = worst <= REL_TARGET
+    s.extra["sweep"] = runs
+
+
+def _timed_rows(s: _Spot, compute):
+    """One keyword and its filler on the timed recording, against plaintext spotting;
+    returns the run's result."""
+    from smc_hmm.hmm.spotting import compose, spot
+
+    args, timed, index = s.args, s.timed, s.index
+    s.say(
+        f"timing: recording {index} ({'-'.join(s.labels[d] for d in timed.digits)}, "
+        f"{len(timed.features)} frames) against {args.keyword}"
     )
+    one = {args.keyword: s.models[args.keyword]}
+    total, online, pre, result = _run(
+        "spot", {"keywords": [args.keyword]}, timed.features, one, s.keypair, compute
+    )
+    plain = _plain_frames(spot(*compose(*s.models[args.keyword]), timed.features))
+    secure = result["alice"][args.keyword]
+    s.checks["timed decision == plaintext"] = secure["frames"] == plain
+    limit = SECONDS_TARGET if args.key_bits >= 2048 else None
+    s.rows.append(
+        Row(
+            f"one keyword ({args.keyword}) + filler, {len(timed.features)} frames: total",
+            total,
+            None,
+            "s",
+            limit=limit,
+            note=f"online {online:.1f} s, offline {pre:.1f} s; "
+            f"{result.cost.bytes_total:,} bytes, {result.cost.rounds} rounds; secure "
+            f"{secure['frames']}, plaintext {plain}",
+        )
+    )
+    if limit is not None:
+        s.checks["one keyword within the time target"] = total <= limit
+    s.rows += phase_rows(result.cost, "  ", traffic=False)
+    s.extra["timed"] = {
+        "recording": index,
+        "digits": list(timed.digits),
+        "frames": len(timed.features),
+        "keyword": args.keyword,
+        "seconds": total,
+        "online_seconds": online,
+        "offline_seconds": pre,
+        "secure": secure,
+        "plaintext": plain,
+        "cost": result.cost.to_dict(),
+    }
+    return result
+
+
+def _ten_rows(s: _Spot, compute, one_cost, scaling: float) -> None:
+    """All ten keywords at once, and the cost model's prediction of them from the
+    one-keyword run's ledger."""
+    from smc_hmm.hmm.spotting import compose, spot
+
+    labels, features = s.labels, s.timed.features
+    s.say("all ten keywords at once")
+    total, online, pre, ten = _run(
+        "spot", {"keywords": list(labels)}, features, s.models, s.keypair, compute
+    )
+    found = ten["alice"]
+    wrong = [k for k in labels if found[k]["found"] != spot(*compose(*s.models[k]), features).found]
+    s.checks["ten keywords == plaintext"] = not wrong
+    s.say("cost model: DGK and Paillier rates of this machine")
+    dgk = dgk_rates(s.keypair)
+    predicted = predict(one_cost, s.keypair, s.args.key_bits, len(labels), max(1.0, scaling), dgk)
+    ratio = predicted / total
+    s.checks["cost model within 20%"] = abs(ratio - 1) <= PREDICTION_TOLERANCE
+    s.rows += [
+        Row(
+            "all ten keywords at once: total",
+            total,
+            None,
+            "s",
+            note=f"online {online:.1f} s, offline {pre:.1f} s; "
+            f"{ten.cost.bytes_total:,} bytes, {ten.cost.rounds} rounds; found "
+            f"{[k for k in labels if found[k]['found']]}",
+        ),
+        Row(
+            "cost model: predicted ten-keyword total (from the one-keyword ledger x 10)",
+            predicted,
+            None,
+            "s",
+            note=f"prediction / measured = {ratio:.2f} (tolerance "
+            f"{PREDICTION_TOLERANCE:.0%}); lane scaling {scaling:.2f}; DGK "
+            + ", ".join(f"{k} {v * 1e6:.0f} us" for k, v in dgk.items()),
+        ),
+    ]
+    s.extra["ten"] = {
+        "seconds": total,
+        "online_seconds": online,
+        "offline_seconds": pre,
+        "predicted_seconds": predicted,
+        "prediction_ratio": ratio,
+        "dgk_seconds_per_op": dgk,
+        "found": {k: found[k] for k in labels},
+        "cost": ten.cost.to_dict(),
+    }
+
+
+def _mining_rows(s: _Spot, compute, secure) -> None:
+    """Speech mining: the timed recording as Bob's, the keyword model as Alice's; it must
+    find what the timed run found (``secure``)."""
+    keyword = s.args.keyword
+    s.say("speech mining: Bob's recording, Alice's keyword model")
+    one = {keyword: s.models[keyword]}
+    total, online, pre, mined = _run(
+        "spot", {"direction": "mining"}, one, s.timed.features, s.keypair, compute
+    )
+    got = mined["alice"][keyword]
+    s.checks["mining == plaintext"] = got["frames"] == secure["frames"]
+    s.rows.append(
+        Row(
+            f"speech mining ({keyword} as Alice's model): total",
+            total,
+            None,
+            "s",
+            note=f"online {online:.1f} s, offline {pre:.1f} s; "
+            f"{mined.cost.bytes_total:,} bytes; found {got['frames']}",
+        )
+    )
+    s.extra["mining"] = {
+        "seconds": total,
+        "online_seconds": online,
+        "offline_seconds": pre,
+        "found": got,
+        "cost": mined.cost.to_dict(),
+    }
+
+
+def _setup(args, say) -> tuple[_Spot, list]:
+    """The keywords and recordings once the options fit them, plaintext quality, the timed
+    recording (the 3-digit one closest to --frames) and the key pair."""
+    from smc_hmm.data.continuous import load_continuous_test
+
+    recordings = load_continuous_test()
+    labels, models = _models()
+    if args.keyword not in models:
+        raise InvalidInputError(f"--keyword must be one of {labels}")
+    if not 0 <= args.recordings <= len(recordings):
+        raise InvalidInputError(f"--recordings must be in [0, {len(recordings)}]")
+    s = _Spot(args, say, labels, models)
+    _quality_rows(s, recordings)
+    three = [r for r in recordings if len(r.digits) == 3]
+    s.timed = min(three, key=lambda r: abs(len(r.features) - args.frames))
+    s.index = recordings.index(s.timed)
+    s.keypair = bench_keypair(args, say)
+    return s, recordings
+
+
+def run(args, say=lambda msg: None) -> BenchResult:
+    """Every part in turn: plaintext quality, secure == plaintext, the timed keyword, all
+    ten at once with the cost model's prediction, speech mining."""
+    from smc_hmm.bench.crypto import lane_scaling
+
+    s, recordings = _setup(args, say)
+    with lanes(args.workers) as compute:
+        scaling = lane_scaling(compute, s.keypair[0].nsquare_mpz) if compute.parallel else 1.0
+        if args.recordings:
+            _sweep_rows(s, recordings[: args.recordings], compute)
+        result = _timed_rows(s, compute)
+        if args.ten:
+            _ten_rows(s, compute, result.cost, scaling)
+        if args.mining:
+            _mining_rows(s, compute, result["alice"][args.keyword])
+    s.rows.append(Row("machine: lane scaling (all lanes vs one)", scaling, None, "x"))
+    checks = s.checks
+    s.extra.update({"checks": checks, "targets_met": all(checks.values()), "lane_scaling": scaling})
+    names = ("recordings", "frames", "keyword", "workers", "ten", "mining", "short_randomness")
+    params = {name: getattr(args, name) for name in names}
+    return BenchResult("spot", args.key_bits, s.rows, params, extra=s.extra)
 
 
 def add_arguments(parser) -> None:
-    add_key_arguments(parser)
-    parser.add_argument(
-        "--recordings",
-        type=int,
-        default=100,
-        help="recordings of the secure == plaintext sweep (0: none; the bundled set has 120)",
-    )
-    parser.add_argument(
-        "--frames", type=int, default=250, help="the timed 3-digit recording: closest to this"
-    )
-    parser.add_argument("--keyword", default="seven", help="the timed keyword")
-    parser.add_argument(
-        "--no-ten", dest="ten", action="store_false", help="skip all ten keywords at once"
-    )
-    parser.add_argument(
-        "--no-mining", dest="mining", action="store_false", help="skip speech mining"
-    )
-    parser.add_argument(
-        "--short-randomness",
-        action="store_true",
-        help=f"Alice's encryptions with {SHORT_ALPHA_BITS}-bit DJN exponents instead of "
-        "bits(n)/2 (faster; rests on the stronger short-exponent assumption, "
-        "smc_hmm/crypto/randomness.py)",
-    )
-    add_workers_argument(parser)
-    add_json_argument(parser)
+    with common_arguments(parser, workers=True, short_randomness=""):
+        parser.add_argument(
+            "--recordings",
+            type=int,
+            default=100,
+            help="recordings of the secure == plaintext sweep (0: none; the bundled set has 120)",
+        )
+        parser.add_argument(
+            "--frames", type=int, default=250, help="the timed 3-digit recording: closest to this"
+        )
+        parser.add_argument("--keyword", default="seven", help="the timed keyword")
+        parser.add_argument(
+            "--no-ten", dest="ten", action="store_false", help="skip all ten keywords at once"
+        )
+        parser.add_argument(
+            "--no-mining", dest="mining", action="store_false", help="skip speech mining"
+        )
 
 
 def main(args) -> int:
-    from rich.console import Console
-
-    check_key_bits(args)
-    console = Console(width=max(150, Console().width))
-    if args.short_randomness:
-        console.print(
-            "[yellow]warning: --short-randomness rests on the short-exponent assumption[/]"
-        )
-    result = run(args, say=lambda m: console.print(f"[dim]... {m}[/]"))
+    console, say = start(args)
+    result = run(args, say)
     result.print_table(console)
     for name, ok in result.extra["checks"].items():
         console.print(f"{name}: {'[green]ok[/]' if ok else '[red]MISSED[/]'}")
