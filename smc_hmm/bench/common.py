@@ -10,7 +10,7 @@ import platform
 import statistics
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -131,25 +131,35 @@ def two_party_run(
     *,
     timeout: float,
     bob_compute=None,
-    randomizers=None,
+    offline: bool = False,
+    strict: bool = False,
 ):
     """One in-process run of the registered protocol ``name`` between Alice (``alice``:
     her input; she holds ``keypair``) and Bob (``bob``), each on ``compute`` (Bob on
-    ``bob_compute`` if given).  Returns (result, its wall seconds)."""
+    ``bob_compute`` if given).  With ``offline``, after its offline phase
+    (:func:`offline_randomizers`; ``strict``: a randomizer its plan missed is an error).
+    Returns (result, offline seconds, online seconds)."""
     from smc_hmm.runtime import run_protocol
 
-    t0 = time.perf_counter()
-    result = run_protocol(
-        name,
-        params,
-        {"alice": ("alice", alice), "bob": ("bob", bob)},
-        keys={"alice": keypair},
-        compute={"alice": compute, "bob": bob_compute or compute},
-        timeout=timeout,
-        min_key_bits=min(2048, keypair[0].bits),
-        randomizers=randomizers,
-    )
-    return result, time.perf_counter() - t0
+    pk = keypair[0]
+    if offline:
+        drawing = offline_randomizers(name, params, alice, bob, pk, compute, strict=strict)
+    else:
+        drawing = nullcontext()
+    with drawing as drawn:
+        t0 = time.perf_counter()
+        result = run_protocol(
+            name,
+            params,
+            {"alice": ("alice", alice), "bob": ("bob", bob)},
+            keys={"alice": keypair},
+            compute={"alice": compute, "bob": bob_compute or compute},
+            timeout=timeout,
+            min_key_bits=min(2048, pk.bits),
+            randomizers=drawn.randomizers(pk) if offline else None,
+        )
+        online = time.perf_counter() - t0
+    return result, drawn.seconds if offline else 0.0, online
 
 
 @contextmanager
@@ -172,18 +182,6 @@ def offline_randomizers(name: str, params: dict, alice, bob, public_key, compute
             f"the offline phase of {name} precomputed too few randomizers (misses: Alice "
             f"{phase.alice.misses}, Bob {phase.bob.misses})"
         )
-
-
-def offline_run(name: str, params: dict, alice, bob, keypair, compute, *, strict=False, **run):
-    """:func:`two_party_run` after its offline phase (:func:`offline_randomizers`; ``run``:
-    its options).  Returns (result, offline seconds, online seconds)."""
-    pk = keypair[0]
-    with offline_randomizers(name, params, alice, bob, pk, compute, strict=strict) as phase:
-        randomizers = phase.randomizers(pk)
-        result, online = two_party_run(
-            name, params, alice, bob, keypair, compute, randomizers=randomizers, **run
-        )
-    return result, phase.seconds, online
 
 
 def phase_rows(cost, prefix: str, *, traffic: bool = True) -> list[Row]:

@@ -46,7 +46,6 @@ from smc_hmm.bench.common import (
     common_arguments,
     finish,
     lanes,
-    offline_run,
     phase_rows,
     start,
     two_party_run,
@@ -98,13 +97,10 @@ def _secure_local(models, labels, frames, keypair, params, compute, name="keywor
     with ``offline`` every randomizer is precomputed first (and any the plan missed is
     an error).  Returns (online seconds, offline seconds, result)."""
     bob = (models, labels) if name == "keyword" else models
-    if offline:
-        result, pre, online = offline_run(
-            name, params, frames, bob, keypair, compute, strict=True, timeout=1800
-        )
-        return online, pre, result
-    result, online = two_party_run(name, params, frames, bob, keypair, compute, timeout=1800)
-    return online, 0.0, result
+    result, pre, online = two_party_run(
+        name, params, frames, bob, keypair, compute, timeout=1800, offline=offline, strict=True
+    )
+    return online, pre, result
 
 
 def _secure_tcp(models, labels, frames, bits, params, workdir, workers):

@@ -40,14 +40,14 @@ from smc_hmm.bench.common import (
     LOWER,
     BenchResult,
     Row,
-    add_json_argument,
-    add_key_arguments,
-    add_workers_argument,
-    check_key_bits,
+    bench_keypair,
+    common_arguments,
     finish,
+    lanes,
+    start,
     throwaway_keypair,
+    two_party_run,
 )
-from smc_hmm.compute import Compute
 from smc_hmm.data.match import (
     CLEAN,
     candidates,
@@ -58,7 +58,6 @@ from smc_hmm.data.match import (
 )
 from smc_hmm.errors import InvalidInputError
 from smc_hmm.protocol import find
-from smc_hmm.runtime import run_protocol
 
 SNRS = (CLEAN, "20", "10", "0")
 MODES = ("exact", "approx")
@@ -71,37 +70,37 @@ GROWTH_SEED = 0
 
 
 def add_arguments(parser) -> None:
-    add_key_arguments(parser)
-    add_workers_argument(parser)
-    parser.add_argument("--queries", type=int, default=3, help="timed queries per mode")
-    parser.add_argument("--recordings", type=int, default=200, help="collection size (<= 200)")
-    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
-    parser.add_argument("--stride", type=int, default=2, help="the approximate mode's stride")
-    parser.add_argument(
-        "--growth",
-        default="50,100,200",
-        help="collection sizes of the growth measurement ('' for none)",
-    )
-    parser.add_argument("--sweep", type=int, default=0, help="queries of the equality sweep")
-    parser.add_argument(
-        "--sweep-key-bits",
-        type=int,
-        default=None,
-        help="key size of the sweep (default: --key-bits)",
-    )
-    parser.add_argument("--skip-accuracy", action="store_true", help="no plaintext accuracy")
-    parser.add_argument("--skip-speed", action="store_true", help="no timed queries")
-    parser.add_argument(
-        "--accuracy-queries", type=int, default=200, help="queries per SNR and kind (<= 200)"
-    )
-    parser.add_argument("--dask", action="store_true", help="Bob on a 2-worker LocalCluster too")
-    parser.add_argument(
-        "--extrapolate", type=int, default=10_000, help="recordings to extrapolate to (0: none)"
-    )
-    parser.add_argument(
-        "--cluster-workers", type=int, default=16, help="Bob's workers in the extrapolation"
-    )
-    add_json_argument(parser)
+    with common_arguments(parser, workers=True):
+        parser.add_argument("--queries", type=int, default=3, help="timed queries per mode")
+        parser.add_argument("--recordings", type=int, default=200, help="collection size (<= 200)")
+        parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
+        parser.add_argument("--stride", type=int, default=2, help="the approximate mode's stride")
+        parser.add_argument(
+            "--growth",
+            default="50,100,200",
+            help="collection sizes of the growth measurement ('' for none)",
+        )
+        parser.add_argument("--sweep", type=int, default=0, help="queries of the equality sweep")
+        parser.add_argument(
+            "--sweep-key-bits",
+            type=int,
+            default=None,
+            help="key size of the sweep (default: --key-bits)",
+        )
+        parser.add_argument("--skip-accuracy", action="store_true", help="no plaintext accuracy")
+        parser.add_argument("--skip-speed", action="store_true", help="no timed queries")
+        parser.add_argument(
+            "--accuracy-queries", type=int, default=200, help="queries per SNR and kind (<= 200)"
+        )
+        parser.add_argument(
+            "--dask", action="store_true", help="Bob on a 2-worker LocalCluster too"
+        )
+        parser.add_argument(
+            "--extrapolate", type=int, default=10_000, help="recordings to extrapolate to (0: none)"
+        )
+        parser.add_argument(
+            "--cluster-workers", type=int, default=16, help="Bob's workers in the extrapolation"
+        )
 
 
 def _params(mode: str, stride: int) -> dict:
@@ -200,29 +199,18 @@ def timed_queries(collection, count: int):
 
 def secure_run(keypair, mode: str, stride: int, frames, collection, compute, bob_compute=None):
     """One in-process run after an offline phase: (RunResult, offline seconds, online s)."""
-    from smc_hmm.runtime.offline import offline_phase
-
-    pk = keypair[0]
-    base = pk.randomizer
-    inputs = {"alice": frames, "bob": collection}
-    phase = offline_phase("match", _params(mode, stride), inputs, pk, compute)
-    pk.use_randomizer(phase.alice)
-    try:
-        t0 = time.perf_counter()
-        result = run_protocol(
-            "match",
-            _params(mode, stride),
-            {"alice": ("alice", frames), "bob": ("bob", collection)},
-            keys={"alice": keypair},
-            compute={"alice": compute, "bob": bob_compute or compute},
-            timeout=3600,
-            min_key_bits=min(2048, pk.bits),
-            randomizers=phase.randomizers(pk),
-        )
-        online = time.perf_counter() - t0
-    finally:
-        pk.use_randomizer(base)
-    return result, phase.seconds, online
+    params = _params(mode, stride)
+    return two_party_run(
+        "match",
+        params,
+        frames,
+        collection,
+        keypair,
+        compute,
+        timeout=3600,
+        bob_compute=bob_compute,
+        offline=True,
+    )
 
 
 def plain_answer(mode: str, stride: int, frames, collection):
@@ -521,7 +509,6 @@ def extrapolate(
 
 def _checked(args):
     """(modes, growth sizes, the full collection) once every option is in range."""
-    check_key_bits(args)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not modes or set(modes) - set(MODES):
         raise InvalidInputError(f"--modes takes a comma-separated subset of {', '.join(MODES)}")
@@ -547,10 +534,8 @@ def _secure_parts(args, modes, sizes, full, say) -> tuple[list[Row], dict]:
     rows: list[Row] = []
     extra: dict = {}
     collection = full.head(args.recordings)
-    say(f"generating a {args.key_bits}-bit key pair")
-    keypair = throwaway_keypair(args.key_bits)
-    with Compute.processes(args.workers) as compute:
-        compute.warm_up()
+    keypair = bench_keypair(args, say)
+    with lanes(args.workers) as compute:
         if not args.skip_speed and args.queries:
             queries = timed_queries(collection, args.queries)
             r, extra["speed"] = speed(
@@ -581,11 +566,8 @@ def _secure_parts(args, modes, sizes, full, say) -> tuple[list[Row], dict]:
 
 
 def main(args) -> int:
-    from rich.console import Console
-
+    console, say = start(args)
     modes, sizes, full = _checked(args)
-    console = Console(width=max(150, Console().width))
-    say = lambda m: console.print(f"[dim]... {m}[/]")  # noqa: E731
     rows: list[Row] = []
     extra: dict = {"manifest": load_match_manifest()}
     if not args.skip_accuracy:
@@ -607,5 +589,4 @@ def main(args) -> int:
         "quantisation": find("match").params({}).quant.to_dict(),
     }
     result = BenchResult("match", args.key_bits, rows, params, extra=extra)
-    result.print_table(console)
-    return finish(args, result, console)
+    return finish(args, result, console, table=True)

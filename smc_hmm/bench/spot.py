@@ -43,7 +43,6 @@ from smc_hmm.bench.common import (
     common_arguments,
     finish,
     lanes,
-    offline_run,
     phase_rows,
     start,
     two_party_run,
@@ -126,11 +125,9 @@ def _decoder(models, label):
 def _run(name, params, alice, bob, keypair, compute, offline=True):
     """One in-process run, by default after its offline phase; (total s, online s,
     offline s, result)."""
-    pre = 0.0
-    if offline:
-        result, pre, online = offline_run(name, params, alice, bob, keypair, compute, timeout=3600)
-    else:
-        result, online = two_party_run(name, params, alice, bob, keypair, compute, timeout=3600)
+    result, pre, online = two_party_run(
+        name, params, alice, bob, keypair, compute, timeout=3600, offline=offline
+    )
     return pre + online, online, pre, result
 
 
