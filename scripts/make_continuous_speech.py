@@ -54,23 +54,20 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import _common  # first: one BLAS thread per process, before numpy
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from smc_hmm.data import DIGIT_WORDS, fsdd_dir, load_bundled_models, load_pipeline  # noqa: E402
-from smc_hmm.data.continuous import (  # noqa: E402
+from smc_hmm.data import DIGIT_WORDS, load_bundled_models, load_pipeline
+from smc_hmm.data.continuous import (
     CONTINUOUS_NOTICE,
     FILLER_LABELS,
     STATIC_MFCC,
     word_frames,
 )
-from smc_hmm.errors import ConfigError  # noqa: E402
-from smc_hmm.features import read_wav  # noqa: E402
-from smc_hmm.hmm import GaussianHMM, baum_welch  # noqa: E402
-from smc_hmm.hmm.io import save_models  # noqa: E402
-from smc_hmm.hmm.spotting import ENTER, LEAVE, START_KEYWORD, compose, spot  # noqa: E402
+from smc_hmm.features import read_wav
+from smc_hmm.hmm import GaussianHMM, baum_welch
+from smc_hmm.hmm.io import save_models
+from smc_hmm.hmm.spotting import ENTER, LEAVE, START_KEYWORD, compose, spot
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_INDICES = range(0, 5)
@@ -169,16 +166,7 @@ def flat_start(sequences: list[np.ndarray], states: int) -> GaussianHMM:
     """A left-to-right word model's flat start: every sequence cut into ``states`` equal
     segments, state j gets segment j's moments; a_jj = a_j,j+1 = 0.5, the last absorbing
     (as ``scripts/make_speech_data.py`` starts the digit models)."""
-    segments: list[list[np.ndarray]] = [[] for _ in range(states)]
-    for x in sequences:
-        bounds = np.linspace(0, len(x), states + 1).astype(int)
-        for j in range(states):
-            segments[j].append(x[bounds[j] : bounds[j + 1]])
-    frames = [np.concatenate(s) for s in segments]
-    a = np.zeros((states, states))
-    for j in range(states - 1):
-        a[j, j] = a[j, j + 1] = 0.5
-    a[-1, -1] = 1.0
+    frames, a = _common.left_to_right_start(sequences, states, 0.5)
     means = np.array([f.mean(0) for f in frames])
     covars = np.array([f.var(0) + MIN_COVAR for f in frames])
     return GaussianHMM(np.eye(states)[0], a, means, covars)
@@ -190,16 +178,13 @@ def train_word(task) -> tuple[int, GaussianHMM, dict]:
     result = baum_welch(
         flat_start(sequences, states), sequences, n_iter=n_iter, tol=1.0, min_covar=MIN_COVAR
     )
-    frames = sum(len(x) for x in sequences)
-    return (
-        keyword,
-        result.model,
-        {
-            "word_iterations": len(result.history) - 1,
-            "word_ll_per_frame": float(result.history[-1] / frames),
-            "word_utterances": len(sequences),
-        },
-    )
+    iterations, ll_per_frame, _ = _common.fit_summary(result, sequences)
+    info = {
+        "word_iterations": iterations,
+        "word_ll_per_frame": ll_per_frame,
+        "word_utterances": len(sequences),
+    }
+    return keyword, result.model, info
 
 
 def pause_frames(recordings, features) -> np.ndarray:
@@ -235,15 +220,11 @@ def refine(task) -> tuple[int, GaussianHMM, dict]:
     digits (it keeps the topology's zeros)."""
     keyword, filler, sequences, n_iter = task
     result = baum_welch(filler, sequences, n_iter=n_iter, tol=1.0, min_covar=MIN_COVAR)
-    frames = sum(len(x) for x in sequences)
+    iterations, ll_per_frame, frames = _common.fit_summary(result, sequences)
     return (
         keyword,
         result.model,
-        {
-            "iterations": len(result.history) - 1,
-            "ll_per_frame": float(result.history[-1] / frames),
-            "frames": frames,
-        },
+        {"iterations": iterations, "ll_per_frame": ll_per_frame, "frames": frames},
     )
 
 
@@ -311,10 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start-keyword", type=float, default=START_KEYWORD)
     parser.add_argument("--dry-run", action="store_true", help="evaluate, write nothing")
     args = parser.parse_args(argv)
-    try:
-        fsdd = fsdd_dir(args.fsdd).resolve()
-    except ConfigError as e:
-        parser.error(str(e))
+    fsdd = _common.fsdd_folder(parser, args)
     started = time.perf_counter()
     pipeline = load_pipeline()
     rate = pipeline.sample_rate

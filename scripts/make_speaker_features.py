@@ -25,19 +25,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import time
 from pathlib import Path
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import _common  # noqa: F401  (first: one BLAS thread per process, before numpy)
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from smc_hmm.data.speaker_features import FILE_NAME, SPEAKERS  # noqa: E402
-from smc_hmm.features import FeaturePipeline, read_wav  # noqa: E402
+from smc_hmm.data.speaker_features import FILE_NAME, SPEAKERS
+from smc_hmm.features import FeaturePipeline, read_wav
 
 REPO = Path(__file__).resolve().parents[1]
 _NAME = re.compile(r"^(\d)_([a-z]+)_(\d+)\.wav$")

@@ -30,20 +30,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import _common  # noqa: F401  (first: one BLAS thread per process, before numpy)
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from smc_hmm.data import load_pipeline  # noqa: E402
-from smc_hmm.data.speakers import (  # noqa: E402
+from smc_hmm.data import load_pipeline
+from smc_hmm.data.speakers import (
     SPEAKER_FEATURES,
     SPEAKER_NOTICE,
     SPEAKERS,
@@ -54,8 +51,8 @@ from smc_hmm.data.speakers import (  # noqa: E402
     mfcc_to_speaker_features,
     speaker_features,
 )
-from smc_hmm.hmm import log_likelihood  # noqa: E402
-from smc_hmm.hmm.io import save_models  # noqa: E402
+from smc_hmm.hmm import log_likelihood
+from smc_hmm.hmm.io import save_models
 
 REPO = Path(__file__).resolve().parents[1]
 COMPONENTS = 8

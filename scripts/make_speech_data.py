@@ -41,18 +41,13 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-# One BLAS thread per process: the work is parallel over models, and multi-threaded BLAS
-# on the small (39 x 39) triangular solves of full covariances is ~10x slower.
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import _common  # first: one BLAS thread per process, before numpy
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from smc_hmm.data import DIGIT_WORDS, NOTICE_TEXT, fsdd_dir  # noqa: E402
-from smc_hmm.errors import ConfigError  # noqa: E402
-from smc_hmm.features import BENCHMARK_FRAMES, FeaturePipeline, pad_or_cut, read_wav  # noqa: E402
-from smc_hmm.hmm import GaussianHMM, baum_welch, log_likelihood  # noqa: E402
-from smc_hmm.hmm.io import save_models  # noqa: E402
+from smc_hmm.data import DIGIT_WORDS, NOTICE_TEXT
+from smc_hmm.features import BENCHMARK_FRAMES, FeaturePipeline, pad_or_cut, read_wav
+from smc_hmm.hmm import GaussianHMM, baum_welch, log_likelihood
+from smc_hmm.hmm.io import save_models
 
 REPO = Path(__file__).resolve().parents[1]
 N_STATES = 5
@@ -79,22 +74,13 @@ def left_to_right_init(sequences: list[np.ndarray], covariance_type: str) -> Gau
     pi = (1, 0, ..., 0); a_jj = a_j,j+1 = 0.5, the last state absorbing. Baum-Welch keeps
     the zeros of A, so the trained model stays left-to-right.
     """
-    segments: list[list[np.ndarray]] = [[] for _ in range(N_STATES)]
-    for x in sequences:
-        bounds = np.linspace(0, len(x), N_STATES + 1).astype(int)
-        for j in range(N_STATES):
-            segments[j].append(x[bounds[j] : bounds[j + 1]])
-    frames = [np.concatenate(s) for s in segments]
+    frames, transmat = _common.left_to_right_start(sequences, N_STATES, SELF_LOOP)
     means = np.array([f.mean(axis=0) for f in frames])
     dim = means.shape[1]
     if covariance_type == "diag":
         covars = np.array([f.var(axis=0) + 1e-3 for f in frames])
     else:
         covars = np.array([np.cov(f.T, bias=True) + 1e-3 * np.eye(dim) for f in frames])
-    transmat = np.zeros((N_STATES, N_STATES))
-    for j in range(N_STATES - 1):
-        transmat[j, j], transmat[j, j + 1] = SELF_LOOP, 1.0 - SELF_LOOP
-    transmat[-1, -1] = 1.0
     return GaussianHMM(np.eye(N_STATES)[0], transmat, means, covars, covariance_type)
 
 
@@ -103,11 +89,11 @@ def train(task: tuple[str, str, list[np.ndarray], int, float]) -> tuple[str, Gau
     name, covariance_type, sequences, n_iter, tol = task
     start = left_to_right_init(sequences, covariance_type)
     result = baum_welch(start, sequences, n_iter=n_iter, tol=tol)
-    n_frames = sum(len(x) for x in sequences)
+    iterations, ll_per_frame, n_frames = _common.fit_summary(result, sequences)
     info = {
-        "iterations": len(result.history) - 1,
+        "iterations": iterations,
         "converged": bool(result.converged),
-        "ll_per_frame": float(result.history[-1] / n_frames),
+        "ll_per_frame": ll_per_frame,
     }
     if name.startswith("hmmlearn/"):
         from hmmlearn import hmm
@@ -218,10 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-librosa-check", action="store_true")
     parser.add_argument("--no-loso", action="store_true", help="skip leave-one-speaker-out")
     args = parser.parse_args(argv)
-    try:
-        fsdd = fsdd_dir(args.fsdd).resolve()
-    except ConfigError as e:
-        parser.error(str(e))
+    fsdd = _common.fsdd_folder(parser, args)
     if (
         sorted(set(args.keywords)) != sorted(args.keywords)
         or not all(0 <= k <= 9 for k in args.keywords)
