@@ -40,9 +40,8 @@ import numpy as np
 from smc_hmm.bench.common import (
     BenchResult,
     Row,
-    add_json_argument,
-    add_key_arguments,
     check_key_bits,
+    common_arguments,
     finish,
     throwaway_keypair,
 )
@@ -347,14 +346,13 @@ def _parties(cost) -> dict:
 
 def add_arguments(parser) -> None:
     parser.add_argument("--part", choices=("all", "cost", "classifier", "hmm"), default="all")
-    add_key_arguments(parser)
-    parser.add_argument("--owners", type=int, nargs="+", default=[2, 4])
-    parser.add_argument("--splits", type=int, default=10, help="train/test splits (default 10)")
-    parser.add_argument("--noise", type=int, default=20, help="noise draws per split (20)")
-    parser.add_argument("--reps", type=int, default=5, help="HMM data sets per point (5)")
-    parser.add_argument("--quick", action="store_true", help="few splits and repetitions")
-    parser.add_argument("--seed", type=int, default=0)
-    add_json_argument(parser)
+    with common_arguments(parser):
+        parser.add_argument("--owners", type=int, nargs="+", default=[2, 4])
+        parser.add_argument("--splits", type=int, default=10, help="train/test splits (default 10)")
+        parser.add_argument("--noise", type=int, default=20, help="noise draws per split (20)")
+        parser.add_argument("--reps", type=int, default=5, help="HMM data sets per point (5)")
+        parser.add_argument("--quick", action="store_true", help="few splits and repetitions")
+        parser.add_argument("--seed", type=int, default=0)
 
 
 def run(args) -> BenchResult:

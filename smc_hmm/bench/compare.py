@@ -32,9 +32,8 @@ from smc_hmm.bench.common import (
     LOWER,
     BenchResult,
     Row,
-    add_json_argument,
-    add_key_arguments,
     check_key_bits,
+    common_arguments,
     finish,
     throwaway_keypair,
 )
@@ -48,34 +47,33 @@ TARGET_KEY_BITS = 2048
 
 
 def add_arguments(parser) -> None:
-    add_key_arguments(parser, help="Paillier and DGK modulus")
-    parser.add_argument(
-        "--bits", type=int, nargs="+", default=[16, 32, 64], help="input bit lengths l"
-    )
-    parser.add_argument("--batch", type=int, default=100, help="pairs per batched run (k)")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per measurement (median)")
-    parser.add_argument(
-        "--argmax",
-        type=int,
-        default=10,
-        metavar="K",
-        help="K-way argmax of 64-bit values (0: skip)",
-    )
-    parser.add_argument("--no-tno", action="store_true", help="skip the TNO baseline")
-    parser.add_argument(
-        "--tno-count", type=int, default=5, help="TNO comparisons timed per l (median)"
-    )
-    parser.add_argument(
-        "--protocol",
-        default="compare",
-        help='the comparison protocol: registered name or "module:object"',
-    )
-    parser.add_argument(
-        "--argmax-protocol",
-        default="argmax",
-        help='the argmax protocol: registered name or "module:object"',
-    )
-    add_json_argument(parser)
+    with common_arguments(parser, key_help="Paillier and DGK modulus"):
+        parser.add_argument(
+            "--bits", type=int, nargs="+", default=[16, 32, 64], help="input bit lengths l"
+        )
+        parser.add_argument("--batch", type=int, default=100, help="pairs per batched run (k)")
+        parser.add_argument("--repeats", type=int, default=3, help="runs per measurement (median)")
+        parser.add_argument(
+            "--argmax",
+            type=int,
+            default=10,
+            metavar="K",
+            help="K-way argmax of 64-bit values (0: skip)",
+        )
+        parser.add_argument("--no-tno", action="store_true", help="skip the TNO baseline")
+        parser.add_argument(
+            "--tno-count", type=int, default=5, help="TNO comparisons timed per l (median)"
+        )
+        parser.add_argument(
+            "--protocol",
+            default="compare",
+            help='the comparison protocol: registered name or "module:object"',
+        )
+        parser.add_argument(
+            "--argmax-protocol",
+            default="argmax",
+            help='the argmax protocol: registered name or "module:object"',
+        )
 
 
 # -- ours --------------------------------------------------------------------------------

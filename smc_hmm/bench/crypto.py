@@ -28,13 +28,11 @@ from smc_hmm.bench.common import (
     LOWER,
     BenchResult,
     Row,
-    add_json_argument,
-    add_key_arguments,
-    add_workers_argument,
-    check_key_bits,
+    common_arguments,
     finish,
     interleaved_medians,
     median_seconds,
+    start,
     throwaway_keypair,
 )
 from smc_hmm.compute import Compute
@@ -453,27 +451,15 @@ def lane_scaling(compute: Compute, modulus, count: int = 1500) -> float:
 
 def add_arguments(parser) -> None:
     """Options of ``smc-hmm bench crypto``."""
-    add_key_arguments(parser)
-    parser.add_argument("--repeats", type=int, default=5, help="timed repeats (median)")
-    parser.add_argument("--batch", type=int, default=64, help="values per timed batch")
-    parser.add_argument("--terms", type=int, default=820, help="linear-combination terms")
-    add_workers_argument(parser, help="processes for parallel rows")
-    add_json_argument(parser)
+    with common_arguments(parser, workers=True, workers_help="processes for parallel rows"):
+        parser.add_argument("--repeats", type=int, default=5, help="timed repeats (median)")
+        parser.add_argument("--batch", type=int, default=64, help="values per timed batch")
+        parser.add_argument("--terms", type=int, default=820, help="linear-combination terms")
 
 
 def main(args) -> int:
     """Run from parsed arguments, print the table, optionally write JSON."""
-    from rich.console import Console
-
-    check_key_bits(args)
-    console = Console(width=max(140, Console().width))
-    result = run(
-        args.key_bits,
-        args.repeats,
-        args.batch,
-        args.terms,
-        args.workers,
-        progress=lambda msg: console.print(f"[dim]... {msg}[/]"),
-    )
-    result.print_table(console)
-    return finish(args, result, console)
+    console, say = start(args, width=140)
+    options = (args.repeats, args.batch, args.terms, args.workers)
+    result = run(args.key_bits, *options, progress=say)
+    return finish(args, result, console, table=True)

@@ -31,9 +31,8 @@ from smc_hmm.bench.common import (
     LOWER,
     BenchResult,
     Row,
-    add_json_argument,
-    add_key_arguments,
     check_key_bits,
+    common_arguments,
     finish,
     throwaway_keypair,
 )
@@ -48,50 +47,49 @@ CENTRED = {"no": (False,), "yes": (True,), "both": (False, True)}
 
 
 def add_arguments(parser) -> None:
-    add_key_arguments(parser)
-    parser.add_argument("--owners", type=int, default=4, help="data owners N")
-    parser.add_argument("--rows", type=int, default=64, help="k: rows (digits: features)")
-    parser.add_argument("--cols", type=int, default=1797, help="n: columns (digits: samples)")
-    parser.add_argument("--data", choices=["digits", "random"], default="digits")
-    parser.add_argument(
-        "--centred",
-        choices=sorted(CENTRED),
-        default="both",
-        help="subtract the mean of every feature (PCA proper): no, yes or both",
-    )
-    parser.add_argument(
-        "--modes", nargs="+", choices=MODES, default=list(MODES), help="modes to run"
-    )
-    parser.add_argument("--repeats", type=int, default=1, help="runs per mode (median)")
-    parser.add_argument("--tol", type=float, default=1e-7, help="the convergence test")
-    parser.add_argument("--max-rounds", type=int, default=400, help="give up after this many")
-    parser.add_argument(
-        "--check-every", type=int, default=8, help="private mode: rounds between tests"
-    )
-    parser.add_argument(
-        "--precision",
-        type=int,
-        default=64,
-        help="private mode: bits of the iterate (smaller plans fit smaller keys)",
-    )
-    parser.add_argument(
-        "--gram-bits", type=int, default=40, help="private mode: Gram matrix fixed-point bits"
-    )
-    parser.add_argument(
-        "--decoy-p", type=float, default=0.8, help="thesis mode: probability of a real round"
-    )
-    parser.add_argument(
-        "--slots",
-        type=int,
-        default=0,
-        help="thesis mode: values per ciphertext (0: as many as the key holds; 1: none)",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="random data and numpy's start")
-    parser.add_argument("--timeout", type=float, default=300.0, help="receive timeout (s)")
-    parser.add_argument(
-        "--protocol", default="eigenvector", help='registered name or "module:object"'
-    )
-    add_json_argument(parser)
+    with common_arguments(parser):
+        parser.add_argument("--owners", type=int, default=4, help="data owners N")
+        parser.add_argument("--rows", type=int, default=64, help="k: rows (digits: features)")
+        parser.add_argument("--cols", type=int, default=1797, help="n: columns (digits: samples)")
+        parser.add_argument("--data", choices=["digits", "random"], default="digits")
+        parser.add_argument(
+            "--centred",
+            choices=sorted(CENTRED),
+            default="both",
+            help="subtract the mean of every feature (PCA proper): no, yes or both",
+        )
+        parser.add_argument(
+            "--modes", nargs="+", choices=MODES, default=list(MODES), help="modes to run"
+        )
+        parser.add_argument("--repeats", type=int, default=1, help="runs per mode (median)")
+        parser.add_argument("--tol", type=float, default=1e-7, help="the convergence test")
+        parser.add_argument("--max-rounds", type=int, default=400, help="give up after this many")
+        parser.add_argument(
+            "--check-every", type=int, default=8, help="private mode: rounds between tests"
+        )
+        parser.add_argument(
+            "--precision",
+            type=int,
+            default=64,
+            help="private mode: bits of the iterate (smaller plans fit smaller keys)",
+        )
+        parser.add_argument(
+            "--gram-bits", type=int, default=40, help="private mode: Gram matrix fixed-point bits"
+        )
+        parser.add_argument(
+            "--decoy-p", type=float, default=0.8, help="thesis mode: probability of a real round"
+        )
+        parser.add_argument(
+            "--slots",
+            type=int,
+            default=0,
+            help="thesis mode: values per ciphertext (0: as many as the key holds; 1: none)",
+        )
+        parser.add_argument("--seed", type=int, default=0, help="random data and numpy's start")
+        parser.add_argument("--timeout", type=float, default=300.0, help="receive timeout (s)")
+        parser.add_argument(
+            "--protocol", default="eigenvector", help='registered name or "module:object"'
+        )
 
 
 def load_data(kind: str, rows: int, cols: int, seed: int, centred: bool = False):

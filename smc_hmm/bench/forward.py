@@ -13,7 +13,6 @@ operations from the cost ledger.
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 
@@ -21,15 +20,14 @@ from smc_hmm.bench.common import (
     LOWER,
     BenchResult,
     Row,
-    add_json_argument,
-    add_key_arguments,
-    add_workers_argument,
-    check_key_bits,
+    common_arguments,
     finish,
+    lanes,
     median_seconds,
+    start,
     throwaway_keypair,
+    two_party_run,
 )
-from smc_hmm.compute import Compute
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, log_likelihood
 
 #: precision targets: absolute (nats) and relative error of log P (docs/benchmarks.md)
@@ -66,19 +64,8 @@ def near_deterministic(length: int) -> DiscreteHMM:
 
 def _secure_run(model, obs, keypair, compute):
     """The registered ``forward`` protocol in-process (found by name: no import of it)."""
-    from smc_hmm.runtime import run_protocol
-
-    t0 = time.perf_counter()
-    result = run_protocol(
-        "forward",
-        {},
-        {"alice": ("alice", obs), "bob": ("bob", [model])},
-        keys={"alice": keypair},
-        compute={"alice": compute, "bob": compute},
-        timeout=600,
-        min_key_bits=min(2048, keypair[0].bits),
-    )
-    return time.perf_counter() - t0, result.outputs["alice"][0], result.cost
+    result, _, seconds = two_party_run("forward", {}, obs, [model], keypair, compute, timeout=600)
+    return seconds, result.outputs["alice"][0], result.cost
 
 
 def _rows(
@@ -170,8 +157,7 @@ def run(
     ]
     rows: list[Row] = []
     errors = {}
-    with Compute.processes(workers) as compute:
-        compute.warm_up()
+    with lanes(workers) as compute:
         for label, model, obs, relative in cases:
             r, err = _rows(label, model, obs, keypair, compute, say, relative)
             rows += r
@@ -199,30 +185,16 @@ def run(
 
 
 def add_arguments(parser) -> None:
-    add_key_arguments(parser)
-    parser.add_argument("--states", type=int, default=5, help="HMM states N")
-    parser.add_argument("--symbols", type=int, default=8, help="discrete alphabet size M")
-    parser.add_argument("--length", type=int, default=50, help="sequence length T")
-    parser.add_argument("--dims", type=int, default=4, help="Gaussian feature dimension d")
-    add_workers_argument(parser, help="processes for Bob's work")
-    parser.add_argument("--seed", type=int, default=0)
-    add_json_argument(parser)
+    with common_arguments(parser, workers=True, workers_help="processes for Bob's work"):
+        parser.add_argument("--states", type=int, default=5, help="HMM states N")
+        parser.add_argument("--symbols", type=int, default=8, help="discrete alphabet size M")
+        parser.add_argument("--length", type=int, default=50, help="sequence length T")
+        parser.add_argument("--dims", type=int, default=4, help="Gaussian feature dimension d")
+        parser.add_argument("--seed", type=int, default=0)
 
 
 def main(args) -> int:
-    from rich.console import Console
-
-    check_key_bits(args)
-    console = Console(width=max(150, Console().width))
-    result = run(
-        args.key_bits,
-        args.states,
-        args.symbols,
-        args.length,
-        args.dims,
-        args.workers,
-        args.seed,
-        progress=lambda m: console.print(f"[dim]... {m}[/]"),
-    )
-    result.print_table(console)
-    return finish(args, result, console, met=result.extra["all_within_target"])
+    console, say = start(args)
+    options = (args.states, args.symbols, args.length, args.dims, args.workers, args.seed)
+    result = run(args.key_bits, *options, progress=say)
+    return finish(args, result, console, met=result.extra["all_within_target"], table=True)

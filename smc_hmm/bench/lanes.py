@@ -24,11 +24,10 @@ from smc_hmm.bench.common import (
     LOWER,
     BenchResult,
     Row,
-    add_json_argument,
-    add_key_arguments,
-    check_key_bits,
+    common_arguments,
     finish,
     interleaved_medians,
+    start,
     throwaway_keypair,
 )
 from smc_hmm.crypto import CipherArray, PublicKey
@@ -64,10 +63,11 @@ def signed_bos_coster(bases, exps, modulus) -> mpz:
 
 def add_arguments(parser) -> None:
     """Options of ``smc-hmm bench lanes``."""
-    add_key_arguments(parser)
-    parser.add_argument("--terms", type=int, default=820, help="linear-combination terms")
-    parser.add_argument("--rounds", type=int, default=7, help="interleaved timed rounds (median)")
-    add_json_argument(parser)
+    with common_arguments(parser):
+        parser.add_argument("--terms", type=int, default=820, help="linear-combination terms")
+        parser.add_argument(
+            "--rounds", type=int, default=7, help="interleaved timed rounds (median)"
+        )
 
 
 def run(key_bits: int = 2048, terms: int = 820, rounds: int = 7) -> BenchResult:
@@ -131,13 +131,9 @@ def run(key_bits: int = 2048, terms: int = 820, rounds: int = 7) -> BenchResult:
 
 def main(args) -> int:
     """Run from parsed arguments, print the table, optionally write JSON."""
-    from rich.console import Console
-
-    check_key_bits(args)
     if args.terms < 1 or args.rounds < 1:
         raise InvalidInputError("--terms and --rounds must be >= 1")
-    console = Console(width=max(120, Console().width))
+    console, _ = start(args, width=120)
     with status(console, f"timing {args.terms} terms at {args.key_bits} bits"):
         result = run(args.key_bits, args.terms, args.rounds)
-    result.print_table(console)
-    return finish(args, result, console)
+    return finish(args, result, console, table=True)

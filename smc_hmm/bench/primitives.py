@@ -8,9 +8,8 @@ writes the rates that ``smc-hmm cost --rates`` reads.
 from __future__ import annotations
 
 from smc_hmm.bench.common import (
-    add_json_argument,
-    add_key_arguments,
     check_key_bits,
+    common_arguments,
     finish,
     throwaway_keypair,
 )
@@ -18,17 +17,16 @@ from smc_hmm.progress import status
 
 
 def add_arguments(parser) -> None:
-    add_key_arguments(parser)
-    parser.add_argument(
-        "--scalar-bits",
-        type=int,
-        default=64,
-        help="bits of scalars and multi-exponentiation weights",
-    )
-    parser.add_argument(
-        "--min-seconds", type=float, default=0.2, help="minimum timing per operation"
-    )
-    add_json_argument(parser, help="write the rates (input of `smc-hmm cost --rates`)")
+    with common_arguments(parser, json_help="write the rates (input of `smc-hmm cost --rates`)"):
+        parser.add_argument(
+            "--scalar-bits",
+            type=int,
+            default=64,
+            help="bits of scalars and multi-exponentiation weights",
+        )
+        parser.add_argument(
+            "--min-seconds", type=float, default=0.2, help="minimum timing per operation"
+        )
 
 
 def main(args) -> int:

@@ -51,10 +51,8 @@ from pathlib import Path
 import numpy as np
 
 from smc_hmm.bench.common import (
-    add_json_argument,
-    add_key_arguments,
-    add_workers_argument,
     check_key_bits,
+    common_arguments,
     finish,
     throwaway_keypair,
 )
@@ -82,18 +80,23 @@ def add_arguments(parser) -> None:
         default=4,
         help="concurrent clients: levels 1, 2, 4, ... up to N (--hostile: exactly N)",
     )
-    add_key_arguments(parser, help="the clients' Paillier keys")
-    parser.add_argument(
-        "--scheduler", help="Bob's Dask scheduler (tcp://HOST:PORT) or 'local' (a LocalCluster)"
-    )
-    parser.add_argument(
-        "--both", action="store_true", help="local process lanes, then a local Dask cluster"
-    )
-    add_workers_argument(parser, default=None, help="Bob's local lanes (default: cores)")
-    parser.add_argument("--utterances", type=int, default=2, help="sessions per client per run")
-    parser.add_argument("--frames", type=int, default=0, help="cut utterances (0: whole)")
-    parser.add_argument("--models", type=int, default=10, help="Bob's keyword models (2-10)")
-    add_json_argument(parser)
+    with common_arguments(
+        parser,
+        key_help="the clients' Paillier keys",
+        workers=True,
+        workers_default=None,
+        workers_help="Bob's local lanes (default: cores)",
+    ):
+        parser.add_argument(
+            "--scheduler",
+            help="Bob's Dask scheduler (tcp://HOST:PORT) or 'local' (a LocalCluster)",
+        )
+        parser.add_argument(
+            "--both", action="store_true", help="local process lanes, then a local Dask cluster"
+        )
+        parser.add_argument("--utterances", type=int, default=2, help="sessions per client per run")
+        parser.add_argument("--frames", type=int, default=0, help="cut utterances (0: whole)")
+        parser.add_argument("--models", type=int, default=10, help="Bob's keyword models (2-10)")
     hostile = parser.add_argument_group("attack (--hostile)")
     hostile.add_argument(
         "--hostile",

@@ -39,15 +39,14 @@ from smc_hmm.bench.common import (
     LOWER,
     BenchResult,
     Row,
-    add_json_argument,
-    add_key_arguments,
-    add_workers_argument,
-    check_key_bits,
+    bench_keypair,
+    common_arguments,
     finish,
     interleaved_medians,
-    throwaway_keypair,
+    lanes,
+    start,
+    two_party_run,
 )
-from smc_hmm.compute import Compute
 from smc_hmm.data.speakers import (
     UBM_LABEL,
     decision,
@@ -62,7 +61,6 @@ from smc_hmm.data.speakers import (
 from smc_hmm.errors import InvalidInputError
 from smc_hmm.features import BENCHMARK_FRAMES, pad_or_cut
 from smc_hmm.protocol import find
-from smc_hmm.runtime import run_protocol
 
 MODES = ("identify", "verify", "anonymous")
 #: the acceptance targets (2048-bit keys)
@@ -74,54 +72,39 @@ CLAIM = "jackson"
 
 
 def add_arguments(parser) -> None:
-    add_key_arguments(parser)
-    add_workers_argument(parser)
-    parser.add_argument("--frames", type=int, default=BENCHMARK_FRAMES, help="speed runs' T")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs per speed case")
-    parser.add_argument(
-        "--utterances",
-        type=int,
-        default=10,
-        help="test utterances of the correctness sweep (0: none; 1250: all)",
-    )
-    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
-    parser.add_argument(
-        "--fsdd", metavar="DIR", help="recompute the test features from the FSDD recordings"
-    )
-    parser.add_argument("--skip-speed", action="store_true", help="no speed runs")
-    parser.add_argument(
-        "--offline",
-        action="store_true",
-        help="also time the online part with every randomizer precomputed (offline phase)",
-    )
-    parser.add_argument("--skip-accuracy", action="store_true", help="no plaintext accuracy")
-    parser.add_argument(
-        "--short-randomness",
-        action="store_true",
-        help="Alice's encryptions with 224-bit DJN exponents (faster; rests on the stronger "
-        "short-exponent assumption, see smc_hmm/crypto/randomness.py)",
-    )
-    parser.add_argument(
-        "--records",
-        metavar="JSONL",
-        help="append every sweep trial to this file and skip the trials already in it "
-        "(a long sweep resumes where it stopped)",
-    )
-    parser.add_argument(
-        "--shard",
-        default="0/1",
-        metavar="I/N",
-        help="sweep only every N-th utterance from the I-th (share --records between shards)",
-    )
-    parser.add_argument("--plot", metavar="PNG", help="write the DET curves (matplotlib)")
-    add_json_argument(parser)
-
-
-def _keypair(bits: int, short: bool):
-    keypair = throwaway_keypair(bits)
-    if short:
-        keypair[0].use_djn(alpha_bits=224)
-    return keypair
+    with common_arguments(parser, workers=True, short_randomness=""):
+        parser.add_argument("--frames", type=int, default=BENCHMARK_FRAMES, help="speed runs' T")
+        parser.add_argument("--repeats", type=int, default=3, help="timed runs per speed case")
+        parser.add_argument(
+            "--utterances",
+            type=int,
+            default=10,
+            help="test utterances of the correctness sweep (0: none; 1250: all)",
+        )
+        parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
+        parser.add_argument(
+            "--fsdd", metavar="DIR", help="recompute the test features from the FSDD recordings"
+        )
+        parser.add_argument("--skip-speed", action="store_true", help="no speed runs")
+        parser.add_argument(
+            "--offline",
+            action="store_true",
+            help="also time the online part with every randomizer precomputed (offline phase)",
+        )
+        parser.add_argument("--skip-accuracy", action="store_true", help="no plaintext accuracy")
+        parser.add_argument(
+            "--records",
+            metavar="JSONL",
+            help="append every sweep trial to this file and skip the trials already in it "
+            "(a long sweep resumes where it stopped)",
+        )
+        parser.add_argument(
+            "--shard",
+            default="0/1",
+            metavar="I/N",
+            help="sweep only every N-th utterance from the I-th (share --records between shards)",
+        )
+        parser.add_argument("--plot", metavar="PNG", help="write the DET curves (matplotlib)")
 
 
 def evaluation_set(fsdd: str | None, select=None):
@@ -265,15 +248,9 @@ def sweep_claim(i: int, who: str, speakers) -> str:
 
 def secure_run(keypair, mode: str, x, models, labels, compute, claim=None, **params):
     """One in-process run of the registered protocol; returns the RunResult."""
-    return run_protocol(
-        "speaker",
-        {"mode": mode, **params},
-        {"alice": ("alice", _utterance(mode, x, claim)), "bob": ("bob", (models, labels))},
-        keys={"alice": keypair},
-        compute={"alice": compute, "bob": compute},
-        timeout=900,
-        min_key_bits=min(2048, keypair[0].bits),
-    )
+    alice, bob = _utterance(mode, x, claim), (models, labels)
+    params = {"mode": mode, **params}
+    return two_party_run("speaker", params, alice, bob, keypair, compute, timeout=900)[0]
 
 
 def secure_decision(mode: str, result):
@@ -284,31 +261,18 @@ def online_run(keypair, mode: str, x, models, labels, compute) -> tuple[float, f
     """(offline seconds, online seconds) of one batched run whose randomizers were all
     precomputed once the key was known (the protocol's offline plan, the keyword bench's
     offline phase: Alice's CRT randomizers and Bob's public-key ones on both lanes)."""
-    from smc_hmm.runtime.offline import offline_phase
-
-    pk = keypair[0]
-    base = pk.randomizer
-    inputs = {"alice": _utterance(mode, x), "bob": (models, labels)}
-    phase = offline_phase("speaker", {"mode": mode}, inputs, pk, compute)
-    pk.use_randomizer(phase.alice)
-    try:
-        t0 = time.perf_counter()
-        run_protocol(
-            "speaker",
-            {"mode": mode},
-            {"alice": ("alice", inputs["alice"]), "bob": ("bob", inputs["bob"])},
-            keys={"alice": keypair},
-            compute={"alice": compute, "bob": compute},
-            timeout=900,
-            min_key_bits=min(2048, pk.bits),
-            randomizers=phase.randomizers(pk),
-        )
-        online = time.perf_counter() - t0
-    finally:
-        pk.use_randomizer(base)
-    if phase.misses:
-        raise InvalidInputError("the offline plan of the speaker protocol missed randomizers")
-    pre = phase.seconds
+    alice, bob = _utterance(mode, x), (models, labels)
+    _, pre, online = two_party_run(
+        "speaker",
+        {"mode": mode},
+        alice,
+        bob,
+        keypair,
+        compute,
+        timeout=900,
+        offline=True,
+        strict=True,
+    )
     return pre, online
 
 
@@ -570,22 +534,14 @@ def accuracy_rows(acc: dict, margin: float) -> list[Row]:
 
 
 def main(args) -> int:
-    from rich.console import Console
-
-    check_key_bits(args)
+    console, say = start(args)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not modes or set(modes) - set(MODES):
         raise InvalidInputError(f"--modes takes a comma-separated subset of {', '.join(MODES)}")
     if args.frames < 1 or args.repeats < 1 or args.utterances < 0:
         raise InvalidInputError("--frames and --repeats must be >= 1, --utterances >= 0")
-    console = Console(width=max(150, Console().width))
-    say = lambda m: console.print(f"[dim]... {m}[/]")  # noqa: E731
     params = find("speaker").params({})
     models, labels = load_speaker_models()
-    if args.short_randomness:
-        console.print(
-            "[yellow]warning: --short-randomness rests on the short-exponent assumption[/]"
-        )
     rows: list[Row] = []
     extra: dict = {}
     if not args.skip_accuracy:
@@ -594,10 +550,8 @@ def main(args) -> int:
         acc = accuracy(tests, models, labels, params.margin, params.threshold, args.plot)
         extra["accuracy"] = acc
         rows += accuracy_rows(acc, params.margin)
-    say(f"generating a {args.key_bits}-bit key pair")
-    keypair = _keypair(args.key_bits, args.short_randomness)
-    with Compute.processes(args.workers) as compute:
-        compute.warm_up()
+    keypair = bench_keypair(args, say)
+    with lanes(args.workers) as compute:
         if not args.skip_speed:
             x = pad_or_cut(evaluation_set(args.fsdd, [0])[0][0], args.frames)
             r, extra["speed"] = speed(
