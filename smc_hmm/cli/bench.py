@@ -11,12 +11,6 @@ import argparse
 import sys
 
 from smc_hmm.cli import common
-from smc_hmm.cli.common import (
-    BENCH_GROUP,
-    add_large_keys_argument,
-    check_output_path,
-    console,
-)
 from smc_hmm.errors import ConfigError
 
 HELP = "run a registered benchmark"
@@ -25,15 +19,15 @@ HELP = "run a registered benchmark"
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", nargs="?", help="benchmark to run (--list shows all)")
     p.add_argument("--list", action="store_true", help="list the benchmarks and exit")
-    add_large_keys_argument(p)
+    common.add_large_keys_argument(p)
 
 
 def epilog() -> str:
     """Every benchmark with its own options, for ``smc-hmm bench --help``."""
     parts = []
-    for name in sorted(common.plugins(BENCH_GROUP)):
+    for name in sorted(common.plugins(common.BENCH_GROUP)):
         try:
-            fn, add = common.resolve_entry(BENCH_GROUP, "benchmark", name)
+            fn, add = common.resolve_entry(common.BENCH_GROUP, "benchmark", name)
         except ConfigError as e:
             parts.append(f"{name}: unavailable ({e})")
             continue
@@ -50,10 +44,10 @@ def epilog() -> str:
 
 def run(args) -> int:
     if args.list or not args.name:
-        out = console()
-        for name in sorted(common.plugins(BENCH_GROUP)):
+        out = common.console()
+        for name in sorted(common.plugins(common.BENCH_GROUP)):
             out.print(name)
         return 0
-    fn, _ = common.resolve_entry(BENCH_GROUP, "benchmark", args.name)
-    check_output_path(getattr(args, "json", None))
+    fn, _ = common.resolve_entry(common.BENCH_GROUP, "benchmark", args.name)
+    common.check_output_path(getattr(args, "json", None))
     return int(fn(args) or 0)

@@ -108,11 +108,14 @@ __all__ = [
     "generate_keys",
     "one_line",
     "plugins",
+    "given",
     "print_report",
+    "read_model_file",
     "resolve_entry",
     "run_against_server",
     "run_in_process",
     "run_with_offline_phase",
+    "session_facts",
     "warn_insecure",
     "write_json",
     "write_party_views",
@@ -154,6 +157,27 @@ def add_server_arguments(p) -> None:
     p.add_argument("--certs", metavar="DIR", help="with --server: ca.pem and the client's files")
     p.add_argument("--name", help="with --server: the client certificate's name in --certs")
     p.add_argument("--server-name", default="bob", help="with --server: the server's party name")
+
+
+def read_model_file(spec: str, refusal: str):
+    """(models, labels, feature pipeline) of the model file ``--models spec`` (if there is
+    none, ``refusal`` says what else ``--models`` takes): the file's own pipeline if it
+    carries one, else the bundled pipeline (the bundled models were trained with it)."""
+    from smc_hmm.data import load_pipeline
+    from smc_hmm.features import FeaturePipeline
+    from smc_hmm.hmm.io import load_model_pipeline, load_models
+
+    if not Path(spec).is_file():
+        raise ConfigError(f"--models {spec}: {refusal}")
+    models, labels = load_models(Path(spec))
+    stored = load_model_pipeline(Path(spec))
+    pipeline = FeaturePipeline.from_dict(stored) if stored is not None else load_pipeline()
+    return models, labels, pipeline
+
+
+def given(**options) -> dict:
+    """The options that were given (not None), in order: a protocol's optional parameters."""
+    return {name: value for name, value in options.items() if value is not None}
 
 
 def check_frames(args, frames, cost: str = "") -> None:
@@ -276,6 +300,16 @@ def run_against_server(args, out, connection, protocol: str, alice, expect, doin
             timeout=args.timeout,
             expect=expect,
         )
+
+
+def session_facts(args, frames, result: dict) -> dict:
+    """What a report of a session with a serving Bob says besides the answer."""
+    return {
+        "frames": len(frames),
+        "seconds": result["elapsed"],
+        "session": result["session"],
+        "server": args.server,
+    }
 
 
 def agreement(same: bool) -> str:

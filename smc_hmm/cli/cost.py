@@ -12,13 +12,7 @@ import json
 import math
 from pathlib import Path
 
-from smc_hmm.cli.common import (
-    KEY_FLAGS,
-    add_large_keys_argument,
-    check_output_path,
-    console,
-    write_json,
-)
+from smc_hmm.cli import common
 from smc_hmm.crypto import MAX_KEY_BITS, MIN_KEY_BITS, check_key_bits
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.progress import status
@@ -45,7 +39,7 @@ def configure(p: argparse.ArgumentParser) -> None:
         help=f"predict for this key size ({MIN_KEY_BITS} to {MAX_KEY_BITS} bits; a prediction "
         "generates no key, so small sizes need no --insecure)",
     )
-    add_large_keys_argument(p)
+    common.add_large_keys_argument(p)
     p.add_argument("--latency-ms", type=float, help="one-way network latency per round, ms")
     p.add_argument(
         "--bandwidth-mbps",
@@ -151,7 +145,7 @@ def check_numbers(args) -> None:
     if args.bits is not None:
         try:
             check_key_bits(
-                args.bits, insecure=True, allow_large=args.allow_large_keys, hints=KEY_FLAGS
+                args.bits, insecure=True, allow_large=args.allow_large_keys, hints=common.KEY_FLAGS
             )
         except InvalidInputError as e:
             raise InvalidInputError(f"--bits {args.bits}: {e}") from None
@@ -173,7 +167,7 @@ def run(args) -> int:
     from smc_hmm.cost import CostModel, PrimitiveRates
 
     check_numbers(args)  # before anything is read or printed
-    check_output_path(args.json)
+    common.check_output_path(args.json)
     runs = load_report(args.report)
     if args.run is not None:
         if not 1 <= args.run <= len(runs):
@@ -192,7 +186,7 @@ def run(args) -> int:
             raise ConfigError(f"cannot read rates {args.rates}: {e.strerror or e}") from e
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
             raise ConfigError(f"rates {args.rates} are not valid JSON: {e}") from None
-    out = console()
+    out = common.console()
     for _, label, report in runs:
         try:
             tables = report.tables(out.width)
@@ -233,5 +227,5 @@ def run(args) -> int:
         data = {"prediction": predictions[0]["prediction"], "rates": rates.to_dict()}
     else:
         data = {"runs": predictions, "rates": rates.to_dict()}
-    write_json(args.json, data, out)
+    common.write_json(args.json, data, out)
     return 0

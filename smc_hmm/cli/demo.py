@@ -10,14 +10,6 @@ from __future__ import annotations
 import argparse
 
 from smc_hmm.cli import common
-from smc_hmm.cli.common import (
-    DEFAULT_DEMO,
-    DEMO_GROUP,
-    add_key_arguments,
-    check_key_bits,
-    check_output_path,
-    console,
-)
 from smc_hmm.errors import InvalidInputError
 from smc_hmm.options import TIMEOUT, check_output_dir
 
@@ -28,11 +20,11 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "name",
         nargs="?",
-        default=DEFAULT_DEMO,
-        help=f"demo to run (default {DEFAULT_DEMO}; --list shows all)",
+        default=common.DEFAULT_DEMO,
+        help=f"demo to run (default {common.DEFAULT_DEMO}; --list shows all)",
     )
     p.add_argument("--list", action="store_true", help="list the demos and exit")
-    add_key_arguments(p)
+    common.add_key_arguments(p)
     p.add_argument("--timeout", type=TIMEOUT, default=60.0, help="per-receive timeout, seconds")
     p.add_argument(
         "--seed",
@@ -50,23 +42,23 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    out = console()
+    out = common.console()
     if args.list:
-        for name in sorted(common.plugins(DEMO_GROUP)):
-            out.print(name + (" (default)" if name == DEFAULT_DEMO else ""))
+        for name in sorted(common.plugins(common.DEMO_GROUP)):
+            out.print(name + (" (default)" if name == common.DEFAULT_DEMO else ""))
         return 0
-    check_key_bits(args)
+    common.check_key_bits(args)
     if args.seed is not None and not args.insecure:
         raise InvalidInputError(
             "--seed draws keys from a non-cryptographic generator: add --insecure "
             "(reproducible runs only)"
         )
-    check_output_path(args.json)
-    if args.views and args.name != DEFAULT_DEMO:
+    common.check_output_path(args.json)
+    if args.views and args.name != common.DEFAULT_DEMO:
         raise InvalidInputError(
             f"--views records the keyword demo's runs; the {args.name} demo does not (use "
             "smc-hmm party --views for any protocol)"
         )
     check_output_dir(args.views, "--views")
-    fn, _ = common.resolve_entry(DEMO_GROUP, "demo", args.name)
+    fn, _ = common.resolve_entry(common.DEMO_GROUP, "demo", args.name)
     return int(fn(args, out) or 0)

@@ -16,31 +16,12 @@ serving Bob's own models are his secret).
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 
 import numpy as np
 
-from smc_hmm.cli.common import (
-    add_key_arguments,
-    add_max_frames_argument,
-    add_server_arguments,
-    add_views_argument,
-    agreement,
-    check_frames,
-    check_key_bits,
-    check_output_path,
-    connect,
-    console,
-    generate_keys,
-    run_against_server,
-    run_in_process,
-    run_with_offline_phase,
-    warn_insecure,
-    write_json,
-    write_party_views,
-)
+from smc_hmm.cli import common
 from smc_hmm.compute import Compute
-from smc_hmm.errors import ConfigError, InvalidInputError, WeakerModeWarning
+from smc_hmm.errors import InvalidInputError, WeakerModeWarning
 from smc_hmm.hmm import log_likelihood
 from smc_hmm.limits import MAX_SEQUENCE_LENGTH
 from smc_hmm.options import TIMEOUT, WORKERS, check_output_dir, option_type
@@ -73,12 +54,12 @@ def configure(p) -> None:
         default=None,
         help="compute lanes per party (default: the machine's cores)",
     )
-    add_key_arguments(p, "tests only")
+    common.add_key_arguments(p, "tests only")
     p.add_argument("--timeout", type=TIMEOUT, default=300.0, help="per-receive timeout, seconds")
-    add_max_frames_argument(p, option_type(_frames_bound, "--max-frames", int))
+    common.add_max_frames_argument(p, option_type(_frames_bound, "--max-frames", int))
     p.add_argument("--json", metavar="PATH", help="also write the decisions and cost as JSON")
-    add_views_argument(p)
-    add_server_arguments(p)
+    common.add_views_argument(p)
+    common.add_server_arguments(p)
 
 
 def _frames_bound(n: int, name: str) -> int:
@@ -92,43 +73,38 @@ def _frames_bound(n: int, name: str) -> int:
 
 def _stderr():
     """Warnings go to stderr, so that stdout carries the result first."""
-    return console(stderr=True)
+    return common.console(stderr=True)
 
 
 def _models(spec: str):
     """(models, labels, feature pipeline): a model file's own pipeline if it carries one,
     else the bundled pipeline (the bundled models were trained with it)."""
     from smc_hmm.data import load_bundled_models, load_pipeline
-    from smc_hmm.features import FeaturePipeline
-    from smc_hmm.hmm.io import load_model_pipeline, load_models
 
     if spec in ("diag", "full"):
         return (*load_bundled_models(spec), load_pipeline())
-    if not Path(spec).is_file():
-        raise ConfigError(
-            f"--models {spec}: not diag, full or a model file; use diag or full (the bundled "
-            "digit HMMs, diagonal or full covariances) or the path of a .npz model file "
-            "(written by smc_hmm.hmm.io.save_models)"
-        )
-    models, labels = load_models(Path(spec))
+    models, labels, pipeline = common.read_model_file(
+        spec,
+        "not diag, full or a model file; use diag or full (the bundled digit HMMs, diagonal "
+        "or full covariances) or the path of a .npz model file (written by "
+        "smc_hmm.hmm.io.save_models)",
+    )
     labels = labels or [str(i) for i in range(len(models))]
-    stored = load_model_pipeline(Path(spec))
-    pipeline = FeaturePipeline.from_dict(stored) if stored is not None else load_pipeline()
     return models, labels, pipeline
 
 
 def run(args) -> int:
     """Recognise ``args.audio`` securely; print both decisions first (stdout), then the
     cost tables; warnings go to stderr (one convention for every command)."""
-    check_key_bits(args)
-    check_output_path(args.json)
+    common.check_key_bits(args)
+    common.check_output_path(args.json)
     if args.views:
         if args.server:
             raise InvalidInputError("--views records an in-process run; drop --server")
         check_output_dir(args.views, "--views")
     if args.server:
-        return _run_against_server(args, console())
-    return _run_in_process(args, console())
+        return _run_against_server(args, common.console())
+    return _run_in_process(args, common.console())
 
 
 def _features(args, pipeline) -> tuple[np.ndarray, str | None]:
@@ -141,7 +117,7 @@ def _features(args, pipeline) -> tuple[np.ndarray, str | None]:
 
 def _check_length(args, frames) -> None:
     """A public bound on the recording's length, before any key or protocol work."""
-    check_frames(args, frames, " (about 0.1 s a frame at 2048 bits)")
+    common.check_frames(args, frames, " (about 0.1 s a frame at 2048 bits)")
 
 
 def _warn_no_speech(args, problem, warn) -> None:
@@ -162,8 +138,8 @@ def _run_in_process(args, console) -> int:
     _check_length(args, frames)
     _check_models(args, models, frames)
     _warn_no_speech(args, problem, warn)
-    warn_insecure(args, warn)
-    keypair = generate_keys(args, _stderr())
+    common.warn_insecure(args, warn)
+    keypair = common.generate_keys(args, _stderr())
     scores = [log_likelihood(m, frames) for m in models]
     plain = labels[int(np.argmax(scores))]
     if args.mode == "fast":
@@ -175,11 +151,11 @@ def _run_in_process(args, console) -> int:
     console.print(
         f"{args.audio}: secure decision [bold]{secure}[/] ({args.mode} mode, "
         f"{result.elapsed:.1f} s online + {offline.seconds:.1f} s offline), plaintext decision "
-        f"{plain} ({agreement(secure == plain)})",
+        f"{plain} ({common.agreement(secure == plain)})",
         soft_wrap=True,
     )
     result.cost.render(console)
-    write_party_views(args, result, keypair, console)
+    common.write_party_views(args, result, keypair, console)
     if args.json:
         report = {
             "secure": {"keyword": secure},
@@ -190,7 +166,7 @@ def _run_in_process(args, console) -> int:
             "offline_seconds": offline.seconds,
             "cost": result.cost.to_dict(),
         }
-        write_json(args.json, report, console)
+        common.write_json(args.json, report, console)
     return 0 if secure == plain else 1
 
 
@@ -213,7 +189,7 @@ def _secure_run(args, protocol, params, keypair, frames, keywords):
     """The offline phase, then both roles in-process on the compute lanes, with progress
     lines; (the run's result, the offline phase)."""
     estimate = _cost_model_estimate(args, protocol, params, keypair, frames, keywords)
-    return run_with_offline_phase(
+    return common.run_with_offline_phase(
         args,
         _stderr(),
         protocol,
@@ -249,7 +225,9 @@ def _cost_model_estimate(args, protocol, params, keypair, frames, keywords) -> f
 
     sample = frames[:ESTIMATE_SAMPLE_FRAMES]
     with status(_stderr(), f"cost model: pricing {len(frames):,} frames from {len(sample)}"):
-        small = run_in_process(args, protocol, params, sample, keywords, keypair, Compute.inline())
+        small = common.run_in_process(
+            args, protocol, params, sample, keywords, keypair, Compute.inline()
+        )
         rates = measure_rates(*keypair)
         seconds = (
             CostModel(rates)
@@ -267,14 +245,14 @@ def _run_against_server(args, console) -> int:
     """Alice only, against a serving Bob; Bob's parameters (his mode) apply."""
     from smc_hmm.data import load_pipeline
 
-    connection = connect(args)
+    connection = common.connect(args)
     warn = _stderr()
     frames, problem = _features(args, load_pipeline())
     _check_length(args, frames)
     _warn_no_speech(args, problem, warn)
-    warn_insecure(args, warn)
+    common.warn_insecure(args, warn)
     expect = None if args.mode is None else {"mode": args.mode}
-    result = run_against_server(
+    result = common.run_against_server(
         args, _stderr(), connection, "keyword", frames, expect, "secure keyword recognition"
     )
     secure = result["output"]["keyword"]
@@ -287,11 +265,8 @@ def _run_against_server(args, console) -> int:
         report = {
             "secure": {"keyword": secure},
             "mode": result["output"]["mode"],
-            "frames": len(frames),
-            "seconds": result["elapsed"],
-            "session": result["session"],
-            "server": args.server,
+            **common.session_facts(args, frames, result),
             "cost": result["cost"],
         }
-        write_json(args.json, report, console)
+        common.write_json(args.json, report, console)
     return 0

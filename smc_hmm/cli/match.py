@@ -22,19 +22,7 @@ secret, so it is a reference only.
 
 from __future__ import annotations
 
-from smc_hmm.cli.common import (
-    add_key_arguments,
-    add_server_arguments,
-    check_key_bits,
-    check_output_path,
-    connect,
-    console,
-    generate_keys,
-    print_report,
-    run_against_server,
-    run_with_offline_phase,
-    warn_insecure,
-)
+from smc_hmm.cli import common
 from smc_hmm.data.match import Collection, Spectrogram, match
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.options import TIMEOUT, WORKERS
@@ -70,21 +58,16 @@ def configure(p) -> None:
         "(default: the bundled data's calibrated threshold for the mode)",
     )
     p.add_argument("--workers", type=WORKERS, default=None, help="compute lanes per party")
-    add_key_arguments(p, "tests only")
+    common.add_key_arguments(p, "tests only")
     p.add_argument("--timeout", type=TIMEOUT, default=600.0, help="per-receive timeout, seconds")
     p.add_argument("--json", metavar="PATH", help="also write the report and cost as JSON")
-    add_server_arguments(p)
+    common.add_server_arguments(p)
 
 
 def _params(args) -> dict:
     if args.stride is not None and args.mode != "approx":
         raise InvalidInputError("--stride is for --mode approx (the exact mode takes every offset)")
-    params = {"mode": args.mode}
-    if args.stride is not None:
-        params["stride"] = args.stride
-    if args.threshold is not None:
-        params["threshold"] = args.threshold
-    return params
+    return {"mode": args.mode, **common.given(stride=args.stride, threshold=args.threshold)}
 
 
 def _answer(result, frame_seconds: float) -> dict:
@@ -100,9 +83,9 @@ def _answer(result, frame_seconds: float) -> dict:
 
 
 def run(args) -> int:
-    check_key_bits(args)
-    check_output_path(args.json)
-    out = console(stderr=True)
+    common.check_key_bits(args)
+    common.check_output_path(args.json)
+    out = common.console(stderr=True)
     protocol = find("match")
     params = protocol.params(_params(args))  # bad parameters fail before any work
     spectrogram = Spectrogram()
@@ -118,7 +101,7 @@ def run(args) -> int:
         threshold=params.threshold_value(),
         stride=params.pool,
     )
-    warn_insecure(args, out)
+    common.warn_insecure(args, out)
     if args.server:
         return _run_against_server(args, out, frames, plain, spectrogram.frame_seconds)
     result, offline_seconds = _secure_run(args, out, protocol, params, frames, collection)
@@ -139,15 +122,15 @@ def run(args) -> int:
         "seconds": {"online": result.elapsed, "offline": offline_seconds},
         "key_bits": args.key_bits,
     }
-    print_report(report, args.json, {"cost": result.cost.to_dict()}, out)
-    result.cost.render(console())  # after the result, on standard output
+    common.print_report(report, args.json, {"cost": result.cost.to_dict()}, out)
+    result.cost.render(common.console())  # after the result, on standard output
     return 0 if secure == plaintext else 1
 
 
 def _secure_run(args, out, protocol, params, frames, collection):
     """Alice and Bob in this process after an offline phase: (RunResult, offline seconds)."""
-    keypair = generate_keys(args, out)
-    result, offline = run_with_offline_phase(
+    keypair = common.generate_keys(args, out)
+    result, offline = common.run_with_offline_phase(
         args,
         out,
         protocol,
@@ -165,22 +148,19 @@ def _secure_run(args, out, protocol, params, frames, collection):
 
 def _run_against_server(args, out, frames, plain, frame_seconds: float) -> int:
     """Alice only, against a serving Bob whose parameters must be the ones asked for."""
-    connection = connect(args)
-    result = run_against_server(
+    connection = common.connect(args)
+    result = common.run_against_server(
         args, out, connection, "match", frames, _params(args), "secure matching"
     )
     report = {
         "audio": str(args.audio),
         "mode": args.mode,
-        "frames": len(frames),
         "secure": _answer(result["output"], frame_seconds),
         "plaintext_reference": {
             "collection": str(args.collection),
             **_answer(plain, frame_seconds),
         },
-        "session": result["session"],
-        "server": args.server,
-        "seconds": result["elapsed"],
+        **common.session_facts(args, frames, result),
     }
-    print_report(report, args.json, {"cost": result["cost"]}, out)
+    common.print_report(report, args.json, {"cost": result["cost"]}, out)
     return 0

@@ -31,23 +31,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from smc_hmm.cli.common import (
-    add_key_arguments,
-    add_max_frames_argument,
-    add_server_arguments,
-    add_views_argument,
-    check_frames,
-    check_key_bits,
-    check_output_path,
-    connect,
-    console,
-    generate_keys,
-    print_report,
-    run_against_server,
-    run_in_process,
-    warn_insecure,
-    write_party_views,
-)
+from smc_hmm.cli import common
 from smc_hmm.compute import Compute
 from smc_hmm.data.speakers import (
     SPEAKER_FEATURES,
@@ -89,21 +73,16 @@ def configure(p) -> None:
     p.add_argument("--margin", type=float, help="identify: nats per frame over the UBM")
     p.add_argument("--threshold", type=float, help="verify / anonymous: nats per frame")
     p.add_argument("--workers", type=WORKERS, default=None, help="compute lanes per party")
-    add_key_arguments(p, "tests only")
+    common.add_key_arguments(p, "tests only")
     p.add_argument("--timeout", type=TIMEOUT, default=300.0, help="per-receive timeout, seconds")
-    add_max_frames_argument(p)
+    common.add_max_frames_argument(p)
     p.add_argument("--json", metavar="PATH", help="also write the report and cost as JSON")
-    add_views_argument(p)
-    add_server_arguments(p)
+    common.add_views_argument(p)
+    common.add_server_arguments(p)
 
 
 def _params(args) -> dict:
-    params = {"mode": args.mode}
-    if args.margin is not None:
-        params["margin"] = args.margin
-    if args.threshold is not None:
-        params["threshold"] = args.threshold
-    return params
+    return {"mode": args.mode, **common.given(margin=args.margin, threshold=args.threshold)}
 
 
 def _models(path: str | None):
@@ -138,19 +117,19 @@ def check_flags(args) -> None:
 
 
 def run(args) -> int:
-    check_key_bits(args)
-    check_output_path(args.json)
+    common.check_key_bits(args)
+    common.check_output_path(args.json)
     check_flags(args)
     if args.views and args.server:
         raise InvalidInputError("--views records an in-process run; drop --server")
     check_output_dir(args.views, "--views")
-    out = console(stderr=True)
+    out = common.console(stderr=True)
     protocol = find("speaker")
     params = protocol.params(_params(args))  # bad parameters fail before any work
     frames = speaker_features_from_wav(args.audio)
     if not 1 <= args.max_frames <= MAX_SEQUENCE_LENGTH:
         raise InvalidInputError(f"--max-frames must be in [1, {MAX_SEQUENCE_LENGTH:,}]")
-    check_frames(args, frames)
+    common.check_frames(args, frames)
     if args.server:
         return _run_against_server(args, out, frames)
     models, labels = _models(args.models)
@@ -159,8 +138,8 @@ def run(args) -> int:
     if args.claim is not None and (args.claim not in labels or args.claim == UBM_LABEL):
         speakers = ", ".join(x for x in labels if x != UBM_LABEL)
         raise InvalidInputError(f"--claim {args.claim}: not an enrolled speaker ({speakers})")
-    warn_insecure(args, out)
-    keypair = generate_keys(args, out)
+    common.warn_insecure(args, out)
+    keypair = common.generate_keys(args, out)
     sc = scores(models, frames)
     plain = decision(args.mode, sc, labels, params, len(frames), args.claim)
     utterance = frames if args.claim is None else (frames, args.claim)
@@ -168,7 +147,7 @@ def run(args) -> int:
         Compute.processes(args.workers) as compute,
         status(out, f"secure speaker {args.mode}: {len(frames)} frames, {len(models)} models"),
     ):
-        result = run_in_process(
+        result = common.run_in_process(
             args,
             protocol,
             params,
@@ -196,9 +175,9 @@ def run(args) -> int:
         **({"claim": args.claim} if args.claim is not None else {}),
         **({"note": IDENTIFY_NOTE.format(n=len(labels) - 1)} if args.mode == "identify" else {}),
     }
-    print_report(report, args.json, {"cost": result.cost.to_dict()}, out)
-    result.cost.render(console())  # after the result, on standard output
-    write_party_views(args, result, keypair, out)
+    common.print_report(report, args.json, {"cost": result.cost.to_dict()}, out)
+    result.cost.render(common.console())  # after the result, on standard output
+    common.write_party_views(args, result, keypair, out)
     return 0 if secure == plain else 1
 
 
@@ -206,9 +185,9 @@ def _run_against_server(args, out, frames) -> int:
     """Alice only, against a serving Bob: his parameters apply, and must be the mode (and
     the margin or threshold, if given) asked for here -- checked before anything that
     depends on the recording or the claim is sent."""
-    connection = connect(args)
+    connection = common.connect(args)
     utterance = frames if args.claim is None else (frames, args.claim)
-    result = run_against_server(
+    result = common.run_against_server(
         args, out, connection, "speaker", utterance, _params(args), f"secure speaker {args.mode}"
     )
     output = result["output"]
@@ -221,12 +200,9 @@ def _run_against_server(args, out, frames) -> int:
     report = {
         "mode": args.mode,
         "audio": str(args.audio),
-        "frames": len(frames),
         "secure": secure,
-        "session": result["session"],
-        "server": args.server,
-        "seconds": result["elapsed"],
+        **common.session_facts(args, frames, result),
         **({"claim": args.claim} if args.claim is not None else {}),
     }
-    print_report(report, args.json, {"cost": result["cost"]}, out)
+    common.print_report(report, args.json, {"cost": result["cost"]}, out)
     return 0

@@ -15,22 +15,7 @@ for, and the plaintext comparison uses the bundled models.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from smc_hmm.cli.common import (
-    add_key_arguments,
-    add_server_arguments,
-    agreement,
-    check_key_bits,
-    check_output_path,
-    connect,
-    console,
-    generate_keys,
-    run_against_server,
-    run_with_offline_phase,
-    warn_insecure,
-    write_json,
-)
+from smc_hmm.cli import common
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.options import TIMEOUT, WORKERS
 from smc_hmm.protocol import find
@@ -58,31 +43,27 @@ def configure(p) -> None:
     p.add_argument(
         "--workers", type=WORKERS, default=None, help="compute lanes per party (default: cores)"
     )
-    add_key_arguments(p, "tests only")
+    common.add_key_arguments(p, "tests only")
     p.add_argument("--timeout", type=TIMEOUT, default=600.0, help="per-receive timeout, seconds")
     p.add_argument("--json", metavar="PATH", help="also write the decisions and cost as JSON")
-    add_server_arguments(p)
+    common.add_server_arguments(p)
 
 
 def load_models(spec: str):
     """(``{label: (keyword HMM, filler HMM)}``, feature pipeline) of ``--models``."""
     from smc_hmm.data import load_bundled_models, load_pipeline
     from smc_hmm.data.continuous import load_fillers
-    from smc_hmm.features import FeaturePipeline
-    from smc_hmm.hmm.io import load_model_pipeline
-    from smc_hmm.hmm.io import load_models as read
 
     if spec == "bundled":
         models, labels = load_bundled_models("diag")
         fillers, _ = load_fillers("diag")
         return {k: (m, f) for k, m, f in zip(labels, models, fillers)}, load_pipeline()
-    if not Path(spec).is_file():
-        raise ConfigError(
-            f"--models {spec}: not 'bundled' or a model file; give the path of a .npz file "
-            "(smc_hmm.hmm.io.save_models) with keyword models labelled L and fillers "
-            "labelled filler-L"
-        )
-    models, labels = read(Path(spec))
+    models, labels, pipeline = common.read_model_file(
+        spec,
+        "not 'bundled' or a model file; give the path of a .npz file "
+        "(smc_hmm.hmm.io.save_models) with keyword models labelled L and fillers "
+        "labelled filler-L",
+    )
     if not labels:
         raise ConfigError(f"--models {spec}: the models carry no labels")
     by_label = dict(zip(labels, models))
@@ -93,8 +74,6 @@ def load_models(spec: str):
         if "filler-" + label not in by_label:
             raise ConfigError(f"--models {spec}: keyword {label!r} has no filler-{label}")
         out[label] = (model, by_label["filler-" + label])
-    stored = load_model_pipeline(Path(spec))
-    pipeline = FeaturePipeline.from_dict(stored) if stored is not None else load_pipeline()
     return out, pipeline
 
 
@@ -136,16 +115,16 @@ def _span(decision) -> str:
 
 def _stderr():
     """Warnings and progress go to stderr: stdout carries the result first."""
-    return console(stderr=True)
+    return common.console(stderr=True)
 
 
 def run(args) -> int:
     """Spot ``args.keyword`` in ``args.audio`` securely; print both decisions and the cost."""
-    check_key_bits(args)
-    check_output_path(args.json)
+    common.check_key_bits(args)
+    common.check_output_path(args.json)
     if args.server:
-        return _run_against_server(args, console())
-    return _run_in_process(args, console())
+        return _run_against_server(args, common.console())
+    return _run_in_process(args, common.console())
 
 
 def _run_in_process(args, console) -> int:
@@ -155,10 +134,10 @@ def _run_in_process(args, console) -> int:
     params = {"keywords": keywords}
     descriptor_params = protocol.params(params)  # bad parameters fail before any work
     frames = pipeline.features_from_wav(args.audio)
-    warn_insecure(args, _stderr())
-    keypair = generate_keys(args, _stderr())
+    common.warn_insecure(args, _stderr())
+    keypair = common.generate_keys(args, _stderr())
     plain = plaintext(models, frames, keywords)
-    result, offline = run_with_offline_phase(
+    result, offline = common.run_with_offline_phase(
         args,
         _stderr(),
         protocol,
@@ -176,7 +155,7 @@ def _run_in_process(args, console) -> int:
     for k in keywords:
         console.print(
             f"{args.audio}: [bold]{k}[/]: secure {_span(secure[k])}; plaintext "
-            f"{_span(plain[k])} ({agreement(secure[k] == plain[k])})",
+            f"{_span(plain[k])} ({common.agreement(secure[k] == plain[k])})",
             soft_wrap=True,
         )
     console.print(
@@ -194,7 +173,7 @@ def _run_in_process(args, console) -> int:
             "offline_seconds": offline.seconds,
             "cost": result.cost.to_dict(),
         }
-        write_json(args.json, report, console)
+        common.write_json(args.json, report, console)
     return 0 if agree else 1
 
 
@@ -205,10 +184,10 @@ def _run_against_server(args, console) -> int:
     keywords = [k for group in args.keyword for k in group.split(",") if k]
     if "all" in keywords:
         raise InvalidInputError("with --server name the keywords the server spots")
-    connection = connect(args)
+    connection = common.connect(args)
     frames = load_pipeline().features_from_wav(args.audio)
-    warn_insecure(args, _stderr())
-    result = run_against_server(
+    common.warn_insecure(args, _stderr())
+    result = common.run_against_server(
         args,
         _stderr(),
         connection,
@@ -229,11 +208,8 @@ def _run_against_server(args, console) -> int:
         report = {
             "secure": secure,
             "keywords": keywords,
-            "frames": len(frames),
-            "seconds": result["elapsed"],
-            "session": result["session"],
-            "server": args.server,
+            **common.session_facts(args, frames, result),
             "cost": result["cost"],
         }
-        write_json(args.json, report, console)
+        common.write_json(args.json, report, console)
     return 0
