@@ -315,45 +315,31 @@ def _crt_decryption_rows(pk, sk, values, repeats: int, say):
     t = interleaved_medians(fns, rounds)
     per_value, per_single = 1e6 / len(cts), 1e6 / singles
     target = CRT_DECRYPT_TARGET if pk.bits >= CRT_DECRYPT_TARGET_BITS else None
+    # (timing, row title, what it is against, scale, unit, note): a row per backend each
+    timings = (
+        ("batch", f"CRT decryption, batch of {len(cts)}", "gmpy2.powmod (a416770)", per_value,
+         "us/value", f"2 threads both; medians of {rounds} interleaved rounds"),
+        ("one", "CRT decryption, one ciphertext", "gmpy2.powmod (a416770)", per_single,
+         "us/value", "before: the halves one after the other; now on two threads if the "
+         "backend releases the GIL"),
+        ("exp", "exponentiation c^(p-1) mod p^2, one thread", "gmpy2.powmod", per_single, "us",
+         f"{psq.bit_length()}-bit modulus, {(p - 1).bit_length()}-bit exponent"),
+    )  # fmt: skip
     rows: list[Row] = []
-    for name in backends:
-        rows.append(
-            Row(
-                f"CRT decryption, batch of {len(cts)}: {name} vs gmpy2.powmod (a416770)",
-                t[f"{name} batch"] * per_value,
-                t["old batch"] * per_value,
-                "us/value",
-                target if name == "OpenSSL consttime" else None,
-                f"2 threads both; medians of {rounds} interleaved rounds"
-                + ("; target: >= 1.6x faster than a416770" if target and "OpenSSL" in name else ""),
-                better=LOWER,
+    for kind, title, before, scale, unit, note in timings:
+        for name in backends:
+            targeted = target if kind == "batch" and name == "OpenSSL consttime" else None
+            rows.append(
+                Row(
+                    f"{title}: {name} vs {before}",
+                    t[f"{name} {kind}"] * scale,
+                    t[f"old {kind}"] * scale,
+                    unit,
+                    targeted,
+                    note + ("; target: >= 1.6x faster than a416770" if targeted else ""),
+                    better=LOWER,
+                )
             )
-        )
-    for name in backends:
-        rows.append(
-            Row(
-                f"CRT decryption, one ciphertext: {name} vs gmpy2.powmod (a416770)",
-                t[f"{name} one"] * per_single,
-                t["old one"] * per_single,
-                "us/value",
-                None,
-                "before: the halves one after the other; now on two threads if the backend "
-                "releases the GIL",
-                better=LOWER,
-            )
-        )
-    for name in backends:
-        rows.append(
-            Row(
-                f"exponentiation c^(p-1) mod p^2, one thread: {name} vs gmpy2.powmod",
-                t[f"{name} exp"] * per_single,
-                t["old exp"] * per_single,
-                "us",
-                None,
-                f"{psq.bit_length()}-bit modulus, {(p - 1).bit_length()}-bit exponent",
-                better=LOWER,
-            )
-        )
     return rows
 
 

@@ -478,50 +478,40 @@ def sweep(
 def accuracy_rows(acc: dict, margin: float) -> list[Row]:
     """The plaintext identification errors (against the accuracy target) and the
     verification equal error rates, from :func:`accuracy`'s results."""
-    return [
-        Row(
-            "identification error, closed set (best speaker)",
-            1 - acc["closed_set_identification"],
-            None,
-            "rate",
-            limit=1 - ACCURACY_TARGET,
-            note=f"accuracy {acc['closed_set_identification']:.2%}",
-        ),
-        Row(
+    identification = (
+        ("identification error, closed set (best speaker)", "closed_set_identification"),
+        (
             f"identification error with the UBM rule (margin {margin:g} nats/frame)",
-            1 - acc["identification_at_margin"],
+            "identification_at_margin",
+        ),
+    )
+    rows = [
+        Row(
+            title,
+            1 - acc[key],
             None,
             "rate",
             limit=1 - ACCURACY_TARGET,
-            note=f"accuracy {acc['identification_at_margin']:.2%}",
-        ),
-        Row(
-            "verification EER, all-speaker UBM",
-            acc["eer_closed"],
-            None,
-            "rate",
-            note=f"threshold {acc['eer_closed_threshold']:.3f} nats/frame",
-        ),
-        Row(
-            "verification EER, leave-one-speaker-out",
-            acc["eer_loso"],
-            None,
-            "rate",
-            note=f"threshold {acc['eer_loso_threshold']:.3f} nats/frame",
-        ),
-        Row(
+            note=f"accuracy {acc[key]:.2%}",
+        )
+        for title, key in identification
+    ]
+
+    def threshold(key: str) -> str:
+        return f"threshold {acc[key]:.3f} nats/frame"
+
+    eers = (
+        ("verification EER, all-speaker UBM", "eer_closed", threshold("eer_closed_threshold")),
+        ("verification EER, leave-one-speaker-out", "eer_loso", threshold("eer_loso_threshold")),
+        (
             "anonymous verification EER (claim hidden from Bob), all-speaker UBM",
-            acc["anonymous_eer_closed"],
-            None,
-            "rate",
-            note="the claimed speaker against the UBM, as in verify: the same trials",
+            "anonymous_eer_closed",
+            "the claimed speaker against the UBM, as in verify: the same trials",
         ),
-        Row(
-            "anonymous verification EER, leave-one-speaker-out",
-            acc["anonymous_eer_loso"],
-            None,
-            "rate",
-        ),
+        ("anonymous verification EER, leave-one-speaker-out", "anonymous_eer_loso", ""),
+    )
+    rows += [Row(title, acc[key], None, "rate", note=note) for title, key, note in eers]
+    rows.append(
         Row(
             f"anonymous: impostor claims accepted at threshold {acc['threshold']:g}",
             acc["anonymous_far_frr_closed_at_threshold"]["false_accept"],
@@ -529,8 +519,9 @@ def accuracy_rows(acc: dict, margin: float) -> list[Row]:
             "rate",
             note="vs the earlier rule, 'some enrolled speaker beats the UBM'",
             better=LOWER,
-        ),
-    ]
+        )
+    )
+    return rows
 
 
 def main(args) -> int:

@@ -8,6 +8,7 @@ The plumbing they share (``smc_hmm.bench.common``) is checked on its own first.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 
 import numpy as np
@@ -26,9 +27,16 @@ def parse(bench_add_arguments, argv):
     return parser.parse_args(argv)
 
 
-def missed(main, args, path) -> dict:
-    """Run a benchmark that must miss a target: exit code 1, its JSON written anyway."""
-    assert main(args) == 1
+def missed(name, argv, tmp_path, monkeypatch, entry=("add_arguments", "main"), **impossible):
+    """Run benchmark ``name`` (``smc_hmm.bench.NAME``, its ``entry``: the options and the
+    command) on ``argv`` with ``impossible`` patched into it (a target no run meets, or
+    stubs): it must exit 1 and write its JSON anyway, which is returned."""
+    bench = importlib.import_module(f"smc_hmm.bench.{name}")
+    for attribute, value in impossible.items():
+        monkeypatch.setattr(bench, attribute, value)
+    path = tmp_path / f"{name}.json"
+    add_arguments, main = (getattr(bench, e) for e in entry)
+    assert main(parse(add_arguments, [*argv, "--json", str(path)])) == 1
     return json.loads(path.read_text())
 
 
@@ -78,34 +86,44 @@ def test_the_common_options_are_spelled_once():
     assert (args.key_bits, args.insecure, args.workers, args.json) == (1024, True, 3, "x.json")
 
 
+def test_common_arguments_surround_a_benchmarks_own():
+    def add(parser):
+        with common.common_arguments(parser, workers=True, short_randomness=""):
+            parser.add_argument("--own", type=int, default=7)
+
+    parser = argparse.ArgumentParser()
+    add(parser)
+    order = [a.dest for a in parser._actions if a.dest != "help"]
+    assert order == ["key_bits", "insecure", "own", "workers", "short_randomness", "json"]
+    defaults = vars(parser.parse_args([]))
+    assert defaults == {"key_bits": 2048, "insecure": False, "own": 7, "workers": 2,
+                        "short_randomness": False, "json": None}  # fmt: skip
+    plain = argparse.ArgumentParser()
+    with common.common_arguments(plain):
+        pass
+    assert sorted(vars(plain.parse_args([]))) == ["insecure", "json", "key_bits"]
+
+
 # -- each benchmark with targets ---------------------------------------------------------------
 
 
 def test_bench_compare_exits_1_when_the_argmax_misses(tmp_path, monkeypatch):
-    from smc_hmm.bench import compare as bench
-
-    monkeypatch.setattr(bench, "TARGET_KEY_BITS", 512)
-    monkeypatch.setattr(bench, "ARGMAX_LIMIT_S", 0.0)
-    path = tmp_path / "compare.json"
-    args = parse(
-        bench.add_arguments,
+    data = missed(
+        "compare",
         ["--key-bits", "512", "--insecure", "--bits", "8", "--batch", "2", "--repeats", "1",
-         "--argmax", "2", "--no-tno", "--json", str(path)],
+         "--argmax", "2", "--no-tno"],
+        tmp_path, monkeypatch, TARGET_KEY_BITS=512, ARGMAX_LIMIT_S=0.0,
     )  # fmt: skip
-    assert missed(bench.main, args, path)["argmax"]["k"] == 2
+    assert data["argmax"]["k"] == 2
 
 
 def test_bench_crypto_exits_1_when_a_speed_up_misses(tmp_path, monkeypatch):
-    from smc_hmm.bench import crypto as bench
-
-    monkeypatch.setattr(bench, "ENCRYPT_TARGET", 1e12)
-    path = tmp_path / "crypto.json"
-    args = parse(
-        bench.add_arguments,
+    rows = missed(
+        "crypto",
         ["--key-bits", "512", "--insecure", "--repeats", "1", "--batch", "4", "--terms", "4",
-         "--workers", "2", "--json", str(path)],
-    )  # fmt: skip
-    rows = missed(bench.main, args, path)["rows"]
+         "--workers", "2"],
+        tmp_path, monkeypatch, ENCRYPT_TARGET=1e12,
+    )["rows"]  # fmt: skip
     assert rows[0]["target"] == 1e12 and rows[0]["ratio"] > 0
 
 
@@ -123,98 +141,75 @@ def _tone_recordings(directory) -> None:
 
 
 def test_bench_dp_keyword_exits_1_when_an_accuracy_misses(tmp_path, monkeypatch):
-    from smc_hmm.bench import dp_keyword as bench
-
     _tone_recordings(tmp_path)
-    monkeypatch.setattr(bench, "TARGETS", {3.0: 2.0})  # 200% accuracy
-    path = tmp_path / "dp.json"
-    args = parse(
-        bench.add_arguments,
-        [str(tmp_path), "--eps", "3", "--releases", "1", "--audit-releases", "0",
-         "--json", str(path)],
+    data = missed(
+        "dp_keyword",
+        [str(tmp_path), "--eps", "3", "--releases", "1", "--audit-releases", "0"],
+        tmp_path, monkeypatch, TARGETS={3.0: 2.0},  # 200% accuracy
     )  # fmt: skip
-    assert set(missed(bench.main, args, path)["accuracy"]) == {"3"}
+    assert set(data["accuracy"]) == {"3"}
 
 
 def test_bench_eigenvector_exits_1_when_the_cosine_misses(tmp_path, monkeypatch):
-    from smc_hmm.bench import eigenvector as bench
-
-    monkeypatch.setattr(bench, "TARGET_COSINE_GAP", -1.0)
-    path = tmp_path / "eig.json"
-    args = parse(
-        bench.add_arguments,
-        "--key-bits 512 --insecure --owners 2 --rows 4 --cols 8 --data random --centred no "
-        f"--modes thesis --json {path}".split(),
-    )
-    assert [r["mode"] for r in missed(bench.main, args, path)["runs"]] == ["thesis"]
+    argv = "--key-bits 512 --insecure --owners 2 --rows 4 --cols 8 --data random --centred no "
+    argv += "--modes thesis"
+    data = missed("eigenvector", argv.split(), tmp_path, monkeypatch, TARGET_COSINE_GAP=-1.0)
+    assert [r["mode"] for r in data["runs"]] == ["thesis"]
 
 
 def test_bench_forward_exits_1_when_an_error_misses(tmp_path, monkeypatch):
-    from smc_hmm.bench import forward as bench
-
-    monkeypatch.setattr(bench, "ABS_TARGET", -1.0)
-    path = tmp_path / "forward.json"
-    args = parse(
-        bench.add_arguments,
+    data = missed(
+        "forward",
         ["--key-bits", "512", "--insecure", "--states", "2", "--symbols", "2", "--length", "3",
-         "--dims", "1", "--workers", "1", "--json", str(path)],
+         "--dims", "1", "--workers", "1"],
+        tmp_path, monkeypatch, ABS_TARGET=-1.0,
     )  # fmt: skip
-    assert missed(bench.main, args, path)["all_within_target"] is False
+    assert data["all_within_target"] is False
 
 
 def test_bench_keyword_exits_1_when_the_error_misses(tmp_path, monkeypatch):
-    from smc_hmm.bench import keyword as bench
-
-    monkeypatch.setattr(bench, "REL_TARGET", -1.0)
-    path = tmp_path / "keyword.json"
-    args = parse(
-        bench.add_arguments,
+    data = missed(
+        "keyword",
         ["--key-bits", "1024", "--insecure", "--words", "2", "--frames", "4", "--workers", "1",
-         "--mode", "fast", "--recursion", "v2", "--json", str(path)],
+         "--mode", "fast", "--recursion", "v2"],
+        tmp_path, monkeypatch, REL_TARGET=-1.0,
     )  # fmt: skip
-    assert missed(bench.main, args, path)["targets_met"] is False
+    assert data["targets_met"] is False
 
 
-def test_bench_lmgmm_synthetic_exits_1_when_the_time_misses(tmp_path):
-    from smc_hmm.bench import lmgmm as bench
-
-    path = tmp_path / "lmgmm.json"
-    args = parse(
-        bench.add_synthetic_arguments,
-        ["--runs", "1", "--eps", "3000", "--jobs", "1", "--time-limit", "1e-9",
-         "--json", str(path)],
+def test_bench_lmgmm_synthetic_exits_1_when_the_time_misses(tmp_path, monkeypatch):
+    data = missed(
+        "lmgmm",
+        ["--runs", "1", "--eps", "3000", "--jobs", "1", "--time-limit", "1e-9"],
+        tmp_path, monkeypatch, entry=("add_synthetic_arguments", "synthetic"),
     )  # fmt: skip
-    assert missed(bench.synthetic, args, path)["benchmark"] == "lmgmm-synthetic"
+    assert data["benchmark"] == "lmgmm-synthetic"
 
 
 def test_bench_serve_exits_1_when_a_decision_disagrees(tmp_path, monkeypatch):
     """The serving benchmark's target is that every decision agrees with the plaintext
     one; its servers and client processes are stubbed out (``test_serve*.py`` run them),
     one session disagreeing."""
-    from smc_hmm.bench import serve as bench
-
     level = {"clients": 1, "agree": 0, "utterances": 1, "utterances_per_min": 1.0}
     level |= {"p50_s": 1.0, "p95_s": 1.0}
-    monkeypatch.setattr(bench, "_workload", lambda args, sessions: ([], [], []))
-    monkeypatch.setattr(bench, "_write_server", lambda *a: None)
     setting = {"setting": "local lanes", "levels": [level]}
-    monkeypatch.setattr(bench, "_run_levels", lambda *a: [setting])
-    path = tmp_path / "serve.json"
-    args = parse(
-        bench.add_arguments,
-        ["--key-bits", "512", "--insecure", "--clients", "1", "--json", str(path)],
+    data = missed(
+        "serve",
+        ["--key-bits", "512", "--insecure", "--clients", "1"],
+        tmp_path,
+        monkeypatch,
+        _workload=lambda args, sessions: ([], [], []),
+        _write_server=lambda *a: None,
+        _run_levels=lambda *a: [setting],
     )
-    assert missed(bench.main, args, path)["settings"][0]["levels"][0]["agree"] == 0
+    assert data["settings"][0]["levels"][0]["agree"] == 0
 
 
 def test_bench_speaker_exits_1_when_the_error_misses(tmp_path, monkeypatch):
-    from smc_hmm.bench import speaker as bench
-
-    monkeypatch.setattr(bench, "REL_TARGET", -1.0)
-    path = tmp_path / "speaker.json"
-    args = parse(
-        bench.add_arguments,
+    data = missed(
+        "speaker",
         ["--key-bits", "512", "--insecure", "--workers", "1", "--skip-speed",
-         "--skip-accuracy", "--utterances", "1", "--modes", "verify", "--json", str(path)],
+         "--skip-accuracy", "--utterances", "1", "--modes", "verify"],
+        tmp_path, monkeypatch, REL_TARGET=-1.0,
     )  # fmt: skip
-    assert missed(bench.main, args, path)["all_targets_met"] is False
+    assert data["all_targets_met"] is False
