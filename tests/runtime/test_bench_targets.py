@@ -29,8 +29,10 @@ def parse(bench_add_arguments, argv):
 
 def missed(name, argv, tmp_path, monkeypatch, entry=("add_arguments", "main"), **impossible):
     """Run benchmark ``name`` (``smc_hmm.bench.NAME``, its ``entry``: the options and the
-    command) on ``argv`` with ``impossible`` patched into it (a target no run meets, or
-    stubs): it must exit 1 and write its JSON anyway, which is returned."""
+    command) on ``argv`` (a list, or words in a string) with ``impossible`` patched into
+    it (a target no run meets, or stubs): it must exit 1 and write its JSON anyway, which
+    is returned."""
+    argv = argv.split() if isinstance(argv, str) else argv
     bench = importlib.import_module(f"smc_hmm.bench.{name}")
     for attribute, value in impossible.items():
         monkeypatch.setattr(bench, attribute, value)
@@ -107,24 +109,53 @@ def test_common_arguments_surround_a_benchmarks_own():
 # -- each benchmark with targets ---------------------------------------------------------------
 
 
-def test_bench_compare_exits_1_when_the_argmax_misses(tmp_path, monkeypatch):
-    data = missed(
-        "compare",
-        ["--key-bits", "512", "--insecure", "--bits", "8", "--batch", "2", "--repeats", "1",
-         "--argmax", "2", "--no-tno"],
-        tmp_path, monkeypatch, TARGET_KEY_BITS=512, ARGMAX_LIMIT_S=0.0,
-    )  # fmt: skip
-    assert data["argmax"]["k"] == 2
+#: benchmark -> (its smallest options, what makes a target impossible (patched into it, or
+#: its entry points), what its JSON shows of the run)
+MISSES = {
+    "compare": (
+        "--key-bits 512 --insecure --bits 8 --batch 2 --repeats 1 --argmax 2 --no-tno",
+        {"TARGET_KEY_BITS": 512, "ARGMAX_LIMIT_S": 0.0},
+        lambda data: data["argmax"]["k"] == 2,
+    ),
+    "crypto": (
+        "--key-bits 512 --insecure --repeats 1 --batch 4 --terms 4 --workers 2",
+        {"ENCRYPT_TARGET": 1e12},
+        lambda data: data["rows"][0]["target"] == 1e12 and data["rows"][0]["ratio"] > 0,
+    ),
+    "eigenvector": (
+        "--key-bits 512 --insecure --owners 2 --rows 4 --cols 8 --data random --centred no "
+        "--modes thesis",
+        {"TARGET_COSINE_GAP": -1.0},
+        lambda data: [r["mode"] for r in data["runs"]] == ["thesis"],
+    ),
+    "forward": (
+        "--key-bits 512 --insecure --states 2 --symbols 2 --length 3 --dims 1 --workers 1",
+        {"ABS_TARGET": -1.0},
+        lambda data: data["all_within_target"] is False,
+    ),
+    "keyword": (
+        "--key-bits 1024 --insecure --words 2 --frames 4 --workers 1 --mode fast --recursion v2",
+        {"REL_TARGET": -1.0},
+        lambda data: data["targets_met"] is False,
+    ),
+    "lmgmm": (  # the synthetic benchmark, its time limit impossible
+        "--runs 1 --eps 3000 --jobs 1 --time-limit 1e-9",
+        {"entry": ("add_synthetic_arguments", "synthetic")},
+        lambda data: data["benchmark"] == "lmgmm-synthetic",
+    ),
+    "speaker": (
+        "--key-bits 512 --insecure --workers 1 --skip-speed --skip-accuracy --utterances 1 "
+        "--modes verify",
+        {"REL_TARGET": -1.0},
+        lambda data: data["all_targets_met"] is False,
+    ),
+}
 
 
-def test_bench_crypto_exits_1_when_a_speed_up_misses(tmp_path, monkeypatch):
-    rows = missed(
-        "crypto",
-        ["--key-bits", "512", "--insecure", "--repeats", "1", "--batch", "4", "--terms", "4",
-         "--workers", "2"],
-        tmp_path, monkeypatch, ENCRYPT_TARGET=1e12,
-    )["rows"]  # fmt: skip
-    assert rows[0]["target"] == 1e12 and rows[0]["ratio"] > 0
+@pytest.mark.parametrize("name", sorted(MISSES))
+def test_a_benchmark_exits_1_when_a_target_misses(name, tmp_path, monkeypatch):
+    argv, impossible, shows = MISSES[name]
+    assert shows(missed(name, argv, tmp_path, monkeypatch, **impossible))
 
 
 def _tone_recordings(directory) -> None:
@@ -145,45 +176,11 @@ def test_bench_dp_keyword_exits_1_when_an_accuracy_misses(tmp_path, monkeypatch)
     data = missed(
         "dp_keyword",
         [str(tmp_path), "--eps", "3", "--releases", "1", "--audit-releases", "0"],
-        tmp_path, monkeypatch, TARGETS={3.0: 2.0},  # 200% accuracy
-    )  # fmt: skip
+        tmp_path,
+        monkeypatch,
+        TARGETS={3.0: 2.0},  # 200% accuracy
+    )
     assert set(data["accuracy"]) == {"3"}
-
-
-def test_bench_eigenvector_exits_1_when_the_cosine_misses(tmp_path, monkeypatch):
-    argv = "--key-bits 512 --insecure --owners 2 --rows 4 --cols 8 --data random --centred no "
-    argv += "--modes thesis"
-    data = missed("eigenvector", argv.split(), tmp_path, monkeypatch, TARGET_COSINE_GAP=-1.0)
-    assert [r["mode"] for r in data["runs"]] == ["thesis"]
-
-
-def test_bench_forward_exits_1_when_an_error_misses(tmp_path, monkeypatch):
-    data = missed(
-        "forward",
-        ["--key-bits", "512", "--insecure", "--states", "2", "--symbols", "2", "--length", "3",
-         "--dims", "1", "--workers", "1"],
-        tmp_path, monkeypatch, ABS_TARGET=-1.0,
-    )  # fmt: skip
-    assert data["all_within_target"] is False
-
-
-def test_bench_keyword_exits_1_when_the_error_misses(tmp_path, monkeypatch):
-    data = missed(
-        "keyword",
-        ["--key-bits", "1024", "--insecure", "--words", "2", "--frames", "4", "--workers", "1",
-         "--mode", "fast", "--recursion", "v2"],
-        tmp_path, monkeypatch, REL_TARGET=-1.0,
-    )  # fmt: skip
-    assert data["targets_met"] is False
-
-
-def test_bench_lmgmm_synthetic_exits_1_when_the_time_misses(tmp_path, monkeypatch):
-    data = missed(
-        "lmgmm",
-        ["--runs", "1", "--eps", "3000", "--jobs", "1", "--time-limit", "1e-9"],
-        tmp_path, monkeypatch, entry=("add_synthetic_arguments", "synthetic"),
-    )  # fmt: skip
-    assert data["benchmark"] == "lmgmm-synthetic"
 
 
 def test_bench_serve_exits_1_when_a_decision_disagrees(tmp_path, monkeypatch):
@@ -195,7 +192,7 @@ def test_bench_serve_exits_1_when_a_decision_disagrees(tmp_path, monkeypatch):
     setting = {"setting": "local lanes", "levels": [level]}
     data = missed(
         "serve",
-        ["--key-bits", "512", "--insecure", "--clients", "1"],
+        "--key-bits 512 --insecure --clients 1",
         tmp_path,
         monkeypatch,
         _workload=lambda args, sessions: ([], [], []),
@@ -203,13 +200,3 @@ def test_bench_serve_exits_1_when_a_decision_disagrees(tmp_path, monkeypatch):
         _run_levels=lambda *a: [setting],
     )
     assert data["settings"][0]["levels"][0]["agree"] == 0
-
-
-def test_bench_speaker_exits_1_when_the_error_misses(tmp_path, monkeypatch):
-    data = missed(
-        "speaker",
-        ["--key-bits", "512", "--insecure", "--workers", "1", "--skip-speed",
-         "--skip-accuracy", "--utterances", "1", "--modes", "verify"],
-        tmp_path, monkeypatch, REL_TARGET=-1.0,
-    )  # fmt: skip
-    assert data["all_targets_met"] is False
