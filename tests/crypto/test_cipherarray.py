@@ -3,9 +3,10 @@ import math
 import numpy as np
 import phe
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from hypothesis_support import with_fixtures
 
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import (
@@ -16,9 +17,7 @@ from smc_hmm.errors import (
     ShapeMismatchError,
 )
 
-FAST = settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+FAST = with_fixtures(25)
 ints40 = st.integers(-(2**40), 2**40)
 shapes = hnp.array_shapes(min_dims=1, max_dims=2, min_side=1, max_side=4)
 

@@ -1,14 +1,13 @@
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from hypothesis_support import with_fixtures
 
 from smc_hmm.crypto.packing import PackedCipherArray, PackingPlan
 from smc_hmm.errors import InvalidInputError, PrecisionError, ShapeMismatchError
 
-FAST = settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+FAST = with_fixtures(25)
 
 
 def test_plan_width_and_slots(keypair_1024):

@@ -107,6 +107,14 @@ def carries_then_close(alice, bob, payload: bytes) -> None:
         bob.close()
 
 
+def raises_within(seconds: float, error: type[Exception], call) -> None:
+    """``call()`` raises ``error`` in less than ``seconds``."""
+    t0 = time.monotonic()
+    with pytest.raises(error):
+        call()
+    assert time.monotonic() - t0 < seconds
+
+
 def close_all(results) -> None:
     for r in results.values():
         if not isinstance(r, Exception):
@@ -173,10 +181,7 @@ def test_peer_close_is_prompt_and_after_its_last_frames(network):
     threading.Timer(0.2, b.close).start()
     assert a.recv_bytes("bob", 5) == b"one"
     assert a.recv_bytes("bob", 5) == b"two"
-    t0 = time.monotonic()
-    with pytest.raises(PeerDisconnectedError):
-        a.recv_bytes("bob", 30)
-    assert time.monotonic() - t0 < 1.5
+    raises_within(1.5, PeerDisconnectedError, lambda: a.recv_bytes("bob", 30))
     with pytest.raises(PeerDisconnectedError):  # and it stays that way
         a.recv_bytes("bob", 30)
     with pytest.raises(PeerDisconnectedError):
@@ -190,10 +195,7 @@ def test_own_close_wakes_a_blocked_recv(network):
     a = network.transport("alice")
     timer = threading.Timer(0.2, a.close)
     timer.start()
-    t0 = time.monotonic()
-    with pytest.raises(TransportError):
-        a.recv_bytes("bob", 30)
-    assert time.monotonic() - t0 < 2
+    raises_within(2, TransportError, lambda: a.recv_bytes("bob", 30))
     timer.join()
     with pytest.raises(TransportError):
         a.send_bytes("bob", b"x")
@@ -224,19 +226,19 @@ def test_connect_deadline():
     port = lst.getsockname()[1]
     lst.close()  # nobody listens for bob
     addresses = {"alice": ("127.0.0.1", 1), "bob": ("127.0.0.1", port)}
-    t0 = time.monotonic()
-    with pytest.raises(PeerTimeoutError):
-        tcp_transport("alice", addresses, connect_timeout=0.5)
-    assert time.monotonic() - t0 < 1.5
+    raises_within(
+        1.5, PeerTimeoutError, lambda: tcp_transport("alice", addresses, connect_timeout=0.5)
+    )
 
 
 def test_listener_times_out_when_nobody_dials():
     lst = bound_listener()
     addresses = {"alice": ("127.0.0.1", 9), "bob": ("127.0.0.1", lst.getsockname()[1])}
-    t0 = time.monotonic()
-    with pytest.raises(PeerTimeoutError):
-        tcp_transport("bob", addresses, connect_timeout=0.4, listener=lst)
-    assert time.monotonic() - t0 < 1.5
+    raises_within(
+        1.5,
+        PeerTimeoutError,
+        lambda: tcp_transport("bob", addresses, connect_timeout=0.4, listener=lst),
+    )
 
 
 def test_bad_configuration(tmp_path):
@@ -295,10 +297,7 @@ def test_peer_process_dies(certs):
         try:
             alice.send_bytes("bob", b"abc")
             assert alice.recv_bytes("bob", 10) == b"cba"
-            t0 = time.monotonic()
-            with pytest.raises(PeerDisconnectedError):
-                alice.recv_bytes("bob", 30)
-            assert time.monotonic() - t0 < 5
+            raises_within(5, PeerDisconnectedError, lambda: alice.recv_bytes("bob", 30))
         finally:
             alice.close()
         assert child.wait(10) == 3
@@ -454,10 +453,7 @@ def test_declared_length_is_checked_before_the_body():
         bob = out["bob"]
         try:
             s.sendall(b"\xff\xff\xff\xff" + b"only a few bytes")
-            t0 = time.monotonic()
-            with pytest.raises(FrameTooLargeError):
-                bob.recv_bytes("alice", 5)
-            assert time.monotonic() - t0 < 1
+            raises_within(1, FrameTooLargeError, lambda: bob.recv_bytes("alice", 5))
         finally:
             bob.close()
 

@@ -8,9 +8,10 @@ import gmpy2
 import msgpack
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from hypothesis_support import with_fixtures
 
 from smc_hmm.crypto import CipherArray, Meter, PublicKey
 from smc_hmm.errors import FrameTooLargeError, InvalidCiphertextError, WireError
@@ -24,9 +25,7 @@ from smc_hmm.wire import (
     WireCodec,
 )
 
-SETTINGS = settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+SETTINGS = with_fixtures(150)
 
 
 def pack(obj) -> bytes:
