@@ -43,7 +43,7 @@ from protocols import viterbi
 from smc_hmm.errors import ConfigError, InvalidInputError, SmcHmmError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM
 from smc_hmm.hmm.spotting import ENTER, LEAVE, START_KEYWORD, compose
-from smc_hmm.protocol import ProtocolDescriptor, Role
+from smc_hmm.protocol import ProtocolDescriptor, alice_and_bob
 from smc_hmm.runtime.inputs import resolve_path
 
 NAME = "spot"
@@ -283,10 +283,7 @@ PROTOCOL = ProtocolDescriptor(
     summary="keyword spotting and speech mining: where a keyword occurs in continuous speech",
     params=SpotParams.from_config,
     randomizers=randomizers_needed,
-    roles=(
-        Role("alice", alice, kind="alice", holds_key=True, input="input", load=load_input),
-        Role("bob", bob, kind="bob", input="input", load=load_input),
-    ),
+    roles=alice_and_bob(alice, bob, load_input),
 )
 
 __all__ = [

@@ -155,7 +155,7 @@ from smc_hmm.hmm import (
 )
 from smc_hmm.limits import MAX_SEQUENCE_LENGTH, MAX_STATES, MAX_WIDTH, check_at_most
 from smc_hmm.messages import Ciphertexts, Message, Public
-from smc_hmm.protocol import ProtocolDescriptor, Role
+from smc_hmm.protocol import ProtocolDescriptor, alice_and_bob
 from smc_hmm.runtime.inputs import load_array, resolve_path
 
 NAME = "viterbi"
@@ -1250,10 +1250,7 @@ PROTOCOL = ProtocolDescriptor(
     summary="secure Viterbi decoding: Alice learns the best path (or a segment), Bob nothing",
     params=ViterbiParams.from_config,
     randomizers=randomizers_needed,
-    roles=(
-        Role("alice", alice, kind="alice", holds_key=True, input="input", load=load_input),
-        Role("bob", bob, kind="bob", input="input", load=load_input),
-    ),
+    roles=alice_and_bob(alice, bob, load_input),
 )
 
 __all__ = [

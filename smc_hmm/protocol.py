@@ -25,7 +25,7 @@ from typing import Any
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.messages import Message
 
-__all__ = ["ENTRY_POINT_GROUP", "ProtocolDescriptor", "Role", "available", "find"]
+__all__ = ["ENTRY_POINT_GROUP", "ProtocolDescriptor", "Role", "alice_and_bob", "available", "find"]
 
 #: the entry-point group under which protocol descriptors register
 ENTRY_POINT_GROUP = "smc_hmm.protocols"
@@ -59,6 +59,15 @@ class Role:
             raise InvalidInputError("a role needs a name and a callable run(ctx, private, params)")
         if self.input is not None and self.load is None:
             raise InvalidInputError(f"role {self.name!r} takes {self.input!r} but has no loader")
+
+
+def alice_and_bob(alice, bob, load, *, input: str = "input") -> tuple[Role, Role]:
+    """The two roles of a client-server protocol whose parties take the same kind of input
+    (either may hold the model or the data): Alice holds the key, Bob evaluates."""
+    return (
+        Role("alice", alice, kind="alice", holds_key=True, input=input, load=load),
+        Role("bob", bob, kind="bob", input=input, load=load),
+    )
 
 
 def _default_params(section: Mapping) -> Mapping:
