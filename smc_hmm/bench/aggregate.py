@@ -37,14 +37,7 @@ import time
 
 import numpy as np
 
-from smc_hmm.bench.common import (
-    BenchResult,
-    Row,
-    check_key_bits,
-    common_arguments,
-    finish,
-    throwaway_keypair,
-)
+from smc_hmm.bench import common
 
 EPS_GRID = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 SPLITS = {
@@ -270,7 +263,7 @@ def protocol_costs(key_bits: int = 2048, owners=(2, 4), *, seed: int = 0) -> dic
     x, y, _, _ = breast_cancer(seed)
     out: dict = {"key_bits": key_bits, "aggregate": {}, "load": os.getloadavg()}
     min_bits = min(key_bits, 2048)
-    lead_key, curator_key = throwaway_keypair(key_bits), throwaway_keypair(key_bits)
+    lead_key, curator_key = common.throwaway_keypair(key_bits), common.throwaway_keypair(key_bits)
     for k in owners:
         fractions = SPLITS[f"{k} owners, uneven"] if k in (2, 4) else (1 / k,) * k
         data = split_owners(x, y, fractions, np.random.default_rng(seed))
@@ -346,7 +339,7 @@ def _parties(cost) -> dict:
 
 def add_arguments(parser) -> None:
     parser.add_argument("--part", choices=("all", "cost", "classifier", "hmm"), default="all")
-    with common_arguments(parser):
+    with common.common_arguments(parser):
         parser.add_argument("--owners", type=int, nargs="+", default=[2, 4])
         parser.add_argument("--splits", type=int, default=10, help="train/test splits (default 10)")
         parser.add_argument("--noise", type=int, default=20, help="noise draws per split (20)")
@@ -355,18 +348,18 @@ def add_arguments(parser) -> None:
         parser.add_argument("--seed", type=int, default=0)
 
 
-def run(args) -> BenchResult:
+def run(args) -> common.BenchResult:
     if args.part in ("all", "cost"):
-        check_key_bits(args)
+        common.check_key_bits(args)
     extra: dict = {"load_before": os.getloadavg()}
-    rows: list[Row] = []
+    rows: list[common.Row] = []
     if args.part in ("all", "cost"):
         costs = protocol_costs(args.key_bits, tuple(args.owners), seed=args.seed)
         extra["cost"] = costs
         for k, c in costs["aggregate"].items():
             for name, p in c["parties"].items():
                 rows.append(
-                    Row(
+                    common.Row(
                         f"aggregate K={k}: {name} wall",
                         p["wall"],
                         None,
@@ -375,7 +368,7 @@ def run(args) -> BenchResult:
                     )
                 )
             rows.append(
-                Row(
+                common.Row(
                     f"aggregate K={k}: bytes, all parties",
                     c["totals"]["bytes"],
                     None,
@@ -385,7 +378,7 @@ def run(args) -> BenchResult:
             )
         c = costs["dp_sum"]
         rows.append(
-            Row(
+            common.Row(
                 f"dp_sum (4 owners, {c['length']} counts): wall",
                 c["elapsed"],
                 None,
@@ -398,11 +391,13 @@ def run(args) -> BenchResult:
         sweep = classifier_sweep(n_splits=n_splits, n_noise=n_noise, seed=args.seed)
         extra["classifier"] = sweep
         rows.append(
-            Row("pooled non-private classifier: test error", sweep["pooled_error"], None, "error")
+            common.Row(
+                "pooled non-private classifier: test error", sweep["pooled_error"], None, "error"
+            )
         )
         for name, e in sweep["smallest_eps_within_5_points"].items():
             rows.append(
-                Row(
+                common.Row(
                     f"{name}: smallest eps within 5 points",
                     math.inf if e is None else e,
                     None,
@@ -416,7 +411,7 @@ def run(args) -> BenchResult:
         extra["hmm"] = sweep
         for name, c in sweep["curves"].items():
             rows.append(
-                Row(
+                common.Row(
                     f"HMM {name}: held-out LL/symbol at eps=1",
                     c["ll"][1],
                     None,
@@ -425,7 +420,7 @@ def run(args) -> BenchResult:
                 )
             )
     extra["load_after"] = os.getloadavg()
-    return BenchResult("aggregate", args.key_bits, rows, vars(args) | {}, extra=extra)
+    return common.BenchResult("aggregate", args.key_bits, rows, vars(args) | {}, extra=extra)
 
 
 def main(args) -> int:
@@ -438,4 +433,4 @@ def main(args) -> int:
         f"[dim]load average before {result.extra['load_before']}, after "
         f"{result.extra['load_after']}[/]"
     )
-    return finish(args, result, console)
+    return common.finish(args, result, console)

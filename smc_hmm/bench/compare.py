@@ -28,15 +28,7 @@ import statistics
 import time
 import warnings
 
-from smc_hmm.bench.common import (
-    LOWER,
-    BenchResult,
-    Row,
-    check_key_bits,
-    common_arguments,
-    finish,
-    throwaway_keypair,
-)
+from smc_hmm.bench import common
 from smc_hmm.errors import ConfigError, InsecureKeyWarning
 from smc_hmm.progress import status
 
@@ -47,7 +39,7 @@ TARGET_KEY_BITS = 2048
 
 
 def add_arguments(parser) -> None:
-    with common_arguments(parser, key_help="Paillier and DGK modulus"):
+    with common.common_arguments(parser, key_help="Paillier and DGK modulus"):
         parser.add_argument(
             "--bits", type=int, nargs="+", default=[16, 32, 64], help="input bit lengths l"
         )
@@ -270,14 +262,14 @@ def main(args) -> int:
 
     from smc_hmm.crypto.dgk import dgk_keypair_for
 
-    check_key_bits(args)
+    common.check_key_bits(args)
     if args.batch < 1 or args.repeats < 1 or args.tno_count < 1 or args.argmax < 0:
         raise ConfigError("--batch, --repeats and --tno-count must be >= 1, --argmax >= 0")
     if any(b < 1 for b in args.bits):
         raise ConfigError("--bits must be >= 1")
     console = Console()
     with status(console, f"generating a throw-away {args.key_bits}-bit Paillier key pair"):
-        keypair = throwaway_keypair(args.key_bits)
+        keypair = common.throwaway_keypair(args.key_bits)
     with status(console, "generating the DGK key pair"), warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureKeyWarning)
         t0 = time.perf_counter()
@@ -288,7 +280,7 @@ def main(args) -> int:
     ours, argmax = _measure(args, keypair, console)
     tno = _measure_baseline(args, console)
     ratio = ones / zeros
-    result = BenchResult(
+    result = common.BenchResult(
         "compare",
         args.key_bits,
         _rows(args, ours, tno, argmax, ones, zeros),
@@ -311,7 +303,7 @@ def main(args) -> int:
             f"DGK {tno['dgk_keygen_s']:.1f} s"
         )
     # the bit-timing ratio is reported, not a pass/fail: a busy machine moves it
-    return finish(args, result, console)
+    return common.finish(args, result, console)
 
 
 def _measure(args, keypair, console) -> tuple[dict, dict | None]:
@@ -362,40 +354,40 @@ def _rows(args, ours: dict, tno: dict, argmax: dict | None, ones: float, zeros: 
     for bits, o in ours.items():
         base = tno_ms.get(bits)
         rows.append(
-            Row(
+            common.Row(
                 f"compare l={bits}, k=1",
                 o["single_ms"],
                 base,
                 "ms/cmp",
                 note="TNO: 1 call" if base is not None else "no baseline (TNO skipped)",
-                better=LOWER,
+                better=common.LOWER,
             )
         )
         rows.append(
-            Row(
+            common.Row(
                 f"compare l={bits}, k={args.batch}",
                 o["batched_ms_per_comparison"],
                 base,
                 "ms/cmp",
                 target=BATCH_TARGET if base is not None else None,
                 note=f"{o['rounds']} rounds, {o['batched_bytes_per_comparison']:.0f} B/cmp",
-                better=LOWER,
+                better=common.LOWER,
             )
         )
     rows.append(
-        Row(
+        common.Row(
             "DGK encryption of 512 secret bits: ones vs zeros",
             1000 * ones,
             1000 * zeros,
             "ms",
             note=f"ratio {ones / zeros:.3f}, target 1.00 +- {BIT_TIMING_TOLERANCE:.2f} "
             "(no branch on a bit)",
-            better=LOWER,
+            better=common.LOWER,
         )
     )
     if argmax is not None:
         rows.append(
-            Row(
+            common.Row(
                 f"argmax k={argmax['k']}, l=64 (whole run)",
                 argmax["seconds"],
                 None,

@@ -24,17 +24,8 @@ import numpy as np
 import phe
 from gmpy2 import mpz
 
-from smc_hmm.bench.common import (
-    LOWER,
-    BenchResult,
-    Row,
-    common_arguments,
-    finish,
-    interleaved_medians,
-    median_seconds,
-    start,
-    throwaway_keypair,
-)
+from smc_hmm.bench import common
+from smc_hmm.bench.common import start
 from smc_hmm.compute import Compute
 from smc_hmm.crypto import CipherArray, PublicKey, RandomizerPool, consttime
 from smc_hmm.crypto.packing import PackedCipherArray, PackingPlan
@@ -61,11 +52,11 @@ def run(
     terms: int = 820,
     workers: int = 2,
     progress=None,
-) -> BenchResult:
+) -> common.BenchResult:
     """Run the crypto benchmark; ``progress(msg)`` is called before each section."""
     say = progress or (lambda msg: None)
     say(f"generating a {key_bits}-bit key pair")
-    pk, sk = throwaway_keypair(key_bits)
+    pk, sk = common.throwaway_keypair(key_bits)
     phe_pk = phe.PaillierPublicKey(pk.n)
     phe_sk = phe.PaillierPrivateKey(phe_pk, sk.p, sk.q)
     public_only = PublicKey(pk.n)  # an encryptor without the primes (Bob under Alice's key)
@@ -74,7 +65,7 @@ def run(
     rows += _decryption_and_arithmetic_rows(pk, sk, phe_pk, phe_sk, values, repeats, say)
     rows += _crt_decryption_rows(pk, sk, values, repeats, say)
     rows += _lincomb_rows(pk, sk, phe_pk, public_only, terms, repeats, workers, say)
-    return BenchResult(
+    return common.BenchResult(
         "crypto",
         key_bits,
         rows,
@@ -93,58 +84,60 @@ def run(
 def _encryption_rows(pk, phe_pk, public_only, values, repeats: int, workers: int, say):
     """Encryption against phe's: the default paths (key holder, public key only, on
     ``workers`` lanes), short exponents and a warm randomizer pool."""
-    rows: list[Row] = []
+    rows: list[common.Row] = []
     batch = len(values)
     per = 1e6 / batch  # seconds per batch -> microseconds per value
     say("encryption")
-    t_phe = median_seconds(lambda: [phe_pk.encrypt(v) for v in values], repeats) * per
+    t_phe = common.median_seconds(lambda: [phe_pk.encrypt(v) for v in values], repeats) * per
     pk.randomizer.precompute()
     public_only.randomizer.precompute()
-    t_default = median_seconds(lambda: CipherArray.encrypt(pk, values), repeats) * per
-    t_public = median_seconds(lambda: CipherArray.encrypt(public_only, values), repeats) * per
+    t_default = common.median_seconds(lambda: CipherArray.encrypt(pk, values), repeats) * per
+    t_public = (
+        common.median_seconds(lambda: CipherArray.encrypt(public_only, values), repeats) * per
+    )
     rows.append(
-        Row(
+        common.Row(
             "encrypt: default (DJN, n/2-bit alpha, table, CRT), key holder",
             t_default,
             t_phe,
             "us/value",
             ENCRYPT_TARGET,
-            better=LOWER,
+            better=common.LOWER,
         )
     )
     rows.append(
-        Row(
+        common.Row(
             "encrypt: default (DJN, n/2-bit alpha, table), public key only",
             t_public,
             t_phe,
             "us/value",
             ENCRYPT_TARGET,
-            better=LOWER,
+            better=common.LOWER,
         )
     )
     t_par = _parallel_encryption_us(public_only, values, repeats, workers)
     rows.append(
-        Row(
+        common.Row(
             f"encrypt: default, public key only, {workers} processes",
             t_par,
             t_phe,
             "us/value",
             ENCRYPT_TARGET,
-            better=LOWER,
+            better=common.LOWER,
         )
     )
     short = PublicKey(pk.n)
     short.use_djn(alpha_bits=224).precompute()
-    t_short = median_seconds(lambda: CipherArray.encrypt(short, values), repeats) * per
+    t_short = common.median_seconds(lambda: CipherArray.encrypt(short, values), repeats) * per
     rows.append(
-        Row(
+        common.Row(
             "encrypt: short exponent (DJN, 224-bit alpha)",
             t_short,
             t_phe,
             "us/value",
             SHORT_ENCRYPT_TARGET,
             "stronger assumption, see randomness.py",
-            better=LOWER,
+            better=common.LOWER,
         )
     )
     pooled = PublicKey(pk.n)
@@ -152,16 +145,16 @@ def _encryption_rows(pk, phe_pk, public_only, values, repeats: int, workers: int
     pooled.use_randomizer(pool)
     say("filling the randomizer pool (offline phase)")
     pool.fill()
-    t_online = median_seconds(lambda: CipherArray.encrypt(pooled, values), repeats) * per
+    t_online = common.median_seconds(lambda: CipherArray.encrypt(pooled, values), repeats) * per
     rows.append(
-        Row(
+        common.Row(
             "encrypt: online from a warm pool",
             t_online,
             t_phe,
             "us/value",
             POOL_ENCRYPT_TARGET,
             f"pool misses: {pool.misses}",
-            better=LOWER,
+            better=common.LOWER,
         )
     )
     return rows
@@ -174,7 +167,9 @@ def _parallel_encryption_us(public_only, values, repeats: int, workers: int) -> 
         CipherArray.encrypt(public_only, values * 4, compute=compute)  # workers build tables
         big = values * 8
         return (
-            median_seconds(lambda: CipherArray.encrypt(public_only, big, compute=compute), repeats)
+            common.median_seconds(
+                lambda: CipherArray.encrypt(public_only, big, compute=compute), repeats
+            )
             * 1e6
             / len(big)
         )
@@ -183,21 +178,21 @@ def _parallel_encryption_us(public_only, values, repeats: int, workers: int) -> 
 def _decryption_and_arithmetic_rows(pk, sk, phe_pk, phe_sk, values, repeats: int, say):
     """Decryption (one value per ciphertext, packed), addition and scalar multiplication
     against phe's."""
-    rows: list[Row] = []
+    rows: list[common.Row] = []
     batch = len(values)
     per = 1e6 / batch
     say("decryption")
     cts = CipherArray.encrypt(pk, values)
     phe_cts = [phe.EncryptedNumber(phe_pk, int(c)) for c in cts.ciphertexts()]
-    t_phe_dec = median_seconds(lambda: [phe_sk.decrypt(c) for c in phe_cts], repeats) * per
-    t_dec = median_seconds(lambda: cts.decrypt_ints(sk), repeats) * per
+    t_phe_dec = common.median_seconds(lambda: [phe_sk.decrypt(c) for c in phe_cts], repeats) * per
+    t_dec = common.median_seconds(lambda: cts.decrypt_ints(sk), repeats) * per
     rows.append(
-        Row(
+        common.Row(
             "decrypt: one value per ciphertext (CRT, 2 threads)",
             t_dec,
             t_phe_dec,
             "us/value",
-            better=LOWER,
+            better=common.LOWER,
         )
     )
     plan = PackingPlan.for_key(pk, value_bits=52, growth_bits=8, mask_bits=40)
@@ -206,43 +201,59 @@ def _decryption_and_arithmetic_rows(pk, sk, phe_pk, phe_sk, values, repeats: int
         dtype=object,
     )
     packed = PackedCipherArray.encrypt(pk, packed_vals, 0, plan)
-    t_packed = median_seconds(lambda: packed.decrypt_ints(sk), repeats) * 1e6 / packed_vals.size
+    t_packed = (
+        common.median_seconds(lambda: packed.decrypt_ints(sk), repeats) * 1e6 / packed_vals.size
+    )
     rows.append(
-        Row(
+        common.Row(
             f"decrypt: packed ({plan.slots} slots x {plan.slot_bits} bits)",
             t_packed,
             t_phe_dec,
             "us/value",
             PACKED_DECRYPT_TARGET,
             "52-bit values, 8 growth + 40 mask bits",
-            better=LOWER,
+            better=common.LOWER,
         )
     )
 
     say("addition and scalar multiplication")
     t_phe_add = (
-        median_seconds(lambda: [a + b for a, b in zip(phe_cts, phe_cts[1:])], repeats)
+        common.median_seconds(lambda: [a + b for a, b in zip(phe_cts, phe_cts[1:])], repeats)
         * 1e6
         / (batch - 1)
     )
-    t_add = median_seconds(lambda: cts + cts, repeats) * per
-    rows.append(Row("add: ciphertext + ciphertext", t_add, t_phe_add, "us/value", better=LOWER))
-    weights = [secrets.randbelow(1 << 40) - (1 << 39) for _ in range(batch)]
-    t_phe_mul = median_seconds(lambda: [c * w for c, w in zip(phe_cts, weights)], repeats) * per
-    t_mul = median_seconds(lambda: cts.mul(weights), repeats) * per
+    t_add = common.median_seconds(lambda: cts + cts, repeats) * per
     rows.append(
-        Row("scalar multiply: 40-bit signed integers", t_mul, t_phe_mul, "us/value", better=LOWER)
+        common.Row(
+            "add: ciphertext + ciphertext", t_add, t_phe_add, "us/value", better=common.LOWER
+        )
+    )
+    weights = [secrets.randbelow(1 << 40) - (1 << 39) for _ in range(batch)]
+    t_phe_mul = (
+        common.median_seconds(lambda: [c * w for c, w in zip(phe_cts, weights)], repeats) * per
+    )
+    t_mul = common.median_seconds(lambda: cts.mul(weights), repeats) * per
+    rows.append(
+        common.Row(
+            "scalar multiply: 40-bit signed integers",
+            t_mul,
+            t_phe_mul,
+            "us/value",
+            better=common.LOWER,
+        )
     )
     reals = [secrets.randbelow(10**6) / 10**6 - 0.5 for _ in range(batch)]
-    t_phe_fmul = median_seconds(lambda: [c * r for c, r in zip(phe_cts, reals)], repeats) * per
-    t_fmul = median_seconds(lambda: cts.mul_fixed(reals, 24), repeats) * per
+    t_phe_fmul = (
+        common.median_seconds(lambda: [c * r for c, r in zip(phe_cts, reals)], repeats) * per
+    )
+    t_fmul = common.median_seconds(lambda: cts.mul_fixed(reals, 24), repeats) * per
     rows.append(
-        Row(
+        common.Row(
             "scalar multiply: reals (ours 24-bit fixed point, phe float)",
             t_fmul,
             t_phe_fmul,
             "us/value",
-            better=LOWER,
+            better=common.LOWER,
         )
     )
     return rows
@@ -312,7 +323,7 @@ def _crt_decryption_rows(pk, sk, values, repeats: int, say):
         for name, b in backends.items()
     }
     rounds = max(repeats, 7)
-    t = interleaved_medians(fns, rounds)
+    t = common.interleaved_medians(fns, rounds)
     per_value, per_single = 1e6 / len(cts), 1e6 / singles
     target = CRT_DECRYPT_TARGET if pk.bits >= CRT_DECRYPT_TARGET_BITS else None
     # (timing, row title, what it is against, scale, unit, note): a row per backend each
@@ -325,19 +336,19 @@ def _crt_decryption_rows(pk, sk, values, repeats: int, say):
         ("exp", "exponentiation c^(p-1) mod p^2, one thread", "gmpy2.powmod", per_single, "us",
          f"{psq.bit_length()}-bit modulus, {(p - 1).bit_length()}-bit exponent"),
     )  # fmt: skip
-    rows: list[Row] = []
+    rows: list[common.Row] = []
     for kind, title, before, scale, unit, note in timings:
         for name in backends:
             targeted = target if kind == "batch" and name == "OpenSSL consttime" else None
             rows.append(
-                Row(
+                common.Row(
                     f"{title}: {name} vs {before}",
                     t[f"{name} {kind}"] * scale,
                     t[f"old {kind}"] * scale,
                     unit,
                     targeted,
                     note + ("; target: >= 1.6x faster than a416770" if targeted else ""),
-                    better=LOWER,
+                    better=common.LOWER,
                 )
             )
     return rows
@@ -346,7 +357,7 @@ def _crt_decryption_rows(pk, sk, values, repeats: int, say):
 def _lincomb_rows(pk, sk, phe_pk, public_only, terms: int, repeats: int, workers: int, say):
     """The ``terms``-term signed linear combination against phe's, on one lane and on
     ``workers`` (with the machine's own lane scaling measured in the same rounds)."""
-    rows: list[Row] = []
+    rows: list[common.Row] = []
     say(f"{terms}-term linear combination")
     lin_vals = [secrets.randbelow(1 << 30) for _ in range(terms)]
     lin_cts = CipherArray.encrypt(public_only, lin_vals)
@@ -358,7 +369,7 @@ def _lincomb_rows(pk, sk, phe_pk, public_only, terms: int, repeats: int, workers
         compute.warm_up()
         ms = {
             name: t * 1e3
-            for name, t in interleaved_medians(
+            for name, t in common.interleaved_medians(
                 {
                     "phe": lambda: sum(c * w for c, w in zip(lin_phe, lin_w)),
                     "serial": lambda: lin_cts.lincomb(lin_w),
@@ -369,28 +380,28 @@ def _lincomb_rows(pk, sk, phe_pk, public_only, terms: int, repeats: int, workers
             ).items()
         }
     rows.append(
-        Row(
+        common.Row(
             f"linear combination: {terms} terms, signed 40-bit (1 process)",
             ms["serial"],
             ms["phe"],
             "ms",
-            better=LOWER,
+            better=common.LOWER,
         )
     )
     rows.append(
-        Row(
+        common.Row(
             f"linear combination: {terms} terms, signed 40-bit ({workers} processes)",
             ms["parallel"],
             ms["phe"],
             "ms",
             LINCOMB_TARGET,
             f"caller + {workers - 1} worker, medians of {rounds} interleaved rounds",
-            better=LOWER,
+            better=common.LOWER,
         )
     )
     scaling = statistics.median(scalings)
     rows.append(
-        Row(
+        common.Row(
             f"machine: {workers} lanes of modular multiplications at once vs 1",
             scaling,
             None,
@@ -437,7 +448,7 @@ def lane_scaling(compute: Compute, modulus, count: int = 1500) -> float:
 
 def add_arguments(parser) -> None:
     """Options of ``smc-hmm bench crypto``."""
-    with common_arguments(parser, workers=True, workers_help="processes for parallel rows"):
+    with common.common_arguments(parser, workers=True, workers_help="processes for parallel rows"):
         parser.add_argument("--repeats", type=int, default=5, help="timed repeats (median)")
         parser.add_argument("--batch", type=int, default=64, help="values per timed batch")
         parser.add_argument("--terms", type=int, default=820, help="linear-combination terms")
@@ -448,4 +459,4 @@ def main(args) -> int:
     console, say = start(args, width=140)
     options = (args.repeats, args.batch, args.terms, args.workers)
     result = run(args.key_bits, *options, progress=say)
-    return finish(args, result, console, table=True)
+    return common.finish(args, result, console, table=True)

@@ -27,15 +27,7 @@ import time
 
 import numpy as np
 
-from smc_hmm.bench.common import (
-    LOWER,
-    BenchResult,
-    Row,
-    check_key_bits,
-    common_arguments,
-    finish,
-    throwaway_keypair,
-)
+from smc_hmm.bench import common
 from smc_hmm.eigen import power_iteration, principal_eigenvector
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.progress import status
@@ -47,7 +39,7 @@ CENTRED = {"no": (False,), "yes": (True,), "both": (False, True)}
 
 
 def add_arguments(parser) -> None:
-    with common_arguments(parser):
+    with common.common_arguments(parser):
         parser.add_argument("--owners", type=int, default=4, help="data owners N")
         parser.add_argument("--rows", type=int, default=64, help="k: rows (digits: features)")
         parser.add_argument("--cols", type=int, default=1797, help="n: columns (digits: samples)")
@@ -177,11 +169,11 @@ def _gap(x, v) -> float:
 
 def main(args) -> int:
     """The ``smc-hmm bench eigenvector`` entry point: 1 if a target was missed."""
-    return finish(args, measure(args))
+    return common.finish(args, measure(args))
 
 
 def _check_args(args) -> None:
-    check_key_bits(args)
+    common.check_key_bits(args)
     if args.repeats < 1:
         raise InvalidInputError("--repeats must be >= 1")
     if args.slots < 0:
@@ -253,14 +245,14 @@ def _measure_mode(args, mode, blocks, max_abs, keypair, v, np_seconds, np_iterat
     }
 
 
-def measure(args) -> BenchResult:
+def measure(args) -> common.BenchResult:
     """Run the benchmark and print its tables; the results."""
     _check_args(args)
     load_before = os.getloadavg()
     from rich.console import Console
 
     with status(Console(), f"generating a throw-away {args.key_bits}-bit key pair"):
-        keypair = throwaway_keypair(args.key_bits)
+        keypair = common.throwaway_keypair(args.key_bits)
     runs, rows = [], []
     for centred in CENTRED[args.centred]:
         label = "centred" if centred else "uncentred"
@@ -279,7 +271,7 @@ def measure(args) -> BenchResult:
             runs.append(run)
             rows.extend(_rows(args, run))
     load_after = os.getloadavg()
-    bench = BenchResult(
+    bench = common.BenchResult(
         benchmark="eigenvector",
         key_bits=args.key_bits,
         rows=rows,
@@ -309,21 +301,21 @@ def measure(args) -> BenchResult:
     return bench
 
 
-def _rows(args, run: dict) -> list[Row]:
+def _rows(args, run: dict) -> list[common.Row]:
     what = f"{run['mode']}, {run['data']}"
     limit = TARGET_SECONDS if args.key_bits >= 2048 and run["data"] == "uncentred" else None
     decoys = f", {run['decoys']} decoys" if run["mode"] == "thesis" else ""
     return [
-        Row(
+        common.Row(
             f"{what}: seconds to convergence",
             run["seconds"],
             run["numpy_seconds"],
             "s",
             limit=limit,
             note=f"{run['rounds']} rounds{decoys}; numpy {run['numpy_iterations']} iterations",
-            better=LOWER,
+            better=common.LOWER,
         ),
-        Row(
+        common.Row(
             f"{what}: 1 - cosine to numpy's eigenvector",
             run["one_minus_cosine"],
             None,

@@ -37,19 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from smc_hmm.bench.common import (
-    HIGHER,
-    LOWER,
-    BenchResult,
-    Row,
-    bench_keypair,
-    common_arguments,
-    finish,
-    lanes,
-    phase_rows,
-    start,
-    two_party_run,
-)
+from smc_hmm.bench import common
 from smc_hmm.compute import Compute
 from smc_hmm.errors import InvalidInputError, PartyProcessError, PrecisionError
 
@@ -97,7 +85,7 @@ def _secure_local(models, labels, frames, keypair, params, compute, name="keywor
     with ``offline`` every randomizer is precomputed first (and any the plan missed is
     an error).  Returns (online seconds, offline seconds, result)."""
     bob = (models, labels) if name == "keyword" else models
-    result, pre, online = two_party_run(
+    result, pre, online = common.two_party_run(
         name, params, frames, bob, keypair, compute, timeout=1800, offline=offline, strict=True
     )
     return online, pre, result
@@ -252,7 +240,7 @@ class _Run:
     utterances: list
     configs: list[tuple[str, str]]
     keypair: tuple
-    rows: list[Row] = field(default_factory=list)
+    rows: list[common.Row] = field(default_factory=list)
     runs: list[dict] = field(default_factory=list)
     first_cost: dict = field(default_factory=dict)
     medians: dict = field(default_factory=dict)
@@ -284,7 +272,7 @@ def _setup(args, say) -> _Run:
         )
     utterances = chosen_utterances(args.utterances)
     configs = configurations(args)
-    keypair = bench_keypair(args, say)
+    keypair = common.bench_keypair(args, say)
     return _Run(args, say, models[: args.words], labels[: args.words], utterances, configs, keypair)
 
 
@@ -378,13 +366,13 @@ def _median_rows(b: _Run) -> None:
     for config in b.configs:
         timed = [r for r in b.runs if "seconds" in r and (r["recursion"], r["mode"]) == config]
         if not timed:
-            b.rows.append(Row(f"{_label(config)}: every utterance refused", 0.0, None, "s"))
+            b.rows.append(common.Row(f"{_label(config)}: every utterance refused", 0.0, None, "s"))
             continue
         med = {key: float(np.median([r[key] for r in timed])) for key in MEDIAN_KEYS}
         b.medians[config] = med
         main, name = config == b.main, _label(config)
         b.rows += [
-            Row(
+            common.Row(
                 f"{name}: total, median of {len(timed)} utterance(s)",
                 med["seconds"],
                 None,
@@ -393,7 +381,7 @@ def _median_rows(b: _Run) -> None:
                 note=f"{args.words} x {args.states}-state {args.models} HMMs, "
                 f"{args.frames or 'native'} frames, {args.transport}",
             ),
-            Row(
+            common.Row(
                 f"{name}: online (randomizers precomputed)",
                 med["online_seconds"],
                 None,
@@ -401,14 +389,14 @@ def _median_rows(b: _Run) -> None:
                 limit=ONLINE_TARGET[args.models] if main and local else None,
                 note=f"offline: {med['offline_seconds']:.2f} s",
             ),
-            Row(
+            common.Row(
                 f"{name}: Alice's recursion decryptions",
                 med["recursion_decryptions"],
                 None,
                 "count",
                 limit=DECRYPTION_TARGET if config[0] == "v2" else None,
             ),
-            Row(f"{name}: Bob's recursion compute", med["bob_recursion_seconds"], None, "s"),
+            common.Row(f"{name}: Bob's recursion compute", med["bob_recursion_seconds"], None, "s"),
         ]
 
 
@@ -419,7 +407,9 @@ def _comparison_rows(b: _Run) -> None:
         gap = medians[V2P]["seconds"] - medians[V2F]["seconds"]
         b.checks["private within slack of fast"] = gap <= PRIVATE_SLACK
         b.rows.append(
-            Row("private argmax minus fast argmax, total", gap, None, "s", limit=PRIVATE_SLACK)
+            common.Row(
+                "private argmax minus fast argmax, total", gap, None, "s", limit=PRIVATE_SLACK
+            )
         )
     if V2P in medians and V1P in medians:
         v2, v1 = medians[V2P], medians[V1P]
@@ -427,7 +417,11 @@ def _comparison_rows(b: _Run) -> None:
             ("total", "seconds"),
             ("Bob's recursion compute", "bob_recursion_seconds"),
         ):
-            b.rows.append(Row(f"recursion v2 vs v1: {what}", v2[key], v1[key], "s", better=LOWER))
+            b.rows.append(
+                common.Row(
+                    f"recursion v2 vs v1: {what}", v2[key], v1[key], "s", better=common.LOWER
+                )
+            )
         b.checks["Bob's v2 recursion no slower than v1"] = (
             v2["bob_recursion_seconds"] <= v1["bob_recursion_seconds"]
         )
@@ -438,21 +432,21 @@ def _decision_rows(b: _Run) -> tuple[int, int]:
     (v1 aside: it may refuse), the refusals and the peak memory; (agreeing, counted)."""
     for config, cost in b.first_cost.items():
         if config == b.main:
-            b.rows += phase_rows(cost, f"{_label(config)}, utterance 1: ")
+            b.rows += common.phase_rows(cost, f"{_label(config)}, utterance 1: ")
     counted_runs = [r for r in b.runs if (r["recursion"], r["mode"]) != V1P]
     agree, counted = sum(r["equal"] for r in counted_runs), len(counted_runs)
     refused = sum(1 for r in b.runs if r.get("error"))
     b.rows += [
-        Row(
+        common.Row(
             "secure decision equals plaintext (v2)",
             float(agree),
             float(counted),
             "utterances",
             note="count",
-            better=HIGHER,
+            better=common.HIGHER,
         ),
-        Row("refused runs (v1 only can refuse)", float(refused), None, "count"),
-        Row(
+        common.Row("refused runs (v1 only can refuse)", float(refused), None, "count"),
+        common.Row(
             "peak memory of the process (both parties in-process)"
             if b.args.transport == "local"
             else "peak memory of the bench process (parties are separate)",
@@ -478,7 +472,7 @@ def _likelihood_check(b: _Run, compute) -> tuple[float, np.ndarray]:
     rel = max(abs(s - p) / abs(p) for s, p in zip(fw.outputs["alice"], plain_scores))
     rel = max([rel, *(r["max_relative_error"] for r in b.runs if "max_relative_error" in r)])
     b.rows.append(
-        Row(
+        common.Row(
             "max relative error of a keyword's log-likelihood",
             rel,
             None,
@@ -499,14 +493,14 @@ def _naive_row(b: _Run, frames, median: float) -> float:
     per_frame = naive_seconds_per_frame(b.models, frames, b.keypair, n)
     naive = per_frame * len(frames)
     b.rows.append(
-        Row(
+        common.Row(
             f"naive path (phe per value, no packing, one process) vs {_label(b.main)}",
             median,
             naive,
             "s",
             target=NAIVE_RATIO_TARGET,
             note=f"naive measured on {n} frame(s): {per_frame:.2f} s/frame, scaled x{len(frames)}",
-            better=LOWER,
+            better=common.LOWER,
         )
     )
     return naive
@@ -539,7 +533,7 @@ def _prediction(b: _Run, frames, scaling: float):
     ratio = prediction.serial_seconds / measured
     b.checks["cost model within tolerance"] = abs(ratio - 1) <= PREDICTION_TOLERANCE
     b.rows.append(
-        Row(
+        common.Row(
             "cost model: predicted (parties in turn, lanes) vs measured",
             prediction.serial_seconds,
             measured,
@@ -547,19 +541,19 @@ def _prediction(b: _Run, frames, scaling: float):
             note=f"prediction / measured = {ratio:.2f} "
             f"(tolerance {PREDICTION_TOLERANCE:.0%}); from a {small_frames}-frame ledger "
             f"scaled x{len(frames) / small_frames:.2f}, lane scaling {scaling:.2f}",
-            better=LOWER,
+            better=common.LOWER,
         )
     )
     return prediction
 
 
-def run(args, say=lambda msg: None) -> BenchResult:
+def run(args, say=lambda msg: None) -> common.BenchResult:
     """Every step of the benchmark in turn: the secure runs, their table, the
     log-likelihood check, the naive path and the cost model's prediction."""
     from smc_hmm.bench.crypto import lane_scaling
 
     b = _setup(args, say)
-    with lanes(args.workers) as compute:
+    with common.lanes(args.workers) as compute:
         scaling = lane_scaling(compute, b.keypair[0].nsquare_mpz) if compute.parallel else 1.0
         _secure_runs(b, compute)
         _median_rows(b)
@@ -571,7 +565,9 @@ def run(args, say=lambda msg: None) -> BenchResult:
     naive = _naive_row(b, frames, median)
     local = args.transport == "local"
     prediction = _prediction(b, frames, scaling) if local and main in b.medians else None
-    b.rows.append(Row("machine: 2 lanes of modular multiplications vs 1", scaling, None, "x"))
+    b.rows.append(
+        common.Row("machine: 2 lanes of modular multiplications vs 1", scaling, None, "x")
+    )
     b.checks.update(
         {
             "total within target": not local or median <= TOTAL_TARGET[args.models],
@@ -594,7 +590,7 @@ def run(args, say=lambda msg: None) -> BenchResult:
         "checks": b.checks,
         "targets_met": all(b.checks.values()),
     }
-    return BenchResult("keyword", args.key_bits, b.rows, _params(args), extra=extra)
+    return common.BenchResult("keyword", args.key_bits, b.rows, _params(args), extra=extra)
 
 
 def _params(args) -> dict:
@@ -609,7 +605,7 @@ def _params(args) -> dict:
 
 
 def add_arguments(parser) -> None:
-    with common_arguments(parser, workers=True, short_randomness="; --transport local only"):
+    with common.common_arguments(parser, workers=True, short_randomness="; --transport local only"):
         parser.add_argument("--words", type=int, default=10, help="keywords (digit models, 2-10)")
         parser.add_argument("--states", type=int, default=5, help="states per model (bundled: 5)")
         parser.add_argument(
@@ -656,6 +652,6 @@ def main(args) -> int:
         )
     if args.short_randomness and args.transport != "local":
         raise InvalidInputError("--short-randomness applies to --transport local only")
-    console, say = start(args)
+    console, say = common.start(args)
     result = run(args, say)
-    return finish(args, result, console, met=result.extra["targets_met"], table=True)
+    return common.finish(args, result, console, met=result.extra["targets_met"], table=True)

@@ -20,16 +20,7 @@ from multiprocessing.reduction import ForkingPickler
 import gmpy2
 from gmpy2 import mpz
 
-from smc_hmm.bench.common import (
-    LOWER,
-    BenchResult,
-    Row,
-    common_arguments,
-    finish,
-    interleaved_medians,
-    start,
-    throwaway_keypair,
-)
+from smc_hmm.bench import common
 from smc_hmm.crypto import CipherArray, PublicKey
 from smc_hmm.crypto.bulk import PackedInts
 from smc_hmm.crypto.multiexp import combine_parts, signed_parts
@@ -63,16 +54,16 @@ def signed_bos_coster(bases, exps, modulus) -> mpz:
 
 def add_arguments(parser) -> None:
     """Options of ``smc-hmm bench lanes``."""
-    with common_arguments(parser):
+    with common.common_arguments(parser):
         parser.add_argument("--terms", type=int, default=820, help="linear-combination terms")
         parser.add_argument(
             "--rounds", type=int, default=7, help="interleaved timed rounds (median)"
         )
 
 
-def run(key_bits: int = 2048, terms: int = 820, rounds: int = 7) -> BenchResult:
+def run(key_bits: int = 2048, terms: int = 820, rounds: int = 7) -> common.BenchResult:
     """Time the rows above at ``key_bits``; the ratios say how many times faster ours is."""
-    pk, _ = throwaway_keypair(key_bits)
+    pk, _ = common.throwaway_keypair(key_bits)
     n2 = pk.nsquare_mpz
     cts = CipherArray.encrypt(PublicKey(pk.n), [secrets.randbelow(1 << 30) for _ in range(terms)])
     bases = cts.ciphertexts()
@@ -91,7 +82,7 @@ def run(key_bits: int = 2048, terms: int = 820, rounds: int = 7) -> BenchResult:
             acc = acc * b % n2
 
     packed = PackedInts.for_modulus(bases, n2)
-    t = interleaved_medians(
+    t = common.interleaved_medians(
         {
             "multiplications": multiplications,
             "buckets": lambda: signed_parts(bases, weights, n2),
@@ -105,35 +96,35 @@ def run(key_bits: int = 2048, terms: int = 820, rounds: int = 7) -> BenchResult:
         rounds,
     )
     rows = [
-        Row(
+        common.Row(
             f"one multiplication mod n^2 from Python (of {len(chain)})",
             t["multiplications"] / len(chain) * 1e6,
             None,
             "us",
         ),
-        Row(
+        common.Row(
             f"{terms}-term signed combination: buckets vs Bos-Coster (by sign)",
             t["buckets"] * 1e3,
             t["bos-coster"] * 1e3,
             "ms",
-            better=LOWER,
+            better=common.LOWER,
         ),
-        Row(
+        common.Row(
             f"ship {terms} ciphertexts both ways: PackedInts vs pickled mpz list",
             t["packed"] * 1e3,
             t["pickle"] * 1e3,
             "ms",
-            better=LOWER,
+            better=common.LOWER,
         ),
     ]
-    return BenchResult("lanes", key_bits, rows, params={"terms": terms, "rounds": rounds})
+    return common.BenchResult("lanes", key_bits, rows, params={"terms": terms, "rounds": rounds})
 
 
 def main(args) -> int:
     """Run from parsed arguments, print the table, optionally write JSON."""
     if args.terms < 1 or args.rounds < 1:
         raise InvalidInputError("--terms and --rounds must be >= 1")
-    console, _ = start(args, width=120)
+    console, _ = common.start(args, width=120)
     with status(console, f"timing {args.terms} terms at {args.key_bits} bits"):
         result = run(args.key_bits, args.terms, args.rounds)
-    return finish(args, result, console, table=True)
+    return common.finish(args, result, console, table=True)

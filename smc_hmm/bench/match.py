@@ -35,19 +35,7 @@ import time
 
 import numpy as np
 
-from smc_hmm.bench.common import (
-    KEY_FLAGS,
-    LOWER,
-    BenchResult,
-    Row,
-    bench_keypair,
-    common_arguments,
-    finish,
-    lanes,
-    start,
-    throwaway_keypair,
-    two_party_run,
-)
+from smc_hmm.bench import common
 from smc_hmm.data.match import (
     CLEAN,
     candidates,
@@ -70,7 +58,7 @@ GROWTH_SEED = 0
 
 
 def add_arguments(parser) -> None:
-    with common_arguments(parser, workers=True):
+    with common.common_arguments(parser, workers=True):
         parser.add_argument("--queries", type=int, default=3, help="timed queries per mode")
         parser.add_argument("--recordings", type=int, default=200, help="collection size (<= 200)")
         parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
@@ -159,14 +147,14 @@ def _comparisons(params, length: int, collection) -> int:
     return len(candidates(collection.lengths, length, params.pool))
 
 
-def accuracy_rows(acc: dict) -> list[Row]:
+def accuracy_rows(acc: dict) -> list[common.Row]:
     rows = []
     for mode, data in acc.items():
         for snr in SNRS:
             r = data["snr"][snr]
             target = mode == "exact" and snr == "10"
             rows.append(
-                Row(
+                common.Row(
                     f"{mode}: plaintext top-1 error at {snr}{'' if snr == CLEAN else ' dB'}",
                     1 - r["top1"],
                     None,
@@ -200,7 +188,7 @@ def timed_queries(collection, count: int):
 def secure_run(keypair, mode: str, stride: int, frames, collection, compute, bob_compute=None):
     """One in-process run after an offline phase: (RunResult, offline seconds, online s)."""
     params = _params(mode, stride)
-    return two_party_run(
+    return common.two_party_run(
         "match",
         params,
         frames,
@@ -244,7 +232,9 @@ def _run_record(result, offline, online, plain, query) -> dict:
     }
 
 
-def speed(keypair, modes, stride, collection, queries, compute, say) -> tuple[list[Row], dict]:
+def speed(
+    keypair, modes, stride, collection, queries, compute, say
+) -> tuple[list[common.Row], dict]:
     rows, out, reports = [], {}, {}
     for mode in modes:
         runs = []
@@ -258,7 +248,7 @@ def speed(keypair, modes, stride, collection, queries, compute, say) -> tuple[li
             reports.setdefault(mode, result.cost)
         worst = max(r["total_s"] for r in runs)
         rows.append(
-            Row(
+            common.Row(
                 f"{mode}: seconds per query, {len(collection)} recordings (slowest of {len(runs)})",
                 worst,
                 None,
@@ -272,7 +262,7 @@ def speed(keypair, modes, stride, collection, queries, compute, say) -> tuple[li
             )
         )
         rows.append(
-            Row(
+            common.Row(
                 f"{mode}: timed answers that differ from plaintext",
                 sum(not r["equal"] for r in runs),
                 None,
@@ -284,7 +274,7 @@ def speed(keypair, modes, stride, collection, queries, compute, say) -> tuple[li
     return rows, {"runs": out, "reports": {m: r.to_dict() for m, r in reports.items()}}
 
 
-def growth(keypair, sizes, collection, compute, say) -> tuple[list[Row], dict]:
+def growth(keypair, sizes, collection, compute, say) -> tuple[list[common.Row], dict]:
     """One middle-length query against nested collections of ``sizes`` recordings: the
     prefixes of one fixed random order of the collection (so every size holds recordings
     of the same lengths on average), the query cut from a recording of the smallest."""
@@ -311,7 +301,7 @@ def growth(keypair, sizes, collection, compute, say) -> tuple[list[Row], dict]:
         for p in points
     )
     rows = [
-        Row(
+        common.Row(
             "growth: log-log slope of seconds vs recordings",
             slope,
             None,
@@ -319,7 +309,7 @@ def growth(keypair, sizes, collection, compute, say) -> tuple[list[Row], dict]:
             limit=SLOPE_LIMIT,
             note=note,
         ),
-        Row(
+        common.Row(
             "growth: answers that differ from plaintext",
             sum(not p["equal"] for p in points),
             None,
@@ -330,7 +320,7 @@ def growth(keypair, sizes, collection, compute, say) -> tuple[list[Row], dict]:
     return rows, {"query_frames": len(query.frames), "points": points, "slope": slope}
 
 
-def dask_comparison(keypair, collection, compute, say) -> tuple[list[Row], dict]:
+def dask_comparison(keypair, collection, compute, say) -> tuple[list[common.Row], dict]:
     """Bob on a 2-worker LocalCluster against his local lanes, one query."""
     from distributed import Client, LocalCluster
 
@@ -357,12 +347,12 @@ def dask_comparison(keypair, collection, compute, say) -> tuple[list[Row], dict]
         for name, r in (("local", local), ("dask", remote))
     }
     rows = [
-        Row(
+        common.Row(
             "dask: Bob's scoring (multi-exponentiations), 2-worker LocalCluster vs local lanes",
             scores["dask"],
             scores["local"],
             "s",
-            better=LOWER,
+            better=common.LOWER,
             note=f"whole online run {remote_online:.2f} s vs {local_online:.2f} s; answers "
             f"{remote['alice']['match']} / {local['alice']['match']}",
         )
@@ -374,7 +364,9 @@ def dask_comparison(keypair, collection, compute, say) -> tuple[list[Row], dict]
     }
 
 
-def sweep(keypair, modes, stride, collection, count: int, compute, say) -> tuple[list[Row], dict]:
+def sweep(
+    keypair, modes, stride, collection, count: int, compute, say
+) -> tuple[list[common.Row], dict]:
     """``count`` queries cycling over SNRs and kinds; every secure answer against plaintext."""
     kinds = [(snr, inside) for snr in SNRS for inside in (True, False)]
     pools = {k: load_bundled_queries(k[0], inside=k[1]) for k in kinds}
@@ -391,7 +383,7 @@ def sweep(keypair, modes, stride, collection, count: int, compute, say) -> tuple
             records.append(_run_record(result, offline, online, plain, q))
         differ = sum(not r["equal"] for r in records)
         rows.append(
-            Row(
+            common.Row(
                 f"sweep, {mode}: secure answers that differ from plaintext",
                 differ,
                 None,
@@ -440,7 +432,7 @@ def dgk_seconds(keypair, bits: int = 32, batch: int = 256) -> dict[str, float]:
 
 def extrapolate(
     keypair, run: dict, report: dict, recordings: int, target: int, workers: int
-) -> tuple[list[Row], dict]:
+) -> tuple[list[common.Row], dict]:
     """One query against ``target`` recordings, from a measured one against ``recordings``:
     (a) the measured seconds scaled linearly (the growth rows measure the linearity);
     (b) the cost model -- Paillier operations at primitive rates measured now, DGK
@@ -487,20 +479,20 @@ def extrapolate(
         f"{scoring:.0f} s; {data['rounds']} rounds, {data['bytes'] / 1e6:.0f} MB"
     )
     rows = [
-        Row(
+        common.Row(
             f"extrapolated: one query, {target:,} recordings, one machine (measured x {scale:g})",
             measured,
             None,
             "s",
             note=note,
         ),
-        Row(
+        common.Row(
             f"extrapolated: one query, {target:,} recordings, Bob's multi-exponentiations on "
             f"{workers} workers (model)",
             data["model"]["cluster_s"],
             data["model"]["one_machine_s"],
             "s",
-            better=LOWER,
+            better=common.LOWER,
             note="baseline: the model's one machine; the tournament stays interactive",
         ),
     ]
@@ -525,17 +517,17 @@ def _checked(args):
     if args.sweep_key_bits is not None:
         from smc_hmm.crypto import check_key_bits as check
 
-        check(args.sweep_key_bits, insecure=args.insecure, hints=KEY_FLAGS)
+        check(args.sweep_key_bits, insecure=args.insecure, hints=common.KEY_FLAGS)
     return modes, sizes, full
 
 
-def _secure_parts(args, modes, sizes, full, say) -> tuple[list[Row], dict]:
+def _secure_parts(args, modes, sizes, full, say) -> tuple[list[common.Row], dict]:
     """Parts 2-6: every part that runs the protocol, on two compute lanes per party."""
-    rows: list[Row] = []
+    rows: list[common.Row] = []
     extra: dict = {}
     collection = full.head(args.recordings)
-    keypair = bench_keypair(args, say)
-    with lanes(args.workers) as compute:
+    keypair = common.bench_keypair(args, say)
+    with common.lanes(args.workers) as compute:
         if not args.skip_speed and args.queries:
             queries = timed_queries(collection, args.queries)
             r, extra["speed"] = speed(
@@ -559,16 +551,16 @@ def _secure_parts(args, modes, sizes, full, say) -> tuple[list[Row], dict]:
             rows += r
         if args.sweep:
             bits = args.sweep_key_bits or args.key_bits
-            keys = keypair if bits == args.key_bits else throwaway_keypair(bits)
+            keys = keypair if bits == args.key_bits else common.throwaway_keypair(bits)
             r, extra["sweep"] = sweep(keys, modes, args.stride, full, args.sweep, compute, say)
             rows += r
     return rows, extra
 
 
 def main(args) -> int:
-    console, say = start(args)
+    console, say = common.start(args)
     modes, sizes, full = _checked(args)
-    rows: list[Row] = []
+    rows: list[common.Row] = []
     extra: dict = {"manifest": load_match_manifest()}
     if not args.skip_accuracy:
         extra["accuracy"] = accuracy(full, modes, args.stride, args.accuracy_queries, say)
@@ -588,5 +580,5 @@ def main(args) -> int:
         "dask": args.dask,
         "quantisation": find("match").params({}).quant.to_dict(),
     }
-    result = BenchResult("match", args.key_bits, rows, params, extra=extra)
-    return finish(args, result, console, table=True)
+    result = common.BenchResult("match", args.key_bits, rows, params, extra=extra)
+    return common.finish(args, result, console, table=True)

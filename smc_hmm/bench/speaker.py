@@ -34,19 +34,7 @@ import time
 
 import numpy as np
 
-from smc_hmm.bench.common import (
-    HIGHER,
-    LOWER,
-    BenchResult,
-    Row,
-    bench_keypair,
-    common_arguments,
-    finish,
-    interleaved_medians,
-    lanes,
-    start,
-    two_party_run,
-)
+from smc_hmm.bench import common
 from smc_hmm.data.speakers import (
     UBM_LABEL,
     decision,
@@ -72,7 +60,7 @@ CLAIM = "jackson"
 
 
 def add_arguments(parser) -> None:
-    with common_arguments(parser, workers=True, short_randomness=""):
+    with common.common_arguments(parser, workers=True, short_randomness=""):
         parser.add_argument("--frames", type=int, default=BENCHMARK_FRAMES, help="speed runs' T")
         parser.add_argument("--repeats", type=int, default=3, help="timed runs per speed case")
         parser.add_argument(
@@ -250,7 +238,7 @@ def secure_run(keypair, mode: str, x, models, labels, compute, claim=None, **par
     """One in-process run of the registered protocol; returns the RunResult."""
     alice, bob = _utterance(mode, x, claim), (models, labels)
     params = {"mode": mode, **params}
-    return two_party_run("speaker", params, alice, bob, keypair, compute, timeout=900)[0]
+    return common.two_party_run("speaker", params, alice, bob, keypair, compute, timeout=900)[0]
 
 
 def secure_decision(mode: str, result):
@@ -262,7 +250,7 @@ def online_run(keypair, mode: str, x, models, labels, compute) -> tuple[float, f
     precomputed once the key was known (the protocol's offline plan, the keyword bench's
     offline phase: Alice's CRT randomizers and Bob's public-key ones on both lanes)."""
     alice, bob = _utterance(mode, x), (models, labels)
-    _, pre, online = two_party_run(
+    _, pre, online = common.two_party_run(
         "speaker",
         {"mode": mode},
         alice,
@@ -278,7 +266,7 @@ def online_run(keypair, mode: str, x, models, labels, compute) -> tuple[float, f
 
 def speed(
     keypair, modes, x, models, labels, compute, repeats: int, say, offline: bool = False
-) -> tuple[list[Row], dict]:
+) -> tuple[list[common.Row], dict]:
     rows, details = [], {}
     for mode in modes:
         say(f"speed: {mode}, {len(x)} frames, batched and one round per frame")
@@ -291,20 +279,20 @@ def speed(
             last[per_round] = result
             return result
 
-        medians = interleaved_medians(
+        medians = common.interleaved_medians(
             {"batched": lambda: case(0), "per-frame": lambda: case(1)}, repeats, warmup=1
         )
         batched, per_frame = last[0].cost, last[1].cost
         target = SECONDS_TARGET.get(mode) if keypair[0].bits >= 2048 else None
         rows.append(
-            Row(
+            common.Row(
                 f"{mode}: one utterance, all LOGSUMs in one round vs one round per frame",
                 medians["batched"],
                 medians["per-frame"],
                 "s",
                 limit=target,
                 note=f"rounds {batched.rounds} vs {per_frame.rounds}",
-                better=LOWER,
+                better=common.LOWER,
             )
         )
         details[mode] = {
@@ -320,7 +308,7 @@ def speed(
             pre, online = (float(np.median(v)) for v in zip(*runs))
             details[mode] |= {"offline_seconds": pre, "online_seconds": online}
             rows.append(
-                Row(
+                common.Row(
                     f"{mode}: online part, every randomizer precomputed",
                     online,
                     None,
@@ -337,7 +325,7 @@ def speed(
                 if isinstance(v, dict) and "compute" in v
             }
             rows.append(
-                Row(
+                common.Row(
                     f"{mode}: {party} crypto operations",
                     sum(ops.values()),
                     None,
@@ -408,7 +396,7 @@ def _trial(keypair, mode, x, who, claim, models, labels, params, compute) -> dic
 
 def sweep(
     keypair, modes, tests, models, labels, params, compute, say, records=None, shard=(0, 1)
-) -> tuple[list[Row], dict]:
+) -> tuple[list[common.Row], dict]:
     """Every secure decision and log-likelihood against the plaintext, on ``tests``: the
     (test position, (frames, speaker)) pairs of the chosen utterances.  With ``records``
     (a JSON-lines file) every finished trial is appended there at once and trials already
@@ -446,17 +434,17 @@ def sweep(
         impostors = sum(t["claim"] != t["speaker"] for t in trials) if mode != "identify" else 0
         what = "utterances" if mode == "identify" else f"pairs ({impostors} impostor)"
         rows.append(
-            Row(
+            common.Row(
                 f"{mode}: secure decisions equal to plaintext",
                 equal,
                 len(trials),
                 "utterances" if mode == "identify" else "pairs",
                 note=f"{len(trials)} {what}, median {seconds:.2f} s each",
-                better=HIGHER,
+                better=common.HIGHER,
             )
         )
         rows.append(
-            Row(
+            common.Row(
                 f"{mode}: largest relative error of a log-likelihood",
                 worst,
                 None,
@@ -475,7 +463,7 @@ def sweep(
     return rows, out
 
 
-def accuracy_rows(acc: dict, margin: float) -> list[Row]:
+def accuracy_rows(acc: dict, margin: float) -> list[common.Row]:
     """The plaintext identification errors (against the accuracy target) and the
     verification equal error rates, from :func:`accuracy`'s results."""
     identification = (
@@ -486,7 +474,7 @@ def accuracy_rows(acc: dict, margin: float) -> list[Row]:
         ),
     )
     rows = [
-        Row(
+        common.Row(
             title,
             1 - acc[key],
             None,
@@ -510,22 +498,22 @@ def accuracy_rows(acc: dict, margin: float) -> list[Row]:
         ),
         ("anonymous verification EER, leave-one-speaker-out", "anonymous_eer_loso", ""),
     )
-    rows += [Row(title, acc[key], None, "rate", note=note) for title, key, note in eers]
+    rows += [common.Row(title, acc[key], None, "rate", note=note) for title, key, note in eers]
     rows.append(
-        Row(
+        common.Row(
             f"anonymous: impostor claims accepted at threshold {acc['threshold']:g}",
             acc["anonymous_far_frr_closed_at_threshold"]["false_accept"],
             acc["old_anonymous_false_accept_at_threshold"],
             "rate",
             note="vs the earlier rule, 'some enrolled speaker beats the UBM'",
-            better=LOWER,
+            better=common.LOWER,
         )
     )
     return rows
 
 
 def main(args) -> int:
-    console, say = start(args)
+    console, say = common.start(args)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not modes or set(modes) - set(MODES):
         raise InvalidInputError(f"--modes takes a comma-separated subset of {', '.join(MODES)}")
@@ -533,7 +521,7 @@ def main(args) -> int:
         raise InvalidInputError("--frames and --repeats must be >= 1, --utterances >= 0")
     params = find("speaker").params({})
     models, labels = load_speaker_models()
-    rows: list[Row] = []
+    rows: list[common.Row] = []
     extra: dict = {}
     if not args.skip_accuracy:
         say("plaintext accuracy on every test utterance")
@@ -541,8 +529,8 @@ def main(args) -> int:
         acc = accuracy(tests, models, labels, params.margin, params.threshold, args.plot)
         extra["accuracy"] = acc
         rows += accuracy_rows(acc, params.margin)
-    keypair = bench_keypair(args, say)
-    with lanes(args.workers) as compute:
+    keypair = common.bench_keypair(args, say)
+    with common.lanes(args.workers) as compute:
         if not args.skip_speed:
             x = pad_or_cut(evaluation_set(args.fsdd, [0])[0][0], args.frames)
             r, extra["speed"] = speed(
@@ -557,7 +545,7 @@ def main(args) -> int:
                 keypair, modes, tests, models, labels, params, compute, say, args.records, shard
             )
             rows += r
-    result = BenchResult(
+    result = common.BenchResult(
         "speaker",
         args.key_bits,
         rows,
@@ -577,4 +565,4 @@ def main(args) -> int:
     result.print_table(console)
     if args.plot and not args.skip_accuracy:
         console.print(f"wrote {args.plot}")
-    return finish(args, result, console, met=equal)
+    return common.finish(args, result, console, met=equal)

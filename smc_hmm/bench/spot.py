@@ -35,18 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from smc_hmm.bench.common import (
-    HIGHER,
-    BenchResult,
-    Row,
-    bench_keypair,
-    common_arguments,
-    finish,
-    lanes,
-    phase_rows,
-    start,
-    two_party_run,
-)
+from smc_hmm.bench import common
+from smc_hmm.bench.common import lanes
 from smc_hmm.errors import InvalidInputError
 
 #: targets at 2048 bits on an idle two-core machine
@@ -125,7 +115,7 @@ def _decoder(models, label):
 def _run(name, params, alice, bob, keypair, compute, offline=True):
     """One in-process run, by default after its offline phase; (total s, online s,
     offline s, result)."""
-    result, pre, online = two_party_run(
+    result, pre, online = common.two_party_run(
         name, params, alice, bob, keypair, compute, timeout=3600, offline=offline
     )
     return pre + online, online, pre, result
@@ -229,7 +219,7 @@ class _Spot:
     keypair: tuple = ()
     timed: Any = None
     index: int = 0
-    rows: list[Row] = field(default_factory=list)
+    rows: list[common.Row] = field(default_factory=list)
     checks: dict[str, bool] = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
 
@@ -240,7 +230,7 @@ def _quality_rows(s: _Spot, recordings) -> None:
     quality = plaintext_quality(recordings, s.labels, s.models)
     for label, q in quality.items():
         s.rows.append(
-            Row(
+            common.Row(
                 f"plaintext {label}: detection / false alarms / boundary error",
                 q["detection_rate"],
                 None,
@@ -253,7 +243,7 @@ def _quality_rows(s: _Spot, recordings) -> None:
     keys = ("detection_rate", "false_alarm_rate", "boundary_error_mean")
     overall = {key: float(np.mean([q[key] for q in quality.values()])) for key in keys}
     s.rows.append(
-        Row(
+        common.Row(
             "plaintext, mean over keywords: detection rate",
             overall["detection_rate"],
             None,
@@ -270,16 +260,16 @@ def _sweep_rows(s: _Spot, recordings, compute) -> None:
     runs, worst = sweep(recordings, s.labels, s.models, s.keypair, compute, s.say)
     equal = sum(r["path_equal"] for r in runs)
     s.rows += [
-        Row(
+        common.Row(
             "secure path == plaintext path (recording i vs keyword i mod 10)",
             float(equal),
             float(len(runs)),
             "recordings",
             note=f"{sum(r['found'] for r in runs)} with the keyword found; paths equal "
             "means detection and boundaries equal",
-            better=HIGHER,
+            better=common.HIGHER,
         ),
-        Row("path score: largest relative error", worst, None, "rel.", limit=REL_TARGET),
+        common.Row("path score: largest relative error", worst, None, "rel.", limit=REL_TARGET),
     ]
     s.checks["secure == plaintext"] = equal == len(runs)
     s.checks["relative error"] = worst <= REL_TARGET
@@ -305,7 +295,7 @@ def _timed_rows(s: _Spot, compute):
     s.checks["timed decision == plaintext"] = secure["frames"] == plain
     limit = SECONDS_TARGET if args.key_bits >= 2048 else None
     s.rows.append(
-        Row(
+        common.Row(
             f"one keyword ({args.keyword}) + filler, {len(timed.features)} frames: total",
             total,
             None,
@@ -318,7 +308,7 @@ def _timed_rows(s: _Spot, compute):
     )
     if limit is not None:
         s.checks["one keyword within the time target"] = total <= limit
-    s.rows += phase_rows(result.cost, "  ", traffic=False)
+    s.rows += common.phase_rows(result.cost, "  ", traffic=False)
     s.extra["timed"] = {
         "recording": index,
         "digits": list(timed.digits),
@@ -353,7 +343,7 @@ def _ten_rows(s: _Spot, compute, one_cost, scaling: float) -> None:
     ratio = predicted / total
     s.checks["cost model within 20%"] = abs(ratio - 1) <= PREDICTION_TOLERANCE
     s.rows += [
-        Row(
+        common.Row(
             "all ten keywords at once: total",
             total,
             None,
@@ -362,7 +352,7 @@ def _ten_rows(s: _Spot, compute, one_cost, scaling: float) -> None:
             f"{ten.cost.bytes_total:,} bytes, {ten.cost.rounds} rounds; found "
             f"{[k for k in labels if found[k]['found']]}",
         ),
-        Row(
+        common.Row(
             "cost model: predicted ten-keyword total (from the one-keyword ledger x 10)",
             predicted,
             None,
@@ -396,7 +386,7 @@ def _mining_rows(s: _Spot, compute, secure) -> None:
     got = mined["alice"][keyword]
     s.checks["mining == plaintext"] = got["frames"] == secure["frames"]
     s.rows.append(
-        Row(
+        common.Row(
             f"speech mining ({keyword} as Alice's model): total",
             total,
             None,
@@ -430,11 +420,11 @@ def _setup(args, say) -> tuple[_Spot, list]:
     three = [r for r in recordings if len(r.digits) == 3]
     s.timed = min(three, key=lambda r: abs(len(r.features) - args.frames))
     s.index = recordings.index(s.timed)
-    s.keypair = bench_keypair(args, say)
+    s.keypair = common.bench_keypair(args, say)
     return s, recordings
 
 
-def run(args, say=lambda msg: None) -> BenchResult:
+def run(args, say=lambda msg: None) -> common.BenchResult:
     """Every part in turn: plaintext quality, secure == plaintext, the timed keyword, all
     ten at once with the cost model's prediction, speech mining."""
     from smc_hmm.bench.crypto import lane_scaling
@@ -449,16 +439,16 @@ def run(args, say=lambda msg: None) -> BenchResult:
             _ten_rows(s, compute, result.cost, scaling)
         if args.mining:
             _mining_rows(s, compute, result["alice"][args.keyword])
-    s.rows.append(Row("machine: lane scaling (all lanes vs one)", scaling, None, "x"))
+    s.rows.append(common.Row("machine: lane scaling (all lanes vs one)", scaling, None, "x"))
     checks = s.checks
     s.extra.update({"checks": checks, "targets_met": all(checks.values()), "lane_scaling": scaling})
     names = ("recordings", "frames", "keyword", "workers", "ten", "mining", "short_randomness")
     params = {name: getattr(args, name) for name in names}
-    return BenchResult("spot", args.key_bits, s.rows, params, extra=s.extra)
+    return common.BenchResult("spot", args.key_bits, s.rows, params, extra=s.extra)
 
 
 def add_arguments(parser) -> None:
-    with common_arguments(parser, workers=True, short_randomness=""):
+    with common.common_arguments(parser, workers=True, short_randomness=""):
         parser.add_argument(
             "--recordings",
             type=int,
@@ -478,9 +468,9 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-    console, say = start(args)
+    console, say = common.start(args)
     result = run(args, say)
     result.print_table(console)
     for name, ok in result.extra["checks"].items():
         console.print(f"{name}: {'[green]ok[/]' if ok else '[red]MISSED[/]'}")
-    return finish(args, result, console, met=result.extra["targets_met"])
+    return common.finish(args, result, console, met=result.extra["targets_met"])
