@@ -660,11 +660,16 @@ def count_noise(params: SumParams, rng: DPRandom | None = None) -> np.ndarray:
     return laplace_vector(np.asarray(params.noise_scales), rng, params.clip)
 
 
-def sum_lead(ctx, counts, params: SumParams) -> None:
-    """P_1: E(c_1) + sum_j E(c_j) + E(noise), re-randomised, to the curator."""
+def _owner_start(ctx, counts, params: SumParams):
+    """An owner's counts, checked; the messages; the curator's key (step 1)."""
     c = _check_counts(counts, params)
     msg = params.messages()
-    pk = ctx.recv(params.curator, msg["pk"])  # step 1
+    return c, msg, ctx.recv(params.curator, msg["pk"])  # step 1
+
+
+def sum_lead(ctx, counts, params: SumParams) -> None:
+    """P_1: E(c_1) + sum_j E(c_j) + E(noise), re-randomised, to the curator."""
+    c, msg, pk = _owner_start(ctx, counts, params)
     with ctx.phase("aggregate"):
         total = CipherArray.encrypt(pk, c, params.scale).with_bound(params.bound)
         for peer in params.owners[1:]:
@@ -679,9 +684,7 @@ def sum_lead(ctx, counts, params: SumParams) -> None:
 
 def sum_owner(ctx, counts, params: SumParams) -> None:
     """P_j: E_C(c_j) to P_1."""
-    c = _check_counts(counts, params)
-    msg = params.messages()
-    pk = ctx.recv(params.curator, msg["pk"])  # step 1
+    c, msg, pk = _owner_start(ctx, counts, params)
     with ctx.phase("encrypt"):
         enc = CipherArray.encrypt(pk, c, params.scale).with_bound(params.bound)
     ctx.send(params.lead, msg["counts"], enc)  # step 2

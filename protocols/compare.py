@@ -353,14 +353,20 @@ def alice_compare(ctx, dgk_sk: DGKPrivateKey, spec: CompareSpec, peer: str = "bo
     enc_high = CipherArray.encrypt_encoded(pk, highs, 0, spec.high_bound)
     ctx.send(peer, msg["bits"], [enc_high, dgk_pk.pack(dgk_sk.encrypt(bits, ctx.rng, pk.meter))])
     # Step 3 -> 4: zero tests; delta_A = [a zero among the pair's l + 1 terms]
-    blob = ctx.recv(peer, msg["blinded"])
+    delta = _zero_tests(ctx, peer, msg["blinded"], dgk_pk, dgk_sk, pk, k, l)
+    ctx.send(peer, msg["delta"], CipherArray.encrypt_encoded(pk, delta, 0, 1))
+
+
+def _zero_tests(ctx, peer: str, blinded: Message, dgk_pk, dgk_sk, pk, k: int, l: int) -> list:
+    """Alice's zero tests (step 4): Bob's ``blinded`` message of k (l + 1) DGK terms;
+    delta_A per pair, 1 if one of its l + 1 terms decrypts to zero."""
+    blob = ctx.recv(peer, blinded)
     try:
         cs = dgk_pk.unpack(blob, k * (l + 1))
     except CryptoError as e:
-        raise ProtocolError(f"cmp.blinded: {e}") from e
+        raise ProtocolError(f"{blinded.tag}: {e}") from e
     zero = dgk_sk.is_zero(cs, pk.meter)
-    delta = [int(any(zero[i * (l + 1) : (i + 1) * (l + 1)])) for i in range(k)]
-    ctx.send(peer, msg["delta"], CipherArray.encrypt_encoded(pk, delta, 0, 1))
+    return [int(any(zero[i * (l + 1) : (i + 1) * (l + 1)])) for i in range(k)]
 
 
 # -- compare and select: the max of each pair, and later products with the bits --------------
@@ -397,8 +403,22 @@ def _slots(key_bits: int, slot_bits: int) -> int:
     return per
 
 
+class _Packed:
+    """``count`` values packed into ciphertexts of a ``key_bits`` key, in slots of
+    ``slot_bits`` bits (the spec's fields and property)."""
+
+    @property
+    def per(self) -> int:
+        """Masked values per packed ciphertext."""
+        return _slots(self.key_bits, self.slot_bits)
+
+    @property
+    def packed(self) -> int:
+        return -(-self.count // self.per)
+
+
 @dataclass(frozen=True)
-class SelectSpec:
+class SelectSpec(_Packed):
     """Public sizes of a batched compare-and-select (:func:`bob_compare_select`) of
     ``count`` pairs of l = ``bits`` bits, under a ``key_bits`` key."""
 
@@ -418,15 +438,6 @@ class SelectSpec:
     @property
     def slot_bits(self) -> int:
         return self.compare.masked_bound.bit_length() + 1
-
-    @property
-    def per(self) -> int:
-        """Masked values per packed ciphertext."""
-        return _slots(self.key_bits, self.slot_bits)
-
-    @property
-    def packed(self) -> int:
-        return -(-self.count // self.per)
 
     @property
     def m_bound(self) -> int:
@@ -461,7 +472,7 @@ class SelectSpec:
 
 
 @dataclass(frozen=True)
-class ProductSpec:
+class ProductSpec(_Packed):
     """Public sizes of a batch of products [a_i < b_i] v_i (:func:`bob_select_products`):
     ``count`` of them, every |v_i| <= ``bound``."""
 
@@ -477,14 +488,6 @@ class ProductSpec:
     @property
     def slot_bits(self) -> int:
         return self.mask_bits + 2
-
-    @property
-    def per(self) -> int:
-        return _slots(self.key_bits, self.slot_bits)
-
-    @property
-    def packed(self) -> int:
-        return -(-self.count // self.per)
 
     def messages(self, high_bound: int) -> dict[str, Message]:
         k, w = self.count, (1 << self.slot_bits)
@@ -705,13 +708,7 @@ def alice_compare_select(ctx, dgk_sk: DGKPrivateKey, spec: SelectSpec, peer="bob
             dgk_pk.pack(_encrypt_bits(dgk_sk, bits, ctx.rng, pk.meter, _lanes(pk, k))),
         ],
     )
-    blob = ctx.recv(peer, msg["blinded"])
-    try:
-        cs = dgk_pk.unpack(blob, k * (l + 1))
-    except CryptoError as e:
-        raise ProtocolError(f"sel.blinded: {e}") from e
-    zero = dgk_sk.is_zero(cs, pk.meter)
-    delta = [int(any(zero[i * (l + 1) : (i + 1) * (l + 1)])) for i in range(k)]
+    delta = _zero_tests(ctx, peer, msg["blinded"], dgk_pk, dgk_sk, pk, k, l)
     ctx.send(
         peer,
         msg["delta"],
@@ -961,16 +958,30 @@ def _role_for(params, party: str, kind: str) -> str:
     raise ConfigError(f"party {party!r} is neither key_holder nor evaluator in [protocol]")
 
 
-PROTOCOL = ProtocolDescriptor(
-    name=NAME,
-    summary="DGK/Veugen comparison of k encrypted integer pairs: [a_i < b_i] in 4 rounds",
-    params=Params.from_config,
-    roles=(
-        Role("key_holder", alice, kind="alice", holds_key=True),
-        Role("evaluator", bob, kind="bob", input="pairs", load=load_array),
-    ),
-    role_for=_role_for,
-    messages=lambda params: params.messages().values(),
+def _descriptor(name, summary, params, key_holder, evaluator, evaluator_input, messages):
+    """A protocol of the two comparison roles: the key holder (an Alice, who holds the
+    keys) and the evaluator (a Bob, whose input ``evaluator_input`` is an integer array)."""
+    return ProtocolDescriptor(
+        name=name,
+        summary=summary,
+        params=params,
+        roles=(
+            Role("key_holder", key_holder, kind="alice", holds_key=True),
+            Role("evaluator", evaluator, kind="bob", input=evaluator_input, load=load_array),
+        ),
+        role_for=_role_for,
+        messages=messages,
+    )
+
+
+PROTOCOL = _descriptor(
+    NAME,
+    "DGK/Veugen comparison of k encrypted integer pairs: [a_i < b_i] in 4 rounds",
+    Params.from_config,
+    alice,
+    bob,
+    "pairs",
+    lambda params: params.messages().values(),
 )
 
 
@@ -1157,14 +1168,12 @@ def argmax_bob(ctx, private, params: ArgmaxParams):
     return label
 
 
-ARGMAX = ProtocolDescriptor(
-    name=ARGMAX_NAME,
-    summary="secure argmax of k encrypted integers: a tournament of DGK comparisons",
-    params=ArgmaxParams.from_config,
-    roles=(
-        Role("key_holder", argmax_alice, kind="alice", holds_key=True),
-        Role("evaluator", argmax_bob, kind="bob", input="values", load=load_array),
-    ),
-    role_for=_role_for,
-    messages=lambda params: params.messages(),
+ARGMAX = _descriptor(
+    ARGMAX_NAME,
+    "secure argmax of k encrypted integers: a tournament of DGK comparisons",
+    ArgmaxParams.from_config,
+    argmax_alice,
+    argmax_bob,
+    "values",
+    lambda params: params.messages(),
 )
