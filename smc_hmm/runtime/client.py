@@ -51,17 +51,18 @@ from smc_hmm.errors import (
 )
 from smc_hmm.limits import MAX_KEY_BITS
 from smc_hmm.protocol import find
-from smc_hmm.runtime.context import PartyContext
-from smc_hmm.transport.base import Channel, close_quietly
+from smc_hmm.runtime.context import PartyContext, party_channel
+from smc_hmm.transport.base import close_quietly
 from smc_hmm.transport.tcp import (
     HELLO_VERSION,
     TcpTransport,
     TlsConfig,
+    hello_errors,
     peer_identity,
     recv_hello,
     send_hello,
 )
-from smc_hmm.wire import DEFAULT_MAX_FRAME_BYTES, WireCodec
+from smc_hmm.wire import DEFAULT_MAX_FRAME_BYTES
 
 __all__ = [
     "check_served",
@@ -188,17 +189,11 @@ def connect(
             )
         sock.settimeout(max(0.001, deadline - time.monotonic()))
         try:
-            send_hello(sock, {"v": HELLO_VERSION, "from": name, "to": server_name})
-            reply = recv_hello(sock)
-        except ssl.SSLError as exc:  # TLS 1.3: a refused client certificate shows up here
-            raise AuthenticationError(f"{name}: {server_name} refused us: {exc}") from exc
+            with hello_errors(name, server_name):
+                send_hello(sock, {"v": HELLO_VERSION, "from": name, "to": server_name})
+                reply = recv_hello(sock)
         except TimeoutError as exc:
             raise PeerTimeoutError(f"{name}: no session from {server_name} in time") from exc
-        except ConnectionError as exc:
-            raise PeerDisconnectedError(
-                f"{name}: {server_name} closed the connection during the hello "
-                f"(it may have refused our certificate): {exc}"
-            ) from exc
         if reply.get("ok") is not True:
             kind = _REFUSALS.get(reply.get("error"), AuthenticationError)
             raise kind(f"{server_name} refused the session: {reply.get('reason')!r}")
@@ -298,12 +293,11 @@ def run_client_session(
     try:
         params = check_served(descriptor, reply, expect, server_name)
         _check_key_size(reply, keypair if client_role.holds_key else None, server_name)
-        channel = Channel(
+        channel = party_channel(
             transport if wrap_transport is None else wrap_transport(transport),
-            WireCodec(max_frame_bytes=max_frame_bytes),
+            ledger,
             timeout=timeout,
-            observer=ledger,
-            strict=True,
+            max_frame_bytes=max_frame_bytes,
             max_buffered_messages=CLIENT_BUFFERED_MESSAGES,
             max_buffered_bytes=max_frame_bytes,
         )

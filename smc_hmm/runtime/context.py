@@ -20,9 +20,32 @@ from smc_hmm.crypto.keys import MIN_SECURE_BITS
 from smc_hmm.errors import InsecurePeerKeyError, InvalidInputError, SmcHmmError
 from smc_hmm.limits import MAX_KEY_BITS, check_key_bits
 from smc_hmm.messages import Message
-from smc_hmm.transport.base import Channel
+from smc_hmm.transport.base import Channel, Transport
+from smc_hmm.wire import WireCodec
 
 __all__ = ["PartyContext"]
+
+
+def party_channel(
+    transport: Transport,
+    ledger: CostLedger,
+    *,
+    timeout: float,
+    max_frame_bytes: int,
+    **buffering: int,
+) -> Channel:
+    """A running party's channel over ``transport``: strict (every message checked
+    against its declaration), metered by ``ledger``, frames of at most
+    ``max_frame_bytes``; ``buffering``: the channel's bounds on what a peer may send
+    ahead (``max_buffered_messages``, ``max_buffered_bytes``)."""
+    return Channel(
+        transport,
+        WireCodec(max_frame_bytes=max_frame_bytes),
+        timeout=timeout,
+        observer=ledger,
+        strict=True,
+        **buffering,
+    )
 
 
 def _metered_private_key(private_key: PrivateKey, view: PublicKey) -> PrivateKey:

@@ -31,10 +31,9 @@ from smc_hmm.errors import (
 )
 from smc_hmm.protocol import find
 from smc_hmm.runtime.config import RunConfig, load_config
-from smc_hmm.runtime.context import PartyContext
+from smc_hmm.runtime.context import PartyContext, party_channel
 from smc_hmm.runtime.views import write_views
-from smc_hmm.transport.base import Channel, close_quietly
-from smc_hmm.wire import WireCodec
+from smc_hmm.transport.base import close_quietly
 
 __all__ = ["jsonable", "run_party", "write_result"]
 
@@ -176,12 +175,8 @@ def run_party(name: str, config: RunConfig | str | Path, *, result_path=None, vi
         ledger = CostLedger(name)
         compute = _local_lanes(config)
         try:
-            channel = Channel(
-                transport,
-                WireCodec(max_frame_bytes=config.max_frame_bytes),
-                timeout=config.timeout,
-                observer=ledger,
-                strict=True,
+            channel = party_channel(
+                transport, ledger, timeout=config.timeout, max_frame_bytes=config.max_frame_bytes
             )
             ctx = PartyContext(
                 name,

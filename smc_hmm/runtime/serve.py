@@ -159,8 +159,7 @@ from smc_hmm.options import check_output_path
 from smc_hmm.protocol import find
 from smc_hmm.runtime.budget import FrameBudget
 from smc_hmm.runtime.config import RunConfig, load_config
-from smc_hmm.runtime.context import PartyContext
-from smc_hmm.transport.base import Channel
+from smc_hmm.runtime.context import PartyContext, party_channel
 from smc_hmm.transport.tcp import (
     HEADER_BYTES,
     HELLO_VERSION,
@@ -172,7 +171,6 @@ from smc_hmm.transport.tcp import (
     peer_identity,
     send_hello,
 )
-from smc_hmm.wire import WireCodec
 
 __all__ = ["Server", "ServeSettings", "serve"]
 
@@ -1142,12 +1140,11 @@ class Server:
         """The serving party's role over the session's channel, on this session's compute,
         with the client's frame budget; returns the role's output."""
         config, s = self.config, self.settings
-        channel = Channel(
+        channel = party_channel(
             transport,
-            WireCodec(max_frame_bytes=self.max_frame_bytes),
+            ledger,
             timeout=config.timeout,
-            observer=ledger,
-            strict=True,
+            max_frame_bytes=self.max_frame_bytes,
             max_buffered_messages=s.max_buffered_messages,
             max_buffered_bytes=s.max_buffered_bytes,
         )

@@ -75,6 +75,7 @@ __all__ = [
     "TcpTransport",
     "TlsConfig",
     "free_loopback_ports",
+    "hello_errors",
     "peer_identity",
     "recv_hello",
     "send_hello",
@@ -222,6 +223,22 @@ def send_hello(sock, obj: dict) -> None:
 def recv_hello(sock) -> dict:
     """The peer's hello or reply (at most 4096 bytes; AuthenticationError if malformed)."""
     return _recv_small(sock)
+
+
+@contextlib.contextmanager
+def hello_errors(name: str, peer: str):
+    """The dialling party ``name``'s hello exchange with ``peer``: a TLS error or a closed
+    connection in it becomes the transport error it most likely means."""
+    try:
+        yield
+    except ssl.SSLError as exc:
+        # TLS 1.3: a rejected client certificate surfaces after the handshake
+        raise AuthenticationError(f"{name}: {peer} refused us: {exc}") from exc
+    except ConnectionError as exc:
+        raise PeerDisconnectedError(
+            f"{name}: {peer} closed the connection during the hello "
+            f"(it may have refused our certificate): {exc}"
+        ) from exc
 
 
 # -- one connection -----------------------------------------------------------------
@@ -808,17 +825,9 @@ class TcpTransport(Transport):
                     _check_identity(sock, peer)
                 except AuthenticationError as exc:
                     raise AuthenticationError(f"{self.name}: refusing {peer}: {exc}") from None
-            try:
+            with hello_errors(self.name, peer):
                 _send_small(sock, {"v": HELLO_VERSION, "from": self.name, "to": peer})
                 reply = _recv_small(sock)
-            except ssl.SSLError as exc:
-                # TLS 1.3: a rejected client certificate surfaces after the handshake
-                raise AuthenticationError(f"{self.name}: {peer} refused us: {exc}") from exc
-            except ConnectionError as exc:
-                raise PeerDisconnectedError(
-                    f"{self.name}: {peer} closed the connection during the hello "
-                    f"(it may have refused our certificate): {exc}"
-                ) from exc
             if reply.get("ok") is not True:
                 raise AuthenticationError(
                     f"{self.name}: {peer} refused the connection: {reply.get('reason')!r}"
