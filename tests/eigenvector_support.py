@@ -52,6 +52,15 @@ def run_blocks(keypair, blocks, defaults: dict, timeout: float = 30.0, **options
     return run_eigenvector(keypair, params, parties, timeout=timeout, **kwargs)
 
 
+#: how close (|cos|) a run's eigenvector must come to the plaintext one
+COSINE = 1 - 1e-9
+
+
+def cosine(x, v):
+    """|cos| of the angle between ``x`` and ``v`` (an eigenvector's sign is arbitrary)."""
+    return abs(float(x @ v)) / (np.linalg.norm(x) * np.linalg.norm(v))
+
+
 def run_eigenvector(keypair, params, parties, *, timeout=30.0, **kwargs):
     """The protocol in-process, the key authority holding ``keypair``."""
     return run_protocol(

@@ -1,13 +1,33 @@
-"""Shared by tests that run parties: real ones in threads (``run_party``, one per thread
-over TCP + mutual TLS on loopback), and scripted ones that misbehave on purpose."""
+"""Shared by tests that run parties: the configuration of a two-party run, real parties
+in threads (``run_party``, one per thread over TCP + mutual TLS on loopback), and
+scripted ones that misbehave on purpose."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from smc_hmm.errors import SmcHmmError
-from smc_hmm.runtime import run_party
+from smc_hmm.runtime import run_party, write_config
+
+
+def write_two_party_config(
+    directory: Path, protocol: str, alice: dict, bob: dict, params: dict, *, key_bits, timeout
+) -> Path:
+    """``directory``/parties.toml of Alice and Bob (``kind`` alice and bob, then the
+    entries of ``alice`` and ``bob``): INSECURE ``key_bits`` keys, ``timeout`` seconds a
+    receive, 30 s to connect."""
+    return write_config(
+        directory / "parties.toml",
+        protocol,
+        {"alice": {"kind": "alice", **alice}, "bob": {"kind": "bob", **bob}},
+        params=params,
+        key_bits=key_bits,
+        insecure=True,
+        timeout=timeout,
+        connect_timeout=30,
+    )
 
 
 def run_parties_in_threads(

@@ -54,6 +54,27 @@ def write_serve_config(directory: Path, *, serve=None, compute=None, timeout=10.
     )
 
 
+def write_served_config(path: Path, protocol: str, bob: dict, params: dict, *, timeout, serve=None):
+    """parties.toml of a Bob (``kind = "bob"`` and the entries of ``bob``) who serves
+    ``protocol`` to the clients alice and carol: INSECURE KEY_BITS keys, at most two
+    sessions at once (and ``serve``'s other [serve] entries), one worker."""
+    from smc_hmm.runtime import write_config
+
+    return write_config(
+        path,
+        protocol,
+        {"alice": {"kind": "alice"}, "bob": {"kind": "bob", **bob}},
+        params=params,
+        key_bits=KEY_BITS,
+        insecure=True,
+        timeout=timeout,
+        connect_timeout=20,
+        serve={"party": "bob", "max_sessions": 2, **(serve or {})},
+        compute={"workers": 1},
+        clients=["alice", "carol"],
+    )
+
+
 def utterances(count: int):
     """(frames, expected label) of ``count`` bundled test utterances, cut to FRAMES."""
     from smc_hmm.data import load_bundled_models, load_test_utterances
@@ -67,20 +88,35 @@ def utterances(count: int):
     return out
 
 
-def client(server, certs: Path, frames, name="alice", *, wrap=None, timeout=10.0, kp=None):
-    """One keyword session as client ``name``; returns Alice's output."""
+def session(protocol: str, server, certs: Path, data, name: str, *, timeout, **options) -> dict:
+    """One client session of ``protocol`` as Alice, with client ``name``'s certificate
+    from ``certs`` and an INSECURE KEY_BITS key, to the server at address ``server``;
+    ``options`` go to ``run_client_session``, whose result this is."""
     from smc_hmm.runtime.client import client_tls, run_client_session
 
     tls, name = client_tls(certs, name)
-    result = run_client_session(
-        "keyword",
+    return run_client_session(
+        protocol,
         "alice",
-        frames,
+        data,
         server=server,
         tls=tls,
         name=name,
         key_bits=KEY_BITS,
         insecure=True,
+        timeout=timeout,
+        **options,
+    )
+
+
+def client(server, certs: Path, frames, name="alice", *, wrap=None, timeout=10.0, kp=None):
+    """One keyword session as client ``name``; returns Alice's output."""
+    result = session(
+        "keyword",
+        server,
+        certs,
+        frames,
+        name,
         timeout=timeout,
         connect_timeout=30.0,
         keypair=kp or keypair(),

@@ -289,26 +289,23 @@ def test_dp_sum_transcripts_and_errors(keypair_512):
 
 
 def test_bench_smoke(tmp_path):
-    import argparse
-    import json
+    from bench_support import bench_parser, run_bench
 
     pytest.importorskip("sklearn")
     from smc_hmm.bench import aggregate as bench
 
-    parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
-    path = tmp_path / "aggregate.json"
-    args = parser.parse_args(
-        ["--part", "cost", "--key-bits", "512", "--insecure", "--owners", "2", "--json", str(path)]
+    code, data = run_bench(
+        bench,
+        ["--part", "cost", "--key-bits", "512", "--insecure", "--owners", "2"],
+        tmp_path / "aggregate.json",
     )
-    assert bench.main(args) == 0
-    data = json.loads(path.read_text())
+    assert code == 0
     cost = data["cost"]["aggregate"]["2"]
     assert set(cost["parties"]) == {"p1", "p2", "trent", "dave"}
     assert cost["parties"]["trent"]["ops"]["decrypt"] >= 31  # eta + s, d = 31
     assert data["cost"]["dp_sum"]["length"] == 2 + 4 + 12
     with pytest.raises(Exception, match="insecure"):
-        bench.main(parser.parse_args(["--part", "cost", "--key-bits", "512"]))
+        bench.main(bench_parser(bench).parse_args(["--part", "cost", "--key-bits", "512"]))
 
 
 # -- faults and OS processes ------------------------------------------------------------

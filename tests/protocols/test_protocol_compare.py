@@ -15,8 +15,9 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from hypothesis_support import with_fixtures
 from transcript_harness import RecordingTransport, assert_same_transcripts
 
 from protocols import compare as cmp
@@ -110,9 +111,7 @@ def test_odd_and_single_batches(keypair_512, count):
     assert bits_for(keypair_512, a, b, 8) == [x < y for x, y in zip(a, b)]
 
 
-@settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@with_fixtures(12)
 @given(
     bits=st.integers(2, 70),
     data=st.data(),
@@ -564,17 +563,18 @@ def test_descriptors():
 
 @pytest.mark.slow
 def test_two_processes_over_mutual_tls(tmp_path):
-    from smc_hmm.runtime import launch, write_config
+    from party_support import write_two_party_config
 
-    config = write_config(
-        tmp_path / "parties.toml",
+    from smc_hmm.runtime import launch
+
+    config = write_two_party_config(
+        tmp_path,
         "protocols.compare:PROTOCOL",
-        {"alice": {"kind": "alice"}, "bob": {"kind": "bob", "pairs": [[-3, 7, 0], [5, 7, -1]]}},
-        params={"bits": 8, "count": 3, "reveal_to": "bob"},
+        {},
+        {"pairs": [[-3, 7, 0], [5, 7, -1]]},
+        {"bits": 8, "count": 3, "reveal_to": "bob"},
         key_bits=512,
-        insecure=True,
         timeout=30,
-        connect_timeout=30,
     )
     result = launch(config, timeout=180)
     assert result["bob"] == [True, False, False]
@@ -583,27 +583,24 @@ def test_two_processes_over_mutual_tls(tmp_path):
 
 
 def test_bench_smoke(tmp_path, capsys):
-    import argparse
-    import json
+    from bench_support import bench_parser, run_bench
 
     from smc_hmm.bench import compare as bench
 
-    parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
-    path = tmp_path / "compare.json"
-    args = parser.parse_args(
+    code, data = run_bench(
+        bench,
         [
             "--key-bits", "512", "--insecure", "--bits", "8", "--batch", "3", "--repeats", "1",
             "--argmax", "3", "--no-tno", "--protocol", "protocols.compare:PROTOCOL",
-            "--argmax-protocol", "protocols.compare:ARGMAX", "--json", str(path),
-        ]
+            "--argmax-protocol", "protocols.compare:ARGMAX",
+        ],
+        tmp_path / "compare.json",
     )  # fmt: skip
-    assert bench.main(args) == 0
-    data = json.loads(path.read_text())
+    assert code == 0
     assert data["benchmark"] == "compare" and data["tno"] == {"skipped": "--no-tno"}
     assert data["ours"]["8"]["rounds"] == 5 and data["argmax"]["k"] == 3
     assert data["ours"]["8"]["batched_ms_per_comparison"] > 0
-    bad = parser.parse_args(["--key-bits", "512", "--insecure", "--batch", "0"])
+    bad = bench_parser(bench).parse_args(["--key-bits", "512", "--insecure", "--batch", "0"])
     with pytest.raises(ConfigError):
         bench.main(bad)
 

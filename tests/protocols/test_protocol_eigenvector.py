@@ -14,7 +14,9 @@ import time
 import numpy as np
 import pytest
 from eigenvector_support import (
+    COSINE,
     configuration,
+    cosine,
     launch_eigenvector,
     owners_of,
     run_blocks,
@@ -38,8 +40,6 @@ from smc_hmm.runtime import run_protocol
 
 pytestmark = pytest.mark.filterwarnings("ignore::smc_hmm.errors.InsecureKeyWarning")
 
-COSINE = 1 - 1e-9
-
 
 def setup(blocks, **options):
     # this file tests the thesis's protocol (the private mode has its own)
@@ -52,10 +52,6 @@ def run(keypair, blocks, timeout=20, **options):
 
 def gathered(result, n_owners):
     return np.concatenate([result[o] for o in owners_of(n_owners)])
-
-
-def cosine(x, v):
-    return abs(float(x @ v)) / (np.linalg.norm(x) * np.linalg.norm(v))
 
 
 def random_blocks(seed, k=4, cols=(5, 7, 6)):
@@ -435,20 +431,18 @@ def test_a_party_that_leaves_ends_every_other_party_with_a_typed_error(
 
 
 def test_benchmark_runs_both_modes_side_by_side_on_raw_and_centred_data(tmp_path):
-    import argparse
-    import json
+    from bench_support import run_bench
 
     from smc_hmm.bench import eigenvector as bench
 
-    parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
-    out = tmp_path / "eig.json"
-    args = parser.parse_args(
-        "--key-bits 512 --insecure --owners 2 --rows 6 --cols 20 --data digits --repeats 1 "
-        f"--check-every 2 --precision 48 --gram-bits 32 --tol 1e-6 --json {out}".split()
-    )
-    assert bench.main(args) == 0
-    data = json.loads(out.read_text())
+    code, data = run_bench(
+        bench,
+        ["--key-bits", "512", "--insecure", "--owners", "2", "--rows", "6", "--cols", "20",
+         "--data", "digits", "--repeats", "1", "--check-every", "2", "--precision", "48",
+         "--gram-bits", "32", "--tol", "1e-6"],
+        tmp_path / "eig.json",
+    )  # fmt: skip
+    assert code == 0
     runs = {(r["data"], r["mode"]): r for r in data["runs"]}
     assert set(runs) == {(d, m) for d in ("uncentred", "centred") for m in ("private", "thesis")}
     for run in runs.values():

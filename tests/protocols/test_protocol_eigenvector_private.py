@@ -16,7 +16,9 @@ import time
 import numpy as np
 import pytest
 from eigenvector_support import (
+    COSINE,
     configuration,
+    cosine,
     launch_eigenvector,
     opened_batches,
     owners_of,
@@ -40,8 +42,6 @@ from smc_hmm.errors import (
 from smc_hmm.runtime import run_protocol
 
 pytestmark = pytest.mark.filterwarnings("ignore::smc_hmm.errors.InsecureKeyWarning")
-
-COSINE = 1 - 1e-9
 #: a plan that fits 512-bit test keys (the defaults are planned for 2048 bits)
 SMALL = {"precision": 48, "gram_bits": 32, "data_bits": 24, "tol": 1e-6, "check_every": 4}
 
@@ -56,10 +56,6 @@ def run(keypair, blocks, timeout=30, **options):
 
 def gathered(result, n_owners):
     return np.concatenate([result[o] for o in owners_of(n_owners)])
-
-
-def cosine(x, v):
-    return abs(float(x @ v)) / (np.linalg.norm(x) * np.linalg.norm(v))
 
 
 def spiked_blocks(seed, k=4, cols=(5, 7, 6), gap=3.0):

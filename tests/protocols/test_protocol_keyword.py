@@ -86,11 +86,12 @@ def test_bad_inputs():
 
 def test_two_processes_over_mutual_tls_with_a_wav(tmp_path):
     """protocol = "keyword" in a parties.toml: Alice's WAV, Bob's model file, two OS processes."""
+    from party_support import write_two_party_config
     from scipy.io import wavfile
 
     from smc_hmm.data import load_bundled_models, load_pipeline
     from smc_hmm.hmm.io import save_models
-    from smc_hmm.runtime import launch, write_config
+    from smc_hmm.runtime import launch
 
     rng = np.random.default_rng(4)
     t = np.arange(800) / 8000
@@ -98,18 +99,14 @@ def test_two_processes_over_mutual_tls_with_a_wav(tmp_path):
     wavfile.write(tmp_path / "alice.wav", 8000, (voice * 12000).astype(np.int16))
     models, labels = load_bundled_models("diag")
     save_models(tmp_path / "keywords.npz", models[:3], labels=labels[:3])
-    config = write_config(
-        tmp_path / "parties.toml",
+    config = write_two_party_config(
+        tmp_path,
         "keyword",
-        {
-            "alice": {"kind": "alice", "features": "alice.wav"},
-            "bob": {"kind": "bob", "models": "keywords.npz"},
-        },
-        params={"mode": "private"},
+        {"features": "alice.wav"},
+        {"models": "keywords.npz"},
+        {"mode": "private"},
         key_bits=1024,
-        insecure=True,
         timeout=60,
-        connect_timeout=30,
     )
     result = launch(config, timeout=240)
     frames = load_pipeline().features_from_wav(tmp_path / "alice.wav")
@@ -173,20 +170,16 @@ def test_fit_frames_pads_with_the_last_frame_or_cuts():
 
 def test_bench_keyword_smoke(tmp_path):
     """The Table 4.1 bench on a tiny configuration: decisions, log-likelihoods, naive path."""
-    import argparse
-    import json
+    from bench_support import bench_parser, run_bench
 
     from smc_hmm.bench import keyword as bench
 
-    parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
-    path = tmp_path / "keyword.json"
-    args = parser.parse_args(
-        ["--key-bits", "1024", "--insecure", "--words", "2", "--frames", "8", "--workers", "1",
-         "--json", str(path)]
-    )  # fmt: skip
-    bench.main(args)  # exit status: the 2048-bit targets, not met by a 1024-bit toy run
-    data = json.loads(path.read_text())
+    # exit status: the 2048-bit targets, not met by a 1024-bit toy run
+    _, data = run_bench(
+        bench,
+        ["--key-bits", "1024", "--insecure", "--words", "2", "--frames", "8", "--workers", "1"],
+        tmp_path / "keyword.json",
+    )
     assert data["benchmark"] == "keyword" and data["params"]["frames"] == 8
     assert data["all_equal"] and data["runs"][0]["frames"] == 8
     # side by side: v2 private (the default), v2 fast, v1 private
@@ -200,7 +193,7 @@ def test_bench_keyword_smoke(tmp_path):
     assert data["naive_seconds"] > 0 and data["naive_ratio"] > 0
     phases = data["cost"]["parties"]["bob"]["phases"]
     assert {"emissions", "forward recursion", "argmax"} <= set(phases)
-    bad = parser.parse_args(["--key-bits", "1024", "--insecure", "--states", "3"])
+    bad = bench_parser(bench).parse_args(["--key-bits", "1024", "--insecure", "--states", "3"])
     with pytest.raises(InvalidInputError, match="5-state"):
         bench.main(bad)
 
@@ -309,21 +302,16 @@ def test_bench_keyword_over_tcp_and_with_short_randomness(tmp_path, extra):
     """Over TCP Alice's process precomputes the planned randomizers in an offline phase
     (``[compute] randomizers``), as the in-process run does; --short-randomness draws
     Alice's with 224-bit exponents.  Either way the decision is the plaintext one."""
-    import argparse
-    import json
+    from bench_support import run_bench
 
     from smc_hmm.bench import keyword as bench
 
-    parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
-    path = tmp_path / "keyword.json"
-    args = parser.parse_args(
+    _, data = run_bench(
+        bench,
         ["--key-bits", "1024", "--insecure", "--words", "2", "--frames", "8", "--workers", "2",
-         "--mode", "private", "--recursion", "v2", "--naive-frames", "1", "--json", str(path),
-         *extra]
+         "--mode", "private", "--recursion", "v2", "--naive-frames", "1", *extra],
+        tmp_path / "keyword.json",
     )  # fmt: skip
-    bench.main(args)
-    data = json.loads(path.read_text())
     assert data["all_equal"] and data["runs"][0]["offline_seconds"] > 0
     assert data["params"]["short_randomness"] == ("--short-randomness" in extra)
     assert data["params"]["transport"] == ("tcp" if "tcp" in extra else "local")

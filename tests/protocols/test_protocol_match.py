@@ -4,11 +4,11 @@ and benchmark (small insecure keys; the bundled FSDD collection and queries)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
 import pytest
+from bench_support import run_bench
 from scipy import stats
 from transcript_harness import assert_same_transcripts
 
@@ -322,25 +322,22 @@ def test_a_folder_of_wav_files_is_a_collection(tmp_path):
 
 def test_two_processes_over_mutual_tls_with_wav_files(tmp_path):
     """protocol = "match" in a parties.toml: Alice's WAV, Bob's folder, two OS processes."""
+    from party_support import write_two_party_config
     from scipy.io import wavfile
 
-    from smc_hmm.runtime import launch, write_config
+    from smc_hmm.runtime import launch
 
     folder = _wavs(tmp_path / "collection")
     rate, y = wavfile.read(folder / "rec1.wav")
     wavfile.write(tmp_path / "snippet.wav", rate, y[2400:5600])
-    config = write_config(
-        tmp_path / "parties.toml",
+    config = write_two_party_config(
+        tmp_path,
         "match",
-        {
-            "alice": {"kind": "alice", "snippet": "snippet.wav"},
-            "bob": {"kind": "bob", "collection": "collection"},
-        },
-        params={"threshold": 0.5},
+        {"snippet": "snippet.wav"},
+        {"collection": "collection"},
+        {"threshold": 0.5},
         key_bits=512,
-        insecure=True,
         timeout=60,
-        connect_timeout=30,
     )
     result = launch(config, timeout=240)
     assert result["alice"]["match"] == "rec1" and result["alice"]["offset_frames"] == 15
@@ -352,35 +349,25 @@ def test_a_serving_bob_matches_clients(tmp_path, capsys):
     """smc-hmm serve with protocol = "match": a client session, then the command as a
     client (which checks the served mode before sending anything)."""
     from scipy.io import wavfile
+    from serve_harness import session, write_served_config
 
     from smc_hmm.cli import main
-    from smc_hmm.runtime import load_config, write_config
-    from smc_hmm.runtime.client import client_tls, run_client_session
+    from smc_hmm.runtime import load_config
     from smc_hmm.runtime.serve import Server
 
     folder = _wavs(tmp_path / "collection")
-    path = write_config(
+    path = write_served_config(
         tmp_path / "parties.toml",
         "match",
-        {"alice": {"kind": "alice"}, "bob": {"kind": "bob", "collection": "collection"}},
-        params={"threshold": 0.5},
-        key_bits=512,
-        insecure=True,
+        {"collection": "collection"},
+        {"threshold": 0.5},
         timeout=60,
-        connect_timeout=20,
-        serve={"party": "bob", "max_sessions": 2},
-        compute={"workers": 1},
-        clients=["alice", "carol"],
     )
     rate, y = wavfile.read(folder / "rec2.wav")
     wavfile.write(tmp_path / "snippet.wav", rate, y[1600:4800])
     snippet = Spectrogram().from_wav(tmp_path / "snippet.wav")
     with Server(load_config(path), "bob", port=0) as server:
-        tls, client = client_tls(tmp_path / "certs", "alice")
-        out = run_client_session(
-            "match", "alice", snippet, server=server.address, tls=tls, name=client,
-            key_bits=512, insecure=True, timeout=60,
-        )  # fmt: skip
+        out = session("match", server.address, tmp_path / "certs", snippet, "alice", timeout=60)
         assert (out["output"]["match"], out["output"]["offset_frames"]) == ("rec2", 10)
         host, port = server.address
         certs = str(tmp_path / "certs")
@@ -425,16 +412,27 @@ def test_the_command_prints_both_answers(tmp_path, capsys):
 def test_bench_match_smoke(tmp_path):
     from smc_hmm.bench import match as bench
 
-    parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
-    path = tmp_path / "match.json"
-    args = parser.parse_args(
-        ["--key-bits", "512", "--insecure", "--workers", "1", "--recordings", "8",
-         "--queries", "1", "--growth", "4,8", "--sweep", "2", "--accuracy-queries", "4",
-         "--json", str(path)]
-    )  # fmt: skip
-    bench.main(args)  # the 2048-bit targets are not this toy run's
-    data = json.loads(path.read_text())
+    _, data = run_bench(
+        bench,
+        [
+            "--key-bits",
+            "512",
+            "--insecure",
+            "--workers",
+            "1",
+            "--recordings",
+            "8",
+            "--queries",
+            "1",
+            "--growth",
+            "4,8",
+            "--sweep",
+            "2",
+            "--accuracy-queries",
+            "4",
+        ],
+        tmp_path / "match.json",
+    )  # fmt: skip  (the exit status: the 2048-bit targets are not this toy run's)
     assert data["benchmark"] == "match" and set(data["accuracy"]) == {"exact", "approx"}
     assert all(r["equal"] for m in data["speed"]["runs"].values() for r in m)
     assert all(r["equal"] for m in data["sweep"].values() for r in m)
@@ -449,13 +447,12 @@ def test_bench_match_exits_1_on_a_missed_target(tmp_path, monkeypatch):
 
     # no growth is that sublinear, whatever the timing noise of tiny collections
     monkeypatch.setattr(bench, "SLOPE_LIMIT", -1e9)
-    parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
-    path = tmp_path / "missed.json"
-    args = parser.parse_args(
+    code, data = run_bench(
+        bench,
         ["--key-bits", "512", "--insecure", "--workers", "1", "--skip-accuracy",
-         "--skip-speed", "--growth", "4,8", "--json", str(path)]
+         "--skip-speed", "--growth", "4,8"],
+        tmp_path / "missed.json",
     )  # fmt: skip
-    assert bench.main(args) == 1
-    rows = {r["name"]: r for r in json.loads(path.read_text())["rows"]}
+    assert code == 1
+    rows = {r["name"]: r for r in data["rows"]}
     assert rows["growth: log-log slope of seconds vs recordings"]["limit"] == -1e9

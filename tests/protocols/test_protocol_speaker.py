@@ -369,25 +369,23 @@ def _wav(path, seed=4):
 @pytest.mark.slow
 def test_two_processes_over_mutual_tls_with_a_wav(tmp_path):
     """protocol = "speaker" in a parties.toml: Alice's WAV and claim, Bob's model file."""
+    from party_support import write_two_party_config
+
     from smc_hmm.data.speakers import speaker_features_from_wav
     from smc_hmm.hmm.io import save_models
-    from smc_hmm.runtime import launch, write_config
+    from smc_hmm.runtime import launch
 
     _wav(tmp_path / "alice.wav")
     models, labels = load_speaker_models()
     save_models(tmp_path / "speakers.npz", models, labels=labels)
-    config = write_config(
-        tmp_path / "parties.toml",
+    config = write_two_party_config(
+        tmp_path,
         "speaker",
-        {
-            "alice": {"kind": "alice", "utterance": "alice.wav"},
-            "bob": {"kind": "bob", "models": "speakers.npz"},
-        },
-        params={"mode": "verify"},
+        {"utterance": "alice.wav"},
+        {"models": "speakers.npz"},
+        {"mode": "verify"},
         key_bits=1024,
-        insecure=True,
         timeout=120,
-        connect_timeout=30,
     )
     text = config.read_text()  # Alice's claim travels with her utterance: an inline table
     config.write_text(
@@ -409,42 +407,26 @@ def test_two_processes_over_mutual_tls_with_a_wav(tmp_path):
 @pytest.mark.slow
 def test_a_serving_bob_identifies_clients(tmp_path, capsys):
     """smc-hmm serve with protocol = "speaker": clients identify themselves in turn."""
+    from serve_harness import session, write_served_config
+
     from smc_hmm.hmm.io import save_models
-    from smc_hmm.runtime import load_config, write_config
-    from smc_hmm.runtime.client import client_tls, run_client_session
+    from smc_hmm.runtime import load_config
     from smc_hmm.runtime.serve import Server
 
     models, labels = load_speaker_models()
     save_models(tmp_path / "speakers.npz", models, labels=labels)
-    path = write_config(
+    path = write_served_config(
         tmp_path / "parties.toml",
         "speaker",
-        {"alice": {"kind": "alice"}, "bob": {"kind": "bob", "models": "speakers.npz"}},
-        params={"mode": "identify"},
-        key_bits=512,
-        insecure=True,
+        {"models": "speakers.npz"},
+        {"mode": "identify"},
         timeout=60,
-        connect_timeout=20,
-        serve={"party": "bob", "max_sessions": 2},
-        compute={"workers": 1},
-        clients=["alice", "carol"],
     )
     utterances = load_speaker_test_utterances([30, 930])  # a george, a theo
     with Server(load_config(path), "bob", port=0) as server:
         for name, u in zip(["alice", "carol"], utterances):
             x = u.features[:8]
-            tls, client = client_tls(tmp_path / "certs", name)
-            out = run_client_session(
-                "speaker",
-                "alice",
-                x,
-                server=server.address,
-                tls=tls,
-                name=client,
-                key_bits=512,
-                insecure=True,
-                timeout=60,
-            )
+            out = session("speaker", server.address, tmp_path / "certs", x, name, timeout=60)
             assert out["output"]["speaker"] == identify(scores(models, x), labels, "ubm", -2.0, 8)
         # the command line as a client: smc-hmm speaker identify --server HOST:PORT
         import json
@@ -463,28 +445,26 @@ def test_a_serving_bob_identifies_clients(tmp_path, capsys):
 
 def test_bench_speaker_smoke(tmp_path):
     """``smc-hmm bench speaker`` on a tiny configuration: speed side by side, the sweep."""
-    import argparse
-    import json
+    from bench_support import bench_parser, run_bench
 
     from smc_hmm.bench import speaker as bench
 
-    parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
-    path = tmp_path / "speaker.json"
-    args = parser.parse_args(
+    code, data = run_bench(
+        bench,
         ["--key-bits", "512", "--insecure", "--workers", "1", "--frames", "6", "--repeats", "1",
-         "--utterances", "1", "--skip-accuracy", "--modes", "verify", "--offline",
-         "--json", str(path)]
+         "--utterances", "1", "--skip-accuracy", "--modes", "verify", "--offline"],
+        tmp_path / "speaker.json",
     )  # fmt: skip
-    assert bench.main(args) == 0  # 512-bit runs carry no speed target
-    data = json.loads(path.read_text())
+    assert code == 0  # 512-bit runs carry no speed target
     assert data["sweep"]["verify"]["equal"] == 1
     assert data["sweep"]["verify"]["max_relative_error"] <= 1e-9
     speed = data["speed"]["verify"]
     assert speed["rounds_per_frame"] > speed["rounds"]
     assert speed["online_seconds"] > 0 and speed["offline_seconds"] > 0
     with pytest.raises(InvalidInputError, match="modes"):
-        bench.main(parser.parse_args(["--key-bits", "512", "--insecure", "--modes", "guess"]))
+        bench.main(
+            bench_parser(bench).parse_args(["--key-bits", "512", "--insecure", "--modes", "guess"])
+        )
 
 
 def test_bench_speaker_sweep_records_resume_without_rerunning(tmp_path, monkeypatch):

@@ -18,8 +18,10 @@ import pytest
 from serve_harness import (
     client,
     keypair,
+    session,
     utterances,
     write_serve_config,
+    write_served_config,
 )
 
 from smc_hmm.certs import make_certificates
@@ -632,7 +634,6 @@ def _speaker_config(directory, mode: str, *, models="small", serve=None, timeout
     UBM over 4 features (fast), or the bundled five FSDD speakers (``models="bundled"``)."""
     from smc_hmm.data.speakers import gmm, load_speaker_models
     from smc_hmm.hmm.io import save_models
-    from smc_hmm.runtime import write_config
 
     if models == "bundled":
         gmms, labels = load_speaker_models()
@@ -645,38 +646,20 @@ def _speaker_config(directory, mode: str, *, models="small", serve=None, timeout
 
         gmms, labels = [one(1.5 * k) for k in range(3)] + [one(0.0)], ["s0", "s1", "s2", "ubm"]
     save_models(directory / "speakers.npz", gmms, labels=labels)
-    path = write_config(
+    path = write_served_config(
         directory / "parties.toml",
         "speaker",
-        {"alice": {"kind": "alice"}, "bob": {"kind": "bob", "models": "speakers.npz"}},
-        params={"mode": mode},
-        key_bits=512,
-        insecure=True,
+        {"models": "speakers.npz"},
+        {"mode": mode},
         timeout=timeout,
-        connect_timeout=20,
-        serve={"party": "bob", "max_sessions": 2, **(serve or {})},
-        compute={"workers": 1},
-        clients=["alice", "carol"],
+        serve=serve,
     )
     return path, gmms, labels
 
 
 def _speaker_client(server, certs, utterance, name="carol", **kwargs):
-    from smc_hmm.runtime.client import client_tls, run_client_session
-
-    tls, name = client_tls(certs, name)
-    return run_client_session(
-        "speaker",
-        "alice",
-        utterance,
-        server=server.address,
-        tls=tls,
-        name=name,
-        key_bits=512,
-        insecure=True,
-        timeout=20,
-        keypair=keypair(),
-        **kwargs,
+    return session(
+        "speaker", server.address, certs, utterance, name, timeout=20, keypair=keypair(), **kwargs
     )
 
 
