@@ -36,6 +36,7 @@ __all__ = [
     "load_garbage_model",
     "load_manifest",
     "load_pipeline",
+    "load_recordings",
     "load_test_utterances",
 ]
 
@@ -102,7 +103,7 @@ def _resource(name: str) -> Any:
     return resources.files(_PACKAGE).joinpath(_DIR, name)
 
 
-def _load_recordings(
+def load_recordings(
     name: str, frames: str, keys: tuple[str, ...], what: str
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """A bundled file of recordings stored end to end: its arrays (``frames``, ``"lengths"``
@@ -194,7 +195,7 @@ def load_test_utterances(standardised: bool = True) -> list[TestUtterance]:
     Features are float64 arrays.
     """
     pipeline = load_pipeline() if standardised else None
-    arrays, bounds = _load_recordings(
+    arrays, bounds = load_recordings(
         "test_features.npz", "features", ("digits", "speakers", "indices"), "bundled test features"
     )
     utterances = []

@@ -94,10 +94,10 @@ def load_continuous_manifest() -> dict[str, Any]:
 
 def load_continuous_test(select=None) -> list[ContinuousRecording]:
     """The bundled continuous test recordings (all, or those at the positions ``select``)."""
-    from smc_hmm.data import _load_recordings, load_pipeline
+    from smc_hmm.data import load_pipeline, load_recordings
 
     pipeline = load_pipeline()
-    arrays, starts = _load_recordings(
+    arrays, starts = load_recordings(
         "continuous_test.npz", "mfcc", ("digits", "bounds", "speakers"), "bundled continuous speech"
     )
     mean, std = np.asarray(pipeline.mean), np.asarray(pipeline.std)

@@ -233,10 +233,10 @@ def load_speaker_test_utterances(select=None) -> list[SpeakerUtterance]:
     """The 1,250 test recordings (indices 25-49 of every speaker and digit), in file order;
     ``select``: only these positions of that list (recomputing the deltas takes ~5 ms per
     utterance)."""
-    from smc_hmm.data import _load_recordings, load_pipeline
+    from smc_hmm.data import load_pipeline, load_recordings
 
     pipeline = load_pipeline()
-    arrays, bounds = _load_recordings(
+    arrays, bounds = load_recordings(
         "speaker_test.npz", "mfcc", ("speakers", "digits", "indices"), "bundled speaker test set"
     )
     count = len(bounds) - 1
