@@ -215,7 +215,14 @@ def _decryption_and_arithmetic_rows(pk, sk, phe_pk, phe_sk, values, repeats: int
             better=common.LOWER,
         )
     )
+    return rows + _arithmetic_rows(cts, phe_cts, repeats, say)
 
+
+def _arithmetic_rows(cts, phe_cts, repeats: int, say):
+    """Addition and scalar multiplication (integers, reals) against phe's."""
+    rows: list[common.Row] = []
+    batch = len(phe_cts)
+    per = 1e6 / batch
     say("addition and scalar multiplication")
     t_phe_add = (
         common.median_seconds(lambda: [a + b for a, b in zip(phe_cts, phe_cts[1:])], repeats)
