@@ -1,10 +1,11 @@
 """The Party base: a name, a kind, keys, an executor and private inputs.
 
 A party object owns its private inputs (by name: ``vector``, ``observations``,
-``models``, ...) and, when a role needs it, its Paillier key pair; it hands
-them only to its own protocol roles.  Which role a party plays, whether that
-role holds the key pair and which input it takes come from the protocol's
-descriptor (:mod:`smc_hmm.protocol`), not from the party class.
+``models``, ...; ``inputs=`` takes any protocol role's input by the name its descriptor
+gives it, so every protocol runs with party objects) and, when a role needs it, its
+Paillier key pair; it hands them only to its own protocol roles.  Which role a party
+plays, whether that role holds the key pair and which input it takes come from the
+protocol's descriptor (:mod:`smc_hmm.protocol`), not from the party class.
 """
 
 from __future__ import annotations
@@ -104,3 +105,15 @@ class Party:
 
 def as_vector(values) -> np.ndarray | None:
     return None if values is None else np.asarray(values, dtype=np.float64)
+
+
+def merge_inputs(named: dict[str, Any], inputs: dict[str, Any] | None) -> dict[str, Any]:
+    """A party's private inputs: its class's named shortcuts (``vector``, ``observations``,
+    ``models``) and ``inputs``, any protocol role's input by the name its descriptor gives
+    it (``features`` for keyword, ``utterance`` for speaker, ...).  A name given twice is
+    an error."""
+    inputs = dict(inputs or {})
+    twice = sorted(k for k, v in named.items() if v is not None and k in inputs)
+    if twice:
+        raise InvalidInputError(f"input {twice[0]!r} given both by name and in inputs=")
+    return {**{k: v for k, v in named.items() if v is not None}, **inputs}

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from parties.base import Party, as_vector
+from parties.base import Party, as_vector, merge_inputs
 
 
 class DataOwner(Party):
     kind = "data_owner"
 
-    def __init__(self, name: str, vector=None, **kwargs):
-        super().__init__(name, inputs={"vector": as_vector(vector)}, **kwargs)
+    def __init__(self, name: str, vector=None, *, inputs=None, **kwargs):
+        named = {"vector": as_vector(vector)}
+        super().__init__(name, inputs=merge_inputs(named, inputs), **kwargs)

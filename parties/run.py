@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from parties.base import Party
 from smc_hmm.errors import InvalidInputError
@@ -16,7 +16,9 @@ def simulate(
 ) -> RunResult:
     """Run ``protocol`` with these party objects, one thread each (see runtime.simulate).
 
-    Each party plays the role the protocol's descriptor assigns it; a role
+    ``params``: the protocol's parameters, or a mapping its descriptor turns into them (as
+    :func:`smc_hmm.runtime.run_protocol`).  Each party plays the role the protocol's
+    descriptor assigns it; a role
     that holds the key pair makes its party generate one first.  Each party's
     executor runs its heavy batches.
     """
@@ -24,6 +26,8 @@ def simulate(
     if len(set(names)) != len(names):
         raise InvalidInputError(f"party names must be unique, got {names}")
     descriptor = find(protocol)
+    if isinstance(params, Mapping):  # a [protocol] table, as run_protocol takes it
+        params = descriptor.params(params)
     roles = {p.name: p.play(descriptor, params) for p in parties}
     keys = {p.name: p.keypair for p in parties if p.keypair is not None}
     kwargs.setdefault("compute", {p.name: p.compute for p in parties})
