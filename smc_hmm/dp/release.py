@@ -1,11 +1,13 @@
-"""The two release commands: ``smc-hmm release hmm`` and ``smc-hmm release trace``.
+"""The two DP releases behind ``smc-hmm release hmm`` and ``smc-hmm release trace``.
 
-Plain functions for :mod:`smc_hmm.cli`: :func:`add_hmm_arguments` / :func:`release_hmm`
-and :func:`add_trace_arguments` / :func:`release_trace` (``add(parser)``,
-``main(args, console) -> exit code``).  Every bad input raises a typed
-:class:`~smc_hmm.errors.SmcHmmError` (``ConfigError`` for files and options,
-``PrivacyParameterError`` / ``SensitivityBoundError`` / ``DPHMMParameterError`` for privacy
-parameters and bounds).
+Library functions taking plain values; the command line (its options, help text and
+printing) is :mod:`smc_hmm.cli.release`.  :func:`release_hmm_model` trains and writes a
+DP HMM with its privacy metadata (:class:`HmmReleaseOptions`); :func:`release_trace_states`
+releases a state trace (:class:`TraceReleaseOptions`) and returns its JSON record.  The
+options keep the command's names and its messages name its flags (``--eps``, ...).  Every
+bad input raises a typed :class:`~smc_hmm.errors.SmcHmmError` (``ConfigError`` for files
+and options, ``PrivacyParameterError`` / ``SensitivityBoundError`` / ``DPHMMParameterError``
+for privacy parameters and bounds).
 
 ``release hmm`` -- DP Baum-Welch (:func:`smc_hmm.dp.baum_welch.dp_baum_welch`) on the
 sequences of a data file, from a *public* skeleton that depends on no data:
@@ -123,12 +125,10 @@ state (DoP, error) are never printed.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import math
 import numbers
-import sys
 import warnings
 import zipfile
 import zlib
@@ -138,7 +138,7 @@ from pathlib import Path
 import numpy as np
 
 from smc_hmm.dp.mechanisms import HARDENED_SAMPLERS, FloatSamplerWarning
-from smc_hmm.dp.params import check_epsilon, check_sensitivity
+from smc_hmm.dp.params import check_epsilon
 from smc_hmm.errors import (
     ConfigError,
     DPHMMParameterError,
@@ -146,18 +146,27 @@ from smc_hmm.errors import (
     StateOutsideConstraintError,
 )
 from smc_hmm.limits import MAX_RELEASE_STATES, MAX_SEQUENCE_LENGTH, MAX_WIDTH
-from smc_hmm.options import check_output_path, option_type
+from smc_hmm.options import check_output_path
 
 __all__ = [
+    "GRAPHS",
+    "SAMPLERS",
     "SKELETON_SEED",
-    "add_hmm_arguments",
-    "add_trace_arguments",
+    "TOPOLOGIES",
+    "HmmReleaseOptions",
+    "TraceReleaseOptions",
+    "check_count",
+    "check_out",
+    "existing_file",
     "load_sequences",
     "metadata_path",
+    "read_array",
+    "read_json",
     "read_release_metadata",
-    "release_hmm",
-    "release_trace",
+    "release_hmm_model",
+    "release_trace_states",
     "skeleton",
+    "write_json",
 ]
 
 LIMITS = "smc_hmm.limits"
@@ -168,6 +177,7 @@ SKELETON_SEED = 20140101
 
 TOPOLOGIES = ("ergodic", "left-to-right")
 GRAPHS = ("complete", "categorical", "utility", "transition")
+SAMPLERS = ("opendp", "float")
 METADATA_SUFFIX = ".privacy.json"
 FORMAT = "smc-hmm dp release v1"
 IMPOSSIBLE_SEQUENCES = (
@@ -194,11 +204,6 @@ def check_count(value: object, name: str, minimum: int = 1, maximum: int | None 
     if maximum is not None and value > maximum:
         raise ConfigError(f"{name} must be at most {maximum:,}, got {value:,} ({LIMITS})")
     return int(value)
-
-
-def _bounded(maximum: int):
-    """A check for :func:`~smc_hmm.options.option_type`: an integer from 1 to ``maximum``."""
-    return lambda value, name: check_count(value, name, 1, maximum)
 
 
 def _num(x: float) -> float | str:
@@ -239,19 +244,11 @@ def read_array(path: object, what: str) -> tuple[Path, object]:
     raise ConfigError(f"{what} {p}: use .json or .npy")
 
 
-def _write_json(path: Path | str, data: dict) -> None:
+def write_json(path: Path | str, data: dict) -> None:
     try:
         Path(path).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"cannot write {path}: {e.strerror or e}") from e
-
-
-def _print_json(console, data: dict) -> None:
-    text = json.dumps(data, indent=2, sort_keys=True)
-    if console is None:
-        print(text)
-    else:
-        console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 # -- data files (release hmm) -----------------------------------------------------------------
@@ -412,165 +409,28 @@ def skeleton(
 # -- release hmm ------------------------------------------------------------------------------
 
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows every option's default, except where there is none (``None``, an off flag):
-    there the help text says what happens without the option."""
+@dataclass(frozen=True)
+class HmmReleaseOptions:
+    """The choices of one ``release hmm`` (the module docstring; the names of the command's
+    options, ``--max-length`` as ``max_length``).  ``None``: the option was not given."""
 
-    def _get_help_string(self, action: argparse.Action) -> str:
-        if action.default is None or action.default is False:
-            return action.help or ""
-        return super()._get_help_string(action)
-
-
-HMM_DESCRIPTION = (
-    "Train an HMM on the sequences of a data file from a public skeleton and release it "
-    "with eps-differential privacy (DP Baum-Welch, paper 000: Laplace noise on the expected "
-    "counts in every EM iteration, OpenDP's hardened sampler)."
-)
-TRACE_DESCRIPTION = (
-    "Release a state trace of a public Markov chain under a policy graph (DPHMM, papers "
-    "001/004: the K-norm mechanism on a sensitivity hull, per timestamp)."
-)
-HELP_EPILOG = (
-    "The commands, data formats and modes: docs/dp-release.md; the guarantees: docs/dp-layer.md."
-)
-SAMPLERS = ("opendp", "float")
-EPS = option_type(check_epsilon, "--eps")
-"""``type=`` of ``--eps``: checked while the command line is parsed."""
-
-
-def _describe_parser(parser: argparse.ArgumentParser, description: str) -> None:
-    parser.description = description
-    parser.epilog = HELP_EPILOG
-    parser.formatter_class = HelpFormatter
-
-
-def add_hmm_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``smc-hmm release hmm`` (and its description and help format)."""
-    _describe_parser(parser, HMM_DESCRIPTION)
-    _add_data_arguments(parser)
-    _add_mode_arguments(parser)
-    _add_model_arguments(parser)
-    _add_noise_and_output_arguments(parser)
-    from smc_hmm.dp.keyword_release import add_arguments as add_keyword_arguments
-
-    add_keyword_arguments(parser)
-
-
-def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
-    """The data set, the budget and the public sizes."""
-    a = parser.add_argument
-    a(
-        "--data",
-        required=True,
-        metavar="FILE",
-        help='sequences: .json (e.g. [[0, 1, 5], [3, 3]] or {"sequences": [...], '
-        '"n_symbols": 6}) or .npz (one array per sequence)',
-    )
-    a("--eps", type=EPS, required=True, metavar="E", help="total privacy budget (> 0)")
-    a(
-        "--states",
-        type=option_type(_bounded(MAX_RELEASE_STATES), "--states", int),
-        metavar="N",
-        help=f"hidden states (default 3; 5 with --keyword-models), at most {MAX_RELEASE_STATES:,}",
-    )
-    a(
-        "--max-length",
-        type=option_type(_bounded(MAX_SEQUENCE_LENGTH), "--max-length", int),
-        metavar="L",
-        help="declared maximum sequence length (required: a public bound), at most "
-        f"{MAX_SEQUENCE_LENGTH:,}",
-    )
-
-
-def _add_mode_arguments(parser: argparse.ArgumentParser) -> None:
-    """Where the noise goes (every EM iteration, or -- not DP -- the last only)."""
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument(
-        "--every-iteration",
-        action="store_true",
-        help="noise in every EM iteration, eps/K each: eps-DP on the data set (the default "
-        "mode; the flag only spells it out)",
-    )
-    mode.add_argument(
-        "--not-dp-last-iteration",
-        action="store_true",
-        help="paper 000's experiment 1: plain EM, then noise in the last iteration only. "
-        "NOT differentially private: no guarantee is claimed (the privacy JSON has "
-        "guarantee null); for reproducing the paper only",
-    )
-    parser.add_argument(
-        "--truncate",
-        action="store_true",
-        help="kept for older command lines: a sequence longer than L is always cut to its "
-        "first L observations (a refusal would reveal that it is there)",
-    )
-
-
-def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """The public skeleton: the kind of records, their bound and shape, the EM rounds."""
-    a = parser.add_argument
-    a(
-        "--feature-bound",
-        type=option_type(check_epsilon, "--feature-bound"),
-        metavar="R",
-        help="frames are clipped to ||x||_2 <= R (required for feature frames)",
-    )
-    a(
-        "--dimension",
-        type=option_type(_bounded(MAX_WIDTH), "--dimension", int),
-        metavar="D",
-        help="the public dimension of feature frames (required for them unless --init "
-        "gives it; frames of another dimension are dropped)",
-    )
-    a(
-        "--iterations",
-        type=int,
-        metavar="K",
-        help="noisy EM iterations (default 5); with --not-dp-last-iteration the cap on "
-        "plain EM iterations (default 80)",
-    )
-    a("--topology", choices=TOPOLOGIES, default="ergodic", help="the public skeleton's shape")
-    a("--covariance", choices=("diag", "full"), default="diag", help="Gaussian covariances")
-    a(
-        "--symbols",
-        type=option_type(_bounded(MAX_WIDTH), "--symbols", int),
-        metavar="M",
-        help="alphabet size of symbol sequences (without it: the file's n_symbols; never "
-        "taken from the data; symbols outside 0..M-1 drop their sequence)",
-    )
-    a(
-        "--init",
-        metavar="MODEL.npz",
-        help="public skeleton: model 0 of this model file (sequences it gives probability "
-        "zero add no counts)",
-    )
-
-
-def _add_noise_and_output_arguments(parser: argparse.ArgumentParser) -> None:
-    """The neighbouring relation, the noise's sampler and seed, and the output files."""
-    a = parser.add_argument
-    a(
-        "--neighbouring",
-        choices=("add_remove", "substitute"),
-        default="add_remove",
-        help="neighbouring data sets: one sequence added/removed, or replaced",
-    )
-    a(
-        "--sampler",
-        choices=SAMPLERS,
-        help="Laplace sampler: opendp (the default: hardened, OpenDP's CSPRNG) or float "
-        "(NOT hardened against floating-point attacks; the sampler of --seed, since "
-        "OpenDP cannot be seeded)",
-    )
-    a("--out", default="released_hmm.npz", metavar="MODEL.npz", help="released model file")
-    a("--json", metavar="PATH", help="also write the release summary as JSON")
-    a(
-        "--seed",
-        type=int,
-        metavar="S",
-        help="INSECURE seeded noise with the float sampler (reproducible experiments only)",
-    )
+    data: str | Path
+    eps: float
+    max_length: int | None
+    states: int = 3
+    every_iteration: bool = False
+    not_dp_last_iteration: bool = False
+    iterations: int | None = None
+    feature_bound: float | None = None
+    dimension: int | None = None
+    symbols: int | None = None
+    init: str | Path | None = None
+    topology: str = "ergodic"
+    covariance: str = "diag"
+    neighbouring: str = "add_remove"
+    sampler: str | None = None
+    out: str | Path = "released_hmm.npz"
+    seed: int | None = None
 
 
 def metadata_path(model_path: str | Path) -> Path:
@@ -612,73 +472,73 @@ def check_out(path: object, metadata: bool = False) -> Path:
     return p
 
 
-def _declared_kind(args: argparse.Namespace) -> str | None:
+def _declared_kind(options: HmmReleaseOptions) -> str | None:
     """The kind the options declare, before any data is read: ``"gaussian"``
     (--feature-bound or --dimension), ``"discrete"`` (--symbols) or None (then the data
     file's ``n_symbols`` or the --init model declares it).  Both at once is refused."""
     frames = [
         option
         for option, value in (
-            ("--feature-bound", args.feature_bound),
-            ("--dimension", args.dimension),
+            ("--feature-bound", options.feature_bound),
+            ("--dimension", options.dimension),
         )
         if value is not None
     ]
-    if frames and args.symbols is not None:
+    if frames and options.symbols is not None:
         raise ConfigError(
             f"{' and '.join(frames)} declare feature frames, --symbols symbol sequences: "
             "declare one kind"
         )
-    return "gaussian" if frames else "discrete" if args.symbols is not None else None
+    return "gaussian" if frames else "discrete" if options.symbols is not None else None
 
 
-def _feature_bound(args: argparse.Namespace) -> float:
-    if args.feature_bound is None:
+def _feature_bound(options: HmmReleaseOptions) -> float:
+    if options.feature_bound is None:
         raise ConfigError(
             "--feature-bound R is required for feature frames: every frame is clipped "
             "to ||x||_2 <= R, which bounds the sensitivity"
         )
-    return check_epsilon(args.feature_bound, "--feature-bound")
+    return check_epsilon(options.feature_bound, "--feature-bound")
 
 
-def _init_skeleton(args: argparse.Namespace, kind: str | None):
+def _init_skeleton(options: HmmReleaseOptions, kind: str | None):
     """Model 0 of ``--init`` and its kind, checked against the declared options."""
     from smc_hmm.hmm.io import load_models
     from smc_hmm.hmm.models import DiscreteHMM
 
-    models, _ = load_models(existing_file(args.init, "--init model file"))
+    models, _ = load_models(existing_file(options.init, "--init model file"))
     start = models[0]
     init_kind = "discrete" if isinstance(start, DiscreteHMM) else "gaussian"
     if kind is not None and kind != init_kind:
         declared = "symbol sequences" if kind == "discrete" else "feature frames"
         raise ModelError(
-            f"--init {args.init} holds a {type(start).__name__}, the options declare {declared}"
+            f"--init {options.init} holds a {type(start).__name__}, the options declare {declared}"
         )
-    if init_kind == "discrete" and args.symbols not in (None, start.n_symbols):
+    if init_kind == "discrete" and options.symbols not in (None, start.n_symbols):
         raise ConfigError(
-            f"--symbols {args.symbols}, but the --init model has {start.n_symbols} symbols"
+            f"--symbols {options.symbols}, but the --init model has {start.n_symbols} symbols"
         )
-    if init_kind == "gaussian" and args.dimension not in (None, start.n_features):
+    if init_kind == "gaussian" and options.dimension not in (None, start.n_features):
         raise ConfigError(
-            f"--dimension {args.dimension}, but the --init model has {start.n_features}-d frames"
+            f"--dimension {options.dimension}, but the --init model has {start.n_features}-d frames"
         )
     return start, init_kind
 
 
-def _public_skeleton(args: argparse.Namespace, declared: int | None) -> tuple:
+def _public_skeleton(options: HmmReleaseOptions, declared: int | None) -> tuple:
     """``(skeleton, kind, feature bound or None, description)`` from the declarations
     alone -- the options, the data file's ``n_symbols`` header, ``--init`` -- never from a
     record: the kind, the alphabet M and the frame dimension D are public."""
-    kind = _declared_kind(args)
+    kind = _declared_kind(options)
     if declared is not None and kind == "gaussian":
         raise ConfigError(
-            f"data file {args.data} declares n_symbols (symbol sequences), the options "
+            f"data file {options.data} declares n_symbols (symbol sequences), the options "
             "feature frames"
         )
-    if args.init:
-        start, kind = _init_skeleton(args, kind)
-        bound = _feature_bound(args) if kind == "gaussian" else None
-        return start, kind, bound, {"source": str(args.init), "seed": None}
+    if options.init:
+        start, kind = _init_skeleton(options, kind)
+        bound = _feature_bound(options) if kind == "gaussian" else None
+        return start, kind, bound, {"source": str(options.init), "seed": None}
     if kind is None and declared is None:
         raise ConfigError(
             "declare what the data file holds: --symbols M (or n_symbols in the file) for "
@@ -686,45 +546,43 @@ def _public_skeleton(args: argparse.Namespace, declared: int | None) -> tuple:
             "(neither is ever taken from the data)"
         )
     if kind == "gaussian":
-        bound = _feature_bound(args)
-        if args.dimension is None:
+        bound = _feature_bound(options)
+        if options.dimension is None:
             raise ConfigError(
                 "--dimension D is required for feature frames: the public frame dimension "
                 "(never taken from the data; frames of another dimension are dropped)"
             )
         start = skeleton(
             "gaussian",
-            args.states,
-            args.topology,
-            n_features=check_count(args.dimension, "--dimension", 1, MAX_WIDTH),
+            options.states,
+            options.topology,
+            n_features=check_count(options.dimension, "--dimension", 1, MAX_WIDTH),
             feature_bound=bound,
-            covariance_type=args.covariance,
+            covariance_type=options.covariance,
         )
-        desc = {"topology": args.topology, "n_features": start.n_features}
-        desc["covariance_type"] = args.covariance
+        desc = {"topology": options.topology, "n_features": start.n_features}
+        desc["covariance_type"] = options.covariance
         return start, kind, bound, {**desc, "seed": SKELETON_SEED}
     n_symbols = check_count(
-        args.symbols if args.symbols is not None else declared, "--symbols", 1, MAX_WIDTH
+        options.symbols if options.symbols is not None else declared, "--symbols", 1, MAX_WIDTH
     )
-    start = skeleton("discrete", args.states, args.topology, n_symbols=n_symbols)
-    desc = {"topology": args.topology, "n_symbols": n_symbols, "seed": SKELETON_SEED}
+    start = skeleton("discrete", options.states, options.topology, n_symbols=n_symbols)
+    desc = {"topology": options.topology, "n_symbols": n_symbols, "seed": SKELETON_SEED}
     return start, "discrete", None, desc
 
 
-def release_hmm(args: argparse.Namespace, console=None) -> int:
-    """Run ``smc-hmm release hmm`` (module docstring); returns 0."""
-    check_output_path(args.json)
-    if getattr(args, "keyword_models", False):  # smc_hmm.dp.keyword_release
-        from smc_hmm.dp.keyword_release import release_command
-
-        return release_command(args, console, metadata_path(check_out(args.out, metadata=True)))
+def release_hmm_model(options: HmmReleaseOptions) -> tuple[dict, list[str]]:
+    """Train and write a DP HMM (module docstring): the model file ``options.out`` and its
+    privacy metadata beside it; returns ``(summary, warnings)``, the summary being the
+    metadata plus the ``"model"`` and ``"metadata"`` paths, the warnings what the caller
+    should show first (they are in the metadata too)."""
     from smc_hmm.hmm.io import save_models
 
-    plan = _HmmRelease.from_args(args)
-    _declared_kind(args)  # conflicting options: refused before the data file is opened
-    records, declared = load_sequences(args.data)
-    start, kind, bound, skeleton_desc = _public_skeleton(args, declared)
-    result = _dp_train(args, plan, start, records, bound)
+    plan = _HmmRelease.from_options(options)
+    _declared_kind(options)  # conflicting options: refused before the data file is opened
+    records, declared = load_sequences(options.data)
+    start, kind, bound, skeleton_desc = _public_skeleton(options, declared)
+    result = _dp_train(options, plan, start, records, bound)
     meta_file = metadata_path(plan.out)
     if result.formal_guarantee:
         label = (
@@ -734,16 +592,8 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
         label = f"NOT-DP last-iteration experiment, no guarantee; metadata in {meta_file.name}"
     save_models(plan.out, [result.model], [label])
     meta = _hmm_metadata(plan, result, kind, bound, skeleton_desc, label)
-    _write_json(meta_file, meta)
-    summary = {**meta, "model": str(plan.out), "metadata": str(meta_file)}
-    for text in plan.warnings:
-        _warn(console, text)
-    _print_json(console, summary)
-    if args.json:
-        _write_json(args.json, summary)
-        if console is not None:
-            console.print(f"wrote {args.json}")
-    return 0
+    write_json(meta_file, meta)
+    return {**meta, "model": str(plan.out), "metadata": str(meta_file)}, plan.warnings
 
 
 @dataclass(frozen=True)
@@ -760,39 +610,35 @@ class _HmmRelease:
     warnings: list[str]
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> _HmmRelease:
-        if args.states is None:
-            args.states = 3
-        for name in ("dimension", "symbols", "feature_bound", "init"):  # older Namespaces
-            if not hasattr(args, name):
-                setattr(args, name, None)
-        eps = check_epsilon(args.eps, "--eps")
-        if args.max_length is None:
+    def from_options(cls, options: HmmReleaseOptions) -> _HmmRelease:
+        eps = check_epsilon(options.eps, "--eps")
+        if options.max_length is None:
             raise ConfigError(
                 "--max-length L is required: a declared public bound on the sequence length "
                 "(taking the longest sequence of the data would leak it)"
             )
-        max_length = check_count(args.max_length, "--max-length", 1, MAX_SEQUENCE_LENGTH)
-        every = not getattr(args, "not_dp_last_iteration", False)
-        if not every and getattr(args, "every_iteration", False):
+        max_length = check_count(options.max_length, "--max-length", 1, MAX_SEQUENCE_LENGTH)
+        every = not options.not_dp_last_iteration
+        if not every and options.every_iteration:
             raise ConfigError("--every-iteration and --not-dp-last-iteration exclude each other")
-        iterations = args.iterations if args.iterations is not None else (5 if every else 80)
+        iterations = options.iterations
+        iterations = iterations if iterations is not None else (5 if every else 80)
         iterations = check_count(iterations, "--iterations")
-        seeded = args.seed is not None
-        sampler = _release_sampler(args.sampler, seeded)
-        out = check_out(args.out, metadata=True)
+        seeded = options.seed is not None
+        sampler = _release_sampler(options.sampler, seeded)
+        out = check_out(options.out, metadata=True)
         warned = _release_warnings(every, sampler, seeded)
         return cls(eps, max_length, every, iterations, seeded, sampler, out, warned)
 
 
-def _dp_train(args: argparse.Namespace, plan: _HmmRelease, start, records, bound):
+def _dp_train(options: HmmReleaseOptions, plan: _HmmRelease, start, records, bound):
     """DP Baum-Welch (paper 000) from the public skeleton on the records cut to the
     public length bound."""
     from smc_hmm.dp.baum_welch import dp_baum_welch, public_sequences
     from smc_hmm.dp.random import DPRandom
 
     seqs = public_sequences(start, records, plan.max_length)  # never raises on a record
-    rng = DPRandom.insecure_seeded(int(args.seed)) if plan.seeded else DPRandom.system()
+    rng = DPRandom.insecure_seeded(int(options.seed)) if plan.seeded else DPRandom.system()
     with warnings.catch_warnings():  # the float sampler's warning is in plan.warnings
         warnings.simplefilter("ignore", FloatSamplerWarning)
         return dp_baum_welch(
@@ -804,7 +650,7 @@ def _dp_train(args: argparse.Namespace, plan: _HmmRelease, start, records, bound
             n_iter=plan.iterations if plan.every else 1,
             rng=rng,
             sampler=plan.sampler,
-            neighbouring=args.neighbouring,
+            neighbouring=options.neighbouring,
             long_sequences="truncate",  # public_sequences has cut them already
             feature_bound=bound,
             plain_iter=plan.iterations,
@@ -911,66 +757,7 @@ def _guarantee(result, first, max_length: int) -> dict:
     }
 
 
-def _warn(console, text: str) -> None:
-    if console is None:
-        print(f"warning: {text}", file=sys.stderr)
-    else:
-        from rich.markup import escape
-
-        console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)
-
-
 # -- release trace ----------------------------------------------------------------------------
-
-
-def add_trace_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``smc-hmm release trace`` (and its description and help format)."""
-    _describe_parser(parser, TRACE_DESCRIPTION)
-    a = parser.add_argument
-    a("--model", required=True, metavar="MODEL.npz", help="the public model (a model file)")
-    a("--model-index", type=int, default=0, metavar="I", help="which model of the file")
-    a("--trace", required=True, metavar="FILE", help=".json list of state indices")
-    a(
-        "--graph",
-        required=True,
-        metavar="KIND",
-        help="policy graph: complete | categorical | utility | transition | FILE.json (edges)",
-    )
-    a("--eps", type=EPS, default=1.0, metavar="E", help="eps per release")
-    a(
-        "--r",
-        type=option_type(check_sensitivity, "--r"),
-        default=1.0,
-        metavar="R",
-        help="radius of the utility graph",
-    )
-    a("--metric", choices=("l2", "l1", "linf"), default="l2", help="utility-graph metric")
-    a(
-        "--coords",
-        metavar="FILE",
-        help="query f: .json/.npy (n_states, d) (without it: f(s) = s, the state index)",
-    )
-    a("--categories", metavar="FILE", help="categorical graph: .json list of n labels")
-    a(
-        "--repair",
-        choices=("greedy", "min_area", "none"),
-        default="greedy",
-        help="how exposed states are protected: greedy (Algorithm 1), min_area "
-        "(Algorithm 3, 2-D) or none (refuse)",
-    )
-    a(
-        "--budget",
-        type=option_type(check_epsilon, "--budget"),
-        metavar="B",
-        help="cap on the Theorem 7.2 total (without it: none)",
-    )
-    a("--json", metavar="PATH", help="write the releases as JSON")
-    a(
-        "--seed",
-        type=int,
-        metavar="S",
-        help="INSECURE seeded noise (reproducible experiments only; default: the OS CSPRNG)",
-    )
 
 
 def _load_coords(path: object, n: int) -> np.ndarray:
@@ -1014,23 +801,23 @@ def _load_trace(path: object, start: np.ndarray, transmat: np.ndarray) -> list[i
     return [int(s) for s in data]
 
 
-def _policy(args: argparse.Namespace, n: int, f: np.ndarray, transmat: np.ndarray):
+def _policy(options: TraceReleaseOptions, n: int, f: np.ndarray, transmat: np.ndarray):
     from smc_hmm.dp import policy as pg
 
-    kind = str(args.graph)
+    kind = str(options.graph)
     if kind == "complete":
         return pg.complete_graph(n)
     if kind == "transition":
         return pg.transition_graph(transmat)
     if kind == "utility":
-        r = args.r
+        r = options.r
         if r is None or isinstance(r, bool) or not math.isfinite(float(r)) or r < 0:
             raise ConfigError(f"--r must be finite and >= 0, got {r!r}")
-        return pg.utility_graph(f, float(r), args.metric)
+        return pg.utility_graph(f, float(r), options.metric)
     if kind == "categorical":
-        if not args.categories:
+        if not options.categories:
             raise ConfigError("--graph categorical needs --categories FILE.json (n labels)")
-        p = existing_file(args.categories, "--categories file")
+        p = existing_file(options.categories, "--categories file")
         labels = read_json(p, "--categories file")
         if not isinstance(labels, list) or len(labels) != n:
             raise ConfigError(f"--categories file {p}: expected a list of {n} labels")
@@ -1079,40 +866,61 @@ def _record_json(rec, eps_cumulative: float) -> dict:
     }
 
 
-def release_trace(args: argparse.Namespace, console=None) -> int:
-    """Run ``smc-hmm release trace`` (module docstring); returns 0."""
+@dataclass(frozen=True)
+class TraceReleaseOptions:
+    """The choices of one ``release trace`` (module docstring; the names of the command's
+    options).  ``None``: the option was not given."""
+
+    model: str | Path
+    trace: str | Path
+    graph: str
+    model_index: int = 0
+    eps: float = 1.0
+    r: float | None = 1.0
+    metric: str = "l2"
+    coords: str | Path | None = None
+    categories: str | Path | None = None
+    repair: str = "greedy"
+    budget: float | None = None
+    seed: int | None = None
+
+
+def release_trace_states(options: TraceReleaseOptions) -> dict:
+    """Release each state of the trace (module docstring); returns the JSON record of the
+    releases (what ``release trace`` prints and writes)."""
     from smc_hmm.hmm.io import load_models
 
-    eps = check_epsilon(args.eps, "--eps")
-    check_output_path(args.json)
-    models, labels = load_models(existing_file(args.model, "model file"))
-    idx = args.model_index
+    eps = check_epsilon(options.eps, "--eps")
+    models, labels = load_models(existing_file(options.model, "model file"))
+    idx = options.model_index
     if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < len(models):
         raise ConfigError(f"--model-index must be in 0..{len(models) - 1}, got {idx!r}")
     model = models[idx]
     n = model.n_states
     transmat = np.asarray(model.transmat, dtype=float)
     start = np.asarray(model.startprob, dtype=float)
-    if args.coords:
-        f = _load_coords(args.coords, n)
-        query = f"coordinates from {args.coords}"
+    if options.coords:
+        f = _load_coords(options.coords, n)
+        query = f"coordinates from {options.coords}"
     else:
         f = np.arange(n, dtype=float)[:, None]
         query = "state index (f(s_i) = i)"
-    graph = _policy(args, n, f, transmat)
-    trace = _load_trace(args.trace, start, transmat)
-    budget = None if args.budget is None else check_epsilon(args.budget, "--budget")
+    graph = _policy(options, n, f, transmat)
+    trace = _load_trace(options.trace, start, transmat)
+    budget = None if options.budget is None else check_epsilon(options.budget, "--budget")
     from smc_hmm.dp.random import DPRandom
 
-    rng = None if args.seed is None else DPRandom.insecure_seeded(int(args.seed))
+    rng = None if options.seed is None else DPRandom.insecure_seeded(int(options.seed))
     cls = _start_dphmm(start)
-    mech = cls(transmat, f, graph, eps, initial=start, repair=args.repair, budget=budget, rng=rng)
+    mech = cls(
+        transmat, f, graph, eps, initial=start, repair=options.repair, budget=budget, rng=rng
+    )
     releases = []
     for s in trace:
         (rec,) = mech.release(s)
         releases.append(_record_json(rec, mech.ledger.epsilon_sum()))
     out = {
-        "model": str(args.model),
+        "model": str(options.model),
         "model_index": idx,
         "model_label": None if labels is None else labels[idx],
         "n_states": n,
@@ -1121,7 +929,7 @@ def release_trace(args: argparse.Namespace, console=None) -> int:
         "query": query,
         "query_dim": int(f.shape[1]),
         "eps": eps,
-        "repair": args.repair,
+        "repair": options.repair,
         "budget": budget,
         "randomness": mech.randomness,
         "insecure": rng is not None,
@@ -1135,41 +943,4 @@ def release_trace(args: argparse.Namespace, console=None) -> int:
         "accounting": "per release: Theorem 6.2 eps (DPHMM) and Theorem 6.3 constrained-DP "
         "term; per timestamp: Theorem 7.1 sums; cumulative: Theorem 7.2 (sum over timestamps)",
     }
-    if rng is not None:
-        _warn(
-            console, f"INSECURE: --seed {args.seed} makes the noise reproducible (experiments only)"
-        )
-    if console is not None:
-        _trace_table(console, out)
-    if args.json:
-        _write_json(args.json, out)
-        if console is not None:
-            console.print(f"wrote {args.json}")
-    elif console is None:
-        _print_json(None, out)
-    return 0
-
-
-def _trace_table(console, out: dict) -> None:
-    from rich.table import Table
-
-    table = Table(
-        title=f"DPHMM release: {out['graph']} graph, eps {out['eps']:g}, query {out['query']}"
-    )
-    for col in ("t", "z", "eps", "constrained eps", "cumulative (Thm 7.2)", "|C_t|", "repairs"):
-        table.add_column(col, justify="right")
-    for r in out["releases"]:
-        z = ", ".join(f"{v:.3f}" for v in r["z"])
-        rep = f"exposed {r['exposed']} + {len(r['repair_edges'])} edges" if r["exposed"] else "-"
-        c = r["constrained_epsilon"]
-        cum = r["cumulative_constrained_epsilon"]
-        table.add_row(
-            str(r["t"]),
-            z,
-            f"{r['epsilon']:g}",
-            c if isinstance(c, str) else f"{c:.4g}",
-            cum if isinstance(cum, str) else f"{cum:.4g}",
-            str(r["constraint_size"]),
-            rep,
-        )
-    console.print(table)
+    return out

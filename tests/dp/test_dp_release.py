@@ -1,4 +1,5 @@
-"""``release hmm`` and ``release trace`` (smc_hmm.dp.release) end to end on small data."""
+"""``release hmm`` and ``release trace`` (the commands smc_hmm.cli.release.hmm and .trace, the
+library smc_hmm.dp.release) end to end on small data."""
 
 import io
 import json
@@ -8,6 +9,8 @@ import numpy as np
 import pytest
 from rich.console import Console
 
+from smc_hmm.cli.release import hmm as hmm_command
+from smc_hmm.cli.release import trace as trace_command
 from smc_hmm.dp import release as rel
 from smc_hmm.dp.baum_welch import RECORD_RULE
 from smc_hmm.errors import (
@@ -37,11 +40,11 @@ def _parse(add, argv):
 
 
 def _hmm(argv):
-    return _parse(rel.add_hmm_arguments, argv)
+    return _parse(hmm_command.add_hmm_arguments, argv)
 
 
 def _trace(argv):
-    return _parse(rel.add_trace_arguments, argv)
+    return _parse(trace_command.add_trace_arguments, argv)
 
 
 @pytest.fixture
@@ -76,7 +79,7 @@ def test_release_hmm_discrete_every_iteration(tmp_path, discrete_data):
         ]
     )  # fmt: skip
     console = _console()
-    assert rel.release_hmm(args, console) == 0
+    assert hmm_command.release_hmm(args, console) == 0
     models, labels = load_models(out)  # load_models reads the released file unchanged
     (model,) = models
     assert isinstance(model, DiscreteHMM) and model.n_states == 2 and model.n_symbols == 3
@@ -104,7 +107,7 @@ def test_release_hmm_discrete_every_iteration(tmp_path, discrete_data):
     # the same seed gives the same model
     out2 = tmp_path / "dp2.npz"
     args.out, args.json = str(out2), None
-    rel.release_hmm(args, _console())
+    hmm_command.release_hmm(args, _console())
     np.testing.assert_array_equal(load_models(out2)[0][0].transmat, model.transmat)
 
 
@@ -119,7 +122,7 @@ def test_release_hmm_gaussian_last_mode_and_tampered_metadata(tmp_path, frame_da
         ]
     )  # fmt: skip
     console = _console()
-    rel.release_hmm(args, console)
+    hmm_command.release_hmm(args, console)
     (model,), _ = load_models(out)
     assert isinstance(model, GaussianHMM) and model.n_features == 2
     assert model.transmat[1, 0] == 0  # left-to-right zeros stay zero
@@ -151,14 +154,14 @@ def test_release_hmm_npz_symbols_and_truncate(tmp_path):
         ["--data", str(path), "--eps", "1", "--every-iteration", "--states", "2",
          "--max-length", "4", "--truncate", "--out", str(out), "--seed", "0"]
     )  # fmt: skip
-    rel.release_hmm(args, _console())
+    hmm_command.release_hmm(args, _console())
     (model,), _ = load_models(out)
     assert model.n_symbols == 4
     meta = rel.read_release_metadata(out)
     assert meta["long_sequences"] == "truncate" and meta["records"] == RECORD_RULE
     # --truncate is what always happens: the same release without it
     args.truncate, args.out = False, str(tmp_path / "m2.npz")
-    rel.release_hmm(args, _console())
+    hmm_command.release_hmm(args, _console())
     np.testing.assert_array_equal(load_models(tmp_path / "m2.npz")[0][0].transmat, model.transmat)
 
 
@@ -199,7 +202,7 @@ def test_release_hmm_refuses_only_the_format_and_missing_declarations(
          str(tmp_path / "m.npz"), *extra]
     )  # fmt: skip
     with pytest.raises(ConfigError, match=match):
-        rel.release_hmm(args, _console())
+        hmm_command.release_hmm(args, _console())
     assert not (tmp_path / "m.npz").exists()
 
 
@@ -210,10 +213,10 @@ def test_release_hmm_init_fixes_the_kind_and_its_size(tmp_path):
     base = ["--data", str(data), "--eps", "1", "--max-length", "5", "--init", str(init)]
     base += ["--out", str(tmp_path / "m.npz")]
     with pytest.raises(ModelError, match="declare feature frames"):
-        rel.release_hmm(_hmm([*base, "--feature-bound", "2"]), _console())
+        hmm_command.release_hmm(_hmm([*base, "--feature-bound", "2"]), _console())
     with pytest.raises(ConfigError, match="--symbols 5, but the --init model has 6"):
-        rel.release_hmm(_hmm([*base, "--symbols", "5"]), _console())
-    assert rel.release_hmm(_hmm([*base, "--symbols", "6", "--seed", "0"]), _console()) == 0
+        hmm_command.release_hmm(_hmm([*base, "--symbols", "5"]), _console())
+    assert hmm_command.release_hmm(_hmm([*base, "--symbols", "6", "--seed", "0"]), _console()) == 0
     assert rel.read_release_metadata(tmp_path / "m.npz")["skeleton"] == {
         "source": str(init),
         "seed": None,
@@ -229,25 +232,25 @@ def test_release_hmm_bad_eps(tmp_path, discrete_data, eps):
     args = _hmm(["--data", str(discrete_data), "--eps", "1", "--max-length", "20"])
     args.eps = float(eps)
     with pytest.raises(PrivacyParameterError):
-        rel.release_hmm(args, _console())
+        hmm_command.release_hmm(args, _console())
 
 
 def test_release_hmm_bad_options(tmp_path, discrete_data, frame_data):
     base = ["--data", str(discrete_data), "--eps", "1"]
     with pytest.raises(ConfigError, match="max-length L is required"):
-        rel.release_hmm(_hmm(base), _console())
+        hmm_command.release_hmm(_hmm(base), _console())
     with pytest.raises(ConfigError, match="max-length"):
-        rel.release_hmm(_hmm([*base, "--max-length", "0"]), _console())
+        hmm_command.release_hmm(_hmm([*base, "--max-length", "0"]), _console())
     with pytest.raises(ConfigError, match="states"):
-        rel.release_hmm(_hmm([*base, "--max-length", "20", "--states", "0"]), _console())
+        hmm_command.release_hmm(_hmm([*base, "--max-length", "20", "--states", "0"]), _console())
     with pytest.raises(ConfigError, match=r"\.npz"):
-        rel.release_hmm(_hmm([*base, "--max-length", "20", "--out", "x.txt"]), _console())
+        hmm_command.release_hmm(_hmm([*base, "--max-length", "20", "--out", "x.txt"]), _console())
     with pytest.raises(ConfigError, match="does not exist"):
         out = str(tmp_path / "missing" / "m.npz")
-        rel.release_hmm(_hmm([*base, "--max-length", "20", "--out", out]), _console())
+        hmm_command.release_hmm(_hmm([*base, "--max-length", "20", "--out", out]), _console())
     frames = ["--data", str(frame_data), "--eps", "1", "--max-length", "20"]
     with pytest.raises(PrivacyParameterError):
-        rel.release_hmm(_hmm([*frames, "--feature-bound", "nan"]), _console())
+        hmm_command.release_hmm(_hmm([*frames, "--feature-bound", "nan"]), _console())
     assert all(issubclass(e, SmcHmmError) for e in (ConfigError, PrivacyParameterError))
 
 
@@ -282,7 +285,7 @@ def test_release_trace_graphs(tmp_path, chain, graph):
          "--json", str(out), "--seed", "1", *extra]
     )  # fmt: skip
     console = _console()
-    assert rel.release_trace(args, console) == 0
+    assert trace_command.release_trace(args, console) == 0
     res = json.loads(out.read_text())
     assert res["n_states"] == 4 and res["model_label"] == "ring"
     assert len(res["releases"]) == 6
@@ -312,7 +315,7 @@ def test_release_trace_coords_and_repairs(tmp_path, chain):
         ["--model", str(model), "--trace", str(trace), "--graph", str(edges), "--coords",
          str(coords), "--json", str(out), "--seed", "2"]
     )  # fmt: skip
-    rel.release_trace(args, _console())
+    trace_command.release_trace(args, _console())
     res = json.loads(out.read_text())
     assert res["query_dim"] == 2
     assert all(len(r["z"]) == 2 for r in res["releases"])
@@ -321,7 +324,7 @@ def test_release_trace_coords_and_repairs(tmp_path, chain):
     # the same with repair disabled refuses to expose a state
     args.repair = "none"
     with pytest.raises(ExposedStateError):
-        rel.release_trace(args, _console())
+        trace_command.release_trace(args, _console())
 
 
 def test_release_trace_bad_inputs(tmp_path, chain):
@@ -331,7 +334,7 @@ def test_release_trace_bad_inputs(tmp_path, chain):
     def run(*extra, trace_text=None):
         if trace_text is not None:
             trace.write_text(trace_text)
-        return rel.release_trace(_trace([*base, *extra]), _console())
+        return trace_command.release_trace(_trace([*base, *extra]), _console())
 
     with pytest.raises(ConfigError, match="--graph must be one of"):
         run("--graph", "ring")
@@ -360,7 +363,7 @@ def test_release_trace_bad_inputs(tmp_path, chain):
     with pytest.raises(SmcHmmError):  # a model file that is not one
         bad = tmp_path / "bad.npz"
         bad.write_text("x")
-        rel.release_trace(_trace(["--model", str(bad), "--trace", str(trace), "--graph",
+        trace_command.release_trace(_trace(["--model", str(bad), "--trace", str(trace), "--graph",
                                   "complete"]), _console())  # fmt: skip
     with pytest.raises(ConfigError, match="model-index"):
         run("--graph", "complete", "--model-index", "3", trace_text="[0]")
@@ -402,14 +405,14 @@ def test_a_trace_the_chain_cannot_produce_is_refused_before_any_noise(
 def test_released_model_feeds_release_trace(tmp_path, discrete_data):
     """The two commands chain: a released HMM is the public model of a trace release."""
     out = tmp_path / "dp.npz"
-    rel.release_hmm(
+    hmm_command.release_hmm(
         _hmm(["--data", str(discrete_data), "--eps", "1", "--every-iteration", "--states",
               "2", "--max-length", "15", "--out", str(out), "--seed", "0"]),
         _console(),
     )  # fmt: skip
     (tmp_path / "t.json").write_text("[0, 1, 1, 0]")
     res_path = tmp_path / "r.json"
-    rel.release_trace(
+    trace_command.release_trace(
         _trace(["--model", str(out), "--trace", str(tmp_path / "t.json"), "--graph",
                 "complete", "--json", str(res_path), "--seed", "0"]),
         _console(),
@@ -548,10 +551,10 @@ def test_sampler_and_seed_options(tmp_path, six_symbol_data):
         "--data", str(six_symbol_data), "--eps", "1", "--max-length", "20", "--symbols", "6",
     ]  # fmt: skip
     with pytest.raises(ConfigError, match="cannot be seeded"):
-        rel.release_hmm(_hmm([*base, "--seed", "1", "--sampler", "opendp"]), _console())
+        hmm_command.release_hmm(_hmm([*base, "--seed", "1", "--sampler", "opendp"]), _console())
     out = tmp_path / "float.npz"
     console = _console()
-    rel.release_hmm(_hmm([*base, "--sampler", "float", "--out", str(out)]), console)
+    hmm_command.release_hmm(_hmm([*base, "--sampler", "float", "--out", str(out)]), console)
     meta = rel.read_release_metadata(out)
     assert meta["sampler"] == "float" and meta["hardened_sampler"] is False
     assert meta["insecure"] is False and meta["guarantee"]["hardened_sampler"] is False
@@ -579,7 +582,7 @@ def test_a_forbidden_symbol_sequence_present_or_absent_ends_the_same_way(tmp_pat
         out = tmp_path / f"{name}.npz"
         argv = ["--data", str(data), "--eps", "1", "--max-length", "12", "--init", str(init)]
         console = _console()
-        assert rel.release_hmm(_hmm([*argv, *mode, "--out", str(out)]), console) == 0
+        assert hmm_command.release_hmm(_hmm([*argv, *mode, "--out", str(out)]), console) == 0
         meta = rel.read_release_metadata(out)
         (model,), _ = load_models(out)
         assert np.all(model.emissionprob[:, 5] == 0)  # the structural zero stays zero
@@ -594,7 +597,7 @@ def test_release_help_shows_descriptions_and_defaults(capsys):
 
     assert main(["release", "hmm", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert rel.HMM_DESCRIPTION in text
+    assert hmm_command.HMM_DESCRIPTION in text
     assert "hidden states (default 3; 5 with --keyword-models)" in text
     for shown in ("(default: ergodic)", "(default: add_remove)"):
         assert shown in text
@@ -603,7 +606,7 @@ def test_release_help_shows_descriptions_and_defaults(capsys):
     assert "opendp (the default: hardened" in text and "docs/dp-layer.md" in text
     assert main(["release", "trace", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert rel.TRACE_DESCRIPTION in text
+    assert trace_command.TRACE_DESCRIPTION in text
     for shown in ("(default: 1.0)", "(default: greedy)", "(default: l2)", "(default: 0)"):
         assert shown in text
 

@@ -467,7 +467,7 @@ def _release(argv, tmp_path):
 
     from rich.console import Console
 
-    from smc_hmm.dp.lmgmm import command
+    from smc_hmm.cli.release import lmgmm as command
 
     parser = argparse.ArgumentParser()
     command.add_arguments(parser)

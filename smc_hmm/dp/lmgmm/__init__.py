@@ -74,9 +74,8 @@ Modules: :mod:`~smc_hmm.dp.lmgmm.model` (classifier, records, scaling, mixture l
 generative baseline), :mod:`~smc_hmm.dp.lmgmm.loss` (objective and derivatives),
 :mod:`~smc_hmm.dp.lmgmm.privacy` (sensitivity, Jacobian term, guarantee, perturbation),
 :mod:`~smc_hmm.dp.lmgmm.solve` (FISTA and the cvxpy reference),
-:mod:`~smc_hmm.dp.lmgmm.train` (training, releases, files) and
-:mod:`~smc_hmm.dp.lmgmm.command` (``smc-hmm release lmgmm``).  Everything public is
-re-exported here.
+:mod:`~smc_hmm.dp.lmgmm.train` (training, releases, files).  Everything public is
+re-exported here.  The command ``smc-hmm release lmgmm`` is :mod:`smc_hmm.cli.release.lmgmm`.
 """
 
 from smc_hmm.dp.lmgmm.loss import (
@@ -109,7 +108,14 @@ from smc_hmm.dp.lmgmm.privacy import (
     sensitivity,
 )
 from smc_hmm.dp.lmgmm.solve import Solution, solve
-from smc_hmm.dp.lmgmm.train import LMGMMRelease, load_release, save_release, train, train_dp
+from smc_hmm.dp.lmgmm.train import (
+    LMGMMRelease,
+    load_data,
+    load_release,
+    save_release,
+    train,
+    train_dp,
+)
 
 __all__ = [
     "BALL_TOLERANCE",
@@ -129,6 +135,7 @@ __all__ = [
     "huber_hinge",
     "into_unit_ball",
     "jacobian_term",
+    "load_data",
     "load_release",
     "noise_epsilon",
     "objective",

@@ -4,7 +4,8 @@ section 4.1.2).
 :func:`train` minimises the unperturbed objective; :func:`train_dp` draws the perturbation,
 charges eps' to an accountant (or checks a budget) before drawing it, and returns an
 :class:`LMGMMRelease` with the :class:`~smc_hmm.dp.lmgmm.privacy.Guarantee`.
-:func:`save_release` / :func:`load_release` write and read ``.npz`` files without pickle.
+:func:`save_release` / :func:`load_release` write and read ``.npz`` files without pickle;
+:func:`load_data` reads a training data file (``smc-hmm release lmgmm --data``).
 See ``docs/lmgmm.md``.
 """
 
@@ -29,6 +30,7 @@ from smc_hmm.dp.lmgmm.privacy import (
 from smc_hmm.dp.lmgmm.solve import Method, Solution, solve
 from smc_hmm.dp.params import check_epsilon
 from smc_hmm.dp.random import DPRandom, resolve_rng
+from smc_hmm.dp.release import existing_file, read_json
 from smc_hmm.errors import ConfigError, ModelError, PrivacyBudgetError, PrivacyError
 
 FORMAT = "smc-hmm lmgmm release v1"
@@ -245,3 +247,32 @@ def load_release(path: str | Path) -> tuple[LargeMarginGMM, dict[str, Any]]:
             f"{path}: unknown format {meta.get('format') if isinstance(meta, dict) else meta!r}"
         )
     return LargeMarginGMM(phi), meta
+
+
+def load_data(path: object) -> tuple[Any, Any, int | None]:
+    """``(rows, labels, d or None)`` from a ``.npz`` (members x, y) or ``.json``
+    (``{"x": [...], "y": [...]}``) file.  Only the format is checked (ConfigError); the
+    records are not (:func:`~smc_hmm.dp.lmgmm.model.public_records` maps them).  d is
+    the npz ``x``'s number of columns, None for JSON."""
+    p = existing_file(path, "--data")
+    if p.suffix == ".npz":
+        try:
+            with np.load(p, allow_pickle=False) as files:
+                if set(files.files) != {"x", "y"}:
+                    raise ConfigError(f"{p}: expected members x and y, got {sorted(files.files)}")
+                x, y = files["x"], files["y"]
+        except (OSError, ValueError, EOFError) as e:
+            raise ConfigError(f"cannot read --data {p}: {e}") from None
+        if x.ndim != 2 or x.shape[1] == 0 or x.dtype.kind not in "iuf":
+            raise ConfigError(f"{p}: x must be an (n, d) numeric matrix, got shape {x.shape}")
+        if y.ndim != 1:
+            raise ConfigError(f"{p}: y must be a 1-d array of labels, got shape {y.shape}")
+        return list(x), list(y), int(x.shape[1])
+    if p.suffix == ".json":
+        raw = read_json(p, "--data")
+        if not isinstance(raw, dict) or set(raw) != {"x", "y"}:
+            raise ConfigError(f'{p}: expected a JSON object {{"x": [[...]], "y": [...]}}')
+        if not isinstance(raw["x"], list) or not isinstance(raw["y"], list):
+            raise ConfigError(f"{p}: x and y must be lists (one entry per record)")
+        return raw["x"], raw["y"], None
+    raise ConfigError(f"--data must be a .npz or .json file, got {p}")

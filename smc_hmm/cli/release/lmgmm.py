@@ -1,8 +1,10 @@
 """``smc-hmm release lmgmm``: train a large-margin GMM classifier with differential privacy
 and release it to a file with its guarantee (thesis 003, section 4.1.2; ``docs/lmgmm.md``).
 
-For the CLI: :func:`add_arguments` (the options) and :func:`run` (``run(args, console) ->
-exit code``).  Every bad option or file format raises a typed :class:`~smc_hmm.errors.SmcHmmError`:
+The options (:func:`add_arguments`) and the command (:func:`run`, ``run(args, console) ->
+exit code``); the data file's reader, the training and the release file are
+:mod:`smc_hmm.dp.lmgmm`.  Every bad option or file format raises a typed
+:class:`~smc_hmm.errors.SmcHmmError`:
 ``ConfigError`` for files and options, ``ShapeMismatchError`` for a file whose labels and
 rows differ in number, ``PrivacyParameterError`` for eps <= 0 or k >= ``--eps-total`` and
 ``PrivacyBudgetError`` when eps' exceeds ``--budget`` (k and eps' depend on the public n,
@@ -52,12 +54,13 @@ from typing import Any
 
 import numpy as np
 
+from smc_hmm.dp.lmgmm.train import load_data
 from smc_hmm.dp.params import check_epsilon
-from smc_hmm.dp.release import check_out, existing_file, read_array, read_json
+from smc_hmm.dp.release import check_out, read_array
 from smc_hmm.errors import ConfigError
 from smc_hmm.options import check_output_path, option_type
 
-__all__ = ["add_arguments", "load_data", "run"]
+__all__ = ["add_arguments", "run"]
 
 DEFAULT_OUT = "released_lmgmm.npz"
 
@@ -109,35 +112,6 @@ def _array(path: object, what: str) -> np.ndarray:
         return np.asarray(raw, dtype=float)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"{what} {p} is not a numeric array: {e}") from None
-
-
-def load_data(path: object) -> tuple[Any, Any, int | None]:
-    """``(rows, labels, d or None)`` from a ``.npz`` (members x, y) or ``.json``
-    (``{"x": [...], "y": [...]}``) file.  Only the format is checked (ConfigError); the
-    records are not (:func:`~smc_hmm.dp.lmgmm.model.public_records` maps them).  d is
-    the npz ``x``'s number of columns, None for JSON."""
-    p = existing_file(path, "--data")
-    if p.suffix == ".npz":
-        try:
-            with np.load(p, allow_pickle=False) as files:
-                if set(files.files) != {"x", "y"}:
-                    raise ConfigError(f"{p}: expected members x and y, got {sorted(files.files)}")
-                x, y = files["x"], files["y"]
-        except (OSError, ValueError, EOFError) as e:
-            raise ConfigError(f"cannot read --data {p}: {e}") from None
-        if x.ndim != 2 or x.shape[1] == 0 or x.dtype.kind not in "iuf":
-            raise ConfigError(f"{p}: x must be an (n, d) numeric matrix, got shape {x.shape}")
-        if y.ndim != 1:
-            raise ConfigError(f"{p}: y must be a 1-d array of labels, got shape {y.shape}")
-        return list(x), list(y), int(x.shape[1])
-    if p.suffix == ".json":
-        raw = read_json(p, "--data")
-        if not isinstance(raw, dict) or set(raw) != {"x", "y"}:
-            raise ConfigError(f'{p}: expected a JSON object {{"x": [[...]], "y": [...]}}')
-        if not isinstance(raw["x"], list) or not isinstance(raw["y"], list):
-            raise ConfigError(f"{p}: x and y must be lists (one entry per record)")
-        return raw["x"], raw["y"], None
-    raise ConfigError(f"--data must be a .npz or .json file, got {p}")
 
 
 def _dimension(declared: dict[str, int]) -> int:

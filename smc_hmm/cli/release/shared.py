@@ -1,0 +1,61 @@
+"""What the ``smc-hmm release`` commands share: the help format (every default shown,
+except where there is none), the ``--eps`` type, the one-line warnings and the printed
+JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from smc_hmm.dp.params import check_epsilon
+from smc_hmm.dp.release import check_count
+from smc_hmm.options import option_type
+
+__all__ = ["EPS", "HELP_EPILOG", "HelpFormatter", "bounded", "describe", "print_json", "warn"]
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows every option's default, except where there is none (``None``, an off flag):
+    there the help text says what happens without the option."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default is None or action.default is False:
+            return action.help or ""
+        return super()._get_help_string(action)
+
+
+HELP_EPILOG = (
+    "The commands, data formats and modes: docs/dp-release.md; the guarantees: docs/dp-layer.md."
+)
+EPS = option_type(check_epsilon, "--eps")
+"""``type=`` of ``--eps``: checked while the command line is parsed."""
+
+
+def bounded(maximum: int):
+    """A check for :func:`~smc_hmm.options.option_type`: an integer from 1 to ``maximum``."""
+    return lambda value, name: check_count(value, name, 1, maximum)
+
+
+def describe(parser: argparse.ArgumentParser, description: str) -> None:
+    """A release command's description, epilog and help format."""
+    parser.description = description
+    parser.epilog = HELP_EPILOG
+    parser.formatter_class = HelpFormatter
+
+
+def print_json(console, data: dict) -> None:
+    text = json.dumps(data, indent=2, sort_keys=True)
+    if console is None:
+        print(text)
+    else:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def warn(console, text: str) -> None:
+    if console is None:
+        print(f"warning: {text}", file=sys.stderr)
+    else:
+        from rich.markup import escape
+
+        console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)
