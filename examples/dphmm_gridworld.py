@@ -1,8 +1,8 @@
 """DPHMM on a synthetic grid world: the evaluation of the DPHMM paper's section 8.
 
 A walker with momentum moves on a 20 x 20 grid (states = cells, f = cell coordinates; see
-``smc_hmm/dp/gridworld.py`` for the model).  The Markov model is learned from 200 simulated
-trajectories by counting transitions; 20 further sequences of 100 timestamps are released
+``smc_hmm/dp/evaluation/gridworld.py`` for the model).  The Markov model is learned from 200
+simulated trajectories by counting transitions; 20 further sequences of 100 timestamps are released
 with DPHMM (Algorithm 2, K-norm mechanism) under
 
 - G_util(r): cells within Euclidean distance r (in cells) are indistinguishable,
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from smc_hmm.dp.gridworld import METHODS, GridWorld, evaluate, run_benchmark, sweep
+from smc_hmm.dp.evaluation.gridworld import METHODS, GridWorld, evaluate, run_benchmark, sweep
 
 LABELS = {"util": "DPHMM, G_util(r)", "trs": "DPHMM, G_trs", "dpls": "DPLS (delta = 0.01)"}
 

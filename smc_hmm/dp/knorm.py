@@ -91,8 +91,8 @@ SAMPLER_BALL = {
 def default_rng(rng: np.random.Generator | None = None) -> np.random.Generator:
     """Return ``rng`` after checking its type, or a fresh generator seeded from ``secrets``.
 
-    For simulations and evaluations (walks of :mod:`smc_hmm.dp.gridworld`), never for DP
-    noise: the mechanism's randomness comes from :func:`noise_source`."""
+    For simulations and evaluations (walks of :mod:`smc_hmm.dp.evaluation.gridworld`), never
+    for DP noise: the mechanism's randomness comes from :func:`noise_source`."""
     if rng is None:
         return np.random.default_rng(secrets.randbits(128))
     if not isinstance(rng, np.random.Generator):

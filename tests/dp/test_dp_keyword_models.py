@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from smc_hmm.dp import keyword_models as km
-from smc_hmm.dp.empirical_audit import audit_keyword_release, histogram_privacy_loss
+from smc_hmm.dp.evaluation.empirical_audit import audit_keyword_release, histogram_privacy_loss
 from smc_hmm.dp.keyword_models import (
     RECORD_RULE,
     KeywordDesign,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from smc_hmm.dp.dphmm import DPHMM, CompositionLedger, constrained_epsilon
-from smc_hmm.dp.gridworld import GridWorld, evaluate, learn_markov_model, run_benchmark
+from smc_hmm.dp.evaluation.gridworld import GridWorld, evaluate, learn_markov_model, run_benchmark
 from smc_hmm.dp.knorm import KNormMechanism
 from smc_hmm.dp.policy import (
     categorical_graph,
