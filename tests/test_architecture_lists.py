@@ -18,9 +18,14 @@ def _row(folder: str) -> str:
 
 def test_every_command_module_is_listed():
     row = _row("smc_hmm/cli/")
-    for path in (ROOT / "smc_hmm" / "cli").glob("*.py"):
-        if path.stem not in ("__init__", "__main__", "common"):
+    for path in (ROOT / "smc_hmm" / "cli").iterdir():
+        if path.suffix == ".py" and path.stem not in ("__init__", "__main__", "common"):
             assert f"`{path.stem}`" in row, path.stem
+        elif (path / "__init__.py").is_file():  # a command of several modules (release/)
+            assert f"`{path.name}/`" in row, path.name
+            for module in path.glob("*.py"):
+                if module.stem != "__init__":
+                    assert f"`{module.stem}`" in row, f"{path.name}/{module.name}"
 
 
 def test_every_benchmark_is_listed():
