@@ -1,4 +1,4 @@
-"""Moved to :mod:`smc_hmm.dp.evaluation.empirical_audit` (issue #35); import it from there.
+"""Moved to :mod:`smc_hmm.dp.evaluation.empirical_audit`; import it from there.
 
 This alias stays only while :mod:`smc_hmm.bench.dp_keyword` still imports the old path; it
 goes with that import."""

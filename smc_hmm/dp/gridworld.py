@@ -1,4 +1,4 @@
-"""Moved to :mod:`smc_hmm.dp.evaluation.gridworld` (issue #35); import it from there.
+"""Moved to :mod:`smc_hmm.dp.evaluation.gridworld`; import it from there.
 
 This alias stays only while :mod:`smc_hmm.bench.dphmm` still imports the old path; it goes
 with that import."""

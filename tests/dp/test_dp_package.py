@@ -1,4 +1,4 @@
-"""smc_hmm.dp's docstring names each of its modules (issue #35: it had gone stale)."""
+"""smc_hmm.dp's docstring names each of its modules (it had gone stale once)."""
 
 from pathlib import Path
 
