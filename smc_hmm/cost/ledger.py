@@ -27,6 +27,13 @@ One responsibility: *count* what one party does.  See ``docs/architecture.md``
 
 :meth:`CostLedger.snapshot` is the JSON-ready per-party dict that
 :class:`~smc_hmm.cost.report.CostReport` merges.
+
+The critical path.  A ledger also keeps its run's *timeline*: per message sent or received,
+its peer, tag and the compute since the previous one (wall time minus the receive's wait).
+:func:`critical_path` replays the timelines of all parties of one in-process run as if
+each party had a machine of its own and the network no latency: a receive waits for the
+matching send (the k-th message of a tag from a peer), compute segments add up.  It is what
+two (or more) machines would take, from one run on one machine (``docs/cost-model.md``).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
 from smc_hmm.crypto.keys import Meter
@@ -115,6 +122,9 @@ class CostLedger(Meter, ChannelObserver):
         self._phases: dict[str, _PhaseStats] = {}
         # stack of [name, wall_start, cpu_start] for the open phases (innermost last)
         self._stack: list[list] = []
+        # the run's timeline: (kind, peer, tag, compute seconds before it); see critical_path
+        self.timeline: list[tuple[str, str | None, str | None, float]] = []
+        self._last_event: float | None = None
 
     # -- Meter: crypto operations (and OT / comparison invocations) --------------
 
@@ -126,8 +136,17 @@ class CostLedger(Meter, ChannelObserver):
 
     # -- ChannelObserver: messages, bytes, depth, waiting --------------------------
 
+    def _mark(self, kind: str, peer, tag, waited: float = 0.0) -> None:
+        """Append one timeline event (under the lock; only while a run is timed)."""
+        if self._last_event is None:
+            return
+        now = time.perf_counter()
+        self.timeline.append((kind, peer, tag, max(0.0, now - self._last_event - waited)))
+        self._last_event = now
+
     def on_send(self, peer: str, tag: str, nbytes: int, depth: int) -> None:
         with self._lock:
+            self._mark("send", peer, tag)
             entry = self._traffic.setdefault((peer, "sent"), [0, 0])
             entry[0] += 1
             entry[1] += int(nbytes)
@@ -146,6 +165,7 @@ class CostLedger(Meter, ChannelObserver):
             stats.recv[1] += int(nbytes)
             stats.wait += max(0.0, float(waited_seconds))
             self._rounds = max(self._rounds, int(depth))
+            self._mark("recv", peer, tag, max(0.0, float(waited_seconds)))
 
     # -- phases ----------------------------------------------------------------------
 
@@ -187,9 +207,17 @@ class CostLedger(Meter, ChannelObserver):
 
     @contextmanager
     def running(self) -> Iterator[None]:
-        """Time a whole run: time outside named phases goes to :data:`ROOT_PHASE`."""
-        with self.phase(ROOT_PHASE):
-            yield
+        """Time a whole run: time outside named phases goes to :data:`ROOT_PHASE`; the
+        run's timeline (:func:`critical_path`) starts and ends with it."""
+        with self._lock:
+            self.timeline, self._last_event = [], time.perf_counter()
+        try:
+            with self.phase(ROOT_PHASE):
+                yield
+        finally:
+            with self._lock:
+                self._mark("end", None, None)
+                self._last_event = None
 
     # -- read-out ----------------------------------------------------------------------
 
@@ -242,3 +270,39 @@ def _party_dict(party, key_bits, ops, traffic, rounds, phases) -> dict:
         "time": {"wall": wall, "cpu": cpu, "wait": wait, "compute": max(0.0, wall - wait)},
         "phases": dict(sorted(phases.items())),
     }
+
+
+def critical_path(ledgers: Iterable[CostLedger]) -> float | None:
+    """Seconds the run would take with one machine per party and no network latency:
+    every party's timeline replayed, a receive starting no earlier than its matching send
+    (module docstring).  None if a timeline is missing or does not match up."""
+    lines = {lg.party: list(lg.timeline) for lg in ledgers}
+    if not lines or any(not t or t[-1][0] != "end" for t in lines.values()):
+        return None
+    clock = dict.fromkeys(lines, 0.0)
+    at = dict.fromkeys(lines, 0)
+    sent: dict[tuple, list[float]] = {}
+    taken: Counter = Counter()
+    progress = True
+    while progress:
+        progress = False
+        for party, events in lines.items():
+            while at[party] < len(events):
+                kind, peer, tag, compute = events[at[party]]
+                if kind == "recv":
+                    key = (peer, party, tag)
+                    times = sent.get(key, [])
+                    if taken[key] >= len(times):
+                        break  # its send is not replayed yet
+                    # the compute comes first, then the wait for the message
+                    clock[party] = max(clock[party] + compute, times[taken[key]])
+                    taken[key] += 1
+                else:
+                    clock[party] += compute
+                    if kind == "send":
+                        sent.setdefault((party, peer, tag), []).append(clock[party])
+                at[party] += 1
+                progress = True
+    if any(at[p] < len(e) for p, e in lines.items()):
+        return None  # a receive without its send: not one run's timelines
+    return max(clock.values())

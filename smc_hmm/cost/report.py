@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from smc_hmm.cost.ledger import OPS, CostLedger, ops_dict
+from smc_hmm.cost.ledger import OPS, CostLedger, critical_path, ops_dict
 from smc_hmm.errors import ConfigError
 
 REPORT_VERSION = 1
@@ -63,15 +63,24 @@ def _validate_party(name: str, d) -> dict:
 class CostReport:
     """The merged costs of every party of one run: tables (rich) and JSON."""
 
-    def __init__(self, parties: Mapping[str, dict], meta: Mapping | None = None):
+    def __init__(
+        self,
+        parties: Mapping[str, dict],
+        meta: Mapping | None = None,
+        critical_path: float | None = None,
+    ):
         self.parties: dict[str, dict] = {
             name: _validate_party(name, d) for name, d in sorted(parties.items())
         }
         self.meta: dict = dict(sorted((meta or {}).items()))
+        #: seconds with one machine per party (:func:`~smc_hmm.cost.ledger.critical_path`);
+        #: None where the run's timelines are not known (parties in separate processes)
+        self.critical_path = critical_path
 
     @classmethod
     def from_ledgers(cls, ledgers: Iterable[CostLedger], meta: Mapping | None = None):
-        return cls({lg.party: lg.snapshot() for lg in ledgers}, meta)
+        ledgers = list(ledgers)
+        return cls({lg.party: lg.snapshot() for lg in ledgers}, meta, critical_path(ledgers))
 
     @classmethod
     def from_dict(cls, d) -> CostReport:
@@ -80,7 +89,9 @@ class CostReport:
         _require(isinstance(d.get("parties"), dict), "no 'parties' object")
         meta = d.get("meta", {})
         _require(isinstance(meta, dict), "'meta' is not an object")
-        return cls(d["parties"], meta)
+        path = d.get("totals", {}).get("critical_path")
+        _require(path is None or isinstance(path, int | float), "'critical_path' is not a number")
+        return cls(d["parties"], meta, path)
 
     @classmethod
     def from_json(cls, text: str) -> CostReport:
@@ -136,6 +147,7 @@ class CostReport:
             "rounds": self.rounds,
             "wall_max": max((p["time"]["wall"] for p in self.parties.values()), default=0.0),
             "cpu_sum": sum(p["time"]["cpu"] for p in self.parties.values()),
+            "critical_path": self.critical_path,
         }
 
     # -- output --------------------------------------------------------------------------
@@ -239,6 +251,11 @@ class CostReport:
         console = console or Console()
         for table in self.tables(console.width):
             console.print(table)
+        if self.critical_path is not None:
+            console.print(
+                f"critical path: {self.critical_path:.3f} s with one machine per party "
+                f"(the slowest party's wall here: {self.totals()['wall_max']:.3f} s)"
+            )
 
     def to_text(self, width: int = 160) -> str:
         """The tables as plain text laid out for ``width`` columns (for logs and tests)."""

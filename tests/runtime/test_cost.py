@@ -417,3 +417,50 @@ def test_malformed_rates_say_what_is_missing_in_words():
         PrimitiveRates.from_dict({"rates": {}})
     with pytest.raises(ConfigError, match="bits must be an integer"):
         PrimitiveRates.from_dict({"bits": "many", "rates": {}})
+
+
+def test_critical_path_replays_timelines_as_one_machine_per_party():
+    from smc_hmm.cost.ledger import critical_path
+
+    a, b = CostLedger("alice"), CostLedger("bob")
+    # alice computes 1 s and sends; waits for bob's reply; computes 0.5 s
+    a.timeline = [("send", "bob", "x", 1.0), ("recv", "bob", "y", 0.0), ("end", None, None, 0.5)]
+    # bob computes 0.2 s, waits for x (sent at 1 s), computes 2 s, replies, computes 0.1 s
+    b.timeline = [
+        ("recv", "alice", "x", 0.2),
+        ("send", "alice", "y", 2.0),
+        ("end", None, None, 0.1),
+    ]
+    assert critical_path([a, b]) == pytest.approx(3.5)  # 1 + 2 + 0.5; bob's 0.2 overlaps
+    report = CostReport.from_ledgers([a, b])
+    assert report.totals()["critical_path"] == pytest.approx(3.5)
+    assert "critical path: 3.500 s with one machine per party" in report.to_text()
+    assert CostReport.from_json(report.to_json()).critical_path == pytest.approx(3.5)
+    b.timeline = b.timeline[1:]  # a send never received, a receive never sent: no path
+    a.timeline = [("recv", "bob", "z", 0.0), ("end", None, None, 0.0)]
+    assert critical_path([a, b]) is None
+    assert critical_path([CostLedger("c")]) is None  # no run timed
+
+
+def test_an_in_process_run_reports_its_critical_path(keypair_512):
+    from protocols import secure_sum as ss
+    from smc_hmm.runtime import run_protocol
+
+    params = ss.Params(contributors=("bob",), length=3, scale=10, max_abs=100)
+    result = run_protocol(
+        ss.PROTOCOL,
+        params,
+        {
+            "alice": ("key_holder", [1.0, 2.0, 3.0]),
+            "bob": ("contributor", [4.0, 5.0, 6.0]),
+            "trent": ("aggregator", None),
+        },
+        keys={"alice": keypair_512},
+        min_key_bits=512,
+        timeout=30,
+    )
+    totals = result.cost.totals()
+    computes = [p["time"]["compute"] for p in result.cost.parties.values()]
+    path = totals["critical_path"]
+    # at least the busiest party's compute, at most every party's compute one after another
+    assert max(computes) * 0.9 - 0.01 <= path <= sum(computes) + 0.01
