@@ -187,8 +187,32 @@ def offline_randomizers(name: str, params: dict, alice, bob, public_key, compute
 def phase_rows(cost, prefix: str, *, traffic: bool = True) -> list[Row]:
     """A row per party and phase of a run's cost ledger (``cost``): its wall seconds, its
     compute seconds, bytes out and in (with ``traffic``) and the operations it counted;
-    each named ``{prefix}{party} / {phase}``."""
+    each named ``{prefix}{party} / {phase}``; first a row per party (wall, compute and CPU
+    of its thread) and the run's critical path with one machine per party
+    (:func:`smc_hmm.cost.ledger.critical_path`), what two machines would take."""
     rows = []
+    for party, data in cost.parties.items():
+        t = data["time"]
+        rows.append(
+            Row(
+                f"{prefix}{party}",
+                float(t["wall"]),
+                None,
+                "s",
+                note=f"compute {t['compute']:.2f} s, CPU of its thread {t['cpu']:.2f} s, "
+                f"waiting {t['wait']:.2f} s",
+            )
+        )
+    if cost.critical_path is not None:
+        rows.append(
+            Row(
+                f"{prefix}critical path, one machine per party",
+                float(cost.critical_path),
+                None,
+                "s",
+                note="the parties' timelines replayed without sharing cores (no latency)",
+            )
+        )
     for party, data in cost.parties.items():
         for phase, p in data.get("phases", {}).items():
             ops = {k: v for k, v in p["ops"].items() if v}
