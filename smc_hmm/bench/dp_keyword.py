@@ -12,7 +12,7 @@ standardisation, then the plaintext forward algorithm (``smc_hmm.hmm.log_likelih
 Rows: mean accuracy per eps (min and max over the releases in the note; the targets,
 >= 90% at eps = 10 and >= 60% at eps = 3, as the baseline column with a 1.0x target),
 the bundled non-private models, the time per release, and the empirical audit
-(:func:`smc_hmm.dp.empirical_audit.audit_keyword_release` on the first 40 training
+(:func:`smc_hmm.dp.evaluation.empirical_audit.audit_keyword_release` on the first 40 training
 utterances of two digits: ``--audit-releases`` releases on each of two neighbouring
 data sets, the histogram-ratio estimate of the loss on one released mean must stay at
 most the claimed eps), once for the full release with the most influential real
@@ -193,7 +193,7 @@ def _audits(train, design, audit_eps: float, audit_releases: int, seed: int, log
     """The empirical privacy loss of two neighbour pairs: (the audits, their rows)."""
     from dataclasses import replace
 
-    from smc_hmm.dp.empirical_audit import audit_keyword_release
+    from smc_hmm.dp.evaluation.empirical_audit import audit_keyword_release
 
     subset = {label: train[label][:40] for label in AUDIT_LABELS}
     fixed = replace(design, standardisation="bundled")

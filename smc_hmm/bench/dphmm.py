@@ -1,6 +1,6 @@
 """``smc-hmm bench dphmm``: runtime per release of the DPHMM release loop (grid world).
 
-Runs :func:`smc_hmm.dp.gridworld.run_benchmark` (DPHMM paper, section 8; ``docs/dphmm.md``)
+Runs :func:`smc_hmm.dp.evaluation.gridworld.run_benchmark` (DPHMM paper, section 8; ``docs/dphmm.md``)
 on a ``--grid`` x ``--grid`` grid world: ``--sequences`` simulated traces of ``--steps``
 releases each, the same traces for every method:
 
@@ -34,7 +34,7 @@ def run(
     r: float = 2.0,
     seed: int = 0,
 ) -> BenchResult:
-    from smc_hmm.dp.gridworld import run_benchmark
+    from smc_hmm.dp.evaluation.gridworld import run_benchmark
 
     res = run_benchmark(grid, n_sequences=sequences, n_steps=steps, eps=eps, r=r, seed=seed)
     methods = res["methods"]

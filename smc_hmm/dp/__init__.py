@@ -41,9 +41,7 @@ The package has no imports of its own: import each module directly.
   privacy metadata).
 - :mod:`smc_hmm.dp.evaluation`: tools that measure releases and release nothing: the
   DPHMM grid world (``evaluation.gridworld``) and the empirical privacy audit
-  (``evaluation.empirical_audit``).  ``smc_hmm.dp.gridworld`` and
-  ``smc_hmm.dp.empirical_audit`` are aliases of these, kept only while
-  :mod:`smc_hmm.bench` imports the old paths.
+  (``evaluation.empirical_audit``).
 
 See ``docs/dp-layer.md`` for the mechanisms, the sensitivity analysis and the measured
 privacy/utility curves.
