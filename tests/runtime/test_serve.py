@@ -463,7 +463,7 @@ def test_one_client_name_runs_at_most_its_share_of_the_sessions(setup):
             target=lambda: out.update(r=client(srv.address, certs, cases[1][0], "carol"))
         )
         waiter.start()
-        _wait_for(lambda: len(srv._queue) == 1)
+        _wait_for(lambda: srv.waiting == 1)
         _ok(srv, certs, cases[:1], "alice")  # carol's waiter ahead does not hold alice back
         holder.close()
         waiter.join(30)
@@ -556,7 +556,9 @@ def test_an_oversized_hello_is_refused(setup, server):
 
 def test_an_unexpected_error_at_the_front_door_drops_one_connection_only(setup, monkeypatch):
     config, certs, cases = setup
-    original = Server._authenticated
+    from smc_hmm.runtime.serve.admission import Admission
+
+    original = Admission.authenticate
     calls = []
 
     def broken_once(self, sock, hello, where):
@@ -565,7 +567,7 @@ def test_an_unexpected_error_at_the_front_door_drops_one_connection_only(setup, 
             raise RuntimeError("a bug met by one connection")
         return original(self, sock, hello, where)
 
-    monkeypatch.setattr(Server, "_authenticated", broken_once)
+    monkeypatch.setattr(Admission, "authenticate", broken_once)
     with Server(config, "bob", settings=ServeSettings(workers=1), port=0) as srv:
         with pytest.raises(SmcHmmError):
             client(srv.address, certs, cases[0][0])
