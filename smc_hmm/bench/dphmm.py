@@ -1,8 +1,8 @@
 """``smc-hmm bench dphmm``: runtime per release of the DPHMM release loop (grid world).
 
-Runs :func:`smc_hmm.dp.evaluation.gridworld.run_benchmark` (DPHMM paper, section 8; ``docs/dphmm.md``)
-on a ``--grid`` x ``--grid`` grid world: ``--sequences`` simulated traces of ``--steps``
-releases each, the same traces for every method:
+Runs :func:`smc_hmm.dp.evaluation.gridworld.run_benchmark` (DPHMM paper, section 8;
+``docs/dphmm.md``) on a ``--grid`` x ``--grid`` grid world: ``--sequences`` simulated
+traces of ``--steps`` releases each, the same traces for every method:
 
 - ``util``: DPHMM with the utility graph G_util(r) (``--r``);
 - ``trs``: DPHMM with the one-step-transition graph G_trs;
