@@ -402,6 +402,21 @@ TAGS = (
 # -- Bob's view of the models ---------------------------------------------------------------
 
 
+def emission_kind(models: Sequence) -> tuple[str, int]:
+    """The public emission kind of a list of HMMs ("discrete", DIAG or "gaussian") and
+    their observation width (M symbols or d features); they must agree."""
+    if all(isinstance(m, DiscreteHMM) for m in models):
+        kind, widths = "discrete", {m.n_symbols for m in models}
+    elif all(isinstance(m, GaussianHMM) for m in models):
+        diagonal = all(m.covariance_type == "diag" for m in models)
+        kind, widths = (DIAG if diagonal else "gaussian"), {m.n_features for m in models}
+    else:
+        raise InvalidInputError("models must be all DiscreteHMM or all GaussianHMM")
+    if len(widths) != 1:
+        raise InvalidInputError("all models must share the observation space")
+    return kind, widths.pop()
+
+
 @dataclass
 class _ModelBatch:
     """Bob's stacked models: per-model transition matrices and stacked emission terms."""
@@ -415,16 +430,7 @@ class _ModelBatch:
         models = list(models)
         if not models:
             raise InvalidInputError("Bob needs at least one HMM")
-        if all(isinstance(m, DiscreteHMM) for m in models):
-            kind, widths = "discrete", {m.n_symbols for m in models}
-        elif all(isinstance(m, GaussianHMM) for m in models):
-            diagonal = all(m.covariance_type == "diag" for m in models)
-            kind, widths = (DIAG if diagonal else "gaussian"), {m.n_features for m in models}
-        else:
-            raise InvalidInputError("models must be all DiscreteHMM or all GaussianHMM")
-        if len(widths) != 1:
-            raise InvalidInputError("all models must share the observation space")
-        return cls(models, kind, widths.pop())
+        return cls(models, *emission_kind(models))
 
     @property
     def states(self) -> tuple[int, ...]:

@@ -124,7 +124,7 @@ from functools import cached_property
 
 import numpy as np
 
-from protocols import compare
+from protocols import compare, forward
 from protocols.forward import DIAG, KINDS, ForwardParams, ForwardSpec
 from protocols.forward import encode_observations as forward_encode
 from protocols.primitives import (
@@ -326,18 +326,10 @@ class Structure:
     @classmethod
     def of(cls, decoders: Sequence[Decoder]) -> Structure:
         models = [d.model for d in decoders]
-        if all(isinstance(m, DiscreteHMM) for m in models):
-            kind, widths = "discrete", {m.n_symbols for m in models}
-        elif all(isinstance(m, GaussianHMM) for m in models):
-            diagonal = all(m.covariance_type == "diag" for m in models)
-            kind, widths = (DIAG if diagonal else "gaussian"), {m.n_features for m in models}
-        else:
-            raise InvalidInputError("models must be all discrete or all Gaussian HMMs")
-        if len(widths) != 1:
-            raise InvalidInputError("all models must share the observation space")
+        kind, width = forward.emission_kind(models)
         return cls(
             kind,
-            widths.pop(),
+            width,
             tuple(m.n_states for m in models),
             tuple(d.rows for d in decoders),
             tuple(topology(m) for m in models),

@@ -5,7 +5,8 @@ scripted ones that misbehave on purpose."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from smc_hmm.errors import SmcHmmError
@@ -66,3 +67,25 @@ def alice_declaring_a_length(ctx, length):
     ctx.recv("bob", "fw.spec")
     ctx.send("bob", "fw.length", length)
     ctx.recv("bob", "fw.emit")
+
+
+@contextmanager
+def exact_offline_pools(pk, need: dict[str, int]) -> Iterator[dict]:
+    """An offline phase sized from the public counts ``need`` alone: Alice's key encrypts
+    from a pool of exactly need["alice"] randomizers, Bob re-randomises from one of
+    need["bob"] (yielded as a run's ``randomizers`` argument); on leaving, both pools must
+    be used up with no miss -- the counts were exact -- and the key has its own again."""
+    from smc_hmm.crypto import DJNRandomizer, RandomizerPool, Rng
+
+    own = pk.randomizer
+    alice_pool = RandomizerPool(own, capacity=need["alice"])
+    bob_pool = RandomizerPool(DJNRandomizer(pk.n_mpz, Rng.seeded(6)), capacity=need["bob"])
+    alice_pool.fill()
+    bob_pool.fill()
+    pk.use_randomizer(alice_pool)
+    try:
+        yield {"bob": {pk.fingerprint: bob_pool}}
+    finally:
+        pk.use_randomizer(own)
+    assert alice_pool.misses == 0 and bob_pool.misses == 0
+    assert len(alice_pool) == 0 and len(bob_pool) == 0

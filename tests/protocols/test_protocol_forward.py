@@ -734,32 +734,21 @@ def test_v2_hides_the_transition_ratio_from_the_v1_attack(keypair_1024):
 def test_an_offline_phase_precomputes_every_randomizer(keypair_1024):
     """Pools filled from the public sizes alone (randomizers_needed) cover the whole run:
     online, Alice encrypts and Bob re-randomises without computing one r^n."""
-    from smc_hmm.crypto import DJNRandomizer, RandomizerPool, Rng
+    from party_support import exact_offline_pools
 
     rng = np.random.default_rng(77)
     models = [random_gaussian(rng, n, 2, "diag") for n in (2, 3)]
     obs, _ = models[0].sample(9, rng)
     pk, sk = keypair_1024
-    need = _spec(models).randomizers_needed(len(obs))
-    own = pk.randomizer
-    alice_pool = RandomizerPool(own, capacity=need["alice"])
-    bob_pool = RandomizerPool(DJNRandomizer(pk.n_mpz, Rng.seeded(6)), capacity=need["bob"])
-    alice_pool.fill()
-    bob_pool.fill()
-    pk.use_randomizer(alice_pool)
-    try:
+    with exact_offline_pools(pk, _spec(models).randomizers_needed(len(obs))) as randomizers:
         result = simulate(
             {"alice": forward.alice, "bob": forward.bob},
             args={"alice": (obs,), "bob": (models,)},
             keys={"alice": (pk, sk)},
-            randomizers={"bob": {pk.fingerprint: bob_pool}},
+            randomizers=randomizers,
             min_key_bits=512,
         )
-    finally:
-        pk.use_randomizer(own)  # the session's key goes back to its own randomizer
     check_against_plaintext(result, models, obs, sk)
-    assert alice_pool.misses == 0 and bob_pool.misses == 0
-    assert len(alice_pool) == 0 and len(bob_pool) == 0  # the counts are exact
 
 
 def _odd(v: int) -> int:

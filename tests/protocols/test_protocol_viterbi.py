@@ -255,7 +255,7 @@ def test_mining_refuses_out_of_range_frames_after_its_last_message(keypair_512):
 
 
 def test_an_offline_phase_precomputes_every_randomizer(keypair_512):
-    from smc_hmm.crypto import DJNRandomizer, RandomizerPool, Rng
+    from party_support import exact_offline_pools
 
     rng = np.random.default_rng(10)
     models = [_discrete(rng, 3), _discrete(rng, 2)]
@@ -265,25 +265,11 @@ def test_an_offline_phase_precomputes_every_randomizer(keypair_512):
         params = vit.ViterbiParams(model_holder=holder)
         inputs = {"alice": obs, "bob": models} if holder == "bob" else {"alice": models, "bob": obs}
         need = vit.randomizers_needed(params, pk.bits, inputs)
-        own = pk.randomizer
-        alice_pool = RandomizerPool(own, capacity=need["alice"])
-        bob_pool = RandomizerPool(DJNRandomizer(pk.n_mpz, Rng.seeded(6)), capacity=need["bob"])
-        alice_pool.fill()
-        bob_pool.fill()
-        pk.use_randomizer(alice_pool)
-        try:
+        with exact_offline_pools(pk, need) as randomizers:
             result = _run(
-                keypair_512,
-                models,
-                obs,
-                {"model_holder": holder},
-                randomizers={"bob": {pk.fingerprint: bob_pool}},
+                keypair_512, models, obs, {"model_holder": holder}, randomizers=randomizers
             )
-        finally:
-            pk.use_randomizer(own)
         _check(result, models, obs, hmmlearn=False)
-        assert alice_pool.misses == 0 and bob_pool.misses == 0
-        assert len(alice_pool) == 0 and len(bob_pool) == 0
 
 
 def test_bad_inputs_are_typed_errors(keypair_512):
