@@ -4,6 +4,7 @@ scripted ones that misbehave on purpose."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -89,3 +90,63 @@ def exact_offline_pools(pk, need: dict[str, int]) -> Iterator[dict]:
         pk.use_randomizer(own)
     assert alice_pool.misses == 0 and bob_pool.misses == 0
     assert len(alice_pool) == 0 and len(bob_pool) == 0
+
+
+def write_secure_sum_config(
+    tmp_path: Path,
+    vectors: dict[str, list[float]],
+    *,
+    timeout: float = 10.0,
+    bob_input: str | None = None,
+    connect_timeout: float = 10,
+) -> Path:
+    """``tmp_path``/parties.toml of a secure sum over mutual TLS on loopback: one party per
+    entry of ``vectors`` (alice, bob and trent by name, any other a data owner) with its
+    vector as input (``bob_input``: Bob's input file's text instead), INSECURE 512-bit
+    keys, certificates in ``tmp_path``/certs."""
+    from smc_hmm.certs import make_certificates
+    from smc_hmm.transport import free_loopback_ports
+
+    names = list(vectors)
+    certs = make_certificates(tmp_path / "certs", names)
+    ports = free_loopback_ports(len(names))
+    contributors = [n for n in names if n not in ("alice", "trent")]
+    length = len(next(iter(vectors.values())))
+    lines = [
+        "[run]",
+        'protocol = "secure_sum"',
+        f"timeout = {timeout}",
+        "key_bits = 512",
+        "insecure = true",
+        f"connect_timeout = {connect_timeout}",
+        "",
+        "[protocol]",
+        f"contributors = {json.dumps(contributors)}",
+        f"length = {length}",
+        "scale = 16",
+        "max_abs = 1000.0",
+        "",
+        "[tls]",
+        'ca_cert = "certs/ca.pem"',
+        "",
+    ]
+    for name, port in zip(names, ports):
+        kind = name if name in ("alice", "bob", "trent") else "data_owner"
+        input_path = tmp_path / f"{name}.json"
+        input_path.write_text(json.dumps(vectors[name]))
+        if name == "bob" and bob_input is not None:
+            input_path.write_text(bob_input)
+        lines += [
+            f"[parties.{name}]",
+            f'kind = "{kind}"',
+            'host = "127.0.0.1"',
+            f"port = {port}",
+            f'cert = "certs/{name}.pem"',
+            f'key = "certs/{name}.key"',
+            f'input = "{name}.json"',
+            "",
+        ]
+    path = tmp_path / "parties.toml"
+    path.write_text("\n".join(lines))
+    assert certs.ca_cert.exists()
+    return path

@@ -8,10 +8,9 @@ import json
 import threading
 
 import pytest
+from party_support import write_secure_sum_config
 
-from smc_hmm.certs import make_certificates
 from smc_hmm.cli import main
-from smc_hmm.transport import free_loopback_ports
 
 SMALL = ["--key-bits", "512", "--insecure", "--seed", "3"]
 
@@ -126,41 +125,8 @@ def test_predictions_for_every_run_or_one(demo_files, rates, tmp_path, capsys):
 
 def _secure_sum_config(tmp_path):
     names = ["alice", "bob", "trent"]
-    make_certificates(tmp_path / "certs", names)
-    ports = free_loopback_ports(len(names))
-    lines = [
-        "[run]",
-        'protocol = "secure_sum"',
-        "timeout = 20",
-        "connect_timeout = 20",
-        "key_bits = 512",
-        "insecure = true",
-        "",
-        "[protocol]",
-        'contributors = ["bob"]',
-        "length = 2",
-        "scale = 16",
-        "max_abs = 1000.0",
-        "",
-        "[tls]",
-        'ca_cert = "certs/ca.pem"',
-        "",
-    ]
-    for name, port in zip(names, ports):
-        (tmp_path / f"{name}.json").write_text("[1.0, 2.0]")
-        lines += [
-            f"[parties.{name}]",
-            f'kind = "{name}"',
-            'host = "127.0.0.1"',
-            f"port = {port}",
-            f'cert = "certs/{name}.pem"',
-            f'key = "certs/{name}.key"',
-            f'input = "{name}.json"',
-            "",
-        ]
-    path = tmp_path / "parties.toml"
-    path.write_text("\n".join(lines))
-    return path, names
+    vectors = {name: [1.0, 2.0] for name in names}
+    return write_secure_sum_config(tmp_path, vectors, timeout=20, connect_timeout=20), names
 
 
 def test_launch_and_party_json(tmp_path, capsys):

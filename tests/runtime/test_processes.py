@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from party_support import run_parties_in_threads
+from party_support import run_parties_in_threads, write_secure_sum_config
 
 from smc_hmm.certs import make_certificates
 from smc_hmm.errors import (
@@ -24,7 +24,6 @@ from smc_hmm.runtime import (
     load_config,
     run_party,
 )
-from smc_hmm.transport import free_loopback_ports
 
 VECTORS = {
     "alice": [1.5, 2.0, -3.25],
@@ -34,55 +33,8 @@ VECTORS = {
 }
 
 
-def write_config(
-    tmp_path,
-    names=("alice", "bob", "trent"),
-    *,
-    timeout=10.0,
-    bob_input=None,
-    connect_timeout=10,
-):
-    certs = make_certificates(tmp_path / "certs", list(names))
-    ports = free_loopback_ports(len(names))
-    contributors = [n for n in names if n not in ("alice", "trent")]
-    lines = [
-        "[run]",
-        'protocol = "secure_sum"',
-        f"timeout = {timeout}",
-        "key_bits = 512",
-        "insecure = true",
-        f"connect_timeout = {connect_timeout}",
-        "",
-        "[protocol]",
-        f"contributors = {json.dumps(contributors)}",
-        "length = 3",
-        "scale = 16",
-        "max_abs = 1000.0",
-        "",
-        "[tls]",
-        'ca_cert = "certs/ca.pem"',
-        "",
-    ]
-    for name, port in zip(names, ports):
-        kind = name if name in ("alice", "bob", "trent") else "data_owner"
-        input_path = tmp_path / f"{name}.json"
-        input_path.write_text(json.dumps(VECTORS[name]))
-        if name == "bob" and bob_input is not None:
-            input_path.write_text(bob_input)
-        lines += [
-            f"[parties.{name}]",
-            f'kind = "{kind}"',
-            'host = "127.0.0.1"',
-            f"port = {port}",
-            f'cert = "certs/{name}.pem"',
-            f'key = "certs/{name}.key"',
-            f'input = "{name}.json"',
-            "",
-        ]
-    path = tmp_path / "parties.toml"
-    path.write_text("\n".join(lines))
-    assert certs.ca_cert.exists()
-    return path
+def write_config(tmp_path, names=("alice", "bob", "trent"), **kwargs):
+    return write_secure_sum_config(tmp_path, {n: VECTORS[n] for n in names}, **kwargs)
 
 
 def _expected(names):
