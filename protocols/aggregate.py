@@ -145,7 +145,6 @@ from protocols.compare import (
     bob_argmax,
     bob_recv_keys,
     bob_reveal,
-    params_from_config,
 )
 from smc_hmm.crypto import CipherArray
 from smc_hmm.crypto.fixedpoint import encode
@@ -170,7 +169,7 @@ from smc_hmm.errors import (
     ProtocolError,
 )
 from smc_hmm.messages import Ciphertexts, Key, Message, Revealed
-from smc_hmm.protocol import ProtocolDescriptor, Role
+from smc_hmm.protocol import ProtocolDescriptor, Role, params_from_config
 from smc_hmm.runtime.inputs import load_array, load_vector
 
 NAME = "aggregate"

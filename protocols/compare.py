@@ -107,7 +107,7 @@ from smc_hmm.errors import (
     ShapeMismatchError,
 )
 from smc_hmm.messages import Ciphertexts, Key, Message, OpaqueCiphertexts, Public, Revealed
-from smc_hmm.protocol import ProtocolDescriptor, Role
+from smc_hmm.protocol import ProtocolDescriptor, Role, params_from_config
 from smc_hmm.runtime.inputs import load_array
 
 NAME = "compare"
@@ -843,17 +843,6 @@ def _check_names(key_holder, evaluator) -> None:
         key_holder == evaluator
     ):
         raise InvalidInputError("key_holder and evaluator must be distinct non-empty names")
-
-
-def params_from_config(cls, section: Mapping, what: str):
-    """``cls`` from a ``[protocol]`` table: every key a field (``name`` ignored)."""
-    unknown = set(section) - set(cls.__dataclass_fields__) - {"name"}
-    if unknown:
-        raise ConfigError(f"unknown {what} parameters: {sorted(unknown)}")
-    try:
-        return cls(**{k: v for k, v in section.items() if k != "name"})
-    except (InvalidInputError, TypeError) as e:
-        raise ConfigError(f"bad {what} parameters: {e}") from e
 
 
 @dataclass(frozen=True)

@@ -157,7 +157,7 @@ from smc_hmm.errors import (
 )
 from smc_hmm.limits import MAX_SEQUENCE_LENGTH, MAX_STATES, MAX_WIDTH, check_at_most
 from smc_hmm.messages import Ciphertexts, Key, Message, Public, Revealed
-from smc_hmm.protocol import ProtocolDescriptor, Role
+from smc_hmm.protocol import ProtocolDescriptor, Role, params_from_config
 from smc_hmm.runtime.inputs import load_array, resolve_path
 
 NAME = "speaker"
@@ -258,14 +258,7 @@ class SpeakerParams:
     @classmethod
     def from_config(cls, section: Mapping) -> SpeakerParams:
         """From the ``[protocol]`` table of a parties.toml (every key optional)."""
-        values = {k: v for k, v in section.items() if k != "name"}
-        unknown = set(values) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ConfigError(f"unknown speaker parameters: {sorted(unknown)}")
-        try:
-            return cls(**values)
-        except (InvalidInputError, TypeError) as e:
-            raise ConfigError(f"bad speaker parameters: {e}") from e
+        return params_from_config(cls, section, "speaker")
 
 
 @dataclass(frozen=True)

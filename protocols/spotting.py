@@ -43,7 +43,7 @@ from protocols import viterbi
 from smc_hmm.errors import ConfigError, InvalidInputError, SmcHmmError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM
 from smc_hmm.hmm.spotting import ENTER, LEAVE, START_KEYWORD, compose
-from smc_hmm.protocol import ProtocolDescriptor, alice_and_bob
+from smc_hmm.protocol import ProtocolDescriptor, alice_and_bob, params_from_config
 from smc_hmm.runtime.inputs import resolve_path
 
 NAME = "spot"
@@ -98,16 +98,13 @@ class SpotParams:
 
     @classmethod
     def from_config(cls, section: Mapping) -> SpotParams:
-        section = {k: v for k, v in section.items() if k != "name"}
-        unknown = set(section) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ConfigError(f"unknown spot parameters: {sorted(unknown)}")
-        if isinstance(section.get("keywords"), str):
-            section["keywords"] = [section["keywords"]]
-        try:
-            return cls(**{k: (tuple(v) if k == "keywords" else v) for k, v in section.items()})
-        except (InvalidInputError, TypeError, ValueError) as e:
-            raise ConfigError(f"bad spot parameters: {e}") from e
+        def keywords_as_tuple(values):
+            words = values.get("keywords")
+            if words is not None:
+                values["keywords"] = (words,) if isinstance(words, str) else tuple(words)
+            return values
+
+        return params_from_config(cls, section, "spot", convert=keywords_as_tuple)
 
 
 @dataclass(frozen=True)

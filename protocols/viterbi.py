@@ -155,7 +155,7 @@ from smc_hmm.hmm import (
 )
 from smc_hmm.limits import MAX_SEQUENCE_LENGTH, MAX_STATES, MAX_WIDTH, check_at_most
 from smc_hmm.messages import Ciphertexts, Message, Public
-from smc_hmm.protocol import ProtocolDescriptor, alice_and_bob
+from smc_hmm.protocol import ProtocolDescriptor, alice_and_bob, params_from_config
 from smc_hmm.runtime.inputs import load_array, resolve_path
 
 NAME = "viterbi"
@@ -226,14 +226,7 @@ class ViterbiParams:
 
     @classmethod
     def from_config(cls, section: Mapping) -> ViterbiParams:
-        known = set(cls.__dataclass_fields__)
-        unknown = set(section) - known - {"name"}
-        if unknown:
-            raise ConfigError(f"unknown viterbi parameters: {sorted(unknown)}")
-        try:
-            return cls(**{k: v for k, v in section.items() if k != "name"})
-        except (InvalidInputError, TypeError, ValueError) as e:
-            raise ConfigError(f"bad viterbi parameters: {e}") from e
+        return params_from_config(cls, section, "viterbi")
 
 
 # -- the public structure of the models ------------------------------------------------------

@@ -25,7 +25,15 @@ from typing import Any
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.messages import Message
 
-__all__ = ["ENTRY_POINT_GROUP", "ProtocolDescriptor", "Role", "alice_and_bob", "available", "find"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "ProtocolDescriptor",
+    "Role",
+    "alice_and_bob",
+    "available",
+    "find",
+    "params_from_config",
+]
 
 #: the entry-point group under which protocol descriptors register
 ENTRY_POINT_GROUP = "smc_hmm.protocols"
@@ -68,6 +76,21 @@ def alice_and_bob(alice, bob, load, *, input: str = "input") -> tuple[Role, Role
         Role("alice", alice, kind="alice", holds_key=True, input=input, load=load),
         Role("bob", bob, kind="bob", input=input, load=load),
     )
+
+
+def params_from_config(cls, section: Mapping, what: str, *, convert=None):
+    """A parameter dataclass ``cls`` from a ``[protocol]`` table: every key one of its
+    fields (``name``, the protocol's, is ignored); ``convert(values)`` may rewrite the
+    values first (lists to tuples).  Unknown keys and bad values are ConfigErrors that
+    name the protocol (``what``)."""
+    values = {k: v for k, v in section.items() if k != "name"}
+    unknown = set(values) - set(cls.__dataclass_fields__)
+    if unknown:
+        raise ConfigError(f"unknown {what} parameters: {sorted(unknown)}")
+    try:
+        return cls(**(convert(values) if convert else values))
+    except (InvalidInputError, TypeError, ValueError) as e:
+        raise ConfigError(f"bad {what} parameters: {e}") from e
 
 
 def _default_params(section: Mapping) -> Mapping:
