@@ -452,12 +452,18 @@ _pool_lock = threading.Lock()
 
 
 def _executor() -> ThreadPoolExecutor:
+    """The process's pool of exponentiation threads, all started on first use: a
+    ``ThreadPoolExecutor`` otherwise adds a thread the first time two batches overlap, so a
+    server's thread count would grow under load, long after it started."""
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(
-                max(2, os.cpu_count() or 2), thread_name_prefix="secret-powmod"
-            )
+            size = max(2, os.cpu_count() or 2)
+            pool = ThreadPoolExecutor(size, thread_name_prefix="secret-powmod")
+            together = threading.Barrier(size)  # each start-up task holds a thread
+            for started in [pool.submit(together.wait) for _ in range(size)]:
+                started.result()
+            _pool = pool
         return _pool
 
 
