@@ -74,4 +74,5 @@ def measure_rates(
     )
     rates["multiexp_terms"] = _rate(lambda: bases.lincomb(weights), terms, min_seconds)
     rates["rerandomize"] = _rate(lambda: pk.rerandomize(cts), batch, min_seconds)
+    rates["invert"] = _rate(lambda: [gmpy2.invert(c, n2) for c in cts], batch, min_seconds)
     return PrimitiveRates(pk.bits, rates, scalar_bits)

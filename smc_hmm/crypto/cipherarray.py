@@ -47,6 +47,15 @@ _INLINE = Compute.inline()
 _PARALLEL_MIN_TERMS = 512
 
 
+def _count_scalar_muls(meter, count: int, exponent_bits: int, inversions: int) -> None:
+    """Meter ``count`` scalar multiplications and what they really cost: the exponents'
+    total bits (``scalar_mul_bits``; a factor of +-1 is one bit, a negation too) and the
+    inversions of negative factors (``invert``), which the cost model prices apart."""
+    meter.count("scalar_mul", count)
+    meter.count("scalar_mul_bits", int(exponent_bits))
+    meter.count("invert", int(inversions))
+
+
 def _mpz_array(values, shape) -> np.ndarray:
     arr = np.empty(len(values), dtype=object)
     for i, v in enumerate(values):
@@ -307,7 +316,7 @@ class CipherArray:
     def __neg__(self) -> CipherArray:
         n2 = self.public_key.nsquare_mpz
         flat = [gmpy2.invert(c, n2) for c in self.ciphertexts()]
-        self.public_key.meter.count("scalar_mul", len(flat))
+        _count_scalar_muls(self.public_key.meter, len(flat), len(flat), len(flat))
         return self._like(flat, self.scale, self.bound)
 
     def __sub__(self, other) -> CipherArray:
@@ -337,11 +346,15 @@ class CipherArray:
                 base, k = [gmpy2.invert(c, n2) for c in base], -k
             flat = list(gmpy2.powmod_base_list(base, k, n2)) if base else []
             shape = self.shape
+            exponent_bits, inversions = k.bit_length() * len(flat), len(flat) * (ks.item() < 0)
         else:
             a, b = self._broadcast(ks)
-            flat = [gmpy2.powmod(c, int(k), n2) for c, k in zip(a.reshape(-1), b.reshape(-1))]
+            exponents = [int(k) for k in b.reshape(-1)]
+            flat = [gmpy2.powmod(c, k, n2) for c, k in zip(a.reshape(-1), exponents)]
             shape = a.shape
-        pk.meter.count("scalar_mul", len(flat))
+            exponent_bits = sum(abs(k).bit_length() for k in exponents)
+            inversions = sum(k < 0 for k in exponents)
+        _count_scalar_muls(pk.meter, len(flat), exponent_bits, inversions)
         return self._like(flat, self.scale + scale, bound, shape)
 
     def mul_fixed(self, reals, scale: int) -> CipherArray:

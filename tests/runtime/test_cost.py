@@ -336,7 +336,9 @@ def test_rates_scale_with_documented_exponents_and_validate():
     r = _rates(1024)
     r2 = r.at(2048)
     for op, exp in SCALING_EXPONENTS.items():
-        assert r.rates[op] / r2.rates[op] == pytest.approx(2**exp)
+        if op in r.rates:
+            assert r.rates[op] / r2.rates[op] == pytest.approx(2**exp)
+    assert "invert" not in r2.rates  # an optional rate stays absent
     assert r.seconds_per("ot") == 0.0  # composites are counted by their primitives
     assert PrimitiveRates.from_dict(r.to_dict()) == r
     with pytest.raises(InvalidInputError):
@@ -464,3 +466,31 @@ def test_an_in_process_run_reports_its_critical_path(keypair_512):
     path = totals["critical_path"]
     # at least the busiest party's compute, at most every party's compute one after another
     assert max(computes) * 0.9 - 0.01 <= path <= sum(computes) + 0.01
+
+
+def test_scalar_multiplications_are_priced_by_exponent_bits_and_inversions():
+    """With the ledger's exponent bits and inversions and a measured inversion rate, a
+    scalar multiplication costs its bits at the rate of scalar_bits-bit scalars and each
+    inversion its own rate; without the inversion rate, the count alone (as before)."""
+    plain = _rates(1024)
+    rates = PrimitiveRates(1024, {**plain.rates, "invert": 5e4})
+    ops = {"scalar_mul": 10, "scalar_mul_bits": 320, "invert": 4}
+    assert CostModel(rates).compute_seconds(ops) == pytest.approx(320 / 64 / 1e4 + 4 / 5e4)
+    assert CostModel(plain).compute_seconds(ops) == pytest.approx(10 / 1e4)
+    assert rates.at(2048).rates["invert"] == pytest.approx(5e4 / 2 ** SCALING_EXPONENTS["invert"])
+    assert PrimitiveRates.from_dict(rates.to_dict()) == rates
+    with pytest.raises(InvalidInputError):
+        PrimitiveRates(1024, {**plain.rates, "invert": -1.0})
+
+
+def test_cipherarray_meters_exponent_bits_and_inversions(keypair_1024):
+    pk, _ = keypair_1024
+    ledger = CostLedger("bob")
+    x = CipherArray.encrypt_encoded(pk.with_meter(ledger), [1, 2, 3], 0)
+    x.mul([5, -1, 1 << 40])  # 3 + 1 + 41 bits, one inversion
+    x.mul(-3)  # 2 bits each, three inversions
+    _ = -x  # a negation: one bit and one inversion each
+    ops = ledger.ops
+    assert ops["scalar_mul"] == 9
+    assert ops["scalar_mul_bits"] == 45 + 6 + 3
+    assert ops["invert"] == 1 + 3 + 3
