@@ -49,6 +49,17 @@ Protocol (log domain; every offset an exact integer at scale f):
    possible sequence is refused.  ``recursion = "v1"`` (the thesis's layout, opt-in):
    one value per state normalised per model, one reply per state, g as wide as the key
    allows and no slot noise (exact sums; the stage's ``shared`` layout).
+   **Streams** (v2, ``streams``, default 1, public): the models are split into that many
+   consecutive groups, each with its own LOGSUM plans and messages (tags ending in the
+   stream's number), and the rounds of the streams interleave in a fixed order: Alice
+   sends every stream's values for step t, then in turn decrypts stream s's reply and
+   sends its values for step t + 1.  While Bob computes one stream's sums, Alice
+   decrypts the other's, so two machines work at the same time instead of taking
+   turns.  It pays where each party has its own cores: with one core per party over
+   TCP, 2 streams cut the keyword benchmark's online time; in one process, where both
+   parties already share both cores, smaller batches made it slower
+   (``docs/benchmarks.md``, "Overlap").  What each party sees is the same per target;
+   the order and sizes of the messages follow from the public sizes and ``streams``.
 4. Final: the same round with one target per model (a_lj = 1); Alice returns
    E(her log-sum) and Bob subtracts his blinds: E(log P).
 
@@ -132,6 +143,8 @@ KINDS = ("discrete", "gaussian", DIAG)
 #: the longest observation sequence Bob accepts (a public limit, smc_hmm.limits)
 MAX_LENGTH = MAX_SEQUENCE_LENGTH
 RECURSIONS = ("v2", "v1")
+#: the most interleaved streams of the v2 recursion (two machines need two)
+MAX_STREAMS = 8
 
 
 @dataclass(frozen=True)
@@ -152,12 +165,19 @@ class ForwardParams:
     #: (:mod:`protocols.recursion`); "v1": per-model normalisation, one value per
     #: state, topology hidden, may refuse (kept for comparison)
     recursion: str = "v2"
+    #: v2: the models' rounds in this many interleaved streams (step 3; 2 for parties on
+    #: machines of their own); v1 runs one
+    streams: int = 1
 
     def __post_init__(self):
         if self.recursion not in RECURSIONS:
             raise InvalidInputError(
                 f"recursion must be one of {RECURSIONS}, got {self.recursion!r}"
             )
+        if isinstance(self.streams, bool) or not isinstance(self.streams, int):
+            raise InvalidInputError(f"streams must be an integer, got {self.streams!r}")
+        if not 1 <= self.streams <= MAX_STREAMS:
+            raise InvalidInputError(f"streams must be in [1, {MAX_STREAMS}], got {self.streams}")
         if not 8 <= self.feature_scale < self.precision.log_scale:
             raise InvalidInputError("feature_scale must be in [8, log_scale)")
         if not (math.isfinite(self.feature_bound) and self.feature_bound > 0):
@@ -180,7 +200,8 @@ class ForwardParams:
             "precision_bits",
             "weight_floor_bits",
         }
-        known = {"name", "feature_scale", "feature_bound", "reveal", "recursion"} | precision_keys
+        known = {"name", "feature_scale", "feature_bound", "reveal", "recursion", "streams"}
+        known |= precision_keys
         unknown = set(section) - known
         if unknown:
             raise ConfigError(f"unknown forward parameters: {sorted(unknown)}")
@@ -192,6 +213,7 @@ class ForwardParams:
                 float(section.get("feature_bound", 1000.0)),
                 bool(section.get("reveal", True)),
                 str(section.get("recursion", "v2")),
+                section.get("streams", 1),
             )
         except (TypeError, ValueError) as e:
             raise ConfigError(f"bad forward parameters: {e}") from e
@@ -268,6 +290,30 @@ class ForwardSpec:
             return recursion.shared_plans(self)
         return recursion.transition_plan(self, self.topology), recursion.final_plan(self)
 
+    @cached_property
+    def streams(self) -> tuple[Stream, ...]:
+        """v2's interleaved streams (step 3): ``params.streams`` consecutive groups of
+        models (at most one a model), each a spec of its own with its own LOGSUM plans;
+        v1 runs one stream, the whole spec."""
+        k = len(self.states)
+        if self.topology is None:
+            return (Stream(0, slice(0, k), slice(0, self.total), self),)
+        count = min(self.params.streams, k)
+        cuts = [i * k // count for i in range(count + 1)]
+        starts = np.cumsum([0, *self.states]).tolist()
+        out = []
+        for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
+            sub = ForwardSpec(
+                self.kind,
+                self.width,
+                self.states[a:b],
+                self.key_bits,
+                self.params,
+                self.topology[a:b],
+            )
+            out.append(Stream(i, slice(a, b), slice(starts[a], starts[b]), sub))
+        return tuple(out)
+
     @property
     def prec(self) -> PrecisionParams:
         return self.params.precision
@@ -332,16 +378,14 @@ class ForwardSpec:
         """Fresh randomizers each role draws in a run of ``length`` frames (with ``reveal``):
         what an offline phase precomputes once the key is known (public sizes only)."""
         groups, models = len(self.frame_groups(length)), len(self.states)
-        step, final = self.steps
-        # v1 sends its exponentials at the last step too and its termination reuses them
-        last = final.edges if self.topology is not None else step.edges
-        return {
-            "alice": groups * self.n_inputs + (length - 1) * step.edges + last + models,
-            "bob": groups * self.total
-            + (length - 1) * step.ciphertexts
-            + final.ciphertexts
-            + models,
-        }
+        alice, bob = groups * self.n_inputs + models, groups * self.total + models
+        for stream in self.streams:
+            step, final = stream.spec.steps
+            # v1 sends its exponentials at the last step too; its termination reuses them
+            last = final.edges if self.topology is not None else step.edges
+            alice += (length - 1) * step.edges + last
+            bob += (length - 1) * step.ciphertexts + final.ciphertexts
+        return {"alice": alice, "bob": bob}
 
     def final_log_bound(self, length: int) -> int:
         return 4 * (length + 1) << (self.prec.log_bound_bits + self.prec.f)
@@ -357,16 +401,11 @@ class ForwardSpec:
             "length": Message("fw.length", Public((int,))),
             "obs": Message("fw.obs", obs),
         }
-        step, final = self.steps
-        if self.topology is not None:  # v2: edges out, packed targets back
-            for name, plan in (("step", step), ("final", final)):
-                out[f"{name}_edges"] = Message(
-                    f"fw.{name}.edges", Ciphertexts(0, plan.value_bound, (plan.edges,))
-                )
-                out[f"{name}_packed"] = Message(
-                    f"fw.{name}.packed", Ciphertexts(0, plan.packed_bound, (plan.ciphertexts,))
-                )
+        if self.topology is not None:  # v2: per stream, edges out, packed targets back
+            for stream in self.streams:
+                out |= stream.messages()
         else:  # v1: one exponential per state out, one sum per state (per model at the end)
+            step, final = self.steps
             out["exp"] = Message("fw.v", Ciphertexts(0, step.value_bound, n))
             out["sum"] = Message("fw.s", Ciphertexts(0, step.packed_bound, n))
             out["final"] = Message("fw.final", Ciphertexts(0, final.packed_bound, m))
@@ -380,23 +419,29 @@ class ForwardSpec:
         return out
 
 
-#: the tags of every message of the protocol (for the transcript harness)
-TAGS = (
-    "fw.key",
-    "fw.spec",
-    "fw.length",
-    "fw.obs",
-    "fw.emit",
-    "fw.v",
-    "fw.s",
-    "fw.final",
-    "fw.step.edges",
-    "fw.step.packed",
-    "fw.final.edges",
-    "fw.final.packed",
-    "fw.log",
-    "fw.result",
-)
+@dataclass(frozen=True)
+class Stream:
+    """One of v2's interleaved streams: its number, its models and their targets (slices
+    of the whole run's), and its own spec (its LOGSUM plans)."""
+
+    index: int
+    models: slice
+    targets: slice
+    spec: ForwardSpec
+
+    def messages(self) -> dict[str, Message]:
+        """Its step and termination rounds: edges out, packed targets back (tags
+        ``fw.step.edges.i`` and so on; keys ``step_edges.i``)."""
+        out = {}
+        for name, plan in zip(("step", "final"), self.spec.steps):
+            out[f"{name}_edges.{self.index}"] = Message(
+                f"fw.{name}.edges.{self.index}", Ciphertexts(0, plan.value_bound, (plan.edges,))
+            )
+            out[f"{name}_packed.{self.index}"] = Message(
+                f"fw.{name}.packed.{self.index}",
+                Ciphertexts(0, plan.packed_bound, (plan.ciphertexts,)),
+            )
+        return out
 
 
 # -- Bob's view of the models ---------------------------------------------------------------
@@ -570,30 +615,43 @@ def alice(
 
 
 def _alice_recursion_v2(ctx, spec: ForwardSpec, msg, emit, n_steps: int, peer: str):
-    """Per-target normalisation, packed replies (:mod:`protocols.recursion`)."""
+    """Per-target normalisation, packed replies (:mod:`protocols.recursion`), the streams'
+    rounds interleaved (step 3): stream s's values for step t + 1 leave as soon as its
+    reply for step t is decrypted, while Bob computes the next stream's sums."""
     pk, sk = ctx.keypair
     prec = spec.prec
-    step, final = spec.steps
-    u = emit[0]  # u_t(l) = log alpha_t(l) + rho_t(l), exact at scale f
+    streams = spec.streams
+    # u_t(l) = log alpha_t(l) + rho_t(l), exact at scale f, per stream
+    u = [list(emit[0][st.targets]) for st in streams]
+    shifts = [None] * len(streams)
+
+    def send_values(st, kind: str):
+        plan = st.spec.steps[kind == "final"]
+        values, shifts[st.index] = logsum.alice_values(u[st.index], plan, prec)
+        ctx.send(peer, msg[f"{kind}_edges.{st.index}"], logsum.alice_encrypt(pk, values, plan))
+
+    last = "final" if n_steps == 1 else "step"
     with ctx.phase("forward recursion"):
+        for st in streams:  # Step 3a for t = 1: every stream's values
+            send_values(st, last)
         for t in range(n_steps - 1):
-            # Step 3a: every edge's exponential, shifted into its target's slot
-            values, shifts = logsum.alice_values(u, step, prec)
-            ctx.send(peer, msg["step_edges"], logsum.alice_encrypt(pk, values, step))
-            # Step 3b: one decryption per ``slots`` targets; the next blinded emission
-            packed = ctx.recv(peer, msg["step_packed"]).decrypt_ints(sk)
-            logs = logsum.alice_logs(packed, step, shifts, prec)
-            u = [
-                prec.log_zero if prec.is_log_zero(s) or prec.is_log_zero(int(e)) else s + int(e)
-                for s, e in zip(logs, emit[t + 1])
-            ]
+            last = "final" if t == n_steps - 2 else "step"
+            for st in streams:
+                # Step 3b: one decryption per ``slots`` targets; the next blinded emission
+                packed = ctx.recv(peer, msg[f"step_packed.{st.index}"]).decrypt_ints(sk)
+                logs = logsum.alice_logs(packed, st.spec.steps[0], shifts[st.index], prec)
+                u[st.index] = [
+                    prec.log_zero if prec.is_log_zero(s) or prec.is_log_zero(int(e)) else s + int(e)
+                    for s, e in zip(logs, emit[t + 1][st.targets])
+                ]
+                send_values(st, last)  # Step 3a of the next step (Step 4's after the last)
             ctx.progress("forward recursion", t + 1, n_steps - 1)
     with ctx.phase("termination"):
         # Step 4: every model's sum over its states, packed the same way
-        values, shifts = logsum.alice_values(u, final, prec)
-        ctx.send(peer, msg["final_edges"], logsum.alice_encrypt(pk, values, final))
-        packed = ctx.recv(peer, msg["final_packed"]).decrypt_ints(sk)
-        logs = logsum.alice_logs(packed, final, shifts, prec)
+        logs = []
+        for st in streams:
+            packed = ctx.recv(peer, msg[f"final_packed.{st.index}"]).decrypt_ints(sk)
+            logs += logsum.alice_logs(packed, st.spec.steps[1], shifts[st.index], prec)
     return [None if prec.is_log_zero(v) else v for v in logs], lambda: None
 
 
@@ -777,24 +835,34 @@ def bob_scores(
 
 
 def _bob_recursion_v2(ctx, spec: ForwardSpec, msg, gammas, transmats, n_steps: int, peer: str):
-    """Per-target normalisation, packed replies (:mod:`protocols.recursion`)."""
-    step, final = spec.steps
-    rho = list(gammas[0])  # Bob's accumulated blinds rho_t(j), integers at scale f
+    """Per-target normalisation, packed replies (:mod:`protocols.recursion`), one round per
+    stream and step in the streams' order (step 3)."""
+    streams = spec.streams
+    # Bob's accumulated blinds rho_t(j), integers at scale f, per stream
+    rho = [list(gammas[0][st.targets]) for st in streams]
     with ctx.phase("forward recursion"):
         for t in range(n_steps - 1):
-            enc_edges = ctx.recv(peer, msg["step_edges"])
-            # Step 3: one multi-exponentiation per reply (:mod:`protocols.stages.logsum`)
-            coefs, blinds = recursion.bob_step(ctx.rng, step, transmats, rho, spec)
-            packed = logsum.bob_sums(enc_edges, step, coefs, ctx.rng)
-            ctx.send(peer, msg["step_packed"], packed.rerandomize())
-            rho = [b + int(gm) for b, gm in zip(blinds, gammas[t + 1])]
+            for st in streams:
+                i, step = st.index, st.spec.steps[0]
+                enc_edges = ctx.recv(peer, msg[f"step_edges.{i}"])
+                # Step 3: one multi-exponentiation per reply (:mod:`protocols.stages.logsum`)
+                coefs, blinds = recursion.bob_step(
+                    ctx.rng, step, transmats[st.models], rho[i], st.spec
+                )
+                packed = logsum.bob_sums(enc_edges, step, coefs, ctx.rng)
+                ctx.send(peer, msg[f"step_packed.{i}"], packed.rerandomize())
+                rho[i] = [b + int(gm) for b, gm in zip(blinds, gammas[t + 1][st.targets])]
     with ctx.phase("termination"):
         # Step 4: every model's sum over its states
-        enc_edges = ctx.recv(peer, msg["final_edges"])
-        coefs, blinds = recursion.bob_final(ctx.rng, final, rho, spec)
-        packed = logsum.bob_sums(enc_edges, final, coefs, ctx.rng)
-        ctx.send(peer, msg["final_packed"], packed.rerandomize())
-    return blinds
+        offsets = []
+        for st in streams:
+            i, final = st.index, st.spec.steps[1]
+            enc_edges = ctx.recv(peer, msg[f"final_edges.{i}"])
+            coefs, blinds = recursion.bob_final(ctx.rng, final, rho[i], st.spec)
+            packed = logsum.bob_sums(enc_edges, final, coefs, ctx.rng)
+            ctx.send(peer, msg[f"final_packed.{i}"], packed.rerandomize())
+            offsets += blinds
+    return offsets
 
 
 def _bob_recursion_v1(ctx, spec: ForwardSpec, msg, gammas, transmats, n_steps: int, peer: str):

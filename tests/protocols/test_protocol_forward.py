@@ -264,7 +264,7 @@ def test_without_reveal_alice_gets_nothing_and_bob_holds_log_p(keypair_1024):
 # -- 5. what each party receives -------------------------------------------------------------
 
 
-def _assert_views(result, pk, n_steps):
+def _assert_views(result, pk, n_steps, streams=1):
     bob_tags = []
     for peer, tag, payload in result.views["bob"]:
         assert peer == "alice"
@@ -275,8 +275,10 @@ def _assert_views(result, pk, n_steps):
             assert payload == n_steps
         else:  # never a plaintext number about Alice's data
             assert isinstance(payload, CipherArray) and payload.public_key.n == pk.n
-    steps = ["fw.step.edges"] * (n_steps - 1)
-    assert bob_tags == ["fw.key", "fw.length", "fw.obs", *steps, "fw.final.edges", "fw.log"]
+    # the streams' rounds interleave: every stream's values for a step, in stream order
+    steps = [f"fw.step.edges.{i}" for _ in range(n_steps - 1) for i in range(streams)]
+    final = [f"fw.final.edges.{i}" for i in range(streams)]
+    assert bob_tags == ["fw.key", "fw.length", "fw.obs", *steps, *final, "fw.log"]
     for peer, tag, payload in result.views["alice"]:
         assert peer == "bob"
         if tag == "fw.spec":
@@ -314,14 +316,15 @@ def test_views_discrete_contain_only_keys_spec_and_ciphertexts(keypair_1024):
     rng = np.random.default_rng(400)
     models = [left_to_right_with_zeros(), random_discrete(rng, 4, 4)]
     obs, _ = models[0].sample(15, rng)
-    result = run_forward(keypair_1024, models, obs, record_views=True)
-    _assert_views(result, pk, len(obs))
+    two = forward.ForwardParams(streams=2)  # two models in two interleaved streams
+    result = run_forward(keypair_1024, models, obs, two, record_views=True)
+    _assert_views(result, pk, len(obs), streams=2)
     log_start = np.concatenate([m.log_startprob for m in models])
     truth = [
         np.concatenate([m.log_emissionprob[:, x] for m in models]) + (log_start if t == 0 else 0.0)
         for t, x in enumerate(obs)
     ]
-    blinds = _emission_blinds(result, sk, truth, _spec(models))
+    blinds = _emission_blinds(result, sk, truth, _spec(models, params=two))
     assert len(blinds) > 50
     # in [0, blind_nats): the blind is there and within the documented range ...
     assert blinds.min() >= -1e-12 and blinds.max() < PREC.blind_nats
@@ -345,6 +348,40 @@ def test_views_gaussian_contain_only_keys_spec_and_ciphertexts(keypair_1024):
     assert blinds.max() > PREC.blind_nats / 2 > blinds.min()
 
 
+# -- streams: the models' rounds interleaved ---------------------------------------------------
+
+
+def test_streams_interleave_in_a_public_order_and_give_the_same_log_p(keypair_1024):
+    """Three models in 1, 2, 3 and 5 streams (at most one a model): the same log P as
+    plaintext every time, and Bob receives every stream's values for a step in stream
+    order before the next step's (the order follows from the public sizes alone)."""
+    rng = np.random.default_rng(450)
+    models = [random_discrete(rng, n, 3) for n in (2, 3, 2)]
+    obs, _ = models[0].sample(5, rng)
+    for streams in (1, 2, 3, 5):
+        params = forward.ForwardParams(streams=streams)
+        result = run_forward(keypair_1024, models, obs, params, record_views=True)
+        check_against_plaintext(result, models, obs, keypair_1024[1])
+        count = min(streams, len(models))
+        spec = _spec(models, params=params)
+        assert [st.models for st in spec.streams] == [
+            slice(i * 3 // count, (i + 1) * 3 // count) for i in range(count)
+        ]
+        tags = [t for _, t, _ in result.views["bob"] if ".edges." in t]
+        expected = [f"fw.step.edges.{i}" for _ in range(len(obs) - 1) for i in range(count)]
+        assert tags == expected + [f"fw.final.edges.{i}" for i in range(count)]
+
+
+def test_streams_parameter_is_checked_and_read_from_config():
+    for bad in (0, -1, 9, 1.5, True, "2"):
+        with pytest.raises(InvalidInputError, match="streams"):
+            forward.ForwardParams(streams=bad)
+    assert forward.ForwardParams.from_config({"streams": 3}).streams == 3
+    assert forward.ForwardParams.from_config({}).streams == 1
+    v1 = _spec([left_to_right_with_zeros()] * 2, params=forward.ForwardParams(recursion="v1"))
+    assert len(v1.streams) == 1  # v1 runs one stream
+
+
 # -- 6. cost report --------------------------------------------------------------------------
 
 
@@ -359,29 +396,36 @@ def test_cost_report_matches_the_message_flow(keypair_1024, kind):
         width = 2 * 2  # diagonal models: x_i and x_i^2 only (kind gaussian-diag)
     obs, _ = models[0].sample(6, rng)
     n_steps, k, n = len(obs), len(models), sum(m.n_states for m in models)
-    result = run_forward(keypair_1024, models, obs)
+    two = forward.ForwardParams(streams=2)  # the interleaved streams' accounting
+    result = run_forward(keypair_1024, models, obs, two)
     report = result.cost.to_dict()
     alice, bob = report["parties"]["alice"], report["parties"]["bob"]
-    # Alice: key, length, packed observations, one E(V) per step, E(log S + C)
-    assert alice["messages"]["sent"] == 4 + n_steps
-    # Bob: spec, the packed emissions, one LOGSUM per step but the last, final sum, result
-    assert bob["messages"]["sent"] == n_steps + 3
+    spec = _spec(models, params=two)
+    streams = len(spec.streams)
+    assert streams == 2
+    # Alice: key, length, packed observations, per stream one E(V) per step, E(log S + C)
+    assert alice["messages"]["sent"] == 4 + streams * n_steps
+    # Bob: spec, packed emissions, per stream one LOGSUM per step but the last and the
+    # final sum, result
+    assert bob["messages"]["sent"] == streams * n_steps + 3
     assert alice["messages"]["recv"] == bob["messages"]["sent"]
-    assert report["totals"]["messages"] == 2 * n_steps + 7
+    assert report["totals"]["messages"] == 2 * streams * n_steps + 7
+    # the streams' rounds run side by side: they add messages, not rounds
     assert report["totals"]["rounds"] == result.cost.rounds == 2 * n_steps + 6
     # Bob holds no private key: he never decrypts (nor encrypts: he only adds / multiplies)
     assert bob["ops"]["decrypt"] == 0 and bob["ops"]["encrypt"] == 0
-    spec = _spec(models)
     groups = len(spec.frame_groups(n_steps))  # frames packed into slots
-    step, final = spec.steps  # the recursion packs its targets into slots too
-    assert groups < n_steps and step.ciphertexts < n
+    plans = [st.spec.steps for st in spec.streams]  # the recursion packs targets into slots
+    step_cts = sum(step.ciphertexts for step, _ in plans)
+    assert groups < n_steps and step_cts < n
     assert alice["ops"]["decrypt"] == (
-        groups * n + (n_steps - 1) * step.ciphertexts + final.ciphertexts + k
+        groups * n + (n_steps - 1) * step_cts + sum(f.ciphertexts for _, f in plans) + k
     )
-    assert alice["ops"]["encrypt"] == groups * width + (n_steps - 1) * step.edges + n + k
+    step_edges = sum(step.edges for step, _ in plans)
+    assert alice["ops"]["encrypt"] == groups * width + (n_steps - 1) * step_edges + n + k
     assert bob["ops"]["ot"] == (n_steps if kind == "discrete" else 0)
     edges = sum(int((m.transmat > 0).sum()) for m in models)  # the public topology
-    assert step.edges == edges
+    assert step_edges == edges
     assert bob["ops"]["multiexp_terms"] == groups * n * width + (n_steps - 1) * edges + n
     assert alice["key_bits"] == bob["key_bits"] == 1024
     assert "forward recursion" in alice["phases"] and "forward recursion" in bob["phases"]
@@ -502,31 +546,31 @@ def _transcript_case(kind, seed, n_states=(2, 3), length=6):
 
 
 @pytest.mark.parametrize("kind", ["discrete", "gaussian", "gaussian-diag"])
-@pytest.mark.parametrize("sizes", [((2, 3), 6), ((1,), 3), ((4,), 9)])
+@pytest.mark.parametrize("sizes", [((2, 3), 6, 1), ((2, 3), 6, 2), ((1,), 3, 1), ((4,), 9, 1)])
 def test_transcripts_do_not_depend_on_private_inputs(keypair_1024, kind, sizes):
     from transcript_harness import assert_same_transcripts
 
-    n_states, length = sizes
+    n_states, length, streams = sizes
+    params = forward.ForwardParams(streams=streams)
     cases = [_transcript_case(kind, seed, n_states, length) for seed in (1, 2)]
 
     def run(case, wrap):
         models, obs = case
         simulate(
             {
-                "alice": lambda ctx: forward.alice(ctx, obs),
-                "bob": lambda ctx: forward.bob(ctx, models),
+                "alice": lambda ctx: forward.alice(ctx, obs, params),
+                "bob": lambda ctx: forward.bob(ctx, models, params),
             },
             keys={"alice": keypair_1024},
             wrap_transport=wrap,
             min_key_bits=512,
         )
 
-    spec = forward.ForwardSpec(
-        kind, cases[0][0][0].n_symbols if kind == "discrete" else 2, tuple(n_states), 1024, DEFAULT
-    )
+    spec = forward.ForwardSpec.for_models(cases[0][0], 1024, params)
     frames = assert_same_transcripts(run, cases, spec.messages(length).values())
-    # spec, emissions, sums, final, result
-    assert len(frames[("alice", "bob")]) == length + 3
+    # spec, emissions, per stream (one a model at most) the sums and the final, result
+    assert len(spec.streams) == min(streams, len(n_states))
+    assert len(frames[("alice", "bob")]) == len(spec.streams) * length + 3
 
 
 # -- precision regressions (exact offsets, public scales, no silent -inf) ---------------------
@@ -711,8 +755,8 @@ def test_v2_hides_the_transition_ratio_from_the_v1_attack(keypair_1024):
     step, _ = _spec([model]).steps
     for obs in ([0, 1, 1], [1, 1, 0], [0, 0, 1]):
         result = run_forward(keypair_1024, [model], np.array(obs), record_views=True)
-        edges = next(p for _, t, p in result.views["bob"] if t == "fw.step.edges")
-        packed = next(p for _, t, p in result.views["alice"] if t == "fw.step.packed")
+        edges = next(p for _, t, p in result.views["bob"] if t == "fw.step.edges.0")
+        packed = next(p for _, t, p in result.views["alice"] if t == "fw.step.packed.0")
         values = [int(x) for x in edges.decrypt_ints(sk)]
         slots = [
             (int(p) >> (k * step.slot_bits)) & ((1 << step.slot_bits) - 1)
@@ -777,8 +821,8 @@ def test_chosen_frames_do_not_give_a_transition_probability(keypair_1024):
     for _session in range(3):
         result = run_forward(keypair_1024, [model], obs, record_views=True)
         check_against_plaintext(result, [model], obs, sk, use_hmmlearn=False)
-        edges = [p for _, t, p in result.views["bob"] if t == "fw.step.edges"]
-        replies = [p for _, t, p in result.views["alice"] if t == "fw.step.packed"]
+        edges = [p for _, t, p in result.views["bob"] if t == "fw.step.edges.0"]
+        replies = [p for _, t, p in result.views["alice"] if t == "fw.step.packed.0"]
         starts = np.cumsum([0, *(len(p) for p in step.preds)])
         for t, (sent, reply) in enumerate(zip(edges, replies)):
             values = [int(v) for v in sent.decrypt_ints(sk)]
