@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from smc_hmm.cost import CostReport
@@ -63,6 +63,7 @@ def launch(
     env: Mapping[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
     grace: float = 3.0,
+    affinity: Mapping[str, Iterable[int]] | None = None,
 ) -> RunResult:
     """Run every party of ``config`` as its own OS process and collect the results.
 
@@ -73,6 +74,9 @@ def launch(
     processes are reaped before returning.  Raises :class:`PartyProcessError`
     for the root-cause failure, :class:`PeerTimeoutError` on the deadline;
     returns a :class:`RunResult` only if every party succeeded.
+
+    ``affinity`` pins parties to CPUs (Linux): ``{"alice": [0], "bob": [1]}`` runs each
+    party, its threads and its worker lanes on its own core, as two machines would.
     """
     import tempfile
 
@@ -87,6 +91,7 @@ def launch(
     python = python or sys.executable
     child_env = _child_env(env)
     names = list(config.parties)
+    cpus = _check_affinity(affinity, names)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="smc-hmm-launch-") as tmp:
         tmpdir = Path(tmp)
@@ -97,6 +102,8 @@ def launch(
         try:
             for name in names:
                 procs[name] = _start_party(python, name, config, tmpdir, child_env, logs)
+                if name in cpus:  # before the party starts its threads and lanes
+                    os.sched_setaffinity(procs[name].pid, cpus[name])
             say(f"started {', '.join(f'{n} (pid {p.pid})' for n, p in procs.items())}")
             timed_out = _wait_for_parties(procs, exit_order, limit, grace, say)
         finally:
@@ -128,6 +135,26 @@ def launch(
         pids=pids,
         elapsed=elapsed,
     )
+
+
+def _check_affinity(affinity, names) -> dict[str, set[int]]:
+    """The CPUs of each pinned party, checked against the parties and this machine."""
+    if not affinity:
+        return {}
+    if not hasattr(os, "sched_setaffinity"):
+        raise InvalidInputError("pinning parties to CPUs needs Linux (os.sched_setaffinity)")
+    available = os.sched_getaffinity(0)
+    out = {}
+    for name, cpus in affinity.items():
+        if name not in names:
+            raise InvalidInputError(f"affinity names {name!r}, not a party of the configuration")
+        chosen = {int(c) for c in cpus}
+        if not chosen or not chosen <= available:
+            raise InvalidInputError(
+                f"{name}'s CPUs {sorted(chosen)} are not among this process's {sorted(available)}"
+            )
+        out[name] = chosen
+    return out
 
 
 def _start_party(python: str, name: str, config: RunConfig, tmpdir: Path, env, logs: list):

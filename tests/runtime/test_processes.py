@@ -14,6 +14,7 @@ from party_support import run_parties_in_threads, write_secure_sum_config
 from smc_hmm.certs import make_certificates
 from smc_hmm.errors import (
     ConfigError,
+    InvalidInputError,
     PartyProcessError,
     PeerTimeoutError,
     TransportError,
@@ -86,6 +87,35 @@ def test_launcher_runs_three_processes_on_loopback(tmp_path):
     assert result.cost.rounds == 3 and result.cost.messages_total == 4
     assert result.cost.meta["mode"] == "processes"
     assert json.loads(json.dumps(result.to_dict()))["cost"]["totals"]["rounds"] == 3
+
+
+@pytest.mark.slow
+def test_launcher_pins_parties_to_their_cpus(tmp_path):
+    """``affinity``: each pinned party process runs on its CPUs (a wrapper records the
+    affinity its process has once started, then runs the party)."""
+    import os
+
+    cpu = min(os.sched_getaffinity(0))
+    seen = tmp_path / "affinity"
+    seen.mkdir()
+    wrapper = tmp_path / "python"
+    wrapper.write_text(
+        "#!/bin/sh\nsleep 0.5\n"
+        f'{sys.executable} -c "import os; print(sorted(os.sched_getaffinity(0)))" '
+        f'> {seen}/$$\nexec {sys.executable} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    path = write_config(tmp_path)
+    result = launch(path, timeout=60, python=str(wrapper), affinity={"alice": [cpu]})
+    assert np.allclose(result["alice"], _expected(("alice", "bob", "trent")), atol=1e-4)
+    recorded = {int(f.name): f.read_text().strip() for f in seen.iterdir()}
+    assert recorded[result.pids["alice"]] == str([cpu])
+    everyone = str(sorted(os.sched_getaffinity(0)))
+    assert recorded[result.pids["bob"]] == recorded[result.pids["trent"]] == everyone
+    with pytest.raises(InvalidInputError, match="not a party"):
+        launch(path, timeout=60, affinity={"mallory": [cpu]})
+    with pytest.raises(InvalidInputError, match="CPUs"):
+        launch(path, timeout=60, affinity={"alice": [10_000]})
 
 
 @pytest.mark.slow
