@@ -22,6 +22,11 @@ and the opt-in fast argmax):
   and scaled to the utterance, and the ratio;
 * the cost model's prediction of this run from a 1024-bit run's ledger and
   this machine's measured primitive rates, beside the measured time;
+* the overlap: the main configuration with the forward recursion's ``--overlap``
+  interleaved streams against one (the parties in strict turns), alternately on the
+  first utterance, online seconds side by side; with ``--transport tcp --pin`` each
+  party process on its own core, as two machines would run it (``--streams``: the
+  streams of every other run, the protocol's default 1);
 * the machine's lane scaling (two lanes of modular multiplications vs one).
 
 Results and commands: ``docs/benchmarks.md``.
@@ -91,7 +96,7 @@ def _secure_local(models, labels, frames, keypair, params, compute, name="keywor
     return online, pre, result
 
 
-def _secure_tcp(models, labels, frames, bits, params, workdir, workers):
+def _secure_tcp(models, labels, frames, bits, params, workdir, workers, pin=False):
     """Alice and Bob as two OS processes over mutual TLS (``smc-hmm launch``); Alice
     precomputes her randomizers in an offline phase (``[compute] randomizers``, the
     protocol's plan from the public sizes) as the in-process runs do."""
@@ -122,8 +127,18 @@ def _secure_tcp(models, labels, frames, bits, params, workdir, workers):
         connect_timeout=60,
     )
     t0 = time.perf_counter()
-    result = launch(config, timeout=1800)
+    result = launch(config, timeout=1800, affinity=pinned_cores(["alice", "bob"]) if pin else None)
     return time.perf_counter() - t0, result
+
+
+def pinned_cores(parties) -> dict[str, list[int]]:
+    """One core of this machine per party, in order (``--pin``)."""
+    import os
+
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < len(parties):
+        raise InvalidInputError(f"--pin needs {len(parties)} cores, this process has {len(cores)}")
+    return {party: [core] for party, core in zip(parties, cores)}
 
 
 def _phase_wall(cost, party: str, phase: str) -> float:
@@ -245,6 +260,8 @@ class _Run:
     first_cost: dict = field(default_factory=dict)
     medians: dict = field(default_factory=dict)
     checks: dict = field(default_factory=dict)
+    #: online seconds per stream count of the overlap comparison
+    extra_streams: dict = field(default_factory=dict)
 
     @property
     def main(self) -> tuple[str, str]:
@@ -287,7 +304,7 @@ def _secure_once(b: _Run, frames, params, compute):
         return _secure_local(b.models, b.labels, frames, b.keypair, params, compute, offline=True)
     with TemporaryDirectory(prefix="smc-hmm-bench-") as tmp:
         _, result = _secure_tcp(
-            b.models, b.labels, frames, args.key_bits, params, Path(tmp), args.workers
+            b.models, b.labels, frames, args.key_bits, params, Path(tmp), args.workers, args.pin
         )
     # the protocol's wall time, Alice's offline phase included (the processes also start
     # and generate keys; that is not the protocol)
@@ -299,7 +316,7 @@ def _secure_once(b: _Run, frames, params, compute):
 def _run_config(b: _Run, record: dict, frames, scores, config, compute) -> None:
     """One utterance in one configuration: its secure run (a refusal counted, never a
     silent wrong answer), and with --all-scores its revealed log-likelihoods."""
-    params = {"mode": config[1], "recursion": config[0]}
+    params = {"mode": config[1], "recursion": config[0], "streams": b.args.streams}
     try:
         seconds, pre, result = _secure_once(b, frames, params, compute)
     except (PrecisionError, PartyProcessError) as e:
@@ -506,6 +523,37 @@ def _naive_row(b: _Run, frames, median: float) -> float:
     return naive
 
 
+def _streams_rows(b: _Run, compute) -> None:
+    """The main configuration on the first utterance with --overlap streams and with one
+    (strict turns), alternately --stream-repeats times: online seconds side by side."""
+    import statistics
+
+    args, main = b.args, b.main
+    if args.overlap <= 1 or args.stream_repeats < 1:
+        return
+    frames = b.frames(b.utterances[0])
+    online = {args.overlap: [], 1: []}
+    for i in range(args.stream_repeats):
+        for streams in online:
+            b.say(f"overlap: {streams} stream(s), run {i + 1}/{args.stream_repeats}")
+            params = {"mode": main[1], "recursion": main[0], "streams": streams}
+            online[streams].append(_secure_once(b, frames, params, compute)[0])
+    where = args.transport + (", one core per party" if args.pin else "")
+    ours, base = (statistics.median(online[k]) for k in (args.overlap, 1))
+    b.rows.append(
+        common.Row(
+            f"overlap: {args.overlap} interleaved streams vs 1 (strict turns), online",
+            ours,
+            base,
+            "s",
+            note=f"{where}, {_label(main)}; medians of {args.stream_repeats}, alternating: "
+            + ", ".join(f"{k}: " + " ".join(f"{v:.2f}" for v in vs) for k, vs in online.items()),
+            better=common.LOWER,
+        )
+    )
+    b.extra_streams = {str(k): v for k, v in online.items()}
+
+
 def _prediction(b: _Run, frames, scaling: float):
     """The cost model's prediction of the main configuration's first run, from a shorter
     run's ledger at the same key size (the packing density depends on the key size, so a
@@ -518,7 +566,7 @@ def _prediction(b: _Run, frames, scaling: float):
     small_frames = min(len(frames), 20)
     b.say(f"cost model: a {small_frames}-frame ledger and the rates at {bits} bits")
     small = frames[:small_frames]
-    params = {"mode": main[1], "recursion": main[0]}
+    params = {"mode": main[1], "recursion": main[0], "streams": b.args.streams}
     small_run = _secure_local(b.models, b.labels, small, b.keypair, params, Compute.inline())[2]
     prediction = CostModel(measure_rates(*b.keypair)).predict(
         small_run.cost,
@@ -560,6 +608,7 @@ def run(args, say=lambda msg: None) -> common.BenchResult:
         _comparison_rows(b)
         agree, counted = _decision_rows(b)
         rel, frames = _likelihood_check(b, compute)
+        _streams_rows(b, compute)
     main = b.main
     median = b.medians[main]["seconds"] if main in b.medians else float("nan")
     naive = _naive_row(b, frames, median)
@@ -585,6 +634,7 @@ def run(args, say=lambda msg: None) -> common.BenchResult:
         "max_relative_error": rel,
         "prediction_seconds": None if prediction is None else prediction.serial_seconds,
         "lane_scaling": scaling,
+        "streams_online_seconds": b.extra_streams,
         "cost": b.first_cost[main].to_dict() if main in b.first_cost else None,
         "all_equal": agree == counted,
         "checks": b.checks,
@@ -601,6 +651,9 @@ def _params(args) -> dict:
         "utterances": args.utterances,
         "workers": args.workers,
         "short_randomness": getattr(args, "short_randomness", False),
+        "streams": args.streams,
+        "overlap": args.overlap,
+        "pin": args.pin,
     }
 
 
@@ -630,6 +683,30 @@ def add_arguments(parser) -> None:
             help="forward recursion; both: v2 and v1 side by side (v1 in the first mode only)",
         )
         parser.add_argument("--transport", choices=("local", "tcp"), default="local")
+        parser.add_argument(
+            "--streams",
+            type=int,
+            default=1,
+            help="interleaved streams of the forward recursion in every run (the protocol's "
+            "default 1: the parties in strict turns)",
+        )
+        parser.add_argument(
+            "--overlap",
+            type=int,
+            default=2,
+            help="streams compared side by side against 1 (0 or 1: skip the comparison)",
+        )
+        parser.add_argument(
+            "--stream-repeats",
+            type=int,
+            default=3,
+            help="alternating runs of the --overlap comparison (0: skip it)",
+        )
+        parser.add_argument(
+            "--pin",
+            action="store_true",
+            help="--transport tcp: each party process on its own core (as two machines)",
+        )
         parser.add_argument("--utterances", type=int, default=1, help="test utterances (default 1)")
         parser.add_argument(
             "--naive-frames", type=int, default=1, help="frames timed on the naive path"
@@ -652,6 +729,12 @@ def main(args) -> int:
         )
     if args.short_randomness and args.transport != "local":
         raise InvalidInputError("--short-randomness applies to --transport local only")
+    if args.pin and args.transport != "tcp":
+        raise InvalidInputError("--pin applies to --transport tcp (party processes)")
+    if not 1 <= args.streams <= 8 or not 0 <= args.overlap <= 8 or args.stream_repeats < 0:
+        raise InvalidInputError(
+            "--streams must be in [1, 8], --overlap in [0, 8] and --stream-repeats >= 0"
+        )
     console, say = common.start(args)
     result = run(args, say)
     return common.finish(args, result, console, met=result.extra["targets_met"], table=True)

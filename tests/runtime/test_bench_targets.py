@@ -134,7 +134,8 @@ MISSES = {
         lambda data: data["all_within_target"] is False,
     ),
     "keyword": (
-        "--key-bits 1024 --insecure --words 2 --frames 4 --workers 1 --mode fast --recursion v2",
+        "--key-bits 1024 --insecure --words 2 --frames 4 --workers 1 --mode fast --recursion v2 "
+        "--stream-repeats 1",
         {"REL_TARGET": -1.0},
         lambda data: data["targets_met"] is False,
     ),
