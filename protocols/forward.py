@@ -114,6 +114,7 @@ from protocols.primitives import PrecisionParams, alice_exp_values
 from protocols.stages import emissions, logsum
 from protocols.stages.blinds import log_blinds
 from protocols.stages.emissions import EmissionLayout
+from protocols.stages.logsum import LogsumPlan
 from smc_hmm.crypto import CipherArray, PublicKey, fixedpoint
 from smc_hmm.crypto.fixedpoint import ldexp_int
 from smc_hmm.errors import (
@@ -380,7 +381,7 @@ class ForwardSpec:
         groups, models = len(self.frame_groups(length)), len(self.states)
         alice, bob = groups * self.n_inputs + models, groups * self.total + models
         for stream in self.streams:
-            step, final = stream.spec.steps
+            step, final = stream.step, stream.final
             # v1 sends its exponentials at the last step too; its termination reuses them
             last = final.edges if self.topology is not None else step.edges
             alice += (length - 1) * step.edges + last
@@ -429,11 +430,21 @@ class Stream:
     targets: slice
     spec: ForwardSpec
 
+    @property
+    def step(self) -> LogsumPlan:
+        """Its LOGSUM plan of a transition step."""
+        return self.spec.steps[0]
+
+    @property
+    def final(self) -> LogsumPlan:
+        """Its LOGSUM plan of the termination."""
+        return self.spec.steps[1]
+
     def messages(self) -> dict[str, Message]:
         """Its step and termination rounds: edges out, packed targets back (tags
         ``fw.step.edges.i`` and so on; keys ``step_edges.i``)."""
         out = {}
-        for name, plan in zip(("step", "final"), self.spec.steps):
+        for name, plan in (("step", self.step), ("final", self.final)):
             out[f"{name}_edges.{self.index}"] = Message(
                 f"fw.{name}.edges.{self.index}", Ciphertexts(0, plan.value_bound, (plan.edges,))
             )
@@ -626,7 +637,7 @@ def _alice_recursion_v2(ctx, spec: ForwardSpec, msg, emit, n_steps: int, peer: s
     shifts = [None] * len(streams)
 
     def send_values(st, kind: str):
-        plan = st.spec.steps[kind == "final"]
+        plan = st.final if kind == "final" else st.step
         values, shifts[st.index] = logsum.alice_values(u[st.index], plan, prec)
         ctx.send(peer, msg[f"{kind}_edges.{st.index}"], logsum.alice_encrypt(pk, values, plan))
 
@@ -639,7 +650,7 @@ def _alice_recursion_v2(ctx, spec: ForwardSpec, msg, emit, n_steps: int, peer: s
             for st in streams:
                 # Step 3b: one decryption per ``slots`` targets; the next blinded emission
                 packed = ctx.recv(peer, msg[f"step_packed.{st.index}"]).decrypt_ints(sk)
-                logs = logsum.alice_logs(packed, st.spec.steps[0], shifts[st.index], prec)
+                logs = logsum.alice_logs(packed, st.step, shifts[st.index], prec)
                 u[st.index] = [
                     prec.log_zero if prec.is_log_zero(s) or prec.is_log_zero(int(e)) else s + int(e)
                     for s, e in zip(logs, emit[t + 1][st.targets])
@@ -651,7 +662,7 @@ def _alice_recursion_v2(ctx, spec: ForwardSpec, msg, emit, n_steps: int, peer: s
         logs = []
         for st in streams:
             packed = ctx.recv(peer, msg[f"final_packed.{st.index}"]).decrypt_ints(sk)
-            logs += logsum.alice_logs(packed, st.spec.steps[1], shifts[st.index], prec)
+            logs += logsum.alice_logs(packed, st.final, shifts[st.index], prec)
     return [None if prec.is_log_zero(v) else v for v in logs], lambda: None
 
 
@@ -843,7 +854,7 @@ def _bob_recursion_v2(ctx, spec: ForwardSpec, msg, gammas, transmats, n_steps: i
     with ctx.phase("forward recursion"):
         for t in range(n_steps - 1):
             for st in streams:
-                i, step = st.index, st.spec.steps[0]
+                i, step = st.index, st.step
                 enc_edges = ctx.recv(peer, msg[f"step_edges.{i}"])
                 # Step 3: one multi-exponentiation per reply (:mod:`protocols.stages.logsum`)
                 coefs, blinds = recursion.bob_step(
@@ -856,7 +867,7 @@ def _bob_recursion_v2(ctx, spec: ForwardSpec, msg, gammas, transmats, n_steps: i
         # Step 4: every model's sum over its states
         offsets = []
         for st in streams:
-            i, final = st.index, st.spec.steps[1]
+            i, final = st.index, st.final
             enc_edges = ctx.recv(peer, msg[f"final_edges.{i}"])
             coefs, blinds = recursion.bob_final(ctx.rng, final, rho[i], st.spec)
             packed = logsum.bob_sums(enc_edges, final, coefs, ctx.rng)
