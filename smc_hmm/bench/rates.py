@@ -45,6 +45,7 @@ def measure_rates(
     import gmpy2
     from gmpy2 import mpz
 
+    from smc_hmm.crypto import native
     from smc_hmm.crypto.cipherarray import CipherArray
     from smc_hmm.crypto.keys import PublicKey
 
@@ -75,4 +76,10 @@ def measure_rates(
     rates["multiexp_terms"] = _rate(lambda: bases.lincomb(weights), terms, min_seconds)
     rates["rerandomize"] = _rate(lambda: pk.rerandomize(cts), batch, min_seconds)
     rates["invert"] = _rate(lambda: [gmpy2.invert(c, n2) for c in cts], batch, min_seconds)
+    kernel = native.kernel()
+    if kernel is not None and kernel.fits(n2):  # its multiplications, one after another
+        chain = 256
+        rates["native_mul"] = _rate(
+            lambda: kernel.montgomery_product(cts[0], cts[1], n2, chain), chain, min_seconds
+        )
     return PrimitiveRates(pk.bits, rates, scalar_bits)

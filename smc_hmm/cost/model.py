@@ -20,7 +20,9 @@ gmpy2 between 1024- and 2048-bit keys and stated in :data:`SCALING_EXPONENTS`:
   counts the modular multiplications the algorithm spends (``multiexp_mults``,
   :func:`smc_hmm.crypto.multiexp.multiplication_count`: few long rows over shared
   bases cost far less per bit than many short ones), each is priced as one
-  homomorphic addition;
+  homomorphic addition -- those the native kernel computes (``native_mults``,
+  :mod:`smc_hmm.crypto.native`) at its own measured rate (``native_mul``) where the
+  rates have one;
 * where the ledger counts a scalar multiplication's exponent bits
   (``scalar_mul_bits``: :class:`~smc_hmm.crypto.cipherarray.CipherArray` does), its
   scalar multiplications cost those bits at the measured rate of ``scalar_bits``-bit
@@ -62,9 +64,10 @@ SCALING_EXPONENTS: dict[str, float] = {
     "scalar_mul": 1.75,
     "multiexp_terms": 1.75,
     "invert": 0.9,
+    "native_mul": 1.7,
 }
 #: Measured where the rates have them (older rate files do not), priced apart.
-OPTIONAL_OPS: tuple[str, ...] = ("invert",)
+OPTIONAL_OPS: tuple[str, ...] = ("invert", "native_mul")
 
 
 @dataclass
@@ -201,7 +204,12 @@ class CostModel:
         ops = dict(ops)
         exponent_bits = int(ops.pop("multiexp_bits", 0) or 0)
         mults = int(ops.pop("multiexp_mults", 0) or 0)
-        if mults:  # the multiplications the algorithm spends, each priced as one "add"
+        native = int(ops.pop("native_mults", 0) or 0)
+        if native and "native_mul" in self.rates.rates:  # the native kernel's own rate
+            ops["native_mul"] = native
+        else:
+            mults += native
+        if mults or native:  # the multiplications the algorithm spends, each one "add"
             ops.pop("multiexp_terms", None)
             ops["add"] = ops.get("add", 0) + mults
         elif exponent_bits:  # the exponents' real size, not a term count

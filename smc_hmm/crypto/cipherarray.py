@@ -31,6 +31,7 @@ from smc_hmm.crypto.multiexp import (
     multiplication_count,
     shared_base_parts,
     signed_parts,
+    uses_native,
     window_count,
     window_plan,
 )
@@ -63,10 +64,21 @@ def _mpz_array(values, shape) -> np.ndarray:
     return arr.reshape(shape)
 
 
-def _mults(terms: int, rows: list) -> int:
-    """The modular multiplications of ``rows`` over ``terms`` bases (the cost model's count)."""
-    top = max((abs(x) for row in rows for x in row), default=0)
-    return multiplication_count(terms, len(rows), top.bit_length())
+def _count_mults(meter, blocks, modulus) -> None:
+    """Meter the modular multiplications of ``(terms, rows)`` blocks, the cost model's
+    count: ``native_mults`` for those the native kernel computes (a rate of their own),
+    ``multiexp_mults`` for the rest."""
+    on_gmpy2 = on_kernel = 0
+    for terms, rows in blocks:
+        top = max((abs(x) for row in rows for x in row), default=0)
+        count = multiplication_count(terms, len(rows), top.bit_length())
+        if uses_native(terms, modulus):
+            on_kernel += count
+        else:
+            on_gmpy2 += count
+    meter.count("multiexp_mults", on_gmpy2)
+    if on_kernel:
+        meter.count("native_mults", on_kernel)
 
 
 def _lincomb_task(bases: PackedInts, weight_rows: list, modulus) -> list:
@@ -431,7 +443,7 @@ class CipherArray:
         k, m = len(rows), len(bases)
         if not compute.parallel or k * m < _PARALLEL_MIN_TERMS:
             parts = [[p] for p in _lincomb_task(bases, rows, n2)]
-        elif k >= compute.workers:
+        elif k >= compute.workers or m <= SHARED_BASE_MAX_TERMS:
             groups = compute.chunks(rows)
             results = compute.map(_lincomb_task, [bases] * len(groups), groups, [n2] * len(groups))
             parts = [[p] for res in results for p in res]
@@ -451,7 +463,7 @@ class CipherArray:
         flat = [combine_parts(p, n2) for p in parts]
         pk.meter.count("multiexp_terms", k * m)
         pk.meter.count("multiexp_bits", sum(abs(x).bit_length() for row in rows for x in row))
-        pk.meter.count("multiexp_mults", _mults(m, rows))
+        _count_mults(pk.meter, [(m, rows)], n2)
         out = self._like(flat, self.scale + weight_scale, bound, (k,))
         return out[0] if single else out
 
@@ -491,7 +503,7 @@ class CipherArray:
             "multiexp_bits",
             sum(abs(x).bit_length() for _, rows, _ in plans for row in rows for x in row),
         )
-        pk.meter.count("multiexp_mults", sum(_mults(len(b), rows) for b, rows, _ in plans))
+        _count_mults(pk.meter, [(len(b.values), rows) for b, rows, _ in plans], n2)
         bound = max(b for _, _, b in plans)
         fixedpoint.check_scale(first.scale + weight_scale)
         return cls(pk, _mpz_array(flat, (len(flat),)), first.scale + weight_scale, bound)

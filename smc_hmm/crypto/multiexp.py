@@ -19,6 +19,8 @@ import gmpy2
 import numpy as np
 from gmpy2 import mpz
 
+from smc_hmm.crypto import native
+
 ONE = mpz(1)
 
 
@@ -188,7 +190,11 @@ def _shared_window_for(terms: int, rows: int, exp_bits: int) -> int:
 
 
 def shared_base_parts(
-    bases: Sequence[mpz], rows: Sequence[Sequence[int]], modulus: mpz
+    bases: Sequence[mpz],
+    rows: Sequence[Sequence[int]],
+    modulus: mpz,
+    *,
+    use_native: bool | None = None,
 ) -> list[tuple[mpz, mpz]]:
     """prod_i bases_i^{w_ri} for every row r, as ``(value, 1)`` parts.
 
@@ -198,11 +204,18 @@ def shared_base_parts(
     multiplication per nonzero signed digit -- fewer than Pippenger's buckets
     when there are only a handful of terms (a LOGSUM over one model's states,
     an emission over a small alphabet).
+
+    Where the native kernel runs (:mod:`smc_hmm.crypto.native`; ``use_native``
+    None: wherever it is available, False: never), the same method runs there on
+    unsigned windows, a base with negative weights entering once more, inverted.
     """
     rows = [[int(w) for w in row] for row in rows]
     top = max((abs(w) for row in rows for w in row), default=0)
     if top == 0:
         return [(ONE, ONE) for _ in rows]
+    kernel = native.kernel() if use_native is None else (native.kernel() if use_native else None)
+    if kernel is not None and kernel.fits(modulus):
+        return [(v, ONE) for v in _native_rows(kernel, bases, rows, modulus)]
     m = len(bases)
     c = _shared_window_for(m, len(rows), top.bit_length())
     half = 1 << (c - 1)
@@ -232,6 +245,25 @@ def shared_base_parts(
                     acc = acc * negative[i][-d] % modulus
         out.append((acc, ONE))
     return out
+
+
+def _native_rows(kernel, bases: Sequence[mpz], rows: list[list[int]], modulus: mpz) -> list[mpz]:
+    """:func:`shared_base_parts` on the kernel: b^-1 joins the bases for each base
+    that has a negative weight in some row (one inversion each), which takes |w|."""
+    signed = [i for i in range(len(bases)) if any(row[i] < 0 for row in rows)]
+    if not signed:
+        return kernel.multiexp_rows(bases, rows, modulus)
+    inverses = [gmpy2.invert(bases[i], modulus) for i in signed]
+    unsigned = [[max(w, 0) for w in row] + [max(-row[i], 0) for i in signed] for row in rows]
+    return kernel.multiexp_rows([*bases, *inverses], unsigned, modulus)
+
+
+def uses_native(terms: int, modulus) -> bool:
+    """Whether a linear combination over ``terms`` bases runs on the native kernel here."""
+    if terms > SHARED_BASE_MAX_TERMS:
+        return False
+    kernel = native.kernel()
+    return kernel is not None and kernel.fits(modulus)
 
 
 def multiplication_count(terms: int, rows: int, exp_bits: int) -> int:

@@ -1,0 +1,227 @@
+/*
+ * Montgomery arithmetic on AVX-512 IFMA (52-bit limbs), for smc_hmm.crypto.native.
+ *
+ * Written by hand because no maintained library offers it for our case: gmpy2/GMP have
+ * no IFMA code and no multi-exponentiation, and OpenSSL's IFMA code (RSAZ) serves only
+ * its own RSA moduli.  The multiplication is the "almost Montgomery multiplication" of
+ * Gueron and Krasnov ("Accelerating big integer arithmetic using Intel IFMA
+ * extensions", ARITH 2016): numbers of K = 8 * regs limbs of 52 bits, R = 2^(52 K) with
+ * 4 M <= R, inputs and outputs < 2 M.  Nothing here depends on Python: the module is
+ * loaded with ctypes (which releases the GIL for each call) and every argument is a
+ * little-endian byte string of 52 * regs bytes per number.
+ *
+ * Functions carrying the IFMA target attribute run only after smc_ifma_supported()
+ * returned 1 (the Python side checks), so the library loads on any x86-64 CPU.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h> /* only to make the library an importable (empty) module */
+#include <immintrin.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MASK52 0xFFFFFFFFFFFFFULL
+#define MAXREG 16 /* up to 128 limbs: moduli up to 6654 bits */
+#define IFMA __attribute__((target("avx512f,avx512ifma")))
+
+int smc_ifma_supported(void)
+{
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512ifma");
+#else
+    return 0;
+#endif
+}
+
+/* the largest number of 64-bit registers of limbs this build takes */
+int smc_ifma_max_regs(void) { return MAXREG; }
+
+typedef struct {
+    int regs;      /* K / 8 */
+    uint64_t *m;   /* K limbs of the modulus */
+    uint64_t k0;   /* -M^-1 mod 2^52 */
+} modctx;
+
+/* r = a * b / R mod M, r < 2 M for a, b < 2 M (r may alias a or b) */
+IFMA static void amm(uint64_t *r, const uint64_t *a, const uint64_t *b, const modctx *ctx)
+{
+    const int n = ctx->regs, k = 8 * n;
+    __m512i acc[MAXREG], bv[MAXREG], mv[MAXREG];
+    const __m512i zero = _mm512_setzero_si512();
+    for (int j = 0; j < n; j++) {
+        acc[j] = zero;
+        bv[j] = _mm512_loadu_si512((const void *)(b + 8 * j));
+        mv[j] = _mm512_loadu_si512((const void *)(ctx->m + 8 * j));
+    }
+    const uint64_t b0 = b[0], m0 = ctx->m[0], k0 = ctx->k0;
+    for (int i = 0; i < k; i++) {
+        const uint64_t ai = a[i];
+        uint64_t t0 = (uint64_t)_mm_cvtsi128_si64(_mm512_castsi512_si128(acc[0]));
+        t0 += (ai * b0) & MASK52;                   /* limb 0 after adding lo(a_i b) */
+        const uint64_t y = (t0 * k0) & MASK52;      /* makes limb 0 divisible by 2^52 */
+        const uint64_t carry = (t0 + ((y * m0) & MASK52)) >> 52;
+        const __m512i av = _mm512_set1_epi64((long long)ai);
+        const __m512i yv = _mm512_set1_epi64((long long)y);
+        for (int j = 0; j < n; j++) {
+            acc[j] = _mm512_madd52lo_epu64(acc[j], av, bv[j]);
+            acc[j] = _mm512_madd52lo_epu64(acc[j], yv, mv[j]);
+        }
+        /* divide by 2^52: drop limb 0 (its low 52 bits are zero), keep its carry */
+        for (int j = 0; j < n - 1; j++)
+            acc[j] = _mm512_alignr_epi64(acc[j + 1], acc[j], 1);
+        acc[n - 1] = _mm512_alignr_epi64(zero, acc[n - 1], 1);
+        acc[0] = _mm512_mask_add_epi64(acc[0], 1, acc[0], _mm512_set1_epi64((long long)carry));
+        /* the high halves belong one limb up: after the shift, at the same index */
+        for (int j = 0; j < n; j++) {
+            acc[j] = _mm512_madd52hi_epu64(acc[j], av, bv[j]);
+            acc[j] = _mm512_madd52hi_epu64(acc[j], yv, mv[j]);
+        }
+    }
+    /* every limb is below 4 K 2^52 + K < 2^64: normalise to 52 bits */
+    uint64_t tmp[8 * MAXREG];
+    for (int j = 0; j < n; j++)
+        _mm512_storeu_si512((void *)(tmp + 8 * j), acc[j]);
+    uint64_t c = 0;
+    for (int i = 0; i < k; i++) {
+        const uint64_t v = tmp[i] + c;
+        r[i] = v & MASK52;
+        c = v >> 52;
+    }
+}
+
+static void to_limbs(const uint8_t *in, int nbytes, uint64_t *out, int k)
+{
+    memset(out, 0, (size_t)k * sizeof(uint64_t));
+    for (int i = 0; i < nbytes; i++) {
+        const int pos = 8 * i, limb = pos / 52, shift = pos % 52;
+        if (limb >= k)
+            break;
+        out[limb] |= ((uint64_t)in[i] << shift) & MASK52;
+        if (shift > 44 && limb + 1 < k)
+            out[limb + 1] |= (uint64_t)in[i] >> (52 - shift);
+    }
+}
+
+static void from_limbs(const uint64_t *in, int k, uint8_t *out, int nbytes)
+{
+    for (int i = 0; i < nbytes; i++) {
+        const int pos = 8 * i, limb = pos / 52, shift = pos % 52;
+        uint64_t v = limb < k ? in[limb] >> shift : 0;
+        if (shift > 44 && limb + 1 < k)
+            v |= in[limb + 1] << (52 - shift);
+        out[i] = (uint8_t)(v & 0xFF);
+    }
+}
+
+/* bits [pos, pos + c) of a little-endian exponent of ew bytes */
+static unsigned window_digit(const uint8_t *e, int ew, int pos, int c)
+{
+    unsigned v = 0;
+    for (int t = 0; t < c; t++) {
+        const int bit = pos + t;
+        if ((bit >> 3) < ew)
+            v |= (unsigned)((e[bit >> 3] >> (bit & 7)) & 1u) << t;
+    }
+    return v;
+}
+
+/*
+ * For every row r: prod_i base_i ^ e_ri mod M (e_ri >= 0), by Straus's interleaved
+ * method with a c-bit window table per base shared by all rows.  Numbers are 52 * regs
+ * little-endian bytes (bases < M, r2 = R^2 mod M), exponents ew bytes each, row-major
+ * (nrows x nbases).  Outputs are < 2 M (the caller reduces).  Returns 0, or -1 on a
+ * bad argument, -2 when memory runs out.
+ */
+IFMA int smc_multiexp_rows(int regs, const uint8_t *mod, const uint8_t *r2, uint64_t k0,
+                           int nbases, const uint8_t *bases, int nrows, const uint8_t *exps,
+                           int ew, int c, uint8_t *out)
+{
+    if (regs < 1 || regs > MAXREG || nbases < 0 || nrows < 0 || ew < 1 || c < 1 || c > 10)
+        return -1;
+    const int k = 8 * regs, width = 52 * regs;
+    const size_t entries = ((size_t)1 << c) - 1;
+    uint64_t *m = aligned_alloc(64, (size_t)k * 8);
+    uint64_t *rr = aligned_alloc(64, (size_t)k * 8);
+    uint64_t *acc = aligned_alloc(64, (size_t)k * 8);
+    uint64_t *one = aligned_alloc(64, (size_t)k * 8);
+    uint64_t *table = aligned_alloc(64, (size_t)k * 8 * (entries * (size_t)nbases + 1));
+    int status = 0;
+    if (!m || !rr || !acc || !one || !table) {
+        status = -2;
+        goto done;
+    }
+    to_limbs(mod, width, m, k);
+    to_limbs(r2, width, rr, k);
+    memset(one, 0, (size_t)k * 8);
+    one[0] = 1;
+    modctx ctx = {regs, m, k0};
+    for (int i = 0; i < nbases; i++) {
+        uint64_t *t = table + (size_t)i * entries * k;
+        to_limbs(bases + (size_t)i * width, width, acc, k);
+        amm(t, acc, rr, &ctx); /* base * R mod M */
+        for (size_t d = 1; d < entries; d++)
+            amm(t + d * k, t + (d - 1) * k, t, &ctx);
+    }
+    const int windows = (8 * ew + c - 1) / c;
+    for (int r = 0; r < nrows; r++) {
+        const uint8_t *row = exps + (size_t)r * nbases * ew;
+        int started = 0;
+        for (int w = windows - 1; w >= 0; w--) {
+            if (started)
+                for (int s = 0; s < c; s++)
+                    amm(acc, acc, acc, &ctx);
+            for (int i = 0; i < nbases; i++) {
+                const unsigned d = window_digit(row + (size_t)i * ew, ew, w * c, c);
+                if (!d)
+                    continue;
+                const uint64_t *entry = table + ((size_t)i * entries + d - 1) * k;
+                if (started)
+                    amm(acc, acc, entry, &ctx);
+                else {
+                    memcpy(acc, entry, (size_t)k * 8);
+                    started = 1;
+                }
+            }
+        }
+        uint8_t *dst = out + (size_t)r * width;
+        if (!started) { /* every exponent 0: the product is 1 */
+            memset(dst, 0, (size_t)width);
+            dst[0] = 1;
+            continue;
+        }
+        amm(acc, acc, one, &ctx); /* out of the Montgomery domain: <= M */
+        from_limbs(acc, k, dst, width);
+    }
+done:
+    free(m);
+    free(rr);
+    free(acc);
+    free(one);
+    free(table);
+    return status;
+}
+
+/* one Montgomery multiplication a * b / R mod M, for the tests and the benchmark */
+IFMA int smc_amm(int regs, const uint8_t *mod, uint64_t k0, const uint8_t *a, const uint8_t *b,
+                 uint8_t *out, int repeat)
+{
+    if (regs < 1 || regs > MAXREG || repeat < 1)
+        return -1;
+    const int k = 8 * regs, width = 52 * regs;
+    uint64_t m[8 * MAXREG], x[8 * MAXREG], y[8 * MAXREG];
+    to_limbs(mod, width, m, k);
+    to_limbs(a, width, x, k);
+    to_limbs(b, width, y, k);
+    modctx ctx = {regs, m, k0};
+    for (int t = 0; t < repeat; t++)
+        amm(x, x, y, &ctx);
+    from_limbs(x, k, out, width);
+    return 0;
+}
+
+/* the library is used through ctypes; as a module it is empty */
+static struct PyModuleDef ifma_module = {PyModuleDef_HEAD_INIT, "_ifma",
+                                         "AVX-512 IFMA kernels (used through ctypes)", -1, NULL};
+
+PyMODINIT_FUNC PyInit__ifma(void) { return PyModule_Create(&ifma_module); }

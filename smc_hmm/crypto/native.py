@@ -1,0 +1,206 @@
+"""The optional native kernel: multi-exponentiation on AVX-512 IFMA.
+
+Bob's linear combinations (:func:`smc_hmm.crypto.multiexp.shared_base_parts`: the LOGSUM
+replies, the emission blocks) are chains of 4096-bit modular multiplications, about
+4.5 us each through ``gmpy2``.  ``_ifma.c`` computes them as Montgomery
+multiplications on 52-bit limbs with the AVX-512 IFMA instructions (Gueron and Krasnov,
+ARITH 2016), and runs Straus's method over them in C; ``smc-hmm bench crypto`` puts it
+beside the gmpy2 path in the same run (``docs/benchmarks.md``).  It is written by hand
+because no maintained library offers it: GMP has no IFMA code and no
+multi-exponentiation, and OpenSSL's IFMA code serves only its RSA moduli.
+
+The kernel is built when the package is installed, where a C compiler is present
+(``setup.py``; a failed build is skipped), and used only where the CPU has AVX-512
+IFMA and a self-test against ``gmpy2`` passes; everywhere else the ``gmpy2`` path runs,
+with the same results.  ``SMC_HMM_NATIVE=off`` turns it off.  It is not constant time:
+like the ``gmpy2`` path, it skips zero digits of Bob's weights (``docs/security.md``,
+"Constant time").  :mod:`ctypes` releases the GIL for each call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import gmpy2
+from gmpy2 import mpz
+
+__all__ = ["IfmaKernel", "kernel", "load_kernel", "window_for"]
+
+#: environment variable that turns the kernel off ("off", "0", "no" or "false")
+SWITCH = "SMC_HMM_NATIVE"
+_OFF = {"off", "0", "no", "false"}
+#: moduli whose constants (R^2 mod M, -M^-1 mod 2^52) are kept
+MODULI_KEPT = 8
+_U8 = ctypes.c_char_p
+
+
+def _library_path() -> str | None:
+    """Where the installed extension ``smc_hmm.crypto._ifma`` is (None if it was not built)."""
+    try:
+        spec = importlib.util.find_spec("smc_hmm.crypto._ifma")
+    except (ImportError, ValueError):
+        return None
+    return spec.origin if spec is not None and spec.origin else None
+
+
+def window_for(terms: int, rows: int, exp_bits: int) -> int:
+    """Straus window c minimising rows * (bits + terms * windows) + terms * 2^c (the
+    unsigned tables are built once and serve every row)."""
+    return min(
+        range(1, 9),
+        key=lambda c: rows * (exp_bits + terms * -(-exp_bits // c)) + terms * (1 << c),
+    )
+
+
+class _Modulus:
+    __slots__ = ("regs", "width", "modulus", "r2", "k0")
+
+    def __init__(self, modulus: mpz, regs: int):
+        self.regs, self.width = regs, 52 * regs
+        self.modulus = int(modulus).to_bytes(self.width, "little")
+        r = mpz(1) << (52 * 8 * regs)
+        self.r2 = int(r * r % modulus).to_bytes(self.width, "little")
+        self.k0 = int(-gmpy2.invert(modulus, mpz(1) << 52) % (mpz(1) << 52))
+
+
+class IfmaKernel:
+    """The loaded library (build it with :func:`load_kernel`)."""
+
+    name = "AVX-512 IFMA kernel"
+
+    def __init__(self, lib: ctypes.CDLL, path: str):
+        lib.smc_multiexp_rows.restype = ctypes.c_int
+        lib.smc_multiexp_rows.argtypes = [
+            ctypes.c_int, _U8, _U8, ctypes.c_uint64, ctypes.c_int, _U8, ctypes.c_int, _U8,
+            ctypes.c_int, ctypes.c_int, ctypes.c_char_p,
+        ]  # fmt: skip
+        lib.smc_amm.restype = ctypes.c_int
+        lib.smc_amm.argtypes = [ctypes.c_int, _U8, ctypes.c_uint64, _U8, _U8, ctypes.c_char_p,
+                                ctypes.c_int]  # fmt: skip
+        self.lib, self.path = lib, path
+        self.max_regs = int(lib.smc_ifma_max_regs())
+        self._moduli: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.path})"
+
+    def fits(self, modulus) -> bool:
+        """Whether this build takes the odd ``modulus`` (its size: 4 M <= 2^(416 regs))."""
+        m = mpz(modulus)
+        return m > 2 and bool(m % 2) and self._regs(m) <= self.max_regs
+
+    @staticmethod
+    def _regs(m: mpz) -> int:
+        return -(-(m.bit_length() + 2) // 416)
+
+    def _constants(self, modulus: mpz) -> _Modulus:
+        key = int(modulus)
+        with self._lock:
+            entry = self._moduli.get(key)
+            if entry is None:
+                entry = self._moduli[key] = _Modulus(modulus, self._regs(modulus))
+                while len(self._moduli) > MODULI_KEPT:
+                    self._moduli.popitem(last=False)
+            self._moduli.move_to_end(key)
+            return entry
+
+    def multiexp_rows(self, bases: Sequence, rows: Sequence[Sequence[int]], modulus) -> list[mpz]:
+        """``[prod_i bases_i^{w_ri} mod modulus for each row]``, every w_ri >= 0 (a
+        negative weight raises ValueError: invert its base first)."""
+        m = mpz(modulus)
+        if not self.fits(m):
+            raise ValueError("the IFMA kernel takes odd moduli up to its build's size")
+        rows = [[int(w) for w in row] for row in rows]
+        if any(len(row) != len(bases) for row in rows):
+            raise ValueError("every row needs one weight per base")
+        if any(w < 0 for row in rows for w in row):
+            raise ValueError("the IFMA kernel takes nonnegative exponents")
+        if not rows:
+            return []
+        top = max((w for row in rows for w in row), default=0)
+        if top == 0 or not bases:
+            return [mpz(1) for _ in rows]
+        const = self._constants(m)
+        width, ew = const.width, (top.bit_length() + 7) // 8
+        c = window_for(len(bases), len(rows), top.bit_length())
+        packed_bases = b"".join(int(mpz(b) % m).to_bytes(width, "little") for b in bases)
+        packed_exps = b"".join(w.to_bytes(ew, "little") for row in rows for w in row)
+        out = ctypes.create_string_buffer(width * len(rows))
+        status = self.lib.smc_multiexp_rows(
+            const.regs, const.modulus, const.r2, const.k0, len(bases), packed_bases,
+            len(rows), packed_exps, ew, c, out,
+        )  # fmt: skip
+        if status != 0:
+            raise MemoryError("the IFMA kernel could not allocate its tables")
+        raw = out.raw
+        return [
+            mpz(int.from_bytes(raw[r * width : (r + 1) * width], "little")) % m
+            for r in range(len(rows))
+        ]
+
+    def montgomery_product(self, a, b, modulus, repeat: int = 1) -> mpz:
+        """a * b^repeat / R^repeat mod modulus with R = 2^(416 regs) (tests, benchmark)."""
+        m = mpz(modulus)
+        const = self._constants(m)
+        out = ctypes.create_string_buffer(const.width)
+        a_bytes = int(mpz(a) % m).to_bytes(const.width, "little")
+        b_bytes = int(mpz(b) % m).to_bytes(const.width, "little")
+        if self.lib.smc_amm(const.regs, const.modulus, const.k0, a_bytes, b_bytes, out, repeat):
+            raise ValueError("bad arguments to the IFMA multiplication")
+        return mpz(int.from_bytes(out.raw, "little")) % m
+
+
+def _self_test(k: IfmaKernel) -> bool:
+    """Fixed multi-exponentiations against gmpy2 at three sizes."""
+    for bits in (1024, 2048, 4096):
+        m = (mpz(1) << bits) - 159 if bits != 2048 else (mpz(1) << bits) - 1557
+        m |= 1
+        bases = [mpz(3) ** 700 % m, m - 2, (mpz(1) << (bits - 3)) + 12345]
+        rows = [[0, 1, 5], [(1 << 200) + 99, 0, (1 << 63) - 1], [0, 0, 0]]
+        want = []
+        for row in rows:
+            acc = mpz(1)
+            for b, w in zip(bases, row):
+                acc = acc * gmpy2.powmod(b, w, m) % m
+            want.append(acc)
+        if k.multiexp_rows(bases, rows, m) != want:
+            return False
+    return True
+
+
+def load_kernel(path: str | None = None) -> IfmaKernel | None:
+    """The kernel from the built extension (or ``path``) if this CPU has AVX-512 IFMA and
+    it passes :func:`_self_test`; else None."""
+    path = path or _library_path()
+    if not path:
+        return None
+    try:
+        lib = ctypes.CDLL(path)
+        if not lib.smc_ifma_supported():
+            return None
+        k = IfmaKernel(lib, path)
+        return k if _self_test(k) else None
+    except (OSError, AttributeError, ValueError):
+        return None
+
+
+_loaded: IfmaKernel | None | bool = False  # False: not tried in this process
+_load_lock = threading.Lock()
+
+
+def kernel() -> IfmaKernel | None:
+    """The process's kernel, or None where it is missing, unsupported or switched off
+    (``SMC_HMM_NATIVE=off``; read on every call, so a test or a benchmark can flip it)."""
+    global _loaded
+    if os.environ.get(SWITCH, "").strip().lower() in _OFF:
+        return None
+    with _load_lock:
+        if _loaded is False:
+            _loaded = load_kernel()
+        return _loaded

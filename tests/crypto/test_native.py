@@ -1,0 +1,146 @@
+"""The optional IFMA kernel (smc_hmm.crypto.native) against gmpy2, and its switch.
+
+The kernel is built at install where a compiler is present and runs where the CPU has
+AVX-512 IFMA; the tests that need it skip elsewhere, and the fallback tests run
+everywhere."""
+
+import random
+from collections import Counter
+
+import gmpy2
+import pytest
+from gmpy2 import mpz
+
+from smc_hmm.cost.model import CostModel, PrimitiveRates
+from smc_hmm.crypto import CipherArray, Meter, generate_keypair, native
+from smc_hmm.crypto.multiexp import combine_parts, shared_base_parts
+
+KERNEL = native.kernel()
+needs_kernel = pytest.mark.skipif(
+    KERNEL is None, reason="the IFMA kernel is not built here or this CPU lacks AVX-512 IFMA"
+)
+
+
+def _reference(bases, rows, m):
+    out = []
+    for row in rows:
+        acc = mpz(1)
+        for b, w in zip(bases, row):
+            acc = acc * gmpy2.powmod(b, w, m) % m
+        out.append(acc)
+    return out
+
+
+def _modulus(rng, bits):
+    p = gmpy2.next_prime(mpz(rng.getrandbits(bits // 2)) | (mpz(1) << (bits // 2 - 1)))
+    q = gmpy2.next_prime(mpz(rng.getrandbits(bits // 2)) | (mpz(1) << (bits // 2 - 1)))
+    return p * p * q * q  # a Paillier-like n^2 of about 2 * bits
+
+
+@needs_kernel
+@pytest.mark.parametrize("key_bits", [512, 1024, 2048])
+def test_kernel_equals_gmpy2_on_random_rows(key_bits):
+    rng = random.Random(key_bits)
+    m = _modulus(rng, key_bits)
+    for terms, nrows, bits in [(1, 1, 1), (3, 4, 64), (9, 1, 209), (26, 5, 300), (2, 2, 900)]:
+        bases = [mpz(rng.getrandbits(m.bit_length() + 8)) for _ in range(terms)]
+        rows = [[rng.getrandbits(rng.randint(1, bits)) for _ in range(terms)] for _ in range(nrows)]
+        rows[0][0] = 0
+        assert KERNEL.multiexp_rows(bases, rows, m) == _reference(bases, rows, m)
+
+
+@needs_kernel
+def test_kernel_edge_values():
+    rng = random.Random(7)
+    m = _modulus(rng, 1024)
+    bases = [mpz(0), mpz(1), m - 1, m, m + 3]  # reduced first: 0, 1, -1, 0, 3
+    rows = [[0] * 5, [1, 1, 1, 1, 1], [5, 0, 3, 0, (1 << 100) + 1], [0, 2, 0, 0, 0]]
+    assert KERNEL.multiexp_rows(bases, rows, m) == _reference([b % m for b in bases], rows, m)
+    assert KERNEL.multiexp_rows([], [[]], m) == [1]
+    assert KERNEL.multiexp_rows(bases, [], m) == []
+
+
+@needs_kernel
+def test_kernel_rejects_what_it_cannot_take():
+    m = _modulus(random.Random(1), 512)
+    with pytest.raises(ValueError, match="nonnegative"):
+        KERNEL.multiexp_rows([mpz(3)], [[-1]], m)
+    with pytest.raises(ValueError, match="one weight per base"):
+        KERNEL.multiexp_rows([mpz(3), mpz(5)], [[1]], m)
+    assert not KERNEL.fits(m + 1)  # even
+    assert not KERNEL.fits(mpz(1) << 8000 | 1)  # larger than the build takes
+    with pytest.raises(ValueError, match="odd moduli"):
+        KERNEL.multiexp_rows([mpz(3)], [[1]], m + 1)
+
+
+@needs_kernel
+def test_montgomery_product_is_a_b_over_r():
+    rng = random.Random(2)
+    m = _modulus(rng, 2048)
+    a, b = mpz(rng.getrandbits(4000)), mpz(rng.getrandbits(4000))
+    r = mpz(1) << (416 * -(-(m.bit_length() + 2) // 416))
+    assert KERNEL.montgomery_product(a, b, m) == a * b * gmpy2.invert(r, m) % m
+    assert KERNEL.montgomery_product(a, b, m, 3) == a * b**3 * gmpy2.invert(r**3, m) % m
+
+
+@pytest.mark.parametrize("use_native", [None, False])
+def test_shared_base_parts_same_either_way(use_native):
+    """Signed weights (the kernel inverts those bases), zero rows, one base."""
+    rng = random.Random(11)
+    m = _modulus(rng, 1024)
+    for terms, nrows in [(1, 3), (5, 1), (9, 4), (26, 6)]:
+        bases = [mpz(rng.getrandbits(2000)) % m for _ in range(terms)]
+        rows = [
+            [rng.choice([-1, 1, 0]) * rng.getrandbits(rng.randint(1, 150)) for _ in range(terms)]
+            for _ in range(nrows)
+        ]
+        rows[-1] = [0] * terms
+        parts = shared_base_parts(bases, rows, m, use_native=use_native)
+        got = [combine_parts([p], m) for p in parts]
+        want = [combine_parts([p], m) for p in shared_base_parts(bases, rows, m, use_native=False)]
+        assert got == want
+        expected = []
+        for row in rows:
+            acc = mpz(1)
+            for b, w in zip(bases, row):
+                acc = acc * gmpy2.powmod(b, w, m) % m
+            expected.append(acc)
+        assert got == expected
+
+
+def test_switch_turns_the_kernel_off(monkeypatch):
+    monkeypatch.setenv(native.SWITCH, "off")
+    assert native.kernel() is None
+    rng = random.Random(4)
+    m = _modulus(rng, 512)
+    bases = [mpz(rng.getrandbits(900)) % m for _ in range(4)]
+    rows = [[rng.getrandbits(60) for _ in range(4)]]
+    assert [p for p, _ in shared_base_parts(bases, rows, m)] == _reference(bases, rows, m)
+
+
+def test_missing_library_gives_no_kernel(tmp_path):
+    assert native.load_kernel(str(tmp_path / "no-such-library.so")) is None
+
+
+@needs_kernel
+def test_ledger_meters_the_kernel_apart_and_the_model_prices_it():
+    class Counts(Meter):
+        def __init__(self):
+            self.ops = Counter()
+
+        def count(self, op, k=1):
+            self.ops[op] += k
+
+    pk, _ = generate_keypair(512, insecure=True)
+    meter = Counts()
+    x = CipherArray.encrypt(pk.with_meter(meter), [1, 2, 3])
+    x.lincomb([[5, 6, 7], [1, 0, 2]])
+    counts = meter.ops
+    assert counts.get("native_mults", 0) > 0
+    assert counts.get("multiexp_mults", 0) == 0
+    rates = {"encrypt": 1e3, "decrypt": 1e3, "add": 1e5, "scalar_mul": 1e4,
+             "multiexp_terms": 1e4, "rerandomize": 1e3}  # fmt: skip
+    without = CostModel(PrimitiveRates(512, dict(rates))).compute_seconds({"native_mults": 1000})
+    priced = CostModel(PrimitiveRates(512, {**rates, "native_mul": 4e5}))
+    assert without == pytest.approx(1000 / 1e5)
+    assert priced.compute_seconds({"native_mults": 1000}) == pytest.approx(1000 / 4e5)
