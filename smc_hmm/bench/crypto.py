@@ -5,10 +5,13 @@ reports medians and the ratio (how many times faster ours is).  The target of a
 row (the speed-up it must reach, e.g. ">= 8x" for the 820-term combination on two
 lanes) is printed next to its ratio.
 
-The CRT decryption rows put three exponentiations of the same ciphertexts side by side,
+The CRT decryption rows put the exponentiations of the same ciphertexts side by side,
 timed in interleaved rounds: ``gmpy2.powmod``, as the code before constant-time decryption
-(commit a416770) decrypted, OpenSSL's constant-time exponentiation (the default now) and
-the ``gmpy2.powmod_sec`` fallback (:mod:`smc_hmm.crypto.consttime`).
+(commit a416770) decrypted, and the constant-time backends (:mod:`smc_hmm.crypto.consttime`):
+the native IFMA kernel (the default where it runs), OpenSSL's constant-time exponentiation
+and the ``gmpy2.powmod_sec`` fallback.  The native rows put the kernel's multi-exponentiation
+beside the gmpy2 path it replaces, in the shapes Bob's stages compute
+(:mod:`smc_hmm.crypto.native`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import secrets
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import gmpy2
 import numpy as np
@@ -27,7 +31,8 @@ from gmpy2 import mpz
 from smc_hmm.bench import common
 from smc_hmm.bench.common import start
 from smc_hmm.compute import Compute
-from smc_hmm.crypto import CipherArray, PublicKey, RandomizerPool, consttime
+from smc_hmm.crypto import CipherArray, PublicKey, RandomizerPool, consttime, native
+from smc_hmm.crypto.multiexp import combine_parts, shared_base_parts
 from smc_hmm.crypto.packing import PackedCipherArray, PackingPlan
 from smc_hmm.errors import CryptoError
 
@@ -65,6 +70,7 @@ def run(
     rows += _decryption_and_arithmetic_rows(pk, sk, phe_pk, phe_sk, values, repeats, say)
     rows += _crt_decryption_rows(pk, sk, values, repeats, say)
     rows += _lincomb_rows(pk, sk, phe_pk, public_only, terms, repeats, workers, say)
+    rows += _native_rows(pk, repeats, say)
     return common.BenchResult(
         "crypto",
         key_bits,
@@ -299,11 +305,14 @@ def _crt_decryption_rows(pk, sk, values, repeats: int, say):
     backends, medians of interleaved rounds: a batch (two threads either way), one
     ciphertext (its two halves on two threads now), one exponentiation c^(p-1) mod p^2."""
     say("CRT decryption: gmpy2.powmod (as before, a416770) vs the constant-time backends")
-    backends = {"gmpy2.powmod_sec": consttime.GMPY2_SEC}
-    try:
-        backends = {"OpenSSL consttime": consttime.backend_by_name("openssl"), **backends}
-    except CryptoError:
-        say("OpenSSL's BN_mod_exp_mont_consttime is not available here: no OpenSSL rows")
+    backends = {}
+    for name, key in (("IFMA kernel", "ifma"), ("OpenSSL consttime", "openssl")):
+        try:
+            backends[name] = consttime.backend_by_name(key)
+        except CryptoError as e:
+            say(f"no {name} rows: {e}")
+    backends["gmpy2.powmod_sec"] = consttime.GMPY2_SEC
+    default = consttime.default_backend()
     keys = {}
     for name, backend in backends.items():
         keys[name] = copy.copy(sk)  # the same key, decrypting on this backend
@@ -346,7 +355,7 @@ def _crt_decryption_rows(pk, sk, values, repeats: int, say):
     rows: list[common.Row] = []
     for kind, title, before, scale, unit, note in timings:
         for name in backends:
-            targeted = target if kind == "batch" and name == "OpenSSL consttime" else None
+            targeted = target if kind == "batch" and backends[name] is default else None
             rows.append(
                 common.Row(
                     f"{title}: {name} vs {before}",
@@ -422,6 +431,62 @@ def _lincomb_rows(pk, sk, phe_pk, public_only, terms: int, repeats: int, workers
     got = int(lin_cts.lincomb(lin_w).decrypt_ints(sk).item())
     if got != expect:
         raise AssertionError("linear combination mismatch in benchmark")
+    return rows
+
+
+#: (title, bases, rows, exponent bits, signed): the shapes Bob's stages compute -- a
+#: LOGSUM reply over a model's edges, the emission blocks' shared features
+NATIVE_SHAPES = (
+    ("LOGSUM reply: 9 bases, 1 row, 209-bit", 9, 1, 209, False),
+    ("emission block: 26 bases, 50 rows, signed 60-bit", 26, 50, 60, True),
+)
+
+
+def _native_rows(pk, repeats: int, say) -> list[common.Row]:
+    """The native kernel's multi-exponentiation against the gmpy2 path it replaces
+    (:func:`~smc_hmm.crypto.multiexp.shared_base_parts`, both on one thread), and one
+    modular multiplication; none where the kernel does not run here."""
+    if native.kernel() is None:
+        say("no native kernel here (not built, no AVX-512 IFMA, or SMC_HMM_NATIVE=off)")
+        return []
+    say("native kernel vs gmpy2: shared-base multi-exponentiation")
+    n2, rounds = pk.nsquare_mpz, max(repeats, 7)
+    rng = secrets.SystemRandom()
+    rows = []
+    for title, terms, count, bits, signed in NATIVE_SHAPES:
+        bases = CipherArray.encrypt(pk, list(range(1, terms + 1))).ciphertexts()
+        weights = [
+            [rng.getrandbits(bits) * (rng.choice((-1, 1)) if signed else 1) for _ in range(terms)]
+            for _ in range(count)
+        ]
+        ours = partial(shared_base_parts, bases, weights, n2, use_native=True)
+        before = partial(shared_base_parts, bases, weights, n2, use_native=False)
+        if [combine_parts([p], n2) for p in ours()] != [combine_parts([p], n2) for p in before()]:
+            raise AssertionError("native multi-exponentiation mismatch in benchmark")
+        t = common.interleaved_medians({"native": ours, "gmpy2": before}, rounds)
+        rows.append(
+            common.Row(f"multi-exponentiation, {title}: IFMA kernel vs gmpy2", t["native"] * 1e3,
+                       t["gmpy2"] * 1e3, "ms", None,
+                       f"one thread; medians of {rounds} interleaved rounds; ship bar 1.3x",
+                       better=common.LOWER)
+        )  # fmt: skip
+    kernel, chain = native.kernel(), 2000
+    a, b = bases[0], bases[1]
+
+    def gmpy2_chain():
+        x = a
+        for _ in range(chain):
+            x = x * b % n2
+
+    t = common.interleaved_medians(
+        {"native": lambda: kernel.montgomery_product(a, b, n2, chain), "gmpy2": gmpy2_chain},
+        rounds,
+    )
+    rows.append(
+        common.Row(f"one multiplication mod n^2 ({n2.bit_length()} bits): IFMA vs gmpy2",
+                   t["native"] / chain * 1e6, t["gmpy2"] / chain * 1e6, "us", None,
+                   f"chains of {chain}", better=common.LOWER)
+    )  # fmt: skip
     return rows
 
 

@@ -202,6 +202,191 @@ done:
     return status;
 }
 
+/*
+ * Two independent almost Montgomery multiplications, interleaved: r1 = a1 b1 / R mod M1
+ * and r2 = a2 b2 / R mod M2 with the same number of limbs.  One alone waits on its
+ * chain of dependent instructions; two fill those waits, so a pair costs about one.
+ * No branch and no memory address depends on the values.
+ */
+IFMA static void amm2(uint64_t *r1, const uint64_t *a1, const uint64_t *b1, const modctx *c1,
+                      uint64_t *r2, const uint64_t *a2, const uint64_t *b2, const modctx *c2)
+{
+    const int n = c1->regs, k = 8 * n;
+    __m512i x[MAXREG], bx[MAXREG], mx[MAXREG], z[MAXREG], bz[MAXREG], mz[MAXREG];
+    const __m512i zero = _mm512_setzero_si512();
+    for (int j = 0; j < n; j++) {
+        x[j] = z[j] = zero;
+        bx[j] = _mm512_loadu_si512((const void *)(b1 + 8 * j));
+        mx[j] = _mm512_loadu_si512((const void *)(c1->m + 8 * j));
+        bz[j] = _mm512_loadu_si512((const void *)(b2 + 8 * j));
+        mz[j] = _mm512_loadu_si512((const void *)(c2->m + 8 * j));
+    }
+    const uint64_t b10 = b1[0], m10 = c1->m[0], k10 = c1->k0;
+    const uint64_t b20 = b2[0], m20 = c2->m[0], k20 = c2->k0;
+    for (int i = 0; i < k; i++) {
+        const uint64_t ai = a1[i], ci = a2[i];
+        uint64_t t = (uint64_t)_mm_cvtsi128_si64(_mm512_castsi512_si128(x[0]));
+        uint64_t u = (uint64_t)_mm_cvtsi128_si64(_mm512_castsi512_si128(z[0]));
+        t += (ai * b10) & MASK52;
+        u += (ci * b20) & MASK52;
+        const uint64_t y = (t * k10) & MASK52, v = (u * k20) & MASK52;
+        const uint64_t cy = (t + ((y * m10) & MASK52)) >> 52;
+        const uint64_t cv = (u + ((v * m20) & MASK52)) >> 52;
+        const __m512i av = _mm512_set1_epi64((long long)ai), yv = _mm512_set1_epi64((long long)y);
+        const __m512i cw = _mm512_set1_epi64((long long)ci), vv = _mm512_set1_epi64((long long)v);
+        for (int j = 0; j < n; j++) {
+            x[j] = _mm512_madd52lo_epu64(x[j], av, bx[j]);
+            z[j] = _mm512_madd52lo_epu64(z[j], cw, bz[j]);
+            x[j] = _mm512_madd52lo_epu64(x[j], yv, mx[j]);
+            z[j] = _mm512_madd52lo_epu64(z[j], vv, mz[j]);
+        }
+        for (int j = 0; j < n - 1; j++) {
+            x[j] = _mm512_alignr_epi64(x[j + 1], x[j], 1);
+            z[j] = _mm512_alignr_epi64(z[j + 1], z[j], 1);
+        }
+        x[n - 1] = _mm512_alignr_epi64(zero, x[n - 1], 1);
+        z[n - 1] = _mm512_alignr_epi64(zero, z[n - 1], 1);
+        x[0] = _mm512_mask_add_epi64(x[0], 1, x[0], _mm512_set1_epi64((long long)cy));
+        z[0] = _mm512_mask_add_epi64(z[0], 1, z[0], _mm512_set1_epi64((long long)cv));
+        for (int j = 0; j < n; j++) {
+            x[j] = _mm512_madd52hi_epu64(x[j], av, bx[j]);
+            z[j] = _mm512_madd52hi_epu64(z[j], cw, bz[j]);
+            x[j] = _mm512_madd52hi_epu64(x[j], yv, mx[j]);
+            z[j] = _mm512_madd52hi_epu64(z[j], vv, mz[j]);
+        }
+    }
+    uint64_t tx[8 * MAXREG], tz[8 * MAXREG];
+    for (int j = 0; j < n; j++) {
+        _mm512_storeu_si512((void *)(tx + 8 * j), x[j]);
+        _mm512_storeu_si512((void *)(tz + 8 * j), z[j]);
+    }
+    uint64_t cx = 0, cz = 0;
+    for (int i = 0; i < k; i++) {
+        const uint64_t p = tx[i] + cx, q = tz[i] + cz;
+        r1[i] = p & MASK52;
+        r2[i] = q & MASK52;
+        cx = p >> 52;
+        cz = q >> 52;
+    }
+}
+
+/* r = r - M if r >= M, without a branch or an address that depends on r */
+static void reduce_once(uint64_t *r, const uint64_t *m, int k)
+{
+    uint64_t diff[8 * MAXREG], borrow = 0;
+    for (int i = 0; i < k; i++) {
+        const uint64_t d = r[i] - m[i] - borrow;
+        diff[i] = d & MASK52;
+        borrow = (d >> 63) & 1; /* limbs are < 2^52: a borrow wraps the top bit */
+    }
+    const uint64_t keep = 0 - borrow; /* all ones: r < M, keep r */
+    for (int i = 0; i < k; i++)
+        r[i] = (r[i] & keep) | (diff[i] & ~keep);
+}
+
+/* r += x for numbers of 52-bit limbs whose sum fits in k limbs (no branch) */
+static void add_limbs(uint64_t *r, const uint64_t *x, int k)
+{
+    uint64_t carry = 0;
+    for (int i = 0; i < k; i++) {
+        const uint64_t v = r[i] + x[i] + carry;
+        r[i] = v & MASK52;
+        carry = v >> 52;
+    }
+}
+
+/* entry d of a table of 2^c entries of k limbs, read whole (every entry is touched) */
+IFMA static void table_read(uint64_t *out, const uint64_t *table, unsigned d, int c, int k)
+{
+    const int n = k / 8;
+    __m512i acc[MAXREG];
+    for (int j = 0; j < n; j++)
+        acc[j] = _mm512_setzero_si512();
+    const __m512i want = _mm512_set1_epi64((long long)d);
+    for (unsigned e = 0; e < (1u << c); e++) {
+        const __mmask8 hit = _mm512_cmpeq_epi64_mask(_mm512_set1_epi64((long long)e), want);
+        for (int j = 0; j < n; j++)
+            acc[j] = _mm512_mask_mov_epi64(
+                acc[j], hit, _mm512_loadu_si512((const void *)(table + (size_t)e * k + 8 * j)));
+    }
+    for (int j = 0; j < n; j++)
+        _mm512_storeu_si512((void *)(out + 8 * j), acc[j]);
+}
+
+#define CT_WINDOW 5
+
+/* memset through a volatile pointer: the compiler cannot drop the wipe before free */
+static void *(*const volatile wipe)(void *, int, size_t) = memset;
+
+/*
+ * Constant time in the exponents: out1 = base1^e1 mod M1 and out2 = base2^e2 mod M2
+ * (moduli of the same limb count, exponents of ebits bits at most, ew bytes each), by a
+ * fixed 5-bit window over all ebits bits: the same squarings, multiplications and
+ * table reads whatever the bits are.  A base is any number below R^2, given as two
+ * chunks (lo, hi) of 52 * regs bytes: its Montgomery form lo R^2 / R + hi R^3 / R needs
+ * no division by the secret modulus.  rr = R^2 mod M, rrr = R^3 mod M; outputs < M.
+ * Returns 0, -1 on a bad argument, -2 when memory runs out.
+ */
+IFMA int smc_powmod_ct_x2(int regs, int ebits, int ew,
+                          const uint8_t *mod1, const uint8_t *rr1, const uint8_t *rrr1,
+                          uint64_t k01, const uint8_t *base1, const uint8_t *e1, uint8_t *out1,
+                          const uint8_t *mod2, const uint8_t *rr2, const uint8_t *rrr2,
+                          uint64_t k02, const uint8_t *base2, const uint8_t *e2, uint8_t *out2)
+{
+    if (regs < 1 || regs > MAXREG || ebits < 1 || ew < (ebits + 7) / 8)
+        return -1;
+    const int k = 8 * regs, width = 52 * regs, entries = 1 << CT_WINDOW;
+    const size_t words = (size_t)k;
+    const size_t total = 8 * words * (2 * (size_t)entries + 14);
+    uint64_t *mem = aligned_alloc(64, total);
+    if (!mem)
+        return -2;
+    uint64_t *t1 = mem, *t2 = t1 + entries * words, *m1 = t2 + entries * words;
+    uint64_t *m2 = m1 + words, *s1 = m2 + words, *s2 = s1 + words, *x1 = s2 + words;
+    uint64_t *x2 = x1 + words, *w1 = x2 + words, *w2 = w1 + words, *one = w2 + words;
+    uint64_t *h1 = one + words, *h2 = h1 + words;
+    to_limbs(mod1, width, m1, k);
+    to_limbs(mod2, width, m2, k);
+    modctx c1 = {regs, m1, k01}, c2 = {regs, m2, k02};
+    memset(one, 0, 8 * words);
+    one[0] = 1;
+    /* tables: entry d = base^d R mod M (entry 1 below 4 M, the others below 2 M) */
+    to_limbs(rrr1, width, s1, k);
+    to_limbs(rrr2, width, s2, k);
+    to_limbs(base1 + width, width, x1, k);
+    to_limbs(base2 + width, width, x2, k);
+    amm2(h1, x1, s1, &c1, h2, x2, s2, &c2); /* hi R^2 mod M */
+    to_limbs(rr1, width, s1, k);
+    to_limbs(rr2, width, s2, k);
+    to_limbs(base1, width, x1, k);
+    to_limbs(base2, width, x2, k);
+    amm2(t1 + words, x1, s1, &c1, t2 + words, x2, s2, &c2); /* lo R mod M */
+    add_limbs(t1 + words, h1, k);
+    add_limbs(t2 + words, h2, k);
+    amm2(t1, s1, one, &c1, t2, s2, one, &c2); /* entry 0: R mod M */
+    for (int d = 2; d < entries; d++)
+        amm2(t1 + d * words, t1 + (d - 1) * words, t1 + words, &c1,
+             t2 + d * words, t2 + (d - 1) * words, t2 + words, &c2);
+    const int windows = (ebits + CT_WINDOW - 1) / CT_WINDOW;
+    memcpy(x1, t1, 8 * words); /* 1 in the Montgomery domain */
+    memcpy(x2, t2, 8 * words);
+    for (int w = windows - 1; w >= 0; w--) {
+        for (int s = 0; s < CT_WINDOW; s++)
+            amm2(x1, x1, x1, &c1, x2, x2, x2, &c2);
+        table_read(w1, t1, window_digit(e1, ew, w * CT_WINDOW, CT_WINDOW), CT_WINDOW, k);
+        table_read(w2, t2, window_digit(e2, ew, w * CT_WINDOW, CT_WINDOW), CT_WINDOW, k);
+        amm2(x1, x1, w1, &c1, x2, x2, w2, &c2);
+    }
+    amm2(x1, x1, one, &c1, x2, x2, one, &c2);
+    reduce_once(x1, m1, k);
+    reduce_once(x2, m2, k);
+    from_limbs(x1, k, out1, width);
+    from_limbs(x2, k, out2, width);
+    wipe(mem, 0, total); /* the tables hold secrets */
+    free(mem);
+    return 0;
+}
+
 /* one Montgomery multiplication a * b / R mod M, for the tests and the benchmark */
 IFMA int smc_amm(int regs, const uint8_t *mod, uint64_t k0, const uint8_t *a, const uint8_t *b,
                  uint8_t *out, int repeat)

@@ -41,10 +41,12 @@ from concurrent.futures import ThreadPoolExecutor
 import gmpy2
 from gmpy2 import mpz
 
+from smc_hmm.crypto import native
 from smc_hmm.errors import CryptoError, InvalidInputError
 
 __all__ = [
     "GmpySecPowmod",
+    "IfmaPowmod",
     "OpenSSLPowmod",
     "SecretPowmod",
     "backend_by_name",
@@ -57,6 +59,7 @@ __all__ = [
 
 OPENSSL = "openssl"
 GMPY2 = "gmpy2"
+IFMA = "ifma"
 
 #: OpenSSL's BN_FLG_CONSTTIME (bn.h): constant-time paths for this number
 _BN_FLG_CONSTTIME = 0x04
@@ -299,6 +302,83 @@ class OpenSSLPowmod(SecretPowmod):
         return out
 
 
+# -- the native kernel ----------------------------------------------------------------------
+
+
+class IfmaPowmod(SecretPowmod):
+    """The native kernel's constant-time exponentiation (:mod:`smc_hmm.crypto.native`,
+    ``_ifma.c``): a fixed 5-bit window over the exponent's length rounded up to 64 bits,
+    Montgomery multiplications on AVX-512 IFMA with no branch on a value, every table
+    entry read at every step (masked), and a base's Montgomery form computed from its two
+    halves, so no step divides by the secret modulus.  Two exponentiations run
+    interleaved in one call, for about the price of one: :meth:`powmod_jobs` pairs a CRT
+    decryption's p and q halves.  Where the kernel does not take a modulus or a base
+    (larger than it was built for, or a base above R^2), ``fallback`` does, with the same
+    guarantee."""
+
+    key = IFMA
+    releases_gil = True
+
+    def __init__(self, kernel, fallback: SecretPowmod):
+        self.kernel, self.fallback = kernel, fallback
+        self.name = "AVX-512 IFMA constant-time kernel"
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.kernel.path}; else {self.fallback.describe()})"
+
+    def _takes(self, base: mpz, modulus: mpz) -> bool:
+        return self.kernel.fits(modulus) and base < self.kernel.secret_bound(modulus)
+
+    def _run_pairs(self, items: list) -> list[mpz]:
+        """``[pow(b, e, m) for (b, e, m) in items]``, neighbours of one modulus size paired
+        into one call."""
+        out: list = [None] * len(items)
+        shapes: dict[int, list[int]] = {}
+        for i, (b, e, m) in enumerate(items):
+            if self._takes(b, m):
+                shapes.setdefault(self.kernel.shape(m), []).append(i)
+            else:
+                out[i] = self.fallback.powmod_list([b], e, m)[0]
+        for index in shapes.values():
+            for k in range(0, len(index), 2):
+                i = index[k]
+                j = index[k + 1] if k + 1 < len(index) else i
+                out[i], out[j] = self.kernel.secret_powmod_x2(items[i], items[j])
+        return out
+
+    def powmod_list(self, bases, exponent, modulus) -> list[mpz]:
+        m, e = _check_modulus(modulus), _check_exponent(exponent)
+        items = [(mpz(b) % m if b < 0 else mpz(b), e, m) for b in bases]
+        return self._run_pairs(items)
+
+    def powmod_jobs(self, jobs, threads: int) -> list[list[mpz]]:
+        """:func:`powmod_jobs` with the jobs' items interleaved (p_0, q_0, p_1, ...) so
+        that each call computes a ciphertext's two halves, the pairs split over
+        ``threads`` threads (the caller's among them)."""
+        checked = []
+        for bases, exponent, modulus in jobs:
+            m, e = _check_modulus(modulus), _check_exponent(exponent)
+            checked.append([(mpz(b) % m if b < 0 else mpz(b), e, m) for b in bases])
+        order = [(j, i) for i in range(max(map(len, checked), default=0))
+                 for j in range(len(checked)) if i < len(checked[j])]  # fmt: skip
+        items = [checked[j][i] for j, i in order]
+        pairs = -(-len(items) // 2)
+        parts = max(1, min(threads, pairs))
+        if parts == 1 or _estimated_seconds(jobs) < _PARALLEL_MIN_SECONDS:
+            values = self._run_pairs(items)
+        else:
+            size = 2 * -(-pairs // parts)
+            slices = [items[k : k + size] for k in range(0, len(items), size)]
+            futures = [_executor().submit(self._run_pairs, part) for part in slices[1:]]
+            values = self._run_pairs(slices[0])
+            for future in futures:
+                values += future.result()
+        results = [[None] * len(c) for c in checked]
+        for (j, i), v in zip(order, values):
+            results[j][i] = v
+        return results
+
+
 # -- finding the ssl module's libcrypto ---------------------------------------------------------
 
 
@@ -401,6 +481,7 @@ def _self_test(backend: SecretPowmod) -> bool:
 
 _default: SecretPowmod | None = None
 _openssl: OpenSSLPowmod | None | bool = False  # False: not tried yet
+_ifma: IfmaPowmod | None | bool = False
 _choose_lock = threading.Lock()
 GMPY2_SEC = GmpySecPowmod()
 
@@ -413,26 +494,43 @@ def _openssl_backend() -> OpenSSLPowmod | None:
         return _openssl
 
 
+def _ifma_backend() -> IfmaPowmod | None:
+    global _ifma
+    with _choose_lock:
+        if _ifma is False:
+            kernel = native.kernel()
+            _ifma = None if kernel is None else IfmaPowmod(kernel, _openssl or GMPY2_SEC)
+        return _ifma
+
+
 def default_backend() -> SecretPowmod:
-    """OpenSSL's constant-time exponentiation if this Python's ssl module brings it, else
-    ``gmpy2.powmod_sec`` (decided once per process)."""
+    """The native kernel where it runs (:mod:`smc_hmm.crypto.native`, not switched off by
+    ``SMC_HMM_NATIVE=off``), else OpenSSL's constant-time exponentiation if this Python's
+    ssl module brings it, else ``gmpy2.powmod_sec`` (decided once per process)."""
     global _default
     if _default is None:
-        _default = _openssl_backend() or GMPY2_SEC
+        openssl = _openssl_backend()
+        _default = _ifma_backend() or openssl or GMPY2_SEC
     return _default
 
 
 def backend_by_name(name: str) -> SecretPowmod:
-    """``"openssl"`` or ``"gmpy2"`` (:class:`~smc_hmm.errors.CryptoError` if OpenSSL's
-    symbols are missing here)."""
+    """``"ifma"``, ``"openssl"`` or ``"gmpy2"`` (:class:`~smc_hmm.errors.CryptoError`
+    if the kernel or OpenSSL's symbols are missing here)."""
     if name == GMPY2:
         return GMPY2_SEC
+    if name == IFMA:
+        _openssl_backend()  # the kernel's fallback
+        backend = _ifma_backend()
+        if backend is None:
+            raise CryptoError("the IFMA kernel is not built here or this CPU lacks IFMA")
+        return backend
     if name == OPENSSL:
         backend = _openssl_backend()
         if backend is None:
             raise CryptoError("OpenSSL's BN_mod_exp_mont_consttime is not available here")
         return backend
-    raise InvalidInputError(f"no constant-time backend {name!r} (openssl or gmpy2)")
+    raise InvalidInputError(f"no constant-time backend {name!r} (ifma, openssl or gmpy2)")
 
 
 def secret_powmod_list(bases, exponent, modulus, backend: SecretPowmod | None = None):
@@ -497,6 +595,8 @@ def powmod_jobs(
     jobs are the p and q halves: one ciphertext's halves then run at once."""
     backend = backend or default_backend()
     jobs = [(list(bases), exponent, modulus) for bases, exponent, modulus in jobs]
+    if isinstance(backend, IfmaPowmod):
+        return backend.powmod_jobs(jobs, threads)
     items = [(j, i) for j, (bases, _, _) in enumerate(jobs) for i in range(len(bases))]
     if (
         threads <= 1

@@ -1,10 +1,11 @@
 """Constant-time exponentiation with secret exponents (smc_hmm.crypto.consttime).
 
-Every path -- OpenSSL's BN_mod_exp_mont_consttime through ctypes, the gmpy2.powmod_sec
-fallback, and what runs on them (Paillier CRT decryption and phe's h_p, DGK's zero test
-and decryption, shared-key partial decryptions, CRT r^n randomizers) -- is checked against
-Python's plain ``pow`` on random inputs at 512, 1024 and 2048 bits; the fallback is forced
-once as a process without OpenSSL would see it; two threads hammer one backend.
+Every path -- the native IFMA kernel, OpenSSL's BN_mod_exp_mont_consttime through
+ctypes, the gmpy2.powmod_sec fallback, and what runs on them (Paillier CRT decryption and
+phe's h_p, DGK's zero test and decryption, shared-key partial decryptions, CRT r^n
+randomizers) -- is checked against Python's plain ``pow`` on random inputs at 512, 1024
+and 2048 bits; the fallback is forced once as a process without OpenSSL would see it; two
+threads hammer one backend.
 """
 
 from __future__ import annotations
@@ -33,8 +34,21 @@ except CryptoError:
     OPENSSL = None
 
 
+try:
+    IFMA = consttime.backend_by_name("ifma")  # the native kernel, where it runs
+except CryptoError:
+    IFMA = None
+
+
 def backends():
     out = [pytest.param(consttime.GMPY2_SEC, id="gmpy2")]
+    out.append(
+        pytest.param(
+            IFMA,
+            id="ifma",
+            marks=pytest.mark.skipif(IFMA is None, reason="no IFMA kernel here"),
+        )
+    )
     out.append(
         pytest.param(
             OPENSSL,
@@ -179,10 +193,13 @@ def test_powmod_jobs_splits_and_reassembles():
 
 
 def test_fallback_is_used_without_openssl(keys, monkeypatch):
-    """A process whose Python has no usable libcrypto: every candidate fails, the default
-    is gmpy2.powmod_sec, and decryption (via the default backend) still equals pow's."""
+    """A process whose Python has no usable libcrypto and no native kernel: every
+    candidate fails, the default is gmpy2.powmod_sec, and decryption (via the default
+    backend) still equals pow's."""
+    monkeypatch.setenv("SMC_HMM_NATIVE", "off")
     monkeypatch.setattr(consttime, "libcrypto_candidates", lambda: ["/nonexistent/libcrypto.so"])
     monkeypatch.setattr(consttime, "_openssl", False)
+    monkeypatch.setattr(consttime, "_ifma", False)
     monkeypatch.setattr(consttime, "_default", None)
     assert consttime.load_openssl() is None
     assert consttime.default_backend() is consttime.GMPY2_SEC
@@ -205,12 +222,52 @@ def test_a_library_without_the_symbols_is_skipped():
 
 
 @pytest.mark.skipif(OPENSSL is None, reason="no OpenSSL symbols here")
-def test_openssl_is_the_default_and_the_ssl_modules_library():
+def test_the_default_is_the_kernel_else_openssl_of_the_ssl_module():
     import ssl
 
-    assert consttime.default_backend() is consttime.backend_by_name("openssl")
-    assert consttime.default_backend().version == ssl.OPENSSL_VERSION_NUMBER
-    assert "BN_mod_exp_mont_consttime" in consttime.default_backend().describe()
+    assert consttime.default_backend() is (IFMA or OPENSSL)
+    assert OPENSSL.version == ssl.OPENSSL_VERSION_NUMBER
+    assert "BN_mod_exp_mont_consttime" in OPENSSL.describe()
+
+
+@pytest.mark.skipif(IFMA is None, reason="no IFMA kernel here")
+def test_kernel_pairs_halves_and_hands_what_it_cannot_take_to_its_fallback():
+    rnd = random.Random(21)
+    p, q, small = _prime(512, rnd), _prime(512, rnd), _prime(100, rnd)
+    huge = mpz(1) << 5000  # above R^2: the fallback takes it
+    jobs = [([mpz(rnd.getrandbits(2048)), huge, mpz(-3)], p - 1, p * p),
+            ([mpz(rnd.getrandbits(2048))], q - 1, q * q),
+            ([mpz(5), mpz(6), mpz(7)], small - 1, small * small)]  # fmt: skip
+    expect = [[pow(int(b), int(e), int(m)) for b in bs] for bs, e, m in jobs]
+    for threads in (1, 2, 4):
+        assert consttime.powmod_jobs(jobs, threads, IFMA) == expect
+    assert IFMA.powmod_list([huge, mpz(2)], q, p * p) == [
+        pow(int(huge), int(q), int(p * p)),
+        pow(2, int(q), int(p * p)),
+    ]
+    assert IFMA.fallback in (OPENSSL, consttime.GMPY2_SEC)
+
+
+@pytest.mark.skipif(IFMA is None, reason="no IFMA kernel here")
+def test_kernel_two_threads_many_moduli():
+    rnd = random.Random(12)
+    moduli = [_prime(256, rnd) ** 2 for _ in range(12)]  # more than the kernel keeps
+    errors: list = []
+
+    def hammer(seed: int) -> None:
+        local = random.Random(seed)
+        for i in range(120):
+            m = moduli[(i * 7 + seed) % len(moduli)]
+            e, bases = mpz(local.getrandbits(256)), [mpz(local.getrandbits(600)) for _ in range(3)]
+            if IFMA.powmod_list(bases, e, m) != [pow(int(b), int(e), int(m)) for b in bases]:
+                errors.append((seed, i))
+
+    threads = [threading.Thread(target=hammer, args=(s,)) for s in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
 
 
 @pytest.mark.parametrize("backend", backends())
