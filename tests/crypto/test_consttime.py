@@ -233,10 +233,10 @@ def test_the_default_is_the_kernel_else_openssl_of_the_ssl_module():
 @pytest.mark.skipif(IFMA is None, reason="no IFMA kernel here")
 def test_kernel_pairs_halves_and_hands_what_it_cannot_take_to_its_fallback():
     rnd = random.Random(21)
-    p, q, small = _prime(512, rnd), _prime(512, rnd), _prime(100, rnd)
+    p, q, small = _prime(1024, rnd), _prime(1024, rnd), _prime(100, rnd)  # small: fallback
     huge = mpz(1) << 5000  # above R^2: the fallback takes it
-    jobs = [([mpz(rnd.getrandbits(2048)), huge, mpz(-3)], p - 1, p * p),
-            ([mpz(rnd.getrandbits(2048))], q - 1, q * q),
+    jobs = [([mpz(rnd.getrandbits(4096)), huge, mpz(-3)], p - 1, p * p),
+            ([mpz(rnd.getrandbits(4096))], q - 1, q * q),
             ([mpz(5), mpz(6), mpz(7)], small - 1, small * small)]  # fmt: skip
     expect = [[pow(int(b), int(e), int(m)) for b in bs] for bs, e, m in jobs]
     for threads in (1, 2, 4):
@@ -251,12 +251,12 @@ def test_kernel_pairs_halves_and_hands_what_it_cannot_take_to_its_fallback():
 @pytest.mark.skipif(IFMA is None, reason="no IFMA kernel here")
 def test_kernel_two_threads_many_moduli():
     rnd = random.Random(12)
-    moduli = [_prime(256, rnd) ** 2 for _ in range(12)]  # more than the kernel keeps
+    moduli = [_prime(768, rnd) ** 2 for _ in range(10)]  # more than the kernel keeps
     errors: list = []
 
     def hammer(seed: int) -> None:
         local = random.Random(seed)
-        for i in range(120):
+        for i in range(60):
             m = moduli[(i * 7 + seed) % len(moduli)]
             e, bases = mpz(local.getrandbits(256)), [mpz(local.getrandbits(600)) for _ in range(3)]
             if IFMA.powmod_list(bases, e, m) != [pow(int(b), int(e), int(m)) for b in bases]:

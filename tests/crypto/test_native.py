@@ -144,3 +144,21 @@ def test_ledger_meters_the_kernel_apart_and_the_model_prices_it():
     priced = CostModel(PrimitiveRates(512, {**rates, "native_mul": 4e5}))
     assert without == pytest.approx(1000 / 1e5)
     assert priced.compute_seconds({"native_mults": 1000}) == pytest.approx(1000 / 4e5)
+
+
+@needs_kernel
+@pytest.mark.parametrize("bits", [128, 512, 1024, 2048])
+def test_constant_time_pair_equals_pow(bits):
+    """The constant-time exponentiation at every size the kernel takes (the backend sends
+    only the larger moduli to it), bases up to R^2 and the edge exponents."""
+    rng = random.Random(bits)
+    p = gmpy2.next_prime(mpz(rng.getrandbits(bits // 2)) | (mpz(1) << (bits // 2 - 1)))
+    q = gmpy2.next_prime(mpz(rng.getrandbits(bits // 2)) | (mpz(1) << (bits // 2 - 1)))
+    m1, m2 = p * p, q * q
+    top = KERNEL.secret_bound(m1)
+    cases = [(mpz(rng.getrandbits(2 * bits)), p - 1, mpz(rng.getrandbits(2 * bits)), q - 1),
+             (top - 1, mpz(0), mpz(0), mpz(1)), (m1, mpz(3), m2 - 1, (q - 1) * 7),
+             (mpz(1), mpz(rng.getrandbits(300)), mpz(2), mpz(rng.getrandbits(5)))]  # fmt: skip
+    for b1, e1, b2, e2 in cases:
+        got = KERNEL.secret_powmod_x2((b1, e1, m1), (b2, e2, m2))
+        assert got == (pow(b1, e1, m1), pow(b2, e2, m2))
