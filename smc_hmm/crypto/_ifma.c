@@ -387,6 +387,82 @@ IFMA int smc_powmod_ct_x2(int regs, int ebits, int ew,
     return 0;
 }
 
+/*
+ * Fixed-base comb tables (Brickell et al.): row i holds g^(d 2^(w i)) R mod M for
+ * d < 2^w, as 52-bit limbs (8 * 8 * regs bytes an entry), rows * 2^w entries in all.
+ * base < M, rr = R^2 mod M.  Returns 0 or -1 on a bad argument.
+ */
+IFMA int smc_comb_build(int regs, const uint8_t *mod, const uint8_t *rr, uint64_t k0,
+                        const uint8_t *base, int rows, int window, uint64_t *table)
+{
+    if (regs < 1 || regs > MAXREG || rows < 1 || window < 1 || window > 16)
+        return -1;
+    const int k = 8 * regs, width = 52 * regs;
+    const size_t entries = (size_t)1 << window;
+    uint64_t m[8 * MAXREG], r2[8 * MAXREG], g[8 * MAXREG], one[8 * MAXREG];
+    to_limbs(mod, width, m, k);
+    to_limbs(rr, width, r2, k);
+    to_limbs(base, width, g, k);
+    memset(one, 0, sizeof one);
+    one[0] = 1;
+    modctx ctx = {regs, m, k0};
+    amm(g, g, r2, &ctx); /* g R mod M */
+    for (int i = 0; i < rows; i++) {
+        uint64_t *row = table + (size_t)i * entries * k;
+        amm(row, r2, one, &ctx); /* entry 0: R mod M, never read */
+        memcpy(row + k, g, (size_t)k * 8);
+        for (size_t d = 2; d < entries; d++)
+            amm(row + d * k, row + (d - 1) * k, g, &ctx);
+        amm(g, row + (entries - 1) * k, g, &ctx); /* g^(2^w) for the next row */
+    }
+    return 0;
+}
+
+/*
+ * out_c = prod_i table[i][digits[c * rows + i]] / R mod M for each of count exponents
+ * (digit 0 contributes 1): one multiplication per nonzero digit, like the gmpy2 path.
+ * Outputs < M, 52 * regs bytes each.
+ */
+IFMA int smc_comb_product(int regs, const uint8_t *mod, uint64_t k0, const uint64_t *table,
+                          int rows, int window, int count, const uint16_t *digits, uint8_t *out)
+{
+    if (regs < 1 || regs > MAXREG || rows < 1 || window < 1 || window > 16 || count < 0)
+        return -1;
+    const int k = 8 * regs, width = 52 * regs;
+    const size_t entries = (size_t)1 << window;
+    uint64_t m[8 * MAXREG], acc[8 * MAXREG], one[8 * MAXREG];
+    to_limbs(mod, width, m, k);
+    memset(one, 0, sizeof one);
+    one[0] = 1;
+    modctx ctx = {regs, m, k0};
+    for (int c = 0; c < count; c++) {
+        const uint16_t *ds = digits + (size_t)c * rows;
+        int started = 0;
+        for (int i = 0; i < rows; i++) {
+            const unsigned d = ds[i];
+            if (!d)
+                continue;
+            const uint64_t *entry = table + ((size_t)i * entries + (d & (entries - 1))) * k;
+            if (started)
+                amm(acc, acc, entry, &ctx);
+            else {
+                memcpy(acc, entry, (size_t)k * 8);
+                started = 1;
+            }
+        }
+        uint8_t *dst = out + (size_t)c * width;
+        if (!started) {
+            memset(dst, 0, (size_t)width);
+            dst[0] = 1;
+            continue;
+        }
+        amm(acc, acc, one, &ctx);
+        reduce_once(acc, m, k);
+        from_limbs(acc, k, dst, width);
+    }
+    return 0;
+}
+
 /* one Montgomery multiplication a * b / R mod M, for the tests and the benchmark */
 IFMA int smc_amm(int regs, const uint8_t *mod, uint64_t k0, const uint8_t *a, const uint8_t *b,
                  uint8_t *out, int repeat)

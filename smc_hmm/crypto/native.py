@@ -27,6 +27,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 import gmpy2
+import numpy as np
 from gmpy2 import mpz
 
 __all__ = ["IfmaKernel", "kernel", "load_kernel", "window_for"]
@@ -88,6 +89,13 @@ class IfmaKernel:
         lib.smc_powmod_ct_x2.argtypes = [ctypes.c_int] * 3 + [
             _U8, _U8, _U8, ctypes.c_uint64, _U8, _U8, ctypes.c_char_p,
         ] * 2  # fmt: skip
+        lib.smc_comb_build.restype = ctypes.c_int
+        lib.smc_comb_build.argtypes = [ctypes.c_int, _U8, _U8, ctypes.c_uint64, _U8,
+                                       ctypes.c_int, ctypes.c_int, ctypes.c_char_p]  # fmt: skip
+        lib.smc_comb_product.restype = ctypes.c_int
+        lib.smc_comb_product.argtypes = [ctypes.c_int, _U8, ctypes.c_uint64, ctypes.c_char_p,
+                                         ctypes.c_int, ctypes.c_int, ctypes.c_int, _U8,
+                                         ctypes.c_char_p]  # fmt: skip
         lib.smc_amm.restype = ctypes.c_int
         lib.smc_amm.argtypes = [ctypes.c_int, _U8, ctypes.c_uint64, _U8, _U8, ctypes.c_char_p,
                                 ctypes.c_int]  # fmt: skip
@@ -186,6 +194,40 @@ class IfmaKernel:
     def shape(self, modulus) -> int:
         """Moduli of one shape (limb count) can share a :meth:`secret_powmod_x2` call."""
         return self._regs(mpz(modulus))
+
+    def comb_entry_bytes(self, modulus) -> int:
+        """Bytes one entry of a :meth:`comb_table` takes (8 * 8 * regs: 52-bit limbs)."""
+        return 64 * self._regs(mpz(modulus))
+
+    def comb_table(self, base, modulus, rows: int, window: int) -> ctypes.Array:
+        """A fixed-base comb table of g^(d 2^(w i)) for ``rows`` rows of 2^``window``
+        entries, in the Montgomery form the kernel multiplies (a buffer the caller keeps)."""
+        m = mpz(modulus)
+        const = self._constants(m)
+        table = ctypes.create_string_buffer(rows * (1 << window) * self.comb_entry_bytes(m))
+        base = int(mpz(base) % m).to_bytes(const.width, "little")
+        if self.lib.smc_comb_build(const.regs, const.modulus, const.r2, const.k0, base, rows,
+                                   window, table):  # fmt: skip
+            raise ValueError("bad arguments to the comb table")
+        return table
+
+    def comb_product(self, table, modulus, rows: int, window: int, digits) -> list[mpz]:
+        """For each exponent (a row of ``digits``: one base-2^window digit per table row,
+        lowest first), the product of its table entries: g^e mod modulus."""
+        m = mpz(modulus)
+        const = self._constants(m)
+        digits = np.ascontiguousarray(digits, dtype=np.uint16)
+        count = digits.shape[0]
+        if digits.ndim != 2 or digits.shape[1] != rows:
+            raise ValueError(f"digits must have {rows} columns")
+        out = ctypes.create_string_buffer(max(1, count) * const.width)
+        if self.lib.smc_comb_product(const.regs, const.modulus, const.k0, table, rows, window,
+                                     count, digits.tobytes(), out):  # fmt: skip
+            raise ValueError("bad arguments to the comb product")
+        raw, width = out.raw, const.width
+        return [
+            mpz(int.from_bytes(raw[c * width : (c + 1) * width], "little")) for c in range(count)
+        ]
 
     def montgomery_product(self, a, b, modulus, repeat: int = 1) -> mpz:
         """a * b^repeat / R^repeat mod modulus with R = 2^(416 regs) (tests, benchmark)."""

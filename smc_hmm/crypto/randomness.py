@@ -29,21 +29,33 @@ import gmpy2
 import numpy as np
 from gmpy2 import mpz
 
+from smc_hmm.crypto import native
 from smc_hmm.crypto.consttime import powmod_jobs
 from smc_hmm.crypto.rng import Rng
 from smc_hmm.errors import InvalidInputError
 
 
 class FixedBaseTable:
-    """Precomputed g^(d * 2^(w i)) mod M for fast g^e with e < 2^bits (Brickell et al.)."""
+    """Precomputed g^(d * 2^(w i)) mod M for fast g^e with e < 2^bits (Brickell et al.).
 
-    __slots__ = ("modulus", "window", "bits", "rows")
+    Where the native kernel runs (:mod:`smc_hmm.crypto.native`) the table lives in its
+    Montgomery form and the products are computed there, one multiplication per nonzero
+    digit as here; the results are the same numbers."""
+
+    __slots__ = ("modulus", "window", "bits", "rows", "native")
 
     def __init__(self, base: mpz, modulus: mpz, bits: int, window: int = 8):
         self.modulus, self.window, self.bits = modulus, window, bits
+        count = -(-bits // window)
+        kernel = native.kernel()
+        self.native = None
+        if kernel is not None and kernel.fits(modulus):
+            self.native = (kernel, kernel.comb_table(base, modulus, count, window), count)
+            self.rows = None
+            return
         rows = []
         g = mpz(base)
-        for _ in range(-(-bits // window)):
+        for _ in range(count):
             row = [mpz(1), g]
             for _ in range(2, 1 << window):
                 row.append(row[-1] * g % modulus)
@@ -51,10 +63,16 @@ class FixedBaseTable:
             g = row[-1] * g % modulus  # g^(2^w) for the next row
         self.rows = rows
 
+    def _check(self, exponents: list[int]) -> None:
+        if any(e < 0 or e.bit_length() > self.bits for e in exponents):
+            raise InvalidInputError(f"exponent out of the table's range [0, 2^{self.bits})")
+
     def pow(self, e: int) -> mpz:
         """g^e for one exponent (:meth:`pow_many` cuts a batch's digits faster)."""
-        if e < 0 or e.bit_length() > self.bits:
-            raise InvalidInputError(f"exponent out of the table's range [0, 2^{self.bits})")
+        e = int(e)
+        self._check([e])
+        if self.native is not None:
+            return self.pow_many([e])[0]
         mask, w, mod = (1 << self.window) - 1, self.window, self.modulus
         acc = None
         for row in self.rows:
@@ -66,19 +84,26 @@ class FixedBaseTable:
             e >>= w
         return mpz(1) if acc is None else acc
 
+    def _digits(self, exponents: list[int], count: int) -> np.ndarray:
+        """Every exponent's base-2^w digits, lowest first (numpy cuts the whole batch)."""
+        w = self.window
+        size = (count * w + 7) // 8
+        raw = np.frombuffer(b"".join(e.to_bytes(size, "little") for e in exponents), np.uint8)
+        bits = np.unpackbits(raw.reshape(len(exponents), size), axis=1, bitorder="little")
+        return bits[:, : count * w].reshape(len(exponents), count, w) @ (1 << np.arange(w))
+
     def pow_many(self, exponents) -> list[mpz]:
         """g^e for each e: one multiplication per nonzero window digit, the digits of the
         whole batch cut at once (numpy) instead of by shifting each big integer."""
         exponents = [int(e) for e in exponents]
-        if any(e < 0 or e.bit_length() > self.bits for e in exponents):
-            raise InvalidInputError(f"exponent out of the table's range [0, 2^{self.bits})")
+        self._check(exponents)
         if not exponents:
             return []
-        w, count = self.window, len(self.rows)
-        size = (count * w + 7) // 8
-        raw = np.frombuffer(b"".join(e.to_bytes(size, "little") for e in exponents), np.uint8)
-        bits = np.unpackbits(raw.reshape(len(exponents), size), axis=1, bitorder="little")
-        digits = bits[:, : count * w].reshape(len(exponents), count, w) @ (1 << np.arange(w))
+        if self.native is not None:
+            kernel, table, count = self.native
+            digits = self._digits(exponents, count)
+            return kernel.comb_product(table, self.modulus, count, self.window, digits)
+        digits = self._digits(exponents, len(self.rows))
         mod, out = self.modulus, []
         for row_digits in digits.tolist():
             acc = None
@@ -144,6 +169,9 @@ def table_window(n: mpz, alpha_bits: int, primes=None) -> int:
     if primes is None:
         return 8
     entry = (n.bit_length() + 7) // 8 + 32  # an mpz modulo p^2 (about n's size)
+    kernel = native.kernel()
+    if kernel is not None and kernel.fits(n):  # the kernel's limbs (p^2 has n's size)
+        entry = kernel.comb_entry_bytes(n)
     for w in (10, 9):
         if 2 * -(-alpha_bits // w) * (entry << w) <= TABLE_BUDGET_BYTES:
             return w

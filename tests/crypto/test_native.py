@@ -14,6 +14,7 @@ from gmpy2 import mpz
 from smc_hmm.cost.model import CostModel, PrimitiveRates
 from smc_hmm.crypto import CipherArray, Meter, generate_keypair, native
 from smc_hmm.crypto.multiexp import combine_parts, shared_base_parts
+from smc_hmm.errors import InvalidInputError
 
 KERNEL = native.kernel()
 needs_kernel = pytest.mark.skipif(
@@ -162,3 +163,24 @@ def test_constant_time_pair_equals_pow(bits):
     for b1, e1, b2, e2 in cases:
         got = KERNEL.secret_powmod_x2((b1, e1, m1), (b2, e2, m2))
         assert got == (pow(b1, e1, m1), pow(b2, e2, m2))
+
+
+@needs_kernel
+@pytest.mark.parametrize("bits", [512, 1024, 4096])
+def test_comb_table_equals_the_gmpy2_table(bits, monkeypatch):
+    """A fixed-base table on the kernel and on gmpy2 (switched off) give g^e alike."""
+    from smc_hmm.crypto.randomness import FixedBaseTable
+
+    rng = random.Random(bits)
+    m = gmpy2.next_prime(mpz(rng.getrandbits(bits)) | (mpz(1) << (bits - 1)))
+    g = mpz(rng.getrandbits(bits)) % m
+    exps = [0, 1, (1 << 200) - 1] + [rng.getrandbits(rng.randint(1, 200)) for _ in range(20)]
+    on = FixedBaseTable(g, m, bits=200, window=7)
+    monkeypatch.setenv(native.SWITCH, "off")
+    off = FixedBaseTable(g, m, bits=200, window=7)
+    assert on.native is not None and off.native is None
+    want = [gmpy2.powmod(g, e, m) for e in exps]
+    assert on.pow_many(exps) == off.pow_many(exps) == want
+    assert [on.pow(e) for e in exps[:4]] == want[:4]
+    with pytest.raises(InvalidInputError):
+        on.pow_many([1 << 200])
