@@ -51,6 +51,11 @@ def served(tmp_path_factory):
             "max_sessions": 8,
             "max_sessions_per_client": 8,  # one client name runs the 8 concurrent sessions
             "session_rate_per_client": 50.0,  # and sessions back to back
+            # every client connects from 127.0.0.1: the per-address throttle (tested on
+            # its own in test_serve.py) would otherwise cap the loops below at
+            # 10 connections a second once sessions are quick
+            "connect_rate_per_address": 1000.0,
+            "connect_burst_per_address": 1000,
             "shutdown_grace": SHUTDOWN_GRACE,
             "session_timeout": 60.0,
         },
