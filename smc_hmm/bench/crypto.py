@@ -32,7 +32,7 @@ from smc_hmm.bench import common
 from smc_hmm.bench.common import start
 from smc_hmm.compute import Compute
 from smc_hmm.crypto import CipherArray, PublicKey, RandomizerPool, consttime, native
-from smc_hmm.crypto.multiexp import combine_parts, shared_base_parts
+from smc_hmm.crypto.multiexp import combine_parts, shared_base_parts, signed_parts
 from smc_hmm.crypto.packing import PackedCipherArray, PackingPlan
 from smc_hmm.errors import CryptoError
 
@@ -470,6 +470,20 @@ def _native_rows(pk, repeats: int, say) -> list[common.Row]:
                        f"one thread; medians of {rounds} interleaved rounds; ship bar 1.3x",
                        better=common.LOWER)
         )  # fmt: skip
+    terms, bits = 820, 40  # the linear combination of the rows above: Pippenger's buckets
+    bases = CipherArray.encrypt(pk, [v % 997 for v in range(terms)]).ciphertexts()
+    exps = [rng.getrandbits(bits) * rng.choice((-1, 1)) for _ in range(terms)]
+    ours = partial(signed_parts, bases, exps, n2, use_native=True)
+    before = partial(signed_parts, bases, exps, n2, use_native=False)
+    if combine_parts([ours()], n2) != combine_parts([before()], n2):
+        raise AssertionError("native Pippenger mismatch in benchmark")
+    t = common.interleaved_medians({"native": ours, "gmpy2": before}, rounds)
+    rows.append(
+        common.Row(f"multi-exponentiation, Pippenger: {terms} bases, signed {bits}-bit: IFMA "
+                   "kernel vs gmpy2", t["native"] * 1e3, t["gmpy2"] * 1e3, "ms", None,
+                   f"one thread; medians of {rounds} interleaved rounds; ship bar 1.3x",
+                   better=common.LOWER)
+    )  # fmt: skip
     kernel, chain = native.kernel(), 2000
     a, b = bases[0], bases[1]
 

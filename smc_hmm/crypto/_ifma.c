@@ -463,6 +463,111 @@ IFMA int smc_comb_product(int regs, const uint8_t *mod, uint64_t k0, const uint6
     return 0;
 }
 
+/*
+ * Signed-digit Pippenger (bucket method) over the windows [lo, hi) of digits: with
+ * digits[w * nbases + i] = d (|d| <= 2^(c-1)), returns P = prod over digits d > 0 and
+ * Q = prod over digits d < 0 of base_i^(|d| 2^(c (w - lo))), so that the caller's
+ * result is P / Q (one inversion in all; multiexp.signed_parts's contract).  Bases < M,
+ * rr = R^2 mod M; outputs < M.  Returns 0, -1 on a bad argument, -2 without memory.
+ */
+IFMA int smc_pippenger(int regs, const uint8_t *mod, const uint8_t *rr, uint64_t k0,
+                       int nbases, const uint8_t *bases, int windows, int c,
+                       const int16_t *digits, uint8_t *out_pos, uint8_t *out_neg)
+{
+    if (regs < 1 || regs > MAXREG || nbases < 0 || windows < 0 || c < 1 || c > 12)
+        return -1;
+    const int k = 8 * regs, width = 52 * regs, half = 1 << (c - 1);
+    const size_t words = (size_t)k;
+    const size_t total = 8 * words * ((size_t)nbases + 2 * (size_t)half + 8);
+    uint64_t *mem = aligned_alloc(64, total);
+    uint8_t *filled = calloc(2 * (size_t)half + 2, 1);
+    if (!mem || !filled) {
+        free(mem);
+        free(filled);
+        return -2;
+    }
+    uint64_t *g = mem, *bucket = g + (size_t)nbases * words;
+    uint64_t *m = bucket + 2 * (size_t)half * words, *r2 = m + words, *one = r2 + words;
+    uint64_t *acc = one + words, *run = acc + 2 * words, *sum = run + words;
+    to_limbs(mod, width, m, k);
+    to_limbs(rr, width, r2, k);
+    memset(one, 0, 8 * words);
+    one[0] = 1;
+    modctx ctx = {regs, m, k0};
+    for (int i = 0; i < nbases; i++) {
+        to_limbs(bases + (size_t)i * width, width, g + i * words, k);
+        amm(g + i * words, g + i * words, r2, &ctx);
+    }
+    int started[2] = {0, 0};
+    for (int w = windows - 1; w >= 0; w--) {
+        for (int side = 0; side < 2; side++)
+            if (started[side])
+                for (int s = 0; s < c; s++)
+                    amm(acc + side * words, acc + side * words, acc + side * words, &ctx);
+        memset(filled, 0, 2 * (size_t)half + 2);
+        const int16_t *col = digits + (size_t)w * nbases;
+        for (int i = 0; i < nbases; i++) {
+            const int d = col[i];
+            if (!d)
+                continue;
+            const int side = d < 0, slot = side * half + (d < 0 ? -d : d) - 1;
+            uint64_t *b = bucket + (size_t)slot * words;
+            if (filled[slot])
+                amm(b, b, g + i * words, &ctx);
+            else {
+                memcpy(b, g + i * words, 8 * words);
+                filled[slot] = 1;
+            }
+        }
+        for (int side = 0; side < 2; side++) {
+            int have_run = 0, have_sum = 0;
+            for (int j = half - 1; j >= 0; j--) {
+                const int slot = side * half + j;
+                if (filled[slot]) {
+                    if (have_run)
+                        amm(run, run, bucket + (size_t)slot * words, &ctx);
+                    else {
+                        memcpy(run, bucket + (size_t)slot * words, 8 * words);
+                        have_run = 1;
+                    }
+                }
+                if (have_run) {
+                    if (have_sum)
+                        amm(sum, sum, run, &ctx);
+                    else {
+                        memcpy(sum, run, 8 * words);
+                        have_sum = 1;
+                    }
+                }
+            }
+            if (!have_sum)
+                continue;
+            uint64_t *a = acc + side * words;
+            if (started[side])
+                amm(a, a, sum, &ctx);
+            else {
+                memcpy(a, sum, 8 * words);
+                started[side] = 1;
+            }
+        }
+    }
+    uint8_t *outs[2] = {out_pos, out_neg};
+    for (int side = 0; side < 2; side++) {
+        if (!started[side]) {
+            memset(outs[side], 0, (size_t)width);
+            outs[side][0] = 1;
+            continue;
+        }
+        uint64_t *a = acc + side * words;
+        amm(a, a, one, &ctx);
+        reduce_once(a, m, k);
+        from_limbs(a, k, outs[side], width);
+    }
+    free(mem);
+    free(filled);
+    return 0;
+}
+
 /* one Montgomery multiplication a * b / R mod M, for the tests and the benchmark */
 IFMA int smc_amm(int regs, const uint8_t *mod, uint64_t k0, const uint8_t *a, const uint8_t *b,
                  uint8_t *out, int repeat)

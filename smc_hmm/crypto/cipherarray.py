@@ -21,7 +21,7 @@ import phe
 from gmpy2 import mpz
 
 from smc_hmm.compute import Compute
-from smc_hmm.crypto import fixedpoint
+from smc_hmm.crypto import fixedpoint, native
 from smc_hmm.crypto.bulk import PackedInts
 from smc_hmm.crypto.keys import PrivateKey, PublicKey
 from smc_hmm.crypto.multiexp import (
@@ -66,19 +66,22 @@ def _mpz_array(values, shape) -> np.ndarray:
 
 def _count_mults(meter, blocks, modulus) -> None:
     """Meter the modular multiplications of ``(terms, rows)`` blocks, the cost model's
-    count: ``native_mults`` for those the native kernel computes (a rate of their own),
-    ``multiexp_mults`` for the rest."""
-    on_gmpy2 = on_kernel = 0
+    count: ``native_mults`` where the native kernel computes them (a rate of their own;
+    its unsigned Straus also inverts each base that has a negative weight, ``invert``),
+    else ``multiexp_mults``."""
+    on_kernel = uses_native(modulus)
+    mults = inversions = 0
     for terms, rows in blocks:
         top = max((abs(x) for row in rows for x in row), default=0)
-        count = multiplication_count(terms, len(rows), top.bit_length())
-        if uses_native(terms, modulus):
-            on_kernel += count
+        if on_kernel and terms <= SHARED_BASE_MAX_TERMS:
+            signed = sum(1 for i in range(terms) if any(row[i] < 0 for row in rows))
+            mults += native.multiplication_count(terms + signed, len(rows), top.bit_length())
+            inversions += signed
         else:
-            on_gmpy2 += count
-    meter.count("multiexp_mults", on_gmpy2)
-    if on_kernel:
-        meter.count("native_mults", on_kernel)
+            mults += multiplication_count(terms, len(rows), top.bit_length())
+    meter.count("native_mults" if on_kernel else "multiexp_mults", mults)
+    if inversions:
+        meter.count("invert", inversions)
 
 
 def _lincomb_task(bases: PackedInts, weight_rows: list, modulus) -> list:

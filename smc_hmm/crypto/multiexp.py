@@ -100,6 +100,7 @@ def signed_parts(
     window: int | None = None,
     lo: int = 0,
     hi: int | None = None,
+    use_native: bool | None = None,
 ) -> tuple[mpz, mpz]:
     """(P, Q) with prod g_i^{e_i} = P * Q^{-1}, for exponents of either sign.
 
@@ -112,6 +113,8 @@ def signed_parts(
     With ``lo``/``hi`` only the digit windows [lo, hi) are evaluated and the
     result is that part divided by 2^(c lo) in the exponent: chunks of windows
     can run on different workers and be merged by :func:`merge_window_parts`.
+    The native kernel, where it runs (``use_native`` as in :func:`shared_base_parts`),
+    computes the same buckets.
     """
     pairs = [(g, int(e)) for g, e in zip(bases, exps) if e]
     if not pairs:
@@ -120,6 +123,11 @@ def signed_parts(
     c = window or window_plan([e for _, e in pairs])[0]
     columns = signed_digit_columns([e for _, e in pairs], c)
     hi = len(columns) if hi is None else min(hi, len(columns))
+    kernel = native.kernel() if use_native is not False else None
+    if kernel is not None and kernel.fits(modulus) and c <= 12:
+        if lo >= hi:
+            return ONE, ONE
+        return kernel.pippenger(terms, columns[lo:hi], c, modulus)
     half = 1 << (c - 1)
     pos_acc = neg_acc = None
     for w in range(hi - 1, lo - 1, -1):
@@ -258,10 +266,8 @@ def _native_rows(kernel, bases: Sequence[mpz], rows: list[list[int]], modulus: m
     return kernel.multiexp_rows([*bases, *inverses], unsigned, modulus)
 
 
-def uses_native(terms: int, modulus) -> bool:
-    """Whether a linear combination over ``terms`` bases runs on the native kernel here."""
-    if terms > SHARED_BASE_MAX_TERMS:
-        return False
+def uses_native(modulus) -> bool:
+    """Whether linear combinations modulo ``modulus`` run on the native kernel here."""
     kernel = native.kernel()
     return kernel is not None and kernel.fits(modulus)
 

@@ -1,20 +1,34 @@
-"""The optional native kernel: multi-exponentiation on AVX-512 IFMA.
+"""The optional native kernel: Montgomery arithmetic on AVX-512 IFMA.
 
-Bob's linear combinations (:func:`smc_hmm.crypto.multiexp.shared_base_parts`: the LOGSUM
-replies, the emission blocks) are chains of 4096-bit modular multiplications, about
-4.5 us each through ``gmpy2``.  ``_ifma.c`` computes them as Montgomery
-multiplications on 52-bit limbs with the AVX-512 IFMA instructions (Gueron and Krasnov,
-ARITH 2016), and runs Straus's method over them in C; ``smc-hmm bench crypto`` puts it
-beside the gmpy2 path in the same run (``docs/benchmarks.md``).  It is written by hand
-because no maintained library offers it: GMP has no IFMA code and no
-multi-exponentiation, and OpenSSL's IFMA code serves only its RSA moduli.
+Bob's linear combinations and every party's randomizers are chains of modular
+multiplications (4096 bits modulo n^2: about 4.5 us each through ``gmpy2``).
+``_ifma.c`` computes them as Montgomery multiplications on 52-bit limbs with the AVX-512
+IFMA instructions (Gueron and Krasnov, ARITH 2016, "almost Montgomery multiplication"),
+about 3x faster, and runs whole algorithms over them in C so that Python converts each
+number once:
+
+* :meth:`IfmaKernel.multiexp_rows`: Straus's method over bases shared by many rows
+  (:func:`smc_hmm.crypto.multiexp.shared_base_parts`: the LOGSUM replies, the emission
+  blocks);
+* :meth:`IfmaKernel.pippenger`: signed-digit buckets for many terms
+  (:func:`smc_hmm.crypto.multiexp.signed_parts`);
+* :meth:`IfmaKernel.comb_table` / :meth:`IfmaKernel.comb_product`: fixed-base comb tables
+  (:class:`smc_hmm.crypto.randomness.FixedBaseTable`: DJN and DGK randomizers);
+* :meth:`IfmaKernel.secret_powmod_x2`: two exponentiations in constant time, interleaved
+  (:class:`smc_hmm.crypto.consttime.IfmaPowmod`: CRT decryption).
+
+``smc-hmm bench crypto`` puts each beside the gmpy2 path in the same run
+(``docs/benchmarks.md``).  It is written by hand because no maintained library offers
+it: GMP has no IFMA code and no multi-exponentiation, and OpenSSL's IFMA code serves only
+its RSA moduli (and is not exported by the libcrypto CPython loads here).
 
 The kernel is built when the package is installed, where a C compiler is present
 (``setup.py``; a failed build is skipped), and used only where the CPU has AVX-512
 IFMA and a self-test against ``gmpy2`` passes; everywhere else the ``gmpy2`` path runs,
-with the same results.  ``SMC_HMM_NATIVE=off`` turns it off.  It is not constant time:
-like the ``gmpy2`` path, it skips zero digits of Bob's weights (``docs/security.md``,
-"Constant time").  :mod:`ctypes` releases the GIL for each call.
+with the same results.  ``SMC_HMM_NATIVE=off`` turns it off.  Apart from
+:meth:`IfmaKernel.secret_powmod_x2`, it is not constant time: like the ``gmpy2`` paths,
+it skips zero digits (``docs/security.md``, "Constant time").  :mod:`ctypes` releases the
+GIL for each call.
 """
 
 from __future__ import annotations
@@ -30,7 +44,7 @@ import gmpy2
 import numpy as np
 from gmpy2 import mpz
 
-__all__ = ["IfmaKernel", "kernel", "load_kernel", "window_for"]
+__all__ = ["IfmaKernel", "kernel", "load_kernel", "multiplication_count", "window_for"]
 
 #: environment variable that turns the kernel off ("off", "0", "no" or "false")
 SWITCH = "SMC_HMM_NATIVE"
@@ -56,6 +70,16 @@ def window_for(terms: int, rows: int, exp_bits: int) -> int:
         range(1, 9),
         key=lambda c: rows * (exp_bits + terms * -(-exp_bits // c)) + terms * (1 << c),
     )
+
+
+def multiplication_count(terms: int, rows: int, exp_bits: int) -> int:
+    """The multiplications :meth:`IfmaKernel.multiexp_rows` spends: each row's squarings
+    and window products, the tables, and the conversions in and out of Montgomery form
+    (the cost model prices them at the kernel's own rate)."""
+    if terms < 1 or rows < 1 or exp_bits < 1:
+        return 0
+    c = window_for(terms, rows, exp_bits)
+    return rows * (exp_bits + terms * -(-exp_bits // c) + 1) + terms * (1 << c)
 
 
 class _Modulus:
@@ -96,6 +120,10 @@ class IfmaKernel:
         lib.smc_comb_product.argtypes = [ctypes.c_int, _U8, ctypes.c_uint64, ctypes.c_char_p,
                                          ctypes.c_int, ctypes.c_int, ctypes.c_int, _U8,
                                          ctypes.c_char_p]  # fmt: skip
+        lib.smc_pippenger.restype = ctypes.c_int
+        lib.smc_pippenger.argtypes = [ctypes.c_int, _U8, _U8, ctypes.c_uint64, ctypes.c_int, _U8,
+                                      ctypes.c_int, ctypes.c_int, _U8, ctypes.c_char_p,
+                                      ctypes.c_char_p]  # fmt: skip
         lib.smc_amm.restype = ctypes.c_int
         lib.smc_amm.argtypes = [ctypes.c_int, _U8, ctypes.c_uint64, _U8, _U8, ctypes.c_char_p,
                                 ctypes.c_int]  # fmt: skip
@@ -160,6 +188,26 @@ class IfmaKernel:
             mpz(int.from_bytes(raw[r * width : (r + 1) * width], "little")) % m
             for r in range(len(rows))
         ]
+
+    def pippenger(self, bases: Sequence, columns, c: int, modulus) -> tuple[mpz, mpz]:
+        """Signed-digit buckets over digit ``columns`` (windows x bases, |d| <= 2^(c-1),
+        lowest window first): ``(P, Q)`` with the multi-exponentiation = P / Q, the
+        contract of :func:`smc_hmm.crypto.multiexp.signed_parts`."""
+        m = mpz(modulus)
+        if not self.fits(m) or not 1 <= c <= 12:
+            raise ValueError("the IFMA kernel takes odd moduli up to its size and c <= 12")
+        digits = np.ascontiguousarray(columns, dtype=np.int16).reshape(-1, len(bases))
+        const = self._constants(m)
+        width = const.width
+        packed = b"".join(int(mpz(b) % m).to_bytes(width, "little") for b in bases)
+        pos, neg = ctypes.create_string_buffer(width), ctypes.create_string_buffer(width)
+        status = self.lib.smc_pippenger(
+            const.regs, const.modulus, const.r2, const.k0, len(bases), packed,
+            digits.shape[0], c, digits.tobytes(), pos, neg,
+        )  # fmt: skip
+        if status != 0:
+            raise MemoryError("the IFMA kernel could not allocate its buckets")
+        return (mpz(int.from_bytes(pos.raw, "little")), mpz(int.from_bytes(neg.raw, "little")))
 
     def secret_bound(self, modulus) -> mpz:
         """Bases of :meth:`secret_powmod_x2` are below this (R^2 for this modulus)."""

@@ -139,6 +139,9 @@ def test_ledger_meters_the_kernel_apart_and_the_model_prices_it():
     counts = meter.ops
     assert counts.get("native_mults", 0) > 0
     assert counts.get("multiexp_mults", 0) == 0
+    assert counts.get("invert", 0) == 0
+    x.lincomb([[5, -6, 7], [1, 0, -2]])  # two bases with a negative weight: two inversions
+    assert counts["invert"] == 2
     rates = {"encrypt": 1e3, "decrypt": 1e3, "add": 1e5, "scalar_mul": 1e4,
              "multiexp_terms": 1e4, "rerandomize": 1e3}  # fmt: skip
     without = CostModel(PrimitiveRates(512, dict(rates))).compute_seconds({"native_mults": 1000})
@@ -184,3 +187,27 @@ def test_comb_table_equals_the_gmpy2_table(bits, monkeypatch):
     assert [on.pow(e) for e in exps[:4]] == want[:4]
     with pytest.raises(InvalidInputError):
         on.pow_many([1 << 200])
+
+
+@pytest.mark.parametrize("use_native", [None, False])
+def test_signed_parts_same_either_way_and_by_window_chunks(use_native):
+    """Pippenger's buckets on the kernel (where it runs) and on gmpy2, whole and split
+    into window chunks as the lanes split them."""
+    from smc_hmm.crypto.multiexp import merge_window_parts, signed_parts, window_plan
+
+    rng = random.Random(17)
+    m = _modulus(rng, 1024)
+    for terms, bits in [(40, 40), (70, 130), (33, 3)]:
+        bases = [mpz(rng.getrandbits(2100)) % m for _ in range(terms)]
+        exps = [rng.choice([-1, 0, 1]) * rng.getrandbits(bits) for _ in range(terms)]
+        negative = _reference(bases, [[max(-e, 0) for e in exps]], m)[0]
+        want = _reference(bases, [[max(e, 0) for e in exps]], m)[0] * gmpy2.invert(negative, m) % m
+        whole = combine_parts([signed_parts(bases, exps, m, use_native=use_native)], m)
+        assert whole == want
+        c, windows = window_plan(exps)
+        chunks = [
+            (lo, signed_parts(bases, exps, m, window=c, lo=lo, hi=lo + 2, use_native=use_native))
+            for lo in range(0, windows, 2)
+        ]
+        assert combine_parts([merge_window_parts(chunks, c, m)], m) == want
+    assert signed_parts([mpz(5)], [0], m, use_native=use_native) == (1, 1)
