@@ -333,7 +333,21 @@ def kernel() -> IfmaKernel | None:
     global _loaded
     if os.environ.get(SWITCH, "").strip().lower() in _OFF:
         return None
+    loaded = _loaded
+    if loaded is not False:  # decided: no lock on the hot path
+        return loaded
     with _load_lock:
         if _loaded is False:
             _loaded = load_kernel()
         return _loaded
+
+
+def _after_fork_in_child() -> None:  # a lock held by another thread at the fork stays held
+    global _load_lock
+    _load_lock = threading.Lock()
+    if isinstance(_loaded, IfmaKernel):
+        _loaded._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
