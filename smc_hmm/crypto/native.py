@@ -52,6 +52,19 @@ _OFF = {"off", "0", "no", "false"}
 #: moduli whose constants (R^2 mod M, -M^-1 mod 2^52) are kept
 MODULI_KEPT = 8
 _U8 = ctypes.c_char_p
+_INT, _U64, _OUT = ctypes.c_int, ctypes.c_uint64, ctypes.c_char_p
+#: name: (result type, argument types) of every function of ``_ifma.c`` called here; a
+#: number is little-endian bytes (_U8 in, _OUT a buffer written), a limb count an int
+_PROTOTYPES = {
+    "smc_ifma_supported": (_INT, []),
+    "smc_ifma_max_regs": (_INT, []),
+    "smc_multiexp_rows": (_INT, [_INT, _U8, _U8, _U64, _INT, _U8, _INT, _U8, _INT, _INT, _OUT]),
+    "smc_powmod_ct_x2": (_INT, [_INT] * 3 + [_U8, _U8, _U8, _U64, _U8, _U8, _OUT] * 2),
+    "smc_comb_build": (_INT, [_INT, _U8, _U8, _U64, _U8, _INT, _INT, _OUT]),
+    "smc_comb_product": (_INT, [_INT, _U8, _U64, _OUT, _INT, _INT, _INT, _U8, _OUT]),
+    "smc_pippenger": (_INT, [_INT, _U8, _U8, _U64, _INT, _U8, _INT, _INT, _U8, _OUT, _OUT]),
+    "smc_amm": (_INT, [_INT, _U8, _U64, _U8, _U8, _OUT, _INT]),
+}
 
 
 def _library_path() -> str | None:
@@ -104,29 +117,9 @@ class IfmaKernel:
     name = "AVX-512 IFMA kernel"
 
     def __init__(self, lib: ctypes.CDLL, path: str):
-        lib.smc_multiexp_rows.restype = ctypes.c_int
-        lib.smc_multiexp_rows.argtypes = [
-            ctypes.c_int, _U8, _U8, ctypes.c_uint64, ctypes.c_int, _U8, ctypes.c_int, _U8,
-            ctypes.c_int, ctypes.c_int, ctypes.c_char_p,
-        ]  # fmt: skip
-        lib.smc_powmod_ct_x2.restype = ctypes.c_int
-        lib.smc_powmod_ct_x2.argtypes = [ctypes.c_int] * 3 + [
-            _U8, _U8, _U8, ctypes.c_uint64, _U8, _U8, ctypes.c_char_p,
-        ] * 2  # fmt: skip
-        lib.smc_comb_build.restype = ctypes.c_int
-        lib.smc_comb_build.argtypes = [ctypes.c_int, _U8, _U8, ctypes.c_uint64, _U8,
-                                       ctypes.c_int, ctypes.c_int, ctypes.c_char_p]  # fmt: skip
-        lib.smc_comb_product.restype = ctypes.c_int
-        lib.smc_comb_product.argtypes = [ctypes.c_int, _U8, ctypes.c_uint64, ctypes.c_char_p,
-                                         ctypes.c_int, ctypes.c_int, ctypes.c_int, _U8,
-                                         ctypes.c_char_p]  # fmt: skip
-        lib.smc_pippenger.restype = ctypes.c_int
-        lib.smc_pippenger.argtypes = [ctypes.c_int, _U8, _U8, ctypes.c_uint64, ctypes.c_int, _U8,
-                                      ctypes.c_int, ctypes.c_int, _U8, ctypes.c_char_p,
-                                      ctypes.c_char_p]  # fmt: skip
-        lib.smc_amm.restype = ctypes.c_int
-        lib.smc_amm.argtypes = [ctypes.c_int, _U8, ctypes.c_uint64, _U8, _U8, ctypes.c_char_p,
-                                ctypes.c_int]  # fmt: skip
+        for symbol, (restype, argtypes) in _PROTOTYPES.items():
+            function = getattr(lib, symbol)
+            function.restype, function.argtypes = restype, argtypes
         self.lib, self.path = lib, path
         self.max_regs = int(lib.smc_ifma_max_regs())
         self._moduli: OrderedDict = OrderedDict()
