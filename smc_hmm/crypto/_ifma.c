@@ -114,6 +114,46 @@ static void from_limbs(const uint64_t *in, int k, uint8_t *out, int nbytes)
     }
 }
 
+/* r = r - M if r >= M, without a branch or an address that depends on r */
+static void reduce_once(uint64_t *r, const uint64_t *m, int k)
+{
+    uint64_t diff[8 * MAXREG], borrow = 0;
+    for (int i = 0; i < k; i++) {
+        const uint64_t d = r[i] - m[i] - borrow;
+        diff[i] = d & MASK52;
+        borrow = (d >> 63) & 1; /* limbs are < 2^52: a borrow wraps the top bit */
+    }
+    const uint64_t keep = 0 - borrow; /* all ones: r < M, keep r */
+    for (int i = 0; i < k; i++)
+        r[i] = (r[i] & keep) | (diff[i] & ~keep);
+}
+
+/* acc = acc x, or acc = x while the product is still empty (*started == 0) */
+IFMA static void multiply_into(uint64_t *acc, const uint64_t *x, int *started, const modctx *ctx)
+{
+    if (*started)
+        amm(acc, acc, x, ctx);
+    else {
+        memcpy(acc, x, (size_t)64 * ctx->regs);
+        *started = 1;
+    }
+}
+
+/* the product out of the Montgomery domain, reduced below M, as width bytes (1 if empty) */
+IFMA static void write_product(uint8_t *dst, int width, uint64_t *acc, int started,
+                               const modctx *ctx)
+{
+    if (!started) {
+        memset(dst, 0, (size_t)width);
+        dst[0] = 1;
+        return;
+    }
+    uint64_t one[8 * MAXREG] = {1};
+    amm(acc, acc, one, ctx);
+    reduce_once(acc, ctx->m, 8 * ctx->regs);
+    from_limbs(acc, 8 * ctx->regs, dst, width);
+}
+
 /* bits [pos, pos + c) of a little-endian exponent of ew bytes */
 static unsigned window_digit(const uint8_t *e, int ew, int pos, int c)
 {
@@ -130,7 +170,7 @@ static unsigned window_digit(const uint8_t *e, int ew, int pos, int c)
  * For every row r: prod_i base_i ^ e_ri mod M (e_ri >= 0), by Straus's interleaved
  * method with a c-bit window table per base shared by all rows.  Numbers are 52 * regs
  * little-endian bytes (bases < M, r2 = R^2 mod M), exponents ew bytes each, row-major
- * (nrows x nbases).  Outputs are < 2 M (the caller reduces).  Returns 0, or -1 on a
+ * (nrows x nbases).  Outputs are < M.  Returns 0, or -1 on a
  * bad argument, -2 when memory runs out.
  */
 IFMA int smc_multiexp_rows(int regs, const uint8_t *mod, const uint8_t *r2, uint64_t k0,
@@ -144,17 +184,14 @@ IFMA int smc_multiexp_rows(int regs, const uint8_t *mod, const uint8_t *r2, uint
     uint64_t *m = aligned_alloc(64, (size_t)k * 8);
     uint64_t *rr = aligned_alloc(64, (size_t)k * 8);
     uint64_t *acc = aligned_alloc(64, (size_t)k * 8);
-    uint64_t *one = aligned_alloc(64, (size_t)k * 8);
     uint64_t *table = aligned_alloc(64, (size_t)k * 8 * (entries * (size_t)nbases + 1));
     int status = 0;
-    if (!m || !rr || !acc || !one || !table) {
+    if (!m || !rr || !acc || !table) {
         status = -2;
         goto done;
     }
     to_limbs(mod, width, m, k);
     to_limbs(r2, width, rr, k);
-    memset(one, 0, (size_t)k * 8);
-    one[0] = 1;
     modctx ctx = {regs, m, k0};
     for (int i = 0; i < nbases; i++) {
         uint64_t *t = table + (size_t)i * entries * k;
@@ -175,29 +212,15 @@ IFMA int smc_multiexp_rows(int regs, const uint8_t *mod, const uint8_t *r2, uint
                 const unsigned d = window_digit(row + (size_t)i * ew, ew, w * c, c);
                 if (!d)
                     continue;
-                const uint64_t *entry = table + ((size_t)i * entries + d - 1) * k;
-                if (started)
-                    amm(acc, acc, entry, &ctx);
-                else {
-                    memcpy(acc, entry, (size_t)k * 8);
-                    started = 1;
-                }
+                multiply_into(acc, table + ((size_t)i * entries + d - 1) * k, &started, &ctx);
             }
         }
-        uint8_t *dst = out + (size_t)r * width;
-        if (!started) { /* every exponent 0: the product is 1 */
-            memset(dst, 0, (size_t)width);
-            dst[0] = 1;
-            continue;
-        }
-        amm(acc, acc, one, &ctx); /* out of the Montgomery domain: <= M */
-        from_limbs(acc, k, dst, width);
+        write_product(out + (size_t)r * width, width, acc, started, &ctx);
     }
 done:
     free(m);
     free(rr);
     free(acc);
-    free(one);
     free(table);
     return status;
 }
@@ -268,20 +291,6 @@ IFMA static void amm2(uint64_t *r1, const uint64_t *a1, const uint64_t *b1, cons
         cx = p >> 52;
         cz = q >> 52;
     }
-}
-
-/* r = r - M if r >= M, without a branch or an address that depends on r */
-static void reduce_once(uint64_t *r, const uint64_t *m, int k)
-{
-    uint64_t diff[8 * MAXREG], borrow = 0;
-    for (int i = 0; i < k; i++) {
-        const uint64_t d = r[i] - m[i] - borrow;
-        diff[i] = d & MASK52;
-        borrow = (d >> 63) & 1; /* limbs are < 2^52: a borrow wraps the top bit */
-    }
-    const uint64_t keep = 0 - borrow; /* all ones: r < M, keep r */
-    for (int i = 0; i < k; i++)
-        r[i] = (r[i] & keep) | (diff[i] & ~keep);
 }
 
 /* r += x for numbers of 52-bit limbs whose sum fits in k limbs (no branch) */
@@ -430,10 +439,8 @@ IFMA int smc_comb_product(int regs, const uint8_t *mod, uint64_t k0, const uint6
         return -1;
     const int k = 8 * regs, width = 52 * regs;
     const size_t entries = (size_t)1 << window;
-    uint64_t m[8 * MAXREG], acc[8 * MAXREG], one[8 * MAXREG];
+    uint64_t m[8 * MAXREG], acc[8 * MAXREG];
     to_limbs(mod, width, m, k);
-    memset(one, 0, sizeof one);
-    one[0] = 1;
     modctx ctx = {regs, m, k0};
     for (int c = 0; c < count; c++) {
         const uint16_t *ds = digits + (size_t)c * rows;
@@ -443,22 +450,9 @@ IFMA int smc_comb_product(int regs, const uint8_t *mod, uint64_t k0, const uint6
             if (!d)
                 continue;
             const uint64_t *entry = table + ((size_t)i * entries + (d & (entries - 1))) * k;
-            if (started)
-                amm(acc, acc, entry, &ctx);
-            else {
-                memcpy(acc, entry, (size_t)k * 8);
-                started = 1;
-            }
+            multiply_into(acc, entry, &started, &ctx);
         }
-        uint8_t *dst = out + (size_t)c * width;
-        if (!started) {
-            memset(dst, 0, (size_t)width);
-            dst[0] = 1;
-            continue;
-        }
-        amm(acc, acc, one, &ctx);
-        reduce_once(acc, m, k);
-        from_limbs(acc, k, dst, width);
+        write_product(out + (size_t)c * width, width, acc, started, &ctx);
     }
     return 0;
 }
@@ -480,19 +474,17 @@ IFMA int smc_pippenger(int regs, const uint8_t *mod, const uint8_t *rr, uint64_t
     const size_t words = (size_t)k;
     const size_t total = 8 * words * ((size_t)nbases + 2 * (size_t)half + 8);
     uint64_t *mem = aligned_alloc(64, total);
-    uint8_t *filled = calloc(2 * (size_t)half + 2, 1);
+    int *filled = calloc(2 * (size_t)half + 2, sizeof(int));
     if (!mem || !filled) {
         free(mem);
         free(filled);
         return -2;
     }
     uint64_t *g = mem, *bucket = g + (size_t)nbases * words;
-    uint64_t *m = bucket + 2 * (size_t)half * words, *r2 = m + words, *one = r2 + words;
-    uint64_t *acc = one + words, *run = acc + 2 * words, *sum = run + words;
+    uint64_t *m = bucket + 2 * (size_t)half * words, *r2 = m + words;
+    uint64_t *acc = r2 + words, *run = acc + 2 * words, *sum = run + words;
     to_limbs(mod, width, m, k);
     to_limbs(rr, width, r2, k);
-    memset(one, 0, 8 * words);
-    one[0] = 1;
     modctx ctx = {regs, m, k0};
     for (int i = 0; i < nbases; i++) {
         to_limbs(bases + (size_t)i * width, width, g + i * words, k);
@@ -504,65 +496,30 @@ IFMA int smc_pippenger(int regs, const uint8_t *mod, const uint8_t *rr, uint64_t
             if (started[side])
                 for (int s = 0; s < c; s++)
                     amm(acc + side * words, acc + side * words, acc + side * words, &ctx);
-        memset(filled, 0, 2 * (size_t)half + 2);
+        memset(filled, 0, (2 * (size_t)half + 2) * sizeof(int));
         const int16_t *col = digits + (size_t)w * nbases;
         for (int i = 0; i < nbases; i++) {
             const int d = col[i];
             if (!d)
                 continue;
             const int side = d < 0, slot = side * half + (d < 0 ? -d : d) - 1;
-            uint64_t *b = bucket + (size_t)slot * words;
-            if (filled[slot])
-                amm(b, b, g + i * words, &ctx);
-            else {
-                memcpy(b, g + i * words, 8 * words);
-                filled[slot] = 1;
-            }
+            multiply_into(bucket + (size_t)slot * words, g + i * words, &filled[slot], &ctx);
         }
         for (int side = 0; side < 2; side++) {
-            int have_run = 0, have_sum = 0;
+            int have_run = 0, have_sum = 0; /* prod_k B_k^k: two running products */
             for (int j = half - 1; j >= 0; j--) {
                 const int slot = side * half + j;
-                if (filled[slot]) {
-                    if (have_run)
-                        amm(run, run, bucket + (size_t)slot * words, &ctx);
-                    else {
-                        memcpy(run, bucket + (size_t)slot * words, 8 * words);
-                        have_run = 1;
-                    }
-                }
-                if (have_run) {
-                    if (have_sum)
-                        amm(sum, sum, run, &ctx);
-                    else {
-                        memcpy(sum, run, 8 * words);
-                        have_sum = 1;
-                    }
-                }
+                if (filled[slot])
+                    multiply_into(run, bucket + (size_t)slot * words, &have_run, &ctx);
+                if (have_run)
+                    multiply_into(sum, run, &have_sum, &ctx);
             }
-            if (!have_sum)
-                continue;
-            uint64_t *a = acc + side * words;
-            if (started[side])
-                amm(a, a, sum, &ctx);
-            else {
-                memcpy(a, sum, 8 * words);
-                started[side] = 1;
-            }
+            if (have_sum)
+                multiply_into(acc + side * words, sum, &started[side], &ctx);
         }
     }
-    uint8_t *outs[2] = {out_pos, out_neg};
-    for (int side = 0; side < 2; side++) {
-        if (!started[side]) {
-            memset(outs[side], 0, (size_t)width);
-            outs[side][0] = 1;
-            continue;
-        }
-        uint64_t *a = acc + side * words;
-        amm(a, a, one, &ctx);
-        reduce_once(a, m, k);
-        from_limbs(a, k, outs[side], width);
-    }
+    write_product(out_pos, width, acc, started[0], &ctx);
+    write_product(out_neg, width, acc + words, started[1], &ctx);
     free(mem);
     free(filled);
     return 0;

@@ -221,7 +221,7 @@ def shared_base_parts(
     top = max((abs(w) for row in rows for w in row), default=0)
     if top == 0:
         return [(ONE, ONE) for _ in rows]
-    kernel = native.kernel() if use_native is None else (native.kernel() if use_native else None)
+    kernel = native.kernel() if use_native is not False else None
     if kernel is not None and kernel.fits(modulus):
         return [(v, ONE) for v in _native_rows(kernel, bases, rows, modulus)]
     m = len(bases)

@@ -178,7 +178,7 @@ class IfmaKernel:
             raise MemoryError("the IFMA kernel could not allocate its tables")
         raw = out.raw
         return [
-            mpz(int.from_bytes(raw[r * width : (r + 1) * width], "little")) % m
+            mpz(int.from_bytes(raw[r * width : (r + 1) * width], "little"))
             for r in range(len(rows))
         ]
 
