@@ -138,6 +138,18 @@ class ProtocolError(SmcHmmError):
     """A peer sent a message that violates the protocol (wrong tag, shape, phase)."""
 
 
+class OtConsistencyError(ProtocolError):
+    """An OT extension receiver failed the KOS consistency check: it did not use one
+    choice vector in every column (a cheating receiver).  The session ends; nothing is
+    output."""
+
+
+class GarbledCircuitError(ProtocolError):
+    """A garbled circuit cannot be evaluated or its output is not authentic: a table or
+    a label of the wrong size, or an output label that is neither of its wire's two
+    labels.  The session ends and nothing is output (it fails closed)."""
+
+
 # --- differential privacy ----------------------------------------------------
 
 

@@ -235,6 +235,11 @@ class PartyContext:
         """``with ctx.phase("name"):`` -- time a phase (wall, CPU, compute vs waiting)."""
         return self.ledger.phase(name)
 
+    def count(self, op: str, k: int = 1) -> None:
+        """Count ``k`` composite operations (``ot``, ``and_gates``, ...) on this party's
+        ledger: a stage reports what it did without touching the ledger itself."""
+        self.ledger.count(op, k)
+
     def __repr__(self) -> str:
         return f"<PartyContext {self.name} peers={self.peers}>"
 

@@ -1,0 +1,159 @@
+"""Comparisons and argmax on the garbled stage: E(a), E(b) under Alice's key in, the bit
+[a < b] or the winner's index out, to the party the caller names (``docs/garbled.md``).
+
+Both halves of each are here, one line for a protocol to call:
+
+* :func:`bob_compare` / :func:`alice_compare`: k comparisons of l-bit values.  Bob
+  shares d = a - b (l + 1 bits, :func:`protocols.stages.garbled.bob_share`), the circuit
+  adds the shares (l AND gates a comparison) and its top bit is [a < b].  ``reveal``:
+  ``"alice"`` (she decodes the bits), ``"bob"`` (he decodes them from her returned
+  labels), ``"none"`` (Alice decodes b ^ m for Bob's random m and returns E(b ^ m), so
+  Bob keeps E([a < b]), as DGK's comparison gives him).
+* :func:`bob_argmax` / :func:`alice_argmax`: the index of the largest of k l-bit values
+  (ties: the lowest index, numpy's rule; the caller permutes first for a random one),
+  to Alice or to Bob: k - 1 compare-and-selects in a tournament tree
+  (:func:`smc_hmm.gc.arith.argmax`).
+
+What each party sees is the garbled stage's (its docstring): uniform shares, labels,
+tables, and only the declared output.  Circuits depend on public sizes only and are
+built once per shape (cached).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from protocols.stages.garbled import (
+    Evaluator,
+    Garbler,
+    alice_bits_to_bob,
+    alice_share,
+    bob_bits_from_circuit,
+    bob_share,
+)
+from smc_hmm.crypto import CipherArray
+from smc_hmm.errors import InvalidInputError, PrecisionError
+from smc_hmm.gc import arith
+from smc_hmm.gc.circuit import Circuit, CompiledCircuit
+
+__all__ = [
+    "REVEAL",
+    "alice_argmax",
+    "alice_compare",
+    "argmax_circuit",
+    "bob_argmax",
+    "bob_compare",
+    "compare_circuit",
+]
+
+REVEAL = ("alice", "bob", "none")
+
+
+def _check(reveal: str, count: int, bits: int) -> None:
+    if reveal not in REVEAL:
+        raise InvalidInputError(f"reveal must be one of {REVEAL}, got {reveal!r}")
+    if count < 1 or not 1 <= bits < arith.MAX_BITS:
+        raise InvalidInputError(
+            f"{count} values of {bits} bits: need at least 1 of 1 to {arith.MAX_BITS - 1} bits"
+        )
+
+
+@lru_cache(maxsize=32)
+def compare_circuit(count: int, bits: int, reveal: str) -> CompiledCircuit:
+    """k comparisons: Alice's and Bob's shares of d = a - b (l + 1 bits each) in, the sign
+    of their sum out (``"none"``: XORed with Bob's mask bit, to Alice)."""
+    _check(reveal, count, bits)
+    c = Circuit()
+    mine = c.input("garbler", (count, bits + 1))
+    hers = c.input("evaluator", (count, bits + 1))
+    sign = arith.add(c, mine, hers)[..., -1]
+    if reveal == "none":
+        sign = c.xor(sign, c.input("garbler", (count,)))
+    c.output(sign, "garbler" if reveal == "bob" else "evaluator")
+    return c.compile()
+
+
+def _difference(enc_a: CipherArray, enc_b: CipherArray, bits: int) -> CipherArray:
+    bound = (1 << (bits - 1)) - 1
+    for name, enc in (("a", enc_a), ("b", enc_b)):
+        if enc.bound > bound:
+            raise PrecisionError(f"|{name}| < 2^(l-1) with l = {bits} is not guaranteed")
+    return (enc_a.with_scale(0) - enc_b.with_scale(0)).with_bound(2 * bound)
+
+
+def bob_compare(
+    ctx,
+    garbler: Garbler,
+    enc_a: CipherArray,
+    enc_b: CipherArray,
+    bits: int,
+    sigma: int = 40,
+    reveal: str = "none",
+):
+    """Bob: E(a_i), E(b_i) -> E([a_i < b_i]) (``"none"``), the bits (``"bob"``) or None."""
+    if enc_a.shape != enc_b.shape or enc_a.ndim != 1:
+        raise InvalidInputError(f"operands of shapes {enc_a.shape} and {enc_b.shape}")
+    count = enc_a.shape[0]
+    circuit = compare_circuit(count, bits, reveal)
+    mine = bob_share(ctx, _difference(enc_a, enc_b, bits), bits + 1, sigma, garbler.peer)
+    inputs = [mine.reshape(-1)]
+    masks = None
+    if reveal == "none":
+        masks = np.array([ctx.rng.randbits(1) for _ in range(count)], dtype=np.uint8)
+        inputs.append(masks)
+    out = garbler.run(ctx, circuit, np.concatenate(inputs))
+    if reveal == "bob":
+        return out
+    if reveal == "none":
+        return bob_bits_from_circuit(ctx, masks, enc_a.public_key, garbler.peer)
+    return None
+
+
+def alice_compare(
+    ctx, evaluator: Evaluator, count: int, bits: int, sigma: int = 40, reveal: str = "none"
+):
+    """Alice's half of :func:`bob_compare`: the bits (``"alice"``) or None."""
+    circuit = compare_circuit(count, bits, reveal)
+    hers = alice_share(ctx, (count,), bits + 1, sigma, evaluator.peer)
+    out = evaluator.run(ctx, circuit, hers.reshape(-1))
+    if reveal == "none":
+        alice_bits_to_bob(ctx, out, evaluator.peer)
+        return None
+    return out if reveal == "alice" else None
+
+
+@lru_cache(maxsize=32)
+def argmax_circuit(count: int, bits: int, reveal: str) -> CompiledCircuit:
+    """The index of the largest of k shared l-bit values, to Alice or to Bob."""
+    _check(reveal, count, bits)
+    if reveal == "none":
+        raise InvalidInputError("an argmax reveals its index to alice or bob")
+    c = Circuit()
+    mine = c.input("garbler", (count, bits))
+    hers = c.input("evaluator", (count, bits))
+    _, index = arith.argmax(c, arith.add(c, mine, hers))
+    c.output(index, "garbler" if reveal == "bob" else "evaluator")
+    return c.compile()
+
+
+def bob_argmax(
+    ctx, garbler: Garbler, values: CipherArray, bits: int, sigma: int = 40, reveal="alice"
+):
+    """Bob: the argmax of E(v_0..v_(k-1)) (|v| < 2^(l-1)); returns the index if
+    ``reveal == "bob"``, else None (Alice learns it)."""
+    if values.ndim != 1:
+        raise InvalidInputError(f"values of shape {values.shape}: one vector")
+    circuit = argmax_circuit(values.shape[0], bits, reveal)
+    mine = bob_share(ctx, values, bits, sigma, garbler.peer)
+    out = garbler.run(ctx, circuit, mine.reshape(-1))
+    return int(arith.from_bits(out, signed=False)) if reveal == "bob" else None
+
+
+def alice_argmax(ctx, evaluator: Evaluator, count: int, bits: int, sigma: int = 40, reveal="alice"):
+    """Alice's half of :func:`bob_argmax`: the index if ``reveal == "alice"``."""
+    circuit = argmax_circuit(count, bits, reveal)
+    hers = alice_share(ctx, (count,), bits, sigma, evaluator.peer)
+    out = evaluator.run(ctx, circuit, hers.reshape(-1))
+    return int(arith.from_bits(out, signed=False)) if reveal == "alice" else None

@@ -1,0 +1,320 @@
+"""The garbled stage: Paillier values to additive shares, one circuit Bob garbles, and its
+outputs to the party the protocol names (``docs/garbled.md``).
+
+Roles: Bob garbles (:class:`Garbler`), Alice evaluates (:class:`Evaluator`); Alice holds
+the Paillier key of the values that go in.  The library under it is :mod:`smc_hmm.gc`
+(half gates, fixed-key AES, base OT over Ed25519, IKNP with the KOS check).
+
+**Setup** (once per session, :func:`bob_setup` / :func:`alice_setup`, 5 messages):
+base OT, then one extension of ``cots`` *random* correlated OTs with the KOS check.  Alice
+ends with (rho_j, T_j = Q_j ^ rho_j Delta) for random bits rho_j, Bob with Q_j and Delta.
+
+**One circuit** (:meth:`Garbler.run` / :meth:`Evaluator.run`, 2 or 3 messages):
+
+1. Alice -> Bob ``gc.choice``: e_j = x_j ^ rho_j for her input bits x_j (one-time padded
+   by the pool's secret rho: uniform bytes whatever x is).
+2. Bob -> Alice ``gc.tables``: the AND tables (32 bytes a gate), the active labels of the
+   constants and of his own input bits, and the decoding hashes of Alice's outputs.  The
+   0-label of Alice's wire j is Q_j ^ e_j Delta, so the label she holds, T_j, is the one
+   of x_j (Beaver's derandomisation of a precomputed OT).
+3. (If Bob has outputs) Alice -> Bob ``gc.outputs``: her labels of his output wires, each
+   checked to be one of its wire's two labels (she cannot forge the other).
+
+**Conversions.** :func:`bob_share` / :func:`alice_share`: Bob holds E(v) (|v| < 2^(l-1),
+Alice's key), sends E(v + 2^(l-1) + r) with r uniform on [0, 2^(l+sigma)); Alice's share is
+the decryption mod 2^l, Bob's -(r + 2^(l-1)) mod 2^l; in the circuit ``arith.add`` of the
+two shares is v (l - 1 AND gates).  Alice sees v + 2^(l-1) + r: statistically hiding v
+(distance below 2^-sigma).  :func:`bob_bits_from_circuit` / :func:`alice_bits_to_bob`:
+the circuit gives Alice b ^ m (m Bob's random bits, garbler inputs), she returns
+E(b ^ m) and Bob has E(b) = m + (1 - 2m) E(b ^ m).
+
+Who learns what (semi-honest garbler; Alice may deviate):
+* Alice sees uniform share values (within 2^-sigma), labels (pseudorandom), the tables,
+  and her declared outputs; a deviating Alice can change only her own circuit inputs
+  (the KOS check catches inconsistent OT choices; e_j only selects her input).
+* Bob sees Alice's padded choices e (uniform), her re-encrypted masked bits (Paillier
+  ciphertexts under her key) and the outputs the circuit gives him.
+Every message's size follows from the circuit's public sizes.  The ledger counts ``ot``
+(random COTs, at setup), ``and_gates`` and ``garbled_bytes`` (what Bob garbles and sends).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from smc_hmm.crypto import CipherArray
+from smc_hmm.errors import InvalidInputError, ProtocolError
+from smc_hmm.gc import arith
+from smc_hmm.gc.circuit import CompiledCircuit
+from smc_hmm.gc.garble import (
+    constant_labels,
+    decode_garbler_outputs,
+    decode_outputs,
+    evaluate,
+    garble,
+    garbler_input_labels,
+    garbler_output_labels,
+    new_delta,
+)
+from smc_hmm.gc.hashing import BLOCK_BYTES, as_blocks
+from smc_hmm.gc.ot import (
+    BASE_POINT_BYTES,
+    CHALLENGE_BYTES,
+    KAPPA,
+    PROOF_BYTES,
+    OtExtReceiver,
+    OtExtSender,
+    u_bytes,
+)
+from smc_hmm.messages import Ciphertexts, Message, OpaqueCiphertexts
+
+__all__ = [
+    "Evaluator",
+    "Garbler",
+    "alice_bits_to_bob",
+    "alice_setup",
+    "alice_share",
+    "bob_bits_from_circuit",
+    "bob_setup",
+    "bob_share",
+    "circuit_messages",
+    "setup_messages",
+    "share_bound",
+    "share_message",
+]
+
+#: Random COTs drawn at a time when a session's pool runs out (public).
+EXTEND_CHUNK = 1 << 14
+
+
+def _blocks(tag: str, count: int) -> OpaqueCiphertexts:
+    return OpaqueCiphertexts(tag, count, BLOCK_BYTES)
+
+
+def _bytes(tag: str, count: int) -> OpaqueCiphertexts:
+    return OpaqueCiphertexts(tag, count, 1)
+
+
+def setup_messages(cots: int) -> dict[str, Message]:
+    """The setup's five messages, declared from the public number of random COTs."""
+    return {
+        "base_a": Message("gc.base_a", _bytes("ed25519", BASE_POINT_BYTES)),
+        "base_b": Message("gc.base_b", _bytes("ed25519", KAPPA * BASE_POINT_BYTES)),
+        "u": Message("gc.ext_u", _bytes("ot-ext", u_bytes(cots))),
+        "chi": Message("gc.ext_chi", _bytes("ot-challenge", CHALLENGE_BYTES)),
+        "proof": Message("gc.ext_proof", _bytes("ot-proof", PROOF_BYTES)),
+    }
+
+
+def circuit_messages(circuit: CompiledCircuit) -> dict[str, Message]:
+    """One circuit's messages, declared from its public sizes."""
+    n_ev = circuit.input_count("evaluator")
+    tables = (
+        _blocks("garbled", 2 * circuit.and_gates),
+        _blocks("labels", 2 + circuit.input_count("garbler")),
+        _blocks("decoding", circuit.output_count("evaluator")),
+    )
+    return {
+        "choice": Message("gc.choice", _bytes("ot-choice", (n_ev + 7) // 8)),
+        "tables": Message("gc.tables", tables),
+        "outputs": Message("gc.outputs", _blocks("labels", circuit.output_count("garbler"))),
+    }
+
+
+def _pack_bits(bits: np.ndarray) -> bytes:
+    return np.packbits(np.asarray(bits, dtype=np.uint8), bitorder="little").tobytes()
+
+
+def _unpack_bits(raw: bytes, count: int) -> np.ndarray:
+    return np.unpackbits(np.frombuffer(raw, np.uint8), bitorder="little")[:count]
+
+
+def _check_bits(bits, count: int, who: str) -> np.ndarray:
+    bits = np.asarray(bits, dtype=np.uint8).reshape(-1)
+    if bits.size != count or (bits > 1).any():
+        raise InvalidInputError(f"{bits.size} input bits for the {who}; the circuit takes {count}")
+    return bits
+
+
+@dataclass
+class Garbler:
+    """Bob's side of a session: Delta, the OT extension sender and its pool of random
+    COTs (Q_j), and the tweak counter (one range per circuit garbled under Delta)."""
+
+    sender: OtExtSender
+    peer: str
+    refill: int = EXTEND_CHUNK
+    pool: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.uint64))
+    tweak: int = 0
+
+    @property
+    def delta(self) -> np.ndarray:
+        return self.sender.delta
+
+    def _extend(self, ctx, count: int) -> None:
+        msg = setup_messages(count)
+        challenge = self.sender.extend_receive(count, ctx.recv(self.peer, msg["u"]))
+        ctx.send(self.peer, msg["chi"], challenge)
+        q = self.sender.extend_check(ctx.recv(self.peer, msg["proof"]))  # KOS, or abort
+        self.pool = np.concatenate([self.pool, q])
+        ctx.count("ot", count)
+
+    def _take(self, ctx, count: int) -> np.ndarray:
+        if len(self.pool) < count:
+            self._extend(ctx, max(self.refill, count - len(self.pool)))
+        rows, self.pool = self.pool[:count], self.pool[count:]
+        return rows
+
+    def run(self, ctx, circuit: CompiledCircuit, bits) -> np.ndarray:
+        """Garble ``circuit`` with Bob's input ``bits`` (steps 1-3); his output bits."""
+        bits = _check_bits(bits, circuit.input_count("garbler"), "garbler")
+        msg = circuit_messages(circuit)
+        n_ev = circuit.input_count("evaluator")
+        q = self._take(ctx, n_ev)
+        e = _unpack_bits(ctx.recv(self.peer, msg["choice"]), n_ev)  # step 1
+        zero = q ^ ((np.uint64(0) - e.astype(np.uint64))[:, None] & self.delta)
+        g = garble(circuit, self.delta, ctx.rng, zero, self.tweak)
+        labels = np.concatenate([constant_labels(g), garbler_input_labels(g, bits)])
+        ctx.send(  # step 2
+            self.peer,
+            msg["tables"],
+            [g.tables.tobytes(), labels.tobytes(), g.output_decoding().tobytes()],
+        )
+        ctx.count("and_gates", circuit.and_gates)
+        ctx.count("garbled_bytes", g.tables.nbytes + labels.nbytes)
+        self.tweak += _tweak_span(circuit)
+        if not circuit.output_count("garbler"):
+            return np.zeros(0, np.uint8)
+        returned = as_blocks(ctx.recv(self.peer, msg["outputs"]))  # step 3
+        return decode_garbler_outputs(g, returned)
+
+
+@dataclass
+class Evaluator:
+    """Alice's side of a session: the OT extension receiver and its pool of random COTs
+    (rho_j, T_j), and the tweak counter (in step with Bob's)."""
+
+    receiver: OtExtReceiver
+    peer: str
+    refill: int = EXTEND_CHUNK
+    pool_bits: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+    pool: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.uint64))
+    tweak: int = 0
+
+    def _extend(self, ctx, count: int) -> None:
+        msg = setup_messages(count)
+        rho = np.frombuffer(ctx.rng.randbits(8 * count).to_bytes(count, "little"), np.uint8) & 1
+        ctx.send(self.peer, msg["u"], self.receiver.extend(rho))
+        ctx.send(
+            self.peer, msg["proof"], self.receiver.extend_prove(ctx.recv(self.peer, msg["chi"]))
+        )
+        self.pool_bits = np.concatenate([self.pool_bits, rho])
+        self.pool = np.concatenate([self.pool, self.receiver.labels()])
+
+    def _take(self, ctx, count: int) -> tuple[np.ndarray, np.ndarray]:
+        if len(self.pool) < count:
+            self._extend(ctx, max(self.refill, count - len(self.pool)))
+        bits, rows = self.pool_bits[:count], self.pool[:count]
+        self.pool_bits, self.pool = self.pool_bits[count:], self.pool[count:]
+        return bits, rows
+
+    def run(self, ctx, circuit: CompiledCircuit, bits) -> np.ndarray:
+        """Evaluate ``circuit`` on Alice's input ``bits`` (steps 1-3); her output bits."""
+        bits = _check_bits(bits, circuit.input_count("evaluator"), "evaluator")
+        msg = circuit_messages(circuit)
+        rho, t = self._take(ctx, bits.size)
+        ctx.send(self.peer, msg["choice"], _pack_bits(bits ^ rho))  # step 1
+        raw_tables, raw_labels, raw_decoding = ctx.recv(self.peer, msg["tables"])  # step 2
+        tables = as_blocks(raw_tables).reshape(-1, 2, 2)
+        labels = as_blocks(raw_labels)
+        w = evaluate(circuit, tables, labels[:2], labels[2:], t, self.tweak)
+        out = decode_outputs(circuit, w, as_blocks(raw_decoding), self.tweak)
+        self.tweak += _tweak_span(circuit)
+        if circuit.output_count("garbler"):  # step 3
+            ctx.send(self.peer, msg["outputs"], garbler_output_labels(circuit, w).tobytes())
+        return out
+
+
+def _tweak_span(circuit: CompiledCircuit) -> int:
+    return max(2 * circuit.and_gates, circuit.n_wires) + 1
+
+
+def bob_setup(ctx, cots: int, peer: str = "alice", refill: int = EXTEND_CHUNK) -> Garbler:
+    """Bob: base OT (as its receiver, choosing Delta's bits), then ``cots`` random COTs
+    (0: none yet); a pool that runs short is refilled by at least ``refill`` (public)."""
+    msg = setup_messages(max(cots, 1))
+    sender = OtExtSender(new_delta(ctx.rng), ctx.rng)
+    ctx.send(peer, msg["base_b"], sender.base_choose(ctx.recv(peer, msg["base_a"])))
+    garbler = Garbler(sender, peer, refill)
+    if cots:
+        garbler._extend(ctx, cots)
+    return garbler
+
+
+def alice_setup(ctx, cots: int, peer: str = "bob", refill: int = EXTEND_CHUNK) -> Evaluator:
+    """Alice: base OT (as its sender), then ``cots`` random COTs with the KOS proof."""
+    msg = setup_messages(max(cots, 1))
+    receiver = OtExtReceiver(ctx.rng)
+    ctx.send(peer, msg["base_a"], receiver.base_start())
+    receiver.base_finish(ctx.recv(peer, msg["base_b"]))
+    evaluator = Evaluator(receiver, peer, refill)
+    if cots:
+        evaluator._extend(ctx, cots)
+    return evaluator
+
+
+# -- conversions ------------------------------------------------------------------------
+
+
+def share_bound(bits: int, sigma: int) -> int:
+    """The public bound of a masked share value v + 2^(l-1) + r."""
+    return (1 << (bits + sigma)) + (1 << bits)
+
+
+def share_message(shape, bits: int, sigma: int, tag: str = "gc.share") -> Message:
+    return Message(tag, Ciphertexts(0, share_bound(bits, sigma), tuple(shape)))
+
+
+def bob_share(ctx, values: CipherArray, bits: int, sigma: int, peer: str = "alice", tag="gc.share"):
+    """Bob's half of the conversion: his shares' bits ``values.shape + (bits,)``."""
+    if values.bound >= 1 << (bits - 1):
+        raise InvalidInputError(f"values may need more than {bits} bits to share")
+    r = np.array([ctx.rng.randbits(bits + sigma) for _ in range(values.size)], dtype=object)
+    offset = (r + (1 << (bits - 1))).reshape(values.shape)
+    masked = values.with_scale(0).add_encoded(offset).rerandomize()
+    ctx.send(peer, share_message(values.shape, bits, sigma, tag), masked)
+    mine = np.array([(-int(v)) % (1 << bits) for v in offset.reshape(-1)], dtype=object)
+    return arith.to_bits(mine.reshape(values.shape), bits)
+
+
+def alice_share(ctx, shape, bits: int, sigma: int, peer: str = "bob", tag="gc.share"):
+    """Alice's half: her shares' bits ``shape + (bits,)``."""
+    _, sk = ctx.keypair
+    masked = ctx.recv(peer, share_message(shape, bits, sigma, tag)).decrypt_ints(sk)
+    values = np.array([int(v) for v in masked.reshape(-1)], dtype=object)
+    if any(not 0 <= v <= share_bound(bits, sigma) for v in values):
+        raise ProtocolError(f"{tag}: a masked value is outside its declared range")
+    return arith.to_bits(
+        np.array([v % (1 << bits) for v in values], dtype=object).reshape(shape), bits
+    )
+
+
+def bits_message(count: int, tag: str = "gc.bits") -> Message:
+    return Message(tag, Ciphertexts(0, 1, (count,)))
+
+
+def alice_bits_to_bob(ctx, masked_bits, peer: str = "bob", tag: str = "gc.bits") -> None:
+    """Alice: the circuit's masked bits b ^ m, encrypted under her key, to Bob."""
+    pk, _ = ctx.keypair
+    bits = np.asarray(masked_bits, dtype=object).reshape(-1)
+    ctx.send(peer, bits_message(bits.size, tag), CipherArray.encrypt_encoded(pk, bits, 0, 1))
+
+
+def bob_bits_from_circuit(ctx, masks, public_key, peer: str = "alice", tag: str = "gc.bits"):
+    """Bob: E(b) = m + (1 - 2m) E(b ^ m) from Alice's E(b ^ m) and his mask bits m."""
+    m = np.asarray(masks, dtype=object).reshape(-1)
+    enc = ctx.recv(peer, bits_message(m.size, tag))
+    public_key.same_key(enc.public_key)
+    return enc.mul(1 - 2 * m).add_encoded(m).with_bound(1)

@@ -1,0 +1,1 @@
+"""Garbled circuits and OT extension (docs/garbled.md)."""

@@ -1,0 +1,249 @@
+"""Half-gates garbling with free XOR and point-and-permute, a layer of gates at a time.
+
+Hand-written because no maintained Python library garbles circuits.  Constructions:
+free XOR (Kolesnikov and Schneider, ICALP 2008), half gates (Zahur, Rosulek and Evans,
+"Two halves make a whole", EUROCRYPT 2015: two 16-byte rows per AND gate), the hash a
+fixed-key AES (:func:`smc_hmm.gc.hashing.tccr_hash`; Bellare-Hoang-Keelveedhi-Rogaway
+2013, Guo-Katz-Wang-Yu 2020).  128-bit labels: a wire's 0-label W0 and 1-label
+W0 ^ Delta, Delta one global secret of the garbler with its lowest bit 1, so that the
+lowest bit of a label is its point-and-permute bit.
+
+Every layer of a :class:`~smc_hmm.gc.circuit.CompiledCircuit` is one numpy operation per
+gate kind: XOR (W0[out] = W0[a] ^ W0[b]), NOT (W0[out] = W0[a] ^ Delta; the evaluator
+copies its label) and AND (half gates; one hash call over the layer's 4k blocks).
+
+Outputs are authenticated, so evaluation with a wrong label fails closed:
+
+* to the evaluator: the garbler sends, per output wire, 8 bytes of H(W0) and of H(W1)
+  (a hash under another tweak); the evaluator's label must hash to one of them, which
+  gives the bit, or :class:`~smc_hmm.errors.GarbledCircuitError` is raised;
+* to the garbler: the evaluator returns her output labels; each must be W0 or W1 of its
+  wire (she cannot make the other without Delta: probability 2^-127 a guess).
+
+Who learns what (a garbler and an evaluator who follow the protocol): the evaluator sees
+one label per wire (pseudorandom whatever the values), the tables and her decoded
+outputs; the garbler sees nothing of the evaluator's inputs (its input labels come
+through OT, :mod:`smc_hmm.gc.ot`) and only the outputs sent to him.  See
+``docs/garbled.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from smc_hmm.errors import GarbledCircuitError, InvalidInputError
+from smc_hmm.gc.circuit import ONE, ZERO, CompiledCircuit
+from smc_hmm.gc.hashing import random_blocks, tccr_hash
+
+__all__ = [
+    "DECODE_BYTES",
+    "Garbling",
+    "TABLE_BYTES",
+    "constant_labels",
+    "decode_garbler_outputs",
+    "decode_outputs",
+    "evaluate",
+    "garble",
+    "garbler_input_labels",
+    "garbler_output_labels",
+    "new_delta",
+]
+
+#: Bytes of one AND gate's table (two rows of 16).
+TABLE_BYTES = 32
+#: Bytes of one evaluator output wire's decoding information (two 8-byte hashes).
+DECODE_BYTES = 16
+#: Tweak bit separating the output hash from the gates' hashes.
+_OUTPUT_TWEAK = np.uint64(1 << 63)
+
+
+def new_delta(rng) -> np.ndarray:
+    """A fresh global offset Delta (lowest bit set)."""
+    delta = random_blocks(rng, 1)[0]
+    delta[0] |= np.uint64(1)
+    return delta
+
+
+def _mask(bits: np.ndarray, block: np.ndarray) -> np.ndarray:
+    """``block`` where a bit is 1, zero where it is 0 (rows of ``(k, 2)``)."""
+    return (np.uint64(0) - bits.astype(np.uint64))[:, None] & block
+
+
+@dataclass
+class Garbling:
+    """The garbler's secret state of one garbled circuit: every wire's 0-label and Delta,
+    and what it sends: the AND tables (``(and_gates, 2, 2)`` uint64) and the output
+    decoding of the evaluator's outputs."""
+
+    circuit: CompiledCircuit
+    delta: np.ndarray
+    zero_labels: np.ndarray
+    tables: np.ndarray
+    tweak_base: int
+
+    def output_decoding(self) -> np.ndarray:
+        """``(outputs, 2)`` uint64: the evaluator's outputs' hashes of W0 and W1."""
+        wires = self.circuit.outputs["evaluator"]
+        w0 = self.zero_labels[wires]
+        return np.stack(
+            [
+                _output_hash(w0, wires, self.tweak_base),
+                _output_hash(w0 ^ self.delta, wires, self.tweak_base),
+            ],
+            axis=1,
+        )
+
+
+def _output_hash(labels: np.ndarray, wires: np.ndarray, tweak_base: int) -> np.ndarray:
+    tweaks = (np.uint64(tweak_base) + wires.astype(np.uint64)) | _OUTPUT_TWEAK
+    return tccr_hash(labels, tweaks)[:, 0]
+
+
+def garble(
+    circuit: CompiledCircuit,
+    delta: np.ndarray,
+    rng,
+    evaluator_zero_labels: np.ndarray,
+    tweak_base: int = 0,
+) -> Garbling:
+    """Garble ``circuit`` under ``delta``: the evaluator's input wires take the 0-labels
+    the OT extension gave (``evaluator_zero_labels``, ``(inputs, 2)``), every other input
+    and the constants fresh labels from ``rng``.  ``tweak_base``: distinct per circuit
+    garbled under one Delta (2 * AND gates + outputs tweaks each)."""
+    delta = np.asarray(delta, dtype=np.uint64)
+    if delta.shape != (2,) or not int(delta[0]) & 1:
+        raise InvalidInputError("Delta is one block with its lowest bit set")
+    ev = circuit.inputs["evaluator"]
+    if np.shape(evaluator_zero_labels) != (ev.size, 2):
+        raise InvalidInputError(
+            f"{np.shape(evaluator_zero_labels)} labels for {ev.size} evaluator inputs"
+        )
+    w0 = np.zeros((circuit.n_wires, 2), dtype=np.uint64)
+    fresh = np.concatenate([[ZERO, ONE], circuit.inputs["garbler"]]).astype(np.int64)
+    w0[fresh] = random_blocks(rng, fresh.size)
+    w0[ev] = evaluator_zero_labels
+    tables = np.zeros((circuit.and_gates, 2, 2), dtype=np.uint64)
+    for layer in circuit.layers:
+        xa, xb, xo = layer.xor
+        w0[xo] = w0[xa] ^ w0[xb]
+        na, no = layer.not_
+        w0[no] = w0[na] ^ delta
+        if layer.and_index.size:
+            _garble_and(w0, tables, delta, layer, tweak_base)
+    return Garbling(circuit, delta, w0, tables, tweak_base)
+
+
+def _tweaks(layer, tweak_base: int) -> tuple[np.ndarray, np.ndarray]:
+    j = np.uint64(tweak_base) + 2 * layer.and_index.astype(np.uint64)
+    return j, j + np.uint64(1)
+
+
+def _garble_and(w0, tables, delta, layer, tweak_base: int) -> None:
+    """One layer of AND gates (Zahur-Rosulek-Evans, Figure 2), vectorised."""
+    a, b, out = layer.and_
+    a0, b0 = w0[a], w0[b]
+    pa, pb = a0[:, 0] & np.uint64(1), b0[:, 0] & np.uint64(1)
+    j, j2 = _tweaks(layer, tweak_base)
+    h = tccr_hash(np.concatenate([a0, a0 ^ delta, b0, b0 ^ delta]), np.concatenate([j, j, j2, j2]))
+    ha0, ha1, hb0, hb1 = np.split(h, 4)
+    tg = ha0 ^ ha1 ^ _mask(pb, delta[None, :])
+    wg0 = ha0 ^ _mask(pa, tg)
+    te = hb0 ^ hb1 ^ a0
+    we0 = hb0 ^ _mask(pb, te ^ a0)
+    w0[out] = wg0 ^ we0
+    tables[layer.and_index, 0] = tg
+    tables[layer.and_index, 1] = te
+
+
+def garbler_input_labels(garbling: Garbling, bits) -> np.ndarray:
+    """The active labels of the garbler's own input bits (what he sends in the clear)."""
+    wires = garbling.circuit.inputs["garbler"]
+    bits = np.asarray(bits, dtype=np.uint8).reshape(-1)
+    if bits.size != wires.size:
+        raise InvalidInputError(f"{bits.size} garbler input bits, the circuit takes {wires.size}")
+    return garbling.zero_labels[wires] ^ _mask(bits & 1, garbling.delta[None, :])
+
+
+def constant_labels(garbling: Garbling) -> np.ndarray:
+    """The active labels of the constant wires 0 and 1 (sent with the tables)."""
+    w = garbling.zero_labels
+    return np.stack([w[ZERO], w[ONE] ^ garbling.delta])
+
+
+def evaluate(
+    circuit: CompiledCircuit,
+    tables: np.ndarray,
+    constants: np.ndarray,
+    garbler_labels: np.ndarray,
+    evaluator_labels: np.ndarray,
+    tweak_base: int = 0,
+) -> np.ndarray:
+    """The evaluator's run: one active label per wire, ``(n_wires, 2)``.  Sizes are
+    checked first (:class:`~smc_hmm.errors.GarbledCircuitError`)."""
+    expected = {
+        "tables": ((circuit.and_gates, 2, 2), tables),
+        "constant labels": ((2, 2), constants),
+        "garbler labels": ((circuit.input_count("garbler"), 2), garbler_labels),
+        "evaluator labels": ((circuit.input_count("evaluator"), 2), evaluator_labels),
+    }
+    for what, (shape, value) in expected.items():
+        if np.shape(value) != shape:
+            raise GarbledCircuitError(f"{what} of shape {np.shape(value)}, expected {shape}")
+    w = np.zeros((circuit.n_wires, 2), dtype=np.uint64)
+    w[[ZERO, ONE]] = constants
+    w[circuit.inputs["garbler"]] = garbler_labels
+    w[circuit.inputs["evaluator"]] = evaluator_labels
+    for layer in circuit.layers:
+        xa, xb, xo = layer.xor
+        w[xo] = w[xa] ^ w[xb]
+        na, no = layer.not_
+        w[no] = w[na]
+        if layer.and_index.size:
+            a, b, out = layer.and_
+            la, lb = w[a], w[b]
+            j, j2 = _tweaks(layer, tweak_base)
+            ha, hb = np.split(tccr_hash(np.concatenate([la, lb]), np.concatenate([j, j2])), 2)
+            tg, te = tables[layer.and_index, 0], tables[layer.and_index, 1]
+            sa, sb = la[:, 0] & np.uint64(1), lb[:, 0] & np.uint64(1)
+            w[out] = ha ^ _mask(sa, tg) ^ hb ^ _mask(sb, te ^ la)
+    return w
+
+
+def decode_outputs(
+    circuit: CompiledCircuit, labels: np.ndarray, decoding: np.ndarray, tweak_base: int = 0
+) -> np.ndarray:
+    """The evaluator's output bits: each output label's hash must be one of its wire's
+    two (:class:`~smc_hmm.errors.GarbledCircuitError` otherwise: nothing is output)."""
+    wires = circuit.outputs["evaluator"]
+    if np.shape(decoding) != (wires.size, 2):
+        raise GarbledCircuitError(
+            f"output decoding of shape {np.shape(decoding)}, expected {(wires.size, 2)}"
+        )
+    h = _output_hash(labels[wires], wires, tweak_base)
+    is0, is1 = h == decoding[:, 0], h == decoding[:, 1]
+    if not (is0 ^ is1).all():
+        raise GarbledCircuitError("an output label is not one of its wire's labels")
+    return is1.astype(np.uint8)
+
+
+def garbler_output_labels(circuit: CompiledCircuit, labels: np.ndarray) -> np.ndarray:
+    """The evaluator's labels of the garbler's outputs (what she returns to him)."""
+    return labels[circuit.outputs["garbler"]]
+
+
+def decode_garbler_outputs(garbling: Garbling, returned: np.ndarray) -> np.ndarray:
+    """The garbler's output bits from the labels the evaluator returned: each must be
+    W0 or W1 of its wire, or :class:`~smc_hmm.errors.GarbledCircuitError`."""
+    wires = garbling.circuit.outputs["garbler"]
+    if np.shape(returned) != (wires.size, 2):
+        raise GarbledCircuitError(
+            f"{np.shape(returned)} output labels returned, expected {(wires.size, 2)}"
+        )
+    w0 = garbling.zero_labels[wires]
+    is0 = (returned == w0).all(axis=1)
+    is1 = (returned == (w0 ^ garbling.delta)).all(axis=1)
+    if not (is0 | is1).all():
+        raise GarbledCircuitError("a returned output label is not one of its wire's labels")
+    return is1.astype(np.uint8)

@@ -1,0 +1,81 @@
+"""Fixed-key AES: the hash of half-gates garbling and the PRG of OT extension.
+
+Both run AES-128 in bulk through ``cryptography`` (OpenSSL, AES-NI where the CPU has
+it): one ``update`` call over every block of a layer of gates, never a Python loop per
+block.
+
+* :func:`tccr_hash` -- a tweakable circular correlation-robust hash from a fixed-key
+  permutation pi (Bellare, Hoang, Keelveedhi and Rogaway, "Efficient garbling from a
+  fixed-key blockcipher", S&P 2013; the construction and its proof for half gates are
+  Guo, Katz, Wang and Yu, "Efficient and secure multiparty computation from fixed-key
+  block ciphers", S&P 2020): ``H(x, i) = pi(sigma(x) ^ i) ^ sigma(x)`` with the linear
+  orthomorphism ``sigma(x_hi || x_lo) = (x_hi ^ x_lo) || x_hi``.
+* :func:`prg` -- AES-128 in counter mode keyed by a 16-byte seed (the columns of IKNP's
+  matrices).
+
+A block is a row of two ``uint64`` words ``[lo, hi]`` (little-endian bytes): arrays of
+blocks are numpy ``(..., 2)`` ``uint64`` arrays, XORed as numpy arrays.  The point-and-
+permute bit of a label is bit 0 of ``lo``.  See ``docs/garbled.md``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+from smc_hmm.crypto.rng import Rng
+from smc_hmm.errors import InvalidInputError
+
+__all__ = ["BLOCK_BYTES", "FIXED_KEY", "as_blocks", "prg", "random_blocks", "tccr_hash"]
+
+#: Bytes of one block (a wire label, an OT message).
+BLOCK_BYTES = 16
+#: The public fixed AES key of the permutation pi (the first 16 bytes of pi's hex digits:
+#: nothing up the sleeve; its security needs no secrecy).
+FIXED_KEY = bytes.fromhex("243f6a8885a308d313198a2e03707344")
+
+
+def as_blocks(data: bytes | np.ndarray) -> np.ndarray:
+    """Bytes (a multiple of 16) or a uint8 array as an ``(n, 2)`` uint64 block array."""
+    raw = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
+    if len(raw) % BLOCK_BYTES:
+        raise InvalidInputError(f"{len(raw)} bytes are not whole 16-byte blocks")
+    return np.frombuffer(raw, dtype="<u8").reshape(-1, 2).copy()
+
+
+def random_blocks(rng: Rng, count: int) -> np.ndarray:
+    """``count`` uniform blocks from ``rng`` (the OS CSPRNG unless a test seeds it)."""
+    if count < 0:
+        raise InvalidInputError(f"cannot draw {count} blocks")
+    if count == 0:
+        return np.zeros((0, 2), dtype=np.uint64)
+    raw = rng.randbits(128 * count).to_bytes(BLOCK_BYTES * count, "little")
+    return np.frombuffer(raw, dtype="<u8").reshape(count, 2).copy()
+
+
+def _permute(blocks: np.ndarray) -> np.ndarray:
+    """pi(x): AES-128 under :data:`FIXED_KEY` over every block (one OpenSSL call).  A
+    fresh encryptor per call: an ECB context is not shared between threads."""
+    enc = Cipher(algorithms.AES(FIXED_KEY), modes.ECB()).encryptor()
+    out = enc.update(np.ascontiguousarray(blocks, dtype="<u8").tobytes())
+    return np.frombuffer(out, dtype="<u8").reshape(blocks.shape)
+
+
+def tccr_hash(blocks: np.ndarray, tweaks: np.ndarray) -> np.ndarray:
+    """``H(x, i)`` for every block ``x`` (``(..., 2)``) and tweak ``i`` (broadcast
+    against ``blocks[..., 0]``, uint64)."""
+    hi, lo = blocks[..., 1], blocks[..., 0]
+    sig = np.empty(np.broadcast_shapes(blocks.shape, tuple(np.shape(tweaks)) + (2,)), np.uint64)
+    sig[..., 1] = hi ^ lo
+    sig[..., 0] = hi
+    keyed = sig.copy()
+    keyed[..., 0] ^= np.asarray(tweaks, dtype=np.uint64)
+    return _permute(keyed) ^ sig
+
+
+def prg(seed: bytes, nbytes: int) -> bytes:
+    """``nbytes`` pseudorandom bytes from a 16-byte seed (AES-128-CTR from counter 0)."""
+    if len(seed) != BLOCK_BYTES:
+        raise InvalidInputError(f"a PRG seed is {BLOCK_BYTES} bytes, got {len(seed)}")
+    enc = Cipher(algorithms.AES(bytes(seed)), modes.CTR(bytes(BLOCK_BYTES))).encryptor()
+    return enc.update(bytes(nbytes))

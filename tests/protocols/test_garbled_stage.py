@@ -1,0 +1,178 @@
+"""The garbled stage end to end in-process: comparisons and argmax equal plaintext in
+every reveal mode, the pool of random OTs refills, the transcripts follow from public
+sizes only, and a cheating or broken peer ends the session with a typed error."""
+
+from __future__ import annotations
+
+import msgpack
+import numpy as np
+import pytest
+from transcript_harness import assert_same_transcripts
+
+from protocols.stages import circuits, garbled
+from smc_hmm.crypto import CipherArray
+from smc_hmm.crypto.rng import Rng
+from smc_hmm.errors import GarbledCircuitError, OtConsistencyError, ProtocolError
+from smc_hmm.messages import Key, Message
+from smc_hmm.runtime import simulate
+from smc_hmm.transport.base import Transport
+
+BITS = 16
+PK = Message("test.pk", Key())
+
+
+def _run(keypair, a, b, reveal, cots=64, wrap=None, bob_extra=None):
+    pk, sk = keypair
+    k = len(a)
+
+    def bob(ctx):
+        assert ctx.recv("alice", PK) == pk
+        g = garbled.bob_setup(ctx, cots)
+        ea = CipherArray.encrypt_encoded(pk, np.array(a, dtype=object), 0, (1 << (BITS - 1)) - 1)
+        eb = CipherArray.encrypt_encoded(pk, np.array(b, dtype=object), 0, (1 << (BITS - 1)) - 1)
+        out = circuits.bob_compare(ctx, g, ea, eb, BITS, reveal=reveal)
+        if reveal == "none":
+            return ("encrypted", out)
+        arg = circuits.bob_argmax(ctx, g, ea, BITS, reveal=reveal)
+        return (out, arg)
+
+    def alice(ctx):
+        ctx.send("bob", PK, pk)
+        e = garbled.alice_setup(ctx, cots)
+        out = circuits.alice_compare(ctx, e, k, BITS, reveal=reveal)
+        if reveal == "none":
+            return None
+        return (out, circuits.alice_argmax(ctx, e, k, BITS, reveal=reveal))
+
+    return simulate(
+        {"alice": alice, "bob": bob},
+        keys={"alice": keypair},
+        min_key_bits=512,
+        rng=Rng.seeded(5),
+        wrap_transport=wrap,
+        timeout=20,
+    )
+
+
+def _cases():
+    lo, hi = -(1 << (BITS - 1)) + 1, (1 << (BITS - 1)) - 1
+    a = [0, 5, -5, lo, hi, 7, 7, 100, -3, hi]
+    b = [0, 4, -4, hi, lo, 7, 8, -100, -3, hi - 1]
+    return a, b
+
+
+@pytest.mark.parametrize("reveal", ["alice", "bob", "none"])
+def test_comparisons_and_argmax_equal_plaintext(keypair_512, reveal):
+    a, b = _cases()
+    result = _run(keypair_512, a, b, reveal)
+    expected = [int(x < y) for x, y in zip(a, b)]
+    _, sk = keypair_512
+    if reveal == "none":
+        enc = result.outputs["bob"][1]
+        assert [int(v) for v in enc.decrypt_ints(sk)] == expected
+        return
+    holder = result.outputs[reveal]
+    bits, index = holder
+    assert list(bits) == expected
+    assert index == int(np.argmax(a))  # ties: the first of the maxima (a[4] == a[9])
+    other = result.outputs["bob" if reveal == "alice" else "alice"]
+    assert other == (None, None)
+
+
+def test_the_pool_refills_when_a_circuit_needs_more_ots(keypair_512):
+    a, b = _cases()
+    result = _run(keypair_512, a, b, "alice", cots=3)  # far fewer than the circuits take
+    assert list(result.outputs["alice"][0]) == [int(x < y) for x, y in zip(a, b)]
+    ots = result.cost.parties["bob"]["ops"]["ot"]
+    assert ots >= 3 + garbled.EXTEND_CHUNK
+
+
+def test_the_cost_ledger_counts_gates_bytes_and_ots(keypair_512):
+    a, b = _cases()
+    result = _run(keypair_512, a, b, "bob")
+    ops = result.cost.parties["bob"]["ops"]
+    k = len(a)
+    assert ops["and_gates"] == circuits.compare_circuit(k, BITS, "bob").and_gates + (
+        circuits.argmax_circuit(k, BITS, "bob").and_gates
+    )
+    assert ops["and_gates"] >= k * BITS
+    assert ops["garbled_bytes"] >= 32 * ops["and_gates"]
+    assert ops["ot"] >= 2 * k * BITS
+
+
+@pytest.mark.parametrize("reveal", ["alice", "bob", "none"])
+def test_frames_follow_from_public_sizes_only(keypair_512, reveal):
+    decl = list(garbled.setup_messages(64).values())
+    for circuit in (circuits.compare_circuit(10, BITS, reveal),):
+        decl += list(garbled.circuit_messages(circuit).values())
+    rng = np.random.default_rng(0)
+    lim = 1 << (BITS - 2)
+    inputs = [
+        (list(rng.integers(-lim, lim, 10)), list(rng.integers(-lim, lim, 10))) for _ in range(2)
+    ]
+    inputs.append(_cases())
+    assert_same_transcripts(
+        lambda ab, wrap: _run(
+            keypair_512, [int(v) for v in ab[0]], [int(v) for v in ab[1]], reveal, wrap=wrap
+        ),
+        inputs,
+        decl,
+    )
+
+
+class _Tamper(Transport):
+    """Wraps a transport and corrupts the first frame of one tag that one party sends."""
+
+    def __init__(self, inner, tag: str, corrupt):
+        self.inner, self.tag, self.corrupt, self.done = inner, tag, corrupt, False
+        self.name, self.peers = inner.name, inner.peers
+
+    def send_bytes(self, peer, frame):
+        env = msgpack.unpackb(frame, raw=False, strict_map_key=False)
+        if not self.done and env.get("t") == self.tag:
+            self.done = True
+            env["b"] = self.corrupt(env["b"])
+            frame = msgpack.packb(env, use_bin_type=True)
+        self.inner.send_bytes(peer, frame)
+
+    def recv_bytes(self, peer, timeout):
+        return self.inner.recv_bytes(peer, timeout)
+
+    def close(self):
+        self.inner.close()
+
+
+def _flip_first_byte(body):
+    if isinstance(body, list):
+        return [_flip_first_byte(body[0]), *body[1:]]
+    return bytes([body[0] ^ 1]) + body[1:]
+
+
+def _flip_every_table(body):
+    """Every row of every AND table changed (a single row is used only on half the paths:
+    a change on a path not taken changes nothing, and the output is still right)."""
+    tables = bytes(b ^ 0x5A for b in body[0])
+    return [tables, *body[1:]]
+
+
+@pytest.mark.parametrize(
+    ("sender", "tag", "corrupt", "error"),
+    [
+        ("alice", "gc.ext_u", _flip_first_byte, OtConsistencyError),  # a cheating OT receiver
+        ("alice", "gc.ext_proof", _flip_first_byte, OtConsistencyError),
+        ("alice", "gc.outputs", _flip_first_byte, GarbledCircuitError),  # a forged output label
+        ("bob", "gc.tables", _flip_every_table, GarbledCircuitError),  # corrupted tables
+        ("bob", "gc.tables", lambda body: [body[0][:-16], *body[1:]], ProtocolError),  # short
+        ("alice", "gc.choice", lambda body: body + b"\0", ProtocolError),  # wrong length
+    ],
+)
+def test_a_corrupted_message_ends_the_session_with_a_typed_error(
+    keypair_512, sender, tag, corrupt, error
+):
+    a, b = _cases()
+
+    def wrap(name, transport):
+        return _Tamper(transport, tag, corrupt) if name == sender else transport
+
+    with pytest.raises(error):
+        _run(keypair_512, a, b, "bob", wrap=wrap)
