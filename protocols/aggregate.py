@@ -279,6 +279,7 @@ class Params:
             evaluator=self.curator,
             dgk_bits=self.dgk_bits,
             dgk_t=self.dgk_t,
+            comparison="dgk",
         )
 
     def messages(self) -> dict[str, Message]:

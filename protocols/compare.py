@@ -93,9 +93,11 @@ from protocols.primitives import (
     bob_secure_multiply,
     multiply_randomizers,
 )
+from protocols.stages import circuits, garbled
 from smc_hmm.crypto import CipherArray, Rng
 from smc_hmm.crypto.dgk import DGKPrivateKey, DGKPublicKey, dgk_keypair_for, min_u
 from smc_hmm.crypto.keys import NULL_METER
+from smc_hmm.crypto.packing import horner_pack, unpack_slots
 from smc_hmm.errors import (
     ConfigError,
     CryptoError,
@@ -114,6 +116,7 @@ NAME = "compare"
 ARGMAX_NAME = "argmax"
 REVEAL = ("alice", "bob", "none")
 TIE_BREAKS = ("lowest", "random")
+COMPARISONS = ("garbled", "dgk")
 MAX_BITS = 1024
 CMP_TAGS = ("cmp.reveal", "cmp.opened", "cmp.result")
 ARGMAX_TAGS = ("argmax.reveal", "argmax.opened", "argmax.label")
@@ -540,32 +543,6 @@ class SelectBits:
         )
 
 
-def horner_pack(enc: CipherArray, slot_bits: int, per: int) -> CipherArray:
-    """Bob: E(sum_i x_i 2^(i w)) for consecutive groups of ``per`` non-negative values below
-    2^w (w = ``slot_bits``), by Horner's rule: w squarings and one multiplication a value."""
-    out = []
-    flat = enc.reshape(enc.size)
-    for start in range(0, flat.size, per):
-        group = flat[start : start + per]
-        acc = group[group.size - 1 : group.size]
-        for i in reversed(range(group.size - 1)):
-            acc = acc.mul(1 << slot_bits) + group[i : i + 1]
-        out.append(acc.with_bound(1 << (group.size * slot_bits)))
-    return CipherArray.concatenate(out)
-
-
-def unpack_slots(packed, slot_bits: int, per: int, count: int) -> list[int]:
-    """Alice: the ``count`` non-negative slot values of decrypted packed integers."""
-    mask = (1 << slot_bits) - 1
-    out = []
-    for v in packed:
-        v = int(v)
-        if v < 0:
-            raise ProtocolError("a packed value is negative")
-        out += [(v >> (i * slot_bits)) & mask for i in range(per)]
-    return out[:count]
-
-
 #: per worker process: DGK keys rebuilt from their public numbers (tables built once)
 _LANE_KEYS: dict = {}
 
@@ -847,7 +824,9 @@ def _check_names(key_holder, evaluator) -> None:
 
 @dataclass(frozen=True)
 class Params:
-    """Public parameters of a standalone batched comparison."""
+    """Public parameters of a standalone batched comparison.  ``comparison``: ``garbled``
+    (the default: a circuit Bob garbles, :mod:`protocols.stages.circuits`) or ``dgk``
+    (the DGK/Veugen protocol of this module, the thesis's)."""
 
     bits: int = 32
     count: int = 1
@@ -857,9 +836,14 @@ class Params:
     evaluator: str = "bob"
     dgk_bits: int | None = None
     dgk_t: int | None = None
+    comparison: str = "garbled"
 
     def __post_init__(self):
         self.spec()
+        if self.comparison not in COMPARISONS:
+            raise InvalidInputError(
+                f"comparison must be one of {COMPARISONS}, got {self.comparison!r}"
+            )
         if self.reveal_to not in REVEAL:
             raise InvalidInputError(f"reveal_to must be one of {REVEAL}, got {self.reveal_to!r}")
         _check_names(self.key_holder, self.evaluator)
@@ -872,7 +856,24 @@ class Params:
         return CompareSpec(self.bits, self.count, self.sigma, dgk_width)
 
     def messages(self, dgk_width: int | None = None) -> dict[str, Message]:
+        if self.comparison == "garbled":
+            circuit = circuits.compare_circuit(self.count, self.bits, self.reveal_to)
+            return {
+                "pk": Message("cmp.pk", Key()),
+                "share": garbled.share_message((self.count,), self.bits + 1, self.sigma),
+                "bits": garbled.bits_message(self.count),
+            } | {
+                f"gc.{k}": m
+                for k, m in (
+                    garbled.setup_messages(self.ots) | garbled.circuit_messages(circuit)
+                ).items()
+            }
         return self.spec(dgk_width).messages()
+
+    @property
+    def ots(self) -> int:
+        """Random COTs the garbled comparison consumes: Alice's share bits."""
+        return self.count * (self.bits + 1)
 
     @classmethod
     def from_config(cls, section: Mapping) -> Params:
@@ -905,6 +906,8 @@ def check_values(values, count: int, bits: int, name: str = "input") -> list[int
 
 def alice(ctx, private, params: Params):
     """Key holder: sends her keys, answers the comparison; returns the bits if revealed to her."""
+    if params.comparison == "garbled":
+        return _alice_garbled(ctx, params)
     spec = params.spec()
     with ctx.phase("setup"):
         dgk_sk = alice_send_keys(
@@ -924,6 +927,8 @@ def bob(ctx, pairs, params: Params):
     spec = params.spec()
     a = check_values(pairs[0], spec.count, spec.bits, "a")
     b = check_values(pairs[1], spec.count, spec.bits, "b")
+    if params.comparison == "garbled":
+        return _bob_garbled(ctx, a, b, params)
     with ctx.phase("setup"):
         pk, dgk_pk = bob_recv_keys(ctx, spec, params.key_holder, dgk_bits=params.dgk_bits)
         _ = dgk_pk.table  # the fixed-base table of h, once per key
@@ -937,6 +942,36 @@ def bob(ctx, pairs, params: Params):
     if params.reveal_to == "bob":
         return [bool(v) for v in out]
     return lt if params.reveal_to == "none" else None
+
+
+def _alice_garbled(ctx, params: Params):
+    """Key holder of the garbled comparison: her key, the OT setup, then her half."""
+    pk, _ = ctx.keypair
+    with ctx.phase("setup"):
+        ctx.send(params.evaluator, params.messages()["pk"], pk)
+        evaluator = garbled.alice_setup(ctx, 0, params.evaluator, refill=0)
+    with ctx.phase("compare"):  # the OT extension, the shares and the circuit
+        out = circuits.alice_compare(
+            ctx, evaluator, params.count, params.bits, params.sigma, params.reveal_to
+        )
+    return None if out is None else [bool(v) for v in out]
+
+
+def _bob_garbled(ctx, a: list[int], b: list[int], params: Params):
+    """Evaluator (in the DGK sense; the garbler here) of the garbled comparison."""
+    with ctx.phase("setup"):
+        pk = ctx.recv(params.key_holder, params.messages()["pk"])
+        garbler = garbled.bob_setup(ctx, 0, params.key_holder, refill=0)
+    with ctx.phase("encrypt inputs"):
+        enc_a = CipherArray.encrypt_encoded(pk, a, 0)
+        enc_b = CipherArray.encrypt_encoded(pk, b, 0)
+    with ctx.phase("compare"):
+        out = circuits.bob_compare(
+            ctx, garbler, enc_a, enc_b, params.bits, params.sigma, params.reveal_to
+        )
+    if params.reveal_to == "bob":
+        return [bool(v) for v in out]
+    return out if params.reveal_to == "none" else None
 
 
 def _role_for(params, party: str, kind: str) -> str:
@@ -997,10 +1032,20 @@ class ArgmaxParams:
     evaluator: str = "bob"
     dgk_bits: int | None = None
     dgk_t: int | None = None
+    comparison: str = "garbled"
 
     def __post_init__(self):
         CompareSpec(self.bits, self.count, self.sigma)
         _whole("count (values of an argmax)", self.count, 2)
+        if self.comparison not in COMPARISONS:
+            raise InvalidInputError(
+                f"comparison must be one of {COMPARISONS}, got {self.comparison!r}"
+            )
+        if self.comparison == "garbled" and (self.reveal_to == "none" or self.with_max):
+            raise InvalidInputError(
+                "the garbled argmax reveals the label to alice or bob; keeping E(label) or "
+                'E(max) needs comparison = "dgk"'
+            )
         if self.reveal_to not in REVEAL:
             raise InvalidInputError(f"reveal_to must be one of {REVEAL}, got {self.reveal_to!r}")
         if self.tie_break not in TIE_BREAKS:
@@ -1049,8 +1094,31 @@ class ArgmaxParams:
         return {"alice": alice, "bob": bob}
 
     def messages(self) -> list[Message]:
+        if self.comparison == "garbled":
+            circuit = self.circuit()
+            return [
+                Message("cmp.pk", Key()),
+                garbled.share_message((self.count,), self.bits, self.sigma),
+                *garbled.setup_messages(self.ots).values(),
+                *garbled.circuit_messages(circuit).values(),
+            ]
         out = list(self.spec().messages().values())
         return out + list(reveal_messages((1,), self.labels_bound, ARGMAX_TAGS, self.sigma))
+
+    @property
+    def carries_labels(self) -> bool:
+        """The garbled argmax carries Bob's labels through the circuit (custom labels,
+        or the original indices after Bob's random permutation)."""
+        return self.label_bound is not None or self.tie_break == "random"
+
+    def circuit(self):
+        width = circuits.label_width(self.labels_bound) if self.carries_labels else 0
+        return circuits.argmax_circuit(self.count, self.bits, self.reveal_to, width)
+
+    @property
+    def ots(self) -> int:
+        """Random COTs of the garbled argmax: Alice's share bits."""
+        return self.count * self.bits
 
     @classmethod
     def from_config(cls, section: Mapping) -> ArgmaxParams:
@@ -1117,8 +1185,44 @@ def alice_argmax(ctx, dgk_sk: DGKPrivateKey, params: ArgmaxParams, peer: str = "
         alice_secure_multiply(ctx, params.mask_spec(m), peer)
 
 
+def _argmax_alice_garbled(ctx, params: ArgmaxParams):
+    pk, _ = ctx.keypair
+    bound = params.labels_bound if params.carries_labels else None
+    with ctx.phase("setup"):
+        ctx.send(params.evaluator, Message("cmp.pk", Key()), pk)
+        evaluator = garbled.alice_setup(ctx, 0, params.evaluator, refill=0)
+    with ctx.phase("tournament"):
+        return circuits.alice_argmax(
+            ctx, evaluator, params.count, params.bits, params.sigma, params.reveal_to, bound
+        )
+
+
+def _argmax_bob_garbled(ctx, x: list[int], labels, params: ArgmaxParams):
+    with ctx.phase("setup"):
+        pk = ctx.recv(params.key_holder, Message("cmp.pk", Key()))
+        garbler = garbled.bob_setup(ctx, 0, params.key_holder, refill=0)
+    order = list(range(params.count))
+    if params.tie_break == "random":
+        ctx.rng.shuffle(order)
+    labels = list(range(params.count)) if labels is None else [int(v) for v in labels]
+    if len(labels) != params.count or any(not 0 <= v <= params.labels_bound for v in labels):
+        raise InvalidInputError(
+            f"labels must be {params.count} integers in [0, {params.labels_bound}]"
+        )
+    with ctx.phase("encrypt inputs"):
+        enc_x = CipherArray.encrypt_encoded(pk, [x[i] for i in order], 0)
+    carried = [labels[i] for i in order] if params.carries_labels else None
+    bound = params.labels_bound if params.carries_labels else None
+    with ctx.phase("tournament"):
+        return circuits.bob_argmax(
+            ctx, garbler, enc_x, params.bits, params.sigma, params.reveal_to, carried, bound
+        )
+
+
 def argmax_alice(ctx, private, params: ArgmaxParams):
     """Key holder of the standalone argmax: returns the winner's label if revealed to her."""
+    if params.comparison == "garbled":
+        return _argmax_alice_garbled(ctx, params)
     with ctx.phase("setup"):
         dgk_sk = alice_send_keys(
             ctx, params.spec(), params.evaluator, dgk_bits=params.dgk_bits, dgk_t=params.dgk_t
@@ -1139,6 +1243,8 @@ def argmax_bob(ctx, private, params: ArgmaxParams):
     else:
         values, labels = private, None
     x = check_values(values, params.count, params.bits, "values")
+    if params.comparison == "garbled":
+        return _argmax_bob_garbled(ctx, x, labels, params)
     with ctx.phase("setup"):
         pk, dgk_pk = bob_recv_keys(ctx, params.spec(), params.key_holder, dgk_bits=params.dgk_bits)
         _ = dgk_pk.table

@@ -124,6 +124,7 @@ class DecisionSpec:
             reveal_to=reveal,
             tie_break="random",
             with_max=reveal == "none",
+            comparison="dgk",
         )
 
     def compare_spec(self) -> compare.CompareSpec:

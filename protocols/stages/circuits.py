@@ -46,6 +46,7 @@ __all__ = [
     "bob_argmax",
     "bob_compare",
     "compare_circuit",
+    "label_width",
 ]
 
 REVEAL = ("alice", "bob", "none")
@@ -125,35 +126,65 @@ def alice_compare(
 
 
 @lru_cache(maxsize=32)
-def argmax_circuit(count: int, bits: int, reveal: str) -> CompiledCircuit:
-    """The index of the largest of k shared l-bit values, to Alice or to Bob."""
+def argmax_circuit(count: int, bits: int, reveal: str, label_bits: int = 0) -> CompiledCircuit:
+    """The index of the largest of k shared l-bit values, to Alice or to Bob; with
+    ``label_bits``, Bob's label of the winner instead (his labels are garbler inputs)."""
     _check(reveal, count, bits)
     if reveal == "none":
         raise InvalidInputError("an argmax reveals its index to alice or bob")
     c = Circuit()
     mine = c.input("garbler", (count, bits))
     hers = c.input("evaluator", (count, bits))
-    _, index = arith.argmax(c, arith.add(c, mine, hers))
-    c.output(index, "garbler" if reveal == "bob" else "evaluator")
+    labels = c.input("garbler", (count, label_bits)) if label_bits else None
+    _, winner = arith.argmax(c, arith.add(c, mine, hers), labels)
+    c.output(winner, "garbler" if reveal == "bob" else "evaluator")
     return c.compile()
 
 
+def label_width(labels_bound: int) -> int:
+    """Bits of a label in [0, labels_bound]."""
+    return max(1, int(labels_bound).bit_length())
+
+
 def bob_argmax(
-    ctx, garbler: Garbler, values: CipherArray, bits: int, sigma: int = 40, reveal="alice"
+    ctx,
+    garbler: Garbler,
+    values: CipherArray,
+    bits: int,
+    sigma: int = 40,
+    reveal: str = "alice",
+    labels=None,
+    labels_bound: int | None = None,
 ):
-    """Bob: the argmax of E(v_0..v_(k-1)) (|v| < 2^(l-1)); returns the index if
-    ``reveal == "bob"``, else None (Alice learns it)."""
+    """Bob: the argmax of E(v_0..v_(k-1)) (|v| < 2^(l-1)); returns the winner's index (or
+    its label from ``labels``, integers in [0, labels_bound]) if ``reveal == "bob"``,
+    else None (Alice learns it)."""
     if values.ndim != 1:
         raise InvalidInputError(f"values of shape {values.shape}: one vector")
-    circuit = argmax_circuit(values.shape[0], bits, reveal)
-    mine = bob_share(ctx, values, bits, sigma, garbler.peer)
-    out = garbler.run(ctx, circuit, mine.reshape(-1))
+    width = 0 if labels is None else label_width(labels_bound)
+    circuit = argmax_circuit(values.shape[0], bits, reveal, width)
+    mine = bob_share(ctx, values, bits, sigma, garbler.peer).reshape(-1)
+    if labels is not None:
+        mine = np.concatenate(
+            [mine, arith.to_bits(np.asarray(labels, dtype=object), width).reshape(-1)]
+        )
+    out = garbler.run(ctx, circuit, mine)
     return int(arith.from_bits(out, signed=False)) if reveal == "bob" else None
 
 
-def alice_argmax(ctx, evaluator: Evaluator, count: int, bits: int, sigma: int = 40, reveal="alice"):
-    """Alice's half of :func:`bob_argmax`: the index if ``reveal == "alice"``."""
-    circuit = argmax_circuit(count, bits, reveal)
+def alice_argmax(
+    ctx,
+    evaluator: Evaluator,
+    count: int,
+    bits: int,
+    sigma: int = 40,
+    reveal: str = "alice",
+    labels_bound: int | None = None,
+):
+    """Alice's half of :func:`bob_argmax` (``labels_bound`` if Bob's labels ride along):
+    the index or label if ``reveal == "alice"``."""
+    width = 0 if labels_bound is None else label_width(labels_bound)
+    circuit = argmax_circuit(count, bits, reveal, width)
     hers = alice_share(ctx, (count,), bits, sigma, evaluator.peer)
     out = evaluator.run(ctx, circuit, hers.reshape(-1))
     return int(arith.from_bits(out, signed=False)) if reveal == "alice" else None

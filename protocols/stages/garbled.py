@@ -21,8 +21,10 @@ ends with (rho_j, T_j = Q_j ^ rho_j Delta) for random bits rho_j, Bob with Q_j a
    checked to be one of its wire's two labels (she cannot forge the other).
 
 **Conversions.** :func:`bob_share` / :func:`alice_share`: Bob holds E(v) (|v| < 2^(l-1),
-Alice's key), sends E(v + 2^(l-1) + r) with r uniform on [0, 2^(l+sigma)); Alice's share is
-the decryption mod 2^l, Bob's -(r + 2^(l-1)) mod 2^l; in the circuit ``arith.add`` of the
+Alice's key), sends E(v + 2^(l-1) + r) with r uniform on [0, 2^(l+sigma)), packed in slots
+of l + sigma + 1 bits (:func:`share_slots`: Horner's rule, so that Alice decrypts one
+ciphertext per slot group); Alice's share is a slot's value mod 2^l, Bob's
+-(r + 2^(l-1)) mod 2^l; in the circuit ``arith.add`` of the
 two shares is v (l - 1 AND gates).  Alice sees v + 2^(l-1) + r: statistically hiding v
 (distance below 2^-sigma).  :func:`bob_bits_from_circuit` / :func:`alice_bits_to_bob`:
 the circuit gives Alice b ^ m (m Bob's random bits, garbler inputs), she returns
@@ -45,7 +47,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from smc_hmm.crypto import CipherArray
-from smc_hmm.errors import InvalidInputError, ProtocolError
+from smc_hmm.crypto.packing import horner_pack, plain_bits, unpack_slots
+from smc_hmm.errors import InvalidInputError, PrecisionError, ProtocolError
 from smc_hmm.gc import arith
 from smc_hmm.gc.circuit import CompiledCircuit
 from smc_hmm.gc.garble import (
@@ -83,6 +86,7 @@ __all__ = [
     "setup_messages",
     "share_bound",
     "share_message",
+    "share_slots",
 ]
 
 #: Random COTs drawn at a time when a session's pool runs out (public).
@@ -269,36 +273,56 @@ def alice_setup(ctx, cots: int, peer: str = "bob", refill: int = EXTEND_CHUNK) -
 
 
 def share_bound(bits: int, sigma: int) -> int:
-    """The public bound of a masked share value v + 2^(l-1) + r."""
+    """The public bound of a masked share value v + 2^(l-1) + r (below 2^(l+sigma+1))."""
     return (1 << (bits + sigma)) + (1 << bits)
 
 
-def share_message(shape, bits: int, sigma: int, tag: str = "gc.share") -> Message:
-    return Message(tag, Ciphertexts(0, share_bound(bits, sigma), tuple(shape)))
+def share_slots(bits: int, sigma: int, key_bits: int) -> tuple[int, int]:
+    """(slot width, slots a ciphertext) of the packed masked values: Bob packs them by
+    Horner's rule (w squarings a value) so that Alice decrypts one ciphertext a slot
+    group instead of one a value."""
+    width = bits + sigma + 1
+    per = plain_bits(key_bits) // width
+    if per < 1:
+        raise PrecisionError(f"a {key_bits}-bit key cannot hold a {width}-bit share slot")
+    return width, per
+
+
+def share_message(shape, bits: int, sigma: int, key_bits: int | None = None, tag="gc.share"):
+    """The packed masked values of ``shape`` (their count needs the key size; unknown:
+    any count)."""
+    width, per = share_slots(bits, sigma, key_bits or 2048)
+    size = int(np.prod(shape, dtype=np.int64))
+    count = None if key_bits is None else -(-size // per)
+    return Message(tag, Ciphertexts(0, 1 << (per * width), (count,)))
 
 
 def bob_share(ctx, values: CipherArray, bits: int, sigma: int, peer: str = "alice", tag="gc.share"):
     """Bob's half of the conversion: his shares' bits ``values.shape + (bits,)``."""
     if values.bound >= 1 << (bits - 1):
         raise InvalidInputError(f"values may need more than {bits} bits to share")
+    pk = values.public_key
+    width, per = share_slots(bits, sigma, pk.bits)
     r = np.array([ctx.rng.randbits(bits + sigma) for _ in range(values.size)], dtype=object)
-    offset = (r + (1 << (bits - 1))).reshape(values.shape)
-    masked = values.with_scale(0).add_encoded(offset).rerandomize()
-    ctx.send(peer, share_message(values.shape, bits, sigma, tag), masked)
-    mine = np.array([(-int(v)) % (1 << bits) for v in offset.reshape(-1)], dtype=object)
+    offset = r + (1 << (bits - 1))
+    masked = values.with_scale(0).reshape(-1).add_encoded(offset)
+    packed = horner_pack(masked.with_bound(share_bound(bits, sigma)), width, per)
+    ctx.send(peer, share_message(values.shape, bits, sigma, pk.bits, tag), packed.rerandomize())
+    mine = np.array([(-int(v)) % (1 << bits) for v in offset], dtype=object)
     return arith.to_bits(mine.reshape(values.shape), bits)
 
 
 def alice_share(ctx, shape, bits: int, sigma: int, peer: str = "bob", tag="gc.share"):
     """Alice's half: her shares' bits ``shape + (bits,)``."""
-    _, sk = ctx.keypair
-    masked = ctx.recv(peer, share_message(shape, bits, sigma, tag)).decrypt_ints(sk)
-    values = np.array([int(v) for v in masked.reshape(-1)], dtype=object)
-    if any(not 0 <= v <= share_bound(bits, sigma) for v in values):
+    pk, sk = ctx.keypair
+    width, per = share_slots(bits, sigma, pk.bits)
+    size = int(np.prod(shape, dtype=np.int64))
+    packed = ctx.recv(peer, share_message(shape, bits, sigma, pk.bits, tag)).decrypt_ints(sk)
+    values = unpack_slots(packed, width, per, size)
+    if any(v > share_bound(bits, sigma) for v in values):
         raise ProtocolError(f"{tag}: a masked value is outside its declared range")
-    return arith.to_bits(
-        np.array([v % (1 << bits) for v in values], dtype=object).reshape(shape), bits
-    )
+    mine = np.array([v % (1 << bits) for v in values], dtype=object)
+    return arith.to_bits(mine.reshape(shape), bits)
 
 
 def bits_message(count: int, tag: str = "gc.bits") -> Message:

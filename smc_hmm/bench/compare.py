@@ -36,6 +36,9 @@ TNO_PIN = '"tno.mpc.protocols.secure_comparison==4.4.0" "tno.mpc.encryption_sche
 BATCH_TARGET = 3.0  # batched: at least 3x faster than TNO per comparison
 ARGMAX_LIMIT_S = 1.0  # the argmax's whole run, at keys of TARGET_KEY_BITS and above
 TARGET_KEY_BITS = 2048
+GARBLED_VS_DGK = 50.0  # the garbled comparison at batches of 100 and more: >= 50x DGK
+GARBLED_VS_TNO = 100.0  # and >= 100x TNO
+GARBLED_TARGET_BATCH = 100
 
 
 def add_arguments(parser) -> None:
@@ -51,6 +54,13 @@ def add_arguments(parser) -> None:
             default=10,
             metavar="K",
             help="K-way argmax of 64-bit values (0: skip)",
+        )
+        parser.add_argument(
+            "--garbled-batches",
+            type=int,
+            nargs="+",
+            default=[1, 100, 10000],
+            help="batch sizes of the garbled comparison (0 entries: skip it)",
         )
         parser.add_argument("--no-tno", action="store_true", help="skip the TNO baseline")
         parser.add_argument(
@@ -90,8 +100,11 @@ def _phase_wall(result, phase: str, party: str = "bob") -> float:
     return result.cost.to_dict()["parties"][party]["phases"].get(phase, {}).get("wall", 0.0)
 
 
-def measure_ours(protocol, keypair, bits: int, count: int, repeats: int, min_key_bits: int):
-    """(median seconds of the compare phase, rounds, bytes, total run seconds) for k = count."""
+def measure_ours(
+    protocol, keypair, bits: int, count: int, repeats: int, min_key_bits: int, comparison="dgk"
+):
+    """(median seconds of the compare phase, rounds, bytes, total run seconds) for k = count,
+    with the ``comparison`` the protocol runs (``dgk`` or ``garbled``)."""
     import secrets
 
     top = (1 << (bits - 1)) - 1
@@ -99,7 +112,7 @@ def measure_ours(protocol, keypair, bits: int, count: int, repeats: int, min_key
     for _ in range(repeats):
         a = [secrets.randbelow(2 * top + 1) - top for _ in range(count)]
         b = [secrets.randbelow(2 * top + 1) - top for _ in range(count)]
-        params = {"bits": bits, "count": count, "reveal_to": "none"}
+        params = {"bits": bits, "count": count, "reveal_to": "none", "comparison": comparison}
         t0 = time.perf_counter()
         last = _run(protocol, params, (a, b), keypair, min_key_bits)
         totals.append(time.perf_counter() - t0)
@@ -265,6 +278,8 @@ def main(args) -> int:
     common.check_key_bits(args)
     if args.batch < 1 or args.repeats < 1 or args.tno_count < 1 or args.argmax < 0:
         raise ConfigError("--batch, --repeats and --tno-count must be >= 1, --argmax >= 0")
+    if any(not 1 <= b <= 100_000 for b in args.garbled_batches):
+        raise ConfigError("--garbled-batches must be between 1 and 100000")
     if any(b < 1 for b in args.bits):
         raise ConfigError("--bits must be >= 1")
     console = Console()
@@ -327,6 +342,20 @@ def _measure(args, keypair, console) -> tuple[dict, dict | None]:
             "single_run_s": single[3],
             "batched_run_s": batch[3],
         }
+    for bits in args.bits:
+        garbled = {}
+        for batch in args.garbled_batches:
+            with status(console, f"garbled: l = {bits}, k = {batch}"):
+                run = measure_ours(
+                    args.protocol, keypair, bits, batch, args.repeats, min_key_bits, "garbled"
+                )
+            garbled[batch] = {
+                "ms_per_comparison": 1000 * run[0] / batch,
+                "rounds": run[1],
+                "bytes_per_comparison": run[2] / batch,
+                "run_s": run[3],
+            }
+        ours[bits]["garbled"] = garbled
     argmax = None
     if args.argmax:
         with status(console, f"ours: {args.argmax}-way argmax of 64-bit values"):
@@ -374,6 +403,7 @@ def _rows(args, ours: dict, tno: dict, argmax: dict | None, ones: float, zeros: 
                 better=common.LOWER,
             )
         )
+    rows += _garbled_rows(args, ours, tno_ms)
     rows.append(
         common.Row(
             "DGK encryption of 512 secret bits: ones vs zeros",
@@ -396,4 +426,41 @@ def _rows(args, ours: dict, tno: dict, argmax: dict | None, ones: float, zeros: 
                 note=f"{argmax['rounds']} rounds",
             )
         )
+    return rows
+
+
+def _garbled_rows(args, ours: dict, tno_ms: dict) -> list:
+    """The garbled comparison per l and batch, against DGK (the same run: k = 1 against
+    DGK's single comparison, larger batches against DGK's batch of ``--batch``) and TNO."""
+    rows = []
+    for bits, o in ours.items():
+        for batch, g in o.get("garbled", {}).items():
+            dgk = o["single_ms"] if batch == 1 else o["batched_ms_per_comparison"]
+            big = batch >= GARBLED_TARGET_BATCH and args.key_bits >= TARGET_KEY_BITS
+            dgk_k = 1 if batch == 1 else args.batch
+            rows.append(
+                common.Row(
+                    f"garbled vs DGK: compare l={bits}, k={batch}",
+                    g["ms_per_comparison"],
+                    dgk,
+                    "ms/cmp",
+                    target=GARBLED_VS_DGK if big else None,
+                    note=f"DGK at k={dgk_k}; {g['rounds']} rounds, "
+                    f"{g['bytes_per_comparison']:.0f} B/cmp",
+                    better=common.LOWER,
+                )
+            )
+            base = tno_ms.get(bits)
+            if base is not None:
+                rows.append(
+                    common.Row(
+                        f"garbled vs TNO: compare l={bits}, k={batch}",
+                        g["ms_per_comparison"],
+                        base,
+                        "ms/cmp",
+                        target=GARBLED_VS_TNO if big else None,
+                        note="TNO: 1 call a comparison",
+                        better=common.LOWER,
+                    )
+                )
     return rows

@@ -28,7 +28,7 @@ from smc_hmm.compute import Compute
 from smc_hmm.crypto import fixedpoint
 from smc_hmm.crypto.cipherarray import CipherArray
 from smc_hmm.crypto.keys import PRECISION_MARGIN_BITS, PrivateKey, PublicKey
-from smc_hmm.errors import InvalidInputError, PrecisionError, ShapeMismatchError
+from smc_hmm.errors import InvalidInputError, PrecisionError, ProtocolError, ShapeMismatchError
 
 
 def plain_bits(key_bits: int) -> int:
@@ -239,3 +239,29 @@ class PackedCipherArray:
             f"PackedCipherArray(shape={self.shape}, slots={self.plan.slots}x"
             f"{self.plan.slot_bits}b, scale={self.scale})"
         )
+
+
+def horner_pack(enc: CipherArray, slot_bits: int, per: int) -> CipherArray:
+    """Bob: E(sum_i x_i 2^(i w)) for consecutive groups of ``per`` non-negative values below
+    2^w (w = ``slot_bits``), by Horner's rule: w squarings and one multiplication a value."""
+    out = []
+    flat = enc.reshape(enc.size)
+    for start in range(0, flat.size, per):
+        group = flat[start : start + per]
+        acc = group[group.size - 1 : group.size]
+        for i in reversed(range(group.size - 1)):
+            acc = acc.mul(1 << slot_bits) + group[i : i + 1]
+        out.append(acc.with_bound(1 << (group.size * slot_bits)))
+    return CipherArray.concatenate(out)
+
+
+def unpack_slots(packed, slot_bits: int, per: int, count: int) -> list[int]:
+    """Alice: the ``count`` non-negative slot values of decrypted packed integers."""
+    mask = (1 << slot_bits) - 1
+    out = []
+    for v in packed:
+        v = int(v)
+        if v < 0:
+            raise ProtocolError("a packed value is negative")
+        out += [(v >> (i * slot_bits)) & mask for i in range(per)]
+    return out[:count]

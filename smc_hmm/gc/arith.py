@@ -144,30 +144,34 @@ def maximum(c: Circuit, x, y) -> np.ndarray:
     return select_max(c, x, y)[0]
 
 
-def argmax(c: Circuit, values) -> tuple[np.ndarray, np.ndarray]:
-    """(max, index) over the second-to-last axis of ``values`` (``(..., K, l)``), the
-    index as ``(..., ceil(log2 K))`` unsigned bits: a tournament tree, the lower indices
-    always on the left, the right taken only when strictly greater (numpy's ties)."""
+def argmax(c: Circuit, values, payload=None) -> tuple[np.ndarray, np.ndarray]:
+    """(max, payload of the winner) over the second-to-last axis of ``values``
+    (``(..., K, l)``): a tournament tree, the lower indices always on the left, the right
+    taken only when strictly greater (numpy's ties).  ``payload`` (``(..., K, p)`` wires)
+    rides along, muxed at every match; the default is the index as public
+    ``ceil(log2 K)``-bit constants, whose muxes fold to the few bits that differ."""
     values = np.asarray(values)
     k = values.shape[-2]
     if k < 1:
         raise InvalidInputError("an argmax needs at least one value")
-    width = max(1, (k - 1).bit_length())
-    index = np.broadcast_to(constant(np.arange(k), width), values.shape[:-2] + (k, width))
-    level = 0
+    if payload is None:
+        width = max(1, (k - 1).bit_length())
+        payload = constant(np.arange(k), width)
+    payload = np.broadcast_to(np.asarray(payload), values.shape[:-2] + np.shape(payload)[-2:])
+    if payload.shape[-2] != k:
+        raise InvalidInputError(f"a payload for {payload.shape[-2]} values, not {k}")
     while values.shape[-2] > 1:
         n = values.shape[-2]
         pairs = n // 2
         left, right = values[..., 0 : 2 * pairs : 2, :], values[..., 1 : 2 * pairs : 2, :]
-        il, ir = index[..., 0 : 2 * pairs : 2, :], index[..., 1 : 2 * pairs : 2, :]
+        pl, pr = payload[..., 0 : 2 * pairs : 2, :], payload[..., 1 : 2 * pairs : 2, :]
         best, take = select_max(c, left, right)
-        low = mux(c, take, ir[..., : level + 1], il[..., : level + 1])
-        merged = np.concatenate([low, il[..., level + 1 :]], axis=-1)
-        if n % 2:
+        carried = mux(c, take, pr, pl)
+        if n % 2:  # the last one has a bye
             best = np.concatenate([best, values[..., -1:, :]], axis=-2)
-            merged = np.concatenate([merged, index[..., -1:, :]], axis=-2)
-        values, index, level = best, merged, level + 1
-    return values[..., 0, :], index[..., 0, :]
+            carried = np.concatenate([carried, payload[..., -1:, :]], axis=-2)
+        values, payload = best, carried
+    return values[..., 0, :], payload[..., 0, :]
 
 
 def and_gates(function, bits: int, *shapes) -> int:

@@ -42,8 +42,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::smc_hmm.errors.InsecureKeyWarni
 PARTIES = ("alice", "bob")
 
 
-def compare(keypair, a, b, bits, reveal_to="bob", **kwargs):
-    params = {"bits": bits, "count": len(a), "reveal_to": reveal_to}
+def compare(keypair, a, b, bits, reveal_to="bob", comparison="garbled", **kwargs):
+    params = {"bits": bits, "count": len(a), "reveal_to": reveal_to, "comparison": comparison}
     result = run_protocol(
         cmp.PROTOCOL,
         params,
@@ -56,8 +56,8 @@ def compare(keypair, a, b, bits, reveal_to="bob", **kwargs):
     return result
 
 
-def bits_for(keypair, a, b, bits, reveal_to="bob"):
-    result = compare(keypair, a, b, bits, reveal_to)
+def bits_for(keypair, a, b, bits, reveal_to="bob", comparison="garbled"):
+    result = compare(keypair, a, b, bits, reveal_to, comparison)
     if reveal_to == "none":
         enc = result.outputs["bob"]
         return [bool(v) for v in enc.decrypt_ints(keypair[1])]
@@ -80,17 +80,22 @@ def argmax(keypair, values, reveal_to="alice", **params):
 # -- comparison: correctness -------------------------------------------------------------
 
 
+COMPARISONS = pytest.mark.parametrize("comparison", ["garbled", "dgk"])
+
+
+@COMPARISONS
 @pytest.mark.parametrize("bits", [1, 2, 3])
 @pytest.mark.parametrize("reveal_to", ["bob", "alice", "none"])
-def test_exhaustive_small_l(keypair_512, bits, reveal_to):
+def test_exhaustive_small_l(keypair_512, bits, reveal_to, comparison):
     top = (1 << (bits - 1)) - 1
     pairs = [(x, y) for x in range(-top, top + 1) for y in range(-top, top + 1)]
     a, b = [p[0] for p in pairs], [p[1] for p in pairs]
-    assert bits_for(keypair_512, a, b, bits, reveal_to) == [x < y for x, y in pairs]
+    assert bits_for(keypair_512, a, b, bits, reveal_to, comparison) == [x < y for x, y in pairs]
 
 
+@COMPARISONS
 @pytest.mark.parametrize("bits", [8, 16, 64])
-def test_edge_cases(keypair_512, bits):
+def test_edge_cases(keypair_512, bits, comparison):
     top = (1 << (bits - 1)) - 1
     cases = [
         (0, 0), (1, 1), (-1, -1), (top, top), (-top, -top),  # equal
@@ -100,7 +105,8 @@ def test_edge_cases(keypair_512, bits):
     ]  # fmt: skip
     a, b = [c[0] for c in cases], [c[1] for c in cases]
     for reveal_to in ("bob", "alice"):
-        assert bits_for(keypair_512, a, b, bits, reveal_to) == [x < y for x, y in cases]
+        got = bits_for(keypair_512, a, b, bits, reveal_to, comparison)
+        assert got == [x < y for x, y in cases]
 
 
 @pytest.mark.parametrize("count", [1, 3, 7])
@@ -132,14 +138,29 @@ def test_float_and_numpy_inputs(keypair_512):
 
 def test_rounds_and_messages(keypair_512):
     for reveal_to, rounds in (("bob", 7), ("alice", 6), ("none", 5)):
-        cost = compare(keypair_512, [1, 2, 3], [3, 2, 1], 16, reveal_to).cost
+        cost = compare(keypair_512, [1, 2, 3], [3, 2, 1], 16, reveal_to, "dgk").cost
         assert cost.rounds == rounds
         assert cost.totals()["ops"]["compare"] == 3
     # batching: the same number of messages for 1 and 20 pairs
-    one = compare(keypair_512, [1], [2], 16).cost
-    many = compare(keypair_512, list(range(20)), list(range(20, 0, -1)), 16).cost
+    one = compare(keypair_512, [1], [2], 16, comparison="dgk").cost
+    many = compare(keypair_512, list(range(20)), list(range(20, 0, -1)), 16, comparison="dgk").cost
     assert one.rounds == many.rounds
     assert one.messages_total == many.messages_total == 8
+
+
+def test_the_garbled_comparisons_rounds_messages_and_gates(keypair_512):
+    """The key and base OT, the OT extension (the share travels beside it), Alice's padded
+    choices, the tables, then her labels back (``bob``) or E(b ^ m) (``none``): as many
+    rounds as DGK's comparison with ``bob`` and ``alice``, two more with ``none``."""
+    for reveal_to, rounds in (("bob", 7), ("alice", 6), ("none", 7)):
+        cost = compare(keypair_512, [1, 2, 3], [3, 2, 1], 16, reveal_to).cost
+        assert cost.rounds == rounds
+        ops = cost.totals()["ops"]
+        assert ops["and_gates"] == 3 * 16  # l AND gates a comparison
+        assert ops["ot"] == 3 * 17  # Bob counts the random OTs: l + 1 bits a share
+    one = compare(keypair_512, [1], [2], 16).cost
+    many = compare(keypair_512, list(range(20)), list(range(20, 0, -1)), 16).cost
+    assert one.rounds == many.rounds and one.messages_total == many.messages_total
 
 
 # -- comparison: the lower-level functions ---------------------------------------------------
@@ -221,8 +242,9 @@ def _same_lengths(sizes):
             assert [len(f) for f in frames] == [len(f) for f in other[link]], link
 
 
+@COMPARISONS
 @pytest.mark.parametrize("reveal_to", ["bob", "alice", "none"])
-def test_transcripts_do_not_depend_on_inputs(keypair_512, reveal_to):
+def test_transcripts_do_not_depend_on_inputs(keypair_512, reveal_to, comparison):
     bits = 16
     top = (1 << (bits - 1)) - 1
     inputs = [
@@ -230,7 +252,7 @@ def test_transcripts_do_not_depend_on_inputs(keypair_512, reveal_to):
         ([top, -top, 5, -1, 7], [-top, top, 5, 0, -100]),
         ([1, 2, 3, 4, 5], [5, 4, 3, 2, 1]),
     ]
-    params = Params(bits=bits, count=5, reveal_to=reveal_to)
+    params = Params(bits=bits, count=5, reveal_to=reveal_to, comparison=comparison)
     sizes = defaultdict(lambda: defaultdict(list))
     run = _run_and_sizes(keypair_512, sizes, cmp.PROTOCOL, params, lambda p: p)
     frames = assert_same_transcripts(run, inputs, params.messages().values())
@@ -238,8 +260,18 @@ def test_transcripts_do_not_depend_on_inputs(keypair_512, reveal_to):
     _same_lengths(sizes)
 
 
-def test_argmax_transcripts_do_not_depend_on_inputs(keypair_512):
-    params = ArgmaxParams(bits=16, count=5, reveal_to="bob", tie_break="random", with_max=True)
+@pytest.mark.parametrize(
+    "params",
+    [
+        ArgmaxParams(
+            bits=16, count=5, reveal_to="bob", tie_break="random", with_max=True, comparison="dgk"
+        ),
+        ArgmaxParams(bits=16, count=5, reveal_to="bob", tie_break="random"),
+        ArgmaxParams(bits=16, count=5, reveal_to="alice"),
+    ],
+    ids=["dgk", "garbled-random", "garbled-alice"],
+)
+def test_argmax_transcripts_do_not_depend_on_inputs(keypair_512, params):
     inputs = [[0, 0, 0, 0, 0], [-30000, 12, 30000, 5, 5], [9, 8, 7, 6, 5]]
     sizes = defaultdict(lambda: defaultdict(list))
     run = _run_and_sizes(keypair_512, sizes, cmp.ARGMAX, params, lambda p: p)
@@ -250,46 +282,56 @@ def test_argmax_transcripts_do_not_depend_on_inputs(keypair_512):
 # -- argmax ----------------------------------------------------------------------------------
 
 
+@COMPARISONS
 @pytest.mark.parametrize("count", [2, 3, 5, 8])
-def test_argmax_lowest_index_wins_ties(keypair_512, count):
+def test_argmax_lowest_index_wins_ties(keypair_512, count, comparison):
     rng = random.Random(count)
     for values in (
         [rng.randrange(-50, 50) for _ in range(count)],
         [7] * count,
         [1, 9, 9, 3, 9, 0, 9, 2][:count],
     ):
-        result = argmax(keypair_512, values)
+        result = argmax(keypair_512, values, comparison=comparison)
         assert result.outputs["alice"] == values.index(max(values)), values
         assert result.outputs["bob"] is None
 
 
-def test_argmax_random_ties(keypair_512):
+@COMPARISONS
+def test_argmax_random_ties(keypair_512, comparison):
     values = [4, -3, 4, 4, 1]
     winners = set()
     for _ in range(14):
-        winner = argmax(keypair_512, values, tie_break="random").outputs["alice"]
+        winner = argmax(keypair_512, values, tie_break="random", comparison=comparison)
+        winner = winner.outputs["alice"]
         assert values[winner] == 4
         winners.add(winner)
     assert len(winners) >= 2  # all the same index has probability 3 (1/3)^14
     distinct = [3, 10, -7, 2, 0]
-    assert argmax(keypair_512, distinct, tie_break="random").outputs["alice"] == 1
+    winner = argmax(keypair_512, distinct, tie_break="random", comparison=comparison)
+    assert winner.outputs["alice"] == 1
 
 
 def test_argmax_extremes_max_and_labels(keypair_512):
     top = (1 << 63) - 1
     values = [-top, top - 1, top, 0, top, -1]
-    result = argmax(keypair_512, values, reveal_to="bob", bits=64, with_max=True)
+    result = argmax(keypair_512, values, reveal_to="bob", bits=64, with_max=True, comparison="dgk")
     out = result.outputs["bob"]
     assert out["label"] == 2
     assert [int(v) for v in out["max"].decrypt_ints(keypair_512[1])] == [top]
-    labelled = argmax(
-        keypair_512, (values, [10, 11, 12, 13, 14, 15]), bits=64, label_bound=20
-    ).outputs["alice"]
-    assert labelled == 12
+    for comparison in ("dgk", "garbled"):
+        labelled = argmax(
+            keypair_512,
+            (values, [10, 11, 12, 13, 14, 15]),
+            bits=64,
+            label_bound=20,
+            comparison=comparison,
+        ).outputs["alice"]
+        assert labelled == 12
+    assert argmax(keypair_512, values, reveal_to="bob", bits=64).outputs["bob"] == 2
 
 
 def test_argmax_reveal_none_keeps_ciphertexts(keypair_512):
-    result = argmax(keypair_512, [3, 8, 1], reveal_to="none", with_max=True)
+    result = argmax(keypair_512, [3, 8, 1], reveal_to="none", with_max=True, comparison="dgk")
     out = result.outputs["bob"]
     sk = keypair_512[1]
     assert int(out["label"].decrypt_ints(sk)[0]) == 1
@@ -298,10 +340,15 @@ def test_argmax_reveal_none_keeps_ciphertexts(keypair_512):
 
 
 def test_argmax_rounds_grow_with_log_k(keypair_512):
-    rounds = {k: argmax(keypair_512, list(range(k))).cost.rounds for k in (2, 4, 5, 8)}
+    rounds = {
+        k: argmax(keypair_512, list(range(k)), comparison="dgk").cost.rounds for k in (2, 4, 5, 8)
+    }
     # keys (1) + 6 per tournament round (compare 4, multiply 2) + reveal (1)
     assert rounds == {2: 8, 4: 14, 5: 20, 8: 20}
     assert ArgmaxParams(count=10).rounds == [5, 2, 1, 1]
+    # garbled: one circuit, whatever k
+    garbled = {k: argmax(keypair_512, list(range(k))).cost.rounds for k in (2, 8)}
+    assert garbled[2] == garbled[8]
 
 
 # -- typed errors ----------------------------------------------------------------------------
@@ -441,7 +488,7 @@ def _rogue_alice(send):
 def test_bob_rejects_bad_dgk_keys(keypair_512, wire, error):
     dgk_pk, _ = dgk_keypair_for(keypair_512[0], 16)
     alice = _rogue_alice(lambda ctx, msg: ctx.send("bob", msg["dgk"], wire(dgk_pk.to_wire())))
-    params = Params(bits=16, count=1)
+    params = Params(bits=16, count=1, comparison="dgk")
     with pytest.raises(error):
         simulate(
             {"alice": alice, "bob": cmp.bob},
@@ -454,7 +501,7 @@ def test_bob_rejects_bad_dgk_keys(keypair_512, wire, error):
 
 def test_bob_rejects_small_dgk_key_and_wrong_size(keypair_512, keypair_1024):
     small, _ = dgk_keypair_for(keypair_512[0], 16)
-    params = Params(bits=16, count=1)
+    params = Params(bits=16, count=1, comparison="dgk")
     alice = _rogue_alice(lambda ctx, msg: ctx.send("bob", msg["dgk"], small.to_wire()))
     # Bob accepts 1024-bit keys and more: a 512-bit DGK key is refused
     with pytest.raises(InsecurePeerKeyError):
@@ -465,7 +512,7 @@ def test_bob_rejects_small_dgk_key_and_wrong_size(keypair_512, keypair_1024):
             min_key_bits=1024,
             timeout=10,
         )
-    agreed = Params(bits=16, count=1, dgk_bits=1024)
+    agreed = Params(bits=16, count=1, dgk_bits=1024, comparison="dgk")
     with pytest.raises(ProtocolError):
         simulate(
             {"alice": alice, "bob": cmp.bob},
@@ -550,8 +597,10 @@ def test_bob_argmax_checks_operands(keypair_512):
 
 def test_descriptors():
     assert cmp.PROTOCOL.name == "compare" and cmp.ARGMAX.name == "argmax"
-    tags = {m.tag for m in cmp.PROTOCOL.messages(Params())}
+    tags = {m.tag for m in cmp.PROTOCOL.messages(Params(comparison="dgk"))}
     assert {"cmp.pk", "cmp.dgk", "cmp.masked", "cmp.bits", "cmp.blinded", "cmp.delta"} <= tags
+    tags = {m.tag for m in cmp.PROTOCOL.messages(Params())}
+    assert {"cmp.pk", "gc.share", "gc.base_a", "gc.ext_u", "gc.choice", "gc.tables"} <= tags
     assert isinstance(DGKPublicKey, type)
     with warnings.catch_warnings():
         warnings.simplefilter("error", InsecureKeyWarning)
@@ -592,6 +641,7 @@ def test_bench_smoke(tmp_path, capsys):
         [
             "--key-bits", "512", "--insecure", "--bits", "8", "--batch", "3", "--repeats", "1",
             "--argmax", "3", "--no-tno", "--protocol", "protocols.compare:PROTOCOL",
+            "--garbled-batches", "1", "4",
             "--argmax-protocol", "protocols.compare:ARGMAX",
         ],
         tmp_path / "compare.json",
@@ -600,6 +650,10 @@ def test_bench_smoke(tmp_path, capsys):
     assert data["benchmark"] == "compare" and data["tno"] == {"skipped": "--no-tno"}
     assert data["ours"]["8"]["rounds"] == 5 and data["argmax"]["k"] == 3
     assert data["ours"]["8"]["batched_ms_per_comparison"] > 0
+    garbled = data["ours"]["8"]["garbled"]
+    assert set(garbled) == {"1", "4"} and garbled["4"]["ms_per_comparison"] > 0
+    names = [r["name"] for r in data["rows"]]
+    assert "garbled vs DGK: compare l=8, k=4" in names
     bad = bench_parser(bench).parse_args(["--key-bits", "512", "--insecure", "--batch", "0"])
     with pytest.raises(ConfigError):
         bench.main(bad)
