@@ -628,7 +628,9 @@ def test_two_processes_over_mutual_tls(tmp_path):
     result = launch(config, timeout=180)
     assert result["bob"] == [True, False, False]
     assert result["alice"] is None
-    assert result.cost.parties["bob"]["ops"]["compare"] == 3
+    # the garbled comparison (the default) over mutual TLS: l AND gates a comparison
+    assert result.cost.parties["bob"]["ops"]["and_gates"] == 3 * 8
+    assert result.cost.parties["bob"]["ops"]["ot"] == 3 * 9
 
 
 def test_bench_smoke(tmp_path, capsys):

@@ -113,7 +113,8 @@ def test_common_arguments_surround_a_benchmarks_own():
 #: its entry points), what its JSON shows of the run)
 MISSES = {
     "compare": (
-        "--key-bits 512 --insecure --bits 8 --batch 2 --repeats 1 --argmax 2 --no-tno",
+        "--key-bits 512 --insecure --bits 8 --batch 2 --repeats 1 --argmax 2 --no-tno "
+        "--garbled-batches 2",
         {"TARGET_KEY_BITS": 512, "ARGMAX_LIMIT_S": 0.0},
         lambda data: data["argmax"]["k"] == 2,
     ),

@@ -433,6 +433,7 @@ def test_cost_checks_every_number_before_printing_anything(capsys, flags, fragme
 def test_bench_compare_labels_no_baseline_when_tno_is_skipped(tmp_path):
     out = tmp_path / "compare.json"
     argv = ["bench", "compare", "--key-bits", "512", "--insecure", "--bits", "8", "--batch", "2"]
+    argv += ["--garbled-batches", "2"]
     assert main([*argv, "--repeats", "1", "--argmax", "0", "--no-tno", "--json", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
     single = next(r for r in rows if r["name"].endswith("k=1"))
