@@ -226,6 +226,52 @@ done:
 }
 
 /*
+ * Horner packing: for each group of `per` consecutive bases (the last may be shorter),
+ * prod_i base_i^(2^(shift i)) mod M as acc = acc^(2^shift) * base_i from the top: shift
+ * squarings and one multiplication a base, every one in the Montgomery domain.  Public
+ * values only (ciphertexts and a public slot width): no constant-time need.
+ */
+IFMA int smc_horner_pack(int regs, const uint8_t *mod, const uint8_t *r2, uint64_t k0,
+                         int nbases, const uint8_t *bases, int per, int shift, uint8_t *out)
+{
+    if (regs < 1 || regs > MAXREG || nbases < 1 || per < 1 || shift < 1)
+        return -1;
+    const int k = 8 * regs, width = 52 * regs;
+    uint64_t *m = aligned_alloc(64, (size_t)k * 8);
+    uint64_t *rr = aligned_alloc(64, (size_t)k * 8);
+    uint64_t *acc = aligned_alloc(64, (size_t)k * 8);
+    uint64_t *x = aligned_alloc(64, (size_t)k * 8);
+    int status = 0;
+    if (!m || !rr || !acc || !x) {
+        status = -2;
+        goto done;
+    }
+    to_limbs(mod, width, m, k);
+    to_limbs(r2, width, rr, k);
+    modctx ctx = {regs, m, k0};
+    const int groups = (nbases + per - 1) / per;
+    for (int g = 0; g < groups; g++) {
+        const int lo = g * per, hi = lo + per < nbases ? lo + per : nbases;
+        to_limbs(bases + (size_t)(hi - 1) * width, width, x, k);
+        amm(acc, x, rr, &ctx); /* the top base * R mod M */
+        for (int i = hi - 2; i >= lo; i--) {
+            for (int s = 0; s < shift; s++)
+                amm(acc, acc, acc, &ctx);
+            to_limbs(bases + (size_t)i * width, width, x, k);
+            amm(x, x, rr, &ctx);
+            amm(acc, acc, x, &ctx);
+        }
+        write_product(out + (size_t)g * width, width, acc, 1, &ctx);
+    }
+done:
+    free(m);
+    free(rr);
+    free(acc);
+    free(x);
+    return status;
+}
+
+/*
  * Two independent almost Montgomery multiplications, interleaved: r1 = a1 b1 / R mod M1
  * and r2 = a2 b2 / R mod M2 with the same number of limbs.  One alone waits on its
  * chain of dependent instructions; two fill those waits, so a pair costs about one.

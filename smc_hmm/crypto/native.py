@@ -64,6 +64,7 @@ _PROTOTYPES = {
     "smc_comb_product": (_INT, [_INT, _U8, _U64, _OUT, _INT, _INT, _INT, _U8, _OUT]),
     "smc_pippenger": (_INT, [_INT, _U8, _U8, _U64, _INT, _U8, _INT, _INT, _U8, _OUT, _OUT]),
     "smc_amm": (_INT, [_INT, _U8, _U64, _U8, _U8, _OUT, _INT]),
+    "smc_horner_pack": (_INT, [_INT, _U8, _U8, _U64, _INT, _U8, _INT, _INT, _OUT]),
 }
 
 
@@ -180,6 +181,29 @@ class IfmaKernel:
         return [
             mpz(int.from_bytes(raw[r * width : (r + 1) * width], "little"))
             for r in range(len(rows))
+        ]
+
+    def horner_pack(self, bases: Sequence, per: int, shift: int, modulus) -> list[mpz]:
+        """For each group of ``per`` consecutive bases, prod_i base_i^(2^(shift i)) mod
+        modulus (Horner's rule: ``shift`` squarings and one multiplication a base)."""
+        m = mpz(modulus)
+        if not self.fits(m):
+            raise ValueError("the IFMA kernel takes odd moduli up to its build's size")
+        if not bases:
+            return []
+        const = self._constants(m)
+        width = const.width
+        packed = b"".join(int(mpz(b) % m).to_bytes(width, "little") for b in bases)
+        groups = -(-len(bases) // per)
+        out = ctypes.create_string_buffer(width * groups)
+        status = self.lib.smc_horner_pack(
+            const.regs, const.modulus, const.r2, const.k0, len(bases), packed, per, shift, out
+        )
+        if status != 0:
+            raise MemoryError("the IFMA kernel could not allocate its Horner buffers")
+        raw = out.raw
+        return [
+            mpz(int.from_bytes(raw[g * width : (g + 1) * width], "little")) for g in range(groups)
         ]
 
     def pippenger(self, bases: Sequence, columns, c: int, modulus) -> tuple[mpz, mpz]:

@@ -204,3 +204,30 @@ def test_signed_parts_same_either_way_and_by_window_chunks(use_native):
         ]
         assert combine_parts([merge_window_parts(chunks, c, m)], m) == want
     assert signed_parts([mpz(5)], [0], m, use_native=use_native) == (1, 1)
+
+
+@needs_kernel
+@pytest.mark.parametrize("key_bits", [512, 1024, 2048])
+def test_horner_packing_equals_the_gmpy2_path(key_bits, monkeypatch, keypair_1024):
+    """Groups of ``per`` ciphertexts (the last one shorter), one ciphertext alone."""
+    from smc_hmm.crypto.packing import horner_pack
+
+    rng = random.Random(key_bits)
+    m = _modulus(rng, key_bits)
+    bases = [mpz(rng.getrandbits(2 * key_bits)) % m for _ in range(11)]
+    for per, shift in [(4, 58), (11, 7), (1, 3), (3, 106)]:
+        want = []
+        for start in range(0, len(bases), per):
+            acc = mpz(1)
+            for i, b in enumerate(bases[start : start + per]):
+                acc = acc * gmpy2.powmod(b, mpz(1) << (shift * i), m) % m
+            want.append(acc)
+        assert KERNEL.horner_pack(bases, per, shift, m) == want
+    pk, sk = keypair_1024
+    enc = CipherArray.encrypt_encoded(pk, list(range(1, 10)), 0, 9)
+    on = horner_pack(enc, 20, 4)
+    monkeypatch.setenv(native.SWITCH, "off")
+    off = horner_pack(enc, 20, 4)
+    assert [int(v) for v in on.decrypt_ints(sk)] == [int(v) for v in off.decrypt_ints(sk)]
+    assert on.bound == off.bound
+    assert [int(v) for v in on.decrypt_ints(sk)][0] == sum((i + 1) << (20 * i) for i in range(4))
