@@ -7,8 +7,6 @@ plaintext forward algorithm and prints the cost tables.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
 from demos.common import key_holder, min_key_bits
@@ -16,6 +14,7 @@ from parties.alice import Alice
 from parties.bob import Bob
 from parties.run import simulate
 from protocols import forward
+from smc_hmm.cli.common import write_json
 from smc_hmm.crypto import Rng
 from smc_hmm.errors import InvalidInputError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, log_likelihood
@@ -93,11 +92,7 @@ def forward_demo(args, console) -> int:
             }
         )
     report["ok"] = bool(ok)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(report, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-        console.print(f"wrote {args.json}")
+    write_json(args.json, report, console)  # a failed write: one line, exit 2
     return 0 if ok else 1
 
 

@@ -8,11 +8,11 @@ against the plaintext argmax of log-likelihoods and prints the cost table.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from demos.common import key_holder, min_key_bits
 from protocols import keyword
+from smc_hmm.cli.common import write_json
 from smc_hmm.compute import Compute
 from smc_hmm.data import load_bundled_models, load_test_utterances
 from smc_hmm.errors import InvalidInputError
@@ -70,11 +70,7 @@ def keyword_demo(args, console) -> int:
     console.print(
         f"{agree}/{len(chosen)} secure decisions agree with the plaintext argmax", soft_wrap=True
     )
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(report, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-        console.print(f"wrote {args.json}")
+    write_json(args.json, report, console)  # a failed write: one line, exit 2
     return 0 if report["ok"] else 1
 
 

@@ -6,8 +6,6 @@ checks Alice's result against the plaintext sum and prints the cost table.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
 from demos.common import key_holder, min_key_bits
@@ -16,6 +14,7 @@ from parties.data_owner import DataOwner
 from parties.run import simulate
 from parties.trent import Trent
 from protocols import secure_sum
+from smc_hmm.cli.common import write_json
 from smc_hmm.crypto import Rng
 from smc_hmm.errors import InvalidInputError
 from smc_hmm.progress import status
@@ -70,23 +69,15 @@ def secure_sum_demo(args, console) -> int:
         soft_wrap=True,
     )
     result.cost.render(console)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(
-                {
-                    "demo": "secure-sum",
-                    "ok": ok,
-                    "max_abs_error": err,
-                    "result": got.tolist(),
-                    "expected": expected.tolist(),
-                    "cost": result.cost.to_dict(),
-                },
-                fh,
-                indent=2,
-                sort_keys=True,
-            )
-            fh.write("\n")
-        console.print(f"wrote {args.json}")
+    report = {
+        "demo": "secure-sum",
+        "ok": ok,
+        "max_abs_error": err,
+        "result": got.tolist(),
+        "expected": expected.tolist(),
+        "cost": result.cost.to_dict(),
+    }
+    write_json(args.json, report, console)  # a failed write: one line, exit 2
     return 0 if ok else 1
 
 

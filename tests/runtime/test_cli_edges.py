@@ -474,3 +474,25 @@ def test_a_certs_folder_without_a_client_certificate_says_what_to_do(tmp_path):
     make_certificates(tmp_path / "certs", parties=["bob"])
     with pytest.raises(ConfigError, match="no client certificate: make one with smc-hmm certs"):
         client_tls(tmp_path / "certs")
+
+
+# -- demo --json on a failed write --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["forward"],
+        ["secure-sum"],
+        ["keyword", "--utterances", "1", "--frames", "8"],
+    ],
+)
+def test_a_demo_that_cannot_write_its_json_says_so_in_one_line(argv, capsys):
+    """``--json /dev/full`` (a full disk): one line naming the file and exit 2, never a
+    traceback."""
+    if not Path("/dev/full").exists():
+        pytest.skip("this system has no /dev/full")
+    code = main(["demo", *argv, "--key-bits", "512", "--insecure", "--json", "/dev/full"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "cannot write /dev/full" in err and "Traceback" not in err
