@@ -168,6 +168,15 @@ def run(args) -> int:
 
     check_numbers(args)  # before anything is read or printed
     common.check_output_path(args.json)
+    wants_model = any(
+        v is not None
+        for v in (args.bits, args.latency_ms, args.bandwidth_mbps, args.input_scale, args.rates)
+    )
+    if args.json and not wants_model:  # never a silently ignored --json
+        raise ConfigError(
+            "--json writes a prediction: add --bits, --latency-ms, --bandwidth-mbps, "
+            "--input-scale or --rates (the report itself is already JSON)"
+        )
     runs = load_report(args.report)
     if args.run is not None:
         if not 1 <= args.run <= len(runs):
@@ -199,10 +208,6 @@ def run(args) -> int:
             out.print(f"[bold]{label}[/]")
         for table in tables:
             out.print(table)
-    wants_model = any(
-        v is not None
-        for v in (args.bits, args.latency_ms, args.bandwidth_mbps, args.input_scale, args.rates)
-    )
     if not wants_model:
         return 0
     if rates is None:

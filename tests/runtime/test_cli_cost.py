@@ -83,6 +83,16 @@ def test_run_out_of_range(demo_files, capsys, n):
     assert_one_line_error(capsys, ["cost", str(secure_sum), "--run", "2"], "a single run")
 
 
+def test_json_without_a_prediction_is_refused_not_ignored(demo_files, tmp_path, capsys):
+    """``cost REPORT --json PATH`` with nothing to predict wrote nothing and exited 0."""
+    _, secure_sum = demo_files
+    out = tmp_path / "prediction.json"
+    captured = assert_one_line_error(
+        capsys, ["cost", str(secure_sum), "--json", str(out)], "--json writes a prediction"
+    )
+    assert captured.out == "" and not out.exists()
+
+
 def test_secure_sum_demo_json(demo_files, capsys):
     _, secure_sum = demo_files
     capsys.readouterr()
