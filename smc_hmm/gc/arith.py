@@ -7,11 +7,14 @@ over the leading axes, so a batch of comparisons is one call.  AND gates per ele
 (XOR and NOT are free):
 
 ================================  =======================================
-``add``, ``sub``                  l - 1 (the carry out of the top bit is dropped)
-``less``                          l (signed; ``unsigned=True`` also l)
+``add``                           l - 1 in l layers, or about 2 l log2(l) in 2 log2(l)
+                                  layers for small operands (``depth``)
+``sub``                           l - 1 (the carry out of the top bit is dropped)
+``less``                          l in l layers, or 3l - 2 in 1 + log2(l) layers for small
+                                  operands (``depth``; signed or unsigned alike)
 ``mux``                           l
-``select_max``, ``maximum``       2l (a comparison, then a mux)
-``argmax`` over K values          (K - 1) (2l) + the index bits' muxes
+``select_max``, ``maximum``       a comparison, then a mux (l)
+``argmax`` over K values          K - 1 compare-and-selects + the index bits' muxes
 ================================  =======================================
 
 :func:`and_gates` measures any of them on a scratch circuit.  Ties break as numpy's
@@ -31,6 +34,7 @@ from smc_hmm.gc.circuit import Circuit
 MAX_BITS = 1024
 
 __all__ = [
+    "LOG_DEPTH_MAX_BITS",
     "MAX_BITS",
     "add",
     "and_gates",
@@ -102,9 +106,36 @@ def _carry_chain(c: Circuit, x, y, carry_in, keep_top: bool):
     return out, carry
 
 
-def add(c: Circuit, x, y) -> np.ndarray:
-    """x + y mod 2^l."""
+def add(c: Circuit, x, y, depth: str = "auto") -> np.ndarray:
+    """x + y mod 2^l.  ``depth``: ``"ripple"`` (l - 1 AND gates in l layers), ``"log"``
+    (a Kogge-Stone carry tree, about 2 l log2(l) AND gates in 2 log2(l) layers) or
+    ``"auto"`` (the tree for operands of fewer than :data:`LOG_DEPTH_MAX_BITS` bits)."""
+    if depth not in ("auto", "ripple", "log"):
+        raise InvalidInputError(f"depth is auto, ripple or log, not {depth!r}")
+    x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
+    if depth == "log" or (depth == "auto" and x.size < LOG_DEPTH_MAX_BITS):
+        return _add_log(c, x, y)
     return _carry_chain(c, x, y, 0, keep_top=False)[0]
+
+
+def _add_log(c: Circuit, x, y) -> np.ndarray:
+    """Kogge-Stone: generate g = x & y and propagate p = x ^ y per bit; after the steps
+    d = 1, 2, 4, ... (g_i ^= p_i & g_(i-d), p_i &= p_(i-d), the two terms of g exclusive)
+    g_i is the carry out of bit i, and the sum bit i is p_i ^ g_(i-1)."""
+    g, p0 = c.and_(x, y), c.xor(x, y)
+    p = p0.copy()
+    bits, d = x.shape[-1], 1
+    while d < bits - 1:  # the carry out of the top bit is dropped: bits - 1 carries needed
+        g_new = g.copy()
+        g_new[..., d:] = c.xor(g[..., d:], c.and_(p[..., d:], g[..., :-d]))
+        if 2 * d < bits - 1:
+            p_new = p.copy()
+            p_new[..., d:] = c.and_(p[..., d:], p[..., :-d])
+            p = p_new
+        g, d = g_new, 2 * d
+    out = p0.copy()
+    out[..., 1:] = c.xor(p0[..., 1:], g[..., :-1])
+    return out
 
 
 def sub(c: Circuit, x, y) -> np.ndarray:
@@ -112,20 +143,53 @@ def sub(c: Circuit, x, y) -> np.ndarray:
     return _carry_chain(c, x, c.not_(y), 1, keep_top=False)[0]
 
 
-def less(c: Circuit, x, y, unsigned: bool = False) -> np.ndarray:
-    """The bit [x < y] (signed two's complement unless ``unsigned``): the carry out of
-    x + ~y + 1 is [x >= y]; for signed values both top bits are flipped first (free)."""
+#: Below this many operand bits a comparison takes the log-depth circuit: a small circuit
+#: is bound by its number of layers (each a few numpy calls), a large one by its AND gates.
+LOG_DEPTH_MAX_BITS = 2048
+
+
+def less(c: Circuit, x, y, unsigned: bool = False, depth: str = "auto") -> np.ndarray:
+    """The bit [x < y] (signed two's complement unless ``unsigned``; for signed values
+    both top bits are flipped first, free).  ``depth``: ``"ripple"`` -- the carry out of
+    x + ~y + 1 is [x >= y], l AND gates in l layers; ``"log"`` -- a prefix tree over
+    (less, equal) pairs, 3l - 2 AND gates in 1 + log2(l) layers; ``"auto"`` -- the log
+    tree for operands of fewer than :data:`LOG_DEPTH_MAX_BITS` bits in all."""
+    if depth not in ("auto", "ripple", "log"):
+        raise InvalidInputError(f"depth is auto, ripple or log, not {depth!r}")
     x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
     if not unsigned:
         x, y = x.copy(), y.copy()
         x[..., -1] = c.not_(x[..., -1])
         y[..., -1] = c.not_(y[..., -1])
+    if depth == "log" or (depth == "auto" and x.size < LOG_DEPTH_MAX_BITS):
+        return _less_log(c, x, y)
     ny = c.not_(y)
     x, ny = np.broadcast_arrays(x, ny)
     carry = np.ones(x.shape[:-1], dtype=np.int64)  # the constant 1
     for i in range(x.shape[-1]):
         carry = c.xor(carry, c.and_(c.xor(x[..., i], carry), c.xor(ny[..., i], carry)))
     return c.not_(carry)
+
+
+def _less_log(c: Circuit, x, y) -> np.ndarray:
+    """Unsigned [x < y] by a prefix tree: per bit lt = ~x & y and eq = ~(x ^ y); a higher
+    group and the lower one next to it combine as lt = lt_hi ^ (eq_hi & lt_lo) (the two
+    terms exclude each other) and eq = eq_hi & eq_lo."""
+    lt = c.and_(c.not_(x), y)
+    eq = c.not_(c.xor(x, y))
+    while lt.shape[-1] > 1:
+        n = lt.shape[-1]
+        pairs = n // 2
+        lo_lt, hi_lt = lt[..., 0 : 2 * pairs : 2], lt[..., 1 : 2 * pairs : 2]
+        lo_eq, hi_eq = eq[..., 0 : 2 * pairs : 2], eq[..., 1 : 2 * pairs : 2]
+        merged_lt = c.xor(hi_lt, c.and_(hi_eq, lo_lt))
+        last = pairs == 1 and n == 2  # the root needs no equality
+        merged_eq = hi_eq if last else c.and_(hi_eq, lo_eq)
+        if n % 2:  # the most significant group waits for the next level
+            merged_lt = np.concatenate([merged_lt, lt[..., -1:]], axis=-1)
+            merged_eq = np.concatenate([merged_eq, eq[..., -1:]], axis=-1)
+        lt, eq = merged_lt, merged_eq
+    return lt[..., 0]
 
 
 def mux(c: Circuit, s, x, y) -> np.ndarray:

@@ -64,14 +64,15 @@ def _garbled_run(circuit, garbler_bits, evaluator_bits, seed=7):
 
 
 @pytest.mark.parametrize("bits", BITS)
-def test_every_operation_equals_plaintext_garbled_and_in_the_clear(bits):
+@pytest.mark.parametrize("depth", ["ripple", "log"])
+def test_every_operation_equals_plaintext_garbled_and_in_the_clear(bits, depth):
     x, y = _pairs(bits)
     n = len(x)
     c = Circuit()
     gx, ey = c.input("garbler", (n, bits)), c.input("evaluator", (n, bits))
-    s, d = arith.add(c, gx, ey), arith.sub(c, gx, ey)
-    lt = arith.less(c, gx, ey)
-    ult = arith.less(c, gx, ey, unsigned=True)
+    s, d = arith.add(c, gx, ey, depth=depth), arith.sub(c, gx, ey)
+    lt = arith.less(c, gx, ey, depth=depth)
+    ult = arith.less(c, gx, ey, unsigned=True, depth=depth)
     mx, back = arith.select_max(c, gx, ey)
     for part in (s, d, lt, ult, mx, back):
         c.output(part, "evaluator")
@@ -140,25 +141,44 @@ def test_mux_selects_and_constants_fold_away():
     assert (c.not_(c.not_(Circuit.constant([1, 0, 1]))) == [1, 0, 1]).all()
     assert c.and_count == 0
     assert (
-        arith.and_gates(lambda cc, a, b: arith.add(cc, a, arith.constant(3, 16)), 16, (5,), ())
+        arith.and_gates(
+            lambda cc, a, b: arith.add(cc, a, arith.constant(3, 16), depth="ripple"), 16, (5,), ()
+        )
         < 5 * 15
     )
 
 
 @pytest.mark.parametrize("bits", [16, 50, 64])
 def test_and_gate_counts_are_the_documented_ones(bits):
-    assert arith.and_gates(arith.add, bits, (1,), (1,)) == bits - 1
+    def ripple(f):
+        return lambda c, x, y: f(c, x, y, depth="ripple")
+
+    def log(f):
+        return lambda c, x, y: f(c, x, y, depth="log")
+
+    assert arith.and_gates(ripple(arith.add), bits, (1,), (1,)) == bits - 1
     assert arith.and_gates(arith.sub, bits, (1,), (1,)) == bits - 1
-    assert arith.and_gates(arith.less, bits, (1,), (1,)) == bits
-    assert arith.and_gates(arith.maximum, bits, (1,), (1,)) == 2 * bits
+    assert arith.and_gates(ripple(arith.less), bits, (1,), (1,)) == bits
+    assert arith.and_gates(log(arith.less), bits, (1,), (1,)) <= 3 * bits - 2
+    assert arith.and_gates(log(arith.add), bits, (1,), (1,)) <= 2 * bits * (bits - 1).bit_length()
+    # "auto": the log-depth circuits for small operands, the ripple ones for large batches
+    assert arith.and_gates(arith.less, bits, (1,), (1,)) == arith.and_gates(
+        log(arith.less), bits, (1,), (1,)
+    )
+    big = (arith.LOG_DEPTH_MAX_BITS,)
+    assert arith.and_gates(arith.less, bits, big, big) == big[0] * bits
+    assert arith.and_gates(arith.add, bits, big, big) == big[0] * (bits - 1)
+    small_max = arith.and_gates(arith.maximum, bits, (1,), (1,))
+    assert small_max == arith.and_gates(log(arith.less), bits, (1,), (1,)) + bits
     assert (
         arith.and_gates(lambda c, s, x, y: arith.mux(c, s[..., 0], x, y), bits, (1,), (1,), (1,))
         == bits
     )
-    # an argmax over 10: 9 comparisons and value muxes, and the index bits' muxes
-    assert 9 * 2 * bits <= arith.and_gates(arith.argmax, bits, (10,)) <= 9 * 2 * bits + 9 * 4
+    # an argmax over 10: 9 compare-and-selects, and the index bits' muxes
+    select = arith.and_gates(arith.maximum, bits, (5,), (5,)) / 5
+    assert 9 * select <= arith.and_gates(arith.argmax, bits, (10,)) <= 9 * select + 9 * 4
     # a batch costs the sum of its elements
-    assert arith.and_gates(arith.less, bits, (100,), (100,)) == 100 * bits
+    assert arith.and_gates(ripple(arith.less), bits, (100,), (100,)) == 100 * bits
 
 
 def test_the_gate_sequence_and_tables_size_do_not_depend_on_the_inputs():

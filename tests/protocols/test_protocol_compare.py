@@ -22,6 +22,7 @@ from transcript_harness import RecordingTransport, assert_same_transcripts
 
 from protocols import compare as cmp
 from protocols.compare import ArgmaxParams, CompareSpec, Params
+from protocols.stages import circuits
 from smc_hmm.crypto import CipherArray
 from smc_hmm.crypto.dgk import DGKPublicKey, dgk_keypair_for
 from smc_hmm.errors import (
@@ -156,7 +157,9 @@ def test_the_garbled_comparisons_rounds_messages_and_gates(keypair_512):
         cost = compare(keypair_512, [1, 2, 3], [3, 2, 1], 16, reveal_to).cost
         assert cost.rounds == rounds
         ops = cost.totals()["ops"]
-        assert ops["and_gates"] == 3 * 16  # l AND gates a comparison
+        # a small batch takes the log-depth adder; large ones l AND gates a comparison
+        assert ops["and_gates"] == circuits.compare_circuit(3, 16, reveal_to).and_gates
+        assert circuits.compare_circuit(200, 16, reveal_to).and_gates == 200 * 16
         assert ops["ot"] == 3 * 17  # Bob counts the random OTs: l + 1 bits a share
     one = compare(keypair_512, [1], [2], 16).cost
     many = compare(keypair_512, list(range(20)), list(range(20, 0, -1)), 16).cost
@@ -629,7 +632,9 @@ def test_two_processes_over_mutual_tls(tmp_path):
     assert result["bob"] == [True, False, False]
     assert result["alice"] is None
     # the garbled comparison (the default) over mutual TLS: l AND gates a comparison
-    assert result.cost.parties["bob"]["ops"]["and_gates"] == 3 * 8
+    assert result.cost.parties["bob"]["ops"]["and_gates"] == (
+        circuits.compare_circuit(3, 8, "bob").and_gates
+    )
     assert result.cost.parties["bob"]["ops"]["ot"] == 3 * 9
 
 
