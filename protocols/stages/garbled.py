@@ -30,10 +30,17 @@ two shares is v (l - 1 AND gates).  Alice sees v + 2^(l-1) + r: statistically hi
 the circuit gives Alice b ^ m (m Bob's random bits, garbler inputs), she returns
 E(b ^ m) and Bob has E(b) = m + (1 - 2m) E(b ^ m).
 
-Who learns what (semi-honest garbler; Alice may deviate):
+Who learns what (semi-honest garbler):
 * Alice sees uniform share values (within 2^-sigma), labels (pseudorandom), the tables,
-  and her declared outputs; a deviating Alice can change only her own circuit inputs
-  (the KOS check catches inconsistent OT choices; e_j only selects her input).
+  and her declared outputs.  Inside the circuit a deviating Alice can change only her
+  own inputs (the KOS check catches inconsistent OT choices; e_j only selects her input;
+  a forged output label is refused), and those inputs are not yet bound to the shares
+  she was given: her share is whatever she enters, so she can shift the value the circuit
+  reconstructs.  The bits' return (:func:`alice_bits_to_bob`) is semi-honest too: Alice
+  encrypts, and a deviating Alice may return E(any integer) instead of E(b ^ m), so that
+  Bob's "bit" is m + (1 - 2m) x for her choice of x.  Binding her inputs and keeping
+  decisions inside the circuit are the next designs (``docs/security.md``, "What this
+  model does not cover"); until then treat this stage as semi-honest for Alice too.
 * Bob sees Alice's padded choices e (uniform), her re-encrypted masked bits (Paillier
   ciphertexts under her key) and the outputs the circuit gives him.
 Every message's size follows from the circuit's public sizes.  The ledger counts ``ot``

@@ -251,7 +251,9 @@ def horner_pack(enc: CipherArray, slot_bits: int, per: int) -> CipherArray:
     if kernel is not None and kernel.fits(n2) and flat.size:
         pk.check_plain(1 << (min(per, flat.size) * slot_bits), "packed slots")
         data = kernel.horner_pack(flat.ciphertexts(), per, slot_bits, n2)
-        pk.meter.count("native_mults", (slot_bits + 2) * flat.size)
+        groups = [min(per, flat.size - g) for g in range(0, flat.size, per)]
+        # per group of s: s conversions in, (s - 1) (shift + 1) products, one conversion out
+        pk.meter.count("native_mults", sum(2 * s + (s - 1) * slot_bits for s in groups))
         top = 1 << (min(per, flat.size) * slot_bits)
         return CipherArray(pk, data, flat.scale, top)
     out = []
