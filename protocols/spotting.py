@@ -64,6 +64,9 @@ class SpotParams:
     weight_floor_bits: int = 128
     blind_nats: float = 20.0
     sigma: int = 40
+    #: the recursion's comparisons (:data:`protocols.viterbi.COMPARISONS`): ``auto`` is the
+    #: garbled chain for spotting and DGK for mining
+    comparison: str = "auto"
 
     def __post_init__(self):
         if self.direction not in DIRECTIONS:
@@ -94,6 +97,7 @@ class SpotParams:
             blind_nats=self.blind_nats,
             weight_floor_bits=self.weight_floor_bits,
             sigma=self.sigma,
+            comparison=self.comparison,
         )
 
     @classmethod

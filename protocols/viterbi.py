@@ -135,8 +135,9 @@ from protocols.primitives import (
     rescale_messages,
     rescale_randomizers,
 )
-from protocols.stages import emissions
+from protocols.stages import emissions, garbled, maxplus
 from protocols.stages.blinds import log_blinds
+from protocols.stages.maxplus import MaxPlusLayout
 from smc_hmm.crypto import CipherArray, fixedpoint
 from smc_hmm.crypto.fixedpoint import ldexp_int
 from smc_hmm.errors import (
@@ -154,13 +155,17 @@ from smc_hmm.hmm import (
     quadratic_products,
 )
 from smc_hmm.limits import MAX_SEQUENCE_LENGTH, MAX_STATES, MAX_WIDTH, check_at_most
-from smc_hmm.messages import Ciphertexts, Message, Public
+from smc_hmm.messages import Ciphertexts, Key, Message, Public
 from smc_hmm.protocol import ProtocolDescriptor, alice_and_bob, params_from_config
 from smc_hmm.runtime.inputs import load_array, resolve_path
 
 NAME = "viterbi"
 OUTPUTS = ("path", "segment")
 HOLDERS = ("bob", "alice")
+#: How the recursion compares: ``garbled`` (one chain of circuits Bob garbles,
+#: :mod:`protocols.stages.maxplus`), ``dgk`` (the thesis's interactive DGK tournaments),
+#: ``auto`` (garbled where it is built: model_holder "bob"; dgk for speech mining).
+COMPARISONS = ("auto", "garbled", "dgk")
 
 
 # -- public parameters ------------------------------------------------------------------------
@@ -187,10 +192,20 @@ class ViterbiParams:
     #: nonzero transition and start probabilities are >= 2^-weight_floor_bits
     weight_floor_bits: int = 42
     sigma: int = 40
+    comparison: str = "auto"
 
     def __post_init__(self):
         if self.model_holder not in HOLDERS:
             raise InvalidInputError(f"model_holder must be one of {HOLDERS}")
+        if self.comparison not in COMPARISONS:
+            raise InvalidInputError(
+                f"comparison must be one of {COMPARISONS}, got {self.comparison!r}"
+            )
+        if self.comparison == "garbled" and self.model_holder == "alice":
+            raise InvalidInputError(
+                "the garbled recursion is built for model_holder 'bob'; speech mining "
+                "(model_holder 'alice') runs comparison 'dgk'"
+            )
         if self.output not in OUTPUTS:
             raise InvalidInputError(f"output must be one of {OUTPUTS}, got {self.output!r}")
         if not isinstance(self.reveal_score, bool):
@@ -206,6 +221,13 @@ class ViterbiParams:
         if self.score_scale > self.log_scale:
             raise InvalidInputError("score_scale cannot exceed log_scale")
         _ = self.forward  # validates the emission stage's parameters
+
+    @property
+    def garbled(self) -> bool:
+        """Whether the recursion runs in garbled circuits (``comparison``)."""
+        return self.comparison == "garbled" or (
+            self.comparison == "auto" and self.model_holder == "bob"
+        )
 
     @cached_property
     def forward(self) -> ForwardParams:
@@ -663,10 +685,15 @@ class Plan:
     @cached_property
     def _stage_params(self) -> ForwardParams:
         fp = self.params.forward
-        if self.structure.kind != "discrete":
+        bits = fp.precision.log_bound_bits
+        if self.structure.kind == "discrete":
+            # the slots must hold the sentinel Z of a zero probability
+            bits = max(bits, self.zero_nats.bit_length() + 1)
+        if self.params.garbled:
+            # and (garbled) an emission plus its uniform mask of mask_bits bits
+            bits = max(bits, self.mask_bits + 1 - 3 - self.params.log_scale)
+        if bits == fp.precision.log_bound_bits:
             return fp
-        # discrete: the slots must hold the sentinel Z of a zero probability
-        bits = max(fp.precision.log_bound_bits, self.zero_nats.bit_length() + 1)
         prec = PrecisionParams(
             log_scale=fp.precision.log_scale,
             log_bound_bits=bits,
@@ -675,6 +702,28 @@ class Plan:
             sigma=fp.precision.sigma,
         )
         return ForwardParams(prec, fp.feature_scale, fp.feature_bound)
+
+    @property
+    def mask_bits(self) -> int:
+        """Garbled: Bob's uniform mask of an emission at scale f, sigma bits wider than
+        twice the emission's reach (statistical distance 2^-sigma)."""
+        return self.reach_bound.bit_length() + 1 + self.params.sigma
+
+    @cached_property
+    def maxplus(self) -> MaxPlusLayout:
+        """Garbled: the public layout of the recursion's circuits (one bit wider than the
+        comparisons, so that every difference of two values fits)."""
+        s, p = self.structure, self.params
+        return MaxPlusLayout(
+            tuple(tuple(q) for q in s.preds),
+            tuple(s.row_of),
+            tuple(zip(s.state_offsets, s.states)),
+            tuple(s.segments),
+            self.length,
+            self.bits + 1,
+            p.output,
+            p.reveal_score,
+        )
 
     @property
     def shift(self) -> int:
@@ -767,6 +816,9 @@ class Plan:
     def declared(self) -> list[Message]:
         """Every message of the run (the transcript harness's declarations)."""
         out = list(self.messages().values())
+        if self.params.garbled:
+            out += list(garbled.setup_messages(self.maxplus.evaluator_bits).values())
+            return out + maxplus.messages(self.maxplus, "vit")
         out += list(self.compare_spec(1).messages().values())
         out += list(self.select_spec(1).messages().values())
         high = self.select_spec(1).compare.high_bound
@@ -779,6 +831,8 @@ class Plan:
     def randomizers(self) -> dict[str, int]:
         """The fresh randomizers each role draws in the run (the offline phase's count)."""
         s, T = self.structure, self.length
+        if self.params.garbled:  # the frames out, the masked emissions back
+            return {"alice": self.groups * s.n_inputs, "bob": self.groups * s.total_rows}
         alice = bob = 0
         for tour, times in ((self.step, T - 1), (self.final, 1)):
             for matches in tour.matches:
@@ -937,17 +991,24 @@ def alice(ctx, private, params: ViterbiParams, peer: str = "bob"):
             ctx.send(peer, msg0["spec"], structure.to_wire())
             length = _check_length(ctx.recv(peer, msg0["length"]), peer)
         plan = Plan(params, structure, length, pk.bits)
-        dgk_sk = compare.alice_send_keys(ctx, plan.compare_spec(1), peer)
+        if params.garbled:
+            ctx.send(peer, msg0["key"], pk)
+            evaluator = garbled.alice_setup(ctx, plan.maxplus.evaluator_bits, peer)
+        else:
+            dgk_sk = compare.alice_send_keys(ctx, plan.compare_spec(1), peer)
     msg = plan.messages()
     with ctx.phase("emissions"):
         if params.model_holder == "bob":
             # Step 1 (a): packed frames out; blinded packed emissions in, one slot each back
             ctx.send(peer, msg["obs"], forward_encode(pk, private, plan.fspec))
             y = plan.fspec.unpack_emissions(ctx.recv(peer, msg["emit"]).decrypt_ints(sk), length)
-            half = 1 << (plan.shift - 1)
-            slots = [[(int(v) + half) >> plan.shift for v in row] for row in y]
-            bound = msg["slots"].body.bound
-            ctx.send(peer, msg["slots"], CipherArray.encrypt_encoded(pk, slots, 0, bound))
+            if params.garbled:  # her shares of the masked emissions
+                shares = _alice_shares(plan, y)
+            else:
+                half = 1 << (plan.shift - 1)
+                slots = [[(int(v) + half) >> plan.shift for v in row] for row in y]
+                bound = msg["slots"].body.bound
+                ctx.send(peer, msg["slots"], CipherArray.encrypt_encoded(pk, slots, 0, bound))
         else:
             # Step 1 (b): her encrypted model; the rescaling of Bob's emissions
             weights, consts = emission_program(decoders, plan)
@@ -961,6 +1022,12 @@ def alice(ctx, private, params: ViterbiParams, peer: str = "bob"):
             ]
             ctx.send(peer, msg["model"], model)
             alice_rescale(ctx, plan.shift, plan.rescale_spec(), peer)
+    if params.garbled:
+        with ctx.phase("recursion"):  # steps 2-5 in the chain of circuits Bob garbles
+            values, scores = maxplus.alice_maxplus(ctx, evaluator, plan.maxplus, shares, "vit")
+        with ctx.phase("output"):
+            ctx.send(peer, msg0["done"], True)
+        return _results(plan, values, scores)
     with ctx.phase("recursion"):
         # Step 2: one tournament per frame; she keeps her shares of the bits
         shares = [alice_tournament(ctx, dgk_sk, plan.step, plan, peer) for _ in range(length - 1)]
@@ -988,15 +1055,34 @@ def _observation_length(observations) -> int:
     return int(obs.shape[0])
 
 
+def _alice_shares(plan: Plan, masked) -> list[list[int]]:
+    """Garbled: her shares floor(y / 2^(f - s)) mod 2^l of the masked emissions y
+    (Bob's mask M is uniform, his share -floor(M / 2^(f - s)): the two add up to the
+    rounded emission or one unit more); a y outside its public range ends the run."""
+    half, mod = 1 << (plan.shift - 1), 1 << plan.maxplus.bits
+    lo, hi = half - plan.reach_bound, plan.reach_bound + half + (1 << plan.mask_bits)
+    if any(not lo <= int(v) < hi for row in masked for v in row):
+        raise ProtocolError("vit.emit: a masked emission is outside its public range")
+    return [[(int(v) >> plan.shift) % mod for v in row] for row in masked]
+
+
 def _outputs(plan: Plan, packed: list[int], scores) -> list[dict]:
-    s, out, at = plan.structure, [], 0
-    for k in range(len(s.states)):
+    values, at = [], 0
+    for k in range(len(plan.structure.states)):
         w = plan.output_bits(k)
-        values = []
+        values.append([])
         for chunk in plan.output_chunks(k):
             v = packed[at]
             at += 1
-            values += [(v >> (i * w)) & ((1 << w) - 1) for i in range(len(chunk))]
+            values[-1] += [(v >> (i * w)) & ((1 << w) - 1) for i in range(len(chunk))]
+    return _results(plan, values, scores)
+
+
+def _results(plan: Plan, outputs: list[list[int]], scores) -> list[dict]:
+    """Per model ``{"path": ...}`` or ``{"segment": ...}`` (and ``"score"``) from the
+    per-frame output values."""
+    out = []
+    for k, values in enumerate(outputs):
         result: dict = {}
         if plan.params.output == "path":
             result["path"] = values
@@ -1040,11 +1126,24 @@ def bob(ctx, private, params: ViterbiParams, peer: str = "alice"):
                         "it was clipped, and the run is refused"
                     )
                 )
-        plan = Plan(params, structure, length, 0)
-        pk, dgk_pk = compare.bob_recv_keys(ctx, plan.compare_spec(1), peer)
-        _ = dgk_pk.table
-        plan = Plan(params, structure, length, pk.bits, dgk_pk)
+        if params.garbled:
+            pk = ctx.recv(peer, msg0["key"])
+            plan = Plan(params, structure, length, pk.bits)
+            garbler = garbled.bob_setup(ctx, plan.maxplus.evaluator_bits, peer)
+        else:
+            plan = Plan(params, structure, length, 0)
+            pk, dgk_pk = compare.bob_recv_keys(ctx, plan.compare_spec(1), peer)
+            _ = dgk_pk.table
+            plan = Plan(params, structure, length, pk.bits, dgk_pk)
     msg = plan.messages()
+    if params.garbled:
+        with ctx.phase("emissions"):
+            shares, starts, trans = _bob_shares(ctx, decoders, plan, msg, peer)
+        with ctx.phase("recursion"):  # steps 2-5 in the chain of circuits he garbles
+            maxplus.bob_maxplus(ctx, garbler, plan.maxplus, shares, starts, trans, "vit")
+        with ctx.phase("output"):
+            ctx.recv(peer, msg0["done"])
+        return None
     with ctx.phase("emissions"):
         if params.model_holder == "bob":
             emit, starts, trans = _bob_emissions(ctx, decoders, plan, msg, peer)
@@ -1164,6 +1263,30 @@ def _bob_emissions(ctx, decoders, plan: Plan, msg, peer):
     return e, starts, trans
 
 
+def _bob_shares(ctx, decoders, plan: Plan, msg, peer):
+    """Garbled (model_holder "bob"): the emission stage with a uniform mask M of
+    ``plan.mask_bits`` bits on every slot instead of a smooth blind; his shares
+    -floor(M / 2^(f - s)) mod 2^l (:func:`_alice_shares` has hers)."""
+    s, T = plan.structure, plan.length
+    weights, consts = emission_program(decoders, plan)
+    starts, trans = log_parts(decoders, plan)
+    enc_obs = ctx.recv(peer, msg["obs"])
+    layout = plan.fspec.emissions(T)
+    if enc_obs.shape[0] != len(layout.groups):
+        raise ProtocolError(f"{enc_obs.shape[0]} observation groups for {T} frames")
+    half, mod = 1 << (plan.shift - 1), 1 << plan.maxplus.bits
+    masks = [[ctx.rng.randbits(plan.mask_bits) for _ in range(s.total_rows)] for _ in range(T)]
+    offsets = [[int(c) + half + m for c, m in zip(consts, row)] for row in masks]
+    if s.kind == "discrete":
+        enc_obs.public_key.meter.count("ot", T)
+    emit = emissions.bob_emissions(
+        enc_obs, weights, plan.weight_scale, offsets, layout, plan.fspec.emit_bound
+    )
+    ctx.send(peer, msg["emit"], emit.with_bound(msg["emit"].body.bound).rerandomize())
+    shares = [[(-(m >> plan.shift)) % mod for m in row] for row in masks]
+    return shares, starts, trans
+
+
 def _mining_emissions(ctx, inputs, plan: Plan, msg, peer):
     """model_holder "alice": Alice's encrypted model, Bob's frames as exponents, then the
     rescaling to scale s."""
@@ -1182,6 +1305,7 @@ def _static_messages() -> dict[str, Message]:
         "spec": Message("vit.spec", Public((dict,))),
         "length": Message("vit.length", Public((int,))),
         "done": Message("vit.done", Public((bool,))),
+        "key": Message("vit.pk", Key()),  # garbled: Alice's Paillier key (dgk: compare's)
     }
 
 

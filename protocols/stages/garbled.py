@@ -59,6 +59,7 @@ from smc_hmm.errors import InvalidInputError, PrecisionError, ProtocolError
 from smc_hmm.gc import arith
 from smc_hmm.gc.circuit import CompiledCircuit
 from smc_hmm.gc.garble import (
+    carried_labels,
     constant_labels,
     decode_garbler_outputs,
     decode_outputs,
@@ -89,6 +90,7 @@ __all__ = [
     "bob_bits_from_circuit",
     "bob_setup",
     "bob_share",
+    "choice_message",
     "circuit_messages",
     "setup_messages",
     "share_bound",
@@ -119,18 +121,23 @@ def setup_messages(cots: int) -> dict[str, Message]:
     }
 
 
-def circuit_messages(circuit: CompiledCircuit) -> dict[str, Message]:
-    """One circuit's messages, declared from its public sizes."""
-    n_ev = circuit.input_count("evaluator")
+def choice_message(count: int, tag: str = "gc.choice") -> Message:
+    """Alice's padded choice bits e_j = x_j ^ rho_j for ``count`` input bits."""
+    return Message(tag, _bytes("ot-choice", (count + 7) // 8))
+
+
+def circuit_messages(circuit: CompiledCircuit, prefix: str = "gc") -> dict[str, Message]:
+    """One circuit's messages, declared from its public sizes (tags ``prefix.choice``,
+    ``prefix.tables``, ``prefix.outputs``)."""
     tables = (
         _blocks("garbled", 2 * circuit.and_gates),
         _blocks("labels", 2 + circuit.input_count("garbler")),
         _blocks("decoding", circuit.output_count("evaluator")),
     )
     return {
-        "choice": Message("gc.choice", _bytes("ot-choice", (n_ev + 7) // 8)),
-        "tables": Message("gc.tables", tables),
-        "outputs": Message("gc.outputs", _blocks("labels", circuit.output_count("garbler"))),
+        "choice": choice_message(circuit.input_count("evaluator"), f"{prefix}.choice"),
+        "tables": Message(f"{prefix}.tables", tables),
+        "outputs": Message(f"{prefix}.outputs", _blocks("labels", circuit.output_count("garbler"))),
     }
 
 
@@ -178,17 +185,22 @@ class Garbler:
         rows, self.pool = self.pool[:count], self.pool[count:]
         return rows
 
-    def run(self, ctx, circuit: CompiledCircuit, bits) -> np.ndarray:
-        """Garble ``circuit`` with Bob's input ``bits`` (steps 1-3); his output bits."""
+    def input_labels(self, ctx, count: int, tag: str = "gc.choice") -> np.ndarray:
+        """Step 1: the 0-labels of Alice's next ``count`` input wires, Q_j ^ e_j Delta
+        from her padded choices (one message, however many circuits they feed)."""
+        q = self._take(ctx, count)
+        e = _unpack_bits(ctx.recv(self.peer, choice_message(count, tag)), count)
+        return q ^ ((np.uint64(0) - e.astype(np.uint64))[:, None] & self.delta)
+
+    def garble(self, ctx, circuit: CompiledCircuit, bits, evaluator_zero, carry=None, prefix="gc"):
+        """Steps 2-3 for ``circuit``, Alice's input wires on ``evaluator_zero`` (from
+        :meth:`input_labels`), its carried inputs on ``carry`` (0-labels an earlier
+        circuit carried out).  Returns (Bob's output bits, the carried outputs' 0-labels)."""
         bits = _check_bits(bits, circuit.input_count("garbler"), "garbler")
-        msg = circuit_messages(circuit)
-        n_ev = circuit.input_count("evaluator")
-        q = self._take(ctx, n_ev)
-        e = _unpack_bits(ctx.recv(self.peer, msg["choice"]), n_ev)  # step 1
-        zero = q ^ ((np.uint64(0) - e.astype(np.uint64))[:, None] & self.delta)
-        g = garble(circuit, self.delta, ctx.rng, zero, self.tweak)
+        msg = circuit_messages(circuit, prefix)
+        g = garble(circuit, self.delta, ctx.rng, evaluator_zero, self.tweak, carry)
         labels = np.concatenate([constant_labels(g), garbler_input_labels(g, bits)])
-        ctx.send(  # step 2
+        ctx.send(
             self.peer,
             msg["tables"],
             [g.tables.tobytes(), labels.tobytes(), g.output_decoding().tobytes()],
@@ -196,10 +208,15 @@ class Garbler:
         ctx.count("and_gates", circuit.and_gates)
         ctx.count("garbled_bytes", g.tables.nbytes + labels.nbytes)
         self.tweak += _tweak_span(circuit)
-        if not circuit.output_count("garbler"):
-            return np.zeros(0, np.uint8)
-        returned = as_blocks(ctx.recv(self.peer, msg["outputs"]))  # step 3
-        return decode_garbler_outputs(g, returned)
+        out = np.zeros(0, np.uint8)
+        if circuit.output_count("garbler"):
+            out = decode_garbler_outputs(g, as_blocks(ctx.recv(self.peer, msg["outputs"])))
+        return out, carried_labels(circuit, g.zero_labels)
+
+    def run(self, ctx, circuit: CompiledCircuit, bits) -> np.ndarray:
+        """Garble ``circuit`` with Bob's input ``bits`` (steps 1-3); his output bits."""
+        zero = self.input_labels(ctx, circuit.input_count("evaluator"))
+        return self.garble(ctx, circuit, bits, zero)[0]
 
 
 @dataclass
@@ -231,21 +248,38 @@ class Evaluator:
         self.pool_bits, self.pool = self.pool_bits[count:], self.pool[count:]
         return bits, rows
 
-    def run(self, ctx, circuit: CompiledCircuit, bits) -> np.ndarray:
-        """Evaluate ``circuit`` on Alice's input ``bits`` (steps 1-3); her output bits."""
-        bits = _check_bits(bits, circuit.input_count("evaluator"), "evaluator")
-        msg = circuit_messages(circuit)
+    def input_labels(self, ctx, bits, tag: str = "gc.choice") -> np.ndarray:
+        """Step 1: the labels of her input ``bits`` (one message, however many circuits
+        they feed)."""
+        bits = np.asarray(bits, dtype=np.uint8).reshape(-1)
+        if (bits > 1).any():
+            raise InvalidInputError("input bits are 0 or 1")
         rho, t = self._take(ctx, bits.size)
-        ctx.send(self.peer, msg["choice"], _pack_bits(bits ^ rho))  # step 1
+        ctx.send(self.peer, choice_message(bits.size, tag), _pack_bits(bits ^ rho))
+        return t
+
+    def evaluate(self, ctx, circuit: CompiledCircuit, labels, carry=None, prefix="gc"):
+        """Steps 2-3 for ``circuit`` on her input wires' ``labels`` and the carried
+        ``carry`` labels.  Returns (her output bits, the carried outputs' labels)."""
+        if np.shape(labels) != (circuit.input_count("evaluator"), 2):
+            raise InvalidInputError(
+                f"{np.shape(labels)} input labels for {circuit.input_count('evaluator')} wires"
+            )
+        msg = circuit_messages(circuit, prefix)
         raw_tables, raw_labels, raw_decoding = ctx.recv(self.peer, msg["tables"])  # step 2
         tables = as_blocks(raw_tables).reshape(-1, 2, 2)
-        labels = as_blocks(raw_labels)
-        w = evaluate(circuit, tables, labels[:2], labels[2:], t, self.tweak)
+        sent = as_blocks(raw_labels)
+        w = evaluate(circuit, tables, sent[:2], sent[2:], labels, self.tweak, carry)
         out = decode_outputs(circuit, w, as_blocks(raw_decoding), self.tweak)
         self.tweak += _tweak_span(circuit)
         if circuit.output_count("garbler"):  # step 3
             ctx.send(self.peer, msg["outputs"], garbler_output_labels(circuit, w).tobytes())
-        return out
+        return out, carried_labels(circuit, w)
+
+    def run(self, ctx, circuit: CompiledCircuit, bits) -> np.ndarray:
+        """Evaluate ``circuit`` on Alice's input ``bits`` (steps 1-3); her output bits."""
+        bits = _check_bits(bits, circuit.input_count("evaluator"), "evaluator")
+        return self.evaluate(ctx, circuit, self.input_labels(ctx, bits))[0]
 
 
 def _tweak_span(circuit: CompiledCircuit) -> int:

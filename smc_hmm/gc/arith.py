@@ -15,7 +15,17 @@ over the leading axes, so a batch of comparisons is one call.  AND gates per ele
 ``mux``                           l
 ``select_max``, ``maximum``       a comparison, then a mux (l)
 ``argmax`` over K values          K - 1 compare-and-selects + the index bits' muxes
+``compress`` (3 values to 2)      l - 1 in one layer (a carry-save adder)
+``cs_less`` (carry-save values)   5l in 3 + log2(l) layers
+``group_argmax``                  per group of K, K - 1 compare-and-selects, all the
+                                  groups' matches of a round in one batch
 ================================  =======================================
+
+*Carry-save* values (``(..., 2, l)``: the value is the sum of the two mod 2^l) let a long
+chain of additions and comparisons -- the Viterbi recursion -- run in a few layers per
+step: an addition is one layer of full adders (:func:`compress`), and only a comparison
+propagates a carry, through a log-depth tree (:func:`cs_less`).  Additive shares of a
+value are a carry-save value as they stand.
 
 :func:`and_gates` measures any of them on a scratch circuit.  Ties break as numpy's
 ``argmax``: the first of equal maxima wins (and ``select_max`` keeps its first operand).
@@ -39,7 +49,11 @@ __all__ = [
     "add",
     "and_gates",
     "argmax",
+    "compress",
     "constant",
+    "cs_less",
+    "cs_value",
+    "group_argmax",
     "from_bits",
     "less",
     "maximum",
@@ -236,6 +250,95 @@ def argmax(c: Circuit, values, payload=None) -> tuple[np.ndarray, np.ndarray]:
             carried = np.concatenate([carried, payload[..., -1:, :]], axis=-2)
         values, payload = best, carried
     return values[..., 0, :], payload[..., 0, :]
+
+
+def compress(c: Circuit, x, y, z, carry_in: int = 0) -> np.ndarray:
+    """x + y + z + carry_in as a carry-save value ``(..., 2, l)`` mod 2^l: per bit the sum
+    x ^ y ^ z, and the majority shifted up one place (carry_in, a public bit, fills the
+    empty lowest place); one AND a bit, in one layer."""
+    x, y, z = np.broadcast_arrays(np.asarray(x), np.asarray(y), np.asarray(z))
+    total = c.xor(c.xor(x, y), z)
+    top = x.shape[-1] - 1  # the top bit's carry leaves the l bits
+    majority = c.xor(
+        z[..., :top], c.and_(c.xor(x[..., :top], z[..., :top]), c.xor(y, z)[..., :top])
+    )
+    carry = np.empty_like(total)
+    carry[..., 0] = Circuit.constant(np.full(total.shape[:-1], carry_in))
+    carry[..., 1:] = majority
+    return np.stack([total, carry], axis=-2)
+
+
+def _top_carry(c: Circuit, x, y) -> np.ndarray:
+    """The carry into the top bit of x + y: a prefix tree over (generate, propagate)
+    pairs of the lower bits, (g, p)_hi o (g, p)_lo = (g_hi ^ (p_hi & g_lo), p_hi & p_lo)
+    (the two terms of g exclude each other)."""
+    g = c.and_(x[..., :-1], y[..., :-1])
+    p = c.xor(x[..., :-1], y[..., :-1])
+    while g.shape[-1] > 1:
+        n = g.shape[-1]
+        pairs = n // 2
+        lo_g, hi_g = g[..., 0 : 2 * pairs : 2], g[..., 1 : 2 * pairs : 2]
+        lo_p, hi_p = p[..., 0 : 2 * pairs : 2], p[..., 1 : 2 * pairs : 2]
+        merged_g = c.xor(hi_g, c.and_(hi_p, lo_g))
+        merged_p = hi_p if n == 2 else c.and_(hi_p, lo_p)  # the root needs no propagate
+        if n % 2:  # the most significant group waits for the next level
+            merged_g = np.concatenate([merged_g, g[..., -1:]], axis=-1)
+            merged_p = np.concatenate([merged_p, p[..., -1:]], axis=-1)
+        g, p = merged_g, merged_p
+    return g[..., 0]
+
+
+def cs_less(c: Circuit, x, y) -> np.ndarray:
+    """[x < y] for carry-save values (``(..., 2, l)``) whose difference is below 2^(l-1)
+    in magnitude: the sign of x0 + x1 + ~y0 + ~y1 + 2, two compressions and one carry
+    tree."""
+    x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
+    first = compress(c, x[..., 0, :], x[..., 1, :], c.not_(y[..., 0, :]), carry_in=1)
+    a, b = _split(compress(c, *_split(first), c.not_(y[..., 1, :]), carry_in=1))
+    return c.xor(c.xor(a[..., -1], b[..., -1]), _top_carry(c, a, b))
+
+
+def _split(cs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return cs[..., 0, :], cs[..., 1, :]
+
+
+def cs_value(c: Circuit, x) -> np.ndarray:
+    """The carry-save value ``(..., 2, l)`` as an ordinary l-bit value (one addition)."""
+    x = np.asarray(x)
+    return add(c, x[..., 0, :], x[..., 1, :])
+
+
+def group_argmax(
+    c: Circuit, values, groups, payload, carry_save: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per group (a sequence of indices into the first axis of ``values``, lower values
+    first), its maximum and the ``payload`` row of its winner: tournaments in lockstep,
+    every round's matches of all groups one batched compare-and-select, the right taken
+    only when strictly greater (numpy's ties), the last of an odd round sitting out.
+    ``values`` are ``(n, l)`` or carry-save ``(n, 2, l)``; ``payload`` ``(n, p)`` wires.
+    Returns ``(len(groups), ...)`` stacks."""
+    values, payload = np.asarray(values), np.asarray(payload)
+    if payload.shape[0] != values.shape[0]:
+        raise InvalidInputError(f"a payload for {payload.shape[0]} values, not {values.shape[0]}")
+    if any(len(g) < 1 for g in groups):
+        raise InvalidInputError("an argmax needs at least one value")
+    current = [[(values[i], payload[i]) for i in g] for g in groups]
+    while any(len(g) > 1 for g in current):
+        pairs = [(g[i], g[i + 1]) for g in current for i in range(0, len(g) - 1, 2)]
+        left = np.stack([p[0][0] for p in pairs])
+        right = np.stack([p[1][0] for p in pairs])
+        take = cs_less(c, left, right) if carry_save else less(c, left, right)
+        best = mux(c, take[:, None] if carry_save else take, right, left)
+        carried = mux(
+            c, take, np.stack([p[1][1] for p in pairs]), np.stack([p[0][1] for p in pairs])
+        )
+        done, at = [], 0
+        for g in current:
+            merged = [(best[at + k], carried[at + k]) for k in range(len(g) // 2)]
+            at += len(g) // 2
+            done.append(merged + ([g[-1]] if len(g) % 2 else []))
+        current = done
+    return np.stack([g[0][0] for g in current]), np.stack([g[0][1] for g in current])
 
 
 def and_gates(function, bits: int, *shapes) -> int:

@@ -24,10 +24,15 @@ import numpy as np
 
 from smc_hmm.errors import InvalidInputError
 
-__all__ = ["PARTIES", "Circuit", "CompiledCircuit", "Layer", "evaluate_plain"]
+__all__ = ["CARRY", "PARTIES", "Circuit", "CompiledCircuit", "Layer", "evaluate_plain"]
 
 ZERO, ONE = 0, 1
 PARTIES = ("garbler", "evaluator")
+#: Wires whose labels pass from one circuit to a later one garbled under the same Delta
+#: (the garbler keeps their 0-labels, the evaluator her active labels; nothing is sent):
+#: a long computation runs as a chain of small circuits (``docs/garbled.md``).
+CARRY = "carry"
+KINDS = (*PARTIES, CARRY)
 _XOR, _NOT, _AND = 0, 1, 2
 
 
@@ -71,8 +76,8 @@ class Circuit:
     def __init__(self):
         self.n_wires = 2
         self._gates: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
-        self._inputs: dict[str, list[np.ndarray]] = {p: [] for p in PARTIES}
-        self._outputs: dict[str, list[np.ndarray]] = {p: [] for p in PARTIES}
+        self._inputs: dict[str, list[np.ndarray]] = {p: [] for p in KINDS}
+        self._outputs: dict[str, list[np.ndarray]] = {p: [] for p in KINDS}
         self.and_count = 0
 
     # -- wires --------------------------------------------------------------------------
@@ -83,18 +88,20 @@ class Circuit:
         return ids
 
     def input(self, party: str, shape) -> np.ndarray:
-        """Fresh input wires of ``party`` (``garbler`` or ``evaluator``) of ``shape``."""
-        if party not in PARTIES:
-            raise InvalidInputError(f"an input belongs to one of {PARTIES}, not {party!r}")
+        """Fresh input wires of ``party`` (``garbler``, ``evaluator`` or :data:`CARRY`: the
+        labels of an earlier circuit's carried outputs) of ``shape``."""
+        if party not in KINDS:
+            raise InvalidInputError(f"an input belongs to one of {KINDS}, not {party!r}")
         shape = tuple(np.atleast_1d(shape)) if not isinstance(shape, tuple) else shape
         wires = self._new(int(np.prod(shape, dtype=np.int64))).reshape(shape)
         self._inputs[party].append(wires.reshape(-1))
         return wires
 
     def output(self, wires, to: str) -> None:
-        """Reveal ``wires`` to ``to`` (``garbler`` or ``evaluator``), in declaration order."""
-        if to not in PARTIES:
-            raise InvalidInputError(f"an output goes to one of {PARTIES}, not {to!r}")
+        """Reveal ``wires`` to ``to`` (``garbler`` or ``evaluator``), or keep their labels for
+        a later circuit (:data:`CARRY`: revealed to nobody), in declaration order."""
+        if to not in KINDS:
+            raise InvalidInputError(f"an output goes to one of {KINDS}, not {to!r}")
         self._outputs[to].append(_ids(wires).reshape(-1))
 
     @staticmethod
@@ -207,18 +214,19 @@ class Circuit:
         return CompiledCircuit(
             self.n_wires,
             tuple(layers),
-            {p: flat(self._inputs[p]) for p in PARTIES},
-            {p: flat(self._outputs[p]) for p in PARTIES},
+            {p: flat(self._inputs[p]) for p in KINDS},
+            {p: flat(self._outputs[p]) for p in KINDS},
             int(is_and.sum()),
         )
 
 
 def evaluate_plain(circuit: CompiledCircuit, inputs: dict[str, np.ndarray]) -> dict:
     """Run ``circuit`` on plaintext bits (``inputs[party]``: flat 0/1 arrays in the
-    declared order); returns each party's output bits (the reference of the tests)."""
+    declared order, :data:`CARRY` included); returns each kind's output bits (the
+    reference of the tests)."""
     values = np.zeros(circuit.n_wires, dtype=np.uint8)
     values[ONE] = 1
-    for party in PARTIES:
+    for party in KINDS:
         bits = np.asarray(inputs.get(party, ()), dtype=np.uint8).reshape(-1)
         if bits.size != circuit.input_count(party):
             raise InvalidInputError(
@@ -233,4 +241,4 @@ def evaluate_plain(circuit: CompiledCircuit, inputs: dict[str, np.ndarray]) -> d
         values[no] = values[na] ^ 1
         aa, ab, ao = layer.and_
         values[ao] = values[aa] & values[ab]
-    return {p: values[circuit.outputs[p]].copy() for p in PARTIES}
+    return {p: values[circuit.outputs[p]].copy() for p in KINDS}

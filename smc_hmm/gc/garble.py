@@ -34,13 +34,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from smc_hmm.errors import GarbledCircuitError, InvalidInputError
-from smc_hmm.gc.circuit import ONE, ZERO, CompiledCircuit
+from smc_hmm.gc.circuit import CARRY, ONE, ZERO, CompiledCircuit
 from smc_hmm.gc.hashing import random_blocks, tccr_hash
 
 __all__ = [
     "DECODE_BYTES",
     "Garbling",
     "TABLE_BYTES",
+    "carried_labels",
     "constant_labels",
     "decode_garbler_outputs",
     "decode_outputs",
@@ -107,11 +108,14 @@ def garble(
     rng,
     evaluator_zero_labels: np.ndarray,
     tweak_base: int = 0,
+    carry_zero_labels: np.ndarray | None = None,
 ) -> Garbling:
     """Garble ``circuit`` under ``delta``: the evaluator's input wires take the 0-labels
-    the OT extension gave (``evaluator_zero_labels``, ``(inputs, 2)``), every other input
-    and the constants fresh labels from ``rng``.  ``tweak_base``: distinct per circuit
-    garbled under one Delta (2 * AND gates + outputs tweaks each)."""
+    the OT extension gave (``evaluator_zero_labels``, ``(inputs, 2)``), the carried inputs
+    an earlier circuit's carried outputs' 0-labels (``carry_zero_labels``,
+    :func:`carried_labels`), every other input and the constants fresh labels from
+    ``rng``.  ``tweak_base``: distinct per circuit garbled under one Delta (2 * AND gates
+    + outputs tweaks each)."""
     delta = np.asarray(delta, dtype=np.uint64)
     if delta.shape != (2,) or not int(delta[0]) & 1:
         raise InvalidInputError("Delta is one block with its lowest bit set")
@@ -124,6 +128,7 @@ def garble(
     fresh = np.concatenate([[ZERO, ONE], circuit.inputs["garbler"]]).astype(np.int64)
     w0[fresh] = random_blocks(rng, fresh.size)
     w0[ev] = evaluator_zero_labels
+    w0[circuit.inputs[CARRY]] = _carry(circuit, carry_zero_labels, InvalidInputError)
     tables = np.zeros((circuit.and_gates, 2, 2), dtype=np.uint64)
     for layer in circuit.layers:
         xa, xb, xo = layer.xor
@@ -133,6 +138,21 @@ def garble(
         if layer.and_index.size:
             _garble_and(w0, tables, delta, layer, tweak_base)
     return Garbling(circuit, delta, w0, tables, tweak_base)
+
+
+def _carry(circuit: CompiledCircuit, labels, error) -> np.ndarray:
+    count = circuit.input_count(CARRY)
+    if labels is None:
+        labels = np.zeros((0, 2), np.uint64)
+    if np.shape(labels) != (count, 2):
+        raise error(f"{np.shape(labels)} carried labels, the circuit carries in {count}")
+    return labels
+
+
+def carried_labels(circuit: CompiledCircuit, labels: np.ndarray) -> np.ndarray:
+    """The labels of ``circuit``'s carried outputs, from one label per wire: the
+    garbler's 0-labels (``Garbling.zero_labels``) or the evaluator's active labels."""
+    return labels[circuit.outputs[CARRY]]
 
 
 def _tweaks(layer, tweak_base: int) -> tuple[np.ndarray, np.ndarray]:
@@ -179,9 +199,11 @@ def evaluate(
     garbler_labels: np.ndarray,
     evaluator_labels: np.ndarray,
     tweak_base: int = 0,
+    carry_labels: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The evaluator's run: one active label per wire, ``(n_wires, 2)``.  Sizes are
-    checked first (:class:`~smc_hmm.errors.GarbledCircuitError`)."""
+    """The evaluator's run: one active label per wire, ``(n_wires, 2)``; the carried
+    inputs take ``carry_labels`` (an earlier circuit's, :func:`carried_labels`).  Sizes
+    are checked first (:class:`~smc_hmm.errors.GarbledCircuitError`)."""
     expected = {
         "tables": ((circuit.and_gates, 2, 2), tables),
         "constant labels": ((2, 2), constants),
@@ -195,6 +217,7 @@ def evaluate(
     w[[ZERO, ONE]] = constants
     w[circuit.inputs["garbler"]] = garbler_labels
     w[circuit.inputs["evaluator"]] = evaluator_labels
+    w[circuit.inputs[CARRY]] = _carry(circuit, carry_labels, GarbledCircuitError)
     for layer in circuit.layers:
         xa, xb, xo = layer.xor
         w[xo] = w[xa] ^ w[xb]

@@ -70,24 +70,30 @@ def _check(result, models, obs, hmmlearn=True):
             assert abs(out["score"] - log_p) <= REL * abs(log_p)
 
 
-@pytest.mark.parametrize("holder", ["bob", "alice"])
+#: (model_holder, comparison): the default (garbled for "bob", dgk for mining) and the
+#: thesis's DGK recursion, kept as a named mode
+MODES = [("bob", "auto"), ("bob", "dgk"), ("alice", "auto")]
+
+
+@pytest.mark.parametrize("holder,comparison", MODES)
 @pytest.mark.parametrize("seed", [1, 2])
-def test_discrete_paths_equal_plaintext_and_hmmlearn(keypair_512, holder, seed):
+def test_discrete_paths_equal_plaintext_and_hmmlearn(keypair_512, holder, comparison, seed):
     rng = np.random.default_rng(seed)
     models = [_discrete(rng, 3), _discrete(rng, 2)]
     obs, _ = models[0].sample(9, rng)
-    result = _run(keypair_512, models, obs, {"model_holder": holder})
+    result = _run(keypair_512, models, obs, {"model_holder": holder, "comparison": comparison})
     _check(result, models, obs)
     assert result["bob"] is None
 
 
 @pytest.mark.parametrize("cov", ["diag", "full"])
-@pytest.mark.parametrize("holder", ["bob", "alice"])
-def test_gaussian_paths_equal_plaintext_and_hmmlearn(keypair_1024, holder, cov):
+@pytest.mark.parametrize("holder,comparison", MODES)
+def test_gaussian_paths_equal_plaintext_and_hmmlearn(keypair_1024, holder, comparison, cov):
     rng = np.random.default_rng(11 if cov == "diag" else 12)
     models = [_gaussian(rng, 3, 2, cov), _gaussian(rng, 4, 2, cov)]
     obs, _ = models[1].sample(10, rng)
-    _check(_run(keypair_1024, models, obs, {"model_holder": holder}), models, obs)
+    params = {"model_holder": holder, "comparison": comparison}
+    _check(_run(keypair_1024, models, obs, params), models, obs)
 
 
 def test_zero_probabilities_and_an_impossible_sequence(keypair_512):
@@ -153,8 +159,8 @@ def test_bob_sees_only_ciphertexts_and_the_public_structure(keypair_512):
                 assert isinstance(value, CipherArray | PublicKey | bytes), tag
 
 
-@pytest.mark.parametrize("holder", ["bob", "alice"])
-def test_transcripts_do_not_depend_on_private_inputs(keypair_512, holder):
+@pytest.mark.parametrize("holder,comparison", MODES)
+def test_transcripts_do_not_depend_on_private_inputs(keypair_512, holder, comparison):
     """Same public sizes, different observations and models: identical frames once
     ciphertexts are masked (the metadata rule), in both directions."""
     rng = np.random.default_rng(9)
@@ -168,17 +174,61 @@ def test_transcripts_do_not_depend_on_private_inputs(keypair_512, holder):
 
     def run(case, wrap):
         model, obs = case
-        _run(keypair_512, [model], obs, {"model_holder": holder}, wrap_transport=wrap)
+        params = {"model_holder": holder, "comparison": comparison}
+        _run(keypair_512, [model], obs, params, wrap_transport=wrap)
 
     structure = vit.Structure.of(vit.as_decoders(cases[0][0]))
-    plan = vit.Plan(vit.ViterbiParams(model_holder=holder), structure, 6, 512)
+    params = vit.ViterbiParams(model_holder=holder, comparison=comparison)
+    plan = vit.Plan(params, structure, 6, 512)
     frames = assert_same_transcripts(run, cases, plan.declared())
     assert ("bob", "alice") in frames and ("alice", "bob") in frames
 
 
-def test_alice_decrypts_only_blinded_emissions_and_masked_comparisons(keypair_1024):
-    """The chosen-input attack (docs/security.md): Alice sends a zero frame, unit vectors
-    and their negatives, each repeated, and reads what she decrypts.  (a) Every emission
+def _chosen_frames():
+    frames = [np.zeros(2), *np.eye(2), *(-np.eye(2))]
+    return np.repeat(np.array(frames), 3, axis=0)
+
+
+def test_the_default_shows_alice_only_uniform_masked_emissions(keypair_1024):
+    """The chosen-input attack (docs/security.md) on the garbled default: Alice sends a
+    zero frame, unit vectors and their negatives, each repeated, and reads everything
+    she decrypts.  That is one message, the masked emissions y = log b + M with M uniform
+    on [0, 2^mask_bits): y minus Bob's true log-density (which an attacker would have to
+    know) is uniform by a KS test, the repeats' differences are uniform too (they give
+    no exact or averaged difference of log-densities), and nothing else she receives is
+    a ciphertext.  The control (the dgk mode's smooth blinds, which repeats average) is
+    the next test."""
+    from scipy import stats
+
+    rng = np.random.default_rng(4)
+    model = _gaussian(rng, 3, 2)
+    obs = _chosen_frames()
+    result = _run(keypair_1024, [model], obs, record_views=True)
+    _check(result, [model], obs, hmmlearn=False)
+    sk = keypair_1024[1]
+    params = vit.ViterbiParams()
+    plan = vit.Plan(params, vit.Structure.of(vit.as_decoders(model)), len(obs), 1024)
+    decryptable = [t for _, t, p in result.views["alice"] if hasattr(p, "decrypt_ints")]
+    assert decryptable == ["vit.emit"]
+    (emit,) = [p for _, t, p in result.views["alice"] if t == "vit.emit"]
+    y = np.array(plan.fspec.unpack_emissions(emit.decrypt_ints(sk), len(obs)), dtype=object)
+    truth = model.log_emission(obs)
+    top = float(1 << plan.mask_bits)
+    masks = np.array(
+        [
+            [float(y[t, j]) - truth[t, j] * 2.0**params.log_scale for j in range(3)]
+            for t in range(len(obs))
+        ]
+    )
+    assert stats.kstest(masks.ravel() / top, "uniform").pvalue > 1e-3
+    diffs = (masks[1::3] - masks[0::3]).ravel() / top  # a repeat minus its first frame
+    assert stats.kstest(diffs, stats.triang(c=0.5, loc=-1, scale=2).cdf).pvalue > 1e-3
+
+
+def test_dgk_mode_alice_decrypts_only_blinded_emissions_and_masked_comparisons(keypair_1024):
+    """The chosen-input attack (docs/security.md) on the dgk mode: Alice sends a zero
+    frame, unit vectors and their negatives, each repeated, and reads what she decrypts.
+    (a) Every emission
     slot is Bob's log-density plus a fresh smooth blind in [0, R): no repeat shows the same
     blind (no exact difference between repeats), and the blinds do not cancel.  (b) Every
     masked comparison value is d = 2^l + a - b + r with r of l + 40 bits: d's are all
@@ -187,12 +237,11 @@ def test_alice_decrypts_only_blinded_emissions_and_masked_comparisons(keypair_10
 
     rng = np.random.default_rng(4)
     model = _gaussian(rng, 3, 2)
-    frames = [np.zeros(2), *np.eye(2), *(-np.eye(2))]
-    obs = np.repeat(np.array(frames), 3, axis=0)
-    result = _run(keypair_1024, [model], obs, record_views=True)
+    obs = _chosen_frames()
+    result = _run(keypair_1024, [model], obs, {"comparison": "dgk"}, record_views=True)
     _check(result, [model], obs, hmmlearn=False)
     sk = keypair_1024[1]
-    params = vit.ViterbiParams()
+    params = vit.ViterbiParams(comparison="dgk")
     plan = vit.Plan(params, vit.Structure.of(vit.as_decoders(model)), len(obs), 1024)
     (emit,) = [p for _, t, p in result.views["alice"] if t == "vit.emit"]
     y = plan.fspec.unpack_emissions(emit.decrypt_ints(sk), len(obs))
@@ -277,6 +326,10 @@ def test_bad_inputs_are_typed_errors(keypair_512):
         vit.ViterbiParams(output="everything")
     with pytest.raises(InvalidInputError):
         vit.ViterbiParams(model_holder="trent")
+    with pytest.raises(InvalidInputError, match="comparison"):
+        vit.ViterbiParams(comparison="yao")
+    with pytest.raises(InvalidInputError, match="mining"):
+        vit.ViterbiParams(model_holder="alice", comparison="garbled")
     with pytest.raises(ConfigError):
         vit.ViterbiParams.from_config({"nonsense": 1})
     rng = np.random.default_rng(2)
