@@ -43,8 +43,9 @@ Who learns what (semi-honest garbler):
   model does not cover"); until then treat this stage as semi-honest for Alice too.
 * Bob sees Alice's padded choices e (uniform), her re-encrypted masked bits (Paillier
   ciphertexts under her key) and the outputs the circuit gives him.
-Every message's size follows from the circuit's public sizes.  The ledger counts ``ot``
-(random COTs, at setup), ``and_gates`` and ``garbled_bytes`` (what Bob garbles and sends).
+Every message's size follows from the circuit's public sizes.  The ledger counts ``cot``
+(random COTs, at setup), ``and_gates``, ``gc_layers`` and ``garbled_bytes`` (what Bob
+garbles and sends), priced by :class:`smc_hmm.cost.CostModel`.
 """
 
 from __future__ import annotations
@@ -177,7 +178,7 @@ class Garbler:
         ctx.send(self.peer, msg["chi"], challenge)
         q = self.sender.extend_check(ctx.recv(self.peer, msg["proof"]))  # KOS, or abort
         self.pool = np.concatenate([self.pool, q])
-        ctx.count("ot", count)
+        ctx.count("cot", count)
 
     def _take(self, ctx, count: int) -> np.ndarray:
         if len(self.pool) < count:
@@ -206,6 +207,7 @@ class Garbler:
             [g.tables.tobytes(), labels.tobytes(), g.output_decoding().tobytes()],
         )
         ctx.count("and_gates", circuit.and_gates)
+        ctx.count("gc_layers", len(circuit.layers))
         ctx.count("garbled_bytes", g.tables.nbytes + labels.nbytes)
         self.tweak += _tweak_span(circuit)
         out = np.zeros(0, np.uint8)

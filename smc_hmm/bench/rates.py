@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 import time
 
+import numpy as np
+
 from smc_hmm.cost.model import PrimitiveRates
 from smc_hmm.errors import InvalidInputError
 
@@ -82,4 +84,65 @@ def measure_rates(
         rates["native_mul"] = _rate(
             lambda: kernel.montgomery_product(cts[0], cts[1], n2, chain), chain, min_seconds
         )
+    rates.update(garbling_rates(min_seconds))
     return PrimitiveRates(pk.bits, rates, scalar_bits)
+
+
+def garbling_rates(min_seconds: float = 0.05) -> dict[str, float]:
+    """The garbled stage's rates (:mod:`smc_hmm.gc`), both parties' work together (the
+    ledger counts it at the garbler): ``and_gates`` per AND gate garbled and evaluated,
+    ``gc_layers`` per layer (the numpy calls every layer costs, whatever its width), and
+    ``cot`` per random correlated OT of one extension.  Independent of the Paillier key.
+
+    A wide circuit (carry-save comparisons of 256 pairs) and a deep one (a ripple-carry
+    comparison of one pair of 256-bit values: one AND a layer) give the two terms:
+    t(circuit) = ANDs * t_and + layers * t_layer."""
+    from smc_hmm.crypto.rng import Rng
+    from smc_hmm.gc import arith
+    from smc_hmm.gc.circuit import Circuit
+    from smc_hmm.gc.garble import evaluate, garble, garbler_input_labels, new_delta
+    from smc_hmm.gc.hashing import random_blocks
+    from smc_hmm.gc.ot import OtExtReceiver, OtExtSender
+
+    rng = Rng.system()
+
+    def timed(build) -> tuple[float, int, int]:
+        c = Circuit()
+        build(c)
+        circuit = c.compile()
+        delta = new_delta(rng)
+        inputs = random_blocks(rng, circuit.input_count("evaluator"))
+
+        def both():
+            g = garble(circuit, delta, rng, inputs)
+            ones = np.ones(circuit.input_count("garbler"), np.uint8)
+            constants = np.stack([g.zero_labels[0], g.zero_labels[1] ^ delta])
+            evaluate(circuit, g.tables, constants, garbler_input_labels(g, ones), inputs)
+
+        return 1.0 / _rate(both, 1, min_seconds), circuit.and_gates, len(circuit.layers)
+
+    def wide(c):
+        x, y = c.input("garbler", (256, 2, 64)), c.input("evaluator", (256, 2, 64))
+        arith.cs_less(c, x, y)
+
+    def deep(c):
+        x, y = c.input("garbler", (1, 256)), c.input("evaluator", (1, 256))
+        arith.less(c, x, y, depth="ripple")
+
+    (tw, aw, lw), (td, ad, ld) = timed(wide), timed(deep)
+    per_layer = max((td - ad * tw / aw) / ld, 0.0)
+    per_and = max((tw - lw * per_layer) / aw, 1e-12)
+    count = 1 << 14
+    sender, receiver = OtExtSender(new_delta(rng), rng), OtExtReceiver(rng)
+    receiver.base_finish(sender.base_choose(receiver.base_start()))
+    choices = np.zeros(count, np.uint8)
+
+    def extension():
+        challenge = sender.extend_receive(count, receiver.extend(choices))
+        sender.extend_check(receiver.extend_prove(challenge))
+
+    return {
+        "and_gates": 1.0 / per_and,
+        "gc_layers": 1.0 / max(per_layer, 1e-12),
+        "cot": _rate(extension, count, min_seconds),
+    }

@@ -31,7 +31,12 @@ gmpy2 between 1024- and 2048-bit keys and stated in :data:`SCALING_EXPONENTS`:
   bits); a factor of 1 or -1 then costs next to nothing, as it does;
 * OT and comparison invocations cost nothing extra in the model: their
   encryptions, decryptions and exponentiations are counted as primitive
-  operations already.
+  operations already;
+* the garbled stage (:mod:`smc_hmm.gc`) is priced where the rates have it
+  (:func:`smc_hmm.bench.rates.garbling_rates`), independent of the key size: per AND
+  gate garbled and evaluated (``and_gates``), per layer of a circuit (``gc_layers``: the
+  array calls each layer costs, whatever its width) and per random correlated OT of the
+  extension (``cot``), both parties' work counted at the garbler.
 
 Network time is ``latency * rounds + bytes / bandwidth``.  Encoded bytes are
 scaled linearly with the key size (ciphertexts and keys dominate the traffic)
@@ -65,9 +70,12 @@ SCALING_EXPONENTS: dict[str, float] = {
     "multiexp_terms": 1.75,
     "invert": 0.9,
     "native_mul": 1.7,
+    "and_gates": 0.0,
+    "gc_layers": 0.0,
+    "cot": 0.0,
 }
 #: Measured where the rates have them (older rate files do not), priced apart.
-OPTIONAL_OPS: tuple[str, ...] = ("invert", "native_mul")
+OPTIONAL_OPS: tuple[str, ...] = ("invert", "native_mul", "and_gates", "gc_layers", "cot")
 
 
 @dataclass

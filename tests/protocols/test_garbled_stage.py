@@ -83,7 +83,7 @@ def test_the_pool_refills_when_a_circuit_needs_more_ots(keypair_512):
     a, b = _cases()
     result = _run(keypair_512, a, b, "alice", cots=3)  # far fewer than the circuits take
     assert list(result.outputs["alice"][0]) == [int(x < y) for x, y in zip(a, b)]
-    ots = result.cost.parties["bob"]["ops"]["ot"]
+    ots = result.cost.parties["bob"]["ops"]["cot"]
     assert ots >= 3 + garbled.EXTEND_CHUNK
 
 
@@ -97,7 +97,7 @@ def test_the_cost_ledger_counts_gates_bytes_and_ots(keypair_512):
     )
     assert ops["and_gates"] >= k * BITS
     assert ops["garbled_bytes"] >= 32 * ops["and_gates"]
-    assert ops["ot"] >= 2 * k * BITS
+    assert ops["cot"] >= 2 * k * BITS
 
 
 @pytest.mark.parametrize("reveal", ["alice", "bob", "none"])

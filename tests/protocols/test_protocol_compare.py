@@ -160,7 +160,7 @@ def test_the_garbled_comparisons_rounds_messages_and_gates(keypair_512):
         # a small batch takes the log-depth adder; large ones l AND gates a comparison
         assert ops["and_gates"] == circuits.compare_circuit(3, 16, reveal_to).and_gates
         assert circuits.compare_circuit(200, 16, reveal_to).and_gates == 200 * 16
-        assert ops["ot"] == 3 * 17  # Bob counts the random OTs: l + 1 bits a share
+        assert ops["cot"] == 3 * 17  # Bob counts the random OTs: l + 1 bits a share
     one = compare(keypair_512, [1], [2], 16).cost
     many = compare(keypair_512, list(range(20)), list(range(20, 0, -1)), 16).cost
     assert one.rounds == many.rounds and one.messages_total == many.messages_total
@@ -635,7 +635,7 @@ def test_two_processes_over_mutual_tls(tmp_path):
     assert result.cost.parties["bob"]["ops"]["and_gates"] == (
         circuits.compare_circuit(3, 8, "bob").and_gates
     )
-    assert result.cost.parties["bob"]["ops"]["ot"] == 3 * 9
+    assert result.cost.parties["bob"]["ops"]["cot"] == 3 * 9
 
 
 def test_bench_smoke(tmp_path, capsys):
