@@ -36,6 +36,18 @@ order, so ties go to a uniformly random one of the tied labels).  Three public r
   the comparisons can make the bit anything (as in every protocol of the thesis,
   which assumes semi-honest parties).
 
+**The garbled default** (``comparison = "garbled"``, ``docs/garbled.md``): Bob shares the
+scores (offset added) through :func:`protocols.stages.garbled.bob_share` -- Alice
+decrypts only masked values, uniform within 2^-sigma -- and one circuit Bob garbles
+applies the rule (:func:`protocols.stages.circuits.decision_circuit`): the argmax's index
+to Alice (ties: the lowest index, as :func:`decide_plain`), or the bit to Bob.  For
+``claimed`` Alice's choice is her index bits into the circuit, which selects the score
+there: no vector outside the one-hot ones exists, and an index past the others is a
+refused claim.  The bit reaches Bob as the labels Alice returns, which she cannot forge,
+so she cannot flip it; what she can still change is her shares (the circuit does not yet
+bind them), i.e. shift the scores it compares.  Messages: the garbled stage's setup, one
+packed share message, one circuit.
+
 Who learns what (semi-honest): Alice learns the label (``argmax``) or nothing (``beats``,
 ``claimed``); Bob learns nothing (``argmax``) or the bit (``beats``, ``claimed``: not
 which score was compared); the comparisons' own views are masked values (statistical
@@ -59,8 +71,11 @@ from protocols.primitives import (
     bob_secure_multiply,
     multiply_randomizers,
 )
+from protocols.stages import garbled
+from protocols.stages.circuits import claim_width, decision_circuit
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import InvalidInputError
+from smc_hmm.gc import arith
 from smc_hmm.messages import Ciphertexts, Message
 
 RULES = ("argmax", "beats", "claimed")
@@ -76,7 +91,7 @@ class DecisionSpec:
     ``offset``: the public integer added to its score; ``rule``: ``argmax`` (label to
     Alice), ``beats`` (bit to Bob) or ``claimed`` (bit to Bob for Alice's private choice);
     ``tags``: the reveal's message tags; ``select_tag``: the tag of Alice's encrypted
-    choice (``claimed``)."""
+    choice (``claimed``); ``comparison``: ``garbled`` (the default) or ``dgk``."""
 
     count: int
     bound: int
@@ -87,8 +102,13 @@ class DecisionSpec:
     tags: tuple[str, str, str] = compare.ARGMAX_TAGS
     bits: int | None = None
     select_tag: str = "dec.select"
+    comparison: str = "garbled"
 
     def __post_init__(self):
+        if self.comparison not in compare.COMPARISONS:
+            raise InvalidInputError(
+                f"comparison must be one of {compare.COMPARISONS}, got {self.comparison!r}"
+            )
         if self.bits is None:
             object.__setattr__(self, "bits", int(self.bound).bit_length() + 1)
         if (1 << (self.bits - 1)) - 1 < self.bound:
@@ -130,6 +150,20 @@ class DecisionSpec:
     def compare_spec(self) -> compare.CompareSpec:
         return compare.CompareSpec(self.bits, 1, self.sigma)
 
+    # -- garbled -------------------------------------------------------------------------
+
+    @property
+    def circuit(self):
+        return decision_circuit(self.count, self.bits, self.rule, self.reference)
+
+    @property
+    def cots(self) -> int:
+        """Alice's input bits: her shares, and (``claimed``) her index."""
+        return self.count * self.bits + (claim_width(self.count) if self.rule == "claimed" else 0)
+
+    def share_message(self, key_bits: int | None = None) -> Message:
+        return garbled.share_message((self.count,), self.bits, self.sigma, key_bits, "dec.share")
+
     def claimed_compare_spec(self) -> compare.CompareSpec:
         """``claimed``: one batched comparison of the reference against every other score."""
         return compare.CompareSpec(self.bits, len(self.others), self.sigma)
@@ -146,9 +180,12 @@ class DecisionSpec:
     def reveal_bound(self) -> int:
         return self.count - 1 if self.rule == "argmax" else 1
 
-    def randomizers(self) -> dict[str, int]:
+    def randomizers(self, key_bits: int = 2048) -> dict[str, int]:
         """The fresh Paillier randomizers each role draws, from the comparisons' own
-        counts (what an offline phase precomputes)."""
+        counts (what an offline phase precomputes); garbled: Bob's packed shares."""
+        if self.comparison == "garbled":
+            _, per = garbled.share_slots(self.bits, self.sigma, key_bits)
+            return {"alice": 0, "bob": -(-self.count // per)}
         out = {"alice": 0, "bob": 0}
         parts = [compare.reveal_randomizers("alice" if self.rule == "argmax" else "bob")]
         if self.rule == "argmax" or (self.rule == "beats" and len(self.others) > 1):
@@ -169,6 +206,9 @@ class DecisionSpec:
     def messages(self) -> list[Message]:
         """Every message of the decision, declared from public sizes (for the transcript
         harness and for readers)."""
+        if self.comparison == "garbled":
+            out = list(garbled.setup_messages(self.cots).values()) + [self.share_message()]
+            return out + list(garbled.circuit_messages(self.circuit).values())
         if self.rule == "claimed":
             out = [self.select_message(), *self.claimed_compare_spec().messages().values()]
         else:
@@ -210,6 +250,11 @@ def bob_decide(ctx, scores: CipherArray, spec: DecisionSpec, peer: str = "alice"
         shift[spec.reference] = spec.offset
         values = values.add_encoded(shift)
     values = values.with_bound(bound)
+    if spec.comparison == "garbled":
+        garbler = garbled.bob_setup(ctx, spec.cots, peer)
+        mine = garbled.bob_share(ctx, values, spec.bits, spec.sigma, peer, "dec.share")
+        out = garbler.run(ctx, spec.circuit, mine.reshape(-1))
+        return None if spec.rule == "argmax" else bool(out[0])
     _, dgk_pk = compare.bob_recv_keys(ctx, spec.compare_spec(), peer)
     if spec.rule == "argmax":
         label, _ = compare.bob_argmax(ctx, values, dgk_pk, spec.argmax_params(), peer=peer)
@@ -255,6 +300,15 @@ def alice_decide(ctx, spec: DecisionSpec, peer: str = "bob", choice: int | None 
     return None.  ``choice``: ``claimed``'s private index (any score but the reference)."""
     if spec.rule == "claimed":
         one_hot = spec.one_hot(choice)  # a bad choice is refused before anything is sent
+    if spec.comparison == "garbled":
+        evaluator = garbled.alice_setup(ctx, spec.cots, peer)
+        bits = garbled.alice_share(ctx, (spec.count,), spec.bits, spec.sigma, peer, "dec.share")
+        bits = bits.reshape(-1)
+        if spec.rule == "claimed":
+            index = arith.to_bits(spec.others.index(choice), claim_width(spec.count))
+            bits = np.concatenate([bits, index])
+        out = evaluator.run(ctx, spec.circuit, bits)
+        return int(arith.from_bits(out, signed=False)) if spec.rule == "argmax" else None
     dgk_sk = compare.alice_send_keys(ctx, spec.compare_spec(), peer)
     if spec.rule == "claimed":
         pk, _ = ctx.keypair

@@ -348,7 +348,7 @@ def randomizers_needed(params: KeywordParams, key_bits: int, inputs) -> dict[str
         need["bob"] += count
     else:  # the rescaling, then the decision stage (the comparisons' own counts)
         decision, _ = _decision(params, count, len(inputs["alice"]), labels)
-        for part in (rescale_randomizers(count), decision.randomizers()):
+        for part in (rescale_randomizers(count), decision.randomizers(key_bits)):
             need = {k: need[k] + part[k] for k in need}
     return need
 

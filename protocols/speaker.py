@@ -829,7 +829,7 @@ def randomizers_needed(params: SpeakerParams, key_bits: int, inputs) -> dict[str
     bob = len(spec.frame_groups()) * spec.rows + sum(p.ciphertexts for p in plans)
     if params.reveal_scores:
         alice, bob = alice + n, bob + n
-    decision = spec.decision().randomizers()  # the decision stage's own counts
+    decision = spec.decision().randomizers(key_bits)  # the decision stage's own counts
     return {"alice": alice + decision["alice"], "bob": bob + decision["bob"]}
 
 

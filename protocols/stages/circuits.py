@@ -13,6 +13,10 @@ Both halves of each are here, one line for a protocol to call:
   (ties: the lowest index, numpy's rule; the caller permutes first for a random one),
   to Alice or to Bob: k - 1 compare-and-selects in a tournament tree
   (:func:`smc_hmm.gc.arith.argmax`).
+* :func:`decision_circuit`: the decision stage's three rules on shared scores
+  (:mod:`protocols.decision`): the argmax's index to Alice, or to Bob the bit
+  [reference < the best other score] or [reference < the score Alice's index bits
+  select].
 
 What each party sees is the garbled stage's (its docstring): uniform shares, labels,
 tables, and only the declared output.  Circuits depend on public sizes only and are
@@ -45,7 +49,9 @@ __all__ = [
     "argmax_circuit",
     "bob_argmax",
     "bob_compare",
+    "claim_width",
     "compare_circuit",
+    "decision_circuit",
     "label_width",
 ]
 
@@ -188,3 +194,35 @@ def alice_argmax(
     hers = alice_share(ctx, (count,), bits, sigma, evaluator.peer)
     out = evaluator.run(ctx, circuit, hers.reshape(-1))
     return int(arith.from_bits(out, signed=False)) if reveal == "alice" else None
+
+
+@lru_cache(maxsize=64)
+def decision_circuit(
+    count: int, bits: int, rule: str, reference: int | None = None
+) -> CompiledCircuit:
+    """The decision stage's circuit on ``count`` shared ``bits``-bit scores (Alice's shares
+    and Bob's, the reference's offset already in its score): ``argmax`` -- the winner's
+    index to Alice (ties: the lowest index); ``beats`` -- [s_ref < max of the others] to
+    Bob; ``claimed`` -- [s_ref < s_k] to Bob for the other score k that Alice's index
+    bits (her last inputs, over the others in index order) select.  An index past the
+    others selects the reference itself, so it is refused like a losing claim."""
+    c = Circuit()
+    values = arith.add(c, c.input("evaluator", (count, bits)), c.input("garbler", (count, bits)))
+    if rule == "argmax":
+        c.output(arith.argmax(c, values)[1], "evaluator")
+        return c.compile()
+    others = [i for i in range(count) if i != reference]
+    ref = values[reference]
+    if rule == "beats":
+        best = arith.argmax(c, values[others])[0]
+    else:
+        width = claim_width(count)
+        pool = [values[i] for i in others] + [ref] * ((1 << width) - len(others))
+        best = arith.select(c, np.stack(pool), c.input("evaluator", (width,)))
+    c.output(arith.less(c, ref, best)[None], "garbler")
+    return c.compile()
+
+
+def claim_width(count: int) -> int:
+    """Bits of Alice's index over the count - 1 non-reference scores (``claimed``)."""
+    return max(1, (count - 2).bit_length())

@@ -19,6 +19,7 @@ over the leading axes, so a batch of comparisons is one call.  AND gates per ele
 ``cs_less`` (carry-save values)   5l in 3 + log2(l) layers
 ``group_argmax``                  per group of K, K - 1 compare-and-selects, all the
                                   groups' matches of a round in one batch
+``select`` one of 2^w by w bits   (2^w - 1) l, a tree of muxes
 ================================  =======================================
 
 *Carry-save* values (``(..., 2, l)``: the value is the sum of the two mod 2^l) let a long
@@ -58,6 +59,7 @@ __all__ = [
     "less",
     "maximum",
     "mux",
+    "select",
     "select_max",
     "sub",
     "to_bits",
@@ -210,6 +212,17 @@ def mux(c: Circuit, s, x, y) -> np.ndarray:
     """x where the bit s is 1, else y: y ^ (s & (x ^ y)) bit by bit."""
     s = np.asarray(s)[..., None]
     return c.xor(y, c.and_(s, c.xor(x, y)))
+
+
+def select(c: Circuit, values, index) -> np.ndarray:
+    """``values[index]`` for an index given by its w bits (least significant first) over
+    ``2^w`` values ``(2^w, l)``: a tree of muxes, one level a bit."""
+    values, index = np.asarray(values), np.asarray(index)
+    if values.shape[0] != 1 << index.size:
+        raise InvalidInputError(f"{values.shape[0]} values for a {index.size}-bit index")
+    for bit in index:
+        values = mux(c, bit, values[1::2], values[0::2])
+    return values[0]
 
 
 def select_max(c: Circuit, x, y) -> tuple[np.ndarray, np.ndarray]:

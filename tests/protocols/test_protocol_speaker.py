@@ -591,8 +591,9 @@ def test_peer_sizes_are_bounded_before_any_work():
 
 def test_anonymous_transcripts_are_the_same_for_every_claim(keypair_512):
     """Bob's view (and Alice's) is the same frame for frame whichever speaker Alice claims,
-    for the same speech and models and for different ones: the claim reaches Bob only as
-    an encrypted one-hot selection and every speaker is compared with the UBM."""
+    for the same speech and models and for different ones: the claim reaches the decision
+    circuit only as Alice's index bits, padded by the OT pool's secret bits (``gc.choice``),
+    and every speaker's score goes in."""
     rng = np.random.default_rng(11)
     speakers = _speakers(rng)
     x = rng.normal(1.5, 1.0, (5, 4))
@@ -610,7 +611,7 @@ def test_anonymous_transcripts_are_the_same_for_every_claim(keypair_512):
     spec = sp.SpeakerSpec(sp.SpeakerParams(mode="anonymous"), 4, (3, 3, 3, 3), 5, 512)
     frames = assert_same_transcripts(run, cases, sp.declared_messages(spec))
     tags = _tags(frames[("bob", "alice")])
-    assert "spk.select" in tags and "spk.claim" not in tags
+    assert "gc.choice" in tags and "spk.select" not in tags and "spk.claim" not in tags
     plain = scores(speakers[0], x)
     want = [verify(plain[k], plain[-1], 0.0, len(x)) for k in range(3)]
     assert decisions[:3] == want
