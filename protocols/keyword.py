@@ -16,12 +16,14 @@ Protocol (semi-honest Alice and Bob, not colluding):
    * ``private`` (the default): Bob rescales E(log P) to ``score_scale``
      fractional bits (24: :func:`protocols.primitives.bob_rescale`, additive
      masks of 40 statistical bits; the rounding moves a score by less than
-     2^-23 nats) and runs the secure argmax of :mod:`protocols.compare` (DGK
-     comparisons, a tournament over Bob's random permutation).  Alice learns
-     only the winner's label (its index among Bob's keywords).  Whenever the
-     top two scores differ by more than 2^-22 nats (about 2.4e-7, so surely by
-     1e-6) the decision is the plaintext one; closer ties go to Bob's random
-     permutation.
+     2^-23 nats) and runs the decision stage's argmax (:mod:`protocols.decision`):
+     by default one circuit Bob garbles on shares of the scores (``comparison =
+     "garbled"``; Alice decrypts only masked values, uniform within 2^-40), or
+     the thesis's DGK tournament over Bob's random permutation (``comparison =
+     "dgk"``).  Alice learns only the winner's label (its index among Bob's
+     keywords).  Whenever the top two scores differ by more than 2^-22 nats
+     (about 2.4e-7, so surely by 1e-6) the decision is the plaintext one; closer
+     ties go to the lower index (garbled) or Bob's random permutation (dgk).
    * ``fast`` (the thesis's, opt-in): Bob draws one random increasing affine
      map s -> a s + b (a log-uniform on [2^32, 2^96); b uniform on
      [0, 2^(96 + bound + 40)), bound the bits of the scores' public bound),
@@ -72,6 +74,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from protocols import forward
+from protocols.compare import COMPARISONS
 from protocols.decision import DecisionSpec, alice_decide, bob_decide
 from protocols.primitives import (
     MaskSpec,
@@ -115,10 +118,17 @@ class KeywordParams:
     garbage: str | None = None
     #: spotting: a keyword is named only if it beats the garbage model by this many nats
     margin: float = 0.0
+    #: the private mode's argmax: ``garbled`` (one circuit Bob garbles) or ``dgk``
+    #: (:mod:`protocols.decision`)
+    comparison: str = "garbled"
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise InvalidInputError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.comparison not in COMPARISONS:
+            raise InvalidInputError(
+                f"comparison must be one of {COMPARISONS}, got {self.comparison!r}"
+            )
         if self.mode == "fast":
             warn_weaker_mode("keyword mode 'fast' reveals to Alice the order of all scores")
         if not isinstance(self.score_scale, int) or not 0 <= self.score_scale <= 32:
@@ -143,10 +153,11 @@ class KeywordParams:
         score_scale = section.pop("score_scale", 24)
         garbage = section.pop("garbage", None)
         margin = section.pop("margin", 0.0)
+        comparison = section.pop("comparison", "garbled")
         section.setdefault("feature_bound", 100.0)
         try:
             fwd = forward.ForwardParams.from_config(section)
-            return cls(mode, fwd, int(score_scale), garbage, float(margin))
+            return cls(mode, fwd, int(score_scale), garbage, float(margin), comparison)
         except (TypeError, ValueError, InvalidInputError) as e:
             raise ConfigError(f"bad keyword parameters: {e}") from e
 
@@ -207,6 +218,7 @@ def _decision(params: KeywordParams, count: int, length: int, labels):
         reference=reference,
         offset=round(params.margin * 2**params.score_scale),
         sigma=params.forward.precision.sigma,
+        comparison=params.comparison,
     )
     return spec, drop
 

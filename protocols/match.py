@@ -88,6 +88,7 @@ from functools import cached_property
 import numpy as np
 
 from protocols import compare
+from protocols.stages import circuits, garbled
 from protocols.viterbi import Tournament, alice_tournament, bob_tournament
 from smc_hmm.crypto import CipherArray
 from smc_hmm.crypto.packing import PackingPlan, plain_bits
@@ -108,7 +109,7 @@ from smc_hmm.errors import (
     SmcHmmError,
 )
 from smc_hmm.limits import check_at_most
-from smc_hmm.messages import Ciphertexts, Message, Public
+from smc_hmm.messages import Ciphertexts, Key, Message, Public
 from smc_hmm.protocol import ProtocolDescriptor, Role
 from smc_hmm.runtime.inputs import load_array, resolve_path
 
@@ -118,6 +119,8 @@ MODES = ("exact", "approx")
 #: declarations need no size
 CATALOGUE = Message("match.catalogue", (Public((list,)), Public((list,))))
 FRAMES = Message("match.frames", Public((int,)))
+#: step 3 of the garbled default: Alice's Paillier key
+KEY = Message("match.pk", Key())
 #: the longest snippet (frames, 20 ms each: 10 s) a Bob accepts
 MAX_FRAMES = 500
 #: the most recordings and windows a catalogue may declare (checked by Alice on arrival)
@@ -146,10 +149,17 @@ class MatchParams:
     floor_bits: int = 5
     sigma: int = 40
     max_frames: int = MAX_FRAMES
+    #: step 8's maximum: ``garbled`` (one circuit Bob garbles) or ``dgk`` (the thesis's
+    #: tournament of DGK compare-and-selects)
+    comparison: str = "garbled"
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise InvalidInputError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.comparison not in compare.COMPARISONS:
+            raise InvalidInputError(
+                f"comparison must be one of {compare.COMPARISONS}, got {self.comparison!r}"
+            )
         for name, lo, hi in (
             ("stride", 2, 64),
             ("bands", 1, 1024),
@@ -379,8 +389,23 @@ class MatchLayout:
             "winner": Message("match.winner", Ciphertexts(0, self.winner_bound, (1,))),
         }
 
+    @property
+    def garbled(self) -> bool:
+        return self.params.comparison == "garbled"
+
+    @property
+    def cots(self) -> int:
+        """Garbled: Alice's input bits, her shares of every candidate."""
+        return self.count * self.bits
+
     def declared_messages(self) -> list[Message]:
         """Every message of a run (for the transcript harness and for readers)."""
+        if self.garbled:
+            out = list(self.messages().values()) + [KEY]
+            out += list(garbled.setup_messages(self.cots).values())
+            out.append(garbled.share_message((self.count,), self.bits, self.params.sigma))
+            circuit = circuits.argmax_circuit(self.count, self.bits, "alice", 0)
+            return out + list(garbled.circuit_messages(circuit).values())
         out = list(self.messages().values()) + list(self.compare_spec().messages().values())
         for matches in self.tournament.matches:
             out += list(self.select_spec(len(matches)).messages().values())
@@ -390,6 +415,9 @@ class MatchLayout:
         """Fresh randomizers: Alice's snippet and slot encryptions, Bob's re-randomised
         blocks, his threshold, every round of the tournament, the winner's reveal."""
         need = {"alice": self.rows * self.bands + self.total, "bob": len(self.blocks) + 2}
+        if self.garbled:  # the threshold, and the packed shares instead of the winner
+            _, per = garbled.share_slots(self.bits, self.params.sigma, self.key_bits)
+            return {"alice": need["alice"], "bob": len(self.blocks) + 1 + -(-self.count // per)}
         for matches in self.tournament.matches:
             part = self.select_spec(len(matches)).randomizers()
             need = {k: need[k] + part[k] for k in need}
@@ -472,7 +500,11 @@ def alice(ctx, snippet, params: MatchParams, peer: str = "bob") -> dict:
         layout = MatchLayout.build(params, pk.bits, length, lengths)
         msg = layout.messages()
         ctx.send(peer, msg["frames"], length)  # step 2
-        dgk_sk = compare.alice_send_keys(ctx, layout.compare_spec(), peer)  # step 3
+        if layout.garbled:  # step 3: her key, the garbled stage's setup
+            ctx.send(peer, KEY, pk)
+            evaluator = garbled.alice_setup(ctx, layout.cots, peer)
+        else:
+            dgk_sk = compare.alice_send_keys(ctx, layout.compare_spec(), peer)  # step 3
     with ctx.phase("snippet"):
         q = params.quant.query_ints(frames)
         packed = CipherArray.encrypt_encoded(pk, toeplitz(q, layout), 0, msg["snippet"].body.bound)
@@ -487,12 +519,20 @@ def alice(ctx, snippet, params: MatchParams, peer: str = "bob") -> dict:
             raise ProtocolError("match.masked: a slot is outside its declared range")
         ctx.send(peer, msg["slots"], CipherArray.encrypt_encoded(pk, values, 0, top))
     with ctx.phase("argmax"):  # steps 7-8
+        if layout.garbled:
+            sigma = params.sigma
+            index = circuits.alice_argmax(ctx, evaluator, layout.count, layout.bits, sigma)
+            result = answer(index, lengths, length, params.pool, ids)
+            return _answer(result, params, layout)
         alice_tournament(ctx, dgk_sk, layout.tournament, layout, peer)
         (winner,) = ctx.recv(peer, msg["winner"]).decrypt_ints(sk)
         index = layout.code(0) - int(winner) % (1 << layout.label_bits)
         if not 0 <= index < layout.count:
             raise ProtocolError("match.winner: the code names no candidate")
-    result = answer(index, lengths, length, params.pool, ids)
+    return _answer(answer(index, lengths, length, params.pool, ids), params, layout)
+
+
+def _answer(result, params: MatchParams, layout: MatchLayout) -> dict:
     return {
         "match": result.id,
         "recording": result.recording,
@@ -518,9 +558,14 @@ def bob(ctx, collection, params: MatchParams, peer: str = "alice") -> None:
             raise ProtocolError("match.frames: expected a positive number of frames")
         check_at_most("max_frames", length, params.max_frames, "the snippet's frames")
         ctx.charge_frames(length)  # a serving Bob's per-client budget (public L)
-        spec = MatchLayout(params, 2048, length, collection.lengths).compare_spec()
-        pk, dgk_pk = compare.bob_recv_keys(ctx, spec, peer)  # step 3
+        if params.comparison == "garbled":  # step 3
+            pk = ctx.recv(peer, KEY)
+        else:
+            spec = MatchLayout(params, 2048, length, collection.lengths).compare_spec()
+            pk, dgk_pk = compare.bob_recv_keys(ctx, spec, peer)  # step 3
         layout = MatchLayout.build(params, pk.bits, length, collection.lengths)
+        if layout.garbled:
+            garbler = garbled.bob_setup(ctx, layout.cots, peer)
         msg = layout.messages()
         ints = collection.ints(quant)
         factors = [quant.window_factors(x, length) for x in ints]
@@ -542,6 +587,9 @@ def bob(ctx, collection, params: MatchParams, peer: str = "alice") -> None:
         slots.public_key.same_key(pk)
         unmask = [-m for (_, _, used), row in zip(blocks, masks) for m in row[:used]]
         values = _candidates(slots, unmask, factors, layout, pk)  # step 7
+        if layout.garbled:  # step 8 in one circuit: the winner's index to Alice
+            circuits.bob_argmax(ctx, garbler, values, layout.bits, params.sigma)
+            return None
         plan = _TournamentPlan(layout, dgk_pk)
         best = bob_tournament(ctx, values, layout.tournament, plan, [0], peer)[0]  # step 8
         mask = ctx.rng.randbits(layout.winner_mask_bits) << layout.label_bits

@@ -59,30 +59,33 @@ layout are its plan's, :mod:`protocols.stages.logsum`):
    subtracts round(2^s sum_t b_tr): E(v_r), v_r = 2^s log P_r within one unit.
    (``reveal_scores``, for measurements only: Alice -> Bob ``spk.logs`` E(A_r) at scale f,
    Bob -> Alice ``spk.scores`` E(log P_r); Alice then also learns every log P_r.)
-5. Decisions with DGK comparisons (:mod:`protocols.compare`):
-   ``identify``: Bob adds margin T 2^s to the UBM's score and runs the secure argmax
-   (tournament, random tie-break), the winner's label revealed to Alice (``spk.result``).
-   ``verify``: one comparison [v_UBM + threshold T 2^s < v_claim], revealed to Bob
-   (``spk.reveal`` / ``spk.opened``).  ``anonymous``: the decision stage's ``claimed``
-   rule (:mod:`protocols.decision`): Alice -> Bob ``spk.select`` E(c_k), c the one-hot
-   vector of her claim over the K enrolled speakers (label order, the UBM left out);
-   one batched comparison of the K pairs [v_UBM + T 2^s < v_k] whose bits b_k stay
-   encrypted; one batched secure multiplication E(b_k c_k), summed by Bob to E(b_claim);
-   b_claim revealed to Bob (``spk.reveal`` / ``spk.opened``).
+5. The decision stage (:mod:`protocols.decision`), by default one circuit Bob garbles
+   on shares of the scores (``comparison = "garbled"``; the ``dgk`` mode runs the
+   thesis's DGK comparisons): ``identify``: Bob adds margin T 2^s to the UBM's score and
+   the winner's label goes to Alice (ties: the lowest index; dgk: a random tied one).
+   ``verify``: the bit [v_UBM + threshold T 2^s < v_claim] goes to Bob.  ``anonymous``:
+   the decision stage's ``claimed`` rule: Alice's claim enters the circuit as her index
+   bits over the K enrolled speakers (label order, the UBM left out), padded by the OT
+   pool's secret bits, and the circuit selects v_claim there; the bit
+   [v_UBM + T 2^s < v_claim] goes to Bob.  An index past the enrolled speakers is a
+   refused claim.  (dgk: Alice -> Bob ``spk.select`` E(c_k), c one-hot; one batched
+   comparison of the K pairs whose bits stay encrypted; one batched secure
+   multiplication E(b_k c_k), summed by Bob to E(b_claim), revealed to him.)
 
 Who learns what (semi-honest Alice and Bob, not colluding; Alice may choose her frames):
 
 * Bob sees only ciphertexts under Alice's keys (Paillier, DGK) and the public sizes
   (d, T, the number of models and components, the mode, the labels); in ``verify`` the
   claimed identity; in ``verify`` and ``anonymous`` the decision bit.  In
-  ``anonymous`` the claim reaches him only as E(one-hot): his frames are the same
-  whichever speaker is claimed (the transcript tests), so he learns the bit and nothing
-  about who was verified beyond what the bit itself says (an acceptance means the voice
-  beats the UBM for *some* enrolled speaker).  Adversary model of ``anonymous``:
-  semi-honest Alice -- the selection is assumed one-hot and not checked (Bob cannot
-  check it without learning more); a vector that is not one-hot still needs some
-  enrolled speaker to beat the UBM for an acceptance, but an Alice who also deviates
-  inside the multiplication or the comparisons can make the bit anything
+  ``anonymous`` the claim reaches him only as padded OT choices (dgk: E(one-hot)): his
+  frames are the same whichever speaker is claimed (the transcript tests), so he learns
+  the bit and nothing about who was verified beyond what the bit itself says.  Adversary
+  model of ``anonymous`` and ``verify``: in the garbled default the bit comes out of the
+  circuit as labels Alice cannot forge, and her claim can only select an enrolled
+  speaker or be refused; she can still enter shares of the scores other than hers,
+  which shifts what the circuit compares (the binding of her inputs is not built yet:
+  ``docs/security.md``).  In the dgk mode the selection is assumed one-hot and an Alice
+  who deviates inside the multiplication or the comparisons can make the bit anything
   (:mod:`protocols.decision`, ``claimed``).
 * Alice learns the public sizes and, per frame t, model r and component m: (a) y_trm,
   the component's log-density plus a fresh smooth blind of width R, and (b) per frame
@@ -138,6 +141,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from protocols.compare import COMPARISONS
 from protocols.decision import DecisionSpec, alice_decide, bob_decide, decide_plain
 from protocols.primitives import PrecisionParams
 from protocols.stages import emissions, logsum
@@ -198,10 +202,17 @@ class SpeakerParams:
     #: for measurements: Alice also learns every log P (an extra, declared revelation)
     reveal_scores: bool = False
     sigma: int = 40
+    #: the decision's comparisons: ``garbled`` (one circuit Bob garbles) or ``dgk``
+    #: (:mod:`protocols.decision`)
+    comparison: str = "garbled"
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise InvalidInputError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.comparison not in COMPARISONS:
+            raise InvalidInputError(
+                f"comparison must be one of {COMPARISONS}, got {self.comparison!r}"
+            )
         if not isinstance(self.ubm, str) or not self.ubm:
             raise InvalidInputError("ubm must be the background model's label")
         for name in ("margin", "threshold"):
@@ -417,6 +428,7 @@ class SpeakerSpec:
             tags=REVEAL_TAGS,
             bits=self.compare_bits,
             select_tag=SELECT_TAG,
+            comparison=p.comparison,
         )
 
     # -- declarations ---------------------------------------------------------------------

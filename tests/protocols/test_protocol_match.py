@@ -68,11 +68,16 @@ def _queries(collection, count=3):
 # -- secure == plaintext -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", ["exact", "approx"])
-def test_alice_learns_the_plaintext_answer(keypair_1024, collection, mode):
+#: (mode, comparison): the garbled maximum (the default) in both modes, and the thesis's
+#: DGK tournament kept as a named mode
+MODES = [("exact", "garbled"), ("approx", "garbled"), ("exact", "dgk")]
+
+
+@pytest.mark.parametrize("mode,comparison", MODES)
+def test_alice_learns_the_plaintext_answer(keypair_1024, collection, mode, comparison):
     params = pm.MatchParams(mode=mode)
     for q in _queries(collection):
-        result = _run(keypair_1024, q.frames, collection, {"mode": mode})
+        result = _run(keypair_1024, q.frames, collection, {"mode": mode, "comparison": comparison})
         plain = _plain(q.frames, collection, params)
         out = result["alice"]
         assert (out["match"], out["recording"], out["offset_frames"]) == (
@@ -86,10 +91,12 @@ def test_alice_learns_the_plaintext_answer(keypair_1024, collection, mode):
             assert plain.recording == q.recording and abs(plain.offset - q.offset) <= params.pool
 
 
-def test_the_threshold_decides_no_match_strictly(keypair_512, collection):
+@pytest.mark.parametrize("comparison", ["garbled", "dgk"])
+def test_the_threshold_decides_no_match_strictly(keypair_512, collection, comparison):
     q = _queries(collection, 1)[0]
-    always = _run(keypair_512, q.frames, collection, {"threshold": -1.0})["alice"]
-    never = _run(keypair_512, q.frames, collection, {"threshold": 1.0})["alice"]
+    always = _run(keypair_512, q.frames, collection, {"threshold": -1.0, "comparison": comparison})
+    never = _run(keypair_512, q.frames, collection, {"threshold": 1.0, "comparison": comparison})
+    always, never = always["alice"], never["alice"]
     assert always["match"] is not None and never["match"] is None
     # a threshold exactly at the best window's score: ties go to "no match"
     params = pm.MatchParams(threshold=-1.0)
@@ -97,7 +104,12 @@ def test_the_threshold_decides_no_match_strictly(keypair_512, collection):
     unit = params.quant.score_unit(len(q.frames), collection.bands)
     at = pm.MatchParams(threshold=best.value / unit)
     assert at.quant.threshold_units(at.threshold, len(q.frames), collection.bands) == best.value
-    tie = _run(keypair_512, q.frames, collection, {"threshold": best.value / unit})["alice"]
+    tie = _run(
+        keypair_512,
+        q.frames,
+        collection,
+        {"threshold": best.value / unit, "comparison": comparison},
+    )["alice"]
     assert tie["match"] is None and _plain(q.frames, collection, at).matched is False
 
 
@@ -135,8 +147,10 @@ def _alike(collection, seed):
     )
 
 
-@pytest.mark.parametrize("mode", ["exact", "approx"])
-def test_transcripts_do_not_depend_on_snippets_or_recordings(keypair_512, collection, mode):
+@pytest.mark.parametrize("mode,comparison", MODES)
+def test_transcripts_do_not_depend_on_snippets_or_recordings(
+    keypair_512, collection, mode, comparison
+):
     rng = np.random.default_rng(5)
     length = 15
     cases = [
@@ -145,9 +159,11 @@ def test_transcripts_do_not_depend_on_snippets_or_recordings(keypair_512, collec
     ]
 
     def run(case, wrap):
-        _run(keypair_512, case[0], case[1], {"mode": mode}, wrap_transport=wrap)
+        params = {"mode": mode, "comparison": comparison}
+        _run(keypair_512, case[0], case[1], params, wrap_transport=wrap)
 
-    layout = pm.MatchLayout.build(pm.MatchParams(mode=mode), 512, length, collection.lengths)
+    params = pm.MatchParams(mode=mode, comparison=comparison)
+    layout = pm.MatchLayout.build(params, 512, length, collection.lengths)
     frames = assert_same_transcripts(run, cases, layout.declared_messages())
     assert ("bob", "alice") in frames and ("alice", "bob") in frames
 
