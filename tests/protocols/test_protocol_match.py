@@ -472,3 +472,20 @@ def test_bench_match_exits_1_on_a_missed_target(tmp_path, monkeypatch):
     assert code == 1
     rows = {r["name"]: r for r in data["rows"]}
     assert rows["growth: log-log slope of seconds vs recordings"]["limit"] == -1e9
+
+
+def test_bench_match_on_a_folder_collection(tmp_path):
+    """``--collection DIR``: Bob's collection is a folder of WAV files and the timed
+    queries are noisy excerpts of its own recordings, answered as plaintext answers them;
+    the parts that need the bundled queries are refused with it, in one line."""
+    from smc_hmm.bench import match as bench
+
+    folder = _wavs(tmp_path / "wavs", count=5)
+    args = ["--key-bits", "512", "--insecure", "--workers", "1", "--collection", str(folder),
+            "--queries", "2", "--growth", "", "--modes", "exact"]  # fmt: skip
+    _, data = run_bench(bench, [*args, "--skip-accuracy"], tmp_path / "folder.json")
+    runs = data["speed"]["runs"]["exact"]
+    assert len(runs) == 2 and all(r["equal"] for r in runs)
+    assert data["params"]["recordings"] == 5
+    with pytest.raises(InvalidInputError, match="--skip-accuracy"):
+        run_bench(bench, args, tmp_path / "refused.json")
