@@ -39,6 +39,9 @@ TARGET_KEY_BITS = 2048
 GARBLED_VS_DGK = 50.0  # the garbled comparison at batches of 100 and more: >= 50x DGK
 GARBLED_VS_TNO = 100.0  # and >= 100x TNO
 GARBLED_TARGET_BATCH = 100
+#: the traffic row: bytes per comparison at l = 50 bits (the spotting recursion's length)
+BYTES_BITS = 50
+BYTES_BATCH = 100
 GARBLED_ARGMAX_LIMIT_S = 0.03  # a 10-way argmax of 64-bit values on the garbled stage
 
 
@@ -297,17 +300,30 @@ def main(args) -> int:
         dgk_keygen = time.perf_counter() - t0
     with console.status("timing the encryption of secret 1 and 0 bits"):
         ones, zeros = bit_timing(dgk_sk)
-    ours, argmax = _measure(args, keypair, console)
+    ours, argmax, traffic = _measure(args, keypair, console)
     tno = _measure_baseline(args, console)
     ratio = ones / zeros
+    rows = _rows(args, ours, tno, argmax, ones, zeros)
+    rows.append(
+        common.Row(
+            f"garbled vs DGK: bytes per comparison, l={traffic['bits']}, k={traffic['batch']}",
+            traffic["garbled_bytes_per_comparison"],
+            traffic["dgk_bytes_per_comparison"],
+            "B/cmp",
+            note="the compare phase's traffic, both directions (the garbled setup's OT "
+            "extension included)",
+            better=common.LOWER,
+        )
+    )
     result = common.BenchResult(
         "compare",
         args.key_bits,
-        _rows(args, ours, tno, argmax, ones, zeros),
+        rows,
         params={"bits": args.bits, "batch": args.batch, "repeats": args.repeats},
         extra={
             "ours": ours,
             "argmax": argmax,
+            "traffic": traffic,
             "tno": tno,
             "dgk_keygen_s": dgk_keygen,
             "bit_timing": {"ones_s": ones, "zeros_s": zeros, "ratio": ratio},
@@ -326,7 +342,7 @@ def main(args) -> int:
     return common.finish(args, result, console)
 
 
-def _measure(args, keypair, console) -> tuple[dict, dict | None]:
+def _measure(args, keypair, console) -> tuple[dict, dict | None, dict]:
     """Ours: per l, one comparison and a batch (after a warm-up run), and the argmax."""
     min_key_bits = min(args.key_bits, 2048)
     with status(console, "warm-up run (tables of both parties' keys)"):
@@ -378,7 +394,18 @@ def _measure(args, keypair, console) -> tuple[dict, dict | None]:
             "tournament_s": statistics.median(r[2] for r in runs),
             "rounds": runs[0][1],
         }
-    return ours, argmax
+    with status(console, f"bytes per comparison: l = {BYTES_BITS}, k = {BYTES_BATCH}"):
+        garbled = measure_ours(
+            args.protocol, keypair, BYTES_BITS, BYTES_BATCH, 1, min_key_bits, "garbled"
+        )
+        dgk = measure_ours(args.protocol, keypair, BYTES_BITS, BYTES_BATCH, 1, min_key_bits)
+    traffic = {
+        "bits": BYTES_BITS,
+        "batch": BYTES_BATCH,
+        "garbled_bytes_per_comparison": garbled[2] / BYTES_BATCH,
+        "dgk_bytes_per_comparison": dgk[2] / BYTES_BATCH,
+    }
+    return ours, argmax, traffic
 
 
 def _measure_baseline(args, console) -> dict:
