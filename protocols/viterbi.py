@@ -164,7 +164,7 @@ OUTPUTS = ("path", "segment")
 HOLDERS = ("bob", "alice")
 #: How the recursion compares: ``garbled`` (one chain of circuits Bob garbles,
 #: :mod:`protocols.stages.maxplus`), ``dgk`` (the thesis's interactive DGK tournaments),
-#: ``auto`` (garbled where it is built: model_holder "bob"; dgk for speech mining).
+#: ``auto`` (garbled: the default in both directions).
 COMPARISONS = ("auto", "garbled", "dgk")
 
 
@@ -201,11 +201,6 @@ class ViterbiParams:
             raise InvalidInputError(
                 f"comparison must be one of {COMPARISONS}, got {self.comparison!r}"
             )
-        if self.comparison == "garbled" and self.model_holder == "alice":
-            raise InvalidInputError(
-                "the garbled recursion is built for model_holder 'bob'; speech mining "
-                "(model_holder 'alice') runs comparison 'dgk'"
-            )
         if self.output not in OUTPUTS:
             raise InvalidInputError(f"output must be one of {OUTPUTS}, got {self.output!r}")
         if not isinstance(self.reveal_score, bool):
@@ -225,9 +220,7 @@ class ViterbiParams:
     @property
     def garbled(self) -> bool:
         """Whether the recursion runs in garbled circuits (``comparison``)."""
-        return self.comparison == "garbled" or (
-            self.comparison == "auto" and self.model_holder == "bob"
-        )
+        return self.comparison in ("garbled", "auto")
 
     @cached_property
     def forward(self) -> ForwardParams:
@@ -689,8 +682,8 @@ class Plan:
         if self.structure.kind == "discrete":
             # the slots must hold the sentinel Z of a zero probability
             bits = max(bits, self.zero_nats.bit_length() + 1)
-        if self.params.garbled:
-            # and (garbled) an emission plus its uniform mask of mask_bits bits
+        if self.params.garbled and self.params.model_holder == "bob":
+            # and (garbled spotting) an emission plus its uniform mask of mask_bits bits
             bits = max(bits, self.mask_bits + 1 - 3 - self.params.log_scale)
         if bits == fp.precision.log_bound_bits:
             return fp
@@ -707,7 +700,7 @@ class Plan:
     def mask_bits(self) -> int:
         """Garbled: Bob's uniform mask of an emission at scale f, sigma bits wider than
         twice the emission's reach (statistical distance 2^-sigma)."""
-        return self.reach_bound.bit_length() + 1 + self.params.sigma
+        return garbled.rounding_mask_bits(self.reach_bound, self.params.sigma)
 
     @cached_property
     def maxplus(self) -> MaxPlusLayout:
@@ -723,6 +716,7 @@ class Plan:
             self.bits + 1,
             p.output,
             p.reveal_score,
+            "garbler" if p.model_holder == "bob" else "evaluator",
         )
 
     @property
@@ -797,6 +791,16 @@ class Plan:
                     Ciphertexts(0, self.emission_bound, (len(s.edge_list),)),
                 ),
             ),
+            "gmodel": Message(
+                "vit.gmodel",
+                (
+                    Ciphertexts(self.weight_scale, weight_bound, (s.total_rows, s.n_inputs)),
+                    Ciphertexts(p.log_scale, self.reach_bound, (s.total_rows,)),
+                ),
+            ),
+            "share": garbled.rounded_share_message(
+                T * s.total_rows, self.reach_bound, p.sigma, self.key_bits or None, "vit.share"
+            ),
             "output": Message(
                 "vit.output", Ciphertexts(0, self.output_bound(), (self.output_count,))
             ),
@@ -831,8 +835,11 @@ class Plan:
     def randomizers(self) -> dict[str, int]:
         """The fresh randomizers each role draws in the run (the offline phase's count)."""
         s, T = self.structure, self.length
-        if self.params.garbled:  # the frames out, the masked emissions back
+        if self.params.garbled and self.params.model_holder == "bob":
             return {"alice": self.groups * s.n_inputs, "bob": self.groups * s.total_rows}
+        if self.params.garbled:  # mining: her model out, the packed masked emissions back
+            _, per = garbled.rounded_share_slots(self.reach_bound, self.params.sigma, self.key_bits)
+            return {"alice": s.total_rows * (s.n_inputs + 1), "bob": -(-T * s.total_rows // per)}
         alice = bob = 0
         for tour, times in ((self.step, T - 1), (self.final, 1)):
             for matches in tour.matches:
@@ -1009,6 +1016,9 @@ def alice(ctx, private, params: ViterbiParams, peer: str = "bob"):
                 slots = [[(int(v) + half) >> plan.shift for v in row] for row in y]
                 bound = msg["slots"].body.bound
                 ctx.send(peer, msg["slots"], CipherArray.encrypt_encoded(pk, slots, 0, bound))
+        elif params.garbled:
+            # Step 1 (b), garbled: her encrypted emission program; her rounded shares
+            shares, starts, trans = _alice_mining_shares(ctx, decoders, plan, msg, peer)
         else:
             # Step 1 (b): her encrypted model; the rescaling of Bob's emissions
             weights, consts = emission_program(decoders, plan)
@@ -1024,7 +1034,12 @@ def alice(ctx, private, params: ViterbiParams, peer: str = "bob"):
             alice_rescale(ctx, plan.shift, plan.rescale_spec(), peer)
     if params.garbled:
         with ctx.phase("recursion"):  # steps 2-5 in the chain of circuits Bob garbles
-            values, scores = maxplus.alice_maxplus(ctx, evaluator, plan.maxplus, shares, "vit")
+            if params.model_holder == "bob":
+                starts = trans = None  # Bob's
+            lay = plan.maxplus
+            values, scores = maxplus.alice_maxplus(
+                ctx, evaluator, lay, shares, starts, trans, "vit"
+            )
         with ctx.phase("output"):
             ctx.send(peer, msg0["done"], True)
         return _results(plan, values, scores)
@@ -1059,11 +1074,11 @@ def _alice_shares(plan: Plan, masked) -> list[list[int]]:
     """Garbled: her shares floor(y / 2^(f - s)) mod 2^l of the masked emissions y
     (Bob's mask M is uniform, his share -floor(M / 2^(f - s)): the two add up to the
     rounded emission or one unit more); a y outside its public range ends the run."""
-    half, mod = 1 << (plan.shift - 1), 1 << plan.maxplus.bits
+    half = 1 << (plan.shift - 1)
     lo, hi = half - plan.reach_bound, plan.reach_bound + half + (1 << plan.mask_bits)
     if any(not lo <= int(v) < hi for row in masked for v in row):
         raise ProtocolError("vit.emit: a masked emission is outside its public range")
-    return [[(int(v) >> plan.shift) % mod for v in row] for row in masked]
+    return [garbled.rounded_shares(row, plan.shift, plan.maxplus.bits) for row in masked]
 
 
 def _outputs(plan: Plan, packed: list[int], scores) -> list[dict]:
@@ -1138,7 +1153,10 @@ def bob(ctx, private, params: ViterbiParams, peer: str = "alice"):
     msg = plan.messages()
     if params.garbled:
         with ctx.phase("emissions"):
-            shares, starts, trans = _bob_shares(ctx, decoders, plan, msg, peer)
+            if params.model_holder == "bob":
+                shares, starts, trans = _bob_shares(ctx, decoders, plan, msg, peer)
+            else:  # mining: log pi and log a stay Alice's, inside her circuit inputs
+                shares, starts, trans = _bob_mining_shares(ctx, inputs, plan, msg, peer)
         with ctx.phase("recursion"):  # steps 2-5 in the chain of circuits he garbles
             maxplus.bob_maxplus(ctx, garbler, plan.maxplus, shares, starts, trans, "vit")
         with ctx.phase("output"):
@@ -1274,8 +1292,10 @@ def _bob_shares(ctx, decoders, plan: Plan, msg, peer):
     layout = plan.fspec.emissions(T)
     if enc_obs.shape[0] != len(layout.groups):
         raise ProtocolError(f"{enc_obs.shape[0]} observation groups for {T} frames")
-    half, mod = 1 << (plan.shift - 1), 1 << plan.maxplus.bits
-    masks = [[ctx.rng.randbits(plan.mask_bits) for _ in range(s.total_rows)] for _ in range(T)]
+    half, sigma = 1 << (plan.shift - 1), plan.params.sigma
+    masks = [
+        garbled.rounding_masks(ctx.rng, s.total_rows, plan.reach_bound, sigma) for _ in range(T)
+    ]
     offsets = [[int(c) + half + m for c, m in zip(consts, row)] for row in masks]
     if s.kind == "discrete":
         enc_obs.public_key.meter.count("ot", T)
@@ -1283,8 +1303,45 @@ def _bob_shares(ctx, decoders, plan: Plan, msg, peer):
         enc_obs, weights, plan.weight_scale, offsets, layout, plan.fspec.emit_bound
     )
     ctx.send(peer, msg["emit"], emit.with_bound(msg["emit"].body.bound).rerandomize())
-    shares = [[(-(m >> plan.shift)) % mod for m in row] for row in masks]
+    shares = [garbled.rounded_shares(row, plan.shift, plan.maxplus.bits, True) for row in masks]
     return shares, starts, trans
+
+
+def _alice_mining_shares(ctx, decoders, plan: Plan, msg, peer):
+    """Garbled mining, Alice: her encrypted emission weights and constants out (log pi and
+    log a never leave her: they are her circuit inputs); her rounded shares of Bob's
+    emissions back (:func:`protocols.stages.garbled.alice_share_rounded`)."""
+    pk, _ = ctx.keypair
+    s, p = plan.structure, plan.params
+    weights, consts = emission_program(decoders, plan)
+    starts, trans = log_parts(decoders, plan)
+    fields = msg["gmodel"].fields
+    ctx.send(
+        peer,
+        msg["gmodel"],
+        [
+            CipherArray.encrypt_encoded(pk, weights, plan.weight_scale, fields[0].bound),
+            CipherArray.encrypt_encoded(pk, consts, p.log_scale, fields[1].bound),
+        ],
+    )
+    count, l = plan.length * s.total_rows, plan.maxplus.bits
+    flat = garbled.alice_share_rounded(
+        ctx, count, plan.reach_bound, plan.shift, l, p.sigma, peer, "vit.share"
+    )
+    return np.array(flat, dtype=object).reshape(plan.length, s.total_rows), starts, trans
+
+
+def _bob_mining_shares(ctx, inputs, plan: Plan, msg, peer):
+    """Garbled mining, Bob: his frames as exponents of her encrypted weights, then his
+    rounded shares of every E(log b_r(x_t)) (he holds neither log pi nor log a)."""
+    s, T = plan.structure, plan.length
+    weights, consts = ctx.recv(peer, msg["gmodel"])
+    emit = emissions.weighted_emissions(weights, inputs, plan.input_scale)  # (rows, T)
+    emit = (emit + consts.reshape(s.total_rows, 1)).with_bound(plan.reach_bound)
+    flat = emit.T.reshape(T * s.total_rows).with_bound(plan.reach_bound)
+    l, sigma = plan.maxplus.bits, plan.params.sigma
+    shares = garbled.bob_share_rounded(ctx, flat, plan.shift, l, sigma, peer, "vit.share")
+    return np.array(shares, dtype=object).reshape(T, s.total_rows), None, None
 
 
 def _mining_emissions(ctx, inputs, plan: Plan, msg, peer):

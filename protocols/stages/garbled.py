@@ -88,11 +88,17 @@ __all__ = [
     "alice_bits_to_bob",
     "alice_setup",
     "alice_share",
+    "alice_share_rounded",
     "bob_bits_from_circuit",
     "bob_setup",
     "bob_share",
+    "bob_share_rounded",
     "choice_message",
     "circuit_messages",
+    "rounded_share_message",
+    "rounded_shares",
+    "rounding_mask_bits",
+    "rounding_masks",
     "setup_messages",
     "share_bound",
     "share_message",
@@ -366,6 +372,76 @@ def alice_share(ctx, shape, bits: int, sigma: int, peer: str = "bob", tag="gc.sh
         raise ProtocolError(f"{tag}: a masked value is outside its declared range")
     mine = np.array([v % (1 << bits) for v in values], dtype=object)
     return arith.to_bits(mine.reshape(shape), bits)
+
+
+# -- rounded shares: a value at scale f to shares at scale f - shift ----------------------
+
+
+def rounding_mask_bits(bound: int, sigma: int) -> int:
+    """Bits of the uniform mask M over a value v, |v| <= ``bound``: sigma more than v + M
+    needs, so that v + M hides v to statistical distance 2^-sigma."""
+    return (2 * int(bound)).bit_length() + sigma
+
+
+def rounding_masks(rng, count: int, bound: int, sigma: int) -> list[int]:
+    """Bob's masks M: uniform on [0, 2^rounding_mask_bits) (each with his share)."""
+    width = rounding_mask_bits(bound, sigma)
+    return [rng.randbits(width) for _ in range(count)]
+
+
+def rounded_shares(values, shift: int, bits: int, negate: bool = False) -> list[int]:
+    """floor(x / 2^shift) mod 2^l of each x (``negate``: of -x).  Alice's share is this of
+    her y = v + 2^(shift-1) + M, Bob's of his M negated: they add up to v rounded to
+    scale f - shift, or one unit more (floor(a + b) - floor(b) is floor(a) or floor(a) + 1)."""
+    mod = 1 << bits
+    sign = -1 if negate else 1
+    return [(sign * (int(x) >> shift)) % mod for x in values]
+
+
+def rounded_share_slots(bound: int, sigma: int, key_bits: int) -> tuple[int, int]:
+    """(slot width, slots a ciphertext) of packed y + bound (non-negative, below
+    2 bound + 2^(shift-1) + 2^mask: one bit above the mask)."""
+    width = rounding_mask_bits(bound, sigma) + 1
+    per = plain_bits(key_bits) // width
+    if per < 1:
+        raise PrecisionError(f"a {key_bits}-bit key cannot hold a {width}-bit share slot")
+    return width, per
+
+
+def rounded_share_message(count: int, bound: int, sigma: int, key_bits: int | None, tag: str):
+    width, per = rounded_share_slots(bound, sigma, key_bits or 2048)
+    packed = None if key_bits is None else -(-count // per)
+    return Message(tag, Ciphertexts(0, 1 << (per * width), (packed,)))
+
+
+def bob_share_rounded(ctx, values: CipherArray, shift: int, bits: int, sigma: int, peer, tag):
+    """Bob's half of E(v) (scale f, |v| <= its declared bound) to additive shares mod 2^l of
+    v rounded to scale f - ``shift``: he sends E(v + 2^(shift-1) + bound + M) packed by
+    Horner's rule; his shares -floor((bound + M) / 2^shift) mod 2^l."""
+    flat = values.reshape(-1)
+    bound = int(flat.bound)
+    width, per = rounded_share_slots(bound, sigma, flat.public_key.bits)
+    masks = rounding_masks(ctx.rng, flat.size, bound, sigma)
+    offsets = [bound + m for m in masks]
+    half = (1 << (shift - 1)) if shift else 0
+    masked = flat.with_scale(0).add_encoded(np.array([o + half for o in offsets], dtype=object))
+    top = 2 * bound + half + (1 << rounding_mask_bits(bound, sigma))
+    packed = horner_pack(masked.with_bound(top), width, per)
+    message = rounded_share_message(flat.size, bound, sigma, flat.public_key.bits, tag)
+    ctx.send(peer, message, packed.rerandomize())
+    return rounded_shares(offsets, shift, bits, negate=True)
+
+
+def alice_share_rounded(ctx, count: int, bound: int, shift: int, bits: int, sigma: int, peer, tag):
+    """Alice's half: her shares floor(slot / 2^shift) mod 2^l of the ``count`` slots
+    v + 2^(shift-1) + bound + M she decrypts (a slot outside its range ends the run)."""
+    pk, sk = ctx.keypair
+    width, per = rounded_share_slots(bound, sigma, pk.bits)
+    packed = ctx.recv(peer, rounded_share_message(count, bound, sigma, pk.bits, tag))
+    slots = unpack_slots(packed.decrypt_ints(sk), width, per, count)
+    if any(v >= 1 << width for v in slots):
+        raise ProtocolError(f"{tag}: a masked value is outside its declared range")
+    return rounded_shares(slots, shift, bits)
 
 
 def bits_message(count: int, tag: str = "gc.bits") -> Message:

@@ -5,13 +5,15 @@ traceback on additive shares of the emissions, inside circuits Bob garbles (thes
 Inputs, all mod 2^l (l bits, two's complement; every value and every difference of two
 values a comparison meets is below 2^(l-1) in magnitude):
 
-* Alice: her shares a_t(r) of every frame's emission rows (evaluator inputs, through the
-  session's OT pool);
-* Bob: his shares b_t(r), log pi and log a (garbler inputs).  Bob folds what is his into
-  as few inputs as he can: v_0(j) = b_0(r_j) + log pi_j, and for every frame t >= 1 and
-  edge (i -> j), beta_t(i, j) = log a_ij + b_t(r_j) (adding b_t(r_j) to every candidate
-  of target j before the max instead of after it changes neither the max's argument nor
-  its ties).
+* the *row holder*: its shares of every frame's emission rows, added to each target's
+  maximum;
+* the *edge holder* (the model holder, ``edge_holder``: the garbler in spotting, the
+  evaluator in speech mining): its shares, log pi and log a, folded into as few inputs as
+  it can: v_0(j) = e_0(r_j) + log pi_j, and for every frame t >= 1 and edge (i -> j),
+  beta_t(i, j) = log a_ij + e_t(r_j) (adding e_t(r_j) to every candidate of target j
+  before the max instead of after it changes neither the max's argument nor its ties).
+
+Alice's inputs reach the circuits through the session's OT pool, Bob's as his labels.
 
 Circuits (a chain under one Delta; the labels of the state pass from one to the next as
 *carried* wires, :data:`smc_hmm.gc.circuit.CARRY`, and never leave the parties):
@@ -61,6 +63,12 @@ class MaxPlusLayout:
     bits: int
     output: str = "path"
     reveal_score: bool = False
+    #: who holds log pi and log a: ``garbler`` (Bob) or ``evaluator`` (Alice)
+    edge_holder: str = "garbler"
+
+    @property
+    def row_holder(self) -> str:
+        return "evaluator" if self.edge_holder == "garbler" else "garbler"
 
     @property
     def states(self) -> int:
@@ -81,17 +89,23 @@ class MaxPlusLayout:
         return max(1, (self.models[model][1] - 1).bit_length())
 
     @property
+    def evaluator_counts(self) -> list[int]:
+        """Alice's input bits of each circuit of the chain (``init``, then every ``step``)."""
+        return [self.init.input_count("evaluator")] + [self.step.input_count("evaluator")] * (
+            self.length - 1
+        )
+
+    @property
     def evaluator_bits(self) -> int:
-        """Alice's input bits: l per frame and emission row."""
-        return self.length * self.rows * self.bits
+        return sum(self.evaluator_counts)
 
     # -- the circuits (public: both parties build the same) ------------------------------
 
     @cached_property
     def init(self) -> CompiledCircuit:
         c = Circuit()
-        a = c.input("evaluator", (self.rows, self.bits))
-        v = c.input("garbler", (self.states, self.bits))
+        a = c.input(self.row_holder, (self.rows, self.bits))
+        v = c.input(self.edge_holder, (self.states, self.bits))
         c.output(np.stack([a[list(self.row_of)], v], axis=-2), CARRY)
         return c.compile()
 
@@ -99,8 +113,8 @@ class MaxPlusLayout:
     def step(self) -> CompiledCircuit:
         c, n, l = Circuit(), self.states, self.bits
         delta = c.input(CARRY, (n, 2, l))
-        beta = c.input("garbler", (len(self.edges), l))
-        a = c.input("evaluator", (self.rows, l))
+        beta = c.input(self.edge_holder, (len(self.edges), l))
+        a = c.input(self.row_holder, (self.rows, l))
         src = np.array([i for i, _ in self.edges])
         cand = arith.compress(c, delta[src, 0], delta[src, 1], beta)
         groups, onehot = self._groups([len(p) for p in self.preds])
@@ -182,46 +196,57 @@ class MaxPlusLayout:
         return out
 
 
-def _frame_chunks(labels: np.ndarray, lay: MaxPlusLayout) -> np.ndarray:
-    return labels.reshape(lay.length, lay.rows * lay.bits, 2)
-
-
-def bob_maxplus(ctx, garbler, lay: MaxPlusLayout, shares, starts, trans, prefix="mp") -> None:
-    """Bob (garbler): the chain on his ``shares`` (T, rows) of the emissions, log pi
-    (``starts``, per state) and log a (``trans``, per edge in ``lay.edges`` order), every
-    value an integer at the recursion's scale."""
-    l, row_of = lay.bits, np.array(lay.row_of)
+def _inputs(lay: MaxPlusLayout, shares, starts, trans, edges: bool) -> list[np.ndarray]:
+    """One party's values of every circuit of the chain (init, then every step): its
+    shares (T, rows) as they are (the row holder), or folded with log pi and log a (the
+    edge holder: v_0, then beta_t per edge)."""
     shares = np.asarray(shares, dtype=object)
-    zero = _frame_chunks(garbler.input_labels(ctx, lay.evaluator_bits, f"{prefix}.choice"), lay)
-    v0 = shares[0][row_of] + np.asarray(starts, dtype=object)
-    _, carry = garbler.garble(ctx, lay.init, arith.to_bits(v0, l), zero[0], None, f"{prefix}.init")
+    if not edges:
+        return [shares[t] for t in range(lay.length)]
+    row_of = np.array(lay.row_of)
     targets = row_of[[j for _, j in lay.edges]]
-    state = 2 * lay.states * l
-    pointers = []
+    starts, trans = np.asarray(starts, dtype=object), np.asarray(trans, dtype=object)
+    return [shares[0][row_of] + starts] + [trans + shares[t][targets] for t in range(1, lay.length)]
+
+
+def _split(labels: np.ndarray, lay: MaxPlusLayout) -> list[np.ndarray]:
+    return np.split(labels, np.cumsum(lay.evaluator_counts)[:-1])
+
+
+def bob_maxplus(ctx, garbler, lay: MaxPlusLayout, shares, starts=None, trans=None, prefix="mp"):
+    """Bob (garbler): the chain on his ``shares`` (T, rows) of the emissions, and log pi
+    (``starts``, per state) and log a (``trans``, per edge in ``lay.edges`` order) where
+    he is the edge holder; every value an integer at the recursion's scale."""
+    l, none = lay.bits, np.zeros((0, 2), np.uint64)
+    mine = _inputs(lay, shares, starts, trans, lay.edge_holder == "garbler")
+    zero = _split(garbler.input_labels(ctx, lay.evaluator_bits, f"{prefix}.choice"), lay)
+    _, carry = garbler.garble(
+        ctx, lay.init, arith.to_bits(mine[0], l), zero[0], None, f"{prefix}.init"
+    )
+    state, pointers = 2 * lay.states * l, []
     for t in range(1, lay.length):
-        beta = arith.to_bits(np.asarray(trans, dtype=object) + shares[t][targets], l)
-        _, out = garbler.garble(ctx, lay.step, beta, zero[t], carry, f"{prefix}.step")
+        bits = arith.to_bits(mine[t], l)
+        _, out = garbler.garble(ctx, lay.step, bits, zero[t], carry, f"{prefix}.step")
         carry, pointer = out[:state], out[state:]
         pointers.append(pointer)
-    none = np.zeros((0, 2), np.uint64)
     _, last = garbler.garble(ctx, lay.final, [], none, carry, f"{prefix}.final")
     garbler.garble(ctx, lay.back, [], none, np.concatenate([last, *pointers]), f"{prefix}.back")
 
 
-def alice_maxplus(ctx, evaluator, lay: MaxPlusLayout, shares, prefix="mp"):
-    """Alice (evaluator): the chain on her ``shares`` (T, rows).  Returns (per model the
-    per-frame outputs, per model the best score at the recursion's scale or None)."""
-    l = lay.bits
-    bits = arith.to_bits(np.asarray(shares, dtype=object), l).reshape(-1)
-    labels = _frame_chunks(evaluator.input_labels(ctx, bits, f"{prefix}.choice"), lay)
+def alice_maxplus(ctx, evaluator, lay: MaxPlusLayout, shares, starts=None, trans=None, prefix="mp"):
+    """Alice (evaluator): the chain on her ``shares`` (T, rows), with log pi and log a where
+    she is the edge holder (speech mining).  Returns (per model the per-frame outputs, per
+    model the best score at the recursion's scale or None)."""
+    l, none = lay.bits, np.zeros((0, 2), np.uint64)
+    mine = _inputs(lay, shares, starts, trans, lay.edge_holder == "evaluator")
+    bits = np.concatenate([arith.to_bits(x, l).reshape(-1) for x in mine])
+    labels = _split(evaluator.input_labels(ctx, bits, f"{prefix}.choice"), lay)
     _, carry = evaluator.evaluate(ctx, lay.init, labels[0], None, f"{prefix}.init")
-    state = 2 * lay.states * l
-    pointers = []
+    state, pointers = 2 * lay.states * l, []
     for t in range(1, lay.length):
         _, out = evaluator.evaluate(ctx, lay.step, labels[t], carry, f"{prefix}.step")
         carry, pointer = out[:state], out[state:]
         pointers.append(pointer)
-    none = np.zeros((0, 2), np.uint64)
     score_bits, last = evaluator.evaluate(ctx, lay.final, none, carry, f"{prefix}.final")
     marks, _ = evaluator.evaluate(
         ctx, lay.back, none, np.concatenate([last, *pointers]), f"{prefix}.back"

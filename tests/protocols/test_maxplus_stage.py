@@ -17,7 +17,7 @@ BITS = 20
 NEG = -(1 << 14)  # a log 0 sentinel, far below any path
 
 
-def _layout(preds, row_of, models, segments, length, output, reveal=True):
+def _layout(preds, row_of, models, segments, length, output, reveal=True, holder="garbler"):
     return maxplus.MaxPlusLayout(
         tuple(tuple(p) for p in preds),
         tuple(row_of),
@@ -27,6 +27,7 @@ def _layout(preds, row_of, models, segments, length, output, reveal=True):
         BITS,
         output,
         reveal,
+        holder,
     )
 
 
@@ -36,13 +37,16 @@ def _run(lay, emissions, starts, trans, seed=3, wrap=None):
     bob_share = rng.integers(0, mod, emissions.shape)
     alice_share = (emissions - bob_share) % mod
 
+    bobs = (starts, trans) if lay.edge_holder == "garbler" else (None, None)
+    alices = (starts, trans) if lay.edge_holder == "evaluator" else (None, None)
+
     def bob(ctx):
         g = garbled.bob_setup(ctx, 0, refill=256)
-        maxplus.bob_maxplus(ctx, g, lay, bob_share.astype(object), starts, trans)
+        maxplus.bob_maxplus(ctx, g, lay, bob_share.astype(object), *bobs)
 
     def alice(ctx):
         e = garbled.alice_setup(ctx, 0, refill=256)
-        return maxplus.alice_maxplus(ctx, e, lay, alice_share.astype(object))
+        return maxplus.alice_maxplus(ctx, e, lay, alice_share.astype(object), *alices)
 
     result = simulate(
         {"alice": alice, "bob": bob}, rng=Rng.seeded(seed), wrap_transport=wrap, timeout=60
@@ -60,8 +64,9 @@ def _model(rng, n):
     return start, preds
 
 
-@pytest.mark.parametrize("output", ["path", "segment"])
-def test_the_chain_equals_plaintext_viterbi_with_ties(output):
+@pytest.mark.parametrize("output,holder", [("path", "garbler"), ("segment", "garbler"),
+                                           ("path", "evaluator")])  # fmt: skip
+def test_the_chain_equals_plaintext_viterbi_with_ties(output, holder):
     rng = np.random.default_rng(1)
     sizes = [4, 3]
     preds, row_of, models, segments, starts = [], [], [], [], []
@@ -90,7 +95,7 @@ def test_the_chain_equals_plaintext_viterbi_with_ties(output):
     for i, j in edges:
         k = max(k for k, o in enumerate(offsets) if o <= j)
         trans.append(int(logs[k][1][i - offsets[k], j - offsets[k]]))
-    lay = _layout(preds, row_of, models, segments, length, output)
+    lay = _layout(preds, row_of, models, segments, length, output, holder=holder)
     out, scores = _run(lay, emissions, starts, trans).outputs["alice"]
     for k, (start, a, rows, rb) in enumerate(logs):
         n = len(start)

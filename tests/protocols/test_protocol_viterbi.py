@@ -70,9 +70,9 @@ def _check(result, models, obs, hmmlearn=True):
             assert abs(out["score"] - log_p) <= REL * abs(log_p)
 
 
-#: (model_holder, comparison): the default (garbled for "bob", dgk for mining) and the
-#: thesis's DGK recursion, kept as a named mode
-MODES = [("bob", "auto"), ("bob", "dgk"), ("alice", "auto")]
+#: (model_holder, comparison): the garbled default in both directions and the thesis's
+#: DGK recursion, kept as a named mode
+MODES = [("bob", "auto"), ("bob", "dgk"), ("alice", "auto"), ("alice", "dgk")]
 
 
 @pytest.mark.parametrize("holder,comparison", MODES)
@@ -263,13 +263,46 @@ def test_dgk_mode_alice_decrypts_only_blinded_emissions_and_masked_comparisons(k
     assert centred.std() > 2.0 ** (plan.bits + 30)  # the mask's spread, 2^(l + 40) / sqrt 12
 
 
-def test_mining_alice_sees_masked_rescalings_only(keypair_1024):
-    """Speech mining: Bob's frames never reach Alice unmasked; her rescaling view is
-    L + r with r of bits(bound) + 40 bits."""
+def test_mining_alice_decrypts_only_uniform_masked_emissions(keypair_1024):
+    """Speech mining, the garbled default: what Alice decrypts of Bob's recording is one
+    packed message of emissions under uniform masks: the slot minus its true value is
+    uniform on the mask's range (a KS test), and nothing else she receives decrypts."""
+    from scipy import stats
+
+    from protocols.stages import garbled
+    from smc_hmm.crypto.packing import unpack_slots
+
+    rng = np.random.default_rng(6)
+    model = _gaussian(rng, 3, 2)
+    obs, _ = model.sample(12, rng)
+    result = _run(keypair_1024, [model], obs, {"model_holder": "alice"}, record_views=True)
+    _check(result, [model], obs, hmmlearn=False)
+    decryptable = [t for _, t, p in result.views["alice"] if hasattr(p, "decrypt_ints")]
+    assert decryptable == ["vit.share"]
+    (packed,) = [p for _, t, p in result.views["alice"] if t == "vit.share"]
+    plan = vit.Plan(
+        vit.ViterbiParams(model_holder="alice"),
+        vit.Structure.of(vit.as_decoders(model)),
+        len(obs),
+        1024,
+    )
+    sigma = plan.params.sigma
+    width, per = garbled.rounded_share_slots(plan.reach_bound, sigma, 1024)
+    slots = unpack_slots(packed.decrypt_ints(keypair_1024[1]), width, per, len(obs) * 3)
+    truth = model.log_emission(obs).ravel() * 2.0**plan.params.log_scale
+    top = float(1 << garbled.rounding_mask_bits(plan.reach_bound, sigma))
+    masks = np.array([float(v) - t - plan.reach_bound for v, t in zip(slots, truth)]) / top
+    assert stats.kstest(masks, "uniform").pvalue > 1e-3
+
+
+def test_dgk_mining_alice_sees_masked_rescalings_only(keypair_1024):
+    """Speech mining in the dgk mode: Bob's frames never reach Alice unmasked; her
+    rescaling view is L + r with r of bits(bound) + 40 bits."""
     rng = np.random.default_rng(6)
     model = _gaussian(rng, 3, 2)
     obs, _ = model.sample(6, rng)
-    result = _run(keypair_1024, [model], obs, {"model_holder": "alice"}, record_views=True)
+    params = {"model_holder": "alice", "comparison": "dgk"}
+    result = _run(keypair_1024, [model], obs, params, record_views=True)
     _check(result, [model], obs, hmmlearn=False)
     (masked,) = [p for _, t, p in result.views["alice"] if t == "rescale.masked"]
     values = [int(v) for v in masked.decrypt_ints(keypair_1024[1])]
@@ -328,8 +361,6 @@ def test_bad_inputs_are_typed_errors(keypair_512):
         vit.ViterbiParams(model_holder="trent")
     with pytest.raises(InvalidInputError, match="comparison"):
         vit.ViterbiParams(comparison="yao")
-    with pytest.raises(InvalidInputError, match="mining"):
-        vit.ViterbiParams(model_holder="alice", comparison="garbled")
     with pytest.raises(ConfigError):
         vit.ViterbiParams.from_config({"nonsense": 1})
     rng = np.random.default_rng(2)
