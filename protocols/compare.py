@@ -1190,7 +1190,9 @@ def _argmax_alice_garbled(ctx, params: ArgmaxParams):
     bound = params.labels_bound if params.carries_labels else None
     with ctx.phase("setup"):
         ctx.send(params.evaluator, Message("cmp.pk", Key()), pk)
-        evaluator = garbled.alice_setup(ctx, 0, params.evaluator, refill=0)
+        # the OT extension is input-independent: it runs in the setup, as the offline
+        # randomizers do, for exactly her share bits
+        evaluator = garbled.alice_setup(ctx, params.ots, params.evaluator, refill=0)
     with ctx.phase("tournament"):
         return circuits.alice_argmax(
             ctx, evaluator, params.count, params.bits, params.sigma, params.reveal_to, bound
@@ -1200,7 +1202,7 @@ def _argmax_alice_garbled(ctx, params: ArgmaxParams):
 def _argmax_bob_garbled(ctx, x: list[int], labels, params: ArgmaxParams):
     with ctx.phase("setup"):
         pk = ctx.recv(params.key_holder, Message("cmp.pk", Key()))
-        garbler = garbled.bob_setup(ctx, 0, params.key_holder, refill=0)
+        garbler = garbled.bob_setup(ctx, params.ots, params.key_holder, refill=0)
     order = list(range(params.count))
     if params.tie_break == "random":
         ctx.rng.shuffle(order)
