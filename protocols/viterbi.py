@@ -982,43 +982,24 @@ def alice(ctx, private, params: ViterbiParams, peer: str = "bob"):
     pk, sk = ctx.keypair
     msg0 = _static_messages()
     with ctx.phase("setup"):
-        # Step 0: the model holder's public structure, the data holder's T, then the keys
-        if params.model_holder == "bob":
-            structure = Structure.from_wire(ctx.recv(peer, msg0["spec"]))
-            structure.check_reachable()
-            length = _observation_length(private)
-            ctx.send(peer, msg0["length"], length)
-        else:
-            decoders = as_decoders(private)
-            structure = Structure.of(decoders)
-            structure.check_reachable()
-            probe = Plan(params, structure, 1, pk.bits)
-            emission_program(decoders, probe)  # her own checks, before anything is sent
-            log_parts(decoders, probe)
-            ctx.send(peer, msg0["spec"], structure.to_wire())
-            length = _check_length(ctx.recv(peer, msg0["length"]), peer)
-        plan = Plan(params, structure, length, pk.bits)
+        plan, decoders = _alice_structure(ctx, private, params, msg0, peer)  # step 0
         if params.garbled:
             ctx.send(peer, msg0["key"], pk)
             evaluator = garbled.alice_setup(ctx, plan.maxplus.evaluator_bits, peer)
         else:
             dgk_sk = compare.alice_send_keys(ctx, plan.compare_spec(1), peer)
-    msg = plan.messages()
+    if params.garbled:
+        return _alice_garbled(ctx, private, decoders, plan, evaluator, peer)
+    msg, length = plan.messages(), plan.length
     with ctx.phase("emissions"):
         if params.model_holder == "bob":
             # Step 1 (a): packed frames out; blinded packed emissions in, one slot each back
             ctx.send(peer, msg["obs"], forward_encode(pk, private, plan.fspec))
             y = plan.fspec.unpack_emissions(ctx.recv(peer, msg["emit"]).decrypt_ints(sk), length)
-            if params.garbled:  # her shares of the masked emissions
-                shares = _alice_shares(plan, y)
-            else:
-                half = 1 << (plan.shift - 1)
-                slots = [[(int(v) + half) >> plan.shift for v in row] for row in y]
-                bound = msg["slots"].body.bound
-                ctx.send(peer, msg["slots"], CipherArray.encrypt_encoded(pk, slots, 0, bound))
-        elif params.garbled:
-            # Step 1 (b), garbled: her encrypted emission program; her rounded shares
-            shares, starts, trans = _alice_mining_shares(ctx, decoders, plan, msg, peer)
+            half = 1 << (plan.shift - 1)
+            slots = [[(int(v) + half) >> plan.shift for v in row] for row in y]
+            bound = msg["slots"].body.bound
+            ctx.send(peer, msg["slots"], CipherArray.encrypt_encoded(pk, slots, 0, bound))
         else:
             # Step 1 (b): her encrypted model; the rescaling of Bob's emissions
             weights, consts = emission_program(decoders, plan)
@@ -1032,17 +1013,6 @@ def alice(ctx, private, params: ViterbiParams, peer: str = "bob"):
             ]
             ctx.send(peer, msg["model"], model)
             alice_rescale(ctx, plan.shift, plan.rescale_spec(), peer)
-    if params.garbled:
-        with ctx.phase("recursion"):  # steps 2-5 in the chain of circuits Bob garbles
-            if params.model_holder == "bob":
-                starts = trans = None  # Bob's
-            lay = plan.maxplus
-            values, scores = maxplus.alice_maxplus(
-                ctx, evaluator, lay, shares, starts, trans, "vit"
-            )
-        with ctx.phase("output"):
-            ctx.send(peer, msg0["done"], True)
-        return _results(plan, values, scores)
     with ctx.phase("recursion"):
         # Step 2: one tournament per frame; she keeps her shares of the bits
         shares = [alice_tournament(ctx, dgk_sk, plan.step, plan, peer) for _ in range(length - 1)]
@@ -1061,6 +1031,51 @@ def alice(ctx, private, params: ViterbiParams, peer: str = "bob"):
         # the last message is hers: a refusal Bob defers lands after she has everything
         ctx.send(peer, msg0["done"], True)
     return _outputs(plan, packed, scores)
+
+
+def _alice_structure(ctx, private, params: ViterbiParams, msg0, peer):
+    """Step 0, Alice: the model holder's structure (hers checked before it is sent), the
+    data holder's T; the run's plan and her decoders (None when Bob holds the models)."""
+    pk, _ = ctx.keypair
+    if params.model_holder == "bob":
+        structure = Structure.from_wire(ctx.recv(peer, msg0["spec"]))
+        structure.check_reachable()
+        length = _observation_length(private)
+        ctx.send(peer, msg0["length"], length)
+        return Plan(params, structure, length, pk.bits), None
+    decoders = as_decoders(private)
+    structure = Structure.of(decoders)
+    structure.check_reachable()
+    probe = Plan(params, structure, 1, pk.bits)
+    emission_program(decoders, probe)  # her own checks, before anything is sent
+    log_parts(decoders, probe)
+    ctx.send(peer, msg0["spec"], structure.to_wire())
+    length = _check_length(ctx.recv(peer, msg0["length"]), peer)
+    return Plan(params, structure, length, pk.bits), decoders
+
+
+def _alice_garbled(ctx, private, decoders, plan: Plan, evaluator, peer):
+    """Steps 1-5 of the garbled default, Alice: her shares of the emissions, then the
+    chain of circuits Bob garbles; the output she alone decodes."""
+    pk, sk = ctx.keypair
+    msg, msg0 = plan.messages(), _static_messages()
+    starts = trans = None  # the edge holder's: Bob's in spotting
+    with ctx.phase("emissions"):
+        if plan.params.model_holder == "bob":
+            # Step 1 (a): packed frames out; the masked packed emissions in, her shares
+            ctx.send(peer, msg["obs"], forward_encode(pk, private, plan.fspec))
+            decrypted = ctx.recv(peer, msg["emit"]).decrypt_ints(sk)
+            shares = _alice_shares(plan, plan.fspec.unpack_emissions(decrypted, plan.length))
+        else:
+            # Step 1 (b): her encrypted emission program out; her rounded shares back
+            shares, starts, trans = _alice_mining_shares(ctx, decoders, plan, msg, peer)
+    with ctx.phase("recursion"):  # steps 2-5 in the chain of circuits Bob garbles
+        values, scores = maxplus.alice_maxplus(
+            ctx, evaluator, plan.maxplus, shares, starts, trans, "vit"
+        )
+    with ctx.phase("output"):
+        ctx.send(peer, msg0["done"], True)
+    return _results(plan, values, scores)
 
 
 def _observation_length(observations) -> int:
@@ -1118,29 +1133,7 @@ def bob(ctx, private, params: ViterbiParams, peer: str = "alice"):
     msg0 = _static_messages()
     with ctx.phase("setup"):
         # Step 0: the model holder's public structure, the data holder's T, Alice's keys
-        if params.model_holder == "bob":
-            decoders = as_decoders(private)
-            structure = Structure.of(decoders)
-            structure.check_reachable()
-            probe = Plan(params, structure, 1, 2048)
-            emission_program(decoders, probe)  # local checks before anything is sent
-            log_parts(decoders, probe)
-            ctx.send(peer, msg0["spec"], structure.to_wire())
-            length = _check_length(ctx.recv(peer, msg0["length"]), peer)
-            ctx.charge_frames(length)  # a serving Bob's per-client budget (public T)
-        else:
-            structure = Structure.from_wire(ctx.recv(peer, msg0["spec"]))
-            structure.check_reachable()
-            inputs, clipped = encoded_inputs(private, structure, params)
-            length = inputs.shape[0]
-            ctx.send(peer, msg0["length"], length)
-            if clipped:  # his private data: refused only after his last message
-                ctx.defer(
-                    InvalidInputError(
-                        f"a feature exceeds the public feature_bound {params.feature_bound:g}: "
-                        "it was clipped, and the run is refused"
-                    )
-                )
+        structure, length, mine = _bob_structure(ctx, private, params, msg0, peer)
         if params.garbled:
             pk = ctx.recv(peer, msg0["key"])
             plan = Plan(params, structure, length, pk.bits)
@@ -1150,23 +1143,14 @@ def bob(ctx, private, params: ViterbiParams, peer: str = "alice"):
             pk, dgk_pk = compare.bob_recv_keys(ctx, plan.compare_spec(1), peer)
             _ = dgk_pk.table
             plan = Plan(params, structure, length, pk.bits, dgk_pk)
-    msg = plan.messages()
     if params.garbled:
-        with ctx.phase("emissions"):
-            if params.model_holder == "bob":
-                shares, starts, trans = _bob_shares(ctx, decoders, plan, msg, peer)
-            else:  # mining: log pi and log a stay Alice's, inside her circuit inputs
-                shares, starts, trans = _bob_mining_shares(ctx, inputs, plan, msg, peer)
-        with ctx.phase("recursion"):  # steps 2-5 in the chain of circuits he garbles
-            maxplus.bob_maxplus(ctx, garbler, plan.maxplus, shares, starts, trans, "vit")
-        with ctx.phase("output"):
-            ctx.recv(peer, msg0["done"])
-        return None
+        return _bob_garbled(ctx, mine, plan, garbler, peer)
+    msg = plan.messages()
     with ctx.phase("emissions"):
         if params.model_holder == "bob":
-            emit, starts, trans = _bob_emissions(ctx, decoders, plan, msg, peer)
+            emit, starts, trans = _bob_emissions(ctx, mine, plan, msg, peer)
         else:
-            emit, starts, trans = _mining_emissions(ctx, inputs, plan, msg, peer)
+            emit, starts, trans = _mining_emissions(ctx, mine, plan, msg, peer)
     row_of = np.array(structure.row_of)
     with ctx.phase("recursion"):
         edges = structure.edge_list
@@ -1202,6 +1186,50 @@ def bob(ctx, private, params: ViterbiParams, peer: str = "alice"):
             ctx.send(peer, msg["score"], scores.rerandomize())
         ctx.recv(peer, msg0["done"])
     return None
+
+
+def _bob_structure(ctx, private, params: ViterbiParams, msg0, peer):
+    """Step 0, Bob: (the structure, T, his decoders or his encoded frames).  His models are
+    checked before anything is sent; his frames beyond the public bound are clipped and
+    the run refused only after his last message."""
+    if params.model_holder == "bob":
+        decoders = as_decoders(private)
+        structure = Structure.of(decoders)
+        structure.check_reachable()
+        probe = Plan(params, structure, 1, 2048)
+        emission_program(decoders, probe)  # local checks before anything is sent
+        log_parts(decoders, probe)
+        ctx.send(peer, msg0["spec"], structure.to_wire())
+        length = _check_length(ctx.recv(peer, msg0["length"]), peer)
+        ctx.charge_frames(length)  # a serving Bob's per-client budget (public T)
+        return structure, length, decoders
+    structure = Structure.from_wire(ctx.recv(peer, msg0["spec"]))
+    structure.check_reachable()
+    inputs, clipped = encoded_inputs(private, structure, params)
+    ctx.send(peer, msg0["length"], inputs.shape[0])
+    if clipped:  # his private data: refused only after his last message
+        ctx.defer(
+            InvalidInputError(
+                f"a feature exceeds the public feature_bound {params.feature_bound:g}: "
+                "it was clipped, and the run is refused"
+            )
+        )
+    return structure, inputs.shape[0], inputs
+
+
+def _bob_garbled(ctx, mine, plan: Plan, garbler, peer) -> None:
+    """Steps 1-5 of the garbled default, Bob: his shares of the emissions, then the chain
+    of circuits he garbles."""
+    msg, msg0 = plan.messages(), _static_messages()
+    with ctx.phase("emissions"):
+        if plan.params.model_holder == "bob":
+            shares, starts, trans = _bob_shares(ctx, mine, plan, msg, peer)
+        else:  # mining: log pi and log a stay Alice's, inside her circuit inputs
+            shares, starts, trans = _bob_mining_shares(ctx, mine, plan, msg, peer)
+    with ctx.phase("recursion"):  # steps 2-5 in the chain of circuits he garbles
+        maxplus.bob_maxplus(ctx, garbler, plan.maxplus, shares, starts, trans, "vit")
+    with ctx.phase("output"):
+        ctx.recv(peer, msg0["done"])
 
 
 def _edge_bases(structure: Structure) -> list[int]:
