@@ -1282,24 +1282,33 @@ def _pack_outputs(plan: Plan, history: list[CipherArray]) -> CipherArray:
     return CipherArray.concatenate(out)
 
 
-def _bob_emissions(ctx, decoders, plan: Plan, msg, peer):
-    """model_holder "bob": the emission stage, then Alice's per-slot re-encryption."""
-    p, s, T = plan.params, plan.structure, plan.length
+def _emission_stage(ctx, decoders, plan: Plan, msg, peer, blinds):
+    """model_holder "bob", step 1 (a) at Bob: the emission stage on Alice's packed frames,
+    ``blinds`` (T, rows) added to every row's constant, the packed E(log b + blind) sent
+    back.  Returns (log pi, log a) at scale s."""
+    s, T = plan.structure, plan.length
     weights, consts = emission_program(decoders, plan)
     starts, trans = log_parts(decoders, plan)
     enc_obs = ctx.recv(peer, msg["obs"])
     layout = plan.fspec.emissions(T)
     if enc_obs.shape[0] != len(layout.groups):
         raise ProtocolError(f"{enc_obs.shape[0]} observation groups for {T} frames")
-    gammas = [log_blinds(ctx.rng, s.total_rows, p.blind_nats, p.log_scale) for _ in range(T)]
-    offsets = [consts + gammas[t] for t in range(T)]
+    offsets = [[int(c) + int(b) for c, b in zip(consts, row)] for row in blinds]
     if s.kind == "discrete":
         enc_obs.public_key.meter.count("ot", T)
     emit = emissions.bob_emissions(
         enc_obs, weights, plan.weight_scale, offsets, layout, plan.fspec.emit_bound
     )
-    emit = emit.with_bound(msg["emit"].body.bound)
-    ctx.send(peer, msg["emit"], emit.rerandomize())
+    ctx.send(peer, msg["emit"], emit.with_bound(msg["emit"].body.bound).rerandomize())
+    return starts, trans
+
+
+def _bob_emissions(ctx, decoders, plan: Plan, msg, peer):
+    """dgk mode, model_holder "bob": the emission stage with smooth blinds, then Alice's
+    per-slot re-encryption, unblinded."""
+    p, s, T = plan.params, plan.structure, plan.length
+    gammas = [log_blinds(ctx.rng, s.total_rows, p.blind_nats, p.log_scale) for _ in range(T)]
+    starts, trans = _emission_stage(ctx, decoders, plan, msg, peer, gammas)
     slots = ctx.recv(peer, msg["slots"])
     half = 1 << (plan.shift - 1)
     unblind = np.array(
@@ -1311,27 +1320,16 @@ def _bob_emissions(ctx, decoders, plan: Plan, msg, peer):
 
 def _bob_shares(ctx, decoders, plan: Plan, msg, peer):
     """Garbled (model_holder "bob"): the emission stage with a uniform mask M of
-    ``plan.mask_bits`` bits on every slot instead of a smooth blind; his shares
-    -floor(M / 2^(f - s)) mod 2^l (:func:`_alice_shares` has hers)."""
-    s, T = plan.structure, plan.length
-    weights, consts = emission_program(decoders, plan)
-    starts, trans = log_parts(decoders, plan)
-    enc_obs = ctx.recv(peer, msg["obs"])
-    layout = plan.fspec.emissions(T)
-    if enc_obs.shape[0] != len(layout.groups):
-        raise ProtocolError(f"{enc_obs.shape[0]} observation groups for {T} frames")
-    half, sigma = 1 << (plan.shift - 1), plan.params.sigma
+    ``plan.mask_bits`` bits on every slot instead of a smooth blind (plus 2^(f-s-1), the
+    rounding); his shares -floor(M / 2^(f - s)) mod 2^l (:func:`_alice_shares` has hers)."""
+    s, T, sigma = plan.structure, plan.length, plan.params.sigma
+    half, l = 1 << (plan.shift - 1), plan.maxplus.bits
     masks = [
         garbled.rounding_masks(ctx.rng, s.total_rows, plan.reach_bound, sigma) for _ in range(T)
     ]
-    offsets = [[int(c) + half + m for c, m in zip(consts, row)] for row in masks]
-    if s.kind == "discrete":
-        enc_obs.public_key.meter.count("ot", T)
-    emit = emissions.bob_emissions(
-        enc_obs, weights, plan.weight_scale, offsets, layout, plan.fspec.emit_bound
-    )
-    ctx.send(peer, msg["emit"], emit.with_bound(msg["emit"].body.bound).rerandomize())
-    shares = [garbled.rounded_shares(row, plan.shift, plan.maxplus.bits, True) for row in masks]
+    blinds = [[half + m for m in row] for row in masks]
+    starts, trans = _emission_stage(ctx, decoders, plan, msg, peer, blinds)
+    shares = [garbled.rounded_shares(row, plan.shift, l, negate=True) for row in masks]
     return shares, starts, trans
 
 
