@@ -222,7 +222,9 @@ def predict(cost, keypair, bits: int, scale: float, lanes: float, dgk: dict, dra
       their measured scaling), where the protocol runs them.
     * The garbled recursion at :func:`smc_hmm.bench.rates.garbling_rates`: ``scale``
       composites in lockstep are one chain of circuits ``scale`` times wider, so its
-      AND gates and OTs scale and its layers (``gc_layers``) do not."""
+      AND gates and OTs scale and its layers (``gc_layers``) do not.
+    * Alice's encryptions of her frames (her ``emissions`` phase) are one recording's,
+      shared by every composite: they do not scale either."""
     from smc_hmm.bench.rates import measure_rates
     from smc_hmm.cost.model import CostModel
 
@@ -231,6 +233,9 @@ def predict(cost, keypair, bits: int, scale: float, lanes: float, dgk: dict, dra
     for name, party in cost.parties.items():
         ops = {op: scale * int(k or 0) for op, k in party.get("ops", {}).items()}
         ops["gc_layers"] = int(party.get("ops", {}).get("gc_layers", 0) or 0)
+        if name == "alice":  # her packed frames, encrypted once for every composite
+            frames = party.get("phases", {}).get("emissions", {}).get("ops", {})
+            ops["encrypt"] = ops.get("encrypt", 0) - (scale - 1) * int(frames.get("encrypt", 0))
         dgk_ops = {op: int(ops.pop(op, 0) or 0) for op in DGK_OPS}
         drawn = int(ops.pop("encrypt", 0) or 0) + int(ops.pop("rerandomize", 0) or 0)
         ops["add"] = int(ops.get("add", 0) or 0) + drawn
