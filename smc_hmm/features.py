@@ -332,6 +332,12 @@ def read_wav(path: str | Path, sample_rate: int = 8000, min_samples: int = 1) ->
         raise InvalidInputError(f"no such WAV file: {path}") from exc
     except OSError as exc:
         raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    declared = _declared_rate(raw) if raw[:4] == b"RIFF" and raw[8:12] == b"WAVE" else None
+    if declared is not None and not MIN_WAV_RATE <= declared <= MAX_WAV_RATE:
+        raise InvalidInputError(
+            f"{path} declares a sampling rate of {declared} Hz; a recording's rate must be "
+            f"in [{MIN_WAV_RATE}, {MAX_WAV_RATE}] Hz"
+        )
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", wavfile.WavFileWarning)
@@ -340,7 +346,14 @@ def read_wav(path: str | Path, sample_rate: int = 8000, min_samples: int = 1) ->
         raise InvalidInputError(
             f"{path} is not a readable WAV file: it ends inside its header ({len(raw)} bytes)"
         ) from exc
-    except (ValueError, EOFError, OSError) as exc:  # scipy: ValueError for non-RIFF input
+    except ValueError as exc:  # scipy: ValueError for non-RIFF input or a cut sample
+        if "multiple of element size" in str(exc):
+            raise InvalidInputError(
+                f"{path} is truncated inside a sample: its data ends at a byte that does not "
+                "complete one"
+            ) from exc
+        raise InvalidInputError(f"{path} is not a readable WAV file: {exc}") from exc
+    except (EOFError, OSError) as exc:
         raise InvalidInputError(f"{path} is not a readable WAV file: {exc}") from exc
     promised = _promised_frames(raw)
     if promised is not None and promised > data.shape[0]:
@@ -379,6 +392,23 @@ def read_wav(path: str | Path, sample_rate: int = 8000, min_samples: int = 1) ->
             f"at least {min_samples} needed"
         )
     return signal
+
+
+#: the sampling rates a WAV file may declare (a public range, checked from its header
+#: before any sample is read or resampled: a file declaring 1 Hz would be resampled into
+#: gigabytes)
+MIN_WAV_RATE, MAX_WAV_RATE = 4_000, 192_000
+
+
+def _declared_rate(raw: bytes) -> int | None:
+    """The sampling rate the ``fmt`` chunk of a RIFF/WAVE file declares (None if none)."""
+    pos = 12
+    while pos + 8 <= len(raw):
+        chunk, size = raw[pos : pos + 4], int.from_bytes(raw[pos + 4 : pos + 8], "little")
+        if chunk == b"fmt " and pos + 16 <= len(raw):
+            return int.from_bytes(raw[pos + 12 : pos + 16], "little")
+        pos += 8 + size + (size & 1)
+    return None
 
 
 def _promised_frames(raw: bytes) -> int | None:

@@ -5,6 +5,7 @@ benchmark ends with."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import platform
 import statistics
@@ -50,6 +51,24 @@ def add_workers_argument(
 def add_json_argument(parser, help: str = "also write the results as JSON") -> None:
     """``--json PATH``: where :func:`finish` writes the results."""
     parser.add_argument("--json", metavar="PATH", help=help)
+
+
+def bounded(lo: int, hi: int):
+    """An argparse type: an integer in [lo, hi], else one line naming the range (a bench
+    parameter sizes what it allocates: ``--states 100000`` asked for 74.5 GiB)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(
+                f"must be an integer in [{lo:,}, {hi:,}], got {value:,}"
+            )
+        return value
+
+    return parse
 
 
 @contextmanager

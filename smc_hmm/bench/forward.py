@@ -20,6 +20,7 @@ from smc_hmm.bench.common import (
     LOWER,
     BenchResult,
     Row,
+    bounded,
     common_arguments,
     finish,
     lanes,
@@ -29,6 +30,7 @@ from smc_hmm.bench.common import (
     two_party_run,
 )
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, log_likelihood
+from smc_hmm.limits import MAX_RELEASE_STATES, MAX_SEQUENCE_LENGTH, MAX_WIDTH
 
 #: precision targets: absolute (nats) and relative error of log P (docs/benchmarks.md)
 ABS_TARGET = 1e-9
@@ -186,10 +188,13 @@ def run(
 
 def add_arguments(parser) -> None:
     with common_arguments(parser, workers=True, workers_help="processes for Bob's work"):
-        parser.add_argument("--states", type=int, default=5, help="HMM states N")
-        parser.add_argument("--symbols", type=int, default=8, help="discrete alphabet size M")
-        parser.add_argument("--length", type=int, default=50, help="sequence length T")
-        parser.add_argument("--dims", type=int, default=4, help="Gaussian feature dimension d")
+        states, width = bounded(1, MAX_RELEASE_STATES), bounded(1, MAX_WIDTH)
+        parser.add_argument("--states", type=states, default=5, help="HMM states N")
+        parser.add_argument("--symbols", type=width, default=8, help="discrete alphabet size M")
+        parser.add_argument(
+            "--length", type=bounded(1, MAX_SEQUENCE_LENGTH), default=50, help="sequence length T"
+        )
+        parser.add_argument("--dims", type=width, default=4, help="Gaussian feature dimension d")
         parser.add_argument("--seed", type=int, default=0)
 
 

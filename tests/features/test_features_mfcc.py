@@ -316,6 +316,27 @@ def test_a_wav_holding_fewer_samples_than_its_header_promises_is_refused(tmp_pat
     assert read_wav(whole).shape == (3472,)
 
 
+@pytest.mark.parametrize("rate", [1, 3999, 192_001, 4_000_000])
+def test_a_declared_rate_outside_the_public_range_is_refused_before_any_sample_is_read(
+    tmp_path, rate
+):
+    """A 40 KB file declaring 1 Hz used to be resampled to 8 kHz (gigabytes) before any
+    check: the header's rate is now checked first, and the refusal names the range."""
+    path = _write(tmp_path / "rate.wav", rate, (_synthetic(20000) * 32767).astype(np.int16))
+    with pytest.raises(InvalidInputError, match=f"declares a sampling rate of {rate} Hz"):
+        read_wav(path)
+    for ok in (4000, 192_000):
+        assert read_wav(_write(tmp_path / f"ok{ok}.wav", ok, np.ones(8000, np.int16))).size
+
+
+def test_a_wav_cut_inside_a_sample_says_so(tmp_path):
+    whole = _write(tmp_path / "whole.wav", 8000, (_synthetic(3472) * 32767).astype(np.int16))
+    part = tmp_path / "odd.wav"
+    part.write_bytes(whole.read_bytes()[:-1])  # the last 16-bit sample loses a byte
+    with pytest.raises(InvalidInputError, match="truncated inside a sample"):
+        read_wav(part)
+
+
 def test_a_wav_with_an_open_ended_data_size_reads_what_it_holds(tmp_path):
     """Streaming writers leave the sizes at 0xFFFFFFFF: such a file promises nothing."""
     samples = (_synthetic(3000) * 32767).astype(np.int16)

@@ -496,3 +496,20 @@ def test_a_demo_that_cannot_write_its_json_says_so_in_one_line(argv, capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert "cannot write /dev/full" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "option,value",
+    [("--states", "100000"), ("--states", "0"), ("--symbols", "1000000"), ("--length", "0")],
+)
+def test_bench_forward_sizes_are_bounded_while_parsing(capsys, option, value):
+    """bench forward --states 100000 ended in a MemoryError traceback after asking for
+    74.5 GiB; --states 0 in a message about an empty startprob.  Each is refused while the
+    command line is parsed, naming the option and its range (exit 2, nothing ran)."""
+    try:
+        code = main(["bench", "forward", "--key-bits", "512", "--insecure", option, value])
+    except SystemExit as exit_:
+        code = exit_.code
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"argument {option}: must be an integer in [1," in err and "Traceback" not in err
