@@ -73,7 +73,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from protocols import forward
+from protocols import forward, viterbi
 from protocols.compare import COMPARISONS
 from protocols.decision import DecisionSpec, alice_decide, bob_decide
 from protocols.primitives import (
@@ -97,6 +97,10 @@ from smc_hmm.runtime.inputs import load_array, resolve_path
 
 NAME = "keyword"
 MODES = ("private", "fast")
+#: how a keyword's score is computed: ``forward`` (log P, the thesis's) or ``viterbi``
+#: (the best path's log-probability, the whole recursion and the argmax in circuits Bob
+#: garbles: Alice decrypts only uniformly masked emissions, :mod:`protocols.viterbi`)
+SCORINGS = ("forward", "viterbi")
 #: the fast mode's slope a is log-uniform on [2^A_LOW, 2^(A_LOW + A_OCTAVES))
 A_LOW, A_OCTAVES = 32, 64
 A_BITS = A_LOW + A_OCTAVES
@@ -121,10 +125,15 @@ class KeywordParams:
     #: the private mode's argmax: ``garbled`` (one circuit Bob garbles) or ``dgk``
     #: (:mod:`protocols.decision`)
     comparison: str = "garbled"
+    scoring: str = "forward"
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise InvalidInputError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.scoring not in SCORINGS:
+            raise InvalidInputError(f"scoring must be one of {SCORINGS}, got {self.scoring!r}")
+        if self.scoring == "viterbi" and (self.mode != "private" or self.comparison != "garbled"):
+            raise InvalidInputError("viterbi scoring runs in the private mode, garbled")
         if self.comparison not in COMPARISONS:
             raise InvalidInputError(
                 f"comparison must be one of {COMPARISONS}, got {self.comparison!r}"
@@ -154,10 +163,11 @@ class KeywordParams:
         garbage = section.pop("garbage", None)
         margin = section.pop("margin", 0.0)
         comparison = section.pop("comparison", "garbled")
+        scoring = section.pop("scoring", "forward")
         section.setdefault("feature_bound", 100.0)
         try:
             fwd = forward.ForwardParams.from_config(section)
-            return cls(mode, fwd, int(score_scale), garbage, float(margin), comparison)
+            return cls(mode, fwd, int(score_scale), garbage, float(margin), comparison, scoring)
         except (TypeError, ValueError, InvalidInputError) as e:
             raise ConfigError(f"bad keyword parameters: {e}") from e
 
@@ -242,6 +252,10 @@ def alice(ctx, frames, params: KeywordParams, peer: str = "bob") -> dict:
     if frames.ndim != 2 or frames.shape[0] == 0:
         raise InvalidInputError("keyword recognition needs a (T, d) array of feature frames")
     length = frames.shape[0]
+    if params.scoring == "viterbi":
+        labels = _alice_labels(ctx, params, peer)
+        out = viterbi.alice(ctx, frames, viterbi_params(params, labels), peer)
+        return _outcome(params, labels, out["model"])
     # Step 1: the secure forward algorithm; Bob keeps E(log P) for every keyword.  A
     # refusal of its precision check is deferred (ctx.defer): the runner raises it after
     # the argmax's last message, so Bob's view does not depend on Alice's speech
@@ -252,11 +266,7 @@ def alice(ctx, frames, params: KeywordParams, peer: str = "bob") -> dict:
 def _alice_argmax(ctx, params: KeywordParams, length: int, peer: str) -> dict:
     """Alice's step 2: the labels, then the argmax in the public mode."""
     _, sk = ctx.keypair
-    labels = ctx.recv(peer, Message("kw.labels", Public((list,))))
-    if not labels or not all(isinstance(x, str) for x in labels):
-        raise ProtocolError("kw.labels: expected a list of keyword labels")
-    if params.garbage is not None and params.garbage not in labels:
-        raise ProtocolError(f"kw.labels: no garbage model labelled {params.garbage!r}")
+    labels = _alice_labels(ctx, params, peer)
     msg = _messages(params, len(labels), length)
     with ctx.phase("argmax"):
         if params.mode == "fast":
@@ -272,6 +282,30 @@ def _alice_argmax(ctx, params: KeywordParams, length: int, peer: str) -> dict:
         return _outcome(params, labels, alice_decide(ctx, decision, peer))
 
 
+def _alice_labels(ctx, params: KeywordParams, peer: str) -> list[str]:
+    labels = ctx.recv(peer, Message("kw.labels", Public((list,))))
+    if not labels or not all(isinstance(x, str) for x in labels):
+        raise ProtocolError("kw.labels: expected a list of keyword labels")
+    if params.garbage is not None and params.garbage not in labels:
+        raise ProtocolError(f"kw.labels: no garbage model labelled {params.garbage!r}")
+    return labels
+
+
+def viterbi_params(params: KeywordParams, labels: list[str]) -> viterbi.ViterbiParams:
+    """``scoring = "viterbi"``: the secure Viterbi's public parameters, its output the best
+    model's index; a garbage model carries the public margin as its offset."""
+    offsets = [params.margin if label == params.garbage else 0.0 for label in labels]
+    fwd = params.forward
+    return viterbi.ViterbiParams(
+        output="model",
+        reveal_score=False,
+        feature_bound=float(fwd.feature_bound),
+        feature_scale=fwd.feature_scale,
+        sigma=fwd.precision.sigma,
+        offsets=tuple(offsets) if params.garbage is not None else (),
+    )
+
+
 def _outcome(params: KeywordParams, labels: list[str], index: int) -> dict:
     """Alice's output; with spotting, the garbage model's win is "no keyword" (None)."""
     if params.garbage is not None and labels[index] == params.garbage:
@@ -282,6 +316,11 @@ def _outcome(params: KeywordParams, labels: list[str], index: int) -> dict:
 def bob(ctx, keywords, params: KeywordParams, peer: str = "alice") -> None:
     """Bob: ``keywords`` is (models, labels) or a list of models (labels "0".."K-1")."""
     models, labels = _models_and_labels(keywords)
+    if params.scoring == "viterbi":
+        if params.garbage is not None and params.garbage not in labels:
+            raise InvalidInputError(f"no model is labelled {params.garbage!r} (the garbage model)")
+        ctx.send(peer, Message("kw.labels", Public((list,))), labels)
+        return viterbi.bob(ctx, models, viterbi_params(params, labels), peer)
     run = forward.bob_scores(ctx, models, params.forward, reveal=False, peer=peer)
     enc_logp, length, count = run.log_p, run.length, len(labels)
     msg = _messages(params, count, length)

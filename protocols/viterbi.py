@@ -160,7 +160,7 @@ from smc_hmm.protocol import ProtocolDescriptor, alice_and_bob, params_from_conf
 from smc_hmm.runtime.inputs import load_array, resolve_path
 
 NAME = "viterbi"
-OUTPUTS = ("path", "segment")
+OUTPUTS = ("path", "segment", "model")
 HOLDERS = ("bob", "alice")
 #: How the recursion compares: ``garbled`` (one chain of circuits Bob garbles,
 #: :mod:`protocols.stages.maxplus`), ``dgk`` (the thesis's interactive DGK tournaments),
@@ -193,8 +193,18 @@ class ViterbiParams:
     weight_floor_bits: int = 42
     sigma: int = 40
     comparison: str = "auto"
+    #: ``output = "model"``: per model the public offset (nats) added to its best score
+    #: before the argmax over models (a garbage model's margin); empty: none
+    offsets: tuple[float, ...] = ()
 
     def __post_init__(self):
+        object.__setattr__(self, "offsets", tuple(float(v) for v in self.offsets))
+        if any(not math.isfinite(v) or abs(v) > 1 << 20 for v in self.offsets):
+            raise InvalidInputError("offsets must be finite numbers of nats, |offset| <= 2^20")
+        if self.offsets and self.output != "model":
+            raise InvalidInputError("offsets are for output 'model'")
+        if self.output == "model" and self.comparison == "dgk":
+            raise InvalidInputError("output 'model' runs on the garbled recursion, not 'dgk'")
         if self.model_holder not in HOLDERS:
             raise InvalidInputError(f"model_holder must be one of {HOLDERS}")
         if self.comparison not in COMPARISONS:
@@ -641,7 +651,9 @@ class Plan:
     @property
     def value_bound(self) -> int:
         """Public bound on every delta and candidate, in units 2^-s."""
-        return (self.path_nats + self.zeros * self.zero_nats) << self.params.score_scale
+        top = max((abs(v) for v in self.params.offsets), default=0.0)
+        offsets = math.ceil(top) + 1 if top else 0
+        return (self.path_nats + self.zeros * self.zero_nats + offsets) << self.params.score_scale
 
     @property
     def bits(self) -> int:
@@ -717,7 +729,19 @@ class Plan:
             p.output,
             p.reveal_score,
             "garbler" if p.model_holder == "bob" else "evaluator",
+            self.offset_units,
         )
+
+    @property
+    def offset_units(self) -> tuple[int, ...]:
+        """``model``: the offsets at scale s (one per model; none given: zeros)."""
+        models = len(self.structure.states)
+        offsets = self.params.offsets or (0.0,) * models
+        if len(offsets) != models:
+            raise InvalidInputError(f"{len(offsets)} offsets for {models} models")
+        if self.params.output != "model":
+            return ()
+        return tuple(ldexp_int(v, self.params.score_scale) for v in offsets)
 
     @property
     def shift(self) -> int:
@@ -1108,9 +1132,14 @@ def _outputs(plan: Plan, packed: list[int], scores) -> list[dict]:
     return _results(plan, values, scores)
 
 
-def _results(plan: Plan, outputs: list[list[int]], scores) -> list[dict]:
+def _results(plan: Plan, outputs, scores):
     """Per model ``{"path": ...}`` or ``{"segment": ...}`` (and ``"score"``) from the
-    per-frame output values."""
+    per-frame output values; ``model``: ``{"model": index}`` (and ``"scores"``)."""
+    if plan.params.output == "model":
+        result: dict = {"model": int(outputs)}
+        if scores is not None:
+            result["scores"] = [_score(plan, v) for v in scores]
+        return result
     out = []
     for k, values in enumerate(outputs):
         result: dict = {}
@@ -1120,11 +1149,15 @@ def _results(plan: Plan, outputs: list[list[int]], scores) -> list[dict]:
             inside = np.flatnonzero(values)
             result["segment"] = (int(inside[0]), int(inside[-1])) if inside.size else None
         if scores is not None:
-            v = scores[k]
-            limit = plan.path_nats << plan.params.score_scale
-            result["score"] = -math.inf if v < -limit else v / 2**plan.params.score_scale
+            result["score"] = _score(plan, scores[k])
         out.append(result)
     return out
+
+
+def _score(plan: Plan, v: int) -> float:
+    """A best path's score from its integer at scale s (-inf below every path's)."""
+    limit = plan.path_nats << plan.params.score_scale
+    return -math.inf if v < -limit else v / 2**plan.params.score_scale
 
 
 def bob(ctx, private, params: ViterbiParams, peer: str = "alice"):

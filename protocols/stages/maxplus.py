@@ -29,6 +29,10 @@ Circuits (a chain under one Delta; the labels of the state pass from one to the 
    predecessor is unique), and per frame and model the output Alice decodes: the state's
    index bits (``path``) or [the state is in the segment] (``segment``).
 
+The ``model`` output (keyword recognition by Viterbi scores) keeps no pointers and has no
+``back``: ``final`` adds each model's public offset (a garbage model's margin) to its best
+score and gives Alice only the index of the best model (ties: the lowest index).
+
 Who learns what (semi-honest garbler; see :mod:`protocols.stages.garbled` for what a
 deviating Alice can still do with her inputs): Alice, the declared output bits (and the
 score if revealed); everything else she holds is a label.  Bob, Alice's padded choice
@@ -65,6 +69,12 @@ class MaxPlusLayout:
     reveal_score: bool = False
     #: who holds log pi and log a: ``garbler`` (Bob) or ``evaluator`` (Alice)
     edge_holder: str = "garbler"
+    #: ``model`` output: the public offset added to each model's score (recursion scale)
+    offsets: tuple[int, ...] = ()
+
+    @property
+    def keeps_pointers(self) -> bool:
+        return self.output != "model"
 
     @property
     def row_holder(self) -> str:
@@ -118,9 +128,12 @@ class MaxPlusLayout:
         src = np.array([i for i, _ in self.edges])
         cand = arith.compress(c, delta[src, 0], delta[src, 1], beta)
         groups, onehot = self._groups([len(p) for p in self.preds])
-        best, pointer = arith.group_argmax(c, cand, groups, onehot, carry_save=True)
+        payload = onehot if self.keeps_pointers else None
+        best, pointer = arith.group_argmax(c, cand, groups, payload, carry_save=True)
         c.output(arith.compress(c, best[:, 0], best[:, 1], a[list(self.row_of)]), CARRY)
-        c.output(np.concatenate([pointer[j, : len(p)] for j, p in enumerate(self.preds)]), CARRY)
+        if self.keeps_pointers:
+            kept = [pointer[j, : len(p)] for j, p in enumerate(self.preds)]
+            c.output(np.concatenate(kept), CARRY)
         return c.compile()
 
     @cached_property
@@ -128,11 +141,25 @@ class MaxPlusLayout:
         c = Circuit()
         delta = c.input(CARRY, (self.states, 2, self.bits))
         groups, onehot = self._groups([n for _, n in self.models])
-        best, last = arith.group_argmax(c, delta, groups, onehot, carry_save=True)
+        payload = onehot if self.keeps_pointers else None
+        best, last = arith.group_argmax(c, delta, groups, payload, carry_save=True)
         if self.reveal_score:
             c.output(arith.cs_value(c, best), "evaluator")
+        if not self.keeps_pointers:  # the best model's index, to Alice
+            shift = arith.constant(list(self.offsets) or [0] * len(self.models), self.bits)
+            scored = arith.compress(c, best[:, 0], best[:, 1], shift)
+            index = arith.constant(np.arange(len(self.models)), self.model_bits)
+            c.output(
+                arith.group_argmax(c, scored, [range(len(self.models))], index, True)[1],
+                "evaluator",
+            )
+            return c.compile()
         c.output(np.concatenate([last[k, :n] for k, (_, n) in enumerate(self.models)]), CARRY)
         return c.compile()
+
+    @property
+    def model_bits(self) -> int:
+        return max(1, (len(self.models) - 1).bit_length())
 
     @cached_property
     def back(self) -> CompiledCircuit:
@@ -230,7 +257,9 @@ def bob_maxplus(ctx, garbler, lay: MaxPlusLayout, shares, starts=None, trans=Non
         carry, pointer = out[:state], out[state:]
         pointers.append(pointer)
     _, last = garbler.garble(ctx, lay.final, [], none, carry, f"{prefix}.final")
-    garbler.garble(ctx, lay.back, [], none, np.concatenate([last, *pointers]), f"{prefix}.back")
+    if lay.keeps_pointers:
+        back = np.concatenate([last, *pointers])
+        garbler.garble(ctx, lay.back, [], none, back, f"{prefix}.back")
 
 
 def alice_maxplus(ctx, evaluator, lay: MaxPlusLayout, shares, starts=None, trans=None, prefix="mp"):
@@ -247,19 +276,20 @@ def alice_maxplus(ctx, evaluator, lay: MaxPlusLayout, shares, starts=None, trans
         _, out = evaluator.evaluate(ctx, lay.step, labels[t], carry, f"{prefix}.step")
         carry, pointer = out[:state], out[state:]
         pointers.append(pointer)
-    score_bits, last = evaluator.evaluate(ctx, lay.final, none, carry, f"{prefix}.final")
-    marks, _ = evaluator.evaluate(
-        ctx, lay.back, none, np.concatenate([last, *pointers]), f"{prefix}.back"
-    )
-    scores = None
+    out, last = evaluator.evaluate(ctx, lay.final, none, carry, f"{prefix}.final")
+    models, scores = len(lay.models), None
     if lay.reveal_score:
-        scores = [int(v) for v in arith.from_bits(score_bits.reshape(len(lay.models), l))]
+        scores = [int(v) for v in arith.from_bits(out[: models * l].reshape(models, l))]
+    if not lay.keeps_pointers:  # ``model``: the best model's index
+        return int(arith.from_bits(out[-lay.model_bits :], signed=False)), scores
+    back = np.concatenate([last, *pointers])
+    marks, _ = evaluator.evaluate(ctx, lay.back, none, back, f"{prefix}.back")
     return lay.decode(marks), scores
 
 
 def messages(lay: MaxPlusLayout, prefix: str = "mp") -> list:
     """Every message of the chain, declared from the layout."""
     out = [choice_message(lay.evaluator_bits, f"{prefix}.choice")]
-    for name in ("init", "step", "final", "back"):
+    for name in ("init", "step", "final", "back")[: 4 if lay.keeps_pointers else 3]:
         out.append(circuit_messages(getattr(lay, name), f"{prefix}.{name}")["tables"])
     return out

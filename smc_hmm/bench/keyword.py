@@ -217,6 +217,8 @@ def configurations(args) -> list[tuple[str, str]]:
     modes = ["private", "fast"] if args.mode == "both" else [args.mode]
     recursions = ["v2", "v1"] if args.recursion == "both" else [args.recursion]
     configs = [(r, m) for r in recursions for m in modes if r == "v2" or m == modes[0]]
+    if getattr(args, "viterbi", False):  # Viterbi scoring, every nonlinear step garbled
+        configs.append(("viterbi", "private"))
     return configs
 
 
@@ -317,6 +319,8 @@ def _run_config(b: _Run, record: dict, frames, scores, config, compute) -> None:
     """One utterance in one configuration: its secure run (a refusal counted, never a
     silent wrong answer), and with --all-scores its revealed log-likelihoods."""
     params = {"mode": config[1], "recursion": config[0], "streams": b.args.streams}
+    if config[0] == "viterbi":
+        params = {"scoring": "viterbi"}
     try:
         seconds, pre, result = _secure_once(b, frames, params, compute)
     except (PrecisionError, PartyProcessError) as e:
@@ -328,7 +332,7 @@ def _run_config(b: _Run, record: dict, frames, scores, config, compute) -> None:
         return
     secure = result.outputs["alice"]["keyword"]
     decryptions, bob_seconds = _recursion_cost(result.cost)
-    if b.args.all_scores:  # every keyword's secure log-likelihood, revealed
+    if b.args.all_scores and config[0] != "viterbi":  # every secure log-likelihood, revealed
         recursion = {"recursion": config[0]}
         fw = _secure_local(b.models, b.labels, frames, b.keypair, recursion, compute, "forward")[2]
         record["max_relative_error"] = max(
@@ -353,13 +357,16 @@ def _run_config(b: _Run, record: dict, frames, scores, config, compute) -> None:
 
 def _secure_runs(b: _Run, compute) -> None:
     """Every utterance in every configuration, against the plaintext decision."""
-    from smc_hmm.hmm import log_likelihood
+    from smc_hmm.hmm import log_likelihood, viterbi
 
     for n, utt in enumerate(b.utterances, 1):
         frames = b.frames(utt)
         scores = [log_likelihood(m, frames) for m in b.models]
         plain = b.labels[int(np.argmax(scores))]
+        best_paths = None
         for config in b.configs:
+            if config[0] == "viterbi" and best_paths is None:  # its plaintext decision
+                best_paths = [viterbi(m, frames)[1] for m in b.models]
             b.say(
                 f"[{n}/{len(b.utterances)}] keyword, {_label(config)}, {b.args.transport}, "
                 f"{len(frames)} frames"
@@ -371,7 +378,9 @@ def _secure_runs(b: _Run, compute) -> None:
                 "digit": int(utt.digit),
                 "speaker": utt.speaker,
                 "frames": len(frames),
-                "plaintext": plain,
+                "plaintext": plain
+                if config[0] != "viterbi"
+                else b.labels[int(np.argmax(best_paths))],
             }
             _run_config(b, record, frames, scores, config, compute)
 
@@ -441,6 +450,18 @@ def _comparison_rows(b: _Run) -> None:
             )
         b.checks["Bob's v2 recursion no slower than v1"] = (
             v2["bob_recursion_seconds"] <= v1["bob_recursion_seconds"]
+        )
+    garbled = ("viterbi", "private")
+    if V2P in medians and garbled in medians:
+        b.rows.append(
+            common.Row(
+                "viterbi scoring (garbled) vs v2 private: total",
+                medians[garbled]["seconds"],
+                medians[V2P]["seconds"],
+                "s",
+                better=common.LOWER,
+                note="the same utterances, in the same run",
+            )
         )
 
 
@@ -681,6 +702,12 @@ def add_arguments(parser) -> None:
             choices=("v2", "v1", "both"),
             default="both",
             help="forward recursion; both: v2 and v1 side by side (v1 in the first mode only)",
+        )
+        parser.add_argument(
+            "--viterbi",
+            action="store_true",
+            help="also keyword recognition by Viterbi scores (scoring = viterbi: the "
+            "recursion and the argmax in circuits Bob garbles), beside the forward ones",
         )
         parser.add_argument("--transport", choices=("local", "tcp"), default="local")
         parser.add_argument(

@@ -328,9 +328,12 @@ def group_argmax(
     first), its maximum and the ``payload`` row of its winner: tournaments in lockstep,
     every round's matches of all groups one batched compare-and-select, the right taken
     only when strictly greater (numpy's ties), the last of an odd round sitting out.
-    ``values`` are ``(n, l)`` or carry-save ``(n, 2, l)``; ``payload`` ``(n, p)`` wires.
-    Returns ``(len(groups), ...)`` stacks."""
-    values, payload = np.asarray(values), np.asarray(payload)
+    ``values`` are ``(n, l)`` or carry-save ``(n, 2, l)``; ``payload`` ``(n, p)`` wires
+    (None: no payload, an empty one back).  Returns ``(len(groups), ...)`` stacks."""
+    values = np.asarray(values)
+    if payload is None:
+        payload = np.zeros((values.shape[0], 0), dtype=np.int64)
+    payload = np.asarray(payload)
     if payload.shape[0] != values.shape[0]:
         raise InvalidInputError(f"a payload for {payload.shape[0]} values, not {values.shape[0]}")
     if any(len(g) < 1 for g in groups):
@@ -342,9 +345,9 @@ def group_argmax(
         right = np.stack([p[1][0] for p in pairs])
         take = cs_less(c, left, right) if carry_save else less(c, left, right)
         best = mux(c, take[:, None] if carry_save else take, right, left)
-        carried = mux(
-            c, take, np.stack([p[1][1] for p in pairs]), np.stack([p[0][1] for p in pairs])
-        )
+        carried = np.stack([p[0][1] for p in pairs])
+        if carried.shape[-1]:
+            carried = mux(c, take, np.stack([p[1][1] for p in pairs]), carried)
         done, at = [], 0
         for g in current:
             merged = [(best[at + k], carried[at + k]) for k in range(len(g) // 2)]

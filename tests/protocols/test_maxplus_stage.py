@@ -127,3 +127,34 @@ def test_messages_follow_from_the_layout_only():
     ]
     decl = list(garbled.setup_messages(256).values()) + maxplus.messages(lay)
     assert_same_transcripts(lambda x, wrap: _run(lay, *x, wrap=wrap), inputs, decl)
+
+
+def test_the_model_output_names_the_best_model_with_its_offset():
+    """Keyword recognition by Viterbi scores: per model its best path's score plus a public
+    offset (a garbage model's margin), and Alice learns only the index of the best (ties:
+    the lowest), with no pointer kept and no traceback circuit."""
+    rng = np.random.default_rng(7)
+    n, models, length = 3, 3, 6
+    preds = [[base + i for i in (0, 1, 2)] for base in range(0, n * models, n) for _ in range(n)]
+    row_of = list(range(n * models))
+    emissions = rng.integers(-6, 0, (length, n * models))
+    starts = [0, NEG, NEG] * models
+    trans = rng.integers(-3, 0, len(preds) * n).tolist()
+    edges = [(i, j) for j, p in enumerate(preds) for i in p]
+    for offsets in ((0, 0, 0), (0, 0, 40), (-40, 0, 0)):
+        lay = maxplus.MaxPlusLayout(
+            tuple(tuple(p) for p in preds), tuple(row_of),
+            tuple((k * n, n) for k in range(models)), (None,) * models, length, BITS,
+            "model", True, "garbler", offsets,
+        )  # fmt: skip
+        index, scores = _run(lay, emissions, starts, trans).outputs["alice"]
+        plain = []
+        for k in range(models):
+            a = np.full((n, n), -np.inf)
+            for (i, j), v in zip(edges, trans):
+                if i // n == k:
+                    a[i - k * n, j - k * n] = v
+            pi = np.array([0.0, -np.inf, -np.inf])
+            plain.append(viterbi_from_logs(pi, a, emissions[:, k * n : (k + 1) * n])[1])
+        assert scores == plain
+        assert index == int(np.argmax(np.array(plain) + np.array(offsets)))

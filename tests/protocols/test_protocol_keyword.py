@@ -332,3 +332,81 @@ def test_a_config_names_the_bundled_models_as_the_command_line_does(tmp_path):
     save_models(tmp_path / "two.npz", want[:2], labels=want_labels[:2])
     models, labels = kw.load_keywords("two.npz", tmp_path)
     assert labels == want_labels[:2]
+
+
+# -- scoring = "viterbi": the recursion and the argmax in circuits Bob garbles ---------------
+
+
+def _run_viterbi(keypair, frames, keywords, extra=None, **kwargs):
+    return run_protocol(
+        kw.PROTOCOL,
+        {"scoring": "viterbi", **(extra or {})},
+        {"alice": ("alice", frames), "bob": ("bob", keywords)},
+        keys={"alice": keypair},
+        min_key_bits=512,
+        timeout=120,
+        **kwargs,
+    )
+
+
+def test_viterbi_scoring_names_the_plaintext_viterbi_winner(keypair_1024):
+    """Each keyword scored by its best path (smc_hmm.hmm.viterbi): the secure decision is
+    the plaintext one; with a garbage model its margin decides "no keyword" as there."""
+    from smc_hmm.hmm import viterbi
+
+    rng = np.random.default_rng(7)
+    models = _models(rng)
+    labels = ["a", "b", "c"]
+    for truth in (0, 2):
+        frames, _ = models[truth].sample(6, rng)
+        plain = [viterbi(m, frames)[1] for m in models]
+        out = _run_viterbi(keypair_1024, frames, (models, labels))["alice"]
+        assert out["index"] == int(np.argmax(plain))
+        for margin in (0.0, 1e3):  # the garbage model "c" carries the margin
+            got = _run_viterbi(
+                keypair_1024, frames, (models, labels), {"garbage": "c", "margin": margin}
+            )["alice"]
+            scores = np.array(plain) + np.array([0.0, 0.0, margin])
+            best = int(np.argmax(scores))
+            assert got["keyword"] == (None if best == 2 else labels[best])
+
+
+def test_viterbi_scoring_shows_alice_only_uniform_masked_emissions(keypair_1024):
+    """The chosen-frame attack of docs/security.md against keyword recognition: under
+    viterbi scoring everything Alice decrypts is one message of emissions under uniform
+    masks (a KS test against Bob's true log-densities); the forward scoring, the control,
+    shows her blinded per-step values she can average (tests/protocols/test_stages.py)."""
+    from scipy import stats
+
+    from protocols import viterbi as vit
+
+    rng = np.random.default_rng(3)
+    models = _models(rng)
+    frames = np.repeat(np.array([np.zeros(3), np.eye(3)[0], -np.eye(3)[0]]), 4, axis=0)
+    result = _run_viterbi(keypair_1024, frames, (models, ["a", "b", "c"]), record_views=True)
+    decryptable = [t for _, t, p in result.views["alice"] if hasattr(p, "decrypt_ints")]
+    assert decryptable == ["vit.emit"]
+    params = kw.viterbi_params(kw.KeywordParams(scoring="viterbi"), ["a", "b", "c"])
+    plan = vit.Plan(params, vit.Structure.of(vit.as_decoders(models)), len(frames), 1024)
+    (emit,) = [p for _, t, p in result.views["alice"] if t == "vit.emit"]
+    y = np.array(plan.fspec.unpack_emissions(emit.decrypt_ints(keypair_1024[1]), len(frames)))
+    truth = np.concatenate([m.log_emission(frames) for m in models], axis=1)
+    masks = (y.astype(float) - truth * 2.0**params.log_scale) / float(1 << plan.mask_bits)
+    assert stats.kstest(masks.ravel(), "uniform").pvalue > 1e-3
+
+
+def test_viterbi_scoring_transcripts_do_not_depend_on_speech_or_models(keypair_1024):
+    from protocols import viterbi as vit
+
+    rng = np.random.default_rng(5)
+    cases = [(_models(rng), rng.normal(size=(5, 3))) for _ in range(2)]
+
+    def run(case, wrap):
+        models, frames = case
+        _run_viterbi(keypair_1024, frames, (models, ["a", "b", "c"]), wrap_transport=wrap)
+
+    params = kw.viterbi_params(kw.KeywordParams(scoring="viterbi"), ["a", "b", "c"])
+    plan = vit.Plan(params, vit.Structure.of(vit.as_decoders(cases[0][0])), 5, 1024)
+    assert_same_transcripts(run, cases, plan.declared())
+    with pytest.raises(InvalidInputError, match="private mode"):
+        kw.KeywordParams(scoring="viterbi", mode="fast")
