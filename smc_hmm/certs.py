@@ -2,8 +2,8 @@
 
 :func:`make_certificates` creates a small certificate authority (ECDSA P-256)
 and, for every party, a key and a certificate whose subject CN *and* SAN DNS
-name are the party name (plus ``localhost`` and ``127.0.0.1`` so loopback
-deployments work).  The TCP transport checks a peer's party name against
+name are the party name (a party's also ``localhost`` and ``127.0.0.1`` so loopback
+deployments work; a client's carries its name alone).  The TCP transport checks a peer's party name against
 exactly these fields.  Files written to ``out_dir``:
 
 ``ca.pem``            the CA certificate (every party trusts it)
@@ -220,16 +220,16 @@ def _ca_certificate(ca_key, subject, ski, validity) -> x509.Certificate:
 
 
 def _leaf_certificate(name: str, key, client: bool, ca, validity) -> x509.Certificate:
-    """A party's (server and client authentication) or a client's certificate (client
-    authentication and the client role URI), for ``name``, localhost and 127.0.0.1."""
+    """A party's certificate (server and client authentication, for ``name``, localhost
+    and 127.0.0.1) or a client's (client authentication and the client role URI, for
+    ``name`` alone: a client is never a TLS server, and a second name such as localhost
+    would be a second identity)."""
     ca_key, ca_subject, ca_ski = ca
-    names: list[x509.GeneralName] = [
-        x509.DNSName(name),
-        x509.DNSName("localhost"),
-        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-    ]
+    names: list[x509.GeneralName] = [x509.DNSName(name)]
     if client:
         names.append(x509.UniformResourceIdentifier(CLIENT_ROLE_URI))
+    else:
+        names += [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
     usages = [ExtendedKeyUsageOID.CLIENT_AUTH]
     if not client:
         usages.insert(0, ExtendedKeyUsageOID.SERVER_AUTH)

@@ -350,7 +350,15 @@ def test_client_certificates_carry_the_client_role_and_nothing_more(tmp_path):
         eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
         return san.get_values_for_type(x509.UniformResourceIdentifier), list(eku)
 
+    def names(name):
+        cert = x509.load_pem_x509_certificate((tmp_path / f"{name}.pem").read_bytes())
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        return san.get_values_for_type(x509.DNSName), san.get_values_for_type(x509.IPAddress)
+
     assert read("c1") == ([CLIENT_ROLE_URI], [ExtendedKeyUsageOID.CLIENT_AUTH])
+    # a client's certificate names the client alone: no localhost, a second identity
+    assert names("c1") == (["c1"], []) and names("c2") == (["c2"], [])
+    assert "localhost" in names("bob")[0]  # a party serves on loopback too
     uris, eku = read("bob")
     assert uris == [] and ExtendedKeyUsageOID.SERVER_AUTH in eku
     with pytest.raises(ConfigError, match="both party and client"):
