@@ -2,9 +2,9 @@
 
 :func:`make_certificates` creates a small certificate authority (ECDSA P-256)
 and, for every party, a key and a certificate whose subject CN *and* SAN DNS
-name are the party name (a party's also ``localhost`` and ``127.0.0.1`` so loopback
-deployments work; a client's carries its name alone).  The TCP transport checks a peer's party name against
-exactly these fields.  Files written to ``out_dir``:
+name are the party name (a party's also ``localhost`` and ``127.0.0.1`` so that
+loopback deployments work; a client's carries its name alone).  The TCP transport
+checks a peer's party name against exactly these fields.  Files written to ``out_dir``:
 
 ``ca.pem``            the CA certificate (every party trusts it)
 ``<party>.pem``       the party's certificate

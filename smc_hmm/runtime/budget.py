@@ -4,8 +4,10 @@ Every frame a client sends gives it one blinded copy of every state's (or compon
 log-density at that frame (``protocols.stages``); repeating a frame narrows the blinds
 like R / (6.4 sqrt(k)) (:mod:`smc_hmm.leakage`).  ``smc-hmm serve`` therefore charges each
 session's public length T against the client certificate's budget before any work on
-its data, and refuses a session that would exceed it (:class:`~smc_hmm.errors.BudgetError`,
-a public fact: T is public).  The budget is ``[serve] max_frames_per_client`` frames per
+its data, and refuses a session that would exceed it
+(:class:`~smc_hmm.errors.BudgetError`, a public fact: T is public).  The budget belongs
+to the certificate (its SHA-256 fingerprint), and with ``[serve] budget_file`` it
+survives restarts.  The budget is ``[serve] max_frames_per_client`` frames per
 ``budget_period`` seconds, or the number that keeps a client's best estimate of any
 blinded value at least ``[serve] hiding_nats`` away from exact
 (:func:`smc_hmm.leakage.samples_for_error`).  ``docs/serving.md`` ("Bounding what a
@@ -14,24 +16,75 @@ client learns") and ``docs/security.md`` explain the choice.
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 import threading
 import time
 from collections import deque
+from pathlib import Path
 
 from smc_hmm.errors import BudgetError, ConfigError
 
+#: the version of a budget file's layout
+FILE_VERSION = 1
+
 
 class FrameBudget:
-    """Frames per client name within a sliding window of ``period`` seconds."""
+    """Frames per client within a sliding window of ``period`` seconds, keyed on what the
+    server knows of the client for sure -- its certificate's SHA-256 fingerprint -- never
+    on a name the client sends.
 
-    def __init__(self, limit: int, period: float, clock=time.monotonic):
+    With ``path`` (``[serve] budget_file``) the spent frames survive a restart: they are
+    read when the server starts and written after every charge, atomically (a temporary
+    file in the same folder, flushed to disk, then renamed over the old one), so a server
+    killed at any moment leaves the last complete state.  Their times are then wall-clock
+    seconds (``time.time``): a monotonic clock restarts with the process."""
+
+    def __init__(self, limit: int, period: float, clock=None, path: str | Path | None = None):
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ConfigError("a frame budget must be a positive integer")
         if not (isinstance(period, int | float) and period > 0):
             raise ConfigError("a budget period must be a positive number of seconds")
+        clock = clock or (time.time if path is not None else time.monotonic)
         self.limit, self.period, self._clock = limit, float(period), clock
         self._spent: dict[str, deque] = {}
         self._lock = threading.Lock()
+        self.path = None if path is None else Path(path)
+        if self.path is not None:
+            self._load()
+
+    def _load(self) -> None:
+        if not self.path.exists():
+            return
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            if data.get("version") != FILE_VERSION or not isinstance(data.get("spent"), dict):
+                raise ValueError("not a budget file of this version")
+            for key, events in data["spent"].items():
+                self._spent[str(key)] = deque((float(t), int(n)) for t, n in events)
+        except (OSError, ValueError, TypeError, AttributeError) as e:
+            raise ConfigError(f"budget file {self.path} cannot be read: {e}") from e
+
+    def _save(self) -> None:
+        """Write every client's spent frames (the caller holds the lock)."""
+        data = {
+            "version": FILE_VERSION,
+            "limit": self.limit,
+            "period": self.period,
+            "spent": {k: [list(e) for e in v] for k, v in self._spent.items()},
+        }
+        folder = self.path.parent
+        fd, tmp = tempfile.mkstemp(prefix=".budget-", dir=folder)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(data, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
     def spent(self, client: str) -> int:
         with self._lock:
@@ -48,15 +101,18 @@ class FrameBudget:
             return 0
         return sum(n for _, n in events)
 
-    def charge(self, client: str, frames: int) -> None:
-        """Charge ``frames`` to ``client`` or raise BudgetError (nothing charged then)."""
+    def charge(self, client: str, frames: int, name: str | None = None) -> None:
+        """Charge ``frames`` to ``client`` (its key: the certificate's fingerprint) or raise
+        BudgetError (nothing charged then); ``name`` is what the message calls it."""
         now = self._clock()
         with self._lock:
             spent = self._prune(client, now)
             if spent + frames > self.limit:
                 raise BudgetError(
-                    f"client {client!r} has used {spent} of its {self.limit} frames in the last "
-                    f"{self.period:g} s; a run of {frames} frames would exceed the server's "
-                    "budget ([serve] max_frames_per_client / hiding_nats)"
+                    f"client {name or client!r} has used {spent} of its {self.limit} frames in "
+                    f"the last {self.period:g} s; a run of {frames} frames would exceed the "
+                    "server's budget ([serve] max_frames_per_client / hiding_nats)"
                 )
             self._spent.setdefault(client, deque()).append((now, frames))
+            if self.path is not None:
+                self._save()

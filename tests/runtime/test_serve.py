@@ -636,6 +636,31 @@ def test_the_frame_budget_slides_with_its_period():
     assert budget.spent("carol") == 10
 
 
+def test_a_budget_file_keeps_the_spent_frames_and_refuses_a_damaged_one(tmp_path):
+    import json
+
+    from smc_hmm.errors import BudgetError
+    from smc_hmm.runtime.budget import FrameBudget
+
+    now = [1000.0]
+    path = tmp_path / "budget.json"
+    first = FrameBudget(10, 60.0, clock=lambda: now[0], path=path)
+    first.charge("ab" * 32, 6, name="carol")
+    again = FrameBudget(10, 60.0, clock=lambda: now[0], path=path)  # a restarted server
+    assert again.spent("ab" * 32) == 6
+    with pytest.raises(BudgetError, match="'carol' has used 6 of its 10"):
+        again.charge("ab" * 32, 5, name="carol")
+    assert not list(tmp_path.glob(".budget-*"))  # no temporary file left behind
+    assert json.loads(path.read_text())["version"] == 1
+    now[0] += 61.0
+    again.charge("ab" * 32, 10)  # the old charge left the window
+    path.write_text("{not json")
+    with pytest.raises(ConfigError, match="cannot be read"):
+        FrameBudget(10, 60.0, path=path)
+    with pytest.raises(ConfigError, match="budget_file"):
+        ServeSettings(budget_file=str(tmp_path / "missing" / "budget.json"))
+
+
 # -- speaker sessions: the operator's results record, the client's mode check ----------------
 
 

@@ -33,7 +33,12 @@ from serve_harness import (
 )
 
 from smc_hmm.certs import make_certificates
-from smc_hmm.errors import AuthenticationError, InjectedFaultError, PeerDisconnectedError
+from smc_hmm.errors import (
+    AuthenticationError,
+    InjectedFaultError,
+    PeerDisconnectedError,
+    SmcHmmError,
+)
 from smc_hmm.runtime import load_config
 
 pytestmark = pytest.mark.slow
@@ -217,3 +222,58 @@ def test_sigterm_with_a_running_session_exits_0_within_the_bound(served):
     assert time.monotonic() - start < SHUTDOWN_GRACE + 20
     sock.close()
     assert "ServerShutdownError" in log.read_text()
+
+
+def _start_serving(path, log):
+    config = load_config(path)
+    address = config.party("bob").address
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "smc_hmm.cli", "serve", "--role", "bob", "--config", str(path)]
+        + ["--log", str(log)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        assert proc.poll() is None, proc.stderr.read().decode()
+        try:
+            socket.create_connection(address, timeout=1).close()
+            return proc, address
+        except OSError:
+            assert time.monotonic() < deadline, "smc-hmm serve did not start listening"
+            time.sleep(0.1)
+
+
+def test_the_frame_budget_survives_a_killed_server(tmp_path):
+    """[serve] budget_file: the frames a client certificate spent are on disk after every
+    charge, written atomically, so SIGKILL and a restart do not give the client a fresh
+    budget; the file is keyed on the certificate's SHA-256 fingerprint, not on a name."""
+    import json
+
+    cases = utterances(3)
+    frames = len(cases[0][0])
+    budget = tmp_path / "budget.json"
+    path = write_serve_config(
+        tmp_path,
+        serve={"max_frames_per_client": 2 * frames, "budget_file": str(budget)},
+    )
+    log = tmp_path / "bob.log"
+    proc, address = _start_serving(path, log)
+    try:
+        for data, label in cases[:2]:
+            assert client(address, tmp_path / "certs", data)["keyword"] == label
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        spent = json.loads(budget.read_text())["spent"]
+        assert len(spent) == 1
+        (key,) = spent
+        assert len(key) == 64 and int(key, 16) >= 0 and "alice" not in key
+        assert sum(n for _, n in spent[key]) == 2 * frames
+        proc, address = _start_serving(path, log)
+        with pytest.raises(SmcHmmError):  # refused on its public length: BudgetError
+            client(address, tmp_path / "certs", cases[2][0])
+        assert "BudgetError" in log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)

@@ -72,7 +72,9 @@ class Server:
         #: outcome counts (:class:`~smc_hmm.runtime.serve.records.Counts`)
         self.counts = Counts()
         limit = s.frame_limit(float(config.params.get("blind_nats", DEFAULT_BLIND_NATS)))
-        frames = None if limit is None else FrameBudget(limit, s.budget_period)
+        frames = None
+        if limit is not None:
+            frames = FrameBudget(limit, s.budget_period, path=s.budget_file)
         self.sessions = SessionRunner(
             self.served, s, self.compute, self.results, self.counts, self.max_frame_bytes, frames
         )

@@ -6,6 +6,7 @@ run past ``session_timeout``."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import logging
 import threading
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from smc_hmm.compute import Compute
 from smc_hmm.cost import CostLedger
 from smc_hmm.errors import (
+    AuthenticationError,
     BudgetError,
     ConfigError,
     PeerTimeoutError,
@@ -106,6 +108,15 @@ class Session:
                 transport.close()
 
 
+def certificate_fingerprint(sock) -> str:
+    """The SHA-256 fingerprint (hex) of the client certificate on a TLS socket: the key of
+    its frame budget (a name the client sends could be anyone's)."""
+    der = sock.getpeercert(binary_form=True)
+    if not der:
+        raise AuthenticationError("the client presented no certificate")
+    return hashlib.sha256(der).hexdigest()
+
+
 class SessionRunner:
     """Runs the sessions of a serving party, one per admitted client, each in its
     client's thread (:meth:`run`), on ``compute``, with the client's frame budget
@@ -141,9 +152,10 @@ class SessionRunner:
                     target=session.end, args=(error,), name="smc-serve-end", daemon=True
                 ).start()
 
-    def _charge(self, client: str):
-        """The session's length bound and frame budget, checked by the protocol on the
-        run's public length T before any work on its data."""
+    def _charge(self, client: str, fingerprint: str):
+        """The session's length bound and frame budget (the certificate's: keyed on its
+        fingerprint), checked by the protocol on the run's public length T before any work
+        on its data."""
 
         def charge(frames: int) -> None:
             if frames > self.settings.max_frames:
@@ -152,7 +164,7 @@ class SessionRunner:
                     f"server's [serve] max_frames = {self.settings.max_frames:,}"
                 )
             if self.frames is not None:
-                self.frames.charge(client, frames)
+                self.frames.charge(fingerprint, frames, name=client)
 
         return charge
 
@@ -160,6 +172,7 @@ class SessionRunner:
         session = Session(next(self._numbers), client, where)
         session.thread = threading.current_thread()
         try:
+            fingerprint = certificate_fingerprint(sock)
             transport = self._open(sock, session)
         except (OSError, SmcHmmError) as exc:
             log.warning(
@@ -180,7 +193,7 @@ class SessionRunner:
         ledger = CostLedger(self.served.party)
         outcome, output = "ok", None
         try:
-            output = self._run_role(transport, ledger, client)
+            output = self._run_role(transport, ledger, client, fingerprint)
             if session.ended is not None:
                 raise session.ended
         except BaseException as exc:  # the session ends, the server does not
@@ -247,7 +260,7 @@ class SessionRunner:
             budget=s.budget(),
         )
 
-    def _run_role(self, transport, ledger: CostLedger, client: str):
+    def _run_role(self, transport, ledger: CostLedger, client: str, fingerprint: str):
         """The serving party's role over the session's channel, on this session's compute,
         with the client's frame budget; returns the role's output."""
         config, s = self.served.config, self.settings
@@ -267,7 +280,7 @@ class SessionRunner:
                 compute=compute,
                 min_key_bits=config.min_key_bits,
                 max_key_bits=s.max_key_bits,
-                budget=self._charge(client),
+                budget=self._charge(client, fingerprint),
             )
             with ledger.running():
                 output = ctx.run(self.served.role.run, self.served.private, self.served.params)

@@ -7,6 +7,7 @@ with its default and how to change it, in ``docs/serving.md`` ("Limits").
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from pathlib import Path
 
 from smc_hmm.errors import ConfigError
 from smc_hmm.leakage import samples_for_error
@@ -73,6 +74,9 @@ class ServeSettings:
     #: blind_nats); None and no max_frames_per_client: no budget
     hiding_nats: float | None = None
     budget_period: float = 86400.0
+    #: where the frame budget is kept across restarts (written atomically after every
+    #: charge); None: in memory only
+    budget_file: str | None = None
     #: the longest run (frames) one session may have: DEFAULT_MAX_FRAMES, 30 s of audio,
     #: as smc-hmm keyword's --max-frames
     max_frames: int = DEFAULT_MAX_FRAMES
@@ -116,6 +120,13 @@ class ServeSettings:
             raise ConfigError(f"serve.max_frame_bytes must be at most {MAX_LENGTH}")
         if self.when_busy not in WHEN_BUSY:
             raise ConfigError(f"serve.when_busy must be one of {WHEN_BUSY}")
+        if self.budget_file is not None:
+            folder = Path(str(self.budget_file)).expanduser().parent
+            if not isinstance(self.budget_file, str) or not folder.is_dir():
+                raise ConfigError(
+                    f"serve.budget_file must be a file in an existing folder, got "
+                    f"{self.budget_file!r}"
+                )
         for name in self._SECONDS + self._RATES:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
