@@ -332,12 +332,7 @@ def read_wav(path: str | Path, sample_rate: int = 8000, min_samples: int = 1) ->
         raise InvalidInputError(f"no such WAV file: {path}") from exc
     except OSError as exc:
         raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    declared = _declared_rate(raw) if raw[:4] == b"RIFF" and raw[8:12] == b"WAVE" else None
-    if declared is not None and not MIN_WAV_RATE <= declared <= MAX_WAV_RATE:
-        raise InvalidInputError(
-            f"{path} declares a sampling rate of {declared} Hz; a recording's rate must be "
-            f"in [{MIN_WAV_RATE}, {MAX_WAV_RATE}] Hz"
-        )
+    _check_declared_rate(raw, path)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", wavfile.WavFileWarning)
@@ -398,6 +393,16 @@ def read_wav(path: str | Path, sample_rate: int = 8000, min_samples: int = 1) ->
 #: before any sample is read or resampled: a file declaring 1 Hz would be resampled into
 #: gigabytes)
 MIN_WAV_RATE, MAX_WAV_RATE = 4_000, 192_000
+
+
+def _check_declared_rate(raw: bytes, path: Path) -> None:
+    """Refuse a RIFF/WAVE header's rate outside [MIN_WAV_RATE, MAX_WAV_RATE] Hz."""
+    declared = _declared_rate(raw) if raw[:4] == b"RIFF" and raw[8:12] == b"WAVE" else None
+    if declared is not None and not MIN_WAV_RATE <= declared <= MAX_WAV_RATE:
+        raise InvalidInputError(
+            f"{path} declares a sampling rate of {declared} Hz; a recording's rate must be "
+            f"in [{MIN_WAV_RATE}, {MAX_WAV_RATE}] Hz"
+        )
 
 
 def _declared_rate(raw: bytes) -> int | None:
