@@ -307,6 +307,7 @@ def viterbi_params(params: KeywordParams, labels: list[str]) -> viterbi.ViterbiP
     return viterbi.ViterbiParams(
         output="model",
         reveal_score=False,
+        score_scale=params.score_scale,  # the private argmax's scale: 2^-24 nats
         feature_bound=float(fwd.feature_bound),
         feature_scale=fwd.feature_scale,
         sigma=fwd.precision.sigma,
