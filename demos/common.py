@@ -18,8 +18,10 @@ def min_key_bits(args) -> int:
 def key_holder(args, console, vector=None, rng: Rng | None = None) -> Alice:
     """Alice (holding ``vector``, if given) with a fresh key pair of ``--key-bits``, drawn
     from ``rng`` (default: seeded with ``--seed``), after warning about insecure key sizes."""
-    if args.insecure:
-        console.print(
+    if args.insecure:  # on standard error: standard output carries the demo's result
+        from rich.console import Console
+
+        Console(stderr=True, no_color=console.no_color).print(
             f"[yellow]warning: {args.key_bits}-bit keys are INSECURE "
             "(tests and reproductions only)[/]"
         )

@@ -513,3 +513,16 @@ def test_bench_forward_sizes_are_bounded_while_parsing(capsys, option, value):
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert f"argument {option}: must be an integer in [1," in err and "Traceback" not in err
+
+
+def test_seed_and_insecure_warnings_go_to_stderr(tmp_path, capsys):
+    """release hmm --seed and a demo with --insecure keys wrote their warnings on standard
+    output, in front of the JSON: standard output now carries the result alone."""
+    data = tmp_path / "d.json"
+    data.write_text(json.dumps([[0, 1, 2, 1, 0], [2, 2, 1, 0, 0]] * 5))
+    argv = ["release", "hmm", "--data", str(data), "--eps", "1", "--max-length", "10",
+            "--symbols", "3", "--states", "2", "--seed", "3", "--out", str(tmp_path / "m.npz")]  # fmt: skip
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["epsilon"] == 1.0
+    assert "--seed" in captured.err and "INSECURE" in captured.err

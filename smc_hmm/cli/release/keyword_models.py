@@ -14,6 +14,7 @@ import json
 import re
 from pathlib import Path
 
+from smc_hmm.cli.release.shared import warn
 from smc_hmm.dp.keyword_release import read_training_data, save_release
 from smc_hmm.dp.params import check_delta, check_epsilon
 from smc_hmm.errors import ConfigError
@@ -180,14 +181,11 @@ def release_command(args: argparse.Namespace, console, guarantee_path: Path) -> 
     }
     if console is not None:
         if seeded:
-            console.print(
-                "[yellow]warning:[/] --seed: INSECURE seeded float noise (reproducible "
-                "experiments only)"
-            )
+            warn(console, "--seed: INSECURE seeded float noise (reproducible experiments only)")
         if release.guarantee["not_covered"]:
-            console.print(
-                "[yellow]warning:[/] not covered by the guarantee: "
-                + "; ".join(release.guarantee["not_covered"])
+            warn(
+                console,
+                "not covered by the guarantee: " + "; ".join(release.guarantee["not_covered"]),
             )
         console.print(
             json.dumps(summary, indent=2, sort_keys=True),

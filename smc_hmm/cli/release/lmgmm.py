@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from smc_hmm.cli.release.shared import warn
 from smc_hmm.dp.lmgmm.train import load_data
 from smc_hmm.dp.params import check_epsilon
 from smc_hmm.dp.release import check_out, read_array
@@ -265,7 +266,7 @@ def _report(args: argparse.Namespace, console, summary: dict, insecure: bool) ->
     if console is not None:
         console.print_json(text)
         if insecure:
-            console.print("[yellow]INSECURE seeded noise (--seed): not a real release[/]")
+            warn(console, "INSECURE seeded noise (--seed): not a real release")
     if args.json:
         try:
             Path(args.json).write_text(text + "\n")

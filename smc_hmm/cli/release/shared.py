@@ -53,9 +53,13 @@ def print_json(console, data: dict) -> None:
 
 
 def warn(console, text: str) -> None:
+    """A one-line warning, always on standard error (standard output carries the result
+    alone); styled like ``console`` when there is one."""
     if console is None:
         print(f"warning: {text}", file=sys.stderr)
-    else:
-        from rich.markup import escape
+        return
+    from rich.console import Console
+    from rich.markup import escape
 
-        console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)
+    err = Console(stderr=True, no_color=console.no_color)
+    err.print(f"[yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)
