@@ -521,7 +521,8 @@ def test_seed_and_insecure_warnings_go_to_stderr(tmp_path, capsys):
     data = tmp_path / "d.json"
     data.write_text(json.dumps([[0, 1, 2, 1, 0], [2, 2, 1, 0, 0]] * 5))
     argv = ["release", "hmm", "--data", str(data), "--eps", "1", "--max-length", "10",
-            "--symbols", "3", "--states", "2", "--seed", "3", "--out", str(tmp_path / "m.npz")]  # fmt: skip
+            "--symbols", "3", "--states", "2", "--seed", "3",
+            "--out", str(tmp_path / "m.npz")]  # fmt: skip
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["epsilon"] == 1.0
