@@ -33,7 +33,8 @@ Run from the repository root::
     python examples/dp_keyword_models.py --from-json bench.json   # redraw only
     python examples/dp_keyword_models.py FSDD_DIR --baum-welch [--reps 2] [--json bw.json]
 
-The figure goes to ``docs/dp-keyword-models.png`` (``--out``). See
+The figure goes to ``dp-keyword-models.png`` (``--out``; ``docs/dp-keyword-models.png``
+is the committed one). See
 ``docs/dp-keyword-models.md``.
 """
 
@@ -405,7 +406,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-json", type=Path, help="draw a `bench dp-keyword --json` file")
     parser.add_argument("--releases", type=int, default=5, help="releases per eps (5)")
     parser.add_argument("--eps", default=None, help="comma-separated eps (the bench's grid)")
-    parser.add_argument("--out", type=Path, default=REPO / "docs" / "dp-keyword-models.png")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("dp-keyword-models.png"),
+        help="the figure (default: here; docs/dp-keyword-models.png is the committed one)",
+    )
     parser.add_argument("--json", type=Path, help="write the results as JSON")
     parser.add_argument("--baum-welch-json", type=Path, help="a --baum-welch JSON to draw")
     parser.add_argument("--baum-welch", action="store_true", help="run DP Baum-Welch instead")

@@ -11,7 +11,8 @@ with DPHMM (Algorithm 2, K-norm mechanism) under
   cells holding prior mass >= 0.99; surrogate release when the true cell is outside it),
 
 and the script reports runtime per release, DoP of the true state and the error
-||z_t - f(s*_t)||_2 over time, against eps and against r, with plots in ``docs/``.
+||z_t - f(s*_t)||_2 over time, against eps and against r, with plots in ``--out`` (the
+current folder by default; ``--out docs`` for the committed ones).
 
     python examples/dphmm_gridworld.py            # full run (a few minutes)
     python examples/dphmm_gridworld.py --quick    # 4 sequences x 30 timestamps
@@ -135,7 +136,9 @@ def plot(main: dict, sw: dict, r: float, out: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="4 sequences x 30 timestamps")
-    ap.add_argument("--out", type=Path, default=Path("docs"), help="directory for the plots")
+    ap.add_argument(
+        "--out", type=Path, default=Path("."), help="folder of the plots (default: here)"
+    )
     ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--json", type=Path, help="write all numbers as JSON")
     ap.add_argument("--seed", type=int, default=0)

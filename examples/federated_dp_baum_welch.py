@@ -27,7 +27,8 @@ secure path gives the same model); ``--secure`` also runs one secure federated E
 a digit model through the ``dp_sum`` protocol at 2048 bits and reports its cost.
 
 Noise comes from INSECURE seeded streams (reproducible figures).  Run from the
-repository root (writes ``docs/aggregate-hmm.png``)::
+repository root (writes ``aggregate-hmm.png`` here, ``--png docs/aggregate-hmm.png`` the
+committed figure)::
 
     python examples/federated_dp_baum_welch.py [--quick] [--json out.json] [--secure]
 
@@ -233,7 +234,11 @@ def main(argv=None) -> int:
     parser.add_argument("--no-speech", action="store_true")
     parser.add_argument("--secure", action="store_true", help="one secure E-step at 2048 bits")
     parser.add_argument("--json", metavar="PATH")
-    parser.add_argument("--png", default=str(REPO / "docs" / "aggregate-hmm.png"))
+    parser.add_argument(
+        "--png",
+        default="aggregate-hmm.png",
+        help="the figure (default: here; docs/aggregate-hmm.png is the committed one)",
+    )
     args = parser.parse_args(argv)
     print(f"load average {os.getloadavg()}")
     dice = hmm_sweep(reps=2 if args.quick else args.reps)
