@@ -276,6 +276,7 @@ def alice_maxplus(ctx, evaluator, lay: MaxPlusLayout, shares, starts=None, trans
         _, out = evaluator.evaluate(ctx, lay.step, labels[t], carry, f"{prefix}.step")
         carry, pointer = out[:state], out[state:]
         pointers.append(pointer)
+        ctx.progress("recursion, frames", t + 1, lay.length)  # public counts
     out, last = evaluator.evaluate(ctx, lay.final, none, carry, f"{prefix}.final")
     models, scores = len(lay.models), None
     if lay.reveal_score:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from smc_hmm.cli import common
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.options import TIMEOUT, WORKERS
+from smc_hmm.progress import Progress
 from smc_hmm.protocol import find
 
 HELP = "find where keywords occur in one WAV recording, securely (Alice and Bob in-process)"
@@ -148,6 +149,7 @@ def _run_in_process(args, console) -> int:
         keypair,
         f"secure keyword spotting: {len(frames)} frames, {len(keywords)} keyword(s)",
         meta={"audio": str(args.audio), "keywords": keywords},
+        progress=lambda spinner: {"alice": Progress(spinner, "secure keyword spotting")},
     )
     secure = result["alice"]
     result.cost.render(console)

@@ -194,8 +194,12 @@ def test_spot_command_prints_both_decisions_as_json(tmp_path, capsys):
     argv = ["spot", "--audio", str(wav), "--keyword", "seven", "--keyword", "one"]
     argv += ["--key-bits", "512", "--insecure", "--workers", "1", "--json", str(out)]
     assert main(argv) == 0
-    text = capsys.readouterr().out
+    captured = capsys.readouterr()
+    text = captured.out
     assert "agrees" in text and "cost per party" in text
+    # the recursion's progress, frames done of T, on standard error (never on stdout)
+    assert "secure keyword spotting: recursion, frames 30/30" in captured.err
+    assert "recursion, frames" not in text
     data = json.loads(out.read_text())
     assert data["keywords"] == ["seven", "one"] and data["secure"] == data["plaintext"]
     assert main(["spot", "--audio", str(wav), "--keyword", "eleven", "--key-bits", "512",
