@@ -484,7 +484,15 @@ class Collection:
 
     @classmethod
     def from_npz(cls, path) -> Collection:
-        """A collection written by :meth:`save`."""
+        """A collection written by :meth:`save` (an ``.npz`` archive; anything else is
+        refused in words, never with numpy's advice to unpickle it)."""
+        import zipfile
+
+        if not zipfile.is_zipfile(path):
+            raise ConfigError(
+                f"{path} is not a match collection file: an .npz archive written by "
+                "Collection.save, or a folder of WAV files, is expected"
+            )
         try:
             with np.load(path, allow_pickle=False) as data:
                 ids = [str(x) for x in data["ids"]]

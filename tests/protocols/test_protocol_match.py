@@ -283,6 +283,18 @@ def test_bad_parameters_and_inputs(keypair_512, collection):
         pm.check_catalogue(["a"], [0])
     with pytest.raises(ProtocolError):
         pm.check_catalogue(["a", "b"], [3])
+    with pytest.raises(InvalidInputError, match="comparison"):
+        pm.MatchParams(comparison="yao")
+
+
+def test_a_text_file_as_collection_is_refused_in_words(tmp_path):
+    """A text file given as Bob's collection: numpy's answer advised loading it with
+    allow_pickle, an invitation to unpickle; the refusal now names what is expected."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a collection")
+    with pytest.raises(ConfigError, match="an .npz archive written by Collection.save") as e:
+        Collection.load(notes)
+    assert "pickle" not in str(e.value)
 
 
 def test_randomizers_are_planned_exactly(keypair_512, collection):
