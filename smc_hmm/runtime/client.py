@@ -170,8 +170,15 @@ def connect(
         raw.settimeout(min(timeout, HANDSHAKE_TIMEOUT))
         try:
             sock = tls.client_context().wrap_socket(raw)
+        except ssl.SSLEOFError as exc:
+            raise AuthenticationError(
+                f"{name}: {host}:{port} closed the TLS handshake: the server refused this "
+                "client's certificate (is it issued by the CA the server trusts?)"
+            ) from exc
         except ssl.SSLError as exc:
-            raise AuthenticationError(f"{name}: TLS handshake with {host}:{port}: {exc}") from exc
+            raise AuthenticationError(
+                f"{name}: TLS handshake with {host}:{port} failed: {exc.reason or exc}"
+            ) from exc
         except TimeoutError as exc:
             raise PeerTimeoutError(
                 f"{name}: {host}:{port} accepted the connection but completed no TLS handshake "

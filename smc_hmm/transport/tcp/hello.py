@@ -89,9 +89,12 @@ def hello_errors(name: str, peer: str):
         yield
     except ssl.SSLError as exc:
         # TLS 1.3: a rejected client certificate surfaces after the handshake
-        raise AuthenticationError(f"{name}: {peer} refused us: {exc}") from exc
+        raise AuthenticationError(
+            f"{name}: {peer} refused our certificate (is it issued by the CA {peer} trusts?) "
+            f"-- TLS said: {exc.reason or exc}"
+        ) from exc
     except ConnectionError as exc:
         raise PeerDisconnectedError(
-            f"{name}: {peer} closed the connection during the hello "
-            f"(it may have refused our certificate): {exc}"
+            f"{name}: {peer} closed the connection during the hello; most likely it refused "
+            f"our certificate (is it issued by the CA {peer} trusts?): {exc}"
         ) from exc
