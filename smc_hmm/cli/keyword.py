@@ -16,12 +16,13 @@ serving Bob's own models are his secret).
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 
 from smc_hmm.cli import common
 from smc_hmm.compute import Compute
-from smc_hmm.errors import InvalidInputError, WeakerModeWarning
+from smc_hmm.errors import ConfigError, InvalidInputError, WeakerModeWarning
 from smc_hmm.hmm import log_likelihood
 from smc_hmm.limits import MAX_SEQUENCE_LENGTH
 from smc_hmm.options import TIMEOUT, WORKERS, check_output_dir, option_type
@@ -83,6 +84,11 @@ def _models(spec: str):
 
     if spec in ("diag", "full"):
         return (*load_bundled_models(spec), load_pipeline())
+    if not Path(spec).exists():
+        raise ConfigError(
+            f"--models {spec}: no such model file (use diag or full for the bundled digit "
+            "HMMs, or the path of a .npz model file written by smc_hmm.hmm.io.save_models)"
+        )
     models, labels, pipeline = common.read_model_file(
         spec,
         "not diag, full or a model file; use diag or full (the bundled digit HMMs, diagonal "

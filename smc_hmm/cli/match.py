@@ -22,20 +22,42 @@ secret, so it is a reference only.
 
 from __future__ import annotations
 
+import math
+
 from smc_hmm.cli import common
 from smc_hmm.data.match import Collection, Spectrogram, match
 from smc_hmm.errors import ConfigError, InvalidInputError
-from smc_hmm.options import TIMEOUT, WORKERS
+from smc_hmm.options import TIMEOUT, WORKERS, option_type
 from smc_hmm.progress import status
 from smc_hmm.protocol import find
 
 HELP = "find which recording of a collection a snippet comes from, securely"
 
 
+def _check_start(value: float, name: str) -> float:
+    if not (math.isfinite(value) and value >= 0):
+        raise ConfigError(f"{name} must be a second of --audio >= 0, got {value:g}")
+    return value
+
+
+def _check_seconds(value: float, name: str) -> float:
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"{name} must be a duration > 0 seconds, got {value:g}")
+    return value
+
+
 def configure(p) -> None:
     p.add_argument("--audio", required=True, help="Alice's snippet (mono WAV, any rate)")
-    p.add_argument("--start", type=float, help="cut the snippet from this second of --audio")
-    p.add_argument("--seconds", type=float, help="cut this many seconds of --audio")
+    p.add_argument(
+        "--start",
+        type=option_type(_check_start, "--start"),
+        help="cut the snippet from this second of --audio",
+    )
+    p.add_argument(
+        "--seconds",
+        type=option_type(_check_seconds, "--seconds"),
+        help="cut this many seconds of --audio",
+    )
     p.add_argument(
         "--collection",
         default="fsdd",

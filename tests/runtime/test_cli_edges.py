@@ -527,3 +527,23 @@ def test_seed_and_insecure_warnings_go_to_stderr(tmp_path, capsys):
     captured = capsys.readouterr()
     assert json.loads(captured.out)["epsilon"] == 1.0
     assert "--seed" in captured.err and "INSECURE" in captured.err
+
+
+@pytest.mark.parametrize(
+    "argv,fragments",
+    [
+        (["keyword", *SMALL, "--audio", "WAV", "--models", "missing.npz"],
+         ("--models missing.npz: no such model file",)),
+        (["match", *SMALL, "--audio", "WAV", "--seconds", "0"], ("--seconds must be",)),
+        (["match", *SMALL, "--audio", "WAV", "--start", "-1"], ("--start must be",)),
+        (["release", "hmm", "--data", "WAV", "--eps", "1e308", "--max-length", "5",
+          "--symbols", "3", "--out", "OUT"], ("--eps", "above 1000")),
+    ],
+)  # fmt: skip
+def test_options_are_named_in_their_refusals(tmp_path, capsys, argv, fragments):
+    """Low new-user defects: a missing --models file was "not diag, full or a model
+    file", match --seconds 0 named no option, --eps 1e308 was reported as inf."""
+    wav = _wav(tmp_path / "s.wav")
+    argv = [str(wav) if a == "WAV" else str(tmp_path / "o.npz") if a == "OUT" else a
+            for a in argv]  # fmt: skip
+    assert one_line_error(capsys, argv, *fragments) == ""

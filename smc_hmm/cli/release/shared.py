@@ -10,6 +10,7 @@ import sys
 
 from smc_hmm.dp.params import check_epsilon
 from smc_hmm.dp.release import check_count
+from smc_hmm.errors import ConfigError
 from smc_hmm.options import option_type
 
 __all__ = ["EPS", "HELP_EPILOG", "HelpFormatter", "bounded", "describe", "print_json", "warn"]
@@ -28,8 +29,23 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 HELP_EPILOG = (
     "The commands, data formats and modes: docs/dp-release.md; the guarantees: docs/dp-layer.md."
 )
-EPS = option_type(check_epsilon, "--eps")
-"""``type=`` of ``--eps``: checked while the command line is parsed."""
+#: the largest ``--eps`` a release takes: far beyond any meaningful guarantee (e^1000
+#: bounds nothing), and small enough that every budget derived from it stays finite
+MAX_EPS = 1000.0
+
+
+def _check_release_epsilon(value, name: str = "--eps", **kwargs) -> float:
+    eps = check_epsilon(value, name, **kwargs)
+    if eps > MAX_EPS:
+        raise ConfigError(
+            f"{name} {value} is above {MAX_EPS:g}: a guarantee of e^{MAX_EPS:g} bounds nothing"
+        )
+    return eps
+
+
+EPS = option_type(_check_release_epsilon, "--eps")
+"""``type=`` of ``--eps``: checked while the command line is parsed (at most
+:data:`MAX_EPS`)."""
 
 
 def bounded(maximum: int):
