@@ -897,3 +897,11 @@ def test_keyword_and_party_clients_check_the_servers_mode(setup, server, tmp_pat
     assert main(["party", "--role", "alice", "--config", str(client_toml)]) == 2
     assert "asked for 'private'" in capsys.readouterr().err
     _wait_for(lambda: server.counts["failed"] == 4)
+
+
+def test_counts_agree_with_their_nouns():
+    """The busy refusals said "1 sessions running"."""
+    from smc_hmm.runtime.serve.records import counted
+
+    assert counted(1, "session") == "1 session" and counted(2, "session") == "2 sessions"
+    assert counted(0, "client") == "0 clients" and counted(1200, "frame") == "1,200 frames"

@@ -25,7 +25,7 @@ from smc_hmm.errors import (
     SmcHmmError,
 )
 from smc_hmm.runtime.serve.limiter import RateLimiter
-from smc_hmm.runtime.serve.records import Counts
+from smc_hmm.runtime.serve.records import Counts, counted
 from smc_hmm.runtime.serve.settings import ServeSettings
 from smc_hmm.transport.tcp import HELLO_VERSION, peer_identity, send_refusal
 
@@ -101,9 +101,10 @@ class Admission:
                 ServerBusyError(
                     f"{self.party} is busy: "
                     + (
-                        f"{claimed!r} has {self.admitted[claimed]} sessions running or waiting"
+                        f"{claimed!r} has {counted(self.admitted[claimed], 'session')} running "
+                        "or waiting"
                         if mine
-                        else f"{sum(self.admitted.values())} sessions running or waiting"
+                        else f"{counted(sum(self.admitted.values()), 'session')} running or waiting"
                     )
                 ),
             )
@@ -154,9 +155,13 @@ class Admission:
                 or waiting_mine >= s.max_sessions_per_client
             ):
                 return ServerBusyError(
-                    f"{self.party} is busy: {self.active} sessions running "
+                    f"{self.party} is busy: {counted(self.active, 'session')} running "
                     f"({self.running[client]} of {client!r})"
-                    + (f", {len(self.queue)} clients waiting" if s.when_busy == "wait" else "")
+                    + (
+                        f", {counted(len(self.queue), 'client')} waiting"
+                        if s.when_busy == "wait"
+                        else ""
+                    )
                 )
             ticket = object()
             self.queue.append((ticket, client))

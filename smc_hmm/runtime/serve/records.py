@@ -31,6 +31,11 @@ def cost_summary(snapshot: dict) -> str:
     )
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and ``noun`` in agreement: "1 session", "2 sessions"."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
 def one_line(exc: BaseException, limit: int = 300) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
