@@ -535,9 +535,18 @@ def lane_scaling(compute: Compute, modulus, count: int = 1500) -> float:
 def add_arguments(parser) -> None:
     """Options of ``smc-hmm bench crypto``."""
     with common.common_arguments(parser, workers=True, workers_help="processes for parallel rows"):
-        parser.add_argument("--repeats", type=int, default=5, help="timed repeats (median)")
-        parser.add_argument("--batch", type=int, default=64, help="values per timed batch")
-        parser.add_argument("--terms", type=int, default=820, help="linear-combination terms")
+        parser.add_argument(
+            "--repeats", type=common.bounded(1, 1000), default=5, help="timed repeats (median)"
+        )
+        parser.add_argument(
+            "--batch", type=common.bounded(1, 100_000), default=64, help="values per timed batch"
+        )
+        parser.add_argument(
+            "--terms",
+            type=common.bounded(1, 100_000),
+            default=820,
+            help="linear-combination terms",
+        )
 
 
 def main(args) -> int:

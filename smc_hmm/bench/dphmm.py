@@ -17,7 +17,7 @@ noise is seeded (``--seed``): a benchmark, not a release.  No baseline ratio: th
 
 from __future__ import annotations
 
-from smc_hmm.bench.common import BenchResult, Row, add_json_argument, finish
+from smc_hmm.bench.common import BenchResult, Row, add_json_argument, bounded, finish
 
 LABELS = {
     "util": "utility graph G_util(r)",
@@ -87,9 +87,15 @@ def run(
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--grid", type=int, default=20, help="grid side (default 20: 400 states)")
-    parser.add_argument("--sequences", type=int, default=4, help="traces (default 4)")
-    parser.add_argument("--steps", type=int, default=50, help="releases per trace (default 50)")
+    # the grid's side s gives s^2 states and an s^2 x s^2 utility graph: 60 is 13 million
+    # entries; each trace holds its releases
+    parser.add_argument(
+        "--grid", type=bounded(2, 60), default=20, help="grid side (default 20: 400 states)"
+    )
+    parser.add_argument("--sequences", type=bounded(1, 1000), default=4, help="traces (default 4)")
+    parser.add_argument(
+        "--steps", type=bounded(1, 100_000), default=50, help="releases per trace (default 50)"
+    )
     parser.add_argument("--eps", type=float, default=1.0, help="eps per release (default 1)")
     parser.add_argument("--r", type=float, default=2.0, help="utility-graph radius (default 2)")
     parser.add_argument("--seed", type=int, default=0)
