@@ -40,9 +40,16 @@ CENTRED = {"no": (False,), "yes": (True,), "both": (False, True)}
 
 def add_arguments(parser) -> None:
     with common.common_arguments(parser):
-        parser.add_argument("--owners", type=int, default=4, help="data owners N")
-        parser.add_argument("--rows", type=int, default=64, help="k: rows (digits: features)")
-        parser.add_argument("--cols", type=int, default=1797, help="n: columns (digits: samples)")
+        parser.add_argument("--owners", type=common.bounded(2, 64), default=4, help="data owners N")
+        parser.add_argument(
+            "--rows", type=common.bounded(2, 4096), default=64, help="k: rows (digits: features)"
+        )
+        parser.add_argument(
+            "--cols",
+            type=common.bounded(2, 100_000),
+            default=1797,
+            help="n: columns (digits: samples)",
+        )
         parser.add_argument("--data", choices=["digits", "random"], default="digits")
         parser.add_argument(
             "--centred",

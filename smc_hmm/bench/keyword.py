@@ -734,7 +734,12 @@ def add_arguments(parser) -> None:
             action="store_true",
             help="--transport tcp: each party process on its own core (as two machines)",
         )
-        parser.add_argument("--utterances", type=int, default=1, help="test utterances (default 1)")
+        parser.add_argument(
+            "--utterances",
+            type=common.bounded(1, 250),
+            default=1,
+            help="test utterances (default 1; the bundled test split has 250)",
+        )
         parser.add_argument(
             "--naive-frames", type=int, default=1, help="frames timed on the naive path"
         )

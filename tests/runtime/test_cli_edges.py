@@ -509,6 +509,8 @@ def test_a_demo_that_cannot_write_its_json_says_so_in_one_line(argv, capsys):
         ("dphmm", "--steps", "0"),
         ("crypto", "--batch", "100000000"),
         ("crypto", "--terms", "0"),
+        ("eigenvector", "--cols", "10000000"),
+        ("keyword", "--utterances", "5000"),
     ],
 )
 def test_bench_sizes_are_bounded_while_parsing(capsys, bench, option, value):
