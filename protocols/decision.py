@@ -79,6 +79,8 @@ from smc_hmm.gc import arith
 from smc_hmm.messages import Ciphertexts, Message
 
 RULES = ("argmax", "beats", "claimed")
+#: the garbled decision's packed shares of the scores
+SHARE_TAG = "dec.share"
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,7 @@ class DecisionSpec:
         return self.count * self.bits + (claim_width(self.count) if self.rule == "claimed" else 0)
 
     def share_message(self, key_bits: int | None = None) -> Message:
-        return garbled.share_message((self.count,), self.bits, self.sigma, key_bits, "dec.share")
+        return garbled.share_message((self.count,), self.bits, self.sigma, key_bits, SHARE_TAG)
 
     def claimed_compare_spec(self) -> compare.CompareSpec:
         """``claimed``: one batched comparison of the reference against every other score."""
@@ -252,7 +254,7 @@ def bob_decide(ctx, scores: CipherArray, spec: DecisionSpec, peer: str = "alice"
     values = values.with_bound(bound)
     if spec.comparison == "garbled":
         garbler = garbled.bob_setup(ctx, spec.cots, peer)
-        mine = garbled.bob_share(ctx, values, spec.bits, spec.sigma, peer, "dec.share")
+        mine = garbled.bob_share(ctx, values, spec.bits, spec.sigma, peer, SHARE_TAG)
         out = garbler.run(ctx, spec.circuit, mine.reshape(-1))
         return None if spec.rule == "argmax" else bool(out[0])
     _, dgk_pk = compare.bob_recv_keys(ctx, spec.compare_spec(), peer)
@@ -302,7 +304,7 @@ def alice_decide(ctx, spec: DecisionSpec, peer: str = "bob", choice: int | None 
         one_hot = spec.one_hot(choice)  # a bad choice is refused before anything is sent
     if spec.comparison == "garbled":
         evaluator = garbled.alice_setup(ctx, spec.cots, peer)
-        bits = garbled.alice_share(ctx, (spec.count,), spec.bits, spec.sigma, peer, "dec.share")
+        bits = garbled.alice_share(ctx, (spec.count,), spec.bits, spec.sigma, peer, SHARE_TAG)
         bits = bits.reshape(-1)
         if spec.rule == "claimed":
             index = arith.to_bits(spec.others.index(choice), claim_width(spec.count))

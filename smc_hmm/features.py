@@ -405,14 +405,21 @@ def _check_declared_rate(raw: bytes, path: Path) -> None:
         )
 
 
-def _declared_rate(raw: bytes) -> int | None:
-    """The sampling rate the ``fmt`` chunk of a RIFF/WAVE file declares (None if none)."""
+def _chunks(raw: bytes):
+    """(id, offset of its body, declared size) of every chunk of a RIFF/WAVE file, in
+    order, as far as the bytes go (chunks are padded to an even size)."""
     pos = 12
     while pos + 8 <= len(raw):
-        chunk, size = raw[pos : pos + 4], int.from_bytes(raw[pos + 4 : pos + 8], "little")
-        if chunk == b"fmt " and pos + 16 <= len(raw):
-            return int.from_bytes(raw[pos + 12 : pos + 16], "little")
+        size = int.from_bytes(raw[pos + 4 : pos + 8], "little")
+        yield raw[pos : pos + 4], pos + 8, size
         pos += 8 + size + (size & 1)
+
+
+def _declared_rate(raw: bytes) -> int | None:
+    """The sampling rate the ``fmt`` chunk of a RIFF/WAVE file declares (None if none)."""
+    for chunk, body, _ in _chunks(raw):
+        if chunk == b"fmt " and body + 8 <= len(raw):
+            return int.from_bytes(raw[body + 4 : body + 8], "little")
     return None
 
 
@@ -421,16 +428,14 @@ def _promised_frames(raw: bytes) -> int | None:
 
     Streaming writers that leave the size open (0 or 0xFFFFFFFF) promise nothing.
     """
-    pos, block_align = 12, None
-    while pos + 8 <= len(raw):
-        chunk, size = raw[pos : pos + 4], int.from_bytes(raw[pos + 4 : pos + 8], "little")
-        if chunk == b"fmt " and pos + 22 <= len(raw):
-            block_align = int.from_bytes(raw[pos + 20 : pos + 22], "little")
+    block_align = None
+    for chunk, body, size in _chunks(raw):
+        if chunk == b"fmt " and body + 14 <= len(raw):
+            block_align = int.from_bytes(raw[body + 12 : body + 14], "little")
         if chunk == b"data":
             if not block_align or size in (0, 0xFFFFFFFF):
                 return None
             return size // block_align
-        pos += 8 + size + (size & 1)  # chunks are padded to an even size
     return None
 
 
