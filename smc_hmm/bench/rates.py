@@ -119,7 +119,7 @@ def garbling_rates(min_seconds: float = 0.05) -> dict[str, float]:
             constants = np.stack([g.zero_labels[0], g.zero_labels[1] ^ delta])
             evaluate(circuit, g.tables, constants, garbler_input_labels(g, ones), inputs)
 
-        return 1.0 / _rate(both, 1, min_seconds), circuit.and_gates, len(circuit.layers)
+        return 1.0 / _rate(both, 1, min_seconds), circuit.and_gates, circuit.depth
 
     def wide(c):
         x, y = c.input("garbler", (256, 2, 64)), c.input("evaluator", (256, 2, 64))

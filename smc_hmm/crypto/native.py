@@ -25,7 +25,8 @@ its RSA moduli (and is not exported by the libcrypto CPython loads here).
 The kernel is built when the package is installed, where a C compiler is present
 (``setup.py``; a failed build is skipped), and used only where the CPU has AVX-512
 IFMA and a self-test against ``gmpy2`` passes; everywhere else the ``gmpy2`` path runs,
-with the same results.  ``SMC_HMM_NATIVE=off`` turns it off.  Apart from
+with the same results.  ``SMC_HMM_NATIVE=off`` turns it off (and ``noifma`` turns off
+this one alone, keeping the garbling kernel of :mod:`smc_hmm.gc.native`).  Apart from
 :meth:`IfmaKernel.secret_powmod_x2`, it is not constant time: like the ``gmpy2`` paths,
 it skips zero digits (``docs/security.md``, "Constant time").  :mod:`ctypes` releases the
 GIL for each call.
@@ -44,11 +45,32 @@ import gmpy2
 import numpy as np
 from gmpy2 import mpz
 
-__all__ = ["IfmaKernel", "kernel", "load_kernel", "multiplication_count", "window_for"]
+__all__ = [
+    "IfmaKernel",
+    "kernel",
+    "load_kernel",
+    "multiplication_count",
+    "switch",
+    "window_for",
+]
 
-#: environment variable that turns the kernel off ("off", "0", "no" or "false")
+#: environment variable of the native kernels: "off" (or "0", "no", "false") turns every
+#: kernel off (the gmpy2 and numpy paths, as on a machine without a C compiler);
+#: "noifma" turns this one off and keeps the garbling kernel (:mod:`smc_hmm.gc.native`):
+#: what a CPU with AES-NI but without AVX-512 IFMA (AMD Zen 3, say) runs
 SWITCH = "SMC_HMM_NATIVE"
 _OFF = {"off", "0", "no", "false"}
+NO_IFMA = "noifma"
+
+
+def switch() -> str:
+    """The kernels' switch, read on every call: ``"off"``, ``"noifma"`` or ``"on"``."""
+    value = os.environ.get(SWITCH, "").strip().lower()
+    if value in _OFF:
+        return "off"
+    return NO_IFMA if value == NO_IFMA else "on"
+
+
 #: moduli whose constants (R^2 mod M, -M^-1 mod 2^52) are kept
 MODULI_KEPT = 8
 _U8 = ctypes.c_char_p
@@ -348,7 +370,7 @@ def kernel() -> IfmaKernel | None:
     """The process's kernel, or None where it is missing, unsupported or switched off
     (``SMC_HMM_NATIVE=off``; read on every call, so a test or a benchmark can flip it)."""
     global _loaded
-    if os.environ.get(SWITCH, "").strip().lower() in _OFF:
+    if switch() != "on":
         return None
     loaded = _loaded
     if loaded is not False:  # decided: no lock on the hot path

@@ -19,6 +19,7 @@ Values on top of wires (l-bit two's complement, least significant bit first) are
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -54,14 +55,43 @@ class Layer:
 
 @dataclass(frozen=True)
 class CompiledCircuit:
-    """A circuit ready to garble: its layers, its input wires per party (flat, in the
-    order they were declared) and its output wires per receiving party."""
+    """A circuit ready to garble: every gate sorted by depth (``program``: flat arrays
+    of kind, input a, input b, output and AND index or -1, the order the garbling kernel
+    runs, :mod:`smc_hmm.gc.native`; ``bounds``: where each depth's gates start), its
+    input wires per party (flat, in the order they were declared) and its output wires
+    per receiving party.  :attr:`layers` views the same gates a depth at a time (the
+    numpy path's unit of work)."""
 
     n_wires: int
-    layers: tuple[Layer, ...]
+    program: tuple[np.ndarray, ...]
+    bounds: np.ndarray
     inputs: dict[str, np.ndarray]
     outputs: dict[str, np.ndarray]
     and_gates: int
+
+    @cached_property
+    def layers(self) -> tuple[Layer, ...]:
+        kind, a, b, out, index = self.program
+        layers = []
+        for sl in np.split(np.arange(kind.size), self.bounds):
+            if not sl.size:
+                continue
+            k = kind[sl]
+            xs, ns, ands = sl[k == _XOR], sl[k == _NOT], sl[k == _AND]
+            layers.append(
+                Layer(
+                    np.stack([a[xs], b[xs], out[xs]]),
+                    np.stack([a[ns], out[ns]]),
+                    np.stack([a[ands], b[ands], out[ands]]),
+                    index[ands],
+                )
+            )
+        return tuple(layers)
+
+    @property
+    def depth(self) -> int:
+        """The number of layers (depths with a gate)."""
+        return int(self.bounds.size + (1 if self.program[0].size else 0))
 
     def input_count(self, party: str) -> int:
         return int(self.inputs[party].size)
@@ -113,7 +143,7 @@ class Circuit:
 
     def _gate(self, kind: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         out = self._new(a.size)
-        self._gates.append((kind, a.copy(), b.copy(), out))
+        self._gates.append((kind, np.array(a, np.int64), np.array(b, np.int64), out))
         if kind == _AND:
             self.and_count += a.size
         return out
@@ -128,8 +158,17 @@ class Circuit:
             out[live] = self._gate(_NOT, a[live], a[live])
         return out
 
-    def xor(self, a, b) -> np.ndarray:
+    def _plain(self, a, b):
+        """The broadcast operands, and whether no element is a constant or a repeat (the
+        common case: one gate per element, no folding)."""
         a, b = np.broadcast_arrays(_ids(a), _ids(b))
+        plain = a.size > 0 and a.min() >= 2 and b.min() >= 2 and not (a == b).any()
+        return a, b, plain
+
+    def xor(self, a, b) -> np.ndarray:
+        a, b, plain = self._plain(a, b)
+        if plain:
+            return self._gate(_XOR, a.reshape(-1), b.reshape(-1)).reshape(a.shape)
         out = np.empty(a.shape, dtype=np.int64)
         ca, cb = a < 2, b < 2
         both = ca & cb
@@ -148,7 +187,9 @@ class Circuit:
         return out
 
     def and_(self, a, b) -> np.ndarray:
-        a, b = np.broadcast_arrays(_ids(a), _ids(b))
+        a, b, plain = self._plain(a, b)
+        if plain:
+            return self._gate(_AND, a.reshape(-1), b.reshape(-1)).reshape(a.shape)
         out = np.empty(a.shape, dtype=np.int64)
         ca, cb = a < 2, b < 2
         zero = (ca & (a == ZERO)) | (cb & (b == ZERO))
@@ -172,7 +213,8 @@ class Circuit:
     def compile(self) -> CompiledCircuit:
         """The gates sorted into layers by depth (module docstring)."""
         if self._gates:
-            kind = np.concatenate([np.full(g[1].size, g[0], np.int8) for g in self._gates])
+            sizes = [g[1].size for g in self._gates]
+            kind = np.repeat(np.array([g[0] for g in self._gates], np.int8), sizes)
             a = np.concatenate([g[1] for g in self._gates])
             b = np.concatenate([g[2] for g in self._gates])
             out = np.concatenate([g[3] for g in self._gates])
@@ -192,28 +234,20 @@ class Circuit:
         kind, a, b, out, gate_depth = (x[order] for x in (kind, a, b, out, gate_depth))
         is_and = kind == _AND
         and_index = np.cumsum(is_and) - 1
+        program = (
+            np.ascontiguousarray(kind, np.int8),
+            *(np.ascontiguousarray(v, np.int64) for v in (a, b, out)),
+            np.ascontiguousarray(np.where(is_and, and_index, -1), np.int64),
+        )
         bounds = np.flatnonzero(np.diff(gate_depth)) + 1
-        layers = []
-        for sl in np.split(np.arange(kind.size), bounds):
-            if not sl.size:
-                continue
-            k = kind[sl]
-            xs, ns, ands = sl[k == _XOR], sl[k == _NOT], sl[k == _AND]
-            layers.append(
-                Layer(
-                    np.stack([a[xs], b[xs], out[xs]]),
-                    np.stack([a[ns], out[ns]]),
-                    np.stack([a[ands], b[ands], out[ands]]),
-                    and_index[ands],
-                )
-            )
 
         def flat(parts):
             return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
         return CompiledCircuit(
             self.n_wires,
-            tuple(layers),
+            program,
+            bounds,
             {p: flat(self._inputs[p]) for p in KINDS},
             {p: flat(self._outputs[p]) for p in KINDS},
             int(is_and.sum()),

@@ -8,9 +8,11 @@ fixed-key AES (:func:`smc_hmm.gc.hashing.tccr_hash`; Bellare-Hoang-Keelveedhi-Ro
 W0 ^ Delta, Delta one global secret of the garbler with its lowest bit 1, so that the
 lowest bit of a label is its point-and-permute bit.
 
-Every layer of a :class:`~smc_hmm.gc.circuit.CompiledCircuit` is one numpy operation per
-gate kind: XOR (W0[out] = W0[a] ^ W0[b]), NOT (W0[out] = W0[a] ^ Delta; the evaluator
-copies its label) and AND (half gates; one hash call over the layer's 4k blocks).
+Where the garbling kernel runs (:mod:`smc_hmm.gc.native`: AES-NI, the same values) the
+gates run one by one in C; elsewhere every layer of a
+:class:`~smc_hmm.gc.circuit.CompiledCircuit` is one numpy operation per gate kind: XOR
+(W0[out] = W0[a] ^ W0[b]), NOT (W0[out] = W0[a] ^ Delta; the evaluator copies its label)
+and AND (half gates; one hash call over the layer's 4k blocks).
 
 Outputs are authenticated, so evaluation with a wrong label fails closed:
 
@@ -36,6 +38,7 @@ import numpy as np
 from smc_hmm.errors import GarbledCircuitError, InvalidInputError
 from smc_hmm.gc.circuit import CARRY, ONE, ZERO, CompiledCircuit
 from smc_hmm.gc.hashing import random_blocks, tccr_hash
+from smc_hmm.gc.native import gc_kernel
 
 __all__ = [
     "DECODE_BYTES",
@@ -130,6 +133,10 @@ def garble(
     w0[ev] = evaluator_zero_labels
     w0[circuit.inputs[CARRY]] = _carry(circuit, carry_zero_labels, InvalidInputError)
     tables = np.zeros((circuit.and_gates, 2, 2), dtype=np.uint64)
+    k = gc_kernel()
+    if k is not None:  # the same gates in C (smc_hmm.gc.native)
+        k.garble(circuit.program, w0, delta, tweak_base, tables)
+        return Garbling(circuit, delta, w0, tables, tweak_base)
     for layer in circuit.layers:
         xa, xb, xo = layer.xor
         w0[xo] = w0[xa] ^ w0[xb]
@@ -218,6 +225,10 @@ def evaluate(
     w[circuit.inputs["garbler"]] = garbler_labels
     w[circuit.inputs["evaluator"]] = evaluator_labels
     w[circuit.inputs[CARRY]] = _carry(circuit, carry_labels, GarbledCircuitError)
+    k = gc_kernel()
+    if k is not None:  # the same gates in C (smc_hmm.gc.native)
+        k.evaluate(circuit.program, w, tweak_base, np.ascontiguousarray(tables, np.uint64))
+        return w
     for layer in circuit.layers:
         xa, xb, xo = layer.xor
         w[xo] = w[xa] ^ w[xb]

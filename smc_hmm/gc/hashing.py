@@ -25,14 +25,25 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from smc_hmm.crypto.rng import Rng
 from smc_hmm.errors import InvalidInputError
+from smc_hmm.gc.native import gc_kernel
 
-__all__ = ["BLOCK_BYTES", "FIXED_KEY", "as_blocks", "prg", "random_blocks", "tccr_hash"]
+__all__ = [
+    "BLOCK_BYTES",
+    "FIXED_KEY",
+    "as_blocks",
+    "prg",
+    "random_blocks",
+    "tccr_hash",
+    "tccr_hash_numpy",
+]
 
 #: Bytes of one block (a wire label, an OT message).
 BLOCK_BYTES = 16
 #: The public fixed AES key of the permutation pi (the first 16 bytes of pi's hex digits:
 #: nothing up the sleeve; its security needs no secrecy).
 FIXED_KEY = bytes.fromhex("243f6a8885a308d313198a2e03707344")
+#: above this many blocks, :func:`random_blocks` expands one fresh seed with the PRG
+_PRG_FROM = 64
 
 
 def as_blocks(data: bytes | np.ndarray) -> np.ndarray:
@@ -44,11 +55,15 @@ def as_blocks(data: bytes | np.ndarray) -> np.ndarray:
 
 
 def random_blocks(rng: Rng, count: int) -> np.ndarray:
-    """``count`` uniform blocks from ``rng`` (the OS CSPRNG unless a test seeds it)."""
+    """``count`` uniform blocks from ``rng`` (the OS CSPRNG unless a test seeds it); a
+    large count as AES-CTR of one fresh 128-bit seed (pseudorandom, as every label)."""
     if count < 0:
         raise InvalidInputError(f"cannot draw {count} blocks")
     if count == 0:
         return np.zeros((0, 2), dtype=np.uint64)
+    if count > _PRG_FROM:  # a fresh 128-bit seed expanded by AES-CTR: far faster
+        seed = rng.randbits(128).to_bytes(BLOCK_BYTES, "little")
+        return np.frombuffer(prg(seed, BLOCK_BYTES * count), dtype="<u8").reshape(count, 2).copy()
     raw = rng.randbits(128 * count).to_bytes(BLOCK_BYTES * count, "little")
     return np.frombuffer(raw, dtype="<u8").reshape(count, 2).copy()
 
@@ -63,7 +78,19 @@ def _permute(blocks: np.ndarray) -> np.ndarray:
 
 def tccr_hash(blocks: np.ndarray, tweaks: np.ndarray) -> np.ndarray:
     """``H(x, i)`` for every block ``x`` (``(..., 2)``) and tweak ``i`` (broadcast
-    against ``blocks[..., 0]``, uint64)."""
+    against ``blocks[..., 0]``, uint64): on the garbling kernel where it runs
+    (:mod:`smc_hmm.gc.native`), else :func:`tccr_hash_numpy` (the same values)."""
+    k = gc_kernel()
+    if k is None:
+        return tccr_hash_numpy(blocks, tweaks)
+    shape = np.broadcast_shapes(np.shape(blocks), tuple(np.shape(tweaks)) + (2,))
+    x = np.broadcast_to(blocks, shape).reshape(-1, 2)
+    t = np.broadcast_to(np.asarray(tweaks, dtype=np.uint64), shape[:-1]).reshape(-1)
+    return k.hash(x, t).reshape(shape)
+
+
+def tccr_hash_numpy(blocks: np.ndarray, tweaks: np.ndarray) -> np.ndarray:
+    """:func:`tccr_hash` through OpenSSL's AES and numpy (the kernel's reference)."""
     hi, lo = blocks[..., 1], blocks[..., 0]
     sig = np.empty(np.broadcast_shapes(blocks.shape, tuple(np.shape(tweaks)) + (2,)), np.uint64)
     sig[..., 1] = hi ^ lo

@@ -67,6 +67,7 @@ from nacl import bindings as _na
 from smc_hmm.crypto.rng import Rng
 from smc_hmm.errors import InvalidInputError, OtConsistencyError, ProtocolError
 from smc_hmm.gc.hashing import BLOCK_BYTES, as_blocks, prg
+from smc_hmm.gc.native import gc_kernel
 
 __all__ = [
     "BASE_POINT_BYTES",
@@ -144,6 +145,9 @@ def gf128_inner(chi: np.ndarray, rows: np.ndarray) -> int:
         )
     if not len(rows):
         return 0
+    k = gc_kernel()
+    if k is not None:  # carry-less multiplication in C (smc_hmm.gc.native)
+        return k.gf128_inner(chi, rows)
     raw = rows.view(np.uint8)
     select = (np.arange(256)[None, :] >> np.arange(8)[:, None]) & 1 == 1  # (bit i, value)
     acc = 0
@@ -261,6 +265,13 @@ def _stream(seed: bytes, offset: int, nbytes: int) -> np.ndarray:
 def _transpose(columns: np.ndarray) -> np.ndarray:
     """The ``(128, m'/8)`` column bit matrix as m' rows of 128 bits, ``(m', 2)`` blocks:
     bit k of row j (as a little-endian 128-bit integer) is bit j of column k."""
+    k = gc_kernel()
+    if k is not None:
+        return k.transpose(columns)
+    return _transpose_numpy(columns)
+
+
+def _transpose_numpy(columns: np.ndarray) -> np.ndarray:
     nbytes = columns.shape[1]
     out = np.empty((8 * nbytes, BLOCK_BYTES), np.uint8)
     step = _TRANSPOSE_ROWS // 8
