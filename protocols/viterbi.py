@@ -135,6 +135,7 @@ from protocols.primitives import (
     rescale_messages,
     rescale_randomizers,
 )
+from protocols.stages import bound as bd
 from protocols.stages import emissions, garbled, maxplus
 from protocols.stages.blinds import log_blinds
 from protocols.stages.maxplus import MaxPlusLayout
@@ -184,8 +185,16 @@ class ViterbiParams:
     #: model holder before the run)
     emission_bound_bits: int = 20
     #: log-values of the emission stage at f = log_scale bits, features at feature_scale
+    #: (garbled, model_holder "bob": the bound program's f is at most what keeps an
+    #: emission inside the binding's MAC field, and its features are at
+    #: ``bound_feature_scale``: :attr:`Plan.scale`, :attr:`Plan.feature_scale`)
     log_scale: int = 96
     feature_scale: int = 48
+    bound_feature_scale: int = 18
+    #: garbled: every emission is clamped to [-2^emission_clamp_bits, 2^clamp) nats inside
+    #: the circuit (the public range of a reconstructed value; discrete models: the zero
+    #: sentinel's bits instead)
+    emission_clamp_bits: int = 12
     feature_bound: float = 100.0
     #: R: the emission stage's smooth blinds (model_holder = "bob")
     blind_nats: float = 20.0
@@ -217,7 +226,9 @@ class ViterbiParams:
             raise InvalidInputError("reveal_score must be true or false")
         for name, lo, hi in (
             ("score_scale", 8, 64),
+            ("bound_feature_scale", 4, 32),
             ("emission_bound_bits", 4, 40),
+            ("emission_clamp_bits", 4, 30),
             ("weight_floor_bits", 1, 128),
         ):
             v = getattr(self, name)
@@ -631,7 +642,70 @@ class Plan:
 
     @property
     def step_nats(self) -> int:
-        return (1 << self.params.emission_bound_bits) + self.params.transition_bound + 1
+        """A frame's largest |log b| + |log a| on a possible path: the public emission
+        bound (dgk), or, garbled, the clamp 2^K of a Gaussian emission or a discrete
+        log-probability above the floor."""
+        b_a = self.params.transition_bound
+        if not self.params.garbled:
+            return (1 << self.params.emission_bound_bits) + b_a + 1
+        if self.structure.kind == "discrete":
+            return 2 * b_a + 1
+        return (1 << self.params.emission_clamp_bits) + b_a + 1
+
+    @property
+    def clamp_bits(self) -> int:
+        """Garbled: K, every emission clamped to [-2^K, 2^K) nats in the circuit (discrete:
+        wide enough for the sentinel -Z of a zero)."""
+        if self.structure.kind == "discrete":
+            return self.zero_nats.bit_length()
+        return self.params.emission_clamp_bits
+
+    @property
+    def program_bits(self) -> int:
+        """Garbled: bits of one emission of the bound program at scale f (a sign and one
+        bit of rounding included)."""
+        top = (
+            self.zero_nats
+            if self.structure.kind == "discrete"
+            else 1 << self.params.emission_bound_bits
+        )
+        return top.bit_length() + self.scale + 2
+
+    @property
+    def _bound(self) -> bool:
+        return self.params.garbled and self.params.model_holder == "bob"
+
+    @property
+    def scale(self) -> int:
+        """f of the emission program: ``log_scale``, or (garbled, model_holder "bob") the
+        largest f <= log_scale whose emissions fit the binding's MAC field (2^61 - 1)."""
+        if not self._bound:
+            return self.params.log_scale
+        top = (
+            self.zero_nats
+            if self.structure.kind == "discrete"
+            else 1 << self.params.emission_bound_bits
+        )
+        return max(self.params.score_scale, min(self.params.log_scale, 58 - top.bit_length()))
+
+    @property
+    def input_bits(self) -> int:
+        """Garbled: bits of one of Alice's encoded inputs (a one-hot entry, x, x^2 or a
+        product at feature_scale), a sign included."""
+        if self.structure.kind == "discrete":
+            return 2
+        fb = self.params.feature_bound
+        top = math.ceil(max(fb, fb * fb) * 2**self.feature_scale) + 1
+        return top.bit_length() + 1
+
+    @cached_property
+    def bound_plan(self) -> bd.BoundPlan:
+        """Garbled, model_holder "bob": the emission program's bound inputs."""
+        s = self.structure
+        return bd.BoundPlan(
+            self.length, s.n_inputs, s.total_rows, self.input_bits, self.program_bits,
+            self.params.sigma, self.key_bits or 2048,
+        )  # fmt: skip
 
     @property
     def path_nats(self) -> int:
@@ -719,6 +793,11 @@ class Plan:
         """Garbled: the public layout of the recursion's circuits (one bit wider than the
         comparisons, so that every difference of two values fits)."""
         s, p = self.structure, self.params
+        if p.model_holder == "bob":  # her frames: the bound program, clamped
+            keep = self.clamp_bits + p.score_scale
+            em = maxplus.Emissions(self.bound_plan, self.shift, keep)
+        else:  # mining: her own model's emissions, plain shares at scale s
+            em = maxplus.Emissions(share_bits=self.bits + 1)
         return MaxPlusLayout(
             tuple(tuple(q) for q in s.preds),
             tuple(s.row_of),
@@ -730,6 +809,7 @@ class Plan:
             p.reveal_score,
             "garbler" if p.model_holder == "bob" else "evaluator",
             self.offset_units,
+            em,
         )
 
     @property
@@ -746,7 +826,7 @@ class Plan:
     @property
     def shift(self) -> int:
         """f - s: the bits Alice's rounding (or the rescaling) drops."""
-        return self.params.log_scale - self.params.score_scale
+        return self.scale - self.params.score_scale
 
     @property
     def groups(self) -> int:
@@ -756,12 +836,18 @@ class Plan:
     def weight_scale(self) -> int:
         """Bob's (or Alice's) emission weights: f for discrete one-hot inputs, else f - fs."""
         if self.structure.kind == "discrete":
-            return self.params.log_scale
-        return self.params.log_scale - self.params.feature_scale
+            return self.scale
+        return self.scale - self.feature_scale
 
     @property
     def input_scale(self) -> int:
-        return 0 if self.structure.kind == "discrete" else self.params.feature_scale
+        return 0 if self.structure.kind == "discrete" else self.feature_scale
+
+    @property
+    def feature_scale(self) -> int:
+        """fs of Alice's encoded frames: ``feature_scale`` (dgk, mining) or, for the bound
+        program, ``bound_feature_scale`` (its inputs enter the circuit: fewer bits)."""
+        return self.params.bound_feature_scale if self._bound else self.params.feature_scale
 
     @property
     def reach_bound(self) -> int:
@@ -846,6 +932,8 @@ class Plan:
         out = list(self.messages().values())
         if self.params.garbled:
             out += list(garbled.setup_messages(self.maxplus.evaluator_bits).values())
+            if self.params.model_holder == "bob":
+                out += list(self.bound_plan.messages().values())
             return out + maxplus.messages(self.maxplus, "vit")
         out += list(self.compare_spec(1).messages().values())
         out += list(self.select_spec(1).messages().values())
@@ -860,7 +948,8 @@ class Plan:
         """The fresh randomizers each role draws in the run (the offline phase's count)."""
         s, T = self.structure, self.length
         if self.params.garbled and self.params.model_holder == "bob":
-            return {"alice": self.groups * s.n_inputs, "bob": self.groups * s.total_rows}
+            bound = self.bound_plan
+            return {"alice": bound.groups * s.n_inputs, "bob": bound.groups * (s.total_rows + 1)}
         if self.params.garbled:  # mining: her model out, the packed masked emissions back
             _, per = garbled.rounded_share_slots(self.reach_bound, self.params.sigma, self.key_bits)
             return {"alice": s.total_rows * (s.n_inputs + 1), "bob": -(-T * s.total_rows // per)}
@@ -905,7 +994,7 @@ def emission_program(decoders: Sequence[Decoder], plan: Plan):
     """Integer emission weights (rows, n_inputs) at ``plan.weight_scale``, constants at f, per
     emission row of every model; checks the public bound first (PrecisionError)."""
     p, s = plan.params, plan.structure
-    f = p.log_scale
+    f = plan.scale
     bound = 1 << p.emission_bound_bits
     weights, consts = [], []
     for d in decoders:
@@ -940,6 +1029,38 @@ def emission_program(decoders: Sequence[Decoder], plan: Plan):
         weights += [[ldexp_int(float(v), ws) for v in row[:-1]] for row in w]
         consts += [ldexp_int(float(v), f) for v in w[:, -1]]
     return np.array(weights, dtype=object), np.array(consts, dtype=object)
+
+
+def score_error_bound(decoders: Sequence[Decoder], plan: Plan, feature_max=None) -> float:
+    """Nats: a bound on |secure - plaintext| of a best path's score (and of every
+    candidate a decision compares).  Discrete models and the DGK mode: T 2^-s, the
+    rounding of each emission to scale s.  The garbled Gaussian path computes the exact
+    Viterbi recursion of *quantized* frames and weights (her X = round(x 2^fs) and the
+    rounded products, Bob's weights at f - fs): per frame and state at most
+    sum_k |w_k| 2^-(fs+1) (x_k) or |w_k| 2^-(fs+1) (|x_i| + |x_j| + 2) (a product), plus
+    |w~_k - w_k| |phi_k| (his rounding) and 2^-s (the floor to scale s), summed over the
+    frames.  ``feature_max`` bounds |x| (default: the public feature bound)."""
+    p, s, T = plan.params, plan.structure, plan.length
+    floor = 2.0**-p.score_scale
+    if s.kind == "discrete" or not plan._bound:
+        return T * 2 * floor
+    fb = float(p.feature_bound if feature_max is None else feature_max)
+    q, ws = 2.0 ** -(plan.feature_scale + 1), 2.0 ** -(plan.weight_scale + 1)
+    worst = 0.0
+    for d in decoders:
+        w = (diag_emission_weights if s.kind == DIAG else emission_weights)(d.model)[:, :-1]
+        if s.kind == DIAG:
+            dims = w.shape[1] // 2
+            spread = np.concatenate([np.full(dims, 1.0), np.full(dims, 2 * fb + 2)])
+            reach = np.concatenate([np.full(dims, fb), np.full(dims, fb * fb)])
+        else:
+            rows, cols = np.triu_indices(s.width + 1)
+            lin = cols[:-1] == s.width
+            spread = np.where(lin, 1.0, 2 * fb + 2)
+            reach = np.where(lin, fb, fb * fb)
+        err = (np.abs(w) * spread * q).sum(axis=1) + (reach * ws).sum() + 2.0**-plan.scale
+        worst = max(worst, float(err.max()))
+    return T * (worst + 2 * floor)
 
 
 def log_parts(decoders: Sequence[Decoder], plan: Plan):
@@ -987,6 +1108,28 @@ def encoded_inputs(observations, structure: Structure, params: ViterbiParams):
     )
     ints, _ = fixedpoint.encode(products, params.feature_scale)
     return ints, clipped
+
+
+def bound_inputs(observations, plan: Plan):
+    """Alice's encoded frames for the bound program (T, n_inputs) integers at the plan's
+    feature scale fs: one-hot rows, or X = round(x 2^fs) and each product as
+    floor((X_i X_j + 2^(fs-1)) / 2^fs) of the rounded features (so that a circuit can check
+    a square exactly).  A feature beyond the public bound is refused before anything is
+    sent (her own input's format)."""
+    structure, params = plan.structure, plan.params
+    if structure.kind == "discrete":
+        return encoded_inputs(observations, structure, params)[0]
+    x = np.asarray(observations, dtype=float)
+    if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] != structure.width:
+        raise InvalidInputError(f"observations must be (T, {structure.width}) frames")
+    if not np.isfinite(x).all():
+        raise InvalidInputError("observations contain NaN or infinity")
+    if float(np.abs(x).max()) > params.feature_bound:
+        raise InvalidInputError(
+            f"a feature of magnitude {float(np.abs(x).max()):.6g} exceeds the public "
+            f"feature_bound {params.feature_bound:g}"
+        )
+    return bd.encode_products(x, structure.kind == DIAG, plan.feature_scale)
 
 
 # -- the roles ---------------------------------------------------------------------------------
@@ -1084,18 +1227,19 @@ def _alice_garbled(ctx, private, decoders, plan: Plan, evaluator, peer):
     pk, sk = ctx.keypair
     msg, msg0 = plan.messages(), _static_messages()
     starts = trans = None  # the edge holder's: Bob's in spotting
+    binding = shares = None
     with ctx.phase("emissions"):
         if plan.params.model_holder == "bob":
-            # Step 1 (a): packed frames out; the masked packed emissions in, her shares
-            ctx.send(peer, msg["obs"], forward_encode(pk, private, plan.fspec))
-            decrypted = ctx.recv(peer, msg["emit"]).decrypt_ints(sk)
-            shares = _alice_shares(plan, plan.fspec.unpack_emissions(decrypted, plan.length))
+            # Step 1 (a): her packed frames out; the masked packed emissions and their MAC
+            # slots in (the bound stage: she decrypts only uniform values)
+            phi = bound_inputs(private, plan)
+            binding = bd.alice_bound(ctx, plan.bound_plan, phi, peer)
         else:
             # Step 1 (b): her encrypted emission program out; her rounded shares back
             shares, starts, trans = _alice_mining_shares(ctx, decoders, plan, msg, peer)
     with ctx.phase("recursion"):  # steps 2-5 in the chain of circuits Bob garbles
         values, scores = maxplus.alice_maxplus(
-            ctx, evaluator, plan.maxplus, shares, starts, trans, "vit"
+            ctx, evaluator, plan.maxplus, shares, starts, trans, binding=binding, prefix="vit"
         )
     with ctx.phase("output"):
         ctx.send(peer, msg0["done"], True)
@@ -1107,17 +1251,6 @@ def _observation_length(observations) -> int:
     if obs.ndim == 0 or obs.shape[0] == 0:
         raise InvalidInputError("the observation sequence is empty")
     return int(obs.shape[0])
-
-
-def _alice_shares(plan: Plan, masked) -> list[list[int]]:
-    """Garbled: her shares floor(y / 2^(f - s)) mod 2^l of the masked emissions y
-    (Bob's mask M is uniform, his share -floor(M / 2^(f - s)): the two add up to the
-    rounded emission or one unit more); a y outside its public range ends the run."""
-    half = 1 << (plan.shift - 1)
-    lo, hi = half - plan.reach_bound, plan.reach_bound + half + (1 << plan.mask_bits)
-    if any(not lo <= int(v) < hi for row in masked for v in row):
-        raise ProtocolError("vit.emit: a masked emission is outside its public range")
-    return [garbled.rounded_shares(row, plan.shift, plan.maxplus.bits) for row in masked]
 
 
 def _outputs(plan: Plan, packed: list[int], scores) -> list[dict]:
@@ -1254,13 +1387,19 @@ def _bob_garbled(ctx, mine, plan: Plan, garbler, peer) -> None:
     """Steps 1-5 of the garbled default, Bob: his shares of the emissions, then the chain
     of circuits he garbles."""
     msg, msg0 = plan.messages(), _static_messages()
+    binding = None
     with ctx.phase("emissions"):
         if plan.params.model_holder == "bob":
-            shares, starts, trans = _bob_shares(ctx, mine, plan, msg, peer)
+            weights, consts = emission_program(mine, plan)
+            starts, trans = log_parts(mine, plan)
+            binding = bd.bob_bound(ctx, plan.bound_plan, weights, consts, peer)
+            shares = binding.shares()
         else:  # mining: log pi and log a stay Alice's, inside her circuit inputs
             shares, starts, trans = _bob_mining_shares(ctx, mine, plan, msg, peer)
     with ctx.phase("recursion"):  # steps 2-5 in the chain of circuits he garbles
-        maxplus.bob_maxplus(ctx, garbler, plan.maxplus, shares, starts, trans, "vit")
+        maxplus.bob_maxplus(
+            ctx, garbler, plan.maxplus, shares, starts, trans, binding=binding, prefix="vit"
+        )
     with ctx.phase("output"):
         ctx.recv(peer, msg0["done"])
 
@@ -1349,21 +1488,6 @@ def _bob_emissions(ctx, decoders, plan: Plan, msg, peer):
     )
     e = slots.add_encoded(unblind).with_bound(plan.emission_bound)
     return e, starts, trans
-
-
-def _bob_shares(ctx, decoders, plan: Plan, msg, peer):
-    """Garbled (model_holder "bob"): the emission stage with a uniform mask M of
-    ``plan.mask_bits`` bits on every slot instead of a smooth blind (plus 2^(f-s-1), the
-    rounding); his shares -floor(M / 2^(f - s)) mod 2^l (:func:`_alice_shares` has hers)."""
-    s, T, sigma = plan.structure, plan.length, plan.params.sigma
-    half, l = 1 << (plan.shift - 1), plan.maxplus.bits
-    masks = [
-        garbled.rounding_masks(ctx.rng, s.total_rows, plan.reach_bound, sigma) for _ in range(T)
-    ]
-    blinds = [[half + m for m in row] for row in masks]
-    starts, trans = _emission_stage(ctx, decoders, plan, msg, peer, blinds)
-    shares = [garbled.rounded_shares(row, plan.shift, l, negate=True) for row in masks]
-    return shares, starts, trans
 
 
 def _alice_mining_shares(ctx, decoders, plan: Plan, msg, peer):
@@ -1481,6 +1605,7 @@ PROTOCOL = ProtocolDescriptor(
 __all__ = [
     "PROTOCOL",
     "Decoder",
+    "score_error_bound",
     "Plan",
     "Structure",
     "Tournament",

@@ -213,7 +213,7 @@ class Garbler:
             [g.tables.tobytes(), labels.tobytes(), g.output_decoding().tobytes()],
         )
         ctx.count("and_gates", circuit.and_gates)
-        ctx.count("gc_layers", len(circuit.layers))
+        ctx.count("gc_layers", circuit.depth)
         ctx.count("garbled_bytes", g.tables.nbytes + labels.nbytes)
         self.tweak += _tweak_span(circuit)
         out = np.zeros(0, np.uint8)

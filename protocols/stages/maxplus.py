@@ -1,63 +1,74 @@
 """The max-plus recursion in garbled circuits: Viterbi's recursion, termination and
-traceback on additive shares of the emissions, inside circuits Bob garbles (thesis 003,
-2.2.3; ``docs/garbled.md``, "The Viterbi recursion").
+traceback on shares of the emissions, inside circuits Bob garbles (thesis 003, 2.2.3;
+``docs/garbled.md``, "The Viterbi recursion").
 
-Inputs, all mod 2^l (l bits, two's complement; every value and every difference of two
-values a comparison meets is below 2^(l-1) in magnitude):
+Inputs (all values at the recursion's scale s, l bits, two's complement; every value and
+every difference of two values a comparison meets is below 2^(l-1) in magnitude):
 
-* the *row holder*: its shares of every frame's emission rows, added to each target's
-  maximum;
-* the *edge holder* (the model holder, ``edge_holder``: the garbler in spotting, the
-  evaluator in speech mining): its shares, log pi and log a, folded into as few inputs as
-  it can: v_0(j) = e_0(r_j) + log pi_j, and for every frame t >= 1 and edge (i -> j),
-  beta_t(i, j) = log a_ij + e_t(r_j) (adding e_t(r_j) to every candidate of target j
-  before the max instead of after it changes neither the max's argument nor its ties).
+* the emissions, as shares of Alice (the evaluator: she decrypted a masked value) and Bob
+  (the mask), one per frame and emission row, in one of two public forms (:class:`
+  Emissions`): *bound* (the default of every protocol whose client holds the frames:
+  :mod:`protocols.stages.bound`, her full masked value, bound by a MAC she cannot forge,
+  reconstructed at the program's scale f, floored to s and clamped to the public range
+  [-2^keep, 2^keep)), or plain *shares* at scale s (speech mining: her own model's
+  emissions on Bob's frames, where shifting them is choosing her model);
+* the *edge holder*'s log pi and log a (the model holder, ``edge_holder``: the garbler in
+  spotting, the evaluator in speech mining), entered once.
 
-Alice's inputs reach the circuits through the session's OT pool, Bob's as his labels.
+Circuits (a chain under one Delta; labels pass from one circuit to the next as *carried*
+wires, :data:`smc_hmm.gc.circuit.CARRY`, and never leave the parties):
 
-Circuits (a chain under one Delta; the labels of the state pass from one to the next as
-*carried* wires, :data:`smc_hmm.gc.circuit.CARRY`, and never leave the parties):
-
-1. ``init``: delta_0(j) = (a_0(r_j), v_0(j)) as a carry-save pair, no gate;
-2. ``step`` (frames 1 .. T-1): every candidate delta(i) + beta_t(i, j) by one layer of
-   full adders, the per-target maxima as lockstep tournaments of carry-save comparisons
+1. ``inputs``: every frame's emission from its shares (one wide circuit, its depth paid
+   once), clamped; with bound inputs that carry phi, the check that each x^2 input is
+   its x squared (:func:`protocols.stages.bound.square_check`);
+2. ``init``: delta_0(j) = e_0(r_j) + log pi_j as a carry-save pair, no gate;
+3. ``step`` (frames 1 .. T-1): every candidate delta(i) + log a_ij by one layer of full
+   adders, the per-target maxima as lockstep tournaments of carry-save comparisons
    (:func:`smc_hmm.gc.arith.group_argmax`; ties to the lower predecessor, numpy's rule),
-   the winner's one-hot pointer carried out, and delta_t(j) = max + a_t(r_j);
-3. ``final``: per model the same tournament over its states: the one-hot q_(T-1) of the
-   best path's last state (and, if the score is revealed, its value, to Alice);
-4. ``back``: q_(t-1)(i) = XOR over edges (i -> j) of q_t(j) & pointer_t(i, j) (a path's
-   predecessor is unique), and per frame and model the output Alice decodes: the state's
-   index bits (``path``) or [the state is in the segment] (``segment``).
+   the winner's one-hot pointer carried out, and delta_t(j) = max + e_t(r_j), one more
+   layer: about 12 layers a frame;
+4. ``final``: per model the same tournament over its states; with bound inputs the
+   binding check (Alice's D_A against Bob's D_B) and the x^2 checks make one bit *ok*
+   that gates every output: an Alice who entered other inputs sees ok = 0 and nothing
+   else.  The ``model`` output adds each model's public offset (a garbage model's
+   margin) to its best score and gives Alice the index of the best model;
+5. ``back`` (``path`` and ``segment``): q_(t-1)(i) = XOR over edges (i -> j) of q_t(j) &
+   pointer_t(i, j), and per frame and model the output Alice decodes (the state's index
+   bits, or [the state is in the segment]), each ANDed with ok.
 
-The ``model`` output (keyword recognition by Viterbi scores) keeps no pointers and has no
-``back``: ``final`` adds each model's public offset (a garbage model's margin) to its best
-score and gives Alice only the index of the best model (ties: the lowest index).
-
-Who learns what (semi-honest garbler; see :mod:`protocols.stages.garbled` for what a
-deviating Alice can still do with her inputs): Alice, the declared output bits (and the
-score if revealed); everything else she holds is a label.  Bob, Alice's padded choice
-bits (uniform).  Every circuit, and so every message, follows from the public layout.
+Who learns what: Alice, her declared output bits and ok; everything else she holds is a
+label, and her inputs are bound (:mod:`protocols.stages.bound`).  Bob, her padded choice
+bits (uniform), and nothing from the check.  A Bob who garbles something else learns at
+most whether Alice aborts (one bit).  Every circuit, and so every message, follows from
+the public layout.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
+from protocols.stages import bound as bd
+from protocols.stages.bound import Emissions
 from protocols.stages.garbled import choice_message, circuit_messages
-from smc_hmm.gc import arith
+from smc_hmm.errors import InvalidInputError, ProtocolError
+from smc_hmm.gc import arith, mac
 from smc_hmm.gc.circuit import CARRY, ZERO, Circuit, CompiledCircuit
 
-__all__ = ["MaxPlusLayout", "alice_maxplus", "bob_maxplus", "messages"]
+__all__ = ["Emissions", "MaxPlusLayout", "alice_maxplus", "bob_maxplus", "messages"]
+
+#: Tweak base of the binding's label MACs (a domain of their own: :mod:`smc_hmm.gc.mac`).
+MAC_TWEAK = 0
 
 
 @dataclass(frozen=True)
 class MaxPlusLayout:
     """The public shape of one recursion: per global state its predecessors (ascending)
-    and emission row, the models as (first state, states), per model the output's
-    states (``segment``: a half-open range, or None) , the frames T and the width l."""
+    and emission row, the models as (first state, states), per model the output's states
+    (``segment``: a half-open range, or None), the frames T, the width l and how the
+    emissions enter (:class:`Emissions`)."""
 
     preds: tuple[tuple[int, ...], ...]
     row_of: tuple[int, ...]
@@ -71,14 +82,22 @@ class MaxPlusLayout:
     edge_holder: str = "garbler"
     #: ``model`` output: the public offset added to each model's score (recursion scale)
     offsets: tuple[int, ...] = ()
+    emissions: Emissions = Emissions(share_bits=0)
+
+    def __post_init__(self):
+        em = self.emissions
+        if em.bound is None and not 1 <= em.share_bits <= self.bits:
+            raise InvalidInputError("plain emission shares need 1 to l bits")
+        if em.bound is not None and em.keep + 2 > self.bits:
+            raise InvalidInputError("the clamped emissions do not fit the recursion's width")
 
     @property
     def keeps_pointers(self) -> bool:
         return self.output != "model"
 
     @property
-    def row_holder(self) -> str:
-        return "evaluator" if self.edge_holder == "garbler" else "garbler"
+    def is_bound(self) -> bool:
+        return self.emissions.bound is not None
 
     @property
     def states(self) -> int:
@@ -90,7 +109,7 @@ class MaxPlusLayout:
 
     @property
     def edges(self) -> list[tuple[int, int]]:
-        """(source, target) of every edge, by target then source: beta's order."""
+        """(source, target) of every edge, by target then source: log a's order."""
         return [(i, j) for j, p in enumerate(self.preds) for i in p]
 
     def output_bits(self, model: int) -> int:
@@ -99,72 +118,124 @@ class MaxPlusLayout:
         return max(1, (self.models[model][1] - 1).bit_length())
 
     @property
-    def evaluator_counts(self) -> list[int]:
-        """Alice's input bits of each circuit of the chain (``init``, then every ``step``)."""
-        return [self.init.input_count("evaluator")] + [self.step.input_count("evaluator")] * (
-            self.length - 1
-        )
+    def chunks(self) -> list[range]:
+        """The frames of each ``inputs`` circuit (:func:`protocols.stages.bound.chunks`)."""
+        return bd.chunks(self.length)
+
+    def inputs(self, index: int) -> CompiledCircuit:
+        """The ``inputs`` circuit of chunk ``index`` (cached per public shape)."""
+        return _build(self.frame_key, "inputs", len(self.chunks[index]), index == 0)
+
+    @property
+    def input_bits(self) -> list[int]:
+        """Alice's input bits of each ``inputs`` circuit."""
+        return [self.inputs(i).input_count("evaluator") for i in range(len(self.chunks))]
 
     @property
     def evaluator_bits(self) -> int:
-        return sum(self.evaluator_counts)
+        """Alice's input bits of the first choice message (``inputs`` and ``init``)."""
+        return sum(self.input_bits) + self.init.input_count("evaluator")
+
+    @property
+    def check_bits(self) -> int:
+        """Alice's input bits of ``final`` (D_A of the binding check)."""
+        return self.final.input_count("evaluator")
+
+    @property
+    def frame_key(self) -> MaxPlusLayout:
+        """The layout without T: the key of every circuit but ``back``."""
+        return replace(self, length=0)
+
+    @property
+    def init(self) -> CompiledCircuit:
+        return _build(self.frame_key, "init")
+
+    @property
+    def step(self) -> CompiledCircuit:
+        return _build(self.frame_key, "step")
+
+    @property
+    def final(self) -> CompiledCircuit:
+        return _build(self.frame_key, "final")
+
+    @property
+    def back(self) -> CompiledCircuit:
+        return _build(self, "back")
 
     # -- the circuits (public: both parties build the same) ------------------------------
 
-    @cached_property
-    def init(self) -> CompiledCircuit:
+    def _inputs(self, frames: int, first: bool) -> CompiledCircuit:
         c = Circuit()
-        a = c.input(self.row_holder, (self.rows, self.bits))
-        v = c.input(self.edge_holder, (self.states, self.bits))
-        c.output(np.stack([a[list(self.row_of)], v], axis=-2), CARRY)
+        values, ok = bd.reconstruct(c, self.emissions, self.rows, frames, self.bits, first)
+        c.output(values, CARRY)
+        if ok is not None:
+            c.output([ok], CARRY)
         return c.compile()
 
-    @cached_property
-    def step(self) -> CompiledCircuit:
+    def _init(self) -> CompiledCircuit:
+        c, l = Circuit(), self.bits
+        e = c.input(CARRY, (self.rows, l))
+        pi = c.input(self.edge_holder, (self.states, l))
+        a = c.input(self.edge_holder, (len(self.edges), l))
+        c.output(np.stack([e[list(self.row_of)], pi], axis=-2), CARRY)
+        c.output(a, CARRY)
+        return c.compile()
+
+    def _step(self) -> CompiledCircuit:
         c, n, l = Circuit(), self.states, self.bits
         delta = c.input(CARRY, (n, 2, l))
-        beta = c.input(self.edge_holder, (len(self.edges), l))
-        a = c.input(self.row_holder, (self.rows, l))
+        a = c.input(CARRY, (len(self.edges), l))
+        e = c.input(CARRY, (self.rows, l))
         src = np.array([i for i, _ in self.edges])
-        cand = arith.compress(c, delta[src, 0], delta[src, 1], beta)
+        cand = arith.compress(c, delta[src, 0], delta[src, 1], a)
         groups, onehot = self._groups([len(p) for p in self.preds])
         payload = onehot if self.keeps_pointers else None
         best, pointer = arith.group_argmax(c, cand, groups, payload, carry_save=True)
-        c.output(arith.compress(c, best[:, 0], best[:, 1], a[list(self.row_of)]), CARRY)
+        c.output(arith.compress(c, best[:, 0], best[:, 1], e[list(self.row_of)]), CARRY)
+        c.output(a, CARRY)
         if self.keeps_pointers:
             kept = [pointer[j, : len(p)] for j, p in enumerate(self.preds)]
             c.output(np.concatenate(kept), CARRY)
         return c.compile()
 
-    @cached_property
-    def final(self) -> CompiledCircuit:
+    def _final(self) -> CompiledCircuit:
         c = Circuit()
         delta = c.input(CARRY, (self.states, 2, self.bits))
+        ok = self._ok(c)
         groups, onehot = self._groups([n for _, n in self.models])
         payload = onehot if self.keeps_pointers else None
         best, last = arith.group_argmax(c, delta, groups, payload, carry_save=True)
         if self.reveal_score:
-            c.output(arith.cs_value(c, best), "evaluator")
+            c.output(c.and_(arith.cs_value(c, best), ok), "evaluator")
         if not self.keeps_pointers:  # the best model's index, to Alice
             shift = arith.constant(list(self.offsets) or [0] * len(self.models), self.bits)
             scored = arith.compress(c, best[:, 0], best[:, 1], shift)
             index = arith.constant(np.arange(len(self.models)), self.model_bits)
-            c.output(
-                arith.group_argmax(c, scored, [range(len(self.models))], index, True)[1],
-                "evaluator",
-            )
+            won = arith.group_argmax(c, scored, [range(len(self.models))], index, True)[1]
+            c.output(np.concatenate([[ok], c.and_(won.reshape(-1), ok)]), "evaluator")
             return c.compile()
         c.output(np.concatenate([last[k, :n] for k, (_, n) in enumerate(self.models)]), CARRY)
+        c.output([ok], CARRY)
         return c.compile()
+
+    def _ok(self, c: Circuit):
+        """The bit that gates every output: the binding check and the x^2 checks (1 when
+        the emissions are plain shares)."""
+        if not self.is_bound:
+            return np.int64(1)
+        checks = c.input(CARRY, (1,))[0] if self.emissions.checked else np.int64(1)
+        d_a = c.input("evaluator", (mac.MAC_BITS,))
+        d_b = c.input("garbler", (mac.MAC_BITS,))
+        return c.and_(bd.check_equal(c, d_a, d_b), checks)
 
     @property
     def model_bits(self) -> int:
         return max(1, (len(self.models) - 1).bit_length())
 
-    @cached_property
-    def back(self) -> CompiledCircuit:
+    def _back(self) -> CompiledCircuit:
         c, edges = Circuit(), self.edges
         q = c.input(CARRY, (self.states,))
+        ok = c.input(CARRY, (1,))[0]
         pointers = c.input(CARRY, (self.length - 1, len(edges)))
         targets = np.array([j for _, j in edges], dtype=np.int64)
         by_source = [[e for e, (i, _) in enumerate(edges) if i == s] for s in range(self.states)]
@@ -177,8 +248,9 @@ class MaxPlusLayout:
             for k in range(1, width):
                 q = c.xor(q, terms[pad[:, k]])
             frames.append(q)
+        c.output([ok], "evaluator")
         for q in reversed(frames):
-            c.output(self._marks(c, q), "evaluator")
+            c.output(c.and_(self._marks(c, q), ok), "evaluator")
         return c.compile()
 
     def _groups(self, sizes):
@@ -223,74 +295,147 @@ class MaxPlusLayout:
         return out
 
 
-def _inputs(lay: MaxPlusLayout, shares, starts, trans, edges: bool) -> list[np.ndarray]:
-    """One party's values of every circuit of the chain (init, then every step): its
-    shares (T, rows) as they are (the row holder), or folded with log pi and log a (the
-    edge holder: v_0, then beta_t per edge)."""
-    shares = np.asarray(shares, dtype=object)
-    if not edges:
-        return [shares[t] for t in range(lay.length)]
-    row_of = np.array(lay.row_of)
-    targets = row_of[[j for _, j in lay.edges]]
-    starts, trans = np.asarray(starts, dtype=object), np.asarray(trans, dtype=object)
-    return [shares[0][row_of] + starts] + [trans + shares[t][targets] for t in range(1, lay.length)]
+@lru_cache(maxsize=32)
+def _build(key: MaxPlusLayout, name: str, *args) -> CompiledCircuit:
+    """A circuit of the chain, built once per public shape and process (both parties
+    build the same: it is a function of public parameters only)."""
+    return getattr(key, f"_{name}")(*args)
 
 
-def _split(labels: np.ndarray, lay: MaxPlusLayout) -> list[np.ndarray]:
-    return np.split(labels, np.cumsum(lay.evaluator_counts)[:-1])
+def _edge_inputs(lay: MaxPlusLayout, starts, trans) -> np.ndarray:
+    """The edge holder's bits of ``init``: log pi (every state), then log a (every edge)."""
+    l = lay.bits
+    return np.concatenate(
+        [arith.to_bits(np.asarray(v, dtype=object), l).reshape(-1) for v in (starts, trans)]
+    )
 
 
-def bob_maxplus(ctx, garbler, lay: MaxPlusLayout, shares, starts=None, trans=None, prefix="mp"):
-    """Bob (garbler): the chain on his ``shares`` (T, rows) of the emissions, and log pi
+def bob_maxplus(ctx, garbler, lay: MaxPlusLayout, shares, starts=None, trans=None, *,
+                binding: bd.BobBound | None = None, prefix="mp"):  # fmt: skip
+    """Bob (garbler): the chain on his ``shares`` (T, rows) of the emissions (bound:
+    :meth:`~protocols.stages.bound.BobBound.shares`; plain: at scale s), and log pi
     (``starts``, per state) and log a (``trans``, per edge in ``lay.edges`` order) where
     he is the edge holder; every value an integer at the recursion's scale."""
-    l, none = lay.bits, np.zeros((0, 2), np.uint64)
-    mine = _inputs(lay, shares, starts, trans, lay.edge_holder == "garbler")
-    zero = _split(garbler.input_labels(ctx, lay.evaluator_bits, f"{prefix}.choice"), lay)
-    _, carry = garbler.garble(
-        ctx, lay.init, arith.to_bits(mine[0], l), zero[0], None, f"{prefix}.init"
-    )
-    state, pointers = 2 * lay.states * l, []
+    none = np.zeros((0, 2), np.uint64)
+    em = lay.emissions
+    width = em.bound.value_bits if em.bound is not None else em.share_bits
+    zero = garbler.input_labels(ctx, lay.evaluator_bits, f"{prefix}.choice")
+    cut = sum(lay.input_bits)
+    if binding is not None:  # the corrections of her inputs' MACs, and the seed
+        binding.key_message(ctx, zero[:cut], garbler.delta, MAC_TWEAK, garbler.peer)
+    mine = arith.to_bits(np.asarray(shares, dtype=object), width).reshape(lay.length, -1)
+
+    def run(i, labels, carry):
+        bits = mine[lay.chunks[i].start : lay.chunks[i].stop].reshape(-1)
+        return garbler.garble(ctx, lay.inputs(i), bits, labels, carry, f"{prefix}.inputs")[1]
+
+    frames, checks = _run_inputs(lay, run, zero[:cut])
+    edge = _edge_inputs(lay, starts, trans) if lay.edge_holder == "garbler" else []
+    _, carry = garbler.garble(ctx, lay.init, edge, zero[cut:], frames[0], f"{prefix}.init")
+    state, pointers = 2 * lay.states * lay.bits, []
     for t in range(1, lay.length):
-        bits = arith.to_bits(mine[t], l)
-        _, out = garbler.garble(ctx, lay.step, bits, zero[t], carry, f"{prefix}.step")
-        carry, pointer = out[:state], out[state:]
+        _, out = garbler.garble(
+            ctx, lay.step, [], none, np.concatenate([carry, frames[t]]), f"{prefix}.step"
+        )
+        keep = state + len(lay.edges) * lay.bits
+        carry, pointer = out[:keep], out[keep:]
         pointers.append(pointer)
-    _, last = garbler.garble(ctx, lay.final, [], none, carry, f"{prefix}.final")
+    bits, check_zero = [], none
+    if lay.is_bound:
+        bits = arith.to_bits(binding.check_value(), mac.MAC_BITS)
+        check_zero = garbler.input_labels(ctx, lay.check_bits, f"{prefix}.check")
+    _, last = garbler.garble(
+        ctx, lay.final, bits, check_zero, np.concatenate([carry[:state], checks]),
+        f"{prefix}.final",
+    )  # fmt: skip
     if lay.keeps_pointers:
-        back = np.concatenate([last, *pointers])
+        back = np.concatenate([last[:-1], last[-1:], *pointers])
         garbler.garble(ctx, lay.back, [], none, back, f"{prefix}.back")
 
 
-def alice_maxplus(ctx, evaluator, lay: MaxPlusLayout, shares, starts=None, trans=None, prefix="mp"):
-    """Alice (evaluator): the chain on her ``shares`` (T, rows), with log pi and log a where
-    she is the edge holder (speech mining).  Returns (per model the per-frame outputs, per
-    model the best score at the recursion's scale or None)."""
-    l, none = lay.bits, np.zeros((0, 2), np.uint64)
-    mine = _inputs(lay, shares, starts, trans, lay.edge_holder == "evaluator")
-    bits = np.concatenate([arith.to_bits(x, l).reshape(-1) for x in mine])
-    labels = _split(evaluator.input_labels(ctx, bits, f"{prefix}.choice"), lay)
-    _, carry = evaluator.evaluate(ctx, lay.init, labels[0], None, f"{prefix}.init")
-    state, pointers = 2 * lay.states * l, []
+def _run_inputs(lay: MaxPlusLayout, run, labels):
+    """The ``inputs`` circuits chunk by chunk (:func:`protocols.stages.bound.run_inputs`):
+    per frame the labels of its emissions, and the checks' bit's."""
+    lengths = [len(chunk) for chunk in lay.chunks]
+    outs, checks = bd.run_inputs(lengths, lay.input_bits, lay.emissions.checked, run, labels)
+    per = lay.rows * lay.bits
+    frames = [out[k * per : (k + 1) * per] for out, n in zip(outs, lengths) for k in range(n)]
+    return frames, checks
+
+
+def alice_maxplus(ctx, evaluator, lay: MaxPlusLayout, shares, starts=None, trans=None, *,
+                  binding: bd.AliceBound | None = None, prefix="mp"):  # fmt: skip
+    """Alice (evaluator): the chain on her ``shares`` (plain: (T, rows) at scale s; bound:
+    ``binding``'s values), with log pi and log a where she is the edge holder (speech
+    mining).  Returns (per model the per-frame outputs, per model the best score at the
+    recursion's scale or None); an ok bit of 0 (inputs that fail the binding) raises
+    :class:`~smc_hmm.errors.ProtocolError` after her last message."""
+    none = np.zeros((0, 2), np.uint64)
+    if binding is not None:
+        mine = binding.all_bits()
+    else:
+        mine = arith.to_bits(np.asarray(shares, dtype=object), lay.emissions.share_bits)
+        mine = mine.reshape(-1)
+    edge = _edge_inputs(lay, starts, trans) if lay.edge_holder == "evaluator" else []
+    labels = evaluator.input_labels(ctx, np.concatenate([mine, edge]), f"{prefix}.choice")
+    cut = sum(lay.input_bits)
+    if binding is not None:
+        binding.key_message(ctx, labels[:cut], mine, MAC_TWEAK, evaluator.peer)
+
+    def run(i, labels, carry):
+        return evaluator.evaluate(ctx, lay.inputs(i), labels, carry, f"{prefix}.inputs")[1]
+
+    frames, checks = _run_inputs(lay, run, labels[:cut])
+    _, carry = evaluator.evaluate(ctx, lay.init, labels[cut:], frames[0], f"{prefix}.init")
+    state, pointers = 2 * lay.states * lay.bits, []
     for t in range(1, lay.length):
-        _, out = evaluator.evaluate(ctx, lay.step, labels[t], carry, f"{prefix}.step")
-        carry, pointer = out[:state], out[state:]
+        _, out = evaluator.evaluate(
+            ctx, lay.step, none, np.concatenate([carry, frames[t]]), f"{prefix}.step"
+        )
+        keep = state + len(lay.edges) * lay.bits
+        carry, pointer = out[:keep], out[keep:]
         pointers.append(pointer)
         ctx.progress("recursion, frames", t + 1, lay.length)  # public counts
-    out, last = evaluator.evaluate(ctx, lay.final, none, carry, f"{prefix}.final")
-    models, scores = len(lay.models), None
+    check = none
+    if lay.is_bound:
+        d_a = arith.to_bits(binding.check_value(), mac.MAC_BITS)
+        check = evaluator.input_labels(ctx, d_a, f"{prefix}.check")
+    out, last = evaluator.evaluate(
+        ctx, lay.final, check, np.concatenate([carry[:state], checks]), f"{prefix}.final"
+    )
+    models, l = len(lay.models), lay.bits
+    scores = None
     if lay.reveal_score:
         scores = [int(v) for v in arith.from_bits(out[: models * l].reshape(models, l))]
-    if not lay.keeps_pointers:  # ``model``: the best model's index
-        return int(arith.from_bits(out[-lay.model_bits :], signed=False)), scores
-    back = np.concatenate([last, *pointers])
+        out = out[models * l :]
+    if not lay.keeps_pointers:  # ``model``: ok, then the best model's index
+        _refuse_unless(ctx, out[0])
+        return int(arith.from_bits(out[1:], signed=False)), scores
+    back = np.concatenate([last[:-1], last[-1:], *pointers])
     marks, _ = evaluator.evaluate(ctx, lay.back, none, back, f"{prefix}.back")
-    return lay.decode(marks), scores
+    _refuse_unless(ctx, marks[0])
+    return lay.decode(marks[1:]), scores
+
+
+def _refuse_unless(ctx, ok) -> None:
+    """An ok bit of 0: the binding check failed (inputs other than hers, or a Bob who
+    deviates); the run ends after her last message."""
+    if not int(ok):
+        ctx.defer(ProtocolError("the circuit's binding check failed: no output"))
 
 
 def messages(lay: MaxPlusLayout, prefix: str = "mp") -> list:
-    """Every message of the chain, declared from the layout."""
+    """Every message of the chain, declared from the layout (the binding's key message is
+    the bound stage's: :meth:`~protocols.stages.bound.BoundPlan.messages`)."""
     out = [choice_message(lay.evaluator_bits, f"{prefix}.choice")]
-    for name in ("init", "step", "final", "back")[: 4 if lay.keeps_pointers else 3]:
+    sizes = {len(chunk): i for i, chunk in enumerate(lay.chunks)}
+    for i in sorted(sizes.values()):  # the chunks' circuits differ only in the last one
+        out.append(circuit_messages(lay.inputs(i), f"{prefix}.inputs")["tables"])
+    for name in ("init", "step"):
         out.append(circuit_messages(getattr(lay, name), f"{prefix}.{name}")["tables"])
+    if lay.is_bound:
+        out.append(choice_message(lay.check_bits, f"{prefix}.check"))
+    out.append(circuit_messages(lay.final, f"{prefix}.final")["tables"])
+    if lay.keeps_pointers:
+        out.append(circuit_messages(lay.back, f"{prefix}.back")["tables"])
     return out

@@ -10,7 +10,8 @@ the data the bundled continuous recordings and fillers (:mod:`smc_hmm.data.conti
 * **Secure == plaintext** on ``--recordings`` recordings (recording i against keyword
   i mod 10): the secure Viterbi (``viterbi``, the spotting composite, the spotting
   parameters, output ``path`` and the score revealed for the check) must give the
-  plaintext path exactly (so the same detection and boundaries), the score to 1e-9.
+  plaintext path exactly (so the same detection and boundaries), the score to 1e-5
+  relative (the garbled default computes on rounded frames and weights).
 * **Timing**: the 3-digit recording closest to ``--frames`` frames against ``--keyword``
   and its filler, the ``spot`` protocol in-process (two lanes per party, randomizers
   precomputed after the key exchange): total (offline + online) and online seconds,
@@ -46,7 +47,10 @@ SECONDS_TARGET = 8.0
 SECONDS_TARGET_NO_KERNEL = 20.0
 TEN_TARGET = 60.0
 PREDICTION_TOLERANCE = 0.20
-REL_TARGET = 1e-9
+#: a path score's relative error: the garbled default computes on features rounded to
+#: 2^-(fs+1) and weights to 2^-(f-fs+1) (protocols.viterbi.score_error_bound bounds it
+#: per model; on the bundled recordings it stays below this)
+REL_TARGET = 1e-5
 #: the spotting parameters (protocols.spotting.SpotParams' defaults), for the viterbi sweep
 SPOT_VITERBI = {
     "output": "path",
@@ -314,7 +318,14 @@ def _sweep_rows(s: _Spot, recordings, compute) -> None:
             "means detection and boundaries equal",
             better=common.HIGHER,
         ),
-        common.Row("path score: largest relative error", worst, None, "rel.", limit=REL_TARGET),
+        common.Row(
+            "path score: largest relative error",
+            worst,
+            None,
+            "rel.",
+            limit=REL_TARGET,
+            note="the frames' and weights' rounding (protocols.viterbi.score_error_bound)",
+        ),
     ]
     s.checks["secure == plaintext"] = equal == len(runs)
     s.checks["relative error"] = worst <= REL_TARGET

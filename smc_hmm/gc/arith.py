@@ -20,6 +20,8 @@ over the leading axes, so a batch of comparisons is one call.  AND gates per ele
 ``group_argmax``                  per group of K, K - 1 compare-and-selects, all the
                                   groups' matches of a round in one batch
 ``select`` one of 2^w by w bits   (2^w - 1) l, a tree of muxes
+``square`` of a signed l-bit x    about l^2 / 2 + 2 l^2: the products x_i x_j (i < j) of
+                                  |x|, summed by a carry-save tree
 ================================  =======================================
 
 *Carry-save* values (``(..., 2, l)``: the value is the sum of the two mod 2^l) let a long
@@ -48,6 +50,7 @@ __all__ = [
     "LOG_DEPTH_MAX_BITS",
     "MAX_BITS",
     "add",
+    "all_of",
     "and_gates",
     "argmax",
     "compress",
@@ -61,6 +64,8 @@ __all__ = [
     "mux",
     "select",
     "select_max",
+    "sign_extend",
+    "square",
     "sub",
     "to_bits",
 ]
@@ -364,3 +369,55 @@ def and_gates(function, bits: int, *shapes) -> int:
     operands = [c.input("garbler", tuple(s) + (bits,)) for s in shapes]
     function(c, *operands)
     return c.and_count
+
+
+def sign_extend(x, bits: int) -> np.ndarray:
+    """A signed value ``(..., l)`` as ``bits`` >= l wires (the sign wire repeated: free)."""
+    x = np.asarray(x)
+    if bits < x.shape[-1]:
+        raise InvalidInputError(f"cannot sign-extend {x.shape[-1]} bits to {bits}")
+    top = np.repeat(x[..., -1:], bits - x.shape[-1], axis=-1)
+    return np.concatenate([x, top], axis=-1)
+
+
+def square(c: Circuit, x) -> np.ndarray:
+    """x * x of signed l-bit values as non-negative 2l-bit values (``(..., 2l)``): the
+    magnitude m = |x| (a conditional negation), then m^2 = sum_i m_i 2^(2i) + sum_(i<j)
+    m_i m_j 2^(i+j+1), the rows summed by a carry-save tree and one final addition."""
+    x = np.asarray(x)
+    l_bits = x.shape[-1]
+    sign = x[..., -1]
+    flipped = c.xor(x, sign[..., None])  # ~x where negative: |x| = flipped + sign
+    m = _carry_chain(c, flipped, np.zeros_like(flipped), sign, keep_top=False)[0]
+    width = 2 * l_bits
+    zero = np.zeros(x.shape[:-1] + (width,), dtype=np.int64)
+    rows = []
+    diagonal = zero.copy()
+    diagonal[..., 0 : 2 * l_bits : 2] = m
+    rows.append(diagonal)
+    for i in range(l_bits - 1):
+        row = zero.copy()
+        products = c.and_(m[..., i : i + 1], m[..., i + 1 :])  # m_i m_j, j > i
+        row[..., 2 * i + 2 : 2 * i + 2 + products.shape[-1]] = products
+        rows.append(row)
+    while len(rows) > 2:
+        merged = []
+        for k in range(0, len(rows) - 2, 3):
+            merged += list(np.moveaxis(compress(c, rows[k], rows[k + 1], rows[k + 2]), -2, 0))
+        merged += rows[len(rows) - len(rows) % 3 :] if len(rows) % 3 else []
+        rows = merged
+    if len(rows) == 1:
+        return rows[0]
+    return add(c, rows[0], rows[1], depth="ripple")
+
+
+def all_of(c: Circuit, bits):
+    """The AND of a vector of bits: a balanced tree (log2 n layers, n - 1 AND gates)."""
+    bits = np.asarray(bits).reshape(-1)
+    if not bits.size:
+        return np.int64(1)  # the constant 1
+    while bits.size > 1:
+        half = bits.size // 2
+        merged = c.and_(bits[:half], bits[half : 2 * half])
+        bits = np.concatenate([merged, bits[2 * half :]])
+    return bits[0]

@@ -28,6 +28,7 @@ def _layout(preds, row_of, models, segments, length, output, reveal=True, holder
         output,
         reveal,
         holder,
+        emissions=maxplus.Emissions(share_bits=BITS),
     )
 
 
@@ -145,7 +146,7 @@ def test_the_model_output_names_the_best_model_with_its_offset():
         lay = maxplus.MaxPlusLayout(
             tuple(tuple(p) for p in preds), tuple(row_of),
             tuple((k * n, n) for k in range(models)), (None,) * models, length, BITS,
-            "model", True, "garbler", offsets,
+            "model", True, "garbler", offsets, maxplus.Emissions(share_bits=BITS),
         )  # fmt: skip
         index, scores = _run(lay, emissions, starts, trans).outputs["alice"]
         plain = []

@@ -54,20 +54,33 @@ def _run(keypair, models, obs, params=None, **kwargs):
     )
 
 
-def _check(result, models, obs, hmmlearn=True):
+def _tolerance(models, obs, params, score):
+    """The documented bound (vit.score_error_bound) where the secure run computes the
+    Viterbi recursion of quantized frames (garbled, Gaussian); else 1e-9 relative."""
+    p = vit.ViterbiParams.from_config(params or {})
+    structure = vit.Structure.of(vit.as_decoders(models))
+    if structure.kind == "discrete" or not p.garbled or p.model_holder != "bob":
+        return REL * abs(score)
+    plan = vit.Plan(p, structure, len(obs), 1024)
+    top = float(np.abs(obs).max())
+    return vit.score_error_bound(vit.as_decoders(models), plan, top)
+
+
+def _check(result, models, obs, hmmlearn=True, params=None):
     for out, model in zip(result["alice"], models):
         path, score = viterbi(model, obs)
         assert out["path"] == path.tolist()
         if math.isinf(score):
             assert out["score"] == -math.inf
             continue
-        assert abs(out["score"] - score) <= REL * abs(score)
+        tol = _tolerance(models, obs, params, score)
+        assert abs(out["score"] - score) <= tol
         if hmmlearn:
             reference = model.to_hmmlearn()
             x = np.asarray(obs).reshape(len(obs), -1)
             log_p, states = reference.decode(x, algorithm="viterbi")
             assert states.tolist() == out["path"]
-            assert abs(out["score"] - log_p) <= REL * abs(log_p)
+            assert abs(out["score"] - log_p) <= tol
 
 
 #: (model_holder, comparison): the garbled default in both directions and the thesis's
@@ -93,7 +106,7 @@ def test_gaussian_paths_equal_plaintext_and_hmmlearn(keypair_1024, holder, compa
     models = [_gaussian(rng, 3, 2, cov), _gaussian(rng, 4, 2, cov)]
     obs, _ = models[1].sample(10, rng)
     params = {"model_holder": holder, "comparison": comparison}
-    _check(_run(keypair_1024, models, obs, params), models, obs)
+    _check(_run(keypair_1024, models, obs, params), models, obs, params=params)
 
 
 def test_zero_probabilities_and_an_impossible_sequence(keypair_512):
@@ -192,13 +205,16 @@ def _chosen_frames():
 def test_the_default_shows_alice_only_uniform_masked_emissions(keypair_1024):
     """The chosen-input attack (docs/security.md) on the garbled default: Alice sends a
     zero frame, unit vectors and their negatives, each repeated, and reads everything
-    she decrypts.  That is one message, the masked emissions y = log b + M with M uniform
-    on [0, 2^mask_bits): y minus Bob's true log-density (which an attacker would have to
-    know) is uniform by a KS test, the repeats' differences are uniform too (they give
-    no exact or averaged difference of log-densities), and nothing else she receives is
-    a ciphertext.  The control (the dgk mode's smooth blinds, which repeats average) is
+    she decrypts.  That is one message (the bound stage's ``bd.values``): the masked
+    emissions y = log b + 2^(l-1) + r with r uniform on [0, 2^(l+sigma)), and the MAC
+    slots.  y minus Bob's true log-density (which an attacker would have to know) is
+    uniform by a KS test, the repeats' differences are uniform too (they give no exact
+    or averaged difference of log-densities), and nothing else she receives is a
+    ciphertext.  The control (the dgk mode's smooth blinds, which repeats average) is
     the next test."""
     from scipy import stats
+
+    from protocols.stages.emissions import alice_unpack
 
     rng = np.random.default_rng(4)
     model = _gaussian(rng, 3, 2)
@@ -206,23 +222,26 @@ def test_the_default_shows_alice_only_uniform_masked_emissions(keypair_1024):
     result = _run(keypair_1024, [model], obs, record_views=True)
     _check(result, [model], obs, hmmlearn=False)
     sk = keypair_1024[1]
-    params = vit.ViterbiParams()
-    plan = vit.Plan(params, vit.Structure.of(vit.as_decoders(model)), len(obs), 1024)
+    plan = vit.Plan(vit.ViterbiParams(), vit.Structure.of(vit.as_decoders(model)), len(obs), 1024)
     decryptable = [t for _, t, p in result.views["alice"] if hasattr(p, "decrypt_ints")]
-    assert decryptable == ["vit.emit"]
-    (emit,) = [p for _, t, p in result.views["alice"] if t == "vit.emit"]
-    y = np.array(plan.fspec.unpack_emissions(emit.decrypt_ints(sk), len(obs)), dtype=object)
+    assert decryptable == ["bd.values"]
+    (emit,) = [p for _, t, p in result.views["alice"] if t == "bd.values"]
+    bound = plan.bound_plan
+    y = np.array(alice_unpack(emit.decrypt_ints(sk), bound.layout), dtype=object)
     truth = model.log_emission(obs)
-    top = float(1 << plan.mask_bits)
+    top = float(1 << (bound.value_bits + bound.sigma))
+    half = float(1 << (bound.value_bits - 1))
     masks = np.array(
         [
-            [float(y[t, j]) - truth[t, j] * 2.0**params.log_scale for j in range(3)]
+            [float(y[t, j]) - half - truth[t, j] * 2.0**plan.scale for j in range(3)]
             for t in range(len(obs))
         ]
     )
     assert stats.kstest(masks.ravel() / top, "uniform").pvalue > 1e-3
     diffs = (masks[1::3] - masks[0::3]).ravel() / top  # a repeat minus its first frame
     assert stats.kstest(diffs, stats.triang(c=0.5, loc=-1, scale=2).cdf).pvalue > 1e-3
+    mac_slots = np.array([float(v) for v in y[:, 3]]) / float(1 << bound.mac_mask_bits)
+    assert stats.kstest(mac_slots, "uniform").pvalue > 1e-3
 
 
 def test_dgk_mode_alice_decrypts_only_blinded_emissions_and_masked_comparisons(keypair_1024):

@@ -1,0 +1,506 @@
+"""Bound inputs: Bob's linear program on Alice's encrypted frames, entered into a circuit
+Bob garbles as shares that Alice cannot change (``docs/garbled.md``, "Bound inputs").
+
+Alice holds the Paillier key and her frames' encoded inputs phi_t (x and x^2, one-hot
+rows, ...); Bob holds a linear program: rows j of weights w_j and constants c_j, whose
+values v_tj = w_j . phi_t + c_j (emission log-densities, at a public scale) feed the
+circuit.  The stage (thesis 003, 4.2.1, for the linear part; DESIGN.md section 11):
+
+1. Alice -> Bob ``bd.obs``: her packed phi (:func:`~protocols.stages.emissions.alice_pack`:
+   one ciphertext per input and group of frames).
+2. Bob -> Alice ``bd.values``: per group and row the packed E(y_tj), y = v + 2^(l-1) + r
+   with r uniform on [0, 2^(l+sigma)) (l = ``value_bits``), and one more row per group:
+   the MAC slots E(z_t), z_t = sum_k U_k phi_tk + sum_j u_j c_j + O + s_t, where
+   u_j = alpha rho_j and U_k = sum_j u_j w_jk (+ alpha rho'_k where phi itself enters the
+   circuit) mod p, O the public offset and s_t a uniform mask (sigma bits over 2O).
+   Mod p, z_t - O - s_t = alpha (sum_j rho_j v_tj + sum_k rho'_k phi_tk).
+3. Alice decrypts: her circuit inputs are the full y_tj (``share_bits`` each), and phi_t
+   itself where ``bind_inputs``; they reach the circuit through the session's OT pool.
+4. Bob -> Alice ``bd.key``, after her padded choices: per input wire the correction of
+   its label MAC (:mod:`smc_hmm.gc.mac`: her share a + his share b = alpha x, mod p)
+   and the seed of rho, rho' and tau (fresh, so unknown to her while she chose).
+5. Both compute their side of the check (:meth:`AliceBound.check_value`,
+   :meth:`BobBound.check_value`): D_A = sum_t tau_t (sum_j rho_j A(y_tj) + sum_k rho'_k
+   A(phi_tk) - z_t) and D_B = sum_t tau_t (-sum_j rho_j B(y_tj) - sum_k rho'_k B(phi_tk)
+   - O - s_t + alpha sum_j rho_j (2^(l-1) + r_tj)), equal mod p exactly when every input
+   she entered is the value the protocol gave her.  The circuit that decides (the last
+   of the protocol's chain) takes D_A from her and D_B from him and gates every output
+   on their equality (:func:`check_equal`): she cannot see an output of inputs she
+   shifted, and Bob learns nothing from the check.
+
+Who learns what.  Alice decrypts only y (uniform within 2^-sigma: r has sigma more bits
+than v's range) and z (uniform within 2^-sigma), sees the corrections (uniform: each
+hides alpha behind the hash of a label she does not hold) and the seed.  Bob sees her
+padded choices (uniform bits).  Soundness: an Alice who enters y' != y (or phi' != phi)
+passes only if sum_t tau_t (sum_j rho_j delta_tj + sum_k rho'_k delta'_tk) = 0 mod p or
+she guesses alpha times that sum: at most 3/p = 2^-59.4 a session (:data:`SOUNDNESS`),
+plus the hash's and the masks' statistical distance (T 2^-sigma).  What she *can* do is
+choose her frames, including phi whose parts disagree (x^2 that is not x x): that is
+choosing an input of the function, and a protocol that must rule it out checks phi in
+the circuit (:func:`square_check`).
+
+Public: the program's shape (rows, inputs, T), the widths and scales, the layout.  Every
+message size follows from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from protocols.stages.emissions import EmissionLayout, alice_pack, alice_unpack, bob_emissions
+from smc_hmm.errors import InvalidInputError, PrecisionError, ProtocolError
+from smc_hmm.gc import arith, mac
+from smc_hmm.gc.circuit import CARRY, Circuit
+from smc_hmm.gc.hashing import prg
+from smc_hmm.messages import Ciphertexts, Message, OpaqueCiphertexts
+
+__all__ = [
+    "INPUT_FRAMES",
+    "SOUNDNESS",
+    "AliceBound",
+    "BobBound",
+    "BoundPlan",
+    "Emissions",
+    "reconstruct",
+    "run_inputs",
+    "alice_bound",
+    "bob_bound",
+    "check_equal",
+    "clamp",
+    "encode_products",
+    "square_check",
+]
+
+#: The binding's soundness error per session, over the choice of alpha, rho and tau.
+SOUNDNESS = 3 / mac.PRIME
+#: Bytes of the seed of rho, rho' and tau.
+SEED_BYTES = 16
+#: Frames of one inputs circuit (:func:`reconstruct`): its memory stays bounded whatever
+#: T, and its depth is paid once a chunk.
+INPUT_FRAMES = 4
+
+
+@dataclass(frozen=True)
+class BoundPlan:
+    """The public shape of one bound program: T frames of ``inputs`` encoded values,
+    each |phi| < 2^(``input_bits`` - 1); ``rows`` values per frame, each |v| <
+    2^(``value_bits`` - 1) at the program's scale; ``bind_inputs``: phi enters the
+    circuit too (its checks: :func:`square_check`)."""
+
+    length: int
+    inputs: int
+    rows: int
+    input_bits: int
+    value_bits: int
+    sigma: int
+    key_bits: int
+    bind_inputs: bool = False
+
+    def __post_init__(self):
+        for name in ("length", "inputs", "rows", "input_bits", "value_bits", "sigma"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InvalidInputError(f"{name} must be a positive int, got {v!r}")
+        if self.value_bits >= mac.MAC_BITS:
+            raise PrecisionError(
+                f"bound values of {self.value_bits} bits exceed the MAC field (2^61 - 1): "
+                "lower the program's scale or its bound"
+            )
+
+    @property
+    def share_bits(self) -> int:
+        """Bits of one of Alice's value inputs: y = v + 2^(l-1) + r < 2^(l + sigma + 1)."""
+        return self.value_bits + self.sigma + 1
+
+    @property
+    def mac_offset(self) -> int:
+        """O: the public bound on |sum_k U_k phi_k + sum_j u_j c_j| (U, u below p)."""
+        return mac.PRIME * (self.inputs << (self.input_bits - 1)) + mac.PRIME * self.rows
+
+    @property
+    def mac_mask_bits(self) -> int:
+        return (2 * self.mac_offset).bit_length() + self.sigma
+
+    @cached_property
+    def layout(self) -> EmissionLayout:
+        """Frames packed by groups; a slot holds a masked value or a MAC slot."""
+        top = max(self.share_bits, self.mac_mask_bits + 1)
+        return EmissionLayout.build(top, self.key_bits, self.length, self.inputs, self.rows + 1)
+
+    @property
+    def groups(self) -> int:
+        return len(self.layout.groups)
+
+    @property
+    def frame_bits(self) -> int:
+        """Alice's input bits per frame: her values, then (``bind_inputs``) her phi."""
+        phi = self.inputs * self.input_bits if self.bind_inputs else 0
+        return self.rows * self.share_bits + phi
+
+    def messages(self) -> dict[str, Message]:
+        lay = self.layout
+        obs = lay.packed_bound(1 << (self.input_bits - 1))
+        values = lay.packed_bound(1 << (lay.plan.slot_bits - 2))
+        bits = self.length * self.frame_bits
+        return {
+            "obs": Message("bd.obs", Ciphertexts(0, obs, (self.groups, self.inputs))),
+            "values": Message("bd.values", Ciphertexts(0, values, (self.groups, self.rows + 1))),
+            "key": Message(
+                "bd.key",
+                (
+                    OpaqueCiphertexts("mac-correction", bits, 8),
+                    OpaqueCiphertexts("challenge", 1, SEED_BYTES),
+                ),
+            ),
+        }
+
+    # -- the circuit side ---------------------------------------------------------------
+
+    def frame_inputs(self, c: Circuit, party: str = "evaluator"):
+        """Declare one frame's inputs of Alice in the stage's order: (values (rows,
+        share_bits), phi (inputs, input_bits) or None)."""
+        y = c.input(party, (self.rows, self.share_bits))
+        phi = c.input(party, (self.inputs, self.input_bits)) if self.bind_inputs else None
+        return y, phi
+
+    def frame_bits_of(self, y_row, phi_row) -> np.ndarray:
+        """Alice's input bits of one frame in the order of :meth:`frame_inputs`."""
+        parts = [arith.to_bits(np.asarray(y_row, dtype=object), self.share_bits).reshape(-1)]
+        if self.bind_inputs:
+            phi = np.asarray(phi_row, dtype=object)
+            parts.append(arith.to_bits(phi, self.input_bits).reshape(-1))
+        return np.concatenate(parts)
+
+    def values(self, c: Circuit, y, bob):
+        """The program's values in the circuit: y's low l bits plus Bob's shares
+        -(2^(l-1) + r) mod 2^l (``bob``: garbler wires (rows, l))."""
+        return arith.add(c, y[..., : self.value_bits], bob)
+
+
+def _field(seed: bytes, count: int) -> list[int]:
+    """``count`` elements of Z_p from the seed (AES-CTR; 61 bits each, p - 1 folded)."""
+    raw = np.frombuffer(prg(seed, 8 * max(count, 1)), dtype="<u8")[:count]
+    return [int(v) for v in mac.reduce(raw & np.uint64(mac.PRIME))]
+
+
+@dataclass(frozen=True)
+class Challenge:
+    """rho (per row), rho' (per input; zero unless bound) and tau (per frame)."""
+
+    rho: list[int]
+    rho_in: list[int]
+    tau: list[int]
+
+    @classmethod
+    def of(cls, seed: bytes, plan: BoundPlan) -> Challenge:
+        n_in = plan.inputs if plan.bind_inputs else 0
+        v = _field(seed, plan.rows + n_in + plan.length)
+        rho, rest = v[: plan.rows], v[plan.rows :]
+        rho_in = rest[:n_in] + [0] * (plan.inputs - n_in)
+        return cls(rho, rho_in, rest[n_in:])
+
+    def combine(self, y_macs: np.ndarray, phi_macs: np.ndarray | None) -> int:
+        """sum_t tau_t (sum_j rho_j Y_tj + sum_k rho'_k Phi_tk) mod p."""
+        total = 0
+        for t, tau in enumerate(self.tau):
+            frame = sum(r * int(v) for r, v in zip(self.rho, y_macs[t]))
+            if phi_macs is not None:
+                frame += sum(r * int(v) for r, v in zip(self.rho_in, phi_macs[t]))
+            total += tau * (frame % mac.PRIME)
+        return total % mac.PRIME
+
+
+def _split_macs(plan: BoundPlan, per_bit: np.ndarray):
+    """Per-bit MAC shares (T * frame_bits) as per-value shares: (T, rows), (T, inputs)."""
+    frames = per_bit.reshape(plan.length, plan.frame_bits)
+    cut = plan.rows * plan.share_bits
+    y = mac.weighted_sum(frames[:, :cut].reshape(plan.length, plan.rows, plan.share_bits))
+    if not plan.bind_inputs:
+        return y, None
+    phi = frames[:, cut:].reshape(plan.length, plan.inputs, plan.input_bits)
+    return y, mac.weighted_sum(phi, signed=True)
+
+
+# -- Bob ------------------------------------------------------------------------------------
+
+
+@dataclass
+class BobBound:
+    """Bob's secrets of one bound program: alpha, the seed, his masks."""
+
+    plan: BoundPlan
+    alpha: int
+    seed: bytes
+    masks: list[list[int]]  # r_tj
+    mac_masks: list[int]  # s_t
+    d_b: int | None = None
+
+    def shares(self) -> np.ndarray:
+        """His circuit inputs: -(2^(l-1) + r_tj) mod 2^l, (T, rows)."""
+        l = self.plan.value_bits
+        half = 1 << (l - 1)
+        return np.array([[(-(half + r)) % (1 << l) for r in row] for row in self.masks], object)
+
+    def key_message(self, ctx, zero_labels, delta, tweak: int, peer: str) -> None:
+        """Step 4: the corrections of her input wires' MACs and the seed; keeps D_B."""
+        plan = self.plan
+        b, corrections = mac.garbler_mac(zero_labels, delta, self.alpha, tweak)
+        ctx.send(peer, plan.messages()["key"], [corrections.astype("<u8").tobytes(), self.seed])
+        challenge = Challenge.of(self.seed, plan)
+        y_b, phi_b = _split_macs(plan, b)
+        half = 1 << (plan.value_bits - 1)
+        offsets = [[half + r for r in row] for row in self.masks]
+        d = -challenge.combine(y_b, phi_b)
+        for t, tau in enumerate(challenge.tau):
+            expected = self.alpha * sum(r * o for r, o in zip(challenge.rho, offsets[t]))
+            d += tau * (expected - plan.mac_offset - self.mac_masks[t])
+        self.d_b = d % mac.PRIME
+
+    def check_value(self) -> int:
+        if self.d_b is None:
+            raise ProtocolError("the binding check's value before its key message")
+        return self.d_b
+
+
+def bob_bound(ctx, plan: BoundPlan, weights, consts, peer: str) -> BobBound:
+    """Steps 1-2, Bob: her packed phi in, the masked values and the MAC slots out.
+    ``weights`` (rows, inputs) and ``consts`` (rows,) are integers whose program values
+    stay below 2^(value_bits - 1) for every admissible phi (the caller checked)."""
+    msg = plan.messages()
+    enc = ctx.recv(peer, msg["obs"])
+    rng, p = ctx.rng, mac.PRIME
+    alpha = 1 + rng.randbelow(p - 1)
+    seed = rng.randbits(8 * SEED_BYTES).to_bytes(SEED_BYTES, "little")
+    challenge = Challenge.of(seed, plan)
+    u = [alpha * r % p for r in challenge.rho]
+    weights = np.asarray(weights, dtype=object)
+    big_u = [
+        (sum(uj * int(w) for uj, w in zip(u, weights[:, k])) + alpha * challenge.rho_in[k]) % p
+        for k in range(plan.inputs)
+    ]
+    u_const = sum(uj * int(cj) for uj, cj in zip(u, consts)) % p
+    l, sigma = plan.value_bits, plan.sigma
+    masks = [[rng.randbits(l + sigma) for _ in range(plan.rows)] for _ in range(plan.length)]
+    mac_masks = [rng.randbits(plan.mac_mask_bits) for _ in range(plan.length)]
+    half = 1 << (l - 1)
+    offsets = [
+        [int(c) + half + r for c, r in zip(consts, row)] + [u_const + plan.mac_offset + s]
+        for row, s in zip(masks, mac_masks)
+    ]
+    program = np.vstack([weights, np.array([big_u], dtype=object)])
+    reach = max(plan.mac_offset, 1 << (l - 1))
+    packed = bob_emissions(enc, program, 0, offsets, plan.layout, reach)
+    ctx.send(peer, msg["values"], packed.with_scale(0).rerandomize())
+    return BobBound(plan, alpha, seed, masks, mac_masks)
+
+
+# -- Alice ----------------------------------------------------------------------------------
+
+
+@dataclass
+class AliceBound:
+    """Alice's view of one bound program: her decrypted values y (T, rows), MAC slots z
+    (T,), her phi (T, inputs) and, after the key message, her side of the check."""
+
+    plan: BoundPlan
+    y: np.ndarray
+    z: list[int]
+    phi: np.ndarray
+    d_a: int | None = None
+
+    def frame_bits(self, t: int) -> np.ndarray:
+        return self.plan.frame_bits_of(self.y[t], self.phi[t])
+
+    def all_bits(self) -> np.ndarray:
+        return np.concatenate([self.frame_bits(t) for t in range(self.plan.length)])
+
+    def key_message(self, ctx, labels, bits, tweak: int, peer: str) -> None:
+        """Step 4-5, Alice: the corrections and the seed in; D_A kept."""
+        plan = self.plan
+        raw, seed = ctx.recv(peer, plan.messages()["key"])
+        corrections = np.frombuffer(raw, dtype="<u8")
+        if (corrections >= mac.PRIME).any():
+            raise ProtocolError("bd.key: a correction is not an element of Z_p")
+        a = mac.evaluator_mac(labels, bits, corrections, tweak)
+        challenge = Challenge.of(bytes(seed), plan)
+        y_a, phi_a = _split_macs(plan, a)
+        d = challenge.combine(y_a, phi_a)
+        d -= sum(tau * (int(z) % mac.PRIME) for tau, z in zip(challenge.tau, self.z))
+        self.d_a = d % mac.PRIME
+
+    def check_value(self) -> int:
+        if self.d_a is None:
+            raise ProtocolError("the binding check's value before its key message")
+        return self.d_a
+
+
+def alice_bound(ctx, plan: BoundPlan, phi, peer: str) -> AliceBound:
+    """Steps 1-3, Alice: her encoded frames ``phi`` (T, inputs) out, her values in.  A
+    value outside its public range (a Bob who deviates) is entered as 0 and the run ends
+    after her last message (``ctx.defer``), so that she stops at one point only."""
+    pk, sk = ctx.keypair
+    msg = plan.messages()
+    phi = np.asarray(phi, dtype=object)
+    if phi.shape != (plan.length, plan.inputs):
+        raise InvalidInputError(
+            f"phi of shape {phi.shape}, the plan takes {(plan.length, plan.inputs)}"
+        )
+    bound = msg["obs"].body.bound
+    ctx.send(peer, msg["obs"], alice_pack(pk, phi, plan.layout, 0, bound))
+    rows = alice_unpack(ctx.recv(peer, msg["values"]).decrypt_ints(sk), plan.layout)
+    values = np.array(rows, dtype=object)  # (T, rows + 1)
+    y, z = values[:, : plan.rows], [int(v) for v in values[:, plan.rows]]
+    top = 1 << plan.share_bits
+    bad = [(t, j) for t in range(plan.length) for j in range(plan.rows) if not 0 <= y[t, j] < top]
+    if bad or any(not 0 <= v < 1 << (plan.mac_mask_bits + 1) for v in z):
+        ctx.defer(ProtocolError("bd.values: a masked value is outside its public range"))
+        for t, j in bad:
+            y[t, j] = 0
+    return AliceBound(plan, y, z, phi)
+
+
+def encode_products(x, diagonal: bool, scale: int) -> np.ndarray:
+    """Alice's encoded Gaussian frames (object ints, T rows): X = round(x 2^fs) and each
+    product rounded from the rounded features, floor((X_i X_j + 2^(fs-1)) / 2^fs), so that
+    a circuit can check a square exactly (:func:`square_check`).  ``diagonal``: X, then
+    the squares; else the order of :func:`smc_hmm.hmm.quadratic_products` without its
+    constant (X_i where a factor is the constant 1)."""
+    fs, half = scale, 1 << (scale - 1)
+    x = np.asarray(x, dtype=float)
+    big = np.vectorize(lambda v: int(round(v * 2**fs)), otypes=[object])(x)
+    if diagonal:
+        return np.concatenate([big, (big * big + half) >> fs], axis=1)
+    d = x.shape[1]
+    rows, cols = np.triu_indices(d + 1)
+    pairs = zip(rows[:-1], cols[:-1])  # the constant z_d z_d = 1 stays implicit
+    parts = [big[:, i] if j == d else (big[:, i] * big[:, j] + half) >> fs for i, j in pairs]
+    return np.stack(parts, axis=1)
+
+
+# -- circuit pieces -----------------------------------------------------------------------
+
+
+def check_equal(c: Circuit, d_a, d_b):
+    """[a = b] per value (bits on the last axis): the binding check on D_A and D_B, one
+    wire (61 XORs, 60 AND gates)."""
+    same = c.not_(c.xor(d_a, d_b))
+    while same.shape[-1] > 1:  # a balanced tree of ANDs: log2(l) layers
+        half = same.shape[-1] // 2
+        merged = c.and_(same[..., :half], same[..., half : 2 * half])
+        same = np.concatenate([merged, same[..., 2 * half :]], axis=-1)
+    return same[..., 0]
+
+
+def clamp(c: Circuit, v, low_bits: int, keep: int, width: int):
+    """v >> ``low_bits`` (floor), saturated to [-2^keep, 2^keep) and sign-extended to
+    ``width`` bits: the public range of a value the circuit reconstructs, so that no
+    input outside it can act as a lever (one AND gate a bit)."""
+    v = np.asarray(v)[..., low_bits:]
+    m = v.shape[-1]
+    if keep + 1 > width or keep >= m:
+        raise InvalidInputError(f"cannot keep {keep} bits of a {m}-bit value in {width} bits")
+    sign = v[..., m - 1]
+    over = np.full(sign.shape, 0, dtype=np.int64)
+    for i in range(keep, m - 1):
+        bit = c.xor(v[..., i], sign)
+        over = c.xor(c.xor(over, bit), c.and_(over, bit))
+    fill = c.not_(sign)
+    low = c.xor(v[..., :keep], c.and_(over[..., None], c.xor(v[..., :keep], fill[..., None])))
+    high = np.repeat(sign[..., None], width - keep, axis=-1)
+    return np.concatenate([low, high], axis=-1)
+
+
+def square_check(c: Circuit, x, x2, scale: int, x_bits: int | None = None):
+    """[x2 = floor((x x + 2^(scale-1)) / 2^scale)] for signed x and x2 (one wire per
+    pair): Alice's x^2 input is her x's square, not a value of her choice.  ``x_bits``:
+    x's public width within its wires (the wires above it must repeat its sign)."""
+    x = np.asarray(x)
+    extend = np.int64(1)
+    if x_bits is not None and x_bits < x.shape[-1]:
+        top = x[..., x_bits - 1 :]
+        extend = check_equal(c, top[..., 1:], np.repeat(top[..., :1], top.shape[-1] - 1, -1))
+        x = x[..., :x_bits]
+    sq = arith.square(c, x)
+    half = arith.constant(np.full(sq.shape[:-1], 1 << (scale - 1)), sq.shape[-1])
+    rounded = arith.add(c, sq, half)[..., scale:]
+    width = max(rounded.shape[-1], x2.shape[-1])
+    a = arith.sign_extend(rounded, width)
+    b = arith.sign_extend(x2, width)
+    return c.and_(check_equal(c, a, b), extend)
+
+
+# -- the inputs circuits: values from shares, clamped, checked ------------------------------
+
+
+@dataclass(frozen=True)
+class Emissions:
+    """How a chain's per-frame values enter its circuits: ``bound`` (a
+    :class:`BoundPlan`: values at scale s + ``shift``, floored by ``shift`` bits and
+    clamped to [-2^``keep``, 2^``keep``); ``squares``: (x, x^2) pairs of phi checked at
+    ``square_scale``) or, when ``bound`` is None, plain shares of ``share_bits`` bits
+    (Alice's and Bob's, added)."""
+
+    bound: BoundPlan | None = None
+    shift: int = 0
+    keep: int = 0
+    squares: tuple[tuple[int, int], ...] = ()
+    square_scale: int = 0
+    share_bits: int = 0
+    #: the x inputs' public width (<= the inputs' width: the wires above repeat the sign)
+    square_bits: int | None = None
+
+    @property
+    def checked(self) -> bool:
+        return bool(self.squares)
+
+
+def chunks(length: int) -> list[range]:
+    """The frames of each inputs circuit: :data:`INPUT_FRAMES` at a time."""
+    step = INPUT_FRAMES
+    return [range(a, min(a + step, length)) for a in range(0, length, step)]
+
+
+def reconstruct(c: Circuit, em: Emissions, rows: int, frames: int, width: int, first: bool):
+    """Declare one chunk's inputs (Alice's, then Bob's, then the checks' carried bit when
+    ``first`` is False) and build its values: ``(frames, rows, width)`` wires, clamped,
+    and the checks' bit (all x^2 inputs of this and the earlier chunks are squares; None
+    without checks)."""
+    if em.bound is None:
+        a = c.input("evaluator", (frames, rows, em.share_bits))
+        b = c.input("garbler", (frames, rows, em.share_bits))
+        return arith.sign_extend(arith.add(c, a, b, depth="ripple"), width), None
+    plan = em.bound
+    parts = [plan.frame_inputs(c) for _ in range(frames)]
+    bob = c.input("garbler", (frames, rows, plan.value_bits))
+    y = np.stack([f[0] for f in parts])
+    values = clamp(c, arith.add(c, y[..., : plan.value_bits], bob, depth="ripple"),
+                   em.shift, em.keep, width)  # fmt: skip
+    if not em.checked:
+        return values, None
+    phi = np.stack([f[1] for f in parts])
+    xs, x2s = (list(v) for v in zip(*em.squares))
+    ok = square_check(c, phi[:, xs], phi[:, x2s], em.square_scale, em.square_bits)
+    ok = ok.reshape(-1)
+    if not first:  # the checks of the chunks before
+        ok = np.concatenate([ok, c.input(CARRY, (1,))])
+    return values, arith.all_of(c, ok)
+
+
+def run_inputs(lengths: list[int], counts: list[int], checked: bool, run, labels):
+    """Run a chain's inputs circuits chunk by chunk: ``run(i, her labels, carry)`` garbles
+    or evaluates chunk i (``lengths[i]`` frames, ``counts[i]`` of her input bits) and
+    returns its carried labels, the checks' bit last when ``checked``; the checks' label
+    carries into the next chunk.  Returns (the chunks' carried labels without the checks'
+    bit, the checks' bit's label or an empty array)."""
+    outs, checks = [], np.zeros((0, 2), np.uint64)
+    at = np.cumsum([0, *counts])
+    for i in range(len(lengths)):
+        carry = checks if i and checked else None
+        out = run(i, labels[at[i] : at[i + 1]], carry)
+        if checked:
+            out, checks = out[:-1], out[-1:]
+        outs.append(out)
+    return outs, checks
