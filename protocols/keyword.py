@@ -114,6 +114,15 @@ A_LOW, A_OCTAVES = 32, 64
 A_BITS = A_LOW + A_OCTAVES
 #: the largest spotting margin, nats
 MAX_MARGIN = 1000.0
+#: forward parameters that name the thesis's scoring when ``scoring`` is not given
+FORWARD_ONLY = frozenset({"recursion", "streams", "precision_bits", "blind_nats"})
+#: ``scoring = "viterbi"``: the recursion's scale (a path's rounding stays below T 2^-16
+#: nats; the bundled test split's closest decision is 4 nats apart)
+VITERBI_SCALE = 16
+#: ``scoring = "viterbi"``: the public bound on |x| (standardised features stay within 7 on
+#: the bundled speech; a tighter bound than the forward's 100 leaves the bound program more
+#: fractional bits inside the MAC field, protocols.viterbi.Plan.scale)
+VITERBI_FEATURE_BOUND = 32.0
 
 
 @dataclass(frozen=True)
@@ -133,11 +142,18 @@ class KeywordParams:
     #: the private mode's argmax: ``garbled`` (one circuit Bob garbles) or ``dgk``
     #: (:mod:`protocols.decision`)
     comparison: str = "garbled"
-    scoring: str = "forward"
+    #: ``viterbi`` (the default: the recursion and the decision in circuits Bob garbles,
+    #: on bound inputs) or ``forward`` (the thesis's forward algorithm, then the argmax
+    #: ``mode``); None: ``forward`` where ``mode = "fast"`` or ``comparison = "dgk"`` ask
+    #: for the thesis's, else ``viterbi``
+    scoring: str | None = None
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise InvalidInputError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.scoring is None:
+            thesis = self.mode == "fast" or self.comparison == "dgk"
+            object.__setattr__(self, "scoring", "forward" if thesis else "viterbi")
         if self.scoring not in SCORINGS:
             raise InvalidInputError(f"scoring must be one of {SCORINGS}, got {self.scoring!r}")
         if self.scoring == "viterbi" and (self.mode != "private" or self.comparison != "garbled"):
@@ -171,7 +187,9 @@ class KeywordParams:
         garbage = section.pop("garbage", None)
         margin = section.pop("margin", 0.0)
         comparison = section.pop("comparison", "garbled")
-        scoring = section.pop("scoring", "forward")
+        scoring = section.pop("scoring", None)
+        if scoring is None and FORWARD_ONLY & set(section):  # the thesis's parameters
+            scoring = "forward"
         section.setdefault("feature_bound", 100.0)
         try:
             fwd = forward.ForwardParams.from_config(section)
@@ -307,9 +325,8 @@ def viterbi_params(params: KeywordParams, labels: list[str]) -> viterbi.ViterbiP
     return viterbi.ViterbiParams(
         output="model",
         reveal_score=False,
-        score_scale=params.score_scale,  # the private argmax's scale: 2^-24 nats
-        feature_bound=float(fwd.feature_bound),
-        feature_scale=fwd.feature_scale,
+        score_scale=VITERBI_SCALE,
+        feature_bound=min(float(fwd.feature_bound), VITERBI_FEATURE_BOUND),
         sigma=fwd.precision.sigma,
         offsets=tuple(offsets) if params.garbage is not None else (),
     )

@@ -353,7 +353,7 @@ def test_views_show_what_each_party_received(tmp_path, capsys):
 
     assert "decrypted" in kinds(alice)
     assert "decrypted" not in kinds(bob) and "ciphertext" in kinds(bob)
-    emit = next(m for m in alice["messages"] if m["tag"] == "fw.emit")["fields"]
+    emit = next(m for m in alice["messages"] if m["tag"] == "bd.values")["fields"]
     assert len(emit["values"]) == emit["shape"][0] * emit["shape"][1]
     # refused before any work: a file where the folder should be, or another demo
     (tmp_path / "plain").write_text("x")
@@ -406,4 +406,4 @@ def test_a_long_recording_is_priced_by_the_cost_model_first(tmp_path, capsys, mo
     assert main(["keyword", "--audio", str(wav), "--key-bits", "1024", "--insecure"]) == 0
     err = capsys.readouterr().err
     assert re.search(r"cost model: about \d+ s for \d+ frames", err)
-    assert "forward recursion" in err
+    assert "recursion, frames" in err
