@@ -138,16 +138,19 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from protocols.compare import COMPARISONS
 from protocols.decision import DecisionSpec, alice_decide, bob_decide, decide_plain
 from protocols.primitives import PrecisionParams
-from protocols.stages import emissions, logsum
+from protocols.stages import bound as bd
+from protocols.stages import emissions, garbled, logsum, mixture
 from protocols.stages.blinds import log_blinds
 from protocols.stages.emissions import EmissionLayout
 from protocols.stages.logsum import LogsumParams, LogsumPlan
+from protocols.stages.mixture import MixtureLayout
 from smc_hmm.crypto import CipherArray
 from smc_hmm.crypto.fixedpoint import ldexp_int
 from smc_hmm.crypto.packing import PackingPlan
@@ -174,6 +177,8 @@ REVEAL_TAGS = ("spk.reveal", "spk.opened", "spk.result")
 SELECT_TAG = "spk.select"
 #: the modes in which Alice claims an identity (verify: in clear; anonymous: encrypted)
 CLAIM_MODES = ("verify", "anonymous")
+#: how a model scores an utterance (:class:`SpeakerParams`)
+SCORINGS = ("max", "logsum")
 
 
 @dataclass(frozen=True)
@@ -203,8 +208,19 @@ class SpeakerParams:
     reveal_scores: bool = False
     sigma: int = 40
     #: the decision's comparisons: ``garbled`` (one circuit Bob garbles) or ``dgk``
-    #: (:mod:`protocols.decision`)
+    #: (:mod:`protocols.decision`); ``logsum`` scoring only
     comparison: str = "garbled"
+    #: how a model scores an utterance: ``max`` (the default: per frame its best
+    #: component, summed, and the decision, all in circuits Bob garbles on bound inputs:
+    #: :mod:`protocols.stages.mixture`) or ``logsum`` (the thesis's: blinded LOGSUM
+    #: rounds, Alice decrypting blinded log-densities, then the decision stage); None:
+    #: ``logsum`` where ``reveal_scores``, ``comparison = "dgk"`` or ``frames_per_round``
+    #: ask for the thesis's, else ``max``
+    scoring: str | None = None
+    #: ``max``: Alice's features at this scale (her x and x^2 enter the circuit, checked)
+    bound_feature_scale: int = 18
+    #: ``max``: every component's log-density clamped to [-2^K, 2^K) nats in the circuit
+    emission_clamp_bits: int = 12
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -242,6 +258,20 @@ class SpeakerParams:
             raise InvalidInputError("score_scale must not exceed log_scale")
         if not isinstance(self.reveal_scores, bool):
             raise InvalidInputError("reveal_scores must be true or false")
+        if self.scoring is None:  # the thesis's mode where its own parameters ask for it
+            thesis = self.reveal_scores or self.comparison == "dgk" or self.frames_per_round
+            object.__setattr__(self, "scoring", "logsum" if thesis else "max")
+        if self.scoring not in SCORINGS:
+            raise InvalidInputError(f"scoring must be one of {SCORINGS}, got {self.scoring!r}")
+        if self.scoring == "max" and (self.reveal_scores or self.comparison != "garbled"):
+            raise InvalidInputError(
+                "scoring 'max' reveals only the decision, in circuits: reveal_scores and "
+                "comparison 'dgk' are for scoring 'logsum'"
+            )
+        for name, lo, hi in (("bound_feature_scale", 4, 32), ("emission_clamp_bits", 4, 20)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise InvalidInputError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
 
     @property
     def logsum(self) -> LogsumParams:
@@ -431,6 +461,48 @@ class SpeakerSpec:
             comparison=p.comparison,
         )
 
+    # -- the garbled default (scoring "max") --------------------------------------------
+
+    @property
+    def program_scale(self) -> int:
+        """f of the bound program: the largest <= log_scale whose values (below
+        2^(log_bound_bits - 1) nats) fit the binding's MAC field."""
+        return min(self.params.log_scale, 58 - self.params.log_bound_bits)
+
+    @property
+    def bound_input_bits(self) -> int:
+        """Bits of Alice's X or X^2 input (a sign and a rounding bit included)."""
+        fb = self.params.feature_bound
+        top = math.ceil(max(fb, fb * fb) * 2**self.params.bound_feature_scale) + 1
+        return top.bit_length() + 1
+
+    @cached_property
+    def bound_plan(self) -> bd.BoundPlan:
+        """The emissions as bound shares, her x and x^2 with them (their squares checked)."""
+        return bd.BoundPlan(
+            self.length, 2 * self.dims, self.rows, self.bound_input_bits,
+            self.params.log_bound_bits + self.program_scale + 1, self.params.sigma,
+            self.key_bits, bind_inputs=True,
+        )  # fmt: skip
+
+    @cached_property
+    def mixture(self) -> MixtureLayout:
+        """The scoring chain (:mod:`protocols.stages.mixture`): the decision stage's rule on
+        the models that run, the UBM's score carrying the margin or the threshold."""
+        p, s = self.params, self.params.score_scale
+        keep = p.emission_clamp_bits + s
+        fs = p.bound_feature_scale
+        x_bits = (math.ceil(p.feature_bound * 2**fs) + 1).bit_length() + 1
+        em = bd.Emissions(
+            self.bound_plan, self.program_scale - s, keep,
+            tuple((k, self.dims + k) for k in range(self.dims)), fs, square_bits=x_bits,
+        )  # fmt: skip
+        rule = {"identify": "argmax", "verify": "beats", "anonymous": "claimed"}[p.mode]
+        offset = self.offset_units(p.margin if p.mode == "identify" else p.threshold)
+        return MixtureLayout(
+            self.components, self.length, keep + 2, em, rule, self.reference, offset
+        )
+
     # -- declarations ---------------------------------------------------------------------
 
     def messages(self) -> dict[str, Message]:
@@ -472,6 +544,14 @@ class SpeakerSpec:
 def declared_messages(spec: SpeakerSpec) -> list[Message]:
     """Every message of a run with these public sizes, the decision's included (for the
     transcript harness and for readers)."""
+    if spec.params.scoring == "max":
+        cots = sum(spec.mixture.input_bits) + spec.mixture.check_bits
+        return (
+            list(spec.messages().values())
+            + list(garbled.setup_messages(cots).values())
+            + list(spec.bound_plan.messages().values())
+            + mixture.messages(spec.mixture)
+        )
     return list(spec.messages().values()) + spec.decision().messages()
 
 
@@ -533,21 +613,27 @@ def _emission_rows(model) -> np.ndarray:
     return np.concatenate([mu / var, -0.5 / var, const[:, None]], axis=1)
 
 
-def emission_program(models, spec: SpeakerSpec):
-    """Bob's integer emission weights (rows, 2d) at f - fs bits and constants at f bits.
+def emission_program(models, spec: SpeakerSpec, bound: bool = False):
+    """Bob's integer emission weights (rows, 2d) at f - fs bits and constants at f bits
+    (``bound``: the bound program's f and fs, :attr:`SpeakerSpec.program_scale`).
 
     Raises PrecisionError if a model's log-densities could exceed the public reach over
     the admissible features (the caller turns that into an invisible refusal)."""
     rows = np.concatenate([_emission_rows(m) for m in models])
     if not np.isfinite(rows).all():
         raise PrecisionError("a speaker model has a non-finite emission weight")
-    weights = np.array(
-        [[ldexp_int(float(v), spec.weight_scale) for v in row[:-1]] for row in rows], dtype=object
-    )
-    const = np.array([ldexp_int(float(v), spec.f) for v in rows[:, -1]], dtype=object)
+    f, obs = spec.f, spec.obs_slot_bound
+    if bound:
+        f, fs = spec.program_scale, spec.params.bound_feature_scale
+        top = max(spec.params.feature_bound, spec.params.feature_bound**2)
+        obs = math.ceil(top * 2**fs) + 1
+    ws = f - _fs(spec, bound)
+    weights = np.array([[ldexp_int(float(v), ws) for v in row[:-1]] for row in rows], dtype=object)
+    const = np.array([ldexp_int(float(v), f) for v in rows[:, -1]], dtype=object)
+    limit = 1 << (spec.params.log_bound_bits - 1 + f)
     for row, c in zip(weights, const):
-        reach = spec.obs_slot_bound * sum(abs(int(v)) for v in row) + abs(int(c))
-        if reach > spec.reach_bound:
+        reach = obs * sum(abs(int(v)) for v in row) + abs(int(c))
+        if reach > limit:
             raise PrecisionError(
                 f"with features up to {spec.params.feature_bound:g}, a component's "
                 f"log-density may reach {reach / 2**spec.f:.3g} nats, over half the public "
@@ -555,6 +641,11 @@ def emission_program(models, spec: SpeakerSpec):
                 "feature_bound"
             )
     return weights, const
+
+
+def _fs(spec: SpeakerSpec, bound: bool) -> int:
+    """fs of Alice's encoded features: the bound program's or the LOGSUM path's."""
+    return spec.params.bound_feature_scale if bound else spec.params.feature_scale
 
 
 def _dummy_models(components: Sequence[int], dims: int) -> list:
@@ -635,6 +726,8 @@ def alice(ctx, utterance, params: SpeakerParams, peer: str = "bob"):
     spec = SpeakerSpec(
         params, dims, tuple(components[i] for i in running), len(frames), pk.bits, tuple(labels)
     )
+    if params.scoring == "max":
+        return _alice_max(ctx, frames, spec, claim, peer)
     spec.check_precision()
     msg = spec.messages()
     with ctx.phase("encrypt features"):
@@ -670,6 +763,52 @@ def alice(ctx, utterance, params: SpeakerParams, peer: str = "bob"):
     if params.mode == "identify" or params.reveal_scores:
         return out
     return None
+
+
+def _alice_max(ctx, frames, spec: SpeakerSpec, claim, peer: str):
+    """Steps 1-3 of scoring ``max``, Alice: T out, the garbled stage's setup, her bound
+    values (the bound stage), then the scoring chain; she learns only the label
+    (identify) and nothing in verify and anonymous (:mod:`protocols.stages.mixture`)."""
+    lay, labels, mode = spec.mixture, list(spec.labels), spec.params.mode
+    with ctx.phase("setup"):
+        ctx.send(peer, spec.messages()["length"], spec.length)
+        evaluator = garbled.alice_setup(ctx, sum(lay.input_bits) + lay.check_bits, peer)
+    with ctx.phase("emissions"):
+        phi = bd.encode_products(frames, True, spec.params.bound_feature_scale)
+        binding = bd.alice_bound(ctx, spec.bound_plan, phi, peer)
+    choice = None
+    if mode == "anonymous":  # her claim's index among the speakers (the UBM left out)
+        others = [i for i in range(len(labels)) if i != spec.reference]
+        choice = others.index(labels.index(claim))
+    with ctx.phase("decision"):
+        index = mixture.alice_mixture(ctx, evaluator, lay, binding, choice)
+    if mode != "identify":
+        return None
+    winner = None if index == spec.reference else index
+    return {
+        "mode": mode,
+        "speaker": None if winner is None else labels[winner],
+        "index": winner,
+    }
+
+
+def _bob_max(ctx, spec: SpeakerSpec, active, peer: str):
+    """Steps 1-3 of scoring ``max``, Bob: the garbled stage's setup, the bound program
+    (his models' emissions on her encrypted x and x^2), then the scoring chain he
+    garbles; he learns only the bit (verify, anonymous).  A model beyond the public bound
+    runs as unit Gaussians and is refused after his last message."""
+    lay = spec.mixture
+    try:
+        weights, const = emission_program(active, spec, bound=True)
+    except PrecisionError as e:
+        ctx.defer(e)
+        weights, const = emission_program(_dummy_models(spec.components, spec.dims), spec, True)
+    with ctx.phase("setup"):
+        garbler = garbled.bob_setup(ctx, sum(lay.input_bits) + lay.check_bits, peer)
+    with ctx.phase("emissions"):
+        binding = bd.bob_bound(ctx, spec.bound_plan, weights, const, peer)
+    with ctx.phase("decision"):
+        return mixture.bob_mixture(ctx, garbler, lay, binding)
 
 
 def _alice_logsums(ctx, spec: SpeakerSpec, y, msg, peer: str) -> list[int]:
@@ -751,9 +890,15 @@ def bob(ctx, speakers, params: SpeakerParams, peer: str = "alice"):
     check_at_most("max_sequence_length", length, MAX_SEQUENCE_LENGTH, "the utterance length")
     ctx.charge_frames(length)  # a serving Bob's per-client budget (public T)
     spec = SpeakerSpec(params, d, spec.components, length, pk.bits, tuple(labels))
+    active = [models[i] for i in running]
+    if params.scoring == "max":
+        bit = _bob_max(ctx, spec, active, peer)
+        if params.mode == "identify":
+            return None
+        out = {"accept": bool(bit), "mode": params.mode}
+        return out | ({"claim": claim} if params.mode == "verify" else {})
     spec.check_precision()
     msg = spec.messages()
-    active = [models[i] for i in running]
     try:  # a check on Bob's private models: refused only after the last message
         weights, const = emission_program(active, spec)
     except PrecisionError as e:
@@ -835,6 +980,9 @@ def randomizers_needed(params: SpeakerParams, key_bits: int, inputs) -> dict[str
         key_bits,
         tuple(labels),
     )
+    if params.scoring == "max":  # her packed x and x^2; his masked values, re-randomised
+        groups = spec.bound_plan.groups
+        return {"alice": groups * 2 * dims, "bob": groups * (spec.rows + 1)}
     n = len(spec.components)
     plans = [spec.round_plan(frames) for frames in spec.rounds()]
     alice = len(spec.frame_groups()) * 2 * dims + sum(p.edges for p in plans) + n

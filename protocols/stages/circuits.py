@@ -51,6 +51,7 @@ __all__ = [
     "bob_compare",
     "claim_width",
     "compare_circuit",
+    "decide",
     "decision_circuit",
     "label_width",
 ]
@@ -201,26 +202,37 @@ def decision_circuit(
     count: int, bits: int, rule: str, reference: int | None = None
 ) -> CompiledCircuit:
     """The decision stage's circuit on ``count`` shared ``bits``-bit scores (Alice's shares
-    and Bob's, the reference's offset already in its score): ``argmax`` -- the winner's
-    index to Alice (ties: the lowest index); ``beats`` -- [s_ref < max of the others] to
-    Bob; ``claimed`` -- [s_ref < s_k] to Bob for the other score k that Alice's index
-    bits (her last inputs, over the others in index order) select.  An index past the
-    others selects the reference itself, so it is refused like a losing claim."""
+    and Bob's, the reference's offset already in its score): :func:`decide` on their sums."""
     c = Circuit()
     values = arith.add(c, c.input("evaluator", (count, bits)), c.input("garbler", (count, bits)))
+    claim = c.input("evaluator", (claim_width(count),)) if rule == "claimed" else None
+    out, to = decide(c, values, rule, reference, claim)
+    c.output(out, to)
+    return c.compile()
+
+
+def decide(c: Circuit, values, rule: str, reference: int | None = None, claim=None):
+    """The decision stage's three rules on ``(count, l)`` score wires: ``argmax`` -- the
+    winner's index bits for Alice (ties: the lowest index); ``beats`` -- the bit
+    [s_ref < max of the others] for Bob; ``claimed`` -- the bit [s_ref < s_k] for Bob, k
+    the other score Alice's ``claim`` bits (over the others in index order) select; an
+    index past the others selects the reference itself, so it is refused like a losing
+    claim.  Returns (the output wires, who decodes them)."""
+    values = np.asarray(values)
     if rule == "argmax":
-        c.output(arith.argmax(c, values)[1], "evaluator")
-        return c.compile()
+        return arith.argmax(c, values)[1], "evaluator"
+    count = values.shape[0]
     others = [i for i in range(count) if i != reference]
     ref = values[reference]
     if rule == "beats":
         best = arith.argmax(c, values[others])[0]
-    else:
+    elif rule == "claimed":
         width = claim_width(count)
         pool = [values[i] for i in others] + [ref] * ((1 << width) - len(others))
-        best = arith.select(c, np.stack(pool), c.input("evaluator", (width,)))
-    c.output(arith.less(c, ref, best)[None], "garbler")
-    return c.compile()
+        best = arith.select(c, np.stack(pool), np.asarray(claim))
+    else:
+        raise InvalidInputError(f"a decision rule is argmax, beats or claimed, not {rule!r}")
+    return arith.less(c, ref, best)[None], "garbler"
 
 
 def claim_width(count: int) -> int:

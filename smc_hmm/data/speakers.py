@@ -40,6 +40,7 @@ __all__ = [
     "SPEAKER_NOTICE",
     "UBM_LABEL",
     "SpeakerUtterance",
+    "best_component_scores",
     "gmm",
     "decision",
     "equal_error_rate",
@@ -257,3 +258,17 @@ def load_speaker_test_utterances(select=None) -> list[SpeakerUtterance]:
 def scores(models, frames) -> list[float]:
     """Plaintext log-likelihoods of ``frames`` under every model (the forward algorithm)."""
     return [log_likelihood(m, frames) for m in models]
+
+
+def best_component_scores(models, frames) -> list[float]:
+    """Per model sum_t max_m (log w_m + log N(x_t; mu_m, Sigma_m)): the score of the secure
+    default (scoring ``max``, ``protocols/stages/mixture.py``), each frame's best component
+    standing for the mixture (the Viterbi approximation of a GMM's log-likelihood)."""
+    x = np.asarray(frames, dtype=float)
+    out = []
+    for model in models:
+        w, mu, var = gmm_parts(model)
+        quad = ((x[:, None, :] - mu[None]) ** 2 / var[None]).sum(axis=-1)
+        logs = np.log(w)[None] - 0.5 * (quad + np.log(2 * np.pi * var).sum(axis=1)[None])
+        out.append(float(logs.max(axis=1).sum()))
+    return out

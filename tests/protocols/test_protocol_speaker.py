@@ -15,6 +15,7 @@ from transcript_harness import assert_same_transcripts
 
 from protocols import speaker as sp
 from smc_hmm.data.speakers import (
+    best_component_scores,
     gmm,
     gmm_parts,
     identify,
@@ -97,6 +98,55 @@ def test_decisions_and_log_likelihoods_equal_plaintext_on_real_speech(keypair_10
         else:  # the claimed speaker, as in verify; Bob is not told who
             want = verify(plain[labels.index(claim)], plain[-1], -1.0, len(x))
             assert result["bob"] == {"accept": want, "mode": "anonymous"}
+
+
+@pytest.mark.parametrize("mode", ["identify", "verify", "anonymous"])
+def test_the_default_decides_as_the_plaintext_best_component_scores(keypair_1024, mode):
+    """The default (scoring "max": the mixture's best component per frame, summed, and the
+    decision in circuits Bob garbles) on real speech: the decision of the plaintext
+    best-component scores (smc_hmm.data.speakers.best_component_scores), for an owner and
+    an impostor claim."""
+    models, labels = load_speaker_models()
+    for u in load_speaker_test_utterances([3, 612]):  # a george, a nicolas
+        x = u.features[:20]
+        plain = best_component_scores(models, x)
+        for claim in ("george", "nicolas"):
+            utterance = x if mode == "identify" else (x, claim)
+            result = _run(keypair_1024, utterance, (models, labels), {"mode": mode})
+            if mode == "identify":
+                assert result["alice"]["speaker"] == identify(plain, labels, "ubm", -2.0, len(x))
+                break
+            want = verify(plain[labels.index(claim)], plain[-1], 0.0, len(x))
+            assert result["bob"]["accept"] is want and result["alice"] is None
+
+
+def test_the_default_shows_alice_only_uniform_masked_values(keypair_1024):
+    """The chosen-frame attack on the default: what Alice decrypts is one message, Bob's
+    component log-densities under uniform masks and the MAC slots (KS tests against the
+    true log-densities); the LOGSUM mode, the control, shows blinded values whose repeats
+    she can average (test_emission_blinds_follow_the_smooth_law)."""
+    from scipy import stats
+
+    from protocols.stages.emissions import alice_unpack
+
+    rng = np.random.default_rng(7)
+    speakers = _speakers(rng, components=2)
+    x = _chosen_frames(speakers)
+    result = _run(keypair_1024, x, speakers, record_views=True)
+    decryptable = [t for _, t, p in result.views["alice"] if hasattr(p, "decrypt_ints")]
+    assert decryptable == ["bd.values"]
+    spec = sp.SpeakerSpec(sp.SpeakerParams(), 4, (2, 2, 2, 2), len(x), 1024)
+    bound = spec.bound_plan
+    (emit,) = [p for _, t, p in result.views["alice"] if t == "bd.values"]
+    y = np.array(alice_unpack(emit.decrypt_ints(keypair_1024[1]), bound.layout), dtype=object)
+    truth = np.array([np.concatenate(row) for row in _true_logs(speakers, x)])
+    half = float(1 << (bound.value_bits - 1))
+    masks = (y[:, : bound.rows].astype(float) - half - truth * 2.0**spec.program_scale) / float(
+        1 << (bound.value_bits + bound.sigma)
+    )
+    assert stats.kstest(masks.ravel(), "uniform").pvalue > 1e-3
+    macs = y[:, bound.rows].astype(float) / float(1 << bound.mac_mask_bits)
+    assert stats.kstest(macs, "uniform").pvalue > 1e-3
 
 
 def test_one_round_per_frame_gives_the_same_result(keypair_512):
@@ -231,7 +281,8 @@ def _chosen_frames(speakers, repeats=4):
 
 
 def test_chosen_frames_reveal_no_component_exactly(keypair_1024):
-    """The held-out speaker attacks, on a whole run with chosen frames: (a) the emission
+    """The thesis's LOGSUM mode (scoring = "logsum"), what its blinds still guarantee.  The
+    held-out speaker attacks, on a whole run with chosen frames: (a) the emission
     blinds are the rounded logs of Bob's integers (the sparse set), (b) a reference
     component's public coefficient 2^B shows in the LOGSUM slot as a run of zero bits and
     makes the output minus its emission the exact component posterior, (c) within a block
@@ -239,9 +290,10 @@ def test_chosen_frames_reveal_no_component_exactly(keypair_1024):
     rng = np.random.default_rng(7)
     speakers = _speakers(rng, components=2)
     x = _chosen_frames(speakers)
-    spec = sp.SpeakerSpec(sp.SpeakerParams(), 4, (2, 2, 2, 2), len(x), 1024)
+    spec = sp.SpeakerSpec(sp.SpeakerParams(scoring="logsum"), 4, (2, 2, 2, 2), len(x), 1024)
     sk = keypair_1024[1]
-    y, plan, slots, logs = _alice_view(_run(keypair_1024, x, speakers, record_views=True), sk, spec)
+    run = _run(keypair_1024, x, speakers, {"scoring": "logsum"}, record_views=True)
+    y, plan, slots, logs = _alice_view(run, sk, spec)
     truth = _true_logs(speakers, x)
     f = spec.f
     blinds = []
@@ -290,8 +342,9 @@ def test_emission_blinds_follow_the_smooth_law(keypair_1024):
     rng = np.random.default_rng(8)
     speakers = _speakers(rng, components=2)
     x = np.repeat(rng.normal(size=(1, 4)), 64, axis=0)
-    spec = sp.SpeakerSpec(sp.SpeakerParams(), 4, (2, 2, 2, 2), 64, 1024)
-    y, *_ = _alice_view(_run(keypair_1024, x, speakers, record_views=True), keypair_1024[1], spec)
+    spec = sp.SpeakerSpec(sp.SpeakerParams(scoring="logsum"), 4, (2, 2, 2, 2), 64, 1024)
+    run = _run(keypair_1024, x, speakers, {"scoring": "logsum"}, record_views=True)
+    y, *_ = _alice_view(run, keypair_1024[1], spec)
     q = _true_logs(speakers, x)[0][0][0]
     samples = np.array([y[t][0] / 2**spec.f - q for t in range(64)], dtype=float)
     assert samples.min() >= 0.0 and samples.max() < 20.0  # the blind's window
@@ -611,8 +664,8 @@ def test_anonymous_transcripts_are_the_same_for_every_claim(keypair_512):
     spec = sp.SpeakerSpec(sp.SpeakerParams(mode="anonymous"), 4, (3, 3, 3, 3), 5, 512)
     frames = assert_same_transcripts(run, cases, sp.declared_messages(spec))
     tags = _tags(frames[("bob", "alice")])
-    assert "gc.choice" in tags and "spk.select" not in tags and "spk.claim" not in tags
-    plain = scores(speakers[0], x)
+    assert "mix.check" in tags and "spk.select" not in tags and "spk.claim" not in tags
+    plain = best_component_scores(speakers[0], x)
     want = [verify(plain[k], plain[-1], 0.0, len(x)) for k in range(3)]
     assert decisions[:3] == want
 
