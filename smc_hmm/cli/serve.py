@@ -41,13 +41,20 @@ def configure(p: argparse.ArgumentParser) -> None:
         type=int,
         metavar="N",
         help="frames one client certificate may send per --budget-period "
-        "([serve] max_frames_per_client)",
+        "([serve] max_frames_per_client, default 200,000)",
+    )
+    p.add_argument(
+        "--max-sessions-per-period",
+        type=int,
+        metavar="N",
+        help="sessions one client certificate may start per --budget-period "
+        "([serve] max_sessions_per_period, default 2,000)",
     )
     p.add_argument(
         "--budget-period",
         type=float,
         metavar="SECONDS",
-        help="the frame budget's window ([serve] budget_period, default one day)",
+        help="the client budget's window ([serve] budget_period, default one day)",
     )
     p.add_argument("--log", metavar="PATH", help="append the session log here (default: stderr)")
     p.add_argument(
@@ -77,6 +84,7 @@ def run(args) -> int:
         when_busy=args.when_busy,
         hiding_nats=args.hiding_nats,
         max_frames_per_client=args.max_frames_per_client,
+        max_sessions_per_period=args.max_sessions_per_period,
         budget_period=args.budget_period,
         results=args.results,
     )

@@ -1,4 +1,10 @@
-"""Bob's bound on what one client identity can learn: a budget of frames per period.
+"""Bob's bound on what one client identity can learn: a budget of sessions and frames
+per period.
+
+In the default modes a client learns only each session's declared output (a label, or
+nothing), so what she can learn of Bob's models grows with her *sessions*: at most
+log2(outputs) bits each (``docs/security.md``, "What the outputs alone reveal").  In the
+thesis's modes she also decrypts blinded values, one per frame and state:
 
 Every frame a client sends gives it one blinded copy of every state's (or component's)
 log-density at that frame (``protocols.stages``); repeating a frame narrows the blinds
@@ -26,8 +32,8 @@ from pathlib import Path
 
 from smc_hmm.errors import BudgetError, ConfigError
 
-#: the version of a budget file's layout
-FILE_VERSION = 1
+#: the version of a budget file's layout (2: sessions counted beside frames)
+FILE_VERSION = 2
 
 
 class FrameBudget:
@@ -41,9 +47,21 @@ class FrameBudget:
     killed at any moment leaves the last complete state.  Their times are then wall-clock
     seconds (``time.time``): a monotonic clock restarts with the process."""
 
-    def __init__(self, limit: int, period: float, clock=None, path: str | Path | None = None):
+    def __init__(
+        self,
+        limit: int,
+        period: float,
+        clock=None,
+        path: str | Path | None = None,
+        sessions: int | None = None,
+    ):
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ConfigError("a frame budget must be a positive integer")
+        if sessions is not None and (
+            isinstance(sessions, bool) or not isinstance(sessions, int) or sessions < 1
+        ):
+            raise ConfigError("a session budget must be a positive integer")
+        self.sessions = sessions
         if not (isinstance(period, int | float) and period > 0):
             raise ConfigError("a budget period must be a positive number of seconds")
         clock = clock or (time.time if path is not None else time.monotonic)
@@ -62,7 +80,7 @@ class FrameBudget:
             if data.get("version") != FILE_VERSION or not isinstance(data.get("spent"), dict):
                 raise ValueError("not a budget file of this version")
             for key, events in data["spent"].items():
-                self._spent[str(key)] = deque((float(t), int(n)) for t, n in events)
+                self._spent[str(key)] = deque((float(t), int(n), int(k)) for t, n, k in events)
         except (OSError, ValueError, TypeError, AttributeError) as e:
             raise ConfigError(f"budget file {self.path} cannot be read: {e}") from e
 
@@ -71,6 +89,7 @@ class FrameBudget:
         data = {
             "version": FILE_VERSION,
             "limit": self.limit,
+            "sessions": self.sessions,
             "period": self.period,
             "spent": {k: [list(e) for e in v] for k, v in self._spent.items()},
         }
@@ -87,32 +106,53 @@ class FrameBudget:
             raise
 
     def spent(self, client: str) -> int:
+        """Frames ``client`` spent in the window."""
         with self._lock:
-            return self._prune(client, self._clock())
+            return self._prune(client, self._clock())[0]
 
-    def _prune(self, client: str, now: float) -> int:
+    def sessions_spent(self, client: str) -> int:
+        """Sessions ``client`` started in the window."""
+        with self._lock:
+            return self._prune(client, self._clock())[1]
+
+    def _prune(self, client: str, now: float) -> tuple[int, int]:
         events = self._spent.get(client)
         if not events:
-            return 0
+            return 0, 0
         while events and events[0][0] <= now - self.period:
             events.popleft()
         if not events:
             del self._spent[client]
-            return 0
-        return sum(n for _, n in events)
+            return 0, 0
+        return sum(e[1] for e in events), sum(e[2] for e in events)
 
     def charge(self, client: str, frames: int, name: str | None = None) -> None:
         """Charge ``frames`` to ``client`` (its key: the certificate's fingerprint) or raise
         BudgetError (nothing charged then); ``name`` is what the message calls it."""
+        self._charge(client, frames, 0, name)
+
+    def charge_session(self, client: str, name: str | None = None) -> None:
+        """Charge one session to ``client`` (when the budget counts sessions) or raise
+        BudgetError before any of its work."""
+        if self.sessions is not None:
+            self._charge(client, 0, 1, name)
+
+    def _charge(self, client: str, frames: int, sessions: int, name: str | None) -> None:
         now = self._clock()
         with self._lock:
-            spent = self._prune(client, now)
+            spent, started = self._prune(client, now)
+            who = name or client
             if spent + frames > self.limit:
                 raise BudgetError(
-                    f"client {name or client!r} has used {spent} of its {self.limit} frames in "
-                    f"the last {self.period:g} s; a run of {frames} frames would exceed the "
-                    "server's budget ([serve] max_frames_per_client / hiding_nats)"
+                    f"client {who!r} has used {spent} of its {self.limit} frames in the last "
+                    f"{self.period:g} s; a run of {frames} frames would exceed the server's "
+                    "budget ([serve] max_frames_per_client / hiding_nats)"
                 )
-            self._spent.setdefault(client, deque()).append((now, frames))
+            if sessions and started + sessions > self.sessions:
+                raise BudgetError(
+                    f"client {who!r} has run {started} of its {self.sessions} sessions in the "
+                    f"last {self.period:g} s ([serve] max_sessions_per_period)"
+                )
+            self._spent.setdefault(client, deque()).append((now, frames, sessions))
             if self.path is not None:
                 self._save()

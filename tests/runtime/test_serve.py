@@ -601,7 +601,8 @@ def test_a_client_beyond_its_frame_budget_is_refused_before_any_work(setup, capl
     # derived from the hiding target: with the default 20-nat blinds, 1 nat is 9 frames
     assert ServeSettings(hiding_nats=1.0).frame_limit(20.0) == 9
     assert ServeSettings(hiding_nats=1.0, max_frames_per_client=5).frame_limit(20.0) == 5
-    assert ServeSettings().frame_limit(20.0) is None
+    assert ServeSettings().frame_limit(20.0) == 200_000  # on by default
+    assert ServeSettings(client_budget=False).frame_limit(20.0) is None
     with pytest.raises(ConfigError):
         ServeSettings(hiding_nats=0.0)
     with pytest.raises(ConfigError):
@@ -653,7 +654,7 @@ def test_a_budget_file_keeps_the_spent_frames_and_refuses_a_damaged_one(tmp_path
     with pytest.raises(BudgetError, match="'carol' has used 6 of its 10"):
         again.charge("ab" * 32, 5, name="carol")
     assert not list(tmp_path.glob(".budget-*"))  # no temporary file left behind
-    assert json.loads(path.read_text())["version"] == 1
+    assert json.loads(path.read_text())["version"] == 2
     now[0] += 61.0
     again.charge("ab" * 32, 10)  # the old charge left the window
     path.write_text("{not json")
@@ -661,6 +662,31 @@ def test_a_budget_file_keeps_the_spent_frames_and_refuses_a_damaged_one(tmp_path
         FrameBudget(10, 60.0, path=path)
     with pytest.raises(ConfigError, match="budget_file"):
         ServeSettings(budget_file=str(tmp_path / "missing" / "budget.json"))
+
+
+def test_sessions_are_counted_per_period_and_the_budget_is_on_by_default(tmp_path):
+    """The default budget: 2,000 sessions and 200,000 frames a day per certificate, kept in
+    budget.json beside the parties.toml; a session beyond is refused before any work."""
+    from smc_hmm.errors import BudgetError
+    from smc_hmm.runtime import load_config
+    from smc_hmm.runtime.budget import FrameBudget
+
+    now = [0.0]
+    budget = FrameBudget(100, 60.0, clock=lambda: now[0], sessions=2)
+    budget.charge_session("carol")
+    budget.charge_session("carol")
+    with pytest.raises(BudgetError, match="run 2 of its 2 sessions"):
+        budget.charge_session("carol")
+    assert budget.sessions_spent("carol") == 2 and budget.spent("carol") == 0
+    now[0] = 61.0
+    budget.charge_session("carol")  # the window slid
+    with pytest.raises(ConfigError):
+        ServeSettings(max_sessions_per_period=0)
+    from serve_harness import write_serve_config
+
+    settings = ServeSettings.from_config(load_config(write_serve_config(tmp_path)))
+    assert settings.client_budget and settings.max_sessions_per_period == 2_000
+    assert settings.budget_file == str(tmp_path / "budget.json")
 
 
 # -- speaker sessions: the operator's results record, the client's mode check ----------------

@@ -268,10 +268,14 @@ def test_the_frame_budget_survives_a_killed_server(tmp_path):
         assert len(spent) == 1
         (key,) = spent
         assert len(key) == 64 and int(key, 16) >= 0 and "alice" not in key
-        assert sum(n for _, n in spent[key]) == 2 * frames
+        assert sum(n for _, n, _ in spent[key]) == 2 * frames
+        assert sum(k for _, _, k in spent[key]) == 2  # the sessions too
         proc, address = _start_serving(path, log)
         with pytest.raises(SmcHmmError):  # refused on its public length: BudgetError
             client(address, tmp_path / "certs", cases[2][0])
+        deadline = time.monotonic() + 10  # the server logs it just after the client ends
+        while "BudgetError" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert "BudgetError" in log.read_text()
     finally:
         if proc.poll() is None:

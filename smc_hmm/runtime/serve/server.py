@@ -74,7 +74,8 @@ class Server:
         limit = s.frame_limit(float(config.params.get("blind_nats", DEFAULT_BLIND_NATS)))
         frames = None
         if limit is not None:
-            frames = FrameBudget(limit, s.budget_period, path=s.budget_file)
+            sessions = s.max_sessions_per_period
+            frames = FrameBudget(limit, s.budget_period, path=s.budget_file, sessions=sessions)
         self.sessions = SessionRunner(
             self.served, s, self.compute, self.results, self.counts, self.max_frame_bytes, frames
         )

@@ -272,6 +272,8 @@ class SessionRunner:
             max_buffered_messages=s.max_buffered_messages,
             max_buffered_bytes=s.max_buffered_bytes,
         )
+        if self.frames is not None:  # one session charged before any of its work
+            self.frames.charge_session(fingerprint, name=client)
         with self.compute.session() as compute:
             ctx = PartyContext(
                 self.served.party,

@@ -15,9 +15,24 @@ from smc_hmm.limits import DEFAULT_MAX_FRAMES, MAX_KEY_BITS
 from smc_hmm.runtime.config import RunConfig
 from smc_hmm.transport.tcp import MAX_LENGTH, ConnectionBudget
 
-__all__ = ["DEFAULT_BLIND_NATS", "WHEN_BUSY", "ServeSettings", "serving_party"]
+__all__ = [
+    "DEFAULT_BLIND_NATS",
+    "DEFAULT_BUDGET_FILE",
+    "DEFAULT_FRAMES_PER_PERIOD",
+    "DEFAULT_SESSIONS_PER_PERIOD",
+    "WHEN_BUSY",
+    "ServeSettings",
+    "serving_party",
+]
 
 WHEN_BUSY = ("wait", "refuse")
+#: the default budget of one client certificate per day (docs/serving.md section 8): a
+#: heavy user of a voice service -- an utterance every 15 s for 8 hours -- stays inside
+#: it, and the outputs alone then tell a client at most 2,000 log2(K + 1) bits a day
+#: (6.9 kbit for ten keywords), frames at most 200,000 (33 minutes of speech)
+DEFAULT_SESSIONS_PER_PERIOD = 2_000
+DEFAULT_FRAMES_PER_PERIOD = 200_000
+DEFAULT_BUDGET_FILE = "budget.json"
 #: the protocols' default blind width (``blind_nats``) when the config names none
 DEFAULT_BLIND_NATS = 20.0
 
@@ -67,15 +82,21 @@ class ServeSettings:
     scheduler: str | None = None
     #: local lanes (caller + worker processes); default: every core
     workers: int | None = None
-    #: frames one client name may send per budget_period (smc_hmm.runtime.budget) ...
-    max_frames_per_client: int | None = None
+    #: the per-client budget (smc_hmm.runtime.budget, docs/serving.md section 8), on by
+    #: default; false turns it off (a weaker setting: nothing bounds repeated queries)
+    client_budget: bool = True
+    #: frames one client certificate may send per budget_period ...
+    max_frames_per_client: int | None = DEFAULT_FRAMES_PER_PERIOD
     #: ... or the budget that keeps every blinded value at least this many nats from its
     #: client's best estimate (smc_hmm.leakage.samples_for_error with the protocol's
-    #: blind_nats); None and no max_frames_per_client: no budget
+    #: blind_nats; the thesis's modes); the smaller applies
     hiding_nats: float | None = None
+    #: sessions one client certificate may start per budget_period
+    max_sessions_per_period: int | None = DEFAULT_SESSIONS_PER_PERIOD
     budget_period: float = 86400.0
-    #: where the frame budget is kept across restarts (written atomically after every
-    #: charge); None: in memory only
+    #: where the budget is kept across restarts (written atomically after every charge);
+    #: a parties.toml's [serve] defaults it to budget.json beside the file ("" there: in
+    #: memory only); None: in memory only
     budget_file: str | None = None
     #: the longest run (frames) one session may have: DEFAULT_MAX_FRAMES, 30 s of audio,
     #: as smc-hmm keyword's --max-frames
@@ -120,6 +141,8 @@ class ServeSettings:
             raise ConfigError(f"serve.max_frame_bytes must be at most {MAX_LENGTH}")
         if self.when_busy not in WHEN_BUSY:
             raise ConfigError(f"serve.when_busy must be one of {WHEN_BUSY}")
+        if not isinstance(self.client_budget, bool):
+            raise ConfigError("serve.client_budget must be true or false")
         if self.budget_file is not None:
             folder = Path(str(self.budget_file)).expanduser().parent
             if not isinstance(self.budget_file, str) or not folder.is_dir():
@@ -132,12 +155,12 @@ class ServeSettings:
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 unit = "of seconds" if name in self._SECONDS else "per second"
                 raise ConfigError(f"serve.{name} must be a positive number {unit}")
-        if self.max_frames_per_client is not None and (
-            isinstance(self.max_frames_per_client, bool)
-            or not isinstance(self.max_frames_per_client, int)
-            or self.max_frames_per_client < 1
-        ):
-            raise ConfigError("serve.max_frames_per_client must be a positive integer")
+        for name in ("max_frames_per_client", "max_sessions_per_period"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ConfigError(f"serve.{name} must be a positive integer")
         if self.hiding_nats is not None and (
             isinstance(self.hiding_nats, bool)
             or not isinstance(self.hiding_nats, int | float)
@@ -155,7 +178,10 @@ class ServeSettings:
 
     def frame_limit(self, blind_nats: float) -> int | None:
         """Frames per client and period: the explicit limit, or the one derived from
-        ``hiding_nats`` for blinds of ``blind_nats`` (the smaller if both are set)."""
+        ``hiding_nats`` for blinds of ``blind_nats`` (the smaller if both are set); None
+        where the budget is off."""
+        if not self.client_budget:
+            return None
         limits = []
         if self.max_frames_per_client is not None:
             limits.append(self.max_frames_per_client)
@@ -187,6 +213,12 @@ class ServeSettings:
             )
         if isinstance(serve.get("results"), str) and config.path is not None:
             serve["results"] = str(config.path.parent / serve["results"])  # the file's folder
+        budget_file = serve.get("budget_file", DEFAULT_BUDGET_FILE)
+        if budget_file == "" or config.path is None and "budget_file" not in serve:
+            serve["budget_file"] = None  # in memory only
+        elif isinstance(budget_file, str):  # beside the configuration file
+            folder = config.path.parent if config.path is not None else Path.cwd()
+            serve["budget_file"] = str(folder / Path(budget_file).expanduser())
         values = {**serve, **compute}
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)

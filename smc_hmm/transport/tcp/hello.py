@@ -88,10 +88,16 @@ def hello_errors(name: str, peer: str):
     try:
         yield
     except ssl.SSLError as exc:
-        # TLS 1.3: a rejected client certificate surfaces after the handshake
+        # TLS 1.3: a rejected client certificate surfaces after the handshake, as the
+        # peer's alert or, where the alert is lost, as a closed connection
+        said = (
+            "it closed the connection without an alert"
+            if isinstance(exc, ssl.SSLEOFError)
+            else f"TLS said: {exc.reason or exc}"
+        )
         raise AuthenticationError(
             f"{name}: {peer} refused our certificate (is it issued by the CA {peer} trusts?) "
-            f"-- TLS said: {exc.reason or exc}"
+            f"-- {said}"
         ) from exc
     except ConnectionError as exc:
         raise PeerDisconnectedError(
