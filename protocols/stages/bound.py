@@ -45,12 +45,13 @@ message size follows from them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
 
 from protocols.stages.emissions import EmissionLayout, alice_pack, alice_unpack, bob_emissions
+from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import InvalidInputError, PrecisionError, ProtocolError
 from smc_hmm.gc import arith, mac
 from smc_hmm.gc.circuit import CARRY, Circuit
@@ -290,9 +291,18 @@ def bob_bound(ctx, plan: BoundPlan, weights, consts, peer: str) -> BobBound:
         [int(c) + half + r for c, r in zip(consts, row)] + [u_const + plan.mac_offset + s]
         for row, s in zip(masks, mac_masks)
     ]
-    program = np.vstack([weights, np.array([big_u], dtype=object)])
-    reach = max(plan.mac_offset, 1 << (l - 1))
-    packed = bob_emissions(enc, program, 0, offsets, plan.layout, reach)
+    # the values and the MAC row in two multi-exponentiations: the MAC's 61-bit exponents
+    # would otherwise set every row's window count
+    value_layout = replace(plan.layout, rows=plan.rows)
+    mac_layout = replace(plan.layout, rows=1)
+    values = bob_emissions(
+        enc, weights, 0, [row[:-1] for row in offsets], value_layout, 1 << (l - 1)
+    )
+    macs = bob_emissions(
+        enc, np.array([big_u], dtype=object), 0, [row[-1:] for row in offsets], mac_layout,
+        plan.mac_offset,
+    )  # fmt: skip
+    packed = CipherArray.concatenate([values, macs], axis=1)
     ctx.send(peer, msg["values"], packed.with_scale(0).rerandomize())
     return BobBound(plan, alpha, seed, masks, mac_masks)
 
