@@ -417,6 +417,10 @@ def randomizers_needed(params: KeywordParams, key_bits: int, inputs) -> dict[str
     """The forward algorithm's randomizers (without its reveal step) and the argmax's,
     from public sizes: the offline phase of ``smc-hmm bench keyword``."""
     models, labels = _models_and_labels(inputs["bob"])
+    if params.scoring == "viterbi":  # the bound stage's encryptions and re-randomisations
+        vp = viterbi_params(params, labels)
+        structure = viterbi.Structure.of(viterbi.as_decoders(models))
+        return viterbi.Plan(vp, structure, len(inputs["alice"]), key_bits).randomizers()
     spec = forward.ForwardSpec.for_models(models, key_bits, params.forward)
     need = spec.randomizers_needed(len(inputs["alice"]))
     count = len(labels)

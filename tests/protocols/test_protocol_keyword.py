@@ -455,3 +455,28 @@ def test_labels_alone_locate_a_decision_boundary_one_bit_a_session(keypair_512):
         m = (a + b) / 2
         a, b = (m, b) if plain(m) == left else (a, m)
     assert lo <= a <= hi and hi - lo == pytest.approx(11.0 / 2**6)
+
+
+@pytest.mark.parametrize("params", [{}, {"scoring": "forward"}])
+def test_the_offline_plan_counts_every_randomizer(keypair_512, params):
+    """``randomizers_needed`` (the offline phase's plan) equals what a run draws, for the
+    default and the thesis's forward scoring."""
+    rng = np.random.default_rng(13)
+    models = _models(rng)
+    frames = rng.normal(size=(7, 3))
+    result = run_protocol(
+        kw.PROTOCOL,
+        params,
+        {"alice": ("alice", frames), "bob": ("bob", models)},
+        keys={"alice": keypair_512},
+        min_key_bits=512,
+    )
+    ops = result.cost.to_dict()["parties"]
+    drawn = {
+        "alice": ops["alice"]["ops"].get("encrypt", 0),
+        "bob": ops["bob"]["ops"].get("encrypt", 0) + ops["bob"]["ops"].get("rerandomize", 0),
+    }
+    plan = kw.PROTOCOL.randomizers(kw.KeywordParams.from_config(params), 512, {
+        "alice": frames, "bob": models
+    })  # fmt: skip
+    assert plan == drawn
