@@ -981,8 +981,7 @@ def randomizers_needed(params: SpeakerParams, key_bits: int, inputs) -> dict[str
         tuple(labels),
     )
     if params.scoring == "max":  # her packed x and x^2; his masked values, re-randomised
-        groups = spec.bound_plan.groups
-        return {"alice": groups * 2 * dims, "bob": groups * (spec.rows + 1)}
+        return spec.bound_plan.randomizers()
     n = len(spec.components)
     plans = [spec.round_plan(frames) for frames in spec.rounds()]
     alice = len(spec.frame_groups()) * 2 * dims + sum(p.edges for p in plans) + n

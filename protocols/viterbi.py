@@ -948,8 +948,7 @@ class Plan:
         """The fresh randomizers each role draws in the run (the offline phase's count)."""
         s, T = self.structure, self.length
         if self.params.garbled and self.params.model_holder == "bob":
-            bound = self.bound_plan
-            return {"alice": bound.groups * s.n_inputs, "bob": bound.groups * (s.total_rows + 1)}
+            return self.bound_plan.randomizers()
         if self.params.garbled:  # mining: her model out, the packed masked emissions back
             _, per = garbled.rounded_share_slots(self.reach_bound, self.params.sigma, self.key_bits)
             return {"alice": s.total_rows * (s.n_inputs + 1), "bob": -(-T * s.total_rows // per)}

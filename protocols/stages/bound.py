@@ -9,11 +9,13 @@ circuit.  The stage (thesis 003, 4.2.1, for the linear part; DESIGN.md section 1
 1. Alice -> Bob ``bd.obs``: her packed phi (:func:`~protocols.stages.emissions.alice_pack`:
    one ciphertext per input and group of frames).
 2. Bob -> Alice ``bd.values``: per group and row the packed E(y_tj), y = v + 2^(l-1) + r
-   with r uniform on [0, 2^(l+sigma)) (l = ``value_bits``), and one more row per group:
-   the MAC slots E(z_t), z_t = sum_k U_k phi_tk + sum_j u_j c_j + O + s_t, where
-   u_j = alpha rho_j and U_k = sum_j u_j w_jk (+ alpha rho'_k where phi itself enters the
-   circuit) mod p, O the public offset and s_t a uniform mask (sigma bits over 2O).
-   Mod p, z_t - O - s_t = alpha (sum_j rho_j v_tj + sum_k rho'_k phi_tk).
+   with r uniform on [0, 2^(l+sigma)) (l = ``value_bits``), and two more rows per group:
+   the MAC slots, in limbs of 31 bits (so that a MAC slot is no wider than a value's):
+   z_t = sum_i 2^(31 i) z_ti, z_ti = sum_k U_ki phi_tk + c_i + O + s_ti, where
+   u_j = alpha rho_j, U_k = sum_j u_j w_jk (+ alpha rho'_k where phi itself enters the
+   circuit) mod p = sum_i 2^(31 i) U_ki, c_i the limbs of sum_j u_j c_j mod p, O the
+   public offset and s_ti uniform masks (sigma bits over 2O).  Mod p,
+   z_t - sum_i 2^(31 i) (O + s_ti) = alpha (sum_j rho_j v_tj + sum_k rho'_k phi_tk).
 3. Alice decrypts: her circuit inputs are the full y_tj (``share_bits`` each), and phi_t
    itself where ``bind_inputs``; they reach the circuit through the session's OT pool.
 4. Bob -> Alice ``bd.key``, after her padded choices: per input wire the correction of
@@ -79,6 +81,11 @@ __all__ = [
 SOUNDNESS = 3 / mac.PRIME
 #: Bytes of the seed of rho, rho' and tau.
 SEED_BYTES = 16
+#: A MAC slot's coefficients, elements of Z_p, in limbs of this many bits (low limb
+#: first): each limb's slot is then about as wide as a masked value's, so the MAC rows
+#: do not widen every slot of the packing
+MAC_LIMB_BITS = 31
+MAC_LIMBS = 2
 #: Frames of one inputs circuit (:func:`reconstruct`): its memory stays bounded whatever
 #: T, and its depth is paid once a chunk.
 INPUT_FRAMES = 4
@@ -118,8 +125,9 @@ class BoundPlan:
 
     @property
     def mac_offset(self) -> int:
-        """O: the public bound on |sum_k U_k phi_k + sum_j u_j c_j| (U, u below p)."""
-        return mac.PRIME * (self.inputs << (self.input_bits - 1)) + mac.PRIME * self.rows
+        """O: the public bound on one MAC limb |sum_k U_k phi_k + sum_j u_j c_j| (U and u
+        are limbs of an element of Z_p: below 2^MAC_LIMB_BITS)."""
+        return (1 << MAC_LIMB_BITS) * ((self.inputs << (self.input_bits - 1)) + 1)
 
     @property
     def mac_mask_bits(self) -> int:
@@ -127,13 +135,22 @@ class BoundPlan:
 
     @cached_property
     def layout(self) -> EmissionLayout:
-        """Frames packed by groups; a slot holds a masked value or a MAC slot."""
+        """Frames packed by groups; a slot holds a masked value or a MAC limb."""
         top = max(self.share_bits, self.mac_mask_bits + 1)
-        return EmissionLayout.build(top, self.key_bits, self.length, self.inputs, self.rows + 1)
+        return EmissionLayout.build(top, self.key_bits, self.length, self.inputs, self.columns)
+
+    @property
+    def columns(self) -> int:
+        """Slots a frame takes in ``bd.values``: its masked values, then its MAC limbs."""
+        return self.rows + MAC_LIMBS
 
     @property
     def groups(self) -> int:
         return len(self.layout.groups)
+
+    def randomizers(self) -> dict[str, int]:
+        """Fresh randomizers a run draws: her packed phi, his re-randomised values."""
+        return {"alice": self.groups * self.inputs, "bob": self.groups * self.columns}
 
     @property
     def frame_bits(self) -> int:
@@ -148,7 +165,7 @@ class BoundPlan:
         bits = self.length * self.frame_bits
         return {
             "obs": Message("bd.obs", Ciphertexts(0, obs, (self.groups, self.inputs))),
-            "values": Message("bd.values", Ciphertexts(0, values, (self.groups, self.rows + 1))),
+            "values": Message("bd.values", Ciphertexts(0, values, (self.groups, self.columns))),
             "key": Message(
                 "bd.key",
                 (
@@ -236,7 +253,7 @@ class BobBound:
     alpha: int
     seed: bytes
     masks: list[list[int]]  # r_tj
-    mac_masks: list[int]  # s_t
+    mac_masks: list[int]  # sum_i 2^(31 i) (O + s_ti)
     d_b: int | None = None
 
     def shares(self) -> np.ndarray:
@@ -257,7 +274,7 @@ class BobBound:
         d = -challenge.combine(y_b, phi_b)
         for t, tau in enumerate(challenge.tau):
             expected = self.alpha * sum(r * o for r, o in zip(challenge.rho, offsets[t]))
-            d += tau * (expected - plan.mac_offset - self.mac_masks[t])
+            d += tau * (expected - self.mac_masks[t])
         self.d_b = d % mac.PRIME
 
     def check_value(self) -> int:
@@ -285,26 +302,38 @@ def bob_bound(ctx, plan: BoundPlan, weights, consts, peer: str) -> BobBound:
     u_const = sum(uj * int(cj) for uj, cj in zip(u, consts)) % p
     l, sigma = plan.value_bits, plan.sigma
     masks = [[rng.randbits(l + sigma) for _ in range(plan.rows)] for _ in range(plan.length)]
-    mac_masks = [rng.randbits(plan.mac_mask_bits) for _ in range(plan.length)]
-    half = 1 << (l - 1)
-    offsets = [
-        [int(c) + half + r for c, r in zip(consts, row)] + [u_const + plan.mac_offset + s]
-        for row, s in zip(masks, mac_masks)
+    # per frame and MAC limb: the public offset plus a fresh mask
+    limb_masks = [
+        [plan.mac_offset + rng.randbits(plan.mac_mask_bits) for _ in range(MAC_LIMBS)]
+        for _ in range(plan.length)
     ]
-    # the values and the MAC row in two multi-exponentiations: the MAC's 61-bit exponents
+    half = 1 << (l - 1)
+    value_offsets = [[int(c) + half + r for c, r in zip(consts, row)] for row in masks]
+    const_limbs = _limbs(u_const)
+    mac_offsets = [[c + m for c, m in zip(const_limbs, row)] for row in limb_masks]
+    # the values and the MAC limbs in two multi-exponentiations: the limbs' 31-bit exponents
     # would otherwise set every row's window count
-    value_layout = replace(plan.layout, rows=plan.rows)
-    mac_layout = replace(plan.layout, rows=1)
     values = bob_emissions(
-        enc, weights, 0, [row[:-1] for row in offsets], value_layout, 1 << (l - 1)
+        enc, weights, 0, value_offsets, replace(plan.layout, rows=plan.rows), 1 << (l - 1)
     )
+    limbs = np.array([_limbs(v) for v in big_u], dtype=object).T  # (MAC_LIMBS, inputs)
     macs = bob_emissions(
-        enc, np.array([big_u], dtype=object), 0, [row[-1:] for row in offsets], mac_layout,
-        plan.mac_offset,
-    )  # fmt: skip
+        enc, limbs, 0, mac_offsets, replace(plan.layout, rows=MAC_LIMBS), plan.mac_offset
+    )
     packed = CipherArray.concatenate([values, macs], axis=1)
     ctx.send(peer, msg["values"], packed.with_scale(0).rerandomize())
-    return BobBound(plan, alpha, seed, masks, mac_masks)
+    return BobBound(plan, alpha, seed, masks, [_join(row) for row in limb_masks])
+
+
+def _limbs(value: int) -> list[int]:
+    """An element of Z_p as MAC_LIMBS limbs of MAC_LIMB_BITS bits, low first."""
+    mask = (1 << MAC_LIMB_BITS) - 1
+    return [(int(value) >> (MAC_LIMB_BITS * i)) & mask for i in range(MAC_LIMBS)]
+
+
+def _join(limbs) -> int:
+    """sum_i limb_i 2^(MAC_LIMB_BITS i): the value the limbs stand for (over Z)."""
+    return sum(int(v) << (MAC_LIMB_BITS * i) for i, v in enumerate(limbs))
 
 
 # -- Alice ----------------------------------------------------------------------------------
@@ -361,11 +390,12 @@ def alice_bound(ctx, plan: BoundPlan, phi, peer: str) -> AliceBound:
     bound = msg["obs"].body.bound
     ctx.send(peer, msg["obs"], alice_pack(pk, phi, plan.layout, 0, bound))
     rows = alice_unpack(ctx.recv(peer, msg["values"]).decrypt_ints(sk), plan.layout)
-    values = np.array(rows, dtype=object)  # (T, rows + 1)
-    y, z = values[:, : plan.rows], [int(v) for v in values[:, plan.rows]]
+    values = np.array(rows, dtype=object)  # (T, columns)
+    y, limbs = values[:, : plan.rows], values[:, plan.rows :]
+    z = [_join(row) for row in limbs]
     top = 1 << plan.share_bits
     bad = [(t, j) for t in range(plan.length) for j in range(plan.rows) if not 0 <= y[t, j] < top]
-    if bad or any(not 0 <= v < 1 << (plan.mac_mask_bits + 1) for v in z):
+    if bad or any(not 0 <= int(v) < 1 << (plan.mac_mask_bits + 1) for v in limbs.ravel()):
         ctx.defer(ProtocolError("bd.values: a masked value is outside its public range"))
         for t, j in bad:
             y[t, j] = 0
