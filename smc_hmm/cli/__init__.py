@@ -22,10 +22,10 @@ and ``run(args) -> exit code``; the modules share :mod:`smc_hmm.cli.common` and 
 import one another.  Adding a command is one module and one line of :data:`COMMANDS`.
 
 Protocols, demos and benchmarks are plugins found through entry points
-(``smc_hmm.protocols``, ``smc_hmm.demos``, ``smc_hmm.benchmarks``; see
-``docs/adding-a-protocol.md``): a demo is ``fn(args, console) -> exit
-code``, a benchmark ``fn(args) -> exit code``; either may come with an
-``add_arguments(parser)`` (an attribute of the function or of its module)
+(``smc_hmm.protocols``, ``smc_hmm.demos``, ``smc_hmm.benchmarks``; see ``docs/adding-a-
+protocol.md``): a demo is ``fn(args, output) -> exit code`` (``output``:
+:class:`smc_hmm.cli.common.Output`), a benchmark ``fn(args) -> exit code``; either may
+come with an ``add_arguments(parser)`` (an attribute of the function or of its module)
 for its own options.
 
 Typed errors (:class:`~smc_hmm.errors.SmcHmmError`) print one line, without a
@@ -121,7 +121,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser(argv).parse_args(argv)
-        return COMMANDS[args.command].run(args)
+        code = COMMANDS[args.command].run(args)
+        common.write_stdout("")  # flush now: a reader gone by now is no error either
+        return code
+    except BrokenPipeError:  # standard output closed by its reader: the output ends there
+        if not common.stdout_closed():
+            raise  # another pipe (a peer's socket): not the end of our output
+        common.end_stdout()
+        return 0
     except SystemExit as e:  # argparse: usage errors (2) and --help (0)
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     except SmcHmmError as e:

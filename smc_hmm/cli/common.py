@@ -11,7 +11,9 @@ of :data:`smc_hmm.cli.COMMANDS`.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import sys
 import warnings
 from collections.abc import Callable
@@ -30,10 +32,67 @@ BENCH_GROUP = "smc_hmm.benchmarks"
 
 
 def console(stderr: bool = False):
-    """A rich console; tables adapt to the width (terminal, COLUMNS, else 80)."""
+    """A rich console; tables adapt to the width (terminal, COLUMNS, else 80).  A closed
+    stream (``| head -1``) ends that stream's output and nothing else: the console goes
+    quiet and the command goes on (rich's own console would exit with code 1)."""
+    return _quiet_on_broken_pipe()(stderr=stderr)
+
+
+@functools.cache
+def _quiet_on_broken_pipe():
     from rich.console import Console
 
-    return Console(stderr=stderr)
+    class QuietOnBrokenPipe(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            if not self.stderr:
+                end_stdout()
+
+    return QuietOnBrokenPipe
+
+
+#: standard output has been ended (:func:`end_stdout`)
+_ENDED = False
+
+
+def end_stdout() -> None:
+    """Standard output was closed by its reader: everything written to it from now on (by
+    any console, ``print``, or the interpreter's last flush) goes to ``os.devnull``."""
+    global _ENDED
+    _ENDED = True
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by a test's capture
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (lives until the process ends)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+def stdout_closed() -> bool:
+    """Whether standard output's reader has gone (a pipe whose reader closed polls as an
+    error), or :func:`end_stdout` already ran."""
+    import select
+
+    if _ENDED:
+        return True
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+    except (AttributeError, OSError, ValueError):
+        return False
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poll.poll(0))
+
+
+def write_stdout(text: str) -> None:
+    """``text`` on standard output, flushed; a closed standard output ends the output
+    (:func:`end_stdout`), it is no error."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        end_stdout()
 
 
 def plugins(group: str) -> dict:
@@ -71,6 +130,74 @@ def write_json(path: str | None, data, out) -> None:
     out.print(f"wrote {path}")
 
 
+# -- the output convention of every command (docs/running.md, "Output") ------------------
+
+#: the keys every command's JSON report holds, whatever its own fields (docs/running.md,
+#: "Reports"): null where they do not apply (no plaintext answer against a serving Bob)
+REPORT_KEYS = ("command", "mode", "result", "plaintext", "agree", "cost")
+
+
+def make_report(command: str, mode, result, plaintext, agree, cost, **own) -> dict:
+    """A JSON report in the schema every command shares (:data:`REPORT_KEYS`), then the
+    command's own fields (which may repeat the answer under the names its docs use)."""
+    return {
+        "command": command,
+        "mode": mode,
+        "result": result,
+        "plaintext": plaintext,
+        "agree": agree,
+        "cost": cost,
+        **own,
+    }
+
+
+def add_json_argument(p, what: str = "the report and its cost") -> None:
+    """``--json PATH``, or ``--json -`` for the report alone on standard output."""
+    p.add_argument(
+        "--json",
+        metavar="PATH",
+        help=f"also write {what} as JSON to PATH; '-': print it on standard output instead "
+        "of the result lines",
+    )
+
+
+def check_json_path(path: str | None) -> None:
+    """``--json PATH`` must be writable (before any work); ``-`` is standard output."""
+    if path != "-":
+        check_output_path(path)
+
+
+class Output:
+    """One run's output by the convention of every command (docs/running.md, "Output"):
+    result lines on standard output (:meth:`line`), or with ``--json -`` the JSON report
+    alone; tables, progress, warnings and notes on standard error (:attr:`err`); every
+    file written before anything of the result is printed (:meth:`finish`).  A closed
+    standard output ends the output, not the run (:func:`console`)."""
+
+    def __init__(self, json_path: str | None = None) -> None:
+        self.json = json_path
+        self.out = console()
+        self.err = console(stderr=True)
+
+    def line(self, text: str) -> None:
+        """One result line on standard output (none with ``--json -``)."""
+        if self.json != "-":
+            self.out.print(text, soft_wrap=True)
+
+    def finish(self, report: dict | None, cost=None, lines=()) -> None:
+        """``--json PATH`` first, then ``cost``'s tables (a :class:`~smc_hmm.cost.CostReport`)
+        on standard error, then ``lines`` (or, with ``--json -``, ``report``) on standard
+        output."""
+        if self.json and self.json != "-" and report is not None:
+            write_json(self.json, report, self.err)
+        if cost is not None:
+            cost.render(self.err)
+        if self.json == "-" and report is not None:
+            write_stdout(json.dumps(report, indent=2, sort_keys=True) + "\n")
+        for text in lines:
+            self.line(text)
+
+
 def add_key_arguments(p, insecure_help: str = "tests and reproductions only") -> None:
     """``--key-bits``, ``--insecure`` and ``--allow-large-keys``, spelled alike everywhere;
     :func:`check_key_bits` applies them."""
@@ -92,6 +219,14 @@ def add_large_keys_argument(p) -> None:
 __all__ = [
     "BENCH_GROUP",
     "KEY_FLAGS",
+    "REPORT_KEYS",
+    "Output",
+    "add_json_argument",
+    "check_json_path",
+    "end_stdout",
+    "stdout_closed",
+    "make_report",
+    "write_stdout",
     "DEFAULT_DEMO",
     "DEMO_GROUP",
     "add_key_arguments",
@@ -109,7 +244,6 @@ __all__ = [
     "given",
     "one_line",
     "plugins",
-    "print_report",
     "read_model_file",
     "resolve_entry",
     "run_against_server",
@@ -279,14 +413,17 @@ def connect(args):
     return address, tls, name
 
 
-def run_against_server(args, out, connection, protocol: str, alice, expect, doing: str) -> dict:
+def run_against_server(
+    args, out, connection, protocol: str, alice, expect, doing: str, progress=None
+) -> dict:
     """Alice's session with the serving Bob of ``connection`` (:func:`connect`): the
     server's parameters apply and must match ``expect`` (checked before anything that
-    depends on ``alice`` is sent); a progress line ``doing`` on ``out`` meanwhile."""
+    depends on ``alice`` is sent); a progress line ``doing`` on ``out`` meanwhile, updated
+    by ``progress(spinner)`` (a :class:`~smc_hmm.progress.Progress`), if given."""
     from smc_hmm.runtime.client import run_client_session
 
     address, tls, name = connection
-    with status(out, f"{doing} with {args.server} as {name}"):
+    with status(out, f"{doing} with {args.server} as {name}") as spinner:
         return run_client_session(
             protocol,
             "alice",
@@ -299,6 +436,7 @@ def run_against_server(args, out, connection, protocol: str, alice, expect, doin
             insecure=args.insecure,
             timeout=args.timeout,
             expect=expect,
+            progress=None if progress is None else progress(spinner),
         )
 
 
@@ -315,13 +453,6 @@ def session_facts(args, frames, result: dict) -> dict:
 def agreement(same: bool) -> str:
     """How the secure decision compares with the plaintext one, as printed."""
     return "[green]agrees[/]" if same else "[red]DIFFERS[/]"
-
-
-def print_report(report: dict, path: str | None, extra: dict, out) -> None:
-    """The report as JSON on standard output (the result first), and with ``extra`` (the
-    cost) in ``path`` if given."""
-    sys.stdout.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
-    write_json(path, {**report, **extra}, out)
 
 
 def write_party_views(args, result, keypair, out) -> None:

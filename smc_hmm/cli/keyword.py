@@ -58,7 +58,7 @@ def configure(p) -> None:
     common.add_key_arguments(p, "tests only")
     p.add_argument("--timeout", type=TIMEOUT, default=300.0, help="per-receive timeout, seconds")
     common.add_max_frames_argument(p, option_type(_frames_bound, "--max-frames", int))
-    p.add_argument("--json", metavar="PATH", help="also write the decisions and cost as JSON")
+    common.add_json_argument(p, "the decisions and cost")
     common.add_views_argument(p)
     common.add_server_arguments(p)
 
@@ -73,7 +73,7 @@ def _frames_bound(n: int, name: str) -> int:
 
 
 def _stderr():
-    """Warnings go to stderr, so that stdout carries the result first."""
+    """Warnings, progress and tables go to stderr: stdout carries the result alone."""
     return common.console(stderr=True)
 
 
@@ -100,17 +100,19 @@ def _models(spec: str):
 
 
 def run(args) -> int:
-    """Recognise ``args.audio`` securely; print both decisions first (stdout), then the
-    cost tables; warnings go to stderr (one convention for every command)."""
+    """Recognise ``args.audio`` securely: files first (``--json``, ``--views``), the cost
+    tables and warnings on stderr, both decisions on stdout (one convention for every
+    command, docs/running.md)."""
     common.check_key_bits(args)
-    common.check_output_path(args.json)
+    common.check_json_path(args.json)
     if args.views:
         if args.server:
             raise InvalidInputError("--views records an in-process run; drop --server")
         check_output_dir(args.views, "--views")
+    output = common.Output(args.json)
     if args.server:
-        return _run_against_server(args, common.console())
-    return _run_in_process(args, common.console())
+        return _run_against_server(args, output)
+    return _run_in_process(args, output)
 
 
 def _features(args, pipeline) -> tuple[np.ndarray, str | None]:
@@ -131,21 +133,21 @@ def _warn_no_speech(args, problem, warn) -> None:
         warn.print(f"[yellow]warning: {args.audio}: {problem}; the result below means nothing[/]")
 
 
-def _run_in_process(args, console) -> int:
+def _run_in_process(args, output) -> int:
     """Alice and Bob in this process, one thread each."""
     args.mode = args.mode or "private"
     protocol = find("keyword")
     with warnings.catch_warnings():  # fast mode: the warning is printed below, in words
         warnings.simplefilter("ignore", WeakerModeWarning)
         params = protocol.params({"mode": args.mode})  # a bad mode fails before any work
-    warn = _stderr()
+    warn = output.err
     models, labels, pipeline = _models(args.models)
     frames, problem = _features(args, pipeline)
     _check_length(args, frames)
     _check_models(args, models, frames)
     _warn_no_speech(args, problem, warn)
     common.warn_insecure(args, warn)
-    keypair = common.generate_keys(args, _stderr())
+    keypair = common.generate_keys(args, warn)
     scores = [log_likelihood(m, frames) for m in models]
     plain = labels[int(np.argmax(scores))]
     if args.mode == "fast":
@@ -154,25 +156,27 @@ def _run_in_process(args, console) -> int:
         )
     result, offline = _secure_run(args, protocol, params, keypair, frames, (models, labels))
     secure = result["alice"]["keyword"]
-    console.print(
+    common.write_party_views(args, result, keypair, output.err)
+    plaintext = {"keyword": plain, "log_likelihoods": dict(zip(labels, scores))}
+    report = common.make_report(
+        "keyword",
+        args.mode,
+        {"keyword": secure},
+        plaintext,
+        secure == plain,
+        result.cost.to_dict(),
+        secure={"keyword": secure},
+        audio=str(args.audio),
+        frames=len(frames),
+        seconds=result.elapsed,
+        offline_seconds=offline.seconds,
+    )
+    line = (
         f"{args.audio}: secure decision [bold]{secure}[/] ({args.mode} mode, "
         f"{result.elapsed:.1f} s online + {offline.seconds:.1f} s offline), plaintext decision "
-        f"{plain} ({common.agreement(secure == plain)})",
-        soft_wrap=True,
+        f"{plain} ({common.agreement(secure == plain)})"
     )
-    result.cost.render(console)
-    common.write_party_views(args, result, keypair, console)
-    if args.json:
-        report = {
-            "secure": {"keyword": secure},
-            "plaintext": {"keyword": plain, "log_likelihoods": dict(zip(labels, scores))},
-            "mode": args.mode,
-            "frames": len(frames),
-            "seconds": result.elapsed,
-            "offline_seconds": offline.seconds,
-            "cost": result.cost.to_dict(),
-        }
-        common.write_json(args.json, report, console)
+    output.finish(report, result.cost, [line])
     return 0 if secure == plain else 1
 
 
@@ -247,32 +251,42 @@ def _cost_model_estimate(args, protocol, params, keypair, frames, keywords) -> f
     return seconds
 
 
-def _run_against_server(args, console) -> int:
+def _run_against_server(args, output) -> int:
     """Alice only, against a serving Bob; Bob's parameters (his mode) apply."""
     from smc_hmm.data import load_pipeline
 
     connection = common.connect(args)
-    warn = _stderr()
+    warn = output.err
     frames, problem = _features(args, load_pipeline())
     _check_length(args, frames)
     _warn_no_speech(args, problem, warn)
     common.warn_insecure(args, warn)
     expect = None if args.mode is None else {"mode": args.mode}
     result = common.run_against_server(
-        args, _stderr(), connection, "keyword", frames, expect, "secure keyword recognition"
+        args,
+        warn,
+        connection,
+        "keyword",
+        frames,
+        expect,
+        "secure keyword recognition",
+        lambda spinner: Progress(spinner, "secure keyword recognition"),
     )
-    secure = result["output"]["keyword"]
-    console.print(
+    secure, mode = result["output"]["keyword"], result["output"]["mode"]
+    report = common.make_report(
+        "keyword",
+        mode,
+        {"keyword": secure},
+        None,
+        None,
+        result["cost"],
+        secure={"keyword": secure},
+        audio=str(args.audio),
+        **common.session_facts(args, frames, result),
+    )
+    line = (
         f"{args.audio}: secure decision [bold]{secure}[/] (session {result['session']} with "
-        f"{args.server}, {result['output']['mode']} mode, {result['elapsed']:.1f} s)",
-        soft_wrap=True,
+        f"{args.server}, {mode} mode, {result['elapsed']:.1f} s)"
     )
-    if args.json:
-        report = {
-            "secure": {"keyword": secure},
-            "mode": result["output"]["mode"],
-            **common.session_facts(args, frames, result),
-            "cost": result["cost"],
-        }
-        common.write_json(args.json, report, console)
+    output.finish(report, None, [line])
     return 0

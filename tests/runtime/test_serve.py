@@ -8,6 +8,7 @@ commands (``smc-hmm keyword --server``, ``smc-hmm party --role alice``)."""
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import ssl
 import threading
@@ -285,8 +286,13 @@ def test_keyword_command_against_a_server(setup, server, tmp_path, capsys):
     argv = ["keyword", "--audio", str(wav), "--server", f"{host}:{port}", "--certs", str(certs)]
     argv += ["--name", "alice", "--key-bits", "512", "--insecure", "--json", str(out)]
     assert main(argv) == 0, capsys.readouterr().err
+    # the recursion's progress, steps done of T, as in-process (it used to show one line)
+    assert re.search(
+        r"secure keyword recognition: forward recursion \d+/\d+", capsys.readouterr().err
+    )
     data = json.loads(out.read_text())
     assert data["secure"]["keyword"] in ("zero", "one", "two") and data["session"] >= 1
+    assert data["result"] == data["secure"] and data["plaintext"] is None and data["agree"] is None
     _wait_for(lambda: server.counts["ok"] == 1)
 
 
@@ -854,8 +860,10 @@ def test_the_speaker_command_checks_the_servers_mode_and_says_who_learned(tmp_pa
         assert "mode = 'anonymous' (asked for 'verify')" in err and "Traceback" not in err
         assert main(["speaker", "anonymous", "--claim", "theo", "--threshold", "1", *base]) == 2
         assert "threshold" in capsys.readouterr().err
-        assert main(["speaker", "anonymous", "--claim", "theo", *base]) == 0
-        report, _ = json.JSONDecoder().raw_decode(capsys.readouterr().out)  # result first
+        assert main(["speaker", "anonymous", "--claim", "theo", *base, "--json", "-"]) == 0
+        captured = capsys.readouterr()
+        report = json.loads(captured.out)  # --json -: the report alone
+        assert "secure speaker anonymous: decision (phase 5 of 5)" in captured.err
         assert report["secure"] == {"learned_by": "server", "recorded_by_server": False}
         assert report["claim"] == "theo" and report["mode"] == "anonymous"
 
