@@ -23,7 +23,7 @@ from smc_hmm.bench.common import KEY_FLAGS, check_key_bits
 from smc_hmm.crypto import MAX_KEY_BITS, generate_keypair
 from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError, WeakerModeWarning
 from smc_hmm.limits import DEFAULT_MAX_FRAMES
-from smc_hmm.options import check_output_path
+from smc_hmm.options import check_output_path, option_type
 from smc_hmm.progress import status
 
 DEFAULT_DEMO = "keyword"
@@ -240,6 +240,8 @@ __all__ = [
     "check_output_path",
     "connect",
     "console",
+    "frames_bound",
+    "frames_limit",
     "generate_keys",
     "given",
     "one_line",
@@ -264,11 +266,22 @@ def one_line(exc: BaseException) -> str:
 # -- the commands that recognise one recording: keyword, speaker, spot, match --------
 
 
-def add_max_frames_argument(p, type=int) -> None:
-    """``--max-frames``: the public bound on the recording's length (as ``smc-hmm serve``)."""
+def frames_bound(n: int, name: str) -> int:
+    """``--max-frames``: a whole number of frames in [1, MAX_SEQUENCE_LENGTH]."""
+    from smc_hmm.limits import MAX_SEQUENCE_LENGTH, check_at_most
+
+    if n < 1:
+        raise InvalidInputError(f"{name} must be at least 1 frame")
+    return check_at_most("max_sequence_length", n, MAX_SEQUENCE_LENGTH, name)
+
+
+def add_max_frames_argument(p) -> None:
+    """``--max-frames``: the public bound on the recording's length (as ``smc-hmm serve``),
+    checked while parsing; the WAV file's duration is checked against it from its header
+    (:func:`frames_limit`) and its frames again once computed (:func:`check_frames`)."""
     p.add_argument(
         "--max-frames",
-        type=type,
+        type=option_type(frames_bound, "--max-frames", int),
         default=DEFAULT_MAX_FRAMES,
         help=f"the longest recording accepted, in 10 ms frames (default {DEFAULT_MAX_FRAMES:,}: "
         "30 s, as smc-hmm serve)",
@@ -312,6 +325,12 @@ def read_model_file(spec: str, refusal: str):
 def given(**options) -> dict:
     """The options that were given (not None), in order: a protocol's optional parameters."""
     return {name: value for name, value in options.items() if value is not None}
+
+
+def frames_limit(args) -> str:
+    """``--max-frames`` as a refusal of a WAV file names it (the file's duration is
+    checked from its header against it before its samples are read)."""
+    return f"--max-frames {args.max_frames:,} (raise --max-frames to run it anyway)"
 
 
 def check_frames(args, frames, cost: str = "") -> None:

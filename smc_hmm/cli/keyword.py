@@ -24,8 +24,7 @@ from smc_hmm.cli import common
 from smc_hmm.compute import Compute
 from smc_hmm.errors import ConfigError, InvalidInputError, WeakerModeWarning
 from smc_hmm.hmm import log_likelihood
-from smc_hmm.limits import MAX_SEQUENCE_LENGTH
-from smc_hmm.options import TIMEOUT, WORKERS, check_output_dir, option_type
+from smc_hmm.options import TIMEOUT, WORKERS, check_output_dir
 from smc_hmm.progress import Progress, status
 from smc_hmm.protocol import find
 
@@ -57,19 +56,10 @@ def configure(p) -> None:
     )
     common.add_key_arguments(p, "tests only")
     p.add_argument("--timeout", type=TIMEOUT, default=300.0, help="per-receive timeout, seconds")
-    common.add_max_frames_argument(p, option_type(_frames_bound, "--max-frames", int))
+    common.add_max_frames_argument(p)
     common.add_json_argument(p, "the decisions and cost")
     common.add_views_argument(p)
     common.add_server_arguments(p)
-
-
-def _frames_bound(n: int, name: str) -> int:
-    """``--max-frames``: a whole number of frames in [1, MAX_SEQUENCE_LENGTH]."""
-    from smc_hmm.limits import check_at_most
-
-    if n < 1:
-        raise InvalidInputError(f"{name} must be at least 1 frame")
-    return check_at_most("max_sequence_length", n, MAX_SEQUENCE_LENGTH, name)
 
 
 def _stderr():
@@ -117,9 +107,9 @@ def run(args) -> int:
 
 def _features(args, pipeline) -> tuple[np.ndarray, str | None]:
     """Alice's frames of ``--audio``, and why it holds no speech (None if it may)."""
-    from smc_hmm.features import read_wav, speech_warning
+    from smc_hmm.features import speech_warning
 
-    samples = read_wav(args.audio, pipeline.sample_rate, pipeline.min_samples)
+    samples = pipeline.read_wav(args.audio, args.max_frames, common.frames_limit(args))
     return pipeline.features(samples), speech_warning(samples, pipeline.sample_rate)
 
 

@@ -48,6 +48,20 @@ def _check_seconds(value: float, name: str) -> float:
     return value
 
 
+#: the longest WAV file ``match`` reads unless told otherwise (songs included)
+DEFAULT_MAX_SECONDS = 600.0
+#: the longest it reads at all: an hour (28.8 M samples at 8 kHz, 230 MB as float64)
+MAX_SECONDS = 3600.0
+
+
+def _check_max_seconds(value: float, name: str) -> float:
+    if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
+        raise ConfigError(
+            f"{name} must be a duration in (0, {MAX_SECONDS:g}] seconds, got {value:g}"
+        )
+    return value
+
+
 def configure(p) -> None:
     p.add_argument("--audio", required=True, help="Alice's snippet (mono WAV, any rate)")
     p.add_argument(
@@ -80,6 +94,14 @@ def configure(p) -> None:
         type=float,
         help="no match unless the best window's normalised correlation beats this "
         "(default: the bundled data's calibrated threshold for the mode)",
+    )
+    p.add_argument(
+        "--max-seconds",
+        type=option_type(_check_max_seconds, "--max-seconds"),
+        default=DEFAULT_MAX_SECONDS,
+        help="the longest WAV file read, the snippet's and every recording of a --collection "
+        f"folder, checked from its header before its samples are read (default "
+        f"{DEFAULT_MAX_SECONDS:g}: ten minutes)",
     )
     p.add_argument("--workers", type=WORKERS, default=None, help="compute lanes per party")
     common.add_key_arguments(p, "tests only")
@@ -114,9 +136,9 @@ def run(args) -> int:
     protocol = find("match")
     params = protocol.params(_params(args))  # bad parameters fail before any work
     spectrogram = Spectrogram()
-    frames = spectrogram.from_wav(args.audio, args.start, args.seconds)
+    frames = spectrogram.from_wav(args.audio, args.start, args.seconds, args.max_seconds)
     with status(out, f"reading the collection {args.collection}"):
-        collection = Collection.load(args.collection)
+        collection = Collection.load(args.collection, max_seconds=args.max_seconds)
     if collection.spectrogram != spectrogram:
         raise ConfigError(f"{args.collection} was made with other spectrogram parameters")
     plain = match(

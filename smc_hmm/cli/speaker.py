@@ -43,7 +43,6 @@ from smc_hmm.data.speakers import (
     speaker_features_from_wav,
 )
 from smc_hmm.errors import ConfigError, InvalidInputError
-from smc_hmm.limits import MAX_SEQUENCE_LENGTH
 from smc_hmm.options import TIMEOUT, WORKERS, check_output_dir
 from smc_hmm.progress import PhaseProgress, status
 from smc_hmm.protocol import find
@@ -129,9 +128,7 @@ def run(args) -> int:
     output = common.Output(args.json)
     protocol = find("speaker")
     params = protocol.params(_params(args))  # bad parameters fail before any work
-    if not 1 <= args.max_frames <= MAX_SEQUENCE_LENGTH:
-        raise InvalidInputError(f"--max-frames must be in [1, {MAX_SEQUENCE_LENGTH:,}]")
-    frames = speaker_features_from_wav(args.audio)
+    frames = speaker_features_from_wav(args.audio, args.max_frames, common.frames_limit(args))
     common.check_frames(args, frames)
     if args.server:
         return _run_against_server(args, output, frames)

@@ -46,6 +46,7 @@ def configure(p) -> None:
     )
     common.add_key_arguments(p, "tests only")
     p.add_argument("--timeout", type=TIMEOUT, default=600.0, help="per-receive timeout, seconds")
+    common.add_max_frames_argument(p)
     common.add_json_argument(p, "the decisions and cost")
     common.add_server_arguments(p)
 
@@ -106,6 +107,16 @@ def plaintext(models, frames, keywords) -> dict:
     return out
 
 
+def _frames(args, pipeline):
+    """Alice's frames of ``--audio``; a file longer than ``--max-frames`` is refused from
+    its header, before its samples are read."""
+    frames = pipeline.features_from_wav(
+        args.audio, max_frames=args.max_frames, limit=common.frames_limit(args)
+    )
+    common.check_frames(args, frames)
+    return frames
+
+
 def _span(decision) -> str:
     if not decision["found"]:
         return "not found"
@@ -131,7 +142,7 @@ def _run_in_process(args, output) -> int:
     keywords = keywords_of(args, models)
     params = {"keywords": keywords}
     descriptor_params = protocol.params(params)  # bad parameters fail before any work
-    frames = pipeline.features_from_wav(args.audio)
+    frames = _frames(args, pipeline)
     common.warn_insecure(args, output.err)
     keypair = common.generate_keys(args, output.err)
     plain = plaintext(models, frames, keywords)
@@ -186,7 +197,7 @@ def _run_against_server(args, output) -> int:
     if "all" in keywords:
         raise InvalidInputError("with --server name the keywords the server spots")
     connection = common.connect(args)
-    frames = load_pipeline().features_from_wav(args.audio)
+    frames = _frames(args, load_pipeline())
     common.warn_insecure(args, output.err)
     result = common.run_against_server(
         args,
