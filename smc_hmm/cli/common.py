@@ -11,15 +11,14 @@ of :data:`smc_hmm.cli.COMMANDS`.
 
 from __future__ import annotations
 
-import functools
 import json
-import os
 import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 from smc_hmm.bench.common import KEY_FLAGS, check_key_bits
+from smc_hmm.console import console, end_stdout, stdout_closed, write_stdout
 from smc_hmm.crypto import MAX_KEY_BITS, generate_keypair
 from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError, WeakerModeWarning
 from smc_hmm.limits import DEFAULT_MAX_FRAMES
@@ -29,70 +28,6 @@ from smc_hmm.progress import status
 DEFAULT_DEMO = "keyword"
 DEMO_GROUP = "smc_hmm.demos"
 BENCH_GROUP = "smc_hmm.benchmarks"
-
-
-def console(stderr: bool = False):
-    """A rich console; tables adapt to the width (terminal, COLUMNS, else 80).  A closed
-    stream (``| head -1``) ends that stream's output and nothing else: the console goes
-    quiet and the command goes on (rich's own console would exit with code 1)."""
-    return _quiet_on_broken_pipe()(stderr=stderr)
-
-
-@functools.cache
-def _quiet_on_broken_pipe():
-    from rich.console import Console
-
-    class QuietOnBrokenPipe(Console):
-        def on_broken_pipe(self) -> None:
-            self.quiet = True
-            if not self.stderr:
-                end_stdout()
-
-    return QuietOnBrokenPipe
-
-
-#: standard output has been ended (:func:`end_stdout`)
-_ENDED = False
-
-
-def end_stdout() -> None:
-    """Standard output was closed by its reader: everything written to it from now on (by
-    any console, ``print``, or the interpreter's last flush) goes to ``os.devnull``."""
-    global _ENDED
-    _ENDED = True
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):  # replaced by a test's capture
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (lives until the process ends)
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, fd)
-    os.close(devnull)
-
-
-def stdout_closed() -> bool:
-    """Whether standard output's reader has gone (a pipe whose reader closed polls as an
-    error), or :func:`end_stdout` already ran."""
-    import select
-
-    if _ENDED:
-        return True
-    try:
-        poll = select.poll()
-        poll.register(sys.stdout.fileno(), select.POLLOUT)
-    except (AttributeError, OSError, ValueError):
-        return False
-    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poll.poll(0))
-
-
-def write_stdout(text: str) -> None:
-    """``text`` on standard output, flushed; a closed standard output ends the output
-    (:func:`end_stdout`), it is no error."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        end_stdout()
 
 
 def plugins(group: str) -> dict:

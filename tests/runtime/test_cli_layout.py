@@ -65,3 +65,25 @@ def test_bench_lanes_runs_with_small_options(tmp_path, capsys):
     assert all(r["ours"] > 0 for r in rows)
     assert rows[1]["baseline"] > 0 and rows[2]["baseline"] > 0
     assert "lanes benchmark, 512-bit keys" in capsys.readouterr().out
+
+
+def test_bench_tables_follow_columns_and_progress_goes_to_stderr(capsys, monkeypatch):
+    """The bench table was 150 columns whatever COLUMNS said, and its progress lines went
+    to standard output: now the table takes COLUMNS (or the terminal's width; 150 in a
+    file or a pipe) and the progress goes to standard error."""
+    from smc_hmm.bench.common import start
+    from smc_hmm.console import table_console
+
+    monkeypatch.setenv("COLUMNS", "90")
+    argv = ["bench", "forward", "--key-bits", "512", "--insecure", "--states", "2"]
+    assert main([*argv, "--symbols", "2", "--length", "3"]) == 0
+    captured = capsys.readouterr()
+    assert "forward benchmark" in captured.out and "... generating" in captured.err
+    assert max(len(line) for line in captured.out.splitlines()) <= 90
+    assert "..." not in captured.out
+    monkeypatch.delenv("COLUMNS")
+    assert table_console(150).width == 150  # not a terminal: the bench's own width
+    import argparse
+
+    args = argparse.Namespace(key_bits=512, insecure=True, allow_large_keys=False)
+    assert start(args, width=120)[0].width == 120
