@@ -913,3 +913,21 @@ def test_counts_agree_with_their_nouns():
 
     assert counted(1, "session") == "1 session" and counted(2, "session") == "2 sessions"
     assert counted(0, "client") == "0 clients" and counted(1200, "frame") == "1,200 frames"
+
+
+def test_serve_on_a_port_in_use_says_so_without_a_stopped_line(setup, capsys, caplog):
+    """``smc-hmm serve`` on a port already in use logged "bob stopped: {}" before its
+    error, as if it had served: now the error alone, one line, exit 2."""
+    from smc_hmm.cli import main
+
+    config, certs, _ = setup
+    bob = config.party("bob")
+    with socket.socket() as taken:
+        taken.bind((bob.host, bob.port))
+        taken.listen()
+        with caplog.at_level(logging.INFO, logger="smc_hmm.serve"):
+            code = main(["serve", "--role", "bob", "--config", str(certs.parent / "parties.toml")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "in use" in err and "Traceback" not in err
+    assert not [r for r in caplog.records if "stopped" in r.getMessage()]
