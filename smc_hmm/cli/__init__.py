@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from types import ModuleType
 
 from smc_hmm.cli import (
@@ -116,8 +117,20 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as one line on standard error, without the source line Python's default
+    format adds (``protocols/keyword.py:178: WeakerModeWarning: ...`` and the code)."""
+    print(f"smc-hmm: warning: {common.one_line(message)}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``smc-hmm`` console script; returns the exit code."""
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser(argv).parse_args(argv)

@@ -227,3 +227,19 @@ def test_phase_progress_counts_phases_and_estimates_the_time_left():
         "run: new",
         "run: d (phase 4 of 4), about 3 s left",
     ]
+
+
+def test_a_library_warning_is_one_line_without_its_source():
+    """``demo keyword --mode fast`` printed Python's raw warning: the file and line of
+    protocols/keyword.py, the category and the source line; now one line."""
+    argv = ["demo", "keyword", "--mode", "fast", "--utterances", "1", "--frames", "4", *SMALL]
+    done = subprocess.run(
+        [sys.executable, "-m", "smc_hmm.cli", *argv], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "reveals to Alice" in line]
+    assert lines == [
+        "smc-hmm: warning: keyword mode 'fast' reveals to Alice the order of all scores "
+        "(docs/security.md)"
+    ]
+    assert "WeakerModeWarning" not in done.stderr and ".py:" not in done.stderr
