@@ -35,6 +35,8 @@ traceback, and exit with code 2.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 import warnings
 from types import ModuleType
@@ -124,10 +126,23 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``smc-hmm`` console script; returns the exit code."""
+    """Entry point of the ``smc-hmm`` console script; returns the exit code.  As the
+    script (no ``argv``), an interrupt that comes after the command returned -- while the
+    interpreter joins worker processes and threads -- still says "interrupted" and exits
+    with code 130 (it used to die of the signal without a word)."""
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
-        return _main(argv)
+        code = _main(argv)
+    if argv is None:
+        signal.signal(signal.SIGINT, _interrupted_while_exiting)
+    return code
+
+
+def _interrupted_while_exiting(signum, frame) -> None:
+    """SIGINT after the command's result: every file is written and the output flushed,
+    so the process ends at once, with the line every interrupt prints."""
+    print("smc-hmm: interrupted", file=sys.stderr, flush=True)
+    os._exit(130)
 
 
 def _main(argv: list[str] | None) -> int:

@@ -243,3 +243,28 @@ def test_a_library_warning_is_one_line_without_its_source():
         "(docs/security.md)"
     ]
     assert "WeakerModeWarning" not in done.stderr and ".py:" not in done.stderr
+
+
+def test_an_interrupt_after_the_result_still_says_interrupted():
+    """SIGINT while the interpreter shuts down (joining worker processes and threads,
+    here a slow exit handler) killed the command without the "interrupted" line; now it
+    says so and exits with code 130."""
+    import signal
+    import time
+
+    code = (
+        "import atexit, sys, time\n"
+        "atexit.register(time.sleep, 20)\n"
+        "sys.argv = ['smc-hmm', 'demo', '--list']\n"
+        "from smc_hmm.cli import main\n"
+        "sys.exit(main())\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip()  # the result came out
+    time.sleep(1.0)  # the command has returned: the interpreter is exiting
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "smc-hmm: interrupted"
