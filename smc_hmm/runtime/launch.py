@@ -55,6 +55,17 @@ def _last_line(path: Path) -> str:
     return lines[-1].strip() if lines else ""
 
 
+def _check_protocol(config: RunConfig) -> None:
+    """The protocol of ``config`` exists, its parameters are valid and every party has a
+    role in it (each party process checks the same after it starts)."""
+    from smc_hmm.protocol import find
+
+    descriptor = find(config.protocol)
+    params = descriptor.params(config.params)
+    for name, party in config.parties.items():
+        descriptor.assign(params, name, party.kind, party.role)
+
+
 def launch(
     config: RunConfig | str | Path,
     *,
@@ -84,6 +95,7 @@ def launch(
         config = load_config(config)
     if config.path is None:
         raise ConfigError("launch needs a configuration file (every process reads it)")
+    _check_protocol(config)  # before any process starts: one line, not three failures
     limit = float(timeout if timeout is not None else config.deadline)
     if not limit > 0:
         raise InvalidInputError("timeout must be positive")
