@@ -318,7 +318,9 @@ def test_party_alice_against_a_server(setup, server, tmp_path):
 
 
 def test_settings_are_validated(setup):
-    with pytest.raises(ConfigError):
+    # 0 sessions was refused as "must be >= 1", read by some as "0 means unlimited":
+    # the refusal now says it is a bound and that 0 is not unlimited
+    with pytest.raises(ConfigError, match="0 does not mean unlimited"):
         ServeSettings(max_sessions=0)
     with pytest.raises(ConfigError):
         ServeSettings(when_busy="maybe")
@@ -931,3 +933,12 @@ def test_serve_on_a_port_in_use_says_so_without_a_stopped_line(setup, capsys, ca
     err = capsys.readouterr().err
     assert "in use" in err and "Traceback" not in err
     assert not [r for r in caplog.records if "stopped" in r.getMessage()]
+
+
+def test_max_sessions_zero_on_the_command_line_is_refused_in_words(capsys):
+    from smc_hmm.cli import main
+
+    assert main(["serve", "--role", "bob", "--config", "x.toml", "--max-sessions", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--max-sessions must be at least 1" in err and "not mean unlimited" in err
+    assert len(err.strip().splitlines()) == 1
