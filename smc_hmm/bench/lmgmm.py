@@ -27,7 +27,6 @@ release.  ``--jobs`` lanes (default 2) share the runs.
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass
 
@@ -42,6 +41,7 @@ from smc_hmm.bench.common import (
     bounded,
     bounded_float,
     finish,
+    load_average,
 )
 
 SYNTHETIC_EPS = (1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0)
@@ -245,11 +245,8 @@ def _table(console, title: str, res: dict, as_accuracy: bool) -> None:
 
 
 def _load() -> str:
-    """The machine's 1-minute load average, for the record (timings on a busy machine)."""
-    try:
-        return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
-    except OSError:
-        return "load average unknown"
+    """The machine's load averages, for the record (timings on a busy machine)."""
+    return load_average()
 
 
 def _timing_rows(res: dict, jobs: int, limit: float | None = None) -> list[Row]:
