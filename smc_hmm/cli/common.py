@@ -19,9 +19,8 @@ from pathlib import Path
 
 from smc_hmm.bench.common import KEY_FLAGS, check_key_bits
 from smc_hmm.console import console, end_stdout, stdout_closed, write_stdout
-from smc_hmm.crypto import MAX_KEY_BITS, generate_keypair
 from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError, WeakerModeWarning
-from smc_hmm.limits import DEFAULT_MAX_FRAMES
+from smc_hmm.limits import DEFAULT_MAX_FRAMES, MAX_KEY_BITS
 from smc_hmm.options import check_output_path, option_type
 from smc_hmm.progress import status
 
@@ -288,6 +287,8 @@ def warn_insecure(args, out) -> None:
 def generate_keys(args, out):
     """Alice's Paillier key pair of ``--key-bits``, a progress line on ``out`` meanwhile
     (an insecure size was said in words by :func:`warn_insecure`, not as a warning)."""
+    from smc_hmm.crypto import generate_keypair
+
     with (
         status(out, f"generating a {args.key_bits}-bit Paillier key pair"),
         warnings.catch_warnings(),

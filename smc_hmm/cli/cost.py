@@ -13,8 +13,8 @@ import math
 from pathlib import Path
 
 from smc_hmm.cli import common
-from smc_hmm.crypto import MAX_KEY_BITS, MIN_KEY_BITS, check_key_bits
 from smc_hmm.errors import ConfigError, InvalidInputError
+from smc_hmm.limits import MAX_KEY_BITS, MIN_KEY_BITS
 from smc_hmm.progress import status
 
 HELP = "print a saved cost report; predict other key sizes and networks"
@@ -143,6 +143,8 @@ def check_numbers(args) -> None:
     """Every numeric option, before any table is printed: a key size the other commands
     accept, finite non-negative latency, finite positive bandwidth and input scale."""
     if args.bits is not None:
+        from smc_hmm.crypto import check_key_bits
+
         try:
             check_key_bits(
                 args.bits, insecure=True, allow_large=args.allow_large_keys, hints=common.KEY_FLAGS

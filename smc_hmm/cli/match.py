@@ -25,11 +25,9 @@ from __future__ import annotations
 import math
 
 from smc_hmm.cli import common
-from smc_hmm.data.match import Collection, Spectrogram, match
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.options import TIMEOUT, WORKERS, option_type
 from smc_hmm.progress import PhaseProgress, status
-from smc_hmm.protocol import find
 
 HELP = "find which recording of a collection a snippet comes from, securely"
 #: Alice's phases in the match protocol, in order: her progress lines count them
@@ -133,6 +131,9 @@ def run(args) -> int:
     common.check_json_path(args.json)
     output = common.Output(args.json)
     out = output.err
+    from smc_hmm.data.match import Collection, Spectrogram, match
+    from smc_hmm.protocol import find
+
     protocol = find("match")
     params = protocol.params(_params(args))  # bad parameters fail before any work
     spectrogram = Spectrogram()

@@ -33,19 +33,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from smc_hmm.cli import common
-from smc_hmm.compute import Compute
-from smc_hmm.data.speakers import (
-    SPEAKER_FEATURES,
-    UBM_LABEL,
-    decision,
-    load_speaker_models,
-    scores,
-    speaker_features_from_wav,
-)
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.options import TIMEOUT, WORKERS, check_output_dir
 from smc_hmm.progress import PhaseProgress, status
-from smc_hmm.protocol import find
 
 HELP = "identify or verify the speaker of one WAV recording securely (GMMs and a UBM)"
 #: what identify's answer means, in its report (an unknown voice gets the closest name)
@@ -88,6 +78,8 @@ def _params(args) -> dict:
 
 
 def _models(path: str | None):
+    from smc_hmm.data.speakers import UBM_LABEL, load_speaker_models
+
     if path is None:
         return load_speaker_models()
     from smc_hmm.hmm.io import load_models
@@ -119,6 +111,15 @@ def check_flags(args) -> None:
 
 
 def run(args) -> int:
+    from smc_hmm.data.speakers import (
+        SPEAKER_FEATURES,
+        UBM_LABEL,
+        decision,
+        scores,
+        speaker_features_from_wav,
+    )
+    from smc_hmm.protocol import find
+
     common.check_key_bits(args)
     common.check_json_path(args.json)
     check_flags(args)
@@ -175,6 +176,8 @@ def run(args) -> int:
 def _secure_run(args, out, protocol, params, frames, speakers, keypair):
     """Both roles in this process on ``--workers`` lanes, with a progress line per phase
     of Alice's on ``out``."""
+    from smc_hmm.compute import Compute
+
     utterance = frames if args.claim is None else (frames, args.claim)
     doing = f"secure speaker {args.mode}"
     with (

@@ -19,7 +19,6 @@ from smc_hmm.cli import common
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.options import TIMEOUT, WORKERS
 from smc_hmm.progress import Progress
-from smc_hmm.protocol import find
 
 HELP = "find where keywords occur in one WAV recording, securely (Alice and Bob in-process)"
 #: the bundled pipeline's hop: frame k is centred at k * HOP seconds
@@ -137,6 +136,8 @@ def run(args) -> int:
 
 
 def _run_in_process(args, output) -> int:
+    from smc_hmm.protocol import find
+
     protocol = find("spot")
     models, pipeline = load_models(args.models)
     keywords = keywords_of(args, models)

@@ -87,3 +87,22 @@ def test_bench_tables_follow_columns_and_progress_goes_to_stderr(capsys, monkeyp
 
     args = argparse.Namespace(key_bits=512, insecure=True, allow_large_keys=False)
     assert start(args, width=120)[0].width == 120
+
+
+def test_help_imports_no_heavy_module():
+    """``smc-hmm --help`` took 2.3 s importing every command's libraries (scipy, the
+    crypto layer, the DP classifiers, cryptography); the commands now import them when
+    they run, so the help needs none of them."""
+    code = (
+        "import contextlib, io, sys\n"
+        "from smc_hmm.cli import main\n"
+        "for argv in (['--help'], ['keyword', '--help'], ['release', 'lmgmm', '--help']):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        assert main(argv) == 0\n"
+        "heavy = ('scipy', 'smc_hmm.crypto', 'cryptography', 'gmpy2', 'smc_hmm.dp.lmgmm',\n"
+        "         'smc_hmm.data', 'smc_hmm.hmm', 'smc_hmm.runtime', 'rich', 'sklearn')\n"
+        "print(sorted({m for m in sys.modules if m.startswith(heavy)}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
