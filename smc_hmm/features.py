@@ -384,16 +384,7 @@ def read_wav(
         raise InvalidInputError(
             f"{path} has {data.shape[1]} channels; a mono recording is required"
         )
-    if data.dtype == np.int16:
-        signal = data.astype(np.float64) / 32768.0
-    elif data.dtype == np.uint8:
-        signal = (data.astype(np.float64) - 128.0) / 128.0
-    elif data.dtype == np.int32:
-        signal = data.astype(np.float64) / 2.0**31
-    elif data.dtype.kind == "f":
-        signal = data.astype(np.float64)
-    else:
-        raise InvalidInputError(f"{path} has unsupported sample type {data.dtype}")
+    signal = _as_float(data, path)
     if signal.size == 0:
         raise InvalidInputError(f"{path} holds no samples")
     if not np.all(np.isfinite(signal)):
@@ -409,6 +400,19 @@ def read_wav(
             f"at least {min_samples} needed"
         )
     return signal
+
+
+def _as_float(data: np.ndarray, path: Path) -> np.ndarray:
+    """WAV samples as float64 in [-1, 1] (8-bit unsigned, 16/32-bit integers, floats)."""
+    if data.dtype == np.int16:
+        return data.astype(np.float64) / 32768.0
+    if data.dtype == np.uint8:
+        return (data.astype(np.float64) - 128.0) / 128.0
+    if data.dtype == np.int32:
+        return data.astype(np.float64) / 2.0**31
+    if data.dtype.kind == "f":
+        return data.astype(np.float64)
+    raise InvalidInputError(f"{path} has unsupported sample type {data.dtype}")
 
 
 #: the sampling rates a WAV file may declare (a public range, checked from its header

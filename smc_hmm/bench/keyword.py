@@ -713,31 +713,7 @@ def add_arguments(parser) -> None:
             help="also keyword recognition by Viterbi scores (scoring = viterbi: the "
             "recursion and the argmax in circuits Bob garbles), beside the forward ones",
         )
-        parser.add_argument("--transport", choices=("local", "tcp"), default="local")
-        parser.add_argument(
-            "--streams",
-            type=common.bounded(1, 8),
-            default=1,
-            help="interleaved streams of the forward recursion in every run (the protocol's "
-            "default 1: the parties in strict turns)",
-        )
-        parser.add_argument(
-            "--overlap",
-            type=common.bounded(0, 8),
-            default=2,
-            help="streams compared side by side against 1 (0 or 1: skip the comparison)",
-        )
-        parser.add_argument(
-            "--stream-repeats",
-            type=common.bounded(0, 100),
-            default=3,
-            help="alternating runs of the --overlap comparison (0: skip it)",
-        )
-        parser.add_argument(
-            "--pin",
-            action="store_true",
-            help="--transport tcp: each party process on its own core (as two machines)",
-        )
+        _add_transport_arguments(parser)
         parser.add_argument(
             "--utterances",
             type=common.bounded(1, 250),
@@ -756,6 +732,35 @@ def add_arguments(parser) -> None:
             help="also reveal every keyword's secure log-likelihood on every utterance (a "
             "second, forward-only run each) and report the largest relative error",
         )
+
+
+def _add_transport_arguments(parser) -> None:
+    """How the two parties talk: the transport, interleaved streams, pinned cores."""
+    parser.add_argument("--transport", choices=("local", "tcp"), default="local")
+    parser.add_argument(
+        "--streams",
+        type=common.bounded(1, 8),
+        default=1,
+        help="interleaved streams of the forward recursion in every run (the protocol's "
+        "default 1: the parties in strict turns)",
+    )
+    parser.add_argument(
+        "--overlap",
+        type=common.bounded(0, 8),
+        default=2,
+        help="streams compared side by side against 1 (0 or 1: skip the comparison)",
+    )
+    parser.add_argument(
+        "--stream-repeats",
+        type=common.bounded(0, 100),
+        default=3,
+        help="alternating runs of the --overlap comparison (0: skip it)",
+    )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="--transport tcp: each party process on its own core (as two machines)",
+    )
 
 
 def main(args) -> int:

@@ -104,29 +104,32 @@ def add_arguments(parser) -> None:
             default=None,
             help="key size of the sweep (default: --key-bits)",
         )
-        parser.add_argument("--skip-accuracy", action="store_true", help="no plaintext accuracy")
-        parser.add_argument("--skip-speed", action="store_true", help="no timed queries")
-        parser.add_argument(
-            "--accuracy-queries",
-            type=common.bounded(1, 200),
-            default=200,
-            help="queries per SNR and kind (<= 200)",
-        )
-        parser.add_argument(
-            "--dask", action="store_true", help="Bob on a 2-worker LocalCluster too"
-        )
-        parser.add_argument(
-            "--extrapolate",
-            type=common.bounded(0, 10_000_000),
-            default=10_000,
-            help="recordings to extrapolate to (0: none)",
-        )
-        parser.add_argument(
-            "--cluster-workers",
-            type=common.bounded(1, 4096),
-            default=16,
-            help="Bob's workers in the extrapolation",
-        )
+        _add_measurement_arguments(parser)
+
+
+def _add_measurement_arguments(parser) -> None:
+    """What is measured beside the timed queries: accuracy, Dask, the extrapolation."""
+    parser.add_argument("--skip-accuracy", action="store_true", help="no plaintext accuracy")
+    parser.add_argument("--skip-speed", action="store_true", help="no timed queries")
+    parser.add_argument(
+        "--accuracy-queries",
+        type=common.bounded(1, 200),
+        default=200,
+        help="queries per SNR and kind (<= 200)",
+    )
+    parser.add_argument("--dask", action="store_true", help="Bob on a 2-worker LocalCluster too")
+    parser.add_argument(
+        "--extrapolate",
+        type=common.bounded(0, 10_000_000),
+        default=10_000,
+        help="recordings to extrapolate to (0: none)",
+    )
+    parser.add_argument(
+        "--cluster-workers",
+        type=common.bounded(1, 4096),
+        default=16,
+        help="Bob's workers in the extrapolation",
+    )
 
 
 def _params(mode: str, stride: int) -> dict:

@@ -105,7 +105,11 @@ def add_arguments(parser) -> None:
         parser.add_argument(
             "--models", type=bounded(2, 10), default=10, help="Bob's keyword models (2-10)"
         )
-    hostile = parser.add_argument_group("attack (--hostile)")
+    _add_attack_arguments(parser.add_argument_group("attack (--hostile)"))
+
+
+def _add_attack_arguments(hostile) -> None:
+    """The options of ``--hostile``: the attack the clients' runs are measured under."""
     hostile.add_argument(
         "--hostile",
         action="store_true",

@@ -777,8 +777,7 @@ def dp_baum_welch(
         steps, step_epsilon = 1, epsilon
     else:
         steps = int(n_iter)
-        step = within_budget(epsilon, {"step": epsilon / steps}, times=steps)["step"]
-        start, step_epsilon = model, step
+        start, step_epsilon = model, within_budget(epsilon, {"s": epsilon / steps}, steps)["s"]
     current, noisy, releases = _noisy_iterations(
         start,
         sequences,

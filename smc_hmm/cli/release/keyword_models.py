@@ -74,6 +74,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="unit",
         help="released variances: none (unit, default), one tied vector, or per state",
     )
+    _add_data_arguments(a)
+
+
+def _add_data_arguments(a) -> None:
+    """Which records are read: the label set, the recordings left out, their length."""
     a(
         "--labels",
         metavar="A,B,...",
