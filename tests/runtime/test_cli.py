@@ -241,8 +241,11 @@ def test_keyword_command_on_a_wav_file(tmp_path, capsys, mode):
     assert "agrees" in captured.out and "cost per party" in captured.err
     data = json.loads(out.read_text())
     assert data["mode"] == mode and data["secure"] == {"keyword": data["plaintext"]["keyword"]}
-    scores = data["plaintext"]["log_likelihoods"]
-    assert len(scores) == 10 and max(scores, key=scores.get) == data["secure"]["keyword"]
+    scores = data["plaintext"]["log_likelihoods"]  # the ten digits and the background
+    assert len(scores) == 11 and data["garbage"] == "background"
+    digits = {k: v for k, v in scores.items() if k != "background"}
+    assert max(digits, key=digits.get) == data["secure"]["keyword"]
+    assert max(digits.values()) > scores["background"]
     from smc_hmm.data import load_pipeline
 
     assert data["frames"] == load_pipeline().n_frames(960) and data["cost"]["totals"]["rounds"]
