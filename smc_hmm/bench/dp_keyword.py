@@ -270,7 +270,10 @@ def add_arguments(parser) -> None:
         "--record-bound", type=bounded_float(1e-6, 1e6), default=None, help="design option (C)"
     )
     parser.add_argument(
-        "--audit-releases", type=bounded(1, 1_000_000), default=None, help="per side (1000)"
+        "--audit-releases",
+        type=bounded(0, 1_000_000),
+        default=None,
+        help="per side (1000; 0: no audit)",
     )
     parser.add_argument(
         "--audit-eps", type=bounded_float(1e-6, 1000.0), default=3.0, help="eps of the audit (3)"

@@ -337,7 +337,7 @@ def add_synthetic_arguments(parser) -> None:
     )
     parser.add_argument(
         "--time-limit",
-        type=bounded_float(1.0, 86_400.0),
+        type=bounded_float(1e-12, 86_400.0),
         default=600.0,
         help="the sweep's time target in seconds (600)",
     )
