@@ -15,13 +15,12 @@ def min_key_bits(args) -> int:
     return min(args.key_bits, 2048) if args.insecure else 2048
 
 
-def key_holder(args, console, vector=None, rng: Rng | None = None) -> Alice:
+def key_holder(args, err, vector=None, rng: Rng | None = None) -> Alice:
     """Alice (holding ``vector``, if given) with a fresh key pair of ``--key-bits``, drawn
-    from ``rng`` (default: seeded with ``--seed``), after warning about insecure key sizes."""
-    if args.insecure:  # on standard error: standard output carries the demo's result
-        from rich.console import Console
-
-        Console(stderr=True, no_color=console.no_color).print(
+    from ``rng`` (default: seeded with ``--seed``), after warning about insecure key sizes
+    on ``err`` (standard error: standard output carries the demo's result)."""
+    if args.insecure:
+        err.print(
             f"[yellow]warning: {args.key_bits}-bit keys are INSECURE "
             "(tests and reproductions only)[/]"
         )
@@ -29,7 +28,7 @@ def key_holder(args, console, vector=None, rng: Rng | None = None) -> Alice:
         rng = Rng.seeded(args.seed)
     alice = Alice("alice", vector, key_bits=args.key_bits, insecure=args.insecure, rng=rng)
     with (
-        status(console, f"generating a {args.key_bits}-bit Paillier key pair"),
+        status(err, f"generating a {args.key_bits}-bit Paillier key pair"),
         warnings.catch_warnings(),
     ):
         warnings.simplefilter("ignore", InsecureKeyWarning)

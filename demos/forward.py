@@ -14,7 +14,7 @@ from parties.alice import Alice
 from parties.bob import Bob
 from parties.run import simulate
 from protocols import forward
-from smc_hmm.cli.common import write_json
+from smc_hmm.cli.common import make_report
 from smc_hmm.crypto import Rng
 from smc_hmm.errors import InvalidInputError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, log_likelihood
@@ -41,7 +41,7 @@ def add_forward_arguments(parser) -> None:
     parser.add_argument("--length", type=int, default=30, help="sequence length T (default 30)")
 
 
-def forward_demo(args, console) -> int:
+def forward_demo(args, output) -> int:
     """Alice's private sequences, Bob's private HMMs: the secure forward algorithm.
 
     Runs a discrete (casino) and a Gaussian model in-process with real keys,
@@ -52,48 +52,64 @@ def forward_demo(args, console) -> int:
         raise InvalidInputError("--length must be >= 1")
     seed = Rng.seeded(args.seed).randbits(64) if args.seed is not None else None
     gen = np.random.default_rng(seed)
-    alice = key_holder(args, console)
-    report = {"demo": "forward", "key_bits": args.key_bits, "runs": []}
-    ok = True
+    alice = key_holder(args, output.err)
+    runs, results = [], []
     for label, model in (
         ("discrete (casino, 2 states, 6 symbols)", casino_hmm()),
         ("Gaussian (3 states, 4 features)", weather_gaussian_hmm()),
     ):
-        obs, _ = model.sample(args.length, rng=gen)
-        alice_run = Alice("alice", observations=obs, keypair=alice.keypair)
-        bob = Bob("bob", models=[model])
-        with status(console, f"secure forward, {label}, T={args.length}"):
-            result = simulate(
-                [alice_run, bob],
-                forward.PROTOCOL,
-                forward.ForwardParams(),
-                timeout=args.timeout,
-                meta={"demo": "forward", "model": label},
-                min_key_bits=min_key_bits(args),
-            )
-        secure, plain = result["alice"][0], log_likelihood(model, obs)
-        rel = abs(secure - plain) / abs(plain)
-        ok &= rel <= 1e-6
-        console.print(
-            f"[bold]{label}[/], T={args.length}: secure log P = {secure:.12g}, "
-            f"plaintext {plain:.12g}, relative error {rel:.1e} "
-            f"({'[green]ok[/]' if rel <= 1e-6 else '[red]too large[/]'}), "
-            f"{result.elapsed:.1f} s",
-            soft_wrap=True,
-        )
-        result.cost.render(console)
-        report["runs"].append(
-            {
-                "model": label,
-                "secure": secure,
-                "plain": plain,
-                "relative_error": rel,
-                "cost": result.cost.to_dict(),
-            }
-        )
-    report["ok"] = bool(ok)
-    write_json(args.json, report, console)  # a failed write: one line, exit 2
+        run, result = _run_model(args, output, alice, label, model, gen)
+        runs.append(run)
+        results.append(result)
+    ok = all(run["relative_error"] <= 1e-6 for run in runs)
+    report = make_report(
+        "demo",
+        "forward",
+        [run["secure"] for run in runs],
+        [run["plain"] for run in runs],
+        ok,
+        [run["cost"] for run in runs],
+        demo="forward",
+        key_bits=args.key_bits,
+        runs=runs,
+        ok=ok,
+    )
+    output.finish(report)  # a failed write: one line, exit 2
+    for result in results:
+        result.cost.render(output.err)
     return 0 if ok else 1
+
+
+def _run_model(args, output, alice, label: str, model, gen):
+    """One secure forward run on a sample of ``model``, its line printed: (its record
+    for the report, the run's result)."""
+    obs, _ = model.sample(args.length, rng=gen)
+    alice_run = Alice("alice", observations=obs, keypair=alice.keypair)
+    with status(output.err, f"secure forward, {label}, T={args.length}"):
+        result = simulate(
+            [alice_run, Bob("bob", models=[model])],
+            forward.PROTOCOL,
+            forward.ForwardParams(),
+            timeout=args.timeout,
+            meta={"demo": "forward", "model": label},
+            min_key_bits=min_key_bits(args),
+        )
+    secure, plain = result["alice"][0], log_likelihood(model, obs)
+    rel = abs(secure - plain) / abs(plain)
+    output.line(
+        f"[bold]{label}[/], T={args.length}: secure log P = {secure:.12g}, "
+        f"plaintext {plain:.12g}, relative error {rel:.1e} "
+        f"({'[green]ok[/]' if rel <= 1e-6 else '[red]too large[/]'}), "
+        f"{result.elapsed:.1f} s"
+    )
+    run = {
+        "model": label,
+        "secure": secure,
+        "plain": plain,
+        "relative_error": rel,
+        "cost": result.cost.to_dict(),
+    }
+    return run, result
 
 
 forward_demo.add_arguments = add_forward_arguments

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from demos.common import key_holder, min_key_bits
 from protocols import keyword
-from smc_hmm.cli.common import write_json
+from smc_hmm.cli.common import make_report
 from smc_hmm.compute import Compute
 from smc_hmm.data import load_bundled_models, load_test_utterances
 from smc_hmm.errors import InvalidInputError
@@ -52,25 +52,34 @@ def add_keyword_arguments(parser) -> None:
     )
 
 
-def keyword_demo(args, console) -> int:
+def keyword_demo(args, output) -> int:
     """Recognise bundled utterances securely; compare with the plaintext decision."""
     chosen = _chosen_utterances(args)
     models, labels = load_bundled_models(args.models)
-    alice = key_holder(args, console)
-    report = {"demo": "keyword", "mode": args.mode, "models": args.models, "runs": []}
+    alice = key_holder(args, output.err)
+    runs = []
     # the caller plus one worker process per core for the heavy batches (Compute lanes)
     with Compute.processes() as compute:
         for n, utt in enumerate(chosen, 1):
-            run, result = _recognise(args, console, alice, compute, models, labels, utt, n, chosen)
-            report["runs"].append(run)
-    console.print(f"cost of utterance {len(chosen)} in detail:")
-    result.cost.render(console)
-    agree = sum(run["secure"] == run["plain"] for run in report["runs"])
-    report["ok"] = agree == len(chosen)
-    console.print(
-        f"{agree}/{len(chosen)} secure decisions agree with the plaintext argmax", soft_wrap=True
+            run, result = _recognise(args, output, alice, compute, models, labels, utt, n, chosen)
+            runs.append(run)
+    agree = sum(run["secure"] == run["plain"] for run in runs)
+    report = make_report(
+        "demo",
+        args.mode,
+        [run["secure"] for run in runs],
+        [run["plain"] for run in runs],
+        agree == len(chosen),
+        [run["cost"] for run in runs],
+        demo="keyword",
+        models=args.models,
+        runs=runs,
+        ok=agree == len(chosen),
     )
-    write_json(args.json, report, console)  # a failed write: one line, exit 2
+    output.finish(report)  # files first; a failed write: one line, exit 2
+    output.err.print(f"cost of utterance {len(chosen)} in detail:")
+    result.cost.render(output.err)
+    output.line(f"{agree}/{len(chosen)} secure decisions agree with the plaintext argmax")
     return 0 if report["ok"] else 1
 
 
@@ -93,7 +102,7 @@ def _chosen_utterances(args) -> list:
     ]
 
 
-def _recognise(args, console, alice, compute, models, labels, utt, n: int, chosen):
+def _recognise(args, output, alice, compute, models, labels, utt, n: int, chosen):
     """Utterance ``n``: its offline phase, the secure run and the plaintext decision,
     printed on one line; (its record for the report, the run's result)."""
     pk = alice.keypair[0]
@@ -101,12 +110,12 @@ def _recognise(args, console, alice, compute, models, labels, utt, n: int, chose
     frames = utt.features[: args.frames] if args.frames else utt.features
     plain = max(range(len(models)), key=lambda k: log_likelihood(models[k], frames))
     inputs = {"alice": frames, "bob": (models, labels)}
-    with status(console, f"[{n}/{len(chosen)}] offline phase: the run's randomizers"):
+    with status(output.err, f"[{n}/{len(chosen)}] offline phase: the run's randomizers"):
         offline = offline_phase("keyword", {"mode": args.mode}, inputs, pk, compute, base)
     pk.use_randomizer(offline.alice)
     try:
         with status(
-            console,
+            output.err,
             f"[{n}/{len(chosen)}] secure keyword recognition, {len(frames)} frames, "
             f"{len(models)} keywords, {args.mode} mode",
         ):
@@ -128,14 +137,13 @@ def _recognise(args, console, alice, compute, models, labels, utt, n: int, chose
         write_views(Path(args.views) / f"utterance-{n}", result.views, {"alice": alice.keypair})
     got = result["alice"]["keyword"]
     same = got == labels[plain]
-    console.print(
+    output.line(
         f"utterance {n} (spoken '{labels[utt.digit]}', speaker {utt.speaker}, "
         f"{len(frames)} frames): Alice hears [bold]{got}[/], plaintext argmax "
         f"{labels[plain]} ({'[green]agrees[/]' if same else '[red]DIFFERS[/]'}); "
         f"{result.elapsed:.1f} s online + {offline.seconds:.1f} s offline, "
         f"{result.cost.bytes_total / 1e6:.1f} MB, "
-        f"{result.cost.rounds} rounds",
-        soft_wrap=True,  # one line per utterance, whatever the width
+        f"{result.cost.rounds} rounds"  # one line per utterance, whatever the width
     )
     run = {
         "spoken": labels[utt.digit],

@@ -14,7 +14,7 @@ from parties.data_owner import DataOwner
 from parties.run import simulate
 from parties.trent import Trent
 from protocols import secure_sum
-from smc_hmm.cli.common import write_json
+from smc_hmm.cli.common import make_report
 from smc_hmm.crypto import Rng
 from smc_hmm.errors import InvalidInputError
 from smc_hmm.progress import status
@@ -25,7 +25,7 @@ def add_secure_sum_arguments(parser) -> None:
     parser.add_argument("--owners", type=int, default=1, help="data owners besides Bob (default 1)")
 
 
-def secure_sum_demo(args, console) -> int:
+def secure_sum_demo(args, output) -> int:
     """Alice, Bob, Trent and data owners run the secure sum in-process; check and cost table."""
     if args.owners < 0 or args.length < 1:
         raise InvalidInputError("--owners must be >= 0 and --length >= 1")
@@ -40,7 +40,7 @@ def secure_sum_demo(args, console) -> int:
         for name in ("alice", "bob", "trent", *owners)
     }
     alice = key_holder(
-        args, console, vectors["alice"], rng=seed_rng.spawn() if args.seed is not None else None
+        args, output.err, vectors["alice"], rng=seed_rng.spawn() if args.seed is not None else None
     )
     parties = [
         alice,
@@ -48,7 +48,7 @@ def secure_sum_demo(args, console) -> int:
         Trent("trent", vectors["trent"]),
         *[DataOwner(name, vectors[name]) for name in owners],
     ]
-    with status(console, "running the secure sum (one thread per party)"):
+    with status(output.err, "running the secure sum (one thread per party)"):
         result = simulate(
             parties,
             secure_sum.PROTOCOL,
@@ -61,23 +61,25 @@ def secure_sum_demo(args, console) -> int:
     got = result["alice"]
     err = float(np.max(np.abs(got - expected)))
     ok = err <= len(vectors) * 2.0**-params.scale
-    console.print(
+    report = make_report(
+        "demo",
+        "secure-sum",
+        got.tolist(),
+        expected.tolist(),
+        ok,
+        result.cost.to_dict(),
+        demo="secure-sum",
+        ok=ok,
+        max_abs_error=err,
+        expected=expected.tolist(),
+    )
+    line = (
         f"secure sum of {len(vectors)} private vectors of length {args.length} "
         f"({args.key_bits}-bit keys): Alice's result "
         f"{'[green]matches[/]' if ok else '[red]DIFFERS FROM[/]'} the plaintext sum "
-        f"(max abs error {err:.2e}, fixed point 2^-{params.scale})",
-        soft_wrap=True,
+        f"(max abs error {err:.2e}, fixed point 2^-{params.scale})"
     )
-    result.cost.render(console)
-    report = {
-        "demo": "secure-sum",
-        "ok": ok,
-        "max_abs_error": err,
-        "result": got.tolist(),
-        "expected": expected.tolist(),
-        "cost": result.cost.to_dict(),
-    }
-    write_json(args.json, report, console)  # a failed write: one line, exit 2
+    output.finish(report, result.cost, [line])  # a failed write: one line, exit 2
     return 0 if ok else 1
 
 

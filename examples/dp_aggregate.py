@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 from smc_hmm.bench.aggregate import classifier_sweep
+from smc_hmm.bench.common import load_average
 
 REPO = Path(__file__).resolve().parents[1]
 LAMBDAS = (1.0, 0.1, 0.01)
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     n_splits, n_noise = (3, 5) if args.quick else (args.splits, args.noise)
-    print(f"load average {os.getloadavg()}")
+    print(load_average())
     sweeps = {}
     for lam in LAMBDAS:
         s = classifier_sweep(lam=lam, n_splits=n_splits, n_noise=n_noise)
@@ -110,7 +110,7 @@ def main(argv=None) -> int:
     plot(sweeps, Path(args.png))
     if args.json:
         Path(args.json).write_text(json.dumps({str(k): v for k, v in sweeps.items()}, indent=2))
-    print(f"load average {os.getloadavg()}")
+    print(load_average())
     return 0
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import textwrap
 import time
 from pathlib import Path
 
@@ -197,7 +198,7 @@ def print_table(results: dict, key: str = "mean") -> None:
             print(f"{name:8s} {length:3d} {size:5d}  {mode:5s} {cells}  {entry['skeleton']:.3f}")
 
 
-def plot(results: dict, path: Path) -> None:
+def plot(results: dict, path: Path):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -233,15 +234,19 @@ def plot(results: dict, path: Path) -> None:
             if col == 0:
                 ax.set_ylabel("Viterbi path similarity")
     axes[0][0].legend(fontsize=7, loc="lower right")
-    fig.suptitle(
+    # wrapped to the figure's width: one column (--quick) is 4.2 inches, too narrow for
+    # the title on one line (it used to be clipped at both sides)
+    title = (
         "DP Baum-Welch vs plain (paper 000): solid = noise in last iteration, "
-        "dashed = every iteration; dotted = untrained skeleton",
-        fontsize=9,
+        "dashed = every iteration; dotted = untrained skeleton"
     )
+    per_line = max(30, int(fig.get_figwidth() * 72 / (9 * 0.6)))
+    fig.suptitle(textwrap.fill(title, per_line), fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     print(f"wrote {path}")
+    return fig
 
 
 def main() -> None:

@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from smc_hmm.bench.aggregate import hmm_sweep
+from smc_hmm.bench.common import load_average
 from smc_hmm.data import fsdd_dir
 from smc_hmm.dp.federated import federated_dp_baum_welch
 from smc_hmm.dp.random import DPRandom
@@ -240,7 +241,7 @@ def main(argv=None) -> int:
         help="the figure (default: here; docs/aggregate-hmm.png is the committed one)",
     )
     args = parser.parse_args(argv)
-    print(f"load average {os.getloadavg()}")
+    print(load_average())
     dice = hmm_sweep(reps=2 if args.quick else args.reps)
     print(f"dice HMM ({dice['seconds']:.0f} s); eps {dice['eps']}")
     print(
@@ -266,7 +267,7 @@ def main(argv=None) -> int:
         Path(args.json).write_text(
             json.dumps({"dice": dice, "speech": speech}, indent=2, default=float)
         )
-    print(f"load average {os.getloadavg()}")
+    print(load_average())
     return 0
 
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import struct
 import warnings
 from collections.abc import Iterable, Mapping
@@ -216,9 +217,24 @@ class FeaturePipeline:
         raw = self.extract(signal, backend)
         return self.standardise(raw) if self.standardised else raw
 
-    def features_from_wav(self, path: str | Path, backend: Backend = "numpy") -> np.ndarray:
-        """:func:`read_wav` then :meth:`features`: what a client computes from a recording."""
-        return self.features(read_wav(path, self.sample_rate, self.min_samples), backend)
+    def features_from_wav(
+        self,
+        path: str | Path,
+        backend: Backend = "numpy",
+        max_frames: int | None = None,
+        limit: str | None = None,
+    ) -> np.ndarray:
+        """:func:`read_wav` then :meth:`features`: what a client computes from a recording;
+        with ``max_frames``, a file holding more frames' worth of audio is refused from its
+        header, before its samples are read (``limit`` names the bound in the refusal)."""
+        return self.features(self.read_wav(path, max_frames, limit), backend)
+
+    def read_wav(self, path: str | Path, max_frames: int | None = None, limit=None) -> np.ndarray:
+        """:func:`read_wav` at this pipeline's rate, refusing (from the header) a file of
+        more than ``max_frames`` frames' worth of audio: T = ceil(N / hop) <= max_frames
+        exactly when N <= max_frames * hop."""
+        cap = None if max_frames is None else int(max_frames) * self.hop_length
+        return read_wav(path, self.sample_rate, self.min_samples, cap, limit)
 
     def fit_standardisation(self, feature_list: Iterable[ArrayLike]) -> FeaturePipeline:
         """A copy carrying the mean and standard deviation of all frames of ``feature_list``."""
@@ -311,7 +327,13 @@ def speech_warning(samples: ArrayLike, sample_rate: int = 8000) -> str | None:
     return None
 
 
-def read_wav(path: str | Path, sample_rate: int = 8000, min_samples: int = 1) -> np.ndarray:
+def read_wav(
+    path: str | Path,
+    sample_rate: int = 8000,
+    min_samples: int = 1,
+    max_samples: int | None = None,
+    limit: str | None = None,
+) -> np.ndarray:
     """Read a mono PCM/float WAV file as float64 samples in [-1, 1] at ``sample_rate``.
 
     16-bit integers are divided by 32768 (8-bit unsigned, 24/32-bit integers and
@@ -321,18 +343,18 @@ def read_wav(path: str | Path, sample_rate: int = 8000, min_samples: int = 1) ->
     samples than it holds (a truncated recording is refused, not padded or
     shortened silently), a multi-channel file, non-finite samples or fewer than
     ``min_samples`` samples (after resampling).
+
+    The header is read first (:data:`HEADER_BYTES`) and checked before any sample is
+    read or resampled: its rate must lie in [:data:`MIN_WAV_RATE`,
+    :data:`MAX_WAV_RATE`], and, with ``max_samples``, the audio it holds must last at
+    most ``max_samples`` samples at ``sample_rate`` (``limit`` names that bound in the
+    refusal, e.g. the command's option).
     """
     from scipy.io import wavfile
     from scipy.signal import resample_poly
 
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError as exc:
-        raise InvalidInputError(f"no such WAV file: {path}") from exc
-    except OSError as exc:
-        raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    _check_declared_rate(raw, path)
+    raw = _read_checked(path, sample_rate, max_samples, limit)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", wavfile.WavFileWarning)
@@ -362,16 +384,7 @@ def read_wav(path: str | Path, sample_rate: int = 8000, min_samples: int = 1) ->
         raise InvalidInputError(
             f"{path} has {data.shape[1]} channels; a mono recording is required"
         )
-    if data.dtype == np.int16:
-        signal = data.astype(np.float64) / 32768.0
-    elif data.dtype == np.uint8:
-        signal = (data.astype(np.float64) - 128.0) / 128.0
-    elif data.dtype == np.int32:
-        signal = data.astype(np.float64) / 2.0**31
-    elif data.dtype.kind == "f":
-        signal = data.astype(np.float64)
-    else:
-        raise InvalidInputError(f"{path} has unsupported sample type {data.dtype}")
+    signal = _as_float(data, path)
     if signal.size == 0:
         raise InvalidInputError(f"{path} holds no samples")
     if not np.all(np.isfinite(signal)):
@@ -389,10 +402,80 @@ def read_wav(path: str | Path, sample_rate: int = 8000, min_samples: int = 1) ->
     return signal
 
 
+def _as_float(data: np.ndarray, path: Path) -> np.ndarray:
+    """WAV samples as float64 in [-1, 1] (8-bit unsigned, 16/32-bit integers, floats)."""
+    if data.dtype == np.int16:
+        return data.astype(np.float64) / 32768.0
+    if data.dtype == np.uint8:
+        return (data.astype(np.float64) - 128.0) / 128.0
+    if data.dtype == np.int32:
+        return data.astype(np.float64) / 2.0**31
+    if data.dtype.kind == "f":
+        return data.astype(np.float64)
+    raise InvalidInputError(f"{path} has unsupported sample type {data.dtype}")
+
+
 #: the sampling rates a WAV file may declare (a public range, checked from its header
 #: before any sample is read or resampled: a file declaring 1 Hz would be resampled into
 #: gigabytes)
 MIN_WAV_RATE, MAX_WAV_RATE = 4_000, 192_000
+
+
+#: bytes of a WAV file read before the rest: its header, checked first (a ``data`` chunk
+#: that starts later is checked once the whole file is read, still before any sample is
+#: decoded or resampled)
+HEADER_BYTES = 1 << 16
+
+
+def _read_checked(path: Path, sample_rate: int, max_samples: int | None, limit) -> bytes:
+    """The bytes of ``path``, its header's rate and duration checked before the rest of
+    the file (its samples) is read."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(HEADER_BYTES)
+            size = os.fstat(f.fileno()).st_size
+            _check_declared_rate(raw, path)
+            known = _check_duration(raw, size, path, sample_rate, max_samples, limit)
+            raw += f.read()
+    except FileNotFoundError as exc:
+        raise InvalidInputError(f"no such WAV file: {path}") from exc
+    except IsADirectoryError as exc:
+        raise InvalidInputError(f"{path} is a folder, not a WAV file") from exc
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if not known:  # the data chunk starts beyond the first bytes
+        _check_duration(raw, len(raw), path, sample_rate, max_samples, limit)
+    return raw
+
+
+def _check_duration(
+    raw: bytes, size: int, path: Path, sample_rate: int, max_samples: int | None, limit
+) -> bool:
+    """Refuse a RIFF/WAVE file whose ``data`` chunk holds more than ``max_samples``
+    samples at ``sample_rate`` (the smaller of what its header promises and what the
+    ``size``-byte file holds); False if ``raw`` does not reach that chunk's header."""
+    if max_samples is None or raw[:4] != b"RIFF" or raw[8:12] != b"WAVE":
+        return True
+    rate = _declared_rate(raw)
+    align = None
+    for chunk, body, length in _chunks(raw):
+        if chunk == b"fmt " and body + 14 <= len(raw):
+            align = int.from_bytes(raw[body + 12 : body + 14], "little")
+        if chunk == b"data":
+            if not rate or not align:
+                return True  # scipy refuses such a header in words
+            held = max(0, size - body)
+            if length not in (0, 0xFFFFFFFF):  # a streaming writer's open size
+                held = min(held, length)
+            samples = math.ceil(held // align * sample_rate / rate)
+            if samples > max_samples:
+                seconds = held // align / rate
+                raise InvalidInputError(
+                    f"{path} holds {seconds:,.1f} s of audio by its header, above "
+                    f"{limit or f'the limit of {max_samples:,} samples at {sample_rate} Hz'}"
+                )
+            return True
+    return False
 
 
 def _check_declared_rate(raw: bytes, path: Path) -> None:

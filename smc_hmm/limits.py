@@ -57,6 +57,7 @@ __all__ = [
     "MAX_DGK_T",
     "MAX_DGK_U_BITS",
     "MAX_KEY_BITS",
+    "MIN_KEY_BITS",
     "MAX_RELEASE_STATES",
     "DEFAULT_MAX_FRAMES",
     "MAX_SEQUENCE_LENGTH",
@@ -68,6 +69,8 @@ __all__ = [
 
 #: the largest Paillier or DGK modulus a party accepts from a peer unless told otherwise
 MAX_KEY_BITS = 8192
+#: the smallest Paillier modulus that works at all (:data:`smc_hmm.crypto.keys.MIN_KEY_BITS`)
+MIN_KEY_BITS = 256
 #: the largest DGK t (bits of v_p and v_q) a party accepts from a peer
 MAX_DGK_T = 256
 #: the largest DGK u (bits) a party accepts from a peer

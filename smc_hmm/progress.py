@@ -62,3 +62,27 @@ class Progress:
         elif self.estimate is not None and done < total:
             eta = f", about {self.estimate * (1 - done / total):.0f} s left (cost model)"
         self.spinner.update(f"{self.label}: {stage} {done}/{total}{eta}")
+
+
+class PhaseProgress(Progress):
+    """The progress of a run whose steps are its phases (``ctx.phase``; speaker
+    recognition, audio matching): a status line per phase with the phases begun of
+    ``phases`` (the key holder's, in order) and, from the second on, the time left at the
+    rate so far; ``ctx.progress`` reports inside a phase update it as :class:`Progress`
+    does.  A phase not in ``phases`` (a protocol that grew one) is shown by name only."""
+
+    def __init__(self, spinner, label: str, phases, clock=None):
+        super().__init__(spinner, label, every=2.0, clock=clock)
+        self.phases = tuple(phases)
+        self.begun: float | None = None
+
+    def phase(self, name: str) -> None:
+        now = self.clock()
+        self.begun = now if self.begun is None else self.begun
+        if name not in self.phases:
+            self.spinner.update(f"{self.label}: {name}")
+            return
+        k, n = self.phases.index(name), len(self.phases)
+        eta = f", about {(now - self.begun) / k * (n - k):.0f} s left" if k else ""
+        self.spinner.update(f"{self.label}: {name} (phase {k + 1} of {n}){eta}")
+        self.last = now

@@ -69,3 +69,36 @@ def test_dp_lmgmm_draws_its_figures_into_out(tmp_path):
     assert {p.name for p in out.iterdir()} == {"lmgmm-figure-4-4.png", "lmgmm-speaker.png"}
     after = {p: p.stat().st_mtime_ns for p in (EXAMPLES.parent / "docs").glob("lmgmm-*.png")}
     assert after == before  # the committed figures are untouched
+
+
+def test_dp_baum_welch_quick_figure_shows_its_whole_title(tmp_path):
+    """``dp_baum_welch.py --quick`` draws one column, 4.2 inches wide: its one-line title
+    was clipped at both sides; now it wraps to the figure's width."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dp_baum_welch", EXAMPLES / "dp_baum_welch.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    curve = {"last": [0.5, 0.7, 0.9], "every": [0.4, 0.6, 0.8]}
+    results = {("dice2", 10, 100): {"epsilons": [0.1, 1.0, 10.0], "mean": curve, "skeleton": 0.3}}
+    fig = module.plot(results, tmp_path / "figure.png")
+    title = fig._suptitle.get_window_extent(fig.canvas.get_renderer())
+    assert title.x0 >= 0 and title.x1 <= fig.bbox.x1 and title.y1 <= fig.bbox.y1
+    assert (tmp_path / "figure.png").is_file()
+
+
+def test_no_example_prints_a_raw_load_average_tuple():
+    """dp_aggregate.py and federated_dp_baum_welch.py printed "load average (1.52, 0.9,
+    0.71)", Python's tuple; they now print smc_hmm.bench.common.load_average()'s words."""
+    import re
+
+    from smc_hmm.bench.common import load_average
+
+    for path in sorted(EXAMPLES.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.JoinedStr):
+                text = ast.unparse(node)
+                assert "getloadavg()}" not in text, f"{path.name}: {text}"
+    assert re.fullmatch(
+        r"load average \d+\.\d / \d+\.\d / \d+\.\d \(1 / 5 / 15 min\) on \d+ cores", load_average()
+    )

@@ -153,3 +153,19 @@ def test_a_sequence_longer_than_its_bound_is_refused_before_the_observations(key
             min_key_bits=512,
         )
     assert info.value.limit == limits.MAX_SEQUENCE_LENGTH
+
+
+def test_the_key_size_bounds_the_command_line_reads_without_crypto_are_the_crypto_ones():
+    """smc_hmm.limits repeats two constants of smc_hmm.crypto so that ``smc-hmm --help``
+    need not import the crypto layer; they must stay equal."""
+    from smc_hmm import limits
+    from smc_hmm.crypto import keys
+
+    assert (limits.MIN_KEY_BITS, limits.MAX_KEY_BITS) == (keys.MIN_KEY_BITS, keys.MAX_KEY_BITS)
+
+
+def test_the_certificate_validity_the_help_names_is_the_checked_one():
+    from smc_hmm.certs import MAX_CERT_DAYS
+    from smc_hmm.cli import certs
+
+    assert certs.MAX_DAYS == MAX_CERT_DAYS

@@ -340,12 +340,21 @@ def _parties(cost) -> dict:
 def add_arguments(parser) -> None:
     parser.add_argument("--part", choices=("all", "cost", "classifier", "hmm"), default="all")
     with common.common_arguments(parser):
-        parser.add_argument("--owners", type=int, nargs="+", default=[2, 4])
-        parser.add_argument("--splits", type=int, default=10, help="train/test splits (default 10)")
-        parser.add_argument("--noise", type=int, default=20, help="noise draws per split (20)")
-        parser.add_argument("--reps", type=int, default=5, help="HMM data sets per point (5)")
+        parser.add_argument("--owners", type=common.bounded(2, 64), nargs="+", default=[2, 4])
+        parser.add_argument(
+            "--splits",
+            type=common.bounded(1, 1000),
+            default=10,
+            help="train/test splits (default 10)",
+        )
+        parser.add_argument(
+            "--noise", type=common.bounded(1, 10_000), default=20, help="noise draws per split (20)"
+        )
+        parser.add_argument(
+            "--reps", type=common.bounded(1, 1000), default=5, help="HMM data sets per point (5)"
+        )
         parser.add_argument("--quick", action="store_true", help="few splits and repetitions")
-        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--seed", type=common.bounded(0, 2**63 - 1), default=0)
 
 
 def run(args) -> common.BenchResult:
@@ -424,9 +433,9 @@ def run(args) -> common.BenchResult:
 
 
 def main(args) -> int:
-    from rich.console import Console
+    from smc_hmm.console import table_console
 
-    console = Console(width=max(140, Console().width))
+    console = table_console(140)
     result = run(args)
     result.print_table(console)
     console.print(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import statistics
 import time
@@ -71,6 +72,37 @@ def bounded(lo: int, hi: int):
     return parse
 
 
+def bounded_float(lo: float, hi: float):
+    """An argparse type: a finite number in [lo, hi], else one line naming the range (a
+    bench's seconds, rates and parameters)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not (math.isfinite(value) and lo <= value <= hi):
+            raise argparse.ArgumentTypeError(f"must be a number in [{lo:g}, {hi:g}], got {text}")
+        return value
+
+    return parse
+
+
+def load_average() -> str:
+    """The machine's load, for the record beside timings, in words: ``load average 1.2
+    / 0.9 / 0.8 (1 / 5 / 15 min) on 2 cores`` (not Python's raw tuple)."""
+    import os
+
+    try:
+        one, five, fifteen = os.getloadavg()
+    except (AttributeError, OSError):
+        return "load average unknown"
+    return (
+        f"load average {one:.1f} / {five:.1f} / {fifteen:.1f} (1 / 5 / 15 min) on "
+        f"{os.cpu_count()} cores"
+    )
+
+
 @contextmanager
 def common_arguments(
     parser,
@@ -103,18 +135,19 @@ def common_arguments(
 
 def start(args, width: int = 150):
     """The first step of a benchmark on the command line: the key sizes checked
-    (:func:`check_key_bits`), a console at least ``width`` wide, the warning that
+    (:func:`check_key_bits`), the console of its table on standard output (``COLUMNS``
+    wide if set, the terminal's width on one, else ``width``), the warning that
     ``--short-randomness`` (where a benchmark has it) rests on a stronger assumption.
-    Returns (console, say): ``say(msg)`` prints progress, dimmed."""
-    from rich.console import Console
+    Returns (console, say): ``say(msg)`` prints progress, dimmed, on standard error (the
+    convention of every command, docs/running.md)."""
+    from smc_hmm.console import console as make_console
+    from smc_hmm.console import table_console
 
     check_key_bits(args)
-    console = Console(width=max(width, Console().width))
+    err = make_console(stderr=True)
     if getattr(args, "short_randomness", False):
-        console.print(
-            "[yellow]warning: --short-randomness rests on the short-exponent assumption[/]"
-        )
-    return console, lambda msg: console.print(f"[dim]... {msg}[/]")
+        err.print("[yellow]warning: --short-randomness rests on the short-exponent assumption[/]")
+    return table_console(width), lambda msg: err.print(f"[dim]... {msg}[/]")
 
 
 def bench_keypair(args, say=lambda msg: None):
@@ -405,18 +438,21 @@ def write_json(path, data, **options) -> None:
 def finish(
     args, result, console=None, *, met: bool = True, table: bool = False, **json_options
 ) -> int:
-    """The last step of every benchmark: print the table on ``console`` (with ``table``),
-    write ``result`` (a :class:`BenchResult` or JSON-ready data) to ``--json`` if given
-    (and say so on ``console``), then the exit code: 1 when a target was missed -- a
-    row's, or ``met`` is false (the benchmark's targets outside its rows) -- else 0."""
-    if table:
-        result.print_table(console)
+    """The last step of every benchmark: write ``result`` (a :class:`BenchResult` or
+    JSON-ready data) to ``--json`` if given (and say so on standard error), then print the
+    table on ``console`` (with ``table``; files first, docs/running.md), then the exit
+    code: 1 when a target was missed -- a row's, or ``met`` is false (the benchmark's
+    targets outside its rows) -- else 0."""
     data = result.to_dict() if isinstance(result, BenchResult) else result
     path = getattr(args, "json", None)
     if path:
+        from smc_hmm.console import console as make_console
+
         write_json(path, data, **json_options)
         if console is not None:
-            console.print(f"wrote {path}")
+            make_console(stderr=True).print(f"wrote {path}")
+    if table:
+        result.print_table(console)
     rows_met = result.targets_met if isinstance(result, BenchResult) else True
     return 0 if met and rows_met else 1
 

@@ -48,27 +48,44 @@ GARBLED_ARGMAX_LIMIT_S = 0.03  # a 10-way argmax of 64-bit values on the garbled
 def add_arguments(parser) -> None:
     with common.common_arguments(parser, key_help="Paillier and DGK modulus"):
         parser.add_argument(
-            "--bits", type=int, nargs="+", default=[16, 32, 64], help="input bit lengths l"
+            "--bits",
+            type=common.bounded(1, 512),
+            nargs="+",
+            default=[16, 32, 64],
+            help="input bit lengths l",
         )
-        parser.add_argument("--batch", type=int, default=100, help="pairs per batched run (k)")
-        parser.add_argument("--repeats", type=int, default=3, help="runs per measurement (median)")
+        parser.add_argument(
+            "--batch",
+            type=common.bounded(1, 100_000),
+            default=100,
+            help="pairs per batched run (k)",
+        )
+        parser.add_argument(
+            "--repeats",
+            type=common.bounded(1, 100),
+            default=3,
+            help="runs per measurement (median)",
+        )
         parser.add_argument(
             "--argmax",
-            type=int,
+            type=common.bounded(0, 1000),
             default=10,
             metavar="K",
             help="K-way argmax of 64-bit values (0: skip)",
         )
         parser.add_argument(
             "--garbled-batches",
-            type=int,
+            type=common.bounded(0, 1_000_000),
             nargs="+",
             default=[1, 100, 10000],
             help="batch sizes of the garbled comparison (0 entries: skip it)",
         )
         parser.add_argument("--no-tno", action="store_true", help="skip the TNO baseline")
         parser.add_argument(
-            "--tno-count", type=int, default=5, help="TNO comparisons timed per l (median)"
+            "--tno-count",
+            type=common.bounded(1, 1000),
+            default=5,
+            help="TNO comparisons timed per l (median)",
         )
         parser.add_argument(
             "--protocol",

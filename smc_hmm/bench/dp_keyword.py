@@ -37,7 +37,15 @@ from pathlib import Path
 
 import numpy as np
 
-from smc_hmm.bench.common import HIGHER, BenchResult, Row, add_json_argument, finish
+from smc_hmm.bench.common import (
+    HIGHER,
+    BenchResult,
+    Row,
+    add_json_argument,
+    bounded,
+    bounded_float,
+    finish,
+)
 
 DEFAULT_EPS = "0.1,0.3,1,3,10,30,100,1000,10000"
 QUICK_EPS = "1,3,10"
@@ -238,8 +246,12 @@ def add_arguments(parser) -> None:
         help="the FSDD recordings or their parent (default: the FSDD_DIR variable)",
     )
     parser.add_argument("--eps", default=None, help=f"comma-separated eps ({DEFAULT_EPS})")
-    parser.add_argument("--releases", type=int, default=None, help="releases per eps (5)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the INSECURE float noise")
+    parser.add_argument(
+        "--releases", type=bounded(1, 1000), default=None, help="releases per eps (5)"
+    )
+    parser.add_argument(
+        "--seed", type=bounded(0, 2**63 - 1), default=0, help="seed of the INSECURE float noise"
+    )
     parser.add_argument(
         "--sampler", choices=("float", "opendp"), default="float",
         help="float: seeded, reproducible (default); opendp: hardened CSPRNG",
@@ -254,9 +266,18 @@ def add_arguments(parser) -> None:
         help="design option",
     )
     parser.add_argument("--static-means", action="store_true", help="design option")
-    parser.add_argument("--record-bound", type=float, default=None, help="design option (C)")
-    parser.add_argument("--audit-releases", type=int, default=None, help="per side (1000)")
-    parser.add_argument("--audit-eps", type=float, default=3.0, help="eps of the audit (3)")
+    parser.add_argument(
+        "--record-bound", type=bounded_float(1e-6, 1e6), default=None, help="design option (C)"
+    )
+    parser.add_argument(
+        "--audit-releases",
+        type=bounded(0, 1_000_000),
+        default=None,
+        help="per side (1000; 0: no audit)",
+    )
+    parser.add_argument(
+        "--audit-eps", type=bounded_float(1e-6, 1000.0), default=3.0, help="eps of the audit (3)"
+    )
     parser.add_argument("--quick", action="store_true", help="eps 1,3,10, 2 releases, audit 200")
     add_json_argument(parser)
 
@@ -280,11 +301,11 @@ def _print_table(console, result: BenchResult) -> None:
 
 
 def main(args) -> int:
-    from rich.console import Console
-
+    from smc_hmm.console import console as make_console
+    from smc_hmm.console import table_console
     from smc_hmm.dp.keyword_models import KeywordDesign
 
-    console = Console(width=max(150, Console().width))
+    console, err = table_console(150), make_console(stderr=True)
     eps_values = _eps_list(args.eps or (QUICK_EPS if args.quick else DEFAULT_EPS))
     releases = args.releases or (2 if args.quick else 5)
     audit = args.audit_releases if args.audit_releases is not None else (
@@ -313,7 +334,7 @@ def main(args) -> int:
         audit_releases=audit,
         audit_eps=args.audit_eps,
         design=design,
-        log=lambda text: console.print(f"[dim]{text}[/]"),
+        log=lambda text: err.print(f"[dim]{text}[/]"),  # progress: standard error
     )
     _print_table(console, result)
     load = result.extra["load_average_before_after"]

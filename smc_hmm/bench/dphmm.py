@@ -103,11 +103,13 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=max(150, Console().width))
-    console.print(
+    from smc_hmm.console import console as make_console
+    from smc_hmm.console import table_console
+
+    console = table_console(150)
+    make_console(stderr=True).print(
         f"[dim]... DPHMM on a {args.grid}x{args.grid} grid world: {args.sequences} traces x "
         f"{args.steps} releases, eps {args.eps:g}, r {args.r:g}[/]"
     )

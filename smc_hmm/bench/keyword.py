@@ -725,11 +725,15 @@ def _params(args) -> dict:
 
 def add_arguments(parser) -> None:
     with common.common_arguments(parser, workers=True, short_randomness="; --transport local only"):
-        parser.add_argument("--words", type=int, default=10, help="keywords (digit models, 2-10)")
-        parser.add_argument("--states", type=int, default=5, help="states per model (bundled: 5)")
+        parser.add_argument(
+            "--words", type=common.bounded(2, 10), default=10, help="keywords (digit models, 2-10)"
+        )
+        parser.add_argument(
+            "--states", type=common.bounded(1, 50), default=5, help="states per model (bundled: 5)"
+        )
         parser.add_argument(
             "--frames",
-            type=int,
+            type=common.bounded(0, 10_000),
             default=98,
             help="frames per utterance, padded or cut (98); 0: each utterance's own length",
         )
@@ -750,31 +754,7 @@ def add_arguments(parser) -> None:
             "circuits Bob garbles): its recursion; both: v2 and v1 side by side (v1 in the "
             "first mode only); none: the default alone",
         )
-        parser.add_argument("--transport", choices=("local", "tcp"), default="local")
-        parser.add_argument(
-            "--streams",
-            type=int,
-            default=1,
-            help="interleaved streams of the forward recursion in every run (the protocol's "
-            "default 1: the parties in strict turns)",
-        )
-        parser.add_argument(
-            "--overlap",
-            type=int,
-            default=2,
-            help="streams compared side by side against 1 (0 or 1: skip the comparison)",
-        )
-        parser.add_argument(
-            "--stream-repeats",
-            type=int,
-            default=3,
-            help="alternating runs of the --overlap comparison (0: skip it)",
-        )
-        parser.add_argument(
-            "--pin",
-            action="store_true",
-            help="--transport tcp: each party process on its own core (as two machines)",
-        )
+        _add_transport_arguments(parser)
         parser.add_argument(
             "--utterances",
             type=common.bounded(1, 250),
@@ -782,7 +762,10 @@ def add_arguments(parser) -> None:
             help="test utterances (default 1; the bundled test split has 250)",
         )
         parser.add_argument(
-            "--naive-frames", type=int, default=1, help="frames timed on the naive path"
+            "--naive-frames",
+            type=common.bounded(1, 1000),
+            default=1,
+            help="frames timed on the naive path",
         )
         parser.add_argument(
             "--all-scores",
@@ -790,6 +773,35 @@ def add_arguments(parser) -> None:
             help="also reveal every keyword's secure log-likelihood on every utterance (a "
             "second, forward-only run each) and report the largest relative error",
         )
+
+
+def _add_transport_arguments(parser) -> None:
+    """How the two parties talk: the transport, interleaved streams, pinned cores."""
+    parser.add_argument("--transport", choices=("local", "tcp"), default="local")
+    parser.add_argument(
+        "--streams",
+        type=common.bounded(1, 8),
+        default=1,
+        help="interleaved streams of the forward recursion in every run (the protocol's "
+        "default 1: the parties in strict turns)",
+    )
+    parser.add_argument(
+        "--overlap",
+        type=common.bounded(0, 8),
+        default=2,
+        help="streams compared side by side against 1 (0 or 1: skip the comparison)",
+    )
+    parser.add_argument(
+        "--stream-repeats",
+        type=common.bounded(0, 100),
+        default=3,
+        help="alternating runs of the --overlap comparison (0: skip it)",
+    )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="--transport tcp: each party process on its own core (as two machines)",
+    )
 
 
 def main(args) -> int:

@@ -55,9 +55,14 @@ def signed_bos_coster(bases, exps, modulus) -> mpz:
 def add_arguments(parser) -> None:
     """Options of ``smc-hmm bench lanes``."""
     with common.common_arguments(parser):
-        parser.add_argument("--terms", type=int, default=820, help="linear-combination terms")
         parser.add_argument(
-            "--rounds", type=int, default=7, help="interleaved timed rounds (median)"
+            "--terms", type=common.bounded(1, 100_000), default=820, help="linear-combination terms"
+        )
+        parser.add_argument(
+            "--rounds",
+            type=common.bounded(1, 1000),
+            default=7,
+            help="interleaved timed rounds (median)",
         )
 
 

@@ -27,13 +27,22 @@ release.  ``--jobs`` lanes (default 2) share the runs.
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from smc_hmm.bench.common import HIGHER, LOWER, BenchResult, Row, add_json_argument, finish
+from smc_hmm.bench.common import (
+    HIGHER,
+    LOWER,
+    BenchResult,
+    Row,
+    add_json_argument,
+    bounded,
+    bounded_float,
+    finish,
+    load_average,
+)
 
 SYNTHETIC_EPS = (1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0)
 SPEAKER_EPS = (3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0)
@@ -236,11 +245,8 @@ def _table(console, title: str, res: dict, as_accuracy: bool) -> None:
 
 
 def _load() -> str:
-    """The machine's 1-minute load average, for the record (timings on a busy machine)."""
-    try:
-        return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
-    except OSError:
-        return "load average unknown"
+    """The machine's load averages, for the record (timings on a busy machine)."""
+    return load_average()
 
 
 def _timing_rows(res: dict, jobs: int, limit: float | None = None) -> list[Row]:
@@ -279,16 +285,26 @@ def _eps_list(text: str | None, default) -> tuple[float, ...]:
 
 
 def _common_arguments(parser, runs: int, eps) -> None:
-    parser.add_argument("--runs", type=int, default=runs, help=f"perturbations per eps ({runs})")
+    parser.add_argument(
+        "--runs", type=bounded(1, 10_000), default=runs, help=f"perturbations per eps ({runs})"
+    )
     parser.add_argument(
         "--eps",
         metavar="E1,E2,...",
         help="noise parameters eps (default " + ",".join(f"{e:g}" for e in eps) + ")",
     )
-    parser.add_argument("--lam", type=float, default=0.01, help="lambda (default 0.01)")
-    parser.add_argument("--huber", type=float, default=0.5, help="Huber parameter h (0.5)")
-    parser.add_argument("--jobs", type=int, default=2, help="parallel lanes (default 2)")
-    parser.add_argument("--seed", type=int, default=0, help="INSECURE noise seed (0)")
+    parser.add_argument(
+        "--lam", type=bounded_float(1e-9, 1e6), default=0.01, help="lambda (default 0.01)"
+    )
+    parser.add_argument(
+        "--huber", type=bounded_float(1e-6, 10.0), default=0.5, help="Huber parameter h (0.5)"
+    )
+    parser.add_argument(
+        "--jobs", type=bounded(1, 256), default=2, help="parallel lanes (default 2)"
+    )
+    parser.add_argument(
+        "--seed", type=bounded(0, 2**63 - 1), default=0, help="INSECURE noise seed (0)"
+    )
     parser.add_argument(
         "--thesis",
         action="store_true",
@@ -312,13 +328,18 @@ def add_synthetic_arguments(parser) -> None:
     _common_arguments(parser, 100, SYNTHETIC_EPS)
     parser.add_argument(
         "--radius",
-        type=float,
+        type=bounded_float(1e-6, 1e6),
         default=8.0,
         help="public radius that scales the points into the unit ball (8)",
     )
-    parser.add_argument("--data-seed", type=int, default=44, help="seed of the data set (44)")
     parser.add_argument(
-        "--time-limit", type=float, default=600.0, help="the sweep's time target in seconds (600)"
+        "--data-seed", type=bounded(0, 2**63 - 1), default=44, help="seed of the data set (44)"
+    )
+    parser.add_argument(
+        "--time-limit",
+        type=bounded_float(1e-12, 86_400.0),
+        default=600.0,
+        help="the sweep's time target in seconds (600)",
     )
 
 
@@ -424,9 +445,9 @@ def run_speaker(args) -> BenchResult:
 
 
 def _main(run, title, as_accuracy, args) -> int:
-    from rich.console import Console
+    from smc_hmm.console import table_console
 
-    console = Console(width=max(120, Console().width))
+    console = table_console(120)
     result = run(args)
     res = result.extra["results"]
     _table(console, title.format(**res, runs=args.runs), res, as_accuracy)

@@ -67,7 +67,9 @@ GROWTH_SEED = 0
 
 def add_arguments(parser) -> None:
     with common.common_arguments(parser, workers=True):
-        parser.add_argument("--queries", type=int, default=3, help="timed queries per mode")
+        parser.add_argument(
+            "--queries", type=common.bounded(0, 1000), default=3, help="timed queries per mode"
+        )
         parser.add_argument(
             "--collection",
             default=None,
@@ -77,38 +79,57 @@ def add_arguments(parser) -> None:
         )
         parser.add_argument(
             "--recordings",
-            type=int,
+            type=common.bounded(1, 100_000),
             default=None,
             help="collection size (default: all of it; the bundled one has 200)",
         )
         parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
-        parser.add_argument("--stride", type=int, default=2, help="the approximate mode's stride")
+        parser.add_argument(
+            "--stride", type=common.bounded(2, 16), default=2, help="the approximate mode's stride"
+        )
         parser.add_argument(
             "--growth",
             default="50,100,200",
             help="collection sizes of the growth measurement ('' for none)",
         )
-        parser.add_argument("--sweep", type=int, default=0, help="queries of the equality sweep")
+        parser.add_argument(
+            "--sweep",
+            type=common.bounded(0, 10_000),
+            default=0,
+            help="queries of the equality sweep",
+        )
         parser.add_argument(
             "--sweep-key-bits",
-            type=int,
+            type=common.bounded(256, 8192),
             default=None,
             help="key size of the sweep (default: --key-bits)",
         )
-        parser.add_argument("--skip-accuracy", action="store_true", help="no plaintext accuracy")
-        parser.add_argument("--skip-speed", action="store_true", help="no timed queries")
-        parser.add_argument(
-            "--accuracy-queries", type=int, default=200, help="queries per SNR and kind (<= 200)"
-        )
-        parser.add_argument(
-            "--dask", action="store_true", help="Bob on a 2-worker LocalCluster too"
-        )
-        parser.add_argument(
-            "--extrapolate", type=int, default=10_000, help="recordings to extrapolate to (0: none)"
-        )
-        parser.add_argument(
-            "--cluster-workers", type=int, default=16, help="Bob's workers in the extrapolation"
-        )
+        _add_measurement_arguments(parser)
+
+
+def _add_measurement_arguments(parser) -> None:
+    """What is measured beside the timed queries: accuracy, Dask, the extrapolation."""
+    parser.add_argument("--skip-accuracy", action="store_true", help="no plaintext accuracy")
+    parser.add_argument("--skip-speed", action="store_true", help="no timed queries")
+    parser.add_argument(
+        "--accuracy-queries",
+        type=common.bounded(1, 200),
+        default=200,
+        help="queries per SNR and kind (<= 200)",
+    )
+    parser.add_argument("--dask", action="store_true", help="Bob on a 2-worker LocalCluster too")
+    parser.add_argument(
+        "--extrapolate",
+        type=common.bounded(0, 10_000_000),
+        default=10_000,
+        help="recordings to extrapolate to (0: none)",
+    )
+    parser.add_argument(
+        "--cluster-workers",
+        type=common.bounded(1, 4096),
+        default=16,
+        help="Bob's workers in the extrapolation",
+    )
 
 
 def _params(mode: str, stride: int) -> dict:

@@ -8,6 +8,8 @@ writes the rates that ``smc-hmm cost --rates`` reads.
 from __future__ import annotations
 
 from smc_hmm.bench.common import (
+    bounded,
+    bounded_float,
     check_key_bits,
     common_arguments,
     finish,
@@ -20,12 +22,15 @@ def add_arguments(parser) -> None:
     with common_arguments(parser, json_help="write the rates (input of `smc-hmm cost --rates`)"):
         parser.add_argument(
             "--scalar-bits",
-            type=int,
+            type=bounded(1, 4096),
             default=64,
             help="bits of scalars and multi-exponentiation weights",
         )
         parser.add_argument(
-            "--min-seconds", type=float, default=0.2, help="minimum timing per operation"
+            "--min-seconds",
+            type=bounded_float(0.001, 600.0),
+            default=0.2,
+            help="minimum timing per operation",
         )
 
 

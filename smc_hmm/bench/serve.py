@@ -51,6 +51,8 @@ from pathlib import Path
 import numpy as np
 
 from smc_hmm.bench.common import (
+    bounded,
+    bounded_float,
     check_key_bits,
     common_arguments,
     finish,
@@ -76,7 +78,7 @@ def _levels(clients: int) -> list[int]:
 def add_arguments(parser) -> None:
     parser.add_argument(
         "--clients",
-        type=int,
+        type=bounded(1, 256),
         default=4,
         help="concurrent clients: levels 1, 2, 4, ... up to N (--hostile: exactly N)",
     )
@@ -94,27 +96,40 @@ def add_arguments(parser) -> None:
         parser.add_argument(
             "--both", action="store_true", help="local process lanes, then a local Dask cluster"
         )
-        parser.add_argument("--utterances", type=int, default=2, help="sessions per client per run")
-        parser.add_argument("--frames", type=int, default=0, help="cut utterances (0: whole)")
-        parser.add_argument("--models", type=int, default=10, help="Bob's keyword models (2-10)")
-    hostile = parser.add_argument_group("attack (--hostile)")
+        parser.add_argument(
+            "--utterances", type=bounded(1, 250), default=2, help="sessions per client per run"
+        )
+        parser.add_argument(
+            "--frames", type=bounded(0, 10_000), default=0, help="cut utterances (0: whole)"
+        )
+        parser.add_argument(
+            "--models", type=bounded(2, 10), default=10, help="Bob's keyword models (2-10)"
+        )
+    _add_attack_arguments(parser.add_argument_group("attack (--hostile)"))
+
+
+def _add_attack_arguments(hostile) -> None:
+    """The options of ``--hostile``: the attack the clients' runs are measured under."""
     hostile.add_argument(
         "--hostile",
         action="store_true",
         help="the clients' run alone, then under attack by hostile connections",
     )
     hostile.add_argument(
-        "--hostile-count", type=int, default=200, help="hostile connections open at once"
+        "--hostile-count",
+        type=bounded(1, 10_000),
+        default=200,
+        help="hostile connections open at once",
     )
     hostile.add_argument(
         "--hostile-sources",
-        type=int,
+        type=bounded(1, 200),
         default=4,
         help="loopback addresses the attack comes from (127.0.0.2, ...)",
     )
     hostile.add_argument(
         "--hostile-pause",
-        type=float,
+        type=bounded_float(0.001, 3600.0),
         default=0.5,
         help="seconds a hostile connection waits before its next attack (mean)",
     )
@@ -123,10 +138,16 @@ def add_arguments(parser) -> None:
         help="comma-separated kinds of attack (default: the mixed load of smc_hmm.bench.hostile)",
     )
     hostile.add_argument(
-        "--settle", type=float, default=5.0, help="seconds of attack before the clients start"
+        "--settle",
+        type=bounded_float(0.0, 3600.0),
+        default=5.0,
+        help="seconds of attack before the clients start",
     )
     hostile.add_argument(
-        "--repeats", type=int, default=1, help="rounds of alone / under attack, alternating"
+        "--repeats",
+        type=bounded(1, 100),
+        default=1,
+        help="rounds of alone / under attack, alternating",
     )
     hostile.add_argument(
         "--decoy",
@@ -134,7 +155,10 @@ def add_arguments(parser) -> None:
         help="also a run while the same attack hits another server on this machine (a control)",
     )
     hostile.add_argument(
-        "--max-seconds", type=float, default=1800.0, help="the attack stops after this at most"
+        "--max-seconds",
+        type=bounded_float(1.0, 86_400.0),
+        default=1800.0,
+        help="the attack stops after this at most",
     )
 
 

@@ -64,11 +64,18 @@ CLAIM = "jackson"
 
 def add_arguments(parser) -> None:
     with common.common_arguments(parser, workers=True, short_randomness=""):
-        parser.add_argument("--frames", type=int, default=BENCHMARK_FRAMES, help="speed runs' T")
-        parser.add_argument("--repeats", type=int, default=3, help="timed runs per speed case")
+        parser.add_argument(
+            "--frames",
+            type=common.bounded(1, 10_000),
+            default=BENCHMARK_FRAMES,
+            help="speed runs' T",
+        )
+        parser.add_argument(
+            "--repeats", type=common.bounded(1, 100), default=3, help="timed runs per speed case"
+        )
         parser.add_argument(
             "--utterances",
-            type=int,
+            type=common.bounded(0, 1250),
             default=10,
             help="test utterances of the correctness sweep (0: none; 1250: all)",
         )

@@ -526,12 +526,15 @@ def add_arguments(parser) -> None:
     with common.common_arguments(parser, workers=True, short_randomness=""):
         parser.add_argument(
             "--recordings",
-            type=int,
+            type=common.bounded(0, 120),
             default=100,
             help="recordings of the secure == plaintext sweep (0: none; the bundled set has 120)",
         )
         parser.add_argument(
-            "--frames", type=int, default=250, help="the timed 3-digit recording: closest to this"
+            "--frames",
+            type=common.bounded(1, 10_000),
+            default=250,
+            help="the timed 3-digit recording: closest to this",
         )
         parser.add_argument("--keyword", default="seven", help="the timed keyword")
         parser.add_argument(

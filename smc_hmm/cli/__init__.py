@@ -22,10 +22,10 @@ and ``run(args) -> exit code``; the modules share :mod:`smc_hmm.cli.common` and 
 import one another.  Adding a command is one module and one line of :data:`COMMANDS`.
 
 Protocols, demos and benchmarks are plugins found through entry points
-(``smc_hmm.protocols``, ``smc_hmm.demos``, ``smc_hmm.benchmarks``; see
-``docs/adding-a-protocol.md``): a demo is ``fn(args, console) -> exit
-code``, a benchmark ``fn(args) -> exit code``; either may come with an
-``add_arguments(parser)`` (an attribute of the function or of its module)
+(``smc_hmm.protocols``, ``smc_hmm.demos``, ``smc_hmm.benchmarks``; see ``docs/adding-a-
+protocol.md``): a demo is ``fn(args, output) -> exit code`` (``output``:
+:class:`smc_hmm.cli.common.Output`), a benchmark ``fn(args) -> exit code``; either may
+come with an ``add_arguments(parser)`` (an attribute of the function or of its module)
 for its own options.
 
 Typed errors (:class:`~smc_hmm.errors.SmcHmmError`) print one line, without a
@@ -35,7 +35,10 @@ traceback, and exit with code 2.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import warnings
 from types import ModuleType
 
 from smc_hmm.cli import (
@@ -116,12 +119,44 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as one line on standard error, without the source line Python's default
+    format adds (``protocols/keyword.py:178: WeakerModeWarning: ...`` and the code)."""
+    print(f"smc-hmm: warning: {common.one_line(message)}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``smc-hmm`` console script; returns the exit code."""
+    """Entry point of the ``smc-hmm`` console script; returns the exit code.  As the
+    script (no ``argv``), an interrupt that comes after the command returned -- while the
+    interpreter joins worker processes and threads -- still says "interrupted" and exits
+    with code 130 (it used to die of the signal without a word)."""
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        code = _main(argv)
+    if argv is None:
+        signal.signal(signal.SIGINT, _interrupted_while_exiting)
+    return code
+
+
+def _interrupted_while_exiting(signum, frame) -> None:
+    """SIGINT after the command's result: every file is written and the output flushed,
+    so the process ends at once, with the line every interrupt prints."""
+    print("smc-hmm: interrupted", file=sys.stderr, flush=True)
+    os._exit(130)
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser(argv).parse_args(argv)
-        return COMMANDS[args.command].run(args)
+        code = COMMANDS[args.command].run(args)
+        common.write_stdout("")  # flush now: a reader gone by now is no error either
+        return code
+    except BrokenPipeError:  # standard output closed by its reader: the output ends there
+        if not common.stdout_closed():
+            raise  # another pipe (a peer's socket): not the end of our output
+        common.end_stdout()
+        return 0
     except SystemExit as e:  # argparse: usage errors (2) and --help (0)
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     except SmcHmmError as e:

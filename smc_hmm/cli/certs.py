@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import argparse
 
-from smc_hmm.certs import MAX_CERT_DAYS, check_days
 from smc_hmm.cli.common import console
 from smc_hmm.options import option_type
 
 HELP = "make a CA and per-party certificates for mutual TLS"
+
+
+#: the longest validity --days takes (smc_hmm.certs.MAX_CERT_DAYS, which checks it: this
+#: module imports smc_hmm.certs, and so the cryptography package, only when it runs)
+MAX_DAYS = 3650
+
+
+def _check_days(value: int, name: str) -> int:
+    from smc_hmm.certs import check_days
+
+    return check_days(value, name)
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -22,9 +32,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--days",
-        type=option_type(check_days, "--days", int),
+        type=option_type(_check_days, "--days", int),
         default=365,
-        help=f"validity in days (1 to {MAX_CERT_DAYS})",
+        help=f"validity in days (1 to {MAX_DAYS:,}: ten years)",
     )
     p.add_argument(
         "--force",

@@ -18,22 +18,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from smc_hmm.bench.common import KEY_FLAGS, check_key_bits
-from smc_hmm.crypto import MAX_KEY_BITS, generate_keypair
+from smc_hmm.console import console, end_stdout, stdout_closed, write_stdout
 from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError, WeakerModeWarning
-from smc_hmm.limits import DEFAULT_MAX_FRAMES
-from smc_hmm.options import check_output_path
+from smc_hmm.limits import DEFAULT_MAX_FRAMES, MAX_KEY_BITS
+from smc_hmm.options import check_output_path, option_type
 from smc_hmm.progress import status
 
 DEFAULT_DEMO = "keyword"
 DEMO_GROUP = "smc_hmm.demos"
 BENCH_GROUP = "smc_hmm.benchmarks"
-
-
-def console(stderr: bool = False):
-    """A rich console; tables adapt to the width (terminal, COLUMNS, else 80)."""
-    from rich.console import Console
-
-    return Console(stderr=stderr)
 
 
 def plugins(group: str) -> dict:
@@ -71,6 +64,74 @@ def write_json(path: str | None, data, out) -> None:
     out.print(f"wrote {path}")
 
 
+# -- the output convention of every command (docs/running.md, "Output") ------------------
+
+#: the keys every command's JSON report holds, whatever its own fields (docs/running.md,
+#: "Reports"): null where they do not apply (no plaintext answer against a serving Bob)
+REPORT_KEYS = ("command", "mode", "result", "plaintext", "agree", "cost")
+
+
+def make_report(command: str, mode, result, plaintext, agree, cost, **own) -> dict:
+    """A JSON report in the schema every command shares (:data:`REPORT_KEYS`), then the
+    command's own fields (which may repeat the answer under the names its docs use)."""
+    return {
+        "command": command,
+        "mode": mode,
+        "result": result,
+        "plaintext": plaintext,
+        "agree": agree,
+        "cost": cost,
+        **own,
+    }
+
+
+def add_json_argument(p, what: str = "the report and its cost") -> None:
+    """``--json PATH``, or ``--json -`` for the report alone on standard output."""
+    p.add_argument(
+        "--json",
+        metavar="PATH",
+        help=f"also write {what} as JSON to PATH; '-': print it on standard output instead "
+        "of the result lines",
+    )
+
+
+def check_json_path(path: str | None) -> None:
+    """``--json PATH`` must be writable (before any work); ``-`` is standard output."""
+    if path != "-":
+        check_output_path(path)
+
+
+class Output:
+    """One run's output by the convention of every command (docs/running.md, "Output"):
+    result lines on standard output (:meth:`line`), or with ``--json -`` the JSON report
+    alone; tables, progress, warnings and notes on standard error (:attr:`err`); every
+    file written before anything of the result is printed (:meth:`finish`).  A closed
+    standard output ends the output, not the run (:func:`console`)."""
+
+    def __init__(self, json_path: str | None = None) -> None:
+        self.json = json_path
+        self.out = console()
+        self.err = console(stderr=True)
+
+    def line(self, text: str) -> None:
+        """One result line on standard output (none with ``--json -``)."""
+        if self.json != "-":
+            self.out.print(text, soft_wrap=True)
+
+    def finish(self, report: dict | None, cost=None, lines=()) -> None:
+        """``--json PATH`` first, then ``cost``'s tables (a :class:`~smc_hmm.cost.CostReport`)
+        on standard error, then ``lines`` (or, with ``--json -``, ``report``) on standard
+        output."""
+        if self.json and self.json != "-" and report is not None:
+            write_json(self.json, report, self.err)
+        if cost is not None:
+            cost.render(self.err)
+        if self.json == "-" and report is not None:
+            write_stdout(json.dumps(report, indent=2, sort_keys=True) + "\n")
+        for text in lines:
+            self.line(text)
+
+
 def add_key_arguments(p, insecure_help: str = "tests and reproductions only") -> None:
     """``--key-bits``, ``--insecure`` and ``--allow-large-keys``, spelled alike everywhere;
     :func:`check_key_bits` applies them."""
@@ -92,6 +153,14 @@ def add_large_keys_argument(p) -> None:
 __all__ = [
     "BENCH_GROUP",
     "KEY_FLAGS",
+    "REPORT_KEYS",
+    "Output",
+    "add_json_argument",
+    "check_json_path",
+    "end_stdout",
+    "stdout_closed",
+    "make_report",
+    "write_stdout",
     "DEFAULT_DEMO",
     "DEMO_GROUP",
     "add_key_arguments",
@@ -105,11 +174,12 @@ __all__ = [
     "check_output_path",
     "connect",
     "console",
+    "frames_bound",
+    "frames_limit",
     "generate_keys",
     "given",
     "one_line",
     "plugins",
-    "print_report",
     "read_model_file",
     "resolve_entry",
     "run_against_server",
@@ -130,11 +200,22 @@ def one_line(exc: BaseException) -> str:
 # -- the commands that recognise one recording: keyword, speaker, spot, match --------
 
 
-def add_max_frames_argument(p, type=int) -> None:
-    """``--max-frames``: the public bound on the recording's length (as ``smc-hmm serve``)."""
+def frames_bound(n: int, name: str) -> int:
+    """``--max-frames``: a whole number of frames in [1, MAX_SEQUENCE_LENGTH]."""
+    from smc_hmm.limits import MAX_SEQUENCE_LENGTH, check_at_most
+
+    if n < 1:
+        raise InvalidInputError(f"{name} must be at least 1 frame")
+    return check_at_most("max_sequence_length", n, MAX_SEQUENCE_LENGTH, name)
+
+
+def add_max_frames_argument(p) -> None:
+    """``--max-frames``: the public bound on the recording's length (as ``smc-hmm serve``),
+    checked while parsing; the WAV file's duration is checked against it from its header
+    (:func:`frames_limit`) and its frames again once computed (:func:`check_frames`)."""
     p.add_argument(
         "--max-frames",
-        type=type,
+        type=option_type(frames_bound, "--max-frames", int),
         default=DEFAULT_MAX_FRAMES,
         help=f"the longest recording accepted, in 10 ms frames (default {DEFAULT_MAX_FRAMES:,}: "
         "30 s, as smc-hmm serve)",
@@ -180,6 +261,12 @@ def given(**options) -> dict:
     return {name: value for name, value in options.items() if value is not None}
 
 
+def frames_limit(args) -> str:
+    """``--max-frames`` as a refusal of a WAV file names it (the file's duration is
+    checked from its header against it before its samples are read)."""
+    return f"--max-frames {args.max_frames:,} (raise --max-frames to run it anyway)"
+
+
 def check_frames(args, frames, cost: str = "") -> None:
     """A public bound on the recording's length, before any key or protocol work;
     ``cost`` tells what a frame costs (appended to the advice)."""
@@ -200,6 +287,8 @@ def warn_insecure(args, out) -> None:
 def generate_keys(args, out):
     """Alice's Paillier key pair of ``--key-bits``, a progress line on ``out`` meanwhile
     (an insecure size was said in words by :func:`warn_insecure`, not as a warning)."""
+    from smc_hmm.crypto import generate_keypair
+
     with (
         status(out, f"generating a {args.key_bits}-bit Paillier key pair"),
         warnings.catch_warnings(),
@@ -279,14 +368,17 @@ def connect(args):
     return address, tls, name
 
 
-def run_against_server(args, out, connection, protocol: str, alice, expect, doing: str) -> dict:
+def run_against_server(
+    args, out, connection, protocol: str, alice, expect, doing: str, progress=None
+) -> dict:
     """Alice's session with the serving Bob of ``connection`` (:func:`connect`): the
     server's parameters apply and must match ``expect`` (checked before anything that
-    depends on ``alice`` is sent); a progress line ``doing`` on ``out`` meanwhile."""
+    depends on ``alice`` is sent); a progress line ``doing`` on ``out`` meanwhile, updated
+    by ``progress(spinner)`` (a :class:`~smc_hmm.progress.Progress`), if given."""
     from smc_hmm.runtime.client import run_client_session
 
     address, tls, name = connection
-    with status(out, f"{doing} with {args.server} as {name}"):
+    with status(out, f"{doing} with {args.server} as {name}") as spinner:
         return run_client_session(
             protocol,
             "alice",
@@ -299,6 +391,7 @@ def run_against_server(args, out, connection, protocol: str, alice, expect, doin
             insecure=args.insecure,
             timeout=args.timeout,
             expect=expect,
+            progress=None if progress is None else progress(spinner),
         )
 
 
@@ -315,13 +408,6 @@ def session_facts(args, frames, result: dict) -> dict:
 def agreement(same: bool) -> str:
     """How the secure decision compares with the plaintext one, as printed."""
     return "[green]agrees[/]" if same else "[red]DIFFERS[/]"
-
-
-def print_report(report: dict, path: str | None, extra: dict, out) -> None:
-    """The report as JSON on standard output (the result first), and with ``extra`` (the
-    cost) in ``path`` if given."""
-    sys.stdout.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
-    write_json(path, {**report, **extra}, out)
 
 
 def write_party_views(args, result, keypair, out) -> None:

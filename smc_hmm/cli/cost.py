@@ -13,8 +13,8 @@ import math
 from pathlib import Path
 
 from smc_hmm.cli import common
-from smc_hmm.crypto import MAX_KEY_BITS, MIN_KEY_BITS, check_key_bits
 from smc_hmm.errors import ConfigError, InvalidInputError
+from smc_hmm.limits import MAX_KEY_BITS, MIN_KEY_BITS
 from smc_hmm.progress import status
 
 HELP = "print a saved cost report; predict other key sizes and networks"
@@ -143,6 +143,8 @@ def check_numbers(args) -> None:
     """Every numeric option, before any table is printed: a key size the other commands
     accept, finite non-negative latency, finite positive bandwidth and input scale."""
     if args.bits is not None:
+        from smc_hmm.crypto import check_key_bits
+
         try:
             check_key_bits(
                 args.bits, insecure=True, allow_large=args.allow_large_keys, hints=common.KEY_FLAGS
@@ -162,9 +164,7 @@ def check_numbers(args) -> None:
 
 
 def run(args) -> int:
-    from smc_hmm.bench.common import throwaway_keypair
-    from smc_hmm.bench.rates import measure_rates
-    from smc_hmm.cost import CostModel, PrimitiveRates
+    from smc_hmm.cost import PrimitiveRates
 
     check_numbers(args)  # before anything is read or printed
     common.check_output_path(args.json)
@@ -196,41 +196,68 @@ def run(args) -> int:
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
             raise ConfigError(f"rates {args.rates} are not valid JSON: {e}") from None
     out = common.console()
+    tables = _tables(args, runs, out.width)  # a malformed report fails before any output
+    predictions = _predictions(args, runs, rates) if wants_model else []
+    if predictions:  # files first (docs/running.md, "Output")
+        data = {"rates": predictions[0]["rates"]}
+        if len(predictions) == 1:
+            data["prediction"] = predictions[0]["prediction"].to_dict()
+        else:
+            data["runs"] = [
+                {"run": p["run"], "label": p["label"], "prediction": p["prediction"].to_dict()}
+                for p in predictions
+            ]
+        common.write_json(args.json, data, common.console(stderr=True))  # the note: stderr
+    for label, run_tables in tables:
+        if label:
+            out.print(f"[bold]{label}[/]")
+        for table in run_tables:
+            out.print(table)
+    for p in predictions:
+        if p["label"] and len(runs) > 1:
+            out.print(f"[bold]{p['label']}[/]")
+        out.print(p["prediction"].table())
+    return 0
+
+
+def _tables(args, runs, width) -> list:
+    """(label, the tables of its report laid out for ``width``) of every run."""
+    out = []
     for _, label, report in runs:
         try:
-            tables = report.tables(out.width)
+            out.append((label, report.tables(width)))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
             where = f" ({label})" if label else ""
             raise ConfigError(
                 f"malformed cost report in {args.report}{where}: {type(e).__name__}: {e}"
             ) from e
-        if label:
-            out.print(f"[bold]{label}[/]")
-        for table in tables:
-            out.print(table)
-    if not wants_model:
-        return 0
+    return out
+
+
+def _predictions(args, runs, rates) -> list[dict]:
+    """The cost model's prediction of every run at the asked settings (rates measured
+    now at the report's key size unless ``--rates`` gave them)."""
+    from smc_hmm.bench.common import throwaway_keypair
+    from smc_hmm.bench.rates import measure_rates
+    from smc_hmm.cost import CostModel
+
     if rates is None:
         bits = runs[0][2].key_bits or 2048
-        with status(out, f"measuring primitive rates at {bits} bits"):
+        with status(common.console(stderr=True), f"measuring primitive rates at {bits} bits"):
             rates = measure_rates(*throwaway_keypair(bits))
     model = CostModel(rates)
-    predictions = []
-    for number, label, report in runs:
-        prediction = model.predict(
-            report,
-            bits=args.bits,
-            latency=(args.latency_ms or 0.0) / 1e3,
-            bandwidth=None if args.bandwidth_mbps is None else args.bandwidth_mbps * 1e6 / 8,
-            input_scale=args.input_scale or 1.0,
-        )
-        if label and len(runs) > 1:
-            out.print(f"[bold]{label}[/]")
-        out.print(prediction.table())
-        predictions.append({"run": number, "label": label, "prediction": prediction.to_dict()})
-    if len(predictions) == 1:
-        data = {"prediction": predictions[0]["prediction"], "rates": rates.to_dict()}
-    else:
-        data = {"runs": predictions, "rates": rates.to_dict()}
-    common.write_json(args.json, data, out)
-    return 0
+    return [
+        {
+            "run": number,
+            "label": label,
+            "rates": rates.to_dict(),
+            "prediction": model.predict(
+                report,
+                bits=args.bits,
+                latency=(args.latency_ms or 0.0) / 1e3,
+                bandwidth=None if args.bandwidth_mbps is None else args.bandwidth_mbps * 1e6 / 8,
+                input_scale=args.input_scale or 1.0,
+            ),
+        }
+        for number, label, report in runs
+    ]

@@ -1,8 +1,10 @@
 """``smc-hmm demo [NAME]``: run a registered demo in-process and print its cost table.
 
 Demos are plugins of the ``smc_hmm.demos`` entry-point group (the bundled ones live
-in the top-level ``demos`` package): ``fn(args, console) -> exit code``, optionally
-with an ``add_arguments(parser)`` for their own options.
+in the top-level ``demos`` package): ``fn(args, output) -> exit code``, optionally
+with an ``add_arguments(parser)`` for their own options; ``output`` is a
+:class:`smc_hmm.cli.common.Output`: result lines on standard output, tables and
+progress on its ``err`` console, the ``--json`` report through ``finish``.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def configure(p: argparse.ArgumentParser) -> None:
         default=None,
         help="seed inputs and keys (INSECURE, reproducible runs only)",
     )
-    p.add_argument("--json", metavar="PATH", help="also write the result and cost as JSON")
+    common.add_json_argument(p, "the result and cost")
     p.add_argument(
         "--views",
         metavar="DIR",
@@ -53,7 +55,7 @@ def run(args) -> int:
             "--seed draws keys from a non-cryptographic generator: add --insecure "
             "(reproducible runs only)"
         )
-    common.check_output_path(args.json)
+    common.check_json_path(args.json)
     if args.views and args.name != common.DEFAULT_DEMO:
         raise InvalidInputError(
             f"--views records the keyword demo's runs; the {args.name} demo does not (use "
@@ -61,4 +63,4 @@ def run(args) -> int:
         )
     check_output_dir(args.views, "--views")
     fn, _ = common.resolve_entry(common.DEMO_GROUP, "demo", args.name)
-    return int(fn(args, out) or 0)
+    return int(fn(args, common.Output(args.json)) or 0)

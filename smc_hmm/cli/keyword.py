@@ -15,21 +15,22 @@ serving Bob's own models are his secret).
 
 from __future__ import annotations
 
+import math
 import warnings
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from smc_hmm.cli import common
-from smc_hmm.compute import Compute
 from smc_hmm.errors import ConfigError, InvalidInputError, WeakerModeWarning
-from smc_hmm.hmm import log_likelihood
-from smc_hmm.limits import MAX_SEQUENCE_LENGTH
 from smc_hmm.options import TIMEOUT, WORKERS, check_output_dir, option_type
 from smc_hmm.progress import Progress, status
-from smc_hmm.protocol import find
+
+if TYPE_CHECKING:
+    import numpy as np
 
 HELP = "recognise the keyword of one WAV recording securely (Alice and Bob in-process)"
+#: the largest --margin, nats (the protocol's bound)
+MAX_MARGIN = 1000.0
 
 
 def configure(p) -> None:
@@ -50,6 +51,21 @@ def configure(p) -> None:
         "--mode given here must be it (checked before anything is sent)",
     )
     p.add_argument(
+        "--garbage",
+        metavar="background|none|LABEL",
+        default=None,
+        help="the reference a keyword must beat, else the answer is 'no keyword': background "
+        "(the default: a model of silence and noise, docs/speech-models.md), none (always "
+        "name a keyword) or the label of a model in --models; with --server the server's "
+        "applies, and one given here must be it",
+    )
+    p.add_argument(
+        "--margin",
+        type=option_type(_check_margin, "--margin"),
+        default=None,
+        help="nats by which a keyword must beat the --garbage model (default 0)",
+    )
+    p.add_argument(
         "--workers",
         type=WORKERS,
         default=None,
@@ -57,23 +73,57 @@ def configure(p) -> None:
     )
     common.add_key_arguments(p, "tests only")
     p.add_argument("--timeout", type=TIMEOUT, default=300.0, help="per-receive timeout, seconds")
-    common.add_max_frames_argument(p, option_type(_frames_bound, "--max-frames", int))
-    p.add_argument("--json", metavar="PATH", help="also write the decisions and cost as JSON")
+    common.add_max_frames_argument(p)
+    common.add_json_argument(p, "the decisions and cost")
     common.add_views_argument(p)
     common.add_server_arguments(p)
 
 
-def _frames_bound(n: int, name: str) -> int:
-    """``--max-frames``: a whole number of frames in [1, MAX_SEQUENCE_LENGTH]."""
-    from smc_hmm.limits import check_at_most
+def _check_margin(value: float, name: str) -> float:
+    if not (math.isfinite(value) and 0 <= value <= MAX_MARGIN):
+        raise ConfigError(f"{name} must be a number of nats in [0, {MAX_MARGIN:g}], got {value:g}")
+    return value
 
-    if n < 1:
-        raise InvalidInputError(f"{name} must be at least 1 frame")
-    return check_at_most("max_sequence_length", n, MAX_SEQUENCE_LENGTH, name)
+
+def _with_garbage(args, models, labels, pipeline):
+    """(models, labels, the garbage label or None) with ``--garbage``: the background model
+    derived from the pipeline appended (unless the models hold one), none, or a model of
+    ``--models`` named by its label."""
+    from smc_hmm.data.background import BACKGROUND_LABEL, background_model
+
+    choice = args.garbage or "background"
+    if choice == "none":
+        if args.margin:
+            raise InvalidInputError("--margin needs a --garbage model (background or a label)")
+        return models, labels, None
+    if choice == "background" and BACKGROUND_LABEL not in labels:
+        kind = getattr(models[0], "covariance_type", "diag")
+        background = background_model(pipeline, kind)
+        return [*models, background], [*labels, BACKGROUND_LABEL], BACKGROUND_LABEL
+    if choice not in labels:
+        raise InvalidInputError(
+            f"--garbage {choice}: no model of --models {args.models} is labelled so (its "
+            f"labels: {', '.join(labels)}); use background, none or one of them"
+        )
+    return models, labels, choice
+
+
+def _plain_decision(scores, labels, garbage, margin: float):
+    """The plaintext decision: the best keyword, or None where the garbage model comes
+    within ``margin`` nats of it (the protocol's rule)."""
+    keywords = [i for i, label in enumerate(labels) if label != garbage]
+    best = max(keywords, key=lambda i: scores[i])
+    if garbage is not None and scores[best] <= scores[labels.index(garbage)] + margin:
+        return None
+    return labels[best]
+
+
+def _said(keyword) -> str:
+    return "no keyword" if keyword is None else keyword
 
 
 def _stderr():
-    """Warnings go to stderr, so that stdout carries the result first."""
+    """Warnings, progress and tables go to stderr: stdout carries the result alone."""
     return common.console(stderr=True)
 
 
@@ -100,24 +150,26 @@ def _models(spec: str):
 
 
 def run(args) -> int:
-    """Recognise ``args.audio`` securely; print both decisions first (stdout), then the
-    cost tables; warnings go to stderr (one convention for every command)."""
+    """Recognise ``args.audio`` securely: files first (``--json``, ``--views``), the cost
+    tables and warnings on stderr, both decisions on stdout (one convention for every
+    command, docs/running.md)."""
     common.check_key_bits(args)
-    common.check_output_path(args.json)
+    common.check_json_path(args.json)
     if args.views:
         if args.server:
             raise InvalidInputError("--views records an in-process run; drop --server")
         check_output_dir(args.views, "--views")
+    output = common.Output(args.json)
     if args.server:
-        return _run_against_server(args, common.console())
-    return _run_in_process(args, common.console())
+        return _run_against_server(args, output)
+    return _run_in_process(args, output)
 
 
 def _features(args, pipeline) -> tuple[np.ndarray, str | None]:
     """Alice's frames of ``--audio``, and why it holds no speech (None if it may)."""
-    from smc_hmm.features import read_wav, speech_warning
+    from smc_hmm.features import speech_warning
 
-    samples = read_wav(args.audio, pipeline.sample_rate, pipeline.min_samples)
+    samples = pipeline.read_wav(args.audio, args.max_frames, common.frames_limit(args))
     return pipeline.features(samples), speech_warning(samples, pipeline.sample_rate)
 
 
@@ -131,48 +183,59 @@ def _warn_no_speech(args, problem, warn) -> None:
         warn.print(f"[yellow]warning: {args.audio}: {problem}; the result below means nothing[/]")
 
 
-def _run_in_process(args, console) -> int:
+def _run_in_process(args, output) -> int:
     """Alice and Bob in this process, one thread each."""
+    from smc_hmm.hmm import log_likelihood
+    from smc_hmm.protocol import find
+
     args.mode = args.mode or "private"
     protocol = find("keyword")
+    models, labels, pipeline = _models(args.models)
+    models, labels, garbage = _with_garbage(args, models, labels, pipeline)
+    settings = {"mode": args.mode, "garbage": garbage, "margin": args.margin or 0.0}
     with warnings.catch_warnings():  # fast mode: the warning is printed below, in words
         warnings.simplefilter("ignore", WeakerModeWarning)
-        params = protocol.params({"mode": args.mode})  # a bad mode fails before any work
-    warn = _stderr()
-    models, labels, pipeline = _models(args.models)
+        params = protocol.params(settings)  # a bad mode fails before any work
+    warn = output.err
     frames, problem = _features(args, pipeline)
     _check_length(args, frames)
     _check_models(args, models, frames)
     _warn_no_speech(args, problem, warn)
     common.warn_insecure(args, warn)
-    keypair = common.generate_keys(args, _stderr())
+    keypair = common.generate_keys(args, warn)
     scores = [log_likelihood(m, frames) for m in models]
-    plain = labels[int(np.argmax(scores))]
+    plain = _plain_decision(scores, labels, garbage, settings["margin"])
     if args.mode == "fast":
         warn.print(
             "[yellow]warning: fast mode reveals the order of all keywords' scores to Alice[/]"
         )
-    result, offline = _secure_run(args, protocol, params, keypair, frames, (models, labels))
-    secure = result["alice"]["keyword"]
-    console.print(
-        f"{args.audio}: secure decision [bold]{secure}[/] ({args.mode} mode, "
-        f"{result.elapsed:.1f} s online + {offline.seconds:.1f} s offline), plaintext decision "
-        f"{plain} ({common.agreement(secure == plain)})",
-        soft_wrap=True,
+    result, offline = _secure_run(
+        args, protocol, settings, params, keypair, frames, (models, labels)
     )
-    result.cost.render(console)
-    common.write_party_views(args, result, keypair, console)
-    if args.json:
-        report = {
-            "secure": {"keyword": secure},
-            "plaintext": {"keyword": plain, "log_likelihoods": dict(zip(labels, scores))},
-            "mode": args.mode,
-            "frames": len(frames),
-            "seconds": result.elapsed,
-            "offline_seconds": offline.seconds,
-            "cost": result.cost.to_dict(),
-        }
-        common.write_json(args.json, report, console)
+    secure = result["alice"]["keyword"]
+    common.write_party_views(args, result, keypair, output.err)
+    plaintext = {"keyword": plain, "log_likelihoods": dict(zip(labels, scores))}
+    report = common.make_report(
+        "keyword",
+        args.mode,
+        {"keyword": secure},
+        plaintext,
+        secure == plain,
+        result.cost.to_dict(),
+        secure={"keyword": secure},
+        audio=str(args.audio),
+        frames=len(frames),
+        seconds=result.elapsed,
+        offline_seconds=offline.seconds,
+        garbage=garbage,
+        margin=settings["margin"],
+    )
+    line = (
+        f"{args.audio}: secure decision [bold]{_said(secure)}[/] ({args.mode} mode, "
+        f"{result.elapsed:.1f} s online + {offline.seconds:.1f} s offline), plaintext decision "
+        f"{_said(plain)} ({common.agreement(secure == plain)})"
+    )
+    output.finish(report, result.cost, [line])
     return 0 if secure == plain else 1
 
 
@@ -191,7 +254,7 @@ def _check_models(args, models, frames) -> None:
         )
 
 
-def _secure_run(args, protocol, params, keypair, frames, keywords):
+def _secure_run(args, protocol, settings, params, keypair, frames, keywords):
     """The offline phase, then both roles in-process on the compute lanes, with progress
     lines; (the run's result, the offline phase)."""
     estimate = _cost_model_estimate(args, protocol, params, keypair, frames, keywords)
@@ -199,7 +262,7 @@ def _secure_run(args, protocol, params, keypair, frames, keywords):
         args,
         _stderr(),
         protocol,
-        {"mode": args.mode},
+        settings,
         params,
         frames,
         keywords,
@@ -227,6 +290,7 @@ def _cost_model_estimate(args, protocol, params, keypair, frames, keywords) -> f
     if len(frames) < ESTIMATE_FROM_FRAMES:
         return None
     from smc_hmm.bench.rates import measure_rates
+    from smc_hmm.compute import Compute
     from smc_hmm.cost.model import CostModel
 
     sample = frames[:ESTIMATE_SAMPLE_FRAMES]
@@ -247,32 +311,42 @@ def _cost_model_estimate(args, protocol, params, keypair, frames, keywords) -> f
     return seconds
 
 
-def _run_against_server(args, console) -> int:
+def _run_against_server(args, output) -> int:
     """Alice only, against a serving Bob; Bob's parameters (his mode) apply."""
     from smc_hmm.data import load_pipeline
 
     connection = common.connect(args)
-    warn = _stderr()
+    warn = output.err
     frames, problem = _features(args, load_pipeline())
     _check_length(args, frames)
     _warn_no_speech(args, problem, warn)
     common.warn_insecure(args, warn)
-    expect = None if args.mode is None else {"mode": args.mode}
+    expect = common.given(mode=args.mode, garbage=args.garbage, margin=args.margin) or None
     result = common.run_against_server(
-        args, _stderr(), connection, "keyword", frames, expect, "secure keyword recognition"
+        args,
+        warn,
+        connection,
+        "keyword",
+        frames,
+        expect,
+        "secure keyword recognition",
+        lambda spinner: Progress(spinner, "secure keyword recognition"),
     )
-    secure = result["output"]["keyword"]
-    console.print(
-        f"{args.audio}: secure decision [bold]{secure}[/] (session {result['session']} with "
-        f"{args.server}, {result['output']['mode']} mode, {result['elapsed']:.1f} s)",
-        soft_wrap=True,
+    secure, mode = result["output"]["keyword"], result["output"]["mode"]
+    report = common.make_report(
+        "keyword",
+        mode,
+        {"keyword": secure},
+        None,
+        None,
+        result["cost"],
+        secure={"keyword": secure},
+        audio=str(args.audio),
+        **common.session_facts(args, frames, result),
     )
-    if args.json:
-        report = {
-            "secure": {"keyword": secure},
-            "mode": result["output"]["mode"],
-            **common.session_facts(args, frames, result),
-            "cost": result["cost"],
-        }
-        common.write_json(args.json, report, console)
+    line = (
+        f"{args.audio}: secure decision [bold]{_said(secure)}[/] (session {result['session']} with "
+        f"{args.server}, {mode} mode, {result['elapsed']:.1f} s)"
+    )
+    output.finish(report, None, [line])
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from smc_hmm.cli.common import check_output_path, console, write_json
+from smc_hmm.cli.common import Output, add_json_argument, check_json_path
 from smc_hmm.options import TIMEOUT
 from smc_hmm.progress import status
 
@@ -20,25 +20,22 @@ def configure(p: argparse.ArgumentParser) -> None:
         default=None,
         help="kill every party after this many seconds (default: run.deadline)",
     )
-    p.add_argument("--json", metavar="PATH", help="write outputs and the merged cost as JSON")
+    add_json_argument(p, "the outputs and the merged cost")
 
 
 def run(args) -> int:
     from smc_hmm.runtime import launch, load_config
 
     config = load_config(args.config)
-    check_output_path(args.json)
-    out = console()
-    err = console(stderr=True)
+    check_json_path(args.json)
+    output = Output(args.json)
     with status(
-        err, f"running {len(config.parties)} parties of {config.protocol} as processes"
+        output.err, f"running {len(config.parties)} parties of {config.protocol} as processes"
     ) as shown:
         result = launch(config, timeout=args.timeout, progress=lambda msg: shown.update(msg))
-    for name, output in result.outputs.items():
-        out.print(
-            f"{name} (pid {result.pids[name]}, exit {result.returncodes[name]}): "
-            f"{json.dumps(output)}"
-        )
-    result.cost.render(out)
-    write_json(args.json, result.to_dict(), out)
+    lines = [
+        f"{name} (pid {result.pids[name]}, exit {result.returncodes[name]}): {json.dumps(value)}"
+        for name, value in result.outputs.items()
+    ]
+    output.finish(result.to_dict(), result.cost, lines)  # the file, the tables, the outputs
     return 0

@@ -5,12 +5,12 @@ Bob holds the collection -- the bundled 200 FSDD recordings (``--collection fsdd
 default), a folder of WAV files (any rate, music included) or an ``.npz`` collection --
 and the registered ``match`` protocol (``protocols/match.py``, found by name, so this
 module does not import the protocol package) runs both roles in-process, every
-randomizer drawn in an offline phase once the key is known.  The plaintext matcher's
-answer is computed locally beside the secure one, for comparison only.  The report (the
-secure and plaintext answers: recording id and offset, or null for "no match") is
-printed as JSON on standard output first, the cost tables after it; warnings and
-progress go to standard error.  ``--start`` and ``--seconds`` cut the snippet out of a
-longer recording.
+randomizer drawn in an offline phase once the key is known. The plaintext matcher's
+answer is computed locally beside the secure one, for comparison only. Both answers
+(recording id and offset, or "no match") are printed as one line on standard output
+(``--json -``: the JSON report instead); the cost tables, warnings and progress go to
+standard error (the convention of every command, docs/running.md). ``--start`` and
+``--seconds`` cut the snippet out of a longer recording.
 
 With ``--server HOST:PORT --certs DIR`` only Alice runs here, against a serving Bob
 (``smc-hmm serve`` with ``protocol = "match"``): she checks that the server matches in
@@ -25,13 +25,13 @@ from __future__ import annotations
 import math
 
 from smc_hmm.cli import common
-from smc_hmm.data.match import Collection, Spectrogram, match
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.options import TIMEOUT, WORKERS, option_type
-from smc_hmm.progress import status
-from smc_hmm.protocol import find
+from smc_hmm.progress import PhaseProgress, status
 
 HELP = "find which recording of a collection a snippet comes from, securely"
+#: Alice's phases in the match protocol, in order: her progress lines count them
+ALICE_PHASES = ("setup", "snippet", "unpack", "argmax")
 
 
 def _check_start(value: float, name: str) -> float:
@@ -43,6 +43,20 @@ def _check_start(value: float, name: str) -> float:
 def _check_seconds(value: float, name: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise ConfigError(f"{name} must be a duration > 0 seconds, got {value:g}")
+    return value
+
+
+#: the longest WAV file ``match`` reads unless told otherwise (songs included)
+DEFAULT_MAX_SECONDS = 600.0
+#: the longest it reads at all: an hour (28.8 M samples at 8 kHz, 230 MB as float64)
+MAX_SECONDS = 3600.0
+
+
+def _check_max_seconds(value: float, name: str) -> float:
+    if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
+        raise ConfigError(
+            f"{name} must be a duration in (0, {MAX_SECONDS:g}] seconds, got {value:g}"
+        )
     return value
 
 
@@ -79,10 +93,18 @@ def configure(p) -> None:
         help="no match unless the best window's normalised correlation beats this "
         "(default: the bundled data's calibrated threshold for the mode)",
     )
+    p.add_argument(
+        "--max-seconds",
+        type=option_type(_check_max_seconds, "--max-seconds"),
+        default=DEFAULT_MAX_SECONDS,
+        help="the longest WAV file read, the snippet's and every recording of a --collection "
+        f"folder, checked from its header before its samples are read (default "
+        f"{DEFAULT_MAX_SECONDS:g}: ten minutes)",
+    )
     p.add_argument("--workers", type=WORKERS, default=None, help="compute lanes per party")
     common.add_key_arguments(p, "tests only")
     p.add_argument("--timeout", type=TIMEOUT, default=600.0, help="per-receive timeout, seconds")
-    p.add_argument("--json", metavar="PATH", help="also write the report and cost as JSON")
+    common.add_json_argument(p)
     common.add_server_arguments(p)
 
 
@@ -106,14 +128,18 @@ def _answer(result, frame_seconds: float) -> dict:
 
 def run(args) -> int:
     common.check_key_bits(args)
-    common.check_output_path(args.json)
-    out = common.console(stderr=True)
+    common.check_json_path(args.json)
+    output = common.Output(args.json)
+    out = output.err
+    from smc_hmm.data.match import Collection, Spectrogram, match
+    from smc_hmm.protocol import find
+
     protocol = find("match")
     params = protocol.params(_params(args))  # bad parameters fail before any work
     spectrogram = Spectrogram()
-    frames = spectrogram.from_wav(args.audio, args.start, args.seconds)
+    frames = spectrogram.from_wav(args.audio, args.start, args.seconds, args.max_seconds)
     with status(out, f"reading the collection {args.collection}"):
-        collection = Collection.load(args.collection)
+        collection = Collection.load(args.collection, max_seconds=args.max_seconds)
     if collection.spectrogram != spectrogram:
         raise ConfigError(f"{args.collection} was made with other spectrogram parameters")
     plain = match(
@@ -125,28 +151,41 @@ def run(args) -> int:
     )
     common.warn_insecure(args, out)
     if args.server:
-        return _run_against_server(args, out, frames, plain, spectrogram.frame_seconds)
+        return _run_against_server(args, output, frames, plain, spectrogram.frame_seconds)
     result, offline_seconds = _secure_run(args, out, protocol, params, frames, collection)
     secure = _answer(result["alice"], spectrogram.frame_seconds)
     plaintext = _answer(plain, spectrogram.frame_seconds)
-    report = {
-        "audio": str(args.audio),
-        "collection": str(args.collection),
-        "recordings": len(collection),
-        "mode": args.mode,
-        "stride": params.pool,
-        "threshold": params.threshold_value(),
-        "frames": len(frames),
-        "candidates": result["alice"]["candidates"],
-        "secure": secure,
-        "plaintext": plaintext,
-        "agree": secure == plaintext,
-        "seconds": {"online": result.elapsed, "offline": offline_seconds},
-        "key_bits": args.key_bits,
-    }
-    common.print_report(report, args.json, {"cost": result.cost.to_dict()}, out)
-    result.cost.render(common.console())  # after the result, on standard output
+    report = common.make_report(
+        "match",
+        args.mode,
+        secure,
+        plaintext,
+        secure == plaintext,
+        result.cost.to_dict(),
+        audio=str(args.audio),
+        collection=str(args.collection),
+        recordings=len(collection),
+        stride=params.pool,
+        threshold=params.threshold_value(),
+        frames=len(frames),
+        candidates=result["alice"]["candidates"],
+        secure=secure,
+        seconds={"online": result.elapsed, "offline": offline_seconds},
+        key_bits=args.key_bits,
+    )
+    line = (
+        f"{args.audio}: secure {_said(secure)}; plaintext {_said(plaintext)} "
+        f"({common.agreement(secure == plaintext)})"
+    )
+    output.finish(report, result.cost, [line])
     return 0 if secure == plaintext else 1
+
+
+def _said(answer: dict) -> str:
+    """A match in words: the recording and the offset, or no match."""
+    if answer["match"] is None:
+        return "no match"
+    return f"[bold]{answer['match']}[/] at {answer['offset_seconds']:.2f} s"
 
 
 def _secure_run(args, out, protocol, params, frames, collection):
@@ -164,25 +203,41 @@ def _secure_run(args, out, protocol, params, frames, collection):
         f"secure matching: {len(frames)} frames against {len(collection)} recordings, "
         f"{args.mode} mode",
         meta={"audio": str(args.audio), "mode": args.mode},
+        progress=lambda spinner: {"alice": PhaseProgress(spinner, "secure matching", ALICE_PHASES)},
     )
     return result, offline.seconds
 
 
-def _run_against_server(args, out, frames, plain, frame_seconds: float) -> int:
+def _run_against_server(args, output, frames, plain, frame_seconds: float) -> int:
     """Alice only, against a serving Bob whose parameters must be the ones asked for."""
     connection = common.connect(args)
     result = common.run_against_server(
-        args, out, connection, "match", frames, _params(args), "secure matching"
+        args,
+        output.err,
+        connection,
+        "match",
+        frames,
+        _params(args),
+        "secure matching",
+        lambda spinner: PhaseProgress(spinner, "secure matching", ALICE_PHASES),
     )
-    report = {
-        "audio": str(args.audio),
-        "mode": args.mode,
-        "secure": _answer(result["output"], frame_seconds),
-        "plaintext_reference": {
-            "collection": str(args.collection),
-            **_answer(plain, frame_seconds),
-        },
+    secure = _answer(result["output"], frame_seconds)
+    reference = _answer(plain, frame_seconds)
+    report = common.make_report(
+        "match",
+        args.mode,
+        secure,
+        None,
+        None,
+        result["cost"],
+        audio=str(args.audio),
+        secure=secure,
+        plaintext_reference={"collection": str(args.collection), **reference},
         **common.session_facts(args, frames, result),
-    }
-    common.print_report(report, args.json, {"cost": result["cost"]}, out)
+    )
+    line = (
+        f"{args.audio}: secure {_said(secure)} (session {result['session']} with "
+        f"{args.server}); in {args.collection}: {_said(reference)}"
+    )
+    output.finish(report, None, [line])
     return 0

@@ -8,9 +8,19 @@ from __future__ import annotations
 
 import argparse
 
-from smc_hmm.options import WORKERS
+from smc_hmm.errors import ConfigError
+from smc_hmm.options import WORKERS, option_type
 
 HELP = "serve one protocol session per authenticated client (mutual TLS), until SIGTERM"
+
+
+def _at_least_one(value: int, name: str) -> int:
+    if value < 1:
+        raise ConfigError(
+            f"{name} must be at least 1, got {value}: it bounds the sessions run at once, "
+            "and 0 does not mean unlimited (docs/serving.md, 'Limits')"
+        )
+    return value
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -24,7 +34,12 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--workers", type=WORKERS, help="local lanes (default: [compute] workers, cores)"
     )
-    p.add_argument("--max-sessions", type=int, help="concurrent sessions ([serve] max_sessions)")
+    p.add_argument(
+        "--max-sessions",
+        type=option_type(_at_least_one, "--max-sessions", int),
+        help="sessions run at once, at least 1 ([serve] max_sessions; 0 does not mean "
+        "unlimited: every limit of a serving party is finite)",
+    )
     p.add_argument(
         "--when-busy", choices=("wait", "refuse"), help="excess clients wait or are refused"
     )

@@ -5,9 +5,10 @@ from the bundled pipeline, :mod:`smc_hmm.data.speakers`), Bob holds one GMM per 
 speaker and a UBM (the bundled five FSDD speakers by default, or a labelled model file),
 and the registered ``speaker`` protocol (``protocols/speaker.py``, found by name, so this
 module does not import the protocol package) runs both roles in-process.  The plaintext
-decision is computed locally beside the secure one, for comparison only; the result is
-printed as JSON on standard output first, the cost tables after it; warnings and progress
-go to standard error (the convention of every command).
+decision is computed locally beside the secure one, for comparison only; both decisions
+are printed as one line on standard output (``--json -``: the JSON report instead), the
+cost tables, warnings and progress on standard error (the convention of every command,
+docs/running.md).
 
 ``identify``: Alice learns the closest enrolled speaker, or null when the UBM beats every
 speaker by more than the margin (2 nats per frame by default): it names one of the N
@@ -32,20 +33,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from smc_hmm.cli import common
-from smc_hmm.compute import Compute
-from smc_hmm.data.speakers import (
-    SPEAKER_FEATURES,
-    UBM_LABEL,
-    decision,
-    load_speaker_models,
-    scores,
-    speaker_features_from_wav,
-)
 from smc_hmm.errors import ConfigError, InvalidInputError
-from smc_hmm.limits import MAX_SEQUENCE_LENGTH
 from smc_hmm.options import TIMEOUT, WORKERS, check_output_dir
-from smc_hmm.progress import status
-from smc_hmm.protocol import find
+from smc_hmm.progress import PhaseProgress, status
 
 HELP = "identify or verify the speaker of one WAV recording securely (GMMs and a UBM)"
 #: what identify's answer means, in its report (an unknown voice gets the closest name)
@@ -55,6 +45,8 @@ IDENTIFY_NOTE = (
     "verify --claim to accept or reject"
 )
 MODES = ("identify", "verify", "anonymous")
+#: Alice's phases in the speaker protocol, in order: her progress lines count them
+ALICE_PHASES = ("encrypt features", "emissions", "logsum", "scores", "decision")
 
 
 def configure(p) -> None:
@@ -76,7 +68,7 @@ def configure(p) -> None:
     common.add_key_arguments(p, "tests only")
     p.add_argument("--timeout", type=TIMEOUT, default=300.0, help="per-receive timeout, seconds")
     common.add_max_frames_argument(p)
-    p.add_argument("--json", metavar="PATH", help="also write the report and cost as JSON")
+    common.add_json_argument(p)
     common.add_views_argument(p)
     common.add_server_arguments(p)
 
@@ -86,6 +78,8 @@ def _params(args) -> dict:
 
 
 def _models(path: str | None):
+    from smc_hmm.data.speakers import UBM_LABEL, load_speaker_models
+
     if path is None:
         return load_speaker_models()
     from smc_hmm.hmm.io import load_models
@@ -117,92 +111,137 @@ def check_flags(args) -> None:
 
 
 def run(args) -> int:
+    from smc_hmm.data.speakers import (
+        SPEAKER_FEATURES,
+        UBM_LABEL,
+        decision,
+        scores,
+        speaker_features_from_wav,
+    )
+    from smc_hmm.protocol import find
+
     common.check_key_bits(args)
-    common.check_output_path(args.json)
+    common.check_json_path(args.json)
     check_flags(args)
     if args.views and args.server:
         raise InvalidInputError("--views records an in-process run; drop --server")
     check_output_dir(args.views, "--views")
-    out = common.console(stderr=True)
+    output = common.Output(args.json)
     protocol = find("speaker")
     params = protocol.params(_params(args))  # bad parameters fail before any work
-    frames = speaker_features_from_wav(args.audio)
-    if not 1 <= args.max_frames <= MAX_SEQUENCE_LENGTH:
-        raise InvalidInputError(f"--max-frames must be in [1, {MAX_SEQUENCE_LENGTH:,}]")
+    frames = speaker_features_from_wav(args.audio, args.max_frames, common.frames_limit(args))
     common.check_frames(args, frames)
     if args.server:
-        return _run_against_server(args, out, frames)
+        return _run_against_server(args, output, frames)
     models, labels = _models(args.models)
     if {m.n_features for m in models} != {SPEAKER_FEATURES}:
         raise InvalidInputError(f"speaker models must take {SPEAKER_FEATURES} features per frame")
     if args.claim is not None and (args.claim not in labels or args.claim == UBM_LABEL):
         speakers = ", ".join(x for x in labels if x != UBM_LABEL)
         raise InvalidInputError(f"--claim {args.claim}: not an enrolled speaker ({speakers})")
-    common.warn_insecure(args, out)
-    keypair = common.generate_keys(args, out)
+    common.warn_insecure(args, output.err)
+    keypair = common.generate_keys(args, output.err)
     sc = scores(models, frames)
     plain = decision(args.mode, sc, labels, params, len(frames), args.claim)
-    utterance = frames if args.claim is None else (frames, args.claim)
-    with (
-        Compute.processes(args.workers) as compute,
-        status(out, f"secure speaker {args.mode}: {len(frames)} frames, {len(models)} models"),
-    ):
-        result = common.run_in_process(
-            args,
-            protocol,
-            params,
-            utterance,
-            (models, labels),
-            keypair,
-            compute,
-            meta={"audio": str(args.audio), "mode": args.mode},
-            record_views=bool(args.views),
-        )
+    result = _secure_run(args, output.err, protocol, params, frames, (models, labels), keypair)
     if args.mode == "identify":
         secure, who = result["alice"]["speaker"], "alice"
     else:
         secure, who = result["bob"]["accept"], "bob"
     key = "speaker" if args.mode == "identify" else "accept"
-    report = {
-        "mode": args.mode,
-        "audio": str(args.audio),
-        "frames": len(frames),
-        "secure": {key: secure, "learned_by": who},
-        "plaintext": {key: plain, "log_likelihoods": dict(zip(labels, sc))},
-        "agree": secure == plain,
-        "seconds": result.elapsed,
-        "key_bits": args.key_bits,
+    common.write_party_views(args, result, keypair, output.err)
+    report = common.make_report(
+        "speaker",
+        args.mode,
+        {key: secure, "learned_by": who},
+        {key: plain, "log_likelihoods": dict(zip(labels, sc))},
+        secure == plain,
+        result.cost.to_dict(),
+        audio=str(args.audio),
+        frames=len(frames),
+        secure={key: secure, "learned_by": who},
+        seconds=result.elapsed,
+        key_bits=args.key_bits,
         **({"claim": args.claim} if args.claim is not None else {}),
         **({"note": IDENTIFY_NOTE.format(n=len(labels) - 1)} if args.mode == "identify" else {}),
-    }
-    common.print_report(report, args.json, {"cost": result.cost.to_dict()}, out)
-    result.cost.render(common.console())  # after the result, on standard output
-    common.write_party_views(args, result, keypair, out)
+    )
+    line = (
+        f"{args.audio}: secure {args.mode} [bold]{_said(args, secure)}[/] (learned by {who}), "
+        f"plaintext {_said(args, plain)} ({common.agreement(secure == plain)})"
+    )
+    output.finish(report, result.cost, [line])
     return 0 if secure == plain else 1
 
 
-def _run_against_server(args, out, frames) -> int:
+def _secure_run(args, out, protocol, params, frames, speakers, keypair):
+    """Both roles in this process on ``--workers`` lanes, with a progress line per phase
+    of Alice's on ``out``."""
+    from smc_hmm.compute import Compute
+
+    utterance = frames if args.claim is None else (frames, args.claim)
+    doing = f"secure speaker {args.mode}"
+    with (
+        Compute.processes(args.workers) as compute,
+        status(out, f"{doing}: {len(frames)} frames, {len(speakers[0])} models") as spinner,
+    ):
+        return common.run_in_process(
+            args,
+            protocol,
+            params,
+            utterance,
+            speakers,
+            keypair,
+            compute,
+            meta={"audio": str(args.audio), "mode": args.mode},
+            record_views=bool(args.views),
+            progress={"alice": PhaseProgress(spinner, doing, ALICE_PHASES)},
+        )
+
+
+def _said(args, decision) -> str:
+    """A decision in words: the speaker (identify) or the claim's outcome."""
+    if args.mode == "identify":
+        return decision if decision is not None else "nobody enrolled (the background wins)"
+    return f"{args.claim} {'accepted' if decision else 'rejected'}"
+
+
+def _run_against_server(args, output, frames) -> int:
     """Alice only, against a serving Bob: his parameters apply, and must be the mode (and
     the margin or threshold, if given) asked for here -- checked before anything that
     depends on the recording or the claim is sent."""
     connection = common.connect(args)
     utterance = frames if args.claim is None else (frames, args.claim)
     result = common.run_against_server(
-        args, out, connection, "speaker", utterance, _params(args), f"secure speaker {args.mode}"
+        args,
+        output.err,
+        connection,
+        "speaker",
+        utterance,
+        _params(args),
+        f"secure speaker {args.mode}",
+        lambda spinner: PhaseProgress(spinner, f"secure speaker {args.mode}", ALICE_PHASES),
     )
-    output = result["output"]
-    if output is not None and "speaker" in output:  # identify: Alice learned the label
-        secure = {**output, "learned_by": "alice"}
+    out = result["output"]
+    if out is not None and "speaker" in out:  # identify: Alice learned the label
+        secure = {**out, "learned_by": "alice"}
+        line = f"secure identify [bold]{_said(args, out['speaker'])}[/]"
     else:  # verify / anonymous: the decision went to the server
         secure = {"learned_by": "server", "recorded_by_server": result["records"]}
-        if output is not None:  # reveal_scores, for measurements
-            secure["scores"] = output.get("scores")
-    report = {
-        "mode": args.mode,
-        "audio": str(args.audio),
-        "secure": secure,
+        if out is not None:  # reveal_scores, for measurements
+            secure["scores"] = out.get("scores")
+        line = f"secure {args.mode} of the claim {args.claim}: the server learned the decision"
+    report = common.make_report(
+        "speaker",
+        args.mode,
+        secure,
+        None,
+        None,
+        result["cost"],
+        audio=str(args.audio),
+        secure=secure,
         **common.session_facts(args, frames, result),
         **({"claim": args.claim} if args.claim is not None else {}),
-    }
-    common.print_report(report, args.json, {"cost": result["cost"]}, out)
+    )
+    line = f"{args.audio}: {line} (session {result['session']} with {args.server})"
+    output.finish(report, None, [line])
     return 0

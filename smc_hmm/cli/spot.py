@@ -19,7 +19,6 @@ from smc_hmm.cli import common
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.options import TIMEOUT, WORKERS
 from smc_hmm.progress import Progress
-from smc_hmm.protocol import find
 
 HELP = "find where keywords occur in one WAV recording, securely (Alice and Bob in-process)"
 #: the bundled pipeline's hop: frame k is centred at k * HOP seconds
@@ -46,7 +45,8 @@ def configure(p) -> None:
     )
     common.add_key_arguments(p, "tests only")
     p.add_argument("--timeout", type=TIMEOUT, default=600.0, help="per-receive timeout, seconds")
-    p.add_argument("--json", metavar="PATH", help="also write the decisions and cost as JSON")
+    common.add_max_frames_argument(p)
+    common.add_json_argument(p, "the decisions and cost")
     common.add_server_arguments(p)
 
 
@@ -106,6 +106,16 @@ def plaintext(models, frames, keywords) -> dict:
     return out
 
 
+def _frames(args, pipeline):
+    """Alice's frames of ``--audio``; a file longer than ``--max-frames`` is refused from
+    its header, before its samples are read."""
+    frames = pipeline.features_from_wav(
+        args.audio, max_frames=args.max_frames, limit=common.frames_limit(args)
+    )
+    common.check_frames(args, frames)
+    return frames
+
+
 def _span(decision) -> str:
     if not decision["found"]:
         return "not found"
@@ -114,33 +124,32 @@ def _span(decision) -> str:
     return f"{a:.2f}-{b:.2f} s (frames {f0}-{f1})"
 
 
-def _stderr():
-    """Warnings and progress go to stderr: stdout carries the result first."""
-    return common.console(stderr=True)
-
-
 def run(args) -> int:
-    """Spot ``args.keyword`` in ``args.audio`` securely; print both decisions and the cost."""
+    """Spot ``args.keyword`` in ``args.audio`` securely: files first, the cost tables on
+    stderr, both decisions on stdout (docs/running.md, "Output")."""
     common.check_key_bits(args)
-    common.check_output_path(args.json)
+    common.check_json_path(args.json)
+    output = common.Output(args.json)
     if args.server:
-        return _run_against_server(args, common.console())
-    return _run_in_process(args, common.console())
+        return _run_against_server(args, output)
+    return _run_in_process(args, output)
 
 
-def _run_in_process(args, console) -> int:
+def _run_in_process(args, output) -> int:
+    from smc_hmm.protocol import find
+
     protocol = find("spot")
     models, pipeline = load_models(args.models)
     keywords = keywords_of(args, models)
     params = {"keywords": keywords}
     descriptor_params = protocol.params(params)  # bad parameters fail before any work
-    frames = pipeline.features_from_wav(args.audio)
-    common.warn_insecure(args, _stderr())
-    keypair = common.generate_keys(args, _stderr())
+    frames = _frames(args, pipeline)
+    common.warn_insecure(args, output.err)
+    keypair = common.generate_keys(args, output.err)
     plain = plaintext(models, frames, keywords)
     result, offline = common.run_with_offline_phase(
         args,
-        _stderr(),
+        output.err,
         protocol,
         params,
         descriptor_params,
@@ -152,34 +161,36 @@ def _run_in_process(args, console) -> int:
         progress=lambda spinner: {"alice": Progress(spinner, "secure keyword spotting")},
     )
     secure = result["alice"]
-    result.cost.render(console)
     agree = all(secure[k] == plain[k] for k in keywords)
-    for k in keywords:
-        console.print(
-            f"{args.audio}: [bold]{k}[/]: secure {_span(secure[k])}; plaintext "
-            f"{_span(plain[k])} ({common.agreement(secure[k] == plain[k])})",
-            soft_wrap=True,
-        )
-    console.print(
+    report = common.make_report(
+        "spot",
+        descriptor_params.direction,
+        secure,
+        plain,
+        agree,
+        result.cost.to_dict(),
+        audio=str(args.audio),
+        secure=secure,
+        keywords=keywords,
+        frames=len(frames),
+        seconds=result.elapsed,
+        offline_seconds=offline.seconds,
+    )
+    lines = [
+        f"{args.audio}: [bold]{k}[/]: secure {_span(secure[k])}; plaintext "
+        f"{_span(plain[k])} ({common.agreement(secure[k] == plain[k])})"
+        for k in keywords
+    ]
+    output.err.print(
         f"{len(frames)} frames, {result.elapsed:.1f} s online + {offline.seconds:.1f} s offline, "
         f"{result.cost.bytes_total:,} bytes",
         soft_wrap=True,
     )
-    if args.json:
-        report = {
-            "secure": secure,
-            "plaintext": plain,
-            "keywords": keywords,
-            "frames": len(frames),
-            "seconds": result.elapsed,
-            "offline_seconds": offline.seconds,
-            "cost": result.cost.to_dict(),
-        }
-        common.write_json(args.json, report, console)
+    output.finish(report, result.cost, lines)
     return 0 if agree else 1
 
 
-def _run_against_server(args, console) -> int:
+def _run_against_server(args, output) -> int:
     """Alice only, against a serving Bob whose ``[protocol] keywords`` are the ones asked."""
     from smc_hmm.data import load_pipeline
 
@@ -187,31 +198,36 @@ def _run_against_server(args, console) -> int:
     if "all" in keywords:
         raise InvalidInputError("with --server name the keywords the server spots")
     connection = common.connect(args)
-    frames = load_pipeline().features_from_wav(args.audio)
-    common.warn_insecure(args, _stderr())
+    frames = _frames(args, load_pipeline())
+    common.warn_insecure(args, output.err)
     result = common.run_against_server(
         args,
-        _stderr(),
+        output.err,
         connection,
         "spot",
         frames,
         {"keywords": keywords},
         "secure keyword spotting",
+        lambda spinner: Progress(spinner, "secure keyword spotting"),
     )
     secure = result["output"]
-    for k in keywords:
-        console.print(f"{args.audio}: [bold]{k}[/]: secure {_span(secure[k])}", soft_wrap=True)
-    console.print(
+    output.err.print(
         f"session {result['session']} with {args.server}: {len(frames)} frames, "
         f"{result['elapsed']:.1f} s",
         soft_wrap=True,
     )
-    if args.json:
-        report = {
-            "secure": secure,
-            "keywords": keywords,
-            **common.session_facts(args, frames, result),
-            "cost": result["cost"],
-        }
-        common.write_json(args.json, report, console)
+    report = common.make_report(
+        "spot",
+        "spotting",
+        secure,
+        None,
+        None,
+        result["cost"],
+        audio=str(args.audio),
+        secure=secure,
+        keywords=keywords,
+        **common.session_facts(args, frames, result),
+    )
+    lines = [f"{args.audio}: [bold]{k}[/]: secure {_span(secure[k])}" for k in keywords]
+    output.finish(report, None, lines)
     return 0

@@ -167,11 +167,18 @@ class Spectrogram:
         return np.maximum(mel, 0.0) ** self.exponent
 
     def from_wav(
-        self, path: str | Path, start: float | None = None, seconds: float | None = None
+        self,
+        path: str | Path,
+        start: float | None = None,
+        seconds: float | None = None,
+        max_seconds: float | None = None,
     ) -> np.ndarray:
         """The frames of a WAV file (any rate, resampled), or of its excerpt from ``start``
-        seconds lasting ``seconds``."""
-        signal = read_wav(path, self.sample_rate, self.win_length)
+        seconds lasting ``seconds``; a file holding more than ``max_seconds`` of audio is
+        refused from its header, before its samples are read."""
+        cap = None if max_seconds is None else math.floor(max_seconds * self.sample_rate)
+        limit = None if max_seconds is None else f"--max-seconds {max_seconds:g}"
+        signal = read_wav(path, self.sample_rate, self.win_length, cap, limit)
         if start is not None or seconds is not None:
             a = round(float(start or 0.0) * self.sample_rate)
             b = signal.size if seconds is None else a + round(float(seconds) * self.sample_rate)
@@ -471,8 +478,14 @@ class Collection:
         return self._ints[key]
 
     @classmethod
-    def from_folder(cls, folder: str | Path, spectrogram: Spectrogram | None = None) -> Collection:
-        """Every ``*.wav`` file of ``folder`` (sorted by name; the id is the file's stem)."""
+    def from_folder(
+        cls,
+        folder: str | Path,
+        spectrogram: Spectrogram | None = None,
+        max_seconds: float | None = None,
+    ) -> Collection:
+        """Every ``*.wav`` file of ``folder`` (sorted by name; the id is the file's stem);
+        one holding more than ``max_seconds`` of audio is refused from its header."""
         spectrogram = spectrogram or Spectrogram()
         folder = Path(folder)
         if not folder.is_dir():
@@ -480,7 +493,8 @@ class Collection:
         paths = sorted(p for p in folder.iterdir() if p.suffix.lower() == ".wav")
         if not paths:
             raise ConfigError(f"{folder} holds no .wav files")
-        return cls([p.stem for p in paths], [spectrogram.from_wav(p) for p in paths], spectrogram)
+        frames = [spectrogram.from_wav(p, max_seconds=max_seconds) for p in paths]
+        return cls([p.stem for p in paths], frames, spectrogram)
 
     @classmethod
     def from_npz(cls, path) -> Collection:
@@ -507,13 +521,14 @@ class Collection:
         return cls(ids, [flat[a:b] for a, b in zip(cuts[:-1], cuts[1:])], spec)
 
     @classmethod
-    def load(cls, spec: str | Path) -> Collection:
-        """``fsdd`` (the bundled collection), a folder of WAV files or an ``.npz`` file."""
+    def load(cls, spec: str | Path, max_seconds: float | None = None) -> Collection:
+        """``fsdd`` (the bundled collection), a folder of WAV files (each of at most
+        ``max_seconds`` of audio, if given) or an ``.npz`` file."""
         if str(spec) == "fsdd":
             return load_bundled_collection()
         path = Path(spec)
         if path.is_dir():
-            return cls.from_folder(path)
+            return cls.from_folder(path, max_seconds=max_seconds)
         if path.is_file():
             return cls.from_npz(path)
         raise ConfigError(

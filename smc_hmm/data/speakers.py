@@ -196,11 +196,17 @@ def speaker_features(features) -> np.ndarray:
     return x[:, :SPEAKER_FEATURES]
 
 
-def speaker_features_from_wav(path: str | Path) -> np.ndarray:
-    """Features of a WAV recording for the speaker models (the bundled pipeline)."""
+def speaker_features_from_wav(
+    path: str | Path, max_frames: int | None = None, limit: str | None = None
+) -> np.ndarray:
+    """Features of a WAV recording for the speaker models (the bundled pipeline); a file
+    of more than ``max_frames`` frames' worth of audio is refused from its header
+    (:meth:`smc_hmm.features.FeaturePipeline.read_wav`)."""
     from smc_hmm.data import load_pipeline
 
-    return speaker_features(load_pipeline().features_from_wav(path))
+    return speaker_features(
+        load_pipeline().features_from_wav(path, max_frames=max_frames, limit=limit)
+    )
 
 
 def mfcc_to_speaker_features(standardised_mfcc, pipeline) -> np.ndarray:

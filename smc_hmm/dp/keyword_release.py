@@ -70,12 +70,13 @@ def _recordings(directory: Path) -> list[Path]:
 
 
 def read_labelled_recordings(
-    directory: str | Path, skip_indices: Iterable[int] = range(5)
+    directory: str | Path, skip_indices: Iterable[int] = range(5), max_frames: int | None = None
 ) -> dict[str, list[np.ndarray]]:
     """Raw features per digit word of FSDD-named recordings (module docstring); a
-    recording that cannot be read or featurised is dropped, never an error."""
+    recording that cannot be read or featurised is dropped, never an error, and so is one
+    whose header says it holds more than ``max_frames`` frames' worth of audio (checked
+    before its samples are read: a public rule on each file alone)."""
     from smc_hmm.data import DIGIT_WORDS, load_pipeline
-    from smc_hmm.features import read_wav
 
     directory = Path(directory)
     if not directory.is_dir():
@@ -89,7 +90,7 @@ def read_labelled_recordings(
         if int(match[3]) in skip:
             continue
         try:
-            signal = read_wav(path, extractor.sample_rate, extractor.min_samples)
+            signal = extractor.read_wav(path, max_frames)
             features = extractor.extract(signal)
         except InvalidInputError:  # the public rule: an unreadable record is dropped
             continue
@@ -160,14 +161,18 @@ def read_labelled_features(
 
 
 def read_training_data(
-    path: str | Path, labels: Iterable[str] | None = None, skip_indices: Iterable[int] = range(5)
+    path: str | Path,
+    labels: Iterable[str] | None = None,
+    skip_indices: Iterable[int] = range(5),
+    max_frames: int | None = None,
 ) -> dict[str, list[np.ndarray]]:
     """Raw features per label from ``--data``: a directory of FSDD-named recordings
-    (:func:`read_labelled_recordings`, leaving out ``skip_indices``) or an ``.npz`` file
-    (:func:`read_labelled_features`, frames of the bundled pipeline's dimension)."""
+    (:func:`read_labelled_recordings`, leaving out ``skip_indices`` and recordings longer
+    than ``max_frames``) or an ``.npz`` file (:func:`read_labelled_features`, frames of the
+    bundled pipeline's dimension)."""
     path = Path(str(path))
     if path.is_dir():
-        return read_labelled_recordings(path, skip_indices)
+        return read_labelled_recordings(path, skip_indices, max_frames)
     if path.suffix.lower() == ".npz" and path.is_file():
         from smc_hmm.data import load_pipeline
 

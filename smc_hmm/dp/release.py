@@ -667,7 +667,9 @@ def _hmm_metadata(plan: _HmmRelease, result, kind, bound, skeleton_desc, label: 
         "mode": result.mode,
         "formal_guarantee": result.formal_guarantee,
         "guarantee": (
-            _guarantee(result, first, plan.max_length) if result.formal_guarantee else None
+            _guarantee(result, first, plan.max_length, plan.eps)
+            if result.formal_guarantee
+            else None
         ),
         "warnings": plan.warnings,
         "mechanism": "Laplace on expected counts (DP Baum-Welch, paper 000)",
@@ -694,7 +696,9 @@ def _hmm_metadata(plan: _HmmRelease, result, kind, bound, skeleton_desc, label: 
         "model_label": label,
     }
     if result.formal_guarantee:
-        meta["epsilon"] = result.epsilon
+        # the shares' exact sum never exceeds the request (baum_welch.within_budget): the
+        # guarantee is the eps asked for, not a float sum of its shares
+        meta["epsilon"] = plan.eps if result.epsilon <= plan.eps else result.epsilon
         meta["epsilon_requested"] = plan.eps
         meta["epsilon_per_iteration"] = dict(result.epsilons)
     else:  # the noise's calibration, never presented as a privacy level
@@ -743,13 +747,15 @@ def _release_warnings(every: bool, sampler: str, seeded: bool) -> list[str]:
     return out
 
 
-def _guarantee(result, first, max_length: int) -> dict:
-    """The privacy JSON's statement of what a formally DP release guarantees."""
+def _guarantee(result, first, max_length: int, requested: float) -> dict:
+    """The privacy JSON's statement of what a formally DP release guarantees: the eps
+    asked for, which the releases' spends never exceed (a float sum of them may read
+    0.9999999999999999)."""
     unit = f"one sequence of length <= {max_length}"
     relation = "added or removed" if result.neighbouring == "add_remove" else "replaced"
     return {
         "definition": "pure epsilon-differential privacy (delta = 0)",
-        "epsilon": result.epsilon,
+        "epsilon": requested if result.epsilon <= requested else result.epsilon,
         "neighbouring": f"{unit} {relation}",
         "composition": f"sequential over {result.n_noisy_iterations} noisy EM iteration(s)",
         "hardened_sampler": first.sampler in HARDENED_SAMPLERS,

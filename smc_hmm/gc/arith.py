@@ -90,10 +90,11 @@ def to_bits(values, bits: int) -> np.ndarray:
 
 def from_bits(bits, signed: bool = True) -> np.ndarray:
     """``(..., l)`` bits (least significant first) as integers (``signed``: two's
-    complement): int64 up to 63 bits, Python ints (object arrays) beyond."""
+    complement): int64 up to 62 bits, Python ints (object arrays) beyond (at 63 bits the
+    two's-complement correction 2^63 does not fit an int64)."""
     b = np.asarray(bits, dtype=np.uint8)
     l_bits = b.shape[-1]
-    if l_bits > 63:
+    if l_bits > 62:
         packed = np.packbits(b, axis=-1, bitorder="little")
         flat = [
             int.from_bytes(row.tobytes(), "little") for row in packed.reshape(-1, packed.shape[-1])

@@ -270,6 +270,7 @@ def run_client_session(
     wrap_transport=None,
     max_key_bits: int = MAX_KEY_BITS,
     expect: Mapping | None = None,
+    progress=None,
 ) -> dict[str, Any]:
     """One session against a serving party: ``{"output", "cost", "elapsed", "session",
     "params", "records"}`` (``records``: whether the server said it keeps a record of
@@ -281,7 +282,8 @@ def run_client_session(
     client's role sends anything).  ``role``: the client's
     role; if it holds the key pair, one of ``key_bits`` is generated (or
     ``keypair`` is used).  Every receive waits at most ``timeout`` seconds.
-    ``wrap_transport(transport)`` may wrap the connection (fault injection in tests).
+    ``wrap_transport(transport)`` may wrap the connection (fault injection in tests);
+    ``progress`` receives the client role's ``ctx.progress`` reports (progress lines).
     """
     descriptor = find(protocol)
     client_role = descriptor.role(role)
@@ -289,13 +291,9 @@ def run_client_session(
         keypair = _fresh_keypair(key_bits, insecure)
     start = time.perf_counter()
     transport, reply = connect(
-        server,
-        tls,
-        name,
-        server_name=server_name,
-        timeout=connect_timeout,
+        server, tls, name, server_name=server_name, timeout=connect_timeout,
         max_frame_bytes=max_frame_bytes,
-    )
+    )  # fmt: skip
     ledger = CostLedger(reply["you"])
     try:
         params = check_served(descriptor, reply, expect, server_name)
@@ -316,6 +314,7 @@ def run_client_session(
             ledger=ledger,
             min_key_bits=min(key_bits, 2048) if insecure else 2048,
             max_key_bits=max_key_bits,
+            progress=progress,
         )
         with ledger.running():
             output = ctx.run(client_role.run, private, params)
@@ -323,10 +322,15 @@ def run_client_session(
     except BaseException:
         close_quietly(transport)
         raise
+    return _session_result(output, ledger, time.perf_counter() - start, reply)
+
+
+def _session_result(output, ledger, elapsed: float, reply: Mapping) -> dict[str, Any]:
+    """What :func:`run_client_session` returns of one finished session."""
     return {
         "output": output,
         "cost": ledger.snapshot(),
-        "elapsed": time.perf_counter() - start,
+        "elapsed": elapsed,
         "session": reply["session"],
         "params": reply["params"],
         "records": reply.get("results") is True,

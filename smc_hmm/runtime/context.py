@@ -232,7 +232,12 @@ class PartyContext:
     # -- accounting -------------------------------------------------------------------
 
     def phase(self, name: str):
-        """``with ctx.phase("name"):`` -- time a phase (wall, CPU, compute vs waiting)."""
+        """``with ctx.phase("name"):`` -- time a phase (wall, CPU, compute vs waiting); a
+        runner's progress callback with a ``phase(name)`` method hears of it (the progress
+        of protocols whose steps are their phases, :class:`smc_hmm.progress.PhaseProgress`)."""
+        hook = getattr(self._progress, "phase", None)
+        if hook is not None:
+            hook(name)
         return self.ledger.phase(name)
 
     def count(self, op: str, k: int = 1) -> None:

@@ -55,6 +55,24 @@ def _last_line(path: Path) -> str:
     return lines[-1].strip() if lines else ""
 
 
+def _checked(config: RunConfig | str | Path) -> RunConfig:
+    """``config`` loaded, with a file of its own, its protocol known, its parameters
+    valid and every party a role in it (each party process checks the same after it
+    starts)."""
+    from smc_hmm.protocol import find
+
+    if not isinstance(config, RunConfig):
+        config = load_config(config)
+    if config.path is None:
+        raise ConfigError("launch needs a configuration file (every process reads it)")
+
+    descriptor = find(config.protocol)
+    params = descriptor.params(config.params)
+    for name, party in config.parties.items():
+        descriptor.assign(params, name, party.kind, party.role)
+    return config
+
+
 def launch(
     config: RunConfig | str | Path,
     *,
@@ -80,10 +98,7 @@ def launch(
     """
     import tempfile
 
-    if not isinstance(config, RunConfig):
-        config = load_config(config)
-    if config.path is None:
-        raise ConfigError("launch needs a configuration file (every process reads it)")
+    config = _checked(config)  # before any process starts: one line, not three failures
     limit = float(timeout if timeout is not None else config.deadline)
     if not limit > 0:
         raise InvalidInputError("timeout must be positive")

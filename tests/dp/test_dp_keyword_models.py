@@ -518,7 +518,8 @@ def test_release_command_then_keyword_command(tmp_path, capsys):
     assert main([*argv, "--insecure", "--json", str(report)]) == 0
     data = json.loads(report.read_text())
     assert data["secure"] == {"keyword": data["plaintext"]["keyword"]}
-    assert len(data["plaintext"]["log_likelihoods"]) == 10
+    scores = data["plaintext"]["log_likelihoods"]  # the ten labels and the background
+    assert len(scores) == 11 and data["garbage"] == "background"
 
 
 def test_release_command_errors(tmp_path, capsys):

@@ -792,3 +792,26 @@ def test_neighbouring_traces_release_the_same_public_shape(tmp_path, capsys, gra
         out.unlink()
     (shape,) = shapes  # one public shape for all twelve
     assert produced == 12 and shape[:3] == (3, 3, 1) and shape[4] == (1, 1, 1)
+
+
+@pytest.mark.parametrize("iterations", [3, 7, 13])
+def test_the_stated_epsilon_is_the_one_asked_for_never_a_float_above_it(tmp_path, iterations):
+    """eps 1 over 7 iterations was stated as "epsilon": 1.0000000000000002: OpenDP's
+    privacy map rounds outward and the shares were float quotients.  The scale is now
+    raised a float where needed and the shares lowered, so the releases' exact total
+    never exceeds the request, and the request is what is stated."""
+    from fractions import Fraction
+
+    from smc_hmm.cli import main
+
+    data = tmp_path / "d.json"
+    data.write_text(json.dumps([[0, 1, 2, 1, 0], [2, 2, 1, 0, 0]] * 5))
+    out = tmp_path / "m.npz"
+    argv = ["release", "hmm", "--data", str(data), "--eps", "1", "--max-length", "10",
+            "--symbols", "3", "--states", "2", "--iterations", str(iterations),
+            "--out", str(out), "--json", str(tmp_path / "s.json")]  # fmt: skip
+    assert main(argv) == 0
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["epsilon"] == 1.0 and summary["guarantee"]["epsilon"] == 1.0
+    spent = iterations * sum(Fraction(v) for v in summary["epsilon_per_iteration"].values())
+    assert spent <= 1

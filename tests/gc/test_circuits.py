@@ -270,3 +270,14 @@ def test_bad_arguments_are_typed_errors():
     g = garble(circuit, new_delta(rng), rng, np.zeros((0, 2), np.uint64))
     with pytest.raises(InvalidInputError):
         garbler_input_labels(g, np.zeros(9))
+
+
+@pytest.mark.parametrize("width", [8, 62, 63, 64, 70])
+def test_from_bits_reads_every_width_signed_and_unsigned(width):
+    """63 bits used to overflow (the two's-complement correction 2^63 is no int64): secure
+    Viterbi decoding of a categorical model reached it (smc_hmm.api)."""
+    values = [0, 1, -1, (1 << (width - 1)) - 1, -(1 << (width - 1))]
+    bits = np.array([[(v >> i) & 1 for i in range(width)] for v in values], dtype=np.uint8)
+    assert [int(v) for v in arith.from_bits(bits)] == values
+    unsigned = [v % (1 << width) for v in values]
+    assert [int(v) for v in arith.from_bits(bits, signed=False)] == unsigned

@@ -402,8 +402,10 @@ def test_a_serving_bob_matches_clients(tmp_path, capsys):
         argv = ["match", "--audio", str(tmp_path / "snippet.wav"), "--collection", str(folder),
                 "--threshold", "0.5", "--server", f"{host}:{port}", "--certs", certs,
                 "--name", "carol", "--key-bits", "512", "--insecure"]  # fmt: skip
-        assert main(argv) == 0
-        report, _ = json.JSONDecoder().raw_decode(capsys.readouterr().out)  # result first
+        assert main([*argv, "--json", "-"]) == 0
+        captured = capsys.readouterr()
+        report = json.loads(captured.out)  # --json -: the report alone
+        assert "secure matching: argmax (phase 4 of 4)" in captured.err  # progress
         assert report["secure"]["match"] == report["plaintext_reference"]["match"] == "rec2"
         assert main([*argv[:-2], "--mode", "approx", "--key-bits", "512", "--insecure"]) == 2
 

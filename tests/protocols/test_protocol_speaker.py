@@ -491,9 +491,9 @@ def test_a_serving_bob_identifies_clients(tmp_path, capsys):
         host, port = server.address
         argv = ["speaker", "identify", "--audio", str(tmp_path / "carol.wav"), "--server",
                 f"{host}:{port}", "--certs", str(tmp_path / "certs"), "--name", "carol",
-                "--key-bits", "512", "--insecure"]  # fmt: skip
+                "--key-bits", "512", "--insecure", "--json", "-"]  # fmt: skip
         assert main(argv) == 0
-        report, _ = json.JSONDecoder().raw_decode(capsys.readouterr().out)  # result first
+        report = json.loads(capsys.readouterr().out)  # --json -: the report alone
         assert report["session"] >= 3 and set(report["secure"]) >= {"speaker", "mode"}
 
 
@@ -575,8 +575,9 @@ def test_bench_speaker_shards_split_a_sweep_over_one_records_file(tmp_path, monk
 
 @pytest.mark.parametrize("mode", ["identify", "verify"])
 def test_speaker_command_prints_both_decisions_as_json(tmp_path, capsys, mode):
-    """smc-hmm speaker identify|verify --audio FILE.wav: JSON with the secure and the
-    plaintext decision (512-bit INSECURE keys)."""
+    """smc-hmm speaker identify|verify --audio FILE.wav: one result line on stdout, the
+    tables on stderr; --json PATH the JSON with the secure and the plaintext decision
+    (512-bit INSECURE keys)."""
     import json
 
     from smc_hmm.cli import main
@@ -587,9 +588,10 @@ def test_speaker_command_prints_both_decisions_as_json(tmp_path, capsys, mode):
     if mode == "verify":
         argv += ["--claim", "george"]
     assert main(argv) == 0
-    out = capsys.readouterr().out
-    report, end = json.JSONDecoder().raw_decode(out)  # the result first, on stdout
-    assert "cost per party" in out[end:]  # the tables after it
+    captured = capsys.readouterr()
+    assert len(captured.out.strip().splitlines()) == 1 and "agrees" in captured.out
+    assert "cost per party" in captured.err  # the tables on stderr
+    report = json.loads((tmp_path / "out.json").read_text())
     if mode == "identify":  # identify names the closest speaker, and says so
         assert "does not verify" in report["note"]
         views = tmp_path / "views"  # --views: what each party received
@@ -604,7 +606,7 @@ def test_speaker_command_prints_both_decisions_as_json(tmp_path, capsys, mode):
     key = "speaker" if mode == "identify" else "accept"
     assert report["agree"] and report["secure"][key] == report["plaintext"][key]
     assert report["secure"]["learned_by"] == ("alice" if mode == "identify" else "bob")
-    assert "cost" in json.loads((tmp_path / "out.json").read_text())
+    assert "parties" in report["cost"] and report["result"] == report["secure"]
     assert main(["speaker", "verify", "--audio", str(tmp_path / "voice.wav")]) == 2
 
 
@@ -772,9 +774,10 @@ def test_anonymous_command_verifies_the_claim(tmp_path, capsys):
     _wav(tmp_path / "voice.wav", seed=9)
     for claim in ("george", "theo"):
         argv = ["speaker", "anonymous", "--audio", str(tmp_path / "voice.wav"), "--claim",
-                claim, "--key-bits", "512", "--insecure", "--workers", "1"]  # fmt: skip
+                claim, "--key-bits", "512", "--insecure", "--workers", "1",
+                "--json", "-"]  # fmt: skip
         assert main(argv) == 0
-        report, _ = json.JSONDecoder().raw_decode(capsys.readouterr().out)  # result first
+        report = json.loads(capsys.readouterr().out)  # --json -: the report alone
         assert report["agree"] and report["claim"] == claim
         assert report["secure"]["learned_by"] == "bob"
         want = report["plaintext"]["log_likelihoods"]

@@ -196,7 +196,7 @@ def test_spot_command_prints_both_decisions_as_json(tmp_path, capsys):
     assert main(argv) == 0
     captured = capsys.readouterr()
     text = captured.out
-    assert "agrees" in text and "cost per party" in text
+    assert "agrees" in text and "cost per party" in captured.err
     # the recursion's progress, frames done of T, on standard error (never on stdout)
     assert "secure keyword spotting: recursion, frames 30/30" in captured.err
     assert "recursion, frames" not in text

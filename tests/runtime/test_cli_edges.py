@@ -511,6 +511,23 @@ def test_a_demo_that_cannot_write_its_json_says_so_in_one_line(argv, capsys):
         ("crypto", "--terms", "0"),
         ("eigenvector", "--cols", "10000000"),
         ("keyword", "--utterances", "5000"),
+        ("keyword", "--words", "11"),
+        ("keyword", "--frames", "100000"),
+        ("keyword", "--streams", "0"),
+        ("keyword", "--naive-frames", "1000000"),
+        ("speaker", "--frames", "0"),
+        ("speaker", "--utterances", "100000"),
+        ("serve", "--clients", "100000"),
+        ("serve", "--hostile-count", "0"),
+        ("serve", "--models", "11"),
+        ("aggregate", "--owners", "1"),
+        ("aggregate", "--splits", "100000000"),
+        ("match", "--recordings", "0"),
+        ("match", "--extrapolate", "100000000000"),
+        ("spot", "--recordings", "1000"),
+        ("spot", "--frames", "0"),
+        ("compare", "--batch", "0"),
+        ("lanes", "--terms", "100000000"),
     ],
 )
 def test_bench_sizes_are_bounded_while_parsing(capsys, bench, option, value):
@@ -525,6 +542,33 @@ def test_bench_sizes_are_bounded_while_parsing(capsys, bench, option, value):
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert f"argument {option}: must be an integer in [" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "bench,option,value,needle",
+    [
+        ("lmgmm-synthetic", "--runs", "0", "must be an integer in ["),
+        ("lmgmm-synthetic", "--lam", "nan", "must be a number in ["),
+        ("lmgmm-speaker", "--jobs", "100000", "must be an integer in ["),
+        ("dp-keyword", "--releases", "0", "must be an integer in ["),
+        ("dp-keyword", "--audit-eps", "inf", "must be a number in ["),
+        ("serve", "--hostile-pause", "-1", "must be a number in ["),
+        ("serve", "--max-seconds", "1e308", "must be a number in ["),
+        ("primitives", "--min-seconds", "0", "must be a number in ["),
+    ],
+)
+def test_bench_numbers_without_key_options_are_bounded_while_parsing(
+    capsys, bench, option, value, needle
+):
+    """The remaining benches' sizes, seeds, seconds and rates: one line naming the option
+    and its range, exit 2, nothing ran."""
+    try:
+        code = main(["bench", bench, option, value])
+    except SystemExit as exit_:
+        code = exit_.code
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"argument {option}: {needle}" in err and "Traceback" not in err
 
 
 def test_seed_and_insecure_warnings_go_to_stderr(tmp_path, capsys):

@@ -65,3 +65,44 @@ def test_bench_lanes_runs_with_small_options(tmp_path, capsys):
     assert all(r["ours"] > 0 for r in rows)
     assert rows[1]["baseline"] > 0 and rows[2]["baseline"] > 0
     assert "lanes benchmark, 512-bit keys" in capsys.readouterr().out
+
+
+def test_bench_tables_follow_columns_and_progress_goes_to_stderr(capsys, monkeypatch):
+    """The bench table was 150 columns whatever COLUMNS said, and its progress lines went
+    to standard output: now the table takes COLUMNS (or the terminal's width; 150 in a
+    file or a pipe) and the progress goes to standard error."""
+    from smc_hmm.bench.common import start
+    from smc_hmm.console import table_console
+
+    monkeypatch.setenv("COLUMNS", "90")
+    argv = ["bench", "forward", "--key-bits", "512", "--insecure", "--states", "2"]
+    assert main([*argv, "--symbols", "2", "--length", "3"]) == 0
+    captured = capsys.readouterr()
+    assert "forward benchmark" in captured.out and "... generating" in captured.err
+    assert max(len(line) for line in captured.out.splitlines()) <= 90
+    assert "..." not in captured.out
+    monkeypatch.delenv("COLUMNS")
+    assert table_console(150).width == 150  # not a terminal: the bench's own width
+    import argparse
+
+    args = argparse.Namespace(key_bits=512, insecure=True, allow_large_keys=False)
+    assert start(args, width=120)[0].width == 120
+
+
+def test_help_imports_no_heavy_module():
+    """``smc-hmm --help`` took 2.3 s importing every command's libraries (scipy, the
+    crypto layer, the DP classifiers, cryptography); the commands now import them when
+    they run, so the help needs none of them."""
+    code = (
+        "import contextlib, io, sys\n"
+        "from smc_hmm.cli import main\n"
+        "for argv in (['--help'], ['keyword', '--help'], ['release', 'lmgmm', '--help']):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        assert main(argv) == 0\n"
+        "heavy = ('scipy', 'smc_hmm.crypto', 'cryptography', 'gmpy2', 'smc_hmm.dp.lmgmm',\n"
+        "         'smc_hmm.data', 'smc_hmm.hmm', 'smc_hmm.runtime', 'rich', 'sklearn')\n"
+        "print(sorted({m for m in sys.modules if m.startswith(heavy)}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout

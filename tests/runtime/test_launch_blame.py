@@ -80,3 +80,23 @@ def test_a_stalled_party_is_blamed_not_its_last_warning(tmp_path):
         launch(path, timeout=60, env=env, grace=2.0)
     assert info.value.party == "bob"
     assert "stalled" in info.value.message and "warning" not in info.value.message
+
+
+def test_an_unknown_protocol_is_refused_before_any_process_starts(tmp_path, monkeypatch):
+    """launch started all three party processes before each of them refused an unknown
+    protocol; now the launcher refuses it (and bad parameters) first."""
+    import subprocess
+
+    from smc_hmm.errors import ConfigError
+
+    path = _config(tmp_path)
+    path.write_text(path.read_text().replace('protocol = "secure_sum"', 'protocol = "no_such"'))
+    started = []
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: started.append(a) or None)
+    with pytest.raises(ConfigError, match="unknown protocol 'no_such'"):
+        launch(path, timeout=60)
+    path = _config(tmp_path)
+    path.write_text(path.read_text().replace("length = 1", "length = -3"))
+    with pytest.raises(Exception, match="length"):
+        launch(path, timeout=60)
+    assert started == []

@@ -8,6 +8,7 @@ commands (``smc-hmm keyword --server``, ``smc-hmm party --role alice``)."""
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import ssl
 import threading
@@ -285,8 +286,13 @@ def test_keyword_command_against_a_server(setup, server, tmp_path, capsys):
     argv = ["keyword", "--audio", str(wav), "--server", f"{host}:{port}", "--certs", str(certs)]
     argv += ["--name", "alice", "--key-bits", "512", "--insecure", "--json", str(out)]
     assert main(argv) == 0, capsys.readouterr().err
+    # the recursion's progress, steps done of T, as in-process (it used to show one line)
+    assert re.search(
+        r"secure keyword recognition: forward recursion \d+/\d+", capsys.readouterr().err
+    )
     data = json.loads(out.read_text())
     assert data["secure"]["keyword"] in ("zero", "one", "two") and data["session"] >= 1
+    assert data["result"] == data["secure"] and data["plaintext"] is None and data["agree"] is None
     _wait_for(lambda: server.counts["ok"] == 1)
 
 
@@ -312,7 +318,9 @@ def test_party_alice_against_a_server(setup, server, tmp_path):
 
 
 def test_settings_are_validated(setup):
-    with pytest.raises(ConfigError):
+    # 0 sessions was refused as "must be >= 1", read by some as "0 means unlimited":
+    # the refusal now says it is a bound and that 0 is not unlimited
+    with pytest.raises(ConfigError, match="0 does not mean unlimited"):
         ServeSettings(max_sessions=0)
     with pytest.raises(ConfigError):
         ServeSettings(when_busy="maybe")
@@ -880,8 +888,10 @@ def test_the_speaker_command_checks_the_servers_mode_and_says_who_learned(tmp_pa
         assert "mode = 'anonymous' (asked for 'verify')" in err and "Traceback" not in err
         assert main(["speaker", "anonymous", "--claim", "theo", "--threshold", "1", *base]) == 2
         assert "threshold" in capsys.readouterr().err
-        assert main(["speaker", "anonymous", "--claim", "theo", *base]) == 0
-        report, _ = json.JSONDecoder().raw_decode(capsys.readouterr().out)  # result first
+        assert main(["speaker", "anonymous", "--claim", "theo", *base, "--json", "-"]) == 0
+        captured = capsys.readouterr()
+        report = json.loads(captured.out)  # --json -: the report alone
+        assert "secure speaker anonymous: decision (phase 5 of 5)" in captured.err
         assert report["secure"] == {"learned_by": "server", "recorded_by_server": False}
         assert report["claim"] == "theo" and report["mode"] == "anonymous"
 
@@ -931,3 +941,30 @@ def test_counts_agree_with_their_nouns():
 
     assert counted(1, "session") == "1 session" and counted(2, "session") == "2 sessions"
     assert counted(0, "client") == "0 clients" and counted(1200, "frame") == "1,200 frames"
+
+
+def test_serve_on_a_port_in_use_says_so_without_a_stopped_line(setup, capsys, caplog):
+    """``smc-hmm serve`` on a port already in use logged "bob stopped: {}" before its
+    error, as if it had served: now the error alone, one line, exit 2."""
+    from smc_hmm.cli import main
+
+    config, certs, _ = setup
+    bob = config.party("bob")
+    with socket.socket() as taken:
+        taken.bind((bob.host, bob.port))
+        taken.listen()
+        with caplog.at_level(logging.INFO, logger="smc_hmm.serve"):
+            code = main(["serve", "--role", "bob", "--config", str(certs.parent / "parties.toml")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "in use" in err and "Traceback" not in err
+    assert not [r for r in caplog.records if "stopped" in r.getMessage()]
+
+
+def test_max_sessions_zero_on_the_command_line_is_refused_in_words(capsys):
+    from smc_hmm.cli import main
+
+    assert main(["serve", "--role", "bob", "--config", "x.toml", "--max-sessions", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--max-sessions must be at least 1" in err and "not mean unlimited" in err
+    assert len(err.strip().splitlines()) == 1

@@ -215,3 +215,21 @@ def test_unwritable_out_even_as_root(tmp_path, monkeypatch):
     monkeypatch.setattr(certs_module.os, "open", full_disk)
     with pytest.raises(ConfigError, match=r"cannot write .*alice\.key: No space left"):
         make_certificates(tmp_path / "c", ["alice"])
+
+
+def test_a_tls_file_that_does_not_load_is_named_not_a_repr(tmp_path):
+    """A bad TLS file used to be reported as "cannot load TLS files TlsConfig(ca_cert=...,
+    cert=..., key=...): [X509: ...] ..."; now the message names the file and the reason."""
+    from smc_hmm.transport.tcp.tls import TlsConfig
+
+    certs = make_certificates(tmp_path / "certs", "alice,bob")
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate\n")
+    with pytest.raises(ConfigError) as info:
+        TlsConfig(junk, certs.certs["alice"], certs.keys["alice"]).client_context()
+    assert str(info.value).startswith(f"cannot load the CA certificate {junk}: ")
+    with pytest.raises(ConfigError) as info:
+        TlsConfig(certs.ca_cert, certs.certs["alice"], certs.keys["bob"]).server_context()
+    message = str(info.value)
+    assert f"certificate {certs.certs['alice']} with its key {certs.keys['bob']}" in message
+    assert "TlsConfig(" not in message and "[X509" not in message

@@ -18,6 +18,7 @@ from smc_hmm.cli.release.shared import warn
 from smc_hmm.dp.keyword_release import read_training_data, save_release
 from smc_hmm.dp.params import check_delta, check_epsilon
 from smc_hmm.errors import ConfigError
+from smc_hmm.limits import DEFAULT_MAX_FRAMES, MAX_SEQUENCE_LENGTH
 from smc_hmm.options import check_output_path, option_type
 
 __all__ = ["add_arguments", "release_command"]
@@ -73,11 +74,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="unit",
         help="released variances: none (unit, default), one tied vector, or per state",
     )
+    _add_data_arguments(a)
+
+
+def _add_data_arguments(a) -> None:
+    """Which records are read: the label set, the recordings left out, their length."""
     a(
         "--labels",
         metavar="A,B,...",
         help="the public label set, in model order (default: zero..nine, the bundled "
         "data's digit words); needed for an .npz with string labels",
+    )
+    a(
+        "--max-frames",
+        type=option_type(_frames, "--max-frames", int),
+        default=None,
+        help=f"recordings of a directory holding more audio than this many 10 ms frames "
+        f"are left out, from their header, before their samples are read (default "
+        f"{DEFAULT_MAX_FRAMES:,}: 30 s, as the recognition commands)",
     )
     a(
         "--skip-indices",
@@ -86,6 +100,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="recording indices left out of a directory (default 0-4: the public test "
         "split); 'none' keeps all",
     )
+
+
+def _frames(n: int, name: str) -> int:
+    if not 1 <= n <= MAX_SEQUENCE_LENGTH:
+        raise ConfigError(f"{name} must be from 1 to {MAX_SEQUENCE_LENGTH:,} frames, got {n}")
+    return n
 
 
 def _indices(text: str) -> range:
@@ -147,7 +167,8 @@ def release_command(args: argparse.Namespace, console, guarantee_path: Path) -> 
     labels = _labels(getattr(args, "labels", None))
     data_path = Path(str(args.data))
     skip = _indices(args.skip_indices) if data_path.is_dir() else range(0)
-    train = read_training_data(data_path, labels, skip)
+    max_frames = DEFAULT_MAX_FRAMES if args.max_frames is None else args.max_frames
+    train = read_training_data(data_path, labels, skip, max_frames)
     if labels is None:
         from smc_hmm.data import DIGIT_WORDS
 
@@ -179,6 +200,11 @@ def release_command(args: argparse.Namespace, console, guarantee_path: Path) -> 
         "metadata": str(guarantee_path),
         "training_utterances": "not released (only through the noisy counts)",
     }
+    if args.json:  # files first (docs/running.md, "Output")
+        try:
+            Path(args.json).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        except OSError as exc:
+            raise ConfigError(f"cannot write {args.json}: {exc.strerror or exc}") from exc
     if console is not None:
         if seeded:
             warn(console, "--seed: INSECURE seeded float noise (reproducible experiments only)")
@@ -193,9 +219,4 @@ def release_command(args: argparse.Namespace, console, guarantee_path: Path) -> 
             highlight=False,
             soft_wrap=True,
         )
-    if args.json:
-        try:
-            Path(args.json).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-        except OSError as exc:
-            raise ConfigError(f"cannot write {args.json}: {exc.strerror or exc}") from exc
     return 0

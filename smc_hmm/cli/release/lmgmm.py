@@ -55,7 +55,6 @@ from typing import Any
 import numpy as np
 
 from smc_hmm.cli.release.shared import warn
-from smc_hmm.dp.lmgmm.train import load_data
 from smc_hmm.dp.params import check_epsilon
 from smc_hmm.dp.release import check_out, read_array
 from smc_hmm.errors import ConfigError
@@ -202,6 +201,7 @@ def _public_training_data(args, n_classes: int, centre, centres, declared: dict[
     the public rules -- null records weighted 0, rows scaled into the unit ball, each
     record's component its class's nearest public centre."""
     from smc_hmm.dp.lmgmm import assign_components, into_unit_ball, public_records, training_data
+    from smc_hmm.dp.lmgmm.train import load_data
 
     rows, labels, file_dim = load_data(args.data)
     if file_dim is not None:

@@ -145,12 +145,16 @@ class Server:
         a client's burst of large frames goes back to the system when its session ends.
         """
         bound_allocator()
+        try:
+            self.start()
+        except BaseException:  # never served (a port in use): no "stopped" line
+            self._close_unstarted()
+            raise
         stop = threading.Event()
         previous = {}
         for sig in (signal.SIGTERM, signal.SIGINT):
             previous[sig] = signal.signal(sig, lambda *_: stop.set())
         try:
-            self.start()
             while not stop.wait(0.5):
                 pass
             log.info("%s: signal received, shutting down", self.party)
@@ -159,6 +163,12 @@ class Server:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         return 0
+
+    def _close_unstarted(self) -> None:
+        """Release what a server that never started holds (its own compute lanes)."""
+        if self._own_compute:
+            self.compute.close()
+        self._stopped.set()
 
     def __enter__(self) -> Server:
         return self.start()

@@ -136,7 +136,11 @@ class ServeSettings:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"serve.{name} must be a non-negative integer")
             if name != "max_waiting" and value < 1:
-                raise ConfigError(f"serve.{name} must be >= 1")
+                raise ConfigError(
+                    f"serve.{name} must be at least 1, got {value}: it is a bound, and 0 "
+                    "does not mean unlimited (every limit of a serving party is finite, "
+                    "docs/serving.md, 'Limits')"
+                )
         if self.max_frame_bytes > MAX_LENGTH:
             raise ConfigError(f"serve.max_frame_bytes must be at most {MAX_LENGTH}")
         if self.when_busy not in WHEN_BUSY:

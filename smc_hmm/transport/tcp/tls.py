@@ -32,9 +32,16 @@ class TlsConfig:
             ctx.check_hostname = False  # we check the party name ourselves (CN / SAN)
         try:
             ctx.load_verify_locations(cafile=str(self.ca_cert))
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"cannot load the CA certificate {self.ca_cert}: {_reason(exc)}"
+            ) from exc
+        try:
             ctx.load_cert_chain(certfile=str(self.cert), keyfile=str(self.key))
         except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(f"cannot load TLS files {self}: {exc}") from exc
+            raise ConfigError(
+                f"cannot load the certificate {self.cert} with its key {self.key}: {_reason(exc)}"
+            ) from exc
         return ctx
 
     def server_context(self) -> ssl.SSLContext:
@@ -42,6 +49,13 @@ class TlsConfig:
 
     def client_context(self) -> ssl.SSLContext:
         return self._context(ssl.PROTOCOL_TLS_CLIENT)
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a TLS file did not load, in words (not the exception's tuple)."""
+    if isinstance(exc, ssl.SSLError) and exc.reason:
+        return f"{exc.reason} ({exc.library or 'ssl'})"
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
 
 
 def cert_names(cert: dict | None) -> set[str]:
