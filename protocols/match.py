@@ -680,11 +680,19 @@ def comparisons(params: MatchParams, length: int, lengths) -> int:
     return len(candidates(lengths, length, params.pool))
 
 
+def phases(params: MatchParams, role: str) -> tuple[str, ...]:
+    """The ``ctx.phase`` names a role enters, in order (progress lines count them)."""
+    if role == "alice":
+        return ("setup", "snippet", "unpack", "argmax")
+    return ("setup", "scores", "argmax")
+
+
 PROTOCOL = ProtocolDescriptor(
     name=NAME,
     summary="private audio matching: Alice learns which of Bob's recordings holds her snippet",
     params=MatchParams.from_config,
     randomizers=randomizers_needed,
+    phases=phases,
     roles=(
         Role("alice", alice, kind="alice", holds_key=True, input="snippet", load=load_snippet),
         Role("bob", bob, kind="bob", input="collection", load=load_collection),

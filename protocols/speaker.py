@@ -1030,11 +1030,20 @@ def load_speakers(value, base):
     return models, labels
 
 
+def phases(params: SpeakerParams, role: str) -> tuple[str, ...]:
+    """The ``ctx.phase`` names a role enters, in order (progress lines count them)."""
+    if params.scoring == "max":
+        return ("setup", "emissions", "decision")
+    first = ("encrypt features",) if role == "alice" else ()
+    return (*first, "emissions", "logsum", "scores", "decision")
+
+
 PROTOCOL = ProtocolDescriptor(
     name=NAME,
     summary="secure speaker identification / verification with GMMs and a UBM (thesis 5.2.2)",
     params=SpeakerParams.from_config,
     randomizers=randomizers_needed,
+    phases=phases,
     roles=(
         Role("alice", alice, kind="alice", holds_key=True, input="utterance", load=load_utterance),
         Role("bob", bob, kind="bob", input="models", load=load_speakers),

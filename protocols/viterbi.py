@@ -1559,6 +1559,17 @@ def randomizers_needed(params: ViterbiParams, key_bits: int, inputs) -> dict[str
     return Plan(params, structure, len(data), key_bits).randomizers()
 
 
+def error_bound(params: ViterbiParams, key_bits: int, inputs) -> float:
+    """Nats: how far a revealed best-path score may lie from the plaintext one on
+    ``inputs`` (:func:`score_error_bound`, with the frames' own largest |x|)."""
+    holder = "bob" if params.model_holder == "bob" else "alice"
+    data = np.asarray(inputs["alice" if holder == "bob" else "bob"])
+    decoders = as_decoders(inputs[holder])
+    plan = Plan(params, Structure.of(decoders), len(data), key_bits)
+    feature_max = None if data.ndim == 1 else float(np.max(np.abs(data)))
+    return score_error_bound(decoders, plan, feature_max)
+
+
 def load_observations(value, base):
     """Observations from a config: symbols, frames (.npy/.json) or a WAV (bundled pipeline)."""
     if isinstance(value, str) and value.lower().endswith(".wav"):
@@ -1598,6 +1609,7 @@ PROTOCOL = ProtocolDescriptor(
     summary="secure Viterbi decoding: Alice learns the best path (or a segment), Bob nothing",
     params=ViterbiParams.from_config,
     randomizers=randomizers_needed,
+    error_bound=error_bound,
     roles=alice_and_bob(alice, bob, load_input),
 )
 

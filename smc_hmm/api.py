@@ -216,6 +216,25 @@ class SecureHMM:
         states = np.concatenate([np.asarray(out[0]["path"], dtype=int) for out in outputs])
         return math.fsum(out[0]["score"] for out in outputs), states
 
+    def decode_error_bound(self, X, lengths=None) -> float:
+        """Nats: how far :meth:`decode`'s log-probability may lie from the exact Viterbi
+        score of the same path (the default secure Viterbi rounds Alice's frames and Bob's
+        weights before its circuit: the protocol's ``error_bound``, summed over the
+        sequences).  Needs the model: in-process only."""
+        if self._bob is None:
+            raise ConfigError("the error bound needs the model: Bob's, on the server")
+        from smc_hmm.protocol import find
+
+        descriptor = find("viterbi")
+        params = {"output": "path", "reveal_score": True}
+        if self.feature_bound is not None:
+            params["feature_bound"] = float(self.feature_bound)
+        params = descriptor.params(params)
+        return math.fsum(
+            descriptor.error_bound(params, self.key_bits, {"alice": x, "bob": [self._bob]})
+            for x in split_sequences(self._bob, X, lengths)
+        )
+
     def _run(self, protocol: str, X, lengths, params: dict) -> list:
         model = None if self.server is not None else self._bob
         sequences = split_sequences(model, X, lengths)

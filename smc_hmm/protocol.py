@@ -120,6 +120,12 @@ class ProtocolDescriptor:
     #: in a run on ``inputs`` (role -> private input), from their public sizes only --
     #: what an offline phase precomputes once the key is known (None: not planned)
     randomizers: Callable[[Any, int, Mapping[str, Any]], dict[str, int]] | None = None
+    #: ``error_bound(params, key_bits, inputs)``: nats, how far a score the run reveals
+    #: may lie from the plaintext one on ``inputs`` (None: the protocol states none)
+    error_bound: Callable[[Any, int, Mapping[str, Any]], float] | None = None
+    #: ``phases(params, role)``: the role's ``ctx.phase`` names in the order a run enters
+    #: them (progress lines count them; None: not declared)
+    phases: Callable[[Any, str], tuple[str, ...]] | None = None
 
     def __post_init__(self):
         names = [r.name for r in self.roles]

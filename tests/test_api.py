@@ -58,7 +58,10 @@ def test_several_sequences_score_and_decode_as_hmmlearn():
     assert len(secure.cost) == 2  # one secure run per sequence
     log_prob, states = secure.decode(x, lengths)
     want_prob, want_states = model.decode(x, lengths)
-    assert log_prob == pytest.approx(want_prob, rel=1e-9)
+    # the default Viterbi rounds frames and weights before its circuit: within its bound
+    tolerance = secure.decode_error_bound(x, lengths)
+    assert 0 < tolerance < 1e-2
+    assert abs(log_prob - want_prob) <= tolerance
     assert np.array_equal(states, want_states)
 
 

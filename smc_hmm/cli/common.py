@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from smc_hmm.bench.common import KEY_FLAGS, check_key_bits
@@ -393,6 +393,20 @@ def run_against_server(
             expect=expect,
             progress=None if progress is None else progress(spinner),
         )
+
+
+def phases(protocol: str, params, role: str = "alice") -> tuple[str, ...]:
+    """The phases a role of ``protocol`` enters under ``params`` (a ``[protocol]`` table
+    or its parameters), as the protocol declares them: what progress lines count.  Against
+    a server whose parameters differ, a phase not listed is shown by name only."""
+    from smc_hmm.protocol import find
+
+    descriptor = find(protocol)
+    if descriptor.phases is None:
+        return ()
+    if isinstance(params, Mapping):
+        params = descriptor.params(params)
+    return tuple(descriptor.phases(params, role))
 
 
 def session_facts(args, frames, result: dict) -> dict:

@@ -30,8 +30,6 @@ from smc_hmm.options import TIMEOUT, WORKERS, option_type
 from smc_hmm.progress import PhaseProgress, status
 
 HELP = "find which recording of a collection a snippet comes from, securely"
-#: Alice's phases in the match protocol, in order: her progress lines count them
-ALICE_PHASES = ("setup", "snippet", "unpack", "argmax")
 
 
 def _check_start(value: float, name: str) -> float:
@@ -203,7 +201,9 @@ def _secure_run(args, out, protocol, params, frames, collection):
         f"secure matching: {len(frames)} frames against {len(collection)} recordings, "
         f"{args.mode} mode",
         meta={"audio": str(args.audio), "mode": args.mode},
-        progress=lambda spinner: {"alice": PhaseProgress(spinner, "secure matching", ALICE_PHASES)},
+        progress=lambda spinner: {
+            "alice": PhaseProgress(spinner, "secure matching", common.phases("match", {}))
+        },
     )
     return result, offline.seconds
 
@@ -219,7 +219,7 @@ def _run_against_server(args, output, frames, plain, frame_seconds: float) -> in
         frames,
         _params(args),
         "secure matching",
-        lambda spinner: PhaseProgress(spinner, "secure matching", ALICE_PHASES),
+        lambda spinner: PhaseProgress(spinner, "secure matching", common.phases("match", {})),
     )
     secure = _answer(result["output"], frame_seconds)
     reference = _answer(plain, frame_seconds)

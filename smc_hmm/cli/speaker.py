@@ -45,8 +45,6 @@ IDENTIFY_NOTE = (
     "verify --claim to accept or reject"
 )
 MODES = ("identify", "verify", "anonymous")
-#: Alice's phases in the speaker protocol, in order: her progress lines count them
-ALICE_PHASES = ("encrypt features", "emissions", "logsum", "scores", "decision")
 
 
 def configure(p) -> None:
@@ -194,7 +192,7 @@ def _secure_run(args, out, protocol, params, frames, speakers, keypair):
             compute,
             meta={"audio": str(args.audio), "mode": args.mode},
             record_views=bool(args.views),
-            progress={"alice": PhaseProgress(spinner, doing, ALICE_PHASES)},
+            progress={"alice": PhaseProgress(spinner, doing, common.phases("speaker", params))},
         )
 
 
@@ -219,7 +217,9 @@ def _run_against_server(args, output, frames) -> int:
         utterance,
         _params(args),
         f"secure speaker {args.mode}",
-        lambda spinner: PhaseProgress(spinner, f"secure speaker {args.mode}", ALICE_PHASES),
+        lambda spinner: PhaseProgress(
+            spinner, f"secure speaker {args.mode}", common.phases("speaker", _params(args))
+        ),
     )
     out = result["output"]
     if out is not None and "speaker" in out:  # identify: Alice learned the label

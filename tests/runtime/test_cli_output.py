@@ -164,9 +164,10 @@ def test_speaker_and_match_show_their_progress(tmp_path, capsys, name):
     """speaker and match showed one line for the whole run; now each phase of Alice's is
     a line on standard error with the phases begun of all and, from the second, the time
     left."""
-    from smc_hmm.cli import match, speaker
+    from smc_hmm.cli import common
 
-    phases = {"speaker": speaker.ALICE_PHASES, "match": match.ALICE_PHASES}[name]
+    params = {"mode": "identify"} if name == "speaker" else {}
+    phases = common.phases(name, params)
     argv = _commands(tmp_path)[name]
     assert main(argv) == 0
     captured = capsys.readouterr()
@@ -179,9 +180,10 @@ def test_speaker_and_match_show_their_progress(tmp_path, capsys, name):
 
 
 def test_the_declared_phases_are_the_protocols(tmp_path, keypair_512):
-    """The phases the progress lines count are Alice's phases in the protocols' own
-    ledgers (a protocol that renames one fails here, not silently in the lines)."""
-    from smc_hmm.cli import match, speaker
+    """The phases the progress lines count (each protocol's declared ``phases``) are each
+    role's phases in the protocols' own ledgers, in every scoring of speaker (a protocol
+    that renames one fails here, not silently in the lines)."""
+    from smc_hmm.cli import common
     from smc_hmm.data.match import Collection, Spectrogram
     from smc_hmm.data.speakers import load_speaker_models, speaker_features_from_wav
     from smc_hmm.protocol import find
@@ -197,8 +199,10 @@ def test_the_declared_phases_are_the_protocols(tmp_path, keypair_512):
             {"threshold": 0.5},
         ),
     }
-    for name, declared in (("speaker", speaker.ALICE_PHASES), ("match", match.ALICE_PHASES)):
+    cases = [("speaker", {}), ("speaker", {"scoring": "logsum"}), ("match", {})]
+    for name, extra in cases:
         alice, bob, params = runs[name]
+        params = {**params, **extra}
         result = run_protocol(
             find(name),
             params,
@@ -206,8 +210,9 @@ def test_the_declared_phases_are_the_protocols(tmp_path, keypair_512):
             keys={"alice": keypair_512},
             min_key_bits=512,
         )
-        phases = set(result.cost.to_dict()["parties"]["alice"]["phases"]) - {"other"}
-        assert phases == set(declared), name
+        for role in ("alice", "bob"):
+            phases = set(result.cost.to_dict()["parties"][role]["phases"]) - {"other"}
+            assert phases == set(common.phases(name, params, role)), (name, params, role)
 
 
 def test_phase_progress_counts_phases_and_estimates_the_time_left():
