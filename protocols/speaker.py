@@ -11,8 +11,9 @@ Roles and data:
 
 A GMM's utterance log-likelihood log P = sum_t log sum_m w_m N(x_t; mu_m, Sigma_m) is the
 forward algorithm of that HMM, so :func:`smc_hmm.hmm.log_likelihood` is the oracle.
-Frames are independent: every per-frame LOGSUM of the utterance runs in ONE batched round
-trip (``frames_per_round = 0``, the default; ``frames_per_round = 1`` is the
+Frames are independent, so there is no recursion: the default scores every frame in one
+pass of circuits, and the thesis's scoring runs every per-frame LOGSUM in ONE batched
+round trip (``frames_per_round = 0``; ``frames_per_round = 1`` is the
 one-round-per-frame baseline of the benchmark).
 
 Modes (public parameter ``mode``):
@@ -24,21 +25,47 @@ Modes (public parameter ``mode``):
   claim is *public*; hiding who is verified is what ``anonymous`` is for).  Bob learns
   only the bit [log P(x | claim) - log P(x | UBM) > ``threshold`` T]; Alice learns
   nothing (the application may tell her).  Only the claimed model and the UBM run.
-* ``anonymous`` -- the same bit for Alice's claimed speaker, the claim private: Alice
-  sends an encrypted one-hot selection over the enrolled speakers, every model runs and
-  every speaker is compared with the UBM, and Bob learns only
-  [log P(x | claim) - log P(x | UBM) > T], never which speaker was claimed (thesis 003,
-  5.2.2: "the user is correctly verified, but the system itself remains unaware of who
-  exactly was verified"; "keep all model types active at all times").  The decision rule
-  is ``verify``'s, bit for bit (``tests/protocols/test_protocol_speaker.py`` checks it on
-  every bundled test utterance and claim).
+* ``anonymous`` -- the same bit for Alice's claimed speaker, the claim private: every
+  model runs and every speaker is compared with the UBM, the claim selects one inside
+  the decision, and Bob learns only [log P(x | claim) - log P(x | UBM) > T], never which
+  speaker was claimed (thesis 003, 5.2.2: "the user is correctly verified, but the
+  system itself remains unaware of who exactly was verified"; "keep all model types
+  active at all times").  The decision rule is ``verify``'s, bit for bit.
 
-Protocol (every scale and bound below follows from public parameters; f =
-``log_scale``, fs = ``feature_scale``, R = ``blind_nats``; the LOGSUM's g, H and slot
-layout are its plan's, :mod:`protocols.stages.logsum`):
+Scoring (public parameter ``scoring``): ``max``, the default, scores a model by the sum
+over the frames of its best component's log-density (the Viterbi approximation of a
+GMM), everything nonlinear in circuits Bob garbles on inputs bound to what Alice
+decrypted (DESIGN.md section 11); ``logsum`` is the thesis's exact log-likelihood
+through blinded LOGSUM rounds that Alice decrypts (semi-honest).  Left unset it is
+``logsum`` where ``reveal_scores``, ``comparison = "dgk"`` or ``frames_per_round`` ask
+for the thesis's protocol, else ``max``.
+
+Protocol, ``scoring = "max"`` (``docs/garbled.md``, "Bound inputs" and "Mixture scores"):
 
 0. Alice -> Bob ``spk.key``; Bob -> Alice ``spk.spec``: the public sizes (d, components
    of each model, labels).  ``verify``: Alice -> Bob ``spk.claim`` (in clear).
+1. Alice -> Bob ``spk.length`` T; the garbled stage's setup (base OTs and the session's
+   OT pool, :mod:`protocols.stages.garbled`).
+2. The bound stage (:mod:`protocols.stages.bound`): Alice -> Bob ``bd.obs``, her packed
+   x and x^2 at ``bound_feature_scale`` bits; Bob -> Alice ``bd.values``, per frame and
+   component log w_m + log N(x_t; mu_m, Sigma_m) at the program's scale plus
+   2^(l-1) and a fresh uniform mask of l + sigma bits, and the frame's two MAC limbs;
+   Alice decrypts them; Bob -> Alice ``bd.key`` after her (padded) OT choices.
+3. The mixture stage (:mod:`protocols.stages.mixture`), circuits Bob garbles: each value
+   reconstructed from the two shares and clamped to [-2^K, 2^K) nats
+   (K = ``emission_clamp_bits``); per frame and model the best component, summed over
+   the frames; margin T (identify) or threshold T (verify, anonymous) added to the
+   UBM's sum; the decision: ``identify`` -- the winner's index to Alice; ``verify`` --
+   [UBM + T < claim] to Bob; ``anonymous`` -- the same for the speaker Alice's index bits
+   select in the circuit (an index past the speakers is a refused claim).  Every output
+   is ANDed with *ok*: the MAC check of her inputs and the check that each of her x^2
+   inputs is her x squared.
+
+Protocol, ``scoring = "logsum"`` (thesis 003, 5.2.2; f = ``log_scale``, fs =
+``feature_scale``, R = ``blind_nats``; the LOGSUM's g, H and slot layout are its plan's,
+:mod:`protocols.stages.logsum`):
+
+0. As above.
 1. Alice -> Bob ``spk.length`` T and ``spk.obs``: x_ti and x_ti^2 at fs bits, the frames
    of a group packed into the slots of one ciphertext (:mod:`protocols.stages.emissions`:
    20 frames per 2048-bit ciphertext), 2d ciphertexts per group.
@@ -61,32 +88,42 @@ layout are its plan's, :mod:`protocols.stages.logsum`):
    Bob -> Alice ``spk.scores`` E(log P_r); Alice then also learns every log P_r.)
 5. The decision stage (:mod:`protocols.decision`), by default one circuit Bob garbles
    on shares of the scores (``comparison = "garbled"``; the ``dgk`` mode runs the
-   thesis's DGK comparisons): ``identify``: Bob adds margin T 2^s to the UBM's score and
-   the winner's label goes to Alice (ties: the lowest index; dgk: a random tied one).
-   ``verify``: the bit [v_UBM + threshold T 2^s < v_claim] goes to Bob.  ``anonymous``:
-   the decision stage's ``claimed`` rule: Alice's claim enters the circuit as her index
-   bits over the K enrolled speakers (label order, the UBM left out), padded by the OT
-   pool's secret bits, and the circuit selects v_claim there; the bit
-   [v_UBM + T 2^s < v_claim] goes to Bob.  An index past the enrolled speakers is a
-   refused claim.  (dgk: Alice -> Bob ``spk.select`` E(c_k), c one-hot; one batched
-   comparison of the K pairs whose bits stay encrypted; one batched secure
-   multiplication E(b_k c_k), summed by Bob to E(b_claim), revealed to him.)
+   thesis's DGK comparisons), with the rules of step 3 above.  (dgk, anonymous: Alice ->
+   Bob ``spk.select`` E(c_k), c one-hot; one batched comparison of the K pairs whose bits
+   stay encrypted; one batched secure multiplication E(b_k c_k), summed by Bob to
+   E(b_claim), revealed to him.)
 
-Who learns what (semi-honest Alice and Bob, not colluding; Alice may choose her frames):
+Who learns what, ``scoring = "max"`` (either party may deviate from the protocol):
+
+* Alice decrypts only uniform values: each masked log-density is y = v + 2^(l-1) + r,
+  r uniform on [0, 2^(l+sigma)), within statistical distance 2^-sigma (sigma = 40) of
+  uniform whatever v, and each MAC limb carries its own fresh mask of sigma bits over
+  its range.  Whatever she sends (x^2 that is not x squared, values out of range,
+  shifted shares, forged labels), the circuit either computes the declared function of
+  some admissible input or outputs ok = 0: a forged input passes the MAC with
+  probability at most 3/p (p = 2^61 - 1, :data:`~protocols.stages.bound.SOUNDNESS`).
+  She learns her label (identify) or nothing (verify, anonymous), so over n sessions at
+  most n log2(S + 1) bits of Bob's models (S speakers, "none" the extra answer), which
+  ``smc-hmm serve`` bounds per client certificate.  She cannot force verify's or
+  anonymous's bit: its output labels are Bob's to decode and she cannot forge them.
+* Bob sees ciphertexts under Alice's key, OT messages and her padded choices, and the
+  public sizes; the claim in ``verify``; the bit in ``verify`` and ``anonymous`` (0 also
+  when ok is 0: he cannot tell a refused input from a rejected claim).  Her claim in
+  ``anonymous`` reaches him only as padded OT choices.  A Bob who deviates (wrong
+  tables, labels or MAC corrections) learns at most whether she aborts: every check of
+  hers whose outcome depends on her data is deferred to after her last message.
+* Ties: the circuit compares the scores at the program's scale; an exact tie in
+  ``identify`` goes to the lowest index, a score exactly at the threshold is rejected.
+
+Who learns what, ``scoring = "logsum"`` (semi-honest Alice and Bob, not colluding; Alice
+may choose her frames):
 
 * Bob sees only ciphertexts under Alice's keys (Paillier, DGK) and the public sizes
   (d, T, the number of models and components, the mode, the labels); in ``verify`` the
-  claimed identity; in ``verify`` and ``anonymous`` the decision bit.  In
-  ``anonymous`` the claim reaches him only as padded OT choices (dgk: E(one-hot)): his
-  frames are the same whichever speaker is claimed (the transcript tests), so he learns
-  the bit and nothing about who was verified beyond what the bit itself says.  Adversary
-  model of ``anonymous`` and ``verify``: in the garbled default the bit comes out of the
-  circuit as labels Alice cannot forge, and her claim can only select an enrolled
-  speaker or be refused; she can still enter shares of the scores other than hers,
-  which shifts what the circuit compares (the binding of her inputs is not built yet:
-  ``docs/security.md``).  In the dgk mode the selection is assumed one-hot and an Alice
-  who deviates inside the multiplication or the comparisons can make the bit anything
-  (:mod:`protocols.decision`, ``claimed``).
+  claimed identity; in ``verify`` and ``anonymous`` the decision bit.  A client who
+  deviates can force the bit (a fake x^2 ciphertext or a shifted score share is
+  accepted: the controls of ``tests/protocols/test_bound_stage.py``), and in the dgk
+  mode the selection is assumed one-hot (:mod:`protocols.decision`, ``claimed``).
 * Alice learns the public sizes and, per frame t, model r and component m: (a) y_trm,
   the component's log-density plus a fresh smooth blind of width R, and (b) per frame
   and model L_tr + b_tr to 2^-``precision_bits`` relative, b_tr carrying the fresh
@@ -95,18 +132,19 @@ Who learns what (semi-honest Alice and Bob, not colluding; Alice may choose her 
   values d apart (I = 41.06 / R^2 the blind's Fisher information).  A client who repeats
   a frame k times (in one session or many) estimates a component's log-density to no
   better than R / (6.4 sqrt(k)) nats (the Cramer-Rao floor,
-  :func:`~protocols.stages.blinds.estimation_floor`; ``docs/security.md`` gives the
-  table and ``smc-hmm serve --hiding-nats`` Bob's bound per client).  Nothing she
-  decrypts has arithmetic structure: the blinds are not logs of integers, no
-  coefficient is public or a float times a power of two, and the slot noise hides every
-  residue modulo her own values (the held-out attacks, run in
-  ``tests/protocols/test_protocol_speaker.py`` and ``tests/protocols/test_stages.py``).
-  (c) In the comparisons and the selection's multiplication: masked values (2^-40) and
-  uniform bits, and in ``identify`` the winner's label.
+  :func:`~protocols.stages.blinds.estimation_floor`), which at |x| = 100, where a
+  log-density is 10^3-10^5 nats, is a tiny relative error: a review estimated the means
+  to 1% of their spread in one session, and a client who deviates (x and x^2 that
+  disagree, crafted LOGSUM replies) rebuilt every GMM exactly from 17 frames
+  (``docs/security.md``).  (c) In the comparisons and the selection's multiplication:
+  masked values (2^-40) and uniform bits, and in ``identify`` the winner's label.
 * Ties: scores are compared at 2^-s nats (s = 16) after rounding each party's share, so
   two scores within 2^-(s-1) nats may compare either way; an exact tie in ``identify``
   goes to a uniformly random one of the tied labels, in ``verify`` / ``anonymous`` a
   score exactly at the threshold is rejected.
+
+Both scorings:
+
 * Refusals: a frame value that is not finite or exceeds ``feature_bound`` (Alice), or a
   model whose log-densities may exceed the public bound 2^(log_bound_bits - 1) nats over
   the admissible features (Bob), is a check on private data: that party runs the whole
@@ -121,10 +159,14 @@ Who learns what (semi-honest Alice and Bob, not colluding; Alice may choose her 
   rounded like any other (:func:`protocols.stages.fixedlog.exp_fixed`, no early return;
   the operation-count test).
 
-Precision: log-values at f = 80 fractional bits, features at fs = 40 and Bob's emission
-weights at f - fs; each frame's LOGSUM is exact to 2^-32 relative (``precision_bits``),
-so log P is within ~1e-11 relative of the plaintext (``smc-hmm bench speaker`` measures
-it).  No component is ever dropped: every target keeps its own leader at 2^g.
+Precision: ``max``: Alice's x and x^2 at 2^-``bound_feature_scale``, the program's
+values at 2^-(58 - ``log_bound_bits``) nats; the decisions equal the plaintext
+best-component decisions (:func:`~protocols.stages.mixture.plain_scores`) on 100 of 100
+test utterances per mode at 2048 bits (``smc-hmm bench speaker``).  ``logsum``:
+log-values at f = 80 fractional bits, features at fs = 40 and Bob's emission weights at
+f - fs; each frame's LOGSUM is exact to 2^-32 relative (``precision_bits``), so log P is
+within ~1e-11 relative of the plaintext.  No component is ever dropped: every target
+keeps its own leader at 2^g.
 
 Run: ``smc-hmm speaker identify --audio FILE.wav``, ``smc-hmm speaker verify|anonymous
 --audio FILE.wav --claim NAME``, ``protocol = "speaker"`` in a parties.toml (Alice's
