@@ -1,12 +1,17 @@
 """Secure Viterbi decoding: the best state path of an HMM, and only what the output rule
 allows of it (thesis 003, 2.2.3 and 5.2.1: keyword spotting and speech mining).
 
-Roles (semi-honest, non-colluding):
+Roles:
 
-* **Alice** holds the Paillier key pair (and, through :mod:`protocols.compare`, a DGK key
-  pair) and learns the output.
-* **Bob** does the homomorphic work and learns nothing: every value he holds is a
-  ciphertext under Alice's key.
+* **Alice** holds the Paillier key pair (in the ``dgk`` mode, through
+  :mod:`protocols.compare`, a DGK key pair too) and learns the output.
+* **Bob** does the homomorphic work and garbles the circuits, and learns nothing: every
+  value he holds is a ciphertext under Alice's key or a label.
+
+Adversary model: the default (``comparison = "auto"`` or ``"garbled"``) holds against
+parties who deviate from the protocol (DESIGN.md section 11): Alice learns only the
+declared output, Bob at most whether Alice aborts.  ``comparison = "dgk"`` is the
+thesis's protocol, for semi-honest, non-colluding parties.
 
 Who holds what depends on the public ``model_holder``:
 
@@ -23,16 +28,44 @@ model kind, M or d, per model its states, its *topology* (which a_lj are nonzero
 forward's v2 recursion), which states share an emission row (the spotting composite's two
 filler copies) and, for the ``segment`` rule, its segment's states; and T.
 
-Fixed point.  Every log-value of the recursion is an integer at scale s (``score_scale``,
-default 32 fractional bits).  Public bounds: |log b| <= B_e = 2^``emission_bound_bits``
-nats for every admissible input, |log a|, |log pi| <= B_a (the weight floor 2^-42 gives
-29.2 nats), so a path of T frames scores within P = T (B_e + B_a + 1) nats; log 0 is the
-sentinel -Z with Z = 2P + 2, so a path through a zero always loses to one without (and an
-impossible sequence reports -inf).  Every comparison has the public bit length l of the
-largest magnitude a delta can reach, P + Z (once, from pi; discrete emissions: T + 1
-times).
+Fixed point. Every log-value of the recursion is an integer at scale s (``score_scale``,
+default 32 fractional bits; the default's bound program computes the emissions at the
+largest f whose values fit the MAC field, its frames at ``bound_feature_scale`` bits:
+:func:`score_error_bound` states the resulting error of a score). Public bounds: |log b|
+<= B_e = 2^``emission_bound_bits`` nats for every admissible input, |log a|, |log pi| <=
+B_a (the weight floor 2^-42 gives 29.2 nats), so a path of T frames scores within P = T
+(B_e + B_a + 1) nats; log 0 is the sentinel -Z with Z = 2P + 2, so a path through a zero
+always loses to one without (and an impossible sequence reports -inf). Every comparison
+has the public bit length l of the largest magnitude a delta can reach, P + Z (once,
+from pi; discrete emissions: T + 1 times).
 
-Protocol.
+Protocol, the default (circuits Bob garbles; ``docs/garbled.md``):
+
+0. Alice sends her Paillier public key; the model holder sends the public structure
+   (``vit.spec``), the data holder T; the garbled stage's setup (base OTs and the
+   session's OT pool, :mod:`protocols.stages.garbled`).
+1. Emissions, as shares:
+
+   * ``model_holder = "bob"``: the bound stage (:mod:`protocols.stages.bound`): Alice
+     encrypts her packed frames (x and x^2, or products, at ``bound_feature_scale``;
+     one-hot symbols for a discrete model), Bob sends every emission at the program's
+     scale f under a fresh uniform mask of sigma bits over its range, with two MAC limbs
+     per frame; Alice decrypts uniform values, and her circuit inputs are bound to them.
+   * ``model_holder = "alice"`` (mining): Alice sends her encrypted emission weights and
+     constants; Bob's frames are their exponents and he sends every emission under a
+     uniform mask, packed, so that her decryptions give her rounded shares and him his
+     (:func:`protocols.stages.garbled.bob_share_rounded`).  Her log pi and log a stay in
+     her circuit inputs.
+
+2. The max-plus recursion, termination and traceback in circuits Bob garbles
+   (:mod:`protocols.stages.maxplus`): every emission reconstructed, floored to scale s
+   and clamped to [-2^K, 2^K) nats (K = ``emission_clamp_bits``); per frame each
+   target's best predecessor (ties to the lower index, numpy's rule); per model the best
+   final state; the traceback; each output bit ANDed with *ok* (the MAC check and, where
+   x^2 enters, that it is x squared).  Alice decodes her output (path, segment, the best
+   model's index, the score if revealed); Bob decodes nothing.
+
+Protocol, ``comparison = "dgk"`` (the thesis's):
 
 0. Alice sends her Paillier and DGK public keys (:func:`protocols.compare.alice_send_keys`);
    the model holder sends the public structure (``vit.spec``), the data holder T.
@@ -81,7 +114,20 @@ Protocol.
    spotting composite (F1, K, F2: one pass through K) exactly the keyword's first and last
    frame, or nothing.  ``reveal_score``: Alice also decrypts the best path's score.
 
-Who learns what (``docs/security.md``, "viterbi and spot"):
+Who learns what (``docs/security.md``, "viterbi and spot"), the default:
+
+* Bob: ciphertexts, OT messages and Alice's padded choice bits (uniform), and the public
+  sizes (T, the structure), in both directions.  A Bob who garbles, corrects or sends
+  something else learns at most whether Alice aborts: her checks whose outcome depends
+  on her data are deferred to after her last message.
+* Alice: the output, and ok; she decrypts only uniformly masked values (statistical
+  distance 2^-sigma each).  Whatever she sends, the circuit computes the output on some
+  admissible input or gives ok = 0: a forged input passes the MAC with probability at
+  most 3/p (:data:`protocols.stages.bound.SOUNDNESS`), so over n sessions she learns at
+  most n times the bits of one output about Bob's models.  In mining her inputs are
+  her own model's shares: shifting them is choosing her model.
+
+The ``dgk`` mode (semi-honest):
 
 * Bob: ciphertexts only, and the public sizes (T, the structure).  In both directions.
 * Alice: the output (path or segment; the score if revealed); per comparison a masked
@@ -99,21 +145,23 @@ Refusals.  A model outside the public bounds is refused by its holder before the
 mining, Bob's frames beyond the public feature bound are clipped and his run ends with the
 deferred error after his last message (``ctx.defer``), so Alice's view is the same.
 
-Cost: per frame one comparison per edge beyond a target's first ((T - 1)(E - N) over the
+Cost of the default: the bound stage's packed encryptions and decryptions and about
+12 garbled layers a frame (``docs/spotting.md``, "Cost").  Cost of the ``dgk`` mode: per
+frame one comparison per edge beyond a target's first ((T - 1)(E - N) over the
 run, E edges and N states) and the traceback's as many products; per comparison l DGK
 bit encryptions and l + 1 zero tests by Alice, l + 1 blinded DGK terms by Bob, four
 Paillier encryptions by Alice, and one decryption per packed ciphertext of masked values
 (``docs/spotting.md``, "Cost").
 
-Design notes.  Why per-slot re-encryption in spotting: the recursion adds an emission to
-every delta, so Bob needs one ciphertext per frame and row; the emission stage packs
-frames into slots, and Alice's decrypt-and-re-encrypt (she already sees the blinded
-slots, as in forward) is far cheaper than T unpacked encryptions of every frame's inputs.
-Why the fused compare-and-select: a separate secure multiplication per match cost two more
-messages, two more decryptions and two more re-randomisations than Alice's two extra
-encryptions.  Why the tree descent for the traceback: it multiplies only encrypted 0/1
-weights by encrypted bits, one round per tree level, and needs no equality test.
-"""
+Design notes (the ``dgk`` mode). Why per-slot re-encryption in spotting: the recursion
+adds an emission to every delta, so Bob needs one ciphertext per frame and row; the
+emission stage packs frames into slots, and Alice's decrypt-and-re-encrypt (she already
+sees the blinded slots, as in forward) is far cheaper than T unpacked encryptions of
+every frame's inputs. Why the fused compare-and-select: a separate secure multiplication
+per match cost two more messages, two more decryptions and two more re-randomisations
+than Alice's two extra encryptions. Why the tree descent for the traceback: it
+multiplies only encrypted 0/1 weights by encrypted bits, one round per tree level, and
+needs no equality test. """
 
 from __future__ import annotations
 
