@@ -20,6 +20,11 @@ ends with (rho_j, T_j = Q_j ^ rho_j Delta) for random bits rho_j, Bob with Q_j a
 3. (If Bob has outputs) Alice -> Bob ``gc.outputs``: her labels of his output wires, each
    checked to be one of its wire's two labels (she cannot forge the other).
 
+Alice checks every output label of hers against its wire's two decoding hashes; a label
+that is neither (tables, labels or hashes Bob corrupted, perhaps for one value of one of
+her bits only: a selective failure) is an error she defers to after her last message,
+going on with zeros meanwhile, so that a probing Bob learns only whether she aborted.
+
 **Conversions.** :func:`bob_share` / :func:`alice_share`: Bob holds E(v) (|v| < 2^(l-1),
 Alice's key), sends E(v + 2^(l-1) + r) with r uniform on [0, 2^(l+sigma)), packed in slots
 of l + sigma + 1 bits (:func:`share_slots`: Horner's rule, so that Alice decrypts one
@@ -30,19 +35,19 @@ two shares is v (l - 1 AND gates).  Alice sees v + 2^(l-1) + r: statistically hi
 the circuit gives Alice b ^ m (m Bob's random bits, garbler inputs), she returns
 E(b ^ m) and Bob has E(b) = m + (1 - 2m) E(b ^ m).
 
-Who learns what (semi-honest garbler):
+Who learns what:
 * Alice sees uniform share values (within 2^-sigma), labels (pseudorandom), the tables,
   and her declared outputs.  Inside the circuit a deviating Alice can change only her
   own inputs (the KOS check catches inconsistent OT choices; e_j only selects her input;
-  a forged output label is refused), and those inputs are not yet bound to the shares
-  she was given: her share is whatever she enters, so she can shift the value the circuit
-  reconstructs.  The bits' return (:func:`alice_bits_to_bob`) is semi-honest too: Alice
-  encrypts, and a deviating Alice may return E(any integer) instead of E(b ^ m), so that
-  Bob's "bit" is m + (1 - 2m) x for her choice of x.  Binding her inputs and keeping
-  decisions inside the circuit are the next designs (``docs/security.md``, "What this
-  model does not cover"); until then treat this stage as semi-honest for Alice too.
+  a forged output label is refused).  The conversions here do not bind those inputs to
+  the shares she was given (she can shift what the circuit reconstructs), and the bits'
+  return (:func:`alice_bits_to_bob`) trusts her encryption (a deviating Alice may return
+  E(any integer) instead of E(b ^ m)): they serve the thesis's semi-honest modes and
+  mining, where her inputs are her own model's.  The defaults bind her inputs with
+  :mod:`protocols.stages.bound` and keep every decision inside the circuit.
 * Bob sees Alice's padded choices e (uniform), her re-encrypted masked bits (Paillier
-  ciphertexts under her key) and the outputs the circuit gives him.
+  ciphertexts under her key) and the outputs the circuit gives him; a Bob who garbles
+  or sends something else learns at most whether she aborts (above).
 Every message's size follows from the circuit's public sizes.  The ledger counts ``cot``
 (random COTs, at setup), ``and_gates``, ``gc_layers`` and ``garbled_bytes`` (what Bob
 garbles and sends), priced by :class:`smc_hmm.cost.CostModel`.
@@ -56,7 +61,7 @@ import numpy as np
 
 from smc_hmm.crypto import CipherArray
 from smc_hmm.crypto.packing import horner_pack, plain_bits, unpack_slots
-from smc_hmm.errors import InvalidInputError, PrecisionError, ProtocolError
+from smc_hmm.errors import GarbledCircuitError, InvalidInputError, PrecisionError, ProtocolError
 from smc_hmm.gc import arith
 from smc_hmm.gc.circuit import CompiledCircuit
 from smc_hmm.gc.garble import (
@@ -278,7 +283,14 @@ class Evaluator:
         tables = as_blocks(raw_tables).reshape(-1, 2, 2)
         sent = as_blocks(raw_labels)
         w = evaluate(circuit, tables, sent[:2], sent[2:], labels, self.tweak, carry)
-        out = decode_outputs(circuit, w, as_blocks(raw_decoding), self.tweak)
+        try:
+            out = decode_outputs(circuit, w, as_blocks(raw_decoding), self.tweak)
+        except GarbledCircuitError as e:
+            # whether an output label decodes can depend on her data (a table or a
+            # decoding hash Bob corrupted for one value only): she goes on with zeros and
+            # raises after her last message, so that his probe learns one bit at most
+            ctx.defer(e)
+            out = np.zeros(circuit.output_count("evaluator"), np.uint8)
         self.tweak += _tweak_span(circuit)
         if circuit.output_count("garbler"):  # step 3
             ctx.send(self.peer, msg["outputs"], garbler_output_labels(circuit, w).tobytes())

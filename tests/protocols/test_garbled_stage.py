@@ -176,3 +176,65 @@ def test_a_corrupted_message_ends_the_session_with_a_typed_error(
 
     with pytest.raises(error):
         _run(keypair_512, a, b, "bob", wrap=wrap)
+
+
+def _corrupt_decoding(wire: int, value: int):
+    """Bob's probe of one of Alice's output bits: the decoding hash of ``value`` on output
+    ``wire`` replaced, so that her label decodes iff her bit there is not ``value``."""
+
+    def corrupt(body):
+        decoding = bytearray(body[2])  # (outputs, 2) 64-bit hashes
+        at = 8 * (2 * wire + value)
+        decoding[at] ^= 1
+        return [body[0], body[1], bytes(decoding)]
+
+    return corrupt
+
+
+@pytest.mark.parametrize("wire", [0, 1, 3])
+def test_a_selective_failure_on_an_output_costs_alice_one_abort_at_the_end(keypair_512, wire):
+    """A Bob who corrupts one decoding hash of one output wire (only the label of bit 1
+    fails to decode) learns whether Alice's bit there is 1 -- and nothing more: she sends
+    every message she would have sent (Bob sees the same tags in the same order, the
+    argmax circuit after it included) and raises only after her last message."""
+    a, b = _cases()
+    expected = [int(x < y) for x, y in zip(a, b)]
+    honest = _run(keypair_512, a, b, "alice")
+    tags = []
+
+    def wrap(name, transport):
+        if name != "bob":
+            return transport
+        return _Tamper(_Recorder(transport, tags), "gc.tables", _corrupt_decoding(wire, 1))
+
+    if expected[wire]:
+        with pytest.raises(GarbledCircuitError):
+            _run(keypair_512, a, b, "alice", wrap=wrap)
+    else:
+        bits, index = _run(keypair_512, a, b, "alice", wrap=wrap).outputs["alice"]
+        assert list(bits) == list(honest.outputs["alice"][0]) == expected
+        assert index == honest.outputs["alice"][1]
+    honest_tags = []
+    _run(
+        keypair_512, a, b, "alice", wrap=lambda n, t: _Recorder(t, honest_tags) if n == "bob" else t
+    )
+    assert tags == honest_tags  # her abort is the one bit: every message of hers arrived
+
+
+class _Recorder(Transport):
+    """Wraps a transport and records the tags it receives."""
+
+    def __init__(self, inner, tags):
+        self.inner, self.tags = inner, tags
+        self.name, self.peers = inner.name, inner.peers
+
+    def send_bytes(self, peer, frame):
+        self.inner.send_bytes(peer, frame)
+
+    def recv_bytes(self, peer, timeout):
+        frame = self.inner.recv_bytes(peer, timeout)
+        self.tags.append(msgpack.unpackb(frame, raw=False, strict_map_key=False)["t"])
+        return frame
+
+    def close(self):
+        self.inner.close()
