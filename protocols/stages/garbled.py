@@ -379,9 +379,7 @@ def alice_share(ctx, shape, bits: int, sigma: int, peer: str = "bob", tag="gc.sh
     width, per = share_slots(bits, sigma, pk.bits)
     size = int(np.prod(shape, dtype=np.int64))
     packed = ctx.recv(peer, share_message(shape, bits, sigma, pk.bits, tag)).decrypt_ints(sk)
-    values = unpack_slots(packed, width, per, size)
-    if any(v > share_bound(bits, sigma) for v in values):
-        raise ProtocolError(f"{tag}: a masked value is outside its declared range")
+    values = _unpack_in_range(ctx, packed, width, per, size, share_bound(bits, sigma), tag)
     mine = np.array([v % (1 << bits) for v in values], dtype=object)
     return arith.to_bits(mine.reshape(shape), bits)
 
@@ -450,10 +448,21 @@ def alice_share_rounded(ctx, count: int, bound: int, shift: int, bits: int, sigm
     pk, sk = ctx.keypair
     width, per = rounded_share_slots(bound, sigma, pk.bits)
     packed = ctx.recv(peer, rounded_share_message(count, bound, sigma, pk.bits, tag))
-    slots = unpack_slots(packed.decrypt_ints(sk), width, per, count)
-    if any(v >= 1 << width for v in slots):
-        raise ProtocolError(f"{tag}: a masked value is outside its declared range")
+    slots = _unpack_in_range(ctx, packed.decrypt_ints(sk), width, per, count, (1 << width) - 1, tag)
     return rounded_shares(slots, shift, bits)
+
+
+def _unpack_in_range(ctx, packed, width: int, per: int, count: int, top: int, tag: str):
+    """The ``count`` slots of the decrypted ``packed`` integers, any outside [0, top] (or
+    of a negative integer) replaced by 0, and then a deferred :class:`ProtocolError`:
+    whether a value Bob built is in range can depend on her data, so she stops after her
+    last message only (one bit to a probing Bob)."""
+    ints = [int(v) for v in packed]
+    values = unpack_slots([max(v, 0) for v in ints], width, per, count)
+    if min(ints, default=0) >= 0 and all(v <= top for v in values):
+        return values
+    ctx.defer(ProtocolError(f"{tag}: a masked value is outside its declared range"))
+    return [v if v <= top else 0 for v in values]
 
 
 def bits_message(count: int, tag: str = "gc.bits") -> Message:

@@ -143,7 +143,7 @@ class _Tamper(Transport):
 
 
 def _flip_first_byte(body):
-    if isinstance(body, list):
+    if isinstance(body, list | tuple):
         return [_flip_first_byte(body[0]), *body[1:]]
     return bytes([body[0] ^ 1]) + body[1:]
 
@@ -219,6 +219,30 @@ def test_a_selective_failure_on_an_output_costs_alice_one_abort_at_the_end(keypa
         keypair_512, a, b, "alice", wrap=lambda n, t: _Recorder(t, honest_tags) if n == "bob" else t
     )
     assert tags == honest_tags  # her abort is the one bit: every message of hers arrived
+
+
+def test_a_share_out_of_range_costs_alice_one_abort_at_the_end(keypair_512, monkeypatch):
+    """Bob's software shifts one value he shares beyond its declared bound (whether a
+    masked value leaves its range could depend on her data): she goes on to her last
+    message, every one of them, and raises then."""
+    a, b = _cases()
+    tags, honest_tags = [], []
+    _run(
+        keypair_512, a, b, "alice", wrap=lambda n, t: _Recorder(t, honest_tags) if n == "bob" else t
+    )
+    real = circuits.bob_share
+
+    def shifted(ctx, values, bits, sigma, *args, **kwargs):
+        far = np.zeros(values.size, dtype=object)  # one masked value past its bound
+        far[3] = 1 << (bits + sigma)
+        far = far.reshape(values.shape)
+        return real(ctx, values.add_encoded(far).with_bound(values.bound), bits, sigma, *args,
+                    **kwargs)  # fmt: skip
+
+    monkeypatch.setattr(circuits, "bob_share", shifted)
+    with pytest.raises(ProtocolError, match="outside its declared range"):
+        _run(keypair_512, a, b, "alice", wrap=lambda n, t: _Recorder(t, tags) if n == "bob" else t)
+    assert tags == honest_tags
 
 
 class _Recorder(Transport):
