@@ -891,7 +891,7 @@ def test_the_speaker_command_checks_the_servers_mode_and_says_who_learned(tmp_pa
         assert main(["speaker", "anonymous", "--claim", "theo", *base, "--json", "-"]) == 0
         captured = capsys.readouterr()
         report = json.loads(captured.out)  # --json -: the report alone
-        assert "secure speaker anonymous: decision (phase 5 of 5)" in captured.err
+        assert "secure speaker anonymous: decision (phase 3 of 3)" in captured.err
         assert report["secure"] == {"learned_by": "server", "recorded_by_server": False}
         assert report["claim"] == "theo" and report["mode"] == "anonymous"
 
