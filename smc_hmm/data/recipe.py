@@ -24,7 +24,7 @@ fold); ``docs/speech-models.md`` gives the measurements behind each choice.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -47,6 +47,7 @@ __all__ = [
     "background_signals",
     "build_recordings",
     "decide",
+    "floor_probabilities",
     "join_words",
     "pause_frames",
     "train_background",
@@ -57,7 +58,7 @@ __all__ = [
 ]
 
 #: the bundled feature pipeline before its global standardisation is fitted
-PIPELINE = FeaturePipeline(noise_floor_db=25.0, cepstral_norm="mean", level_frames="loudest_half")
+PIPELINE = FeaturePipeline(noise_floor_db=25.0, cepstral_norm="mean")
 #: keyword spotting's pipeline: no per-utterance normalisation, whose statistics would
 #: differ between a word alone and a word inside a longer recording (measured:
 #: ``docs/speech-models.md``), only the global standardisation
@@ -70,6 +71,8 @@ ADVANCE, SKIP = 0.4, 0.1
 #: the variance floor (features are standardised: 0.05 of the global variance)
 MIN_COVAR = 0.05
 N_ITER, TOL = 20, 1.0
+#: the smallest nonzero start or transition probability of a trained model
+PROBABILITY_FLOOR = 1e-3
 
 
 def _left_to_right(
@@ -130,13 +133,33 @@ def train_word(
     """:func:`word_start` then Baum-Welch (batched E-step, at most ``n_iter`` iterations,
     tolerance 1.0 on the total log-likelihood, variance floor ``min_covar``)."""
     start = word_start(list(sequences), covariance_type, states, start_states, skip, min_covar)
-    return baum_welch(
+    result = baum_welch(
         start,
         list(sequences),
         n_iter=n_iter,
         tol=TOL,
         min_covar=min_covar,
         e_step=batched_expected_counts,
+    )
+    return replace(result, model=floor_probabilities(result.model))
+
+
+def floor_probabilities(model: GaussianHMM, floor: float = PROBABILITY_FLOOR) -> GaussianHMM:
+    """``model`` with every nonzero start and transition probability raised to at least
+    ``floor`` (rows renormalised): the topology (which entries are nonzero) stays the
+    documented one, and no weight falls below the secure forward's public weight floor
+    (Baum-Welch can drive an unused skip to 1e-260)."""
+
+    def lift(rows: np.ndarray) -> np.ndarray:
+        lifted = np.where(rows > 0, np.maximum(rows, floor), 0.0)
+        return lifted / lifted.sum(axis=-1, keepdims=True)
+
+    return GaussianHMM(
+        lift(model.startprob),
+        lift(model.transmat),
+        model.means,
+        model.covars,
+        model.covariance_type,
     )
 
 
