@@ -194,7 +194,7 @@ def test_bench_keyword_smoke(tmp_path):
     phases = data["cost"]["parties"]["bob"]["phases"]
     assert {"emissions", "forward recursion", "argmax"} <= set(phases)
     bad = bench_parser(bench).parse_args(["--key-bits", "1024", "--insecure", "--states", "3"])
-    with pytest.raises(InvalidInputError, match="5-state"):
+    with pytest.raises(InvalidInputError, match="8-state"):
         bench.main(bad)
 
 
