@@ -233,7 +233,7 @@ def _rows(results: dict) -> list[common.Row]:
             if key in r:
                 rows.append(common.Row(f"{fold}: {key}", 100 * r[key], None, "%"))
         if "false_alarm_rate" in r:
-            rows.append(common.Row(f"{fold}: false alarms", r["false_alarm_rate"], None, "/rec"))
+            rows.append(common.Row(f"{fold}: false alarms", 100 * r["false_alarm_rate"], None, "%"))
     if loso:
         rows += _loso_rows(loso)
     return rows
