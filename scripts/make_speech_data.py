@@ -161,7 +161,9 @@ def write_outputs(out: Path, trained: dict, test, results: dict, lib_diff) -> No
         list(DIGIT_WORDS),
         pipeline=trained["spotting_pipeline"].to_dict(),
     )
-    (out / "manifest.json").write_text(json.dumps(manifest(trained, results, lib_diff), indent=2))
+    (out / "manifest.json").write_text(
+        json.dumps(manifest(trained, results, lib_diff), indent=2) + "\n"
+    )
     write_notice(out / "NOTICE")
 
 
