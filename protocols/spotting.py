@@ -210,13 +210,12 @@ def plaintext(models, frames, labels=None, hop: float = HOP_SECONDS) -> dict:
 
 
 def load_keyword_models(value, base) -> dict[str, KeywordModel]:
-    """A model holder's input: ``"bundled"`` (the bundled digit HMMs and their fillers) or
-    a model file of keyword models labelled L with fillers labelled "filler-L"."""
+    """A model holder's input: ``"bundled"`` (the bundled spotting keyword HMMs and their
+    fillers) or a model file of keyword models labelled L with fillers labelled "filler-L"."""
     if _is_bundled(value):
-        from smc_hmm.data import load_bundled_models
-        from smc_hmm.data.continuous import load_fillers
+        from smc_hmm.data.continuous import load_fillers, load_spotting_keywords
 
-        models, labels = load_bundled_models("diag")
+        models, labels = load_spotting_keywords("diag")
         fillers, _ = load_fillers("diag")
         return {label: KeywordModel(m, f) for label, m, f in zip(labels, models, fillers)}
     from smc_hmm.hmm.io import load_models
@@ -242,6 +241,14 @@ def load_keyword_models(value, base) -> dict[str, KeywordModel]:
 
 
 def _load_frames(value, base):
+    """Alice's frames: an array file, or a WAV through the spotting pipeline."""
+    if isinstance(value, str) and value.lower().endswith(".wav"):
+        from smc_hmm.data.continuous import load_spotting_pipeline
+
+        try:
+            return load_spotting_pipeline().features_from_wav(resolve_path(value, base))
+        except InvalidInputError as e:
+            raise ConfigError(str(e)) from e
     return viterbi.load_observations(value, base)
 
 

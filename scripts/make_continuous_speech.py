@@ -23,12 +23,13 @@ boundaries:
    the test set (``--refine-iter`` would then train the whole filler on those recordings:
    it made the filler absorb keywords, 87% detection against 97%, so it is off).
 3. **Plaintext evaluation** against the true boundaries: per keyword, the composite
-   filler-keyword-filler model (:func:`smc_hmm.hmm.spotting.compose`, the bundled digit
-   model as the keyword) decodes every test recording; detection rate, false alarms and
+   filler-keyword-filler model (:func:`smc_hmm.hmm.spotting.compose`, the spotting keyword
+   model) decodes every test recording; detection rate, false alarms and
    boundary errors in frames go to the manifest and ``docs/spotting.md`` quotes them.
 
-Features: the bundled pipeline (``pipeline.json``, the digit models' standardisation) on
-the joined signal.  Stored compactly: the 13 raw static MFCCs as float32; the loader
+Features: spotting's pipeline (stored in ``spotting_keywords_diag.npz``: global
+standardisation, no per-utterance normalisation) on the joined signal.  Stored
+compactly: the 13 raw static MFCCs as float32; the loader
 (:func:`smc_hmm.data.continuous.load_continuous_test`) recomputes the deltas as the
 pipeline does and standardises.
 
@@ -57,11 +58,13 @@ from pathlib import Path
 import _common  # first: one BLAS thread per process, before numpy
 import numpy as np
 
-from smc_hmm.data import DIGIT_WORDS, load_bundled_models, load_pipeline
+from smc_hmm.data import DIGIT_WORDS
 from smc_hmm.data.continuous import (
     CONTINUOUS_NOTICE,
     FILLER_LABELS,
     STATIC_MFCC,
+    load_spotting_keywords,
+    load_spotting_pipeline,
     word_frames,
 )
 from smc_hmm.features import read_wav
@@ -294,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     fsdd = _common.fsdd_folder(parser, args)
     started = time.perf_counter()
-    pipeline = load_pipeline()
+    pipeline = load_spotting_pipeline()
     rate = pipeline.sample_rate
     print(f"FSDD: {fsdd}")
     audio = load_fsdd(fsdd, rate)
@@ -329,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
             infos[k].update(info)
             print(f"  filler for {DIGIT_WORDS[k]}: {infos[k]}")
         features = [pipeline.features(r.samples) for r in test]
-        models, _ = load_bundled_models("diag")
+        models, _ = load_spotting_keywords("diag")
         print("plaintext spotting ...")
         decisions = dict(
             pool.map(evaluate, [(k, models[k], fillers[k], features, glue) for k in range(10)])
@@ -412,7 +415,7 @@ def write(args, test, frames, fillers, infos, results, overall, glue, pipeline) 
             "per_keyword": {DIGIT_WORDS[k]: infos[k] for k in range(10)},
         },
         "composition": {
-            "keyword_models": "models_diag.npz (the bundled digit HMMs)",
+            "keyword_models": "spotting_keywords_diag.npz (5-state digit HMMs)",
             **glue,
         },
         "results": {"per_keyword": results, "overall": overall},

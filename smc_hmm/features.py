@@ -65,6 +65,7 @@ __all__ = [
     "mel_filterbank",
     "mfcc_librosa",
     "mfcc_numpy",
+    "normalise_cepstra",
     "pad_or_cut",
     "read_wav",
 ]
@@ -79,6 +80,13 @@ Backend = Literal["numpy", "librosa"]
 
 _AMIN = 1e-10  # power floor before the logarithm (librosa's power_to_db default)
 _TOP_DB = 80.0  # dynamic range kept below the utterance's loudest mel band (librosa default)
+#: per-utterance normalisations of the static cepstra (:class:`FeaturePipeline`)
+CEPSTRAL_NORMS = ("none", "mean", "meanvar")
+#: which frames set the levels of those normalisations (:class:`FeaturePipeline`)
+LEVEL_FRAMES = ("all", "loudest_half")
+#: the deepest noise floor a pipeline may add, dB below the utterance's mean power
+MAX_NOISE_FLOOR_DB = 120.0
+_MIN_CEPSTRAL_STD = 1e-3
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,21 @@ class FeaturePipeline:
         fmin, fmax: edges of the mel filterbank in Hz (``fmax`` <= ``sample_rate / 2``).
         delta_width: frames of the delta / delta-delta regression (odd, >= 3).
         preemphasis: coefficient ``a`` of ``y[n] = x[n] - a x[n-1]``; 0 disables it.
+        noise_floor_db: if set, a flat floor this many dB below the utterance's mean
+            power per FFT bin is added to every bin of the power spectrum before the
+            mel filterbank (the expected spectrum of white noise at that level), so
+            every recording's own noise floor, however low or coloured, is masked by
+            one of the same relative level; ``None`` adds nothing.
+        cepstral_norm: per-utterance normalisation of the static cepstra, computed on
+            the utterance itself: ``"none"``, ``"mean"`` (cepstral mean normalisation:
+            each coefficient minus its mean over the utterance) or ``"meanvar"`` (also
+            divided by its standard deviation, floored at 1e-3).  The deltas are
+            computed after it.
+        level_frames: the frames whose statistics set the noise floor's level and the
+            cepstral means: ``"all"`` or ``"loudest_half"`` (the frames of at least the
+            median power, resp. median c0: the speech, whatever share of the recording
+            pauses take, so a word has the same features alone or inside a longer
+            recording).
         mean, std: the global standardisation (one value per feature dimension), or
             ``None`` for raw features.
     """
@@ -111,6 +134,9 @@ class FeaturePipeline:
     fmax: float = 4000.0
     delta_width: int = 9
     preemphasis: float = 0.0
+    noise_floor_db: float | None = None
+    cepstral_norm: str = "none"
+    level_frames: str = "all"
     mean: tuple[float, ...] | None = None
     std: tuple[float, ...] | None = None
 
@@ -148,6 +174,7 @@ class FeaturePipeline:
             )
         if not 0.0 <= self.preemphasis < 1.0:
             raise ConfigError(f"preemphasis must be in [0, 1), got {self.preemphasis}")
+        self._check_normalisation()
         if (self.mean is None) != (self.std is None):
             raise ConfigError("mean and std must both be given or both be None")
         if self.mean is not None:
@@ -157,6 +184,25 @@ class FeaturePipeline:
                 raise ConfigError("std must be strictly positive")
             object.__setattr__(self, "mean", mean)
             object.__setattr__(self, "std", std)
+
+    def _check_normalisation(self) -> None:
+        floor = self.noise_floor_db
+        if floor is not None:
+            if isinstance(floor, bool) or not isinstance(floor, (int, float, np.floating)):
+                raise ConfigError(f"noise_floor_db must be a number or None, got {floor!r}")
+            if not 0.0 < float(floor) <= MAX_NOISE_FLOOR_DB:
+                raise ConfigError(
+                    f"noise_floor_db must be in (0, {MAX_NOISE_FLOOR_DB:g}] dB, got {floor}"
+                )
+            object.__setattr__(self, "noise_floor_db", float(floor))
+        if self.level_frames not in LEVEL_FRAMES:
+            raise ConfigError(
+                f"level_frames must be one of {LEVEL_FRAMES}, got {self.level_frames!r}"
+            )
+        if self.cepstral_norm not in CEPSTRAL_NORMS:
+            raise ConfigError(
+                f"cepstral_norm must be one of {CEPSTRAL_NORMS}, got {self.cepstral_norm!r}"
+            )
 
     def _vector(self, value: Any, name: str) -> tuple[float, ...]:
         try:
@@ -195,6 +241,8 @@ class FeaturePipeline:
     def extract(self, signal: ArrayLike, backend: Backend = "numpy") -> np.ndarray:
         """Raw (un-standardised) features (T, 39) of a mono signal at ``sample_rate``."""
         static = _static_mfcc(signal, self, backend)
+        loud = static[:, 0] >= np.median(static[:, 0]) if self.level_frames != "all" else None
+        static = normalise_cepstra(static, self.cepstral_norm, loud)
         if backend == "librosa":
             librosa = _require_librosa()
             deltas = [
@@ -600,6 +648,37 @@ def _check_signal(signal: ArrayLike, pipeline: FeaturePipeline) -> np.ndarray:
     return y
 
 
+def _with_noise_floor(power: np.ndarray, pipeline: FeaturePipeline) -> np.ndarray:
+    """The power spectrogram (T, bins) plus the pipeline's flat noise floor, if any:
+    ``noise_floor_db`` dB below its mean over frames and bins."""
+    if pipeline.noise_floor_db is None:
+        return power
+    level = power
+    if pipeline.level_frames == "loudest_half":
+        frame_power = power.sum(axis=1)
+        level = power[frame_power >= np.median(frame_power)]
+    return power + level.mean() * 10.0 ** (-pipeline.noise_floor_db / 10.0)
+
+
+def normalise_cepstra(static: ArrayLike, mode: str = "mean", frames=None) -> np.ndarray:
+    """Per-utterance normalisation of static cepstra (T, n): ``"mean"`` subtracts each
+    column's mean over the utterance (cepstral mean normalisation), ``"meanvar"`` also
+    divides by its standard deviation (floored at 1e-3, so a constant column, as
+    digital silence gives, becomes 0), ``"none"`` returns them unchanged.  ``frames``
+    (a boolean mask or indices) restricts the statistics to those frames; every frame
+    is normalised."""
+    array = np.asarray(static, dtype=np.float64)
+    if mode not in CEPSTRAL_NORMS:
+        raise ConfigError(f"cepstral_norm must be one of {CEPSTRAL_NORMS}, got {mode!r}")
+    if mode == "none":
+        return array
+    reference = array if frames is None else array[frames]
+    centred = array - reference.mean(axis=0)
+    if mode == "mean":
+        return centred
+    return centred / np.maximum(reference.std(axis=0), _MIN_CEPSTRAL_STD)
+
+
 def _log_mel_to_mfcc(log_mel: np.ndarray, n_mfcc: int) -> np.ndarray:
     """Orthonormal DCT-II over the mel axis of (T, n_mels); first ``n_mfcc`` columns."""
     from scipy.fft import dct
@@ -616,7 +695,9 @@ def mfcc_numpy(signal: ArrayLike, pipeline: FeaturePipeline | None = None) -> np
     n_frames = pipeline.n_frames(y.size)
     starts = np.arange(n_frames) * pipeline.hop_length
     frames = padded[starts[:, None] + np.arange(pipeline.n_fft)[None, :]]
-    power = np.abs(np.fft.rfft(frames * _window(pipeline), axis=1)) ** 2
+    power = _with_noise_floor(
+        np.abs(np.fft.rfft(frames * _window(pipeline), axis=1)) ** 2, pipeline
+    )
     mel = power @ mel_filterbank(pipeline).T
     log_mel = 10.0 * np.log10(np.maximum(mel, _AMIN))
     log_mel = np.maximum(log_mel, log_mel.max() - _TOP_DB)
@@ -667,22 +748,33 @@ def mfcc_librosa(signal: ArrayLike, pipeline: FeaturePipeline | None = None) -> 
     pipeline = pipeline or FeaturePipeline()
     librosa = _require_librosa()
     y = _check_signal(signal, pipeline)
-    mel = librosa.feature.melspectrogram(
-        y=y,
+    power = (
+        np.abs(
+            librosa.stft(
+                y,
+                n_fft=pipeline.n_fft,
+                hop_length=pipeline.hop_length,
+                win_length=pipeline.win_length,
+                window=pipeline.window,
+                center=True,
+                pad_mode="constant",
+            )
+        )
+        ** 2
+    )
+    weights = librosa.filters.mel(
         sr=pipeline.sample_rate,
         n_fft=pipeline.n_fft,
-        hop_length=pipeline.hop_length,
-        win_length=pipeline.win_length,
-        window=pipeline.window,
-        center=True,
-        pad_mode="constant",
-        power=2.0,
         n_mels=pipeline.n_mels,
         fmin=pipeline.fmin,
         fmax=pipeline.fmax,
         htk=False,
         norm="slaney",
     )
+    # the noise floor on the frames the numpy version keeps (librosa may add one more)
+    kept = pipeline.n_frames(y.size)
+    floored = _with_noise_floor(power[:, :kept].T, pipeline).T
+    mel = weights @ np.concatenate([floored, power[:, kept:]], axis=1)
     log_mel = librosa.power_to_db(mel, ref=1.0, amin=_AMIN, top_db=_TOP_DB)
     mfcc = librosa.feature.mfcc(
         S=log_mel, n_mfcc=pipeline.n_mfcc, dct_type=2, norm="ortho", lifter=0

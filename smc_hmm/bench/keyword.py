@@ -1,7 +1,8 @@
 """``smc-hmm bench keyword``: the thesis's Table 4.1 on the bundled real speech.
 
-Configuration (thesis 003, 4.2.1, Table 4.1): ``--words`` digit HMMs of five
-left-to-right states (the bundled recogniser, diagonal or full covariances),
+Configuration (thesis 003, 4.2.1, Table 4.1 with its five states): ``--words`` digit
+HMMs of eight left-to-right states with skips (the bundled recogniser,
+``docs/speech-models.md``; diagonal or full covariances),
 real test-split utterances padded (the last frame repeated: trailing silence)
 or cut to ``--frames`` (98: 0.98 s at a 10 ms hop), 2048-bit keys.  In one run,
 side by side for every configuration of ``--recursion`` (v2, the default, and
@@ -729,7 +730,7 @@ def add_arguments(parser) -> None:
             "--words", type=common.bounded(2, 10), default=10, help="keywords (digit models, 2-10)"
         )
         parser.add_argument(
-            "--states", type=common.bounded(1, 50), default=5, help="states per model (bundled: 5)"
+            "--states", type=common.bounded(1, 50), default=8, help="states per model (bundled: 8)"
         )
         parser.add_argument(
             "--frames",

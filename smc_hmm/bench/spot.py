@@ -67,10 +67,9 @@ LANE_OPS = ("multiexp_bits", "multiexp_terms", "multiexp_mults", "native_mults",
 
 
 def _models():
-    from smc_hmm.data import load_bundled_models
-    from smc_hmm.data.continuous import load_fillers
+    from smc_hmm.data.continuous import load_fillers, load_spotting_keywords
 
-    models, labels = load_bundled_models("diag")
+    models, labels = load_spotting_keywords("diag")
     fillers, _ = load_fillers("diag")
     return labels, {k: (m, f) for k, m, f in zip(labels, models, fillers)}
 

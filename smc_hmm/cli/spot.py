@@ -52,13 +52,12 @@ def configure(p) -> None:
 
 def load_models(spec: str):
     """(``{label: (keyword HMM, filler HMM)}``, feature pipeline) of ``--models``."""
-    from smc_hmm.data import load_bundled_models, load_pipeline
-    from smc_hmm.data.continuous import load_fillers
+    from smc_hmm.data.continuous import load_fillers, load_spotting_keywords, load_spotting_pipeline
 
     if spec == "bundled":
-        models, labels = load_bundled_models("diag")
+        models, labels = load_spotting_keywords("diag")
         fillers, _ = load_fillers("diag")
-        return {k: (m, f) for k, m, f in zip(labels, models, fillers)}, load_pipeline()
+        return {k: (m, f) for k, m, f in zip(labels, models, fillers)}, load_spotting_pipeline()
     models, labels, pipeline = common.read_model_file(
         spec,
         "not 'bundled' or a model file; give the path of a .npz file "
@@ -192,13 +191,13 @@ def _run_in_process(args, output) -> int:
 
 def _run_against_server(args, output) -> int:
     """Alice only, against a serving Bob whose ``[protocol] keywords`` are the ones asked."""
-    from smc_hmm.data import load_pipeline
+    from smc_hmm.data.continuous import load_spotting_pipeline
 
     keywords = [k for group in args.keyword for k in group.split(",") if k]
     if "all" in keywords:
         raise InvalidInputError("with --server name the keywords the server spots")
     connection = common.connect(args)
-    frames = _frames(args, load_pipeline())
+    frames = _frames(args, load_spotting_pipeline())
     common.warn_insecure(args, output.err)
     result = common.run_against_server(
         args,

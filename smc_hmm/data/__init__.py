@@ -32,6 +32,7 @@ __all__ = [
     "FSDD_ENV",
     "TestUtterance",
     "fsdd_dir",
+    "load_background_model",
     "load_bundled_models",
     "load_garbage_model",
     "load_manifest",
@@ -87,8 +88,11 @@ same license, CC BY-SA 4.0: https://creativecommons.org/licenses/by-sa/4.0/
 (full legal code: https://creativecommons.org/licenses/by-sa/4.0/legalcode).
 
 Changes made: the recordings were converted to 39-dimensional MFCC features (13
-cepstra, deltas, delta-deltas) and used to train Gaussian hidden Markov models, by
-scripts/make_speech_data.py of the smc-hmm project; see docs/speech-models.md.
+cepstra, deltas, delta-deltas; with a noise floor and per-utterance cepstral mean
+normalisation for the digit models, without for the spotting keyword models) and used
+to train Gaussian hidden Markov models, by scripts/make_speech_data.py of the smc-hmm
+project; see docs/speech-models.md.  The background model (background_*.npz) is
+trained on generated silence and white noise, not on the recordings.
 speaker_features.npz holds per recording the mean and standard deviation of its 13
 static cepstra, made by scripts/make_speaker_features.py; see docs/lmgmm.md.
 The rest of the smc-hmm project is not derived from the FSDD and keeps its own license.
@@ -148,7 +152,8 @@ def load_manifest() -> dict[str, Any]:
 def load_bundled_models(
     kind: Literal["diag", "full"] = "diag",
 ) -> tuple[list[GaussianHMM], list[str]]:
-    """The ten 5-state left-to-right digit HMMs and their labels ``"zero"`` .. ``"nine"``.
+    """The ten left-to-right digit HMMs (8 states, ``docs/speech-models.md``) and their
+    labels ``"zero"`` .. ``"nine"``.
 
     They expect features standardised by :func:`load_pipeline` (as returned by
     :func:`load_test_utterances` with ``standardised=True``).
@@ -168,6 +173,18 @@ def load_garbage_model(kind: Literal["diag", "full"] = "diag") -> tuple[Gaussian
     """
     models, _ = _load_model_file(f"garbage_{_check_kind(kind)}.npz")
     return models[0], list(load_manifest()["keywords"])
+
+
+def load_background_model(kind: Literal["diag", "full"] = "diag") -> tuple[GaussianHMM, float]:
+    """The background (silence and noise) model and its public margin in nats.
+
+    With the ten digit models and this model as the keyword protocol's ``garbage``
+    (``margin`` nats), an utterance is "no keyword" unless its best digit beats the
+    background model by more than the margin: silence and white noise are rejected
+    (``docs/speech-models.md`` gives the rates).
+    """
+    models, _ = _load_model_file(f"background_{_check_kind(kind)}.npz")
+    return models[0], float(load_manifest()["background"]["margin"])
 
 
 @dataclass(frozen=True, eq=False)

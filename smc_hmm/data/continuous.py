@@ -6,8 +6,15 @@ Made by ``scripts/make_continuous_speech.py`` from the Free Spoken Digit Dataset
 recordings join test-split recordings (indices 0-4, never seen by a model) with short
 noise pauses; filler k -- a pause state and a generic 5-state word, looping -- is trained
 on the other nine digits of the training split (the word on their isolated recordings,
-the pause on the pauses of joined ones).  Keyword spotting composes filler k, the bundled
-digit model k and filler k again (:func:`spotting_model`, :mod:`smc_hmm.hmm.spotting`).
+the pause on the pauses of joined ones).  Keyword spotting composes filler k, the
+spotting keyword model k and filler k again (:func:`spotting_model`,
+:mod:`smc_hmm.hmm.spotting`).
+
+Spotting has its own pipeline and keyword models (:func:`load_spotting_pipeline`,
+:func:`load_spotting_keywords`, ``spotting_keywords_diag.npz``): the isolated-word models
+(``models_diag.npz``) normalise each utterance by its own statistics, which differ between
+a word alone and a word inside a longer recording, so spotting keeps 5-state models on
+globally standardised features (``docs/speech-models.md``).
 
 The recordings are stored as their 13 raw static MFCCs (float32); :func:`load_continuous_test`
 recomputes the deltas as the bundled pipeline does and standardises, so the features are
@@ -38,6 +45,8 @@ __all__ = [
     "load_continuous_manifest",
     "load_continuous_test",
     "load_fillers",
+    "load_spotting_keywords",
+    "load_spotting_pipeline",
     "spotting_model",
     "word_frames",
 ]
@@ -94,9 +103,9 @@ def load_continuous_manifest() -> dict[str, Any]:
 
 def load_continuous_test(select=None) -> list[ContinuousRecording]:
     """The bundled continuous test recordings (all, or those at the positions ``select``)."""
-    from smc_hmm.data import load_pipeline, load_recordings
+    from smc_hmm.data import load_recordings
 
-    pipeline = load_pipeline()
+    pipeline = load_spotting_pipeline()
     arrays, starts = load_recordings(
         "continuous_test.npz", "mfcc", ("digits", "bounds", "speakers"), "bundled continuous speech"
     )
@@ -121,6 +130,33 @@ def load_continuous_test(select=None) -> list[ContinuousRecording]:
     return out
 
 
+def load_spotting_pipeline():
+    """The feature pipeline of keyword spotting (stored with its keyword models): the
+    bundled continuous recordings, the fillers and the spotting keyword models expect it."""
+    from smc_hmm.features import FeaturePipeline
+    from smc_hmm.hmm.io import load_model_pipeline
+
+    with resources.as_file(_resource("spotting_keywords_diag.npz")) as path:
+        stored = load_model_pipeline(path)
+    if stored is None:
+        raise ConfigError("the bundled spotting keyword models carry no feature pipeline")
+    return FeaturePipeline.from_dict(stored)
+
+
+def load_spotting_keywords(kind: str = "diag"):
+    """The ten keyword models of spotting (5-state left-to-right digit HMMs on
+    :func:`load_spotting_pipeline`'s features) and their labels "zero" .. "nine"."""
+    from smc_hmm.data import DIGIT_WORDS
+
+    if kind != "diag":
+        raise ConfigError(f"the bundled spotting keywords have diagonal covariances, not {kind!r}")
+    with resources.as_file(_resource("spotting_keywords_diag.npz")) as path:
+        models, labels = load_models(path)
+    if tuple(labels or ()) != DIGIT_WORDS:
+        raise ConfigError(f"bundled spotting keywords have labels {labels}")
+    return models, list(labels)
+
+
 def load_fillers(kind: str = "diag"):
     """The ten filler models (filler k: trained on every digit but k) and their labels."""
     if kind != "diag":
@@ -139,13 +175,11 @@ def spotting_model(
     leave: float = LEAVE,
     start_keyword: float = START_KEYWORD,
 ) -> tuple[Any, SpottingLayout]:
-    """The composite filler-keyword-filler model of digit ``keyword`` (bundled digit model
+    """The composite filler-keyword-filler model of digit ``keyword`` (spotting keyword model
     and its filler) and its public layout (:func:`smc_hmm.hmm.spotting.compose`)."""
-    from smc_hmm.data import load_bundled_models
-
     if isinstance(keyword, bool) or not isinstance(keyword, int) or not 0 <= keyword <= 9:
         raise InvalidInputError(f"a keyword is a digit 0-9, got {keyword!r}")
-    models, _ = load_bundled_models("diag")
+    models, _ = load_spotting_keywords("diag")
     fillers, _ = load_fillers("diag")
     return compose(
         models[keyword], fillers[keyword], enter=enter, leave=leave, start_keyword=start_keyword

@@ -11,6 +11,7 @@ import pytest
 
 from smc_hmm.data import (
     DIGIT_WORDS,
+    load_background_model,
     load_bundled_models,
     load_garbage_model,
     load_manifest,
@@ -32,9 +33,12 @@ def utterances():
     return load_test_utterances()
 
 
-def _left_to_right(transmat: np.ndarray) -> bool:
+def _left_to_right(transmat: np.ndarray, skip: int = 1) -> bool:
+    """Only loops and moves of 1 .. ``skip`` states forward; the last state absorbing."""
     n = transmat.shape[0]
-    allowed = np.eye(n, dtype=bool) | np.eye(n, k=1, dtype=bool)
+    allowed = np.eye(n, dtype=bool)
+    for k in range(1, skip + 1):
+        allowed |= np.eye(n, k=k, dtype=bool)
     return bool(np.all(transmat[~allowed] == 0) and transmat[-1, -1] == 1.0)
 
 
@@ -65,23 +69,43 @@ def test_files_are_small_and_carry_the_notice():
 def test_pipeline_is_the_documented_one():
     pipeline = load_pipeline()
     assert pipeline.standardised and pipeline.n_features == 39
+    assert (pipeline.noise_floor_db, pipeline.cepstral_norm) == (25.0, "mean")
+    assert pipeline.level_frames == "all"
     assert (pipeline.sample_rate, pipeline.win_length, pipeline.hop_length) == (8000, 200, 80)
     assert pipeline.n_frames(7840) == BENCHMARK_FRAMES
     assert all(s > 0 for s in pipeline.std)
 
 
 @pytest.mark.parametrize("kind", ["diag", "full"])
-def test_models_are_five_state_left_to_right(kind):
+def test_models_are_eight_state_left_to_right(kind):
+    """The documented public sizes: 8 states, 39 features, a start in the first three
+    states, loops and moves of one or two states forward (docs/speech-models.md)."""
     models, labels = load_bundled_models(kind)
     assert labels == list(DIGIT_WORDS)
     for model in models:
-        assert model.n_states == 5 and model.n_features == 39
+        assert model.n_states == 8 and model.n_features == 39
         assert model.covariance_type == kind
-        assert model.startprob[0] == 1.0
-        assert _left_to_right(model.transmat)
+        assert np.all(model.startprob[3:] == 0.0)
+        assert _left_to_right(model.transmat, skip=2)
     garbage, keywords = load_garbage_model(kind)
-    assert garbage.n_states == 5 and _left_to_right(garbage.transmat)
+    assert garbage.n_states == 8 and _left_to_right(garbage.transmat, skip=2)
     assert len(keywords) == 3 and set(keywords) <= set(DIGIT_WORDS)
+    background, margin = load_background_model(kind)
+    assert background.n_states == 3 and background.covariance_type == kind
+    assert margin == load_manifest()["background"]["margin"] >= 0.0
+
+
+def test_spotting_keywords_are_five_state_on_their_own_pipeline():
+    """Spotting keeps 5-state models on globally standardised features (no per-utterance
+    normalisation), stored with their pipeline."""
+    from smc_hmm.data.continuous import load_spotting_keywords, load_spotting_pipeline
+
+    models, labels = load_spotting_keywords()
+    assert labels == list(DIGIT_WORDS)
+    assert all(m.n_states == 5 and _left_to_right(m.transmat) for m in models)
+    pipeline = load_spotting_pipeline()
+    assert pipeline.standardised and pipeline.cepstral_norm == "none"
+    assert pipeline.noise_floor_db is None
 
 
 def test_bad_kind():
@@ -119,7 +143,25 @@ def test_diag_models_classify_the_test_split(utterances):
     ]
     accuracy = np.mean(np.array(predicted) == np.array([u.digit for u in utterances]))
     assert accuracy >= 0.97
-    assert accuracy == pytest.approx(load_manifest()["results"]["diag"]["test"])
+    assert accuracy == pytest.approx(load_manifest()["results"]["diag"]["test_forward"])
+
+
+def test_the_background_model_rejects_silence_and_noise_and_keeps_the_digits(utterances):
+    """The rule of the keyword protocol's garbage/margin: generated silence and white noise
+    are "no keyword", the test split's digits are not rejected."""
+    from smc_hmm.data.recipe import background_signals, decide
+    from smc_hmm.hmm.batched import batched_viterbi_scores
+
+    models, _ = load_bundled_models("diag")
+    background, margin = load_background_model("diag")
+    pipeline = load_pipeline()
+    clips = background_signals(np.random.default_rng(5), 20)
+    noise = [pipeline.features(s) for _, s in clips]
+    speech = [u.features for u in utterances[::5]]
+    for sequences, rejected in ((noise, True), (speech, False)):
+        scores = np.stack([batched_viterbi_scores(m, sequences) for m in models], axis=1)
+        decided = decide(scores, batched_viterbi_scores(background, sequences), margin)
+        assert np.all((decided < 0) == rejected)
 
 
 def test_full_models_classify_fixed_length_utterances(utterances):

@@ -219,6 +219,10 @@ def test_pipeline_rejects_bad_parameters():
         ("mean", [0.0] * 39),
         ("preemphasis", 1.0),
         ("hop_length", 2.5),
+        ("noise_floor_db", 0.0),
+        ("noise_floor_db", "25"),
+        ("cepstral_norm", "median"),
+        ("level_frames", "quietest"),
     ]:
         with pytest.raises(ConfigError):
             FeaturePipeline.from_dict({**good, key: value})
@@ -353,3 +357,39 @@ def test_real_recording_reads_as_8k_mono():
     signal = read_wav(RECORDINGS / "3_theo_10.wav")
     assert signal.ndim == 1 and 1000 < signal.size < 20000
     assert 0.01 < np.max(np.abs(signal)) <= 1.0
+
+
+# --- per-utterance normalisation (docs/speech-models.md) ---------------------------------
+
+RECIPE = FeaturePipeline(noise_floor_db=25.0, cepstral_norm="mean", level_frames="loudest_half")
+
+
+def test_the_recipe_pipeline_does_not_depend_on_the_recording_level():
+    """A noise floor relative to the utterance's level and cepstral mean normalisation:
+    the same signal 20 dB louder or quieter gives the same features."""
+    y = _synthetic()
+    ref = RECIPE.extract(y)
+    for gain in (0.1, 10.0):
+        np.testing.assert_allclose(RECIPE.extract(gain * y), ref, atol=1e-9)
+    assert not np.allclose(FeaturePipeline().extract(0.1 * y), FeaturePipeline().extract(y))
+    assert FeaturePipeline.from_json(RECIPE.to_json()) == RECIPE
+
+
+def test_cepstral_mean_normalisation_centres_the_statics_on_its_frames():
+    y = _synthetic()
+    every = FeaturePipeline(cepstral_norm="mean").extract(y)[:, :13]
+    np.testing.assert_allclose(every.mean(axis=0), 0.0, atol=1e-9)
+    scaled = FeaturePipeline(cepstral_norm="meanvar").extract(y)[:, :13]
+    np.testing.assert_allclose(scaled.std(axis=0), 1.0, atol=1e-9)
+    loud = RECIPE.extract(y)[:, :13]
+    raw = FeaturePipeline(noise_floor_db=25.0, level_frames="loudest_half").extract(y)[:, :13]
+    half = raw[:, 0] >= np.median(raw[:, 0])
+    assert 0 < half.sum() < len(half)
+    np.testing.assert_allclose(loud, raw - raw[half].mean(axis=0), atol=1e-9)
+
+
+def test_digital_silence_gives_finite_zero_statics():
+    """Silence is a constant spectrum: its normalised statics are 0, never NaN."""
+    for mode in ("mean", "meanvar"):
+        x = FeaturePipeline(noise_floor_db=25.0, cepstral_norm=mode).extract(np.zeros(4000))
+        assert np.all(np.isfinite(x)) and np.max(np.abs(x)) < 1e-9

@@ -95,7 +95,8 @@ def test_bundled_model_files_carry_the_bundled_pipeline():
 
     from smc_hmm.data import load_pipeline
 
-    for name in ("models_diag", "models_full", "garbage_diag", "garbage_full"):
+    names = ("models_diag", "models_full", "garbage_diag", "garbage_full", "background_diag")
+    for name in names:
         with resources.as_file(resources.files("smc_hmm.data") / "fsdd" / f"{name}.npz") as p:
             assert load_model_pipeline(p) == load_pipeline().to_dict()
 

@@ -232,7 +232,7 @@ def test_bench_spot_smoke_and_a_missed_target_exits_1(tmp_path, monkeypatch):
 def test_two_processes_over_mutual_tls_with_a_wav(tmp_path):
     """protocol = "spot" in a parties.toml: Alice's WAV, Bob's bundled models, two OS
     processes over mutual TLS."""
-    from smc_hmm.data import load_pipeline
+    from smc_hmm.data.continuous import load_spotting_pipeline
     from smc_hmm.runtime import launch, write_config
 
     _write_wav(tmp_path / "alice.wav")
@@ -250,7 +250,7 @@ def test_two_processes_over_mutual_tls_with_a_wav(tmp_path):
         connect_timeout=30,
     )
     result = launch(config, timeout=300)
-    frames = load_pipeline().features_from_wav(tmp_path / "alice.wav")
+    frames = load_spotting_pipeline().features_from_wav(tmp_path / "alice.wav")
     bundled = sp.load_keyword_models("bundled", None)
     assert result["alice"] == sp.plaintext(bundled, frames, ["seven"])
     assert result["bob"] is None
@@ -273,7 +273,7 @@ def test_a_serving_bob_spots_for_a_client_and_refuses_other_keywords(tmp_path, c
     """smc-hmm serve with protocol = "spot": a client session equals plaintext, and
     smc-hmm spot --server refuses a server spotting other keywords before sending anything."""
     from smc_hmm.cli import main
-    from smc_hmm.data import load_pipeline
+    from smc_hmm.data.continuous import load_spotting_pipeline
     from smc_hmm.runtime import load_config, write_config
     from smc_hmm.runtime.serve import Server
 
@@ -298,7 +298,7 @@ def test_a_serving_bob_spots_for_a_client_and_refuses_other_keywords(tmp_path, c
                 "--insecure", "--json", str(tmp_path / "out.json")]  # fmt: skip
         assert main([*argv, "--keyword", "seven"]) == 0
         report = json.loads((tmp_path / "out.json").read_text())
-        frames = load_pipeline().features_from_wav(tmp_path / "alice.wav")
+        frames = load_spotting_pipeline().features_from_wav(tmp_path / "alice.wav")
         bundled = sp.load_keyword_models("bundled", None)
         assert report["secure"] == sp.plaintext(bundled, frames, ["seven"])
         assert main([*argv, "--keyword", "one"]) == 2

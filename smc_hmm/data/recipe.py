@@ -1,0 +1,328 @@
+"""How the bundled speech models are made: the feature pipeline, the word models' topology
+and training, the background (silence and noise) model, and the continuous recordings of
+keyword spotting.
+
+One recipe serves ``scripts/make_speech_data.py`` and ``scripts/make_continuous_speech.py``
+(which regenerate the bundled files from the Free Spoken Digit Dataset) and the
+leave-one-speaker-out benchmark ``smc-hmm bench speech`` (which retrains everything per
+fold); ``docs/speech-models.md`` gives the measurements behind each choice.
+
+- **Features** (:data:`PIPELINE`): the 39 MFCC + delta + delta-delta features with a flat
+  noise floor 25 dB below the utterance's mean power and per-utterance cepstral mean
+  normalisation, both computed by the client from her own utterance.
+- **Word models** (:func:`word_start`, :func:`train_word`): :data:`STATES` states from left
+  to right, each a single Gaussian (diagonal or full covariance); the path may start in
+  any of the first :data:`START_STATES` states and skip one state
+  (a_j,j+2), so a word whose first sound the recording cut off still fits.
+- **Background** (:func:`background_signals`): silence (digital and near-silent) and white
+  noise of random level and length; a model of the same form trained on them is the
+  reference of the keyword protocol's ``garbage``/``margin`` decision.
+- **Continuous recordings** (:func:`join_words`): real recordings joined with noise pauses
+  at their own noise floor, with the true word spans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from smc_hmm.errors import InvalidInputError
+from smc_hmm.features import FeaturePipeline
+from smc_hmm.hmm.batched import batched_expected_counts
+from smc_hmm.hmm.models import GaussianHMM
+from smc_hmm.hmm.training import BaumWelchResult, baum_welch
+
+__all__ = [
+    "BACKGROUND_STATES",
+    "MIN_COVAR",
+    "PIPELINE",
+    "SKIP",
+    "SPOTTING_PIPELINE",
+    "START_STATES",
+    "STATES",
+    "Recording",
+    "assemble_filler",
+    "background_signals",
+    "build_recordings",
+    "decide",
+    "floor_probabilities",
+    "join_words",
+    "pause_frames",
+    "train_background",
+    "train_fillers",
+    "train_spotting_keyword",
+    "train_word",
+    "word_start",
+]
+
+#: the bundled feature pipeline before its global standardisation is fitted
+PIPELINE = FeaturePipeline(noise_floor_db=25.0, cepstral_norm="mean")
+#: keyword spotting's pipeline: no per-utterance normalisation, whose statistics would
+#: differ between a word alone and a word inside a longer recording (measured:
+#: ``docs/speech-models.md``), only the global standardisation
+SPOTTING_PIPELINE = FeaturePipeline()
+#: states of a word model, and the first ones a path may start in
+STATES = 8
+START_STATES = 3
+#: initial a_j,j+1 and a_j,j+2 (the rest is the self-loop); Baum-Welch keeps the zeros
+ADVANCE, SKIP = 0.4, 0.1
+#: the variance floor (features are standardised: 0.05 of the global variance)
+MIN_COVAR = 0.05
+N_ITER, TOL = 20, 1.0
+#: the smallest nonzero start or transition probability of a trained model
+PROBABILITY_FLOOR = 1e-3
+
+
+def _left_to_right(
+    states: int, start_states: int, skip: float = SKIP
+) -> tuple[np.ndarray, np.ndarray]:
+    start = np.zeros(states)
+    start[: min(start_states, states)] = 1.0
+    a = np.zeros((states, states))
+    for j in range(states):
+        a[j, j] = 1.0
+        if j + 1 < states:
+            a[j, j + 1] = ADVANCE if skip else 0.5
+        if j + 2 < states and skip:
+            a[j, j + 2] = skip
+        a[j, j] = 1.0 - a[j, j + 1 :].sum()
+    return start / start.sum(), a
+
+
+def word_start(
+    sequences: Sequence[np.ndarray],
+    covariance_type: str = "diag",
+    states: int = STATES,
+    start_states: int = START_STATES,
+    skip: float = SKIP,
+    min_covar: float = MIN_COVAR,
+) -> GaussianHMM:
+    """The flat start of a word model: every sequence cut into ``states`` equal segments,
+    state j gets the moments of the j-th segments (plus ``min_covar``); start spread over
+    the first ``start_states`` states, a_jj = 0.5, a_j,j+1 = 0.4, a_j,j+2 = ``skip`` = 0.1
+    (without skips a_j,j+1 = 0.5), the last state absorbing."""
+    if not sequences:
+        raise InvalidInputError("a word model needs at least one training sequence")
+    segments: list[list[np.ndarray]] = [[] for _ in range(states)]
+    for x in sequences:
+        bounds = np.linspace(0, len(x), states + 1).astype(int)
+        for j in range(states):
+            segments[j].append(x[bounds[j] : max(bounds[j + 1], bounds[j] + 1)])
+    frames = [np.concatenate(s) for s in segments]
+    means = np.array([f.mean(axis=0) for f in frames])
+    dim = means.shape[1]
+    if covariance_type == "diag":
+        covars = np.array([f.var(axis=0) + min_covar for f in frames])
+    else:
+        covars = np.array([np.cov(f.T, bias=True) + min_covar * np.eye(dim) for f in frames])
+    start, a = _left_to_right(states, start_states, skip)
+    return GaussianHMM(start, a, means, covars, covariance_type)
+
+
+def train_word(
+    sequences: Sequence[np.ndarray],
+    covariance_type: str = "diag",
+    states: int = STATES,
+    start_states: int = START_STATES,
+    n_iter: int = N_ITER,
+    skip: float = SKIP,
+    min_covar: float = MIN_COVAR,
+) -> BaumWelchResult:
+    """:func:`word_start` then Baum-Welch (batched E-step, at most ``n_iter`` iterations,
+    tolerance 1.0 on the total log-likelihood, variance floor ``min_covar``)."""
+    start = word_start(list(sequences), covariance_type, states, start_states, skip, min_covar)
+    result = baum_welch(
+        start,
+        list(sequences),
+        n_iter=n_iter,
+        tol=TOL,
+        min_covar=min_covar,
+        e_step=batched_expected_counts,
+    )
+    return replace(result, model=floor_probabilities(result.model))
+
+
+def floor_probabilities(model: GaussianHMM, floor: float = PROBABILITY_FLOOR) -> GaussianHMM:
+    """``model`` with every nonzero start and transition probability raised to at least
+    ``floor`` (rows renormalised): the topology (which entries are nonzero) stays the
+    documented one, and no weight falls below the secure forward's public weight floor
+    (Baum-Welch can drive an unused skip to 1e-260)."""
+
+    def lift(rows: np.ndarray) -> np.ndarray:
+        lifted = np.where(rows > 0, np.maximum(rows, floor), 0.0)
+        return lifted / lifted.sum(axis=-1, keepdims=True)
+
+    return GaussianHMM(
+        lift(model.startprob),
+        lift(model.transmat),
+        model.means,
+        model.covars,
+        model.covariance_type,
+    )
+
+
+def train_spotting_keyword(sequences: Sequence[np.ndarray]) -> BaumWelchResult:
+    """A keyword model of spotting (:data:`SPOTTING_PIPELINE`'s features): 5 states, start
+    in the first, no skips, variance floor 1e-3, diagonal -- the recipe of the digit
+    models before the leave-one-speaker-out work (``docs/speech-models.md``)."""
+    return train_word(sequences, "diag", 5, 1, N_ITER, 0.0, 1e-3)
+
+
+def background_signals(
+    rng: np.random.Generator, count: int, rate: int = 8000, seconds=(0.3, 1.5)
+) -> list[tuple[str, np.ndarray]]:
+    """``count`` generated clips of no speech, (kind, samples): alternately silence and
+    white noise, each ``seconds`` long (uniform).  Silence is digital zeros or a
+    near-silent floor (Gaussian, -90 to -60 dBFS RMS); white noise is Gaussian at -50
+    to -6 dBFS RMS, clipped to [-1, 1]."""
+    out = []
+    for i in range(count):
+        n = int(rng.uniform(*seconds) * rate)
+        if i % 2 == 0:
+            level = 0.0 if rng.random() < 0.5 else 10 ** (rng.uniform(-90, -60) / 20)
+            out.append(("silence", level * rng.standard_normal(n)))
+        else:
+            level = 10 ** (rng.uniform(-50, -6) / 20)
+            out.append(("noise", np.clip(level * rng.standard_normal(n), -1.0, 1.0)))
+    return out
+
+
+@dataclass(frozen=True)
+class Recording:
+    """A continuous recording: samples, the digits spoken, their speakers, and each word's
+    [first, last) sample."""
+
+    samples: np.ndarray
+    digits: tuple[int, ...]
+    speakers: tuple[str, ...]
+    spans: tuple[tuple[int, int], ...]
+
+
+def _floor(samples: np.ndarray, edge: int) -> float:
+    return float(np.sqrt(np.mean(samples[:edge] ** 2)))
+
+
+def join_words(
+    parts, rng: np.random.Generator, rate: int, pause=(0.15, 0.5), edge=(0.05, 0.2)
+) -> Recording:
+    """Join ``parts`` [(digit, speaker, samples)] with Gaussian-noise pauses at the
+    neighbouring recordings' noise floor (RMS of their outer 10 ms): ``pause`` seconds
+    between words and ``edge`` seconds before the first and after the last."""
+    outer = rate // 100
+    pieces, spans, at = [], [], 0
+
+    def silence(length_s, level):
+        nonlocal at
+        count = int(round(length_s * rate))
+        pieces.append(rng.normal(0.0, max(level, 1e-5), size=count))
+        at += count
+
+    silence(rng.uniform(*edge), _floor(parts[0][2], outer))
+    for i, (_, _, samples) in enumerate(parts):
+        if i:
+            level = min(_floor(parts[i - 1][2][::-1], outer), _floor(samples, outer))
+            silence(rng.uniform(*pause), level)
+        pieces.append(samples)
+        spans.append((at, at + len(samples)))
+        at += len(samples)
+    silence(rng.uniform(*edge), _floor(parts[-1][2][::-1], outer))
+    return Recording(
+        np.clip(np.concatenate(pieces), -1.0, 1.0),
+        tuple(d for d, _, _ in parts),
+        tuple(s for _, s, _ in parts),
+        tuple(spans),
+    )
+
+
+#: the background model's states (silence and noise are stationary: few states suffice)
+BACKGROUND_STATES = 3
+#: the spotting fillers: a pause state and a generic word of this many states
+FILLER_WORD_STATES = 5
+FILLER_STAY = 0.8
+FILLER_ITER = 10
+FILLER_MIN_COVAR = 0.05
+
+
+def train_background(sequences: Sequence[np.ndarray], covariance_type: str = "diag"):
+    """The background model: :data:`BACKGROUND_STATES` states from left to right, any of
+    them a start, trained like a word on features of :func:`background_signals`."""
+    return train_word(sequences, covariance_type, BACKGROUND_STATES, BACKGROUND_STATES)
+
+
+def decide(digit_scores: np.ndarray, background: np.ndarray, margin: float) -> np.ndarray:
+    """Per utterance the best digit, or -1 ("no keyword") when the background model's
+    score plus ``margin`` nats reaches it: the keyword protocol's ``garbage``/``margin``
+    rule (``protocols/keyword.py``)."""
+    scores = np.asarray(digit_scores, dtype=float)
+    best = scores.argmax(axis=1)
+    rejected = np.asarray(background, dtype=float) + margin >= scores.max(axis=1)
+    return np.where(rejected, -1, best)
+
+
+def build_recordings(audio, count: int, rng: np.random.Generator, rate: int, digits=range(10)):
+    """``count`` continuous recordings of 3-5 distinct ``digits`` from ``audio`` {(digit,
+    speaker, index): samples}: even ones by one speaker, odd ones by a mix."""
+    speakers = sorted({s for _, s, _ in audio})
+    indices = sorted({i for _, _, i in audio})
+    out = []
+    for r in range(count):
+        words = int(rng.integers(3, 6))
+        chosen = rng.choice(sorted(digits), size=words, replace=False)
+        speaker = speakers[int(rng.integers(len(speakers)))]
+        parts = []
+        for d in chosen:
+            s = speaker if r % 2 == 0 else speakers[int(rng.integers(len(speakers)))]
+            i = indices[int(rng.integers(len(indices)))]
+            parts.append((int(d), s, audio[(int(d), s, i)]))
+        out.append(join_words(parts, rng, rate))
+    return out
+
+
+def pause_frames(recordings, features, hop: int = 80) -> np.ndarray:
+    """The frames of the pauses between words of continuous ``recordings`` (two frames
+    off each word's edge)."""
+    out = []
+    for r, x in zip(recordings, features, strict=True):
+        previous = 0
+        for first, stop in r.spans:
+            a, b = -(-previous // hop), -(-first // hop) - 1
+            if b - a > 4:
+                out.append(x[a + 2 : b - 1])
+            previous = stop
+    return np.concatenate(out)
+
+
+def assemble_filler(word: GaussianHMM, pause: np.ndarray) -> GaussianHMM:
+    """A filler: the pause (state 0, the moments of ``pause``) and the generic ``word``
+    (states 1 .. w), looping (:func:`smc_hmm.hmm.spotting.filler_topology`'s pattern)."""
+    w = word.n_states
+    a = np.zeros((w + 1, w + 1))
+    a[1:, 1:] = word.transmat
+    a[0, 0], a[0, 1] = FILLER_STAY, 1 - FILLER_STAY
+    a[w, w], a[w, 0] = FILLER_STAY, 1 - FILLER_STAY
+    start = np.zeros(w + 1)
+    start[0] = start[1] = 0.5
+    means = np.vstack([pause.mean(0), word.means])
+    if word.covariance_type == "diag":
+        covars = np.vstack([pause.var(0) + FILLER_MIN_COVAR, word.covars])
+    else:
+        pause_cov = np.cov(pause.T, bias=True) + FILLER_MIN_COVAR * np.eye(pause.shape[1])
+        covars = np.concatenate([pause_cov[None], word.covars])
+    return GaussianHMM(start, a, means, covars, word.covariance_type)
+
+
+def train_fillers(
+    by_digit: Sequence[Sequence[np.ndarray]], pause: np.ndarray, covariance_type: str = "diag"
+) -> list[GaussianHMM]:
+    """Filler k for every digit k: the generic word trained on the other digits'
+    sequences (``by_digit[d]``), the pause state from ``pause`` frames."""
+    fillers = []
+    for k in range(len(by_digit)):
+        others = [x for d, xs in enumerate(by_digit) if d != k for x in xs]
+        word = train_word(
+            others, covariance_type, FILLER_WORD_STATES, 1, FILLER_ITER, 0.0, FILLER_MIN_COVAR
+        ).model
+        fillers.append(assemble_filler(word, pause))
+    return fillers
