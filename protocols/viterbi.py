@@ -161,7 +161,7 @@ every frame's inputs. Why the fused compare-and-select: a separate secure multip
 per match cost two more messages, two more decryptions and two more re-randomisations
 than Alice's two extra encryptions. Why the tree descent for the traceback: it
 multiplies only encrypted 0/1 weights by encrypted bits, one round per tree level, and
-needs no equality test. """
+needs no equality test."""
 
 from __future__ import annotations
 

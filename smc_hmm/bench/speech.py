@@ -132,7 +132,8 @@ def train_fold(train: list[Utterance], covariance: str, spotting: bool) -> dict:
     ]
     models = [recipe.train_word(x, covariance).model for x in by_digit]
     rng = np.random.default_rng(CLIP_SEED + 1)
-    background = [pipeline.features(s) for _, s in recipe.background_signals(rng, BACKGROUND_CLIPS)]
+    signals = recipe.background_signals(rng, BACKGROUND_CLIPS, colours=recipe.BACKGROUND_COLOURS)
+    background = [pipeline.features(s) for _, s in signals]
     fold = {
         "pipeline": pipeline,
         "models": models,

@@ -86,10 +86,10 @@ def _check_margin(value: float, name: str) -> float:
 
 
 def _with_garbage(args, models, labels, pipeline):
-    """(models, labels, the garbage label or None) with ``--garbage``: the background model
-    derived from the pipeline appended (unless the models hold one), none, or a model of
-    ``--models`` named by its label."""
-    from smc_hmm.data.background import BACKGROUND_LABEL, background_model
+    """(models, labels, the garbage label or None) with ``--garbage``: the bundled
+    background model of silence and noise appended (unless the models hold one), none, or
+    a model of ``--models`` named by its label."""
+    from smc_hmm.data import BACKGROUND_LABEL, load_background_model, load_pipeline
 
     choice = args.garbage or "background"
     if choice == "none":
@@ -97,8 +97,14 @@ def _with_garbage(args, models, labels, pipeline):
             raise InvalidInputError("--margin needs a --garbage model (background or a label)")
         return models, labels, None
     if choice == "background" and BACKGROUND_LABEL not in labels:
-        kind = getattr(models[0], "covariance_type", "diag")
-        background = background_model(pipeline, kind)
+        if pipeline != load_pipeline():
+            raise InvalidInputError(
+                f"--models {args.models} has its own feature pipeline, and the bundled "
+                "background model is the bundled pipeline's: give --garbage LABEL (a "
+                "model of the file) or --garbage none"
+            )
+        kind = "full" if getattr(models[0], "covariance_type", "diag") == "full" else "diag"
+        background, _ = load_background_model(kind)
         return [*models, background], [*labels, BACKGROUND_LABEL], BACKGROUND_LABEL
     if choice not in labels:
         raise InvalidInputError(

@@ -32,6 +32,7 @@ __all__ = [
     "FSDD_ENV",
     "TestUtterance",
     "fsdd_dir",
+    "BACKGROUND_LABEL",
     "load_background_model",
     "load_bundled_models",
     "load_garbage_model",
@@ -173,6 +174,10 @@ def load_garbage_model(kind: Literal["diag", "full"] = "diag") -> tuple[Gaussian
     """
     models, _ = _load_model_file(f"garbage_{_check_kind(kind)}.npz")
     return models[0], list(load_manifest()["keywords"])
+
+
+#: the background model's label among Bob's models (``smc-hmm keyword --garbage``)
+BACKGROUND_LABEL = "background"
 
 
 def load_background_model(kind: Literal["diag", "full"] = "diag") -> tuple[GaussianHMM, float]:

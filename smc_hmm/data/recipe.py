@@ -14,9 +14,10 @@ fold); ``docs/speech-models.md`` gives the measurements behind each choice.
   to right, each a single Gaussian (diagonal or full covariance); the path may start in
   any of the first :data:`START_STATES` states and skip one state
   (a_j,j+2), so a word whose first sound the recording cut off still fits.
-- **Background** (:func:`background_signals`): silence (digital and near-silent) and white
-  noise of random level and length; a model of the same form trained on them is the
-  reference of the keyword protocol's ``garbage``/``margin`` decision.
+- **Background** (:func:`background_signals`): silence (digital and near-silent) and
+  white, pink and brown noise of random level and length; a model of the same form
+  trained on them is the reference of the keyword protocol's ``garbage``/``margin``
+  decision.
 - **Continuous recordings** (:func:`join_words`): real recordings joined with noise pauses
   at their own noise floor, with the true word spans.
 """
@@ -44,7 +45,10 @@ __all__ = [
     "STATES",
     "Recording",
     "assemble_filler",
+    "BACKGROUND_COLOURS",
+    "COLOURS",
     "background_signals",
+    "coloured_noise",
     "build_recordings",
     "decide",
     "floor_probabilities",
@@ -170,13 +174,32 @@ def train_spotting_keyword(sequences: Sequence[np.ndarray]) -> BaumWelchResult:
     return train_word(sequences, "diag", 5, 1, N_ITER, 0.0, 1e-3)
 
 
+#: noise colours: the exponent beta of a 1/f^beta power spectrum
+COLOURS = {"white": 0.0, "pink": 1.0, "brown": 2.0}
+#: the colours the background model is trained on (the clips it is measured on: white)
+BACKGROUND_COLOURS = ("white", "pink", "brown")
+
+
+def coloured_noise(n: int, beta: float, rng: np.random.Generator) -> np.ndarray:
+    """``n`` samples of Gaussian noise with power spectrum 1/f^beta, unit RMS."""
+    spectrum = np.fft.rfft(rng.normal(size=n))
+    f = np.arange(spectrum.size, dtype=float)
+    f[0] = 1.0
+    y = np.fft.irfft(spectrum / f ** (beta / 2), n)
+    return y / np.std(y)
+
+
 def background_signals(
-    rng: np.random.Generator, count: int, rate: int = 8000, seconds=(0.3, 1.5)
+    rng: np.random.Generator,
+    count: int,
+    rate: int = 8000,
+    seconds=(0.3, 1.5),
+    colours: Sequence[str] = ("white",),
 ) -> list[tuple[str, np.ndarray]]:
     """``count`` generated clips of no speech, (kind, samples): alternately silence and
-    white noise, each ``seconds`` long (uniform).  Silence is digital zeros or a
-    near-silent floor (Gaussian, -90 to -60 dBFS RMS); white noise is Gaussian at -50
-    to -6 dBFS RMS, clipped to [-1, 1]."""
+    noise of each of ``colours`` in turn (:data:`COLOURS`), each ``seconds`` long
+    (uniform).  Silence is digital zeros or a near-silent floor (Gaussian, -90 to -60
+    dBFS RMS); noise is at -50 to -6 dBFS RMS, clipped to [-1, 1]."""
     out = []
     for i in range(count):
         n = int(rng.uniform(*seconds) * rate)
@@ -185,7 +208,9 @@ def background_signals(
             out.append(("silence", level * rng.standard_normal(n)))
         else:
             level = 10 ** (rng.uniform(-50, -6) / 20)
-            out.append(("noise", np.clip(level * rng.standard_normal(n), -1.0, 1.0)))
+            beta = COLOURS[colours[(i // 2) % len(colours)]]
+            noise = rng.standard_normal(n) if beta == 0.0 else coloured_noise(n, beta, rng)
+            out.append(("noise", np.clip(level * noise, -1.0, 1.0)))
     return out
 
 
