@@ -53,7 +53,11 @@ from smc_hmm.errors import InvalidInputError, PartyProcessError, PrecisionError
 DEFAULT_TARGET = {"diag": 4.0, "full": 8.0}
 DEFAULT_TARGET_NO_KERNEL = {"diag": 12.0, "full": None}
 DEFAULT_VS_V2 = 0.5
-#: the thesis's forward scoring (v2, the main forward configuration), as before
+#: the thesis's forward scoring (v2, the main forward configuration), on Table 4.1's models
+#: (ten 5-state left-to-right HMMs, 90 edges: :func:`table41`); its cost grows with the
+#: models' edges, and on other models (the bundled 8-state recogniser has 210) its rows are
+#: measured without these targets
+TABLE41_EDGES = 90
 TOTAL_TARGET = {"diag": 6.0, "full": 12.0}
 ONLINE_TARGET = {"diag": 3.5, "full": None}
 #: TCP over loopback within this factor of in-process
@@ -420,8 +424,9 @@ def _median_rows(b: _Run) -> None:
         med = {key: float(np.median([r[key] for r in timed])) for key in MEDIAN_KEYS}
         b.medians[config] = med
         main, name = config == b.main and b.forward, _label(config)
+        table = table41(b.models)
         limit = default_limit(args) if config == DEFAULT else None
-        if main and local:
+        if main and local and table:
             limit = TOTAL_TARGET[args.models]
         b.rows += [
             common.Row(
@@ -438,7 +443,7 @@ def _median_rows(b: _Run) -> None:
                 med["online_seconds"],
                 None,
                 "s",
-                limit=ONLINE_TARGET[args.models] if main and local else None,
+                limit=ONLINE_TARGET[args.models] if main and local and table else None,
                 note=f"offline: {med['offline_seconds']:.2f} s",
             ),
             common.Row(
@@ -446,10 +451,18 @@ def _median_rows(b: _Run) -> None:
                 med["recursion_decryptions"],
                 None,
                 "count",
-                limit=DECRYPTION_TARGET if config[0] == "v2" else None,
+                limit=DECRYPTION_TARGET if config[0] == "v2" and table else None,
             ),
             common.Row(f"{name}: Bob's recursion compute", med["bob_recursion_seconds"], None, "s"),
         ]
+
+
+def table41(models) -> bool:
+    """Whether ``models`` have the size of the thesis's Table 4.1 (ten 5-state
+    left-to-right models, :data:`TABLE41_EDGES` edges), where the forward scoring's
+    targets apply."""
+    edges = sum(int(np.count_nonzero(m.transmat)) for m in models)
+    return len(models) == 10 and all(m.n_states == 5 for m in models) and edges == TABLE41_EDGES
 
 
 def _comparison_rows(b: _Run) -> None:
