@@ -434,11 +434,34 @@ def randomizers_needed(params: KeywordParams, key_bits: int, inputs) -> dict[str
     return need
 
 
+def plaintext(params: KeywordParams, inputs: Mapping) -> dict:
+    """The decision in the clear: each keyword's score by the public ``scoring`` (its
+    best path's log-probability, or log P), the garbage model's plus the margin, and the
+    argmax (ties to the lowest index, the circuit's rule); Alice's output, with the
+    ``scores`` beside it."""
+    from smc_hmm.hmm import log_likelihood
+    from smc_hmm.hmm import viterbi as best_path
+
+    frames = np.asarray(inputs["alice"], dtype=float)
+    models, labels = _models_and_labels(inputs["bob"])
+    if params.scoring == "viterbi":
+        scores = [float(best_path(m, frames)[1]) for m in models]
+    else:
+        scores = [float(log_likelihood(m, frames)) for m in models]
+    ranked = [s + (params.margin if label == params.garbage else 0.0)
+              for s, label in zip(scores, labels)]  # fmt: skip
+    return _outcome(params, labels, int(np.argmax(ranked))) | {
+        "scoring": params.scoring,
+        "scores": dict(zip(labels, scores)),
+    }
+
+
 PROTOCOL = ProtocolDescriptor(
     name=NAME,
     summary="secure keyword recognition: Alice learns which of Bob's HMMs fits her speech",
     params=KeywordParams.from_config,
     randomizers=randomizers_needed,
+    plaintext=plaintext,
     roles=(
         Role("alice", alice, kind="alice", holds_key=True, input="features", load=load_frames),
         Role("bob", bob, kind="bob", input="models", load=load_keywords),

@@ -123,6 +123,10 @@ class ProtocolDescriptor:
     #: ``error_bound(params, key_bits, inputs)``: nats, how far a score the run reveals
     #: may lie from the plaintext one on ``inputs`` (None: the protocol states none)
     error_bound: Callable[[Any, int, Mapping[str, Any]], float] | None = None
+    #: ``plaintext(params, inputs)``: what the run outputs, computed in the clear from
+    #: ``inputs`` (role -> private input): the reference a secure run is checked against
+    #: (None: not declared)
+    plaintext: Callable[[Any, Mapping[str, Any]], Any] | None = None
     #: ``phases(params, role)``: the role's ``ctx.phase`` names in the order a run enters
     #: them (progress lines count them; None: not declared)
     phases: Callable[[Any, str], tuple[str, ...]] | None = None

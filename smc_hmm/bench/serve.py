@@ -7,7 +7,7 @@ runs ``--utterances`` keyword sessions per client, each client in its own proces
 clock starts.  It reports utterances per minute (sessions completed / wall time of the
 level) and the latency percentiles p50 and p95 of one session as a client sees it (TLS
 set-up, Alice's encryption and decryptions, Bob's work, all traffic), and checks every
-secure decision against the plaintext argmax.
+secure decision against the plaintext one (the keyword protocol's ``plaintext``).
 
 ``--scheduler tcp://HOST:PORT`` points Bob at a Dask cluster; ``--scheduler local``
 starts a ``LocalCluster`` (2 worker processes, 1 thread each) here; ``--both`` runs
@@ -342,15 +342,17 @@ def _percentile(values, q: float) -> float:
 
 def _workload(args, sessions: int):
     from smc_hmm.data import load_bundled_models, load_test_utterances
-    from smc_hmm.hmm import log_likelihood
+    from smc_hmm.protocol import find
 
     models, labels = load_bundled_models("diag")
     models, labels = models[: args.models], labels[: args.models]
+    keyword = find("keyword")
+    params = keyword.params({})  # the served protocol's: the defaults
     cases = []
     for u in load_test_utterances()[:sessions]:
         frames = np.asarray(u.features)
         frames = frames[: args.frames] if args.frames else frames
-        plain = labels[int(np.argmax([log_likelihood(m, frames) for m in models]))]
+        plain = keyword.plaintext(params, {"alice": frames, "bob": (models, labels)})["keyword"]
         cases.append((frames, plain))
     return models, labels, cases
 

@@ -85,19 +85,29 @@ def _check_margin(value: float, name: str) -> float:
     return value
 
 
-def _with_garbage(args, models, labels, pipeline):
+def _with_garbage(args, models, labels, pipeline, warn):
     """(models, labels, the garbage label or None) with ``--garbage``: the bundled
     background model of silence and noise appended (unless the models hold one), none, or
-    a model of ``--models`` named by its label."""
+    a model of ``--models`` named by its label.  The bundled background is the bundled
+    pipeline's: models with a pipeline of their own get no garbage model by default (a
+    note says so) and a one-line error if ``--garbage background`` is asked for."""
     from smc_hmm.data import BACKGROUND_LABEL, load_background_model, load_pipeline
 
     choice = args.garbage or "background"
+    own_pipeline = BACKGROUND_LABEL not in labels and pipeline != load_pipeline()
+    if choice == "background" and own_pipeline and args.garbage is None and not args.margin:
+        warn.print(
+            f"note: --models {args.models} carries its own feature pipeline; the bundled "
+            "background model is the bundled pipeline's, so no garbage model is used "
+            "(--garbage LABEL names one of the file's models)"
+        )
+        choice = "none"
     if choice == "none":
         if args.margin:
             raise InvalidInputError("--margin needs a --garbage model (background or a label)")
         return models, labels, None
     if choice == "background" and BACKGROUND_LABEL not in labels:
-        if pipeline != load_pipeline():
+        if own_pipeline:
             raise InvalidInputError(
                 f"--models {args.models} has its own feature pipeline, and the bundled "
                 "background model is the bundled pipeline's: give --garbage LABEL (a "
@@ -112,16 +122,6 @@ def _with_garbage(args, models, labels, pipeline):
             f"labels: {', '.join(labels)}); use background, none or one of them"
         )
     return models, labels, choice
-
-
-def _plain_decision(scores, labels, garbage, margin: float):
-    """The plaintext decision: the best keyword, or None where the garbage model comes
-    within ``margin`` nats of it (the protocol's rule)."""
-    keywords = [i for i, label in enumerate(labels) if label != garbage]
-    best = max(keywords, key=lambda i: scores[i])
-    if garbage is not None and scores[best] <= scores[labels.index(garbage)] + margin:
-        return None
-    return labels[best]
 
 
 def _said(keyword) -> str:
@@ -197,7 +197,7 @@ def _run_in_process(args, output) -> int:
     args.mode = args.mode or "private"
     protocol = find("keyword")
     models, labels, pipeline = _models(args.models)
-    models, labels, garbage = _with_garbage(args, models, labels, pipeline)
+    models, labels, garbage = _with_garbage(args, models, labels, pipeline, output.err)
     settings = {"mode": args.mode, "garbage": garbage, "margin": args.margin or 0.0}
     with warnings.catch_warnings():  # fast mode: the warning is printed below, in words
         warnings.simplefilter("ignore", WeakerModeWarning)
@@ -210,7 +210,8 @@ def _run_in_process(args, output) -> int:
     common.warn_insecure(args, warn)
     keypair = common.generate_keys(args, warn)
     scores = [log_likelihood(m, frames) for m in models]
-    plain = _plain_decision(scores, labels, garbage, settings["margin"])
+    reference = protocol.plaintext(params, {"alice": frames, "bob": (models, labels)})
+    plain = reference["keyword"]
     if args.mode == "fast":
         warn.print(
             "[yellow]warning: fast mode reveals the order of all keywords' scores to Alice[/]"
@@ -220,7 +221,12 @@ def _run_in_process(args, output) -> int:
     )
     secure = result["alice"]["keyword"]
     common.write_party_views(args, result, keypair, output.err)
-    plaintext = {"keyword": plain, "log_likelihoods": dict(zip(labels, scores))}
+    plaintext = {
+        "keyword": plain,
+        "scoring": reference["scoring"],
+        "scores": reference["scores"],
+        "log_likelihoods": dict(zip(labels, scores)),
+    }
     report = common.make_report(
         "keyword",
         args.mode,
