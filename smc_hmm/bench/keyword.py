@@ -529,11 +529,12 @@ def _decision_rows(b: _Run) -> tuple[int, int]:
     refused = sum(1 for r in b.runs if r.get("error"))
     b.rows += [
         common.Row(
-            "secure decision equals plaintext (v2)",
+            "secure decision equals plaintext",
             float(agree),
             float(counted),
             "utterances",
-            note="count",
+            note="runs of every configuration but v1 (which may refuse), each against the "
+            "plaintext decision of its own scoring",
             better=common.HIGHER,
         ),
         common.Row("refused runs (v1 only can refuse)", float(refused), None, "count"),
