@@ -16,12 +16,12 @@ Modes (public ``mode``):
   learns the string.  Bob holds the PIN *encrypted*: at enrolment Alice draws a 256-bit
   key k and Bob stores c = P xor pad(k), P the PIN's W bits as the circuit encodes a
   string (L slots of 4 bits and the one-hot count), pad(k) = SHAKE-256 of k
-  (:func:`enrol`).  In the session Bob enters c as garbler bits and Alice pad(k) through
-  the OT pool; the circuit compares the string with c xor pad(k) and ANDs ok into the
-  bit, which Bob decodes from an output label Alice cannot forge.  Bob never holds P in
-  clear, so the bit does not tell him the string even when it is 1; a one-time pad
-  under Alice's key is what keeps a low-entropy PIN from a dictionary search, which a
-  hash of it would not.
+  (:func:`smc_hmm.hmm.digits.enrol`).  In the session Bob enters c as garbler bits and
+  Alice pad(k) through the OT pool; the circuit compares the string with c xor pad(k)
+  and ANDs ok into the bit, which Bob decodes from an output label Alice cannot forge.
+  Bob never holds P in clear, so the bit does not tell him the string even when it is 1;
+  a one-time pad under Alice's key is what keeps a low-entropy PIN from a dictionary
+  search, which a hash of it would not.
 
 Public parameters (:class:`DigitsParams`): the mode, the grammar (the longest string L
 <= :data:`~smc_hmm.hmm.digits.MAX_DIGITS`, the insertion penalty, the probability of
@@ -51,33 +51,27 @@ Runnable: ``smc-hmm digits --audio FILE.wav`` (``docs/digits.md``).
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from protocols import viterbi
-from smc_hmm.errors import ConfigError, InvalidInputError, SmcHmmError
-from smc_hmm.hmm import GaussianHMM
+from smc_hmm.data.digits import bundled_digit_models, load_digit_models
+from smc_hmm.errors import InvalidInputError
 from smc_hmm.hmm.digits import (
     DigitGrammar,
     DigitLoopLayout,
+    DigitModels,
     DigitString,
-    compose_loop,
     decode_digits,
+    pin_pad,
+    string_bits,
 )
 from smc_hmm.protocol import ProtocolDescriptor, alice_and_bob, params_from_config
-from smc_hmm.runtime.inputs import resolve_path
 
 NAME = "digits"
 MODES = ("string", "pin")
-#: the label of the silence model in a model file (the digits are "zero" .. "nine")
-SILENCE_LABEL = "silence"
-#: bytes of Alice's PIN key
-KEY_BYTES = 32
 
 
 @dataclass(frozen=True)
@@ -130,7 +124,7 @@ class DigitsParams:
     @property
     def string_bits(self) -> int:
         """W: the bits of a string as the circuit encodes it."""
-        return self.max_digits * 4 + self.max_digits + 2
+        return string_bits(self.max_digits)
 
     @classmethod
     def from_config(cls, section: Mapping) -> DigitsParams:
@@ -142,81 +136,22 @@ class DigitsParams:
         return params_from_config(cls, section, NAME, convert=states_as_tuple)
 
 
-# -- Bob's loop ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DigitModels:
-    """Bob's models: ten digit HMMs (``digits[d]`` recognises d) and a one-state silence."""
-
-    digits: tuple[GaussianHMM, ...]
-    silence: GaussianHMM
-
-    def loop(self, params: DigitsParams):
-        """(the loop model, its layout) under the public grammar; the layout must be the
-        public one (the digits' numbers of states)."""
-        model, layout = compose_loop(self.digits, self.silence, params.grammar)
-        if layout != params.layout:
-            raise ConfigError(
-                f"the digit models have {layout.digit_states} states, the public parameters "
-                f"say {params.digit_states} (set digit_states)"
-            )
-        return model, layout
-
-    def decoder(self, params: DigitsParams) -> viterbi.Decoder:
-        return viterbi.Decoder(self.loop(params)[0])
-
-
-def bundled_models() -> DigitModels:
-    """The bundled digit HMMs and the bundled fillers' pause state as silence."""
-    from smc_hmm.data import load_bundled_models
-    from smc_hmm.data.digits import silence_model
-
-    models, _ = load_bundled_models("diag")
-    return DigitModels(tuple(models), silence_model())
+# -- Bob's loop and the enrolled record ----------------------------------------------------
 
 
 def as_models(private) -> DigitModels:
-    if isinstance(private, DigitModels):
-        return private
+    """Bob's DigitModels, from themselves or ``{"models": ...}`` (mode pin)."""
     if isinstance(private, Mapping) and "models" in private:
-        return as_models(private["models"])
-    raise InvalidInputError("Bob's input is DigitModels (ten digit HMMs and a silence model)")
+        private = private["models"]
+    if not isinstance(private, DigitModels):
+        raise InvalidInputError("Bob's input is DigitModels (ten digit HMMs and a silence)")
+    return private
 
 
-# -- the enrolled PIN ----------------------------------------------------------------------
-
-
-def string_code(digits, params: DigitsParams) -> np.ndarray:
-    """The W bits the circuit gives a string: L slots of 4 bits (least significant
-    first, zero past the string), then the count one-hot over 0 .. L + 1."""
-    L = params.max_digits
-    digits = [int(d) for d in digits]
-    if not 1 <= len(digits) <= L or any(not 0 <= d <= 9 for d in digits):
-        raise InvalidInputError(f"a PIN is 1 to {L} digits 0-9")
-    slots = np.zeros((L, 4), dtype=np.uint8)
-    for k, d in enumerate(digits):
-        slots[k] = [(d >> b) & 1 for b in range(4)]
-    count = np.zeros(L + 2, dtype=np.uint8)
-    count[len(digits)] = 1
-    return np.concatenate([slots.reshape(-1), count])
-
-
-def pin_pad(key: bytes, params: DigitsParams) -> np.ndarray:
-    """pad(k): the first W bits of SHAKE-256(domain || k)."""
-    if not isinstance(key, bytes | bytearray) or len(key) != KEY_BYTES:
-        raise InvalidInputError(f"a PIN key is {KEY_BYTES} bytes")
-    w = params.string_bits
-    raw = hashlib.shake_256(b"smc-hmm digits pin pad\0" + bytes(key)).digest((w + 7) // 8)
-    return np.unpackbits(np.frombuffer(raw, np.uint8), bitorder="little")[:w]
-
-
-def enrol(pin: str, params: DigitsParams, key: bytes | None = None) -> tuple[bytes, np.ndarray]:
-    """Enrolment, on Alice's side: (her key k, Bob's record c = P xor pad(k))."""
-    if not isinstance(pin, str) or not pin.isdigit():
-        raise InvalidInputError(f"a PIN is a string of digits, got {pin!r}")
-    key = secrets.token_bytes(KEY_BYTES) if key is None else key
-    return key, string_code(pin, params) ^ pin_pad(key, params)
+def decoder(private, params: DigitsParams) -> viterbi.Decoder:
+    """The loop under the public grammar, its layout checked against the public one."""
+    model, _ = as_models(private).loop(params.grammar, params.layout)
+    return viterbi.Decoder(model)
 
 
 def _record(private, params: DigitsParams) -> np.ndarray:
@@ -245,7 +180,7 @@ def alice(ctx, private, params: DigitsParams, peer: str = "bob"):
         return result_of(out["count"], out["labels"], params)
     if not isinstance(private, Mapping) or "key" not in private:
         raise InvalidInputError("mode pin: Alice's input is {frames, key}")
-    pad = pin_pad(private["key"], params)
+    pad = pin_pad(private["key"], params.max_digits)
     viterbi.alice(ctx, _frames(private), params.viterbi, peer, reference=pad)
     return None
 
@@ -257,57 +192,39 @@ def _frames(private):
 def bob(ctx, private, params: DigitsParams, peer: str = "alice"):
     """Bob: his DigitModels (``string``), or ``{"models", "enrolled"}`` (``pin``).
     Returns None (``string``) or ``{"equal": bit}`` (``pin``)."""
-    decoder = as_models(private).decoder(params)
+    loop = decoder(private, params)
     if params.mode == "string":
-        return viterbi.bob(ctx, [decoder], params.viterbi, peer)
+        return viterbi.bob(ctx, [loop], params.viterbi, peer)
     c = _record(private, params)
-    return {"equal": viterbi.bob(ctx, [decoder], params.viterbi, peer, reference=c)["match"]}
+    return {"equal": viterbi.bob(ctx, [loop], params.viterbi, peer, reference=c)["match"]}
 
 
 def plaintext(frames, params: DigitsParams, models: DigitModels | None = None) -> DigitString:
     """The plaintext recognition the secure run must reproduce (the same loop)."""
-    model, layout = (models or bundled_models()).loop(params)
+    model, layout = (models or bundled_digit_models()).loop(params.grammar, params.layout)
     return decode_digits(model, layout, frames, params.grammar)
 
 
 # -- configuration -----------------------------------------------------------------------------
 
 
-def load_models(value, base) -> DigitModels:
-    """``"bundled"``, or a model file with models labelled zero .. nine and silence."""
-    from smc_hmm.data import DIGIT_WORDS
-    from smc_hmm.hmm.io import load_models as read
-
-    if value == "bundled" or (Path(str(value)).name == "bundled" and not Path(value).exists()):
-        return bundled_models()
-    try:
-        models, labels = read(resolve_path(value, base))
-    except SmcHmmError as e:
-        raise ConfigError(str(e)) from e
-    by_label = dict(zip(labels or (), models))
-    missing = [w for w in (*DIGIT_WORDS, SILENCE_LABEL) if w not in by_label]
-    if missing:
-        raise ConfigError(f"{value}: no model labelled {missing}")
-    return DigitModels(tuple(by_label[w] for w in DIGIT_WORDS), by_label[SILENCE_LABEL])
-
-
 def load_input(value, base):
     """A party's input: digit models ("bundled" or a .npz file) or frames / a WAV."""
     if value == "bundled" or str(value).lower().endswith(".npz"):
-        return load_models(value, base)
+        return load_digit_models(value, base)
     return viterbi.load_observations(value, base)
 
 
 def randomizers_needed(params: DigitsParams, key_bits: int, inputs) -> dict[str, int]:
     """The fresh randomizers of a run, from its public sizes (the offline phase)."""
-    structure = viterbi.Structure.of([as_models(inputs["bob"]).decoder(params)])
+    structure = viterbi.Structure.of([decoder(inputs["bob"], params)])
     frames = _frames(inputs["alice"])
     return viterbi.Plan(params.viterbi, structure, len(frames), key_bits).randomizers()
 
 
 def declared_messages(params: DigitsParams, length: int, key_bits: int, models=None):
     """Every message of a run (the transcript harness's declarations)."""
-    structure = viterbi.Structure.of([(models or bundled_models()).decoder(params)])
+    structure = viterbi.Structure.of([decoder(models or bundled_digit_models(), params)])
     return viterbi.Plan(params.viterbi, structure, length, key_bits).declared()
 
 
@@ -324,15 +241,4 @@ PROTOCOL = ProtocolDescriptor(
     roles=alice_and_bob(alice, bob, load_input),
 )
 
-__all__ = [
-    "PROTOCOL",
-    "DigitModels",
-    "DigitsParams",
-    "alice",
-    "bob",
-    "bundled_models",
-    "enrol",
-    "pin_pad",
-    "plaintext",
-    "string_code",
-]
+__all__ = ["PROTOCOL", "DigitsParams", "alice", "bob", "decoder", "plaintext", "result_of"]

@@ -26,7 +26,9 @@ public number of states of each model, never from a model's parameters
 
 from __future__ import annotations
 
+import hashlib
 import math
+import secrets
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,13 +38,19 @@ from smc_hmm.hmm.inference import viterbi_from_logs
 from smc_hmm.hmm.models import GaussianHMM
 
 __all__ = [
+    "KEY_BYTES",
     "MAX_DIGITS",
     "DigitGrammar",
     "DigitLoopLayout",
+    "DigitModels",
     "DigitString",
     "compose_loop",
     "decode_digits",
     "edit_distance",
+    "enrol",
+    "pin_pad",
+    "string_bits",
+    "string_code",
     "string_of_path",
     "word_errors",
 ]
@@ -168,6 +176,26 @@ def compose_loop(
 
 
 @dataclass(frozen=True)
+class DigitModels:
+    """A model holder's models: ten digit HMMs (``digits[d]`` recognises d) and a
+    one-state silence model."""
+
+    digits: tuple[GaussianHMM, ...]
+    silence: GaussianHMM
+
+    def loop(self, grammar: DigitGrammar, layout: DigitLoopLayout | None = None):
+        """(the loop model, its layout) under ``grammar``; with ``layout``, it must be that
+        public one (the digits' numbers of states)."""
+        model, own = compose_loop(self.digits, self.silence, grammar)
+        if layout is not None and own != layout:
+            raise InvalidInputError(
+                f"the digit models have {own.digit_states} states, the public layout says "
+                f"{layout.digit_states}"
+            )
+        return model, own
+
+
+@dataclass(frozen=True)
 class DigitString:
     """A decoded string: its digits when valid (1 to L of them), else none; ``count`` the
     digits the best path holds (0, or above L when it is too long)."""
@@ -244,3 +272,46 @@ def word_errors(pairs) -> dict:
         "wer": errors / max(1, words),
         "string_accuracy": exact / n,
     }
+
+
+# -- a string as the circuit encodes it, and the enrolled PIN ---------------------------
+
+#: bytes of the key that pads an enrolled PIN
+KEY_BYTES = 32
+
+
+def string_bits(max_digits: int) -> int:
+    """W: L slots of 4 bits, then the count one-hot over 0 .. L + 1 (L + 1: more)."""
+    return max_digits * 4 + max_digits + 2
+
+
+def string_code(digits, max_digits: int) -> np.ndarray:
+    """The W bits of a string of 1 .. L digits: each slot's bits least significant first,
+    zero past the string, then the one-hot count."""
+    digits = [int(d) for d in digits]
+    if not 1 <= len(digits) <= max_digits or any(not 0 <= d <= 9 for d in digits):
+        raise InvalidInputError(f"a PIN is 1 to {max_digits} digits 0-9")
+    slots = np.zeros((max_digits, 4), dtype=np.uint8)
+    for k, d in enumerate(digits):
+        slots[k] = [(d >> b) & 1 for b in range(4)]
+    count = np.zeros(max_digits + 2, dtype=np.uint8)
+    count[len(digits)] = 1
+    return np.concatenate([slots.reshape(-1), count])
+
+
+def pin_pad(key: bytes, max_digits: int) -> np.ndarray:
+    """pad(k): the first W bits of SHAKE-256(domain || k)."""
+    if not isinstance(key, bytes | bytearray) or len(key) != KEY_BYTES:
+        raise InvalidInputError(f"a PIN key is {KEY_BYTES} bytes")
+    w = string_bits(max_digits)
+    raw = hashlib.shake_256(b"smc-hmm digits pin pad\0" + bytes(key)).digest((w + 7) // 8)
+    return np.unpackbits(np.frombuffer(raw, np.uint8), bitorder="little")[:w]
+
+
+def enrol(pin: str, max_digits: int, key: bytes | None = None) -> tuple[bytes, np.ndarray]:
+    """Enrolment on the speaker's side: (her key k, the record c = code(PIN) xor pad(k)
+    the model holder keeps: without k it is uniform bits)."""
+    if not isinstance(pin, str) or not pin.isdigit():
+        raise InvalidInputError(f"a PIN is a string of digits, got {pin!r}")
+    key = secrets.token_bytes(KEY_BYTES) if key is None else key
+    return key, string_code(pin, max_digits) ^ pin_pad(key, max_digits)
