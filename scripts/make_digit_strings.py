@@ -39,7 +39,12 @@ import numpy as np
 
 from smc_hmm.data import load_pipeline
 from smc_hmm.data.continuous import STATIC_MFCC, word_frames
-from smc_hmm.data.digits import digit_loop, silence_model, statics_to_features
+from smc_hmm.data.digits import (
+    DIGIT_STRINGS_NOTICE,
+    digit_loop,
+    silence_model,
+    statics_to_features,
+)
 from smc_hmm.hmm import GaussianHMM
 from smc_hmm.hmm.digits import DigitGrammar, decode_digits, word_errors
 
@@ -177,6 +182,10 @@ def write(args, test, statics, pipeline, grammar, results) -> None:
         "results": results,
     }
     (out / "digit_strings_manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    notice = out / "NOTICE"
+    text = notice.read_text(encoding="utf-8")
+    if DIGIT_STRINGS_NOTICE not in text:
+        notice.write_text(text.rstrip("\n") + "\n\n" + DIGIT_STRINGS_NOTICE, encoding="utf-8")
     if args.wav_dir:
         from scipy.io import wavfile
 
