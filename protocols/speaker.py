@@ -221,6 +221,10 @@ SELECT_TAG = "spk.select"
 CLAIM_MODES = ("verify", "anonymous")
 #: how a model scores an utterance (:class:`SpeakerParams`)
 SCORINGS = ("max", "logsum")
+#: ``hide_count``: the most speakers a run may pad to, and the bytes of a name the circuit
+#: gives Alice (UTF-8, zero-padded; a zero name is "none")
+MAX_HIDDEN = 64
+NAME_BYTES = 16
 
 
 @dataclass(frozen=True)
@@ -263,6 +267,9 @@ class SpeakerParams:
     bound_feature_scale: int = 18
     #: ``max``: every component's log-density clamped to [-2^K, 2^K) nats in the circuit
     emission_clamp_bits: int = 12
+    #: identify: pad the speakers to this public number with dummies that never win, so
+    #: that nothing but N is public (0: off; every model then has one public size)
+    hide_count: int = 0
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -309,6 +316,16 @@ class SpeakerParams:
             raise InvalidInputError(
                 "scoring 'max' reveals only the decision, in circuits: reveal_scores and "
                 "comparison 'dgk' are for scoring 'logsum'"
+            )
+        if self.hide_count and (
+            isinstance(self.hide_count, bool)
+            or not isinstance(self.hide_count, int)
+            or not 1 <= self.hide_count <= MAX_HIDDEN
+            or self.mode != "identify"
+            or self.scoring != "max"
+        ):
+            raise InvalidInputError(
+                f"hide_count is 1 to {MAX_HIDDEN} speakers, for identify with scoring 'max'"
             )
         for name, lo, hi in (("bound_feature_scale", 4, 32), ("emission_clamp_bits", 4, 20)):
             v = getattr(self, name)
@@ -541,8 +558,9 @@ class SpeakerSpec:
         )  # fmt: skip
         rule = {"identify": "argmax", "verify": "beats", "anonymous": "claimed"}[p.mode]
         offset = self.offset_units(p.margin if p.mode == "identify" else p.threshold)
+        names = 8 * NAME_BYTES if p.hide_count else 0
         return MixtureLayout(
-            self.components, self.length, keep + 2, em, rule, self.reference, offset
+            self.components, self.length, keep + 2, em, rule, self.reference, offset, names
         )
 
     # -- declarations ---------------------------------------------------------------------
@@ -826,6 +844,9 @@ def _alice_max(ctx, frames, spec: SpeakerSpec, claim, peer: str):
         index = mixture.alice_mixture(ctx, evaluator, lay, binding, choice)
     if mode != "identify":
         return None
+    if lay.names:  # the count hidden: the winner's name, or none
+        name = np.packbits(index, bitorder="little").tobytes().rstrip(b"\0")
+        return {"mode": mode, "speaker": name.decode("utf-8", "replace") or None, "index": None}
     winner = None if index == spec.reference else index
     return {
         "mode": mode,
@@ -834,7 +855,7 @@ def _alice_max(ctx, frames, spec: SpeakerSpec, claim, peer: str):
     }
 
 
-def _bob_max(ctx, spec: SpeakerSpec, active, peer: str):
+def _bob_max(ctx, spec: SpeakerSpec, active, peer: str, hidden=None):
     """Steps 1-3 of scoring ``max``, Bob: the garbled stage's setup, the bound program
     (his models' emissions on her encrypted x and x^2), then the scoring chain he
     garbles; he learns only the bit (verify, anonymous).  A model beyond the public bound
@@ -850,7 +871,7 @@ def _bob_max(ctx, spec: SpeakerSpec, active, peer: str):
     with ctx.phase("emissions"):
         binding = bd.bob_bound(ctx, spec.bound_plan, weights, const, peer)
     with ctx.phase("decision"):
-        return mixture.bob_mixture(ctx, garbler, lay, binding)
+        return mixture.bob_mixture(ctx, garbler, lay, binding, hidden=hidden)
 
 
 def _alice_logsums(ctx, spec: SpeakerSpec, y, msg, peer: str) -> list[int]:
@@ -873,6 +894,33 @@ def _alice_logsums(ctx, spec: SpeakerSpec, y, msg, peer: str) -> list[int]:
         for i, a in enumerate(logs):
             shares[i % len(spec.components)] += a
     return shares
+
+
+def _name_bits(name: str) -> np.ndarray:
+    raw = name.encode("utf-8")
+    if len(raw) > NAME_BYTES:
+        raise InvalidInputError(f"hide_count: a speaker's name is at most {NAME_BYTES} bytes")
+    padded = np.frombuffer(raw.ljust(NAME_BYTES, b"\0"), np.uint8)
+    return np.unpackbits(padded, bitorder="little")
+
+
+def _padded(models, labels, params: SpeakerParams):
+    """``hide_count``: Bob's speakers padded to N with dummies of the one public size
+    (unit Gaussians), the UBM last, the labels sent generic; (models, labels, (the dummy
+    bits, the names' table)), both his private circuit inputs."""
+    n, ubm = params.hide_count, labels.index(params.ubm)
+    speakers = [i for i in range(len(labels)) if i != ubm]
+    sizes = {m.n_states for m in models}
+    if len(speakers) > n:
+        raise InvalidInputError(f"{len(speakers)} speakers, above hide_count {n}")
+    if len(sizes) != 1:
+        raise InvalidInputError("hide_count: every model needs the same number of components")
+    dummies = _dummy_models([sizes.pop()] * (n - len(speakers)), models[0].n_features)
+    padded = [models[i] for i in speakers] + dummies + [models[ubm]]
+    dummy = np.array([0] * len(speakers) + [1] * len(dummies) + [0], dtype=np.uint8)
+    names = [labels[i] for i in speakers] + [""] * (len(dummies) + 1)
+    table = np.stack([_name_bits(x) for x in names])
+    return padded, [f"speaker-{k}" for k in range(n)] + [params.ubm], (dummy, table)
 
 
 def _parse_sizes(sizes) -> tuple[int, list[int], list[str]]:
@@ -910,6 +958,9 @@ def bob(ctx, speakers, params: SpeakerParams, peer: str = "alice"):
     models, labels = _models_and_labels(speakers)
     for m in models:
         gmm_parts(m)  # type errors (not a diagonal GMM) are public-interface errors
+    hidden = None
+    if params.hide_count and params.ubm in labels:
+        models, labels, hidden = _padded(models, labels, params)
     dims = {m.n_features for m in models}
     if len(dims) != 1:
         raise InvalidInputError("every speaker model must have the same feature dimension")
@@ -934,7 +985,7 @@ def bob(ctx, speakers, params: SpeakerParams, peer: str = "alice"):
     spec = SpeakerSpec(params, d, spec.components, length, pk.bits, tuple(labels))
     active = [models[i] for i in running]
     if params.scoring == "max":
-        bit = _bob_max(ctx, spec, active, peer)
+        bit = _bob_max(ctx, spec, active, peer, hidden)
         if params.mode == "identify":
             return None
         out = {"accept": bool(bit), "mode": params.mode}

@@ -69,6 +69,10 @@ class MixtureLayout:
     rule: str
     reference: int
     offset: int = 0
+    #: ``argmax`` with a hidden count: the bits of a name; Bob's garbler inputs then carry
+    #: per model a dummy bit (its score forced below every real one) and its name, and
+    #: Alice learns the winner's name instead of its index (0: off)
+    names: int = 0
 
     def __post_init__(self):
         if self.rule not in RULES:
@@ -152,7 +156,14 @@ class MixtureLayout:
         shift = np.zeros(self.models, dtype=object)
         shift[self.reference] = self.offset
         scores = arith.add(c, sums, arith.constant(shift, width), depth="ripple")
-        out, to = decide(c, scores, self.rule, self.reference, claim)
+        if self.names:  # the count hidden: dummies never win, the winner's name out
+            dummy = c.input("garbler", (self.models,))
+            table = c.input("garbler", (self.models, self.names))
+            floor = arith.constant([-(1 << (width - 1))] * self.models, width)
+            scores = arith.mux(c, dummy, floor, scores)
+            out, to = arith.argmax(c, scores, table)[1], "evaluator"
+        else:
+            out, to = decide(c, scores, self.rule, self.reference, claim)
         gated = c.and_(np.asarray(out).reshape(-1), ok)
         c.output(np.concatenate([[ok], gated]) if to == "evaluator" else gated, to)
         return c.compile()
@@ -164,9 +175,11 @@ def _build(key: MixtureLayout, name: str, *args) -> CompiledCircuit:
     return getattr(key, f"_{name}")(*args)
 
 
-def bob_mixture(ctx, garbler, lay: MixtureLayout, binding: bd.BobBound, prefix="mix"):
+def bob_mixture(ctx, garbler, lay: MixtureLayout, binding: bd.BobBound, prefix="mix",
+                hidden=None):  # fmt: skip
     """Bob (garbler): the chain on his shares of the bound values; returns his output bit
-    (``beats``, ``claimed``) or None (``argmax``: Alice's)."""
+    (``beats``, ``claimed``) or None (``argmax``: Alice's).  ``hidden`` (with
+    ``lay.names``): his dummy bits and name table, (models,) and (models, names) bits."""
     zero = garbler.input_labels(ctx, sum(lay.input_bits), f"{prefix}.choice")
     binding.key_message(ctx, zero, garbler.delta, MAC_TWEAK, garbler.peer)
     width = lay.emissions.bound.value_bits
@@ -183,6 +196,11 @@ def bob_mixture(ctx, garbler, lay: MixtureLayout, binding: bd.BobBound, prefix="
     sums: list = []
     _, checks = bd.run_inputs(_lengths(lay), lay.input_bits, lay.emissions.checked, run, zero)
     bits = arith.to_bits(binding.check_value(), mac.MAC_BITS)
+    if lay.names:
+        dummy, table = hidden
+        bits = np.concatenate(
+            [bits, np.asarray(dummy, np.uint8), np.asarray(table, np.uint8).reshape(-1)]
+        )
     check_zero = garbler.input_labels(ctx, lay.check_bits, f"{prefix}.check")
     out, _ = garbler.garble(
         ctx, lay.final, bits, check_zero, np.concatenate([sums[-1], checks]), f"{prefix}.final"
@@ -193,7 +211,8 @@ def bob_mixture(ctx, garbler, lay: MixtureLayout, binding: bd.BobBound, prefix="
 def alice_mixture(ctx, evaluator, lay: MixtureLayout, binding: bd.AliceBound, claim=None,
                   prefix="mix"):  # fmt: skip
     """Alice (evaluator): the chain on her bound values; ``claimed``: her claim's index
-    among the non-reference models.  Returns the winner's index (``argmax``) or None; an
+    among the non-reference models.  Returns the winner's index (``argmax``; with
+    ``lay.names``, its name's bits) or None; an
     ok bit of 0 raises :class:`~smc_hmm.errors.ProtocolError` after her last message."""
     mine = binding.all_bits()
     labels = evaluator.input_labels(ctx, mine, f"{prefix}.choice")
@@ -220,6 +239,8 @@ def alice_mixture(ctx, evaluator, lay: MixtureLayout, binding: bd.AliceBound, cl
         return None
     if not int(out[0]):
         ctx.defer(ProtocolError("the circuit's binding check failed: no output"))
+    if lay.names:  # the winner's name bits
+        return np.asarray(out[1:], dtype=np.uint8)
     return int(arith.from_bits(out[1:], signed=False))
 
 

@@ -61,6 +61,13 @@ def configure(p) -> None:
         "speakers)",
     )
     p.add_argument("--margin", type=float, help="identify: nats per frame over the UBM")
+    p.add_argument(
+        "--hide-count",
+        type=int,
+        default=None,
+        metavar="N",
+        help="identify: pad the speakers to N with dummies that never win (N alone is public)",
+    )
     p.add_argument("--threshold", type=float, help="verify / anonymous: nats per frame")
     p.add_argument("--workers", type=WORKERS, default=None, help="compute lanes per party")
     common.add_key_arguments(p, "tests only")
@@ -72,7 +79,8 @@ def configure(p) -> None:
 
 
 def _params(args) -> dict:
-    return {"mode": args.mode, **common.given(margin=args.margin, threshold=args.threshold)}
+    given = common.given(margin=args.margin, threshold=args.threshold, hide_count=args.hide_count)
+    return {"mode": args.mode, **given}
 
 
 def _models(path: str | None):
@@ -104,6 +112,8 @@ def check_flags(args) -> None:
         )
     if args.mode == "identify" and args.threshold is not None:
         raise InvalidInputError("--threshold is for verify and anonymous; identify uses --margin")
+    if args.mode != "identify" and args.hide_count is not None:
+        raise InvalidInputError("--hide-count is for identify (a claim names its speaker)")
     if args.mode != "identify" and args.margin is not None:
         raise InvalidInputError(f"--margin is for identify; {args.mode} uses --threshold")
 
