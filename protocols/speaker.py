@@ -225,6 +225,9 @@ SCORINGS = ("max", "logsum")
 #: gives Alice (UTF-8, zero-padded; a zero name is "none")
 MAX_HIDDEN = 64
 NAME_BYTES = 16
+OUTPUT_PARTIES = ("alice", "trent")
+#: Bob -> Trent: the public sizes, T and the key size (what the final circuit follows from)
+TRENT_SPEC = Message("spk.trent", Public((dict,)))
 
 
 @dataclass(frozen=True)
@@ -270,6 +273,9 @@ class SpeakerParams:
     #: identify: pad the speakers to this public number with dummies that never win, so
     #: that nothing but N is public (0: off; every model then has one public size)
     hide_count: int = 0
+    #: identify: who learns the answer, ``alice`` or ``trent`` (a third party; then Alice
+    #: and Bob learn nothing, :func:`trent`)
+    output_party: str = "alice"
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -326,6 +332,12 @@ class SpeakerParams:
         ):
             raise InvalidInputError(
                 f"hide_count is 1 to {MAX_HIDDEN} speakers, for identify with scoring 'max'"
+            )
+        if self.output_party not in OUTPUT_PARTIES or (
+            self.output_party == "trent" and (self.mode != "identify" or self.scoring != "max")
+        ):
+            raise InvalidInputError(
+                f"output_party is one of {OUTPUT_PARTIES}; trent for identify with scoring 'max'"
             )
         for name, lo, hi in (("bound_feature_scale", 4, 32), ("emission_clamp_bits", 4, 20)):
             v = getattr(self, name)
@@ -560,8 +572,9 @@ class SpeakerSpec:
         offset = self.offset_units(p.margin if p.mode == "identify" else p.threshold)
         names = 8 * NAME_BYTES if p.hide_count else 0
         return MixtureLayout(
-            self.components, self.length, keep + 2, em, rule, self.reference, offset, names
-        )
+            self.components, self.length, keep + 2, em, rule, self.reference, offset, names,
+            p.output_party == "trent",
+        )  # fmt: skip
 
     # -- declarations ---------------------------------------------------------------------
 
@@ -574,6 +587,7 @@ class SpeakerSpec:
             "key": Message("spk.key", Key()),
             "spec": Message("spk.spec", Public((dict,))),
             "claim": Message("spk.claim", Revealed("the claimed identity", (str,))),
+            "trent": TRENT_SPEC,
             "length": Message("spk.length", Public((int,))),
             "obs": Message(
                 "spk.obs",
@@ -841,18 +855,48 @@ def _alice_max(ctx, frames, spec: SpeakerSpec, claim, peer: str):
         others = [i for i in range(len(labels)) if i != spec.reference]
         choice = others.index(labels.index(claim))
     with ctx.phase("decision"):
-        index = mixture.alice_mixture(ctx, evaluator, lay, binding, choice)
-    if mode != "identify":
+        to = {"third": "trent"} if lay.third else {}  # the answer's labels to Trent
+        index = mixture.alice_mixture(ctx, evaluator, lay, binding, choice, **to)
+    if mode != "identify" or lay.third:
         return None
-    if lay.names:  # the count hidden: the winner's name, or none
+    return _answer(spec, index)
+
+
+def _answer(spec: SpeakerSpec, index) -> dict:
+    """identify's answer from the circuit's output: the winner's index, or (hide_count)
+    its name's bits, a zero name being none."""
+    if spec.mixture.names:
         name = np.packbits(index, bitorder="little").tobytes().rstrip(b"\0")
-        return {"mode": mode, "speaker": name.decode("utf-8", "replace") or None, "index": None}
+        speaker = name.decode("utf-8", "replace") or None
+        return {"mode": "identify", "speaker": speaker, "index": None}
     winner = None if index == spec.reference else index
     return {
-        "mode": mode,
-        "speaker": None if winner is None else labels[winner],
+        "mode": "identify",
+        "speaker": None if winner is None else spec.labels[winner],
         "index": winner,
     }
+
+
+def trent(ctx, private, params: SpeakerParams, garbler: str = "bob", evaluator: str = "alice"):
+    """Trent (``output_party = "trent"``), the only party that learns identify's answer:
+    the public sizes from Bob, then the final circuit's output bits from Bob's hashes of
+    both labels of each output wire and Alice's labels (:func:`protocols.stages.mixture.
+    trent_mixture`).  Adversary model: the three parties do not collude; Alice cannot
+    forge a label (it needs Bob's Delta) and learns no bit (she holds no decoding), Bob
+    never sees her labels, Trent sees only the answer's bits.  A Bob who sends wrong
+    hashes makes Trent abort (at most that bit, if Trent's abort reaches him)."""
+    info = ctx.recv(garbler, TRENT_SPEC)
+    if not isinstance(info, dict) or set(info) != {"sizes", "length", "key_bits"}:
+        raise ProtocolError(f"spk.trent: malformed {str(info)[:100]}")
+    dims, components, labels = _parse_sizes(info["sizes"])
+    length, key_bits = info["length"], info["key_bits"]
+    if type(length) is not int or type(key_bits) is not int or length < 1 or key_bits < 512:
+        raise ProtocolError(f"spk.trent: T {length!r}, key bits {key_bits!r}")
+    check_at_most("max_sequence_length", length, MAX_SEQUENCE_LENGTH, "the utterance length")
+    spec = SpeakerSpec(params, dims, tuple(components), length, key_bits, tuple(labels))
+    with ctx.phase("decision"):
+        bits = mixture.trent_mixture(ctx, spec.mixture, garbler, evaluator)
+    return _answer(spec, bits)
 
 
 def _bob_max(ctx, spec: SpeakerSpec, active, peer: str, hidden=None):
@@ -871,7 +915,8 @@ def _bob_max(ctx, spec: SpeakerSpec, active, peer: str, hidden=None):
     with ctx.phase("emissions"):
         binding = bd.bob_bound(ctx, spec.bound_plan, weights, const, peer)
     with ctx.phase("decision"):
-        return mixture.bob_mixture(ctx, garbler, lay, binding, hidden=hidden)
+        to = {"third": "trent"} if lay.third else {}  # the answer's hashes to Trent
+        return mixture.bob_mixture(ctx, garbler, lay, binding, hidden=hidden, **to)
 
 
 def _alice_logsums(ctx, spec: SpeakerSpec, y, msg, peer: str) -> list[int]:
@@ -984,6 +1029,8 @@ def bob(ctx, speakers, params: SpeakerParams, peer: str = "alice"):
     ctx.charge_frames(length)  # a serving Bob's per-client budget (public T)
     spec = SpeakerSpec(params, d, spec.components, length, pk.bits, tuple(labels))
     active = [models[i] for i in running]
+    if params.output_party == "trent":  # what Trent's final circuit follows from
+        ctx.send("trent", TRENT_SPEC, {"sizes": sizes, "length": length, "key_bits": pk.bits})
     if params.scoring == "max":
         bit = _bob_max(ctx, spec, active, peer, hidden)
         if params.mode == "identify":
@@ -1125,6 +1172,8 @@ def load_speakers(value, base):
 
 def phases(params: SpeakerParams, role: str) -> tuple[str, ...]:
     """The ``ctx.phase`` names a role enters, in order (progress lines count them)."""
+    if role == "trent":
+        return ("decision",)
     if params.scoring == "max":
         return ("setup", "emissions", "decision")
     first = ("encrypt features",) if role == "alice" else ()
@@ -1140,5 +1189,6 @@ PROTOCOL = ProtocolDescriptor(
     roles=(
         Role("alice", alice, kind="alice", holds_key=True, input="utterance", load=load_utterance),
         Role("bob", bob, kind="bob", input="models", load=load_speakers),
+        Role("trent", trent, kind="trent"),
     ),
 )

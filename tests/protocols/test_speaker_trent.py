@@ -1,0 +1,110 @@
+"""Speaker identification whose answer goes to a third party (thesis 003, 5.2.2: "the
+intended recipient might be a third party"): Trent learns the label, Alice and Bob
+nothing; a label Alice forges is refused; the same over TCP with mutual TLS."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import numpy as np
+import pytest
+from party_support import run_parties_in_threads
+
+from protocols import speaker as spk
+from smc_hmm.data.speakers import load_speaker_models, load_speaker_test_utterances
+from smc_hmm.errors import GarbledCircuitError, InvalidInputError
+from smc_hmm.runtime import load_config, run_protocol, write_config
+
+pytestmark = pytest.mark.filterwarnings("ignore::smc_hmm.errors.InsecureKeyWarning")
+SETTINGS = {"mode": "identify", "output_party": "trent"}
+
+
+@pytest.fixture(scope="module")
+def utterance():
+    u = load_speaker_test_utterances()[3]
+    return u.features[:40], u.speaker
+
+
+def _three(keypair, frames, settings=SETTINGS, **kwargs):
+    return run_protocol(
+        spk.PROTOCOL,
+        settings,
+        {
+            "alice": ("alice", frames),
+            "bob": ("bob", load_speaker_models()),
+            "trent": ("trent", None),
+        },
+        keys={"alice": keypair},
+        min_key_bits=512,
+        timeout=600,
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize("hide", [0, 5])
+def test_only_trent_learns_the_label(keypair_512, utterance, hide):
+    frames, speaker = utterance
+    settings = {**SETTINGS, **({"hide_count": hide} if hide else {})}
+    result = _three(keypair_512, frames, settings, record_views=True)
+    assert result["alice"] is None and result["bob"] is None
+    assert result["trent"]["speaker"] == speaker
+    # the answer's decoding reaches Trent only: Bob's hashes of both labels, Alice's
+    # labels; Bob gets no label of the final circuit back, Alice no decoding of it
+    seen = {party: {(peer, tag) for peer, tag, _ in view} for party, view in result.views.items()}
+    assert seen["trent"] >= {("bob", "mix.final.third"), ("alice", "mix.final.outputs")}
+    assert not any(
+        tag.startswith("mix.final.") and tag != "mix.final.tables" for _, tag in seen["alice"]
+    )
+    assert not any(tag in ("mix.final.outputs", "mix.final.third") for _, tag in seen["bob"])
+
+
+def test_a_forged_label_is_refused_by_trent(keypair_512, utterance, monkeypatch):
+    from smc_hmm.gc import garble
+
+    real = garble.garbler_output_labels
+
+    def forged(circuit, labels):
+        out = real(circuit, labels).copy()
+        out[:, 0] ^= np.uint64(2)
+        return out
+
+    monkeypatch.setattr("protocols.stages.garbled.garbler_output_labels", forged)
+    with pytest.raises(GarbledCircuitError):
+        _three(keypair_512, utterance[0])
+
+
+def test_trent_is_for_identify_with_scoring_max():
+    with pytest.raises(InvalidInputError):
+        spk.SpeakerParams(mode="verify", output_party="trent")
+    with pytest.raises(InvalidInputError):
+        spk.SpeakerParams(output_party="carol")
+    assert spk.phases(spk.SpeakerParams(output_party="trent"), "trent") == ("decision",)
+
+
+def test_trents_output_over_mutual_tls(tmp_path, utterance):
+    """Three parties, one thread each, over TCP with mutual TLS on loopback."""
+    frames, speaker = utterance
+    np.save(tmp_path / "utterance.npy", frames)
+    with resources.as_file(
+        resources.files("smc_hmm.data").joinpath("fsdd", "speaker_models.npz")
+    ) as models:
+        path = write_config(
+            tmp_path / "parties.toml",
+            "speaker",
+            {
+                "alice": {"kind": "alice", "utterance": "utterance.npy"},
+                "bob": {"kind": "bob", "models": str(models)},
+                "trent": {"kind": "trent"},
+            },
+            params=SETTINGS,
+            key_bits=512,
+            insecure=True,
+            timeout=120,
+            connect_timeout=30,
+        )
+        results, errors = run_parties_in_threads(
+            load_config(path), ("alice", "bob", "trent"), join=180
+        )
+    assert not errors, errors
+    assert results["trent"]["output"]["speaker"] == speaker
+    assert results["alice"]["output"] is None and results["bob"]["output"] is None
