@@ -323,26 +323,30 @@ class SpeakerParams:
                 "scoring 'max' reveals only the decision, in circuits: reveal_scores and "
                 "comparison 'dgk' are for scoring 'logsum'"
             )
-        if self.hide_count and (
-            isinstance(self.hide_count, bool)
-            or not isinstance(self.hide_count, int)
-            or not 1 <= self.hide_count <= MAX_HIDDEN
-            or self.mode != "identify"
-            or self.scoring != "max"
+        self._check_identify_options()
+        for name, lo, hi in (("bound_feature_scale", 4, 32), ("emission_clamp_bits", 4, 20)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise InvalidInputError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
+
+    def _check_identify_options(self) -> None:
+        """hide_count and output_party: identify's, on the garbled scoring."""
+        garbled_identify = self.mode == "identify" and self.scoring == "max"
+        n = self.hide_count
+        if (
+            n
+            and (isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_HIDDEN)
+            or (n and not garbled_identify)
         ):
             raise InvalidInputError(
                 f"hide_count is 1 to {MAX_HIDDEN} speakers, for identify with scoring 'max'"
             )
         if self.output_party not in OUTPUT_PARTIES or (
-            self.output_party == "trent" and (self.mode != "identify" or self.scoring != "max")
+            self.output_party == "trent" and not garbled_identify
         ):
             raise InvalidInputError(
                 f"output_party is one of {OUTPUT_PARTIES}; trent for identify with scoring 'max'"
             )
-        for name, lo, hi in (("bound_feature_scale", 4, 32), ("emission_clamp_bits", 4, 20)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-                raise InvalidInputError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
 
     @property
     def logsum(self) -> LogsumParams:
@@ -994,24 +998,30 @@ def _round_shift(value: int, bits: int) -> int:
     return (int(value) + (1 << (bits - 1))) >> bits if bits else int(value)
 
 
+def _bob_models(speakers, params: SpeakerParams):
+    """Bob's models checked before anything is sent, padded with dummies where the count
+    is hidden: (models, labels, the hidden count's circuit inputs or None, d)."""
+    models, labels = _models_and_labels(speakers)
+    for m in models:
+        gmm_parts(m)  # type errors (not a diagonal GMM) are public-interface errors
+    if params.ubm not in labels or len(labels) < 2:
+        raise InvalidInputError(f"Bob needs speaker models and one labelled {params.ubm!r} (UBM)")
+    hidden = None
+    if params.hide_count:
+        models, labels, hidden = _padded(models, labels, params)
+    dims = {m.n_features for m in models}
+    if len(dims) != 1:
+        raise InvalidInputError("every speaker model must have the same feature dimension")
+    return models, labels, hidden, dims.pop()
+
+
 def bob(ctx, speakers, params: SpeakerParams, peer: str = "alice"):
     """Bob: ``speakers`` = (models, labels), one labelled diagonal GMM per speaker and the UBM.
 
     ``identify``: returns None; ``verify``: ``{"claim", "accept", "mode"}``;
     ``anonymous``: ``{"accept", "mode"}``.
     """
-    models, labels = _models_and_labels(speakers)
-    for m in models:
-        gmm_parts(m)  # type errors (not a diagonal GMM) are public-interface errors
-    hidden = None
-    if params.hide_count and params.ubm in labels:
-        models, labels, hidden = _padded(models, labels, params)
-    dims = {m.n_features for m in models}
-    if len(dims) != 1:
-        raise InvalidInputError("every speaker model must have the same feature dimension")
-    (d,) = dims
-    if params.ubm not in labels or len(labels) < 2:
-        raise InvalidInputError(f"Bob needs speaker models and one labelled {params.ubm!r} (UBM)")
+    models, labels, hidden, d = _bob_models(speakers, params)
     pk = ctx.recv(peer, Message("spk.key", Key()))
     sizes = {"dims": d, "components": [m.n_states for m in models], "labels": labels}
     ctx.send(peer, Message("spk.spec", Public((dict,))), sizes)
