@@ -100,6 +100,15 @@ def test_the_secure_string_equals_plaintext(keypair_512, models, strings, index)
     assert result["bob"] is None
 
 
+@pytest.mark.slow
+def test_the_secure_string_equals_plaintext_on_every_bundled_string(keypair_1024, models, strings):
+    """The sweep of the issue: all 100 bundled strings, whole, at 1024 bits (about 6 min)."""
+    params = dg.DigitsParams()
+    for r in strings:
+        secure = _run(keypair_1024, r.features, models)["alice"]
+        assert secure["digits"] == dg.plaintext(r.features, params, models).text
+
+
 def test_too_many_digits_and_none_are_said_not_shown():
     s = DigitString.of(range(9), 8)
     assert not s.valid and s.text is None and "more digits" in s.reason
