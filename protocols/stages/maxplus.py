@@ -34,7 +34,16 @@ wires, :data:`smc_hmm.gc.circuit.CARRY`, and never leave the parties):
    margin) to its best score and gives Alice the index of the best model;
 5. ``back`` (``path`` and ``segment``): q_(t-1)(i) = XOR over edges (i -> j) of q_t(j) &
    pointer_t(i, j), and per frame and model the output Alice decodes (the state's index
-   bits, or [the state is in the segment]), each ANDed with ok.
+   bits, or [the state is in the segment]), each ANDed with ok.  ``string``: the path never
+   leaves the circuit; each entry into a labelled state (held now, not the frame
+   before) writes its label into the slot a one-hot counter points at, and Alice decodes
+   the L slots and the count (0 .. L, or "more than L"), ANDed with ok.  ``match``: the
+   same string compared with Bob's one-time-padded reference (his garbler bits xor her
+   pad), the bit [equal] AND ok to Bob, from a label she cannot forge.
+
+The deltas are carry-save pairs (``carry_save``, the default: few layers a frame, the
+numpy path's choice) or plain l-bit values (ripple-carry adders and comparisons: about
+half the AND gates and l times the layers, which cost nothing on the native kernel).
 
 Who learns what: Alice, her declared output bits and ok; everything else she holds is a
 label, and her inputs are bound (:mod:`protocols.stages.bound`).  Bob, her padded choice
