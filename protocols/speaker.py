@@ -1190,15 +1190,41 @@ def phases(params: SpeakerParams, role: str) -> tuple[str, ...]:
     return (*first, "emissions", "logsum", "scores", "decision")
 
 
+_CLIENT_AND_SERVER = (
+    Role("alice", alice, kind="alice", holds_key=True, input="utterance", load=load_utterance),
+    Role("bob", bob, kind="bob", input="models", load=load_speakers),
+)
+
+
+def _two_party_params(section: Mapping) -> SpeakerParams:
+    params = SpeakerParams.from_config(section)
+    if params.output_party != "alice":
+        raise ConfigError("output_party = 'trent' is the speaker-trent protocol's (three parties)")
+    return params
+
+
+def _trent_params(section: Mapping) -> SpeakerParams:
+    params = SpeakerParams.from_config({"output_party": "trent", **section})
+    if params.output_party != "trent":
+        raise ConfigError("speaker-trent gives the answer to Trent: output_party = 'trent'")
+    return params
+
+
 PROTOCOL = ProtocolDescriptor(
     name=NAME,
     summary="secure speaker identification / verification with GMMs and a UBM (thesis 5.2.2)",
-    params=SpeakerParams.from_config,
+    params=_two_party_params,
     randomizers=randomizers_needed,
     phases=phases,
-    roles=(
-        Role("alice", alice, kind="alice", holds_key=True, input="utterance", load=load_utterance),
-        Role("bob", bob, kind="bob", input="models", load=load_speakers),
-        Role("trent", trent, kind="trent"),
-    ),
+    roles=_CLIENT_AND_SERVER,
+)
+
+#: identify with the answer for a third party: Alice, Bob and Trent (``output_party``)
+TRENT_PROTOCOL = ProtocolDescriptor(
+    name="speaker-trent",
+    summary="secure speaker identification whose label only a third party, Trent, learns",
+    params=_trent_params,
+    randomizers=randomizers_needed,
+    phases=phases,
+    roles=(*_CLIENT_AND_SERVER, Role("trent", trent, kind="trent")),
 )

@@ -102,7 +102,7 @@ def test_the_secure_string_equals_plaintext(keypair_512, models, strings, index)
 
 @pytest.mark.slow
 def test_the_secure_string_equals_plaintext_on_every_bundled_string(keypair_1024, models, strings):
-    """The sweep of the issue: all 100 bundled strings, whole, at 1024 bits (about 6 min)."""
+    """The full sweep: all 100 bundled strings, whole, at 1024 bits (about 6 min)."""
     params = dg.DigitsParams()
     for r in strings:
         secure = _run(keypair_1024, r.features, models)["alice"]

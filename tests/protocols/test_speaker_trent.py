@@ -12,7 +12,7 @@ from party_support import run_parties_in_threads
 
 from protocols import speaker as spk
 from smc_hmm.data.speakers import load_speaker_models, load_speaker_test_utterances
-from smc_hmm.errors import GarbledCircuitError, InvalidInputError
+from smc_hmm.errors import ConfigError, GarbledCircuitError, InvalidInputError
 from smc_hmm.runtime import load_config, run_protocol, write_config
 
 pytestmark = pytest.mark.filterwarnings("ignore::smc_hmm.errors.InsecureKeyWarning")
@@ -27,7 +27,7 @@ def utterance():
 
 def _three(keypair, frames, settings=SETTINGS, **kwargs):
     return run_protocol(
-        spk.PROTOCOL,
+        spk.TRENT_PROTOCOL,
         settings,
         {
             "alice": ("alice", frames),
@@ -79,6 +79,9 @@ def test_trent_is_for_identify_with_scoring_max():
     with pytest.raises(InvalidInputError):
         spk.SpeakerParams(output_party="carol")
     assert spk.phases(spk.SpeakerParams(output_party="trent"), "trent") == ("decision",)
+    with pytest.raises(ConfigError):  # two parties cannot give the answer to a third
+        spk.PROTOCOL.params({"output_party": "trent"})
+    assert spk.TRENT_PROTOCOL.params({}).output_party == "trent"
 
 
 def test_trents_output_over_mutual_tls(tmp_path, utterance):
@@ -90,7 +93,7 @@ def test_trents_output_over_mutual_tls(tmp_path, utterance):
     ) as models:
         path = write_config(
             tmp_path / "parties.toml",
-            "speaker",
+            "protocols.speaker:TRENT_PROTOCOL",  # registered as speaker-trent at install
             {
                 "alice": {"kind": "alice", "utterance": "utterance.npy"},
                 "bob": {"kind": "bob", "models": str(models)},
