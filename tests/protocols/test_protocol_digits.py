@@ -36,6 +36,8 @@ from smc_hmm.runtime import run_protocol
 pytestmark = pytest.mark.filterwarnings("ignore::smc_hmm.errors.InsecureKeyWarning")
 
 PROTOCOL = find("protocols.digits:PROTOCOL")
+#: the PIN tests' frames: the first string's first digit or two (its plaintext is their PIN)
+FRAMES = 80
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +95,7 @@ def test_bundled_strings_and_plaintext_quality(strings):
 
 @pytest.mark.parametrize("index", [0, 7])
 def test_the_secure_string_equals_plaintext(keypair_512, models, strings, index):
-    frames = strings[index].features[:110]
+    frames = strings[index].features[:70]
     result = _run(keypair_512, frames, models)
     plain = dg.plaintext(frames, dg.DigitsParams(), models)
     assert result["alice"]["digits"] == plain.text and result["alice"]["count"] == plain.count
@@ -120,7 +122,7 @@ def test_too_many_digits_and_none_are_said_not_shown():
 def test_bob_sees_the_same_transcript_for_different_strings(keypair_512, models, strings):
     """Two recordings of the same public length whose strings differ: every frame is the
     same once ciphertexts are masked (the metadata rule)."""
-    length = 90
+    length = 60
     a = strings[0]
     b = next(r for r in strings if r.digits[:2] != a.digits[:2])
     outputs = []
@@ -136,7 +138,7 @@ def test_bob_sees_the_same_transcript_for_different_strings(keypair_512, models,
 
 def test_pin_mode_gives_bob_one_bit_and_alice_nothing(keypair_512, models, strings):
     params = dg.DigitsParams(mode="pin")
-    frames = strings[3].features[:110]
+    frames = strings[3].features[:FRAMES]
     spoken = dg.plaintext(frames, params, models).text
     assert spoken
     for pin, equal in ((spoken, True), ("9" * len(spoken), spoken == "9" * len(spoken))):
@@ -158,11 +160,10 @@ def test_pin_attacks_fail(keypair_512, models, strings, monkeypatch):
     from smc_hmm.gc import garble
 
     params = dg.DigitsParams(mode="pin")
-    frames = strings[3].features[:110]
-    pin = dg.plaintext(frames, params, models).text
+    frames = strings[3].features[:FRAMES]
+    pin = dg.plaintext(frames, params, models).text  # honestly: equal (the test above)
     key, record = enrol(pin, params.max_digits)
     alice, bob = {"frames": frames, "key": key}, {"models": models, "enrolled": record}
-    assert _run(keypair_512, alice, bob, {"mode": "pin"})["bob"]["equal"] is True  # honest
     monkeypatch.setattr(dg, "pin_pad", lambda k, L: np.zeros(params.string_bits, np.uint8))
     assert _run(keypair_512, alice, bob, {"mode": "pin"})["bob"]["equal"] is False
     monkeypatch.undo()
