@@ -111,3 +111,40 @@ def test_trents_output_over_mutual_tls(tmp_path, utterance):
     assert not errors, errors
     assert results["trent"]["output"]["speaker"] == speaker
     assert results["alice"]["output"] is None and results["bob"]["output"] is None
+
+
+@pytest.fixture
+def registered(monkeypatch):
+    """The ``speaker-trent`` entry point, as the next install registers it."""
+    from importlib import metadata
+
+    import smc_hmm.protocol as registry
+
+    real = metadata.entry_points
+    extra = metadata.EntryPoint(
+        "speaker-trent", "protocols.speaker:TRENT_PROTOCOL", "smc_hmm.protocols"
+    )
+
+    def entry_points(**kwargs):
+        found = list(real(**kwargs))
+        return found + [extra] if kwargs.get("group") == "smc_hmm.protocols" else found
+
+    monkeypatch.setattr(registry, "entry_points", entry_points)
+
+
+def test_the_command_gives_the_label_to_trent(tmp_path, capsys, registered):
+    """smc-hmm speaker identify --to trent: Trent's label beside the plaintext one."""
+    import json
+
+    from test_protocol_speaker import _wav
+
+    from smc_hmm.cli import main
+
+    _wav(tmp_path / "voice.wav", seed=9)
+    argv = ["speaker", "identify", "--audio", str(tmp_path / "voice.wav"), "--key-bits", "512",
+            "--insecure", "--workers", "1", "--to", "trent", "--json", "-"]  # fmt: skip
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["secure"]["learned_by"] == "trent" and report["agree"] is True
+    assert main(["speaker", "verify", "--audio", "x.wav", "--claim", "theo", "--to", "trent"]) == 2
+    assert "--to trent is for identify" in capsys.readouterr().err
