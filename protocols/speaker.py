@@ -221,6 +221,13 @@ SELECT_TAG = "spk.select"
 CLAIM_MODES = ("verify", "anonymous")
 #: how a model scores an utterance (:class:`SpeakerParams`)
 SCORINGS = ("max", "logsum")
+#: ``hide_count``: the most speakers a run may pad to, and the bytes of a name the circuit
+#: gives Alice (UTF-8, zero-padded; a zero name is "none")
+MAX_HIDDEN = 64
+NAME_BYTES = 16
+OUTPUT_PARTIES = ("alice", "trent")
+#: Bob -> Trent: the public sizes, T and the key size (what the final circuit follows from)
+TRENT_SPEC = Message("spk.trent", Public((dict,)))
 
 
 @dataclass(frozen=True)
@@ -263,6 +270,12 @@ class SpeakerParams:
     bound_feature_scale: int = 18
     #: ``max``: every component's log-density clamped to [-2^K, 2^K) nats in the circuit
     emission_clamp_bits: int = 12
+    #: identify: pad the speakers to this public number with dummies that never win, so
+    #: that nothing but N is public (0: off; every model then has one public size)
+    hide_count: int = 0
+    #: identify: who learns the answer, ``alice`` or ``trent`` (a third party; then Alice
+    #: and Bob learn nothing, :func:`trent`)
+    output_party: str = "alice"
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -310,10 +323,30 @@ class SpeakerParams:
                 "scoring 'max' reveals only the decision, in circuits: reveal_scores and "
                 "comparison 'dgk' are for scoring 'logsum'"
             )
+        self._check_identify_options()
         for name, lo, hi in (("bound_feature_scale", 4, 32), ("emission_clamp_bits", 4, 20)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
                 raise InvalidInputError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
+
+    def _check_identify_options(self) -> None:
+        """hide_count and output_party: identify's, on the garbled scoring."""
+        garbled_identify = self.mode == "identify" and self.scoring == "max"
+        n = self.hide_count
+        if (
+            n
+            and (isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_HIDDEN)
+            or (n and not garbled_identify)
+        ):
+            raise InvalidInputError(
+                f"hide_count is 1 to {MAX_HIDDEN} speakers, for identify with scoring 'max'"
+            )
+        if self.output_party not in OUTPUT_PARTIES or (
+            self.output_party == "trent" and not garbled_identify
+        ):
+            raise InvalidInputError(
+                f"output_party is one of {OUTPUT_PARTIES}; trent for identify with scoring 'max'"
+            )
 
     @property
     def logsum(self) -> LogsumParams:
@@ -541,9 +574,11 @@ class SpeakerSpec:
         )  # fmt: skip
         rule = {"identify": "argmax", "verify": "beats", "anonymous": "claimed"}[p.mode]
         offset = self.offset_units(p.margin if p.mode == "identify" else p.threshold)
+        names = 8 * NAME_BYTES if p.hide_count else 0
         return MixtureLayout(
-            self.components, self.length, keep + 2, em, rule, self.reference, offset
-        )
+            self.components, self.length, keep + 2, em, rule, self.reference, offset, names,
+            p.output_party == "trent",
+        )  # fmt: skip
 
     # -- declarations ---------------------------------------------------------------------
 
@@ -556,6 +591,7 @@ class SpeakerSpec:
             "key": Message("spk.key", Key()),
             "spec": Message("spk.spec", Public((dict,))),
             "claim": Message("spk.claim", Revealed("the claimed identity", (str,))),
+            "trent": TRENT_SPEC,
             "length": Message("spk.length", Public((int,))),
             "obs": Message(
                 "spk.obs",
@@ -823,18 +859,51 @@ def _alice_max(ctx, frames, spec: SpeakerSpec, claim, peer: str):
         others = [i for i in range(len(labels)) if i != spec.reference]
         choice = others.index(labels.index(claim))
     with ctx.phase("decision"):
-        index = mixture.alice_mixture(ctx, evaluator, lay, binding, choice)
-    if mode != "identify":
+        to = {"third": "trent"} if lay.third else {}  # the answer's labels to Trent
+        index = mixture.alice_mixture(ctx, evaluator, lay, binding, choice, **to)
+    if mode != "identify" or lay.third:
         return None
+    return _answer(spec, index)
+
+
+def _answer(spec: SpeakerSpec, index) -> dict:
+    """identify's answer from the circuit's output: the winner's index, or (hide_count)
+    its name's bits, a zero name being none."""
+    if spec.mixture.names:
+        name = np.packbits(index, bitorder="little").tobytes().rstrip(b"\0")
+        speaker = name.decode("utf-8", "replace") or None
+        return {"mode": "identify", "speaker": speaker, "index": None}
     winner = None if index == spec.reference else index
     return {
-        "mode": mode,
-        "speaker": None if winner is None else labels[winner],
+        "mode": "identify",
+        "speaker": None if winner is None else spec.labels[winner],
         "index": winner,
     }
 
 
-def _bob_max(ctx, spec: SpeakerSpec, active, peer: str):
+def trent(ctx, private, params: SpeakerParams, garbler: str = "bob", evaluator: str = "alice"):
+    """Trent (``output_party = "trent"``), the only party that learns identify's answer:
+    the public sizes from Bob, then the final circuit's output bits from Bob's hashes of
+    both labels of each output wire and Alice's labels (:func:`protocols.stages.mixture.
+    trent_mixture`).  Adversary model: the three parties do not collude; Alice cannot
+    forge a label (it needs Bob's Delta) and learns no bit (she holds no decoding), Bob
+    never sees her labels, Trent sees only the answer's bits.  A Bob who sends wrong
+    hashes makes Trent abort (at most that bit, if Trent's abort reaches him)."""
+    info = ctx.recv(garbler, TRENT_SPEC)
+    if not isinstance(info, dict) or set(info) != {"sizes", "length", "key_bits"}:
+        raise ProtocolError(f"spk.trent: malformed {str(info)[:100]}")
+    dims, components, labels = _parse_sizes(info["sizes"])
+    length, key_bits = info["length"], info["key_bits"]
+    if type(length) is not int or type(key_bits) is not int or length < 1 or key_bits < 512:
+        raise ProtocolError(f"spk.trent: T {length!r}, key bits {key_bits!r}")
+    check_at_most("max_sequence_length", length, MAX_SEQUENCE_LENGTH, "the utterance length")
+    spec = SpeakerSpec(params, dims, tuple(components), length, key_bits, tuple(labels))
+    with ctx.phase("decision"):
+        bits = mixture.trent_mixture(ctx, spec.mixture, garbler, evaluator)
+    return _answer(spec, bits)
+
+
+def _bob_max(ctx, spec: SpeakerSpec, active, peer: str, hidden=None):
     """Steps 1-3 of scoring ``max``, Bob: the garbled stage's setup, the bound program
     (his models' emissions on her encrypted x and x^2), then the scoring chain he
     garbles; he learns only the bit (verify, anonymous).  A model beyond the public bound
@@ -850,7 +919,8 @@ def _bob_max(ctx, spec: SpeakerSpec, active, peer: str):
     with ctx.phase("emissions"):
         binding = bd.bob_bound(ctx, spec.bound_plan, weights, const, peer)
     with ctx.phase("decision"):
-        return mixture.bob_mixture(ctx, garbler, lay, binding)
+        to = {"third": "trent"} if lay.third else {}  # the answer's hashes to Trent
+        return mixture.bob_mixture(ctx, garbler, lay, binding, hidden=hidden, **to)
 
 
 def _alice_logsums(ctx, spec: SpeakerSpec, y, msg, peer: str) -> list[int]:
@@ -873,6 +943,33 @@ def _alice_logsums(ctx, spec: SpeakerSpec, y, msg, peer: str) -> list[int]:
         for i, a in enumerate(logs):
             shares[i % len(spec.components)] += a
     return shares
+
+
+def _name_bits(name: str) -> np.ndarray:
+    raw = name.encode("utf-8")
+    if len(raw) > NAME_BYTES:
+        raise InvalidInputError(f"hide_count: a speaker's name is at most {NAME_BYTES} bytes")
+    padded = np.frombuffer(raw.ljust(NAME_BYTES, b"\0"), np.uint8)
+    return np.unpackbits(padded, bitorder="little")
+
+
+def _padded(models, labels, params: SpeakerParams):
+    """``hide_count``: Bob's speakers padded to N with dummies of the one public size
+    (unit Gaussians), the UBM last, the labels sent generic; (models, labels, (the dummy
+    bits, the names' table)), both his private circuit inputs."""
+    n, ubm = params.hide_count, labels.index(params.ubm)
+    speakers = [i for i in range(len(labels)) if i != ubm]
+    sizes = {m.n_states for m in models}
+    if len(speakers) > n:
+        raise InvalidInputError(f"{len(speakers)} speakers, above hide_count {n}")
+    if len(sizes) != 1:
+        raise InvalidInputError("hide_count: every model needs the same number of components")
+    dummies = _dummy_models([sizes.pop()] * (n - len(speakers)), models[0].n_features)
+    padded = [models[i] for i in speakers] + dummies + [models[ubm]]
+    dummy = np.array([0] * len(speakers) + [1] * len(dummies) + [0], dtype=np.uint8)
+    names = [labels[i] for i in speakers] + [""] * (len(dummies) + 1)
+    table = np.stack([_name_bits(x) for x in names])
+    return padded, [f"speaker-{k}" for k in range(n)] + [params.ubm], (dummy, table)
 
 
 def _parse_sizes(sizes) -> tuple[int, list[int], list[str]]:
@@ -901,21 +998,30 @@ def _round_shift(value: int, bits: int) -> int:
     return (int(value) + (1 << (bits - 1))) >> bits if bits else int(value)
 
 
+def _bob_models(speakers, params: SpeakerParams):
+    """Bob's models checked before anything is sent, padded with dummies where the count
+    is hidden: (models, labels, the hidden count's circuit inputs or None, d)."""
+    models, labels = _models_and_labels(speakers)
+    for m in models:
+        gmm_parts(m)  # type errors (not a diagonal GMM) are public-interface errors
+    if params.ubm not in labels or len(labels) < 2:
+        raise InvalidInputError(f"Bob needs speaker models and one labelled {params.ubm!r} (UBM)")
+    hidden = None
+    if params.hide_count:
+        models, labels, hidden = _padded(models, labels, params)
+    dims = {m.n_features for m in models}
+    if len(dims) != 1:
+        raise InvalidInputError("every speaker model must have the same feature dimension")
+    return models, labels, hidden, dims.pop()
+
+
 def bob(ctx, speakers, params: SpeakerParams, peer: str = "alice"):
     """Bob: ``speakers`` = (models, labels), one labelled diagonal GMM per speaker and the UBM.
 
     ``identify``: returns None; ``verify``: ``{"claim", "accept", "mode"}``;
     ``anonymous``: ``{"accept", "mode"}``.
     """
-    models, labels = _models_and_labels(speakers)
-    for m in models:
-        gmm_parts(m)  # type errors (not a diagonal GMM) are public-interface errors
-    dims = {m.n_features for m in models}
-    if len(dims) != 1:
-        raise InvalidInputError("every speaker model must have the same feature dimension")
-    (d,) = dims
-    if params.ubm not in labels or len(labels) < 2:
-        raise InvalidInputError(f"Bob needs speaker models and one labelled {params.ubm!r} (UBM)")
+    models, labels, hidden, d = _bob_models(speakers, params)
     pk = ctx.recv(peer, Message("spk.key", Key()))
     sizes = {"dims": d, "components": [m.n_states for m in models], "labels": labels}
     ctx.send(peer, Message("spk.spec", Public((dict,))), sizes)
@@ -933,8 +1039,10 @@ def bob(ctx, speakers, params: SpeakerParams, peer: str = "alice"):
     ctx.charge_frames(length)  # a serving Bob's per-client budget (public T)
     spec = SpeakerSpec(params, d, spec.components, length, pk.bits, tuple(labels))
     active = [models[i] for i in running]
+    if params.output_party == "trent":  # what Trent's final circuit follows from
+        ctx.send("trent", TRENT_SPEC, {"sizes": sizes, "length": length, "key_bits": pk.bits})
     if params.scoring == "max":
-        bit = _bob_max(ctx, spec, active, peer)
+        bit = _bob_max(ctx, spec, active, peer, hidden)
         if params.mode == "identify":
             return None
         out = {"accept": bool(bit), "mode": params.mode}
@@ -1074,20 +1182,49 @@ def load_speakers(value, base):
 
 def phases(params: SpeakerParams, role: str) -> tuple[str, ...]:
     """The ``ctx.phase`` names a role enters, in order (progress lines count them)."""
+    if role == "trent":
+        return ("decision",)
     if params.scoring == "max":
         return ("setup", "emissions", "decision")
     first = ("encrypt features",) if role == "alice" else ()
     return (*first, "emissions", "logsum", "scores", "decision")
 
 
+_CLIENT_AND_SERVER = (
+    Role("alice", alice, kind="alice", holds_key=True, input="utterance", load=load_utterance),
+    Role("bob", bob, kind="bob", input="models", load=load_speakers),
+)
+
+
+def _two_party_params(section: Mapping) -> SpeakerParams:
+    params = SpeakerParams.from_config(section)
+    if params.output_party != "alice":
+        raise ConfigError("output_party = 'trent' is the speaker-trent protocol's (three parties)")
+    return params
+
+
+def _trent_params(section: Mapping) -> SpeakerParams:
+    params = SpeakerParams.from_config({"output_party": "trent", **section})
+    if params.output_party != "trent":
+        raise ConfigError("speaker-trent gives the answer to Trent: output_party = 'trent'")
+    return params
+
+
 PROTOCOL = ProtocolDescriptor(
     name=NAME,
     summary="secure speaker identification / verification with GMMs and a UBM (thesis 5.2.2)",
-    params=SpeakerParams.from_config,
+    params=_two_party_params,
     randomizers=randomizers_needed,
     phases=phases,
-    roles=(
-        Role("alice", alice, kind="alice", holds_key=True, input="utterance", load=load_utterance),
-        Role("bob", bob, kind="bob", input="models", load=load_speakers),
-    ),
+    roles=_CLIENT_AND_SERVER,
+)
+
+#: identify with the answer for a third party: Alice, Bob and Trent (``output_party``)
+TRENT_PROTOCOL = ProtocolDescriptor(
+    name="speaker-trent",
+    summary="secure speaker identification whose label only a third party, Trent, learns",
+    params=_trent_params,
+    randomizers=randomizers_needed,
+    phases=phases,
+    roles=(*_CLIENT_AND_SERVER, Role("trent", trent, kind="trent")),
 )

@@ -209,7 +209,7 @@ from smc_hmm.protocol import ProtocolDescriptor, alice_and_bob, params_from_conf
 from smc_hmm.runtime.inputs import load_array, resolve_path
 
 NAME = "viterbi"
-OUTPUTS = ("path", "segment", "model")
+OUTPUTS = ("path", "segment", "model", *maxplus.STRING_RULES)
 HOLDERS = ("bob", "alice")
 #: How the recursion compares: ``garbled`` (one chain of circuits Bob garbles,
 #: :mod:`protocols.stages.maxplus`), ``dgk`` (the thesis's interactive DGK tournaments),
@@ -253,9 +253,24 @@ class ViterbiParams:
     #: ``output = "model"``: per model the public offset (nats) added to its best score
     #: before the argmax over models (a garbage model's margin); empty: none
     offsets: tuple[float, ...] = ()
+    #: ``string`` and ``match`` (:mod:`protocols.stages.maxplus`): per state the label its
+    #: entry starts (-1: none) and the string's public slots L
+    entries: tuple[int, ...] = ()
+    slots: int = 0
+    #: the recursion's deltas as carry-save pairs (few layers) or values (fewer AND gates,
+    #: :class:`protocols.stages.maxplus.MaxPlusLayout`)
+    carry_save: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "offsets", tuple(float(v) for v in self.offsets))
+        object.__setattr__(self, "entries", tuple(int(v) for v in self.entries))
+        if self.output in maxplus.STRING_RULES and (
+            self.comparison == "dgk" or self.reveal_score or not self.entries or self.slots < 1
+        ):
+            raise InvalidInputError(
+                "a string output runs on the garbled recursion, reveals no score and needs "
+                "the entry labels and the slots"
+            )
         if any(not math.isfinite(v) or abs(v) > 1 << 20 for v in self.offsets):
             raise InvalidInputError("offsets must be finite numbers of nats, |offset| <= 2^20")
         if self.offsets and self.output != "model":
@@ -858,6 +873,9 @@ class Plan:
             "garbler" if p.model_holder == "bob" else "evaluator",
             self.offset_units,
             em,
+            p.entries,
+            p.slots,
+            p.carry_save,
         )
 
     @property
@@ -1189,10 +1207,11 @@ def _check_length(length, peer) -> int:
     return length
 
 
-def alice(ctx, private, params: ViterbiParams, peer: str = "bob"):
+def alice(ctx, private, params: ViterbiParams, peer: str = "bob", reference=None):
     """Alice (key holder, output party): ``private`` is her observations (model_holder
     "bob") or her models (model_holder "alice").  Returns per model ``{"path": [...]}`` or
-    ``{"segment": (first, last) or None}``, with ``"score"`` if revealed."""
+    ``{"segment": (first, last) or None}``, with ``"score"`` if revealed; ``string``:
+    ``{"count", "labels"}``; ``match`` (``reference``: her pad of Bob's reference): None."""
     pk, sk = ctx.keypair
     msg0 = _static_messages()
     with ctx.phase("setup"):
@@ -1203,7 +1222,7 @@ def alice(ctx, private, params: ViterbiParams, peer: str = "bob"):
         else:
             dgk_sk = compare.alice_send_keys(ctx, plan.compare_spec(1), peer)
     if params.garbled:
-        return _alice_garbled(ctx, private, decoders, plan, evaluator, peer)
+        return _alice_garbled(ctx, private, decoders, plan, evaluator, peer, reference)
     msg, length = plan.messages(), plan.length
     with ctx.phase("emissions"):
         if params.model_holder == "bob":
@@ -1268,7 +1287,7 @@ def _alice_structure(ctx, private, params: ViterbiParams, msg0, peer):
     return Plan(params, structure, length, pk.bits), decoders
 
 
-def _alice_garbled(ctx, private, decoders, plan: Plan, evaluator, peer):
+def _alice_garbled(ctx, private, decoders, plan: Plan, evaluator, peer, reference=None):
     """Steps 1-5 of the garbled default, Alice: her shares of the emissions, then the
     chain of circuits Bob garbles; the output she alone decodes."""
     pk, sk = ctx.keypair
@@ -1286,8 +1305,9 @@ def _alice_garbled(ctx, private, decoders, plan: Plan, evaluator, peer):
             shares, starts, trans = _alice_mining_shares(ctx, decoders, plan, msg, peer)
     with ctx.phase("recursion"):  # steps 2-5 in the chain of circuits Bob garbles
         values, scores = maxplus.alice_maxplus(
-            ctx, evaluator, plan.maxplus, shares, starts, trans, binding=binding, prefix="vit"
-        )
+            ctx, evaluator, plan.maxplus, shares, starts, trans,
+            binding=binding, reference=reference, prefix="vit",
+        )  # fmt: skip
     with ctx.phase("output"):
         ctx.send(peer, msg0["done"], True)
     return _results(plan, values, scores)
@@ -1315,6 +1335,11 @@ def _outputs(plan: Plan, packed: list[int], scores) -> list[dict]:
 def _results(plan: Plan, outputs, scores):
     """Per model ``{"path": ...}`` or ``{"segment": ...}`` (and ``"score"``) from the
     per-frame output values; ``model``: ``{"model": index}`` (and ``"scores"``)."""
+    if plan.params.output == "match":
+        return None
+    if plan.params.output == "string":
+        count, labels = outputs
+        return {"count": count, "labels": labels}
     if plan.params.output == "model":
         result: dict = {"model": int(outputs)}
         if scores is not None:
@@ -1340,9 +1365,10 @@ def _score(plan: Plan, v: int) -> float:
     return -math.inf if v < -limit else v / 2**plan.params.score_scale
 
 
-def bob(ctx, private, params: ViterbiParams, peer: str = "alice"):
+def bob(ctx, private, params: ViterbiParams, peer: str = "alice", reference=None):
     """Bob (evaluator): ``private`` is his models (model_holder "bob": HMMs or
-    :class:`Decoder` s) or his observations (model_holder "alice").  Returns None."""
+    :class:`Decoder` s) or his observations (model_holder "alice").  Returns None, or
+    (``match``, ``reference`` his padded reference's bits) ``{"match": bit}``."""
     msg0 = _static_messages()
     with ctx.phase("setup"):
         # Step 0: the model holder's public structure, the data holder's T, Alice's keys
@@ -1357,7 +1383,7 @@ def bob(ctx, private, params: ViterbiParams, peer: str = "alice"):
             _ = dgk_pk.table
             plan = Plan(params, structure, length, pk.bits, dgk_pk)
     if params.garbled:
-        return _bob_garbled(ctx, mine, plan, garbler, peer)
+        return _bob_garbled(ctx, mine, plan, garbler, peer, reference)
     msg = plan.messages()
     with ctx.phase("emissions"):
         if params.model_holder == "bob":
@@ -1430,7 +1456,7 @@ def _bob_structure(ctx, private, params: ViterbiParams, msg0, peer):
     return structure, inputs.shape[0], inputs
 
 
-def _bob_garbled(ctx, mine, plan: Plan, garbler, peer) -> None:
+def _bob_garbled(ctx, mine, plan: Plan, garbler, peer, reference=None):
     """Steps 1-5 of the garbled default, Bob: his shares of the emissions, then the chain
     of circuits he garbles."""
     msg, msg0 = plan.messages(), _static_messages()
@@ -1444,11 +1470,13 @@ def _bob_garbled(ctx, mine, plan: Plan, garbler, peer) -> None:
         else:  # mining: log pi and log a stay Alice's, inside her circuit inputs
             shares, starts, trans = _bob_mining_shares(ctx, mine, plan, msg, peer)
     with ctx.phase("recursion"):  # steps 2-5 in the chain of circuits he garbles
-        maxplus.bob_maxplus(
-            ctx, garbler, plan.maxplus, shares, starts, trans, binding=binding, prefix="vit"
-        )
+        bit = maxplus.bob_maxplus(
+            ctx, garbler, plan.maxplus, shares, starts, trans,
+            binding=binding, reference=reference, prefix="vit",
+        )  # fmt: skip
     with ctx.phase("output"):
         ctx.recv(peer, msg0["done"])
+    return None if bit is None else {"match": bit}
 
 
 def _edge_bases(structure: Structure) -> list[int]:

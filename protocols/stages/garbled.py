@@ -69,11 +69,13 @@ from smc_hmm.gc.garble import (
     constant_labels,
     decode_garbler_outputs,
     decode_outputs,
+    decode_third_party,
     evaluate,
     garble,
     garbler_input_labels,
     garbler_output_labels,
     new_delta,
+    third_party_decoding,
 )
 from smc_hmm.gc.hashing import BLOCK_BYTES, as_blocks
 from smc_hmm.gc.ot import (
@@ -108,6 +110,7 @@ __all__ = [
     "share_bound",
     "share_message",
     "share_slots",
+    "third_party_outputs",
 ]
 
 #: Random COTs drawn at a time when a session's pool runs out (public).
@@ -146,10 +149,12 @@ def circuit_messages(circuit: CompiledCircuit, prefix: str = "gc") -> dict[str, 
         _blocks("labels", 2 + circuit.input_count("garbler")),
         _blocks("decoding", circuit.output_count("evaluator")),
     )
+    outputs = circuit.output_count("garbler")
     return {
         "choice": choice_message(circuit.input_count("evaluator"), f"{prefix}.choice"),
         "tables": Message(f"{prefix}.tables", tables),
-        "outputs": Message(f"{prefix}.outputs", _blocks("labels", circuit.output_count("garbler"))),
+        "outputs": Message(f"{prefix}.outputs", _blocks("labels", outputs)),
+        "third": Message(f"{prefix}.third", _blocks("third-decoding", 2 * outputs)),
     }
 
 
@@ -204,10 +209,14 @@ class Garbler:
         e = _unpack_bits(ctx.recv(self.peer, choice_message(count, tag)), count)
         return q ^ ((np.uint64(0) - e.astype(np.uint64))[:, None] & self.delta)
 
-    def garble(self, ctx, circuit: CompiledCircuit, bits, evaluator_zero, carry=None, prefix="gc"):
+    def garble(self, ctx, circuit: CompiledCircuit, bits, evaluator_zero, carry=None, prefix="gc",
+               third=None):  # fmt: skip
         """Steps 2-3 for ``circuit``, Alice's input wires on ``evaluator_zero`` (from
         :meth:`input_labels`), its carried inputs on ``carry`` (0-labels an earlier
-        circuit carried out).  Returns (Bob's output bits, the carried outputs' 0-labels)."""
+        circuit carried out).  Returns (Bob's output bits, the carried outputs' 0-labels).
+        ``third``: the party who decodes the garbler's outputs instead of Bob (he sends it
+        their decoding hashes, :func:`~smc_hmm.gc.garble.third_party_decoding`, and
+        gets no bit)."""
         bits = _check_bits(bits, circuit.input_count("garbler"), "garbler")
         msg = circuit_messages(circuit, prefix)
         g = garble(circuit, self.delta, ctx.rng, evaluator_zero, self.tweak, carry)
@@ -222,7 +231,9 @@ class Garbler:
         ctx.count("garbled_bytes", g.tables.nbytes + labels.nbytes)
         self.tweak += _tweak_span(circuit)
         out = np.zeros(0, np.uint8)
-        if circuit.output_count("garbler"):
+        if circuit.output_count("garbler") and third is not None:
+            ctx.send(third, msg["third"], third_party_decoding(g).tobytes())
+        elif circuit.output_count("garbler"):
             out = decode_garbler_outputs(g, as_blocks(ctx.recv(self.peer, msg["outputs"])))
         return out, carried_labels(circuit, g.zero_labels)
 
@@ -271,9 +282,11 @@ class Evaluator:
         ctx.send(self.peer, choice_message(bits.size, tag), _pack_bits(bits ^ rho))
         return t
 
-    def evaluate(self, ctx, circuit: CompiledCircuit, labels, carry=None, prefix="gc"):
+    def evaluate(self, ctx, circuit: CompiledCircuit, labels, carry=None, prefix="gc",
+                 third=None):  # fmt: skip
         """Steps 2-3 for ``circuit`` on her input wires' ``labels`` and the carried
-        ``carry`` labels.  Returns (her output bits, the carried outputs' labels)."""
+        ``carry`` labels.  Returns (her output bits, the carried outputs' labels).
+        ``third``: the party her labels of the garbler's outputs go to instead of Bob."""
         if np.shape(labels) != (circuit.input_count("evaluator"), 2):
             raise InvalidInputError(
                 f"{np.shape(labels)} input labels for {circuit.input_count('evaluator')} wires"
@@ -293,13 +306,25 @@ class Evaluator:
             out = np.zeros(circuit.output_count("evaluator"), np.uint8)
         self.tweak += _tweak_span(circuit)
         if circuit.output_count("garbler"):  # step 3
-            ctx.send(self.peer, msg["outputs"], garbler_output_labels(circuit, w).tobytes())
+            to = self.peer if third is None else third
+            ctx.send(to, msg["outputs"], garbler_output_labels(circuit, w).tobytes())
         return out, carried_labels(circuit, w)
 
     def run(self, ctx, circuit: CompiledCircuit, bits) -> np.ndarray:
         """Evaluate ``circuit`` on Alice's input ``bits`` (steps 1-3); her output bits."""
         bits = _check_bits(bits, circuit.input_count("evaluator"), "evaluator")
         return self.evaluate(ctx, circuit, self.input_labels(ctx, bits))[0]
+
+
+def third_party_outputs(ctx, circuit: CompiledCircuit, garbler: str, evaluator: str, prefix="gc"):
+    """The third party (Trent): the garbler's decoding hashes and the evaluator's labels
+    of ``circuit``'s garbler outputs; the bits, or GarbledCircuitError for a label that is
+    neither of its wire's (she cannot forge one: it needs Delta)."""
+    msg = circuit_messages(circuit, prefix)
+    count = circuit.output_count("garbler")
+    decoding = np.frombuffer(ctx.recv(garbler, msg["third"]), np.uint64).reshape(count, 2, 2)
+    labels = as_blocks(ctx.recv(evaluator, msg["outputs"]))
+    return decode_third_party(labels, decoding)
 
 
 def _tweak_span(circuit: CompiledCircuit) -> int:

@@ -34,7 +34,16 @@ wires, :data:`smc_hmm.gc.circuit.CARRY`, and never leave the parties):
    margin) to its best score and gives Alice the index of the best model;
 5. ``back`` (``path`` and ``segment``): q_(t-1)(i) = XOR over edges (i -> j) of q_t(j) &
    pointer_t(i, j), and per frame and model the output Alice decodes (the state's index
-   bits, or [the state is in the segment]), each ANDed with ok.
+   bits, or [the state is in the segment]), each ANDed with ok.  ``string``: the path never
+   leaves the circuit; each entry into a labelled state (held now, not the frame
+   before) writes its label into the slot a one-hot counter points at, and Alice decodes
+   the L slots and the count (0 .. L, or "more than L"), ANDed with ok.  ``match``: the
+   same string compared with Bob's one-time-padded reference (his garbler bits xor her
+   pad), the bit [equal] AND ok to Bob, from a label she cannot forge.
+
+The deltas are carry-save pairs (``carry_save``, the default: few layers a frame, the
+numpy path's choice) or plain l-bit values (ripple-carry adders and comparisons: about
+half the AND gates and l times the layers, which cost nothing on the native kernel).
 
 Who learns what: Alice, her declared output bits and ok; everything else she holds is a
 label, and her inputs are bound (:mod:`protocols.stages.bound`).  Bob, her padded choice
@@ -61,6 +70,8 @@ __all__ = ["Emissions", "MaxPlusLayout", "alice_maxplus", "bob_maxplus", "messag
 
 #: Tweak base of the binding's label MACs (a domain of their own: :mod:`smc_hmm.gc.mac`).
 MAC_TWEAK = 0
+#: the output rules that compact the best path into a string of labels
+STRING_RULES = ("string", "match")
 
 
 @dataclass(frozen=True)
@@ -83,13 +94,41 @@ class MaxPlusLayout:
     #: ``model`` output: the public offset added to each model's score (recursion scale)
     offsets: tuple[int, ...] = ()
     emissions: Emissions = Emissions(share_bits=0)
+    #: ``string`` and ``match``: per state the label its entry starts (-1: none), and the
+    #: public number of slots L of the compacted string
+    entries: tuple[int, ...] = ()
+    slots: int = 0
+    #: keep each delta as a carry-save pair (few layers a frame: the numpy path's choice)
+    #: or as one l-bit value (ripple-carry: about half the AND gates, l times the layers,
+    #: which cost nothing on the native kernel)
+    carry_save: bool = True
 
     def __post_init__(self):
+        if self.output in STRING_RULES and (
+            len(self.entries) != len(self.preds) or max(self.entries) < 0 or self.slots < 1
+        ):
+            raise InvalidInputError("a string output needs every state's entry label and L")
         em = self.emissions
         if em.bound is None and not 1 <= em.share_bits <= self.bits:
             raise InvalidInputError("plain emission shares need 1 to l bits")
         if em.bound is not None and em.keep + 2 > self.bits:
             raise InvalidInputError("the clamped emissions do not fit the recursion's width")
+
+    @property
+    def state_bits(self) -> int:
+        """Wires of the carried deltas: (states, 2, l) carry-save or (states, l)."""
+        return (2 if self.carry_save else 1) * self.states * self.bits
+
+    def _delta(self, c: Circuit):
+        return c.input(
+            CARRY, (self.states, 2, self.bits) if self.carry_save else (self.states, self.bits)
+        )
+
+    def _plus(self, c: Circuit, x, y):
+        """x + y, x a delta (a carry-save pair or a value), y a value: a delta."""
+        if self.carry_save:
+            return arith.compress(c, x[..., 0, :], x[..., 1, :], y)
+        return arith.add(c, x, y, depth="ripple")
 
     @property
     def keeps_pointers(self) -> bool:
@@ -177,21 +216,24 @@ class MaxPlusLayout:
         e = c.input(CARRY, (self.rows, l))
         pi = c.input(self.edge_holder, (self.states, l))
         a = c.input(self.edge_holder, (len(self.edges), l))
-        c.output(np.stack([e[list(self.row_of)], pi], axis=-2), CARRY)
+        if self.carry_save:  # a carry-save pair as it stands: no gate
+            c.output(np.stack([e[list(self.row_of)], pi], axis=-2), CARRY)
+        else:
+            c.output(arith.add(c, e[list(self.row_of)], pi, depth="ripple"), CARRY)
         c.output(a, CARRY)
         return c.compile()
 
     def _step(self) -> CompiledCircuit:
-        c, n, l = Circuit(), self.states, self.bits
-        delta = c.input(CARRY, (n, 2, l))
+        c, l = Circuit(), self.bits
+        delta = self._delta(c)
         a = c.input(CARRY, (len(self.edges), l))
         e = c.input(CARRY, (self.rows, l))
         src = np.array([i for i, _ in self.edges])
-        cand = arith.compress(c, delta[src, 0], delta[src, 1], a)
+        cand = self._plus(c, delta[src], a)
         groups, onehot = self._groups([len(p) for p in self.preds])
         payload = onehot if self.keeps_pointers else None
-        best, pointer = arith.group_argmax(c, cand, groups, payload, carry_save=True)
-        c.output(arith.compress(c, best[:, 0], best[:, 1], e[list(self.row_of)]), CARRY)
+        best, pointer = arith.group_argmax(c, cand, groups, payload, self.carry_save)
+        c.output(self._plus(c, best, e[list(self.row_of)]), CARRY)
         c.output(a, CARRY)
         if self.keeps_pointers:
             kept = [pointer[j, : len(p)] for j, p in enumerate(self.preds)]
@@ -200,16 +242,17 @@ class MaxPlusLayout:
 
     def _final(self) -> CompiledCircuit:
         c = Circuit()
-        delta = c.input(CARRY, (self.states, 2, self.bits))
+        delta = self._delta(c)
         ok = self._ok(c)
         groups, onehot = self._groups([n for _, n in self.models])
         payload = onehot if self.keeps_pointers else None
-        best, last = arith.group_argmax(c, delta, groups, payload, carry_save=True)
+        best, last = arith.group_argmax(c, delta, groups, payload, self.carry_save)
         if self.reveal_score:
-            c.output(c.and_(arith.cs_value(c, best), ok), "evaluator")
+            value = arith.cs_value(c, best) if self.carry_save else best
+            c.output(c.and_(value, ok), "evaluator")
         if not self.keeps_pointers:  # the best model's index, to Alice
             shift = arith.constant(list(self.offsets) or [0] * len(self.models), self.bits)
-            scored = arith.compress(c, best[:, 0], best[:, 1], shift)
+            scored = self._plus(c, best, shift)
             index = arith.constant(np.arange(len(self.models)), self.model_bits)
             won = arith.group_argmax(c, scored, [range(len(self.models))], index, True)[1]
             c.output(np.concatenate([[ok], c.and_(won.reshape(-1), ok)]), "evaluator")
@@ -248,10 +291,68 @@ class MaxPlusLayout:
             for k in range(1, width):
                 q = c.xor(q, terms[pad[:, k]])
             frames.append(q)
+        if self.output in STRING_RULES:
+            self._string_outputs(c, frames[::-1], ok)
+            return c.compile()
         c.output([ok], "evaluator")
         for q in reversed(frames):
             c.output(c.and_(self._marks(c, q), ok), "evaluator")
         return c.compile()
+
+    @property
+    def label_bits(self) -> int:
+        return max(1, max(self.entries).bit_length())
+
+    @property
+    def string_bits(self) -> int:
+        """W: the compacted string's bits, L slots of labels then the count, one-hot over
+        0 .. L and "more than L"."""
+        return self.slots * self.label_bits + self.slots + 2
+
+    def _string_outputs(self, c: Circuit, frames, ok) -> None:
+        """The path's string, compacted in the circuit: an entry into a labelled state (it
+        holds the state now and did not the frame before) writes its label into the slot
+        the one-hot count h points at, then moves h on (about L (B + 1) AND gates a
+        frame).  ``string``: the slots (zero past L entries) and h, to Alice; ``match``:
+        [slots and h equal Bob's reference] to Bob, the reference entering as his
+        one-time-padded bits and Alice's pad."""
+        L, B = self.slots, self.label_bits
+        firsts = [s for s, d in enumerate(self.entries) if d >= 0]
+        labels = [self.entries[s] for s in firsts]
+        picks = [[i for i, d in enumerate(labels) if d >> b & 1] for b in range(B)]
+        h = Circuit.constant([1] + [0] * (L + 1))
+        slots = Circuit.constant(np.zeros((L, B), dtype=np.int64))
+        before = None
+        for q in frames:
+            now = q[firsts]
+            entered = now if before is None else c.and_(now, c.not_(before))
+            before = now
+            event = _xor_all(c, entered)
+            digit = np.array([_xor_all(c, entered[i]) for i in picks], dtype=np.int64)
+            slots = c.xor(slots, c.and_(h[:L, None], digit[None, :]))
+            moved = np.concatenate(
+                [c.xor(h[: L + 1], np.concatenate([[ZERO], h[:L]])), h[L : L + 1]]
+            )
+            h = c.xor(h, c.and_(np.full(L + 2, event), moved))
+        if self.output == "string":
+            shown = c.and_(slots.reshape(-1), c.and_(ok, c.not_(h[L + 1])))
+            c.output(np.concatenate([[ok], shown, c.and_(h, ok)]), "evaluator")
+            return
+        pad = c.input("evaluator", (self.string_bits,))
+        padded = c.input("garbler", (self.string_bits,))
+        same = c.not_(c.xor(np.concatenate([slots.reshape(-1), h]), c.xor(pad, padded)))
+        c.output([c.and_(_and_all(c, same), ok)], "garbler")
+
+    def decode_string(self, bits) -> tuple[int, list[int] | None]:
+        """(the count, 0 .. L + 1 for "more than L"; the labels when 1 .. L) of the
+        ``string`` output's bits after ok."""
+        L, B = self.slots, self.label_bits
+        bits = np.asarray(bits, dtype=np.int64)
+        count = int(np.flatnonzero(bits[L * B :])[0]) if bits[L * B :].any() else 0
+        if not 1 <= count <= L:
+            return count, None
+        values = bits[: L * B].reshape(L, B) @ (1 << np.arange(B))
+        return count, [int(v) for v in values[:count]]
 
     def _groups(self, sizes):
         """Consecutive groups of the given sizes and their members' one-hot constants."""
@@ -295,6 +396,23 @@ class MaxPlusLayout:
         return out
 
 
+def _xor_all(c: Circuit, wires):
+    out = ZERO
+    for w in np.asarray(wires, dtype=np.int64).reshape(-1):
+        out = c.xor(out, w)
+    return out
+
+
+def _and_all(c: Circuit, wires):
+    """The AND of ``wires`` by a balanced tree (n - 1 AND gates, log2 n layers)."""
+    wires = np.asarray(wires, dtype=np.int64).reshape(-1)
+    while wires.size > 1:
+        half = wires.size // 2
+        joined = c.and_(wires[:half], wires[half : 2 * half])
+        wires = np.concatenate([joined, wires[2 * half :]])
+    return wires[0]
+
+
 @lru_cache(maxsize=32)
 def _build(key: MaxPlusLayout, name: str, *args) -> CompiledCircuit:
     """A circuit of the chain, built once per public shape and process (both parties
@@ -311,11 +429,13 @@ def _edge_inputs(lay: MaxPlusLayout, starts, trans) -> np.ndarray:
 
 
 def bob_maxplus(ctx, garbler, lay: MaxPlusLayout, shares, starts=None, trans=None, *,
-                binding: bd.BobBound | None = None, prefix="mp"):  # fmt: skip
+                binding: bd.BobBound | None = None, reference=None, prefix="mp"):  # fmt: skip
     """Bob (garbler): the chain on his ``shares`` (T, rows) of the emissions (bound:
     :meth:`~protocols.stages.bound.BobBound.shares`; plain: at scale s), and log pi
     (``starts``, per state) and log a (``trans``, per edge in ``lay.edges`` order) where
-    he is the edge holder; every value an integer at the recursion's scale."""
+    he is the edge holder; every value an integer at the recursion's scale.  ``match``:
+    ``reference`` is his padded reference's W bits, and he returns the bit
+    [string == reference] (else None)."""
     none = np.zeros((0, 2), np.uint64)
     em = lay.emissions
     width = em.bound.value_bits if em.bound is not None else em.share_bits
@@ -332,7 +452,7 @@ def bob_maxplus(ctx, garbler, lay: MaxPlusLayout, shares, starts=None, trans=Non
     frames, checks = _run_inputs(lay, run, zero[:cut])
     edge = _edge_inputs(lay, starts, trans) if lay.edge_holder == "garbler" else []
     _, carry = garbler.garble(ctx, lay.init, edge, zero[cut:], frames[0], f"{prefix}.init")
-    state, pointers = 2 * lay.states * lay.bits, []
+    state, pointers = lay.state_bits, []
     for t in range(1, lay.length):
         _, out = garbler.garble(
             ctx, lay.step, [], none, np.concatenate([carry, frames[t]]), f"{prefix}.step"
@@ -348,9 +468,15 @@ def bob_maxplus(ctx, garbler, lay: MaxPlusLayout, shares, starts=None, trans=Non
         ctx, lay.final, bits, check_zero, np.concatenate([carry[:state], checks]),
         f"{prefix}.final",
     )  # fmt: skip
-    if lay.keeps_pointers:
-        back = np.concatenate([last[:-1], last[-1:], *pointers])
-        garbler.garble(ctx, lay.back, [], none, back, f"{prefix}.back")
+    if not lay.keeps_pointers:
+        return None
+    back = np.concatenate([last[:-1], last[-1:], *pointers])
+    mine_back, zero_back = [], none
+    if lay.output == "match":  # Bob's padded reference; the labels of Alice's pad
+        mine_back = np.asarray(reference, dtype=np.uint8)
+        zero_back = garbler.input_labels(ctx, lay.string_bits, f"{prefix}.pin")
+    out, _ = garbler.garble(ctx, lay.back, mine_back, zero_back, back, f"{prefix}.back")
+    return bool(out[0]) if lay.output == "match" else None
 
 
 def _run_inputs(lay: MaxPlusLayout, run, labels):
@@ -364,12 +490,13 @@ def _run_inputs(lay: MaxPlusLayout, run, labels):
 
 
 def alice_maxplus(ctx, evaluator, lay: MaxPlusLayout, shares, starts=None, trans=None, *,
-                  binding: bd.AliceBound | None = None, prefix="mp"):  # fmt: skip
+                  binding: bd.AliceBound | None = None, reference=None, prefix="mp"):  # fmt: skip
     """Alice (evaluator): the chain on her ``shares`` (plain: (T, rows) at scale s; bound:
     ``binding``'s values), with log pi and log a where she is the edge holder (speech
     mining).  Returns (per model the per-frame outputs, per model the best score at the
-    recursion's scale or None); an ok bit of 0 (inputs that fail the binding) raises
-    :class:`~smc_hmm.errors.ProtocolError` after her last message."""
+    recursion's scale or None; ``string``: (the count, the labels or None); ``match``:
+    nothing, her ``reference`` being the pad of Bob's); an ok bit of 0 (inputs that fail
+    the binding) raises :class:`~smc_hmm.errors.ProtocolError` after her last message."""
     none = np.zeros((0, 2), np.uint64)
     if binding is not None:
         mine = binding.all_bits()
@@ -387,7 +514,7 @@ def alice_maxplus(ctx, evaluator, lay: MaxPlusLayout, shares, starts=None, trans
 
     frames, checks = _run_inputs(lay, run, labels[:cut])
     _, carry = evaluator.evaluate(ctx, lay.init, labels[cut:], frames[0], f"{prefix}.init")
-    state, pointers = 2 * lay.states * lay.bits, []
+    state, pointers = lay.state_bits, []
     for t in range(1, lay.length):
         _, out = evaluator.evaluate(
             ctx, lay.step, none, np.concatenate([carry, frames[t]]), f"{prefix}.step"
@@ -412,8 +539,15 @@ def alice_maxplus(ctx, evaluator, lay: MaxPlusLayout, shares, starts=None, trans
         _refuse_unless(ctx, out[0])
         return int(arith.from_bits(out[1:], signed=False)), scores
     back = np.concatenate([last[:-1], last[-1:], *pointers])
-    marks, _ = evaluator.evaluate(ctx, lay.back, none, back, f"{prefix}.back")
+    labels = none
+    if lay.output == "match":  # her pad of Bob's reference
+        labels = evaluator.input_labels(ctx, np.asarray(reference, np.uint8), f"{prefix}.pin")
+    marks, _ = evaluator.evaluate(ctx, lay.back, labels, back, f"{prefix}.back")
+    if lay.output == "match":  # the bit is Bob's (ok gates it): nothing to her
+        return None, scores
     _refuse_unless(ctx, marks[0])
+    if lay.output == "string":
+        return lay.decode_string(marks[1:]), scores
     return lay.decode(marks[1:]), scores
 
 
@@ -437,5 +571,10 @@ def messages(lay: MaxPlusLayout, prefix: str = "mp") -> list:
         out.append(choice_message(lay.check_bits, f"{prefix}.check"))
     out.append(circuit_messages(lay.final, f"{prefix}.final")["tables"])
     if lay.keeps_pointers:
-        out.append(circuit_messages(lay.back, f"{prefix}.back")["tables"])
+        back = circuit_messages(lay.back, f"{prefix}.back")
+        if lay.output == "match":
+            out.append(choice_message(lay.string_bits, f"{prefix}.pin"))
+        out.append(back["tables"])
+        if lay.output == "match":  # her labels of Bob's bit
+            out.append(back["outputs"])
     return out

@@ -43,12 +43,19 @@ import numpy as np
 from protocols.stages import bound as bd
 from protocols.stages.bound import Emissions
 from protocols.stages.circuits import claim_width, decide
-from protocols.stages.garbled import choice_message, circuit_messages
+from protocols.stages.garbled import choice_message, circuit_messages, third_party_outputs
 from smc_hmm.errors import InvalidInputError, ProtocolError
 from smc_hmm.gc import arith, mac
 from smc_hmm.gc.circuit import CARRY, Circuit, CompiledCircuit
 
-__all__ = ["MixtureLayout", "alice_mixture", "bob_mixture", "messages", "plain_scores"]
+__all__ = [
+    "MixtureLayout",
+    "alice_mixture",
+    "bob_mixture",
+    "messages",
+    "plain_scores",
+    "trent_mixture",
+]
 
 #: Tweak base of the binding's label MACs (:mod:`smc_hmm.gc.mac`).
 MAC_TWEAK = 0
@@ -69,6 +76,14 @@ class MixtureLayout:
     rule: str
     reference: int
     offset: int = 0
+    #: ``argmax`` with a hidden count: the bits of a name; Bob's garbler inputs then carry
+    #: per model a dummy bit (its score forced below every real one) and its name, and
+    #: Alice learns the winner's name instead of its index (0: off)
+    names: int = 0
+    #: ``argmax``: the answer goes to a third party (Trent) instead of Alice: the final
+    #: circuit's outputs are the garbler's wires, decoded by Trent from Alice's labels and
+    #: Bob's hashes of both labels (:func:`trent_mixture`)
+    third: bool = False
 
     def __post_init__(self):
         if self.rule not in RULES:
@@ -152,9 +167,17 @@ class MixtureLayout:
         shift = np.zeros(self.models, dtype=object)
         shift[self.reference] = self.offset
         scores = arith.add(c, sums, arith.constant(shift, width), depth="ripple")
-        out, to = decide(c, scores, self.rule, self.reference, claim)
+        if self.names:  # the count hidden: dummies never win, the winner's name out
+            dummy = c.input("garbler", (self.models,))
+            table = c.input("garbler", (self.models, self.names))
+            floor = arith.constant([-(1 << (width - 1))] * self.models, width)
+            scores = arith.mux(c, dummy, floor, scores)
+            out, to = arith.argmax(c, scores, table)[1], "evaluator"
+        else:
+            out, to = decide(c, scores, self.rule, self.reference, claim)
         gated = c.and_(np.asarray(out).reshape(-1), ok)
-        c.output(np.concatenate([[ok], gated]) if to == "evaluator" else gated, to)
+        to = "garbler" if self.third else to
+        c.output(np.concatenate([[ok], gated]) if self.rule == "argmax" else gated, to)
         return c.compile()
 
 
@@ -164,9 +187,11 @@ def _build(key: MixtureLayout, name: str, *args) -> CompiledCircuit:
     return getattr(key, f"_{name}")(*args)
 
 
-def bob_mixture(ctx, garbler, lay: MixtureLayout, binding: bd.BobBound, prefix="mix"):
+def bob_mixture(ctx, garbler, lay: MixtureLayout, binding: bd.BobBound, prefix="mix",
+                hidden=None, third=None):  # fmt: skip
     """Bob (garbler): the chain on his shares of the bound values; returns his output bit
-    (``beats``, ``claimed``) or None (``argmax``: Alice's)."""
+    (``beats``, ``claimed``) or None (``argmax``: Alice's).  ``hidden`` (with
+    ``lay.names``): his dummy bits and name table, (models,) and (models, names) bits."""
     zero = garbler.input_labels(ctx, sum(lay.input_bits), f"{prefix}.choice")
     binding.key_message(ctx, zero, garbler.delta, MAC_TWEAK, garbler.peer)
     width = lay.emissions.bound.value_bits
@@ -183,17 +208,24 @@ def bob_mixture(ctx, garbler, lay: MixtureLayout, binding: bd.BobBound, prefix="
     sums: list = []
     _, checks = bd.run_inputs(_lengths(lay), lay.input_bits, lay.emissions.checked, run, zero)
     bits = arith.to_bits(binding.check_value(), mac.MAC_BITS)
+    if lay.names:
+        dummy, table = hidden
+        bits = np.concatenate(
+            [bits, np.asarray(dummy, np.uint8), np.asarray(table, np.uint8).reshape(-1)]
+        )
     check_zero = garbler.input_labels(ctx, lay.check_bits, f"{prefix}.check")
     out, _ = garbler.garble(
-        ctx, lay.final, bits, check_zero, np.concatenate([sums[-1], checks]), f"{prefix}.final"
-    )
+        ctx, lay.final, bits, check_zero, np.concatenate([sums[-1], checks]), f"{prefix}.final",
+        third=third if lay.third else None,
+    )  # fmt: skip
     return int(out[0]) if lay.rule != "argmax" else None
 
 
 def alice_mixture(ctx, evaluator, lay: MixtureLayout, binding: bd.AliceBound, claim=None,
-                  prefix="mix"):  # fmt: skip
+                  prefix="mix", third=None):  # fmt: skip
     """Alice (evaluator): the chain on her bound values; ``claimed``: her claim's index
-    among the non-reference models.  Returns the winner's index (``argmax``) or None; an
+    among the non-reference models.  Returns the winner's index (``argmax``; with
+    ``lay.names``, its name's bits) or None; an
     ok bit of 0 raises :class:`~smc_hmm.errors.ProtocolError` after her last message."""
     mine = binding.all_bits()
     labels = evaluator.input_labels(ctx, mine, f"{prefix}.choice")
@@ -214,13 +246,29 @@ def alice_mixture(ctx, evaluator, lay: MixtureLayout, binding: bd.AliceBound, cl
         bits = np.concatenate([bits, arith.to_bits(int(claim), width)])
     check = evaluator.input_labels(ctx, bits, f"{prefix}.check")
     out, _ = evaluator.evaluate(
-        ctx, lay.final, check, np.concatenate([sums[-1], checks]), f"{prefix}.final"
-    )
-    if lay.rule != "argmax":
+        ctx, lay.final, check, np.concatenate([sums[-1], checks]), f"{prefix}.final",
+        third=third if lay.third else None,
+    )  # fmt: skip
+    if lay.rule != "argmax" or lay.third:
         return None
     if not int(out[0]):
         ctx.defer(ProtocolError("the circuit's binding check failed: no output"))
+    if lay.names:  # the winner's name bits
+        return np.asarray(out[1:], dtype=np.uint8)
     return int(arith.from_bits(out[1:], signed=False))
+
+
+def trent_mixture(ctx, lay: MixtureLayout, garbler: str, evaluator: str, prefix="mix"):
+    """Trent (``lay.third``): the answer's bits -- the winner's index, or its name's bits
+    with ``lay.names`` -- decoded from Bob's hashes of both labels and Alice's labels of
+    the final circuit's outputs; ok = 0 (her inputs failed the binding) raises
+    :class:`~smc_hmm.errors.ProtocolError`, a forged label GarbledCircuitError."""
+    bits = third_party_outputs(ctx, lay.final, garbler, evaluator, f"{prefix}.final")
+    if not int(bits[0]):
+        raise ProtocolError("the circuit's binding check failed: no output")
+    if lay.names:
+        return np.asarray(bits[1:], dtype=np.uint8)
+    return int(arith.from_bits(bits[1:], signed=False))
 
 
 def _lengths(lay: MixtureLayout) -> list[int]:
@@ -252,8 +300,10 @@ def messages(lay: MixtureLayout, prefix: str = "mix") -> list:
     out.append(choice_message(lay.check_bits, f"{prefix}.check"))
     final = circuit_messages(lay.final, f"{prefix}.final")
     out.append(final["tables"])
-    if lay.rule != "argmax":  # her labels of Bob's output bit
+    if lay.rule != "argmax" or lay.third:  # her labels of Bob's (or Trent's) outputs
         out.append(final["outputs"])
+    if lay.third:
+        out.append(final["third"])
     return out
 
 

@@ -9,6 +9,7 @@ Subcommands::
     smc-hmm keyword --audio FILE.wav [--models M] [--json PATH]     keyword of one recording
     smc-hmm speaker identify|verify|anonymous --audio FILE.wav      speaker of one recording
     smc-hmm spot --audio FILE.wav --keyword seven [--json PATH]     where a keyword occurs
+    smc-hmm digits --audio FILE.wav [--pin 1234] [--json PATH]      a spoken digit string
     smc-hmm match --audio SNIPPET.wav [--collection DIR|FILE.npz]   which recording holds it
     smc-hmm bench NAME [...]                                        a registered benchmark
     smc-hmm cost REPORT.json [--run N] [--bits B ...]               show / extrapolate a cost report
@@ -47,6 +48,7 @@ from smc_hmm.cli import (
     common,
     cost,
     demo,
+    digits,
     keyword,
     launch,
     match,
@@ -71,6 +73,7 @@ COMMANDS: dict[str, ModuleType] = {
     "keyword": keyword,
     "speaker": speaker,
     "spot": spot,
+    "digits": digits,
     "match": match,
     "bench": bench,
     "cost": cost,

@@ -297,17 +297,22 @@ def generate_keys(args, out):
         return generate_keypair(args.key_bits, insecure=args.insecure)
 
 
-def run_in_process(args, protocol, params, alice, bob, keypair, compute, **options):
+def run_in_process(args, protocol, params, alice, bob, keypair, compute, *, third=None,
+                   **options):  # fmt: skip
     """One run of ``protocol`` with both roles in this process: Alice (who holds
     ``keypair``) with input ``alice``, Bob with ``bob``, both on ``compute``, under the
-    command's ``--key-bits``/``--insecure`` floor and ``--timeout``; ``options`` (meta,
-    randomizers, record_views, progress) go to :func:`~smc_hmm.runtime.simulate.run_protocol`."""
+    command's ``--key-bits``/``--insecure`` floor and ``--timeout``; ``third``: (a third
+    party's role, its input), played as party ``trent``; ``options`` (meta, randomizers,
+    record_views, progress) go to :func:`~smc_hmm.runtime.simulate.run_protocol`."""
     from smc_hmm.runtime.simulate import run_protocol
 
+    parties = {"alice": ("alice", alice), "bob": ("bob", bob)}
+    if third is not None:
+        parties["trent"] = third
     return run_protocol(
         protocol,
         params,
-        {"alice": ("alice", alice), "bob": ("bob", bob)},
+        parties,
         keys={"alice": keypair},
         compute=compute,
         min_key_bits=min(args.key_bits, 2048) if args.insecure else 2048,

@@ -61,6 +61,20 @@ def configure(p) -> None:
         "speakers)",
     )
     p.add_argument("--margin", type=float, help="identify: nats per frame over the UBM")
+    p.add_argument(
+        "--to",
+        choices=("alice", "trent"),
+        default="alice",
+        help="identify: who learns the label; trent runs a third party in-process (the "
+        "speaker-trent protocol: Alice and Bob learn nothing)",
+    )
+    p.add_argument(
+        "--hide-count",
+        type=int,
+        default=None,
+        metavar="N",
+        help="identify: pad the speakers to N with dummies that never win (N alone is public)",
+    )
     p.add_argument("--threshold", type=float, help="verify / anonymous: nats per frame")
     p.add_argument("--workers", type=WORKERS, default=None, help="compute lanes per party")
     common.add_key_arguments(p, "tests only")
@@ -72,7 +86,8 @@ def configure(p) -> None:
 
 
 def _params(args) -> dict:
-    return {"mode": args.mode, **common.given(margin=args.margin, threshold=args.threshold)}
+    given = common.given(margin=args.margin, threshold=args.threshold, hide_count=args.hide_count)
+    return {"mode": args.mode, **given}
 
 
 def _models(path: str | None):
@@ -104,6 +119,10 @@ def check_flags(args) -> None:
         )
     if args.mode == "identify" and args.threshold is not None:
         raise InvalidInputError("--threshold is for verify and anonymous; identify uses --margin")
+    if args.to == "trent" and (args.mode != "identify" or args.server):
+        raise InvalidInputError("--to trent is for identify, in-process (Trent is a third party)")
+    if args.mode != "identify" and args.hide_count is not None:
+        raise InvalidInputError("--hide-count is for identify (a claim names its speaker)")
     if args.mode != "identify" and args.margin is not None:
         raise InvalidInputError(f"--margin is for identify; {args.mode} uses --threshold")
 
@@ -125,7 +144,7 @@ def run(args) -> int:
         raise InvalidInputError("--views records an in-process run; drop --server")
     check_output_dir(args.views, "--views")
     output = common.Output(args.json)
-    protocol = find("speaker")
+    protocol = find("speaker-trent" if args.to == "trent" else "speaker")
     params = protocol.params(_params(args))  # bad parameters fail before any work
     frames = speaker_features_from_wav(args.audio, args.max_frames, common.frames_limit(args))
     common.check_frames(args, frames)
@@ -143,7 +162,7 @@ def run(args) -> int:
     plain = decision(args.mode, sc, labels, params, len(frames), args.claim)
     result = _secure_run(args, output.err, protocol, params, frames, (models, labels), keypair)
     if args.mode == "identify":
-        secure, who = result["alice"]["speaker"], "alice"
+        secure, who = result[args.to]["speaker"], args.to
     else:
         secure, who = result["bob"]["accept"], "bob"
     key = "speaker" if args.mode == "identify" else "accept"
@@ -193,6 +212,7 @@ def _secure_run(args, out, protocol, params, frames, speakers, keypair):
             meta={"audio": str(args.audio), "mode": args.mode},
             record_views=bool(args.views),
             progress={"alice": PhaseProgress(spinner, doing, common.phases("speaker", params))},
+            **({"third": ("trent", None)} if args.to == "trent" else {}),
         )
 
 

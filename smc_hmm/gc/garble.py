@@ -48,11 +48,13 @@ __all__ = [
     "constant_labels",
     "decode_garbler_outputs",
     "decode_outputs",
+    "decode_third_party",
     "evaluate",
     "garble",
     "garbler_input_labels",
     "garbler_output_labels",
     "new_delta",
+    "third_party_decoding",
 ]
 
 #: Bytes of one AND gate's table (two rows of 16).
@@ -61,6 +63,8 @@ TABLE_BYTES = 32
 DECODE_BYTES = 16
 #: Tweak bit separating the output hash from the gates' hashes.
 _OUTPUT_TWEAK = np.uint64(1 << 63)
+#: Tweak bits of a third party's decoding hashes (apart from the gates' and Alice's).
+_THIRD_TWEAK = np.uint64(3 << 62)
 
 
 def new_delta(rng) -> np.ndarray:
@@ -280,4 +284,33 @@ def decode_garbler_outputs(garbling: Garbling, returned: np.ndarray) -> np.ndarr
     is1 = (returned == (w0 ^ garbling.delta)).all(axis=1)
     if not (is0 | is1).all():
         raise GarbledCircuitError("a returned output label is not one of its wire's labels")
+    return is1.astype(np.uint8)
+
+
+def third_party_decoding(garbling: Garbling) -> np.ndarray:
+    """``(outputs, 2, 2)`` uint64: H(W0, i) and H(W1, i) (128 bits each, tweak i apart from
+    every other hash) of the garbler's output wire i, for a third party who decodes the
+    labels the evaluator sends it (:func:`decode_third_party`); the garbler never sees
+    them, the evaluator never sees the hashes."""
+    wires = garbling.circuit.outputs["garbler"]
+    w0 = garbling.zero_labels[wires]
+    tweaks = np.arange(wires.size, dtype=np.uint64) | _THIRD_TWEAK
+    return np.stack([tccr_hash(w0, tweaks), tccr_hash(w0 ^ garbling.delta, tweaks)], axis=1)
+
+
+def decode_third_party(labels: np.ndarray, decoding: np.ndarray) -> np.ndarray:
+    """The third party's output bits: each label's hash must be its wire's H(W0) or
+    H(W1) (:class:`~smc_hmm.errors.GarbledCircuitError` otherwise: forging the other label
+    needs Delta)."""
+    labels, decoding = np.asarray(labels, np.uint64), np.asarray(decoding, np.uint64)
+    if labels.ndim != 2 or decoding.shape != (labels.shape[0], 2, 2):
+        raise GarbledCircuitError(
+            f"{np.shape(labels)} labels against a decoding of shape {np.shape(decoding)}"
+        )
+    tweaks = np.arange(labels.shape[0], dtype=np.uint64) | _THIRD_TWEAK
+    h = tccr_hash(labels, tweaks)
+    is0 = (h == decoding[:, 0]).all(axis=1)
+    is1 = (h == decoding[:, 1]).all(axis=1)
+    if not (is0 ^ is1).all():
+        raise GarbledCircuitError("an output label is not one of its wire's labels")
     return is1.astype(np.uint8)

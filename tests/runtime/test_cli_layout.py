@@ -20,6 +20,7 @@ def test_every_command_is_one_module_with_help_configure_and_run():
         "keyword",
         "speaker",
         "spot",
+        "digits",
         "match",
         "bench",
         "cost",

@@ -1,0 +1,173 @@
+"""Bundled connected-digit recordings and the digit loop (``docs/digits.md``).
+
+The recordings (``digit_strings.npz``, ``digit_strings_manifest.json``) are made by
+``scripts/make_digit_strings.py`` from the test split of the Free Spoken Digit Dataset
+(indices 0-4 of every speaker and digit, never seen by a model; CC BY-SA 4.0,
+``smc_hmm/data/fsdd/NOTICE``): strings of 3 to 6 digits, each recording one speaker,
+joined with 0.1-0.5 s noise pauses at the recordings' own noise floor.  They are stored
+as their 13 static MFCCs in float16; :func:`load_digit_strings` recomputes the deltas and
+standardises with the bundled pipeline, as the spotting set's loader does, so the
+features follow whatever pipeline is bundled.
+
+The loop (:func:`digit_loop`) joins the bundled digit HMMs (:func:`load_bundled_models`)
+with a one-state silence model: the pause state of the bundled fillers
+(:func:`smc_hmm.data.continuous.load_fillers`, trained on the pauses of joined training
+recordings).  Both load through the existing loaders, so retrained models are picked up.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from smc_hmm.errors import ConfigError, SmcHmmError
+from smc_hmm.features import delta_features
+from smc_hmm.hmm.digits import DigitGrammar, DigitLoopLayout, DigitModels, compose_loop
+from smc_hmm.hmm.models import GaussianHMM
+
+__all__ = [
+    "DIGIT_STRINGS_NOTICE",
+    "SILENCE_LABEL",
+    "DigitRecording",
+    "bundled_digit_models",
+    "digit_loop",
+    "load_digit_models",
+    "load_digit_strings",
+    "load_digit_strings_manifest",
+    "silence_model",
+    "statics_to_features",
+]
+
+#: the label of the silence model in a model file (the digits are "zero" .. "nine")
+SILENCE_LABEL = "silence"
+
+#: what the NOTICE says of these files
+DIGIT_STRINGS_NOTICE = """\
+The connected-digit files (digit_strings.npz, digit_strings_manifest.json) are derived
+from the same recordings: strings of 3 to 6 test-split digit recordings of one speaker
+joined with 0.1-0.5 s noise pauses, stored as their static MFCC features (float16) with
+the digits spoken and each word's frames, by scripts/make_digit_strings.py of the
+smc-hmm project (see docs/digits.md). They are licensed CC BY-SA 4.0 like the other
+derived files here.
+"""
+
+
+def _resource(name: str) -> Any:
+    return resources.files("smc_hmm.data").joinpath("fsdd", name)
+
+
+@dataclass(frozen=True, eq=False)
+class DigitRecording:
+    """One bundled digit string: standardised features (T, 39), the digits spoken in
+    order, each word's (first, last) frame and the speaker."""
+
+    __test__ = False
+
+    features: np.ndarray
+    digits: tuple[int, ...]
+    words: tuple[tuple[int, int], ...]
+    speaker: str
+
+    @property
+    def text(self) -> str:
+        return "".join(str(d) for d in self.digits)
+
+
+def statics_to_features(static: np.ndarray, pipeline) -> np.ndarray:
+    """The pipeline's standardised features (T, 39) from 13 static MFCCs (T, 13): the
+    deltas recomputed as the pipeline computes them."""
+    static = np.asarray(static, dtype=np.float64)
+    raw = np.concatenate(
+        [static, *(delta_features(static, pipeline.delta_width, order=o) for o in (1, 2))],
+        axis=1,
+    )
+    return (raw - np.asarray(pipeline.mean)) / np.asarray(pipeline.std)
+
+
+def load_digit_strings(select=None) -> list[DigitRecording]:
+    """The bundled digit strings (all, or those at the positions ``select``)."""
+    from smc_hmm.data import load_pipeline, load_recordings
+
+    pipeline = load_pipeline()
+    arrays, starts = load_recordings(
+        "digit_strings.npz", "mfcc", ("digits", "bounds", "speakers"), "bundled digit strings"
+    )
+    positions = range(len(starts) - 1) if select is None else select
+    out = []
+    for i in positions:
+        keep = arrays["digits"][i] >= 0
+        out.append(
+            DigitRecording(
+                statics_to_features(arrays["mfcc"][starts[i] : starts[i + 1]], pipeline),
+                tuple(int(d) for d in arrays["digits"][i][keep]),
+                tuple((int(a), int(b)) for a, b in arrays["bounds"][i][keep]),
+                str(arrays["speakers"][i]),
+            )
+        )
+    return out
+
+
+def load_digit_strings_manifest() -> dict[str, Any]:
+    """How the set was made and its plaintext recognition figures."""
+    return json.loads(_resource("digit_strings_manifest.json").read_text(encoding="utf-8"))
+
+
+def silence_model(filler: GaussianHMM | None = None) -> GaussianHMM:
+    """A one-state silence model: the pause state (state 0) of ``filler``, by default of
+    the first bundled filler."""
+    if filler is None:
+        from smc_hmm.data.continuous import load_fillers
+
+        filler = load_fillers("diag")[0][0]
+    return GaussianHMM(
+        np.ones(1), np.ones((1, 1)), filler.means[:1], filler.covars[:1], filler.covariance_type
+    )
+
+
+def digit_loop(
+    grammar: DigitGrammar | None = None, digits=None, silence: GaussianHMM | None = None
+) -> tuple[GaussianHMM, DigitLoopLayout]:
+    """The loop of the bundled digit HMMs (or ``digits``) and the silence model under the
+    public ``grammar`` (:func:`smc_hmm.hmm.digits.compose_loop`)."""
+    if digits is None:
+        from smc_hmm.data import load_bundled_models
+
+        digits, _ = load_bundled_models("diag")
+    return compose_loop(digits, silence or silence_model(), grammar or DigitGrammar())
+
+
+def bundled_digit_models() -> DigitModels:
+    """The bundled digit HMMs and the bundled fillers' pause state as silence."""
+    from smc_hmm.data import load_bundled_models
+
+    models, _ = load_bundled_models("diag")
+    return DigitModels(tuple(models), silence_model())
+
+
+def load_digit_models(spec, base=None) -> DigitModels:
+    """``"bundled"``, or a model file with models labelled zero .. nine and silence."""
+    from pathlib import Path
+
+    from smc_hmm.data import DIGIT_WORDS
+    from smc_hmm.hmm.io import load_models
+
+    path = Path(str(spec))
+    if spec == "bundled" or (path.name == "bundled" and not path.exists()):
+        return bundled_digit_models()
+    if base is not None and not path.is_absolute():
+        path = Path(base) / path
+    if not path.is_file():
+        raise ConfigError(f"{spec}: not 'bundled' or a model file (.npz)")
+    try:
+        models, labels = load_models(path)
+    except SmcHmmError as e:
+        raise ConfigError(str(e)) from e
+    by_label = dict(zip(labels or (), models))
+    missing = [w for w in (*DIGIT_WORDS, SILENCE_LABEL) if w not in by_label]
+    if missing:
+        raise ConfigError(f"{spec}: no model labelled {missing}")
+    return DigitModels(tuple(by_label[w] for w in DIGIT_WORDS), by_label[SILENCE_LABEL])
