@@ -34,17 +34,18 @@ from pathlib import Path
 
 import _common  # first: one BLAS thread per process, before numpy
 import make_continuous_speech as joined
-import make_speech_data as speech
 import numpy as np
 
-from smc_hmm.data import load_pipeline
+from smc_hmm.data import recipe
 from smc_hmm.data.continuous import STATIC_MFCC, word_frames
 from smc_hmm.data.digits import (
     DIGIT_STRINGS_NOTICE,
     digit_loop,
+    digit_pipeline,
     silence_model,
     statics_to_features,
 )
+from smc_hmm.data.speakers import SPEAKERS
 from smc_hmm.hmm import GaussianHMM
 from smc_hmm.hmm.digits import DigitGrammar, decode_digits, word_errors
 
@@ -53,7 +54,6 @@ RECORDINGS = 100
 WORDS = (3, 6)
 PAUSE = (0.1, 0.5)
 SEED = 51
-SPEAKERS = speech.SPEAKERS
 
 
 def build(audio, count: int, rng, rate: int):
@@ -86,7 +86,13 @@ def _fold_silence(silence: GaussianHMM, base, fold) -> GaussianHMM:
     return GaussianHMM(np.ones(1), np.ones((1, 1)), mean, silence.covars * (sb / sf) ** 2)
 
 
-def loso(raw, test, statics, pipeline, grammar, pool, n_iter: int) -> dict:
+def _train_fold(task) -> tuple[str, GaussianHMM]:
+    """One fold's digit model by the recipe of the loop's models (spotting's keywords)."""
+    name, sequences = task
+    return name, recipe.train_spotting_keyword(sequences).model
+
+
+def loso(raw, test, statics, pipeline, grammar, pool) -> dict:
     """Leave one speaker out: fold models trained on the other speakers' recordings
     (``raw``: every FSDD recording's unstandardised features by (digit, speaker, index))."""
     silence = silence_model()
@@ -96,10 +102,10 @@ def loso(raw, test, statics, pipeline, grammar, pool, n_iter: int) -> dict:
         folds[s] = fold
         for d in range(10):
             seqs = [fold.standardise(x) for (dd, sp, _), x in raw.items() if sp != s and dd == d]
-            tasks.append((f"{s}/{d}", "diag", seqs, n_iter, 1.0))
+            tasks.append((f"{s}/{d}", seqs))
     print(f"training {len(tasks)} fold models ...")
     models: dict = {}
-    for name, model, _ in pool.map(speech.train, tasks):
+    for name, model in pool.map(_train_fold, tasks):
         s, d = name.split("/")
         models.setdefault(s, {})[int(d)] = model
     jobs = []
@@ -123,13 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wav-dir", type=Path, default=None)
     parser.add_argument("--recordings", type=int, default=RECORDINGS)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--n-iter", type=int, default=20, help="fold models' iterations")
     parser.add_argument("--no-loso", action="store_true")
     parser.add_argument("--dry-run", action="store_true", help="evaluate, write nothing")
     args = parser.parse_args(argv)
     fsdd = _common.fsdd_folder(parser, args)
     started = time.perf_counter()
-    pipeline = load_pipeline()
+    pipeline = digit_pipeline()
     audio = joined.load_fsdd(fsdd, pipeline.sample_rate)
     test = build(audio, args.recordings, np.random.default_rng(SEED), pipeline.sample_rate)
     statics = [pipeline.extract(r.samples)[:, :STATIC_MFCC].astype(np.float16) for r in test]
@@ -141,9 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(results))
         if not args.no_loso:
             raw = {key: pipeline.extract(x) for key, x in sorted(audio.items())}
-            results["leave_one_speaker_out"] = loso(
-                raw, test, statics, pipeline, grammar, pool, args.n_iter
-            )
+            results["leave_one_speaker_out"] = loso(raw, test, statics, pipeline, grammar, pool)
             print(json.dumps(results["leave_one_speaker_out"]["all"]))
     if not args.dry_run:
         write(args, test, statics, pipeline, grammar, results)

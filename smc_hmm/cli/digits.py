@@ -100,13 +100,13 @@ def _inputs(args, params, frames):
 
 
 def _run_in_process(args, output) -> int:
-    from smc_hmm.data import load_pipeline
+    from smc_hmm.data.digits import digit_pipeline
     from smc_hmm.protocol import find
 
     protocol = find("digits")
     settings = _settings(args)
     params = protocol.params(settings)  # a grammar beyond the maximum fails here
-    frames = _frames(args, load_pipeline())
+    frames = _frames(args, digit_pipeline())
     alice, bob, plain = _inputs(args, params, frames)
     common.warn_insecure(args, output.err)
     keypair = common.generate_keys(args, output.err)
@@ -167,12 +167,12 @@ def _line(args, secure, plain, equal, agree) -> str:
 
 def _run_against_server(args, output) -> int:
     """Alice only, against a serving Bob (string mode: the PIN mode needs Bob's record)."""
-    from smc_hmm.data import load_pipeline
+    from smc_hmm.data.digits import digit_pipeline
 
     if args.pin:
         raise InvalidInputError("with --server the PIN is the server's: --pin is for local runs")
     connection = common.connect(args)
-    frames = _frames(args, load_pipeline())
+    frames = _frames(args, digit_pipeline())
     common.warn_insecure(args, output.err)
     result = common.run_against_server(
         args,

@@ -9,10 +9,14 @@ as their 13 static MFCCs in float16; :func:`load_digit_strings` recomputes the d
 standardises with the bundled pipeline, as the spotting set's loader does, so the
 features follow whatever pipeline is bundled.
 
-The loop (:func:`digit_loop`) joins the bundled digit HMMs (:func:`load_bundled_models`)
-with a one-state silence model: the pause state of the bundled fillers
-(:func:`smc_hmm.data.continuous.load_fillers`, trained on the pauses of joined training
-recordings).  Both load through the existing loaders, so retrained models are picked up.
+The loop (:func:`digit_loop`) joins the digit HMMs of continuous speech -- spotting's
+5-state keyword models on its own pipeline (:func:`smc_hmm.data.continuous.
+load_spotting_keywords`, :func:`digit_pipeline`), since the isolated-word recogniser's
+per-utterance normalisation does not carry over to a word inside a longer recording
+(``docs/speech-models.md``) -- with a one-state silence model: the pause state of the
+bundled fillers (:func:`smc_hmm.data.continuous.load_fillers`, trained on the pauses of
+joined training recordings, on the same pipeline).  Both load through the existing
+loaders, so retrained models are picked up.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from smc_hmm.data.continuous import load_spotting_keywords
 from smc_hmm.errors import ConfigError, SmcHmmError
 from smc_hmm.features import delta_features
 from smc_hmm.hmm.digits import DigitGrammar, DigitLoopLayout, DigitModels, compose_loop
@@ -34,6 +39,7 @@ __all__ = [
     "SILENCE_LABEL",
     "DigitRecording",
     "bundled_digit_models",
+    "digit_pipeline",
     "digit_loop",
     "load_digit_models",
     "load_digit_strings",
@@ -88,11 +94,19 @@ def statics_to_features(static: np.ndarray, pipeline) -> np.ndarray:
     return (raw - np.asarray(pipeline.mean)) / np.asarray(pipeline.std)
 
 
+def digit_pipeline():
+    """The feature pipeline of the digit loop: continuous speech's (spotting's), which its
+    models, its silence state and the bundled strings' features follow."""
+    from smc_hmm.data.continuous import load_spotting_pipeline
+
+    return load_spotting_pipeline()
+
+
 def load_digit_strings(select=None) -> list[DigitRecording]:
     """The bundled digit strings (all, or those at the positions ``select``)."""
-    from smc_hmm.data import load_pipeline, load_recordings
+    from smc_hmm.data import load_recordings
 
-    pipeline = load_pipeline()
+    pipeline = digit_pipeline()
     arrays, starts = load_recordings(
         "digit_strings.npz", "mfcc", ("digits", "bounds", "speakers"), "bundled digit strings"
     )
@@ -134,17 +148,13 @@ def digit_loop(
     """The loop of the bundled digit HMMs (or ``digits``) and the silence model under the
     public ``grammar`` (:func:`smc_hmm.hmm.digits.compose_loop`)."""
     if digits is None:
-        from smc_hmm.data import load_bundled_models
-
-        digits, _ = load_bundled_models("diag")
+        digits, _ = load_spotting_keywords()
     return compose_loop(digits, silence or silence_model(), grammar or DigitGrammar())
 
 
 def bundled_digit_models() -> DigitModels:
-    """The bundled digit HMMs and the bundled fillers' pause state as silence."""
-    from smc_hmm.data import load_bundled_models
-
-    models, _ = load_bundled_models("diag")
+    """The digit HMMs of continuous speech and the bundled fillers' pause state as silence."""
+    models, _ = load_spotting_keywords()
     return DigitModels(tuple(models), silence_model())
 
 

@@ -102,15 +102,6 @@ def test_the_secure_string_equals_plaintext(keypair_512, models, strings, index)
     assert result["bob"] is None
 
 
-@pytest.mark.slow
-def test_the_secure_string_equals_plaintext_on_every_bundled_string(keypair_1024, models, strings):
-    """The full sweep: all 100 bundled strings, whole, at 1024 bits (about 6 min)."""
-    params = dg.DigitsParams()
-    for r in strings:
-        secure = _run(keypair_1024, r.features, models)["alice"]
-        assert secure["digits"] == dg.plaintext(r.features, params, models).text
-
-
 def test_too_many_digits_and_none_are_said_not_shown():
     s = DigitString.of(range(9), 8)
     assert not s.valid and s.text is None and "more digits" in s.reason
@@ -248,9 +239,9 @@ def test_the_command_refuses_bad_input_in_one_line(tmp_path, capsys, registered)
 
 @pytest.mark.slow
 def test_the_command_prints_both_strings_and_json(tmp_path, capsys, registered):
-    from smc_hmm.data import load_pipeline
+    from smc_hmm.data.digits import digit_pipeline
 
-    pipeline = load_pipeline()
+    pipeline = digit_pipeline()
     rng = np.random.default_rng(5)
     word = rng.normal(0, 0.2, 4000) * np.sin(np.arange(4000) / 3.0)
     audio = _wav(tmp_path / "speech.wav", np.concatenate([np.zeros(800) + 1e-3, word]))
