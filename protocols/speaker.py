@@ -1210,11 +1210,28 @@ def _trent_params(section: Mapping) -> SpeakerParams:
     return params
 
 
+def plaintext(params: SpeakerParams, inputs: Mapping) -> dict:
+    """The decision in the clear, on the scores of the public ``scoring`` (each frame's
+    best component summed, or log P): identify's label (None: the UBM wins) or the
+    claim's accept bit, with the ``scores`` beside it."""
+    from smc_hmm.data.speakers import best_component_scores, decision, scores
+
+    utterance, (models, labels) = inputs["alice"], inputs["bob"]
+    frames, claim = utterance if isinstance(utterance, tuple) else (utterance, None)
+    frames = np.asarray(frames, dtype=float)
+    score = best_component_scores if params.scoring == "max" else scores
+    values = [float(v) for v in score(list(models), frames)]
+    out = decision(params.mode, values, list(labels), params, len(frames), claim)
+    key = "speaker" if params.mode == "identify" else "accept"
+    return {key: out, "scoring": params.scoring, "scores": dict(zip(labels, values))}
+
+
 PROTOCOL = ProtocolDescriptor(
     name=NAME,
     summary="secure speaker identification / verification with GMMs and a UBM (thesis 5.2.2)",
     params=_two_party_params,
     randomizers=randomizers_needed,
+    plaintext=plaintext,
     phases=phases,
     roles=_CLIENT_AND_SERVER,
 )
@@ -1225,6 +1242,7 @@ TRENT_PROTOCOL = ProtocolDescriptor(
     summary="secure speaker identification whose label only a third party, Trent, learns",
     params=_trent_params,
     randomizers=randomizers_needed,
+    plaintext=plaintext,
     phases=phases,
     roles=(*_CLIENT_AND_SERVER, Role("trent", trent, kind="trent")),
 )

@@ -131,7 +131,6 @@ def run(args) -> int:
     from smc_hmm.data.speakers import (
         SPEAKER_FEATURES,
         UBM_LABEL,
-        decision,
         scores,
         speaker_features_from_wav,
     )
@@ -159,7 +158,9 @@ def run(args) -> int:
     common.warn_insecure(args, output.err)
     keypair = common.generate_keys(args, output.err)
     sc = scores(models, frames)
-    plain = decision(args.mode, sc, labels, params, len(frames), args.claim)
+    utterance = frames if args.claim is None else (frames, args.claim)
+    reference = protocol.plaintext(params, {"alice": utterance, "bob": (models, labels)})
+    plain = reference["speaker" if args.mode == "identify" else "accept"]
     result = _secure_run(args, output.err, protocol, params, frames, (models, labels), keypair)
     if args.mode == "identify":
         secure, who = result[args.to]["speaker"], args.to
@@ -171,7 +172,12 @@ def run(args) -> int:
         "speaker",
         args.mode,
         {key: secure, "learned_by": who},
-        {key: plain, "log_likelihoods": dict(zip(labels, sc))},
+        {
+            key: plain,
+            "scoring": reference["scoring"],
+            "scores": reference["scores"],
+            "log_likelihoods": dict(zip(labels, sc)),
+        },
         secure == plain,
         result.cost.to_dict(),
         audio=str(args.audio),

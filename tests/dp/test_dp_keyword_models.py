@@ -518,8 +518,11 @@ def test_release_command_then_keyword_command(tmp_path, capsys):
     assert main([*argv, "--insecure", "--json", str(report)]) == 0
     data = json.loads(report.read_text())
     assert data["secure"] == {"keyword": data["plaintext"]["keyword"]}
-    scores = data["plaintext"]["log_likelihoods"]  # the ten labels and the background
-    assert len(scores) == 11 and data["garbage"] == "background"
+    # the release carries its own pipeline: the bundled background (the bundled
+    # pipeline's) is not used, and a note says so
+    scores = data["plaintext"]["log_likelihoods"]
+    assert len(scores) == 10 and data["garbage"] is None
+    assert "no garbage model is used" in " ".join(capsys.readouterr().err.split())
 
 
 def test_release_command_errors(tmp_path, capsys):
