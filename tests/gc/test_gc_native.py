@@ -86,10 +86,16 @@ def test_the_transposition_and_the_kos_sum_equal_the_numpy_path(monkeypatch):
 
 
 def test_the_switch_turns_the_kernel_off_and_noifma_keeps_it(monkeypatch):
+    """Read on every call, whatever the switch was when the module loaded (CI's second
+    pass runs this with SMC_HMM_NATIVE=off)."""
+    monkeypatch.setenv("SMC_HMM_NATIVE", "on")
+    built = native.gc_kernel()
+    if built is None:
+        pytest.skip("the garbling kernel is not built here or this CPU lacks AES-NI")
     monkeypatch.setenv("SMC_HMM_NATIVE", "off")
     assert native.gc_kernel() is None
     monkeypatch.setenv("SMC_HMM_NATIVE", "noifma")
     from smc_hmm.crypto import native as ifma
 
     assert ifma.kernel() is None
-    assert native.gc_kernel() is KERNEL
+    assert native.gc_kernel() is built
