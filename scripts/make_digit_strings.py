@@ -45,7 +45,7 @@ from smc_hmm.data.digits import (
     silence_model,
     statics_to_features,
 )
-from smc_hmm.data.speakers import SPEAKERS
+from smc_hmm.data.speaker_features import SPEAKERS
 from smc_hmm.hmm import GaussianHMM
 from smc_hmm.hmm.digits import DigitGrammar, decode_digits, word_errors
 

@@ -34,9 +34,9 @@ from pathlib import Path
 import numpy as np
 
 from smc_hmm.bench import common
+from smc_hmm.data.speaker_features import SPEAKERS
 from smc_hmm.errors import InvalidInputError
 
-SPEAKERS = ("george", "jackson", "nicolas", "theo", "yweweler")
 WITHIN = "within"
 #: targets (fractions)
 ACCURACY_MEAN, ACCURACY_MIN, VITERBI_GAP = 0.95, 0.90, 0.01

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from smc_hmm.data.speaker_features import SPEAKERS
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.features import delta_features
 from smc_hmm.hmm import GaussianHMM, log_likelihood
@@ -57,8 +58,6 @@ __all__ = [
     "verify",
 ]
 
-SPEAKERS = ("george", "jackson", "nicolas", "theo", "yweweler")
-"""The enrolled speakers of the bundled models, in label order."""
 UBM_LABEL = "ubm"
 """The label of the universal background model in the bundled model file."""
 SPEAKER_FEATURES = 26
