@@ -6,6 +6,7 @@ command refuses bad input in one line."""
 from __future__ import annotations
 
 import json
+import os
 from importlib import metadata
 
 import numpy as np
@@ -100,6 +101,19 @@ def test_the_secure_string_equals_plaintext(keypair_512, models, strings, index)
     plain = dg.plaintext(frames, dg.DigitsParams(), models)
     assert result["alice"]["digits"] == plain.text and result["alice"]["count"] == plain.count
     assert result["bob"] is None
+
+
+@pytest.mark.skipif(
+    not os.environ.get("SMC_HMM_SWEEPS"),
+    reason="the 100-string sweep takes about 6 minutes: SMC_HMM_SWEEPS=1 runs it (bench "
+    "digits --recordings 100 runs the same check)",
+)
+def test_the_secure_string_equals_plaintext_on_every_bundled_string(keypair_1024, models, strings):
+    """The issue's sweep: all 100 bundled strings, whole, at 1024 bits."""
+    params = dg.DigitsParams()
+    for r in strings:
+        secure = _run(keypair_1024, r.features, models)["alice"]
+        assert secure["digits"] == dg.plaintext(r.features, params, models).text
 
 
 def test_too_many_digits_and_none_are_said_not_shown():
