@@ -373,6 +373,7 @@ def _run_config(b: _Run, record: dict, frames, scores, config, compute) -> None:
             "offline_seconds": pre,
             "secure": secure,
             "equal": secure == record["plaintext"],
+            "error": None,
             "bytes": result.cost.bytes_total,
             "rounds": result.cost.rounds,
             "recursion_decryptions": decryptions,
