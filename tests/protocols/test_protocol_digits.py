@@ -109,7 +109,7 @@ def test_the_secure_string_equals_plaintext(keypair_512, models, strings, index)
     "digits --recordings 100 runs the same check)",
 )
 def test_the_secure_string_equals_plaintext_on_every_bundled_string(keypair_1024, models, strings):
-    """The issue's sweep: all 100 bundled strings, whole, at 1024 bits."""
+    """The whole sweep: all 100 bundled strings, whole, at 1024 bits."""
     params = dg.DigitsParams()
     for r in strings:
         secure = _run(keypair_1024, r.features, models)["alice"]
