@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from smc_hmm.crypto.rng import Rng
 from smc_hmm.errors import InvalidInputError
+from smc_hmm.gc.aes import FIXED_KEY, tccr_hash_numpy
 from smc_hmm.gc.native import gc_kernel
 
 __all__ = [
@@ -39,9 +40,6 @@ __all__ = [
 
 #: Bytes of one block (a wire label, an OT message).
 BLOCK_BYTES = 16
-#: The public fixed AES key of the permutation pi (the first 16 bytes of pi's hex digits:
-#: nothing up the sleeve; its security needs no secrecy).
-FIXED_KEY = bytes.fromhex("243f6a8885a308d313198a2e03707344")
 #: above this many blocks, :func:`random_blocks` expands one fresh seed with the PRG
 _PRG_FROM = 64
 
@@ -68,14 +66,6 @@ def random_blocks(rng: Rng, count: int) -> np.ndarray:
     return np.frombuffer(raw, dtype="<u8").reshape(count, 2).copy()
 
 
-def _permute(blocks: np.ndarray) -> np.ndarray:
-    """pi(x): AES-128 under :data:`FIXED_KEY` over every block (one OpenSSL call).  A
-    fresh encryptor per call: an ECB context is not shared between threads."""
-    enc = Cipher(algorithms.AES(FIXED_KEY), modes.ECB()).encryptor()
-    out = enc.update(np.ascontiguousarray(blocks, dtype="<u8").tobytes())
-    return np.frombuffer(out, dtype="<u8").reshape(blocks.shape)
-
-
 def tccr_hash(blocks: np.ndarray, tweaks: np.ndarray) -> np.ndarray:
     """``H(x, i)`` for every block ``x`` (``(..., 2)``) and tweak ``i`` (broadcast
     against ``blocks[..., 0]``, uint64): on the garbling kernel where it runs
@@ -87,17 +77,6 @@ def tccr_hash(blocks: np.ndarray, tweaks: np.ndarray) -> np.ndarray:
     x = np.broadcast_to(blocks, shape).reshape(-1, 2)
     t = np.broadcast_to(np.asarray(tweaks, dtype=np.uint64), shape[:-1]).reshape(-1)
     return k.hash(x, t).reshape(shape)
-
-
-def tccr_hash_numpy(blocks: np.ndarray, tweaks: np.ndarray) -> np.ndarray:
-    """:func:`tccr_hash` through OpenSSL's AES and numpy (the kernel's reference)."""
-    hi, lo = blocks[..., 1], blocks[..., 0]
-    sig = np.empty(np.broadcast_shapes(blocks.shape, tuple(np.shape(tweaks)) + (2,)), np.uint64)
-    sig[..., 1] = hi ^ lo
-    sig[..., 0] = hi
-    keyed = sig.copy()
-    keyed[..., 0] ^= np.asarray(tweaks, dtype=np.uint64)
-    return _permute(keyed) ^ sig
 
 
 def prg(seed: bytes, nbytes: int) -> bytes:

@@ -25,6 +25,7 @@ import threading
 import numpy as np
 
 from smc_hmm.crypto.native import switch
+from smc_hmm.gc.aes import FIXED_KEY, tccr_hash_numpy
 
 __all__ = ["GcKernel", "gc_kernel", "load_gc_kernel"]
 
@@ -60,8 +61,6 @@ class GcKernel:
             function = getattr(lib, symbol)
             function.restype, function.argtypes = restype, argtypes
         self.lib, self.path = lib, path
-        from smc_hmm.gc.hashing import FIXED_KEY
-
         self._key = ctypes.create_string_buffer(FIXED_KEY, 16)
 
     def describe(self) -> str:
@@ -123,8 +122,6 @@ def _library_path() -> str | None:
 
 def _self_test(k: GcKernel) -> bool:
     """The kernel's hash against OpenSSL's AES through the numpy path."""
-    from smc_hmm.gc.hashing import tccr_hash_numpy
-
     rng = np.random.default_rng(7)
     blocks = rng.integers(0, 2**63, size=(9, 2), dtype=np.uint64)
     tweaks = rng.integers(0, 2**63, size=9, dtype=np.uint64)
