@@ -21,9 +21,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from smc_hmm.errors import InvalidInputError
-from smc_hmm.hmm.inference import _logsumexp
+from smc_hmm.hmm.inference import logsumexp
 from smc_hmm.hmm.models import HMM
-from smc_hmm.hmm.training import ExpectedCounts, _check_sequences, _emission_statistics
+from smc_hmm.hmm.training import ExpectedCounts, check_sequences, emission_statistics
 
 __all__ = ["BLOCK", "batched_expected_counts", "batched_log_likelihoods", "batched_viterbi_scores"]
 
@@ -36,7 +36,7 @@ def _blocks(
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]]:
     """(positions, lengths, padded log-emissions (B, T, N), the checked sequences) of
     each block of sequences, shortest first; padded emissions are 0."""
-    checked = [model.check_observations(x) for x in _check_sequences(sequences)]
+    checked = [model.check_observations(x) for x in check_sequences(sequences)]
     order = np.argsort([len(x) for x in checked], kind="stable")
     for start in range(0, len(order), BLOCK):
         positions = order[start : start + BLOCK]
@@ -55,14 +55,14 @@ def _forward(model: HMM, log_b: np.ndarray, lengths: np.ndarray) -> tuple[np.nda
     alpha = np.empty_like(log_b)
     alpha[:, 0] = model.log_startprob + log_b[:, 0]
     for t in range(1, log_b.shape[1]):
-        alpha[:, t] = _logsumexp(alpha[:, t - 1, :, None] + trans, axis=1) + log_b[:, t]
+        alpha[:, t] = logsumexp(alpha[:, t - 1, :, None] + trans, axis=1) + log_b[:, t]
     last = alpha[np.arange(len(lengths)), lengths - 1]
-    return alpha, _logsumexp(last, axis=1)
+    return alpha, logsumexp(last, axis=1)
 
 
 def batched_log_likelihoods(model: HMM, sequences: Sequence[ArrayLike]) -> np.ndarray:
     """log P(O_k | model) of every sequence (the forward algorithm), in input order."""
-    out = np.empty(len(_check_sequences(sequences)))
+    out = np.empty(len(check_sequences(sequences)))
     for positions, lengths, log_b, _ in _blocks(model, sequences):
         out[positions] = _forward(model, log_b, lengths)[1]
     return out
@@ -71,7 +71,7 @@ def batched_log_likelihoods(model: HMM, sequences: Sequence[ArrayLike]) -> np.nd
 def batched_viterbi_scores(model: HMM, sequences: Sequence[ArrayLike]) -> np.ndarray:
     """log P(O_k, Q*_k | model), the best path's score of every sequence, in input order."""
     trans = model.log_transmat
-    out = np.empty(len(_check_sequences(sequences)))
+    out = np.empty(len(check_sequences(sequences)))
     for positions, lengths, log_b, _ in _blocks(model, sequences):
         delta = model.log_startprob + log_b[:, 0]
         best = np.empty(len(lengths))
@@ -98,7 +98,7 @@ def batched_expected_counts(model: HMM, sequences: Sequence[ArrayLike]) -> Expec
             raise InvalidInputError(f"sequence {index} has probability zero under the model")
         beta = np.zeros_like(log_b)
         for t in range(log_b.shape[1] - 2, -1, -1):
-            step = _logsumexp(trans + (log_b[:, t + 1] + beta[:, t + 1])[:, None, :], axis=2)
+            step = logsumexp(trans + (log_b[:, t + 1] + beta[:, t + 1])[:, None, :], axis=2)
             beta[:, t] = np.where((t < lengths - 1)[:, None], step, 0.0)
         mask = np.arange(log_b.shape[1])[None, :] < lengths[:, None]
         gamma = np.exp(alpha + beta - log_p[:, None, None])[mask]
@@ -123,5 +123,5 @@ def batched_expected_counts(model: HMM, sequences: Sequence[ArrayLike]) -> Expec
         transitions=transitions,
         occupancy=gamma.sum(axis=0),
         log_likelihood=total,
-        **_emission_statistics(model, values, gamma),
+        **emission_statistics(model, values, gamma),
     )

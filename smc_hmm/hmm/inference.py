@@ -39,7 +39,7 @@ def log_parameters(model: HMM, obs: ArrayLike) -> LogParameters:
     return LogParameters(model.log_startprob, model.log_transmat, model.log_emission(obs))
 
 
-def _logsumexp(values: np.ndarray, axis: int) -> np.ndarray:
+def logsumexp(values: np.ndarray, axis: int) -> np.ndarray:
     """log(sum(exp(values))) along ``axis``, stable, with all -inf giving -inf.
 
     Same result as :func:`scipy.special.logsumexp` (the tests compare them), written
@@ -69,8 +69,8 @@ def forward_from_logs(
     log_alpha = np.empty((n_steps, n_states))
     log_alpha[0] = start + emission[0]
     for t in range(1, n_steps):
-        log_alpha[t] = _logsumexp(log_alpha[t - 1][:, None] + trans, axis=0) + emission[t]
-    return log_alpha, float(_logsumexp(log_alpha[-1], axis=0))
+        log_alpha[t] = logsumexp(log_alpha[t - 1][:, None] + trans, axis=0) + emission[t]
+    return log_alpha, float(logsumexp(log_alpha[-1], axis=0))
 
 
 def backward_from_logs(
@@ -87,7 +87,7 @@ def backward_from_logs(
     log_beta = np.empty((n_steps, n_states))
     log_beta[-1] = 0.0
     for t in range(n_steps - 2, -1, -1):
-        log_beta[t] = _logsumexp(trans + (emission[t + 1] + log_beta[t + 1])[None, :], axis=1)
+        log_beta[t] = logsumexp(trans + (emission[t + 1] + log_beta[t + 1])[None, :], axis=1)
     return log_beta
 
 

@@ -73,7 +73,7 @@ class BaumWelchResult:
     converged: bool
 
 
-def _check_sequences(sequences: Sequence[ArrayLike]) -> Sequence[ArrayLike]:
+def check_sequences(sequences: Sequence[ArrayLike]) -> Sequence[ArrayLike]:
     if isinstance(sequences, np.ndarray) or not isinstance(sequences, (list, tuple)):
         raise InvalidInputError(
             "sequences must be a list or tuple of observation arrays (wrap a single "
@@ -110,7 +110,7 @@ def expected_counts(model: HMM, sequences: Sequence[ArrayLike]) -> ExpectedCount
     ``model.log_emission``. Raises InvalidInputError if a sequence is impossible under
     the model (its posteriors are undefined).
     """
-    sequences = _check_sequences(sequences)
+    sequences = check_sequences(sequences)
     n_states = model.n_states
     initial = np.zeros(n_states)
     transitions = np.zeros((n_states, n_states))
@@ -131,13 +131,11 @@ def expected_counts(model: HMM, sequences: Sequence[ArrayLike]) -> ExpectedCount
         transitions=transitions,
         occupancy=gamma.sum(axis=0),
         log_likelihood=total_log_prob,
-        **_emission_statistics(model, values, gamma),
+        **emission_statistics(model, values, gamma),
     )
 
 
-def _emission_statistics(
-    model: HMM, values: np.ndarray, gamma: np.ndarray
-) -> dict[str, np.ndarray]:
+def emission_statistics(model: HMM, values: np.ndarray, gamma: np.ndarray) -> dict[str, np.ndarray]:
     """Posterior-weighted emission statistics of all frames (concatenated sequences)."""
     if isinstance(model, DiscreteHMM):
         emissions = np.zeros((model.n_states, model.n_symbols))
@@ -266,7 +264,7 @@ def baum_welch(
         raise InvalidInputError(f"n_iter must be an integer >= 0, got {plain(n_iter)!r}")
     if not (math.isfinite(tol) and tol >= 0):
         raise InvalidInputError(f"tol must be finite and >= 0, got {plain(tol)!r}")
-    sequences = _check_sequences(sequences)
+    sequences = check_sequences(sequences)
     history: list[float] = []
     converged = False
     e_step = expected_counts if e_step is None else e_step
