@@ -89,8 +89,10 @@ def test_recognition_commands_refuse_a_long_file_from_its_header(
 ):
     path = _wav(tmp_path / "long.wav", 31.0)  # above the default 3,000 frames (30 s)
     argv = [*command, "--audio", path, *SMALL]
-    _one_line(capsys, argv, "holds 31.0 s of audio by its header", "--max-frames 3,000")
-    _one_line(capsys, [*argv, "--max-frames", "500"], "--max-frames 500")
+    err = _one_line(capsys, argv, "holds 31.0 s of audio by its header", "--max-frames 3,000")
+    assert "--max-frames 3,000" in err  # the bound named is the default one
+    err = _one_line(capsys, [*argv, "--max-frames", "500"], "--max-frames 500")
+    assert "--max-frames 3,000" not in err  # and here the one given
 
 
 def test_match_refuses_a_long_snippet_file_and_a_long_collection_recording(
