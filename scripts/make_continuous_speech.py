@@ -52,13 +52,12 @@ import re
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import _common  # first: one BLAS thread per process, before numpy
 import numpy as np
 
-from smc_hmm.data import DIGIT_WORDS
+from smc_hmm.data import DIGIT_WORDS, recipe
 from smc_hmm.data.continuous import (
     CONTINUOUS_NOTICE,
     FILLER_LABELS,
@@ -88,17 +87,6 @@ SEED = 39
 _NAME = re.compile(r"^(\d)_([a-z]+)_(\d+)\.wav$")
 
 
-@dataclass(frozen=True)
-class Recording:
-    """A continuous recording: samples, the digits spoken, their speakers, and each word's
-    [first, last) sample."""
-
-    samples: np.ndarray
-    digits: tuple[int, ...]
-    speakers: tuple[str, ...]
-    spans: tuple[tuple[int, int], ...]
-
-
 def load_fsdd(fsdd: Path, sample_rate: int) -> dict[tuple[int, str, int], np.ndarray]:
     """Every recording's samples by (digit, speaker, index)."""
     out = {}
@@ -113,40 +101,13 @@ def load_fsdd(fsdd: Path, sample_rate: int) -> dict[tuple[int, str, int], np.nda
     return out
 
 
-def _floor(samples: np.ndarray, edge: int) -> float:
-    return float(np.sqrt(np.mean(samples[:edge] ** 2)))
+def join(parts, rng, rate: int) -> recipe.Recording:
+    """Join ``parts`` [(digit, speaker, samples)] with noise pauses at their noise floor
+    (:func:`smc_hmm.data.recipe.join_words`, this set's pause and edge ranges)."""
+    return recipe.join_words(parts, rng, rate, pause=PAUSE, edge=EDGE)
 
 
-def join(parts, rng, rate: int) -> Recording:
-    """Join ``parts`` [(digit, speaker, samples)] with noise pauses at their noise floor."""
-    edge = rate // 100
-    pieces, spans, at = [], [], 0
-
-    def pause(seconds, level):
-        nonlocal at
-        count = int(round(seconds * rate))
-        pieces.append(rng.normal(0.0, max(level, 1e-5), size=count))
-        at += count
-
-    first = parts[0][2]
-    pause(rng.uniform(*EDGE), _floor(first, edge))
-    for i, (_, _, samples) in enumerate(parts):
-        if i:
-            level = min(_floor(parts[i - 1][2][::-1], edge), _floor(samples, edge))
-            pause(rng.uniform(*PAUSE), level)
-        pieces.append(samples)
-        spans.append((at, at + len(samples)))
-        at += len(samples)
-    pause(rng.uniform(*EDGE), _floor(parts[-1][2][::-1], edge))
-    return Recording(
-        np.clip(np.concatenate(pieces), -1.0, 1.0),
-        tuple(d for d, _, _ in parts),
-        tuple(s for _, s, _ in parts),
-        tuple(spans),
-    )
-
-
-def build(audio, indices, digits_allowed, count: int, rng, rate: int) -> list[Recording]:
+def build(audio, indices, digits_allowed, count: int, rng, rate: int) -> list[recipe.Recording]:
     """``count`` recordings of 3-5 distinct digits from ``digits_allowed``, half of them by
     one speaker, half by a mix."""
     speakers = sorted({s for _, s, _ in audio})

@@ -58,7 +58,6 @@ SEED = 51
 
 def build(audio, count: int, rng, rate: int):
     """``count`` strings of 3-6 digits, recording r by speaker r mod 5."""
-    joined.PAUSE = PAUSE  # the join draws its pauses from the module's range
     out = []
     for r in range(count):
         speaker = SPEAKERS[r % len(SPEAKERS)]
@@ -67,7 +66,7 @@ def build(audio, count: int, rng, rate: int):
         for d in digits:
             i = int(rng.choice(list(joined.TEST_INDICES)))
             parts.append((int(d), speaker, audio[(int(d), speaker, i)]))
-        out.append(joined.join(parts, rng, rate))
+        out.append(recipe.join_words(parts, rng, rate, pause=PAUSE, edge=joined.EDGE))
     return out
 
 
