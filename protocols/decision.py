@@ -1,5 +1,7 @@
 """Decisions on encrypted scores, against a reference model or not: the one argmax stage
-under keyword recognition and spotting (garbage model) and speaker recognition (UBM).
+under keyword recognition and spotting (garbage model) and speaker recognition (UBM), and
+the tournaments of many maxima in lockstep (:class:`Tournament`) under the thesis's
+Viterbi recursion and the matching's best window.
 
 Thesis 003, 4.2.1 ("Secure Keyword Recognition": Alice learns only the argmax) and 5.2.2
 (verification against a background model, also of a claim Bob never sees).  Bob holds
@@ -60,6 +62,7 @@ integers (the tests' and benchmarks' reference).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -330,3 +333,128 @@ def alice_decide(ctx, spec: DecisionSpec, peer: str = "bob", choice: int | None 
     compare.alice_compare(ctx, dgk_sk, spec.compare_spec(), peer)
     compare.alice_reveal(ctx, (1,), 1, "bob", peer, spec.tags, spec.sigma)
     return None
+
+
+# -- tournaments: many maxima in lockstep by DGK compare-and-select (Viterbi's recursion, --
+# -- the matching's best window); the thesis's protocols, semi-honest ---------------------
+
+
+@dataclass(frozen=True)
+class Tournament:
+    """Many maxima in lockstep.  ``groups[g]`` lists the entries of group g (indices into
+    a flat array of candidates).  Round r holds ``matches[r]``: (group, left node, right
+    node) with nodes numbered per group (leaves 0 .. k-1 are the group's entries in order,
+    match nodes follow); ``root[g]`` is the node holding group g's maximum."""
+
+    sizes: tuple[int, ...]
+    matches: tuple[tuple[tuple[int, int, int, int], ...], ...]  # (group, node, left, right)
+    root: tuple[int, ...]
+
+    @classmethod
+    def of(cls, sizes: Sequence[int]) -> Tournament:
+        current = [list(range(k)) for k in sizes]
+        next_node = list(sizes)
+        rounds = []
+        while any(len(c) > 1 for c in current):
+            matches = []
+            for g, entries in enumerate(current):
+                merged = []
+                for i in range(0, len(entries) - 1, 2):
+                    node = next_node[g]
+                    next_node[g] += 1
+                    matches.append((g, node, entries[i], entries[i + 1]))
+                    merged.append(node)
+                if len(entries) % 2:
+                    merged.append(entries[-1])  # a bye
+                current[g] = merged
+            rounds.append(tuple(matches))
+        return cls(tuple(sizes), tuple(rounds), tuple(c[0] for c in current))
+
+    @property
+    def comparisons(self) -> int:
+        return sum(len(m) for m in self.matches)
+
+
+def bob_tournament(ctx, values: CipherArray, tour: Tournament, plan, offsets, peer):
+    """Bob: the maxima of the groups of ``values`` (flat, group after group, ``offsets[g]``
+    the start of group g) and every round's encrypted bits
+    (:func:`protocols.compare.bob_compare_select`: one batched comparison a round)."""
+    node_value: list[dict[int, CipherArray]] = []
+    for g, k in enumerate(tour.sizes):
+        node_value.append({i: values[offsets[g] + i : offsets[g] + i + 1] for i in range(k)})
+    bits = []
+    bound = plan.value_bound
+    for matches in tour.matches:
+        left = CipherArray.concatenate([node_value[g][a] for g, _, a, _ in matches])
+        right = CipherArray.concatenate([node_value[g][b] for g, _, _, b in matches])
+        best, round_bits = compare.bob_compare_select(
+            ctx,
+            left.with_bound(bound),
+            right.with_bound(bound),
+            plan.dgk_pk,
+            plan.select_spec(len(matches)),
+            peer,
+        )
+        for i, (g, node, _, _) in enumerate(matches):
+            node_value[g][node] = best[i : i + 1]
+        bits.append(round_bits)
+    maxima = CipherArray.concatenate([node_value[g][tour.root[g]] for g in range(len(tour.sizes))])
+    return maxima.with_bound(bound), bits
+
+
+def alice_tournament(ctx, dgk_sk, tour: Tournament, plan, peer) -> list:
+    """Alice's role in :func:`bob_tournament`; returns her shares of every round's bits."""
+    return [
+        compare.alice_compare_select(ctx, dgk_sk, plan.select_spec(len(matches)), peer)
+        for matches in tour.matches
+    ]
+
+
+def bob_descend(ctx, weights, tour: Tournament, bits, plan, peer):
+    """Bob: the weight of every group's root (a CipherArray of shape (1,), or None for the
+    constant 1) flows down its tree -- a match with bit b sends w b to its right operand and
+    w - w b to its left -- one batch of products per tree level
+    (:func:`protocols.compare.bob_select_products`); returns per group its leaves' weights."""
+    node_weight = [{tour.root[g]: w} for g, w in enumerate(weights)]
+    for r in reversed(range(len(tour.matches))):
+        matches = tour.matches[r]
+        known = [i for i, (g, node, _, _) in enumerate(matches) if node_weight[g][node] is not None]
+        products = {}
+        if known:
+            w = CipherArray.concatenate(
+                [node_weight[matches[i][0]][matches[i][1]] for i in known]
+            ).with_bound(1)
+            prod = compare.bob_select_products(
+                ctx, bits[r].take(known), w, plan.product_spec(len(known)), peer
+            )
+            products = {i: prod[n : n + 1] for n, i in enumerate(known)}
+        for i, (g, node, a, b_node) in enumerate(matches):
+            w = node_weight[g][node]
+            if w is None:  # the constant 1: right gets b, left 1 - b
+                right = bits[r].bit[i : i + 1]
+                left = (-right).add_encoded([1])
+            else:
+                right = products[i]
+                left = w - right
+            node_weight[g][a] = left.with_bound(1)
+            node_weight[g][b_node] = right.with_bound(1)
+    return [[node_weight[g][i] for i in range(k)] for g, k in enumerate(tour.sizes)]
+
+
+def alice_descend(ctx, tour: Tournament, shares, constant_roots: bool, plan, peer) -> None:
+    """Alice's role in :func:`bob_descend` (``shares``: hers of the tournament's bits)."""
+    known = set() if constant_roots else {(g, tour.root[g]) for g in range(len(tour.sizes))}
+    for r in reversed(range(len(tour.matches))):
+        matches = tour.matches[r]
+        index = [i for i, (g, node, _, _) in enumerate(matches) if (g, node) in known]
+        if index:
+            highs, deltas = shares[r]
+            compare.alice_select_products(
+                ctx,
+                ([highs[i] for i in index], [deltas[i] for i in index]),
+                plan.product_spec(len(index)),
+                plan.select_spec(1).compare.high_bound,
+                peer,
+            )
+        for g, _, a, b in matches:
+            known |= {(g, a), (g, b)}

@@ -41,7 +41,7 @@ windows, all public):
    shifted left by lb = bits(count - 1) bits and carries its candidate's code
    2^lb - 1 - index in the low bits: all values differ, and of two equal scores the
    lower index is the larger value.
-8. The secure maximum: a tournament (:class:`protocols.viterbi.Tournament`, consecutive
+8. The secure maximum: a tournament (:class:`protocols.decision.Tournament`, consecutive
    pairs, ceil(log2(count)) rounds) of batched compare-and-selects
    (:func:`protocols.compare.bob_compare_select`: DGK with Veugen's correction, the max
    of each pair from the comparison's own values, Bob's masked differences packed many
@@ -88,8 +88,8 @@ from functools import cached_property
 import numpy as np
 
 from protocols import compare
+from protocols.decision import Tournament, alice_tournament, bob_tournament
 from protocols.stages import circuits, garbled
-from protocols.viterbi import Tournament, alice_tournament, bob_tournament
 from smc_hmm.crypto import CipherArray
 from smc_hmm.crypto.packing import PackingPlan, plain_bits
 from smc_hmm.data.match import (
@@ -600,7 +600,7 @@ def bob(ctx, collection, params: MatchParams, peer: str = "alice") -> None:
 
 @dataclass(frozen=True)
 class _TournamentPlan:
-    """What :func:`protocols.viterbi.bob_tournament` asks of a plan: the values' bound,
+    """What :func:`protocols.decision.bob_tournament` asks of a plan: the values' bound,
     Alice's DGK key and the batched compare-and-select of each round."""
 
     layout: MatchLayout

@@ -172,7 +172,7 @@ from functools import cached_property
 
 import numpy as np
 
-from protocols import compare, forward
+from protocols import compare, decision, forward
 from protocols.forward import DIAG, KINDS, ForwardParams, ForwardSpec
 from protocols.forward import encode_observations as forward_encode
 from protocols.primitives import (
@@ -559,130 +559,6 @@ class Structure:
         return 2 * self.width if self.kind == DIAG else self.width * (self.width + 3) // 2
 
 
-# -- tournaments: the public plan of every max ------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Tournament:
-    """Many maxima in lockstep.  ``groups[g]`` lists the entries of group g (indices into
-    a flat array of candidates).  Round r holds ``matches[r]``: (group, left node, right
-    node) with nodes numbered per group (leaves 0 .. k-1 are the group's entries in order,
-    match nodes follow); ``root[g]`` is the node holding group g's maximum."""
-
-    sizes: tuple[int, ...]
-    matches: tuple[tuple[tuple[int, int, int, int], ...], ...]  # (group, node, left, right)
-    root: tuple[int, ...]
-
-    @classmethod
-    def of(cls, sizes: Sequence[int]) -> Tournament:
-        current = [list(range(k)) for k in sizes]
-        next_node = list(sizes)
-        rounds = []
-        while any(len(c) > 1 for c in current):
-            matches = []
-            for g, entries in enumerate(current):
-                merged = []
-                for i in range(0, len(entries) - 1, 2):
-                    node = next_node[g]
-                    next_node[g] += 1
-                    matches.append((g, node, entries[i], entries[i + 1]))
-                    merged.append(node)
-                if len(entries) % 2:
-                    merged.append(entries[-1])  # a bye
-                current[g] = merged
-            rounds.append(tuple(matches))
-        return cls(tuple(sizes), tuple(rounds), tuple(c[0] for c in current))
-
-    @property
-    def comparisons(self) -> int:
-        return sum(len(m) for m in self.matches)
-
-
-def bob_tournament(ctx, values: CipherArray, tour: Tournament, plan, offsets, peer):
-    """Bob: the maxima of the groups of ``values`` (flat, group after group, ``offsets[g]``
-    the start of group g) and every round's encrypted bits
-    (:func:`protocols.compare.bob_compare_select`: one batched comparison a round)."""
-    node_value: list[dict[int, CipherArray]] = []
-    for g, k in enumerate(tour.sizes):
-        node_value.append({i: values[offsets[g] + i : offsets[g] + i + 1] for i in range(k)})
-    bits = []
-    bound = plan.value_bound
-    for matches in tour.matches:
-        left = CipherArray.concatenate([node_value[g][a] for g, _, a, _ in matches])
-        right = CipherArray.concatenate([node_value[g][b] for g, _, _, b in matches])
-        best, round_bits = compare.bob_compare_select(
-            ctx,
-            left.with_bound(bound),
-            right.with_bound(bound),
-            plan.dgk_pk,
-            plan.select_spec(len(matches)),
-            peer,
-        )
-        for i, (g, node, _, _) in enumerate(matches):
-            node_value[g][node] = best[i : i + 1]
-        bits.append(round_bits)
-    maxima = CipherArray.concatenate([node_value[g][tour.root[g]] for g in range(len(tour.sizes))])
-    return maxima.with_bound(bound), bits
-
-
-def alice_tournament(ctx, dgk_sk, tour: Tournament, plan, peer) -> list:
-    """Alice's role in :func:`bob_tournament`; returns her shares of every round's bits."""
-    return [
-        compare.alice_compare_select(ctx, dgk_sk, plan.select_spec(len(matches)), peer)
-        for matches in tour.matches
-    ]
-
-
-def bob_descend(ctx, weights, tour: Tournament, bits, plan, peer):
-    """Bob: the weight of every group's root (a CipherArray of shape (1,), or None for the
-    constant 1) flows down its tree -- a match with bit b sends w b to its right operand and
-    w - w b to its left -- one batch of products per tree level
-    (:func:`protocols.compare.bob_select_products`); returns per group its leaves' weights."""
-    node_weight = [{tour.root[g]: w} for g, w in enumerate(weights)]
-    for r in reversed(range(len(tour.matches))):
-        matches = tour.matches[r]
-        known = [i for i, (g, node, _, _) in enumerate(matches) if node_weight[g][node] is not None]
-        products = {}
-        if known:
-            w = CipherArray.concatenate(
-                [node_weight[matches[i][0]][matches[i][1]] for i in known]
-            ).with_bound(1)
-            prod = compare.bob_select_products(
-                ctx, bits[r].take(known), w, plan.product_spec(len(known)), peer
-            )
-            products = {i: prod[n : n + 1] for n, i in enumerate(known)}
-        for i, (g, node, a, b_node) in enumerate(matches):
-            w = node_weight[g][node]
-            if w is None:  # the constant 1: right gets b, left 1 - b
-                right = bits[r].bit[i : i + 1]
-                left = (-right).add_encoded([1])
-            else:
-                right = products[i]
-                left = w - right
-            node_weight[g][a] = left.with_bound(1)
-            node_weight[g][b_node] = right.with_bound(1)
-    return [[node_weight[g][i] for i in range(k)] for g, k in enumerate(tour.sizes)]
-
-
-def alice_descend(ctx, tour: Tournament, shares, constant_roots: bool, plan, peer) -> None:
-    """Alice's role in :func:`bob_descend` (``shares``: hers of the tournament's bits)."""
-    known = set() if constant_roots else {(g, tour.root[g]) for g in range(len(tour.sizes))}
-    for r in reversed(range(len(tour.matches))):
-        matches = tour.matches[r]
-        index = [i for i, (g, node, _, _) in enumerate(matches) if (g, node) in known]
-        if index:
-            highs, deltas = shares[r]
-            compare.alice_select_products(
-                ctx,
-                ([highs[i] for i in index], [deltas[i] for i in index]),
-                plan.product_spec(len(index)),
-                plan.select_spec(1).compare.high_bound,
-                peer,
-            )
-        for g, _, a, b in matches:
-            known |= {(g, a), (g, b)}
-
-
 # -- the plan of a run (public) --------------------------------------------------------------
 
 
@@ -698,8 +574,8 @@ class Plan:
 
     def __post_init__(self):
         s = self.structure
-        self.step = Tournament.of([len(p) for p in s.preds])
-        self.final = Tournament.of(list(s.states))
+        self.step = decision.Tournament.of([len(p) for p in s.preds])
+        self.final = decision.Tournament.of(list(s.states))
 
     # -- bounds (nats, then units of 2^-s) -----------------------------------------------
 
@@ -1248,13 +1124,15 @@ def alice(ctx, private, params: ViterbiParams, peer: str = "bob", reference=None
             alice_rescale(ctx, plan.shift, plan.rescale_spec(), peer)
     with ctx.phase("recursion"):
         # Step 2: one tournament per frame; she keeps her shares of the bits
-        shares = [alice_tournament(ctx, dgk_sk, plan.step, plan, peer) for _ in range(length - 1)]
+        shares = [
+            decision.alice_tournament(ctx, dgk_sk, plan.step, plan, peer) for _ in range(length - 1)
+        ]
     with ctx.phase("termination"):
-        final = alice_tournament(ctx, dgk_sk, plan.final, plan, peer)  # step 3
+        final = decision.alice_tournament(ctx, dgk_sk, plan.final, plan, peer)  # step 3
     with ctx.phase("traceback"):
-        alice_descend(ctx, plan.final, final, True, plan, peer)  # step 4
+        decision.alice_descend(ctx, plan.final, final, True, plan, peer)  # step 4
         for t in reversed(range(length - 1)):
-            alice_descend(ctx, plan.step, shares[t], False, plan, peer)
+            decision.alice_descend(ctx, plan.step, shares[t], False, plan, peer)
     with ctx.phase("output"):
         # Step 5: the packed output (and the scores)
         packed = [int(v) for v in ctx.recv(peer, msg["output"]).decrypt_ints(sk)]
@@ -1399,14 +1277,18 @@ def bob(ctx, private, params: ViterbiParams, peer: str = "alice", reference=None
         bits = []
         for t in range(1, length):
             candidates = _plus(delta[sources], trans).with_bound(plan.value_bound)
-            best, round_bits = bob_tournament(ctx, candidates, plan.step, plan, offsets, peer)
+            best, round_bits = decision.bob_tournament(
+                ctx, candidates, plan.step, plan, offsets, peer
+            )
             bits.append(round_bits)
             delta = (best + emit[t][row_of]).with_bound(plan.value_bound)
     with ctx.phase("termination"):
         final_offsets = structure.state_offsets
-        scores, final_bits = bob_tournament(ctx, delta, plan.final, plan, final_offsets, peer)
+        scores, final_bits = decision.bob_tournament(
+            ctx, delta, plan.final, plan, final_offsets, peer
+        )
     with ctx.phase("traceback"):
-        leaves = bob_descend(
+        leaves = decision.bob_descend(
             ctx, [None] * len(structure.states), plan.final, final_bits, plan, peer
         )
         e = CipherArray.concatenate([w for group in leaves for w in group])
@@ -1414,7 +1296,7 @@ def bob(ctx, private, params: ViterbiParams, peer: str = "alice", reference=None
         preds = structure.preds
         for t in reversed(range(length - 1)):
             weights = [e[j : j + 1] for j in range(structure.total)]
-            flows = bob_descend(ctx, weights, plan.step, bits[t], plan, peer)
+            flows = decision.bob_descend(ctx, weights, plan.step, bits[t], plan, peer)
             e = _gather(flows, preds, structure.total)
             history.append(e)
         history.reverse()
@@ -1695,7 +1577,6 @@ __all__ = [
     "score_error_bound",
     "Plan",
     "Structure",
-    "Tournament",
     "ViterbiParams",
     "alice",
     "as_decoders",

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from transcript_harness import assert_same_transcripts
 
+from protocols import decision
 from protocols import viterbi as vit
 from smc_hmm.errors import ConfigError, InvalidInputError, PrecisionError, ProtocolError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, viterbi
@@ -402,7 +403,7 @@ def test_bad_inputs_are_typed_errors(keypair_512):
 
 
 def test_tournament_plans():
-    tour = vit.Tournament.of([1, 2, 3, 5])
+    tour = decision.Tournament.of([1, 2, 3, 5])
     assert tour.comparisons == 0 + 1 + 2 + 4
     assert len(tour.matches) == 3  # ceil(log2 5)
     assert tour.root == (0, 2, 4, 8)
