@@ -771,6 +771,16 @@ def alice(ctx, utterance, params: SpeakerParams, peer: str = "bob"):
     ``verify`` / ``anonymous``: returns None (Bob learns the decision), or, with
     ``reveal_scores``, a dict with ``scores`` only.
     """
+    frames, claim = _alice_input(ctx, utterance, params)
+    spec, running = _alice_handshake(ctx, frames, claim, params, peer)  # step 0
+    if params.scoring == "max":
+        return _alice_max(ctx, frames, spec, claim, peer)  # steps 1-3
+    return _alice_logsum(ctx, frames, spec, claim, running, peer)  # steps 1-5
+
+
+def _alice_input(ctx, utterance, params: SpeakerParams):
+    """Her frames and claim, checked; frames Bob's limits refuse are deferred (refused
+    by the runner after her last message, so a refusal does not show in the timing)."""
     frames, claim = utterance if isinstance(utterance, tuple) else (utterance, None)
     if params.mode in CLAIM_MODES and not isinstance(claim, str):
         raise InvalidInputError(
@@ -780,10 +790,15 @@ def alice(ctx, utterance, params: SpeakerParams, peer: str = "bob"):
     if params.mode not in CLAIM_MODES and claim is not None:
         raise InvalidInputError(f"{params.mode} mode takes no claim (got {claim!r})")
     frames, refusal = _checked_frames(frames, params)
-    if refusal is not None:  # raised by the runner after the last message (ctx.defer)
+    if refusal is not None:
         ctx.defer(refusal)
-    pk, sk = ctx.keypair
-    # Step 0: key out, public sizes in
+    return frames, claim
+
+
+def _alice_handshake(ctx, frames, claim, params: SpeakerParams, peer: str):
+    """Step 0, Alice: her key out, Bob's public sizes in (checked against her frames and
+    claim), the claim out in ``verify``; the run's spec and the models it scores."""
+    pk = ctx.keypair[0]
     ctx.send(peer, Message("spk.key", Key()), pk)
     sizes = ctx.recv(peer, Message("spk.spec", Public((dict,))))
     dims, components, labels = _parse_sizes(sizes)
@@ -804,8 +819,15 @@ def alice(ctx, utterance, params: SpeakerParams, peer: str = "bob"):
     spec = SpeakerSpec(
         params, dims, tuple(components[i] for i in running), len(frames), pk.bits, tuple(labels)
     )
-    if params.scoring == "max":
-        return _alice_max(ctx, frames, spec, claim, peer)
+    return spec, running
+
+
+def _alice_logsum(ctx, frames, spec: SpeakerSpec, claim, running, peer: str):
+    """Steps 1-5 of scoring ``logsum`` (the thesis's 5.2), Alice: her encrypted features,
+    the blinded emissions she decrypts, the LOGSUM rounds, her shares of the scores, then
+    the decision stage."""
+    pk, sk = ctx.keypair
+    params, labels = spec.params, list(spec.labels)
     spec.check_precision()
     msg = spec.messages()
     with ctx.phase("encrypt features"):
@@ -1022,6 +1044,23 @@ def bob(ctx, speakers, params: SpeakerParams, peer: str = "alice"):
     ``anonymous``: ``{"accept", "mode"}``.
     """
     models, labels, hidden, d = _bob_models(speakers, params)
+    spec, active, claim = _bob_handshake(ctx, models, labels, d, params, peer)  # step 0
+    if params.scoring == "max":
+        accept = bool(_bob_max(ctx, spec, active, peer, hidden))  # steps 1-3
+    else:
+        accept = _bob_logsum(ctx, spec, active, peer)  # steps 1-5
+    if params.mode == "identify":
+        return None
+    return {"accept": accept, "mode": params.mode} | (
+        {"claim": claim} if params.mode == "verify" else {}
+    )
+
+
+def _bob_handshake(ctx, models, labels, d: int, params: SpeakerParams, peer: str):
+    """Step 0, Bob: her key in, his public sizes out, the claim in (``verify``), then T
+    (public, checked against the limits and charged to a serving Bob's budget); the
+    run's spec, the models it scores and the claim.  With ``output_party = "trent"``,
+    Trent gets what his final circuit follows from."""
     pk = ctx.recv(peer, Message("spk.key", Key()))
     sizes = {"dims": d, "components": [m.n_states for m in models], "labels": labels}
     ctx.send(peer, Message("spk.spec", Public((dict,))), sizes)
@@ -1029,35 +1068,34 @@ def bob(ctx, speakers, params: SpeakerParams, peer: str = "alice"):
     if params.mode == "verify":
         claim = ctx.recv(peer, Message("spk.claim", Revealed("the claimed identity", (str,))))
     running = _running(models, labels, params, claim)
-    spec = SpeakerSpec(
-        params, d, tuple(models[i].n_states for i in running), 1, pk.bits, tuple(labels)
-    )
+    components = tuple(models[i].n_states for i in running)
+    spec = SpeakerSpec(params, d, components, 1, pk.bits, tuple(labels))
     length = ctx.recv(peer, spec.messages()["length"])
     if isinstance(length, bool) or length < 1:
         raise ProtocolError(f"spk.length: {length!r} frames")
     check_at_most("max_sequence_length", length, MAX_SEQUENCE_LENGTH, "the utterance length")
-    ctx.charge_frames(length)  # a serving Bob's per-client budget (public T)
-    spec = SpeakerSpec(params, d, spec.components, length, pk.bits, tuple(labels))
-    active = [models[i] for i in running]
-    if params.output_party == "trent":  # what Trent's final circuit follows from
+    ctx.charge_frames(length)
+    if params.output_party == "trent":
         ctx.send("trent", TRENT_SPEC, {"sizes": sizes, "length": length, "key_bits": pk.bits})
-    if params.scoring == "max":
-        bit = _bob_max(ctx, spec, active, peer, hidden)
-        if params.mode == "identify":
-            return None
-        out = {"accept": bool(bit), "mode": params.mode}
-        return out | ({"claim": claim} if params.mode == "verify" else {})
+    spec = SpeakerSpec(params, d, components, length, pk.bits, tuple(labels))
+    return spec, [models[i] for i in running], claim
+
+
+def _bob_logsum(ctx, spec: SpeakerSpec, active, peer: str):
+    """Steps 1-5 of scoring ``logsum`` (the thesis's 5.2), Bob: the blinded emissions on
+    her encrypted features, the LOGSUM rounds, the scores from her shares, then the
+    decision stage; returns the decision's bit (None in ``identify``)."""
+    params, length = spec.params, spec.length
     spec.check_precision()
     msg = spec.messages()
     try:  # a check on Bob's private models: refused only after the last message
         weights, const = emission_program(active, spec)
     except PrecisionError as e:
         ctx.defer(e)
-        weights, const = emission_program(_dummy_models(spec.components, d), spec)
+        weights, const = emission_program(_dummy_models(spec.components, spec.dims), spec)
     enc_obs = ctx.recv(peer, msg["obs"])
-    rng = ctx.rng
     # Bob's emission blinds: one smooth additive blind per frame and component
-    zetas = [log_blinds(rng, spec.rows, params.blind_nats, spec.f) for _ in range(length)]
+    zetas = [log_blinds(ctx.rng, spec.rows, params.blind_nats, spec.f) for _ in range(length)]
     with ctx.phase("emissions"):
         # Step 2: packed multi-exponentiations (one per component and group of frames)
         # plus each slot's constant and blind (protocols.stages.emissions)
@@ -1078,17 +1116,11 @@ def bob(ctx, speakers, params: SpeakerParams, peer: str = "alice"):
                 np.array([-v for v in totals], dtype=object)
             )
             ctx.send(peer, msg["scores"], logs.with_bound(msg["scores"].body.bound).rerandomize())
-    out = None
     with ctx.phase("decision"):
         # Step 5: the decision stage against the UBM (its score carries the margin or the
         # threshold); identify: the label goes to Alice, otherwise the bit to Bob
         # (anonymous: for Alice's encrypted claim, every speaker compared)
-        accept = bob_decide(ctx, scores, spec.decision(), peer)
-        if params.mode != "identify":
-            out = {"accept": accept, "mode": params.mode}
-            if params.mode == "verify":
-                out["claim"] = claim
-    return out
+        return bob_decide(ctx, scores, spec.decision(), peer)
 
 
 def _bob_logsums(ctx, spec: SpeakerSpec, zetas, msg, peer: str) -> list[int]:
