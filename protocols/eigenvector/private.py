@@ -1053,10 +1053,25 @@ def _trent_batch(ctx, plan: Plan, msg, state: _TrentState, share, gram, a_enc, p
 
 
 def _trent_check(ctx, plan: Plan, msg, state: _TrentState, share, dgk_pk) -> bool:
-    """Trent's half of the convergence test (module docstring)."""
-    params = plan.params
-    leader, others = params.owners[0], params.owners[1:]
-    rng = ctx.rng
+    """Trent's half of the convergence test (module docstring): the inner products of
+    the unmasked vectors, the test value V from one masked multiplication, [V >= 0] by
+    a DGK comparison, and the bit decrypted jointly."""
+    leader, others = plan.params.owners[0], plan.params.owners[1:]
+    b1b2c, h = _trent_inner_products(ctx, plan, msg, state, leader)
+    value = _trent_test_value(ctx, plan, msg, share, b1b2c, leader)
+    bit = _trent_compare(ctx, plan, msg, share, value, h, dgk_pk, leader)
+    mine = share.partial(bit.ciphertexts())
+    blob = pack_partials(share.public_key, mine)
+    ctx.send(leader, msg["check_result"], [bit, blob])
+    for o in others:
+        ctx.send(o, msg["check_partial"], blob)
+    theirs = ctx.recv(leader, msg["check_partial"])
+    return _test_bit(_combined(share.public_key, mine, theirs, count=1)[0])
+
+
+def _trent_inner_products(ctx, plan: Plan, msg, state: _TrentState, leader: str):
+    """E(b1), E(b2), E(c) from the leader's masked vectors and their squared norms and
+    product, Trent's masks R0, R1 removed; and the leader's test scale h (checked)."""
     vectors = ctx.recv(leader, msg["check_vectors"])  # E[X'_(t-1)], E[X'_t]
     scalars = ctx.recv(leader, msg["check_scalars"])  # E of |X'_(t-1)|^2, |X'_t|^2, X'.X'
     h = ctx.recv(leader, msg["check_scale"])
@@ -1073,9 +1088,14 @@ def _trent_check(ctx, plan: Plan, msg, state: _TrentState, share, dgk_pk) -> boo
     )
     cross = CipherArray.concatenate([cross[0:1], cross[2:3], cross[1:2] + cross[3:4]])
     own = np.array([_dot(r0, r0), _dot(r1, r1), _dot(r0, r1)], dtype=object)
-    b1b2c = (scalars + cross).add_encoded(own).with_bound(plan.b_max)
-    # masked for the multiplication, packed into one ciphertext
-    width = plan.check_width
+    return (scalars + cross).add_encoded(own).with_bound(plan.b_max), h
+
+
+def _trent_test_value(ctx, plan: Plan, msg, share, b1b2c, leader: str):
+    """E(V), V = c^2 2^k + b1 b2 (tol^2 - 2^k): b1 b2 and c^2 by one masked
+    multiplication the leader answers (the three masked values packed in one
+    ciphertext, decrypted jointly)."""
+    rng, width = ctx.rng, plan.check_width
     m = [rng.randbits(plan.b_max.bit_length() + plan.sigma) for _ in range(3)]
     offset = plan.b_max + m[2]
     shifted = b1b2c.add_encoded(np.array([m[0], m[1], offset], dtype=object))
@@ -1093,9 +1113,13 @@ def _trent_check(ctx, plan: Plan, msg, state: _TrentState, share, dgk_pk) -> boo
         np.array([-offset * offset], dtype=object)
     )
     bb, cc = bb.with_bound(plan.b_max**2), cc.with_bound(plan.b_max**2)
-    value = cc.mul(1 << plan.tol_scale_bits) + bb.mul(
-        plan.tol_squared - (1 << plan.tol_scale_bits)
-    )  # V
+    return cc.mul(1 << plan.tol_scale_bits) + bb.mul(plan.tol_squared - (1 << plan.tol_scale_bits))
+
+
+def _trent_compare(ctx, plan: Plan, msg, share, value, h: int, dgk_pk, leader: str):
+    """E([V >= 0]) by the DGK comparison with the leader: V masked and decrypted jointly,
+    the low bits compared bitwise under DGK, Veugen's correction; re-randomised."""
+    rng = ctx.rng
     r_full = rng.randbits(h + plan.compare_bits + plan.sigma)
     masked = value.add_encoded(np.array([(1 << (h + plan.compare_bits)) + r_full], dtype=object))
     masked = masked.with_bound(plan.value_bound).rerandomize()
@@ -1118,14 +1142,7 @@ def _trent_check(ctx, plan: Plan, msg, state: _TrentState, share, dgk_pk) -> boo
     xor = delta_a.mul(1 - 2 * delta_b).add_encoded(np.array([delta_b], dtype=object))
     # [V >= 0] = floor(d / 2^l) - floor(r / 2^l) - [beta < alpha]
     bit = (d_high - xor).add_encoded(np.array([-r_high], dtype=object))
-    bit = bit.with_bound(1 << (plan.sigma + 3)).rerandomize()
-    mine = share.partial(bit.ciphertexts())
-    blob = pack_partials(share.public_key, mine)
-    ctx.send(leader, msg["check_result"], [bit, blob])
-    for o in others:
-        ctx.send(o, msg["check_partial"], blob)
-    theirs = ctx.recv(leader, msg["check_partial"])
-    return _test_bit(_combined(share.public_key, mine, theirs, count=1)[0])
+    return bit.with_bound(1 << (plan.sigma + 3)).rerandomize()
 
 
 def _trent_output(ctx, plan: Plan, msg, state: _TrentState, share, own_grams) -> None:
