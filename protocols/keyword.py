@@ -101,7 +101,8 @@ from smc_hmm.errors import (
 )
 from smc_hmm.messages import Ciphertexts, Message, Public, Revealed
 from smc_hmm.protocol import ProtocolDescriptor, Role
-from smc_hmm.runtime.inputs import load_array, resolve_path
+from smc_hmm.runtime import inputs
+from smc_hmm.runtime.inputs import resolve_path
 
 NAME = "keyword"
 MODES = ("private", "fast")
@@ -386,14 +387,7 @@ def bob(ctx, keywords, params: KeywordParams, peer: str = "alice") -> None:
 def load_frames(value, base):
     """Alice's input: feature frames (.npy/.json/.csv/.txt) or a WAV recording, which she
     featurises locally with the bundled pipeline (the bundled models expect it)."""
-    if isinstance(value, str) and value.lower().endswith(".wav"):
-        from smc_hmm.data import load_pipeline
-
-        try:
-            return load_pipeline().features_from_wav(resolve_path(value, base))
-        except InvalidInputError as e:
-            raise ConfigError(str(e)) from e
-    return load_array(value, base)
+    return inputs.load_frames(value, base, viterbi.bundled_features)
 
 
 def load_keywords(value, base):

@@ -111,7 +111,7 @@ from smc_hmm.errors import (
 from smc_hmm.limits import check_at_most
 from smc_hmm.messages import Ciphertexts, Key, Message, Public
 from smc_hmm.protocol import ProtocolDescriptor, Role
-from smc_hmm.runtime.inputs import load_array, resolve_path
+from smc_hmm.runtime.inputs import load_frames, resolve_path
 
 NAME = "match"
 MODES = ("exact", "approx")
@@ -648,12 +648,7 @@ def _candidates(slots, unmask, factors, layout: MatchLayout, pk) -> CipherArray:
 
 def load_snippet(value, base):
     """Alice's input: a WAV file (featurised with the default spectrogram) or frames."""
-    if isinstance(value, str) and value.lower().endswith(".wav"):
-        try:
-            return Spectrogram().from_wav(resolve_path(value, base))
-        except InvalidInputError as e:
-            raise ConfigError(str(e)) from e
-    return load_array(value, base)
+    return load_frames(value, base, Spectrogram().from_wav)
 
 
 def load_collection(value, base):

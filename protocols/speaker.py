@@ -207,7 +207,7 @@ from smc_hmm.errors import (
 from smc_hmm.limits import MAX_SEQUENCE_LENGTH, MAX_STATES, MAX_WIDTH, check_at_most
 from smc_hmm.messages import Ciphertexts, Key, Message, Public, Revealed
 from smc_hmm.protocol import ProtocolDescriptor, Role, params_from_config
-from smc_hmm.runtime.inputs import load_array, resolve_path
+from smc_hmm.runtime.inputs import load_frames, resolve_path
 
 NAME = "speaker"
 MODES = ("identify", "verify", "anonymous")
@@ -1189,14 +1189,13 @@ def load_utterance(value, base):
         if claim is not None and not isinstance(claim, str):
             raise ConfigError("claim must be a speaker's label")
         return frames if claim is None else (frames, claim)
-    if isinstance(value, str) and value.lower().endswith(".wav"):
-        from smc_hmm.data.speakers import speaker_features_from_wav
+    return load_frames(value, base, _speaker_features)
 
-        try:
-            return speaker_features_from_wav(resolve_path(value, base))
-        except InvalidInputError as e:
-            raise ConfigError(str(e)) from e
-    return load_array(value, base)
+
+def _speaker_features(path):
+    from smc_hmm.data.speakers import speaker_features_from_wav
+
+    return speaker_features_from_wav(path)
 
 
 def load_speakers(value, base):

@@ -44,7 +44,7 @@ from smc_hmm.errors import ConfigError, InvalidInputError, SmcHmmError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM
 from smc_hmm.hmm.spotting import ENTER, LEAVE, START_KEYWORD, compose
 from smc_hmm.protocol import ProtocolDescriptor, alice_and_bob, params_from_config
-from smc_hmm.runtime.inputs import resolve_path
+from smc_hmm.runtime.inputs import load_frames, resolve_path
 
 NAME = "spot"
 DIRECTIONS = ("spotting", "mining")
@@ -243,13 +243,14 @@ def load_keyword_models(value, base) -> dict[str, KeywordModel]:
 def _load_frames(value, base):
     """Alice's frames: an array file, or a WAV through the spotting pipeline."""
     if isinstance(value, str) and value.lower().endswith(".wav"):
-        from smc_hmm.data.continuous import load_spotting_pipeline
-
-        try:
-            return load_spotting_pipeline().features_from_wav(resolve_path(value, base))
-        except InvalidInputError as e:
-            raise ConfigError(str(e)) from e
+        return load_frames(value, base, _spotting_features)
     return viterbi.load_observations(value, base)
+
+
+def _spotting_features(path):
+    from smc_hmm.data.continuous import load_spotting_pipeline
+
+    return load_spotting_pipeline().features_from_wav(path)
 
 
 def _is_bundled(value) -> bool:

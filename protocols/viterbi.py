@@ -206,7 +206,7 @@ from smc_hmm.hmm import (
 from smc_hmm.limits import MAX_SEQUENCE_LENGTH, MAX_STATES, MAX_WIDTH, check_at_most
 from smc_hmm.messages import Ciphertexts, Key, Message, Public
 from smc_hmm.protocol import ProtocolDescriptor, alice_and_bob, params_from_config
-from smc_hmm.runtime.inputs import load_array, resolve_path
+from smc_hmm.runtime.inputs import load_frames, resolve_path
 
 NAME = "viterbi"
 OUTPUTS = ("path", "segment", "model", *maxplus.STRING_RULES)
@@ -1530,17 +1530,18 @@ def error_bound(params: ViterbiParams, key_bits: int, inputs) -> float:
 
 def load_observations(value, base):
     """Observations from a config: symbols, frames (.npy/.json) or a WAV (bundled pipeline)."""
-    if isinstance(value, str) and value.lower().endswith(".wav"):
-        from smc_hmm.data import load_pipeline
-
-        try:
-            return load_pipeline().features_from_wav(resolve_path(value, base))
-        except InvalidInputError as e:
-            raise ConfigError(str(e)) from e
-    obs = load_array(value, base)
+    obs = load_frames(value, base, bundled_features)
     if obs.ndim == 1 and obs.dtype.kind == "f" and np.all(obs == np.round(obs)):
         obs = obs.astype(np.int64)
     return obs
+
+
+def bundled_features(path):
+    """A WAV recording's frames through the bundled pipeline (what the bundled models
+    expect), imported only when a recording is given."""
+    from smc_hmm.data import load_pipeline
+
+    return load_pipeline().features_from_wav(path)
 
 
 def load_decoders(value, base):

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from smc_hmm.errors import ConfigError, SmcHmmError
+from smc_hmm.errors import ConfigError, InvalidInputError, SmcHmmError
 
-__all__ = ["load_array", "load_models", "load_vector", "resolve_path"]
+__all__ = ["load_array", "load_frames", "load_models", "load_vector", "resolve_path"]
 
 
 def resolve_path(value, base: Path) -> Path:
@@ -43,6 +43,18 @@ def load_array(value, base: Path) -> np.ndarray:
     except (ValueError, TypeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path} is not a numeric array: {e}") from e
     raise ConfigError(f"{path.name}: expected a .npy, .json, .csv or .txt file")
+
+
+def load_frames(value, base: Path, featurise) -> np.ndarray:
+    """Feature frames: a WAV recording, which ``featurise(path)`` turns into frames on the
+    party's own machine (the protocol's pipeline, imported only when a WAV is given), or
+    an array as :func:`load_array`.  A recording the pipeline refuses is a ConfigError."""
+    if isinstance(value, str) and value.lower().endswith(".wav"):
+        try:
+            return featurise(resolve_path(value, base))
+        except InvalidInputError as e:
+            raise ConfigError(str(e)) from e
+    return load_array(value, base)
 
 
 def load_vector(value, base: Path) -> np.ndarray:
