@@ -1,0 +1,110 @@
+"""Typed public parameters: dataclass fields that state their own range
+(``docs/adding-a-protocol.md``, "Public parameters").
+
+A protocol's parameter class declares each public number once, with its range::
+
+    @dataclass(frozen=True)
+    class Params:
+        stride: int = whole(2, 2, 64)
+        blind_nats: float = number(20.0, 0, 200, low_open=True)
+        mode: str = one_of("exact", MODES)
+        reveal: bool = flag(False)
+
+        def __post_init__(self):
+            check_fields(self)  # every declared range, one message format
+            ...                 # then the rules that tie fields together
+
+The ranges shared by several protocols (the statistical parameter :func:`sigma`, the
+blinds' width :func:`blind_nats`) are declared here once, so every protocol accepts the
+same values for the same name.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import field, fields
+
+from smc_hmm.errors import InvalidInputError
+
+__all__ = [
+    "blind_nats",
+    "check_fields",
+    "flag",
+    "number",
+    "one_of",
+    "sigma",
+    "whole",
+]
+
+_CHECK = "smc_hmm.check"
+
+
+def _declared(default, check):
+    return field(default=default, metadata={_CHECK: check})
+
+
+def whole(default, lo: int, hi: int, *, optional: bool = False):
+    """An int in [lo, hi] (a bool is not one); ``optional``: None is allowed too."""
+
+    def check(name, v):
+        if v is None and optional:
+            return
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise InvalidInputError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
+
+    return _declared(default, check)
+
+
+def number(default, lo: float, hi: float, *, low_open: bool = False, optional: bool = False):
+    """A finite real number in [lo, hi], or (lo, hi] with ``low_open``; ``optional``: None
+    is allowed too."""
+    left = "(" if low_open else "["
+
+    def check(name, v):
+        if v is None and optional:
+            return
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        if not ok or not (lo < v if low_open else lo <= v) or v > hi:
+            raise InvalidInputError(f"{name} must be a number in {left}{lo:g}, {hi:g}], got {v!r}")
+
+    return _declared(default, check)
+
+
+def one_of(default, choices: Sequence[str]):
+    """One of the public ``choices`` (a default of None is resolved by the class before
+    :func:`check_fields` runs, or kept if None is itself a choice)."""
+
+    def check(name, v):
+        if v not in choices:
+            raise InvalidInputError(f"{name} must be one of {tuple(choices)}, got {v!r}")
+
+    return _declared(default, check)
+
+
+def flag(default: bool):
+    """True or false (not 0 or 1)."""
+
+    def check(name, v):
+        if not isinstance(v, bool):
+            raise InvalidInputError(f"{name} must be true or false, got {v!r}")
+
+    return _declared(default, check)
+
+
+def check_fields(obj) -> None:
+    """Check every field of the dataclass instance ``obj`` declared with a range here."""
+    for f in fields(obj):
+        check = f.metadata.get(_CHECK)
+        if check is not None:
+            check(f.name, getattr(obj, f.name))
+
+
+def sigma(default: int = 40):
+    """sigma, the statistical parameter of every mask and noise (2^-sigma hiding)."""
+    return whole(default, 40, 256)
+
+
+def blind_nats(default: float = 20.0):
+    """The width of the smooth blinds, nats."""
+    return number(default, 0, 200, low_open=True)
