@@ -57,6 +57,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from protocols import viterbi
+from smc_hmm import params as typed
 from smc_hmm.data.digits import bundled_digit_models, load_digit_models
 from smc_hmm.errors import InvalidInputError
 from smc_hmm.hmm.digits import (
@@ -78,7 +79,7 @@ MODES = ("string", "pin")
 class DigitsParams:
     """Public parameters of connected-digit recognition (module docstring)."""
 
-    mode: str = "string"
+    mode: str = typed.one_of("string", MODES)
     max_digits: int = 8
     insertion_penalty: float = 80.0
     enter: float = 0.02
@@ -91,8 +92,7 @@ class DigitsParams:
     sigma: int = 40
 
     def __post_init__(self):
-        if self.mode not in MODES:
-            raise InvalidInputError(f"mode must be one of {MODES}, got {self.mode!r}")
+        typed.check_fields(self)
         object.__setattr__(self, "digit_states", tuple(self.digit_states))
         _ = self.grammar, self.layout, self.viterbi  # validates the rest
 

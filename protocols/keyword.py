@@ -91,6 +91,7 @@ from protocols.primitives import (
     log_uniform_integer,
     rescale_randomizers,
 )
+from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import (
     ConfigError,
@@ -131,18 +132,18 @@ class KeywordParams:
     """Public parameters: the argmax ``mode``, the forward algorithm's parameters and,
     for the private mode, the scores' fixed-point scale after rescaling."""
 
-    mode: str = "private"
+    mode: str = typed.one_of("private", MODES)
     forward: forward.ForwardParams = field(
         default_factory=lambda: forward.ForwardParams(feature_bound=100.0)
     )
-    score_scale: int = 24
+    score_scale: int = typed.whole(24, 0, 32)
     #: keyword spotting: the label of Bob's garbage (background) model, or None
     garbage: str | None = None
     #: spotting: a keyword is named only if it beats the garbage model by this many nats
-    margin: float = 0.0
+    margin: float = typed.number(0.0, 0, MAX_MARGIN)
     #: the private mode's argmax: ``garbled`` (one circuit Bob garbles) or ``dgk``
     #: (:mod:`protocols.decision`)
-    comparison: str = "garbled"
+    comparison: str = typed.one_of("garbled", COMPARISONS)
     #: ``viterbi`` (the default: the recursion and the decision in circuits Bob garbles,
     #: on bound inputs) or ``forward`` (the thesis's forward algorithm, then the argmax
     #: ``mode``); None: ``forward`` where ``mode = "fast"`` or ``comparison = "dgk"`` ask
@@ -150,8 +151,7 @@ class KeywordParams:
     scoring: str | None = None
 
     def __post_init__(self):
-        if self.mode not in MODES:
-            raise InvalidInputError(f"mode must be one of {MODES}, got {self.mode!r}")
+        typed.check_fields(self)
         if self.scoring is None:
             thesis = self.mode == "fast" or self.comparison == "dgk"
             object.__setattr__(self, "scoring", "forward" if thesis else "viterbi")
@@ -159,18 +159,10 @@ class KeywordParams:
             raise InvalidInputError(f"scoring must be one of {SCORINGS}, got {self.scoring!r}")
         if self.scoring == "viterbi" and (self.mode != "private" or self.comparison != "garbled"):
             raise InvalidInputError("viterbi scoring runs in the private mode, garbled")
-        if self.comparison not in COMPARISONS:
-            raise InvalidInputError(
-                f"comparison must be one of {COMPARISONS}, got {self.comparison!r}"
-            )
         if self.mode == "fast":
             warn_weaker_mode("keyword mode 'fast' reveals to Alice the order of all scores")
-        if not isinstance(self.score_scale, int) or not 0 <= self.score_scale <= 32:
-            raise InvalidInputError("score_scale must be an int in [0, 32]")
         if self.garbage is not None and not isinstance(self.garbage, str):
             raise InvalidInputError("garbage must be the garbage model's label (a string)")
-        if not isinstance(self.margin, (int, float)) or not 0 <= self.margin <= MAX_MARGIN:
-            raise InvalidInputError(f"margin must be a number of nats in [0, {MAX_MARGIN}]")
         if self.margin and self.garbage is None:
             raise InvalidInputError("a margin needs a garbage model (garbage = its label)")
 

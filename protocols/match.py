@@ -90,6 +90,7 @@ import numpy as np
 from protocols import compare
 from protocols.decision import Tournament, alice_tournament, bob_tournament
 from protocols.stages import circuits, garbled
+from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray
 from smc_hmm.crypto.packing import PackingPlan, plain_bits
 from smc_hmm.data.match import (
@@ -139,42 +140,22 @@ class MatchParams:
     the bundled data's calibrated threshold for the mode and stride.  The rest is the
     integer encoding (:class:`smc_hmm.data.match.Quantisation`) and the masks' sigma."""
 
-    mode: str = "exact"
-    stride: int = 2
-    threshold: float | None = None
-    bands: int = 24
+    mode: str = typed.one_of("exact", MODES)
+    stride: int = typed.whole(2, 2, 64)
+    threshold: float | None = typed.number(None, -1.0, 1.0, optional=True)
+    bands: int = typed.whole(24, 1, 1024)
     query_bits: int = 6
     frame_bits: int = 6
     factor_bits: int = 7
     floor_bits: int = 5
-    sigma: int = 40
-    max_frames: int = MAX_FRAMES
+    sigma: int = typed.sigma()
+    max_frames: int = typed.whole(MAX_FRAMES, 1, 100_000)
     #: step 8's maximum: ``garbled`` (one circuit Bob garbles) or ``dgk`` (the thesis's
     #: tournament of DGK compare-and-selects)
-    comparison: str = "garbled"
+    comparison: str = typed.one_of("garbled", compare.COMPARISONS)
 
     def __post_init__(self):
-        if self.mode not in MODES:
-            raise InvalidInputError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if self.comparison not in compare.COMPARISONS:
-            raise InvalidInputError(
-                f"comparison must be one of {compare.COMPARISONS}, got {self.comparison!r}"
-            )
-        for name, lo, hi in (
-            ("stride", 2, 64),
-            ("bands", 1, 1024),
-            ("sigma", 40, 256),
-            ("max_frames", 1, 100_000),
-        ):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-                raise InvalidInputError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
-        if self.threshold is not None and not (
-            isinstance(self.threshold, int | float)
-            and not isinstance(self.threshold, bool)
-            and -1.0 <= self.threshold <= 1.0
-        ):
-            raise InvalidInputError("threshold must be a normalised correlation in [-1, 1]")
+        typed.check_fields(self)
         _ = self.quant  # checks the bits
 
     @property

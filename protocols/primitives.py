@@ -30,6 +30,7 @@ import numpy as np
 
 from protocols.stages.fixedlog import exp_fixed, log_fixed
 from protocols.stages.logsum import LogsumParams
+from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray, Rng
 from smc_hmm.crypto.fixedpoint import ldexp_int
 from smc_hmm.errors import InvalidInputError, PrecisionError
@@ -55,33 +56,16 @@ class PrecisionParams:
     the key allows).  ``sigma``: statistical parameter of every noise and mask.
     """
 
-    log_scale: int = 96
-    log_bound_bits: int = 40
-    blind_nats: float = 20.0
-    precision_bits: int = 48
-    weight_floor_bits: int = 42
-    exp_scale: int | None = None
-    sigma: int = 40
+    log_scale: int = typed.whole(96, 16, 160)
+    log_bound_bits: int = typed.whole(40, 8, 80)
+    blind_nats: float = typed.blind_nats()
+    precision_bits: int = typed.whole(48, 16, 128)
+    weight_floor_bits: int = typed.whole(42, 0, 256)
+    exp_scale: int | None = typed.whole(None, 64, 16384, optional=True)
+    sigma: int = typed.sigma()
 
     def __post_init__(self):
-        def whole(name, lo, hi):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-                raise InvalidInputError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
-
-        whole("log_scale", 16, 160)
-        whole("log_bound_bits", 8, 80)
-        whole("precision_bits", 16, 128)
-        whole("weight_floor_bits", 0, 256)
-        whole("sigma", 40, 256)
-        if self.exp_scale is not None:
-            whole("exp_scale", 64, 16384)
-        if not (
-            isinstance(self.blind_nats, int | float)
-            and math.isfinite(self.blind_nats)
-            and 0 < self.blind_nats <= 200
-        ):
-            raise InvalidInputError("blind_nats must be in (0, 200]")
+        typed.check_fields(self)
 
     @property
     def f(self) -> int:

@@ -193,6 +193,7 @@ from protocols.stages.blinds import log_blinds
 from protocols.stages.emissions import EmissionLayout
 from protocols.stages.logsum import LogsumParams, LogsumPlan
 from protocols.stages.mixture import MixtureLayout
+from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray
 from smc_hmm.crypto.fixedpoint import ldexp_int
 from smc_hmm.crypto.packing import PackingPlan
@@ -234,31 +235,31 @@ TRENT_SPEC = Message("spk.trent", Public((dict,)))
 class SpeakerParams:
     """Public parameters of secure speaker identification / verification (module docstring)."""
 
-    mode: str = "identify"
+    mode: str = typed.one_of("identify", MODES)
     #: the label of the universal background model among Bob's models
     ubm: str = "ubm"
     #: identify: a speaker is named only if it beats the UBM by more than this (nats/frame)
-    margin: float = -2.0
+    margin: float = typed.number(-2.0, -MAX_NATS_PER_FRAME, MAX_NATS_PER_FRAME)
     #: verify / anonymous: accept iff the claim's log-likelihood ratio to the UBM exceeds
     #: this (nats/frame)
-    threshold: float = 0.0
-    feature_bound: float = 16.0
-    log_bound_bits: int = 20
-    log_scale: int = 80
+    threshold: float = typed.number(0.0, -MAX_NATS_PER_FRAME, MAX_NATS_PER_FRAME)
+    feature_bound: float = typed.number(16.0, 0, 1e6, low_open=True)
+    log_bound_bits: int = typed.whole(20, 9, 60)
+    log_scale: int = typed.whole(80, 32, 160)
     feature_scale: int = 40
-    blind_nats: float = 20.0
+    blind_nats: float = typed.blind_nats()
     #: each frame's LOGSUM keeps 2^-precision_bits relative precision (log P within
     #: ~1e-12 relative over an utterance; the comparisons use 2^-score_scale nats)
-    precision_bits: int = 32
-    score_scale: int = 16
+    precision_bits: int = typed.whole(32, 16, 96)
+    score_scale: int = typed.whole(16, 0, 32)
     #: frames per LOGSUM round trip; 0: all frames in one (the default)
-    frames_per_round: int = 0
+    frames_per_round: int = typed.whole(0, 0, MAX_SEQUENCE_LENGTH)
     #: for measurements: Alice also learns every log P (an extra, declared revelation)
-    reveal_scores: bool = False
-    sigma: int = 40
+    reveal_scores: bool = typed.flag(False)
+    sigma: int = typed.sigma()
     #: the decision's comparisons: ``garbled`` (one circuit Bob garbles) or ``dgk``
     #: (:mod:`protocols.decision`); ``logsum`` scoring only
-    comparison: str = "garbled"
+    comparison: str = typed.one_of("garbled", COMPARISONS)
     #: how a model scores an utterance: ``max`` (the default: per frame its best
     #: component, summed, and the decision, all in circuits Bob garbles on bound inputs:
     #: :mod:`protocols.stages.mixture`) or ``logsum`` (the thesis's: blinded LOGSUM
@@ -267,9 +268,9 @@ class SpeakerParams:
     #: ask for the thesis's, else ``max``
     scoring: str | None = None
     #: ``max``: Alice's features at this scale (her x and x^2 enter the circuit, checked)
-    bound_feature_scale: int = 18
+    bound_feature_scale: int = typed.whole(18, 4, 32)
     #: ``max``: every component's log-density clamped to [-2^K, 2^K) nats in the circuit
-    emission_clamp_bits: int = 12
+    emission_clamp_bits: int = typed.whole(12, 4, 20)
     #: identify: pad the speakers to this public number with dummies that never win, so
     #: that nothing but N is public (0: off; every model then has one public size)
     hide_count: int = 0
@@ -278,41 +279,13 @@ class SpeakerParams:
     output_party: str = "alice"
 
     def __post_init__(self):
-        if self.mode not in MODES:
-            raise InvalidInputError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if self.comparison not in COMPARISONS:
-            raise InvalidInputError(
-                f"comparison must be one of {COMPARISONS}, got {self.comparison!r}"
-            )
+        typed.check_fields(self)
         if not isinstance(self.ubm, str) or not self.ubm:
             raise InvalidInputError("ubm must be the background model's label")
-        for name in ("margin", "threshold"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-                raise InvalidInputError(f"{name} must be a finite number of nats per frame")
-            if abs(v) > MAX_NATS_PER_FRAME:
-                raise InvalidInputError(f"|{name}| must be <= {MAX_NATS_PER_FRAME} nats per frame")
-        if not (isinstance(self.feature_bound, int | float) and 0 < self.feature_bound <= 1e6):
-            raise InvalidInputError("feature_bound must be in (0, 1e6]")
-        if not isinstance(self.blind_nats, int | float) or not 1 <= self.blind_nats <= 200:
-            raise InvalidInputError("blind_nats must be in [1, 200]")
-        for name, lo, hi in (
-            ("log_bound_bits", 9, 60),
-            ("log_scale", 32, 160),
-            ("precision_bits", 16, 96),
-            ("score_scale", 0, 32),
-            ("frames_per_round", 0, MAX_SEQUENCE_LENGTH),
-            ("sigma", 40, 128),
-        ):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-                raise InvalidInputError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
         if not 8 <= self.feature_scale < self.log_scale:
             raise InvalidInputError("feature_scale must be in [8, log_scale)")
         if self.score_scale > self.log_scale:
             raise InvalidInputError("score_scale must not exceed log_scale")
-        if not isinstance(self.reveal_scores, bool):
-            raise InvalidInputError("reveal_scores must be true or false")
         if self.scoring is None:  # the thesis's mode where its own parameters ask for it
             thesis = self.reveal_scores or self.comparison == "dgk" or self.frames_per_round
             object.__setattr__(self, "scoring", "logsum" if thesis else "max")
@@ -324,10 +297,6 @@ class SpeakerParams:
                 "comparison 'dgk' are for scoring 'logsum'"
             )
         self._check_identify_options()
-        for name, lo, hi in (("bound_feature_scale", 4, 32), ("emission_clamp_bits", 4, 20)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-                raise InvalidInputError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
 
     def _check_identify_options(self) -> None:
         """hide_count and output_party: identify's, on the garbled scoring."""

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from protocols import viterbi
+from smc_hmm import params as typed
 from smc_hmm.errors import ConfigError, InvalidInputError, SmcHmmError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM
 from smc_hmm.hmm.spotting import ENTER, LEAVE, START_KEYWORD, compose
@@ -56,7 +57,7 @@ FILLER_PREFIX = "filler-"
 class SpotParams:
     """Public parameters of keyword spotting (module docstring)."""
 
-    direction: str = "spotting"
+    direction: str = typed.one_of("spotting", DIRECTIONS)
     keywords: tuple[str, ...] = ()
     score_scale: int = 24
     emission_bound_bits: int = 15
@@ -69,8 +70,7 @@ class SpotParams:
     comparison: str = "auto"
 
     def __post_init__(self):
-        if self.direction not in DIRECTIONS:
-            raise InvalidInputError(f"direction must be one of {DIRECTIONS}")
+        typed.check_fields(self)
         keywords = tuple(self.keywords)
         if not all(isinstance(k, str) and k for k in keywords) or len(set(keywords)) != len(
             keywords

@@ -187,6 +187,7 @@ from protocols.stages import bound as bd
 from protocols.stages import emissions, garbled, maxplus
 from protocols.stages.blinds import log_blinds
 from protocols.stages.maxplus import MaxPlusLayout
+from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray, fixedpoint
 from smc_hmm.crypto.fixedpoint import ldexp_int
 from smc_hmm.errors import (
@@ -224,32 +225,32 @@ COMPARISONS = ("auto", "garbled", "dgk")
 class ViterbiParams:
     """Public parameters of a secure Viterbi run (module docstring)."""
 
-    model_holder: str = "bob"
-    output: str = "path"
-    reveal_score: bool = True
+    model_holder: str = typed.one_of("bob", HOLDERS)
+    output: str = typed.one_of("path", OUTPUTS)
+    reveal_score: bool = typed.flag(True)
     #: s: fractional bits of every log-value in the recursion
-    score_scale: int = 32
+    score_scale: int = typed.whole(32, 8, 64)
     #: |log b_j(x)| <= 2^emission_bound_bits nats for every admissible x (checked by the
     #: model holder before the run)
-    emission_bound_bits: int = 20
+    emission_bound_bits: int = typed.whole(20, 4, 40)
     #: log-values of the emission stage at f = log_scale bits, features at feature_scale
     #: (garbled, model_holder "bob": the bound program's f is at most what keeps an
     #: emission inside the binding's MAC field, and its features are at
     #: ``bound_feature_scale``: :attr:`Plan.scale`, :attr:`Plan.feature_scale`)
     log_scale: int = 96
     feature_scale: int = 48
-    bound_feature_scale: int = 18
+    bound_feature_scale: int = typed.whole(18, 4, 32)
     #: garbled: every emission is clamped to [-2^emission_clamp_bits, 2^clamp) nats inside
     #: the circuit (the public range of a reconstructed value; discrete models: the zero
     #: sentinel's bits instead)
-    emission_clamp_bits: int = 12
+    emission_clamp_bits: int = typed.whole(12, 4, 30)
     feature_bound: float = 100.0
     #: R: the emission stage's smooth blinds (model_holder = "bob")
-    blind_nats: float = 20.0
+    blind_nats: float = typed.blind_nats()
     #: nonzero transition and start probabilities are >= 2^-weight_floor_bits
-    weight_floor_bits: int = 42
-    sigma: int = 40
-    comparison: str = "auto"
+    weight_floor_bits: int = typed.whole(42, 1, 128)
+    sigma: int = typed.sigma()
+    comparison: str = typed.one_of("auto", COMPARISONS)
     #: ``output = "model"``: per model the public offset (nats) added to its best score
     #: before the argmax over models (a garbage model's margin); empty: none
     offsets: tuple[float, ...] = ()
@@ -262,6 +263,7 @@ class ViterbiParams:
     carry_save: bool = True
 
     def __post_init__(self):
+        typed.check_fields(self)
         object.__setattr__(self, "offsets", tuple(float(v) for v in self.offsets))
         object.__setattr__(self, "entries", tuple(int(v) for v in self.entries))
         if self.output in maxplus.STRING_RULES and (
@@ -277,26 +279,6 @@ class ViterbiParams:
             raise InvalidInputError("offsets are for output 'model'")
         if self.output == "model" and self.comparison == "dgk":
             raise InvalidInputError("output 'model' runs on the garbled recursion, not 'dgk'")
-        if self.model_holder not in HOLDERS:
-            raise InvalidInputError(f"model_holder must be one of {HOLDERS}")
-        if self.comparison not in COMPARISONS:
-            raise InvalidInputError(
-                f"comparison must be one of {COMPARISONS}, got {self.comparison!r}"
-            )
-        if self.output not in OUTPUTS:
-            raise InvalidInputError(f"output must be one of {OUTPUTS}, got {self.output!r}")
-        if not isinstance(self.reveal_score, bool):
-            raise InvalidInputError("reveal_score must be true or false")
-        for name, lo, hi in (
-            ("score_scale", 8, 64),
-            ("bound_feature_scale", 4, 32),
-            ("emission_bound_bits", 4, 40),
-            ("emission_clamp_bits", 4, 30),
-            ("weight_floor_bits", 1, 128),
-        ):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-                raise InvalidInputError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
         if self.score_scale > self.log_scale:
             raise InvalidInputError("score_scale cannot exceed log_scale")
         _ = self.forward  # validates the emission stage's parameters

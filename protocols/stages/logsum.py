@@ -61,6 +61,7 @@ from gmpy2 import mpz
 
 from protocols.stages.blinds import FINE_BITS, blind_top, smooth_blind
 from protocols.stages.fixedlog import exp_fixed, log_fixed, round_mpfr
+from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray, PublicKey, Rng
 from smc_hmm.crypto.packing import plain_bits
 from smc_hmm.errors import InvalidInputError, PrecisionError, ProtocolError
@@ -76,29 +77,18 @@ class LogsumParams:
     """Public parameters of the LOGSUM stage (module docstring)."""
 
     #: each target's relative precision per round: 2^-P
-    precision_bits: int = 48
+    precision_bits: int = typed.whole(48, 16, 128)
     #: statistical parameter of the slot noise
-    sigma: int = 40
+    sigma: int = typed.sigma()
     #: Z: width of each target's output blind, nats
-    blind_nats: float = 20.0
+    blind_nats: float = typed.blind_nats()
     #: S: public bound on rho_e - ref_j over a target's elements, nats
-    spread_nats: float = 40.0
+    spread_nats: float = typed.number(40.0, 0, 400, low_open=True)
     #: nonzero weights are >= 2^-weight_floor_bits (Bob checks before the run)
-    weight_floor_bits: int = 42
+    weight_floor_bits: int = typed.whole(42, 0, 256)
 
     def __post_init__(self):
-        for name, lo, hi in (
-            ("precision_bits", 16, 128),
-            ("sigma", 40, 256),
-            ("weight_floor_bits", 0, 256),
-        ):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-                raise InvalidInputError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
-        for name in ("blind_nats", "spread_nats"):
-            v = getattr(self, name)
-            if not (isinstance(v, int | float) and math.isfinite(v) and 0 < v <= 400):
-                raise InvalidInputError(f"{name} must be in (0, 400] nats, got {v!r}")
+        typed.check_fields(self)
 
     @property
     def min_weight(self) -> float:
