@@ -94,6 +94,7 @@ from protocols.primitives import (
     multiply_randomizers,
 )
 from protocols.stages import circuits, garbled
+from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray, Rng
 from smc_hmm.crypto.dgk import DGKPrivateKey, DGKPublicKey, dgk_keypair_for, min_u
 from smc_hmm.crypto.keys import NULL_METER
@@ -831,26 +832,17 @@ class Params:
     bits: int = 32
     count: int = 1
     sigma: int = 40
-    reveal_to: str = "bob"
+    reveal_to: str = typed.one_of("bob", REVEAL)
     key_holder: str = "alice"
     evaluator: str = "bob"
-    dgk_bits: int | None = None
-    dgk_t: int | None = None
-    comparison: str = "garbled"
+    dgk_bits: int | None = typed.whole(None, 128, None, optional=True)
+    dgk_t: int | None = typed.whole(None, 16, None, optional=True)
+    comparison: str = typed.one_of("garbled", COMPARISONS)
 
     def __post_init__(self):
         self.spec()
-        if self.comparison not in COMPARISONS:
-            raise InvalidInputError(
-                f"comparison must be one of {COMPARISONS}, got {self.comparison!r}"
-            )
-        if self.reveal_to not in REVEAL:
-            raise InvalidInputError(f"reveal_to must be one of {REVEAL}, got {self.reveal_to!r}")
+        typed.check_fields(self)
         _check_names(self.key_holder, self.evaluator)
-        if self.dgk_bits is not None:
-            _whole("dgk_bits", self.dgk_bits, 128)
-        if self.dgk_t is not None:
-            _whole("dgk_t", self.dgk_t, 16)
 
     def spec(self, dgk_width: int | None = None) -> CompareSpec:
         return CompareSpec(self.bits, self.count, self.sigma, dgk_width)
@@ -1024,41 +1016,26 @@ class ArgmaxParams:
     bits: int = 32
     count: int = 2
     sigma: int = 40
-    reveal_to: str = "alice"
-    tie_break: str = "lowest"
-    with_max: bool = False
-    label_bound: int | None = None
+    reveal_to: str = typed.one_of("alice", REVEAL)
+    tie_break: str = typed.one_of("lowest", TIE_BREAKS)
+    with_max: bool = typed.flag(False)
+    label_bound: int | None = typed.whole(None, 0, None, optional=True)
     key_holder: str = "alice"
     evaluator: str = "bob"
-    dgk_bits: int | None = None
-    dgk_t: int | None = None
-    comparison: str = "garbled"
+    dgk_bits: int | None = typed.whole(None, 128, None, optional=True)
+    dgk_t: int | None = typed.whole(None, 16, None, optional=True)
+    comparison: str = typed.one_of("garbled", COMPARISONS)
 
     def __post_init__(self):
         CompareSpec(self.bits, self.count, self.sigma)
         _whole("count (values of an argmax)", self.count, 2)
-        if self.comparison not in COMPARISONS:
-            raise InvalidInputError(
-                f"comparison must be one of {COMPARISONS}, got {self.comparison!r}"
-            )
+        typed.check_fields(self)
         if self.comparison == "garbled" and (self.reveal_to == "none" or self.with_max):
             raise InvalidInputError(
                 "the garbled argmax reveals the label to alice or bob; keeping E(label) or "
                 'E(max) needs comparison = "dgk"'
             )
-        if self.reveal_to not in REVEAL:
-            raise InvalidInputError(f"reveal_to must be one of {REVEAL}, got {self.reveal_to!r}")
-        if self.tie_break not in TIE_BREAKS:
-            raise InvalidInputError(f"tie_break must be one of {TIE_BREAKS}")
-        if not isinstance(self.with_max, bool):
-            raise InvalidInputError("with_max must be a bool")
-        if self.label_bound is not None:
-            _whole("label_bound", self.label_bound, 0)
         _check_names(self.key_holder, self.evaluator)
-        if self.dgk_bits is not None:
-            _whole("dgk_bits", self.dgk_bits, 128)
-        if self.dgk_t is not None:
-            _whole("dgk_t", self.dgk_t, 16)
 
     @property
     def labels_bound(self) -> int:

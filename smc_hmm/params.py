@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import field, fields
+from numbers import Integral
 
 from smc_hmm.errors import InvalidInputError
 
@@ -44,14 +45,20 @@ def _declared(default, check):
     return field(default=default, metadata={_CHECK: check})
 
 
-def whole(default, lo: int, hi: int, *, optional: bool = False):
-    """An int in [lo, hi] (a bool is not one); ``optional``: None is allowed too."""
+def whole(default, lo: int, hi: int | None, *, optional: bool = False):
+    """An int in [lo, hi] (a bool is not one; ``hi`` None: no upper bound); ``optional``:
+    None is allowed too."""
+    top = "inf" if hi is None else hi
 
     def check(name, v):
         if v is None and optional:
             return
-        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-            raise InvalidInputError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, Integral)
+            or not lo <= v <= (v if hi is None else hi)
+        ):
+            raise InvalidInputError(f"{name} must be an int in [{lo}, {top}], got {v!r}")
 
     return _declared(default, check)
 
