@@ -228,6 +228,11 @@ MAX_HIDDEN = 64
 NAME_BYTES = 16
 OUTPUT_PARTIES = ("alice", "trent")
 #: Bob -> Trent: the public sizes, T and the key size (what the final circuit follows from)
+#: the handshake's messages, from nothing but the protocol (step 0)
+KEY = Message("spk.key", Key())
+SIZES = Message("spk.spec", Public((dict,)))
+CLAIM = Message("spk.claim", Revealed("the claimed identity", (str,)))
+LENGTH = Message("spk.length", Public((int,)))
 TRENT_SPEC = Message("spk.trent", Public((dict,)))
 
 
@@ -557,11 +562,11 @@ class SpeakerSpec:
         rp = self.round_plan(self.rounds()[0])  # the widest round: its bounds hold for all
         groups = len(self.frame_groups())
         out = {
-            "key": Message("spk.key", Key()),
-            "spec": Message("spk.spec", Public((dict,))),
-            "claim": Message("spk.claim", Revealed("the claimed identity", (str,))),
+            "key": KEY,
+            "spec": SIZES,
+            "claim": CLAIM,
             "trent": TRENT_SPEC,
-            "length": Message("spk.length", Public((int,))),
+            "length": LENGTH,
             "obs": Message(
                 "spk.obs",
                 Ciphertexts(
@@ -768,8 +773,8 @@ def _alice_handshake(ctx, frames, claim, params: SpeakerParams, peer: str):
     """Step 0, Alice: her key out, Bob's public sizes in (checked against her frames and
     claim), the claim out in ``verify``; the run's spec and the models it scores."""
     pk = ctx.keypair[0]
-    ctx.send(peer, Message("spk.key", Key()), pk)
-    sizes = ctx.recv(peer, Message("spk.spec", Public((dict,))))
+    ctx.send(peer, KEY, pk)
+    sizes = ctx.recv(peer, SIZES)
     dims, components, labels = _parse_sizes(sizes)
     if frames.shape[1] != dims:
         raise InvalidInputError(
@@ -781,7 +786,7 @@ def _alice_handshake(ctx, frames, claim, params: SpeakerParams, peer: str):
         speakers = ", ".join(x for x in labels if x != params.ubm)
         raise InvalidInputError(f"{claim!r} is not an enrolled speaker ({speakers})")
     if params.mode == "verify":
-        ctx.send(peer, Message("spk.claim", Revealed("the claimed identity", (str,))), claim)
+        ctx.send(peer, CLAIM, claim)
         running = [labels.index(claim), labels.index(params.ubm)]
     else:
         running = list(range(len(labels)))
@@ -801,7 +806,7 @@ def _alice_logsum(ctx, frames, spec: SpeakerSpec, claim, running, peer: str):
     msg = spec.messages()
     with ctx.phase("encrypt features"):
         # Step 1: T (public) and the packed features
-        ctx.send(peer, msg["length"], spec.length)
+        ctx.send(peer, LENGTH, spec.length)
         ctx.send(peer, msg["obs"], encode_observations(pk, frames, spec))
     with ctx.phase("emissions"):
         # Step 2: every blinded emission y_trm, frames in slots
@@ -840,7 +845,7 @@ def _alice_max(ctx, frames, spec: SpeakerSpec, claim, peer: str):
     (identify) and nothing in verify and anonymous (:mod:`protocols.stages.mixture`)."""
     lay, labels, mode = spec.mixture, list(spec.labels), spec.params.mode
     with ctx.phase("setup"):
-        ctx.send(peer, spec.messages()["length"], spec.length)
+        ctx.send(peer, LENGTH, spec.length)
         evaluator = garbled.alice_setup(ctx, sum(lay.input_bits) + lay.check_bits, peer)
     with ctx.phase("emissions"):
         phi = bd.encode_products(frames, True, spec.params.bound_feature_scale)
@@ -1030,16 +1035,13 @@ def _bob_handshake(ctx, models, labels, d: int, params: SpeakerParams, peer: str
     (public, checked against the limits and charged to a serving Bob's budget); the
     run's spec, the models it scores and the claim.  With ``output_party = "trent"``,
     Trent gets what his final circuit follows from."""
-    pk = ctx.recv(peer, Message("spk.key", Key()))
+    pk = ctx.recv(peer, KEY)
     sizes = {"dims": d, "components": [m.n_states for m in models], "labels": labels}
-    ctx.send(peer, Message("spk.spec", Public((dict,))), sizes)
-    claim = None
-    if params.mode == "verify":
-        claim = ctx.recv(peer, Message("spk.claim", Revealed("the claimed identity", (str,))))
+    ctx.send(peer, SIZES, sizes)
+    claim = ctx.recv(peer, CLAIM) if params.mode == "verify" else None
     running = _running(models, labels, params, claim)
     components = tuple(models[i].n_states for i in running)
-    spec = SpeakerSpec(params, d, components, 1, pk.bits, tuple(labels))
-    length = ctx.recv(peer, spec.messages()["length"])
+    length = ctx.recv(peer, LENGTH)
     if isinstance(length, bool) or length < 1:
         raise ProtocolError(f"spk.length: {length!r} frames")
     check_at_most("max_sequence_length", length, MAX_SEQUENCE_LENGTH, "the utterance length")
