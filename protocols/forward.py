@@ -113,7 +113,7 @@ from protocols.ot import one_hot
 from protocols.primitives import PrecisionParams, alice_exp_values
 from protocols.stages import emissions, logsum
 from protocols.stages.blinds import log_blinds
-from protocols.stages.emissions import EmissionLayout
+from protocols.stages.emissions import DISCRETE, KINDS, EmissionLayout
 from protocols.stages.logsum import LogsumPlan
 from smc_hmm.crypto import CipherArray, PublicKey, fixedpoint
 from smc_hmm.crypto.fixedpoint import ldexp_int
@@ -124,23 +124,12 @@ from smc_hmm.errors import (
     ProtocolError,
     warn_weaker_mode,
 )
-from smc_hmm.hmm import (
-    DiscreteHMM,
-    GaussianHMM,
-    diag_emission_weights,
-    emission_weights,
-    quadratic_products,
-)
 from smc_hmm.limits import MAX_SEQUENCE_LENGTH, MAX_STATES, MAX_WIDTH, check_at_most
 from smc_hmm.messages import Ciphertexts, Key, Message, Public
 from smc_hmm.protocol import ProtocolDescriptor, Role
 from smc_hmm.runtime.inputs import load_array, load_models
 
 NAME = "forward"
-#: the public model kinds; "gaussian-diag": all covariances diagonal, so Alice sends
-#: only x_i and x_i^2 (the covariance structure is then public)
-DIAG = "gaussian-diag"
-KINDS = ("discrete", "gaussian", DIAG)
 #: the longest observation sequence Bob accepts (a public limit, smc_hmm.limits)
 MAX_LENGTH = MAX_SEQUENCE_LENGTH
 RECURSIONS = ("v2", "v1")
@@ -332,9 +321,7 @@ class ForwardSpec:
     def n_inputs(self) -> int:
         """Ciphertexts per frame: M one-hot entries, the d(d+3)/2 distinct products, or
         2d values (x_i, x_i^2) for diagonal covariances."""
-        if self.kind == "discrete":
-            return self.width
-        return 2 * self.width if self.kind == DIAG else self.width * (self.width + 3) // 2
+        return emissions.input_count(self.kind, self.width)
 
     @property
     def emit_bound(self) -> int:
@@ -458,21 +445,6 @@ class Stream:
 # -- Bob's view of the models ---------------------------------------------------------------
 
 
-def emission_kind(models: Sequence) -> tuple[str, int]:
-    """The public emission kind of a list of HMMs ("discrete", DIAG or "gaussian") and
-    their observation width (M symbols or d features); they must agree."""
-    if all(isinstance(m, DiscreteHMM) for m in models):
-        kind, widths = "discrete", {m.n_symbols for m in models}
-    elif all(isinstance(m, GaussianHMM) for m in models):
-        diagonal = all(m.covariance_type == "diag" for m in models)
-        kind, widths = (DIAG if diagonal else "gaussian"), {m.n_features for m in models}
-    else:
-        raise InvalidInputError("models must be all DiscreteHMM or all GaussianHMM")
-    if len(widths) != 1:
-        raise InvalidInputError("all models must share the observation space")
-    return kind, widths.pop()
-
-
 @dataclass
 class _ModelBatch:
     """Bob's stacked models: per-model transition matrices and stacked emission terms."""
@@ -486,7 +458,7 @@ class _ModelBatch:
         models = list(models)
         if not models:
             raise InvalidInputError("Bob needs at least one HMM")
-        return cls(models, *emission_kind(models))
+        return cls(models, *emissions.emission_kind(models))
 
     @property
     def states(self) -> tuple[int, ...]:
@@ -516,10 +488,7 @@ class _ModelBatch:
             )
             return weights, prec.f, np.zeros(len(log_b), dtype=object)
         w = np.concatenate(
-            [
-                diag_emission_weights(m) if self.kind == DIAG else emission_weights(m)
-                for m in self.models
-            ]
+            [emissions.weight_rows(m, self.kind) for m in self.models]
         )  # constant last
         top = max(spec.params.feature_bound, spec.params.feature_bound**2)
         reach = np.abs(w[:, :-1]).sum(axis=1) * top + np.abs(w[:, -1])
@@ -541,26 +510,14 @@ class _ModelBatch:
 def encode_observations(pk: PublicKey, observations, spec: ForwardSpec) -> CipherArray:
     """Alice's step 1: one-hot rows, the distinct products z_i z_j, or (diagonal models)
     only x_i and x_i^2, encrypted with the frames of a group packed into slots."""
-    if spec.kind == "discrete":
-        obs = np.asarray(observations)
-        if obs.ndim != 1 or obs.size == 0 or obs.dtype.kind not in "iu":
-            raise InvalidInputError("discrete observations must be a non-empty 1-D int array")
+    obs, _ = emissions.checked_observations(
+        observations, spec.kind, spec.width, spec.params.feature_bound
+    )
+    if spec.kind == DISCRETE:
         return spec.pack_observations(pk, one_hot(obs, spec.width), 0)
-    obs = np.asarray(observations, dtype=float)
-    if obs.ndim != 2 or obs.shape[0] == 0 or obs.shape[1] != spec.width:
-        raise InvalidInputError(f"Gaussian observations must be (T, {spec.width})")
-    if not np.isfinite(obs).all():
-        raise InvalidInputError("observations contain NaN or infinity")
-    if float(np.abs(obs).max()) > spec.params.feature_bound:
-        raise InvalidInputError(
-            f"a feature of magnitude {float(np.abs(obs).max()):.6g} exceeds the public "
-            f"feature_bound {spec.params.feature_bound:g}"
-        )
-    if spec.kind == DIAG:
-        products = np.concatenate([obs, obs * obs], axis=1)  # x_i, then x_i^2
-    else:
-        products = quadratic_products(obs)[:, :-1]  # the constant 1 stays implicit
-    encoded, _ = fixedpoint.encode(products, spec.params.feature_scale)
+    encoded, _ = fixedpoint.encode(
+        emissions.frame_products(obs, spec.kind), spec.params.feature_scale
+    )
     return spec.pack_observations(pk, encoded, spec.params.feature_scale)
 
 

@@ -172,8 +172,8 @@ from functools import cached_property
 
 import numpy as np
 
-from protocols import compare, decision, forward
-from protocols.forward import DIAG, KINDS, ForwardParams, ForwardSpec
+from protocols import compare, decision
+from protocols.forward import ForwardParams, ForwardSpec
 from protocols.forward import encode_observations as forward_encode
 from protocols.primitives import (
     MaskSpec,
@@ -186,6 +186,7 @@ from protocols.primitives import (
 from protocols.stages import bound as bd
 from protocols.stages import emissions, garbled, maxplus
 from protocols.stages.blinds import log_blinds
+from protocols.stages.emissions import DIAG, DISCRETE, KINDS
 from protocols.stages.maxplus import MaxPlusLayout
 from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray, fixedpoint
@@ -200,9 +201,6 @@ from smc_hmm.errors import (
 from smc_hmm.hmm import (
     DiscreteHMM,
     GaussianHMM,
-    diag_emission_weights,
-    emission_weights,
-    quadratic_products,
 )
 from smc_hmm.limits import MAX_SEQUENCE_LENGTH, MAX_STATES, MAX_WIDTH, check_at_most
 from smc_hmm.messages import Ciphertexts, Key, Message, Public
@@ -400,7 +398,7 @@ class Structure:
     @classmethod
     def of(cls, decoders: Sequence[Decoder]) -> Structure:
         models = [d.model for d in decoders]
-        kind, width = forward.emission_kind(models)
+        kind, width = emissions.emission_kind(models)
         return cls(
             kind,
             width,
@@ -536,9 +534,7 @@ class Structure:
 
     @property
     def n_inputs(self) -> int:
-        if self.kind == "discrete":
-            return self.width
-        return 2 * self.width if self.kind == DIAG else self.width * (self.width + 3) // 2
+        return emissions.input_count(self.kind, self.width)
 
 
 # -- the plan of a run (public) --------------------------------------------------------------
@@ -939,7 +935,7 @@ def emission_program(decoders: Sequence[Decoder], plan: Plan):
                 )
                 consts.append(0)
             continue
-        w = (diag_emission_weights(m) if s.kind == DIAG else emission_weights(m))[reps]
+        w = emissions.weight_rows(m, s.kind)[reps]
         top = max(p.feature_bound, p.feature_bound**2)
         reach = np.abs(w[:, :-1]).sum(axis=1) * top + np.abs(w[:, -1])
         if float(reach.max()) > bound:
@@ -971,7 +967,7 @@ def score_error_bound(decoders: Sequence[Decoder], plan: Plan, feature_max=None)
     q, ws = 2.0 ** -(plan.feature_scale + 1), 2.0 ** -(plan.weight_scale + 1)
     worst = 0.0
     for d in decoders:
-        w = (diag_emission_weights if s.kind == DIAG else emission_weights)(d.model)[:, :-1]
+        w = emissions.weight_rows(d.model, s.kind)[:, :-1]
         if s.kind == DIAG:
             dims = w.shape[1] // 2
             spread = np.concatenate([np.full(dims, 1.0), np.full(dims, 2 * fb + 2)])
@@ -1010,26 +1006,13 @@ def encoded_inputs(observations, structure: Structure, params: ViterbiParams):
     """Plain integer inputs (T, n_inputs) of a frame sequence (the mining evaluator's
     exponents): one-hot rows, or x_i and x_i^2 (diagonal), or the distinct products; and
     whether a feature had to be clipped to the public bound."""
-    if structure.kind == "discrete":
-        obs = np.asarray(observations)
-        if obs.ndim != 1 or obs.size == 0 or obs.dtype.kind not in "iu":
-            raise InvalidInputError("discrete observations must be a non-empty 1-D int array")
-        if obs.min() < 0 or obs.max() >= structure.width:
-            raise InvalidInputError(f"symbols must be in [0, {structure.width})")
-        return np.eye(structure.width, dtype=np.int64)[obs].astype(object), False
-    x = np.asarray(observations, dtype=float)
-    if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] != structure.width:
-        raise InvalidInputError(f"observations must be (T, {structure.width}) frames")
-    if not np.isfinite(x).all():
-        raise InvalidInputError("observations contain NaN or infinity")
-    clipped = bool(np.abs(x).max() > params.feature_bound)
-    x = np.clip(x, -params.feature_bound, params.feature_bound)
-    products = (
-        np.concatenate([x, x * x], axis=1)
-        if structure.kind == DIAG
-        else quadratic_products(x)[:, :-1]
+    kind, width = structure.kind, structure.width
+    x, clipped = emissions.checked_observations(
+        observations, kind, width, params.feature_bound, clip=True
     )
-    ints, _ = fixedpoint.encode(products, params.feature_scale)
+    if kind == DISCRETE:
+        return np.eye(width, dtype=np.int64)[x].astype(object), False
+    ints, _ = fixedpoint.encode(emissions.frame_products(x, kind), params.feature_scale)
     return ints, clipped
 
 
@@ -1040,18 +1023,11 @@ def bound_inputs(observations, plan: Plan):
     a square exactly).  A feature beyond the public bound is refused before anything is
     sent (her own input's format)."""
     structure, params = plan.structure, plan.params
-    if structure.kind == "discrete":
+    if structure.kind == DISCRETE:
         return encoded_inputs(observations, structure, params)[0]
-    x = np.asarray(observations, dtype=float)
-    if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] != structure.width:
-        raise InvalidInputError(f"observations must be (T, {structure.width}) frames")
-    if not np.isfinite(x).all():
-        raise InvalidInputError("observations contain NaN or infinity")
-    if float(np.abs(x).max()) > params.feature_bound:
-        raise InvalidInputError(
-            f"a feature of magnitude {float(np.abs(x).max()):.6g} exceeds the public "
-            f"feature_bound {params.feature_bound:g}"
-        )
+    x, _ = emissions.checked_observations(
+        observations, structure.kind, structure.width, params.feature_bound
+    )
     return bd.encode_products(x, structure.kind == DIAG, plan.feature_scale)
 
 

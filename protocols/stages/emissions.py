@@ -35,7 +35,86 @@ import numpy as np
 from smc_hmm.crypto import CipherArray, PublicKey
 from smc_hmm.crypto.multiexp import SHARED_BASE_MAX_TERMS
 from smc_hmm.crypto.packing import PackingPlan, plain_bits
-from smc_hmm.errors import PrecisionError
+from smc_hmm.errors import InvalidInputError, PrecisionError
+from smc_hmm.hmm import (
+    DiscreteHMM,
+    GaussianHMM,
+    diag_emission_weights,
+    emission_weights,
+    quadratic_products,
+)
+
+#: the public emission kinds: discrete symbols, full-covariance and diagonal Gaussians
+DISCRETE, FULL, DIAG = "discrete", "gaussian", "gaussian-diag"
+KINDS = (DISCRETE, FULL, DIAG)
+
+
+# -- the front end: what a model's kind makes of a frame ---------------------------------------
+
+
+def emission_kind(models) -> tuple[str, int]:
+    """The public emission kind of a list of HMMs and their observation width (M symbols
+    or d features); they must agree."""
+    if all(isinstance(m, DiscreteHMM) for m in models):
+        kind, widths = DISCRETE, {m.n_symbols for m in models}
+    elif all(isinstance(m, GaussianHMM) for m in models):
+        diagonal = all(m.covariance_type == "diag" for m in models)
+        kind, widths = (DIAG if diagonal else FULL), {m.n_features for m in models}
+    else:
+        raise InvalidInputError("models must be all DiscreteHMM or all GaussianHMM")
+    if len(widths) != 1:
+        raise InvalidInputError("all models must share the observation space")
+    return kind, widths.pop()
+
+
+def input_count(kind: str, width: int) -> int:
+    """Encoded inputs per frame: M one-hot entries, 2d values (x_i, x_i^2) for diagonal
+    covariances, or the d(d+3)/2 distinct products z_i z_j of z = [x; 1] (the constant 1
+    left implicit)."""
+    if kind == DISCRETE:
+        return width
+    return 2 * width if kind == DIAG else width * (width + 3) // 2
+
+
+def weight_rows(model, kind: str) -> np.ndarray:
+    """A Gaussian model's emission weights per state over the inputs of
+    :func:`frame_products`, its constant last (:mod:`smc_hmm.hmm`)."""
+    return diag_emission_weights(model) if kind == DIAG else emission_weights(model)
+
+
+def checked_observations(observations, kind: str, width: int, feature_bound: float, *, clip=False):
+    """Alice's observations checked against the public sizes before anything is sent:
+    symbols in [0, M), or finite (T, d) frames within the public ``feature_bound``
+    (``clip``: clipped to it instead of refused).  Returns the array and whether a
+    feature was clipped."""
+    if kind == DISCRETE:
+        obs = np.asarray(observations)
+        if obs.ndim != 1 or obs.size == 0 or obs.dtype.kind not in "iu":
+            raise InvalidInputError("discrete observations must be a non-empty 1-D int array")
+        if obs.min() < 0 or obs.max() >= width:
+            raise InvalidInputError(f"symbols must be in [0, {width})")
+        return obs, False
+    x = np.asarray(observations, dtype=float)
+    if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] != width:
+        raise InvalidInputError(f"Gaussian observations must be (T, {width}) frames")
+    if not np.isfinite(x).all():
+        raise InvalidInputError("observations contain NaN or infinity")
+    top = float(np.abs(x).max())
+    if top <= feature_bound:
+        return x, False
+    if clip:
+        return np.clip(x, -feature_bound, feature_bound), True
+    raise InvalidInputError(
+        f"a feature of magnitude {top:.6g} exceeds the public feature_bound {feature_bound:g}"
+    )
+
+
+def frame_products(x: np.ndarray, kind: str) -> np.ndarray:
+    """A Gaussian frame's inputs (floats, T rows): x_i then x_i^2 (diagonal), or the
+    distinct products of :func:`smc_hmm.hmm.quadratic_products` without the constant."""
+    if kind == DIAG:
+        return np.concatenate([x, x * x], axis=1)
+    return quadratic_products(x)[:, :-1]
 
 
 @dataclass(frozen=True)
