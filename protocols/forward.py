@@ -116,7 +116,6 @@ from protocols.stages.blinds import log_blinds
 from protocols.stages.emissions import DISCRETE, KINDS, EmissionLayout
 from protocols.stages.logsum import LogsumPlan
 from smc_hmm.crypto import CipherArray, PublicKey, fixedpoint
-from smc_hmm.crypto.fixedpoint import ldexp_int
 from smc_hmm.errors import (
     ConfigError,
     InvalidInputError,
@@ -490,18 +489,17 @@ class _ModelBatch:
         w = np.concatenate(
             [emissions.weight_rows(m, self.kind) for m in self.models]
         )  # constant last
-        top = max(spec.params.feature_bound, spec.params.feature_bound**2)
-        reach = np.abs(w[:, :-1]).sum(axis=1) * top + np.abs(w[:, -1])
-        if float(reach.max()) > half:
-            raise PrecisionError(
-                f"with features up to {spec.params.feature_bound:g}, log-densities may reach "
-                f"{float(reach.max()):.3g} nats, over half the public log bound "
-                f"2^{prec.log_bound_bits}: raise log_bound_bits or lower feature_bound"
-            )
-        ws = prec.f - spec.params.feature_scale
-        weights = np.array([[ldexp_int(float(v), ws) for v in row[:-1]] for row in w], dtype=object)
-        const = np.array([ldexp_int(float(v), prec.f) for v in w[:, -1]], dtype=object)
-        return weights, ws, const
+        fs = spec.params.feature_scale
+        weights, const = emissions.integer_program(
+            w,
+            f=prec.f,
+            fs=fs,
+            feature_bound=spec.params.feature_bound,
+            limit_nats=half,
+            over=f"half the public log bound 2^{prec.log_bound_bits}: raise log_bound_bits "
+            "or lower feature_bound",
+        )
+        return weights, prec.f - fs, const
 
 
 # -- Alice's encoding of her observations ---------------------------------------------------

@@ -671,28 +671,15 @@ def emission_program(models, spec: SpeakerSpec, bound: bool = False):
 
     Raises PrecisionError if a model's log-densities could exceed the public reach over
     the admissible features (the caller turns that into an invisible refusal)."""
-    rows = np.concatenate([_emission_rows(m) for m in models])
-    if not np.isfinite(rows).all():
-        raise PrecisionError("a speaker model has a non-finite emission weight")
-    f, obs = spec.f, spec.obs_slot_bound
-    if bound:
-        f, fs = spec.program_scale, spec.params.bound_feature_scale
-        top = max(spec.params.feature_bound, spec.params.feature_bound**2)
-        obs = math.ceil(top * 2**fs) + 1
-    ws = f - _fs(spec, bound)
-    weights = np.array([[ldexp_int(float(v), ws) for v in row[:-1]] for row in rows], dtype=object)
-    const = np.array([ldexp_int(float(v), f) for v in rows[:, -1]], dtype=object)
-    limit = 1 << (spec.params.log_bound_bits - 1 + f)
-    for row, c in zip(weights, const):
-        reach = obs * sum(abs(int(v)) for v in row) + abs(int(c))
-        if reach > limit:
-            raise PrecisionError(
-                f"with features up to {spec.params.feature_bound:g}, a component's "
-                f"log-density may reach {reach / 2**spec.f:.3g} nats, over half the public "
-                f"bound 2^{spec.params.log_bound_bits}: raise log_bound_bits or lower "
-                "feature_bound"
-            )
-    return weights, const
+    lbb = spec.params.log_bound_bits
+    return emissions.integer_program(
+        np.concatenate([_emission_rows(m) for m in models]),
+        f=spec.program_scale if bound else spec.f,
+        fs=_fs(spec, bound),
+        feature_bound=spec.params.feature_bound,
+        limit_nats=2.0 ** (lbb - 1),
+        over=f"half the public bound 2^{lbb}: raise log_bound_bits or lower feature_bound",
+    )
 
 
 def _fs(spec: SpeakerSpec, bound: bool) -> int:

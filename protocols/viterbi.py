@@ -935,18 +935,17 @@ def emission_program(decoders: Sequence[Decoder], plan: Plan):
                 )
                 consts.append(0)
             continue
-        w = emissions.weight_rows(m, s.kind)[reps]
-        top = max(p.feature_bound, p.feature_bound**2)
-        reach = np.abs(w[:, :-1]).sum(axis=1) * top + np.abs(w[:, -1])
-        if float(reach.max()) > bound:
-            raise PrecisionError(
-                f"with features up to {p.feature_bound:g}, log-densities may reach "
-                f"{float(reach.max()):.3g} nats, over the public bound 2^{p.emission_bound_bits} "
-                "(raise emission_bound_bits or lower feature_bound)"
-            )
-        ws = plan.weight_scale
-        weights += [[ldexp_int(float(v), ws) for v in row[:-1]] for row in w]
-        consts += [ldexp_int(float(v), f) for v in w[:, -1]]
+        w, c = emissions.integer_program(
+            emissions.weight_rows(m, s.kind)[reps],
+            f=f,
+            fs=plan.feature_scale,
+            feature_bound=p.feature_bound,
+            limit_nats=bound,
+            over=f"the public bound 2^{p.emission_bound_bits} (raise emission_bound_bits or "
+            "lower feature_bound)",
+        )
+        weights += list(w)
+        consts += list(c)
     return np.array(weights, dtype=object), np.array(consts, dtype=object)
 
 

@@ -28,11 +28,13 @@ overflow whatever Alice's frames are.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from smc_hmm.crypto import CipherArray, PublicKey
+from smc_hmm.crypto.fixedpoint import ldexp_int
 from smc_hmm.crypto.multiexp import SHARED_BASE_MAX_TERMS
 from smc_hmm.crypto.packing import PackingPlan, plain_bits
 from smc_hmm.errors import InvalidInputError, PrecisionError
@@ -80,6 +82,29 @@ def weight_rows(model, kind: str) -> np.ndarray:
     """A Gaussian model's emission weights per state over the inputs of
     :func:`frame_products`, its constant last (:mod:`smc_hmm.hmm`)."""
     return diag_emission_weights(model) if kind == DIAG else emission_weights(model)
+
+
+def integer_program(rows, *, f: int, fs: int, feature_bound: float, limit_nats: float, over: str):
+    """Bob's emission program from float ``rows`` (constant last): integer weights at
+    f - fs bits (Alice's inputs are at fs) and constants at f bits.  Every row's reach
+    over the admissible inputs, |W| . ceil(max(B, B^2) 2^fs + 1) + |C| at scale f, must
+    stay within ``limit_nats``; else a PrecisionError says it is ``over`` that limit
+    (the caller may defer it: a check on Bob's private models)."""
+    rows = np.asarray(rows, dtype=float)
+    if not np.isfinite(rows).all():
+        raise PrecisionError("a model has a non-finite emission weight")
+    weights = np.array([[ldexp_int(float(v), f - fs) for v in r[:-1]] for r in rows], dtype=object)
+    const = np.array([ldexp_int(float(v), f) for v in rows[:, -1]], dtype=object)
+    top = math.ceil(max(feature_bound, feature_bound**2) * 2**fs) + 1
+    limit = math.floor(limit_nats * 2**f)
+    for w, c in zip(weights, const):
+        reach = top * sum(abs(int(v)) for v in w) + abs(int(c))
+        if reach > limit:
+            raise PrecisionError(
+                f"with features up to {feature_bound:g}, a log-density may reach "
+                f"{reach / 2**f:.3g} nats, over {over}"
+            )
+    return weights, const
 
 
 def checked_observations(observations, kind: str, width: int, feature_bound: float, *, clip=False):
