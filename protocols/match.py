@@ -327,7 +327,7 @@ class MatchLayout:
         ]
 
     def packed_bound(self, slot_bound: int) -> int:
-        return slot_bound << ((self.slots - 1) * self.slot_bits + 1)
+        return self.plan.packed_bound(slot_bound)
 
     @property
     def slot_value_bound(self) -> int:

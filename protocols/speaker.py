@@ -420,10 +420,6 @@ class SpeakerSpec:
     def frame_groups(self) -> list[range]:
         return self.emissions.groups
 
-    def packed_bound(self, slot_bound: int, plan: PackingPlan) -> int:
-        """Bound on a packed plaintext whose slots are each within ``slot_bound``."""
-        return slot_bound << ((plan.slots - 1) * plan.slot_bits + 1)
-
     # -- LOGSUM ----------------------------------------------------------------------------
 
     def rounds(self) -> list[range]:
@@ -571,15 +567,13 @@ class SpeakerSpec:
                 "spk.obs",
                 Ciphertexts(
                     self.params.feature_scale,
-                    self.packed_bound(self.obs_slot_bound, ep),
+                    ep.packed_bound(self.obs_slot_bound),
                     (groups, 2 * self.dims),
                 ),
             ),
             "emit": Message(
                 "spk.emit",
-                Ciphertexts(
-                    self.f, self.packed_bound(self.emit_slot_bound, ep), (groups, self.rows)
-                ),
+                Ciphertexts(self.f, ep.packed_bound(self.emit_slot_bound), (groups, self.rows)),
             ),
             "exp": Message("spk.exp", Ciphertexts(0, rp.value_bound)),
             "sum": Message("spk.sum", Ciphertexts(0, rp.packed_bound)),

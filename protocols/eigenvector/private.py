@@ -164,16 +164,10 @@ _TOL_BITS = 30
 _FLOOR_BITS = 16
 
 
-def _whole(slot_bound: int, slots: int, width: int) -> int:
-    """Bound on a packed integer whose ``slots`` slots of ``width`` bits hold |v| <= slot_bound
-    (slots may carry into the next: the packed integer itself is what must fit)."""
-    return slot_bound << ((slots - 1) * width + 1)
-
-
 def _slots_for(slot_bound: int, width: int, limit: int, most: int) -> int:
     """The most slots (<= ``most``) of ``width`` bits whose packed integer stays <= ``limit``."""
     s = 0
-    while s < most and _whole(slot_bound, s + 1, width) <= limit:
+    while s < most and PackingPlan(width, s + 1).packed_bound(slot_bound) <= limit:
         s += 1
     return s
 
@@ -365,7 +359,7 @@ class Plan:
 
     def whole(self, slot_bound: int) -> int:
         """Bound on a packed k-vector whose slots are bounded by ``slot_bound``."""
-        return _whole(slot_bound, self.slots, self.slot_bits)
+        return self.masked_plan.packed_bound(slot_bound)
 
     @property
     def masked_plan(self) -> PackingPlan:
@@ -497,7 +491,7 @@ class Plan:
 
     def whole_z(self, slot_bound: int) -> int:
         """Bound on a packed output column whose slots are bounded by ``slot_bound``."""
-        return _whole(slot_bound, self.output_slots, self.output_slot_bits)
+        return PackingPlan(self.output_slot_bits, self.output_slots).packed_bound(slot_bound)
 
     @property
     def final_term_bound(self) -> int:

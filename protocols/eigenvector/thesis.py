@@ -349,10 +349,6 @@ class ThesisParams(SharedParams):
     def packed_rows(self) -> int:
         return -(-self.rows // self.slots)
 
-    def _whole(self, slot_bound: int) -> int:
-        """Bound on a packed plaintext whose slots are bounded by ``slot_bound``."""
-        return slot_bound << ((self.slots - 1) * self.plan.slot_bits + 1)
-
     def max_slots(self, key_bits: int) -> int:
         """The most slots a key of ``key_bits`` bits holds (plaintexts below n / 2^3)."""
         # the packed bound has bits(W) + (s - 1) slot_bits + 1 bits; max_plain >= 2^(bits - 4)
@@ -361,7 +357,7 @@ class ThesisParams(SharedParams):
 
     def _vector_field(self, slot_bound: int):
         if self.packed:
-            return Ciphertexts(self.scale, self._whole(slot_bound), (self.packed_rows,))
+            return Ciphertexts(self.scale, self.plan.packed_bound(slot_bound), (self.packed_rows,))
         return Ciphertexts(self.scale, slot_bound, (self.rows,))
 
     def messages(self, key_bits: int = 2048) -> dict[str, Message]:

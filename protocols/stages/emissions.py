@@ -170,7 +170,7 @@ class EmissionLayout:
 
     def packed_bound(self, slot_bound: int) -> int:
         """Bound on a packed plaintext whose slots are each within ``slot_bound``."""
-        return slot_bound << ((self.plan.slots - 1) * self.plan.slot_bits + 1)
+        return self.plan.packed_bound(slot_bound)
 
 
 def alice_pack(pk: PublicKey, encoded, layout: EmissionLayout, scale: int, bound: int):

@@ -74,6 +74,11 @@ class PackingPlan:
             raise PrecisionError(f"a {width}-bit slot does not fit a {public_key.bits}-bit key")
         return cls(width, slots)
 
+    def packed_bound(self, slot_bound: int) -> int:
+        """Bound on a packed plaintext whose slots each hold |v| <= ``slot_bound`` (slots
+        may borrow from the next: the packed integer itself is what must fit)."""
+        return slot_bound << ((self.slots - 1) * self.slot_bits + 1)
+
     @property
     def slot_limit(self) -> int:
         """Largest magnitude a slot may hold."""
