@@ -983,19 +983,10 @@ def dp_em_step(
     model = _check_model(model)
     epsilon = check_epsilon(epsilon)
     accountant = reserve_budget(accountant, epsilon)
-    noisy = dp_expected_counts(
-        model,
-        sequences,
-        epsilon,
-        max_length=max_length,
-        rng=rng,
-        sampler=sampler,
-        split=split,
-        neighbouring=neighbouring,
-        long_sequences=long_sequences,
-        feature_bound=feature_bound,
-        accountant=accountant,
+    options = _estep_options(
+        max_length, sampler, split, neighbouring, long_sequences, feature_bound
     )
+    noisy = dp_expected_counts(model, sequences, epsilon, rng=rng, accountant=accountant, **options)
     released = counts_to_model(
         model, noisy.counts, min_prob=min_prob, feature_bound=feature_bound, min_covar=min_covar
     )
