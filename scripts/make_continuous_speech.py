@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -57,7 +56,7 @@ from pathlib import Path
 import _common  # first: one BLAS thread per process, before numpy
 import numpy as np
 
-from smc_hmm.data import DIGIT_WORDS, recipe
+from smc_hmm.data import DIGIT_WORDS, FSDD_NAME, recipe
 from smc_hmm.data.continuous import (
     CONTINUOUS_NOTICE,
     FILLER_LABELS,
@@ -83,7 +82,6 @@ WORDS = (3, 5)
 PAUSE = (0.15, 0.5)
 EDGE = (0.05, 0.2)
 SEED = 39
-_NAME = re.compile(r"^(\d)_([a-z]+)_(\d+)\.wav$")
 
 
 def load_fsdd(fsdd: Path, sample_rate: int) -> dict[tuple[int, str, int], np.ndarray]:
@@ -93,7 +91,7 @@ def load_fsdd(fsdd: Path, sample_rate: int) -> dict[tuple[int, str, int], np.nda
     if len(paths) != 2500:
         sys.exit(f"expected 2500 recordings in {fsdd / 'recordings'}, found {len(paths)}")
     for path in paths:
-        m = _NAME.match(path.name)
+        m = FSDD_NAME.match(path.name)
         if not m:
             sys.exit(f"unexpected file name {path.name}")
         out[(int(m[1]), m[2], int(m[3]))] = read_wav(path, sample_rate)

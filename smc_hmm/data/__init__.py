@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -30,6 +31,7 @@ __all__ = [
     "DIGIT_WORDS",
     "NOTICE_TEXT",
     "FSDD_ENV",
+    "FSDD_NAME",
     "TestUtterance",
     "bundled_file",
     "fsdd_dir",
@@ -49,6 +51,8 @@ FSDD_SOURCE = (
     "the Free Spoken Digit Dataset (FSDD; github.com/Jakobovski/free-spoken-digit-dataset, "
     "CC BY-SA 4.0; the bundled data come from its commit 26eb9aa)"
 )
+#: the name of an FSDD recording, DIGIT_SPEAKER_INDEX.wav (groups: digit, speaker, index)
+FSDD_NAME = re.compile(r"^(\d)_([a-z]+)_(\d+)\.wav$")
 
 
 def fsdd_dir(path: str | Path | None = None) -> Path:
