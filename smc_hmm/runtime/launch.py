@@ -106,7 +106,7 @@ def launch(
     child_env = _child_env(env)
     names = list(config.parties)
     cpus = _check_affinity(affinity, names)
-    run = _run_parties(config, python, child_env, cpus, limit, grace, say)
+    run = _run_processes(config, python, child_env, cpus, limit, grace, say)
     if run.timed_out:
         raise PeerTimeoutError(
             f"these parties did not finish within {limit:g} s and were killed: "
@@ -145,7 +145,7 @@ class _Exits:
     elapsed: float
 
 
-def _run_parties(
+def _run_processes(
     config: RunConfig,
     python: str,
     child_env: dict[str, str],
