@@ -50,7 +50,7 @@ from smc_hmm.errors import (
 from smc_hmm.limits import MAX_KEY_BITS
 from smc_hmm.protocol import find
 from smc_hmm.runtime.context import PartyContext, party_channel
-from smc_hmm.transport.base import close_quietly
+from smc_hmm.transport.base import closed_on_failure
 from smc_hmm.transport.tcp import (
     HELLO_VERSION,
     TcpTransport,
@@ -304,27 +304,25 @@ def run_client_session(
         server, tls, name, server_name=server_name, timeout=connect_timeout,
         max_frame_bytes=max_frame_bytes,
     )  # fmt: skip
-    try:
+    ledger = CostLedger(reply["you"])
+    with closed_on_failure(transport):
         params = check_served(descriptor, reply, expect, server_name)
         _check_key_size(reply, keypair, server_name)
-        ctx = _client_context(
-            transport if wrap_transport is None else wrap_transport(transport),
+        channel = _client_channel(transport, wrap_transport, ledger, timeout, max_frame_bytes)
+        ctx = PartyContext(
             reply["you"],
+            channel,
             label=name if name == reply["you"] else f"{name} (as {reply['you']})",
             keypair=keypair,
+            ledger=ledger,
             min_key_bits=min(key_bits, 2048) if insecure else 2048,
             max_key_bits=max_key_bits,
-            timeout=timeout,
-            max_frame_bytes=max_frame_bytes,
             progress=progress,
         )
-        with ctx.ledger.running():
+        with ledger.running():
             output = ctx.run(client_role.run, private, params)
-        ctx.channel.close()
-    except BaseException:
-        close_quietly(transport)
-        raise
-    return _session_result(output, ctx.ledger, time.perf_counter() - start, reply)
+        channel.close()
+    return _session_result(output, ledger, time.perf_counter() - start, reply)
 
 
 def _client_role(protocol: str, role: str, keypair, key_bits: int, insecure: bool):
@@ -340,38 +338,17 @@ def _client_role(protocol: str, role: str, keypair, key_bits: int, insecure: boo
     return descriptor, client_role, keypair
 
 
-def _client_context(
-    transport,
-    party: str,
-    *,
-    label: str,
-    keypair,
-    min_key_bits: int,
-    max_key_bits: int,
-    timeout: float,
-    max_frame_bytes: int,
-    progress,
-) -> PartyContext:
-    """The client's context over its one connection: every receive bounded, and what the
-    server may send ahead of the protocol limited to a channel budget."""
-    ledger = CostLedger(party)
-    channel = party_channel(
-        transport,
+def _client_channel(transport, wrap_transport, ledger: CostLedger, timeout, max_frame_bytes):
+    """The client's channel over its one connection (wrapped by ``wrap_transport``, if
+    given): every receive bounded, and what the server may send ahead of the protocol
+    limited to a channel budget."""
+    return party_channel(
+        transport if wrap_transport is None else wrap_transport(transport),
         ledger,
         timeout=timeout,
         max_frame_bytes=max_frame_bytes,
         max_buffered_messages=CLIENT_BUFFERED_MESSAGES,
         max_buffered_bytes=max_frame_bytes,
-    )
-    return PartyContext(
-        party,
-        channel,
-        label=label,
-        keypair=keypair,
-        ledger=ledger,
-        min_key_bits=min_key_bits,
-        max_key_bits=max_key_bits,
-        progress=progress,
     )
 
 

@@ -33,7 +33,7 @@ from smc_hmm.protocol import find
 from smc_hmm.runtime.config import RunConfig, load_config
 from smc_hmm.runtime.context import PartyContext, party_channel
 from smc_hmm.runtime.views import write_views
-from smc_hmm.transport.base import close_quietly
+from smc_hmm.transport.base import closed_on_failure
 
 __all__ = ["jsonable", "recorded_run", "run_party", "write_result"]
 
@@ -155,27 +155,25 @@ def _run_role(name: str, config: RunConfig, views) -> tuple[Any, CostLedger]:
     ledger = CostLedger(name)
     compute = _local_lanes(config)
     try:
-        channel = party_channel(
-            transport, ledger, timeout=config.timeout, max_frame_bytes=config.max_frame_bytes
-        )
-        ctx = PartyContext(
-            name,
-            channel,
-            keypair=keypair,
-            ledger=ledger,
-            compute=compute,
-            min_key_bits=config.min_key_bits,
-            record=views is not None,
-        )
-        with ledger.running():
-            _offline_phase(ctx, offline)
-            output = ctx.run(role.run, private, params)
-        channel.close()
-        if views is not None:
-            write_views(views, {name: ctx.received}, {name: keypair} if keypair else {})
-    except BaseException:
-        close_quietly(transport)
-        raise
+        with closed_on_failure(transport):
+            channel = party_channel(
+                transport, ledger, timeout=config.timeout, max_frame_bytes=config.max_frame_bytes
+            )
+            ctx = PartyContext(
+                name,
+                channel,
+                keypair=keypair,
+                ledger=ledger,
+                compute=compute,
+                min_key_bits=config.min_key_bits,
+                record=views is not None,
+            )
+            with ledger.running():
+                _offline_phase(ctx, offline)
+                output = ctx.run(role.run, private, params)
+            channel.close()
+            if views is not None:
+                write_views(views, {name: ctx.received}, {name: keypair} if keypair else {})
     finally:
         compute.close()
     return output, ledger
