@@ -49,6 +49,13 @@ def plot(main: dict, sw: dict, r: float, out: Path) -> list[Path]:
 
     out.mkdir(parents=True, exist_ok=True)
     paths = []
+
+    def save(fig, name: str) -> None:
+        fig.tight_layout()
+        paths.append(out / name)
+        fig.savefig(paths[-1], dpi=120)
+        plt.close(fig)
+
     label = {k: v.replace("(r)", f"(r={r:g})") for k, v in LABELS.items()}
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -58,10 +65,7 @@ def plot(main: dict, sw: dict, r: float, out: Path) -> list[Path]:
         )
     ax.set(xlabel="timestamp t", ylabel="ms per release (median)", title="Runtime per release")
     ax.legend()
-    fig.tight_layout()
-    paths.append(out / "dphmm-runtime.png")
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
+    save(fig, "dphmm-runtime.png")
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for k, res in main.items():
@@ -79,10 +83,7 @@ def plot(main: dict, sw: dict, r: float, out: Path) -> list[Path]:
         yscale="log",
     )
     axes[0].legend()
-    fig.tight_layout()
-    paths.append(out / "dphmm-time.png")
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
+    save(fig, "dphmm-time.png")
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     eps_values = sorted(sw["by_eps"])
@@ -101,10 +102,7 @@ def plot(main: dict, sw: dict, r: float, out: Path) -> list[Path]:
         ax.minorticks_off()
         ax.set_xticks(eps_values, [f"{e:g}" for e in eps_values])
     axes[0].legend()
-    fig.tight_layout()
-    paths.append(out / "dphmm-eps.png")
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
+    save(fig, "dphmm-eps.png")
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     r_values = sorted(sw["by_r"])
@@ -126,10 +124,7 @@ def plot(main: dict, sw: dict, r: float, out: Path) -> list[Path]:
     axes[0].set(xlabel="r (cells)", ylabel="mean DoP", yscale="log", title="Impact of r")
     axes[1].set(xlabel="r (cells)", ylabel="mean error (cells)", title="Impact of r")
     axes[0].legend()
-    fig.tight_layout()
-    paths.append(out / "dphmm-r.png")
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
+    save(fig, "dphmm-r.png")
     return paths
 
 

@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -57,7 +56,7 @@ from pathlib import Path
 import _common  # first: one BLAS thread per process, before numpy
 import numpy as np
 
-from smc_hmm.data import DIGIT_WORDS, recipe
+from smc_hmm.data import DIGIT_WORDS, FSDD_NAME, recipe
 from smc_hmm.data.continuous import (
     CONTINUOUS_NOTICE,
     FILLER_LABELS,
@@ -78,13 +77,11 @@ TEST_RECORDINGS = 120
 TRAIN_RECORDINGS = 120
 WORD_STATES = 5
 MIN_COVAR = 0.05
-STAY = 0.8
 HOP = 80
 WORDS = (3, 5)
 PAUSE = (0.15, 0.5)
 EDGE = (0.05, 0.2)
 SEED = 39
-_NAME = re.compile(r"^(\d)_([a-z]+)_(\d+)\.wav$")
 
 
 def load_fsdd(fsdd: Path, sample_rate: int) -> dict[tuple[int, str, int], np.ndarray]:
@@ -94,7 +91,7 @@ def load_fsdd(fsdd: Path, sample_rate: int) -> dict[tuple[int, str, int], np.nda
     if len(paths) != 2500:
         sys.exit(f"expected 2500 recordings in {fsdd / 'recordings'}, found {len(paths)}")
     for path in paths:
-        m = _NAME.match(path.name)
+        m = FSDD_NAME.match(path.name)
         if not m:
             sys.exit(f"unexpected file name {path.name}")
         out[(int(m[1]), m[2], int(m[3]))] = read_wav(path, sample_rate)
@@ -149,34 +146,6 @@ def train_word(task) -> tuple[int, GaussianHMM, dict]:
         "word_utterances": len(sequences),
     }
     return keyword, result.model, info
-
-
-def pause_frames(recordings, features) -> np.ndarray:
-    """The frames of the pauses between words (two frames off each word's edge)."""
-    out = []
-    for r, x in zip(recordings, features):
-        previous = 0
-        for first, stop in r.spans:
-            a, b = word_frames(previous, first, HOP)
-            if b - a > 4:
-                out.append(x[a + 2 : b - 1])
-            previous = stop
-    return np.concatenate(out)
-
-
-def assemble(word: GaussianHMM, pause: np.ndarray) -> GaussianHMM:
-    """The filler: the pause (state 0) and the generic word (states 1 .. w), looping
-    (:func:`smc_hmm.hmm.spotting.filler_topology`'s pattern, the word's own transitions)."""
-    w = word.n_states
-    a = np.zeros((w + 1, w + 1))
-    a[1:, 1:] = word.transmat
-    a[0, 0], a[0, 1] = STAY, 1 - STAY
-    a[w, w], a[w, 0] = STAY, 1 - STAY
-    pi = np.zeros(w + 1)
-    pi[0] = pi[1] = 0.5
-    means = np.vstack([pause.mean(0), word.means])
-    covars = np.vstack([pause.var(0) + MIN_COVAR, word.covars])
-    return GaussianHMM(pi, a, means, covars)
 
 
 def refine(task) -> tuple[int, GaussianHMM, dict]:
@@ -284,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
                 audio, TRAIN_INDICES, set(range(10)) - {k}, args.train_recordings, rng, rate
             )
             features = [pipeline.features(r.samples) for r in train]
-            filler = assemble(words[k], pause_frames(train, features))
+            filler = recipe.assemble_filler(words[k], recipe.pause_frames(train, features, HOP))
             tasks.append((k, filler, features, args.refine_iter))
         print("refining ten fillers on continuous recordings ...")
         fillers = {}

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -33,11 +32,11 @@ from pathlib import Path
 import _common  # noqa: F401  (first: one BLAS thread per process, before numpy)
 import numpy as np
 
+from smc_hmm.data import FSDD_NAME
 from smc_hmm.data.speaker_features import FILE_NAME, SPEAKERS
 from smc_hmm.features import FeaturePipeline, read_wav
 
 REPO = Path(__file__).resolve().parents[1]
-_NAME = re.compile(r"^(\d)_([a-z]+)_(\d+)\.wav$")
 N_STATIC = 13
 GMM_COMPONENTS = 8
 TRAIN_INDICES = range(0, 25)
@@ -48,7 +47,7 @@ def read_recordings(folder: Path) -> list[tuple[int, int, int, np.ndarray]]:
     pipeline = FeaturePipeline()
     out = []
     for path in sorted(folder.iterdir()):
-        match = _NAME.match(path.name)
+        match = FSDD_NAME.match(path.name)
         if not match:
             continue
         if match[2] not in SPEAKERS:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -39,7 +38,7 @@ from pathlib import Path
 import _common  # noqa: F401  (first: one BLAS thread per process, before numpy)
 import numpy as np
 
-from smc_hmm.data import load_pipeline
+from smc_hmm.data import FSDD_NAME, load_pipeline
 from smc_hmm.data.speakers import (
     SPEAKER_FEATURES,
     SPEAKER_NOTICE,
@@ -60,14 +59,13 @@ REG_COVAR = 1e-2  # scikit-learn adds it to every variance: a floor for short en
 SEED = 0
 ENROL = range(0, 25)
 MARGINS = (0.0, -0.5, -1.0, -1.5, -2.0, -3.0)
-_NAME = re.compile(r"^(\d)_([a-z]+)_(\d+)\.wav$")
 
 
 def _recordings(root: Path) -> list[tuple[int, str, int, Path]]:
     folder = root / "recordings" if (root / "recordings").is_dir() else root
     out = []
     for path in sorted(folder.iterdir()):
-        match = _NAME.match(path.name)
+        match = FSDD_NAME.match(path.name)
         if match:
             out.append((int(match[1]), match[2], int(match[3]), path))
     if len(out) != 2500 or {s for _, s, _, _ in out} != set(SPEAKERS):

@@ -254,6 +254,34 @@ def _leaf_certificate(name: str, key, client: bool, ca, validity) -> x509.Certif
     )
 
 
+def _remove_stale(stale: list[Path]) -> None:
+    """Remove the old CA's certificates and keys that a forced new set replaces."""
+    for path in stale:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise ConfigError(f"cannot remove stale {path}: {e.strerror or e}") from e
+
+
+def _write_leaf(out: Path, name: str, cert: x509.Certificate, key) -> tuple[Path, Path]:
+    """Write ``name``'s certificate (``NAME.pem``) and private key (``NAME.key``, mode
+    0600) to ``out``; their paths."""
+    cert_path, key_path = out / f"{name}.pem", out / f"{name}.key"
+    _write(cert_path, cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    _write(
+        key_path,
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ),
+        0o600,
+    )
+    return cert_path, key_path
+
+
 def make_certificates(
     out_dir,
     parties,
@@ -283,22 +311,14 @@ def make_certificates(
     _prepare_dir(out)
     stale = _check_existing(out, parties + clients, force)
     now = datetime.datetime.now(datetime.timezone.utc)
-    not_before = now - datetime.timedelta(minutes=5)
-    not_after = now + datetime.timedelta(days=days)
+    validity = (now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=days))
 
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_name)])
     ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
-    validity = (not_before, not_after)
     ca_cert = _ca_certificate(ca_key, ca_subject, ca_ski, validity)
     ca_path = out / "ca.pem"
-    for path in stale:
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            pass
-        except OSError as e:
-            raise ConfigError(f"cannot remove stale {path}: {e.strerror or e}") from e
+    _remove_stale(stale)
     _write(ca_path, ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
 
     certs: dict[str, Path] = {}
@@ -308,17 +328,6 @@ def make_certificates(
         cert = _leaf_certificate(
             party, key, party in clients, (ca_key, ca_subject, ca_ski), validity
         )
-        certs[party] = out / f"{party}.pem"
-        keys[party] = out / f"{party}.key"
-        _write(certs[party], cert.public_bytes(serialization.Encoding.PEM), 0o644)
-        _write(
-            keys[party],
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            ),
-            0o600,
-        )
+        certs[party], keys[party] = _write_leaf(out, party, cert, key)
     written = {ca_path, *certs.values(), *keys.values()}
     return CertificateSet(ca_path, certs, keys, tuple(p for p in stale if p not in written))

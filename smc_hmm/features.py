@@ -398,11 +398,30 @@ def read_wav(
     most ``max_samples`` samples at ``sample_rate`` (``limit`` names that bound in the
     refusal, e.g. the command's option).
     """
-    from scipy.io import wavfile
     from scipy.signal import resample_poly
 
     path = Path(path)
     raw = _read_checked(path, sample_rate, max_samples, limit)
+    rate, data = _parse_wav(raw, path)
+    signal = _mono_samples(data, path)
+    if rate <= 0:
+        raise InvalidInputError(f"{path} declares an invalid sampling rate {rate}")
+    if rate != sample_rate:
+        g = math.gcd(int(rate), int(sample_rate))
+        signal = resample_poly(signal, sample_rate // g, int(rate) // g)
+    if signal.size < min_samples:
+        raise InvalidInputError(
+            f"{path} is too short: {signal.size} samples at {sample_rate} Hz, "
+            f"at least {min_samples} needed"
+        )
+    return signal
+
+
+def _parse_wav(raw: bytes, path: Path) -> tuple[int, np.ndarray]:
+    """The rate and samples of the WAV file ``raw`` (read from ``path``), once the file
+    holds every sample its header promises."""
+    from scipy.io import wavfile
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", wavfile.WavFileWarning)
@@ -426,6 +445,11 @@ def read_wav(
             f"{path} is truncated: its header promises {promised} samples, the file holds "
             f"{data.shape[0]}"
         )
+    return rate, data
+
+
+def _mono_samples(data: np.ndarray, path: Path) -> np.ndarray:
+    """One channel of samples as float64 in [-1, 1]: a mono file, not empty, all finite."""
     if data.ndim == 2 and data.shape[1] == 1:
         data = data[:, 0]
     if data.ndim != 1:
@@ -437,16 +461,6 @@ def read_wav(
         raise InvalidInputError(f"{path} holds no samples")
     if not np.all(np.isfinite(signal)):
         raise InvalidInputError(f"{path} holds NaN or infinite samples")
-    if rate <= 0:
-        raise InvalidInputError(f"{path} declares an invalid sampling rate {rate}")
-    if rate != sample_rate:
-        g = math.gcd(int(rate), int(sample_rate))
-        signal = resample_poly(signal, sample_rate // g, int(rate) // g)
-    if signal.size < min_samples:
-        raise InvalidInputError(
-            f"{path} is too short: {signal.size} samples at {sample_rate} Hz, "
-            f"at least {min_samples} needed"
-        )
     return signal
 
 

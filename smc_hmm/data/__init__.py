@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -30,7 +31,9 @@ __all__ = [
     "DIGIT_WORDS",
     "NOTICE_TEXT",
     "FSDD_ENV",
+    "FSDD_NAME",
     "TestUtterance",
+    "bundled_file",
     "fsdd_dir",
     "BACKGROUND_LABEL",
     "load_background_model",
@@ -48,6 +51,8 @@ FSDD_SOURCE = (
     "the Free Spoken Digit Dataset (FSDD; github.com/Jakobovski/free-spoken-digit-dataset, "
     "CC BY-SA 4.0; the bundled data come from its commit 26eb9aa)"
 )
+#: the name of an FSDD recording, DIGIT_SPEAKER_INDEX.wav (groups: digit, speaker, index)
+FSDD_NAME = re.compile(r"^(\d)_([a-z]+)_(\d+)\.wav$")
 
 
 def fsdd_dir(path: str | Path | None = None) -> Path:
@@ -104,7 +109,9 @@ _DIR = "fsdd"
 _KINDS = ("diag", "full")
 
 
-def _resource(name: str) -> Any:
+def bundled_file(name: str) -> Any:
+    """The bundled data file ``name`` (in ``smc_hmm/data/fsdd/``, read through
+    :mod:`importlib.resources`)."""
     return resources.files(_PACKAGE).joinpath(_DIR, name)
 
 
@@ -114,7 +121,7 @@ def load_recordings(
     """A bundled file of recordings stored end to end: its arrays (``frames``, ``"lengths"``
     and ``keys``) and the frame where each recording starts, then the total (``bounds[i]``
     to ``bounds[i + 1]`` is recording i). ``what`` names the file in errors."""
-    with resources.as_file(_resource(name)) as path:
+    with resources.as_file(bundled_file(name)) as path:
         try:
             with np.load(path, allow_pickle=False) as data:
                 arrays = {k: data[k] for k in (frames, "lengths", *keys)}
@@ -133,7 +140,7 @@ def _check_kind(kind: str) -> str:
 
 
 def _load_model_file(name: str) -> tuple[list[GaussianHMM], list[str]]:
-    with resources.as_file(_resource(name)) as path:
+    with resources.as_file(bundled_file(name)) as path:
         models, labels = load_models(path)
     if labels is None or not all(isinstance(m, GaussianHMM) for m in models):
         raise ConfigError(f"bundled file {name} does not hold labelled Gaussian HMMs")
@@ -142,12 +149,12 @@ def _load_model_file(name: str) -> tuple[list[GaussianHMM], list[str]]:
 
 def load_pipeline() -> FeaturePipeline:
     """The feature pipeline of the bundled models, with its global standardisation."""
-    return FeaturePipeline.from_json(_resource("pipeline.json").read_text(encoding="utf-8"))
+    return FeaturePipeline.from_json(bundled_file("pipeline.json").read_text(encoding="utf-8"))
 
 
 def load_manifest() -> dict[str, Any]:
     """Provenance, training settings, keywords and plaintext results of the bundled data."""
-    return json.loads(_resource("manifest.json").read_text(encoding="utf-8"))
+    return json.loads(bundled_file("manifest.json").read_text(encoding="utf-8"))
 
 
 def load_bundled_models(

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from smc_hmm.data import bundled_file
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.features import delta_features
 from smc_hmm.hmm.io import load_models
@@ -69,10 +70,6 @@ other derived files here.
 """
 
 
-def _resource(name: str) -> Any:
-    return resources.files("smc_hmm.data").joinpath("fsdd", name)
-
-
 def word_frames(first_sample: int, stop_sample: int, hop: int) -> tuple[int, int]:
     """The frames (first, last inclusive) of a word spanning samples [first, stop): frame
     k is centred at sample k * hop and belongs to the word if its centre lies inside."""
@@ -98,7 +95,7 @@ class ContinuousRecording:
 
 def load_continuous_manifest() -> dict[str, Any]:
     """How the set and the fillers were made, and their plaintext spotting results."""
-    return json.loads(_resource("continuous_manifest.json").read_text(encoding="utf-8"))
+    return json.loads(bundled_file("continuous_manifest.json").read_text(encoding="utf-8"))
 
 
 def load_continuous_test(select=None) -> list[ContinuousRecording]:
@@ -136,11 +133,20 @@ def load_spotting_pipeline():
     from smc_hmm.features import FeaturePipeline
     from smc_hmm.hmm.io import load_model_pipeline
 
-    with resources.as_file(_resource("spotting_keywords_diag.npz")) as path:
+    with resources.as_file(bundled_file("spotting_keywords_diag.npz")) as path:
         stored = load_model_pipeline(path)
     if stored is None:
         raise ConfigError("the bundled spotting keyword models carry no feature pipeline")
     return FeaturePipeline.from_dict(stored)
+
+
+def _bundled_diag_models(name: str, kind: str, what: str):
+    """The models and labels of the bundled file ``name``, which holds ``what`` with
+    diagonal covariances (the only ``kind`` there is)."""
+    if kind != "diag":
+        raise ConfigError(f"the bundled {what} have diagonal covariances, not {kind!r}")
+    with resources.as_file(bundled_file(name)) as path:
+        return load_models(path)
 
 
 def load_spotting_keywords(kind: str = "diag"):
@@ -148,10 +154,7 @@ def load_spotting_keywords(kind: str = "diag"):
     :func:`load_spotting_pipeline`'s features) and their labels "zero" .. "nine"."""
     from smc_hmm.data import DIGIT_WORDS
 
-    if kind != "diag":
-        raise ConfigError(f"the bundled spotting keywords have diagonal covariances, not {kind!r}")
-    with resources.as_file(_resource("spotting_keywords_diag.npz")) as path:
-        models, labels = load_models(path)
+    models, labels = _bundled_diag_models("spotting_keywords_diag.npz", kind, "spotting keywords")
     if tuple(labels or ()) != DIGIT_WORDS:
         raise ConfigError(f"bundled spotting keywords have labels {labels}")
     return models, list(labels)
@@ -159,10 +162,7 @@ def load_spotting_keywords(kind: str = "diag"):
 
 def load_fillers(kind: str = "diag"):
     """The ten filler models (filler k: trained on every digit but k) and their labels."""
-    if kind != "diag":
-        raise ConfigError(f"the bundled fillers have diagonal covariances, not {kind!r}")
-    with resources.as_file(_resource("fillers_diag.npz")) as path:
-        models, labels = load_models(path)
+    models, labels = _bundled_diag_models("fillers_diag.npz", kind, "fillers")
     if tuple(labels or ()) != FILLER_LABELS:
         raise ConfigError(f"bundled fillers have labels {labels}, expected {list(FILLER_LABELS)}")
     return models, list(labels)

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 import numpy as np
 
+from smc_hmm.data import bundled_file
 from smc_hmm.data.continuous import load_spotting_keywords
 from smc_hmm.errors import ConfigError, SmcHmmError
 from smc_hmm.features import delta_features
@@ -60,10 +60,6 @@ the digits spoken and each word's frames, by scripts/make_digit_strings.py of th
 smc-hmm project (see docs/digits.md). They are licensed CC BY-SA 4.0 like the other
 derived files here.
 """
-
-
-def _resource(name: str) -> Any:
-    return resources.files("smc_hmm.data").joinpath("fsdd", name)
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,7 +123,7 @@ def load_digit_strings(select=None) -> list[DigitRecording]:
 
 def load_digit_strings_manifest() -> dict[str, Any]:
     """How the set was made and its plaintext recognition figures."""
-    return json.loads(_resource("digit_strings_manifest.json").read_text(encoding="utf-8"))
+    return json.loads(bundled_file("digit_strings_manifest.json").read_text(encoding="utf-8"))
 
 
 def silence_model(filler: GaussianHMM | None = None) -> GaussianHMM:

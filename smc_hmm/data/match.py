@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from smc_hmm.data import bundled_file
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.features import FeaturePipeline, mel_filterbank, read_wav
 
@@ -75,17 +76,11 @@ queries), made by scripts/make_match_data.py of the smc-hmm project (see
 docs/matching.md). They are licensed CC BY-SA 4.0 like the other derived files here.
 """
 
-_PACKAGE = "smc_hmm.data"
-_DIR = "fsdd"
 COLLECTION_FILE = "match_collection.npz"
 QUERIES_FILE = "match_queries.npz"
 MANIFEST_FILE = "match_manifest.json"
 #: the SNR label of queries without added noise
 CLEAN = "clean"
-
-
-def _resource(name: str) -> Any:
-    return resources.files(_PACKAGE).joinpath(_DIR, name)
 
 
 # -- the feature ---------------------------------------------------------------------------
@@ -549,13 +544,13 @@ class Collection:
 
 def load_bundled_collection() -> Collection:
     """The bundled collection: 200 FSDD recordings (``match_collection.npz``)."""
-    with resources.as_file(_resource(COLLECTION_FILE)) as path:
+    with resources.as_file(bundled_file(COLLECTION_FILE)) as path:
         return Collection.from_npz(path)
 
 
 def load_match_manifest() -> dict[str, Any]:
     """How the bundled matching data were made, and their public default threshold."""
-    return json.loads(_resource(MANIFEST_FILE).read_text(encoding="utf-8"))
+    return json.loads(bundled_file(MANIFEST_FILE).read_text(encoding="utf-8"))
 
 
 @dataclass(frozen=True)
@@ -576,7 +571,7 @@ class Query:
 
 def load_bundled_queries(snr: str | None = None, inside: bool | None = None) -> list[Query]:
     """The bundled queries (``match_queries.npz``), optionally one SNR and one kind."""
-    with resources.as_file(_resource(QUERIES_FILE)) as path, np.load(path) as data:
+    with resources.as_file(bundled_file(QUERIES_FILE)) as path, np.load(path) as data:
         lengths = [int(x) for x in data["lengths"]]
         flat = np.asarray(data["frames"], dtype=np.float64)
         cuts = np.cumsum([0, *lengths])

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from smc_hmm.data.continuous import word_frames
 from smc_hmm.errors import InvalidInputError
 from smc_hmm.features import FeaturePipeline
 from smc_hmm.hmm.batched import batched_expected_counts
@@ -312,7 +313,7 @@ def pause_frames(recordings, features, hop: int = 80) -> np.ndarray:
     for r, x in zip(recordings, features, strict=True):
         previous = 0
         for first, stop in r.spans:
-            a, b = -(-previous // hop), -(-first // hop) - 1
+            a, b = word_frames(previous, first, hop)
             if b - a > 4:
                 out.append(x[a + 2 : b - 1])
             previous = stop

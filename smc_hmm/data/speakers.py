@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from smc_hmm.data import bundled_file
 from smc_hmm.data.speaker_features import SPEAKERS
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.features import delta_features
@@ -70,14 +71,6 @@ mixture models of each speaker and universal background models trained on them b
 scripts/make_speaker_models.py of the smc-hmm project (see docs/speaker.md). They are
 licensed CC BY-SA 4.0 like the other derived files here.
 """
-
-_PACKAGE = "smc_hmm.data"
-_DIR = "fsdd"
-
-
-def _resource(name: str) -> Any:
-    return resources.files(_PACKAGE).joinpath(_DIR, name)
-
 
 # -- a GMM as an HMM ---------------------------------------------------------------------------
 
@@ -158,7 +151,7 @@ def equal_error_rate(target, impostor) -> tuple[float, float]:
 
 
 def _load(name: str) -> tuple[list[GaussianHMM], list[str]]:
-    with resources.as_file(_resource(name)) as path:
+    with resources.as_file(bundled_file(name)) as path:
         models, labels = load_models(path)
     if labels is None:
         raise ConfigError(f"bundled file {name} has no labels")
@@ -184,7 +177,7 @@ def load_loso_ubms() -> dict[str, GaussianHMM]:
 
 def load_speaker_manifest() -> dict[str, Any]:
     """Training settings, splits and plaintext results of the bundled speaker models."""
-    return json.loads(_resource("speaker_manifest.json").read_text(encoding="utf-8"))
+    return json.loads(bundled_file("speaker_manifest.json").read_text(encoding="utf-8"))
 
 
 def speaker_features(features) -> np.ndarray:

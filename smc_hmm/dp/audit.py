@@ -259,6 +259,47 @@ def _secret_mask(secret: Secret, databases: Sequence[Hashable], name: str) -> np
     return mask
 
 
+def _query_rows(
+    query: Callable[[Any], int] | ArrayLike, databases: Sequence[Hashable], n_inputs: int
+) -> np.ndarray:
+    """The mechanism's input row of every database, checked to be one of its ``n_inputs``."""
+    rows = np.array([query(d) for d in databases]) if callable(query) else np.asarray(query)
+    if rows.shape != (len(databases),) or rows.dtype.kind not in "iu":
+        raise PrivacyParameterError("query must give one integer input row per database")
+    if np.any(rows < 0) or np.any(rows >= n_inputs):
+        raise PrivacyParameterError(f"query outputs must be inputs in [0, {n_inputs})")
+    return rows
+
+
+def _pufferfish_case(
+    per_database: np.ndarray,
+    theta: np.ndarray,
+    first_mask: np.ndarray,
+    second_mask: np.ndarray,
+    prior: str,
+    pair: str,
+) -> PufferfishCase | None:
+    """The loss of one secret pair under one prior; None when the prior gives either
+    secret probability 0 (Pufferfish conditions only on possible secrets)."""
+    mass_first, mass_second = theta[first_mask].sum(), theta[second_mask].sum()
+    if mass_first <= 0 or mass_second <= 0:
+        return None
+    first = (theta * first_mask) @ per_database / mass_first
+    second = (theta * second_mask) @ per_database / mass_second
+    loss = _log_ratios(first, second)
+    output = int(np.argmax(loss))
+    epsilon = float(loss[output])
+    return PufferfishCase(
+        prior=prior,
+        pair=pair,
+        first=first,
+        second=second,
+        ratio=math.exp(epsilon) if math.isfinite(epsilon) else math.inf,
+        epsilon=epsilon,
+        output=output,
+    )
+
+
 def pufferfish_loss(
     mechanism: ArrayLike | DiscreteHMM,
     databases: Sequence[Hashable],
@@ -283,12 +324,7 @@ def pufferfish_loss(
     n_db = len(databases)
     if n_db < 1:
         raise PrivacyParameterError("at least one database is required")
-    rows = np.array([query(d) for d in databases]) if callable(query) else np.asarray(query)
-    if rows.shape != (n_db,) or rows.dtype.kind not in "iu":
-        raise PrivacyParameterError("query must give one integer input row per database")
-    if np.any(rows < 0) or np.any(rows >= matrix.shape[0]):
-        raise PrivacyParameterError(f"query outputs must be inputs in [0, {matrix.shape[0]})")
-    per_database = matrix[rows]  # (databases, outputs)
+    per_database = matrix[_query_rows(query, databases, matrix.shape[0])]  # (databases, outputs)
     if not secret_pairs:
         raise PrivacyParameterError("at least one secret pair is required")
     if not priors:
@@ -301,25 +337,11 @@ def pufferfish_loss(
     for prior_name, prior in priors.items():
         theta = _probability_vector(prior, f"prior {prior_name!r}", n_db)
         for pair_name, first_mask, second_mask in masks:
-            mass_first, mass_second = theta[first_mask].sum(), theta[second_mask].sum()
-            if mass_first <= 0 or mass_second <= 0:
-                continue
-            first = (theta * first_mask) @ per_database / mass_first
-            second = (theta * second_mask) @ per_database / mass_second
-            loss = _log_ratios(first, second)
-            output = int(np.argmax(loss))
-            epsilon = float(loss[output])
-            cases.append(
-                PufferfishCase(
-                    prior=str(prior_name),
-                    pair=pair_name,
-                    first=first,
-                    second=second,
-                    ratio=math.exp(epsilon) if math.isfinite(epsilon) else math.inf,
-                    epsilon=epsilon,
-                    output=output,
-                )
+            case = _pufferfish_case(
+                per_database, theta, first_mask, second_mask, str(prior_name), pair_name
             )
+            if case is not None:
+                cases.append(case)
     if not cases:
         return PufferfishLoss(epsilon=0.0, ratio=1.0, worst=None, cases=())
     worst = max(cases, key=lambda case: case.epsilon)

@@ -207,12 +207,19 @@ class DPBaumWelchResult:
 # --- parameters ------------------------------------------------------------------------
 
 
+def _check_count(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise PrivacyParameterError(f"{name} must be an int >= 1, got {value!r}")
+    return int(value)
+
+
 def _check_length(max_length: object) -> int:
-    if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)):
-        raise PrivacyParameterError(f"max_length must be an int >= 1, got {max_length!r}")
-    if max_length < 1:
-        raise PrivacyParameterError(f"max_length must be an int >= 1, got {max_length!r}")
-    return int(max_length)
+    return _check_count(max_length, "max_length")
+
+
+def check_iterations(n_iter: object) -> int:
+    """``n_iter`` as an int, or :class:`PrivacyParameterError` unless it is an int >= 1."""
+    return _check_count(n_iter, "n_iter")
 
 
 def _check_choice(value: object, name: str, allowed: tuple[str, ...]) -> str:
@@ -611,13 +618,49 @@ def dp_expected_counts(
         long_sequences=long_sequences,
         feature_bound=feature_bound,
     )
+    clean = _clean_counts(model, prepared)
+    noisy, releases, scales = _noisy_components(
+        model,
+        clean,
+        sensitivities,
+        epsilons,
+        sampler=sampler,
+        rng=rng if rng is not None else DPRandom.system(),
+        accountant=accountant,
+        label=label,
+    )
+    return NoisyCounts(
+        counts=counts_from_parts(model, noisy),
+        releases=releases,
+        epsilon=math.fsum(r.epsilon for r in releases.values()),
+        sensitivities=sensitivities,
+        epsilons=epsilons,
+        scales=scales,
+    )
+
+
+def _clean_counts(model: HMM, prepared: list[np.ndarray]) -> ExpectedCounts:
+    """The expected counts of ``model`` on the prepared sequences, without noise."""
     if not prepared:  # an empty data set: zero counts, the release is the noise alone
-        clean = zero_counts(model)
-    elif isinstance(model, DiscreteHMM):
-        clean = discrete_expected_counts(model, prepared, skip_impossible=True)
-    else:
-        clean = expected_counts(model, prepared)
-    parent = rng if rng is not None else DPRandom.system()
+        return zero_counts(model)
+    if isinstance(model, DiscreteHMM):
+        return discrete_expected_counts(model, prepared, skip_impossible=True)
+    return expected_counts(model, prepared)
+
+
+def _noisy_components(
+    model: HMM,
+    clean: ExpectedCounts,
+    sensitivities: Mapping[str, float],
+    epsilons: Mapping[str, float],
+    *,
+    sampler: LaplaceSampler | None,
+    rng: DPRandom,
+    accountant: PrivacyAccountant | None,
+    label: str,
+) -> tuple[dict[str, np.ndarray], dict[str, Release], dict[str, float]]:
+    """Each data component of ``clean`` with Laplace noise on its data-dependent entries
+    (structural zeros stay zero); the releases drawn and the noise scale of each."""
     noisy: dict[str, np.ndarray] = {}
     releases: dict[str, Release] = {}
     scales: dict[str, float] = {}
@@ -625,7 +668,7 @@ def dp_expected_counts(
         out = np.where(mask, values, 0.0)
         if sensitivities[name] > 0 and np.any(mask):
             mechanism = LaplaceMechanism(
-                epsilons[name], sensitivities[name], sampler=sampler, rng=parent
+                epsilons[name], sensitivities[name], sampler=sampler, rng=rng
             )
             release = mechanism.release(values[mask], accountant=accountant, label=label + name)
             out[mask] = release.value
@@ -634,15 +677,7 @@ def dp_expected_counts(
         else:
             scales[name] = 0.0
         noisy[name] = out
-    counts = counts_from_parts(model, noisy)
-    return NoisyCounts(
-        counts=counts,
-        releases=releases,
-        epsilon=math.fsum(r.epsilon for r in releases.values()),
-        sensitivities=sensitivities,
-        epsilons=epsilons,
-        scales=scales,
-    )
+    return noisy, releases, scales
 
 
 # --- post-processing -------------------------------------------------------------------
@@ -761,41 +796,17 @@ def dp_baum_welch(
     model = _check_model(model)
     epsilon = check_epsilon(epsilon)
     mode = _check_choice(mode, "mode", ("every", "last"))
-    if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 1:
-        raise PrivacyParameterError(f"n_iter must be an int >= 1, got {n_iter!r}")
+    n_iter = check_iterations(n_iter)
     accountant = reserve_budget(accountant, epsilon)
-    options = {
-        "max_length": max_length,
-        "sampler": sampler,
-        "split": split,
-        "neighbouring": neighbouring,
-        "long_sequences": long_sequences,
-        "feature_bound": feature_bound,
-    }
-    if mode == "last":
-        start = _plain_em(model, sequences, options, plain_iter, plain_tol, min_covar)
-        steps, step_epsilon = 1, epsilon
-    else:
-        steps = int(n_iter)
-        start, step_epsilon = model, within_budget(epsilon, {"s": epsilon / steps}, steps)["s"]
-    current, noisy, releases = _noisy_iterations(
-        start,
-        sequences,
-        steps,
-        step_epsilon,
-        rng if rng is not None else DPRandom.system(),
-        accountant,
-        options,
-        min_prob=min_prob,
-        min_covar=min_covar,
+    options = _estep_options(
+        max_length, sampler, split, neighbouring, long_sequences, feature_bound
     )
-    if mode == "every":
-        detail = f"; mode every, {steps} noisy iteration(s) of epsilon {step_epsilon:g}"
-    else:
-        detail = (
-            "; mode last (NOT DP, no guarantee): plain EM, then one noisy iteration "
-            f"whose noise is calibrated to eps {step_epsilon:g}"
-        )
+    start, steps, step_epsilon = _schedule(
+        model, sequences, epsilon, mode, n_iter, options, plain_iter, plain_tol, min_covar
+    )
+    current, noisy, releases = _noisy_iterations(
+        start, sequences, steps, step_epsilon, rng, accountant, options, min_prob, min_covar
+    )
     return _result(
         current,
         noisy,
@@ -805,9 +816,58 @@ def dp_baum_welch(
         max_length=max_length,
         neighbouring=neighbouring,
         formal_guarantee=mode == "every",
-        detail=detail,
+        detail=_mode_detail(mode, steps, step_epsilon),
         accountant=accountant,
     )
+
+
+def _mode_detail(mode: str, steps: int, step_epsilon: float) -> str:
+    """What the mechanism description adds for ``mode``."""
+    if mode == "every":
+        return f"; mode every, {steps} noisy iteration(s) of epsilon {step_epsilon:g}"
+    return (
+        "; mode last (NOT DP, no guarantee): plain EM, then one noisy iteration "
+        f"whose noise is calibrated to eps {step_epsilon:g}"
+    )
+
+
+def _estep_options(
+    max_length: int,
+    sampler: LaplaceSampler | None,
+    split: Mapping[str, float] | None,
+    neighbouring: Neighbouring,
+    long_sequences: LongSequences,
+    feature_bound: float | None,
+) -> dict:
+    """The keyword arguments every noisy E-step (:func:`dp_expected_counts`) of a run takes."""
+    return {
+        "max_length": max_length,
+        "sampler": sampler,
+        "split": split,
+        "neighbouring": neighbouring,
+        "long_sequences": long_sequences,
+        "feature_bound": feature_bound,
+    }
+
+
+def _schedule(
+    model: HMM,
+    sequences,
+    epsilon: float,
+    mode: str,
+    n_iter: int,
+    options: Mapping,
+    plain_iter: int,
+    plain_tol: float,
+    min_covar,
+) -> tuple[HMM, int, float]:
+    """Where the noisy iterations start, how many there are and the epsilon of each:
+    mode ``last`` starts from plain EM with one iteration of the whole ``epsilon``,
+    mode ``every`` from ``model`` with ``n_iter`` iterations sharing it."""
+    if mode == "last":
+        start = _plain_em(model, sequences, options, plain_iter, plain_tol, min_covar)
+        return start, 1, epsilon
+    return model, n_iter, within_budget(epsilon, {"s": epsilon / n_iter}, n_iter)["s"]
 
 
 def _plain_em(model: HMM, sequences, options: Mapping, n_iter: int, tol: float, min_covar):
@@ -832,16 +892,16 @@ def _noisy_iterations(
     sequences,
     steps: int,
     step_epsilon: float,
-    rng: DPRandom,
+    rng: DPRandom | None,
     accountant: PrivacyAccountant,
     options: Mapping,
-    *,
     min_prob: float,
     min_covar: float,
 ) -> tuple[HMM, NoisyCounts, list[Release]]:
     """``steps`` DP EM iterations of ``step_epsilon`` each: noisy expected counts
     (:func:`dp_expected_counts`), then the M-step on them (:func:`counts_to_model`);
     (the last model, the last noisy counts, every release)."""
+    rng = rng if rng is not None else DPRandom.system()
     releases: list[Release] = []
     noisy: NoisyCounts | None = None
     for step in range(steps):
@@ -923,19 +983,10 @@ def dp_em_step(
     model = _check_model(model)
     epsilon = check_epsilon(epsilon)
     accountant = reserve_budget(accountant, epsilon)
-    noisy = dp_expected_counts(
-        model,
-        sequences,
-        epsilon,
-        max_length=max_length,
-        rng=rng,
-        sampler=sampler,
-        split=split,
-        neighbouring=neighbouring,
-        long_sequences=long_sequences,
-        feature_bound=feature_bound,
-        accountant=accountant,
+    options = _estep_options(
+        max_length, sampler, split, neighbouring, long_sequences, feature_bound
     )
+    noisy = dp_expected_counts(model, sequences, epsilon, rng=rng, accountant=accountant, **options)
     released = counts_to_model(
         model, noisy.counts, min_prob=min_prob, feature_bound=feature_bound, min_covar=min_covar
     )

@@ -235,6 +235,58 @@ class ReleaseRecord:
     private: ReleaseDiagnostics = field(repr=False)
 
 
+def _check_queries(queries: object, n: int) -> dict[str, np.ndarray]:
+    """The named queries over ``n`` states (a single query is named ``"f"``)."""
+    if isinstance(queries, Mapping):
+        if not queries:
+            raise DPHMMParameterError("at least one query is required")
+        return {str(k): check_query(v, n) for k, v in queries.items()}
+    return {"f": check_query(queries, n)}
+
+
+def _check_eps(eps: float | Mapping[str, float], queries: Mapping[str, object]) -> dict[str, float]:
+    """The epsilon of each query: one for all, or one per query by name."""
+    if isinstance(eps, Mapping):
+        if set(map(str, eps)) != set(queries):
+            raise DPHMMParameterError("eps must name exactly the queries")
+        return {str(k): check_epsilon(v, f"eps[{k}]") for k, v in eps.items()}
+    e = check_epsilon(eps)
+    return {name: e for name in queries}
+
+
+def _check_policy(policy: object, n: int) -> PolicyGraph:
+    if not isinstance(policy, PolicyGraph):
+        raise DPHMMParameterError(f"policy must be a PolicyGraph, got {type(policy).__name__}")
+    if policy.n != n:
+        raise UnknownStateError(
+            f"the policy graph is over {policy.n} states, the Markov model has {n}"
+        )
+    return policy
+
+
+def _check_outside(delta: float | None, outside: str | None) -> tuple[float | None, str]:
+    """``delta`` as a float (or None) and what to do with an observation outside the
+    model's support (default: raise without ``delta``, a surrogate with it)."""
+    if delta is not None and (
+        isinstance(delta, bool) or not isinstance(delta, numbers.Real) or not 0 <= delta < 1
+    ):
+        raise DPHMMParameterError(f"delta must be in [0, 1), got {delta!r}")
+    outside = outside or ("raise" if delta is None else "surrogate")
+    if outside not in ("raise", "surrogate"):
+        raise DPHMMParameterError(f"outside must be 'raise' or 'surrogate', got {outside!r}")
+    return None if delta is None else float(delta), outside
+
+
+def _check_initial(initial: object | None, n: int) -> np.ndarray:
+    """The prior over the ``n`` states, normalised (default: uniform)."""
+    if initial is None:
+        return np.full(n, 1.0 / n)
+    p0 = np.asarray(initial, dtype=float)
+    if p0.shape != (n,) or not np.all(np.isfinite(p0)) or np.any(p0 < 0) or p0.sum() <= 0:
+        raise DPHMMParameterError(f"initial must be a distribution over {n} states")
+    return p0 / p0.sum()
+
+
 class DPHMM:
     """The DPHMM release mechanism (Algorithm 2) for one Markov model and policy graph.
 
@@ -269,49 +321,18 @@ class DPHMM:
         self.transition = check_transition(transition)
         n = self.transition.shape[0]
         self.n = n
-        if isinstance(queries, Mapping):
-            if not queries:
-                raise DPHMMParameterError("at least one query is required")
-            self.queries = {str(k): check_query(v, n) for k, v in queries.items()}
-        else:
-            self.queries = {"f": check_query(queries, n)}
-        if isinstance(eps, Mapping):
-            if set(map(str, eps)) != set(self.queries):
-                raise DPHMMParameterError("eps must name exactly the queries")
-            self.eps = {str(k): check_epsilon(v, f"eps[{k}]") for k, v in eps.items()}
-        else:
-            e = check_epsilon(eps)
-            self.eps = {name: e for name in self.queries}
-        if not isinstance(policy, PolicyGraph):
-            raise DPHMMParameterError(f"policy must be a PolicyGraph, got {type(policy).__name__}")
-        if policy.n != n:
-            raise UnknownStateError(
-                f"the policy graph is over {policy.n} states, the Markov model has {n}"
-            )
-        self.policy = policy
+        self.queries = _check_queries(queries, n)
+        self.eps = _check_eps(eps, self.queries)
+        self.policy = _check_policy(policy, n)
         if repair not in ("greedy", "min_area", "none"):
             raise DPHMMParameterError(f"repair must be 'greedy', 'min_area' or 'none': {repair!r}")
         self.repair = repair
-        if delta is not None and (
-            isinstance(delta, bool) or not isinstance(delta, numbers.Real) or not 0 <= delta < 1
-        ):
-            raise DPHMMParameterError(f"delta must be in [0, 1), got {delta!r}")
-        self.delta = None if delta is None else float(delta)
-        outside = outside or ("raise" if delta is None else "surrogate")
-        if outside not in ("raise", "surrogate"):
-            raise DPHMMParameterError(f"outside must be 'raise' or 'surrogate', got {outside!r}")
-        self.outside = outside
+        self.delta, self.outside = _check_outside(delta, outside)
         self.tol = tol
         self.rng = noise_source(rng)
         self.randomness = self.rng.description
         self.ledger = CompositionLedger(budget)
-        if initial is None:
-            p0 = np.full(n, 1.0 / n)
-        else:
-            p0 = np.asarray(initial, dtype=float)
-            if p0.shape != (n,) or not np.all(np.isfinite(p0)) or np.any(p0 < 0) or p0.sum() <= 0:
-                raise DPHMMParameterError(f"initial must be a distribution over {n} states")
-            p0 = p0 / p0.sum()
+        p0 = _check_initial(initial, n)
         self.posterior = p0
         self.support = p0 > 0
         self._reach = (self.transition > 0).astype(np.float64)

@@ -38,6 +38,7 @@ import numpy as np
 from smc_hmm.dp.accountant import PrivacyAccountant
 from smc_hmm.dp.baum_welch import (
     DEFAULT_MIN_PROB,
+    check_iterations,
     count_sensitivities,
     counts_from_parts,
     counts_to_model,
@@ -186,6 +187,35 @@ class FederatedResult:
     accountant: PrivacyAccountant
 
 
+def _check_owners(owners: object) -> None:
+    """:class:`AggregateInputError` unless ``owners`` is a non-empty list of non-empty
+    sequence lists."""
+    if isinstance(owners, np.ndarray) or not isinstance(owners, list | tuple) or not owners:
+        raise AggregateInputError("owners must be a non-empty list of sequence lists")
+    if any(not isinstance(s, list | tuple) or not s for s in owners):
+        raise AggregateInputError("every owner needs a non-empty list of sequences")
+
+
+def _owner_vectors(
+    model: HMM,
+    owners: Sequence[Sequence],
+    max_length: int,
+    long_sequences: str,
+    feature_bound: float | None,
+) -> list[np.ndarray]:
+    """Every owner's local E-step (:func:`owner_counts`; in a deployment each runs its own)."""
+    return [
+        owner_counts(
+            model,
+            seqs,
+            max_length=max_length,
+            long_sequences=long_sequences,
+            feature_bound=feature_bound,
+        )
+        for seqs in owners
+    ]
+
+
 def federated_dp_baum_welch(
     model: HMM,
     owners: Sequence[Sequence],
@@ -206,19 +236,15 @@ def federated_dp_baum_welch(
     """``n_iter`` federated noisy EM iterations from the public skeleton ``model`` (eps-DP
     on the union of the owners' sequences; module docstring).  ``owners[j]`` is owner j's
     list of sequences (in a deployment each owner runs :func:`owner_counts` itself)."""
-    if isinstance(owners, np.ndarray) or not isinstance(owners, list | tuple) or not owners:
-        raise AggregateInputError("owners must be a non-empty list of sequence lists")
-    if any(not isinstance(s, list | tuple) or not s for s in owners):
-        raise AggregateInputError("every owner needs a non-empty list of sequences")
+    _check_owners(owners)
     epsilon = check_epsilon(epsilon)
-    if isinstance(n_iter, bool) or not isinstance(n_iter, int | np.integer) or n_iter < 1:
-        raise PrivacyParameterError(f"n_iter must be an int >= 1, got {n_iter!r}")
+    n_iter = check_iterations(n_iter)
     accountant = reserve_budget(accountant, epsilon)
     aggregate = aggregate if aggregate is not None else plain_aggregate(rng)
-    step = epsilon / int(n_iter)
+    step = epsilon / n_iter
     current, models, spent = model, [], 0.0
     scales = np.zeros(0)
-    for it in range(int(n_iter)):
+    for it in range(n_iter):
         scales = noise_scales(
             current,
             step,
@@ -227,16 +253,7 @@ def federated_dp_baum_welch(
             feature_bound=feature_bound,
             split=split,
         )
-        vectors = [
-            owner_counts(
-                current,
-                seqs,
-                max_length=max_length,
-                long_sequences=long_sequences,
-                feature_bound=feature_bound,
-            )
-            for seqs in owners
-        ]
+        vectors = _owner_vectors(current, owners, max_length, long_sequences, feature_bound)
         accountant.spend(step, f"federated iteration {it + 1}/{n_iter}")
         spent += step
         noisy = aggregate(vectors, scales)
@@ -252,7 +269,7 @@ def federated_dp_baum_welch(
         model=current,
         epsilon=spent,
         n_owners=len(owners),
-        n_iter=int(n_iter),
+        n_iter=n_iter,
         scales=scales,
         models=tuple(models),
         accountant=accountant,

@@ -526,6 +526,29 @@ def _variances(
     }
 
 
+def _released_pipeline(
+    stages: _Stages,
+    data: Mapping[str, list[np.ndarray]],
+    base_pipeline: FeaturePipeline,
+    reference: PublicReference | None,
+) -> tuple[FeaturePipeline, PublicReference | None]:
+    """The feature pipeline released with the models, by the design's standardisation
+    (stage 0 under ``"dp"``), and the public reference used (None with ``"bundled"``
+    unless one was given)."""
+    design = stages.design
+    if design.standardisation not in ("dp", "public"):
+        if not base_pipeline.standardised:
+            raise PrivacyParameterError("standardisation='bundled' needs a standardised pipeline")
+        return base_pipeline, reference
+    reference = reference or bundled_reference()
+    if design.standardisation == "dp":
+        everything = [x for rows in data.values() for x in rows]
+        mean, std = _standardisation(stages, everything, reference)
+    else:
+        mean, std = reference.centre, np.maximum(reference.spread, np.finfo(float).tiny)
+    return replace(base_pipeline, mean=tuple(mean), std=tuple(std)), reference
+
+
 def release_keyword_models(
     train: Mapping[str, Sequence[np.ndarray]],
     epsilon: float,
@@ -565,18 +588,7 @@ def release_keyword_models(
     data = _check_data(train, labels, dim, design.n_states)
     rho_total = rho_from_epsilon(epsilon, design.delta)
     stages = _Stages(design, rho_total, sampler, rng)
-    if design.standardisation in ("dp", "public"):
-        reference = reference or bundled_reference()
-        if design.standardisation == "dp":
-            everything = [x for rows in data.values() for x in rows]
-            mean, std = _standardisation(stages, everything, reference)
-        else:
-            mean, std = reference.centre, np.maximum(reference.spread, np.finfo(float).tiny)
-        pipeline = replace(base_pipeline, mean=tuple(mean), std=tuple(std))
-    else:
-        if not base_pipeline.standardised:
-            raise PrivacyParameterError("standardisation='bundled' needs a standardised pipeline")
-        pipeline = base_pipeline
+    pipeline, reference = _released_pipeline(stages, data, base_pipeline, reference)
     standard = {label: [pipeline.standardise(x) for x in rows] for label, rows in data.items()}
     means, counts = _state_means(stages, standard, pipeline)
     variances = _variances(stages, standard, means, counts)
@@ -595,6 +607,33 @@ def release_keyword_models(
         guarantee=guarantee,
         releases=tuple(stages.releases),
     )
+
+
+def _standardisation_terms(
+    design: KeywordDesign, reference: PublicReference | None
+) -> tuple[str, list[str]]:
+    """How the guarantee states the standardisation, and what of it the guarantee does
+    not cover."""
+    if design.standardisation == "dp":
+        assert reference is not None
+        return (
+            "released by stage 0 (covered); its clipping window is centre +- "
+            f"{design.reference_width:g} spread of the public reference: {reference.source}"
+        ), []
+    if design.standardisation == "public":
+        assert reference is not None
+        return (
+            f"the public reference's centre and spread (no private data): {reference.source}"
+        ), []
+    stated = (
+        "the bundled pipeline's mean and std, treated as public: they were fitted on "
+        "the training frames without noise"
+    )
+    uncovered = (
+        "the feature standardisation (bundled pipeline, computed from the training "
+        "frames without noise): the guarantee holds for the models given it"
+    )
+    return stated, [uncovered]
 
 
 def _guarantee(
@@ -625,27 +664,7 @@ def _guarantee(
         "records": RECORD_RULE,
         "design": asdict(design),
     }
-    not_covered = []
-    if design.standardisation == "dp":
-        assert reference is not None
-        public["standardisation"] = (
-            "released by stage 0 (covered); its clipping window is centre +- "
-            f"{design.reference_width:g} spread of the public reference: {reference.source}"
-        )
-    elif design.standardisation == "public":
-        assert reference is not None
-        public["standardisation"] = (
-            f"the public reference's centre and spread (no private data): {reference.source}"
-        )
-    else:
-        public["standardisation"] = (
-            "the bundled pipeline's mean and std, treated as public: they were fitted on "
-            "the training frames without noise"
-        )
-        not_covered.append(
-            "the feature standardisation (bundled pipeline, computed from the training "
-            "frames without noise): the guarantee holds for the models given it"
-        )
+    public["standardisation"], not_covered = _standardisation_terms(design, reference)
     insecure = any(r.insecure for r in stages.releases)
     return {
         "format": FORMAT,

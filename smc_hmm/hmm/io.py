@@ -84,6 +84,14 @@ def load_models(path: str | Path) -> tuple[list[HMM], list[str] | None]:
     files = _read_archive(path)
     kind = _kind_member(files, path)
     count = _count_member(files, path)
+    _check_members(files, kind, count, path)
+    models = [_model(files, kind, i, path) for i in range(count)]
+    return models, _labels(files, count, path)
+
+
+def _check_members(files: dict, kind: str, count: int, path) -> None:
+    """Refuse a member that is not a field (or label) of a ``kind`` model, and model
+    numbers other than 0 .. count - 1."""
     fields = _FIELDS[kind]
     indices: set[int] = set()
     for name in files:
@@ -102,41 +110,46 @@ def load_models(path: str | Path) -> tuple[list[HMM], list[str] | None]:
             f"model file {path} declares count = {count} but holds arrays for "
             f"models {held} (expected 0 .. {count - 1})"
         )
-    models: list[HMM] = []
-    for i in range(count):
-        for field in fields:
-            if f"{i}/{field}" not in files:
-                raise ModelError(
-                    f"model file {path} lacks '{i}/{field}' "
-                    f"(a {kind} model file holds {_layout(kind)})"
-                )
-        params = [
-            _numeric(files, f"{i}/{field}", path) for field in fields if field != "covariance_type"
-        ]
-        if kind == "gaussian":
-            covariance_type = _string(files, f"{i}/covariance_type", path)
-            if covariance_type not in ("diag", "full"):
-                raise ModelError(
-                    f"model file {path}: '{i}/covariance_type' must be 'diag' or 'full', "
-                    f"got '{covariance_type}'"
-                )
-        try:
-            if kind == "discrete":
-                models.append(DiscreteHMM(*params))
-            else:
-                models.append(GaussianHMM(*params, covariance_type))
-        except ModelError as e:
-            raise ModelError(f"model file {path}, model {i}: {e}") from None
+
+
+def _model(files: dict, kind: str, i: int, path) -> HMM:
+    """Model ``i`` of the file, from its fields."""
+    fields = _FIELDS[kind]
+    for field in fields:
+        if f"{i}/{field}" not in files:
+            raise ModelError(
+                f"model file {path} lacks '{i}/{field}' (a {kind} model file holds {_layout(kind)})"
+            )
+    params = [
+        _numeric(files, f"{i}/{field}", path) for field in fields if field != "covariance_type"
+    ]
+    if kind == "gaussian":
+        covariance_type = _string(files, f"{i}/covariance_type", path)
+        if covariance_type not in ("diag", "full"):
+            raise ModelError(
+                f"model file {path}: '{i}/covariance_type' must be 'diag' or 'full', "
+                f"got '{covariance_type}'"
+            )
+    try:
+        if kind == "discrete":
+            return DiscreteHMM(*params)
+        return GaussianHMM(*params, covariance_type)
+    except ModelError as e:
+        raise ModelError(f"model file {path}, model {i}: {e}") from None
+
+
+def _labels(files: dict, count: int, path) -> list[str] | None:
+    """The models' labels: every model's, or None when no model has one."""
     labelled = [i for i in range(count) if f"{i}/label" in files]
     if not labelled:
-        return models, None
+        return None
     if len(labelled) != count:
         missing = ", ".join(str(i) for i in range(count) if i not in labelled)
         raise ModelError(
             f"model file {path} labels only some models (no label for {missing}): "
             "label every model or none"
         )
-    return models, [_string(files, f"{i}/label", path) for i in range(count)]
+    return [_string(files, f"{i}/label", path) for i in range(count)]
 
 
 def load_model_pipeline(path: str | Path) -> dict[str, Any] | None:

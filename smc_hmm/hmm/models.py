@@ -71,6 +71,12 @@ def _require_hmmlearn() -> ModuleType:
     return hmm
 
 
+def _check_hmmlearn_class(model: Any, name: str) -> None:
+    """Refuse a ``model`` that is not an ``hmmlearn.hmm.<name>``."""
+    if not isinstance(model, getattr(_require_hmmlearn(), name)):
+        raise InvalidInputError(f"expected hmmlearn.hmm.{name}, got {type(model).__name__}")
+
+
 def _fitted_attribute(model: Any, name: str) -> np.ndarray:
     try:
         return np.asarray(getattr(model, name))
@@ -115,12 +121,27 @@ class _MarkovChain:
         """log A, with -inf for structural zeros."""
         return _safe_log(self.transmat)
 
-    def _sample_states(self, n_steps: int, rng: np.random.Generator) -> np.ndarray:
+    def _sample(
+        self, n_steps: int, rng: np.random.Generator | int | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(observations, states): the states drawn from the chain first, then one
+        emission per state (:meth:`_emit`), from the same generator."""
+        n_steps = _check_length(n_steps)
+        rng = _as_rng(rng)
         states = np.empty(n_steps, dtype=np.int64)
         states[0] = rng.choice(self.n_states, p=self.startprob)
         for t in range(1, n_steps):
             states[t] = rng.choice(self.n_states, p=self.transmat[states[t - 1]])
-        return states
+        return self._emit(states, rng), states
+
+    def _emit(self, states: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        raise NotImplementedError
+
+    def _chain_to_hmmlearn(self, model: Any) -> Any:
+        """``model`` (a new hmmlearn HMM) given this chain's pi and A."""
+        model.startprob_ = self.startprob.copy()
+        model.transmat_ = self.transmat.copy()
+        return model
 
 
 @dataclass(frozen=True, eq=False)
@@ -184,11 +205,11 @@ class DiscreteHMM(_MarkovChain):
         self, n_steps: int, rng: np.random.Generator | int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Draw (symbols (T,), states (T,)) from the model; for tests and demos."""
-        n_steps = _check_length(n_steps)
-        rng = _as_rng(rng)
-        states = self._sample_states(n_steps, rng)
+        return self._sample(n_steps, rng)
+
+    def _emit(self, states: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         obs = np.array([rng.choice(self.n_symbols, p=self.emissionprob[s]) for s in states])
-        return obs.astype(np.int64), states
+        return obs.astype(np.int64)
 
     def to_hmmlearn(self) -> Any:
         """Return an equivalent ``hmmlearn.hmm.CategoricalHMM`` (no fitting)."""
@@ -196,19 +217,13 @@ class DiscreteHMM(_MarkovChain):
         model = hmm.CategoricalHMM(
             n_components=self.n_states, n_features=self.n_symbols, init_params=""
         )
-        model.startprob_ = self.startprob.copy()
-        model.transmat_ = self.transmat.copy()
         model.emissionprob_ = self.emissionprob.copy()
-        return model
+        return self._chain_to_hmmlearn(model)
 
     @classmethod
     def from_hmmlearn(cls, model: Any) -> DiscreteHMM:
         """Build a DiscreteHMM from a fitted ``hmmlearn.hmm.CategoricalHMM``."""
-        hmm = _require_hmmlearn()
-        if not isinstance(model, hmm.CategoricalHMM):
-            raise InvalidInputError(
-                f"expected hmmlearn.hmm.CategoricalHMM, got {type(model).__name__}"
-            )
+        _check_hmmlearn_class(model, "CategoricalHMM")
         return cls(
             startprob=_fitted_attribute(model, "startprob_"),
             transmat=_fitted_attribute(model, "transmat_"),
@@ -317,15 +332,15 @@ class GaussianHMM(_MarkovChain):
         self, n_steps: int, rng: np.random.Generator | int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Draw (observations (T, D), states (T,)) from the model; for tests and demos."""
-        n_steps = _check_length(n_steps)
-        rng = _as_rng(rng)
-        states = self._sample_states(n_steps, rng)
-        noise = rng.standard_normal((n_steps, self.n_features))
+        return self._sample(n_steps, rng)
+
+    def _emit(self, states: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        noise = rng.standard_normal((states.shape[0], self.n_features))
         if self.covariance_type == "diag":
             scaled = noise * self.cholesky_factors[states]
         else:
             scaled = np.einsum("tij,tj->ti", self.cholesky_factors[states], noise)
-        return self.means[states] + scaled, states
+        return self.means[states] + scaled
 
     def to_hmmlearn(self) -> Any:
         """Return an equivalent ``hmmlearn.hmm.GaussianHMM`` (no fitting)."""
@@ -334,11 +349,9 @@ class GaussianHMM(_MarkovChain):
             n_components=self.n_states, covariance_type=self.covariance_type, init_params=""
         )
         model.n_features = self.n_features
-        model.startprob_ = self.startprob.copy()
-        model.transmat_ = self.transmat.copy()
         model.means_ = self.means.copy()
         model.covars_ = self.covars.copy()
-        return model
+        return self._chain_to_hmmlearn(model)
 
     @classmethod
     def from_hmmlearn(cls, model: Any) -> GaussianHMM:
@@ -346,11 +359,7 @@ class GaussianHMM(_MarkovChain):
 
         hmmlearn's "spherical" covariances become "diag" and "tied" become "full".
         """
-        hmm = _require_hmmlearn()
-        if not isinstance(model, hmm.GaussianHMM):
-            raise InvalidInputError(
-                f"expected hmmlearn.hmm.GaussianHMM, got {type(model).__name__}"
-            )
+        _check_hmmlearn_class(model, "GaussianHMM")
         full = _fitted_attribute(model, "covars_")  # hmmlearn always returns (N, D, D)
         if model.covariance_type in ("diag", "spherical"):
             covariance_type: CovarianceType = "diag"

@@ -24,7 +24,6 @@ Used by ``smc-hmm keyword --audio FILE.wav --server HOST:PORT --certs DIR`` and 
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import ssl
 import time
@@ -46,13 +45,12 @@ from smc_hmm.errors import (
     ServedProtocolError,
     ServerBusyError,
     ServerShutdownError,
-    SmcHmmError,
     TransportError,
 )
 from smc_hmm.limits import MAX_KEY_BITS
 from smc_hmm.protocol import find
 from smc_hmm.runtime.context import PartyContext, party_channel
-from smc_hmm.transport.base import close_quietly
+from smc_hmm.transport.base import closed_on_failure
 from smc_hmm.transport.tcp import (
     HELLO_VERSION,
     TcpTransport,
@@ -168,45 +166,14 @@ def connect(
     try:
         raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         raw.settimeout(min(timeout, HANDSHAKE_TIMEOUT))
-        try:
-            sock = tls.client_context().wrap_socket(raw)
-        except ssl.SSLEOFError as exc:
-            raise AuthenticationError(
-                f"{name}: {host}:{port} closed the TLS handshake: the server refused this "
-                "client's certificate (is it issued by the CA the server trusts?)"
-            ) from exc
-        except ssl.SSLError as exc:
-            raise AuthenticationError(
-                f"{name}: TLS handshake with {host}:{port} failed: {exc.reason or exc}"
-            ) from exc
-        except TimeoutError as exc:
-            raise PeerTimeoutError(
-                f"{name}: {host}:{port} accepted the connection but completed no TLS handshake "
-                f"within {min(timeout, HANDSHAKE_TIMEOUT):g} s: is it an smc-hmm server "
-                "(smc-hmm serve)?"
-            ) from exc
-        except OSError as exc:
-            raise PeerDisconnectedError(
-                f"{name}: {host}:{port} closed the connection during the TLS handshake: {exc}"
-            ) from exc
+        sock = _tls_handshake(raw, tls, name, address, min(timeout, HANDSHAKE_TIMEOUT))
         names, _ = peer_identity(sock)
         if server_name not in names:
             raise AuthenticationError(
                 f"{name}: the server's certificate names {sorted(names)}, not {server_name!r}"
             )
         sock.settimeout(max(0.001, deadline - time.monotonic()))
-        try:
-            with hello_errors(name, server_name):
-                send_hello(sock, {"v": HELLO_VERSION, "from": name, "to": server_name})
-                reply = recv_hello(sock)
-        except TimeoutError as exc:
-            raise PeerTimeoutError(f"{name}: no session from {server_name} in time") from exc
-        if reply.get("ok") is not True:
-            kind = _REFUSALS.get(reply.get("error"), AuthenticationError)
-            raise kind(f"{server_name} refused the session: {reply.get('reason')!r}")
-        for key, kinds in (("protocol", str), ("you", str), ("params", dict), ("session", int)):
-            if not isinstance(reply.get(key), kinds):
-                raise ProtocolError(f"{server_name}: malformed session reply ({key})")
+        reply = _session_reply(sock, name, server_name)
         transport = TcpTransport.over_socket(
             reply["you"], server_name, sock, max_frame_bytes=max_frame_bytes, close_timeout=2.0
         )
@@ -215,6 +182,52 @@ def connect(
         with contextlib.suppress(OSError):
             sock.close()
         raise
+
+
+def _tls_handshake(
+    raw: socket.socket, tls: TlsConfig, name: str, address: tuple[str, int], bound: float
+) -> ssl.SSLSocket:
+    """``raw`` wrapped in TLS as the client (the handshake bounded by ``bound`` seconds);
+    each way it fails is a typed error saying what the server likely is or did."""
+    host, port = address
+    try:
+        return tls.client_context().wrap_socket(raw)
+    except ssl.SSLEOFError as exc:
+        raise AuthenticationError(
+            f"{name}: {host}:{port} closed the TLS handshake: the server refused this "
+            "client's certificate (is it issued by the CA the server trusts?)"
+        ) from exc
+    except ssl.SSLError as exc:
+        raise AuthenticationError(
+            f"{name}: TLS handshake with {host}:{port} failed: {exc.reason or exc}"
+        ) from exc
+    except TimeoutError as exc:
+        raise PeerTimeoutError(
+            f"{name}: {host}:{port} accepted the connection but completed no TLS handshake "
+            f"within {bound:g} s: is it an smc-hmm server (smc-hmm serve)?"
+        ) from exc
+    except OSError as exc:
+        raise PeerDisconnectedError(
+            f"{name}: {host}:{port} closed the connection during the TLS handshake: {exc}"
+        ) from exc
+
+
+def _session_reply(sock: ssl.SSLSocket, name: str, server_name: str) -> dict:
+    """Hello to ``server_name`` and its reply, once it grants a well-formed session
+    (a refusal raises the error class the server names)."""
+    try:
+        with hello_errors(name, server_name):
+            send_hello(sock, {"v": HELLO_VERSION, "from": name, "to": server_name})
+            reply = recv_hello(sock)
+    except TimeoutError as exc:
+        raise PeerTimeoutError(f"{name}: no session from {server_name} in time") from exc
+    if reply.get("ok") is not True:
+        kind = _REFUSALS.get(reply.get("error"), AuthenticationError)
+        raise kind(f"{server_name} refused the session: {reply.get('reason')!r}")
+    for key, kinds in (("protocol", str), ("you", str), ("params", dict), ("session", int)):
+        if not isinstance(reply.get(key), kinds):
+            raise ProtocolError(f"{server_name}: malformed session reply ({key})")
+    return reply
 
 
 def _param(params, key: str):
@@ -285,32 +298,22 @@ def run_client_session(
     ``wrap_transport(transport)`` may wrap the connection (fault injection in tests);
     ``progress`` receives the client role's ``ctx.progress`` reports (progress lines).
     """
-    descriptor = find(protocol)
-    client_role = descriptor.role(role)
-    if client_role.holds_key and keypair is None:
-        keypair = _fresh_keypair(key_bits, insecure)
+    descriptor, client_role, keypair = _client_role(protocol, role, keypair, key_bits, insecure)
     start = time.perf_counter()
     transport, reply = connect(
         server, tls, name, server_name=server_name, timeout=connect_timeout,
         max_frame_bytes=max_frame_bytes,
     )  # fmt: skip
     ledger = CostLedger(reply["you"])
-    try:
+    with closed_on_failure(transport):
         params = check_served(descriptor, reply, expect, server_name)
-        _check_key_size(reply, keypair if client_role.holds_key else None, server_name)
-        channel = party_channel(
-            transport if wrap_transport is None else wrap_transport(transport),
-            ledger,
-            timeout=timeout,
-            max_frame_bytes=max_frame_bytes,
-            max_buffered_messages=CLIENT_BUFFERED_MESSAGES,
-            max_buffered_bytes=max_frame_bytes,
-        )
+        _check_key_size(reply, keypair, server_name)
+        channel = _client_channel(transport, wrap_transport, ledger, timeout, max_frame_bytes)
         ctx = PartyContext(
             reply["you"],
             channel,
             label=name if name == reply["you"] else f"{name} (as {reply['you']})",
-            keypair=keypair if client_role.holds_key else None,
+            keypair=keypair,
             ledger=ledger,
             min_key_bits=min(key_bits, 2048) if insecure else 2048,
             max_key_bits=max_key_bits,
@@ -319,10 +322,34 @@ def run_client_session(
         with ledger.running():
             output = ctx.run(client_role.run, private, params)
         channel.close()
-    except BaseException:
-        close_quietly(transport)
-        raise
     return _session_result(output, ledger, time.perf_counter() - start, reply)
+
+
+def _client_role(protocol: str, role: str, keypair, key_bits: int, insecure: bool):
+    """The protocol's descriptor, the client's role in it and the key pair that role
+    holds: ``keypair``, or a fresh one of ``key_bits`` if none was given (None when the
+    role holds no key)."""
+    descriptor = find(protocol)
+    client_role = descriptor.role(role)
+    if not client_role.holds_key:
+        return descriptor, client_role, None
+    if keypair is None:
+        keypair = _fresh_keypair(key_bits, insecure)
+    return descriptor, client_role, keypair
+
+
+def _client_channel(transport, wrap_transport, ledger: CostLedger, timeout, max_frame_bytes):
+    """The client's channel over its one connection (wrapped by ``wrap_transport``, if
+    given): every receive bounded, and what the server may send ahead of the protocol
+    limited to a channel budget."""
+    return party_channel(
+        transport if wrap_transport is None else wrap_transport(transport),
+        ledger,
+        timeout=timeout,
+        max_frame_bytes=max_frame_bytes,
+        max_buffered_messages=CLIENT_BUFFERED_MESSAGES,
+        max_buffered_bytes=max_frame_bytes,
+    )
 
 
 def _session_result(output, ledger, elapsed: float, reply: Mapping) -> dict[str, Any]:
@@ -363,53 +390,38 @@ def run_party_client(name: str, config, *, result_path=None) -> dict:
     serving party's table its address.  Returns (and writes) the same result
     dict as :func:`smc_hmm.runtime.party.run_party`.
     """
-    from smc_hmm.runtime.party import jsonable, write_result
+    from smc_hmm.runtime.party import jsonable, recorded_run
     from smc_hmm.runtime.serve import serving_party
 
     server = serving_party(config)
-    result: dict[str, Any] = {
-        "party": name,
-        "protocol": config.protocol,
-        "ok": False,
-        "pid": os.getpid(),
-    }
-    start = time.perf_counter()
-    try:
-        pc = config.party(name)
-        descriptor = find(config.protocol)
-        params = descriptor.params(config.params)
-        role = descriptor.assign(params, name, pc.kind, pc.role)
-        private = config.private_input(role, pc)
-        tls = config.tls_for(name)
-        out = run_client_session(
-            descriptor.name,
-            role.name,
-            private,
-            server=config.party(server).address,
-            tls=tls,
-            name=name,
-            server_name=server,
-            key_bits=config.key_bits,
-            insecure=config.insecure,
-            timeout=config.timeout,
-            connect_timeout=config.connect_timeout,
-            max_frame_bytes=config.max_frame_bytes,
-            expect=config.params,  # this configuration's [protocol] table, if it has one
-        )
-        result.update(
-            ok=True,
-            output=jsonable(out["output"]),
-            cost=out["cost"],
-            session=out["session"],
-            elapsed=time.perf_counter() - start,
-        )
-    except SmcHmmError as exc:
-        result.update(
-            error={"type": type(exc).__name__, "message": str(exc)},
-            elapsed=time.perf_counter() - start,
-        )
-        with contextlib.suppress(ConfigError):
-            write_result(result_path, result)
-        raise
-    write_result(result_path, result)
-    return result
+
+    def run() -> dict:
+        out = _configured_session(name, config, server)
+        return {"output": jsonable(out["output"]), "cost": out["cost"], "session": out["session"]}
+
+    return recorded_run(name, config.protocol, result_path, run)
+
+
+def _configured_session(name: str, config, server: str) -> dict[str, Any]:
+    """:func:`run_client_session` for party ``name`` of ``config`` against ``server``."""
+    pc = config.party(name)
+    descriptor = find(config.protocol)
+    params = descriptor.params(config.params)
+    role = descriptor.assign(params, name, pc.kind, pc.role)
+    private = config.private_input(role, pc)
+    tls = config.tls_for(name)
+    return run_client_session(
+        descriptor.name,
+        role.name,
+        private,
+        server=config.party(server).address,
+        tls=tls,
+        name=name,
+        server_name=server,
+        key_bits=config.key_bits,
+        insecure=config.insecure,
+        timeout=config.timeout,
+        connect_timeout=config.connect_timeout,
+        max_frame_bytes=config.max_frame_bytes,
+        expect=config.params,  # this configuration's [protocol] table, if it has one
+    )

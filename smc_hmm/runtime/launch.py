@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from smc_hmm.cost import CostReport
@@ -96,8 +97,6 @@ def launch(
     ``affinity`` pins parties to CPUs (Linux): ``{"alice": [0], "bob": [1]}`` runs each
     party, its threads and its worker lanes on its own core, as two machines would.
     """
-    import tempfile
-
     config = _checked(config)  # before any process starts: one line, not three failures
     limit = float(timeout if timeout is not None else config.deadline)
     if not limit > 0:
@@ -107,6 +106,59 @@ def launch(
     child_env = _child_env(env)
     names = list(config.parties)
     cpus = _check_affinity(affinity, names)
+    run = _run_processes(config, python, child_env, cpus, limit, grace, say)
+    if run.timed_out:
+        raise PeerTimeoutError(
+            f"these parties did not finish within {limit:g} s and were killed: "
+            + ", ".join(n for n in names if n not in run.results)
+        )
+    results, returncodes = run.results, run.returncodes
+    failed = [n for n in run.exit_order if returncodes[n] != 0 or not results.get(n, {}).get("ok")]
+    if failed:
+        _raise_root_cause(
+            failed, run.exit_order, results, returncodes, run.killed, run.stderr_tail, grace
+        )
+    cost = CostReport(
+        {n: results[n]["cost"] for n in names},
+        meta={"mode": "processes", "protocol": config.protocol},
+    )
+    return RunResult(
+        outputs={n: results[n]["output"] for n in names},
+        cost=cost,
+        returncodes=returncodes,
+        pids=run.pids,
+        elapsed=run.elapsed,
+    )
+
+
+@dataclass(frozen=True)
+class _Exits:
+    """What the party processes of one launch left behind, every one reaped."""
+
+    timed_out: bool
+    exit_order: list[str]
+    killed: set[str]
+    returncodes: dict[str, int]
+    pids: dict[str, int]
+    results: dict[str, dict]
+    stderr_tail: dict[str, str]
+    elapsed: float
+
+
+def _run_processes(
+    config: RunConfig,
+    python: str,
+    child_env: dict[str, str],
+    cpus: dict[str, set[int]],
+    limit: float,
+    grace: float,
+    say: Callable[[str], None],
+) -> _Exits:
+    """Start every party (pinned to its ``cpus``), wait for them as :func:`launch`
+    describes, reap them all and read what each wrote."""
+    import tempfile
+
+    names = list(config.parties)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="smc-hmm-launch-") as tmp:
         tmpdir = Path(tmp)
@@ -124,32 +176,20 @@ def launch(
         finally:
             killed = _reap(procs, exit_order, logs)
         elapsed = time.perf_counter() - start
-        returncodes = {n: procs[n].returncode for n in names}
-        pids = {n: procs[n].pid for n in names}
         results: dict[str, dict] = {}
         for name in names:
             with contextlib.suppress(OSError, json.JSONDecodeError):
                 results[name] = json.loads((tmpdir / f"{name}.json").read_text())
-        stderr_tail = {n: _last_line(tmpdir / f"{n}.err") for n in names}
-    if timed_out:
-        raise PeerTimeoutError(
-            f"these parties did not finish within {limit:g} s and were killed: "
-            + ", ".join(n for n in names if n not in results)
+        return _Exits(
+            timed_out=timed_out,
+            exit_order=exit_order,
+            killed=killed,
+            returncodes={n: procs[n].returncode for n in names},
+            pids={n: procs[n].pid for n in names},
+            results=results,
+            stderr_tail={n: _last_line(tmpdir / f"{n}.err") for n in names},
+            elapsed=elapsed,
         )
-    failed = [n for n in exit_order if returncodes[n] != 0 or not results.get(n, {}).get("ok")]
-    if failed:
-        _raise_root_cause(failed, exit_order, results, returncodes, killed, stderr_tail, grace)
-    cost = CostReport(
-        {n: results[n]["cost"] for n in names},
-        meta={"mode": "processes", "protocol": config.protocol},
-    )
-    return RunResult(
-        outputs={n: results[n]["output"] for n in names},
-        cost=cost,
-        returncodes=returncodes,
-        pids=pids,
-        elapsed=elapsed,
-    )
 
 
 def _check_affinity(affinity, names) -> dict[str, set[int]]:

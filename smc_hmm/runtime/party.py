@@ -13,7 +13,7 @@ import json
 import os
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +33,9 @@ from smc_hmm.protocol import find
 from smc_hmm.runtime.config import RunConfig, load_config
 from smc_hmm.runtime.context import PartyContext, party_channel
 from smc_hmm.runtime.views import write_views
-from smc_hmm.transport.base import close_quietly
+from smc_hmm.transport.base import closed_on_failure
 
-__all__ = ["jsonable", "run_party", "write_result"]
+__all__ = ["jsonable", "recorded_run", "run_party", "write_result"]
 
 
 def jsonable(value):
@@ -139,42 +139,23 @@ def _offline_phase(ctx: PartyContext, count: int) -> None:
         key.use_randomizer(precompute(key.randomizer, count, ctx.compute))
 
 
-def run_party(name: str, config: RunConfig | str | Path, *, result_path=None, views=None) -> dict:
-    """Run party ``name`` of ``config`` in this process over TCP with mutual TLS.
-
-    Finds the protocol's descriptor (:func:`smc_hmm.protocol.find`), reads the
-    public parameters and the party's role and private input, generates the
-    key pair if the role holds it, connects to every other party (retrying
-    until ``run.connect_timeout``), runs the role with every receive bounded
-    by ``run.timeout``, and returns ``{"party", "protocol", "ok", "output",
-    "cost", "elapsed"}``.  The same dict (or, on failure, one with ``ok =
-    false`` and the error's type and message) is written as JSON to
-    ``result_path``; failures are re-raised.  ``views``: a folder to write what this
-    party received to (``<name>.json``, :mod:`smc_hmm.runtime.views`).
-    """
-    if not isinstance(config, RunConfig):
-        config = load_config(config)
-    start = time.perf_counter()
-    result: dict[str, Any] = {
-        "party": name,
-        "protocol": config.protocol,
-        "ok": False,
-        "pid": os.getpid(),
-    }
+def _run_role(name: str, config: RunConfig, views) -> tuple[Any, CostLedger]:
+    """Party ``name``'s role run to its end over TCP (:func:`run_party`'s steps, from
+    finding the role to closing the channel); its output and cost ledger."""
+    pc = config.party(name)
+    descriptor = find(config.protocol)
+    params = descriptor.params(config.params)
+    role = descriptor.assign(params, name, pc.kind, pc.role)
+    tls = config.tls_for(name)
+    private = config.private_input(role, pc)
+    keypair = _keypair_for(role, config)
+    offline = _offline_count(config)
+    addresses = {n: p.address for n, p in config.parties.items()}
+    transport = _connect(name, addresses, tls, config)
+    ledger = CostLedger(name)
+    compute = _local_lanes(config)
     try:
-        pc = config.party(name)
-        descriptor = find(config.protocol)
-        params = descriptor.params(config.params)
-        role = descriptor.assign(params, name, pc.kind, pc.role)
-        tls = config.tls_for(name)
-        private = config.private_input(role, pc)
-        keypair = _keypair_for(role, config)
-        offline = _offline_count(config)
-        addresses = {n: p.address for n, p in config.parties.items()}
-        transport = _connect(name, addresses, tls, config)
-        ledger = CostLedger(name)
-        compute = _local_lanes(config)
-        try:
+        with closed_on_failure(transport):
             channel = party_channel(
                 transport, ledger, timeout=config.timeout, max_frame_bytes=config.max_frame_bytes
             )
@@ -193,17 +174,48 @@ def run_party(name: str, config: RunConfig | str | Path, *, result_path=None, vi
             channel.close()
             if views is not None:
                 write_views(views, {name: ctx.received}, {name: keypair} if keypair else {})
-        except BaseException:
-            close_quietly(transport)
-            raise
-        finally:
-            compute.close()
-        result.update(
-            ok=True,
-            output=jsonable(output),
-            cost=ledger.snapshot(),
-            elapsed=time.perf_counter() - start,
-        )
+    finally:
+        compute.close()
+    return output, ledger
+
+
+def run_party(name: str, config: RunConfig | str | Path, *, result_path=None, views=None) -> dict:
+    """Run party ``name`` of ``config`` in this process over TCP with mutual TLS.
+
+    Finds the protocol's descriptor (:func:`smc_hmm.protocol.find`), reads the
+    public parameters and the party's role and private input, generates the
+    key pair if the role holds it, connects to every other party (retrying
+    until ``run.connect_timeout``), runs the role with every receive bounded
+    by ``run.timeout``, and returns ``{"party", "protocol", "ok", "output",
+    "cost", "elapsed"}``.  The same dict (or, on failure, one with ``ok =
+    false`` and the error's type and message) is written as JSON to
+    ``result_path``; failures are re-raised.  ``views``: a folder to write what this
+    party received to (``<name>.json``, :mod:`smc_hmm.runtime.views`).
+    """
+    if not isinstance(config, RunConfig):
+        config = load_config(config)
+
+    def run() -> dict:
+        output, ledger = _run_role(name, config, views)
+        return {"output": jsonable(output), "cost": ledger.snapshot()}
+
+    return recorded_run(name, config.protocol, result_path, run)
+
+
+def recorded_run(name: str, protocol: str, result_path, run: Callable[[], dict]) -> dict:
+    """``{"party", "protocol", "ok", "pid", ..., "elapsed"}`` of party ``name``: ``ok``
+    and what ``run()`` returns when it succeeds, else the error's type and message (the
+    error is re-raised).  Either way the dict is written to ``result_path``
+    (:func:`write_result`): a launcher reads it when the party is a process of its own."""
+    result: dict[str, Any] = {
+        "party": name,
+        "protocol": protocol,
+        "ok": False,
+        "pid": os.getpid(),
+    }
+    start = time.perf_counter()
+    try:
+        result.update(ok=True, **run(), elapsed=time.perf_counter() - start)
     except SmcHmmError as exc:
         result.update(
             error={"type": type(exc).__name__, "message": str(exc)},

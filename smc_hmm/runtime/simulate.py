@@ -13,10 +13,11 @@ root-cause error and never returns partial results.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from smc_hmm.compute import Compute
@@ -102,15 +103,12 @@ def simulate(
     party's ``ctx.progress(stage, done, total)`` reports (long runs' progress lines).
     """
     names = _check_parties(roles, args, keys, randomizers, timeout)
-    args = dict(args or {})
-    keys = dict(keys or {})
-    own_network = network is None or not isinstance(network, Network)
-    net = _network_for(names, network)
-    try:
+    limit = join_timeout if join_timeout is not None else 2 * timeout + 30
+    with _network(names, network) as net:
         contexts = _contexts(
             names,
             net,
-            keys=keys,
+            keys=dict(keys or {}),
             wrap_transport=wrap_transport,
             compute=compute,
             rng=rng if rng is not None else Rng.system(),
@@ -121,17 +119,22 @@ def simulate(
             randomizers=randomizers or {},
             progress=progress or {},
         )
-    except BaseException:
-        if own_network:
-            net.close()
-        raise
-    limit = join_timeout if join_timeout is not None else 2 * timeout + 30
-    start = time.perf_counter()
-    outputs, failures, stuck = _run_parties(contexts, roles, args, limit)
-    if own_network:
-        net.close()
+        start = time.perf_counter()
+        outputs, failures, stuck = _run_parties(contexts, roles, dict(args or {}), limit)
     elapsed = time.perf_counter() - start
     _raise_failures(failures, stuck, limit)
+    return _merged(contexts, outputs, elapsed, meta, record_views)
+
+
+def _merged(
+    contexts: Mapping[str, PartyContext],
+    outputs: Mapping[str, Any],
+    elapsed: float,
+    meta: Mapping | None,
+    record_views: bool,
+) -> RunResult:
+    """The outputs of a successful in-process run with its merged cost report."""
+    names = list(contexts)
     report = CostReport.from_ledgers(
         [contexts[n].ledger for n in names], meta={"mode": "in-process", **(meta or {})}
     )
@@ -157,13 +160,18 @@ def _check_parties(roles, args, keys, randomizers, timeout) -> list[str]:
     return names
 
 
-def _network_for(names: list[str], network) -> Network:
-    """The given network, one made by the given factory, or an in-process one."""
-    if network is None:
-        return LocalNetwork(names)
+@contextlib.contextmanager
+def _network(names: list[str], network) -> Iterator[Network]:
+    """The given network, one made by the given factory, or an in-process one; a
+    network made here is closed when the run leaves it (or fails to start)."""
     if isinstance(network, Network):
-        return network
-    return network(names)
+        yield network
+        return
+    net = LocalNetwork(names) if network is None else network(names)
+    try:
+        yield net
+    finally:
+        net.close()
 
 
 def _contexts(

@@ -60,6 +60,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import defaultdict, deque
+from collections.abc import Iterator
 
 from smc_hmm.errors import (
     BackpressureError,
@@ -71,7 +72,14 @@ from smc_hmm.errors import (
 )
 from smc_hmm.wire import WireCodec
 
-__all__ = ["Channel", "ChannelObserver", "Network", "Transport", "close_quietly"]
+__all__ = [
+    "Channel",
+    "ChannelObserver",
+    "Network",
+    "Transport",
+    "close_quietly",
+    "closed_on_failure",
+]
 
 #: the largest causal depth an envelope may claim (guards against absurd values)
 MAX_DEPTH = 2**40
@@ -115,6 +123,17 @@ def close_quietly(transport: Transport) -> None:
     failure is the error to report, not what closing then raises."""
     with contextlib.suppress(Exception):
         transport.close()
+
+
+@contextlib.contextmanager
+def closed_on_failure(transport: Transport) -> Iterator[Transport]:
+    """Run the body; if it raises (anything, interrupts included), close ``transport``
+    quietly (:func:`close_quietly`) and let the error go on."""
+    try:
+        yield transport
+    except BaseException:
+        close_quietly(transport)
+        raise
 
 
 class ChannelObserver:

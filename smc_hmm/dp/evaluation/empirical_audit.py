@@ -149,6 +149,34 @@ def audit_keyword_release(
     """
     design = design or KeywordDesign()
     reference = reference or bundled_reference()
+    utterances = _audited_utterances(train, label, state, releases, design)
+    other, changed = _neighbouring_data(
+        train, utterances, neighbour, label, state, dim, reference, design
+    )
+    a, b, spent = _sample_releases(
+        train, other, epsilon, label, state, dim, releases, design, reference, base_pipeline, seed
+    )
+    if min_count is None:
+        min_count = max(5, releases // (2 * bins))
+    return KeywordAudit(
+        estimate=histogram_privacy_loss(a, b, bins=bins, min_count=min_count),
+        epsilon=spent,
+        delta=design.delta,
+        releases=releases,
+        parameter=f"mean of label {label!r}, state {state}, dimension {dim}",
+        neighbour=changed,
+        shift=float(abs(a.mean() - b.mean()) / max(a.std(), np.finfo(float).tiny)),
+    )
+
+
+def _audited_utterances(
+    train: Mapping[str, Sequence[np.ndarray]],
+    label: str,
+    state: int,
+    releases: int,
+    design: KeywordDesign,
+) -> list[np.ndarray]:
+    """Check the audit's arguments; return the utterances of the audited label."""
     if label not in train:
         raise InvalidInputError(f"label {label!r} is not in the training data")
     if not (0 <= state < design.n_states):
@@ -158,6 +186,20 @@ def audit_keyword_release(
     utterances = list(train[label])
     if len(utterances) < 2:
         raise InvalidInputError(f"label {label!r} needs at least two utterances")
+    return utterances
+
+
+def _neighbouring_data(
+    train: Mapping[str, Sequence[np.ndarray]],
+    utterances: list[np.ndarray],
+    neighbour: str,
+    label: str,
+    state: int,
+    dim: int,
+    reference: PublicReference,
+    design: KeywordDesign,
+) -> tuple[dict[str, Sequence[np.ndarray]], str]:
+    """D' for the chosen ``neighbour`` kind, and a sentence saying how it differs from D."""
     if neighbour == "remove":
         index = _most_influential(utterances, reference, design, state, dim)
         other = {**train, label: utterances[:index] + utterances[index + 1 :]}
@@ -167,6 +209,23 @@ def audit_keyword_release(
         changed = f"a canary utterance of label {label!r} added (segment {state}, dim {dim})"
     else:
         raise InvalidInputError(f"neighbour must be 'remove' or 'canary', got {neighbour!r}")
+    return other, changed
+
+
+def _sample_releases(
+    train: Mapping[str, Sequence[np.ndarray]],
+    other: Mapping[str, Sequence[np.ndarray]],
+    epsilon: float,
+    label: str,
+    state: int,
+    dim: int,
+    releases: int,
+    design: KeywordDesign,
+    reference: PublicReference,
+    base_pipeline,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Release alternately on D and D'; the audited value of each, and the epsilon spent."""
     position = list(train).index(label)
     parent = DPRandom.insecure_seeded(seed)
     samples: dict[str, list[float]] = {"D": [], "D'": []}
@@ -184,15 +243,4 @@ def audit_keyword_release(
             )
             samples[name].append(float(out.models[position].means[state, dim]))
             spent = out.epsilon
-    a, b = np.array(samples["D"]), np.array(samples["D'"])
-    if min_count is None:
-        min_count = max(5, releases // (2 * bins))
-    return KeywordAudit(
-        estimate=histogram_privacy_loss(a, b, bins=bins, min_count=min_count),
-        epsilon=spent,
-        delta=design.delta,
-        releases=releases,
-        parameter=f"mean of label {label!r}, state {state}, dimension {dim}",
-        neighbour=changed,
-        shift=float(abs(a.mean() - b.mean()) / max(a.std(), np.finfo(float).tiny)),
-    )
+    return np.array(samples["D"]), np.array(samples["D'"]), spent

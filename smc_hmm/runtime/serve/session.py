@@ -191,6 +191,27 @@ class SessionRunner:
         self.sessions[session.number] = session
         log.info("session %d client=%s from %s: started", session.number, client, where)
         ledger = CostLedger(self.served.party)
+        outcome, output = self._serve(session, transport, ledger, client, fingerprint)
+        elapsed = time.monotonic() - session.started
+        log.log(
+            logging.INFO if outcome == "ok" else logging.WARNING,
+            "session %d client=%s from %s: %s in %.3f s; cost %s",
+            session.number,
+            client,
+            where,
+            outcome,
+            elapsed,
+            cost_summary(ledger.snapshot()),
+        )
+        self._record(session, output, outcome)
+        self.counts.add("ok" if outcome == "ok" else "failed")  # once logged: what counts is told
+
+    def _serve(
+        self, session: Session, transport, ledger: CostLedger, client: str, fingerprint: str
+    ) -> tuple[str, object]:
+        """Run the session's role and close its transport (abort it if the session
+        failed); ``("ok", output)``, or a one-line outcome naming the error and None.
+        The error ends the session, never the server."""
         outcome, output = "ok", None
         try:
             output = self._run_role(transport, ledger, client, fingerprint)
@@ -216,19 +237,7 @@ class SessionRunner:
                 else:
                     transport.abort()
             self.sessions.pop(session.number, None)
-        elapsed = time.monotonic() - session.started
-        log.log(
-            logging.INFO if outcome == "ok" else logging.WARNING,
-            "session %d client=%s from %s: %s in %.3f s; cost %s",
-            session.number,
-            client,
-            where,
-            outcome,
-            elapsed,
-            cost_summary(ledger.snapshot()),
-        )
-        self._record(session, output, outcome)
-        self.counts.add("ok" if outcome == "ok" else "failed")  # once logged: what counts is told
+        return outcome, output
 
     def _open(self, sock, session: Session) -> TcpTransport:
         """The session's reply (its number, the protocol and its public parameters, what

@@ -286,32 +286,15 @@ class Connection:
                 want = (selectors.EVENT_READ if may_read else 0) | (
                     selectors.EVENT_WRITE if wbuf is not None else 0
                 )
-                if want != registered:
-                    if registered and want:
-                        sel.modify(sock, want, "sock")
-                    elif want:
-                        sel.register(sock, want, "sock")
-                    else:
-                        sel.unregister(sock)
-                    registered = want
+                registered = self._watch(sel, registered, want)
                 timeout = None
                 if close_deadline is not None:
                     timeout = max(0.0, close_deadline - time.monotonic())
                 buffered = may_read and (first or self._pending_tls())
                 if buffered:
                     timeout = 0.0
-                ready = sel.select(timeout)
-                readable = buffered
-                writable = False
+                readable, writable = self._select(sel, timeout, buffered)
                 first = False
-                for key, mask in ready:
-                    if key.data == "wake":
-                        with contextlib.suppress(OSError):
-                            while self._wake_r.recv(4096):
-                                pass
-                    else:
-                        readable |= bool(mask & selectors.EVENT_READ)
-                        writable |= bool(mask & selectors.EVENT_WRITE)
                 if readable and self._read(rbuf, discard=shut_wr):
                     if self._closing.is_set():
                         return ConnectionEnd(TransportError, f"{self.owner}: transport closed")
@@ -324,6 +307,35 @@ class Connection:
                     return ConnectionEnd(TransportError, f"{self.owner}: transport closed (forced)")
         finally:
             sel.close()
+
+    def _watch(self, sel: selectors.BaseSelector, registered: int, want: int) -> int:
+        """Have ``sel`` watch the socket for the events ``want`` (0: not at all) instead
+        of ``registered``; the events now watched."""
+        if want != registered:
+            if registered and want:
+                sel.modify(self.sock, want, "sock")
+            elif want:
+                sel.register(self.sock, want, "sock")
+            else:
+                sel.unregister(self.sock)
+        return want
+
+    def _select(
+        self, sel: selectors.BaseSelector, timeout: float | None, buffered: bool
+    ) -> tuple[bool, bool]:
+        """Wait up to ``timeout`` for the socket or a wake-up (drained here); whether to
+        read (also when TLS holds ``buffered`` bytes) and whether to write."""
+        readable = buffered
+        writable = False
+        for key, mask in sel.select(timeout):
+            if key.data == "wake":
+                with contextlib.suppress(OSError):
+                    while self._wake_r.recv(4096):
+                        pass
+            else:
+                readable |= bool(mask & selectors.EVENT_READ)
+                writable |= bool(mask & selectors.EVENT_WRITE)
+        return readable, writable
 
     def _read(self, rbuf: bytearray, discard: bool) -> bool:
         """Read what is available while the inbox has room; queue complete frames.
