@@ -146,6 +146,7 @@ from protocols.compare import (
     bob_recv_keys,
     bob_reveal,
 )
+from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray
 from smc_hmm.crypto.fixedpoint import encode
 from smc_hmm.dp.classifier import (
@@ -645,14 +646,9 @@ class SumParams:
 
 
 def _check_counts(values, params: SumParams) -> np.ndarray:
-    arr = np.asarray(values, dtype=float)
-    if arr.shape != (params.length,):
-        raise AggregateInputError(f"counts must have shape ({params.length},), got {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise AggregateInputError("counts contain NaN or infinity")
-    if np.any(np.abs(arr) > params.max_abs):
-        raise AggregateInputError(f"counts exceed the public bound max_abs = {params.max_abs}")
-    return arr
+    return typed.bounded_vector(
+        values, params.length, params.max_abs, "counts", error=AggregateInputError
+    )
 
 
 def count_noise(params: SumParams, rng: DPRandom | None = None) -> np.ndarray:

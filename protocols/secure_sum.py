@@ -62,6 +62,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.messages import Ciphertexts, Key, Message
@@ -152,14 +153,7 @@ class Params:
 
 def check_input(values, params: Params) -> np.ndarray:
     """A party's private vector as float64 of the agreed length and bound."""
-    arr = np.asarray(values, dtype=np.float64)
-    if arr.shape != (params.length,):
-        raise InvalidInputError(f"input must have shape ({params.length},), got {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise InvalidInputError("input contains NaN or infinity")
-    if np.any(np.abs(arr) > params.max_abs):
-        raise InvalidInputError(f"input exceeds the agreed bound max_abs={params.max_abs}")
-    return arr
+    return typed.bounded_vector(values, params.length, params.max_abs, "input")
 
 
 # -- roles -------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Typed public parameters: dataclass fields that state their own range
-(``docs/adding-a-protocol.md``, "Public parameters").
+(``docs/adding-a-protocol.md``, "Public parameters"), and the one check of a private
+vector against the public sizes they agree (:func:`bounded_vector`).
 
 A protocol's parameter class declares each public number once, with its range::
 
@@ -26,10 +27,13 @@ from collections.abc import Sequence
 from dataclasses import field, fields
 from numbers import Integral
 
+import numpy as np
+
 from smc_hmm.errors import InvalidInputError
 
 __all__ = [
     "blind_nats",
+    "bounded_vector",
     "check_fields",
     "flag",
     "number",
@@ -115,3 +119,16 @@ def sigma(default: int = 40):
 def blind_nats(default: float = 20.0):
     """The width of the smooth blinds, nats."""
     return number(default, 0, 200, low_open=True)
+
+
+def bounded_vector(values, length: int, bound: float, what: str, error=InvalidInputError):
+    """A party's private vector as float64, checked against the agreed public sizes: shape
+    (``length``,), finite, every |v| <= ``bound``; else ``error`` naming ``what``."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.shape != (length,):
+        raise error(f"{what} must have shape ({length},), got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise error(f"{what} contains NaN or infinity")
+    if np.any(np.abs(arr) > bound):
+        raise error(f"{what} exceeds the agreed bound max_abs = {bound}")
+    return arr
