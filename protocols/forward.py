@@ -361,11 +361,13 @@ class ForwardSpec:
         """Alice: the (T, total) blinded emissions from the decrypted (groups, total) slots."""
         return emissions.alice_unpack(decrypted, self.emissions(length))
 
-    def randomizers_needed(self, length: int) -> dict[str, int]:
-        """Fresh randomizers each role draws in a run of ``length`` frames (with ``reveal``):
-        what an offline phase precomputes once the key is known (public sizes only)."""
+    def randomizers_needed(self, length: int, reveal: bool = True) -> dict[str, int]:
+        """Fresh randomizers each role draws in a run of ``length`` frames (``reveal``:
+        with the reveal step, one re-randomised log P per model): what an offline phase
+        precomputes once the key is known (public sizes only)."""
         groups, models = len(self.frame_groups(length)), len(self.states)
-        alice, bob = groups * self.n_inputs + models, groups * self.total + models
+        alice = groups * self.n_inputs + models
+        bob = groups * self.total + (models if reveal else 0)
         for stream in self.streams:
             step, final = stream.step, stream.final
             # v1 sends its exponentials at the last step too; its termination reuses them

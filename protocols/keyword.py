@@ -408,9 +408,8 @@ def randomizers_needed(params: KeywordParams, key_bits: int, inputs) -> dict[str
         structure = viterbi.Structure.of(viterbi.as_decoders(models))
         return viterbi.Plan(vp, structure, len(inputs["alice"]), key_bits).randomizers()
     spec = forward.ForwardSpec.for_models(models, key_bits, params.forward)
-    need = spec.randomizers_needed(len(inputs["alice"]))
+    need = spec.randomizers_needed(len(inputs["alice"]), reveal=False)
     count = len(labels)
-    need["bob"] -= count  # no reveal step
     if params.mode == "fast":  # the mapped scores
         need["bob"] += count
     else:  # the rescaling, then the decision stage (the comparisons' own counts)
