@@ -1056,7 +1056,14 @@ def alice(ctx, private, params: ViterbiParams, peer: str = "bob", reference=None
             dgk_sk = compare.alice_send_keys(ctx, plan.compare_spec(1), peer)
     if params.garbled:
         return _alice_garbled(ctx, private, decoders, plan, evaluator, peer, reference)
-    msg, length = plan.messages(), plan.length
+    return _alice_dgk(ctx, private, decoders, plan, dgk_sk, peer)  # the thesis's recursion
+
+
+def _alice_dgk(ctx, private, decoders, plan: Plan, dgk_sk, peer):
+    """Steps 1-5 of the thesis's recursion (``comparison = "dgk"``), Alice: the emissions,
+    one DGK tournament per frame, the traceback by selections, the packed output."""
+    pk, sk = ctx.keypair
+    params, msg, msg0, length = plan.params, plan.messages(), _static_messages(), plan.length
     with ctx.phase("emissions"):
         if params.model_holder == "bob":
             # Step 1 (a): packed frames out; blinded packed emissions in, one slot each back
@@ -1219,7 +1226,14 @@ def bob(ctx, private, params: ViterbiParams, peer: str = "alice", reference=None
             plan = Plan(params, structure, length, pk.bits, dgk_pk)
     if params.garbled:
         return _bob_garbled(ctx, mine, plan, garbler, peer, reference)
-    msg = plan.messages()
+    return _bob_dgk(ctx, mine, plan, peer)  # the thesis's recursion
+
+
+def _bob_dgk(ctx, mine, plan: Plan, peer):
+    """Steps 1-5 of the thesis's recursion (``comparison = "dgk"``), Bob: the emissions,
+    the delta recursion with one DGK tournament per frame, the traceback, the output."""
+    params, structure, length = plan.params, plan.structure, plan.length
+    msg, msg0 = plan.messages(), _static_messages()
     with ctx.phase("emissions"):
         if params.model_holder == "bob":
             emit, starts, trans = _bob_emissions(ctx, mine, plan, msg, peer)
