@@ -174,6 +174,7 @@ __all__ = [
     "check_output_path",
     "connect",
     "console",
+    "finish_compared",
     "frames_bound",
     "frames_limit",
     "generate_keys",
@@ -185,6 +186,7 @@ __all__ = [
     "run_against_server",
     "run_in_process",
     "run_with_offline_phase",
+    "server_report",
     "session_facts",
     "warn_insecure",
     "write_json",
@@ -422,6 +424,30 @@ def session_facts(args, frames, result: dict) -> dict:
         "session": result["session"],
         "server": args.server,
     }
+
+
+def server_report(args, command: str, mode, answer, frames, result: dict, **own) -> dict:
+    """The report of a session with a serving Bob (:func:`run_against_server`'s
+    ``result``): the answer Alice's side saw, no plaintext reference (Bob's models are his),
+    the session's facts (:func:`session_facts`) and the command's own fields."""
+    return make_report(
+        command,
+        mode,
+        answer,
+        None,
+        None,
+        result["cost"],
+        audio=str(args.audio),
+        **own,
+        **session_facts(args, frames, result),
+    )
+
+
+def finish_compared(output: Output, report: dict, cost, lines, agree: bool) -> int:
+    """The end of an in-process run (:meth:`Output.finish`); its exit code: 0 if the
+    secure answer agrees with the plaintext one, 1 if it differs."""
+    output.finish(report, cost, lines)
+    return 0 if agree else 1
 
 
 def agreement(same: bool) -> str:

@@ -145,8 +145,8 @@ def _run_in_process(args, output) -> int:
         f"{result.cost.bytes_total:,} bytes",
         soft_wrap=True,
     )
-    output.finish(report, result.cost, [_line(args, secure, plain, equal, agree)])
-    return 0 if agree else 1
+    lines = [_line(args, secure, plain, equal, agree)]
+    return common.finish_compared(output, report, result.cost, lines, agree)
 
 
 def _line(args, secure, plain, equal, agree) -> str:
@@ -185,17 +185,8 @@ def _run_against_server(args, output) -> int:
         lambda spinner: Progress(spinner, DOING),
     )
     secure = result["output"]
-    report = common.make_report(
-        "digits",
-        "string",
-        secure,
-        None,
-        None,
-        result["cost"],
-        audio=str(args.audio),
-        digits=secure["digits"],
-        equal=None,
-        **common.session_facts(args, frames, result),
+    report = common.server_report(
+        args, "digits", "string", secure, frames, result, digits=secure["digits"], equal=None
     )
     output.finish(report, None, [f"{args.audio}: [bold]{_shown(secure['digits'])}[/]"])
     return 0

@@ -247,8 +247,7 @@ def _run_in_process(args, output) -> int:
         f"{result.elapsed:.1f} s online + {offline.seconds:.1f} s offline), plaintext decision "
         f"{_said(plain)} ({common.agreement(secure == plain)})"
     )
-    output.finish(report, result.cost, [line])
-    return 0 if secure == plain else 1
+    return common.finish_compared(output, report, result.cost, [line], secure == plain)
 
 
 def _check_models(args, models, frames) -> None:
@@ -345,16 +344,8 @@ def _run_against_server(args, output) -> int:
         lambda spinner: Progress(spinner, "secure keyword recognition"),
     )
     secure, mode = result["output"]["keyword"], result["output"]["mode"]
-    report = common.make_report(
-        "keyword",
-        mode,
-        {"keyword": secure},
-        None,
-        None,
-        result["cost"],
-        secure={"keyword": secure},
-        audio=str(args.audio),
-        **common.session_facts(args, frames, result),
+    report = common.server_report(
+        args, "keyword", mode, {"keyword": secure}, frames, result, secure={"keyword": secure}
     )
     line = (
         f"{args.audio}: secure decision [bold]{_said(secure)}[/] (session {result['session']} with "

@@ -175,8 +175,7 @@ def run(args) -> int:
         f"{args.audio}: secure {_said(secure)}; plaintext {_said(plaintext)} "
         f"({common.agreement(secure == plaintext)})"
     )
-    output.finish(report, result.cost, [line])
-    return 0 if secure == plaintext else 1
+    return common.finish_compared(output, report, result.cost, [line], secure == plaintext)
 
 
 def _said(answer: dict) -> str:
@@ -223,17 +222,15 @@ def _run_against_server(args, output, frames, plain, frame_seconds: float) -> in
     )
     secure = _answer(result["output"], frame_seconds)
     reference = _answer(plain, frame_seconds)
-    report = common.make_report(
+    report = common.server_report(
+        args,
         "match",
         args.mode,
         secure,
-        None,
-        None,
-        result["cost"],
-        audio=str(args.audio),
+        frames,
+        result,
         secure=secure,
         plaintext_reference={"collection": str(args.collection), **reference},
-        **common.session_facts(args, frames, result),
     )
     line = (
         f"{args.audio}: secure {_said(secure)} (session {result['session']} with "

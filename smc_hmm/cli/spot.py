@@ -185,8 +185,7 @@ def _run_in_process(args, output) -> int:
         f"{result.cost.bytes_total:,} bytes",
         soft_wrap=True,
     )
-    output.finish(report, result.cost, lines)
-    return 0 if agree else 1
+    return common.finish_compared(output, report, result.cost, lines, agree)
 
 
 def _run_against_server(args, output) -> int:
@@ -215,17 +214,8 @@ def _run_against_server(args, output) -> int:
         f"{result['elapsed']:.1f} s",
         soft_wrap=True,
     )
-    report = common.make_report(
-        "spot",
-        "spotting",
-        secure,
-        None,
-        None,
-        result["cost"],
-        audio=str(args.audio),
-        secure=secure,
-        keywords=keywords,
-        **common.session_facts(args, frames, result),
+    report = common.server_report(
+        args, "spot", "spotting", secure, frames, result, secure=secure, keywords=keywords
     )
     lines = [f"{args.audio}: [bold]{k}[/]: secure {_span(secure[k])}" for k in keywords]
     output.finish(report, None, lines)
