@@ -186,6 +186,8 @@ __all__ = [
     "run_against_server",
     "run_in_process",
     "run_with_offline_phase",
+    "scored_plaintext",
+    "served_session",
     "server_report",
     "session_facts",
     "warn_insecure",
@@ -402,6 +404,22 @@ def run_against_server(
         )
 
 
+def served_session(args, out, protocol: str, read_frames, expect, doing: str):
+    """(frames, session result) of Alice's run against the serving Bob of ``--server``:
+    the connection's options checked (:func:`connect`) before ``read_frames()`` reads the
+    recording, the insecure-key warning on ``out``, then the session
+    (:func:`run_against_server`) with a progress line ``doing``."""
+    from smc_hmm.progress import Progress
+
+    connection = connect(args)
+    frames = read_frames()
+    warn_insecure(args, out)
+    result = run_against_server(
+        args, out, connection, protocol, frames, expect, doing, lambda s: Progress(s, doing)
+    )
+    return frames, result
+
+
 def phases(protocol: str, params, role: str = "alice") -> tuple[str, ...]:
     """The phases a role of ``protocol`` enters under ``params`` (a ``[protocol]`` table
     or its parameters), as the protocol declares them: what progress lines count.  Against
@@ -441,6 +459,18 @@ def server_report(args, command: str, mode, answer, frames, result: dict, **own)
         **own,
         **session_facts(args, frames, result),
     )
+
+
+def scored_plaintext(key: str, reference: dict, labels, log_likelihoods) -> dict:
+    """The plaintext side of a report of a protocol that scores Bob's models: the
+    protocol's plaintext answer (``reference[key]``), its scoring rule and scores, and every
+    model's exact log-likelihood by label."""
+    return {
+        key: reference[key],
+        "scoring": reference["scoring"],
+        "scores": reference["scores"],
+        "log_likelihoods": dict(zip(labels, log_likelihoods)),
+    }
 
 
 def finish_compared(output: Output, report: dict, cost, lines, agree: bool) -> int:

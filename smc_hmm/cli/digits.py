@@ -171,18 +171,8 @@ def _run_against_server(args, output) -> int:
 
     if args.pin:
         raise InvalidInputError("with --server the PIN is the server's: --pin is for local runs")
-    connection = common.connect(args)
-    frames = _frames(args, digit_pipeline())
-    common.warn_insecure(args, output.err)
-    result = common.run_against_server(
-        args,
-        output.err,
-        connection,
-        "digits",
-        frames,
-        _settings(args),
-        DOING,
-        lambda spinner: Progress(spinner, DOING),
+    frames, result = common.served_session(
+        args, output.err, "digits", lambda: _frames(args, digit_pipeline()), _settings(args), DOING
     )
     secure = result["output"]
     report = common.server_report(

@@ -221,17 +221,11 @@ def _run_in_process(args, output) -> int:
     )
     secure = result["alice"]["keyword"]
     common.write_party_views(args, result, keypair, output.err)
-    plaintext = {
-        "keyword": plain,
-        "scoring": reference["scoring"],
-        "scores": reference["scores"],
-        "log_likelihoods": dict(zip(labels, scores)),
-    }
     report = common.make_report(
         "keyword",
         args.mode,
         {"keyword": secure},
-        plaintext,
+        common.scored_plaintext("keyword", reference, labels, scores),
         secure == plain,
         result.cost.to_dict(),
         secure={"keyword": secure},
@@ -326,22 +320,15 @@ def _run_against_server(args, output) -> int:
     """Alice only, against a serving Bob; Bob's parameters (his mode) apply."""
     from smc_hmm.data import load_pipeline
 
-    connection = common.connect(args)
-    warn = output.err
-    frames, problem = _features(args, load_pipeline())
-    _check_length(args, frames)
-    _warn_no_speech(args, problem, warn)
-    common.warn_insecure(args, warn)
+    def read_frames():
+        frames, problem = _features(args, load_pipeline())
+        _check_length(args, frames)
+        _warn_no_speech(args, problem, output.err)
+        return frames
+
     expect = common.given(mode=args.mode, garbage=args.garbage, margin=args.margin) or None
-    result = common.run_against_server(
-        args,
-        warn,
-        connection,
-        "keyword",
-        frames,
-        expect,
-        "secure keyword recognition",
-        lambda spinner: Progress(spinner, "secure keyword recognition"),
+    frames, result = common.served_session(
+        args, output.err, "keyword", read_frames, expect, "secure keyword recognition"
     )
     secure, mode = result["output"]["keyword"], result["output"]["mode"]
     report = common.server_report(

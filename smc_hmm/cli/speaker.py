@@ -159,17 +159,11 @@ def run(args) -> int:
     else:
         secure, who = result["bob"]["accept"], "bob"
     common.write_party_views(args, result, keypair, output.err)
-    plaintext = {
-        key: plain,
-        "scoring": reference["scoring"],
-        "scores": reference["scores"],
-        "log_likelihoods": dict(zip(labels, sc)),
-    }
     report = common.make_report(
         "speaker",
         args.mode,
         {key: secure, "learned_by": who},
-        plaintext,
+        common.scored_plaintext(key, reference, labels, sc),
         secure == plain,
         result.cost.to_dict(),
         audio=str(args.audio),

@@ -195,18 +195,13 @@ def _run_against_server(args, output) -> int:
     keywords = [k for group in args.keyword for k in group.split(",") if k]
     if "all" in keywords:
         raise InvalidInputError("with --server name the keywords the server spots")
-    connection = common.connect(args)
-    frames = _frames(args, load_spotting_pipeline())
-    common.warn_insecure(args, output.err)
-    result = common.run_against_server(
+    frames, result = common.served_session(
         args,
         output.err,
-        connection,
         "spot",
-        frames,
+        lambda: _frames(args, load_spotting_pipeline()),
         {"keywords": keywords},
         "secure keyword spotting",
-        lambda spinner: Progress(spinner, "secure keyword spotting"),
     )
     secure = result["output"]
     output.err.print(

@@ -214,8 +214,7 @@ class CostReport:
         phases = _Grid(
             "cost per phase",
             [
-                _Column("party", justify="left"),
-                _Column("phase", justify="left"),
+                *_key_columns("party", "phase"),
                 _Column("operations", "operations", justify="left", wrap=True),
                 *[_Column(c, "traffic") for c in _TRAFFIC_COLUMNS],
                 *[_Column(c, "time") for c in _TIME_COLUMNS],
@@ -232,8 +231,7 @@ class CostReport:
         links = _Grid(
             "traffic per link",
             [
-                _Column("from", justify="left"),
-                _Column("to", justify="left"),
+                *_key_columns("from", "to"),
                 _Column("messages", "traffic"),
                 _Column("bytes", "traffic"),
             ],
@@ -309,6 +307,11 @@ class _Column:
     style: str | None = None
     #: free text (lists of operations) that may wrap between words; other cells never wrap
     wrap: bool = False
+
+
+def _key_columns(*names: str) -> list[_Column]:
+    """Key columns (left-justified text, repeated in every part of a split table)."""
+    return [_Column(name, justify="left") for name in names]
 
 
 @dataclass
