@@ -45,6 +45,7 @@ from smc_hmm.bench.common import (
     bounded,
     bounded_float,
     finish,
+    verdict,
 )
 
 DEFAULT_EPS = "0.1,0.3,1,3,10,30,100,1000,10000"
@@ -308,7 +309,7 @@ def _print_table(console, result: BenchResult) -> None:
             goal = f">= {r.baseline:.3g}"
         else:
             goal = "-"
-        mark = "" if r.met is None else (" [green]ok[/]" if r.met else " [red]MISSED[/]")
+        mark = "" if r.met is None else " " + verdict(r.met)
         table.add_row(r.name, f"{r.ours:.4g} {r.unit}", goal + mark, r.note)
     console.print(table)
 

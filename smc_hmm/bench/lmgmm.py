@@ -42,6 +42,7 @@ from smc_hmm.bench.common import (
     bounded_float,
     finish,
     load_average,
+    verdict,
 )
 
 SYNTHETIC_EPS = (1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0)
@@ -475,8 +476,9 @@ def _main(run, title, as_accuracy, args) -> int:
         )
     for row in result.rows:
         if row.limit is not None:
-            verdict = "[green]ok[/]" if row.met else "[red]MISSED[/]"
-            console.print(f"{row.name}: {row.ours:.3g} {row.unit} (target {row.goal}) {verdict}")
+            console.print(
+                f"{row.name}: {row.ours:.3g} {row.unit} (target {row.goal}) {verdict(row.met)}"
+            )
     console.print(
         f"[dim]wall time {res['wall_seconds']:.1f} s ({_load()}); CPU per lane "
         + ", ".join(f"{c:.1f} s" for c in res["lane_cpu_seconds"])
