@@ -21,7 +21,7 @@ from smc_hmm.bench.common import KEY_FLAGS, check_key_bits
 from smc_hmm.console import console, end_stdout, stdout_closed, write_stdout
 from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError, WeakerModeWarning
 from smc_hmm.limits import DEFAULT_MAX_FRAMES, MAX_KEY_BITS
-from smc_hmm.options import check_output_path, option_type
+from smc_hmm.options import TIMEOUT, WORKERS, check_output_path, option_type
 from smc_hmm.progress import status
 
 DEFAULT_DEMO = "keyword"
@@ -142,6 +142,14 @@ def add_key_arguments(p, insecure_help: str = "tests and reproductions only") ->
     add_large_keys_argument(p)
 
 
+def add_run_arguments(p, workers_help: str, timeout: float) -> None:
+    """The options of a secure run on a recording: its compute lanes (``--workers``), its
+    keys (small ones for tests only) and the per-receive ``--timeout`` (``timeout`` s)."""
+    p.add_argument("--workers", type=WORKERS, default=None, help=workers_help)
+    add_key_arguments(p, "tests only")
+    p.add_argument("--timeout", type=TIMEOUT, default=timeout, help="per-receive timeout, seconds")
+
+
 def add_large_keys_argument(p) -> None:
     p.add_argument(
         "--allow-large-keys",
@@ -166,6 +174,7 @@ __all__ = [
     "add_key_arguments",
     "add_large_keys_argument",
     "add_max_frames_argument",
+    "add_run_arguments",
     "add_server_arguments",
     "add_views_argument",
     "agreement",

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from smc_hmm.cli import common
 from smc_hmm.errors import InvalidInputError
-from smc_hmm.options import TIMEOUT, WORKERS
 from smc_hmm.progress import Progress
 
 HELP = "recognise a spoken digit string (a PIN) in one WAV recording, securely"
@@ -38,11 +37,7 @@ def configure(p) -> None:
     p.add_argument(
         "--insertion-penalty", type=float, default=None, help="nats charged for each digit"
     )
-    p.add_argument(
-        "--workers", type=WORKERS, default=None, help="compute lanes per party (default: cores)"
-    )
-    common.add_key_arguments(p, "tests only")
-    p.add_argument("--timeout", type=TIMEOUT, default=600.0, help="per-receive timeout, seconds")
+    common.add_run_arguments(p, "compute lanes per party (default: cores)", 600.0)
     common.add_max_frames_argument(p)
     common.add_json_argument(p, "the string, the plaintext one, the PIN's bit and the cost")
     common.add_server_arguments(p)

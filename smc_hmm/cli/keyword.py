@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from smc_hmm.cli import common
 from smc_hmm.errors import ConfigError, InvalidInputError, WeakerModeWarning
-from smc_hmm.options import TIMEOUT, WORKERS, check_output_dir, option_type
+from smc_hmm.options import check_output_dir, option_type
 from smc_hmm.progress import Progress, status
 
 if TYPE_CHECKING:
@@ -65,14 +65,7 @@ def configure(p) -> None:
         default=None,
         help="nats by which a keyword must beat the --garbage model (default 0)",
     )
-    p.add_argument(
-        "--workers",
-        type=WORKERS,
-        default=None,
-        help="compute lanes per party (default: the machine's cores)",
-    )
-    common.add_key_arguments(p, "tests only")
-    p.add_argument("--timeout", type=TIMEOUT, default=300.0, help="per-receive timeout, seconds")
+    common.add_run_arguments(p, "compute lanes per party (default: the machine's cores)", 300.0)
     common.add_max_frames_argument(p)
     common.add_json_argument(p, "the decisions and cost")
     common.add_views_argument(p)

@@ -26,7 +26,7 @@ import math
 
 from smc_hmm.cli import common
 from smc_hmm.errors import ConfigError, InvalidInputError
-from smc_hmm.options import TIMEOUT, WORKERS, option_type
+from smc_hmm.options import option_type
 from smc_hmm.progress import PhaseProgress, status
 
 HELP = "find which recording of a collection a snippet comes from, securely"
@@ -99,9 +99,7 @@ def configure(p) -> None:
         f"folder, checked from its header before its samples are read (default "
         f"{DEFAULT_MAX_SECONDS:g}: ten minutes)",
     )
-    p.add_argument("--workers", type=WORKERS, default=None, help="compute lanes per party")
-    common.add_key_arguments(p, "tests only")
-    p.add_argument("--timeout", type=TIMEOUT, default=600.0, help="per-receive timeout, seconds")
+    common.add_run_arguments(p, "compute lanes per party", 600.0)
     common.add_json_argument(p)
     common.add_server_arguments(p)
 

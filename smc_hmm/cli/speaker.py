@@ -34,7 +34,7 @@ from pathlib import Path
 
 from smc_hmm.cli import common
 from smc_hmm.errors import ConfigError, InvalidInputError
-from smc_hmm.options import TIMEOUT, WORKERS, check_output_dir
+from smc_hmm.options import check_output_dir
 from smc_hmm.progress import PhaseProgress, status
 
 HELP = "identify or verify the speaker of one WAV recording securely (GMMs and a UBM)"
@@ -76,9 +76,7 @@ def configure(p) -> None:
         help="identify: pad the speakers to N with dummies that never win (N alone is public)",
     )
     p.add_argument("--threshold", type=float, help="verify / anonymous: nats per frame")
-    p.add_argument("--workers", type=WORKERS, default=None, help="compute lanes per party")
-    common.add_key_arguments(p, "tests only")
-    p.add_argument("--timeout", type=TIMEOUT, default=300.0, help="per-receive timeout, seconds")
+    common.add_run_arguments(p, "compute lanes per party", 300.0)
     common.add_max_frames_argument(p)
     common.add_json_argument(p)
     common.add_views_argument(p)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from smc_hmm.cli import common
 from smc_hmm.errors import ConfigError, InvalidInputError
-from smc_hmm.options import TIMEOUT, WORKERS
 from smc_hmm.progress import Progress
 
 HELP = "find where keywords occur in one WAV recording, securely (Alice and Bob in-process)"
@@ -40,11 +39,7 @@ def configure(p) -> None:
         help="Bob's models: bundled (digit HMMs and their fillers) or a model file (.npz) "
         "with keyword models labelled L and fillers labelled filler-L",
     )
-    p.add_argument(
-        "--workers", type=WORKERS, default=None, help="compute lanes per party (default: cores)"
-    )
-    common.add_key_arguments(p, "tests only")
-    p.add_argument("--timeout", type=TIMEOUT, default=600.0, help="per-receive timeout, seconds")
+    common.add_run_arguments(p, "compute lanes per party (default: cores)", 600.0)
     common.add_max_frames_argument(p)
     common.add_json_argument(p, "the decisions and cost")
     common.add_server_arguments(p)
