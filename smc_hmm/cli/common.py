@@ -21,7 +21,7 @@ from smc_hmm.bench.common import KEY_FLAGS, check_key_bits
 from smc_hmm.console import console, end_stdout, stdout_closed, write_stdout
 from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError, WeakerModeWarning
 from smc_hmm.limits import DEFAULT_MAX_FRAMES, MAX_KEY_BITS
-from smc_hmm.options import TIMEOUT, WORKERS, check_output_path, option_type
+from smc_hmm.options import TIMEOUT, WORKERS, check_output_dir, check_output_path, option_type
 from smc_hmm.progress import status
 
 DEFAULT_DEMO = "keyword"
@@ -181,6 +181,7 @@ __all__ = [
     "check_frames",
     "check_key_bits",
     "check_output_path",
+    "check_views",
     "connect",
     "console",
     "finish_compared",
@@ -193,6 +194,7 @@ __all__ = [
     "read_model_file",
     "resolve_entry",
     "run_against_server",
+    "run_here_or_served",
     "run_in_process",
     "run_with_offline_phase",
     "scored_plaintext",
@@ -372,6 +374,27 @@ def run_with_offline_phase(
                 **options,
             )
     return result, offline
+
+
+def check_views(args) -> None:
+    """``--views DIR`` (where the command has it): an in-process run's record only, in a
+    directory that can be written."""
+    views = getattr(args, "views", None)
+    if views and args.server:
+        raise InvalidInputError("--views records an in-process run; drop --server")
+    check_output_dir(views, "--views")
+
+
+def run_here_or_served(args, in_process, served) -> int:
+    """A recording command's run: its key size, ``--json`` path and ``--views`` checked
+    before any work, then ``served(args, output)`` against the serving Bob of
+    ``--server``, or ``in_process(args, output)`` with both roles here (``output``: the
+    run's :class:`Output`)."""
+    check_key_bits(args)
+    check_json_path(args.json)
+    check_views(args)
+    output = Output(args.json)
+    return (served if args.server else in_process)(args, output)
 
 
 def connect(args):

@@ -72,12 +72,7 @@ def _shown(value) -> str:
 
 def run(args) -> int:
     """Recognise ``args.audio``: the tables on stderr, the strings on stdout."""
-    common.check_key_bits(args)
-    common.check_json_path(args.json)
-    output = common.Output(args.json)
-    if args.server:
-        return _run_against_server(args, output)
-    return _run_in_process(args, output)
+    return common.run_here_or_served(args, _run_in_process, _run_against_server)
 
 
 def _inputs(args, params, frames):

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from smc_hmm.cli import common
 from smc_hmm.errors import ConfigError, InvalidInputError, WeakerModeWarning
-from smc_hmm.options import check_output_dir, option_type
+from smc_hmm.options import option_type
 from smc_hmm.progress import Progress, status
 
 if TYPE_CHECKING:
@@ -152,16 +152,7 @@ def run(args) -> int:
     """Recognise ``args.audio`` securely: files first (``--json``, ``--views``), the cost
     tables and warnings on stderr, both decisions on stdout (one convention for every
     command, docs/running.md)."""
-    common.check_key_bits(args)
-    common.check_json_path(args.json)
-    if args.views:
-        if args.server:
-            raise InvalidInputError("--views records an in-process run; drop --server")
-        check_output_dir(args.views, "--views")
-    output = common.Output(args.json)
-    if args.server:
-        return _run_against_server(args, output)
-    return _run_in_process(args, output)
+    return common.run_here_or_served(args, _run_in_process, _run_against_server)
 
 
 def _features(args, pipeline) -> tuple[np.ndarray, str | None]:

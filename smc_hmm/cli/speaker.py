@@ -34,7 +34,6 @@ from pathlib import Path
 
 from smc_hmm.cli import common
 from smc_hmm.errors import ConfigError, InvalidInputError
-from smc_hmm.options import check_output_dir
 from smc_hmm.progress import PhaseProgress, status
 
 HELP = "identify or verify the speaker of one WAV recording securely (GMMs and a UBM)"
@@ -132,9 +131,7 @@ def run(args) -> int:
     common.check_key_bits(args)
     common.check_json_path(args.json)
     check_flags(args)
-    if args.views and args.server:
-        raise InvalidInputError("--views records an in-process run; drop --server")
-    check_output_dir(args.views, "--views")
+    common.check_views(args)
     output = common.Output(args.json)
     protocol = find("speaker-trent" if args.to == "trent" else "speaker")
     params = protocol.params(_params(args))  # bad parameters fail before any work

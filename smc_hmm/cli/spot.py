@@ -121,12 +121,7 @@ def _span(decision) -> str:
 def run(args) -> int:
     """Spot ``args.keyword`` in ``args.audio`` securely: files first, the cost tables on
     stderr, both decisions on stdout (docs/running.md, "Output")."""
-    common.check_key_bits(args)
-    common.check_json_path(args.json)
-    output = common.Output(args.json)
-    if args.server:
-        return _run_against_server(args, output)
-    return _run_in_process(args, output)
+    return common.run_here_or_served(args, _run_in_process, _run_against_server)
 
 
 def _run_in_process(args, output) -> int:
