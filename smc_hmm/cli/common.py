@@ -142,6 +142,11 @@ def add_key_arguments(p, insecure_help: str = "tests and reproductions only") ->
     add_large_keys_argument(p)
 
 
+def add_audio_argument(p, what: str = "recording") -> None:
+    """``--audio FILE.wav``: Alice's input of a recording command."""
+    p.add_argument("--audio", required=True, help=f"Alice's {what} (mono WAV, any rate)")
+
+
 def add_run_arguments(p, workers_help: str, timeout: float) -> None:
     """The options of a secure run on a recording: its compute lanes (``--workers``), its
     keys (small ones for tests only) and the per-receive ``--timeout`` (``timeout`` s)."""
@@ -163,6 +168,7 @@ __all__ = [
     "KEY_FLAGS",
     "REPORT_KEYS",
     "Output",
+    "add_audio_argument",
     "add_json_argument",
     "check_json_path",
     "end_stdout",

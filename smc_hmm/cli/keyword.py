@@ -34,7 +34,7 @@ MAX_MARGIN = 1000.0
 
 
 def configure(p) -> None:
-    p.add_argument("--audio", required=True, help="Alice's recording (mono WAV, any rate)")
+    common.add_audio_argument(p)
     p.add_argument(
         "--models",
         default="diag",

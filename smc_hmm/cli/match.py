@@ -59,7 +59,7 @@ def _check_max_seconds(value: float, name: str) -> float:
 
 
 def configure(p) -> None:
-    p.add_argument("--audio", required=True, help="Alice's snippet (mono WAV, any rate)")
+    common.add_audio_argument(p, "snippet")
     p.add_argument(
         "--start",
         type=option_type(_check_start, "--start"),

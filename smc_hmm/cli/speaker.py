@@ -48,7 +48,7 @@ MODES = ("identify", "verify", "anonymous")
 
 def configure(p) -> None:
     p.add_argument("mode", choices=MODES, help="identify, verify (--claim) or anonymous (--claim)")
-    p.add_argument("--audio", required=True, help="Alice's recording (mono WAV, any rate)")
+    common.add_audio_argument(p)
     p.add_argument(
         "--claim",
         help="verify and anonymous: the speaker Alice claims to be (anonymous: Bob never "

@@ -25,7 +25,7 @@ HOP = 0.01
 
 
 def configure(p) -> None:
-    p.add_argument("--audio", required=True, help="Alice's recording (mono WAV, any rate)")
+    common.add_audio_argument(p)
     p.add_argument(
         "--keyword",
         required=True,

@@ -10,13 +10,13 @@ Every bad input raises a typed :class:`~smc_hmm.errors.SmcHmmError`.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from pathlib import Path
 
 from smc_hmm.cli.release.shared import print_json, warn
 from smc_hmm.dp.keyword_release import read_training_data, save_release
 from smc_hmm.dp.params import check_delta, check_epsilon
+from smc_hmm.dp.release import write_json
 from smc_hmm.errors import ConfigError
 from smc_hmm.limits import DEFAULT_MAX_FRAMES, MAX_SEQUENCE_LENGTH
 from smc_hmm.options import check_output_path, option_type
@@ -183,10 +183,7 @@ def release_command(args: argparse.Namespace, console, guarantee_path: Path) -> 
         "training_utterances": "not released (only through the noisy counts)",
     }
     if args.json:  # files first (docs/running.md, "Output")
-        try:
-            Path(args.json).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-        except OSError as exc:
-            raise ConfigError(f"cannot write {args.json}: {exc.strerror or exc}") from exc
+        write_json(args.json, summary)
     if console is not None:
         if seeded:
             warn(console, "--seed: INSECURE seeded float noise (reproducible experiments only)")
