@@ -99,36 +99,30 @@ def classifier_sweep(
     seed: int = 0,
 ) -> dict:
     """Mean test error (over splits x noise draws) per configuration and eps."""
-    from smc_hmm.dp.classifier import l2_noise, laplace_noise_thesis, train_local
+    from smc_hmm.dp.classifier import train_local
 
     t0 = time.perf_counter()
-    curves = {name: np.zeros((n_splits, len(eps_grid), n_noise)) for name in splits}
-    curves["pooled, DP (one owner with all data)"] = np.zeros((n_splits, len(eps_grid), n_noise))
-    thesis = {name: np.zeros((n_splits, len(eps_grid), n_noise)) for name in splits}
+    shape = (n_splits, len(eps_grid), n_noise)
+    curves = {name: np.zeros(shape) for name in splits}
+    curves[POOLED_DP] = np.zeros(shape)
+    thesis = {name: np.zeros(shape) for name in splits}
     pooled_err, agg_err, sizes = [], {name: [] for name in splits}, {}
     for s in range(n_splits):
         x, y, xt, yt = breast_cancer(seed + s)
         rng = np.random.default_rng(10_000 + seed + s)
         w_pool = train_local(x, y, lam)
         pooled_err.append(error(w_pool, xt, yt))
-        for i, eps in enumerate(eps_grid):
-            for r in range(n_noise):
-                eta = l2_noise(x.shape[1], y.size, eps, lam, rng)
-                curves["pooled, DP (one owner with all data)"][s, i, r] = error(
-                    w_pool + eta, xt, yt
-                )
+        noisy = _noisy_errors(w_pool, y.size, (xt, yt), eps_grid, n_noise, lam, rng)
+        curves[POOLED_DP][s] = noisy[0]
         for name, fractions in splits.items():
             owners = split_owners(x, y, fractions, rng)
-            ns = [o[1].size for o in owners]
-            sizes[name] = ns
+            sizes[name] = [o[1].size for o in owners]
             mean = np.mean([train_local(ox, oy, lam) for ox, oy in owners], axis=0)
             agg_err[name].append(error(mean, xt, yt))
-            for i, eps in enumerate(eps_grid):
-                for r in range(n_noise):
-                    eta = l2_noise(x.shape[1], min(ns), eps, lam, rng)
-                    curves[name][s, i, r] = error(mean + eta, xt, yt)
-                    lap = laplace_noise_thesis(x.shape[1], min(ns), eps, lam, rng)
-                    thesis[name][s, i, r] = error(mean + lap, xt, yt)
+            noisy = _noisy_errors(
+                mean, min(sizes[name]), (xt, yt), eps_grid, n_noise, lam, rng, thesis=True
+            )
+            curves[name][s], thesis[name][s] = noisy
     pooled = float(np.mean(pooled_err))
     out = {
         "eps": list(eps_grid),
@@ -151,6 +145,27 @@ def classifier_sweep(
         for k, v in out["mean_error"].items()
     }
     return out
+
+
+#: the baseline of one owner holding all the training data, with the same L2 noise
+POOLED_DP = "pooled, DP (one owner with all data)"
+
+
+def _noisy_errors(w, n: int, test, eps_grid, n_noise: int, lam: float, rng, thesis=False):
+    """Test errors of ``w`` plus the L2 K-norm noise of ``n`` records, per eps and noise
+    draw (an array eps x draws); with ``thesis`` also (drawn after each L2 draw) those
+    with the thesis's Laplace noise: (L2 errors, Laplace errors)."""
+    from smc_hmm.dp.classifier import l2_noise, laplace_noise_thesis
+
+    xt, yt = test
+    l2, laplace = np.zeros((len(eps_grid), n_noise)), np.zeros((len(eps_grid), n_noise))
+    for i, eps in enumerate(eps_grid):
+        for r in range(n_noise):
+            l2[i, r] = error(w + l2_noise(w.size, n, eps, lam, rng), xt, yt)
+            if thesis:
+                lap = laplace_noise_thesis(w.size, n, eps, lam, rng)
+                laplace[i, r] = error(w + lap, xt, yt)
+    return l2, laplace
 
 
 # -- the federated HMM sweep --------------------------------------------------------------
@@ -257,41 +272,51 @@ def hmm_sweep(
 def protocol_costs(key_bits: int = 2048, owners=(2, 4), *, seed: int = 0) -> dict:
     """One secure run of ``aggregate`` per K (uneven split of the real data) and one
     ``dp_sum`` E-step of the dice HMM: per-party time, bytes and operations."""
+    x, y, _, _ = breast_cancer(seed)
+    out: dict = {"key_bits": key_bits, "aggregate": {}, "load": os.getloadavg()}
+    lead_key, curator_key = common.throwaway_keypair(key_bits), common.throwaway_keypair(key_bits)
+    keys = {"p1": lead_key, "trent": curator_key}
+    for k in owners:
+        out["aggregate"][k] = _aggregate_cost(k, (x, y), keys, min(key_bits, 2048), seed)
+    out["dp_sum"] = _dp_sum_cost(curator_key, min(key_bits, 2048), seed)
+    return out
+
+
+def _aggregate_cost(k: int, train, keys: dict, min_bits: int, seed: int) -> dict:
+    """One secure run of ``aggregate`` among ``k`` owners of the training set ``train``."""
+    from smc_hmm.runtime import run_protocol
+
+    x, y = train
+    fractions = SPLITS[f"{k} owners, uneven"] if k in (2, 4) else (1 / k,) * k
+    data = split_owners(x, y, fractions, np.random.default_rng(seed))
+    names = tuple(f"p{i + 1}" for i in range(k))
+    params = {
+        "owners": list(names),
+        "dim": int(x.shape[1]),
+        "eps": 1.0,
+        "lam": LAMBDA,
+        "max_size": 1 << 20,
+    }
+    parties = {names[0]: ("lead", data[0])}
+    parties.update({n: ("owner", d) for n, d in zip(names[1:], data[1:])})
+    parties.update({"trent": ("curator", None), "dave": ("user", None)})
+    t0 = time.perf_counter()
+    result = run_protocol(
+        "aggregate", params, parties, keys=keys, min_key_bits=min_bits, timeout=600
+    )
+    return {
+        "elapsed": time.perf_counter() - t0,
+        "totals": result.cost.totals(),
+        "parties": _parties(result.cost),
+    }
+
+
+def _dp_sum_cost(curator_key, min_bits: int, seed: int) -> dict:
+    """One secure run of ``dp_sum``: an E-step of the dice HMM's federated DP Baum-Welch
+    among 4 owners."""
     from smc_hmm.dp.federated import count_bound, noise_scales, owner_counts
     from smc_hmm.runtime import run_protocol
 
-    x, y, _, _ = breast_cancer(seed)
-    out: dict = {"key_bits": key_bits, "aggregate": {}, "load": os.getloadavg()}
-    min_bits = min(key_bits, 2048)
-    lead_key, curator_key = common.throwaway_keypair(key_bits), common.throwaway_keypair(key_bits)
-    for k in owners:
-        fractions = SPLITS[f"{k} owners, uneven"] if k in (2, 4) else (1 / k,) * k
-        data = split_owners(x, y, fractions, np.random.default_rng(seed))
-        names = tuple(f"p{i + 1}" for i in range(k))
-        params = {
-            "owners": list(names),
-            "dim": int(x.shape[1]),
-            "eps": 1.0,
-            "lam": LAMBDA,
-            "max_size": 1 << 20,
-        }
-        parties = {names[0]: ("lead", data[0])}
-        parties.update({n: ("owner", d) for n, d in zip(names[1:], data[1:])})
-        parties.update({"trent": ("curator", None), "dave": ("user", None)})
-        t0 = time.perf_counter()
-        result = run_protocol(
-            "aggregate",
-            params,
-            parties,
-            keys={"p1": lead_key, "trent": curator_key},
-            min_key_bits=min_bits,
-            timeout=600,
-        )
-        out["aggregate"][k] = {
-            "elapsed": time.perf_counter() - t0,
-            "totals": result.cost.totals(),
-            "parties": _parties(result.cost),
-        }
     true, skeleton = dice_models()
     rng = np.random.default_rng(seed)
     data = [_sample(true, 100, 20, rng)[0] for _ in range(4)]
@@ -311,14 +336,13 @@ def protocol_costs(key_bits: int = 2048, owners=(2, 4), *, seed: int = 0) -> dic
     result = run_protocol(
         "dp_sum", params, parties, keys={"trent": curator_key}, min_key_bits=min_bits, timeout=600
     )
-    out["dp_sum"] = {
+    return {
         "owners": 4,
         "length": int(scales.size),
         "elapsed": time.perf_counter() - t0,
         "totals": result.cost.totals(),
         "parties": _parties(result.cost),
     }
-    return out
 
 
 def _parties(cost) -> dict:
@@ -363,73 +387,83 @@ def run(args) -> common.BenchResult:
     extra: dict = {"load_before": os.getloadavg()}
     rows: list[common.Row] = []
     if args.part in ("all", "cost"):
-        costs = protocol_costs(args.key_bits, tuple(args.owners), seed=args.seed)
-        extra["cost"] = costs
-        for k, c in costs["aggregate"].items():
-            for name, p in c["parties"].items():
-                rows.append(
-                    common.Row(
-                        f"aggregate K={k}: {name} wall",
-                        p["wall"],
-                        None,
-                        "s",
-                        note=f"cpu {p['cpu']:.2f} s, sent {p['bytes_sent'] / 1e3:.1f} kB",
-                    )
-                )
-            rows.append(
-                common.Row(
-                    f"aggregate K={k}: bytes, all parties",
-                    c["totals"]["bytes"],
-                    None,
-                    "B",
-                    note=f"{c['totals']['rounds']} rounds",
-                )
-            )
-        c = costs["dp_sum"]
-        rows.append(
-            common.Row(
-                f"dp_sum (4 owners, {c['length']} counts): wall",
-                c["elapsed"],
-                None,
-                "s",
-                note=f"{c['totals']['bytes'] / 1e3:.1f} kB",
-            )
-        )
+        extra["cost"] = protocol_costs(args.key_bits, tuple(args.owners), seed=args.seed)
+        rows += _cost_rows(extra["cost"])
     if args.part in ("all", "classifier"):
         n_splits, n_noise = (3, 5) if args.quick else (args.splits, args.noise)
-        sweep = classifier_sweep(n_splits=n_splits, n_noise=n_noise, seed=args.seed)
-        extra["classifier"] = sweep
-        rows.append(
-            common.Row(
-                "pooled non-private classifier: test error", sweep["pooled_error"], None, "error"
-            )
-        )
-        for name, e in sweep["smallest_eps_within_5_points"].items():
-            rows.append(
-                common.Row(
-                    f"{name}: smallest eps within 5 points",
-                    math.inf if e is None else e,
-                    None,
-                    "eps",
-                    note="on the grid" if e is not None else "none on the grid",
-                )
-            )
+        extra["classifier"] = classifier_sweep(n_splits=n_splits, n_noise=n_noise, seed=args.seed)
+        rows += _classifier_rows(extra["classifier"])
     if args.part in ("all", "hmm"):
         reps = 2 if args.quick else args.reps
-        sweep = hmm_sweep(reps=reps, seed=args.seed)
-        extra["hmm"] = sweep
-        for name, c in sweep["curves"].items():
-            rows.append(
-                common.Row(
-                    f"HMM {name}: held-out LL/symbol at eps=1",
-                    c["ll"][1],
-                    None,
-                    "nats",
-                    note=f"eps=inf {c['ll'][-1]:.3f}",
-                )
+        extra["hmm"] = hmm_sweep(reps=reps, seed=args.seed)
+        rows += [
+            common.Row(
+                f"HMM {name}: held-out LL/symbol at eps=1",
+                c["ll"][1],
+                None,
+                "nats",
+                note=f"eps=inf {c['ll'][-1]:.3f}",
             )
+            for name, c in extra["hmm"]["curves"].items()
+        ]
     extra["load_after"] = os.getloadavg()
     return common.BenchResult("aggregate", args.key_bits, rows, vars(args) | {}, extra=extra)
+
+
+def _cost_rows(costs: dict) -> list[common.Row]:
+    """Per K each party's wall time and all parties' bytes; the dp_sum run's wall time."""
+    rows: list[common.Row] = []
+    for k, c in costs["aggregate"].items():
+        for name, p in c["parties"].items():
+            rows.append(
+                common.Row(
+                    f"aggregate K={k}: {name} wall",
+                    p["wall"],
+                    None,
+                    "s",
+                    note=f"cpu {p['cpu']:.2f} s, sent {p['bytes_sent'] / 1e3:.1f} kB",
+                )
+            )
+        rows.append(
+            common.Row(
+                f"aggregate K={k}: bytes, all parties",
+                c["totals"]["bytes"],
+                None,
+                "B",
+                note=f"{c['totals']['rounds']} rounds",
+            )
+        )
+    c = costs["dp_sum"]
+    rows.append(
+        common.Row(
+            f"dp_sum (4 owners, {c['length']} counts): wall",
+            c["elapsed"],
+            None,
+            "s",
+            note=f"{c['totals']['bytes'] / 1e3:.1f} kB",
+        )
+    )
+    return rows
+
+
+def _classifier_rows(sweep: dict) -> list[common.Row]:
+    """The pooled classifier's error; per configuration the smallest eps within 5 points."""
+    rows = [
+        common.Row(
+            "pooled non-private classifier: test error", sweep["pooled_error"], None, "error"
+        )
+    ]
+    for name, e in sweep["smallest_eps_within_5_points"].items():
+        rows.append(
+            common.Row(
+                f"{name}: smallest eps within 5 points",
+                math.inf if e is None else e,
+                None,
+                "eps",
+                note="on the grid" if e is not None else "none on the grid",
+            )
+        )
+    return rows
 
 
 def main(args) -> int:

@@ -409,7 +409,7 @@ class BenchResult:
         for col in ("operation", "ours", "baseline", "unit", "ratio", "target", "note"):
             table.add_column(col, justify="left" if col in ("operation", "note") else "right")
         for r in self.rows:
-            mark = "" if r.met is None else (" [green]ok[/]" if r.met else " [red]MISSED[/]")
+            mark = "" if r.met is None else " " + verdict(r.met)
             ratio = (
                 "-"
                 if r.ratio is None
@@ -419,6 +419,11 @@ class BenchResult:
                 r.name, _fmt(r.ours), _fmt(r.baseline), r.unit, ratio + mark, r.goal, r.note
             )
         console.print(table)
+
+
+def verdict(met: bool) -> str:
+    """A target met or missed, as the tables print it."""
+    return "[green]ok[/]" if met else "[red]MISSED[/]"
 
 
 def _fmt(x: float | None) -> str:
@@ -455,6 +460,18 @@ def finish(
         result.print_table(console)
     rows_met = result.targets_met if isinstance(result, BenchResult) else True
     return 0 if met and rows_met else 1
+
+
+def main_with_checks(args, run) -> int:
+    """``main`` of a benchmark whose ``run(args, say)`` gives a :class:`BenchResult` with
+    named checks besides its rows (``extra["checks"]``: name -> met) and their verdict
+    (``extra["targets_met"]``): the table, a line per check, then :func:`finish`."""
+    console, say = start(args)
+    result = run(args, say)
+    result.print_table(console)
+    for name, ok in result.extra["checks"].items():
+        console.print(f"{name}: {verdict(ok)}")
+    return finish(args, result, console, met=result.extra["targets_met"])
 
 
 def throwaway_keypair(bits: int):

@@ -206,14 +206,9 @@ def tno_available() -> str | None:
 
 def measure_tno(key_bits: int, bit_lengths, count: int) -> dict:
     """Median ms per TNO comparison for each l, and the key generation times."""
-    import asyncio
-    import secrets
-
-    from tno.mpc.communication import Serialization
     from tno.mpc.encryption_schemes.dgk import DGK
     from tno.mpc.encryption_schemes.paillier import Paillier
     from tno.mpc.encryption_schemes.utils import next_prime
-    from tno.mpc.protocols.secure_comparison import Initiator, KeyHolder
 
     out: dict = {"ms_per_comparison": {}}
     with warnings.catch_warnings():
@@ -231,46 +226,56 @@ def measure_tno(key_bits: int, bit_lengths, count: int) -> dict:
         out["dgk_keygen_s"] = time.perf_counter() - t0
         try:
             for bits in bit_lengths:
-                comm = _QueueCommunicator(Serialization)
-                initiator = Initiator(bits, communicator=comm, other_party="keyholder")
-                keyholder = KeyHolder(
-                    bits,
-                    communicator=comm,
-                    other_party="initiator",
-                    scheme_paillier=paillier,
-                    scheme_dgk=dgk,
-                )
-
-                async def one(x, y, initiator=initiator, keyholder=keyholder):
-                    enc_x, enc_y = paillier.encrypt(x), paillier.encrypt(y)
-                    result, _ = await asyncio.gather(
-                        initiator.perform_secure_comparison(enc_x, enc_y),
-                        keyholder.perform_secure_comparison(),
-                    )
-                    return result
-
-                async def timed(bits=bits, one=one):
-                    await one(1, 2)  # warm-up: schemes exchanged, pools started
-                    times, ok = [], True
-                    for _ in range(count):
-                        x, y = (
-                            secrets.randbelow(1 << (bits - 1)),
-                            secrets.randbelow(1 << (bits - 1)),
-                        )
-                        t0 = time.perf_counter()
-                        result = await one(x, y)
-                        times.append(time.perf_counter() - t0)
-                        ok = ok and paillier.decrypt(result) == int(x <= y)
-                    return times, ok
-
-                times, ok = asyncio.run(timed())
-                if not ok:
-                    raise AssertionError(f"TNO returned a wrong comparison at l = {bits}")
+                times = _tno_comparison_seconds(paillier, dgk, bits, count)
                 out["ms_per_comparison"][bits] = 1000 * statistics.median(times)
         finally:
             paillier.shut_down()
             dgk.shut_down()
     return out
+
+
+def _tno_comparison_seconds(paillier, dgk, bits: int, count: int) -> list[float]:
+    """Seconds of each of ``count`` TNO comparisons of random l = ``bits`` inputs (after a
+    warm-up one), every result checked."""
+    import asyncio
+    import secrets
+
+    from tno.mpc.communication import Serialization
+    from tno.mpc.protocols.secure_comparison import Initiator, KeyHolder
+
+    comm = _QueueCommunicator(Serialization)
+    initiator = Initiator(bits, communicator=comm, other_party="keyholder")
+    keyholder = KeyHolder(
+        bits,
+        communicator=comm,
+        other_party="initiator",
+        scheme_paillier=paillier,
+        scheme_dgk=dgk,
+    )
+
+    async def one(x, y):
+        enc_x, enc_y = paillier.encrypt(x), paillier.encrypt(y)
+        result, _ = await asyncio.gather(
+            initiator.perform_secure_comparison(enc_x, enc_y),
+            keyholder.perform_secure_comparison(),
+        )
+        return result
+
+    async def timed():
+        await one(1, 2)  # warm-up: schemes exchanged, pools started
+        times, ok = [], True
+        for _ in range(count):
+            x, y = (secrets.randbelow(1 << (bits - 1)), secrets.randbelow(1 << (bits - 1)))
+            t0 = time.perf_counter()
+            result = await one(x, y)
+            times.append(time.perf_counter() - t0)
+            ok = ok and paillier.decrypt(result) == int(x <= y)
+        return times, ok
+
+    times, ok = asyncio.run(timed())
+    if not ok:
+        raise AssertionError(f"TNO returned a wrong comparison at l = {bits}")
+    return times
 
 
 # -- main --------------------------------------------------------------------------------
@@ -299,23 +304,11 @@ def bit_timing(dgk_sk, count: int = 512, repeats: int = 9) -> tuple[float, float
 def main(args) -> int:
     from rich.console import Console
 
-    from smc_hmm.crypto.dgk import dgk_keypair_for
-
-    common.check_key_bits(args)
-    if args.batch < 1 or args.repeats < 1 or args.tno_count < 1 or args.argmax < 0:
-        raise ConfigError("--batch, --repeats and --tno-count must be >= 1, --argmax >= 0")
-    if any(not 1 <= b <= 100_000 for b in args.garbled_batches):
-        raise ConfigError("--garbled-batches must be between 1 and 100000")
-    if any(b < 1 for b in args.bits):
-        raise ConfigError("--bits must be >= 1")
+    _check(args)
     console = Console()
     with status(console, f"generating a throw-away {args.key_bits}-bit Paillier key pair"):
         keypair = common.throwaway_keypair(args.key_bits)
-    with status(console, "generating the DGK key pair"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", InsecureKeyWarning)
-        t0 = time.perf_counter()
-        dgk_pk, dgk_sk = dgk_keypair_for(keypair[0], max(args.bits))  # cached: reused below
-        dgk_keygen = time.perf_counter() - t0
+    dgk_sk, dgk_keygen = _dgk_key(keypair, max(args.bits), console)
     with console.status("timing the encryption of secret 1 and 0 bits"):
         ones, zeros = bit_timing(dgk_sk)
     ours, argmax, traffic = _measure(args, keypair, console)
@@ -348,7 +341,36 @@ def main(args) -> int:
         },
     )
     result.print_table(console)
-    console.print(f"DGK key generation ({args.key_bits} bits): {dgk_keygen:.2f} s")
+    _print_key_generation(console, args.key_bits, dgk_keygen, tno)
+    # the bit-timing ratio is reported, not a pass/fail: a busy machine moves it
+    return common.finish(args, result, console)
+
+
+def _check(args) -> None:
+    """Every option in range (before any key is generated)."""
+    common.check_key_bits(args)
+    if args.batch < 1 or args.repeats < 1 or args.tno_count < 1 or args.argmax < 0:
+        raise ConfigError("--batch, --repeats and --tno-count must be >= 1, --argmax >= 0")
+    if any(not 1 <= b <= 100_000 for b in args.garbled_batches):
+        raise ConfigError("--garbled-batches must be between 1 and 100000")
+    if any(b < 1 for b in args.bits):
+        raise ConfigError("--bits must be >= 1")
+
+
+def _dgk_key(keypair, max_bits: int, console):
+    """(DGK secret key, seconds to generate it) for ``keypair``'s size and inputs of up to
+    ``max_bits`` (cached: the protocol runs reuse it)."""
+    from smc_hmm.crypto.dgk import dgk_keypair_for
+
+    with status(console, "generating the DGK key pair"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureKeyWarning)
+        t0 = time.perf_counter()
+        _, dgk_sk = dgk_keypair_for(keypair[0], max_bits)  # cached: reused below
+        return dgk_sk, time.perf_counter() - t0
+
+
+def _print_key_generation(console, key_bits: int, dgk_keygen: float, tno: dict) -> None:
+    console.print(f"DGK key generation ({key_bits} bits): {dgk_keygen:.2f} s")
     if "skipped" in tno:
         console.print(f"TNO baseline skipped: {tno['skipped']}")
     else:
@@ -356,8 +378,6 @@ def main(args) -> int:
             f"TNO key generation: Paillier {tno['paillier_keygen_s']:.1f} s, "
             f"DGK {tno['dgk_keygen_s']:.1f} s"
         )
-    # the bit-timing ratio is reported, not a pass/fail: a busy machine moves it
-    return common.finish(args, result, console)
 
 
 def _measure(args, keypair, console) -> tuple[dict, dict | None, dict]:
@@ -382,50 +402,63 @@ def _measure(args, keypair, console) -> tuple[dict, dict | None, dict]:
             "batched_run_s": batch[3],
         }
     for bits in args.bits:
-        garbled = {}
-        for batch in args.garbled_batches:
-            with status(console, f"garbled: l = {bits}, k = {batch}"):
-                run = measure_ours(
-                    args.protocol, keypair, bits, batch, args.repeats, min_key_bits, "garbled"
-                )
-            garbled[batch] = {
-                "ms_per_comparison": 1000 * run[0] / batch,
-                "rounds": run[1],
-                "bytes_per_comparison": run[2] / batch,
-                "run_s": run[3],
-            }
-        ours[bits]["garbled"] = garbled
-    argmax = None
-    if args.argmax:
-        with status(console, f"ours: {args.argmax}-way argmax of 64-bit values"):
-            seconds, rounds, _ = measure_argmax(
-                args.argmax_protocol, keypair, args.argmax, min_key_bits
+        ours[bits]["garbled"] = _measure_garbled(args, keypair, bits, min_key_bits, console)
+    argmax = _measure_argmax(args, keypair, min_key_bits, console) if args.argmax else None
+    return ours, argmax, _measure_traffic(args, keypair, min_key_bits, console)
+
+
+def _measure_garbled(args, keypair, bits: int, min_key_bits: int, console) -> dict:
+    """The garbled comparison at l = ``bits`` per batch size of ``--garbled-batches``."""
+    garbled = {}
+    for batch in args.garbled_batches:
+        with status(console, f"garbled: l = {bits}, k = {batch}"):
+            run = measure_ours(
+                args.protocol, keypair, bits, batch, args.repeats, min_key_bits, "garbled"
             )
-        argmax = {"k": args.argmax, "seconds": seconds, "rounds": rounds}
-        with status(console, f"garbled: {args.argmax}-way argmax of 64-bit values"):
-            runs = [
-                measure_argmax(
-                    args.argmax_protocol, keypair, args.argmax, min_key_bits, "garbled", "bob"
-                )
-                for _ in range(args.repeats)
-            ]
-        argmax["garbled"] = {
-            "seconds": statistics.median(r[0] for r in runs),
-            "tournament_s": statistics.median(r[2] for r in runs),
-            "rounds": runs[0][1],
+        garbled[batch] = {
+            "ms_per_comparison": 1000 * run[0] / batch,
+            "rounds": run[1],
+            "bytes_per_comparison": run[2] / batch,
+            "run_s": run[3],
         }
+    return garbled
+
+
+def _measure_argmax(args, keypair, min_key_bits: int, console) -> dict:
+    """The ``--argmax``-way argmax of 64-bit values, with DGK and (medians) garbled."""
+    with status(console, f"ours: {args.argmax}-way argmax of 64-bit values"):
+        seconds, rounds, _ = measure_argmax(
+            args.argmax_protocol, keypair, args.argmax, min_key_bits
+        )
+    argmax = {"k": args.argmax, "seconds": seconds, "rounds": rounds}
+    with status(console, f"garbled: {args.argmax}-way argmax of 64-bit values"):
+        runs = [
+            measure_argmax(
+                args.argmax_protocol, keypair, args.argmax, min_key_bits, "garbled", "bob"
+            )
+            for _ in range(args.repeats)
+        ]
+    argmax["garbled"] = {
+        "seconds": statistics.median(r[0] for r in runs),
+        "tournament_s": statistics.median(r[2] for r in runs),
+        "rounds": runs[0][1],
+    }
+    return argmax
+
+
+def _measure_traffic(args, keypair, min_key_bits: int, console) -> dict:
+    """Bytes per comparison, garbled and DGK, at l = BYTES_BITS and k = BYTES_BATCH."""
     with status(console, f"bytes per comparison: l = {BYTES_BITS}, k = {BYTES_BATCH}"):
         garbled = measure_ours(
             args.protocol, keypair, BYTES_BITS, BYTES_BATCH, 1, min_key_bits, "garbled"
         )
         dgk = measure_ours(args.protocol, keypair, BYTES_BITS, BYTES_BATCH, 1, min_key_bits)
-    traffic = {
+    return {
         "bits": BYTES_BITS,
         "batch": BYTES_BATCH,
         "garbled_bytes_per_comparison": garbled[2] / BYTES_BATCH,
         "dgk_bytes_per_comparison": dgk[2] / BYTES_BATCH,
     }
-    return ours, argmax, traffic
 
 
 def _measure_baseline(args, console) -> dict:
@@ -440,8 +473,28 @@ def _measure_baseline(args, console) -> dict:
 
 def _rows(args, ours: dict, tno: dict, argmax: dict | None, ones: float, zeros: float):
     """Ours against TNO per l (k = 1 and batched), the bit timing and the argmax."""
-    rows = []
     tno_ms = tno.get("ms_per_comparison", {})
+    rows = _dgk_rows(args, ours, tno_ms)
+    rows += _garbled_rows(args, ours, tno_ms)
+    rows.append(
+        common.Row(
+            "DGK encryption of 512 secret bits: ones vs zeros",
+            1000 * ones,
+            1000 * zeros,
+            "ms",
+            note=f"ratio {ones / zeros:.3f}, target 1.00 +- {BIT_TIMING_TOLERANCE:.2f} "
+            "(no branch on a bit)",
+            better=common.LOWER,
+        )
+    )
+    if argmax is not None:
+        rows += _argmax_rows(argmax, args.key_bits >= TARGET_KEY_BITS)
+    return rows
+
+
+def _dgk_rows(args, ours: dict, tno_ms: dict) -> list:
+    """The DGK comparison per l, one and a batch, against TNO's one call a comparison."""
+    rows = []
     for bits, o in ours.items():
         base = tno_ms.get(bits)
         rows.append(
@@ -465,43 +518,36 @@ def _rows(args, ours: dict, tno: dict, argmax: dict | None, ones: float, zeros: 
                 better=common.LOWER,
             )
         )
-    rows += _garbled_rows(args, ours, tno_ms)
-    rows.append(
+    return rows
+
+
+def _argmax_rows(argmax: dict, targeted: bool) -> list:
+    """The argmax's whole run, and the garbled one's tournament (limits where ``targeted``:
+    keys of TARGET_KEY_BITS and above)."""
+    rows = [
         common.Row(
-            "DGK encryption of 512 secret bits: ones vs zeros",
-            1000 * ones,
-            1000 * zeros,
-            "ms",
-            note=f"ratio {ones / zeros:.3f}, target 1.00 +- {BIT_TIMING_TOLERANCE:.2f} "
-            "(no branch on a bit)",
-            better=common.LOWER,
+            f"argmax k={argmax['k']}, l=64 (whole run)",
+            argmax["seconds"],
+            None,
+            "s",
+            limit=ARGMAX_LIMIT_S if targeted else None,
+            note=f"{argmax['rounds']} rounds",
         )
-    )
-    if argmax is not None:
+    ]
+    g = argmax.get("garbled")
+    if g is not None:
         rows.append(
             common.Row(
-                f"argmax k={argmax['k']}, l=64 (whole run)",
-                argmax["seconds"],
+                f"garbled: {argmax['k']}-way argmax",
+                g["tournament_s"],
                 None,
                 "s",
-                limit=ARGMAX_LIMIT_S if args.key_bits >= TARGET_KEY_BITS else None,
-                note=f"{argmax['rounds']} rounds",
+                limit=GARBLED_ARGMAX_LIMIT_S if targeted else None,
+                note=f"Bob's tournament phase, revealed to him: shares, circuit and "
+                f"Alice's evaluation (the OT extension runs in the setup); whole run "
+                f"{g['seconds']:.3f} s with the base OT, {g['rounds']} rounds",
             )
         )
-        g = argmax.get("garbled")
-        if g is not None:
-            rows.append(
-                common.Row(
-                    f"garbled: {argmax['k']}-way argmax",
-                    g["tournament_s"],
-                    None,
-                    "s",
-                    limit=GARBLED_ARGMAX_LIMIT_S if args.key_bits >= TARGET_KEY_BITS else None,
-                    note=f"Bob's tournament phase, revealed to him: shares, circuit and "
-                    f"Alice's evaluation (the OT extension runs in the setup); whole run "
-                    f"{g['seconds']:.3f} s with the base OT, {g['rounds']} rounds",
-                )
-            )
     return rows
 
 

@@ -90,80 +90,64 @@ def run(
 def _encryption_rows(pk, phe_pk, public_only, values, repeats: int, workers: int, say):
     """Encryption against phe's: the default paths (key holder, public key only, on
     ``workers`` lanes), short exponents and a warm randomizer pool."""
-    rows: list[common.Row] = []
-    batch = len(values)
-    per = 1e6 / batch  # seconds per batch -> microseconds per value
+    per = 1e6 / len(values)  # seconds per batch -> microseconds per value
     say("encryption")
     t_phe = common.median_seconds(lambda: [phe_pk.encrypt(v) for v in values], repeats) * per
+
+    def us(key) -> float:
+        return common.median_seconds(lambda: CipherArray.encrypt(key, values), repeats) * per
+
+    def against_phe(title: str, ours: float, target: float, note: str = "") -> common.Row:
+        return common.Row(title, ours, t_phe, "us/value", target, note, better=common.LOWER)
+
     pk.randomizer.precompute()
     public_only.randomizer.precompute()
-    t_default = common.median_seconds(lambda: CipherArray.encrypt(pk, values), repeats) * per
-    t_public = (
-        common.median_seconds(lambda: CipherArray.encrypt(public_only, values), repeats) * per
-    )
-    rows.append(
-        common.Row(
-            "encrypt: default (DJN, n/2-bit alpha, table, CRT), key holder",
-            t_default,
-            t_phe,
-            "us/value",
-            ENCRYPT_TARGET,
-            better=common.LOWER,
-        )
-    )
-    rows.append(
-        common.Row(
+    rows = [
+        against_phe(
+            "encrypt: default (DJN, n/2-bit alpha, table, CRT), key holder", us(pk), ENCRYPT_TARGET
+        ),
+        against_phe(
             "encrypt: default (DJN, n/2-bit alpha, table), public key only",
-            t_public,
-            t_phe,
-            "us/value",
+            us(public_only),
             ENCRYPT_TARGET,
-            better=common.LOWER,
-        )
-    )
-    t_par = _parallel_encryption_us(public_only, values, repeats, workers)
-    rows.append(
-        common.Row(
+        ),
+        against_phe(
             f"encrypt: default, public key only, {workers} processes",
-            t_par,
-            t_phe,
-            "us/value",
+            _parallel_encryption_us(public_only, values, repeats, workers),
             ENCRYPT_TARGET,
-            better=common.LOWER,
-        )
-    )
+        ),
+    ]
     short = PublicKey(pk.n)
     short.use_djn(alpha_bits=224).precompute()
-    t_short = common.median_seconds(lambda: CipherArray.encrypt(short, values), repeats) * per
     rows.append(
-        common.Row(
+        against_phe(
             "encrypt: short exponent (DJN, 224-bit alpha)",
-            t_short,
-            t_phe,
-            "us/value",
+            us(short),
             SHORT_ENCRYPT_TARGET,
             "stronger assumption, see randomness.py",
-            better=common.LOWER,
         )
     )
-    pooled = PublicKey(pk.n)
-    pool = RandomizerPool(pooled.randomizer, capacity=batch * (repeats + 2))
-    pooled.use_randomizer(pool)
-    say("filling the randomizer pool (offline phase)")
-    pool.fill()
-    t_online = common.median_seconds(lambda: CipherArray.encrypt(pooled, values), repeats) * per
+    pooled, pool = _warm_pool_key(pk, len(values) * (repeats + 2), say)
+    t_online = us(pooled)
     rows.append(
-        common.Row(
+        against_phe(
             "encrypt: online from a warm pool",
             t_online,
-            t_phe,
-            "us/value",
             POOL_ENCRYPT_TARGET,
             f"pool misses: {pool.misses}",
-            better=common.LOWER,
         )
     )
     return rows
+
+
+def _warm_pool_key(pk, capacity: int, say) -> tuple[PublicKey, RandomizerPool]:
+    """A public key encrypting from a randomizer pool of ``capacity``, filled (offline)."""
+    pooled = PublicKey(pk.n)
+    pool = RandomizerPool(pooled.randomizer, capacity=capacity)
+    pooled.use_randomizer(pool)
+    say("filling the randomizer pool (offline phase)")
+    pool.fill()
+    return pooled, pool
 
 
 def _parallel_encryption_us(public_only, values, repeats: int, workers: int) -> float:
@@ -305,53 +289,38 @@ def _crt_decryption_rows(pk, sk, values, repeats: int, say):
     backends, medians of interleaved rounds: a batch (two threads either way), one
     ciphertext (its two halves on two threads now), one exponentiation c^(p-1) mod p^2."""
     say("CRT decryption: gmpy2.powmod (as before, a416770) vs the constant-time backends")
-    backends = {}
-    for name, key in (("IFMA kernel", "ifma"), ("OpenSSL consttime", "openssl")):
-        try:
-            backends[name] = consttime.backend_by_name(key)
-        except CryptoError as e:
-            say(f"no {name} rows: {e}")
-    backends["gmpy2.powmod_sec"] = consttime.GMPY2_SEC
-    default = consttime.default_backend()
+    backends = _constant_time_backends(say)
     keys = {}
     for name, backend in backends.items():
         keys[name] = copy.copy(sk)  # the same key, decrypting on this backend
         keys[name].secret_powmod = backend
     cts = CipherArray.encrypt(pk, values).ciphertexts()
-    one = cts[:1]
     if any(k.decrypt_ints(cts) != values for k in keys.values()) or (
         _decrypt_variable_time(sk, cts) != values
     ):
         raise AssertionError("CRT decryption mismatch in benchmark")
-    p, psq = sk._p, sk._psq
-    base = cts[0] % psq
     singles = 8  # one-ciphertext calls per timing (each ~1-3 ms at 2048 bits)
-    fns = {"old batch": lambda: _decrypt_variable_time(sk, cts)}
-    fns |= {f"{name} batch": lambda k=k: k.decrypt_ints(cts) for name, k in keys.items()}
-    fns["old one"] = lambda: [_decrypt_variable_time(sk, one) for _ in range(singles)]
-    fns |= {
-        f"{name} one": lambda k=k: [k.decrypt_ints(one) for _ in range(singles)]
-        for name, k in keys.items()
-    }
-    fns["old exp"] = lambda: [gmpy2.powmod(base, p - 1, psq) for _ in range(singles)]
-    fns |= {
-        f"{name} exp": lambda b=b: [b.powmod(base, p - 1, psq) for _ in range(singles)]
-        for name, b in backends.items()
-    }
     rounds = max(repeats, 7)
-    t = common.interleaved_medians(fns, rounds)
-    per_value, per_single = 1e6 / len(cts), 1e6 / singles
+    t = common.interleaved_medians(_crt_cases(sk, keys, backends, cts, singles), rounds)
     target = CRT_DECRYPT_TARGET if pk.bits >= CRT_DECRYPT_TARGET_BITS else None
+    p, psq = sk._p, sk._psq
     # (timing, row title, what it is against, scale, unit, note): a row per backend each
     timings = (
-        ("batch", f"CRT decryption, batch of {len(cts)}", "gmpy2.powmod (a416770)", per_value,
-         "us/value", f"2 threads both; medians of {rounds} interleaved rounds"),
-        ("one", "CRT decryption, one ciphertext", "gmpy2.powmod (a416770)", per_single,
+        ("batch", f"CRT decryption, batch of {len(cts)}", "gmpy2.powmod (a416770)",
+         1e6 / len(cts), "us/value", f"2 threads both; medians of {rounds} interleaved rounds"),
+        ("one", "CRT decryption, one ciphertext", "gmpy2.powmod (a416770)", 1e6 / singles,
          "us/value", "before: the halves one after the other; now on two threads if the "
          "backend releases the GIL"),
-        ("exp", "exponentiation c^(p-1) mod p^2, one thread", "gmpy2.powmod", per_single, "us",
-         f"{psq.bit_length()}-bit modulus, {(p - 1).bit_length()}-bit exponent"),
+        ("exp", "exponentiation c^(p-1) mod p^2, one thread", "gmpy2.powmod", 1e6 / singles,
+         "us", f"{psq.bit_length()}-bit modulus, {(p - 1).bit_length()}-bit exponent"),
     )  # fmt: skip
+    return _crt_rows(t, backends, timings, target)
+
+
+def _crt_rows(t: dict, backends: dict, timings, target: float | None) -> list[common.Row]:
+    """A row per timing and backend against the code before constant time; the default
+    backend's batch row carries the target."""
+    default = consttime.default_backend()
     rows: list[common.Row] = []
     for kind, title, before, scale, unit, note in timings:
         for name in backends:
@@ -370,6 +339,40 @@ def _crt_decryption_rows(pk, sk, values, repeats: int, say):
     return rows
 
 
+def _constant_time_backends(say) -> dict:
+    """The constant-time exponentiation backends that run here, by row name."""
+    backends = {}
+    for name, key in (("IFMA kernel", "ifma"), ("OpenSSL consttime", "openssl")):
+        try:
+            backends[name] = consttime.backend_by_name(key)
+        except CryptoError as e:
+            say(f"no {name} rows: {e}")
+    backends["gmpy2.powmod_sec"] = consttime.GMPY2_SEC
+    return backends
+
+
+def _crt_cases(sk, keys: dict, backends: dict, cts, singles: int) -> dict:
+    """The timed cases by name ("old" or a backend's, then "batch", "one" or "exp"): the
+    batch decrypted, ``singles`` decryptions of one ciphertext, ``singles``
+    exponentiations c^(p-1) mod p^2."""
+    one = cts[:1]
+    p, psq = sk._p, sk._psq
+    base = cts[0] % psq
+    fns = {"old batch": lambda: _decrypt_variable_time(sk, cts)}
+    fns |= {f"{name} batch": lambda k=k: k.decrypt_ints(cts) for name, k in keys.items()}
+    fns["old one"] = lambda: [_decrypt_variable_time(sk, one) for _ in range(singles)]
+    fns |= {
+        f"{name} one": lambda k=k: [k.decrypt_ints(one) for _ in range(singles)]
+        for name, k in keys.items()
+    }
+    fns["old exp"] = lambda: [gmpy2.powmod(base, p - 1, psq) for _ in range(singles)]
+    fns |= {
+        f"{name} exp": lambda b=b: [b.powmod(base, p - 1, psq) for _ in range(singles)]
+        for name, b in backends.items()
+    }
+    return fns
+
+
 def _lincomb_rows(pk, sk, phe_pk, public_only, terms: int, repeats: int, workers: int, say):
     """The ``terms``-term signed linear combination against phe's, on one lane and on
     ``workers`` (with the machine's own lane scaling measured in the same rounds)."""
@@ -380,21 +383,7 @@ def _lincomb_rows(pk, sk, phe_pk, public_only, terms: int, repeats: int, workers
     lin_phe = [phe.EncryptedNumber(phe_pk, int(c)) for c in lin_cts.ciphertexts()]
     lin_w = [secrets.randbelow(1 << 40) * (1 if secrets.randbits(1) else -1) for _ in range(terms)]
     rounds = max(repeats, 7)
-    scalings: list[float] = []
-    with Compute.processes(workers) as compute:
-        compute.warm_up()
-        ms = {
-            name: t * 1e3
-            for name, t in common.interleaved_medians(
-                {
-                    "phe": lambda: sum(c * w for c, w in zip(lin_phe, lin_w)),
-                    "serial": lambda: lin_cts.lincomb(lin_w),
-                    "parallel": lambda: lin_cts.lincomb(lin_w, compute=compute),
-                    "machine": lambda: scalings.append(lane_scaling(compute, pk.nsquare_mpz)),
-                },
-                rounds,
-            ).items()
-        }
+    ms, scaling = _lincomb_milliseconds(pk, lin_phe, lin_cts, lin_w, workers, rounds)
     rows.append(
         common.Row(
             f"linear combination: {terms} terms, signed 40-bit (1 process)",
@@ -415,7 +404,6 @@ def _lincomb_rows(pk, sk, phe_pk, public_only, terms: int, repeats: int, workers
             better=common.LOWER,
         )
     )
-    scaling = statistics.median(scalings)
     rows.append(
         common.Row(
             f"machine: {workers} lanes of modular multiplications at once vs 1",
@@ -432,6 +420,27 @@ def _lincomb_rows(pk, sk, phe_pk, public_only, terms: int, repeats: int, workers
     if got != expect:
         raise AssertionError("linear combination mismatch in benchmark")
     return rows
+
+
+def _lincomb_milliseconds(pk, lin_phe, lin_cts, lin_w, workers: int, rounds: int):
+    """(milliseconds by case: phe's, ours serial and on ``workers`` lanes; the machine's
+    lane scaling), medians of ``rounds`` interleaved rounds."""
+    scalings: list[float] = []
+    with Compute.processes(workers) as compute:
+        compute.warm_up()
+        ms = {
+            name: t * 1e3
+            for name, t in common.interleaved_medians(
+                {
+                    "phe": lambda: sum(c * w for c, w in zip(lin_phe, lin_w)),
+                    "serial": lambda: lin_cts.lincomb(lin_w),
+                    "parallel": lambda: lin_cts.lincomb(lin_w, compute=compute),
+                    "machine": lambda: scalings.append(lane_scaling(compute, pk.nsquare_mpz)),
+                },
+                rounds,
+            ).items()
+        }
+    return ms, statistics.median(scalings)
 
 
 #: (title, bases, rows, exponent bits, signed): the shapes Bob's stages compute -- a

@@ -45,6 +45,7 @@ from smc_hmm.bench.common import (
     bounded,
     bounded_float,
     finish,
+    verdict,
 )
 
 DEFAULT_EPS = "0.1,0.3,1,3,10,30,100,1000,10000"
@@ -90,17 +91,14 @@ def run(
     design=None,
     log=print,
 ) -> BenchResult:
-    from smc_hmm.data import load_bundled_models, load_pipeline, load_test_utterances
+    from smc_hmm.data import load_bundled_models, load_pipeline
     from smc_hmm.dp.keyword_models import KeywordDesign
-    from smc_hmm.dp.keyword_release import read_labelled_recordings
 
     design = design or KeywordDesign()
     started = time.perf_counter()
     load_before = os.getloadavg()
-    train = read_labelled_recordings(fsdd, range(5))
+    train, test = _data(fsdd, log)
     n_train = sum(len(v) for v in train.values())
-    test = [(u.features, u.label) for u in load_test_utterances(standardised=False)]
-    log(f"{n_train} training utterances, {len(test)} test utterances")
     bundled, bundled_labels = load_bundled_models("diag")
     bundled_acc = _accuracy(bundled, bundled_labels, load_pipeline(), test)
     accuracies, seconds, guarantee = _releases(
@@ -108,15 +106,7 @@ def run(
     )
     rows = _accuracy_rows(eps_values, accuracies)
     rows.append(Row("bundled non-private diag models", bundled_acc, None, "accuracy"))
-    rows.append(
-        Row(
-            "time per release (all ten models)",
-            statistics.median(seconds),
-            None,
-            "s",
-            note=f"{sampler} sampler, {len(seconds)} releases",
-        )
-    )
+    rows.append(_release_time_row(seconds, sampler))
     audits: dict = {}
     if audit_releases:
         audits, audit_rows = _audits(train, design, audit_eps, audit_releases, seed, log)
@@ -143,6 +133,30 @@ def run(
             "load_average_before_after": [load_before, os.getloadavg()],
             "wall_seconds": time.perf_counter() - started,
         },
+    )
+
+
+def _data(fsdd, log) -> tuple[dict, list]:
+    """(training recordings by label: FSDD indices 5-49, the bundled test utterances as
+    (raw features, label))."""
+    from smc_hmm.data import load_test_utterances
+    from smc_hmm.dp.keyword_release import read_labelled_recordings
+
+    train = read_labelled_recordings(fsdd, range(5))
+    n_train = sum(len(v) for v in train.values())
+    test = [(u.features, u.label) for u in load_test_utterances(standardised=False)]
+    log(f"{n_train} training utterances, {len(test)} test utterances")
+    return train, test
+
+
+def _release_time_row(seconds: list[float], sampler: str) -> Row:
+    """The median seconds of one release of all ten models."""
+    return Row(
+        "time per release (all ten models)",
+        statistics.median(seconds),
+        None,
+        "s",
+        note=f"{sampler} sampler, {len(seconds)} releases",
     )
 
 
@@ -295,7 +309,7 @@ def _print_table(console, result: BenchResult) -> None:
             goal = f">= {r.baseline:.3g}"
         else:
             goal = "-"
-        mark = "" if r.met is None else (" [green]ok[/]" if r.met else " [red]MISSED[/]")
+        mark = "" if r.met is None else " " + verdict(r.met)
         table.add_row(r.name, f"{r.ours:.4g} {r.unit}", goal + mark, r.note)
     console.print(table)
 

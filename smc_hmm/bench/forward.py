@@ -101,6 +101,20 @@ def _rows(
             note="" if relative else "log P ~ -1e-6: the absolute error is the target",
         ),
     ]
+    rows += _party_rows(label, cost)
+    rows.append(Row(f"{label}: rounds (causal depth)", cost.rounds, None, "rounds"))
+    errors = {
+        "absolute": abs_err,
+        "relative": rel,
+        "seconds": t_secure,
+        "met": abs_err <= ABS_TARGET and (rel <= REL_TARGET or not relative),
+    }
+    return rows, errors
+
+
+def _party_rows(label: str, cost) -> list[Row]:
+    """Per party the bytes it sent (received in the note) and the operations it counted."""
+    rows = []
     for party in ("alice", "bob"):
         p = cost.parties[party]
         ops = {k: v for k, v in p["ops"].items() if v}
@@ -123,14 +137,7 @@ def _rows(
                 note=", ".join(f"{k} {v:,}" for k, v in ops.items()),
             )
         )
-    rows.append(Row(f"{label}: rounds (causal depth)", cost.rounds, None, "rounds"))
-    errors = {
-        "absolute": abs_err,
-        "relative": rel,
-        "seconds": t_secure,
-        "met": abs_err <= ABS_TARGET and (rel <= REL_TARGET or not relative),
-    }
-    return rows, errors
+    return rows
 
 
 def run(

@@ -42,6 +42,7 @@ from smc_hmm.bench.common import (
     bounded_float,
     finish,
     load_average,
+    verdict,
 )
 
 SYNTHETIC_EPS = (1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0)
@@ -141,12 +142,40 @@ def sweep(
     thesis: bool = False,
 ) -> dict:
     """Test errors of ``runs`` DP trainings per eps (and mode), and the non-private ones."""
-    from smc_hmm.compute import Compute
     from smc_hmm.dp.lmgmm import generative_classifier, guarantee, train
 
     start = time.perf_counter()
     model, solution = train(split.x_train, split.y_train, lam=lam, h=h)
     modes = ["objective"] + (["thesis"] if thesis else [])
+    errors, lane_cpu = _dp_errors(split, modes, eps_values, runs, lam, h, seed, jobs, solution.phi)
+    n, c, d = len(split.y_train), int(split.y_train.max()) + 1, split.x_train.shape[1]
+
+    def eps_total(eps: float) -> float:
+        return guarantee(n, c, d, eps, lam=lam, h=h).epsilon_total
+
+    return {
+        "non_private_error": model.error_rate(split.x_test, split.y_test),
+        "generative_error": generative_classifier(split.x_train, split.y_train).error_rate(
+            split.x_test, split.y_test
+        ),
+        "curves": {
+            mode: _curve(errors[j], eps_values, eps_total if mode == "objective" else None)
+            for j, mode in enumerate(modes)
+        },
+        "jacobian_term": guarantee(n, c, d, 1.0, lam=lam, h=h).jacobian_term,
+        "wall_seconds": time.perf_counter() - start,
+        "lane_cpu_seconds": lane_cpu,
+        "n_train": n,
+        "n_classes": c,
+        "dim": d,
+    }
+
+
+def _dp_errors(split: Split, modes, eps_values, runs: int, lam, h, seed: int, jobs: int, phi0):
+    """(test errors by mode, eps and run: an array; each lane's CPU seconds): every DP
+    training seeded by (seed, eps, run, mode), shared by ``jobs`` lanes."""
+    from smc_hmm.compute import Compute
+
     tasks = [
         (mode, float(eps), int(np.random.SeedSequence([seed, i, r, j]).generate_state(1)[0]))
         for j, mode in enumerate(modes)
@@ -163,39 +192,27 @@ def sweep(
             [split] * len(chunks),
             [lam] * len(chunks),
             [h] * len(chunks),
-            [solution.phi] * len(chunks),
+            [phi0] * len(chunks),
         )
     errors = np.empty(len(tasks))
     errors[order] = [e for part, _ in parts for e in part]
-    errors = errors.reshape(len(modes), len(eps_values), runs)
-    n, c, d = len(split.y_train), int(split.y_train.max()) + 1, split.x_train.shape[1]
-    curves = {}
-    for j, mode in enumerate(modes):
-        curves[mode] = [
-            {
-                "eps": float(eps),
-                "eps_total": guarantee(n, c, d, eps, lam=lam, h=h).epsilon_total
-                if mode == "objective"
-                else None,
-                "error_mean": float(errors[j, i].mean()),
-                "error_sem": float(errors[j, i].std(ddof=1) / math.sqrt(runs)) if runs > 1 else 0.0,
-                "errors": errors[j, i].tolist(),
-            }
-            for i, eps in enumerate(eps_values)
-        ]
-    return {
-        "non_private_error": model.error_rate(split.x_test, split.y_test),
-        "generative_error": generative_classifier(split.x_train, split.y_train).error_rate(
-            split.x_test, split.y_test
-        ),
-        "curves": curves,
-        "jacobian_term": guarantee(n, c, d, 1.0, lam=lam, h=h).jacobian_term,
-        "wall_seconds": time.perf_counter() - start,
-        "lane_cpu_seconds": [cpu for _, cpu in parts],
-        "n_train": n,
-        "n_classes": c,
-        "dim": d,
-    }
+    return errors.reshape(len(modes), len(eps_values), runs), [cpu for _, cpu in parts]
+
+
+def _curve(errors: np.ndarray, eps_values, eps_total=None) -> list[dict]:
+    """One mode's points: per eps (``errors`` by eps and run) the mean error, its standard
+    error and every run's; ``eps_total(eps)`` the guarantee where the mode has one."""
+    runs = errors.shape[1]
+    return [
+        {
+            "eps": float(eps),
+            "eps_total": eps_total(eps) if eps_total is not None else None,
+            "error_mean": float(errors[i].mean()),
+            "error_sem": float(errors[i].std(ddof=1) / math.sqrt(runs)) if runs > 1 else 0.0,
+            "errors": errors[i].tolist(),
+        }
+        for i, eps in enumerate(eps_values)
+    ]
 
 
 PLATEAU_PP = 0.5
@@ -459,8 +476,9 @@ def _main(run, title, as_accuracy, args) -> int:
         )
     for row in result.rows:
         if row.limit is not None:
-            verdict = "[green]ok[/]" if row.met else "[red]MISSED[/]"
-            console.print(f"{row.name}: {row.ours:.3g} {row.unit} (target {row.goal}) {verdict}")
+            console.print(
+                f"{row.name}: {row.ours:.3g} {row.unit} (target {row.goal}) {verdict(row.met)}"
+            )
     console.print(
         f"[dim]wall time {res['wall_seconds']:.1f} s ({_load()}); CPU per lane "
         + ", ".join(f"{c:.1f} s" for c in res["lane_cpu_seconds"])

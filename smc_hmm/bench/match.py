@@ -529,30 +529,19 @@ def extrapolate(
     (b) the cost model -- Paillier operations at primitive rates measured now, DGK
     operations at DGK rates measured now, times the scale -- per party, and with Bob's
     multi-exponentiations (his per-window work) on ``workers`` cluster workers."""
-    from smc_hmm.bench.rates import measure_rates
-    from smc_hmm.cost.model import CostModel
-
-    model, dgk = CostModel(measure_rates(*keypair)), dgk_seconds(keypair)
     scale = target / recordings
-
-    def seconds(ops: dict) -> float:
-        return model.compute_seconds(ops) + sum(dgk[op] * ops.get(op, 0) for op in DGK_OPS)
-
     parties = report["parties"]
-    alice = scale * seconds(parties["alice"]["ops"])
-    scoring = scale * seconds(parties["bob"]["phases"].get("scores", {}).get("ops", {}))
-    rest = scale * seconds(parties["bob"]["ops"]) - scoring
+    (alice, rest, scoring), dgk = _modelled_seconds(keypair, parties, scale)
     # the DGK tournament's rounds grow with log2 of the candidates (4 messages a round);
     # the garbled maximum is one circuit whatever their number
     dgk_run = any(parties[p]["ops"].get(op) for p in parties for op in DGK_OPS)
     extra_rounds = 4 * math.ceil(math.log2(scale)) if scale > 1 and dgk_run else 0
-    measured = run["total_s"] * scale
     data = {
         "recordings": target,
         "from_recordings": recordings,
         "query_frames": run["frames"],
         "candidates": round(run["candidates"] * scale),
-        "measured_linear_s": measured,
+        "measured_linear_s": run["total_s"] * scale,
         "model": {
             "alice_s": alice,
             "bob_tournament_s": rest,
@@ -566,31 +555,55 @@ def extrapolate(
         "rounds": report["totals"]["rounds"] + extra_rounds,
         "bytes": report["totals"]["bytes"] * scale,
     }
+    return _extrapolation_rows(data, scale, keypair[0].bits), data
+
+
+def _modelled_seconds(keypair, parties: dict, scale: float):
+    """((Alice's, Bob's maximum's, Bob's multi-exponentiations') seconds, DGK seconds per
+    operation): the cost model's at rates measured now, times ``scale``."""
+    from smc_hmm.bench.rates import measure_rates
+    from smc_hmm.cost.model import CostModel
+
+    model, dgk = CostModel(measure_rates(*keypair)), dgk_seconds(keypair)
+
+    def seconds(ops: dict) -> float:
+        return model.compute_seconds(ops) + sum(dgk[op] * ops.get(op, 0) for op in DGK_OPS)
+
+    alice = scale * seconds(parties["alice"]["ops"])
+    scoring = scale * seconds(parties["bob"]["phases"].get("scores", {}).get("ops", {}))
+    rest = scale * seconds(parties["bob"]["ops"]) - scoring
+    return (alice, rest, scoring), dgk
+
+
+def _extrapolation_rows(data: dict, scale: float, key_bits: int) -> list[common.Row]:
+    """The measured query scaled linearly (against the target), and the model's cluster
+    against its one machine."""
+    target, workers, model = data["recordings"], data["cluster_workers"], data["model"]
     note = (
-        f"{run['frames']}-frame query, ~{data['candidates']:,} candidates; model: Alice "
-        f"{alice:.0f} s, Bob's maximum {rest:.0f} s, Bob's multi-exponentiations "
-        f"{scoring:.0f} s; {data['rounds']} rounds, {data['bytes'] / 1e6:.0f} MB"
+        f"{data['query_frames']}-frame query, ~{data['candidates']:,} candidates; model: Alice "
+        f"{model['alice_s']:.0f} s, Bob's maximum {model['bob_tournament_s']:.0f} s, Bob's "
+        f"multi-exponentiations {model['bob_scoring_s']:.0f} s; {data['rounds']} rounds, "
+        f"{data['bytes'] / 1e6:.0f} MB"
     )
-    rows = [
+    return [
         common.Row(
             f"extrapolated: one query, {target:,} recordings, one machine (measured x {scale:g})",
-            measured,
+            data["measured_linear_s"],
             None,
             "s",
-            limit=_extrapolation_limit(target, keypair[0].bits),
+            limit=_extrapolation_limit(target, key_bits),
             note=note,
         ),
         common.Row(
             f"extrapolated: one query, {target:,} recordings, Bob's multi-exponentiations on "
             f"{workers} workers (model)",
-            data["model"]["cluster_s"],
-            data["model"]["one_machine_s"],
+            model["cluster_s"],
+            model["one_machine_s"],
             "s",
             better=common.LOWER,
             note="baseline: the model's one machine; the maximum stays on Bob's machine",
         ),
     ]
-    return rows, data
 
 
 def _checked(args):

@@ -633,62 +633,19 @@ def _hostile_verdict(out: dict) -> list[tuple[str, str, bool]]:
 
 
 def _print_hostile(out: dict, console) -> bool:
-    from rich.table import Table
-
-    table = Table(title="smc-hmm serve under attack: the legitimate clients")
-    columns = ("round", "run", "utterances/min", "p50 (s)", "p95 (s)", "agree")
-    for col in (*columns, "CPU s / session: client + server", "Bob per session (s)", "load"):
-        table.add_column(col)
-    for r in out["rounds"]:
-        runs = (
-            ("alone", "alone"),
-            ("decoy attacked", "decoy"),
-            (f"{out['hostile_count']} hostile", "hostile"),
-        )
-        for label, key in runs:
-            if key not in r:
-                continue
-            row = r[key]
-            table.add_row(
-                str(r["round"]),
-                label,
-                f"{row['utterances_per_min']:.2f}",
-                f"{row['p50_s']:.2f}",
-                f"{row['p95_s']:.2f}",
-                f"{row['agree']}/{row['utterances']}",
-                f"{row['client_cpu_s']:.2f} + {row['server_cpu_s'] / row['utterances']:.2f}",
-                "{wall:.2f} (compute {compute:.2f})".format(**row["server_log"]["bob_session_s"]),
-                f"{row['load_after']:.1f}",
-            )
-    console.print(table)
-    res = Table(title="the server process: RSS (MiB) / open fds / threads")
-    for col in ("round", "before the attack", "peak under attack", "fds back", "seconds"):
-        res.add_column(col)
-
-    def fmt(x: dict) -> str:
-        return f"{x['rss_kb'] / 1024:.1f} / {x['fds']} / {x['threads']}"
-
-    for r in out["rounds"]:
-        seconds = r["fd_recovery_s"]
-        res.add_row(
-            str(r["round"]),
-            fmt(r["before"]),
-            fmt(r["hostile"]["server_peak"]),
-            fmt(r["after"]),
-            "> 20" if seconds is None else f"{seconds:.2f}",
-        )
-    console.print(res)
-    console.print(f"warm baseline {fmt(out['baseline'])}; at the end {fmt(out['end'])}")
+    """Print a hostile run's tables (the clients' runs, the server process, the targets);
+    True if every target is met.  Adds the targets (and with decoys the shares) to ``out``."""
+    console.print(_clients_table(out))
+    console.print(_server_table(out))
+    console.print(
+        f"warm baseline {_resources(out['baseline'])}; at the end {_resources(out['end'])}"
+    )
     last = out["rounds"][-1]
     console.print(f"server outcomes during the last attack: {last['server_outcomes']}")
     console.print(f"the last attack: {last['attack']}")
-    verdict = Table(title="targets")
-    for col in ("target", "measured", "met"):
-        verdict.add_column(col)
     rows = _hostile_verdict(out)
-    for name, measured, met in rows:
-        verdict.add_row(name, measured, "yes" if met else "NO")
-    console.print(verdict)
+    verdict = [(name, measured, "yes" if met else "NO") for name, measured, met in rows]
+    console.print(_table("targets", ("target", "measured", "met"), verdict))
     if all("decoy" in r for r in out["rounds"]):
         shares = [
             r["hostile"]["utterances_per_min"] / r["decoy"]["utterances_per_min"]
@@ -701,6 +658,70 @@ def _print_hostile(out: dict, console) -> bool:
         )
     out["targets"] = [{"target": n, "measured": m, "met": ok} for n, m, ok in rows]
     return all(ok for _, _, ok in rows)
+
+
+def _table(title: str, columns, rows):
+    """A rich table of string cells."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in columns:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _clients_table(out: dict):
+    """Per round and run (alone, decoy attacked, hostile) the legitimate clients'
+    throughput, latency, agreement and CPU, and Bob's seconds per session."""
+    columns = ("round", "run", "utterances/min", "p50 (s)", "p95 (s)", "agree")
+    columns += ("CPU s / session: client + server", "Bob per session (s)", "load")
+    runs = (
+        ("alone", "alone"),
+        ("decoy attacked", "decoy"),
+        (f"{out['hostile_count']} hostile", "hostile"),
+    )
+    cells = []
+    for r in out["rounds"]:
+        for label, key in runs:
+            if key in r:
+                cells.append(_client_cells(r["round"], label, r[key]))
+    return _table("smc-hmm serve under attack: the legitimate clients", columns, cells)
+
+
+def _client_cells(round_: int, label: str, row: dict) -> tuple[str, ...]:
+    return (
+        str(round_),
+        label,
+        f"{row['utterances_per_min']:.2f}",
+        f"{row['p50_s']:.2f}",
+        f"{row['p95_s']:.2f}",
+        f"{row['agree']}/{row['utterances']}",
+        f"{row['client_cpu_s']:.2f} + {row['server_cpu_s'] / row['utterances']:.2f}",
+        "{wall:.2f} (compute {compute:.2f})".format(**row["server_log"]["bob_session_s"]),
+        f"{row['load_after']:.1f}",
+    )
+
+
+def _resources(x: dict) -> str:
+    return f"{x['rss_kb'] / 1024:.1f} / {x['fds']} / {x['threads']}"
+
+
+def _server_table(out: dict):
+    """Per round the server's resources before, at the peak of and after the attack."""
+    columns = ("round", "before the attack", "peak under attack", "fds back", "seconds")
+    cells = [
+        (
+            str(r["round"]),
+            _resources(r["before"]),
+            _resources(r["hostile"]["server_peak"]),
+            _resources(r["after"]),
+            "> 20" if r["fd_recovery_s"] is None else f"{r['fd_recovery_s']:.2f}",
+        )
+        for r in out["rounds"]
+    ]
+    return _table("the server process: RSS (MiB) / open fds / threads", columns, cells)
 
 
 def main(args) -> int:

@@ -133,49 +133,69 @@ def accuracy(tests, models, labels, margin: float, threshold: float, plot: str |
     """Closed-set and UBM-rule identification, verification EERs (closed and
     leave-one-speaker-out) and the error rates at the protocol's threshold."""
     loso = load_loso_ubms()
+    exact = _tally(tests, models, labels, margin, loso, scores)
+    best = _tally(tests, models, labels, margin, loso, best_component_scores)  # the default's
+    out = _accuracy_results(len(tests), exact, best, margin, threshold)
+    if plot:
+        det_plot(
+            plot,
+            {
+                "all-speaker UBM": (exact["target"], exact["impostor"]),
+                "leave-one-speaker-out": (exact["loso_target"], exact["loso_impostor"]),
+            },
+            threshold,
+        )
+    return out
+
+
+def _tally(tests, models, labels, margin: float, loso, score) -> dict:
+    """One scoring's (``score(models, x)``) plaintext decisions on every test utterance:
+    correct closed-set and UBM-rule identifications, the verification trials (target and
+    impostor ratios per frame, closed and leave-one-speaker-out) and, per impostor trial,
+    the best speaker's ratio (the earlier anonymous rule)."""
     speakers = [x for x in labels if x != UBM_LABEL]
-    closed = ubm_rule = 0
-    target, impostor, loso_target, loso_impostor = [], [], [], []
-    old_rule = []  # per impostor trial: the best speaker's ratio (the earlier anonymous rule)
-    best_closed = best_ubm_rule = 0
-    best_target, best_impostor, best_loso_target, best_loso_impostor = [], [], [], []
+    tally = {"closed": 0, "ubm_rule": 0, "old_rule": []}
+    tally |= {"target": [], "impostor": [], "loso_target": [], "loso_impostor": []}
     for x, who in tests:
-        sc = scores(models, x)
+        sc = score(models, x)
         k, t = speakers.index(who), len(x)
-        best = best_component_scores(models, x)  # the default's scores
-        best_closed += int(np.argmax(best[:-1])) == k
-        best_ubm_rule += identify(best, labels, UBM_LABEL, margin, t) == who
-        best_held_out = best_component_scores([loso[h] for h in speakers], x)
-        for j in range(len(speakers)):
-            (best_target if j == k else best_impostor).append((best[j] - best[-1]) / t)
-            if j != k:
-                best_loso_impostor.append((best[j] - best_held_out[k]) / t)
-            else:
-                best_loso_target += [
-                    (best[k] - best_held_out[h]) / t for h in range(len(speakers)) if h != k
-                ]
-        old_rule += [(max(sc[:-1]) - sc[-1]) / t] * (len(speakers) - 1)
-        closed += int(np.argmax(sc[:-1])) == k
-        ubm_rule += identify(sc, labels, UBM_LABEL, margin, t) == who
-        held_out = scores([loso[h] for h in speakers], x)
-        for j in range(len(speakers)):
-            (target if j == k else impostor).append((sc[j] - sc[-1]) / t)
-            if j != k:  # impostor k, unknown to the system: its UBM was trained without k
-                loso_impostor.append((sc[j] - held_out[k]) / t)
-            else:
-                loso_target += [(sc[k] - held_out[h]) / t for h in range(len(speakers)) if h != k]
+        tally["closed"] += int(np.argmax(sc[:-1])) == k
+        tally["ubm_rule"] += identify(sc, labels, UBM_LABEL, margin, t) == who
+        tally["old_rule"] += [(max(sc[:-1]) - sc[-1]) / t] * (len(speakers) - 1)
+        _add_trials(tally, sc, score([loso[h] for h in speakers], x), k, t)
+    return tally
+
+
+def _add_trials(tally: dict, sc, held_out, k: int, t: int) -> None:
+    """Speaker ``k``'s utterance of ``t`` frames claimed as every enrolled speaker:
+    against the all-speaker UBM, and against the UBM trained without the true speaker
+    (``held_out``: the leave-one-speaker-out UBMs' scores)."""
+    n = len(held_out)
+    for j in range(n):
+        tally["target" if j == k else "impostor"].append((sc[j] - sc[-1]) / t)
+        if j != k:  # impostor k, unknown to the system: its UBM was trained without k
+            tally["loso_impostor"].append((sc[j] - held_out[k]) / t)
+        else:
+            tally["loso_target"] += [(sc[k] - held_out[h]) / t for h in range(n) if h != k]
+
+
+def _accuracy_results(n: int, exact: dict, best: dict, margin: float, threshold: float) -> dict:
+    """:func:`accuracy`'s results from the two scorings' tallies of ``n`` utterances."""
+    target, impostor = exact["target"], exact["impostor"]
+    loso_target, loso_impostor = exact["loso_target"], exact["loso_impostor"]
     eer, eer_th = equal_error_rate(target, impostor)
     loso_eer, loso_th = equal_error_rate(loso_target, loso_impostor)
-    best_eer, _ = equal_error_rate(best_target, best_impostor)
-    best_loso_eer, _ = equal_error_rate(best_loso_target, best_loso_impostor)
-    out = {
-        "utterances": len(tests),
-        "closed_set_identification": closed / len(tests),
-        "best_component_identification": best_closed / len(tests),
+    best_eer, _ = equal_error_rate(best["target"], best["impostor"])
+    best_loso_eer, _ = equal_error_rate(best["loso_target"], best["loso_impostor"])
+    old_rule = np.asarray(exact["old_rule"])
+    return {
+        "utterances": n,
+        "closed_set_identification": exact["closed"] / n,
+        "best_component_identification": best["closed"] / n,
         "best_component_eer_closed": best_eer,
-        "best_component_identification_at_margin": best_ubm_rule / len(tests),
+        "best_component_identification_at_margin": best["ubm_rule"] / n,
         "best_component_eer_loso": best_loso_eer,
-        "identification_at_margin": ubm_rule / len(tests),
+        "identification_at_margin": exact["ubm_rule"] / n,
         "margin": margin,
         "eer_closed": eer,
         "eer_closed_threshold": eer_th,
@@ -191,22 +211,12 @@ def accuracy(tests, models, labels, margin: float, threshold: float, plot: str |
         "anonymous_far_frr_closed_at_threshold": _rates(target, impostor, threshold),
         # the earlier anonymous rule ("some enrolled speaker beats the UBM") on the same
         # impostor claims: it accepted every claim on a voice that beat the UBM
-        "old_anonymous_false_accept_at_threshold": float(np.mean(np.asarray(old_rule) > threshold)),
+        "old_anonymous_false_accept_at_threshold": float(np.mean(old_rule > threshold)),
         "trials": {
             "closed": [len(target), len(impostor)],
             "loso": [len(loso_target), len(loso_impostor)],
         },
     }
-    if plot:
-        det_plot(
-            plot,
-            {
-                "all-speaker UBM": (target, impostor),
-                "leave-one-speaker-out": (loso_target, loso_impostor),
-            },
-            threshold,
-        )
-    return out
 
 
 def _rates(target, impostor, threshold: float) -> dict:
@@ -310,41 +320,9 @@ def speed(
     rows, details = [], {}
     for mode in modes:
         say(f"speed: {mode}, {len(x)} frames: the default, LOGSUM batched and per frame")
-        last = {}
-
-        def case(name, params, mode=mode, last=last):
-            last[name] = secure_run(keypair, mode, x, models, labels, compute, **params)
-            return last[name]
-
-        cases = {
-            "default": lambda: case("default", {}),
-            "logsum": lambda: case("logsum", {"scoring": "logsum"}),
-            "per-frame": lambda: case("per-frame", {"scoring": "logsum", "frames_per_round": 1}),
-        }
-        medians = common.interleaved_medians(cases, repeats, warmup=1)
-        big = keypair[0].bits >= 2048
-        target = _limit(mode) if big else None
-        default, batched, per_frame = (last[k].cost for k in ("default", "logsum", "per-frame"))
-        rows += [
-            common.Row(
-                f"{mode}: the default (circuits Bob garbles, bound inputs) vs LOGSUM",
-                medians["default"],
-                medians["logsum"],
-                "s",
-                limit=target,
-                note=f"rounds {default.rounds} vs {batched.rounds}",
-                better=common.LOWER,
-            ),
-            common.Row(
-                f"{mode}: LOGSUM, all LOGSUMs in one round vs one round per frame",
-                medians["logsum"],
-                medians["per-frame"],
-                "s",
-                limit=LOGSUM_SECONDS_TARGET.get(mode) if big else None,
-                note=f"rounds {batched.rounds} vs {per_frame.rounds}",
-                better=common.LOWER,
-            ),
-        ]
+        medians, costs = _timed_scorings(keypair, mode, x, models, labels, compute, repeats)
+        rows += _speed_rows(mode, medians, costs, big=keypair[0].bits >= 2048)
+        default, per_frame = costs["default"], costs["per-frame"]
         details[mode] = {
             "seconds": medians["default"],
             "logsum_seconds": medians["logsum"],
@@ -355,20 +333,70 @@ def speed(
         }
         if offline:
             say(f"speed: {mode}, randomizers precomputed (offline / online)")
-            runs = [online_run(keypair, mode, x, models, labels, compute) for _ in range(repeats)]
-            pre, online = (float(np.median(v)) for v in zip(*runs))
+            row, pre, online = _online_row(keypair, mode, x, models, labels, compute, repeats)
             details[mode] |= {"offline_seconds": pre, "online_seconds": online}
-            rows.append(
-                common.Row(
-                    f"{mode}: online part, every randomizer precomputed",
-                    online,
-                    None,
-                    "s",
-                    note=f"offline (after the key exchange, before the utterance) {pre:.2f} s",
-                )
-            )
+            rows.append(row)
         rows += _operation_rows(mode, default)
     return rows, details
+
+
+def _timed_scorings(keypair, mode, x, models, labels, compute, repeats: int):
+    """(medians, costs) by case of ``repeats`` interleaved runs of the default, LOGSUM
+    batched and LOGSUM with one round per frame: the cost ledger of each case's last run."""
+    last = {}
+
+    def case(name, params):
+        last[name] = secure_run(keypair, mode, x, models, labels, compute, **params)
+        return last[name]
+
+    cases = {
+        "default": lambda: case("default", {}),
+        "logsum": lambda: case("logsum", {"scoring": "logsum"}),
+        "per-frame": lambda: case("per-frame", {"scoring": "logsum", "frames_per_round": 1}),
+    }
+    medians = common.interleaved_medians(cases, repeats, warmup=1)
+    return medians, {name: run.cost for name, run in last.items()}
+
+
+def _speed_rows(mode: str, medians: dict, costs: dict, big: bool) -> list[common.Row]:
+    """The default against LOGSUM, and LOGSUM batched against one round per frame (the
+    targets hold for 2048-bit keys and more: ``big``)."""
+    default, batched, per_frame = (costs[k] for k in ("default", "logsum", "per-frame"))
+    return [
+        common.Row(
+            f"{mode}: the default (circuits Bob garbles, bound inputs) vs LOGSUM",
+            medians["default"],
+            medians["logsum"],
+            "s",
+            limit=_limit(mode) if big else None,
+            note=f"rounds {default.rounds} vs {batched.rounds}",
+            better=common.LOWER,
+        ),
+        common.Row(
+            f"{mode}: LOGSUM, all LOGSUMs in one round vs one round per frame",
+            medians["logsum"],
+            medians["per-frame"],
+            "s",
+            limit=LOGSUM_SECONDS_TARGET.get(mode) if big else None,
+            note=f"rounds {batched.rounds} vs {per_frame.rounds}",
+            better=common.LOWER,
+        ),
+    ]
+
+
+def _online_row(keypair, mode, x, models, labels, compute, repeats: int):
+    """(row, offline seconds, online seconds): medians of ``repeats`` runs with every
+    randomizer precomputed."""
+    runs = [online_run(keypair, mode, x, models, labels, compute) for _ in range(repeats)]
+    pre, online = (float(np.median(v)) for v in zip(*runs))
+    row = common.Row(
+        f"{mode}: online part, every randomizer precomputed",
+        online,
+        None,
+        "s",
+        note=f"offline (after the key exchange, before the utterance) {pre:.2f} s",
+    )
+    return row, pre, online
 
 
 def _limit(mode: str) -> float | None:
@@ -496,8 +524,6 @@ def sweep(
     in it are not run again, so a long sweep can stop and resume.  ``shard`` = (i, n)
     runs only every n-th utterance from the i-th (processes or machines sharing one
     records file split a sweep so)."""
-    import json
-
     done = load_records(records, keypair[0].bits, scoring)
     speakers = [x for x in labels if x != UBM_LABEL]  # target and impostor trials
     rows, out = [], {}
@@ -510,60 +536,97 @@ def sweep(
             rec = done.get((mode, position, claim))
             if rec is None:
                 say(f"sweep: {mode} {i + 1}/{len(tests)} ({len(x)} frames)")
-                rec = {"key_bits": keypair[0].bits, "mode": mode, "position": position}
-                rec["scoring"] = scoring
-                rec |= {"speaker": who, "claim": claim, "frames": len(x)}
-                if mode == "anonymous":  # the claimed speaker's rule
-                    rec["rule"] = "claimed"
+                rec = _trial_record(keypair[0].bits, mode, position, who, claim, len(x), scoring)
                 rec |= _trial(
                     keypair, mode, x, who, claim, models, labels, params, compute, scoring
                 )
-                if rec["secure"] == rec["plain"]:  # the plaintext scores matter on a mismatch
-                    del rec["plain_scores"]
-                if records is not None:
-                    with open(records, "a") as fh:
-                        fh.write(json.dumps(rec) + "\n")
+                _keep(rec, records)
             trials.append(rec)
-        equal = sum(t["secure"] == t["plain"] for t in trials)
-        worst = max(t["max_rel_err"] for t in trials)
-        seconds = float(np.median([t["seconds"] for t in trials]))
-        impostors = sum(t["claim"] != t["speaker"] for t in trials) if mode != "identify" else 0
-        what = "utterances" if mode == "identify" else f"pairs ({impostors} impostor)"
+        mode_rows, out[mode] = _sweep_summary(mode, trials, scoring)
+        rows += mode_rows
+    return rows, out
+
+
+def _trial_record(key_bits, mode, position, who, claim, frames, scoring) -> dict:
+    """What identifies a sweep trial in its record (:func:`load_records` reads it)."""
+    rec = {"key_bits": key_bits, "mode": mode, "position": position}
+    rec["scoring"] = scoring
+    rec |= {"speaker": who, "claim": claim, "frames": frames}
+    if mode == "anonymous":  # the claimed speaker's rule
+        rec["rule"] = "claimed"
+    return rec
+
+
+def _keep(rec: dict, records: str | None) -> None:
+    """A finished trial's record, appended to ``records`` at once where given; the
+    plaintext scores stay only on a mismatch."""
+    import json
+
+    if rec["secure"] == rec["plain"]:  # the plaintext scores matter on a mismatch
+        del rec["plain_scores"]
+    if records is not None:
+        with open(records, "a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+
+
+def _sweep_summary(mode: str, trials: list[dict], scoring: str) -> tuple[list[common.Row], dict]:
+    """(rows, results) of one mode's sweep trials: decisions equal to the plaintext's and
+    (LOGSUM) the worst relative error of a log-likelihood."""
+    equal = sum(t["secure"] == t["plain"] for t in trials)
+    worst = max(t["max_rel_err"] for t in trials)
+    seconds = float(np.median([t["seconds"] for t in trials]))
+    impostors = sum(t["claim"] != t["speaker"] for t in trials) if mode != "identify" else 0
+    what = "utterances" if mode == "identify" else f"pairs ({impostors} impostor)"
+    rows = [
+        common.Row(
+            f"{mode}: secure decisions equal to plaintext"
+            + (" (LOGSUM)" if scoring == "logsum" else ""),
+            equal,
+            len(trials),
+            "utterances" if mode == "identify" else "pairs",
+            note=f"{len(trials)} {what}, median {seconds:.2f} s each",
+            better=common.HIGHER,
+        )
+    ]
+    if scoring == "logsum":  # the default reveals no score to measure
         rows.append(
             common.Row(
-                f"{mode}: secure decisions equal to plaintext"
-                + (" (LOGSUM)" if scoring == "logsum" else ""),
-                equal,
-                len(trials),
-                "utterances" if mode == "identify" else "pairs",
-                note=f"{len(trials)} {what}, median {seconds:.2f} s each",
-                better=common.HIGHER,
+                f"{mode}: largest relative error of a log-likelihood (LOGSUM)",
+                worst,
+                None,
+                "rel. error",
+                limit=REL_TARGET,
             )
         )
-        if scoring == "logsum":  # the default reveals no score to measure
-            rows.append(
-                common.Row(
-                    f"{mode}: largest relative error of a log-likelihood (LOGSUM)",
-                    worst,
-                    None,
-                    "rel. error",
-                    limit=REL_TARGET,
-                )
-            )
-        out[mode] = {
-            "utterances": len(trials),
-            "impostor_pairs": impostors,
-            "equal": equal,
-            "max_relative_error": worst,
-            "median_seconds": seconds,
-            "mismatches": [t for t in trials if t["secure"] != t["plain"]],
-        }
-    return rows, out
+    return rows, {
+        "utterances": len(trials),
+        "impostor_pairs": impostors,
+        "equal": equal,
+        "max_relative_error": worst,
+        "median_seconds": seconds,
+        "mismatches": [t for t in trials if t["secure"] != t["plain"]],
+    }
 
 
 def accuracy_rows(acc: dict, margin: float) -> list[common.Row]:
     """The plaintext identification errors (against the accuracy target) and the
     verification equal error rates, from :func:`accuracy`'s results."""
+    rows = _identification_rows(acc, margin) + _eer_rows(acc) + _default_vs_exact_rows(acc, margin)
+    rows.append(
+        common.Row(
+            f"anonymous: impostor claims accepted at threshold {acc['threshold']:g}",
+            acc["anonymous_far_frr_closed_at_threshold"]["false_accept"],
+            acc["old_anonymous_false_accept_at_threshold"],
+            "rate",
+            note="vs the earlier rule, 'some enrolled speaker beats the UBM'",
+            better=common.LOWER,
+        )
+    )
+    return rows
+
+
+def _identification_rows(acc: dict, margin: float) -> list[common.Row]:
+    """Identification errors, closed set and with the UBM rule, against the target."""
     identification = (
         ("identification error, closed set (best speaker)", "closed_set_identification"),
         (
@@ -571,7 +634,7 @@ def accuracy_rows(acc: dict, margin: float) -> list[common.Row]:
             "identification_at_margin",
         ),
     )
-    rows = [
+    return [
         common.Row(
             title,
             1 - acc[key],
@@ -582,6 +645,10 @@ def accuracy_rows(acc: dict, margin: float) -> list[common.Row]:
         )
         for title, key in identification
     ]
+
+
+def _eer_rows(acc: dict) -> list[common.Row]:
+    """Verification and anonymous verification equal error rates."""
 
     def threshold(key: str) -> str:
         return f"threshold {acc[key]:.3f} nats/frame"
@@ -596,7 +663,12 @@ def accuracy_rows(acc: dict, margin: float) -> list[common.Row]:
         ),
         ("anonymous verification EER, leave-one-speaker-out", "anonymous_eer_loso", ""),
     )
-    rows += [common.Row(title, acc[key], None, "rate", note=note) for title, key, note in eers]
+    return [common.Row(title, acc[key], None, "rate", note=note) for title, key, note in eers]
+
+
+def _default_vs_exact_rows(acc: dict, margin: float) -> list[common.Row]:
+    """The default's score (best component per frame) against the exact log-likelihood:
+    identification accuracies and equal error rates."""
     versus = (  # (what, the default's key, the exact log-likelihood's key, better)
         ("closed-set identification", "best_component_identification",
          "closed_set_identification", common.HIGHER),
@@ -606,6 +678,7 @@ def accuracy_rows(acc: dict, margin: float) -> list[common.Row]:
         ("verification EER, leave-one-speaker-out", "best_component_eer_loso", "eer_loso",
          common.LOWER),
     )  # fmt: skip
+    rows = []
     for i, (what, best, exact, better) in enumerate(versus):
         lead = "the default's score (best component per frame)" if i == 0 else "the default's score"
         rows.append(
@@ -618,16 +691,6 @@ def accuracy_rows(acc: dict, margin: float) -> list[common.Row]:
                 better=better,
             )
         )
-    rows.append(
-        common.Row(
-            f"anonymous: impostor claims accepted at threshold {acc['threshold']:g}",
-            acc["anonymous_far_frr_closed_at_threshold"]["false_accept"],
-            acc["old_anonymous_false_accept_at_threshold"],
-            "rate",
-            note="vs the earlier rule, 'some enrolled speaker beats the UBM'",
-            better=common.LOWER,
-        )
-    )
     return rows
 
 

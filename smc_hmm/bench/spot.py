@@ -545,9 +545,4 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-    console, say = common.start(args)
-    result = run(args, say)
-    result.print_table(console)
-    for name, ok in result.extra["checks"].items():
-        console.print(f"{name}: {'[green]ok[/]' if ok else '[red]MISSED[/]'}")
-    return common.finish(args, result, console, met=result.extra["targets_met"])
+    return common.main_with_checks(args, run)

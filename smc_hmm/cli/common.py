@@ -21,7 +21,7 @@ from smc_hmm.bench.common import KEY_FLAGS, check_key_bits
 from smc_hmm.console import console, end_stdout, stdout_closed, write_stdout
 from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError, WeakerModeWarning
 from smc_hmm.limits import DEFAULT_MAX_FRAMES, MAX_KEY_BITS
-from smc_hmm.options import check_output_path, option_type
+from smc_hmm.options import TIMEOUT, WORKERS, check_output_dir, check_output_path, option_type
 from smc_hmm.progress import status
 
 DEFAULT_DEMO = "keyword"
@@ -142,6 +142,19 @@ def add_key_arguments(p, insecure_help: str = "tests and reproductions only") ->
     add_large_keys_argument(p)
 
 
+def add_audio_argument(p, what: str = "recording") -> None:
+    """``--audio FILE.wav``: Alice's input of a recording command."""
+    p.add_argument("--audio", required=True, help=f"Alice's {what} (mono WAV, any rate)")
+
+
+def add_run_arguments(p, workers_help: str, timeout: float) -> None:
+    """The options of a secure run on a recording: its compute lanes (``--workers``), its
+    keys (small ones for tests only) and the per-receive ``--timeout`` (``timeout`` s)."""
+    p.add_argument("--workers", type=WORKERS, default=None, help=workers_help)
+    add_key_arguments(p, "tests only")
+    p.add_argument("--timeout", type=TIMEOUT, default=timeout, help="per-receive timeout, seconds")
+
+
 def add_large_keys_argument(p) -> None:
     p.add_argument(
         "--allow-large-keys",
@@ -155,6 +168,7 @@ __all__ = [
     "KEY_FLAGS",
     "REPORT_KEYS",
     "Output",
+    "add_audio_argument",
     "add_json_argument",
     "check_json_path",
     "end_stdout",
@@ -166,14 +180,17 @@ __all__ = [
     "add_key_arguments",
     "add_large_keys_argument",
     "add_max_frames_argument",
+    "add_run_arguments",
     "add_server_arguments",
     "add_views_argument",
     "agreement",
     "check_frames",
     "check_key_bits",
     "check_output_path",
+    "check_views",
     "connect",
     "console",
+    "finish_compared",
     "frames_bound",
     "frames_limit",
     "generate_keys",
@@ -183,8 +200,12 @@ __all__ = [
     "read_model_file",
     "resolve_entry",
     "run_against_server",
+    "run_here_or_served",
     "run_in_process",
     "run_with_offline_phase",
+    "scored_plaintext",
+    "served_session",
+    "server_report",
     "session_facts",
     "warn_insecure",
     "write_json",
@@ -361,6 +382,27 @@ def run_with_offline_phase(
     return result, offline
 
 
+def check_views(args) -> None:
+    """``--views DIR`` (where the command has it): an in-process run's record only, in a
+    directory that can be written."""
+    views = getattr(args, "views", None)
+    if views and args.server:
+        raise InvalidInputError("--views records an in-process run; drop --server")
+    check_output_dir(views, "--views")
+
+
+def run_here_or_served(args, in_process, served) -> int:
+    """A recording command's run: its key size, ``--json`` path and ``--views`` checked
+    before any work, then ``served(args, output)`` against the serving Bob of
+    ``--server``, or ``in_process(args, output)`` with both roles here (``output``: the
+    run's :class:`Output`)."""
+    check_key_bits(args)
+    check_json_path(args.json)
+    check_views(args)
+    output = Output(args.json)
+    return (served if args.server else in_process)(args, output)
+
+
 def connect(args):
     """(address, TLS context, client name) of ``--server`` with ``--certs`` and ``--name``,
     each refused in one line before any work."""
@@ -400,6 +442,22 @@ def run_against_server(
         )
 
 
+def served_session(args, out, protocol: str, read_frames, expect, doing: str):
+    """(frames, session result) of Alice's run against the serving Bob of ``--server``:
+    the connection's options checked (:func:`connect`) before ``read_frames()`` reads the
+    recording, the insecure-key warning on ``out``, then the session
+    (:func:`run_against_server`) with a progress line ``doing``."""
+    from smc_hmm.progress import Progress
+
+    connection = connect(args)
+    frames = read_frames()
+    warn_insecure(args, out)
+    result = run_against_server(
+        args, out, connection, protocol, frames, expect, doing, lambda s: Progress(s, doing)
+    )
+    return frames, result
+
+
 def phases(protocol: str, params, role: str = "alice") -> tuple[str, ...]:
     """The phases a role of ``protocol`` enters under ``params`` (a ``[protocol]`` table
     or its parameters), as the protocol declares them: what progress lines count.  Against
@@ -422,6 +480,42 @@ def session_facts(args, frames, result: dict) -> dict:
         "session": result["session"],
         "server": args.server,
     }
+
+
+def server_report(args, command: str, mode, answer, frames, result: dict, **own) -> dict:
+    """The report of a session with a serving Bob (:func:`run_against_server`'s
+    ``result``): the answer Alice's side saw, no plaintext reference (Bob's models are his),
+    the session's facts (:func:`session_facts`) and the command's own fields."""
+    return make_report(
+        command,
+        mode,
+        answer,
+        None,
+        None,
+        result["cost"],
+        audio=str(args.audio),
+        **own,
+        **session_facts(args, frames, result),
+    )
+
+
+def scored_plaintext(key: str, reference: dict, labels, log_likelihoods) -> dict:
+    """The plaintext side of a report of a protocol that scores Bob's models: the
+    protocol's plaintext answer (``reference[key]``), its scoring rule and scores, and every
+    model's exact log-likelihood by label."""
+    return {
+        key: reference[key],
+        "scoring": reference["scoring"],
+        "scores": reference["scores"],
+        "log_likelihoods": dict(zip(labels, log_likelihoods)),
+    }
+
+
+def finish_compared(output: Output, report: dict, cost, lines, agree: bool) -> int:
+    """The end of an in-process run (:meth:`Output.finish`); its exit code: 0 if the
+    secure answer agrees with the plaintext one, 1 if it differs."""
+    output.finish(report, cost, lines)
+    return 0 if agree else 1
 
 
 def agreement(same: bool) -> str:

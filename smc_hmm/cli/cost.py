@@ -65,6 +65,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: what a cost JSON that holds no report is told it should have been
+_EXPECTED = "expected the --json output of smc-hmm demo, launch or party, or a saved cost report"
+
+
 def load_report(path: str) -> list[tuple[str, object]]:
     """``[(label, CostReport), ...]`` from a cost JSON: one entry per run it holds.
 
@@ -76,6 +80,37 @@ def load_report(path: str) -> list[tuple[str, object]]:
     """
     from smc_hmm.cost import CostReport
 
+    data = _read_json_object(path)
+    if "parties" in data or ("version" in data and not {"cost", "runs"} & set(data)):
+        # a bare report (CostReport.save / to_dict)
+        return [("", _with_path(path, CostReport.from_dict, data))]
+    if isinstance(data.get("runs"), list):
+        if not data["runs"]:
+            raise ConfigError(f"{path} holds an empty list of runs: no cost to show")
+        runs = []
+        for i, run in enumerate(data["runs"], 1):
+            if not isinstance(run, dict) or "cost" not in run:
+                raise ConfigError(f"{path}: run {i} holds no 'cost'")
+            label = run.get("model") or run.get("name") or run.get("label") or ""
+            runs.append((f"run {i}" + (f": {label}" if label else ""), run["cost"]))
+        return [(label, _with_path(path, _report, path, data, cost, label)) for label, cost in runs]
+    if "cost" in data:
+        cost = _with_path(path, _report, path, data, data["cost"], "'cost'", data.get("party"))
+        return [("", cost)]
+    if data.get("ok") is False and isinstance(data.get("error"), dict):
+        who = f"party {data['party']}" if isinstance(data.get("party"), str) else "a run"
+        error = data["error"]
+        raise ConfigError(
+            f"{path} records a failed run of {who} ({error.get('type', 'error')}: "
+            f"{error.get('message', '')}): it holds no cost"
+        )
+    keys = ", ".join(sorted(str(k) for k in data)[:8]) or "none"
+    raise ConfigError(f"{path} holds no cost report (top-level keys: {keys}; {_EXPECTED})")
+
+
+def _read_json_object(path: str) -> dict:
+    """The JSON object in ``path`` (a :class:`ConfigError` for an unreadable, binary or
+    non-JSON file, or JSON that is not an object)."""
     try:
         raw = Path(path).read_bytes()
     except OSError as e:
@@ -89,54 +124,36 @@ def load_report(path: str) -> list[tuple[str, object]]:
         ) from None
     except (json.JSONDecodeError, RecursionError) as e:
         raise ConfigError(f"{path} is not valid JSON: {e}") from None
-    expected = "expected the --json output of smc-hmm demo, launch or party, or a saved cost report"
     if not isinstance(data, dict):
-        raise ConfigError(f"{path} holds no cost report ({expected})")
+        raise ConfigError(f"{path} holds no cost report ({_EXPECTED})")
+    return data
 
-    def report(d, where: str, party=None) -> CostReport:
-        if isinstance(d, dict) and "parties" in d:
-            return CostReport.from_dict(d)
-        if isinstance(d, dict) and isinstance(d.get("ops"), dict):  # one party's snapshot
-            name = d.get("party", party)
-            if not isinstance(name, str) or not name:
-                raise ConfigError(f"{path}: the cost in {where} does not name its party")
-            meta = {"mode": "party"}
-            if isinstance(data.get("protocol"), str):
-                meta["protocol"] = data["protocol"]
-            return CostReport({name: d}, meta=meta)
-        raise ConfigError(f"{path}: {where} is not a cost report ({expected})")
 
-    def with_path(fn, *args):
-        try:
-            return fn(*args)
-        except ConfigError as e:
-            text = str(e)
-            raise ConfigError(text if text.startswith(str(path)) else f"{path}: {text}") from e
+def _report(path: str, data: dict, d, where: str, party=None):
+    """The CostReport in ``d`` (``where`` in the file ``data``): a whole report, or one
+    party's snapshot (named in it or by ``party``)."""
+    from smc_hmm.cost import CostReport
 
-    if "parties" in data or ("version" in data and not {"cost", "runs"} & set(data)):
-        # a bare report (CostReport.save / to_dict)
-        return [("", with_path(CostReport.from_dict, data))]
-    if isinstance(data.get("runs"), list):
-        if not data["runs"]:
-            raise ConfigError(f"{path} holds an empty list of runs: no cost to show")
-        runs = []
-        for i, run in enumerate(data["runs"], 1):
-            if not isinstance(run, dict) or "cost" not in run:
-                raise ConfigError(f"{path}: run {i} holds no 'cost'")
-            label = run.get("model") or run.get("name") or run.get("label") or ""
-            runs.append((f"run {i}" + (f": {label}" if label else ""), run["cost"]))
-        return [(label, with_path(report, cost, label)) for label, cost in runs]
-    if "cost" in data:
-        return [("", with_path(report, data["cost"], "'cost'", data.get("party")))]
-    if data.get("ok") is False and isinstance(data.get("error"), dict):
-        who = f"party {data['party']}" if isinstance(data.get("party"), str) else "a run"
-        error = data["error"]
-        raise ConfigError(
-            f"{path} records a failed run of {who} ({error.get('type', 'error')}: "
-            f"{error.get('message', '')}): it holds no cost"
-        )
-    keys = ", ".join(sorted(str(k) for k in data)[:8]) or "none"
-    raise ConfigError(f"{path} holds no cost report (top-level keys: {keys}; {expected})")
+    if isinstance(d, dict) and "parties" in d:
+        return CostReport.from_dict(d)
+    if isinstance(d, dict) and isinstance(d.get("ops"), dict):  # one party's snapshot
+        name = d.get("party", party)
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{path}: the cost in {where} does not name its party")
+        meta = {"mode": "party"}
+        if isinstance(data.get("protocol"), str):
+            meta["protocol"] = data["protocol"]
+        return CostReport({name: d}, meta=meta)
+    raise ConfigError(f"{path}: {where} is not a cost report ({_EXPECTED})")
+
+
+def _with_path(path: str, fn, *args):
+    """``fn(*args)``, its ConfigError's message led by ``path`` where it is not already."""
+    try:
+        return fn(*args)
+    except ConfigError as e:
+        text = str(e)
+        raise ConfigError(text if text.startswith(str(path)) else f"{path}: {text}") from e
 
 
 def check_numbers(args) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from smc_hmm.cli import common
 from smc_hmm.errors import InvalidInputError
-from smc_hmm.options import TIMEOUT, WORKERS
 from smc_hmm.progress import Progress
 
 HELP = "recognise a spoken digit string (a PIN) in one WAV recording, securely"
@@ -26,7 +25,7 @@ DOING = "secure digit recognition"
 
 
 def configure(p) -> None:
-    p.add_argument("--audio", required=True, help="Alice's recording (mono WAV, any rate)")
+    common.add_audio_argument(p)
     p.add_argument(
         "--models",
         default="bundled",
@@ -38,11 +37,7 @@ def configure(p) -> None:
     p.add_argument(
         "--insertion-penalty", type=float, default=None, help="nats charged for each digit"
     )
-    p.add_argument(
-        "--workers", type=WORKERS, default=None, help="compute lanes per party (default: cores)"
-    )
-    common.add_key_arguments(p, "tests only")
-    p.add_argument("--timeout", type=TIMEOUT, default=600.0, help="per-receive timeout, seconds")
+    common.add_run_arguments(p, "compute lanes per party (default: cores)", 600.0)
     common.add_max_frames_argument(p)
     common.add_json_argument(p, "the string, the plaintext one, the PIN's bit and the cost")
     common.add_server_arguments(p)
@@ -77,12 +72,7 @@ def _shown(value) -> str:
 
 def run(args) -> int:
     """Recognise ``args.audio``: the tables on stderr, the strings on stdout."""
-    common.check_key_bits(args)
-    common.check_json_path(args.json)
-    output = common.Output(args.json)
-    if args.server:
-        return _run_against_server(args, output)
-    return _run_in_process(args, output)
+    return common.run_here_or_served(args, _run_in_process, _run_against_server)
 
 
 def _inputs(args, params, frames):
@@ -145,8 +135,8 @@ def _run_in_process(args, output) -> int:
         f"{result.cost.bytes_total:,} bytes",
         soft_wrap=True,
     )
-    output.finish(report, result.cost, [_line(args, secure, plain, equal, agree)])
-    return 0 if agree else 1
+    lines = [_line(args, secure, plain, equal, agree)]
+    return common.finish_compared(output, report, result.cost, lines, agree)
 
 
 def _line(args, secure, plain, equal, agree) -> str:
@@ -171,31 +161,12 @@ def _run_against_server(args, output) -> int:
 
     if args.pin:
         raise InvalidInputError("with --server the PIN is the server's: --pin is for local runs")
-    connection = common.connect(args)
-    frames = _frames(args, digit_pipeline())
-    common.warn_insecure(args, output.err)
-    result = common.run_against_server(
-        args,
-        output.err,
-        connection,
-        "digits",
-        frames,
-        _settings(args),
-        DOING,
-        lambda spinner: Progress(spinner, DOING),
+    frames, result = common.served_session(
+        args, output.err, "digits", lambda: _frames(args, digit_pipeline()), _settings(args), DOING
     )
     secure = result["output"]
-    report = common.make_report(
-        "digits",
-        "string",
-        secure,
-        None,
-        None,
-        result["cost"],
-        audio=str(args.audio),
-        digits=secure["digits"],
-        equal=None,
-        **common.session_facts(args, frames, result),
+    report = common.server_report(
+        args, "digits", "string", secure, frames, result, digits=secure["digits"], equal=None
     )
     output.finish(report, None, [f"{args.audio}: [bold]{_shown(secure['digits'])}[/]"])
     return 0

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from smc_hmm.cli import common
 from smc_hmm.errors import ConfigError, InvalidInputError, WeakerModeWarning
-from smc_hmm.options import TIMEOUT, WORKERS, check_output_dir, option_type
+from smc_hmm.options import option_type
 from smc_hmm.progress import Progress, status
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ MAX_MARGIN = 1000.0
 
 
 def configure(p) -> None:
-    p.add_argument("--audio", required=True, help="Alice's recording (mono WAV, any rate)")
+    common.add_audio_argument(p)
     p.add_argument(
         "--models",
         default="diag",
@@ -65,14 +65,7 @@ def configure(p) -> None:
         default=None,
         help="nats by which a keyword must beat the --garbage model (default 0)",
     )
-    p.add_argument(
-        "--workers",
-        type=WORKERS,
-        default=None,
-        help="compute lanes per party (default: the machine's cores)",
-    )
-    common.add_key_arguments(p, "tests only")
-    p.add_argument("--timeout", type=TIMEOUT, default=300.0, help="per-receive timeout, seconds")
+    common.add_run_arguments(p, "compute lanes per party (default: the machine's cores)", 300.0)
     common.add_max_frames_argument(p)
     common.add_json_argument(p, "the decisions and cost")
     common.add_views_argument(p)
@@ -159,16 +152,7 @@ def run(args) -> int:
     """Recognise ``args.audio`` securely: files first (``--json``, ``--views``), the cost
     tables and warnings on stderr, both decisions on stdout (one convention for every
     command, docs/running.md)."""
-    common.check_key_bits(args)
-    common.check_json_path(args.json)
-    if args.views:
-        if args.server:
-            raise InvalidInputError("--views records an in-process run; drop --server")
-        check_output_dir(args.views, "--views")
-    output = common.Output(args.json)
-    if args.server:
-        return _run_against_server(args, output)
-    return _run_in_process(args, output)
+    return common.run_here_or_served(args, _run_in_process, _run_against_server)
 
 
 def _features(args, pipeline) -> tuple[np.ndarray, str | None]:
@@ -221,17 +205,11 @@ def _run_in_process(args, output) -> int:
     )
     secure = result["alice"]["keyword"]
     common.write_party_views(args, result, keypair, output.err)
-    plaintext = {
-        "keyword": plain,
-        "scoring": reference["scoring"],
-        "scores": reference["scores"],
-        "log_likelihoods": dict(zip(labels, scores)),
-    }
     report = common.make_report(
         "keyword",
         args.mode,
         {"keyword": secure},
-        plaintext,
+        common.scored_plaintext("keyword", reference, labels, scores),
         secure == plain,
         result.cost.to_dict(),
         secure={"keyword": secure},
@@ -247,8 +225,7 @@ def _run_in_process(args, output) -> int:
         f"{result.elapsed:.1f} s online + {offline.seconds:.1f} s offline), plaintext decision "
         f"{_said(plain)} ({common.agreement(secure == plain)})"
     )
-    output.finish(report, result.cost, [line])
-    return 0 if secure == plain else 1
+    return common.finish_compared(output, report, result.cost, [line], secure == plain)
 
 
 def _check_models(args, models, frames) -> None:
@@ -327,34 +304,19 @@ def _run_against_server(args, output) -> int:
     """Alice only, against a serving Bob; Bob's parameters (his mode) apply."""
     from smc_hmm.data import load_pipeline
 
-    connection = common.connect(args)
-    warn = output.err
-    frames, problem = _features(args, load_pipeline())
-    _check_length(args, frames)
-    _warn_no_speech(args, problem, warn)
-    common.warn_insecure(args, warn)
+    def read_frames():
+        frames, problem = _features(args, load_pipeline())
+        _check_length(args, frames)
+        _warn_no_speech(args, problem, output.err)
+        return frames
+
     expect = common.given(mode=args.mode, garbage=args.garbage, margin=args.margin) or None
-    result = common.run_against_server(
-        args,
-        warn,
-        connection,
-        "keyword",
-        frames,
-        expect,
-        "secure keyword recognition",
-        lambda spinner: Progress(spinner, "secure keyword recognition"),
+    frames, result = common.served_session(
+        args, output.err, "keyword", read_frames, expect, "secure keyword recognition"
     )
     secure, mode = result["output"]["keyword"], result["output"]["mode"]
-    report = common.make_report(
-        "keyword",
-        mode,
-        {"keyword": secure},
-        None,
-        None,
-        result["cost"],
-        secure={"keyword": secure},
-        audio=str(args.audio),
-        **common.session_facts(args, frames, result),
+    report = common.server_report(
+        args, "keyword", mode, {"keyword": secure}, frames, result, secure={"keyword": secure}
     )
     line = (
         f"{args.audio}: secure decision [bold]{_said(secure)}[/] (session {result['session']} with "

@@ -26,7 +26,7 @@ import math
 
 from smc_hmm.cli import common
 from smc_hmm.errors import ConfigError, InvalidInputError
-from smc_hmm.options import TIMEOUT, WORKERS, option_type
+from smc_hmm.options import option_type
 from smc_hmm.progress import PhaseProgress, status
 
 HELP = "find which recording of a collection a snippet comes from, securely"
@@ -59,7 +59,7 @@ def _check_max_seconds(value: float, name: str) -> float:
 
 
 def configure(p) -> None:
-    p.add_argument("--audio", required=True, help="Alice's snippet (mono WAV, any rate)")
+    common.add_audio_argument(p, "snippet")
     p.add_argument(
         "--start",
         type=option_type(_check_start, "--start"),
@@ -99,9 +99,7 @@ def configure(p) -> None:
         f"folder, checked from its header before its samples are read (default "
         f"{DEFAULT_MAX_SECONDS:g}: ten minutes)",
     )
-    p.add_argument("--workers", type=WORKERS, default=None, help="compute lanes per party")
-    common.add_key_arguments(p, "tests only")
-    p.add_argument("--timeout", type=TIMEOUT, default=600.0, help="per-receive timeout, seconds")
+    common.add_run_arguments(p, "compute lanes per party", 600.0)
     common.add_json_argument(p)
     common.add_server_arguments(p)
 
@@ -175,8 +173,7 @@ def run(args) -> int:
         f"{args.audio}: secure {_said(secure)}; plaintext {_said(plaintext)} "
         f"({common.agreement(secure == plaintext)})"
     )
-    output.finish(report, result.cost, [line])
-    return 0 if secure == plaintext else 1
+    return common.finish_compared(output, report, result.cost, [line], secure == plaintext)
 
 
 def _said(answer: dict) -> str:
@@ -223,17 +220,15 @@ def _run_against_server(args, output, frames, plain, frame_seconds: float) -> in
     )
     secure = _answer(result["output"], frame_seconds)
     reference = _answer(plain, frame_seconds)
-    report = common.make_report(
+    report = common.server_report(
+        args,
         "match",
         args.mode,
         secure,
-        None,
-        None,
-        result["cost"],
-        audio=str(args.audio),
+        frames,
+        result,
         secure=secure,
         plaintext_reference={"collection": str(args.collection), **reference},
-        **common.session_facts(args, frames, result),
     )
     line = (
         f"{args.audio}: secure {_said(secure)} (session {result['session']} with "

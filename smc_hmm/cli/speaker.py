@@ -34,7 +34,6 @@ from pathlib import Path
 
 from smc_hmm.cli import common
 from smc_hmm.errors import ConfigError, InvalidInputError
-from smc_hmm.options import TIMEOUT, WORKERS, check_output_dir
 from smc_hmm.progress import PhaseProgress, status
 
 HELP = "identify or verify the speaker of one WAV recording securely (GMMs and a UBM)"
@@ -49,7 +48,7 @@ MODES = ("identify", "verify", "anonymous")
 
 def configure(p) -> None:
     p.add_argument("mode", choices=MODES, help="identify, verify (--claim) or anonymous (--claim)")
-    p.add_argument("--audio", required=True, help="Alice's recording (mono WAV, any rate)")
+    common.add_audio_argument(p)
     p.add_argument(
         "--claim",
         help="verify and anonymous: the speaker Alice claims to be (anonymous: Bob never "
@@ -76,9 +75,7 @@ def configure(p) -> None:
         help="identify: pad the speakers to N with dummies that never win (N alone is public)",
     )
     p.add_argument("--threshold", type=float, help="verify / anonymous: nats per frame")
-    p.add_argument("--workers", type=WORKERS, default=None, help="compute lanes per party")
-    common.add_key_arguments(p, "tests only")
-    p.add_argument("--timeout", type=TIMEOUT, default=300.0, help="per-receive timeout, seconds")
+    common.add_run_arguments(p, "compute lanes per party", 300.0)
     common.add_max_frames_argument(p)
     common.add_json_argument(p)
     common.add_views_argument(p)
@@ -128,20 +125,13 @@ def check_flags(args) -> None:
 
 
 def run(args) -> int:
-    from smc_hmm.data.speakers import (
-        SPEAKER_FEATURES,
-        UBM_LABEL,
-        scores,
-        speaker_features_from_wav,
-    )
+    from smc_hmm.data.speakers import scores, speaker_features_from_wav
     from smc_hmm.protocol import find
 
     common.check_key_bits(args)
     common.check_json_path(args.json)
     check_flags(args)
-    if args.views and args.server:
-        raise InvalidInputError("--views records an in-process run; drop --server")
-    check_output_dir(args.views, "--views")
+    common.check_views(args)
     output = common.Output(args.json)
     protocol = find("speaker-trent" if args.to == "trent" else "speaker")
     params = protocol.params(_params(args))  # bad parameters fail before any work
@@ -150,34 +140,25 @@ def run(args) -> int:
     if args.server:
         return _run_against_server(args, output, frames)
     models, labels = _models(args.models)
-    if {m.n_features for m in models} != {SPEAKER_FEATURES}:
-        raise InvalidInputError(f"speaker models must take {SPEAKER_FEATURES} features per frame")
-    if args.claim is not None and (args.claim not in labels or args.claim == UBM_LABEL):
-        speakers = ", ".join(x for x in labels if x != UBM_LABEL)
-        raise InvalidInputError(f"--claim {args.claim}: not an enrolled speaker ({speakers})")
+    _check_speakers(args, models, labels)
     common.warn_insecure(args, output.err)
     keypair = common.generate_keys(args, output.err)
     sc = scores(models, frames)
     utterance = frames if args.claim is None else (frames, args.claim)
     reference = protocol.plaintext(params, {"alice": utterance, "bob": (models, labels)})
-    plain = reference["speaker" if args.mode == "identify" else "accept"]
+    key = "speaker" if args.mode == "identify" else "accept"
+    plain = reference[key]
     result = _secure_run(args, output.err, protocol, params, frames, (models, labels), keypair)
     if args.mode == "identify":
         secure, who = result[args.to]["speaker"], args.to
     else:
         secure, who = result["bob"]["accept"], "bob"
-    key = "speaker" if args.mode == "identify" else "accept"
     common.write_party_views(args, result, keypair, output.err)
     report = common.make_report(
         "speaker",
         args.mode,
         {key: secure, "learned_by": who},
-        {
-            key: plain,
-            "scoring": reference["scoring"],
-            "scores": reference["scores"],
-            "log_likelihoods": dict(zip(labels, sc)),
-        },
+        common.scored_plaintext(key, reference, labels, sc),
         secure == plain,
         result.cost.to_dict(),
         audio=str(args.audio),
@@ -185,15 +166,33 @@ def run(args) -> int:
         secure={key: secure, "learned_by": who},
         seconds=result.elapsed,
         key_bits=args.key_bits,
-        **({"claim": args.claim} if args.claim is not None else {}),
-        **({"note": IDENTIFY_NOTE.format(n=len(labels) - 1)} if args.mode == "identify" else {}),
+        **_claim_and_note(args, labels),
     )
     line = (
         f"{args.audio}: secure {args.mode} [bold]{_said(args, secure)}[/] (learned by {who}), "
         f"plaintext {_said(args, plain)} ({common.agreement(secure == plain)})"
     )
-    output.finish(report, result.cost, [line])
-    return 0 if secure == plain else 1
+    return common.finish_compared(output, report, result.cost, [line], secure == plain)
+
+
+def _check_speakers(args, models, labels) -> None:
+    """Bob's models take the speaker features, and ``--claim`` names an enrolled speaker."""
+    from smc_hmm.data.speakers import SPEAKER_FEATURES, UBM_LABEL
+
+    if {m.n_features for m in models} != {SPEAKER_FEATURES}:
+        raise InvalidInputError(f"speaker models must take {SPEAKER_FEATURES} features per frame")
+    if args.claim is not None and (args.claim not in labels or args.claim == UBM_LABEL):
+        speakers = ", ".join(x for x in labels if x != UBM_LABEL)
+        raise InvalidInputError(f"--claim {args.claim}: not an enrolled speaker ({speakers})")
+
+
+def _claim_and_note(args, labels=None) -> dict:
+    """The report's ``claim`` (verify, anonymous) and, for identify with ``labels`` known,
+    the ``note`` on what its answer means."""
+    out = {"claim": args.claim} if args.claim is not None else {}
+    if labels is not None and args.mode == "identify":
+        out["note"] = IDENTIFY_NOTE.format(n=len(labels) - 1)
+    return out
 
 
 def _secure_run(args, out, protocol, params, frames, speakers, keypair):
@@ -256,17 +255,8 @@ def _run_against_server(args, output, frames) -> int:
         if out is not None:  # reveal_scores, for measurements
             secure["scores"] = out.get("scores")
         line = f"secure {args.mode} of the claim {args.claim}: the server learned the decision"
-    report = common.make_report(
-        "speaker",
-        args.mode,
-        secure,
-        None,
-        None,
-        result["cost"],
-        audio=str(args.audio),
-        secure=secure,
-        **common.session_facts(args, frames, result),
-        **({"claim": args.claim} if args.claim is not None else {}),
+    report = common.server_report(
+        args, "speaker", args.mode, secure, frames, result, secure=secure, **_claim_and_note(args)
     )
     line = f"{args.audio}: {line} (session {result['session']} with {args.server})"
     output.finish(report, None, [line])

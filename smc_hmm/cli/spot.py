@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from smc_hmm.cli import common
 from smc_hmm.errors import ConfigError, InvalidInputError
-from smc_hmm.options import TIMEOUT, WORKERS
 from smc_hmm.progress import Progress
 
 HELP = "find where keywords occur in one WAV recording, securely (Alice and Bob in-process)"
@@ -26,7 +25,7 @@ HOP = 0.01
 
 
 def configure(p) -> None:
-    p.add_argument("--audio", required=True, help="Alice's recording (mono WAV, any rate)")
+    common.add_audio_argument(p)
     p.add_argument(
         "--keyword",
         required=True,
@@ -40,11 +39,7 @@ def configure(p) -> None:
         help="Bob's models: bundled (digit HMMs and their fillers) or a model file (.npz) "
         "with keyword models labelled L and fillers labelled filler-L",
     )
-    p.add_argument(
-        "--workers", type=WORKERS, default=None, help="compute lanes per party (default: cores)"
-    )
-    common.add_key_arguments(p, "tests only")
-    p.add_argument("--timeout", type=TIMEOUT, default=600.0, help="per-receive timeout, seconds")
+    common.add_run_arguments(p, "compute lanes per party (default: cores)", 600.0)
     common.add_max_frames_argument(p)
     common.add_json_argument(p, "the decisions and cost")
     common.add_server_arguments(p)
@@ -126,12 +121,7 @@ def _span(decision) -> str:
 def run(args) -> int:
     """Spot ``args.keyword`` in ``args.audio`` securely: files first, the cost tables on
     stderr, both decisions on stdout (docs/running.md, "Output")."""
-    common.check_key_bits(args)
-    common.check_json_path(args.json)
-    output = common.Output(args.json)
-    if args.server:
-        return _run_against_server(args, output)
-    return _run_in_process(args, output)
+    return common.run_here_or_served(args, _run_in_process, _run_against_server)
 
 
 def _run_in_process(args, output) -> int:
@@ -185,8 +175,7 @@ def _run_in_process(args, output) -> int:
         f"{result.cost.bytes_total:,} bytes",
         soft_wrap=True,
     )
-    output.finish(report, result.cost, lines)
-    return 0 if agree else 1
+    return common.finish_compared(output, report, result.cost, lines, agree)
 
 
 def _run_against_server(args, output) -> int:
@@ -196,18 +185,13 @@ def _run_against_server(args, output) -> int:
     keywords = [k for group in args.keyword for k in group.split(",") if k]
     if "all" in keywords:
         raise InvalidInputError("with --server name the keywords the server spots")
-    connection = common.connect(args)
-    frames = _frames(args, load_spotting_pipeline())
-    common.warn_insecure(args, output.err)
-    result = common.run_against_server(
+    frames, result = common.served_session(
         args,
         output.err,
-        connection,
         "spot",
-        frames,
+        lambda: _frames(args, load_spotting_pipeline()),
         {"keywords": keywords},
         "secure keyword spotting",
-        lambda spinner: Progress(spinner, "secure keyword spotting"),
     )
     secure = result["output"]
     output.err.print(
@@ -215,17 +199,8 @@ def _run_against_server(args, output) -> int:
         f"{result['elapsed']:.1f} s",
         soft_wrap=True,
     )
-    report = common.make_report(
-        "spot",
-        "spotting",
-        secure,
-        None,
-        None,
-        result["cost"],
-        audio=str(args.audio),
-        secure=secure,
-        keywords=keywords,
-        **common.session_facts(args, frames, result),
+    report = common.server_report(
+        args, "spot", "spotting", secure, frames, result, secure=secure, keywords=keywords
     )
     lines = [f"{args.audio}: [bold]{k}[/]: secure {_span(secure[k])}" for k in keywords]
     output.finish(report, None, lines)

@@ -169,6 +169,10 @@ class CostReport:
 
     def _grids(self) -> list[_Grid]:
         """The content of the three tables: per party, per party and phase, per link."""
+        return [self._party_grid(), self._phase_grid(), self._link_grid()]
+
+    def _party_grid(self) -> _Grid:
+        """Per party (and in all) the operations, traffic, rounds and times."""
         op_cols = list(OPS)
         op_cols += sorted({op for p in self.parties.values() for op in p["ops"]} - set(OPS))
         note = f"{self.key_bits}-bit keys, {self.rounds} rounds" if self.key_bits else ""
@@ -203,12 +207,14 @@ class CostReport:
             "",
             style="italic",
         )
+        return parties
 
+    def _phase_grid(self) -> _Grid:
+        """Per party and phase the operations, traffic and times."""
         phases = _Grid(
             "cost per phase",
             [
-                _Column("party", justify="left"),
-                _Column("phase", justify="left"),
+                *_key_columns("party", "phase"),
                 _Column("operations", "operations", justify="left", wrap=True),
                 *[_Column(c, "traffic") for c in _TRAFFIC_COLUMNS],
                 *[_Column(c, "time") for c in _TIME_COLUMNS],
@@ -218,12 +224,14 @@ class CostReport:
             for phase, s in p["phases"].items():
                 ops = ", ".join(f"{_SHORT.get(op, op)} {v}" for op, v in s["ops"].items() if v)
                 phases.add_row(name, phase, ops or "-", *_traffic_cells(s), *_time_cells(s))
+        return phases
 
+    def _link_grid(self) -> _Grid:
+        """Per link (sender, receiver) the messages and bytes sent."""
         links = _Grid(
             "traffic per link",
             [
-                _Column("from", justify="left"),
-                _Column("to", justify="left"),
+                *_key_columns("from", "to"),
                 _Column("messages", "traffic"),
                 _Column("bytes", "traffic"),
             ],
@@ -232,7 +240,7 @@ class CostReport:
             for peer, t in p["traffic"].items():
                 if t["sent"]["messages"]:
                     links.add_row(name, peer, str(t["sent"]["messages"]), str(t["sent"]["bytes"]))
-        return [parties, phases, links]
+        return links
 
     def tables(self, width: int | None = None) -> list:
         """rich Tables: per party, per party and phase, and traffic per link.
@@ -299,6 +307,11 @@ class _Column:
     style: str | None = None
     #: free text (lists of operations) that may wrap between words; other cells never wrap
     wrap: bool = False
+
+
+def _key_columns(*names: str) -> list[_Column]:
+    """Key columns (left-justified text, repeated in every part of a split table)."""
+    return [_Column(name, justify="left") for name in names]
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from smc_hmm.cli.release import keyword_models
-from smc_hmm.cli.release.shared import EPS, bounded, describe, print_json, warn
+from smc_hmm.cli.release.shared import EPS, bounded, describe, print_json, warn, write_json_file
 from smc_hmm.dp.params import check_epsilon
 from smc_hmm.dp.release import (
     SAMPLERS,
@@ -17,7 +17,6 @@ from smc_hmm.dp.release import (
     check_out,
     metadata_path,
     release_hmm_model,
-    write_json,
 )
 from smc_hmm.limits import MAX_RELEASE_STATES, MAX_SEQUENCE_LENGTH, MAX_WIDTH
 from smc_hmm.options import check_output_path, option_type
@@ -192,7 +191,5 @@ def release_hmm(args: argparse.Namespace, console=None) -> int:
         warn(console, text)
     print_json(console, summary)
     if args.json:
-        write_json(args.json, summary)
-        if console is not None:
-            console.print(f"wrote {args.json}")
+        write_json_file(console, args.json, summary)
     return 0

@@ -10,13 +10,13 @@ Every bad input raises a typed :class:`~smc_hmm.errors.SmcHmmError`.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from pathlib import Path
 
-from smc_hmm.cli.release.shared import warn
+from smc_hmm.cli.release.shared import print_json, warn
 from smc_hmm.dp.keyword_release import read_training_data, save_release
 from smc_hmm.dp.params import check_delta, check_epsilon
+from smc_hmm.dp.release import write_json
 from smc_hmm.errors import ConfigError
 from smc_hmm.limits import DEFAULT_MAX_FRAMES, MAX_SEQUENCE_LENGTH
 from smc_hmm.options import check_output_path, option_type
@@ -154,7 +154,7 @@ def _refuse_baum_welch_options(args: argparse.Namespace) -> None:
 def release_command(args: argparse.Namespace, console, guarantee_path: Path) -> int:
     """Run ``smc-hmm release hmm --keyword-models`` (:mod:`smc_hmm.dp.keyword_release`);
     returns 0."""
-    from smc_hmm.dp.keyword_models import KeywordDesign, release_keyword_models
+    from smc_hmm.dp.keyword_models import release_keyword_models
     from smc_hmm.dp.random import DPRandom
 
     _refuse_baum_welch_options(args)
@@ -164,32 +164,14 @@ def release_command(args: argparse.Namespace, console, guarantee_path: Path) -> 
     check_output_path(out, "--out")  # every output path, before any data is read
     check_output_path(guarantee_path, "--out's privacy metadata")
     check_output_path(getattr(args, "json", None))
-    labels = _labels(getattr(args, "labels", None))
-    data_path = Path(str(args.data))
-    skip = _indices(args.skip_indices) if data_path.is_dir() else range(0)
-    max_frames = DEFAULT_MAX_FRAMES if args.max_frames is None else args.max_frames
-    train = read_training_data(data_path, labels, skip, max_frames)
-    if labels is None:
-        from smc_hmm.data import DIGIT_WORDS
-
-        labels = list(DIGIT_WORDS)
-    design = KeywordDesign(
-        n_states=5 if args.states is None else args.states,
-        coord_clip=args.coord_clip,
-        record_bound=args.record_bound,
-        count_weight=args.record_bound,
-        standardisation=args.standardisation,
-        static_means=bool(args.static_means),
-        variances=args.variances,
-        delta=args.delta,
-    )
+    train, labels = _training_set(args)
     seeded = args.seed is not None
     rng = DPRandom.insecure_seeded(int(args.seed)) if seeded else None
     release = release_keyword_models(
         train,
         args.eps,
         labels=labels,
-        design=design,
+        design=_design(args),
         sampler="float" if seeded else "opendp",
         rng=rng,
     )
@@ -201,10 +183,7 @@ def release_command(args: argparse.Namespace, console, guarantee_path: Path) -> 
         "training_utterances": "not released (only through the noisy counts)",
     }
     if args.json:  # files first (docs/running.md, "Output")
-        try:
-            Path(args.json).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-        except OSError as exc:
-            raise ConfigError(f"cannot write {args.json}: {exc.strerror or exc}") from exc
+        write_json(args.json, summary)
     if console is not None:
         if seeded:
             warn(console, "--seed: INSECURE seeded float noise (reproducible experiments only)")
@@ -213,10 +192,36 @@ def release_command(args: argparse.Namespace, console, guarantee_path: Path) -> 
                 console,
                 "not covered by the guarantee: " + "; ".join(release.guarantee["not_covered"]),
             )
-        console.print(
-            json.dumps(summary, indent=2, sort_keys=True),
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
+        print_json(console, summary)
     return 0
+
+
+def _training_set(args: argparse.Namespace) -> tuple[dict, list[str]]:
+    """(the training data by label, the labels: ``--labels`` or the ten digit words)."""
+    labels = _labels(getattr(args, "labels", None))
+    data_path = Path(str(args.data))
+    skip = _indices(args.skip_indices) if data_path.is_dir() else range(0)
+    max_frames = DEFAULT_MAX_FRAMES if args.max_frames is None else args.max_frames
+    train = read_training_data(data_path, labels, skip, max_frames)
+    if labels is None:
+        from smc_hmm.data import DIGIT_WORDS
+
+        labels = list(DIGIT_WORDS)
+    return train, labels
+
+
+def _design(args: argparse.Namespace):
+    """The public design of the release (:class:`~smc_hmm.dp.keyword_models.KeywordDesign`)
+    from the command line; ``--states`` defaults to 5 here."""
+    from smc_hmm.dp.keyword_models import KeywordDesign
+
+    return KeywordDesign(
+        n_states=5 if args.states is None else args.states,
+        coord_clip=args.coord_clip,
+        record_bound=args.record_bound,
+        count_weight=args.record_bound,
+        standardisation=args.standardisation,
+        static_means=bool(args.static_means),
+        variances=args.variances,
+        delta=args.delta,
+    )

@@ -49,14 +49,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from smc_hmm.cli.release.shared import warn
 from smc_hmm.dp.params import check_epsilon
-from smc_hmm.dp.release import check_out, read_array
+from smc_hmm.dp.release import check_out, read_array, write_json
 from smc_hmm.errors import ConfigError
 from smc_hmm.options import check_output_path, option_type
 
@@ -268,7 +267,4 @@ def _report(args: argparse.Namespace, console, summary: dict, insecure: bool) ->
         if insecure:
             warn(console, "INSECURE seeded noise (--seed): not a real release")
     if args.json:
-        try:
-            Path(args.json).write_text(text + "\n")
-        except OSError as e:
-            raise ConfigError(f"cannot write {args.json}: {e.strerror or e}") from e
+        write_json(args.json, summary)

@@ -13,7 +13,16 @@ from smc_hmm.dp.release import check_count
 from smc_hmm.errors import ConfigError
 from smc_hmm.options import option_type
 
-__all__ = ["EPS", "HELP_EPILOG", "HelpFormatter", "bounded", "describe", "print_json", "warn"]
+__all__ = [
+    "EPS",
+    "HELP_EPILOG",
+    "HelpFormatter",
+    "bounded",
+    "describe",
+    "print_json",
+    "warn",
+    "write_json_file",
+]
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -66,6 +75,15 @@ def print_json(console, data: dict) -> None:
         print(text)
     else:
         console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def write_json_file(console, path: str, data: dict) -> None:
+    """``--json PATH``: ``data`` written to ``path``, and (with a console) a note saying so."""
+    from smc_hmm.dp.release import write_json
+
+    write_json(path, data)
+    if console is not None:
+        console.print(f"wrote {path}")
 
 
 def warn(console, text: str) -> None:

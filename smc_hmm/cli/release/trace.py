@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import argparse
 
-from smc_hmm.cli.release.shared import EPS, describe, print_json, warn
+from smc_hmm.cli.release.shared import EPS, describe, print_json, warn, write_json_file
 from smc_hmm.dp.params import check_epsilon, check_sensitivity
-from smc_hmm.dp.release import TraceReleaseOptions, release_trace_states, write_json
+from smc_hmm.dp.release import TraceReleaseOptions, release_trace_states
 from smc_hmm.options import check_output_path, option_type
 
 __all__ = ["TRACE_DESCRIPTION", "add_trace_arguments", "release_trace"]
@@ -99,9 +99,7 @@ def release_trace(args: argparse.Namespace, console=None) -> int:
     if console is not None:
         _trace_table(console, out)
     if args.json:
-        write_json(args.json, out)
-        if console is not None:
-            console.print(f"wrote {args.json}")
+        write_json_file(console, args.json, out)
     elif console is None:
         print_json(None, out)
     return 0
