@@ -65,7 +65,7 @@ import numpy as np
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.messages import Ciphertexts, Key, Message
-from smc_hmm.protocol import ProtocolDescriptor, Role
+from smc_hmm.protocol import Example, ProtocolDescriptor, Role
 from smc_hmm.runtime.inputs import load_vector
 
 NAME = "secure_sum"
@@ -152,7 +152,10 @@ class Params:
 
 def check_input(values, params: Params) -> np.ndarray:
     """A party's private vector as float64 of the agreed length and bound."""
-    arr = np.asarray(values, dtype=np.float64)
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise InvalidInputError(f"input must be a vector of numbers: {e}") from e
     if arr.shape != (params.length,):
         raise InvalidInputError(f"input must have shape ({params.length},), got {arr.shape}")
     if not np.all(np.isfinite(arr)):
@@ -228,6 +231,23 @@ def _role_for(params: Params, party: str, kind: str) -> str:
     )
 
 
+def example(key_bits: int, seed: int) -> Example:
+    """Alice, Bob, a data owner and Trent (who holds a vector too) add length-3 vectors,
+    twice: random and extreme (|x| = max_abs) entries."""
+    rng = np.random.default_rng(seed)
+    names = ("alice", "bob", "o1", "trent")
+    random = {n: rng.uniform(-1000.0, 1000.0, size=3) for n in names}
+    extreme = {n: np.array([1000.0, -1000.0, 0.0]) for n in names}
+    return Example(
+        params={"contributors": ["bob", "o1"], "length": 3, "scale": 16, "max_abs": 1000.0},
+        parties={"alice": "key_holder", "bob": "contributor", "o1": "contributor",
+                 "trent": "aggregator"},  # fmt: skip
+        inputs=(random, extreme),
+        expected=lambda inputs: {"alice": sum(inputs.values()), "bob": None, "trent": None},
+        tolerance=4 * 2.0**-16,  # each of the four vectors rounded to 16 fractional bits
+    )
+
+
 PROTOCOL = ProtocolDescriptor(
     name=NAME,
     summary="Alice learns a + sum_i x_i through a key-less relay (Trent)",
@@ -239,6 +259,7 @@ PROTOCOL = ProtocolDescriptor(
     ),
     role_for=_role_for,
     messages=lambda params: params.messages().values(),
+    example=example,
 )
 
 

@@ -27,6 +27,7 @@ from smc_hmm.messages import Message
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "Example",
     "ProtocolDescriptor",
     "Role",
     "alice_and_bob",
@@ -93,6 +94,44 @@ def params_from_config(cls, section: Mapping, what: str, *, convert=None):
         raise ConfigError(f"bad {what} parameters: {e}") from e
 
 
+@dataclass(frozen=True)
+class Example:
+    """Small example runs of a protocol: what ``ProtocolDescriptor.example`` returns and
+    what ``tests/protocols/test_conformance.py`` runs every registered protocol on.
+
+    ``params``: a ``[protocol]`` table of small public parameters.  ``parties``: party
+    name -> role name.  ``inputs``: two or more private-input sets (party -> private
+    input; a party absent takes ``None``) of the *same public sizes*, so that their
+    transcripts may differ only in ciphertexts and declared revealed fields.
+    ``expected(inputs)``: party -> the output that party must get on one input set,
+    computed in the clear (from the descriptor's ``plaintext`` hook where it has one);
+    floats within ``tolerance`` (absolute; from ``error_bound`` where declared), all else
+    exactly.  ``declared``: the messages whose revealed fields the transcript harness
+    masks, for a protocol whose descriptor has no ``messages`` hook.  ``key_bits``: the
+    smallest test key the example fits.
+    """
+
+    params: Mapping[str, Any]
+    parties: Mapping[str, str]
+    inputs: tuple[Mapping[str, Any], ...]
+    expected: Callable[[Mapping[str, Any]], Mapping[str, Any]]
+    tolerance: float = 0.0
+    declared: tuple[Message, ...] = ()
+    key_bits: int = 512
+
+    def __post_init__(self):
+        if len(self.inputs) < 2:
+            raise InvalidInputError("an example needs two or more private-input sets")
+        unknown = {p for inputs in self.inputs for p in inputs} - set(self.parties)
+        if unknown:
+            raise InvalidInputError(f"inputs for parties without a role: {sorted(unknown)}")
+
+    def run_inputs(self, index: int) -> dict[str, tuple[str, Any]]:
+        """``run_protocol``'s ``parties`` for input set ``index``."""
+        inputs = self.inputs[index]
+        return {p: (role, inputs.get(p)) for p, role in self.parties.items()}
+
+
 def _default_params(section: Mapping) -> Mapping:
     return dict(section)
 
@@ -130,6 +169,10 @@ class ProtocolDescriptor:
     #: ``phases(params, role)``: the role's ``ctx.phase`` names in the order a run enters
     #: them (progress lines count them; None: not declared)
     phases: Callable[[Any, str], tuple[str, ...]] | None = None
+    #: ``example(key_bits, seed)``: an :class:`Example`, small public parameters and two or
+    #: more private-input sets of the same public sizes (the conformance suite runs every
+    #: registered protocol on it; None: not declared, which that suite reports)
+    example: Callable[[int, int], Example] | None = None
 
     def __post_init__(self):
         names = [r.name for r in self.roles]

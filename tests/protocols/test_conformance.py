@@ -1,0 +1,328 @@
+"""The conformance suite: every registered protocol (``smc_hmm.protocol.available()``) on
+the small example its descriptor declares (``ProtocolDescriptor.example``).
+
+Per protocol, from one in-process run per private-input set (recorded, and drawing from
+exact offline pools where the descriptor plans its randomizers):
+
+* the example hook is declared (a protocol without it fails here, by name);
+* every party's output equals the plaintext reference (floats within the example's
+  tolerance, from ``error_bound`` where declared);
+* transcript invariance (the metadata rule): the runs on different private inputs of the
+  same public sizes give identical frames once ciphertexts and declared revealed fields
+  are masked (``tests/transcript_harness.py``);
+* the offline plan is exact where ``randomizers`` is declared: no pool runs dry, none
+  is left over;
+* a malformed peer message, and a malformed private input, end the run with a typed
+  error (``smc_hmm.errors``), and a stalled peer is detected within a bounded time;
+* one run over TCP with mutual TLS gives the same outputs and message counts.
+
+A new protocol gets all of this by declaring ``example`` (``docs/adding-a-protocol.md``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+from functools import cache
+
+import msgpack
+import numpy as np
+import pytest
+from transcript_harness import compare_transcripts, recorder
+
+from smc_hmm.errors import InsecureKeyWarning, SmcHmmError, TransportError
+from smc_hmm.protocol import Example, ProtocolDescriptor, available, find
+from smc_hmm.runtime import run_protocol
+from smc_hmm.transport.base import Transport
+from smc_hmm.transport.faults import FaultyTransport
+
+PROTOCOLS = sorted(available())
+SEED = 52
+#: a receive's timeout in the runs that should succeed, and in the stalled run
+TIMEOUT = 60.0
+STALL_TIMEOUT = 1.0
+
+
+@cache
+def _keypair(bits: int, index: int):
+    from smc_hmm.crypto import Rng, generate_keypair
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureKeyWarning)
+        return generate_keypair(bits, insecure=True, rng=Rng.seeded(bits + 7919 * index))
+
+
+@cache
+def _descriptor(name: str) -> ProtocolDescriptor:
+    return find(name)
+
+
+@cache
+def _example(name: str) -> Example:
+    descriptor = _descriptor(name)
+    if descriptor.example is None:
+        pytest.fail(
+            f"protocol {name!r} declares no example hook (ProtocolDescriptor.example): "
+            "the conformance suite cannot run it"
+        )
+    example = descriptor.example(512, SEED)
+    assert isinstance(example, Example), f"{name}: example() returned {type(example)}"
+    return example
+
+
+def _keys(name: str) -> dict:
+    """A key pair for every party whose role holds the key (distinct keys)."""
+    descriptor, example = _descriptor(name), _example(name)
+    holders = [p for p, r in example.parties.items() if descriptor.role(r).holds_key]
+    return {p: _keypair(example.key_bits, i) for i, p in enumerate(holders)}
+
+
+def _run(name: str, index: int, **kwargs):
+    example = _example(name)
+    return run_protocol(
+        name,
+        example.params,
+        example.run_inputs(index),
+        keys=_keys(name),
+        min_key_bits=512,
+        **{"timeout": TIMEOUT, **kwargs},
+    )
+
+
+# -- the example runs, once per protocol and input set ----------------------------------------
+
+
+@dataclass
+class Runs:
+    results: list = field(default_factory=list)
+    transcripts: list = field(default_factory=list)
+    #: per run, per party with a pool: (misses, left over), or None without a plan
+    pools: list = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _pools(name: str, index: int):
+    """Exact offline pools for run ``index``: (pool per party, run_protocol's
+    ``randomizers``, how to restore the key holder's own randomizer), or None."""
+    from smc_hmm.crypto import DJNRandomizer, RandomizerPool, Rng
+
+    descriptor, example = _descriptor(name), _example(name)
+    if descriptor.randomizers is None:
+        return None
+    keys = _keys(name)
+    ((holder, (pk, _)),) = keys.items()  # the planned protocols have one key holder
+    params = descriptor.params(example.params)
+    inputs = {p: example.inputs[index].get(p) for p in example.parties}
+    need = descriptor.randomizers(params, pk.bits, inputs)
+    own = pk.randomizer
+    pools, randomizers = {}, {}
+    for party, count in need.items():
+        if party == holder:
+            pools[party] = RandomizerPool(own, capacity=count)
+        else:
+            pools[party] = RandomizerPool(DJNRandomizer(pk.n_mpz, Rng.seeded(6)), capacity=count)
+            randomizers[party] = {pk.fingerprint: pools[party]}
+        pools[party].fill()
+    if holder in pools:
+        pk.use_randomizer(pools[holder])
+    return pools, randomizers, lambda: pk.use_randomizer(own)
+
+
+@cache
+def _runs(name: str) -> Runs:
+    runs = Runs()
+    start = time.perf_counter()
+    for index in range(len(_example(name).inputs)):
+        frames, wrap = recorder()
+        planned = _pools(name, index)
+        try:
+            result = _run(
+                name, index, wrap_transport=wrap, randomizers=planned[1] if planned else None
+            )
+        finally:
+            if planned:
+                planned[2]()
+        runs.results.append(result)
+        runs.transcripts.append(dict(frames))
+        runs.pools.append(
+            {p: (pool.misses, len(pool)) for p, pool in planned[0].items()} if planned else None
+        )
+    runs.seconds = time.perf_counter() - start
+    return runs
+
+
+def _close(got, want, tol: float, where: str) -> None:
+    """``got`` equals ``want``: floats within ``tol``, containers element by element."""
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and set(got) == set(want), f"{where}: {got!r} != {want!r}"
+        for k in want:
+            _close(got[k], want[k], tol, f"{where}[{k!r}]")
+    elif isinstance(want, (list, tuple, np.ndarray)) and not isinstance(want, str):
+        got_list, want_list = list(np.asarray(got, dtype=object)), list(np.asarray(want, dtype=object))
+        assert len(got_list) == len(want_list), f"{where}: {got!r} != {want!r}"
+        for i, (g, w) in enumerate(zip(got_list, want_list)):
+            _close(g, w, tol, f"{where}[{i}]")
+    elif isinstance(want, float) and not isinstance(got, bool):
+        assert isinstance(got, (int, float, np.floating)), f"{where}: {got!r} != {want!r}"
+        if math.isinf(want):
+            assert got == want, f"{where}: {got!r} != {want!r}"
+        else:
+            assert abs(float(got) - want) <= tol, f"{where}: {got!r} != {want!r} (tol {tol})"
+    else:
+        assert got == want, f"{where}: {got!r} != {want!r}"
+
+
+# -- the checks --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_the_example_hook_is_declared(name):
+    example = _example(name)
+    descriptor = _descriptor(name)
+    assert set(example.parties.values()) <= set(descriptor.role_names)
+    assert len(example.inputs) >= 2
+
+
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_outputs_equal_the_plaintext_reference(name):
+    example, runs = _example(name), _runs(name)
+    for index, result in enumerate(runs.results):
+        want = example.expected(example.inputs[index])
+        assert want, f"{name}: the example expects no output"
+        for party, output in want.items():
+            _close(result[party], output, example.tolerance, f"{name} run {index} {party}")
+
+
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_transcripts_depend_only_on_public_sizes(name):
+    descriptor, example = _descriptor(name), _example(name)
+    params = descriptor.params(example.params)
+    declared = list(descriptor.messages(params)) if descriptor.messages else example.declared
+    compare_transcripts(_runs(name).transcripts, declared)
+
+
+PLANNED = [n for n in PROTOCOLS if _descriptor(n).randomizers is not None]
+
+
+@pytest.mark.parametrize("name", PLANNED)
+def test_the_offline_plan_is_exact(name):
+    """Pools filled from the descriptor's plan alone cover every run with none left."""
+    for index, pools in enumerate(_runs(name).pools):
+        assert pools, f"{name}: the plan names no party"
+        for party, (misses, left) in pools.items():
+            assert (misses, left) == (0, 0), (
+                f"{name} run {index}: {party}'s pool missed {misses} and kept {left}"
+            )
+
+
+class _Malformed(Transport):
+    """Receives frame ``index`` from ``peer`` with its body replaced by ``body``."""
+
+    def __init__(self, inner, peer: str, index: int, body):
+        self.inner, self.name, self.peers = inner, inner.name, inner.peers
+        self.peer, self.index, self.body, self.seen = peer, index, body, 0
+
+    def send_bytes(self, peer, frame):
+        self.inner.send_bytes(peer, frame)
+
+    def recv_bytes(self, peer, timeout):
+        frame = self.inner.recv_bytes(peer, timeout)
+        if peer == self.peer:
+            self.seen += 1
+            if self.seen - 1 == self.index:
+                envelope = msgpack.unpackb(frame, raw=False)
+                envelope["b"] = self.body
+                frame = msgpack.packb(envelope, use_bin_type=True)
+        return frame
+
+    def close(self):
+        self.inner.close()
+
+
+def _busiest_link(name: str):
+    frames = _runs(name).transcripts[0]
+    return max(frames, key=lambda link: (len(frames[link]), link))
+
+
+@pytest.mark.parametrize("body", [["malformed"], {"shape": [10**9]}], ids=["list", "map"])
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_a_malformed_peer_message_is_a_typed_error(name, body):
+    """The middle frame of the busiest link arrives with a body of the wrong form."""
+    receiver, sender = _busiest_link(name)
+    index = len(_runs(name).transcripts[0][(receiver, sender)]) // 2
+
+    def wrap(party, transport):
+        return _Malformed(transport, sender, index, body) if party == receiver else transport
+
+    with pytest.raises(SmcHmmError):
+        _run(name, 0, wrap_transport=wrap, timeout=STALL_TIMEOUT * 5)
+
+
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_a_malformed_private_input_is_a_typed_error(name):
+    example = _example(name)
+    for party, private in example.inputs[0].items():
+        if private is None:
+            continue
+        parties = example.run_inputs(0) | {party: (example.parties[party], "not an input")}
+        with pytest.raises(SmcHmmError):
+            run_protocol(
+                name,
+                example.params,
+                parties,
+                keys=_keys(name),
+                min_key_bits=512,
+                timeout=STALL_TIMEOUT * 5,
+            )
+
+
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_a_stalled_peer_is_detected_within_the_timeout(name):
+    """The sender of the busiest link hangs halfway through its sends: every party ends
+    with a transport error within a receive's timeout (plus the run's own work)."""
+    _, sender = _busiest_link(name)
+    runs = _runs(name)
+    sends = sum(len(f) for (_, s), f in runs.transcripts[0].items() if s == sender)
+    faults = []
+
+    def wrap(party, transport):
+        if party != sender:
+            return transport
+        faults.append(FaultyTransport(transport, fail_at=sends // 2, mode="stall"))
+        return faults[-1]
+
+    t0 = time.monotonic()
+    with pytest.raises(TransportError):
+        _run(name, 0, wrap_transport=wrap, timeout=STALL_TIMEOUT)
+    elapsed = time.monotonic() - t0
+    assert faults[0].triggered
+    per_run = runs.seconds / len(runs.results)
+    assert elapsed < 2 * STALL_TIMEOUT + 2 * per_run + 3.0, elapsed
+
+
+@pytest.fixture(scope="module")
+def certificates(tmp_path_factory):
+    from smc_hmm.certs import make_certificates
+
+    names = sorted({p for n in PROTOCOLS if _descriptor(n).example for p in _example(n).parties})
+    return make_certificates(tmp_path_factory.mktemp("certs"), names)
+
+
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_one_run_over_tcp_with_mutual_tls(name, certificates):
+    from smc_hmm.transport.tcp import TcpNetwork
+
+    def network(names):
+        tls = {n: certificates.tls_config(n) for n in names}
+        return TcpNetwork(names, tls=tls, connect_timeout=10)
+
+    example = _example(name)
+    result = _run(name, 0, network=network)
+    for party, output in example.expected(example.inputs[0]).items():
+        _close(result[party], output, example.tolerance, f"{name} over TLS {party}")
+    local = _runs(name).results[0].cost
+    assert {p: v["messages"] for p, v in result.cost.parties.items()} == {
+        p: v["messages"] for p, v in local.parties.items()
+    }
