@@ -1012,6 +1012,7 @@ def example(key_bits: int, seed: int) -> Example:
         expected=lambda i: {
             "alice": None, "bob": [a < b for a, b in zip(*i["bob"])]
         },  # fmt: skip
+        bad_inputs=({"bob": [[1, 2, 3], [1, 2]]}, {"bob": [[1000, 0, 0], [0, 0, 0]]}),
     )
 
 
@@ -1293,6 +1294,7 @@ def argmax_example(key_bits: int, seed: int) -> Example:
         parties={"alice": "key_holder", "bob": "evaluator"},
         inputs=tuple({"bob": v} for v in values),
         expected=lambda i: {"alice": int(np.argmax(i["bob"])), "bob": None},
+        bad_inputs=({"bob": [1, 2, 3]}, {"bob": [2**20, 0, 0, 0]}, {"bob": [0.5, 0, 0, 0]}),
     )
 
 

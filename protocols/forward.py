@@ -939,6 +939,8 @@ def example(key_bits: int, seed: int) -> Example:
         expected=lambda i: {"alice": [float(log_likelihood(m, i["alice"])) for m in i["bob"]]},
         tolerance=1e-7,  # log P to 1e-9 relative (docs/benchmarks.md)
         declared=tuple(spec.messages(5).values()),
+        bad_inputs=({"alice": np.array([0, 1, 9, 2, 3])}, {"alice": np.zeros((5, 2))},
+                    {"bob": []}),  # fmt: skip
     )
 
 

@@ -245,6 +245,8 @@ def example(key_bits: int, seed: int) -> Example:
         inputs=(random, extreme),
         expected=lambda inputs: {"alice": sum(inputs.values()), "bob": None, "trent": None},
         tolerance=4 * 2.0**-16,  # each of the four vectors rounded to 16 fractional bits
+        bad_inputs=({"bob": [1.0, 2.0]}, {"o1": [np.nan, 0.0, 0.0]}, {"trent": [2e3, 0, 0]},
+                    {"alice": "not numbers"}),  # fmt: skip
     )
 
 

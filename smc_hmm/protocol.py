@@ -107,8 +107,10 @@ class Example:
     computed in the clear (from the descriptor's ``plaintext`` hook where it has one);
     floats within ``tolerance`` (absolute; from ``error_bound`` where declared), all else
     exactly.  ``declared``: the messages whose revealed fields the transcript harness
-    masks, for a protocol whose descriptor has no ``messages`` hook.  ``key_bits``: the
-    smallest test key the example fits.
+    masks, for a protocol whose descriptor has no ``messages`` hook.  ``bad_inputs``:
+    malformed private inputs (party -> input, replacing that party's in the first set),
+    each of which the run must refuse with a typed error.  ``key_bits``: the smallest
+    test key the example fits.
     """
 
     params: Mapping[str, Any]
@@ -117,6 +119,7 @@ class Example:
     expected: Callable[[Mapping[str, Any]], Mapping[str, Any]]
     tolerance: float = 0.0
     declared: tuple[Message, ...] = ()
+    bad_inputs: tuple[Mapping[str, Any], ...] = ()
     key_bits: int = 512
 
     def __post_init__(self):
@@ -126,9 +129,10 @@ class Example:
         if unknown:
             raise InvalidInputError(f"inputs for parties without a role: {sorted(unknown)}")
 
-    def run_inputs(self, index: int) -> dict[str, tuple[str, Any]]:
-        """``run_protocol``'s ``parties`` for input set ``index``."""
-        inputs = self.inputs[index]
+    def run_inputs(self, index: int, replace: Mapping[str, Any] | None = None) -> dict:
+        """``run_protocol``'s ``parties`` for input set ``index`` (``replace``: some
+        parties' inputs instead)."""
+        inputs = {**self.inputs[index], **(replace or {})}
         return {p: (role, inputs.get(p)) for p, role in self.parties.items()}
 
 

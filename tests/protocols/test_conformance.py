@@ -12,8 +12,9 @@ exact offline pools where the descriptor plans its randomizers):
   are masked (``tests/transcript_harness.py``);
 * the offline plan is exact where ``randomizers`` is declared: no pool runs dry, none
   is left over;
-* a malformed peer message, and a malformed private input, end the run with a typed
-  error (``smc_hmm.errors``), and a stalled peer is detected within a bounded time;
+* a malformed peer message, and each of the example's malformed private inputs, end
+  the run with a typed error (``smc_hmm.errors``), and a stalled peer is detected within
+  a bounded time;
 * one run over TCP with mutual TLS gives the same outputs and message counts.
 
 A new protocol gets all of this by declaring ``example`` (``docs/adding-a-protocol.md``).
@@ -261,17 +262,15 @@ def test_a_malformed_peer_message_is_a_typed_error(name, body):
 
 
 @pytest.mark.parametrize("name", PROTOCOLS)
-def test_a_malformed_private_input_is_a_typed_error(name):
+def test_malformed_private_inputs_are_typed_errors(name):
     example = _example(name)
-    for party, private in example.inputs[0].items():
-        if private is None:
-            continue
-        parties = example.run_inputs(0) | {party: (example.parties[party], "not an input")}
+    assert example.bad_inputs, f"{name}: the example declares no bad_inputs"
+    for bad in example.bad_inputs:
         with pytest.raises(SmcHmmError):
             run_protocol(
                 name,
                 example.params,
-                parties,
+                example.run_inputs(0, bad),
                 keys=_keys(name),
                 min_key_bits=512,
                 timeout=STALL_TIMEOUT * 5,
