@@ -155,8 +155,11 @@ def _runs(name: str) -> Runs:
 
 
 def _close(got, want, tol: float, where: str) -> None:
-    """``got`` equals ``want``: floats within ``tol``, containers element by element."""
-    if isinstance(want, dict):
+    """``got`` equals ``want``: floats within ``tol``, containers element by element; a
+    callable ``want`` is a predicate (an output that is random by design, e.g. DP)."""
+    if callable(want):
+        assert want(got), f"{where}: {got!r} fails {want}"
+    elif isinstance(want, dict):
         assert isinstance(got, dict) and set(got) == set(want), f"{where}: {got!r} != {want!r}"
         for k in want:
             _close(got[k], want[k], tol, f"{where}[{k!r}]")
