@@ -687,6 +687,42 @@ def phases(params: MatchParams, role: str) -> tuple[str, ...]:
     return ("setup", "scores", "argmax")
 
 
+def example(key_bits: int, seed: int, length: int = 15):
+    """A bundled query cut to ``length`` frames against the first four bundled recordings,
+    then a constant snippet against recordings of the same ids and lengths but other
+    content: Alice learns the plaintext matcher's answer."""
+    from smc_hmm.data.match import load_bundled_collection, load_bundled_queries, match
+    from smc_hmm.protocol import Example
+
+    rng = np.random.default_rng(seed)
+    collection = load_bundled_collection().head(4)
+    query = next(q for q in load_bundled_queries(inside=True) if q.recording < 4)
+    alike = Collection(
+        collection.ids, [np.abs(rng.normal(size=f.shape)) + 0.01 for f in collection.frames]
+    )
+    params = MatchParams()
+
+    def expected(i):
+        snippet, recordings = i["alice"], i["bob"]
+        plain = match(snippet, recordings, quant=params.quant,
+                      threshold=params.threshold_value(), stride=params.pool)  # fmt: skip
+        count = len(candidates(recordings.lengths, len(snippet), params.pool))
+        return {"bob": None, "alice": {"match": plain.id, "recording": plain.recording,
+                "offset_frames": plain.offset, "mode": "exact", "candidates": count}}  # fmt: skip
+
+    layout = MatchLayout.build(params, key_bits, length, collection.lengths)
+    snippet = query.frames[:length]
+    return Example(
+        params={},
+        parties={"alice": "alice", "bob": "bob"},
+        inputs=({"alice": snippet, "bob": collection}, {"alice": np.ones((length, 24)), "bob": alike}),
+        expected=expected,
+        declared=tuple(layout.declared_messages()),
+        bad_inputs=({"alice": np.full((length, 24), np.nan)}, {"alice": snippet[:, :5]},
+                    {"bob": "not a collection"}),  # fmt: skip
+    )
+
+
 PROTOCOL = ProtocolDescriptor(
     name=NAME,
     summary="private audio matching: Alice learns which of Bob's recordings holds her snippet",
@@ -697,4 +733,5 @@ PROTOCOL = ProtocolDescriptor(
         Role("alice", alice, kind="alice", holds_key=True, input="snippet", load=load_snippet),
         Role("bob", bob, kind="bob", input="collection", load=load_collection),
     ),
+    example=example,
 )

@@ -285,6 +285,7 @@ def test_malformed_private_inputs_are_typed_errors(name):
                 min_key_bits=512,
                 timeout=STALL_TIMEOUT * 5,
             )
+            pytest.fail(f"{name} accepted the bad input {sorted(bad)}: {bad}")
 
 
 @pytest.mark.parametrize("name", PROTOCOLS)
