@@ -1013,6 +1013,7 @@ def example(key_bits: int, seed: int) -> Example:
             "alice": None, "bob": [a < b for a, b in zip(*i["bob"])]
         },  # fmt: skip
         bad_inputs=({"bob": [[1, 2, 3], [1, 2]]}, {"bob": [[1000, 0, 0], [0, 0, 0]]}),
+        config=lambda directory: {"alice": {}, "bob": {"pairs": pairs[0]}},
     )
 
 
@@ -1295,6 +1296,7 @@ def argmax_example(key_bits: int, seed: int) -> Example:
         inputs=tuple({"bob": v} for v in values),
         expected=lambda i: {"alice": int(np.argmax(i["bob"])), "bob": None},
         bad_inputs=({"bob": [1, 2, 3]}, {"bob": [2**20, 0, 0, 0]}, {"bob": [0.5, 0, 0, 0]}),
+        config=lambda directory: {"alice": {}, "bob": {"values": values[1]}},
     )
 
 

@@ -932,6 +932,14 @@ def example(key_bits: int, seed: int) -> Example:
 
     inputs = (case(), case())
     spec = ForwardSpec.for_models(inputs[0]["bob"], key_bits, ForwardParams())
+
+    def config(directory):
+        from smc_hmm.hmm.io import save_models
+
+        save_models(directory / "models.npz", inputs[0]["bob"])
+        return {"alice": {"observations": inputs[0]["alice"].tolist()},
+                "bob": {"models": "models.npz"}}  # fmt: skip
+
     return Example(
         params={},
         parties={"alice": "alice", "bob": "bob"},
@@ -941,6 +949,7 @@ def example(key_bits: int, seed: int) -> Example:
         declared=tuple(spec.messages(5).values()),
         bad_inputs=({"alice": np.array([0, 1, 9, 2, 3])}, {"alice": np.zeros((5, 2))},
                     {"bob": []}),  # fmt: skip
+        config=config,
     )
 
 

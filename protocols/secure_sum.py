@@ -247,6 +247,7 @@ def example(key_bits: int, seed: int) -> Example:
         tolerance=4 * 2.0**-16,  # each of the four vectors rounded to 16 fractional bits
         bad_inputs=({"bob": [1.0, 2.0]}, {"o1": [np.nan, 0.0, 0.0]}, {"trent": [2e3, 0, 0]},
                     {"alice": "not numbers"}),  # fmt: skip
+        config=lambda directory: {n: {"vector": random[n].tolist()} for n in names},
     )
 
 

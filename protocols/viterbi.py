@@ -1697,6 +1697,13 @@ def example(key_bits: int, seed: int):
     params = ViterbiParams()
     plan = Plan(params, Structure.of(as_decoders(inputs[0]["bob"])), 6, key_bits)
 
+    def config(directory):
+        from smc_hmm.hmm.io import save_models
+
+        save_models(directory / "models.npz", inputs[0]["bob"])
+        np.save(directory / "symbols.npy", inputs[0]["alice"])
+        return {"alice": {"input": "symbols.npy"}, "bob": {"input": "models.npz"}}
+
     def expected(i):
         paths = [best_path(m, i["alice"]) for m in i["bob"]]
         return {"alice": [{"path": p.tolist(), "score": float(s)} for p, s in paths], "bob": None}
@@ -1710,6 +1717,7 @@ def example(key_bits: int, seed: int):
         declared=tuple(plan.declared()),
         bad_inputs=({"alice": np.array([0, 1, 7, 2, 3, 1])}, {"alice": np.zeros((6, 2))},
                     {"bob": []}),  # fmt: skip
+        config=config,
     )
 
 

@@ -109,8 +109,10 @@ class Example:
     exactly.  ``declared``: the messages whose revealed fields the transcript harness
     masks, for a protocol whose descriptor has no ``messages`` hook.  ``bad_inputs``:
     malformed private inputs (party -> input, replacing that party's in the first set),
-    each of which the run must refuse with a typed error.  ``key_bits``: the smallest
-    test key the example fits.
+    each of which the run must refuse with a typed error.  ``config(directory)``: each
+    party's entries of its ``[parties.NAME]`` table (its private input as a file it
+    writes into ``directory``, or inline), which the roles' loaders read back: the run
+    from a parties.toml.  ``key_bits``: the smallest test key the example fits.
     """
 
     params: Mapping[str, Any]
@@ -120,6 +122,7 @@ class Example:
     tolerance: float = 0.0
     declared: tuple[Message, ...] = ()
     bad_inputs: tuple[Mapping[str, Any], ...] = ()
+    config: Callable[[Path], Mapping[str, Mapping[str, Any]]] | None = None
     key_bits: int = 512
 
     def __post_init__(self):

@@ -138,7 +138,15 @@ def example(key_bits: int, seed: int) -> Example:
         inputs=inputs,
         expected=expected,
         bad_inputs=({"p2": bad[:, :4]}, {"p3": np.full((4, 4), np.nan)}, {"p1": 2 * bad[:, :3]}),
+        config=lambda directory: {"authority": {}, "trent": {}} | {
+            o: {"data": _saved(directory / f"{o}.npy", inputs[0][o])} for o in owners
+        },
     )
+
+
+def _saved(path, array) -> str:
+    np.save(path, array)
+    return path.name
 
 
 PROTOCOL = ProtocolDescriptor(

@@ -15,14 +15,18 @@ exact offline pools where the descriptor plans its randomizers):
 * a malformed peer message, and each of the example's malformed private inputs, end
   the run with a typed error (``smc_hmm.errors``), and a stalled peer is detected within
   a bounded time;
-* one run over TCP with mutual TLS gives the same outputs and message counts.
+* one run from a parties.toml (the example's inputs as files, read by the roles'
+  loaders) over TCP with mutual TLS, one party through the ``smc-hmm party`` command:
+  outputs as the plaintext reference on what the loaders read.
 
 A new protocol gets all of this by declaring ``example`` (``docs/adding-a-protocol.md``).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -46,7 +50,7 @@ PROTOCOLS = sorted(available())
 SEED = 52
 #: a receive's timeout in the runs that should succeed, and in the stalled run
 TIMEOUT = 60.0
-STALL_TIMEOUT = 1.0
+STALL_TIMEOUT = 0.5
 
 
 @cache
@@ -312,27 +316,59 @@ def test_a_stalled_peer_is_detected_within_the_timeout(name):
     assert elapsed < 2 * STALL_TIMEOUT + 2 * per_run + 3.0, elapsed
 
 
-@pytest.fixture(scope="module")
-def certificates(tmp_path_factory):
-    from smc_hmm.certs import make_certificates
+def _party_thread(name, config, results, errors):
+    from smc_hmm.runtime import run_party
 
-    names = sorted({p for n in PROTOCOLS if _descriptor(n).example for p in _example(n).parties})
-    return make_certificates(tmp_path_factory.mktemp("certs"), names)
+    def run():
+        try:
+            results[name] = run_party(name, config)
+        except SmcHmmError as e:  # reported by the test's assertions
+            errors[name] = e
+
+    return threading.Thread(target=run, name=f"conformance-{name}")
 
 
 @pytest.mark.parametrize("name", PROTOCOLS)
-def test_one_run_over_tcp_with_mutual_tls(name, certificates):
-    from smc_hmm.transport.tcp import TcpNetwork
+def test_a_parties_toml_run_over_tcp_with_mutual_tls_and_the_cli(name, tmp_path, capsys):
+    """The example's inputs as a parties.toml (files the roles' loaders read): every
+    party over TCP with mutual TLS on loopback, the first through ``smc-hmm party``, the
+    others through ``run_party`` in threads; outputs as the plaintext reference on the
+    loaded inputs."""
+    from smc_hmm.cli import main
+    from smc_hmm.runtime import load_config, write_config
 
-    def network(names):
-        tls = {n: certificates.tls_config(n) for n in names}
-        return TcpNetwork(names, tls=tls, connect_timeout=10)
-
-    example = _example(name)
-    result = _run(name, 0, network=network)
-    for party, output in example.expected(example.inputs[0]).items():
-        _close(result[party], output, example.tolerance, f"{name} over TLS {party}")
-    local = _runs(name).results[0].cost
-    assert {p: v["messages"] for p, v in result.cost.parties.items()} == {
-        p: v["messages"] for p, v in local.parties.items()
+    descriptor, example = _descriptor(name), _example(name)
+    assert example.config is not None, f"{name}: the example declares no config"
+    tables = example.config(tmp_path)
+    assert set(tables) == set(example.parties), f"{name}: config for {sorted(tables)}"
+    for party, role in example.parties.items():
+        tables[party] = {"kind": descriptor.role(role).kind, "role": role, **tables[party]}
+    path = write_config(
+        tmp_path / "parties.toml",
+        name,
+        tables,
+        params=example.params,
+        key_bits=example.key_bits,
+        insecure=True,
+        timeout=TIMEOUT,
+        connect_timeout=30,
+    )
+    config = load_config(path)
+    loaded = {
+        p: config.private_input(descriptor.role(r), config.party(p))
+        for p, r in example.parties.items()
     }
+    first, *others = example.parties
+    results, errors = {}, {}
+    threads = [_party_thread(p, config, results, errors) for p in others]
+    for t in threads:
+        t.start()
+    code = main(["party", "--role", first, "--config", str(path), "--quiet",
+                 "--json", str(tmp_path / "first.json")])  # fmt: skip
+    for t in threads:
+        t.join(TIMEOUT * 2)
+    assert code == 0 and not errors, (capsys.readouterr().err, errors)
+    results[first] = json.loads((tmp_path / "first.json").read_text())
+    assert all(r["ok"] for r in results.values())
+    for party, output in example.expected(loaded).items():
+        _close(results[party]["output"], output, example.tolerance, f"{name} {party}")
