@@ -577,9 +577,10 @@ def example(key_bits: int, seed: int) -> Example:
         expected=expected,
         tolerance=params.noise_radius + 2.0**-30,
         bad_inputs=({"p2": (x[:, :1], y)}, {"p1": (5 * x, y)}, {"p3": (x, y[:-1])}),
-        config=lambda directory: {"trent": {}, "dave": {}} | {
-            o: {"data": np.column_stack(inputs[0][o]).tolist()} for o in params.owners
-        },
+        config=lambda directory: (
+            {"trent": {}, "dave": {}}
+            | {o: {"data": np.column_stack(inputs[0][o]).tolist()} for o in params.owners}
+        ),
     )
 
 
@@ -761,9 +762,9 @@ def sum_example(key_bits: int, seed: int) -> Example:
         expected=lambda i: {o: None for o in owners} | {"trent": sum(i[o] for o in owners)},
         tolerance=params.clip * 1e-3 + 4 * 2.0**-params.scale,
         bad_inputs=({"p2": [1000.0, 0.0, 0.0]}, {"p1": np.zeros(2)}, {"p3": [np.inf, 0, 0]}),
-        config=lambda directory: {"trent": {}} | {
-            o: {"vector": inputs[0][o].tolist()} for o in owners
-        },
+        config=lambda directory: (
+            {"trent": {}} | {o: {"vector": inputs[0][o].tolist()} for o in owners}
+        ),
     )
 
 

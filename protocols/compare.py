@@ -1009,9 +1009,7 @@ def example(key_bits: int, seed: int) -> Example:
         params={"bits": 8, "count": 3, "reveal_to": "bob"},
         parties={"alice": "key_holder", "bob": "evaluator"},
         inputs=tuple({"bob": p} for p in pairs),
-        expected=lambda i: {
-            "alice": None, "bob": [a < b for a, b in zip(*i["bob"])]
-        },  # fmt: skip
+        expected=lambda i: {"alice": None, "bob": [a < b for a, b in zip(*i["bob"])]},  # fmt: skip
         bad_inputs=({"bob": [[1, 2, 3], [1, 2]]}, {"bob": [[1000, 0, 0], [0, 0, 0]]}),
         config=lambda directory: {"alice": {}, "bob": {"pairs": pairs[0]}},
     )

@@ -210,7 +210,8 @@ def plaintext(frames, params: DigitsParams, models: DigitModels | None = None) -
 
 def load_input(value, base):
     """A party's input: digit models ("bundled" or a .npz file) or frames / a WAV."""
-    if value == "bundled" or str(value).lower().endswith(".npz"):
+    name = str(value).replace("\\", "/").rsplit("/", 1)[-1]  # "bundled", also once resolved
+    if name == "bundled" or name.lower().endswith(".npz"):
         return load_digit_models(value, base)
     return viterbi.load_observations(value, base)
 
@@ -257,7 +258,16 @@ def example(key_bits: int, seed: int, length: int = 60) -> Example:
         expected=expected,
         declared=tuple(declared_messages(params, length, key_bits, models)),
         bad_inputs=({"alice": bad}, {"alice": bad[:, :3]}, {"bob": "not digit models"}),
+        config=lambda directory: {
+            "alice": {"input": _saved(directory / "frames.npy", a.features[:length])},
+            "bob": {"input": "bundled"},
+        },
     )
+
+
+def _saved(path, array) -> str:
+    np.save(path, array)
+    return path.name
 
 
 PROTOCOL = ProtocolDescriptor(

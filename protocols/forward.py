@@ -908,7 +908,8 @@ def load_observations(value, base):
 
 
 def randomizers_needed(params: ForwardParams, key_bits: int, inputs) -> dict[str, int]:
-    """The offline plan of a run on ``inputs`` (its public sizes): :meth:`ForwardSpec.randomizers_needed`."""
+    """The offline plan of a run on ``inputs``, from their public sizes
+    (:meth:`ForwardSpec.randomizers_needed`)."""
     spec = ForwardSpec.for_models(inputs["bob"], key_bits, params)
     return spec.randomizers_needed(len(inputs["alice"]))
 
@@ -947,8 +948,11 @@ def example(key_bits: int, seed: int) -> Example:
         expected=lambda i: {"alice": [float(log_likelihood(m, i["alice"])) for m in i["bob"]]},
         tolerance=1e-7,  # log P to 1e-9 relative (docs/benchmarks.md)
         declared=tuple(spec.messages(5).values()),
-        bad_inputs=({"alice": np.array([0, 1, 9, 2, 3])}, {"alice": np.zeros((5, 2))},
-                    {"bob": []}),  # fmt: skip
+        bad_inputs=(
+            {"alice": np.array([0, 1, 9, 2, 3])},
+            {"alice": np.zeros((5, 2))},
+            {"bob": []},
+        ),  # fmt: skip
         config=config,
     )
 

@@ -486,14 +486,32 @@ def example(key_bits: int, seed: int) -> Example:
         plain = plaintext(params, i)
         return {"alice": {k: plain[k] for k in ("keyword", "index", "mode")}, "bob": None}
 
+    def config(directory):
+        """A voiced 0.1 s WAV that Alice featurises, three bundled models in Bob's file."""
+        from scipy.io import wavfile
+
+        from smc_hmm.data import load_bundled_models
+        from smc_hmm.hmm.io import save_models
+
+        t = np.arange(800) / 8000
+        voice = np.sin(2 * np.pi * 300 * t) * np.hanning(t.size) + 0.05 * rng.normal(size=t.size)
+        wavfile.write(directory / "alice.wav", 8000, (voice * 12000).astype(np.int16))
+        models, names = load_bundled_models("diag")
+        save_models(directory / "keywords.npz", models[:3], labels=names[:3])
+        return {"alice": {"features": "alice.wav"}, "bob": {"models": "keywords.npz"}}
+
     return Example(
         params={},
         parties={"alice": "alice", "bob": "bob"},
         inputs=inputs,
         expected=expected,
         declared=tuple(plan.declared()),
-        bad_inputs=({"alice": np.full((4, 3), np.nan)}, {"alice": np.zeros((4, 2))},
-                    {"bob": ([], [])}),  # fmt: skip
+        bad_inputs=(
+            {"alice": np.full((4, 3), np.nan)},
+            {"alice": np.zeros((4, 2))},
+            {"bob": ([], [])},
+        ),  # fmt: skip
+        config=config,
     )
 
 

@@ -240,13 +240,21 @@ def example(key_bits: int, seed: int) -> Example:
     extreme = {n: np.array([1000.0, -1000.0, 0.0]) for n in names}
     return Example(
         params={"contributors": ["bob", "o1"], "length": 3, "scale": 16, "max_abs": 1000.0},
-        parties={"alice": "key_holder", "bob": "contributor", "o1": "contributor",
-                 "trent": "aggregator"},  # fmt: skip
+        parties={
+            "alice": "key_holder",
+            "bob": "contributor",
+            "o1": "contributor",
+            "trent": "aggregator",
+        },  # fmt: skip
         inputs=(random, extreme),
         expected=lambda inputs: {"alice": sum(inputs.values()), "bob": None, "trent": None},
         tolerance=4 * 2.0**-16,  # each of the four vectors rounded to 16 fractional bits
-        bad_inputs=({"bob": [1.0, 2.0]}, {"o1": [np.nan, 0.0, 0.0]}, {"trent": [2e3, 0, 0]},
-                    {"alice": "not numbers"}),  # fmt: skip
+        bad_inputs=(
+            {"bob": [1.0, 2.0]},
+            {"o1": [np.nan, 0.0, 0.0]},
+            {"trent": [2e3, 0, 0]},
+            {"alice": "not numbers"},
+        ),  # fmt: skip
         config=lambda directory: {n: {"vector": random[n].tolist()} for n in names},
     )
 

@@ -1257,7 +1257,17 @@ def _example(key_bits: int, seed: int, output_party: str):
         answer = {"mode": "identify", "speaker": speaker, "index": index}
         return {"alice": None, "bob": None} | {output_party: answer}
 
-    parties = {"alice": "alice", "bob": "bob"} | ({"trent": "trent"} if output_party == "trent" else {})
+    def config(directory):
+        from smc_hmm.hmm.io import save_models
+
+        np.save(directory / "utterance.npy", inputs[0]["alice"])
+        save_models(directory / "speakers.npz", *inputs[0]["bob"])
+        tables = {"alice": {"utterance": "utterance.npy"}, "bob": {"models": "speakers.npz"}}
+        return tables | ({"trent": {}} if output_party == "trent" else {})
+
+    parties = {"alice": "alice", "bob": "bob"} | (
+        {"trent": "trent"} if output_party == "trent" else {}
+    )
     bad = inputs[0]["alice"].copy()
     bad[2, 1] = 99.0  # beyond the public feature_bound
     return Example(
@@ -1267,6 +1277,7 @@ def _example(key_bits: int, seed: int, output_party: str):
         expected=expected,
         declared=tuple(declared_messages(spec)),
         bad_inputs=({"alice": bad}, {"alice": np.zeros((5, 3))}, {"bob": ([], [])}),
+        config=config,
     )
 
 

@@ -286,6 +286,22 @@ def declared_messages(params: SpotParams, structure, length: int, key_bits: int)
     return viterbi.Plan(params.viterbi, structure, length, key_bits).declared()
 
 
+def example_wav(path, seconds: float = 0.3, seed: int = 5) -> None:
+    """A voiced tone of ``seconds`` at 8 kHz, written to ``path`` (a recording to spot in)."""
+    import numpy as np
+    from scipy.io import wavfile
+
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(8000 * seconds)) / 8000
+    voice = np.sin(2 * np.pi * 220 * t) * np.hanning(t.size) + 0.05 * rng.normal(size=t.size)
+    wavfile.write(path, 8000, (voice * 12000).astype(np.int16))
+
+
+def _example_config(directory) -> dict:
+    example_wav(directory / "alice.wav")
+    return {"alice": {"input": "alice.wav"}, "bob": {"input": "bundled"}}
+
+
 def example(key_bits: int, seed: int, length: int = 40) -> Example:
     """Bob's bundled models spot "seven" in the first ``length`` frames of two bundled
     recordings, one holding the whole word there and one without it: Alice learns where
@@ -311,6 +327,7 @@ def example(key_bits: int, seed: int, length: int = 40) -> Example:
         expected=lambda i: {"alice": plaintext(i["bob"], i["alice"], ["seven"]), "bob": None},
         declared=tuple(declared_messages(params, structure, length, key_bits)),
         bad_inputs=({"alice": bad}, {"bob": {"one": models["one"]}}),
+        config=_example_config,
     )
 
 

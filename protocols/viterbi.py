@@ -1715,8 +1715,11 @@ def example(key_bits: int, seed: int):
         expected=expected,
         tolerance=max(error_bound(params, key_bits, i) for i in inputs) + 1e-9,
         declared=tuple(plan.declared()),
-        bad_inputs=({"alice": np.array([0, 1, 7, 2, 3, 1])}, {"alice": np.zeros((6, 2))},
-                    {"bob": []}),  # fmt: skip
+        bad_inputs=(
+            {"alice": np.array([0, 1, 7, 2, 3, 1])},
+            {"alice": np.zeros((6, 2))},
+            {"bob": []},
+        ),  # fmt: skip
         config=config,
     )
 

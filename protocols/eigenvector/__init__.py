@@ -134,13 +134,15 @@ def example(key_bits: int, seed: int) -> Example:
     bad = inputs[0]["p2"]
     return Example(
         params=section,
-        parties={"authority": "key_authority", "trent": "arbitrator"} | dict.fromkeys(owners, "owner"),
+        parties={"authority": "key_authority", "trent": "arbitrator"}
+        | dict.fromkeys(owners, "owner"),
         inputs=inputs,
         expected=expected,
         bad_inputs=({"p2": bad[:, :4]}, {"p3": np.full((4, 4), np.nan)}, {"p1": 2 * bad[:, :3]}),
-        config=lambda directory: {"authority": {}, "trent": {}} | {
-            o: {"data": _saved(directory / f"{o}.npy", inputs[0][o])} for o in owners
-        },
+        config=lambda directory: (
+            {"authority": {}, "trent": {}}
+            | {o: {"data": _saved(directory / f"{o}.npy", inputs[0][o])} for o in owners}
+        ),
     )
 
 

@@ -175,7 +175,10 @@ def _close(got, want, tol: float, where: str) -> None:
         for k in want:
             _close(got[k], want[k], tol, f"{where}[{k!r}]")
     elif isinstance(want, (list, tuple, np.ndarray)) and not isinstance(want, str):
-        got_list, want_list = list(np.asarray(got, dtype=object)), list(np.asarray(want, dtype=object))
+        got_list, want_list = (
+            list(np.asarray(got, dtype=object)),
+            list(np.asarray(want, dtype=object)),
+        )
         assert len(got_list) == len(want_list), f"{where}: {got!r} != {want!r}"
         for i, (g, w) in enumerate(zip(got_list, want_list)):
             _close(g, w, tol, f"{where}[{i}]")
