@@ -51,7 +51,7 @@ Run it::
     smc-hmm launch --config parties.toml      # three OS processes over mutual TLS
 
 (see ``docs/running.md`` for the configuration and the per-process commands).
-This module is the worked example of ``docs/adding-a-protocol.md``.
+(``docs/adding-a-protocol.md`` walks through ``protocols/linear.py``, built the same way.)
 """
 
 from __future__ import annotations

@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import threading
 import time
 import warnings
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 
 import msgpack
 import numpy as np
@@ -375,3 +377,18 @@ def test_a_parties_toml_run_over_tcp_with_mutual_tls_and_the_cli(name, tmp_path,
     assert all(r["ok"] for r in results.values())
     for party, output in example.expected(loaded).items():
         _close(results[party]["output"], output, example.tolerance, f"{name} {party}")
+
+
+def test_the_walkthrough_shows_the_linear_module_as_it_is():
+    """docs/adding-a-protocol.md builds protocols/linear.py: its marked code blocks are
+    the module's own code, and together they show every line of it."""
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "adding-a-protocol.md").read_text(encoding="utf-8")
+    module = (root / "protocols" / "linear.py").read_text(encoding="utf-8")
+    blocks = re.findall(r"<!-- protocols/linear.py -->\n```python\n(.*?)```", doc, re.S)
+    assert blocks, "no block of protocols/linear.py in the walkthrough"
+    for block in blocks:
+        assert block in module, f"the walkthrough's block is not the module's:\n{block}"
+    shown = "".join(blocks)
+    missing = [line for line in module.splitlines() if line.strip() and line not in shown]
+    assert not missing, f"lines of protocols/linear.py the walkthrough does not show: {missing}"
