@@ -106,8 +106,9 @@ class Example:
     ``expected(inputs)``: party -> the output that party must get on one input set,
     computed in the clear (from the descriptor's ``plaintext`` hook where it has one);
     floats within ``tolerance`` (absolute; from ``error_bound`` where declared), all else
-    exactly.  ``declared``: the messages whose revealed fields the transcript harness
-    masks, for a protocol whose descriptor has no ``messages`` hook.  ``bad_inputs``:
+    exactly, and a callable is a predicate on the output (one random by design: DP).
+    ``declared``: the messages whose revealed fields the transcript harness masks, for a
+    protocol whose descriptor has no ``messages`` hook.  ``bad_inputs``:
     malformed private inputs (party -> input, replacing that party's in the first set),
     each of which the run must refuse with a typed error.  ``config(directory)``: each
     party's entries of its ``[parties.NAME]`` table (its private input as a file it
