@@ -743,6 +743,13 @@ def sum_curator(ctx, private, params: SumParams) -> np.ndarray:
     return total.decrypt(sk)
 
 
+def sum_randomizers(params: SumParams, key_bits: int, inputs) -> dict[str, int]:
+    """Fresh randomizers per party: every owner encrypts its d counts; the lead also the
+    noise and re-randomises the total; the curator draws none."""
+    d = params.length
+    return {o: d for o in params.owners} | {params.lead: 3 * d, params.curator: 0}
+
+
 def sum_example(key_bits: int, seed: int) -> Example:
     """Three owners' count vectors of length 3 (random, then zeros and the bound): the
     curator learns their sum plus Laplace noise cut at ``clip`` scales, the tolerance."""
@@ -780,6 +787,7 @@ DP_SUM = ProtocolDescriptor(
     ),
     role_for=_role_for,
     messages=lambda params: params.messages().values(),
+    randomizers=sum_randomizers,
     example=sum_example,
 )
 

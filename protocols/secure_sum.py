@@ -231,6 +231,15 @@ def _role_for(params: Params, party: str, kind: str) -> str:
     )
 
 
+def randomizers_needed(params: Params, key_bits: int, inputs) -> dict[str, int]:
+    """Fresh randomizers per party: each contributor's d encryptions, Trent's d
+    re-randomisations (and d encryptions when he holds a vector); Alice draws none."""
+    trent = params.length * (2 if inputs.get(params.aggregator) is not None else 1)
+    return {params.key_holder: 0, params.aggregator: trent} | {
+        c: params.length for c in params.contributors
+    }
+
+
 def example(key_bits: int, seed: int) -> Example:
     """Alice, Bob, a data owner and Trent (who holds a vector too) add length-3 vectors,
     twice: random and extreme (|x| = max_abs) entries."""
@@ -270,6 +279,7 @@ PROTOCOL = ProtocolDescriptor(
     ),
     role_for=_role_for,
     messages=lambda params: params.messages().values(),
+    randomizers=randomizers_needed,
     example=example,
 )
 

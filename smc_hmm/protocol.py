@@ -163,8 +163,9 @@ class ProtocolDescriptor:
     role_for: Callable[[Any, str, str], str] | None = None
     messages: Callable[[Any], Iterable[Message]] | None = None
     module: str = field(default="", compare=False)
-    #: ``randomizers(params, key_bits, inputs)``: the fresh randomizers each role draws
-    #: in a run on ``inputs`` (role -> private input), from their public sizes only --
+    #: ``randomizers(params, key_bits, inputs)``: the fresh randomizers each party draws
+    #: (party -> count) in a run on ``inputs`` (party -> private input; in two-party
+    #: protocols the parties are named like their roles), from their public sizes only --
     #: what an offline phase precomputes once the key is known (None: not planned)
     randomizers: Callable[[Any, int, Mapping[str, Any]], dict[str, int]] | None = None
     #: ``error_bound(params, key_bits, inputs)``: nats, how far a score the run reveals

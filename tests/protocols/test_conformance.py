@@ -129,13 +129,12 @@ def _pools(name: str, index: int):
     need = descriptor.randomizers(params, pk.bits, inputs)
     own = pk.randomizer
     pools, randomizers = {}, {}
-    for party, count in need.items():
-        if party == holder:
-            pools[party] = RandomizerPool(own, capacity=count)
-        else:
-            pools[party] = RandomizerPool(DJNRandomizer(pk.n_mpz, Rng.seeded(6)), capacity=count)
+    for party, count in need.items():  # a party planned to draw none gets an empty pool
+        source = own if party == holder else DJNRandomizer(pk.n_mpz, Rng.seeded(6))
+        pools[party] = RandomizerPool(source, capacity=max(count, 1))
+        pools[party].fill(count)
+        if party != holder:
             randomizers[party] = {pk.fingerprint: pools[party]}
-        pools[party].fill()
     if holder in pools:
         pk.use_randomizer(pools[holder])
     return pools, randomizers, lambda: pk.use_randomizer(own)
