@@ -36,10 +36,8 @@ def _gmm(rng, components, dims, shift=0.0):
     )
 
 
-def _speakers(rng, count=3, components=3, dims=4):
-    models = [_gmm(rng, components, dims, 1.5 * k) for k in range(count)]
-    labels = [f"s{k}" for k in range(count)]
-    return [*models, _gmm(rng, components, dims)], [*labels, "ubm"]
+#: (models, labels): three diagonal GMMs 1.5 apart, a UBM, labels s0.. and "ubm"
+_speakers = sp.example_speakers
 
 
 def _run(keypair, utterance, speakers, params=None, **kwargs):
