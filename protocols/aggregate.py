@@ -170,7 +170,7 @@ from smc_hmm.errors import (
     ProtocolError,
 )
 from smc_hmm.messages import Ciphertexts, Key, Message, Revealed
-from smc_hmm.protocol import ProtocolDescriptor, Role, params_from_config
+from smc_hmm.protocol import Example, ProtocolDescriptor, Role, params_from_config
 from smc_hmm.runtime.inputs import load_array, load_vector
 
 NAME = "aggregate"
@@ -545,6 +545,46 @@ def _role_for(params: Params | SumParams, party: str, kind: str) -> str:
     raise ConfigError(f"party {party!r} is none of the parties named in [protocol]")
 
 
+def example_dataset(rng, n: int, d: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` rows in the unit ball, labelled by the sign of the first feature (plus noise)."""
+    x = clip_rows(rng.normal(size=(n, d)))
+    return x, np.where(x[:, 0] + 0.3 * rng.normal(size=n) > 0, 1, -1)
+
+
+def example(key_bits: int, seed: int) -> Example:
+    """Three owners of 2-feature data sets whose sizes are private (5, 30, 1; then all
+    12): Dave learns the mean classifier plus the smallest owner's noise, with eps so
+    large that the noise stays below its public cut ``noise_radius``, the tolerance."""
+    rng = np.random.default_rng(seed)
+    section = {"owners": ["p1", "p2", "p3"], "dim": 2, "eps": 1e6, "lam": 0.1,
+               "max_size": 100, "dgk_bits": 512, "dgk_t": 32}  # fmt: skip
+    params = Params.from_config(section)
+    inputs = tuple(
+        {o: example_dataset(rng, n) for o, n in zip(params.owners, sizes)}
+        for sizes in ((5, 30, 1), (12, 12, 12))
+    )
+
+    def expected(i):
+        ws = {o: train_local(*i[o], params.lam) for o in params.owners}
+        owners = {o: {"w": w, "n": len(i[o][1]), "noise": np.zeros(2)} for o, w in ws.items()}
+        index = lambda out: set(out) == {"index"} and 0 <= out["index"] < params.k  # noqa: E731
+        return owners | {"trent": index, "dave": np.mean(list(ws.values()), axis=0)}
+
+    x, y = inputs[0]["p2"]
+    return Example(
+        params=section,
+        parties={"p1": "lead", "p2": "owner", "p3": "owner", "trent": "curator", "dave": "user"},
+        inputs=inputs,
+        expected=expected,
+        tolerance=params.noise_radius + 2.0**-30,
+        bad_inputs=({"p2": (x[:, :1], y)}, {"p1": (5 * x, y)}, {"p3": (x, y[:-1])}),
+        config=lambda directory: (
+            {"trent": {}, "dave": {}}
+            | {o: {"data": np.column_stack(inputs[0][o]).tolist()} for o in params.owners}
+        ),
+    )
+
+
 PROTOCOL = ProtocolDescriptor(
     name=NAME,
     summary="DP aggregate classifier of K owners (thesis 4.1.3): mean w_j + L2 K-norm noise "
@@ -558,6 +598,7 @@ PROTOCOL = ProtocolDescriptor(
     ),
     role_for=_role_for,
     messages=lambda params: params.messages().values(),
+    example=example,
 )
 
 
@@ -698,6 +739,38 @@ def sum_curator(ctx, private, params: SumParams) -> np.ndarray:
     return total.decrypt(sk)
 
 
+def sum_randomizers(params: SumParams, key_bits: int, inputs) -> dict[str, int]:
+    """Fresh randomizers per party: every owner encrypts its d counts; the lead also the
+    noise and re-randomises the total; the curator draws none."""
+    d = params.length
+    return {o: d for o in params.owners} | {params.lead: 3 * d, params.curator: 0}
+
+
+def sum_example(key_bits: int, seed: int) -> Example:
+    """Three owners' count vectors of length 3 (random, then zeros and the bound): the
+    curator learns their sum plus Laplace noise cut at ``clip`` scales, the tolerance."""
+    rng = np.random.default_rng(seed)
+    section = {"owners": ["p1", "p2", "p3"], "length": 3, "noise_scales": [1e-3] * 3,
+               "max_abs": 100.0}  # fmt: skip
+    params = SumParams.from_config(section)
+    owners = params.owners
+    inputs = (
+        {o: rng.uniform(-100, 100, size=3) for o in owners},
+        {o: np.array([0.0, 100.0, -100.0]) for o in owners},
+    )
+    return Example(
+        params=section,
+        parties={"p1": "lead", "p2": "owner", "p3": "owner", "trent": "curator"},
+        inputs=inputs,
+        expected=lambda i: {o: None for o in owners} | {"trent": sum(i[o] for o in owners)},
+        tolerance=params.clip * 1e-3 + 4 * 2.0**-params.scale,
+        bad_inputs=({"p2": [1000.0, 0.0, 0.0]}, {"p1": np.zeros(2)}, {"p3": [np.inf, 0, 0]}),
+        config=lambda directory: (
+            {"trent": {}} | {o: {"vector": inputs[0][o].tolist()} for o in owners}
+        ),
+    )
+
+
 DP_SUM = ProtocolDescriptor(
     name=DP_SUM_NAME,
     summary="noisy secure sum of the owners' vectors (federated DP Baum-Welch counts): "
@@ -710,6 +783,8 @@ DP_SUM = ProtocolDescriptor(
     ),
     role_for=_role_for,
     messages=lambda params: params.messages().values(),
+    randomizers=sum_randomizers,
+    example=sum_example,
 )
 
 

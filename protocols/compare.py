@@ -110,7 +110,7 @@ from smc_hmm.errors import (
     ShapeMismatchError,
 )
 from smc_hmm.messages import Ciphertexts, Key, Message, OpaqueCiphertexts, Public, Revealed
-from smc_hmm.protocol import ProtocolDescriptor, Role, params_from_config
+from smc_hmm.protocol import Example, ProtocolDescriptor, Role, params_from_config
 from smc_hmm.runtime.inputs import load_array
 
 NAME = "compare"
@@ -974,10 +974,11 @@ def _role_for(params, party: str, kind: str) -> str:
     raise ConfigError(f"party {party!r} is neither key_holder nor evaluator in [protocol]")
 
 
-def _descriptor(name, summary, params, key_holder, evaluator, evaluator_input, messages):
+def _descriptor(name, summary, params, key_holder, evaluator, evaluator_input, messages, example):
     """A protocol of the two comparison roles: the key holder (an Alice, who holds the
     keys) and the evaluator (a Bob, whose input ``evaluator_input`` is an integer array)."""
     return ProtocolDescriptor(
+        example=example,
         name=name,
         summary=summary,
         params=params,
@@ -990,6 +991,22 @@ def _descriptor(name, summary, params, key_holder, evaluator, evaluator_input, m
     )
 
 
+def example(key_bits: int, seed: int) -> Example:
+    """Bob compares three pairs of 8-bit integers (random, then the extremes and a tie)
+    and learns the bits [a_i < b_i]; Alice learns nothing."""
+    rng = np.random.default_rng(seed)
+    top = (1 << 7) - 1
+    pairs = (rng.integers(-top, top + 1, size=(2, 3)).tolist(), [[-top, top, 5], [top, -top, 5]])
+    return Example(
+        params={"bits": 8, "count": 3, "reveal_to": "bob"},
+        parties={"alice": "key_holder", "bob": "evaluator"},
+        inputs=tuple({"bob": p} for p in pairs),
+        expected=lambda i: {"alice": None, "bob": [a < b for a, b in zip(*i["bob"])]},  # fmt: skip
+        bad_inputs=({"bob": [[1, 2, 3], [1, 2]]}, {"bob": [[1000, 0, 0], [0, 0, 0]]}),
+        config=lambda directory: {"alice": {}, "bob": {"pairs": pairs[0]}},
+    )
+
+
 PROTOCOL = _descriptor(
     NAME,
     "DGK/Veugen comparison of k encrypted integer pairs: [a_i < b_i] in 4 rounds",
@@ -998,6 +1015,7 @@ PROTOCOL = _descriptor(
     bob,
     "pairs",
     lambda params: params.messages().values(),
+    example,
 )
 
 
@@ -1242,6 +1260,21 @@ def argmax_bob(ctx, private, params: ArgmaxParams):
     return label
 
 
+def argmax_example(key_bits: int, seed: int) -> Example:
+    """Alice learns the index of the largest of Bob's four 16-bit integers (random; then
+    ties, which go to the lowest index); Bob learns nothing."""
+    rng = np.random.default_rng(seed)
+    values = (rng.integers(-30000, 30000, size=4).tolist(), [9, -30000, 9, 30000 - 1])
+    return Example(
+        params={"bits": 16, "count": 4, "reveal_to": "alice"},
+        parties={"alice": "key_holder", "bob": "evaluator"},
+        inputs=tuple({"bob": v} for v in values),
+        expected=lambda i: {"alice": int(np.argmax(i["bob"])), "bob": None},
+        bad_inputs=({"bob": [1, 2, 3]}, {"bob": [2**20, 0, 0, 0]}, {"bob": [0.5, 0, 0, 0]}),
+        config=lambda directory: {"alice": {}, "bob": {"values": values[1]}},
+    )
+
+
 ARGMAX = _descriptor(
     ARGMAX_NAME,
     "secure argmax of k encrypted integers: a tournament of DGK comparisons",
@@ -1250,4 +1283,5 @@ ARGMAX = _descriptor(
     argmax_bob,
     "values",
     lambda params: params.messages(),
+    argmax_example,
 )

@@ -69,7 +69,7 @@ from smc_hmm.hmm.digits import (
     pin_pad,
     string_bits,
 )
-from smc_hmm.protocol import ProtocolDescriptor, alice_and_bob, params_from_config
+from smc_hmm.protocol import Example, ProtocolDescriptor, alice_and_bob, params_from_config
 
 NAME = "digits"
 MODES = ("string", "pin")
@@ -210,7 +210,8 @@ def plaintext(frames, params: DigitsParams, models: DigitModels | None = None) -
 
 def load_input(value, base):
     """A party's input: digit models ("bundled" or a .npz file) or frames / a WAV."""
-    if value == "bundled" or str(value).lower().endswith(".npz"):
+    name = str(value).replace("\\", "/").rsplit("/", 1)[-1]  # "bundled", also once resolved
+    if name == "bundled" or name.lower().endswith(".npz"):
         return load_digit_models(value, base)
     return viterbi.load_observations(value, base)
 
@@ -232,6 +233,43 @@ def phases(params: DigitsParams, role: str) -> tuple[str, ...]:
     return ("setup", "emissions", "recursion", "output")
 
 
+def example(key_bits: int, seed: int, length: int = 60) -> Example:
+    """The bundled digit models decode the first ``length`` frames of two bundled strings
+    whose first digits differ: Alice learns each string (or why there is none)."""
+    from smc_hmm.data.digits import load_digit_strings
+
+    strings = load_digit_strings()
+    a = strings[0]
+    b = next(r for r in strings if r.digits[:2] != a.digits[:2])
+    models = bundled_digit_models()
+    params = DigitsParams()
+
+    def expected(i):
+        plain = plaintext(i["alice"], params, i["bob"])
+        return {"alice": {"digits": plain.text, "count": plain.count, "reason": plain.reason},
+                "bob": None}  # fmt: skip
+
+    bad = a.features[:length].copy()
+    bad[5, 2] = np.inf
+    return Example(
+        params={},
+        parties={"alice": "alice", "bob": "bob"},
+        inputs=tuple({"alice": r.features[:length], "bob": models} for r in (a, b)),
+        expected=expected,
+        declared=tuple(declared_messages(params, length, key_bits, models)),
+        bad_inputs=({"alice": bad}, {"alice": bad[:, :3]}, {"bob": "not digit models"}),
+        config=lambda directory: {
+            "alice": {"input": _saved(directory / "frames.npy", a.features[:length])},
+            "bob": {"input": "bundled"},
+        },
+    )
+
+
+def _saved(path, array) -> str:
+    np.save(path, array)
+    return path.name
+
+
 PROTOCOL = ProtocolDescriptor(
     name=NAME,
     summary="connected digits: Alice learns the spoken string, or Bob whether it is the PIN",
@@ -239,6 +277,7 @@ PROTOCOL = ProtocolDescriptor(
     randomizers=randomizers_needed,
     phases=phases,
     roles=alice_and_bob(alice, bob, load_input),
+    example=example,
 )
 
 __all__ = ["PROTOCOL", "DigitsParams", "alice", "bob", "decoder", "plaintext", "result_of"]

@@ -123,9 +123,10 @@ from smc_hmm.errors import (
     ProtocolError,
     warn_weaker_mode,
 )
+from smc_hmm.hmm import DiscreteHMM
 from smc_hmm.limits import MAX_SEQUENCE_LENGTH, MAX_STATES, MAX_WIDTH, check_at_most
 from smc_hmm.messages import Ciphertexts, Key, Message, Public
-from smc_hmm.protocol import ProtocolDescriptor, Role
+from smc_hmm.protocol import Example, ProtocolDescriptor, Role
 from smc_hmm.runtime.inputs import load_array, load_models
 
 NAME = "forward"
@@ -864,6 +865,56 @@ def load_observations(value, base):
     return obs
 
 
+def randomizers_needed(params: ForwardParams, key_bits: int, inputs) -> dict[str, int]:
+    """The offline plan of a run on ``inputs``, from their public sizes
+    (:meth:`ForwardSpec.randomizers_needed`)."""
+    spec = ForwardSpec.for_models(inputs["bob"], key_bits, params)
+    return spec.randomizers_needed(len(inputs["alice"]))
+
+
+def example(key_bits: int, seed: int) -> Example:
+    """Two discrete models (2 and 3 states, 4 symbols, dense transitions: one public
+    topology) score 5 symbols, twice with other models and symbols; Alice learns log P."""
+    from smc_hmm.hmm import log_likelihood
+
+    rng = np.random.default_rng(seed)
+
+    def case():
+        models = [
+            DiscreteHMM(
+                rng.dirichlet(np.ones(n)), rng.dirichlet(np.ones(n), size=n),
+                rng.dirichlet(np.ones(4), size=n),
+            )
+            for n in (2, 3)
+        ]  # fmt: skip
+        return {"alice": rng.integers(0, 4, size=5), "bob": models}
+
+    inputs = (case(), case())
+    spec = ForwardSpec.for_models(inputs[0]["bob"], key_bits, ForwardParams())
+
+    def config(directory):
+        from smc_hmm.hmm.io import save_models
+
+        save_models(directory / "models.npz", inputs[0]["bob"])
+        return {"alice": {"observations": inputs[0]["alice"].tolist()},
+                "bob": {"models": "models.npz"}}  # fmt: skip
+
+    return Example(
+        params={},
+        parties={"alice": "alice", "bob": "bob"},
+        inputs=inputs,
+        expected=lambda i: {"alice": [float(log_likelihood(m, i["alice"])) for m in i["bob"]]},
+        tolerance=1e-7,  # log P to 1e-9 relative (docs/benchmarks.md)
+        declared=tuple(spec.messages(5).values()),
+        bad_inputs=(
+            {"alice": np.array([0, 1, 9, 2, 3])},
+            {"alice": np.zeros((5, 2))},
+            {"bob": []},
+        ),  # fmt: skip
+        config=config,
+    )
+
+
 PROTOCOL = ProtocolDescriptor(
     name=NAME,
     summary="secure forward algorithm: Alice's sequence scored by Bob's HMMs (thesis 4.2.1)",
@@ -879,4 +930,6 @@ PROTOCOL = ProtocolDescriptor(
         ),
         Role("bob", bob, kind="bob", input="models", load=load_models),
     ),
+    randomizers=randomizers_needed,
+    example=example,
 )

@@ -101,7 +101,7 @@ from smc_hmm.errors import (
     warn_weaker_mode,
 )
 from smc_hmm.messages import Ciphertexts, Message, Public, Revealed
-from smc_hmm.protocol import ProtocolDescriptor, Role
+from smc_hmm.protocol import Example, ProtocolDescriptor, Role
 from smc_hmm.runtime import inputs
 from smc_hmm.runtime.inputs import resolve_path
 
@@ -441,6 +441,65 @@ def plaintext(params: KeywordParams, inputs: Mapping) -> dict:
     }
 
 
+def example_models(rng, count: int = 3, dims: int = 3) -> list:
+    """``count`` two-state diagonal Gaussian HMMs whose means lie 3 apart per keyword."""
+    from smc_hmm.hmm import GaussianHMM
+
+    return [
+        GaussianHMM(
+            [0.7, 0.3], [[0.8, 0.2], [0.3, 0.7]], rng.normal(3.0 * k, 1.0, size=(2, dims)),
+            rng.uniform(0.5, 1.5, size=(2, dims)),
+        )
+        for k in range(count)
+    ]  # fmt: skip
+
+
+def example(key_bits: int, seed: int) -> Example:
+    """Three keyword models and four frames near the first, then other models and frames
+    near the last: the default (viterbi scoring, private decision)."""
+    rng = np.random.default_rng(seed)
+    labels = ["a", "b", "c"]
+    inputs = tuple(
+        {"alice": rng.normal(centre, 1.0, size=(4, 3)), "bob": (example_models(rng), labels)}
+        for centre in (0.0, 6.0)
+    )
+    params = KeywordParams()
+    structure = viterbi.Structure.of(viterbi.as_decoders(inputs[0]["bob"][0]))
+    plan = viterbi.Plan(viterbi_params(params, labels), structure, 4, key_bits)
+
+    def expected(i):
+        plain = plaintext(params, i)
+        return {"alice": {k: plain[k] for k in ("keyword", "index", "mode")}, "bob": None}
+
+    def config(directory):
+        """A voiced 0.1 s WAV that Alice featurises, three bundled models in Bob's file."""
+        from scipy.io import wavfile
+
+        from smc_hmm.data import load_bundled_models
+        from smc_hmm.hmm.io import save_models
+
+        t = np.arange(800) / 8000
+        voice = np.sin(2 * np.pi * 300 * t) * np.hanning(t.size) + 0.05 * rng.normal(size=t.size)
+        wavfile.write(directory / "alice.wav", 8000, (voice * 12000).astype(np.int16))
+        models, names = load_bundled_models("diag")
+        save_models(directory / "keywords.npz", models[:3], labels=names[:3])
+        return {"alice": {"features": "alice.wav"}, "bob": {"models": "keywords.npz"}}
+
+    return Example(
+        params={},
+        parties={"alice": "alice", "bob": "bob"},
+        inputs=inputs,
+        expected=expected,
+        declared=tuple(plan.declared()),
+        bad_inputs=(
+            {"alice": np.full((4, 3), np.nan)},
+            {"alice": np.zeros((4, 2))},
+            {"bob": ([], [])},
+        ),  # fmt: skip
+        config=config,
+    )
+
+
 PROTOCOL = ProtocolDescriptor(
     name=NAME,
     summary="secure keyword recognition: Alice learns which of Bob's HMMs fits her speech",
@@ -451,4 +510,5 @@ PROTOCOL = ProtocolDescriptor(
         Role("alice", alice, kind="alice", holds_key=True, input="features", load=load_frames),
         Role("bob", bob, kind="bob", input="models", load=load_keywords),
     ),
+    example=example,
 )

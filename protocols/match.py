@@ -663,6 +663,77 @@ def phases(params: MatchParams, role: str) -> tuple[str, ...]:
     return ("setup", "scores", "argmax")
 
 
+def example_wavs(folder, count: int = 4, seed: int = 3):
+    """``folder`` with ``count`` WAV recordings (rec0.wav, ...) of gliding, pulsed tones:
+    a collection to search."""
+    from scipy.io import wavfile
+
+    rng = np.random.default_rng(seed)
+    folder.mkdir(exist_ok=True)
+    for i in range(count):
+        t = np.arange(int(8000 * rng.uniform(0.7, 1.1))) / 8000
+        y = sum(
+            np.sin(2 * np.pi * f * t * (1 + 0.2 * np.sin(3 * t))) for f in rng.uniform(200, 1500, 3)
+        )
+        y = y * (np.abs(np.sin(2 * np.pi * rng.uniform(1, 4) * t)) + 0.1)
+        y = y + 0.05 * rng.standard_normal(t.size)
+        wavfile.write(folder / f"rec{i}.wav", 8000, (y / np.abs(y).max() * 20000).astype(np.int16))
+    return folder
+
+
+def _example_config(directory) -> dict:
+    """Alice's snippet: 0.4 s cut from the second of Bob's WAV recordings (his folder)."""
+    from scipy.io import wavfile
+
+    folder = example_wavs(directory / "collection")
+    rate, y = wavfile.read(folder / "rec1.wav")
+    wavfile.write(directory / "snippet.wav", rate, y[2400:5600])
+    return {"alice": {"snippet": "snippet.wav"}, "bob": {"collection": "collection"}}
+
+
+def example(key_bits: int, seed: int, length: int = 15):
+    """A bundled query cut to ``length`` frames against the first four bundled recordings,
+    then a constant snippet against recordings of the same ids and lengths but other
+    content: Alice learns the plaintext matcher's answer."""
+    from smc_hmm.data.match import load_bundled_collection, load_bundled_queries, match
+    from smc_hmm.protocol import Example
+
+    rng = np.random.default_rng(seed)
+    collection = load_bundled_collection().head(4)
+    query = next(q for q in load_bundled_queries(inside=True) if q.recording < 4)
+    alike = Collection(
+        collection.ids, [np.abs(rng.normal(size=f.shape)) + 0.01 for f in collection.frames]
+    )
+    params = MatchParams()
+
+    def expected(i):
+        snippet, recordings = i["alice"], i["bob"]
+        plain = match(snippet, recordings, quant=params.quant,
+                      threshold=params.threshold_value(), stride=params.pool)  # fmt: skip
+        count = len(candidates(recordings.lengths, len(snippet), params.pool))
+        return {"bob": None, "alice": {"match": plain.id, "recording": plain.recording,
+                "offset_frames": plain.offset, "mode": "exact", "candidates": count}}  # fmt: skip
+
+    layout = MatchLayout.build(params, key_bits, length, collection.lengths)
+    snippet = query.frames[:length]
+    return Example(
+        params={},
+        parties={"alice": "alice", "bob": "bob"},
+        inputs=(
+            {"alice": snippet, "bob": collection},
+            {"alice": np.ones((length, 24)), "bob": alike},
+        ),
+        expected=expected,
+        declared=tuple(layout.declared_messages()),
+        bad_inputs=(
+            {"alice": np.full((length, 24), np.nan)},
+            {"alice": snippet[:, :5]},
+            {"bob": "not a collection"},
+        ),  # fmt: skip
+        config=_example_config,
+    )
+
+
 PROTOCOL = ProtocolDescriptor(
     name=NAME,
     summary="private audio matching: Alice learns which of Bob's recordings holds her snippet",
@@ -673,4 +744,5 @@ PROTOCOL = ProtocolDescriptor(
         Role("alice", alice, kind="alice", holds_key=True, input="snippet", load=load_snippet),
         Role("bob", bob, kind="bob", input="collection", load=load_collection),
     ),
+    example=example,
 )

@@ -51,7 +51,7 @@ Run it::
     smc-hmm launch --config parties.toml      # three OS processes over mutual TLS
 
 (see ``docs/running.md`` for the configuration and the per-process commands).
-This module is the worked example of ``docs/adding-a-protocol.md``.
+(``docs/adding-a-protocol.md`` walks through ``protocols/linear.py``, built the same way.)
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.messages import Ciphertexts, Key, Message
-from smc_hmm.protocol import ProtocolDescriptor, Role
+from smc_hmm.protocol import Example, ProtocolDescriptor, Role
 from smc_hmm.runtime.inputs import load_vector
 
 NAME = "secure_sum"
@@ -222,6 +222,43 @@ def _role_for(params: Params, party: str, kind: str) -> str:
     )
 
 
+def randomizers_needed(params: Params, key_bits: int, inputs) -> dict[str, int]:
+    """Fresh randomizers per party: each contributor's d encryptions, Trent's d
+    re-randomisations (and d encryptions when he holds a vector); Alice draws none."""
+    trent = params.length * (2 if inputs.get(params.aggregator) is not None else 1)
+    return {params.key_holder: 0, params.aggregator: trent} | {
+        c: params.length for c in params.contributors
+    }
+
+
+def example(key_bits: int, seed: int) -> Example:
+    """Alice, Bob, a data owner and Trent (who holds a vector too) add length-3 vectors,
+    twice: random and extreme (|x| = max_abs) entries."""
+    rng = np.random.default_rng(seed)
+    names = ("alice", "bob", "o1", "trent")
+    random = {n: rng.uniform(-1000.0, 1000.0, size=3) for n in names}
+    extreme = {n: np.array([1000.0, -1000.0, 0.0]) for n in names}
+    return Example(
+        params={"contributors": ["bob", "o1"], "length": 3, "scale": 16, "max_abs": 1000.0},
+        parties={
+            "alice": "key_holder",
+            "bob": "contributor",
+            "o1": "contributor",
+            "trent": "aggregator",
+        },  # fmt: skip
+        inputs=(random, extreme),
+        expected=lambda inputs: {"alice": sum(inputs.values()), "bob": None, "trent": None},
+        tolerance=4 * 2.0**-16,  # each of the four vectors rounded to 16 fractional bits
+        bad_inputs=(
+            {"bob": [1.0, 2.0]},
+            {"o1": [np.nan, 0.0, 0.0]},
+            {"trent": [2e3, 0, 0]},
+            {"alice": "not numbers"},
+        ),  # fmt: skip
+        config=lambda directory: {n: {"vector": random[n].tolist()} for n in names},
+    )
+
+
 PROTOCOL = ProtocolDescriptor(
     name=NAME,
     summary="Alice learns a + sum_i x_i through a key-less relay (Trent)",
@@ -233,6 +270,8 @@ PROTOCOL = ProtocolDescriptor(
     ),
     role_for=_role_for,
     messages=lambda params: params.messages().values(),
+    randomizers=randomizers_needed,
+    example=example,
 )
 
 

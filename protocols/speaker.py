@@ -1209,6 +1209,71 @@ def plaintext(params: SpeakerParams, inputs: Mapping) -> dict:
     return {key: out, "scoring": params.scoring, "scores": dict(zip(labels, values))}
 
 
+def example_speakers(rng, count: int = 3, components: int = 3, dims: int = 4):
+    """(models, labels): ``count`` diagonal GMMs whose means lie 1.5 apart per speaker, and
+    a UBM, labelled s0.. and "ubm"."""
+    from smc_hmm.data.speakers import gmm
+
+    def one(shift=0.0):
+        return gmm(rng.dirichlet(np.ones(components)), rng.normal(shift, 1.0, (components, dims)),
+                   rng.uniform(0.5, 1.5, (components, dims)))  # fmt: skip
+
+    return [*(one(1.5 * k) for k in range(count)), one()], [*(f"s{k}" for k in range(count)), "ubm"]
+
+
+def _example(key_bits: int, seed: int, output_party: str):
+    """Identify among three speakers and a UBM on 5 frames of 4 features, twice (other
+    speech, other models); ``output_party`` learns the answer, the others nothing."""
+    from smc_hmm.protocol import Example
+
+    rng = np.random.default_rng(seed)
+    inputs = tuple(
+        {"alice": rng.normal(1.0, 1.0, (5, 4)), "bob": example_speakers(rng)} for _ in "ab"
+    )
+    section = {"mode": "identify"} | ({"output_party": "trent"} if output_party == "trent" else {})
+    params = (_trent_params if output_party == "trent" else _two_party_params)(section)
+    spec = SpeakerSpec(params, 4, (3, 3, 3, 3), 5, key_bits)
+
+    def expected(i):
+        speaker = plaintext(params, i)["speaker"]
+        index = None if speaker is None else i["bob"][1].index(speaker)
+        answer = {"mode": "identify", "speaker": speaker, "index": index}
+        return {"alice": None, "bob": None} | {output_party: answer}
+
+    def config(directory):
+        from smc_hmm.hmm.io import save_models
+
+        np.save(directory / "utterance.npy", inputs[0]["alice"])
+        save_models(directory / "speakers.npz", *inputs[0]["bob"])
+        tables = {"alice": {"utterance": "utterance.npy"}, "bob": {"models": "speakers.npz"}}
+        return tables | ({"trent": {}} if output_party == "trent" else {})
+
+    parties = {"alice": "alice", "bob": "bob"} | (
+        {"trent": "trent"} if output_party == "trent" else {}
+    )
+    bad = inputs[0]["alice"].copy()
+    bad[2, 1] = 99.0  # beyond the public feature_bound
+    return Example(
+        params=section,
+        parties=parties,
+        inputs=inputs,
+        expected=expected,
+        declared=tuple(declared_messages(spec)),
+        bad_inputs=({"alice": bad}, {"alice": np.zeros((5, 3))}, {"bob": ([], [])}),
+        config=config,
+    )
+
+
+def example(key_bits: int, seed: int):
+    """:func:`_example` with Alice as the one who learns the speaker."""
+    return _example(key_bits, seed, "alice")
+
+
+def trent_example(key_bits: int, seed: int):
+    """:func:`_example` with Trent as the one who learns the speaker."""
+    return _example(key_bits, seed, "trent")
+
+
 PROTOCOL = ProtocolDescriptor(
     name=NAME,
     summary="secure speaker identification / verification with GMMs and a UBM (thesis 5.2.2)",
@@ -1217,6 +1282,7 @@ PROTOCOL = ProtocolDescriptor(
     plaintext=plaintext,
     phases=phases,
     roles=_CLIENT_AND_SERVER,
+    example=example,
 )
 
 #: identify with the answer for a third party: Alice, Bob and Trent (``output_party``)
@@ -1228,4 +1294,5 @@ TRENT_PROTOCOL = ProtocolDescriptor(
     plaintext=plaintext,
     phases=phases,
     roles=(*_CLIENT_AND_SERVER, Role("trent", trent, kind="trent")),
+    example=trent_example,
 )

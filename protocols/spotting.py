@@ -44,7 +44,7 @@ from smc_hmm import params as typed
 from smc_hmm.errors import ConfigError, InvalidInputError, SmcHmmError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM
 from smc_hmm.hmm.spotting import ENTER, LEAVE, START_KEYWORD, compose
-from smc_hmm.protocol import ProtocolDescriptor, alice_and_bob, params_from_config
+from smc_hmm.protocol import Example, ProtocolDescriptor, alice_and_bob, params_from_config
 from smc_hmm.runtime.inputs import load_frames, resolve_path
 
 NAME = "spot"
@@ -287,12 +287,58 @@ def declared_messages(params: SpotParams, structure, length: int, key_bits: int)
     return viterbi.Plan(params.viterbi, structure, length, key_bits).declared()
 
 
+def example_wav(path, seconds: float = 0.3, seed: int = 5) -> None:
+    """A voiced tone of ``seconds`` at 8 kHz, written to ``path`` (a recording to spot in)."""
+    import numpy as np
+    from scipy.io import wavfile
+
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(8000 * seconds)) / 8000
+    voice = np.sin(2 * np.pi * 220 * t) * np.hanning(t.size) + 0.05 * rng.normal(size=t.size)
+    wavfile.write(path, 8000, (voice * 12000).astype(np.int16))
+
+
+def _example_config(directory) -> dict:
+    example_wav(directory / "alice.wav")
+    return {"alice": {"input": "alice.wav"}, "bob": {"input": "bundled"}}
+
+
+def example(key_bits: int, seed: int, length: int = 40) -> Example:
+    """Bob's bundled models spot "seven" in the first ``length`` frames of two bundled
+    recordings, one holding the whole word there and one without it: Alice learns where
+    it is, or that it is not there; Bob's view is the same (public length)."""
+    from smc_hmm.data import DIGIT_WORDS
+    from smc_hmm.data.continuous import load_continuous_test
+
+    seven = DIGIT_WORDS.index("seven")
+    recordings = load_continuous_test()
+    holding = next(
+        r for r in recordings if r.span_of(seven) is not None and r.span_of(seven)[1] < length
+    )
+    without = next(r for r in recordings if seven not in r.digits and len(r.features) >= length)
+    models = load_keyword_models("bundled", None)
+    params = SpotParams(keywords=("seven",))
+    structure = viterbi.Structure.of([models["seven"].decoder()])
+    bad = holding.features[:length].copy()
+    bad[3, 0] = 99.0  # beyond the public feature_bound
+    return Example(
+        params={"keywords": ["seven"]},
+        parties={"alice": "alice", "bob": "bob"},
+        inputs=tuple({"alice": r.features[:length], "bob": models} for r in (holding, without)),
+        expected=lambda i: {"alice": plaintext(i["bob"], i["alice"], ["seven"]), "bob": None},
+        declared=tuple(declared_messages(params, structure, length, key_bits)),
+        bad_inputs=({"alice": bad}, {"bob": {"one": models["one"]}}),
+        config=_example_config,
+    )
+
+
 PROTOCOL = ProtocolDescriptor(
     name=NAME,
     summary="keyword spotting and speech mining: where a keyword occurs in continuous speech",
     params=SpotParams.from_config,
     randomizers=randomizers_needed,
     roles=alice_and_bob(alice, bob, load_input),
+    example=example,
 )
 
 __all__ = [

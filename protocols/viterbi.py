@@ -1534,6 +1534,50 @@ def load_input(value, base):
     return load_observations(value, base)
 
 
+def example(key_bits: int, seed: int):
+    """Bob's two discrete models (3 states, 4 symbols, every edge: one public structure)
+    decode Alice's 6 symbols, twice; she learns each best path and its score, the score
+    within :func:`error_bound`."""
+    from smc_hmm.hmm import viterbi as best_path
+    from smc_hmm.protocol import Example
+
+    rng = np.random.default_rng(seed)
+
+    def model():
+        return DiscreteHMM(rng.dirichlet(np.ones(3)), rng.dirichlet(np.ones(3), size=3),
+                           rng.dirichlet(np.ones(4), size=3))  # fmt: skip
+
+    inputs = tuple({"alice": rng.integers(0, 4, size=6), "bob": [model(), model()]} for _ in "ab")
+    params = ViterbiParams()
+    plan = Plan(params, Structure.of(as_decoders(inputs[0]["bob"])), 6, key_bits)
+
+    def config(directory):
+        from smc_hmm.hmm.io import save_models
+
+        save_models(directory / "models.npz", inputs[0]["bob"])
+        np.save(directory / "symbols.npy", inputs[0]["alice"])
+        return {"alice": {"input": "symbols.npy"}, "bob": {"input": "models.npz"}}
+
+    def expected(i):
+        paths = [best_path(m, i["alice"]) for m in i["bob"]]
+        return {"alice": [{"path": p.tolist(), "score": float(s)} for p, s in paths], "bob": None}
+
+    return Example(
+        params={},
+        parties={"alice": "alice", "bob": "bob"},
+        inputs=inputs,
+        expected=expected,
+        tolerance=max(error_bound(params, key_bits, i) for i in inputs) + 1e-9,
+        declared=tuple(plan.declared()),
+        bad_inputs=(
+            {"alice": np.array([0, 1, 7, 2, 3, 1])},
+            {"alice": np.zeros((6, 2))},
+            {"bob": []},
+        ),  # fmt: skip
+        config=config,
+    )
+
+
 PROTOCOL = ProtocolDescriptor(
     name=NAME,
     summary="secure Viterbi decoding: Alice learns the best path (or a segment), Bob nothing",
@@ -1541,6 +1585,7 @@ PROTOCOL = ProtocolDescriptor(
     randomizers=randomizers_needed,
     error_bound=error_bound,
     roles=alice_and_bob(alice, bob, load_input),
+    example=example,
 )
 
 __all__ = [

@@ -124,7 +124,10 @@ def blind_nats(default: float = 20.0):
 def bounded_vector(values, length: int, bound: float, what: str, error=InvalidInputError):
     """A party's private vector as float64, checked against the agreed public sizes: shape
     (``length``,), finite, every |v| <= ``bound``; else ``error`` naming ``what``."""
-    arr = np.asarray(values, dtype=np.float64)
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise error(f"{what} must be a vector of numbers: {e}") from e
     if arr.shape != (length,):
         raise error(f"{what} must have shape ({length},), got {arr.shape}")
     if not np.all(np.isfinite(arr)):

@@ -27,6 +27,7 @@ from smc_hmm.messages import Message
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "Example",
     "ProtocolDescriptor",
     "Role",
     "alice_and_bob",
@@ -93,6 +94,52 @@ def params_from_config(cls, section: Mapping, what: str, *, convert=None):
         raise ConfigError(f"bad {what} parameters: {e}") from e
 
 
+@dataclass(frozen=True)
+class Example:
+    """Small example runs of a protocol: what ``ProtocolDescriptor.example`` returns and
+    what ``tests/protocols/test_conformance.py`` runs every registered protocol on.
+
+    ``params``: a ``[protocol]`` table of small public parameters.  ``parties``: party
+    name -> role name.  ``inputs``: two or more private-input sets (party -> private
+    input; a party absent takes ``None``) of the *same public sizes*, so that their
+    transcripts may differ only in ciphertexts and declared revealed fields.
+    ``expected(inputs)``: party -> the output that party must get on one input set,
+    computed in the clear (from the descriptor's ``plaintext`` hook where it has one);
+    floats within ``tolerance`` (absolute; from ``error_bound`` where declared), all else
+    exactly, and a callable is a predicate on the output (one random by design: DP).
+    ``declared``: the messages whose revealed fields the transcript harness masks, for a
+    protocol whose descriptor has no ``messages`` hook.  ``bad_inputs``:
+    malformed private inputs (party -> input, replacing that party's in the first set),
+    each of which the run must refuse with a typed error.  ``config(directory)``: each
+    party's entries of its ``[parties.NAME]`` table (its private input as a file it
+    writes into ``directory``, or inline), which the roles' loaders read back: the run
+    from a parties.toml.  ``key_bits``: the smallest test key the example fits.
+    """
+
+    params: Mapping[str, Any]
+    parties: Mapping[str, str]
+    inputs: tuple[Mapping[str, Any], ...]
+    expected: Callable[[Mapping[str, Any]], Mapping[str, Any]]
+    tolerance: float = 0.0
+    declared: tuple[Message, ...] = ()
+    bad_inputs: tuple[Mapping[str, Any], ...] = ()
+    config: Callable[[Path], Mapping[str, Mapping[str, Any]]] | None = None
+    key_bits: int = 512
+
+    def __post_init__(self):
+        if len(self.inputs) < 2:
+            raise InvalidInputError("an example needs two or more private-input sets")
+        unknown = {p for inputs in self.inputs for p in inputs} - set(self.parties)
+        if unknown:
+            raise InvalidInputError(f"inputs for parties without a role: {sorted(unknown)}")
+
+    def run_inputs(self, index: int, replace: Mapping[str, Any] | None = None) -> dict:
+        """``run_protocol``'s ``parties`` for input set ``index`` (``replace``: some
+        parties' inputs instead)."""
+        inputs = {**self.inputs[index], **(replace or {})}
+        return {p: (role, inputs.get(p)) for p, role in self.parties.items()}
+
+
 def _default_params(section: Mapping) -> Mapping:
     return dict(section)
 
@@ -116,8 +163,9 @@ class ProtocolDescriptor:
     role_for: Callable[[Any, str, str], str] | None = None
     messages: Callable[[Any], Iterable[Message]] | None = None
     module: str = field(default="", compare=False)
-    #: ``randomizers(params, key_bits, inputs)``: the fresh randomizers each role draws
-    #: in a run on ``inputs`` (role -> private input), from their public sizes only --
+    #: ``randomizers(params, key_bits, inputs)``: the fresh randomizers each party draws
+    #: (party -> count) in a run on ``inputs`` (party -> private input; in two-party
+    #: protocols the parties are named like their roles), from their public sizes only --
     #: what an offline phase precomputes once the key is known (None: not planned)
     randomizers: Callable[[Any, int, Mapping[str, Any]], dict[str, int]] | None = None
     #: ``error_bound(params, key_bits, inputs)``: nats, how far a score the run reveals
@@ -130,6 +178,10 @@ class ProtocolDescriptor:
     #: ``phases(params, role)``: the role's ``ctx.phase`` names in the order a run enters
     #: them (progress lines count them; None: not declared)
     phases: Callable[[Any, str], tuple[str, ...]] | None = None
+    #: ``example(key_bits, seed)``: an :class:`Example`, small public parameters and two or
+    #: more private-input sets of the same public sizes (the conformance suite runs every
+    #: registered protocol on it; None: not declared, which that suite reports)
+    example: Callable[[int, int], Example] | None = None
 
     def __post_init__(self):
         names = [r.name for r in self.roles]

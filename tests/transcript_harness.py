@@ -95,12 +95,18 @@ def assert_same_transcripts(
     ``wrap_transport``.  Returns the first run's recorded frames.  Fails with
     the first differing frame (receiver, sender, index and both masked forms).
     """
-    decl = {m.tag: m for m in declarations}
     transcripts = []
     for private in inputs:
         frames, wrap = recorder()
         run(private, wrap)
         transcripts.append(dict(frames))
+    return compare_transcripts(transcripts, declarations)
+
+
+def compare_transcripts(transcripts: list[dict], declarations: Iterable[Message] = ()) -> dict:
+    """Compare recorded runs (each :func:`recorder`'s frames) frame by frame, as
+    :func:`assert_same_transcripts` does; returns the first run's frames."""
+    decl = {m.tag: m for m in declarations}
     first = transcripts[0]
     assert first, "nothing was received: the harness saw no frames"
     revealed = _has_revealed(decl)

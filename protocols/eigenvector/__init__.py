@@ -33,12 +33,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
+
 from protocols.eigenvector import private, thesis
 from protocols.eigenvector.private import PrivateParams
 from protocols.eigenvector.shared import SharedParams
 from protocols.eigenvector.thesis import ThesisParams
 from smc_hmm.errors import ConfigError
-from smc_hmm.protocol import ProtocolDescriptor, Role
+from smc_hmm.protocol import Example, ProtocolDescriptor, Role
 from smc_hmm.runtime.inputs import load_array
 
 __all__ = ["MODES", "NAME", "PROTOCOL", "PrivateParams", "ThesisParams", "params_from_config"]
@@ -95,6 +97,60 @@ def _role_for(params: SharedParams, party: str, kind: str) -> str:
     )
 
 
+def rank_one(rng, k: int = 4, cols=(3, 5, 4)) -> list[np.ndarray]:
+    """M = a b^T split by columns: G = ||b||^2 a a^T, so u_1 is already the eigenvector
+    and every such M converges at the first test (the same public number of rounds)."""
+    a = rng.uniform(0.5, 1, k) * rng.choice([-1, 1], k)
+    return [np.outer(a, rng.uniform(0.5, 1, n)) for n in cols]
+
+
+def example(key_bits: int, seed: int) -> Example:
+    """Three owners' rank-one blocks (4 rows; 3, 5 and 4 columns), twice, the private
+    mode with a precision plan that fits 512-bit keys; Trent is shown the eigenvector."""
+    from smc_hmm.eigen import principal_eigenvector
+
+    rng = np.random.default_rng(seed)
+    owners = ["p1", "p2", "p3"]
+    section = {"owners": owners, "cols": [3, 5, 4], "rows": 4, "max_abs": 1.0,
+               "reveal_to_trent": True, "precision": 48, "gram_bits": 32, "data_bits": 24,
+               "tol": 1e-6, "check_every": 4}  # fmt: skip
+    inputs = tuple(dict(zip(owners, rank_one(rng))) for _ in range(2))
+
+    def expected(i):
+        v = principal_eigenvector(np.hstack([i[o] for o in owners]))
+        cuts = np.cumsum([0, *section["cols"]])
+        blocks = {o: v[a:b] for o, a, b in zip(owners, cuts, cuts[1:])}
+
+        def along(want):  # an eigenvector's sign is arbitrary
+            return lambda x: abs(float(np.dot(x, want))) >= (1 - 1e-9) * np.linalg.norm(
+                x
+            ) * np.linalg.norm(want)  # fmt: skip
+
+        def trent(out):
+            return out["mode"] == "private" and out["rounds"] == 4 and along(v)(out["eigenvector"])
+
+        return {o: along(w) for o, w in blocks.items()} | {"authority": None, "trent": trent}
+
+    bad = inputs[0]["p2"]
+    return Example(
+        params=section,
+        parties={"authority": "key_authority", "trent": "arbitrator"}
+        | dict.fromkeys(owners, "owner"),
+        inputs=inputs,
+        expected=expected,
+        bad_inputs=({"p2": bad[:, :4]}, {"p3": np.full((4, 4), np.nan)}, {"p1": 2 * bad[:, :3]}),
+        config=lambda directory: (
+            {"authority": {}, "trent": {}}
+            | {o: {"data": _saved(directory / f"{o}.npy", inputs[0][o])} for o in owners}
+        ),
+    )
+
+
+def _saved(path, array) -> str:
+    np.save(path, array)
+    return path.name
+
+
 PROTOCOL = ProtocolDescriptor(
     name=NAME,
     summary="principal eigenvector of horizontally split data through an arbitrator (Trent)",
@@ -106,4 +162,5 @@ PROTOCOL = ProtocolDescriptor(
     ),
     role_for=_role_for,
     messages=lambda params: params.messages().values(),
+    example=example,
 )

@@ -24,7 +24,7 @@ from smc_hmm.wire import DEFAULT_MAX_FRAME_BYTES
 
 __all__ = ["PartyConfig", "RunConfig", "config_from_dict", "load_config", "write_config"]
 
-_PROTOCOL_REF = re.compile(r"[A-Za-z_][\w.]*(:[A-Za-z_][\w.]*)?")
+_PROTOCOL_REF = re.compile(r"[A-Za-z_][\w.-]*(:[A-Za-z_][\w.]*)?")  # speaker-trent: a hyphen
 
 
 @dataclass

@@ -267,21 +267,8 @@ def test_dp_sum_noise_is_laplace():
     assert stats.kstest(noise, stats.laplace(scale=0.7).cdf).pvalue > 0.01
 
 
-def test_dp_sum_transcripts_and_errors(keypair_512):
-    def go(private, wrap):
-        sum_run(keypair_512, private, [1.0, 1.0], wrap_transport=wrap)
-
-    inputs = [
-        [np.zeros(2), np.zeros(2), np.zeros(2)],
-        [np.array([99.0, -3]), np.ones(2), -np.ones(2)],
-    ]
-    p = SumParams(("p1", "p2", "p3"), "trent", 2, (1.0, 1.0), max_abs=100.0)
-    frames = assert_same_transcripts(go, inputs, p.messages().values())
-    assert {r for r, _ in frames} == {"p1", "p2", "p3", "trent"}
-    with pytest.raises(AggregateInputError):
-        sum_run(keypair_512, [np.zeros(2), np.array([1000.0, 0])], [1.0, 1.0])  # above max_abs
-    with pytest.raises(AggregateInputError):
-        sum_run(keypair_512, [np.zeros(2), np.zeros(3)], [1.0, 1.0])  # mismatched length
+def test_dp_sum_parameters_are_checked():
+    """(Transcripts and bad vectors: the conformance suite.)"""
     with pytest.raises(AggregateInputError):
         SumParams(("p1",), "trent", 1, (1.0,))
     with pytest.raises(PrivacyParameterError):
@@ -332,30 +319,3 @@ def test_a_lost_message_fails_every_party_within_the_timeout(keys, party, index)
     assert time.monotonic() - t0 < 0.5 + 3.0
     time.sleep(0.05)
     assert set(threading.enumerate()) == before
-
-
-@pytest.mark.slow
-def test_as_os_processes_over_mutual_tls(tmp_path):
-    from smc_hmm.runtime import launch, write_config
-
-    data = [dataset(n, d=2, seed=n) for n in (12, 5, 8)]
-    tables = {
-        f"p{i + 1}": {"kind": "data_owner", "data": np.column_stack(d).tolist()}
-        for i, d in enumerate(data)
-    }
-    tables |= {"trent": {"kind": "trent"}, "dave": {"kind": "alice"}}
-    config = write_config(
-        tmp_path / "parties.toml",
-        "aggregate",
-        tables,
-        params={"owners": ["p1", "p2", "p3"], "dim": 2, "eps": 1.0, "lam": 0.1,
-                "max_size": 100, "dgk_bits": 512, "dgk_t": 32},
-        key_bits=512,
-        insecure=True,
-        timeout=60,
-        connect_timeout=30,
-    )  # fmt: skip
-    result = launch(config, timeout=240)
-    ws = [result["p1"]["w"], result["p2"]["w"], result["p3"]["w"]]
-    expected = np.mean(np.asarray(ws, dtype=float), axis=0) + np.asarray(result["p2"]["noise"])
-    assert np.allclose(np.asarray(result["dave"], dtype=float), expected, atol=1e-8)

@@ -36,10 +36,8 @@ def _gmm(rng, components, dims, shift=0.0):
     )
 
 
-def _speakers(rng, count=3, components=3, dims=4):
-    models = [_gmm(rng, components, dims, 1.5 * k) for k in range(count)]
-    labels = [f"s{k}" for k in range(count)]
-    return [*models, _gmm(rng, components, dims)], [*labels, "ubm"]
+#: (models, labels): three diagonal GMMs 1.5 apart, a UBM, labels s0.. and "ubm"
+_speakers = sp.example_speakers
 
 
 def _run(keypair, utterance, speakers, params=None, **kwargs):
@@ -182,7 +180,7 @@ def _cases(rng, count=2):
     return [(rng.normal(1.0, 1.0, (5, 4)), _speakers(rng)) for _ in range(count)]
 
 
-@pytest.mark.parametrize("mode", ["identify", "verify", "anonymous"])
+@pytest.mark.parametrize("mode", ["verify", "anonymous"])  # identify: the conformance suite
 def test_transcripts_do_not_depend_on_speech_models_or_claim(keypair_512, mode):
     rng = np.random.default_rng(4)
     cases = _cases(rng)

@@ -39,12 +39,6 @@ def _spot(keypair, frames, models, keywords, **kwargs):
     )
 
 
-def _cut(recording, digit, frames):
-    """The first ``frames`` frames of a recording, and whether they hold all of ``digit``."""
-    span = recording.span_of(digit)
-    return recording.features[:frames], span is not None and span[1] < frames
-
-
 def test_the_composite_and_its_public_layout():
     model, layout = spotting_model(7)
     assert layout == SpottingLayout(6, 5) and layout.states == model.n_states == 17
@@ -87,29 +81,6 @@ def test_spotting_equals_plaintext_on_real_recordings(keypair_512, bundled, inde
     assert first <= truth[1] and last >= truth[0]
 
 
-def test_bob_learns_nothing_whether_the_keyword_occurs(keypair_512, bundled):
-    """Two recordings of the same public length, one holding the keyword and one not:
-    Bob's frames (and Alice's) are identical once ciphertexts are masked."""
-    recordings = load_continuous_test()
-    seven = DIGIT_WORDS.index("seven")
-    length = 60
-    holding = next(r for r in recordings if _cut(r, seven, length)[1])
-    without = next(r for r in recordings if seven not in r.digits and len(r.features) >= length)
-    cases = [holding.features[:length], without.features[:length]]
-    outputs = []
-
-    def run(frames, wrap):
-        outputs.append(_spot(keypair_512, frames, bundled, ["seven"], wrap_transport=wrap))
-
-    models = bundled["seven"]
-    structure = vit.Structure.of([models.decoder()])
-    declared = sp.declared_messages(sp.SpotParams(keywords=("seven",)), structure, length, 512)
-    frames = assert_same_transcripts(run, cases, declared)
-    assert ("bob", "alice") in frames
-    found = [o["alice"]["seven"]["found"] for o in outputs]
-    assert found == [True, False]  # the runs really differ in what Alice learns
-
-
 def test_mining_equals_plaintext_and_hides_the_keyword(keypair_512, bundled):
     """Speech mining: Bob's recording, Alice's private keyword model; Bob's view is the
     same whichever keyword Alice searches (all digit composites share one structure)."""
@@ -149,41 +120,7 @@ def test_parameters_are_checked():
         sp.bob(None, {"seven": (None, None)}, sp.SpotParams(keywords=("nine",)))
 
 
-def test_the_offline_plan_counts_every_randomizer(keypair_512, bundled):
-    from smc_hmm.crypto import DJNRandomizer, RandomizerPool, Rng
-
-    frames = load_continuous_test([1])[0].features[:12]
-    pk, _ = keypair_512
-    params = sp.SpotParams(keywords=("one", "two"))
-    need = sp.randomizers_needed(params, pk.bits, {"alice": frames, "bob": bundled})
-    own = pk.randomizer
-    alice_pool = RandomizerPool(own, capacity=need["alice"])
-    bob_pool = RandomizerPool(DJNRandomizer(pk.n_mpz, Rng.seeded(3)), capacity=need["bob"])
-    alice_pool.fill()
-    bob_pool.fill()
-    pk.use_randomizer(alice_pool)
-    try:
-        result = _spot(
-            keypair_512,
-            frames,
-            bundled,
-            ["one", "two"],
-            randomizers={"bob": {pk.fingerprint: bob_pool}},
-        )
-    finally:
-        pk.use_randomizer(own)
-    assert result["alice"] == sp.plaintext(bundled, frames, ["one", "two"])
-    assert alice_pool.misses == 0 and bob_pool.misses == 0
-    assert len(alice_pool) == 0 and len(bob_pool) == 0
-
-
-def _write_wav(path, seconds=0.3, seed=5):
-    from scipy.io import wavfile
-
-    rng = np.random.default_rng(seed)
-    t = np.arange(int(8000 * seconds)) / 8000
-    voice = np.sin(2 * np.pi * 220 * t) * np.hanning(t.size) + 0.05 * rng.normal(size=t.size)
-    wavfile.write(path, 8000, (voice * 12000).astype(np.int16))
+_write_wav = sp.example_wav  # a voiced tone at 8 kHz
 
 
 def test_spot_command_prints_both_decisions_as_json(tmp_path, capsys):
@@ -227,33 +164,6 @@ def test_bench_spot_smoke_and_a_missed_target_exits_1(tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "REL_TARGET", 0.0)
     args.mining = False
     assert bench.main(args) == 1
-
-
-def test_two_processes_over_mutual_tls_with_a_wav(tmp_path):
-    """protocol = "spot" in a parties.toml: Alice's WAV, Bob's bundled models, two OS
-    processes over mutual TLS."""
-    from smc_hmm.data.continuous import load_spotting_pipeline
-    from smc_hmm.runtime import launch, write_config
-
-    _write_wav(tmp_path / "alice.wav")
-    config = write_config(
-        tmp_path / "parties.toml",
-        "spot",
-        {
-            "alice": {"kind": "alice", "input": "alice.wav"},
-            "bob": {"kind": "bob", "input": "bundled"},
-        },
-        params={"keywords": ["seven"]},
-        key_bits=1024,
-        insecure=True,
-        timeout=120,
-        connect_timeout=30,
-    )
-    result = launch(config, timeout=300)
-    frames = load_spotting_pipeline().features_from_wav(tmp_path / "alice.wav")
-    bundled = sp.load_keyword_models("bundled", None)
-    assert result["alice"] == sp.plaintext(bundled, frames, ["seven"])
-    assert result["bob"] is None
 
 
 def test_plaintext_spot_matches_the_composite_viterbi():

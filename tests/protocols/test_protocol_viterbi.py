@@ -173,10 +173,11 @@ def test_bob_sees_only_ciphertexts_and_the_public_structure(keypair_512):
                 assert isinstance(value, CipherArray | PublicKey | bytes), tag
 
 
-@pytest.mark.parametrize("holder,comparison", MODES)
+@pytest.mark.parametrize("holder,comparison", MODES[1:])
 def test_transcripts_do_not_depend_on_private_inputs(keypair_512, holder, comparison):
     """Same public sizes, different observations and models: identical frames once
-    ciphertexts are masked (the metadata rule), in both directions."""
+    ciphertexts are masked (the metadata rule), in both directions (the default, Bob's
+    models with the garbled recursion: tests/protocols/test_conformance.py)."""
     rng = np.random.default_rng(9)
     template = _discrete(rng, 3, 4)
     cases = []
@@ -357,22 +358,21 @@ def test_mining_refuses_out_of_range_frames_after_its_last_message(keypair_512):
     assert outcomes == ["ok", "refused"]
 
 
-def test_an_offline_phase_precomputes_every_randomizer(keypair_512):
+def test_an_offline_phase_precomputes_every_randomizer_when_alice_holds_the_models(
+    keypair_512,
+):
+    """Exact pools with Alice's models (Bob's, the default: the conformance suite)."""
     from party_support import exact_offline_pools
 
     rng = np.random.default_rng(10)
     models = [_discrete(rng, 3), _discrete(rng, 2)]
     obs, _ = models[0].sample(7, rng)
     pk, sk = keypair_512
-    for holder in ("bob", "alice"):
-        params = vit.ViterbiParams(model_holder=holder)
-        inputs = {"alice": obs, "bob": models} if holder == "bob" else {"alice": models, "bob": obs}
-        need = vit.randomizers_needed(params, pk.bits, inputs)
-        with exact_offline_pools(pk, need) as randomizers:
-            result = _run(
-                keypair_512, models, obs, {"model_holder": holder}, randomizers=randomizers
-            )
-        _check(result, models, obs, hmmlearn=False)
+    params = vit.ViterbiParams(model_holder="alice")
+    need = vit.randomizers_needed(params, pk.bits, {"alice": models, "bob": obs})
+    with exact_offline_pools(pk, need) as randomizers:
+        result = _run(keypair_512, models, obs, {"model_holder": "alice"}, randomizers=randomizers)
+    _check(result, models, obs, hmmlearn=False)
 
 
 def test_bad_inputs_are_typed_errors(keypair_512):

@@ -4,16 +4,13 @@ nothing; a label Alice forges is refused; the same over TCP with mutual TLS."""
 
 from __future__ import annotations
 
-from importlib import resources
-
 import numpy as np
 import pytest
-from party_support import run_parties_in_threads
 
 from protocols import speaker as spk
 from smc_hmm.data.speakers import load_speaker_models, load_speaker_test_utterances
 from smc_hmm.errors import ConfigError, GarbledCircuitError, InvalidInputError
-from smc_hmm.runtime import load_config, run_protocol, write_config
+from smc_hmm.runtime import run_protocol
 
 pytestmark = pytest.mark.filterwarnings("ignore::smc_hmm.errors.InsecureKeyWarning")
 SETTINGS = {"mode": "identify", "output_party": "trent"}
@@ -82,35 +79,6 @@ def test_trent_is_for_identify_with_scoring_max():
     with pytest.raises(ConfigError):  # two parties cannot give the answer to a third
         spk.PROTOCOL.params({"output_party": "trent"})
     assert spk.TRENT_PROTOCOL.params({}).output_party == "trent"
-
-
-def test_trents_output_over_mutual_tls(tmp_path, utterance):
-    """Three parties, one thread each, over TCP with mutual TLS on loopback."""
-    frames, speaker = utterance
-    np.save(tmp_path / "utterance.npy", frames)
-    with resources.as_file(
-        resources.files("smc_hmm.data").joinpath("fsdd", "speaker_models.npz")
-    ) as models:
-        path = write_config(
-            tmp_path / "parties.toml",
-            "protocols.speaker:TRENT_PROTOCOL",  # registered as speaker-trent at install
-            {
-                "alice": {"kind": "alice", "utterance": "utterance.npy"},
-                "bob": {"kind": "bob", "models": str(models)},
-                "trent": {"kind": "trent"},
-            },
-            params=SETTINGS,
-            key_bits=512,
-            insecure=True,
-            timeout=120,
-            connect_timeout=30,
-        )
-        results, errors = run_parties_in_threads(
-            load_config(path), ("alice", "bob", "trent"), join=180
-        )
-    assert not errors, errors
-    assert results["trent"]["output"]["speaker"] == speaker
-    assert results["alice"]["output"] is None and results["bob"]["output"] is None
 
 
 @pytest.fixture

@@ -1,0 +1,397 @@
+"""The conformance suite: every registered protocol (``smc_hmm.protocol.available()``) on
+the small example its descriptor declares (``ProtocolDescriptor.example``).
+
+Per protocol, from one in-process run per private-input set (recorded, and drawing from
+exact offline pools where the descriptor plans its randomizers):
+
+* the example hook is declared (a protocol without it fails here, by name);
+* every party's output equals the plaintext reference (floats within the example's
+  tolerance, from ``error_bound`` where declared);
+* transcript invariance (the metadata rule): the runs on different private inputs of the
+  same public sizes give identical frames once ciphertexts and declared revealed fields
+  are masked (``tests/transcript_harness.py``);
+* the offline plan is exact where ``randomizers`` is declared: no pool runs dry, none
+  is left over;
+* a malformed peer message, and each of the example's malformed private inputs, end
+  the run with a typed error (``smc_hmm.errors``), and a stalled peer is detected within
+  a bounded time;
+* one run from a parties.toml (the example's inputs as files, read by the roles'
+  loaders) over TCP with mutual TLS, one party through the ``smc-hmm party`` command:
+  outputs as the plaintext reference on what the loaders read.
+
+A new protocol gets all of this by declaring ``example`` (``docs/adding-a-protocol.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import msgpack
+import numpy as np
+import pytest
+from transcript_harness import compare_transcripts, recorder
+
+from smc_hmm.crypto import Rng
+from smc_hmm.errors import InsecureKeyWarning, SmcHmmError, TransportError
+from smc_hmm.protocol import Example, ProtocolDescriptor, available, find
+from smc_hmm.runtime import run_protocol
+from smc_hmm.transport.base import Transport
+from smc_hmm.transport.faults import FaultyTransport
+
+pytestmark = pytest.mark.filterwarnings("ignore::smc_hmm.errors.InsecureKeyWarning")
+
+PROTOCOLS = sorted(available())
+SEED = 52
+#: a receive's timeout in the runs that should succeed or fail at once (a party that
+#: raises closes every transport), and in the stalled run
+TIMEOUT = 60.0
+STALL_TIMEOUT = 0.25  # plus twice a healthy run's time
+
+
+@cache
+def _keypair(bits: int, index: int):
+    from smc_hmm.crypto import generate_keypair
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureKeyWarning)
+        return generate_keypair(bits, insecure=True, rng=Rng.seeded(bits + 7919 * index))
+
+
+@cache
+def _descriptor(name: str) -> ProtocolDescriptor:
+    return find(name)
+
+
+@cache
+def _example(name: str) -> Example:
+    descriptor = _descriptor(name)
+    if descriptor.example is None:
+        pytest.fail(
+            f"protocol {name!r} declares no example hook (ProtocolDescriptor.example): "
+            "the conformance suite cannot run it"
+        )
+    example = descriptor.example(512, SEED)
+    assert isinstance(example, Example), f"{name}: example() returned {type(example)}"
+    return example
+
+
+def _keys(name: str) -> dict:
+    """A key pair for every party whose role holds the key (distinct keys)."""
+    descriptor, example = _descriptor(name), _example(name)
+    holders = [p for p, r in example.parties.items() if descriptor.role(r).holds_key]
+    return {p: _keypair(example.key_bits, i) for i, p in enumerate(holders)}
+
+
+def _run(name: str, index: int, **kwargs):
+    example = _example(name)
+    return run_protocol(
+        name,
+        example.params,
+        example.run_inputs(index),
+        keys=_keys(name),
+        min_key_bits=512,
+        **{"timeout": TIMEOUT, **kwargs},
+    )
+
+
+# -- the example runs, once per protocol and input set ----------------------------------------
+
+
+@dataclass
+class Runs:
+    results: list = field(default_factory=list)
+    transcripts: list = field(default_factory=list)
+    #: per run, per party with a pool: (misses, left over), or None without a plan
+    pools: list = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _pools(name: str, index: int):
+    """Exact offline pools for run ``index``: (pool per party, run_protocol's
+    ``randomizers``, how to restore the key holder's own randomizer), or None."""
+    from smc_hmm.crypto import DJNRandomizer, RandomizerPool
+
+    descriptor, example = _descriptor(name), _example(name)
+    if descriptor.randomizers is None:
+        return None
+    keys = _keys(name)
+    ((holder, (pk, _)),) = keys.items()  # the planned protocols have one key holder
+    params = descriptor.params(example.params)
+    inputs = {p: example.inputs[index].get(p) for p in example.parties}
+    need = descriptor.randomizers(params, pk.bits, inputs)
+    own = pk.randomizer
+    pools, randomizers = {}, {}
+    for party, count in need.items():  # a party planned to draw none gets an empty pool
+        source = own if party == holder else DJNRandomizer(pk.n_mpz, Rng.seeded(6))
+        pools[party] = RandomizerPool(source, capacity=max(count, 1))
+        pools[party].fill(count)
+        if party != holder:
+            randomizers[party] = {pk.fingerprint: pools[party]}
+    if holder in pools:
+        pk.use_randomizer(pools[holder])
+    return pools, randomizers, lambda: pk.use_randomizer(own)
+
+
+@cache
+def _runs(name: str) -> Runs:
+    runs = Runs()
+    start = time.perf_counter()
+    for index in range(len(_example(name).inputs)):
+        frames, wrap = recorder()
+        planned = _pools(name, index)
+        try:
+            result = _run(
+                name,
+                index,
+                wrap_transport=wrap,
+                randomizers=planned[1] if planned else None,
+                rng=Rng.seeded(SEED),  # keys a party makes in the run are the same each run
+            )
+        finally:
+            if planned:
+                planned[2]()
+        runs.results.append(result)
+        runs.transcripts.append(dict(frames))
+        runs.pools.append(
+            {p: (pool.misses, len(pool)) for p, pool in planned[0].items()} if planned else None
+        )
+    runs.seconds = time.perf_counter() - start
+    return runs
+
+
+def _close(got, want, tol: float, where: str) -> None:
+    """``got`` equals ``want``: floats within ``tol``, containers element by element; a
+    callable ``want`` is a predicate (an output that is random by design, e.g. DP)."""
+    if callable(want):
+        assert want(got), f"{where}: {got!r} fails {want}"
+    elif isinstance(want, dict):
+        assert isinstance(got, dict) and set(got) == set(want), f"{where}: {got!r} != {want!r}"
+        for k in want:
+            _close(got[k], want[k], tol, f"{where}[{k!r}]")
+    elif isinstance(want, (list, tuple, np.ndarray)) and not isinstance(want, str):
+        got_list, want_list = (
+            list(np.asarray(got, dtype=object)),
+            list(np.asarray(want, dtype=object)),
+        )
+        assert len(got_list) == len(want_list), f"{where}: {got!r} != {want!r}"
+        for i, (g, w) in enumerate(zip(got_list, want_list)):
+            _close(g, w, tol, f"{where}[{i}]")
+    elif isinstance(want, float) and not isinstance(got, bool):
+        assert isinstance(got, (int, float, np.floating)), f"{where}: {got!r} != {want!r}"
+        if math.isinf(want):
+            assert got == want, f"{where}: {got!r} != {want!r}"
+        else:
+            assert abs(float(got) - want) <= tol, f"{where}: {got!r} != {want!r} (tol {tol})"
+    else:
+        assert got == want, f"{where}: {got!r} != {want!r}"
+
+
+# -- the checks --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_the_example_hook_is_declared(name):
+    example = _example(name)
+    descriptor = _descriptor(name)
+    assert set(example.parties.values()) <= set(descriptor.role_names)
+    assert len(example.inputs) >= 2
+
+
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_outputs_equal_the_plaintext_reference(name):
+    example, runs = _example(name), _runs(name)
+    for index, result in enumerate(runs.results):
+        want = example.expected(example.inputs[index])
+        assert want, f"{name}: the example expects no output"
+        for party, output in want.items():
+            _close(result[party], output, example.tolerance, f"{name} run {index} {party}")
+
+
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_transcripts_depend_only_on_public_sizes(name):
+    descriptor, example = _descriptor(name), _example(name)
+    params = descriptor.params(example.params)
+    declared = list(descriptor.messages(params)) if descriptor.messages else example.declared
+    compare_transcripts(_runs(name).transcripts, declared)
+
+
+PLANNED = [n for n in PROTOCOLS if _descriptor(n).randomizers is not None]
+
+
+@pytest.mark.parametrize("name", PLANNED)
+def test_the_offline_plan_is_exact(name):
+    """Pools filled from the descriptor's plan alone cover every run with none left."""
+    for index, pools in enumerate(_runs(name).pools):
+        assert pools, f"{name}: the plan names no party"
+        for party, (misses, left) in pools.items():
+            assert (misses, left) == (0, 0), (
+                f"{name} run {index}: {party}'s pool missed {misses} and kept {left}"
+            )
+
+
+class _Malformed(Transport):
+    """Receives frame ``index`` from ``peer`` with its body replaced by ``body``."""
+
+    def __init__(self, inner, peer: str, index: int, body):
+        self.inner, self.name, self.peers = inner, inner.name, inner.peers
+        self.peer, self.index, self.body, self.seen = peer, index, body, 0
+
+    def send_bytes(self, peer, frame):
+        self.inner.send_bytes(peer, frame)
+
+    def recv_bytes(self, peer, timeout):
+        frame = self.inner.recv_bytes(peer, timeout)
+        if peer == self.peer:
+            self.seen += 1
+            if self.seen - 1 == self.index:
+                envelope = msgpack.unpackb(frame, raw=False)
+                envelope["b"] = self.body
+                frame = msgpack.packb(envelope, use_bin_type=True)
+        return frame
+
+    def close(self):
+        self.inner.close()
+
+
+def _busiest_link(name: str):
+    frames = _runs(name).transcripts[0]
+    return max(frames, key=lambda link: (len(frames[link]), link))
+
+
+@pytest.mark.parametrize("body", [["malformed"], {"shape": [10**9]}], ids=["list", "map"])
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_a_malformed_peer_message_is_a_typed_error(name, body):
+    """The middle frame of the busiest link arrives with a body of the wrong form."""
+    receiver, sender = _busiest_link(name)
+    index = len(_runs(name).transcripts[0][(receiver, sender)]) // 2
+
+    def wrap(party, transport):
+        return _Malformed(transport, sender, index, body) if party == receiver else transport
+
+    with pytest.raises(SmcHmmError):
+        _run(name, 0, wrap_transport=wrap, timeout=TIMEOUT)
+
+
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_malformed_private_inputs_are_typed_errors(name):
+    example = _example(name)
+    assert example.bad_inputs, f"{name}: the example declares no bad_inputs"
+    for bad in example.bad_inputs:
+        with pytest.raises(SmcHmmError):
+            run_protocol(
+                name,
+                example.params,
+                example.run_inputs(0, bad),
+                keys=_keys(name),
+                min_key_bits=512,
+                timeout=TIMEOUT,
+            )
+            pytest.fail(f"{name} accepted the bad input {sorted(bad)}: {bad}")
+
+
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_a_stalled_peer_is_detected_within_the_timeout(name):
+    """The sender of the busiest link hangs halfway through its sends: every party ends
+    with a transport error within a receive's timeout (plus the run's own work).  The
+    timeout exceeds any wait of a healthy run (twice the whole run's time), so the error
+    is the stall's."""
+    _, sender = _busiest_link(name)
+    runs = _runs(name)
+    sends = sum(len(f) for (_, s), f in runs.transcripts[0].items() if s == sender)
+    per_run = runs.seconds / len(runs.results)
+    timeout = STALL_TIMEOUT + 2 * per_run
+    faults = []
+
+    def wrap(party, transport):
+        if party != sender:
+            return transport
+        faults.append(FaultyTransport(transport, fail_at=sends // 2, mode="stall"))
+        return faults[-1]
+
+    t0 = time.monotonic()
+    with pytest.raises(TransportError):
+        _run(name, 0, wrap_transport=wrap, timeout=timeout)
+    elapsed = time.monotonic() - t0
+    assert faults[0].triggered, f"{name}: the run failed before the stall"
+    assert elapsed < 2 * timeout + 3.0, elapsed
+
+
+def _party_thread(name, config, results, errors):
+    from smc_hmm.runtime import run_party
+
+    def run():
+        try:
+            results[name] = run_party(name, config)
+        except SmcHmmError as e:  # reported by the test's assertions
+            errors[name] = e
+
+    return threading.Thread(target=run, name=f"conformance-{name}")
+
+
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_a_parties_toml_run_over_tcp_with_mutual_tls_and_the_cli(name, tmp_path, capsys):
+    """The example's inputs as a parties.toml (files the roles' loaders read): every
+    party over TCP with mutual TLS on loopback, the first through ``smc-hmm party``, the
+    others through ``run_party`` in threads; outputs as the plaintext reference on the
+    loaded inputs."""
+    from smc_hmm.cli import main
+    from smc_hmm.runtime import load_config, write_config
+
+    descriptor, example = _descriptor(name), _example(name)
+    assert example.config is not None, f"{name}: the example declares no config"
+    tables = example.config(tmp_path)
+    assert set(tables) == set(example.parties), f"{name}: config for {sorted(tables)}"
+    for party, role in example.parties.items():
+        tables[party] = {"kind": descriptor.role(role).kind, "role": role, **tables[party]}
+    path = write_config(
+        tmp_path / "parties.toml",
+        name,
+        tables,
+        params=example.params,
+        key_bits=example.key_bits,
+        insecure=True,
+        timeout=TIMEOUT,
+        connect_timeout=30,
+    )
+    config = load_config(path)
+    loaded = {
+        p: config.private_input(descriptor.role(r), config.party(p))
+        for p, r in example.parties.items()
+    }
+    first, *others = example.parties
+    results, errors = {}, {}
+    threads = [_party_thread(p, config, results, errors) for p in others]
+    for t in threads:
+        t.start()
+    code = main(["party", "--role", first, "--config", str(path), "--quiet",
+                 "--json", str(tmp_path / "first.json")])  # fmt: skip
+    for t in threads:
+        t.join(TIMEOUT * 2)
+    assert code == 0 and not errors, (capsys.readouterr().err, errors)
+    results[first] = json.loads((tmp_path / "first.json").read_text())
+    assert all(r["ok"] for r in results.values())
+    for party, output in example.expected(loaded).items():
+        _close(results[party]["output"], output, example.tolerance, f"{name} {party}")
+
+
+def test_the_walkthrough_shows_the_linear_module_as_it_is():
+    """docs/adding-a-protocol.md builds protocols/linear.py: its marked code blocks are
+    the module's own code, and together they show every line of it."""
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "adding-a-protocol.md").read_text(encoding="utf-8")
+    module = (root / "protocols" / "linear.py").read_text(encoding="utf-8")
+    blocks = re.findall(r"<!-- protocols/linear.py -->\n```python\n(.*?)```", doc, re.S)
+    assert blocks, "no block of protocols/linear.py in the walkthrough"
+    for block in blocks:
+        assert block in module, f"the walkthrough's block is not the module's:\n{block}"
+    shown = "".join(blocks)
+    missing = [line for line in module.splitlines() if line.strip() and line not in shown]
+    assert not missing, f"lines of protocols/linear.py the walkthrough does not show: {missing}"
