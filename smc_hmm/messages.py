@@ -39,7 +39,15 @@ from smc_hmm.errors import (
     ShapeMismatchError,
 )
 
-__all__ = ["Ciphertexts", "Key", "Message", "OpaqueCiphertexts", "Public", "Revealed"]
+__all__ = [
+    "Ciphertexts",
+    "Key",
+    "MaskedCiphertexts",
+    "Message",
+    "OpaqueCiphertexts",
+    "Public",
+    "Revealed",
+]
 
 
 def _shape_matches(shape: tuple, pattern: tuple | None) -> bool:
@@ -89,6 +97,35 @@ class Ciphertexts:
         if self.bound > value.public_key.max_plain:
             raise ProtocolError(f"{tag}: the declared bound exceeds the key's plaintext space")
         return CipherArray(value.public_key, value.data, self.scale, self.bound)
+
+
+@dataclass(frozen=True)
+class MaskedCiphertexts(Ciphertexts):
+    """Ciphertexts (scale 0) whose plaintexts the sender masked uniformly over the whole
+    plaintext space, so that they have no bound to declare: whatever a deviating peer
+    encrypted before, what its receiver decrypts is uniform on Z_n to within a
+    statistical distance the sender states (``protocols.stages.bound``).  The receiver
+    reads residues (``decrypt_ints`` mod n)."""
+
+    scale: int = 0
+    bound: int = 0
+    shape: tuple[int | None, ...] | None = None
+
+    def outgoing(self, value, tag: str) -> CipherArray:
+        if not isinstance(value, CipherArray):
+            raise InvalidInputError(f"{tag}: expected a CipherArray, got {type(value).__name__}")
+        if value.scale != 0:
+            raise ScaleMismatchError(f"{tag}: masked ciphertexts are at scale 0")
+        if not _shape_matches(value.shape, self.shape):
+            raise ShapeMismatchError(f"{tag}: shape {value.shape}, declared {self.shape}")
+        return value
+
+    def incoming(self, value, tag: str) -> CipherArray:
+        if not isinstance(value, CipherArray):
+            raise ProtocolError(f"{tag}: expected ciphertexts, got {type(value).__name__}")
+        if not _shape_matches(value.shape, self.shape):
+            raise ProtocolError(f"{tag}: ciphertexts of shape {value.shape}, declared {self.shape}")
+        return CipherArray(value.public_key, value.data, 0, value.public_key.max_plain)
 
 
 @dataclass(frozen=True)

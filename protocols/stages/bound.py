@@ -9,15 +9,25 @@ circuit.  The stage (thesis 003, 4.2.1, for the linear part; DESIGN.md section 1
 1. Alice -> Bob ``bd.obs``: her packed phi (:func:`~protocols.stages.emissions.alice_pack`:
    one ciphertext per input and group of frames).
 2. Bob -> Alice ``bd.values``: per group and row the packed E(y_tj), y = v + 2^(l-1) + r
-   with r uniform on [0, 2^(l+sigma)) (l = ``value_bits``), and two more rows per group:
-   the MAC slots, in limbs of 31 bits (so that a MAC slot is no wider than a value's):
-   z_t = sum_i 2^(31 i) z_ti, z_ti = sum_k U_ki phi_tk + c_i + O + s_ti, where
-   u_j = alpha rho_j, U_k = sum_j u_j w_jk (+ alpha rho'_k where phi itself enters the
-   circuit) mod p = sum_i 2^(31 i) U_ki, c_i the limbs of sum_j u_j c_j mod p, O the
-   public offset and s_ti uniform masks (sigma bits over 2O).  Mod p,
+   (l = ``value_bits``), and two more rows per group: the MAC slots, in limbs of 31 bits
+   (so that a MAC slot is no wider than a value's): z_t = sum_i 2^(31 i) z_ti,
+   z_ti = sum_k U_ki phi_tk + c_i + O + s_ti, where u_j = alpha rho_j, U_k = sum_j u_j
+   w_jk (+ alpha rho'_k where phi itself enters the circuit) mod p = sum_i 2^(31 i) U_ki,
+   c_i the limbs of sum_j u_j c_j mod p and O the public offset.  Mod p,
    z_t - sum_i 2^(31 i) (O + s_ti) = alpha (sum_j rho_j v_tj + sum_k rho'_k phi_tk).
-3. Alice decrypts: her circuit inputs are the full y_tj (``share_bits`` each), and phi_t
-   itself where ``bind_inputs``; they reach the circuit through the session's OT pool.
+   Every mask covers its slot's whole signed range [-2^(B-1), 2^(B-1)) but the share
+   its value takes (r uniform on an interval of 2^B - 2^l, s on one of 2^B - 2O), and
+   R 2^(W_g), R uniform on [1, n / 2^(W_g) - 1), covers the bits above group g's slots
+   (:func:`_top_masked`): the plaintext Alice decrypts is uniform on Z_n to within
+   2^-sigma *whatever she encrypted in step 1*.  (Masks over only the value's range
+   plus sigma bits, as before 2026-12-06, let a client who encrypts a "feature" far
+   above every slot read Bob's weights times it, in the clear above the slots, and
+   with them alpha: ``test_a_huge_feature_reads_nothing_of_bobs_weights_...``.)
+3. Alice decrypts: her circuit inputs are the full y_tj (``share_bits`` = B each, signed),
+   and phi_t itself where ``bind_inputs``; they reach the circuit through the session's
+   OT pool.  Inside it, v = y - 2^(l-1) - r over all B bits (Bob's input), and a value
+   outside [-2^(l-1), 2^(l-1)) fails the checks (:func:`in_range`): the mod-p check
+   cannot see a share shifted by k p, which this catches (l <= 60, B < 120).
 4. Bob -> Alice ``bd.key``, after her padded choices: per input wire the correction of
    its label MAC (:mod:`smc_hmm.gc.mac`: her share a + his share b = alpha x, mod p)
    and the seed of rho, rho' and tau (fresh, so unknown to her while she chose).
@@ -30,13 +40,15 @@ circuit.  The stage (thesis 003, 4.2.1, for the linear part; DESIGN.md section 1
    on their equality (:func:`check_equal`): she cannot see an output of inputs she
    shifted, and Bob learns nothing from the check.
 
-Who learns what.  Alice decrypts only y (uniform within 2^-sigma: r has sigma more bits
-than v's range) and z (uniform within 2^-sigma), sees the corrections (uniform: each
+Who learns what.  Alice decrypts only residues uniform on Z_n to within 2^-sigma each
+(whatever she encrypted: the masks above), sees the corrections (uniform: each
 hides alpha behind the hash of a label she does not hold) and the seed.  Bob sees her
 padded choices (uniform bits).  Soundness: an Alice who enters y' != y (or phi' != phi)
 passes only if sum_t tau_t (sum_j rho_j delta_tj + sum_k rho'_k delta'_tk) = 0 mod p or
 she guesses alpha times that sum: at most 3/p = 2^-59.4 a session (:data:`SOUNDNESS`),
-plus the hash's and the masks' statistical distance (T 2^-sigma).  What she *can* do is
+plus the hash's and the masks' statistical distance (T 2^-sigma); a y' = y + k p, which
+the sum cannot see, fails the range check.  An honest run fails (aborts) when a value
+plus its mask leaves the slot: 2^-sigma a slot.  What she *can* do is
 choose her frames, including phi whose parts disagree (x^2 that is not x x): that is
 choosing an input of the function, and a protocol that must rule it out checks phi in
 the circuit (:func:`square_check`).
@@ -58,7 +70,7 @@ from smc_hmm.errors import InvalidInputError, PrecisionError, ProtocolError
 from smc_hmm.gc import arith, mac
 from smc_hmm.gc.circuit import CARRY, Circuit
 from smc_hmm.gc.hashing import prg
-from smc_hmm.messages import Ciphertexts, Message, OpaqueCiphertexts
+from smc_hmm.messages import Ciphertexts, MaskedCiphertexts, Message, OpaqueCiphertexts
 
 __all__ = [
     "INPUT_FRAMES",
@@ -114,14 +126,16 @@ class BoundPlan:
                 raise InvalidInputError(f"{name} must be a positive int, got {v!r}")
         if self.value_bits >= mac.MAC_BITS:
             raise PrecisionError(
-                f"bound values of {self.value_bits} bits exceed the MAC field (2^61 - 1): "
-                "lower the program's scale or its bound"
+                f"bound values of {self.value_bits} bits: below {mac.MAC_BITS}, so that a "
+                "share shifted by a multiple of the MAC field's p (2^61 - 1) leaves the "
+                "values' range; lower the program's scale or its bound"
             )
 
     @property
     def share_bits(self) -> int:
-        """Bits of one of Alice's value inputs: y = v + 2^(l-1) + r < 2^(l + sigma + 1)."""
-        return self.value_bits + self.sigma + 1
+        """Bits of one of Alice's value inputs: a whole slot, y = v + 2^(l-1) + r signed
+        with r uniform over the slot's range (so her y is uniform whatever she sent)."""
+        return self.layout.plan.slot_bits
 
     @property
     def mac_offset(self) -> int:
@@ -135,9 +149,20 @@ class BoundPlan:
 
     @cached_property
     def layout(self) -> EmissionLayout:
-        """Frames packed by groups; a slot holds a masked value or a MAC limb."""
-        top = max(self.share_bits, self.mac_mask_bits + 1)
-        return EmissionLayout.build(top, self.key_bits, self.length, self.inputs, self.columns)
+        """Frames packed by groups; a slot holds a masked value or a MAC limb, sigma bits
+        wider than either, and sigma + 2 bits of the plaintext stay above the slots for
+        the top mask (:func:`bob_bound`)."""
+        top = max(self.value_bits + self.sigma + 1, self.mac_mask_bits + 1)
+        if top + 2 > 2 * mac.MAC_BITS - 2:  # in_range's bound on a share's shift by k p
+            raise PrecisionError(f"bound slots of {top + 2} bits exceed {2 * mac.MAC_BITS - 2}")
+        return EmissionLayout.build(
+            top, self.key_bits, self.length, self.inputs, self.columns, self.sigma + 2
+        )
+
+    @property
+    def packed_bits(self) -> int:
+        """W: the bits of a packed plaintext that its slots take."""
+        return self.layout.plan.slots * self.layout.plan.slot_bits
 
     @property
     def columns(self) -> int:
@@ -161,11 +186,10 @@ class BoundPlan:
     def messages(self) -> dict[str, Message]:
         lay = self.layout
         obs = lay.packed_bound(1 << (self.input_bits - 1))
-        values = lay.packed_bound(1 << (lay.plan.slot_bits - 2))
         bits = self.length * self.frame_bits
         return {
             "obs": Message("bd.obs", Ciphertexts(0, obs, (self.groups, self.inputs))),
-            "values": Message("bd.values", Ciphertexts(0, values, (self.groups, self.columns))),
+            "values": Message("bd.values", MaskedCiphertexts(shape=(self.groups, self.columns))),
             "key": Message(
                 "bd.key",
                 (
@@ -191,11 +215,6 @@ class BoundPlan:
             phi = np.asarray(phi_row, dtype=object)
             parts.append(arith.to_bits(phi, self.input_bits).reshape(-1))
         return np.concatenate(parts)
-
-    def values(self, c: Circuit, y, bob):
-        """The program's values in the circuit: y's low l bits plus Bob's shares
-        -(2^(l-1) + r) mod 2^l (``bob``: garbler wires (rows, l))."""
-        return arith.add(c, y[..., : self.value_bits], bob)
 
 
 def _field(seed: bytes, count: int) -> list[int]:
@@ -235,7 +254,9 @@ def _split_macs(plan: BoundPlan, per_bit: np.ndarray):
     """Per-bit MAC shares (T * frame_bits) as per-value shares: (T, rows), (T, inputs)."""
     frames = per_bit.reshape(plan.length, plan.frame_bits)
     cut = plan.rows * plan.share_bits
-    y = mac.weighted_sum(frames[:, :cut].reshape(plan.length, plan.rows, plan.share_bits))
+    y = mac.weighted_sum(
+        frames[:, :cut].reshape(plan.length, plan.rows, plan.share_bits), signed=True
+    )
     if not plan.bind_inputs:
         return y, None
     phi = frames[:, cut:].reshape(plan.length, plan.inputs, plan.input_bits)
@@ -257,10 +278,9 @@ class BobBound:
     d_b: int | None = None
 
     def shares(self) -> np.ndarray:
-        """His circuit inputs: -(2^(l-1) + r_tj) mod 2^l, (T, rows)."""
-        l = self.plan.value_bits
-        half = 1 << (l - 1)
-        return np.array([[(-(half + r)) % (1 << l) for r in row] for row in self.masks], object)
+        """His circuit inputs: -(2^(l-1) + r_tj) mod 2^B over the whole slot, (T, rows)."""
+        half, full = 1 << (self.plan.value_bits - 1), 1 << self.plan.share_bits
+        return np.array([[(-(half + r)) % full for r in row] for row in self.masks], object)
 
     def key_message(self, ctx, zero_labels, delta, tweak: int, peer: str) -> None:
         """Step 4: the corrections of her input wires' MACs and the seed; keeps D_B."""
@@ -300,13 +320,19 @@ def bob_bound(ctx, plan: BoundPlan, weights, consts, peer: str) -> BobBound:
         for k in range(plan.inputs)
     ]
     u_const = sum(uj * int(cj) for uj, cj in zip(u, consts)) % p
-    l, sigma = plan.value_bits, plan.sigma
-    masks = [[rng.randbits(l + sigma) for _ in range(plan.rows)] for _ in range(plan.length)]
-    # per frame and MAC limb: the public offset plus a fresh mask
-    limb_masks = [
-        [plan.mac_offset + rng.randbits(plan.mac_mask_bits) for _ in range(MAC_LIMBS)]
+    l, slot = plan.value_bits, plan.share_bits
+    # every slot uniform over its whole signed range [-2^(B-1), 2^(B-1)), up to the share of
+    # the range the value takes (2^-sigma): r_tj for the values, s_ti for the MAC limbs
+    low = 1 << (slot - 1)
+    masks = [
+        [rng.randbelow((1 << slot) - (1 << l)) - low for _ in range(plan.rows)]
         for _ in range(plan.length)
     ]
+    limb_masks = [
+        [plan.mac_offset + rng.randbelow((1 << slot) - 2 * plan.mac_offset) - low
+         for _ in range(MAC_LIMBS)]
+        for _ in range(plan.length)
+    ]  # fmt: skip
     half = 1 << (l - 1)
     value_offsets = [[int(c) + half + r for c, r in zip(consts, row)] for row in masks]
     const_limbs = _limbs(u_const)
@@ -320,9 +346,24 @@ def bob_bound(ctx, plan: BoundPlan, weights, consts, peer: str) -> BobBound:
     macs = bob_emissions(
         enc, limbs, 0, mac_offsets, replace(plan.layout, rows=MAC_LIMBS), plan.mac_offset
     )
-    packed = CipherArray.concatenate([values, macs], axis=1)
-    ctx.send(peer, msg["values"], packed.with_scale(0).rerandomize())
+    packed = CipherArray.concatenate([values, macs], axis=1).with_scale(0)
+    ctx.send(peer, msg["values"], _top_masked(packed, plan, rng).rerandomize())
     return BobBound(plan, alpha, seed, masks, [_join(row) for row in limb_masks])
+
+
+def _top_masked(packed: CipherArray, plan: BoundPlan, rng) -> CipherArray:
+    """Each packed plaintext of group g plus R 2^(W_g), W_g the bits its frames' slots
+    take and R uniform on [1, floor(n / 2^(W_g)) - 1): the bits above the slots (the
+    unused slots of a short last group too) uniform, so that with the slots' masks the
+    whole plaintext is uniform on Z_n to within 2^(W_g + 2 - log2 n) <= 2^-sigma,
+    whatever Alice encrypted (a huge "feature" would otherwise carry Bob's weights into
+    bits no slot masks); honest values stay in (0, n), never wrapping."""
+    n, width = int(packed.public_key.n), plan.layout.plan.slot_bits
+    masks = []
+    for group in plan.layout.groups:
+        w = len(group) * width
+        masks.append([(1 + rng.randbelow((n >> w) - 2)) << w for _ in range(plan.columns)])
+    return packed.add_mask(np.array(masks, dtype=object))
 
 
 def _limbs(value: int) -> list[int]:
@@ -377,9 +418,9 @@ class AliceBound:
 
 
 def alice_bound(ctx, plan: BoundPlan, phi, peer: str) -> AliceBound:
-    """Steps 1-3, Alice: her encoded frames ``phi`` (T, inputs) out, her values in.  A
-    value outside its public range (a Bob who deviates) is entered as 0 and the run ends
-    after her last message (``ctx.defer``), so that she stops at one point only."""
+    """Steps 1-3, Alice: her encoded frames ``phi`` (T, inputs) out, her values in: the
+    residues she decrypts, read as signed slots of the low W bits (whatever a Bob sends,
+    every slot is a value of its width: nothing to refuse)."""
     pk, sk = ctx.keypair
     msg = plan.messages()
     phi = np.asarray(phi, dtype=object)
@@ -389,17 +430,11 @@ def alice_bound(ctx, plan: BoundPlan, phi, peer: str) -> AliceBound:
         )
     bound = msg["obs"].body.bound
     ctx.send(peer, msg["obs"], alice_pack(pk, phi, plan.layout, 0, bound))
-    rows = alice_unpack(ctx.recv(peer, msg["values"]).decrypt_ints(sk), plan.layout)
-    values = np.array(rows, dtype=object)  # (T, columns)
+    n = int(pk.n)
+    residues = [int(v) % n for v in ctx.recv(peer, msg["values"]).decrypt_ints(sk).reshape(-1)]
+    values = np.array(alice_unpack(residues, plan.layout), dtype=object)  # (T, columns)
     y, limbs = values[:, : plan.rows], values[:, plan.rows :]
-    z = [_join(row) for row in limbs]
-    top = 1 << plan.share_bits
-    bad = [(t, j) for t in range(plan.length) for j in range(plan.rows) if not 0 <= y[t, j] < top]
-    if bad or any(not 0 <= int(v) < 1 << (plan.mac_mask_bits + 1) for v in limbs.ravel()):
-        ctx.defer(ProtocolError("bd.values: a masked value is outside its public range"))
-        for t, j in bad:
-            y[t, j] = 0
-    return AliceBound(plan, y, z, phi)
+    return AliceBound(plan, y, [_join(row) for row in limbs], phi)
 
 
 def encode_products(x, diagonal: bool, scale: int) -> np.ndarray:
@@ -494,7 +529,9 @@ class Emissions:
 
     @property
     def checked(self) -> bool:
-        return bool(self.squares)
+        """Whether the inputs circuits carry a checks' bit: every bound program does
+        (each value's range, and the squares where there are any)."""
+        return self.bound is not None
 
 
 def chunks(length: int) -> list[range]:
@@ -514,19 +551,33 @@ def reconstruct(c: Circuit, em: Emissions, rows: int, frames: int, width: int, f
         return arith.sign_extend(arith.add(c, a, b, depth="ripple"), width), None
     plan = em.bound
     parts = [plan.frame_inputs(c) for _ in range(frames)]
-    bob = c.input("garbler", (frames, rows, plan.value_bits))
+    bob = c.input("garbler", (frames, rows, plan.share_bits))
     y = np.stack([f[0] for f in parts])
-    values = clamp(c, arith.add(c, y[..., : plan.value_bits], bob, depth="ripple"),
-                   em.shift, em.keep, width)  # fmt: skip
-    if not em.checked:
-        return values, None
-    phi = np.stack([f[1] for f in parts])
-    xs, x2s = (list(v) for v in zip(*em.squares))
-    ok = square_check(c, phi[:, xs], phi[:, x2s], em.square_scale, em.square_bits)
-    ok = ok.reshape(-1)
+    v = arith.add(c, y, bob, depth="ripple")  # v mod 2^B over the whole slot
+    ok = [in_range(c, v, plan.value_bits).reshape(-1)]
+    values = clamp(c, v[..., : plan.value_bits], em.shift, em.keep, width)
+    if em.squares:
+        phi = np.stack([f[1] for f in parts])
+        xs, x2s = (list(v) for v in zip(*em.squares))
+        ok.append(square_check(c, phi[:, xs], phi[:, x2s], em.square_scale, em.square_bits))
     if not first:  # the checks of the chunks before
-        ok = np.concatenate([ok, c.input(CARRY, (1,))])
-    return values, arith.all_of(c, ok)
+        ok.append(c.input(CARRY, (1,)))
+    return values, arith.all_of(c, np.concatenate([np.reshape(o, -1) for o in ok]))
+
+
+def in_range(c: Circuit, v, bits: int):
+    """Per value (bits on the last axis), [v fits ``bits`` signed bits]: every bit from
+    ``bits`` - 1 up repeats the sign.  A share Alice shifted by k p, a nonzero multiple
+    of the MAC's p = 2^61 - 1 (what the mod-p check cannot see; |k| < 2^(B-61)), lands
+    outside: modulo 2^B, k p is a nonzero multiple of 2^61 minus k, of magnitude above
+    2^61 - 2^(B-61) > 2^l for l <= 60 and B < 120."""
+    v = np.asarray(v)
+    same = c.not_(c.xor(v[..., bits:], v[..., bits - 1 : bits]))
+    while same.shape[-1] > 1:  # a balanced tree of ANDs per value
+        half = same.shape[-1] // 2
+        merged = c.and_(same[..., :half], same[..., half : 2 * half])
+        same = np.concatenate([merged, same[..., 2 * half :]], axis=-1)
+    return same[..., 0]
 
 
 def run_inputs(lengths: list[int], counts: list[int], checked: bool, run, labels):

@@ -153,11 +153,14 @@ class EmissionLayout:
     rows: int
 
     @classmethod
-    def build(cls, slot_value_bits: int, key_bits: int, length: int, inputs: int, rows: int):
+    def build(
+        cls, slot_value_bits: int, key_bits: int, length: int, inputs: int, rows: int, reserve=0
+    ):
         """Slots wide enough for a signed value of ``slot_value_bits`` bits (magnitude), a
-        sign and a carry bit, as many as the key holds below its bound check."""
+        sign and a carry bit, as many as the key holds below its bound check with
+        ``reserve`` bits left above them."""
         bits = slot_value_bits + 2
-        slots = plain_bits(key_bits) // bits
+        slots = (plain_bits(key_bits) - reserve) // bits
         if slots < 1:
             raise PrecisionError(f"a {key_bits}-bit key cannot hold one blinded emission")
         return cls(PackingPlan(bits, slots), length, inputs, rows)

@@ -438,7 +438,7 @@ def bob_maxplus(ctx, garbler, lay: MaxPlusLayout, shares, starts=None, trans=Non
     [string == reference] (else None)."""
     none = np.zeros((0, 2), np.uint64)
     em = lay.emissions
-    width = em.bound.value_bits if em.bound is not None else em.share_bits
+    width = em.bound.share_bits if em.bound is not None else em.share_bits
     zero = garbler.input_labels(ctx, lay.evaluator_bits, f"{prefix}.choice")
     cut = sum(lay.input_bits)
     if binding is not None:  # the corrections of her inputs' MACs, and the seed

@@ -194,7 +194,7 @@ def bob_mixture(ctx, garbler, lay: MixtureLayout, binding: bd.BobBound, prefix="
     ``lay.names``): his dummy bits and name table, (models,) and (models, names) bits."""
     zero = garbler.input_labels(ctx, sum(lay.input_bits), f"{prefix}.choice")
     binding.key_message(ctx, zero, garbler.delta, MAC_TWEAK, garbler.peer)
-    width = lay.emissions.bound.value_bits
+    width = lay.emissions.bound.share_bits  # his shares span the whole slot
     mine = arith.to_bits(binding.shares(), width).reshape(lay.length, -1)
 
     def run(i, labels, carry):

@@ -322,6 +322,17 @@ class CipherArray:
         pk.meter.count("add", len(flat))
         return self._like(flat, self.scale, bound, a.shape)
 
+    def add_mask(self, ints) -> CipherArray:
+        """E(x + k mod n) for masks k uniform over the plaintext space (integers, reduced
+        mod n): the sum has no bound -- its holder reads residues -- so no further
+        arithmetic checks it (``smc_hmm.messages.MaskedCiphertexts``)."""
+        ints = fixedpoint.as_object_array(ints)
+        pk, n, n2 = self.public_key, self.public_key.n_mpz, self.public_key.nsquare_mpz
+        a, b = self._broadcast(ints)
+        flat = [x * (1 + (int(k) % n) * n) % n2 for x, k in zip(a.reshape(-1), b.reshape(-1))]
+        pk.meter.count("add", len(flat))
+        return self._like(flat, self.scale, int(n), a.shape)
+
     def with_scale(self, scale: int) -> CipherArray:
         """The same ciphertexts read at another scale (the caller re-interprets the units)."""
         return CipherArray(self.public_key, self.data, scale, self.bound)

@@ -273,3 +273,110 @@ def test_corrupted_corrections_make_alice_abort_at_the_end_only(keypair_1024, mo
     assert aborted == bool(seen["bit"])  # the one bit Bob's probe can learn
     if not aborted:
         assert received == [t for _, t, _ in honest.views["bob"]]
+
+
+# -- a client who encrypts what no honest frame is -------------------------------------------
+
+
+def _forging_pack(real, high_bits):
+    """alice_pack with 2^L added to input 0 of group 0, L = ``high_bits(layout)``: a
+    "feature" far above every slot, claimed under the declared bound."""
+    from smc_hmm.crypto import CipherArray
+
+    def pack(pk, encoded, layout, scale, bound):
+        honest = real(pk, encoded, layout, scale, bound)
+        extra = np.zeros(honest.shape, dtype=object)
+        extra[0, 0] = 1 << high_bits(layout)
+        forged = CipherArray.encrypt_encoded(pk, extra, scale)
+        return CipherArray(pk, (honest + forged).data, scale, bound)
+
+    return pack
+
+
+def _read_high(ciphertexts, keypair, shift):
+    """What she reads above bit ``shift`` of each row of group 0 (rounded, signed)."""
+    n = int(keypair[0].n)
+    out = []
+    for v in ciphertexts.decrypt_ints(keypair[1])[0]:
+        v = int(v) % n
+        v = v - n if v > n // 2 else v
+        out.append((v + (1 << (shift - 1))) >> shift)
+    return out
+
+
+def test_a_huge_feature_reads_nothing_of_bobs_weights_and_the_thesis_mode_leaks_them(
+    keypair_1024, impostor, monkeypatch
+):
+    """Deviation: she encrypts 2^L in one packed input, L above every slot, so that Bob's
+    weight of that input would land, times 2^L, where no slot's mask covers it.  In the
+    default every packed plaintext she decrypts is uniform on Z_n (the slots' masks over
+    their whole width and the top mask): what she reads there is not his weights, the
+    run is rejected, and the decision is refused.  The control, the thesis's LOGSUM mode,
+    hands her every weight of that input exactly, in one session."""
+    from protocols.stages import emissions
+
+    models, labels, frames = impostor
+    active = [models[labels.index("s1")], models[labels.index("ubm")]]
+    params = {"mode": "verify", "scoring": "max", "threshold": 0.0}
+    spec = spk.SpeakerSpec(spk.SpeakerParams(**params), 3, (2, 2), len(frames), 1024, labels)
+    weights, _ = spk.emission_program(active, spec, bound=True)
+
+    def above(layout):  # above the slots of group 0's frames
+        return len(layout.groups[0]) * layout.plan.slot_bits + 8
+
+    shift = above(spec.bound_plan.layout)
+    monkeypatch.setattr(bd, "alice_pack", _forging_pack(bd.alice_pack, above))
+    run = run_protocol(
+        spk.PROTOCOL, params,
+        {"alice": ("alice", (frames, "s1")), "bob": ("bob", (models, labels))},
+        keys={"alice": keypair_1024}, min_key_bits=512, timeout=120, record_views=True,
+    )  # fmt: skip
+    (emit,) = [p for _, t, p in run.views["alice"] if t == "bd.values"]
+    read = _read_high(emit, keypair_1024, shift)[: spec.bound_plan.rows]
+    assert run["bob"]["accept"] is False
+    # uniform over the values above the slots: none near its weight
+    assert all(abs(r - int(w)) > 256 for r, w in zip(read, weights[:, 0]))
+    # the control: the thesis's LOGSUM mode, the same forged input
+    monkeypatch.undo()
+    thesis = spk.SpeakerSpec(
+        spk.SpeakerParams(mode="verify", scoring="logsum"), 3, (2, 2), len(frames), 1024, labels
+    )
+    weights, _ = spk.emission_program(active, thesis)
+    monkeypatch.setattr(emissions, "alice_pack", _forging_pack(emissions.alice_pack, above))
+    run = run_protocol(
+        spk.PROTOCOL, {**params, "scoring": "logsum"},
+        {"alice": ("alice", (frames, "s1")), "bob": ("bob", (models, labels))},
+        keys={"alice": keypair_1024}, min_key_bits=512, timeout=120, record_views=True,
+    )  # fmt: skip
+    (emit,) = [p for _, t, p in run.views["alice"] if t == "spk.emit"]
+    read = _read_high(emit, keypair_1024, above(thesis.emissions))
+    assert read == [int(w) for w in weights[:, 0]]
+
+
+def test_shares_shifted_by_a_multiple_of_p_are_rejected(keypair_1024, impostor, monkeypatch):
+    """Deviation: she adds k p (p = 2^61 - 1, the MAC field) to her shares of the UBM's
+    values, k up to 2^(f+7) (as much as her share's range takes): the mod-p check cannot
+    see it, and the circuit would read each UBM log-density up to 128 nats lower, enough
+    to get an impostor accepted.  The default
+    reconstructs each value over its whole slot and rejects one that leaves its range
+    (``bd.in_range``); the control, the same circuit without that check, accepts."""
+    models, labels, frames = impostor
+    spec = spk.SpeakerSpec(spk.SpeakerParams(mode="verify"), 3, (2, 2), len(frames), 1024, labels)
+    k, ubm_rows = 1 << (spec.program_scale + 7), range(2, 4)  # verify: the claim, then the UBM
+
+    def shifted(self, t):
+        top = 1 << (self.plan.share_bits - 1)  # a slot's signed range: as much as fits
+        y = [int(v) + min(k, (top - 1 - int(v)) // mac.PRIME) * mac.PRIME if j in ubm_rows
+             else int(v) for j, v in enumerate(self.y[t])]  # fmt: skip
+        return self.plan.frame_bits_of(y, self.phi[t])
+
+    monkeypatch.setattr(bd.AliceBound, "frame_bits", shifted)
+    assert _verify(keypair_1024, frames, "s1", models, labels)["bob"]["accept"] is False
+    from protocols.stages import mixture
+
+    mixture._build.cache_clear()  # the circuits are built once per layout
+    monkeypatch.setattr(bd, "in_range", lambda c, v, bits: np.ones(v.shape[:-1], np.int64))
+    assert _verify(keypair_1024, frames, "s1", models, labels)["bob"]["accept"] is True
+    monkeypatch.undo()
+    mixture._build.cache_clear()
+    assert _verify(keypair_1024, frames, "s1", models, labels)["bob"]["accept"] is False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from bound_support import assert_uniform_view
 from transcript_harness import assert_same_transcripts
 
 from protocols import keyword as kw
@@ -344,10 +345,8 @@ def test_viterbi_scoring_shows_alice_only_uniform_masked_emissions(keypair_1024)
     under uniform masks and their MAC slots (a KS test against Bob's true log-densities);
     the forward scoring, the control, shows her blinded per-step values she can average
     (tests/protocols/test_stages.py)."""
-    from scipy import stats
 
     from protocols import viterbi as vit
-    from protocols.stages.emissions import alice_unpack
 
     rng = np.random.default_rng(3)
     models = _models(rng)
@@ -359,12 +358,8 @@ def test_viterbi_scoring_shows_alice_only_uniform_masked_emissions(keypair_1024)
     plan = vit.Plan(params, vit.Structure.of(vit.as_decoders(models)), len(frames), 1024)
     bound = plan.bound_plan
     (emit,) = [p for _, t, p in result.views["alice"] if t == "bd.values"]
-    y = np.array(alice_unpack(emit.decrypt_ints(keypair_1024[1]), bound.layout), dtype=object)
     truth = np.concatenate([m.log_emission(frames) for m in models], axis=1)
-    half = float(1 << (bound.value_bits - 1))
-    values = y[:, : bound.rows].astype(float) - half - truth * 2.0**plan.scale
-    masks = values / float(1 << (bound.value_bits + bound.sigma))
-    assert stats.kstest(masks.ravel(), "uniform").pvalue > 1e-3
+    assert_uniform_view(emit, keypair_1024, bound, truth * 2.0**plan.scale)
 
 
 def test_labels_alone_locate_a_decision_boundary_one_bit_a_session(keypair_512):

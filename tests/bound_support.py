@@ -1,0 +1,37 @@
+"""What Alice decrypts of a bound program (protocols/stages/bound.py), and the KS tests of
+the chosen-frame attack: every slot uniform over its whole signed range, and the bits
+above the slots uniform too (the stage's top mask), whatever the frames."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+from protocols.stages.emissions import alice_unpack
+
+
+def alice_view(emit, keypair, bound):
+    """The residues Alice decrypts from ``bd.values``, read as the stage reads them:
+    (slots (T, columns), the parts above the slots as fractions of their range)."""
+    pk, sk = keypair
+    n = int(pk.n)
+    residues = [int(v) % n for v in emit.decrypt_ints(sk).reshape(-1)]
+    slots = np.array(alice_unpack(residues, bound.layout), dtype=object)
+    top = [(v >> bound.packed_bits) / (n >> bound.packed_bits) for v in residues]
+    return slots, top
+
+
+def assert_uniform_view(emit, keypair, bound, scaled_truth) -> np.ndarray:
+    """KS tests of Alice's view against Bob's true values (``scaled_truth``, (T, rows) at
+    the program's scale): the value slots' masks, each MAC limb and the top part are
+    uniform.  Returns the value masks as fractions of a slot, in [-1/2, 1/2)."""
+    slots, top = alice_view(emit, keypair, bound)
+    width = float(1 << bound.share_bits)
+    half = float(1 << (bound.value_bits - 1))
+    values = slots[:, : bound.rows].astype(float)
+    masks = (values - half - np.asarray(scaled_truth, dtype=float)) / width
+    assert stats.kstest(masks.ravel() + 0.5, "uniform").pvalue > 1e-3
+    for limb in (slots[:, bound.rows :].astype(float) / width + 0.5).T:
+        assert stats.kstest(limb, "uniform").pvalue > 1e-3  # each MAC limb under its mask
+    assert stats.kstest(top, "uniform").pvalue > 1e-3
+    return masks
