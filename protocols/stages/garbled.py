@@ -26,12 +26,14 @@ her bits only: a selective failure) is an error she defers to after her last mes
 going on with zeros meanwhile, so that a probing Bob learns only whether she aborted.
 
 **Conversions.** :func:`bob_share` / :func:`alice_share`: Bob holds E(v) (|v| < 2^(l-1),
-Alice's key), sends E(v + 2^(l-1) + r) with r uniform on [0, 2^(l+sigma)), packed in slots
-of l + sigma + 1 bits (:func:`share_slots`: Horner's rule, so that Alice decrypts one
-ciphertext per slot group); Alice's share is a slot's value mod 2^l, Bob's
--(r + 2^(l-1)) mod 2^l; in the circuit ``arith.add`` of the
-two shares is v (l - 1 AND gates).  Alice sees v + 2^(l-1) + r: statistically hiding v
-(distance below 2^-sigma).  :func:`bob_bits_from_circuit` / :func:`alice_bits_to_bob`:
+Alice's key), sends E(v + 2^(l-1) + r) with r uniform on [0, 2^w - 2^l), packed in slots
+of w = l + sigma + 1 bits (:func:`share_slots`: Horner's rule, so that Alice decrypts one
+ciphertext per slot group) under a top mask (:func:`masked_groups`); Alice's share is a
+slot's value mod 2^l, Bob's -(r + 2^(l-1)) mod 2^l; in the circuit ``arith.add`` of the
+two shares is v (l - 1 AND gates).  Alice decrypts residues uniform on Z_n to within
+2^-sigma, whatever the ciphertexts E(v) were built from (a huge input of hers, in a
+protocol where E(v) is Bob's linear function of her ciphertexts, shows nothing of his
+coefficients).  :func:`bob_bits_from_circuit` / :func:`alice_bits_to_bob`:
 the circuit gives Alice b ^ m (m Bob's random bits, garbler inputs), she returns
 E(b ^ m) and Bob has E(b) = m + (1 - 2m) E(b ^ m).
 
@@ -61,7 +63,7 @@ import numpy as np
 
 from smc_hmm.crypto import CipherArray
 from smc_hmm.crypto.packing import horner_pack, plain_bits, unpack_slots
-from smc_hmm.errors import GarbledCircuitError, InvalidInputError, PrecisionError, ProtocolError
+from smc_hmm.errors import GarbledCircuitError, InvalidInputError, PrecisionError
 from smc_hmm.gc import arith
 from smc_hmm.gc.circuit import CompiledCircuit
 from smc_hmm.gc.garble import (
@@ -87,7 +89,7 @@ from smc_hmm.gc.ot import (
     OtExtSender,
     u_bytes,
 )
-from smc_hmm.messages import Ciphertexts, Message, OpaqueCiphertexts
+from smc_hmm.messages import Ciphertexts, MaskedCiphertexts, Message, OpaqueCiphertexts
 
 __all__ = [
     "Evaluator",
@@ -105,9 +107,7 @@ __all__ = [
     "rounded_share_message",
     "rounded_shares",
     "rounding_mask_bits",
-    "rounding_masks",
     "setup_messages",
-    "share_bound",
     "share_message",
     "share_slots",
     "third_party_outputs",
@@ -358,17 +358,13 @@ def alice_setup(ctx, cots: int, peer: str = "bob", refill: int = EXTEND_CHUNK) -
 # -- conversions ------------------------------------------------------------------------
 
 
-def share_bound(bits: int, sigma: int) -> int:
-    """The public bound of a masked share value v + 2^(l-1) + r (below 2^(l+sigma+1))."""
-    return (1 << (bits + sigma)) + (1 << bits)
-
-
 def share_slots(bits: int, sigma: int, key_bits: int) -> tuple[int, int]:
     """(slot width, slots a ciphertext) of the packed masked values: Bob packs them by
     Horner's rule (w squarings a value) so that Alice decrypts one ciphertext a slot
-    group instead of one a value."""
+    group instead of one a value; sigma + 2 bits stay above the slots for the top mask
+    (:func:`masked_groups`)."""
     width = bits + sigma + 1
-    per = plain_bits(key_bits) // width
+    per = (plain_bits(key_bits) - sigma - 2) // width
     if per < 1:
         raise PrecisionError(f"a {key_bits}-bit key cannot hold a {width}-bit share slot")
     return width, per
@@ -380,7 +376,7 @@ def share_message(shape, bits: int, sigma: int, key_bits: int | None = None, tag
     width, per = share_slots(bits, sigma, key_bits or 2048)
     size = int(np.prod(shape, dtype=np.int64))
     count = None if key_bits is None else -(-size // per)
-    return Message(tag, Ciphertexts(0, 1 << (per * width), (count,)))
+    return Message(tag, MaskedCiphertexts(shape=(count,)))
 
 
 def bob_share(ctx, values: CipherArray, bits: int, sigma: int, peer: str = "alice", tag="gc.share"):
@@ -389,10 +385,13 @@ def bob_share(ctx, values: CipherArray, bits: int, sigma: int, peer: str = "alic
         raise InvalidInputError(f"values may need more than {bits} bits to share")
     pk = values.public_key
     width, per = share_slots(bits, sigma, pk.bits)
-    r = np.array([ctx.rng.randbits(bits + sigma) for _ in range(values.size)], dtype=object)
+    # r uniform on the whole slot but the value's share: y = v + 2^(l-1) + r < 2^width
+    r = np.array(
+        [ctx.rng.randbelow((1 << width) - (1 << bits)) for _ in range(values.size)], dtype=object
+    )
     offset = r + (1 << (bits - 1))
     masked = values.with_scale(0).reshape(-1).add_encoded(offset)
-    packed = horner_pack(masked.with_bound(share_bound(bits, sigma)), width, per)
+    packed = masked_groups(masked.with_bound(1 << width), width, per, ctx.rng)
     ctx.send(peer, share_message(values.shape, bits, sigma, pk.bits, tag), packed.rerandomize())
     mine = np.array([(-int(v)) % (1 << bits) for v in offset], dtype=object)
     return arith.to_bits(mine.reshape(values.shape), bits)
@@ -403,8 +402,8 @@ def alice_share(ctx, shape, bits: int, sigma: int, peer: str = "bob", tag="gc.sh
     pk, sk = ctx.keypair
     width, per = share_slots(bits, sigma, pk.bits)
     size = int(np.prod(shape, dtype=np.int64))
-    packed = ctx.recv(peer, share_message(shape, bits, sigma, pk.bits, tag)).decrypt_ints(sk)
-    values = _unpack_in_range(ctx, packed, width, per, size, share_bound(bits, sigma), tag)
+    packed = ctx.recv(peer, share_message(shape, bits, sigma, pk.bits, tag))
+    values = unpack_slots(_residues(packed, sk), width, per, size)
     mine = np.array([v % (1 << bits) for v in values], dtype=object)
     return arith.to_bits(mine.reshape(shape), bits)
 
@@ -418,12 +417,6 @@ def rounding_mask_bits(bound: int, sigma: int) -> int:
     return (2 * int(bound)).bit_length() + sigma
 
 
-def rounding_masks(rng, count: int, bound: int, sigma: int) -> list[int]:
-    """Bob's masks M: uniform on [0, 2^rounding_mask_bits) (each with his share)."""
-    width = rounding_mask_bits(bound, sigma)
-    return [rng.randbits(width) for _ in range(count)]
-
-
 def rounded_shares(values, shift: int, bits: int, negate: bool = False) -> list[int]:
     """floor(x / 2^shift) mod 2^l of each x (``negate``: of -x).  Alice's share is this of
     her y = v + 2^(shift-1) + M, Bob's of his M negated: they add up to v rounded to
@@ -435,9 +428,10 @@ def rounded_shares(values, shift: int, bits: int, negate: bool = False) -> list[
 
 def rounded_share_slots(bound: int, sigma: int, key_bits: int) -> tuple[int, int]:
     """(slot width, slots a ciphertext) of packed y + bound (non-negative, below
-    2 bound + 2^(shift-1) + 2^mask: one bit above the mask)."""
+    2 bound + 2^(shift-1) + 2^mask: one bit above the mask), sigma + 2 bits left above
+    the slots for the top mask."""
     width = rounding_mask_bits(bound, sigma) + 1
-    per = plain_bits(key_bits) // width
+    per = (plain_bits(key_bits) - sigma - 2) // width
     if per < 1:
         raise PrecisionError(f"a {key_bits}-bit key cannot hold a {width}-bit share slot")
     return width, per
@@ -446,7 +440,7 @@ def rounded_share_slots(bound: int, sigma: int, key_bits: int) -> tuple[int, int
 def rounded_share_message(count: int, bound: int, sigma: int, key_bits: int | None, tag: str):
     width, per = rounded_share_slots(bound, sigma, key_bits or 2048)
     packed = None if key_bits is None else -(-count // per)
-    return Message(tag, Ciphertexts(0, 1 << (per * width), (packed,)))
+    return Message(tag, MaskedCiphertexts(shape=(packed,)))
 
 
 def bob_share_rounded(ctx, values: CipherArray, shift: int, bits: int, sigma: int, peer, tag):
@@ -456,12 +450,12 @@ def bob_share_rounded(ctx, values: CipherArray, shift: int, bits: int, sigma: in
     flat = values.reshape(-1)
     bound = int(flat.bound)
     width, per = rounded_share_slots(bound, sigma, flat.public_key.bits)
-    masks = rounding_masks(ctx.rng, flat.size, bound, sigma)
-    offsets = [bound + m for m in masks]
     half = (1 << (shift - 1)) if shift else 0
+    # M uniform on the whole slot but the value's share: y = v + half + bound + M < 2^width
+    masks = [ctx.rng.randbelow((1 << width) - 2 * bound - half) for _ in range(flat.size)]
+    offsets = [bound + m for m in masks]
     masked = flat.with_scale(0).add_encoded(np.array([o + half for o in offsets], dtype=object))
-    top = 2 * bound + half + (1 << rounding_mask_bits(bound, sigma))
-    packed = horner_pack(masked.with_bound(top), width, per)
+    packed = masked_groups(masked.with_bound(1 << width), width, per, ctx.rng)
     message = rounded_share_message(flat.size, bound, sigma, flat.public_key.bits, tag)
     ctx.send(peer, message, packed.rerandomize())
     return rounded_shares(offsets, shift, bits, negate=True)
@@ -473,21 +467,27 @@ def alice_share_rounded(ctx, count: int, bound: int, shift: int, bits: int, sigm
     pk, sk = ctx.keypair
     width, per = rounded_share_slots(bound, sigma, pk.bits)
     packed = ctx.recv(peer, rounded_share_message(count, bound, sigma, pk.bits, tag))
-    slots = _unpack_in_range(ctx, packed.decrypt_ints(sk), width, per, count, (1 << width) - 1, tag)
-    return rounded_shares(slots, shift, bits)
+    return rounded_shares(unpack_slots(_residues(packed, sk), width, per, count), shift, bits)
 
 
-def _unpack_in_range(ctx, packed, width: int, per: int, count: int, top: int, tag: str):
-    """The ``count`` slots of the decrypted ``packed`` integers, any outside [0, top] (or
-    of a negative integer) replaced by 0, and then a deferred :class:`ProtocolError`:
-    whether a value Bob built is in range can depend on her data, so she stops after her
-    last message only (one bit to a probing Bob)."""
-    ints = [int(v) for v in packed]
-    values = unpack_slots([max(v, 0) for v in ints], width, per, count)
-    if min(ints, default=0) >= 0 and all(v <= top for v in values):
-        return values
-    ctx.defer(ProtocolError(f"{tag}: a masked value is outside its declared range"))
-    return [v if v <= top else 0 for v in values]
+def masked_groups(masked: CipherArray, width: int, per: int, rng) -> CipherArray:
+    """Bob: the masked values (each uniform on its slot but 2^-sigma) packed ``per`` to a
+    ciphertext by Horner's rule, plus R 2^(s width) above each group's s slots, R
+    uniform on [1, n / 2^(s width) - 1): every plaintext Alice decrypts is uniform on
+    Z_n to within 2^-sigma whatever she encrypted -- a huge value of hers would
+    otherwise carry Bob's coefficients, in the clear, above the slots -- and honest
+    slots never wrap."""
+    packed = horner_pack(masked, width, per)
+    n = int(masked.public_key.n)
+    sizes = [min(per, masked.size - g) for g in range(0, masked.size, per)]
+    tops = [(1 + rng.randbelow((n >> (s * width)) - 2)) << (s * width) for s in sizes]
+    return packed.add_mask(np.array(tops, dtype=object))
+
+
+def _residues(packed: CipherArray, sk) -> list[int]:
+    """Alice: the decrypted plaintexts as residues in [0, n) (the top mask fills them)."""
+    n = int(sk.public_key.n)
+    return [int(v) % n for v in packed.decrypt_ints(sk)]
 
 
 def bits_message(count: int, tag: str = "gc.bits") -> Message:
