@@ -73,14 +73,7 @@ class Ciphertexts:
             object.__setattr__(self, "shape", tuple(self.shape))
 
     def outgoing(self, value, tag: str) -> CipherArray:
-        if not isinstance(value, CipherArray):
-            raise InvalidInputError(f"{tag}: expected a CipherArray, got {type(value).__name__}")
-        if value.scale != self.scale:
-            raise ScaleMismatchError(
-                f"{tag}: ciphertexts at scale {value.scale}, declared {self.scale}"
-            )
-        if not _shape_matches(value.shape, self.shape):
-            raise ShapeMismatchError(f"{tag}: shape {value.shape}, declared {self.shape}")
+        self._sent_array(value, tag)
         value.public_key.check_plain(self.bound, f"{tag}'s declared bound")
         if value.bound > self.bound:
             raise PrecisionError(
@@ -90,13 +83,28 @@ class Ciphertexts:
         return value
 
     def incoming(self, value, tag: str) -> CipherArray:
+        self._received_array(value, tag)
+        if self.bound > value.public_key.max_plain:
+            raise ProtocolError(f"{tag}: the declared bound exceeds the key's plaintext space")
+        return CipherArray(value.public_key, value.data, self.scale, self.bound)
+
+    def _sent_array(self, value, tag: str) -> None:
+        """A CipherArray at the declared scale and of the declared shape (a sender's bug)."""
+        if not isinstance(value, CipherArray):
+            raise InvalidInputError(f"{tag}: expected a CipherArray, got {type(value).__name__}")
+        if value.scale != self.scale:
+            raise ScaleMismatchError(
+                f"{tag}: ciphertexts at scale {value.scale}, declared {self.scale}"
+            )
+        if not _shape_matches(value.shape, self.shape):
+            raise ShapeMismatchError(f"{tag}: shape {value.shape}, declared {self.shape}")
+
+    def _received_array(self, value, tag: str) -> None:
+        """Ciphertexts of the declared shape (else the peer broke the protocol)."""
         if not isinstance(value, CipherArray):
             raise ProtocolError(f"{tag}: expected ciphertexts, got {type(value).__name__}")
         if not _shape_matches(value.shape, self.shape):
             raise ProtocolError(f"{tag}: ciphertexts of shape {value.shape}, declared {self.shape}")
-        if self.bound > value.public_key.max_plain:
-            raise ProtocolError(f"{tag}: the declared bound exceeds the key's plaintext space")
-        return CipherArray(value.public_key, value.data, self.scale, self.bound)
 
 
 @dataclass(frozen=True)
@@ -112,19 +120,11 @@ class MaskedCiphertexts(Ciphertexts):
     shape: tuple[int | None, ...] | None = None
 
     def outgoing(self, value, tag: str) -> CipherArray:
-        if not isinstance(value, CipherArray):
-            raise InvalidInputError(f"{tag}: expected a CipherArray, got {type(value).__name__}")
-        if value.scale != 0:
-            raise ScaleMismatchError(f"{tag}: masked ciphertexts are at scale 0")
-        if not _shape_matches(value.shape, self.shape):
-            raise ShapeMismatchError(f"{tag}: shape {value.shape}, declared {self.shape}")
+        self._sent_array(value, tag)
         return value
 
     def incoming(self, value, tag: str) -> CipherArray:
-        if not isinstance(value, CipherArray):
-            raise ProtocolError(f"{tag}: expected ciphertexts, got {type(value).__name__}")
-        if not _shape_matches(value.shape, self.shape):
-            raise ProtocolError(f"{tag}: ciphertexts of shape {value.shape}, declared {self.shape}")
+        self._received_array(value, tag)
         return CipherArray(value.public_key, value.data, 0, value.public_key.max_plain)
 
 
