@@ -9,12 +9,12 @@ circuit.  The stage (thesis 003, 4.2.1, for the linear part; DESIGN.md section 1
 1. Alice -> Bob ``bd.obs``: her packed phi (:func:`~protocols.stages.emissions.alice_pack`:
    one ciphertext per input and group of frames).
 2. Bob -> Alice ``bd.values``: per group and row the packed E(y_tj), y = v + 2^(l-1) + r
-   (l = ``value_bits``), and two more rows per group: the MAC slots, in limbs of 31 bits
-   (so that a MAC slot is no wider than a value's): z_t = sum_i 2^(31 i) z_ti,
+   (l = ``value_bits``), and three more rows per group: the MAC slots, in limbs of 21 bits
+   (so that a MAC slot is no wider than a value's): z_t = sum_i 2^(21 i) z_ti,
    z_ti = sum_k U_ki phi_tk + c_i + O + s_ti, where u_j = alpha rho_j, U_k = sum_j u_j
-   w_jk (+ alpha rho'_k where phi itself enters the circuit) mod p = sum_i 2^(31 i) U_ki,
+   w_jk (+ alpha rho'_k where phi itself enters the circuit) mod p = sum_i 2^(21 i) U_ki,
    c_i the limbs of sum_j u_j c_j mod p and O the public offset.  Mod p,
-   z_t - sum_i 2^(31 i) (O + s_ti) = alpha (sum_j rho_j v_tj + sum_k rho'_k phi_tk).
+   z_t - sum_i 2^(21 i) (O + s_ti) = alpha (sum_j rho_j v_tj + sum_k rho'_k phi_tk).
    Every mask covers its slot's whole signed range [-2^(B-1), 2^(B-1)) but the share
    its value takes (r uniform on an interval of 2^B - 2^l, s on one of 2^B - 2O), and
    R 2^(W_g), R uniform on [1, n / 2^(W_g) - 1), covers the bits above group g's slots
@@ -96,8 +96,8 @@ SEED_BYTES = 16
 #: A MAC slot's coefficients, elements of Z_p, in limbs of this many bits (low limb
 #: first): each limb's slot is then about as wide as a masked value's, so the MAC rows
 #: do not widen every slot of the packing
-MAC_LIMB_BITS = 31
-MAC_LIMBS = 2
+MAC_LIMB_BITS = 21
+MAC_LIMBS = 3
 #: Frames of one inputs circuit (:func:`reconstruct`): its memory stays bounded whatever
 #: T, and its depth is paid once a chunk.
 INPUT_FRAMES = 4
@@ -274,7 +274,7 @@ class BobBound:
     alpha: int
     seed: bytes
     masks: list[list[int]]  # r_tj
-    mac_masks: list[int]  # sum_i 2^(31 i) (O + s_ti)
+    mac_masks: list[int]  # sum_i 2^(21 i) (O + s_ti)
     d_b: int | None = None
 
     def shares(self) -> np.ndarray:
@@ -337,7 +337,7 @@ def bob_bound(ctx, plan: BoundPlan, weights, consts, peer: str) -> BobBound:
     value_offsets = [[int(c) + half + r for c, r in zip(consts, row)] for row in masks]
     const_limbs = _limbs(u_const)
     mac_offsets = [[c + m for c, m in zip(const_limbs, row)] for row in limb_masks]
-    # the values and the MAC limbs in two multi-exponentiations: the limbs' 31-bit exponents
+    # the values and the MAC limbs in two multi-exponentiations: the limbs' 21-bit exponents
     # would otherwise set every row's window count
     values = bob_emissions(
         enc, weights, 0, value_offsets, replace(plan.layout, rows=plan.rows), 1 << (l - 1)

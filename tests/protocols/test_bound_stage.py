@@ -76,8 +76,8 @@ def _speaker_models(rng, dims=3):
     return out, ["s0", "s1", "ubm"]
 
 
-def _verify(keypair, frames, claim, models, labels, mode="verify", scoring="max"):
-    params = {"mode": mode, "scoring": scoring, "threshold": 0.0}
+def _verify(keypair, frames, claim, models, labels, mode="verify", scoring="max", threshold=0.0):
+    params = {"mode": mode, "scoring": scoring, "threshold": threshold}
     return run_protocol(
         spk.PROTOCOL,
         params,
@@ -353,30 +353,46 @@ def test_a_huge_feature_reads_nothing_of_bobs_weights_and_the_thesis_mode_leaks_
     assert read == [int(w) for w in weights[:, 0]]
 
 
+def _max_score(model, frames) -> float:
+    """The default's score of a diagonal GMM (an HMM whose rows are the weights): per frame
+    its best component's log(w N(x)), summed."""
+    w, mu, var = model.transmat[0], model.means, model.covars
+    logs = np.log(w) - 0.5 * (
+        np.log(2 * np.pi * var).sum(axis=1) + (((frames[:, None] - mu) ** 2) / var).sum(axis=2)
+    )
+    return float(logs.max(axis=1).sum())
+
+
 def test_shares_shifted_by_a_multiple_of_p_are_rejected(keypair_1024, impostor, monkeypatch):
     """Deviation: she adds k p (p = 2^61 - 1, the MAC field) to her shares of the UBM's
-    values, k up to 2^(f+7) (as much as her share's range takes): the mod-p check cannot
-    see it, and the circuit would read each UBM log-density up to 128 nats lower, enough
-    to get an impostor accepted.  The default
-    reconstructs each value over its whole slot and rejects one that leaves its range
-    (``bd.in_range``); the control, the same circuit without that check, accepts."""
+    values and subtracts it from the claim's, |k| as large as her share's range takes
+    (about 2^(B-62)): the mod-p check cannot see it, and the circuit would read the UBM's
+    log-densities lower and the claim's higher by up to 2^(B-62) units.  The threshold
+    sits half a nat a frame above the impostor's ratio, so that a nat's shift gets him
+    accepted.  The default reconstructs each value over its whole slot and rejects one
+    that leaves its range (``bd.in_range``); the control, the same circuit without that
+    check, accepts."""
     models, labels, frames = impostor
-    spec = spk.SpeakerSpec(spk.SpeakerParams(mode="verify"), 3, (2, 2), len(frames), 1024, labels)
-    k, ubm_rows = 1 << (spec.program_scale + 7), range(2, 4)  # verify: the claim, then the UBM
+    claim, ubm = models[labels.index("s1")], models[labels.index("ubm")]
+    threshold = (_max_score(claim, frames) - _max_score(ubm, frames)) / len(frames) + 0.5
 
     def shifted(self, t):
-        top = 1 << (self.plan.share_bits - 1)  # a slot's signed range: as much as fits
-        y = [int(v) + min(k, (top - 1 - int(v)) // mac.PRIME) * mac.PRIME if j in ubm_rows
-             else int(v) for j, v in enumerate(self.y[t])]  # fmt: skip
+        top, p = 1 << (self.plan.share_bits - 1), mac.PRIME  # a slot's signed range
+        y = [int(v) + ((top - 1 - int(v)) // p) * p if j >= 2  # the UBM's rows: lower
+             else int(v) - ((int(v) + top) // p) * p  # the claim's: higher
+             for j, v in enumerate(self.y[t])]  # fmt: skip
         return self.plan.frame_bits_of(y, self.phi[t])
 
+    def run():
+        return _verify(keypair_1024, frames, "s1", models, labels, threshold=threshold)
+
+    assert run()["bob"]["accept"] is False  # honest: rejected
     monkeypatch.setattr(bd.AliceBound, "frame_bits", shifted)
-    assert _verify(keypair_1024, frames, "s1", models, labels)["bob"]["accept"] is False
+    assert run()["bob"]["accept"] is False
     from protocols.stages import mixture
 
     mixture._build.cache_clear()  # the circuits are built once per layout
     monkeypatch.setattr(bd, "in_range", lambda c, v, bits: np.ones(v.shape[:-1], np.int64))
-    assert _verify(keypair_1024, frames, "s1", models, labels)["bob"]["accept"] is True
+    assert run()["bob"]["accept"] is True
     monkeypatch.undo()
     mixture._build.cache_clear()
-    assert _verify(keypair_1024, frames, "s1", models, labels)["bob"]["accept"] is False
