@@ -205,3 +205,30 @@ def test_party_objects_keep_private_state_private(keypair_512):
         Bob("bob").play(ss.PROTOCOL, ss.Params())
     with pytest.raises(InvalidInputError):
         simulate([Bob("x"), Bob("x")], ss.NAME, ss.Params(), min_key_bits=512)
+
+
+def test_transcripts_do_not_depend_on_private_vectors(keypair_512):
+    """The metadata rule on every link, with a data owner beside Bob and the extreme
+    vectors (all zeros, all at max_abs), which the conformance suite's example does not
+    take: Alice, Bob, Trent and the owner see the same frames whatever the vectors."""
+    from transcript_harness import assert_same_transcripts
+
+    params = ss.Params(contributors=("bob", "o1"), length=3, scale=16, max_abs=1000)
+    names = ["alice", "bob", "trent", "o1"]
+    inputs = [
+        _vectors(names, 3, seed=1),
+        {n: np.zeros(3) for n in names},
+        {n: np.full(3, 1000.0) for n in names},
+    ]
+
+    def run(vectors, wrap):
+        simulate(
+            _parties(keypair_512, vectors, ("o1",)),
+            ss.NAME,
+            params,
+            wrap_transport=wrap,
+            min_key_bits=512,
+        )
+
+    frames = assert_same_transcripts(run, inputs, params.messages().values())
+    assert {("trent", "bob"), ("trent", "o1"), ("alice", "trent")} <= set(frames)
