@@ -13,9 +13,8 @@ from protocols.stages.emissions import alice_unpack
 def alice_view(emit, keypair, bound):
     """The residues Alice decrypts from ``bd.values``, read as the stage reads them:
     (slots (T, columns), the parts above the slots as fractions of their range)."""
-    pk, sk = keypair
-    n = int(pk.n)
-    residues = [int(v) % n for v in emit.decrypt_ints(sk).reshape(-1)]
+    n = int(keypair[0].n)
+    residues = emit.decrypt_residues(keypair[1])
     slots = np.array(alice_unpack(residues, bound.layout), dtype=object)
     top = [(v >> bound.packed_bits) / (n >> bound.packed_bits) for v in residues]
     return slots, top

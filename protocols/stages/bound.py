@@ -66,6 +66,7 @@ import numpy as np
 
 from protocols.stages.emissions import EmissionLayout, alice_pack, alice_unpack, bob_emissions
 from smc_hmm.crypto import CipherArray
+from smc_hmm.crypto.packing import top_mask
 from smc_hmm.errors import InvalidInputError, PrecisionError, ProtocolError
 from smc_hmm.gc import arith, mac
 from smc_hmm.gc.circuit import CARRY, Circuit
@@ -362,7 +363,7 @@ def _top_masked(packed: CipherArray, plan: BoundPlan, rng) -> CipherArray:
     masks = []
     for group in plan.layout.groups:
         w = len(group) * width
-        masks.append([(1 + rng.randbelow((n >> w) - 2)) << w for _ in range(plan.columns)])
+        masks.append([top_mask(n, w, rng) for _ in range(plan.columns)])
     return packed.add_mask(np.array(masks, dtype=object))
 
 
@@ -430,8 +431,7 @@ def alice_bound(ctx, plan: BoundPlan, phi, peer: str) -> AliceBound:
         )
     bound = msg["obs"].body.bound
     ctx.send(peer, msg["obs"], alice_pack(pk, phi, plan.layout, 0, bound))
-    n = int(pk.n)
-    residues = [int(v) % n for v in ctx.recv(peer, msg["values"]).decrypt_ints(sk).reshape(-1)]
+    residues = ctx.recv(peer, msg["values"]).decrypt_residues(sk)
     values = np.array(alice_unpack(residues, plan.layout), dtype=object)  # (T, columns)
     y, limbs = values[:, : plan.rows], values[:, plan.rows :]
     return AliceBound(plan, y, [_join(row) for row in limbs], phi)

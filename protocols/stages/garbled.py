@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from smc_hmm.crypto import CipherArray
-from smc_hmm.crypto.packing import horner_pack, plain_bits, unpack_slots
+from smc_hmm.crypto.packing import horner_pack, plain_bits, top_mask, unpack_slots
 from smc_hmm.errors import GarbledCircuitError, InvalidInputError, PrecisionError
 from smc_hmm.gc import arith
 from smc_hmm.gc.circuit import CompiledCircuit
@@ -403,7 +403,7 @@ def alice_share(ctx, shape, bits: int, sigma: int, peer: str = "bob", tag="gc.sh
     width, per = share_slots(bits, sigma, pk.bits)
     size = int(np.prod(shape, dtype=np.int64))
     packed = ctx.recv(peer, share_message(shape, bits, sigma, pk.bits, tag))
-    values = unpack_slots(_residues(packed, sk), width, per, size)
+    values = unpack_slots(packed.decrypt_residues(sk), width, per, size)
     mine = np.array([v % (1 << bits) for v in values], dtype=object)
     return arith.to_bits(mine.reshape(shape), bits)
 
@@ -467,7 +467,7 @@ def alice_share_rounded(ctx, count: int, bound: int, shift: int, bits: int, sigm
     pk, sk = ctx.keypair
     width, per = rounded_share_slots(bound, sigma, pk.bits)
     packed = ctx.recv(peer, rounded_share_message(count, bound, sigma, pk.bits, tag))
-    return rounded_shares(unpack_slots(_residues(packed, sk), width, per, count), shift, bits)
+    return rounded_shares(unpack_slots(packed.decrypt_residues(sk), width, per, count), shift, bits)
 
 
 def masked_groups(masked: CipherArray, width: int, per: int, rng) -> CipherArray:
@@ -480,14 +480,8 @@ def masked_groups(masked: CipherArray, width: int, per: int, rng) -> CipherArray
     packed = horner_pack(masked, width, per)
     n = int(masked.public_key.n)
     sizes = [min(per, masked.size - g) for g in range(0, masked.size, per)]
-    tops = [(1 + rng.randbelow((n >> (s * width)) - 2)) << (s * width) for s in sizes]
+    tops = [top_mask(n, s * width, rng) for s in sizes]
     return packed.add_mask(np.array(tops, dtype=object))
-
-
-def _residues(packed: CipherArray, sk) -> list[int]:
-    """Alice: the decrypted plaintexts as residues in [0, n) (the top mask fills them)."""
-    n = int(sk.public_key.n)
-    return [int(v) % n for v in packed.decrypt_ints(sk)]
 
 
 def bits_message(count: int, tag: str = "gc.bits") -> Message:

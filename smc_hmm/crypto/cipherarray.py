@@ -270,6 +270,12 @@ class CipherArray:
         out = private_key.decrypt_ints(self.ciphertexts())
         return fixedpoint.as_object_array(np.array(out, dtype=object)).reshape(self.shape)
 
+    def decrypt_residues(self, private_key: PrivateKey) -> list[int]:
+        """The plaintexts as residues in [0, n), flat: how a receiver reads ciphertexts
+        masked over the whole plaintext space (``add_mask``), which have no sign."""
+        n = int(self.public_key.n)
+        return [int(v) % n for v in self.decrypt_ints(private_key).reshape(-1)]
+
     def decrypt(self, private_key: PrivateKey) -> np.ndarray:
         """Plaintext values as float64 (integers / 2^scale, correctly rounded)."""
         return fixedpoint.decode(self.decrypt_ints(private_key), self.scale)

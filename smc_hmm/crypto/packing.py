@@ -246,6 +246,14 @@ class PackedCipherArray:
         )
 
 
+def top_mask(n: int, used_bits: int, rng) -> int:
+    """R 2^used_bits, R uniform on [1, n / 2^used_bits - 1): added to a packed plaintext
+    whose slots fill its low ``used_bits`` (each masked over its whole width), it makes
+    the whole plaintext uniform on Z_n to within 2^(used_bits + 2 - log2 n), whatever
+    the ciphertext it was computed from held, and an honest plaintext never wraps."""
+    return (1 + rng.randbelow((int(n) >> used_bits) - 2)) << used_bits
+
+
 def horner_pack(enc: CipherArray, slot_bits: int, per: int) -> CipherArray:
     """Bob: E(sum_i x_i 2^(i w)) for consecutive groups of ``per`` non-negative values below
     2^w (w = ``slot_bits``), by Horner's rule: w squarings and one multiplication a value

@@ -296,8 +296,7 @@ def test_mining_alice_decrypts_only_uniform_masked_emissions(keypair_1024):
     )
     sigma = plan.params.sigma
     width, per = garbled.rounded_share_slots(plan.reach_bound, sigma, 1024)
-    n = int(keypair_1024[0].n)
-    residues = [int(v) % n for v in packed.decrypt_ints(keypair_1024[1])]
+    residues = packed.decrypt_residues(keypair_1024[1])
     slots = unpack_slots(residues, width, per, len(obs) * 3)
     truth = model.log_emission(obs).ravel() * 2.0**plan.params.log_scale
     top = float(1 << width)  # the masks span the whole slot
