@@ -110,6 +110,23 @@ def _positive_from_bytes(data: bytes, what: str, *, allow_zero: bool = False) ->
     return value
 
 
+def _unpack_bounded(data: bytes, ext_hook=None):
+    """msgpack ``data`` with str keys, lists and no container or string longer than
+    ``data`` itself could hold (a map's entries take two objects each); extensions only
+    with an ``ext_hook`` to decode them (an extension's own fields may hold none)."""
+    size = len(data)
+    limits = {
+        "max_str_len": size,
+        "max_bin_len": size,
+        "max_array_len": size,
+        "max_map_len": size // 2,
+        "max_ext_len": size if ext_hook is not None else 0,
+    }
+    if ext_hook is not None:
+        limits["ext_hook"] = ext_hook
+    return msgpack.unpackb(data, raw=False, use_list=True, strict_map_key=True, **limits)
+
+
 def _check_shape(shape, max_elements: int) -> tuple[tuple[int, ...], int]:
     """A validated shape tuple and its element count."""
     if not isinstance(shape, list) or len(shape) > _MAX_NDIM:
@@ -265,18 +282,7 @@ class WireCodec:
         if size == 0:
             raise WireError("empty frame")
         try:
-            obj = msgpack.unpackb(
-                bytes(data),
-                ext_hook=self._ext_hook,
-                raw=False,
-                use_list=True,
-                strict_map_key=True,
-                max_str_len=size,
-                max_bin_len=size,
-                max_array_len=size,
-                max_map_len=size // 2,
-                max_ext_len=size,
-            )
+            obj = _unpack_bounded(bytes(data), ext_hook=self._ext_hook)
             self._check_decoded(obj)
             return obj
         except WireError:
@@ -319,17 +325,7 @@ class WireCodec:
         raise WireError(f"unknown extension type {code}")
 
     def _unpack_fields(self, payload: bytes, count: int, what: str) -> list:
-        fields = msgpack.unpackb(
-            payload,
-            raw=False,
-            use_list=True,
-            strict_map_key=True,
-            max_str_len=len(payload),
-            max_bin_len=len(payload),
-            max_array_len=len(payload),
-            max_map_len=len(payload) // 2,
-            max_ext_len=0,
-        )
+        fields = _unpack_bounded(payload)
         if not isinstance(fields, list) or len(fields) != count:
             raise WireError(f"{what}: expected a list of {count} fields")
         return fields
