@@ -9,6 +9,9 @@ import pytest
 
 from smc_hmm.cli import common, main
 
+#: small INSECURE keys: quick runs of the commands that generate a key pair
+SMALL_KEYS = ["--key-bits", "512", "--insecure"]
+
 
 def assert_one_line_error(capsys, code, argv, match):
     assert main(argv) == code
@@ -21,26 +24,8 @@ def assert_one_line_error(capsys, code, argv, match):
 
 def test_demo_secure_sum_with_small_insecure_keys(tmp_path, capsys):
     out = tmp_path / "demo.json"
-    assert (
-        main(
-            [
-                "demo",
-                "secure-sum",
-                "--key-bits",
-                "512",
-                "--insecure",
-                "--length",
-                "3",
-                "--owners",
-                "2",
-                "--seed",
-                "7",
-                "--json",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    argv = ["demo", "secure-sum", *SMALL_KEYS, "--length", "3", "--owners", "2", "--seed", "7"]
+    assert main([*argv, "--json", str(out)]) == 0
     captured = capsys.readouterr()
     text = captured.out
     assert "matches the plaintext sum" in text and "INSECURE" not in text
@@ -96,38 +81,9 @@ def test_certs_and_bad_party_names(tmp_path, capsys):
 def test_cost_prints_a_saved_report_and_predicts_other_settings(tmp_path, capsys):
     report = tmp_path / "demo.json"
     rates = tmp_path / "rates.json"
-    assert (
-        main(
-            [
-                "demo",
-                "secure-sum",
-                "--key-bits",
-                "512",
-                "--insecure",
-                "--length",
-                "4",
-                "--json",
-                str(report),
-            ]
-        )
-        == 0
-    )
-    assert (
-        main(
-            [
-                "bench",
-                "primitives",
-                "--key-bits",
-                "512",
-                "--insecure",
-                "--min-seconds",
-                "0.01",
-                "--json",
-                str(rates),
-            ]
-        )
-        == 0
-    )
+    assert main(["demo", "secure-sum", *SMALL_KEYS, "--length", "4", "--json", str(report)]) == 0
+    argv = ["bench", "primitives", *SMALL_KEYS, "--min-seconds", "0.01", "--json", str(rates)]
+    assert main(argv) == 0
     capsys.readouterr()
     assert main(["cost", str(report)]) == 0
     text = capsys.readouterr().out
