@@ -60,6 +60,7 @@ from scipy.spatial import ConvexHull, Delaunay
 from scipy.special import gammaln
 
 from smc_hmm.dp.params import check_epsilon as _check_positive
+from smc_hmm.dp.params import check_points
 from smc_hmm.dp.random import DPRandom
 from smc_hmm.errors import DPHMMParameterError, InvalidConvexBodyError
 
@@ -158,22 +159,6 @@ def check_epsilon(eps: object, name: str = "eps") -> float:
     return _check_positive(eps, name, error=DPHMMParameterError)
 
 
-def _as_points(points: object, name: str = "points") -> np.ndarray:
-    try:
-        arr = np.asarray(points, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise InvalidConvexBodyError(f"{name} must be a numeric array: {exc}") from None
-    if arr.ndim == 1:
-        arr = arr[:, None]
-    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise InvalidConvexBodyError(
-            f"{name} must be a non-empty (m, d) array, got shape {np.shape(points)}"
-        )
-    if not np.all(np.isfinite(arr)):
-        raise InvalidConvexBodyError(f"{name} contains NaN or inf")
-    return arr
-
-
 def span_basis(x: np.ndarray, tol: float = DEFAULT_TOL) -> np.ndarray:
     """Orthonormal basis (d, k) of the smallest SVD subspace (through the origin) that holds
     every row of ``x`` within ``10 * tol`` (relative to the largest row norm): the rank
@@ -223,7 +208,7 @@ class ConvexBody:
     def from_points(cls, points: object, *, tol: float = DEFAULT_TOL) -> ConvexBody:
         """K = Conv(points) for points of shape (m, d); the origin must lie in K's relative
         interior (true of every symmetric set such as a sensitivity hull)."""
-        pts = _as_points(points)
+        pts = check_points(points, "points", error=InvalidConvexBodyError)
         tol = _check_tol(tol)
         body = cls()
         body.kind = "polytope"

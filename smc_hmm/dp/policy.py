@@ -32,6 +32,7 @@ from scipy.spatial import ConvexHull
 from scipy.spatial.distance import cdist
 
 from smc_hmm.dp.knorm import DEFAULT_TOL, ConvexBody, span_basis
+from smc_hmm.dp.params import check_points
 from smc_hmm.errors import (
     DPHMMParameterError,
     EmptyConstraintError,
@@ -70,18 +71,9 @@ def _check_n(n: object) -> int:
 def check_query(f: object, n: int | None = None) -> np.ndarray:
     """Validate a measurement query: an (n, d) finite array whose row i is f(s_i)
     (a 1-D array is a one-dimensional query)."""
-    try:
-        arr = np.asarray(f, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise DPHMMParameterError(f"the query must be a numeric array: {exc}") from None
-    if arr.ndim == 1:
-        arr = arr[:, None]
-    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise DPHMMParameterError(f"the query must have shape (n, d), got {np.shape(f)}")
+    arr = check_points(f, "the query", error=DPHMMParameterError)
     if n is not None and arr.shape[0] != n:
         raise DPHMMParameterError(f"the query has {arr.shape[0]} rows for {n} states")
-    if not np.all(np.isfinite(arr)):
-        raise DPHMMParameterError("the query contains NaN or inf")
     return arr
 
 

@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike
 from scipy import special
 
 from smc_hmm.dp.classifier import clip_rows
-from smc_hmm.dp.params import check_epsilon
+from smc_hmm.dp.params import check_epsilon, check_points
 from smc_hmm.errors import (
     ConfigError,
     InvalidInputError,
@@ -60,16 +60,11 @@ def check_count(value: object, name: str, minimum: int = 1) -> int:
 
 
 def _features(x: ArrayLike, dim: int | None = None) -> np.ndarray:
-    try:
-        arr = np.asarray(x, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"x must be a numeric array: {exc}") from None
-    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise ShapeMismatchError(f"x must be a non-empty (n, d) array, got shape {arr.shape}")
+    arr = check_points(
+        x, "x", error=InvalidInputError, shape_error=ShapeMismatchError, vector_as_column=False
+    )
     if dim is not None and arr.shape[1] != dim:
         raise ShapeMismatchError(f"x has {arr.shape[1]} features, the model expects {dim}")
-    if not np.all(np.isfinite(arr)):
-        raise InvalidInputError("x contains NaN or infinity")
     return arr
 
 
