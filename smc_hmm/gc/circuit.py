@@ -158,19 +158,30 @@ class Circuit:
             out[live] = self._gate(_NOT, a[live], a[live])
         return out
 
-    def _plain(self, a, b):
-        """The broadcast operands, and whether no element is a constant or a repeat (the
-        common case: one gate per element, no folding)."""
+    def _binary(self, kind: int, a, b, fold, repeat) -> np.ndarray:
+        """Gate ``kind`` on the broadcast operands: one gate per element in the common
+        case (no constant, no repeat); else ``fold(out, a, b, ca, cb)`` fills the elements
+        with a constant operand (``ca``, ``cb``: which are), ``repeat(a)`` those of two
+        equal live wires, and a gate each of the rest."""
         a, b = np.broadcast_arrays(_ids(a), _ids(b))
-        plain = a.size > 0 and a.min() >= 2 and b.min() >= 2 and not (a == b).any()
-        return a, b, plain
-
-    def xor(self, a, b) -> np.ndarray:
-        a, b, plain = self._plain(a, b)
-        if plain:
-            return self._gate(_XOR, a.reshape(-1), b.reshape(-1)).reshape(a.shape)
+        if a.size > 0 and a.min() >= 2 and b.min() >= 2 and not (a == b).any():
+            return self._gate(kind, a.reshape(-1), b.reshape(-1)).reshape(a.shape)
         out = np.empty(a.shape, dtype=np.int64)
         ca, cb = a < 2, b < 2
+        fold(out, a, b, ca, cb)
+        live = ~ca & ~cb
+        same = live & (a == b)
+        out[same] = repeat(a[same])
+        live &= ~same
+        if live.any():
+            out[live] = self._gate(kind, a[live], b[live])
+        return out
+
+    def xor(self, a, b) -> np.ndarray:  # a ^ a = 0
+        return self._binary(_XOR, a, b, self._xor_constants, lambda _: ZERO)
+
+    def _xor_constants(self, out, a, b, ca, cb) -> None:
+        """XOR with a constant operand: the other operand (0) or its NOT (1)."""
         both = ca & cb
         out[both] = a[both] ^ b[both]
         for const, value, other in ((ca & ~cb, a, b), (cb & ~ca, b, a)):
@@ -178,32 +189,18 @@ class Circuit:
             out[zero] = other[zero]
             if one.any():
                 out[one] = self.not_(other[one])
-        live = ~ca & ~cb
-        same = live & (a == b)
-        out[same] = ZERO
-        live &= ~same
-        if live.any():
-            out[live] = self._gate(_XOR, a[live], b[live])
-        return out
 
-    def and_(self, a, b) -> np.ndarray:
-        a, b, plain = self._plain(a, b)
-        if plain:
-            return self._gate(_AND, a.reshape(-1), b.reshape(-1)).reshape(a.shape)
-        out = np.empty(a.shape, dtype=np.int64)
-        ca, cb = a < 2, b < 2
+    def and_(self, a, b) -> np.ndarray:  # a & a = a
+        return self._binary(_AND, a, b, self._and_constants, lambda wires: wires)
+
+    @staticmethod
+    def _and_constants(out, a, b, ca, cb) -> None:
+        """AND with a constant operand: 0 if either is 0, else the other operand."""
         zero = (ca & (a == ZERO)) | (cb & (b == ZERO))
         out[zero] = ZERO
         a_one, b_one = ca & (a == ONE) & ~zero, cb & (b == ONE) & ~zero
         out[a_one] = b[a_one]
         out[b_one & ~a_one] = a[b_one & ~a_one]
-        live = ~ca & ~cb
-        same = live & (a == b)
-        out[same] = a[same]
-        live &= ~same
-        if live.any():
-            out[live] = self._gate(_AND, a[live], b[live])
-        return out
 
     def or_(self, a, b) -> np.ndarray:
         return self.xor(self.xor(a, b), self.and_(a, b))
