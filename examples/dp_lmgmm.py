@@ -32,6 +32,25 @@ import numpy as np
 
 from smc_hmm.bench import lmgmm as bench
 
+#: the two figures, in the order of --from-json: the benchmark, its runs per eps (--quick,
+#: else), the file, whether it plots accuracy (else the test error) and its title
+FIGURES = (
+    (
+        "synthetic",
+        (5, 100),
+        "lmgmm-figure-4-4.png",
+        False,
+        "Figure 4.4: 5 Gaussian classes, 10 dims, n = 500, lambda = 0.01",
+    ),
+    (
+        "speaker",
+        (3, 20),
+        "lmgmm-speaker.png",
+        True,
+        "DP speaker identification (FSDD, 5 speakers, 26 features)",
+    ),
+)
+
 
 def _run(kind: str, runs: int, thesis: bool, jobs: int) -> dict:
     parser = argparse.ArgumentParser()
@@ -118,24 +137,15 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.from_json:
-        synthetic, speaker = (json.loads(Path(p).read_text()) for p in args.from_json)
+        results = [json.loads(Path(p).read_text()) for p in args.from_json]
     else:
-        synthetic = _run("synthetic", 5 if args.quick else 100, args.thesis, args.jobs)
-        speaker = _run("speaker", 3 if args.quick else 20, args.thesis, args.jobs)
-    runs = synthetic["params"]["runs"]
-    plot(
-        synthetic,
-        args.out / "lmgmm-figure-4-4.png",
-        accuracy=False,
-        title=f"Figure 4.4: 5 Gaussian classes, 10 dims, n = 500, lambda = 0.01, {runs} runs",
-    )
-    runs = speaker["params"]["runs"]
-    plot(
-        speaker,
-        args.out / "lmgmm-speaker.png",
-        accuracy=True,
-        title=f"DP speaker identification (FSDD, 5 speakers, 26 features), {runs} runs",
-    )
+        results = [
+            _run(kind, quick if args.quick else full, args.thesis, args.jobs)
+            for kind, (quick, full), *_ in FIGURES
+        ]
+    for res, (_, _, name, accuracy, title) in zip(results, FIGURES):
+        runs = res["params"]["runs"]
+        plot(res, args.out / name, accuracy=accuracy, title=f"{title}, {runs} runs")
 
 
 if __name__ == "__main__":
