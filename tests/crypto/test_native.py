@@ -13,7 +13,7 @@ from gmpy2 import mpz
 
 from smc_hmm.cost.model import CostModel, PrimitiveRates
 from smc_hmm.crypto import CipherArray, Meter, generate_keypair, native
-from smc_hmm.crypto.multiexp import combine_parts, shared_base_parts
+from smc_hmm.crypto.multiexp import combine_parts, naive_multiexp, shared_base_parts
 from smc_hmm.errors import InvalidInputError
 
 KERNEL = native.kernel()
@@ -23,13 +23,7 @@ needs_kernel = pytest.mark.skipif(
 
 
 def _reference(bases, rows, m):
-    out = []
-    for row in rows:
-        acc = mpz(1)
-        for b, w in zip(bases, row):
-            acc = acc * gmpy2.powmod(b, w, m) % m
-        out.append(acc)
-    return out
+    return [naive_multiexp(bases, row, m) for row in rows]
 
 
 def _modulus(rng, bits):
