@@ -37,14 +37,8 @@ import make_continuous_speech as joined
 import numpy as np
 
 from smc_hmm.data import recipe
-from smc_hmm.data.continuous import STATIC_MFCC, word_frames
-from smc_hmm.data.digits import (
-    DIGIT_STRINGS_NOTICE,
-    digit_loop,
-    digit_pipeline,
-    silence_model,
-    statics_to_features,
-)
+from smc_hmm.data.continuous import STATIC_MFCC, statics_to_features, word_frames
+from smc_hmm.data.digits import DIGIT_STRINGS_NOTICE, digit_loop, digit_pipeline, silence_model
 from smc_hmm.data.speaker_features import SPEAKERS
 from smc_hmm.hmm import GaussianHMM
 from smc_hmm.hmm.digits import DigitGrammar, decode_digits, word_errors

@@ -43,12 +43,15 @@ __all__ = [
     "FILLER_LABELS",
     "STATIC_MFCC",
     "ContinuousRecording",
+    "SpokenDigits",
     "load_continuous_manifest",
     "load_continuous_test",
     "load_fillers",
+    "load_spoken_digits",
     "load_spotting_keywords",
     "load_spotting_pipeline",
     "spotting_model",
+    "statics_to_features",
     "word_frames",
 ]
 
@@ -77,20 +80,60 @@ def word_frames(first_sample: int, stop_sample: int, hop: int) -> tuple[int, int
 
 
 @dataclass(frozen=True, eq=False)
-class ContinuousRecording:
-    """One continuous test recording: standardised features (T, 39), the digits spoken in
-    order, each word's (first, last) frame and its speaker."""
+class SpokenDigits:
+    """A bundled recording of spoken digits: standardised features (T, 39), the digits
+    spoken in order and each word's (first, last) frame."""
 
     __test__ = False
 
     features: np.ndarray
     digits: tuple[int, ...]
     words: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, eq=False)
+class ContinuousRecording(SpokenDigits):
+    """One continuous test recording: :class:`SpokenDigits` and each word's speaker."""
+
     speakers: tuple[str, ...]
 
     def span_of(self, digit: int) -> tuple[int, int] | None:
         """The true (first, last) frame of ``digit``, or None if it is not spoken."""
         return self.words[self.digits.index(digit)] if digit in self.digits else None
+
+
+def statics_to_features(static: np.ndarray, pipeline) -> np.ndarray:
+    """The pipeline's standardised features (T, 39) from 13 static MFCCs (T, 13): the
+    deltas recomputed as the pipeline computes them."""
+    static = np.asarray(static, dtype=np.float64)
+    raw = np.concatenate(
+        [static, *(delta_features(static, pipeline.delta_width, order=o) for o in (1, 2))],
+        axis=1,
+    )
+    return (raw - np.asarray(pipeline.mean)) / np.asarray(pipeline.std)
+
+
+def load_spoken_digits(kind, name: str, what: str, pipeline, speakers, select=None) -> list:
+    """The bundled recordings of spoken digits in ``name`` (``what``, for errors), all or
+    those at the positions ``select``, as ``kind`` (a :class:`SpokenDigits`): the features
+    under ``pipeline`` (:func:`statics_to_features`), the digits and words kept, then
+    ``speakers(stored speakers, kept words)``."""
+    from smc_hmm.data import load_recordings
+
+    arrays, starts = load_recordings(name, "mfcc", ("digits", "bounds", "speakers"), what)
+    positions = range(len(starts) - 1) if select is None else select
+    out = []
+    for i in positions:
+        keep = arrays["digits"][i] >= 0
+        out.append(
+            kind(
+                statics_to_features(arrays["mfcc"][starts[i] : starts[i + 1]], pipeline),
+                tuple(int(d) for d in arrays["digits"][i][keep]),
+                tuple((int(a), int(b)) for a, b in arrays["bounds"][i][keep]),
+                speakers(arrays["speakers"][i], keep),
+            )
+        )
+    return out
 
 
 def load_continuous_manifest() -> dict[str, Any]:
@@ -100,31 +143,14 @@ def load_continuous_manifest() -> dict[str, Any]:
 
 def load_continuous_test(select=None) -> list[ContinuousRecording]:
     """The bundled continuous test recordings (all, or those at the positions ``select``)."""
-    from smc_hmm.data import load_recordings
-
-    pipeline = load_spotting_pipeline()
-    arrays, starts = load_recordings(
-        "continuous_test.npz", "mfcc", ("digits", "bounds", "speakers"), "bundled continuous speech"
+    return load_spoken_digits(
+        ContinuousRecording,
+        "continuous_test.npz",
+        "bundled continuous speech",
+        load_spotting_pipeline(),
+        lambda speakers, keep: tuple(str(s) for s in speakers[keep]),
+        select,
     )
-    mean, std = np.asarray(pipeline.mean), np.asarray(pipeline.std)
-    positions = range(len(starts) - 1) if select is None else select
-    out = []
-    for i in positions:
-        static = arrays["mfcc"][starts[i] : starts[i + 1]].astype(np.float64)
-        raw = np.concatenate(
-            [static, *(delta_features(static, pipeline.delta_width, order=o) for o in (1, 2))],
-            axis=1,
-        )
-        keep = arrays["digits"][i] >= 0
-        out.append(
-            ContinuousRecording(
-                (raw - mean) / std,
-                tuple(int(d) for d in arrays["digits"][i][keep]),
-                tuple((int(a), int(b)) for a, b in arrays["bounds"][i][keep]),
-                tuple(str(s) for s in arrays["speakers"][i][keep]),
-            )
-        )
-    return out
 
 
 def load_spotting_pipeline():

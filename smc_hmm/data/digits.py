@@ -28,9 +28,12 @@ from typing import Any
 import numpy as np
 
 from smc_hmm.data import bundled_file
-from smc_hmm.data.continuous import load_spotting_keywords
+from smc_hmm.data.continuous import (
+    SpokenDigits,
+    load_spoken_digits,
+    load_spotting_keywords,
+)
 from smc_hmm.errors import ConfigError, SmcHmmError
-from smc_hmm.features import delta_features
 from smc_hmm.hmm.digits import DigitGrammar, DigitLoopLayout, DigitModels, compose_loop
 from smc_hmm.hmm.models import GaussianHMM
 
@@ -45,7 +48,6 @@ __all__ = [
     "load_digit_strings",
     "load_digit_strings_manifest",
     "silence_model",
-    "statics_to_features",
 ]
 
 #: the label of the silence model in a model file (the digits are "zero" .. "nine")
@@ -63,31 +65,15 @@ derived files here.
 
 
 @dataclass(frozen=True, eq=False)
-class DigitRecording:
-    """One bundled digit string: standardised features (T, 39), the digits spoken in
-    order, each word's (first, last) frame and the speaker."""
+class DigitRecording(SpokenDigits):
+    """One bundled digit string: :class:`~smc_hmm.data.continuous.SpokenDigits` and its
+    speaker."""
 
-    __test__ = False
-
-    features: np.ndarray
-    digits: tuple[int, ...]
-    words: tuple[tuple[int, int], ...]
     speaker: str
 
     @property
     def text(self) -> str:
         return "".join(str(d) for d in self.digits)
-
-
-def statics_to_features(static: np.ndarray, pipeline) -> np.ndarray:
-    """The pipeline's standardised features (T, 39) from 13 static MFCCs (T, 13): the
-    deltas recomputed as the pipeline computes them."""
-    static = np.asarray(static, dtype=np.float64)
-    raw = np.concatenate(
-        [static, *(delta_features(static, pipeline.delta_width, order=o) for o in (1, 2))],
-        axis=1,
-    )
-    return (raw - np.asarray(pipeline.mean)) / np.asarray(pipeline.std)
 
 
 def digit_pipeline():
@@ -100,25 +86,14 @@ def digit_pipeline():
 
 def load_digit_strings(select=None) -> list[DigitRecording]:
     """The bundled digit strings (all, or those at the positions ``select``)."""
-    from smc_hmm.data import load_recordings
-
-    pipeline = digit_pipeline()
-    arrays, starts = load_recordings(
-        "digit_strings.npz", "mfcc", ("digits", "bounds", "speakers"), "bundled digit strings"
+    return load_spoken_digits(
+        DigitRecording,
+        "digit_strings.npz",
+        "bundled digit strings",
+        digit_pipeline(),
+        lambda speaker, keep: str(speaker),
+        select,
     )
-    positions = range(len(starts) - 1) if select is None else select
-    out = []
-    for i in positions:
-        keep = arrays["digits"][i] >= 0
-        out.append(
-            DigitRecording(
-                statics_to_features(arrays["mfcc"][starts[i] : starts[i + 1]], pipeline),
-                tuple(int(d) for d in arrays["digits"][i][keep]),
-                tuple((int(a), int(b)) for a, b in arrays["bounds"][i][keep]),
-                str(arrays["speakers"][i]),
-            )
-        )
-    return out
 
 
 def load_digit_strings_manifest() -> dict[str, Any]:
