@@ -79,6 +79,21 @@ def _mask(bits: np.ndarray, block: np.ndarray) -> np.ndarray:
     return (np.uint64(0) - bits.astype(np.uint64))[:, None] & block
 
 
+# The numpy path (no garbling kernel) moves rows of ``(n_wires, 2)`` labels with
+# ``np.take`` and ``np.put`` on a 16-byte view: several times faster than fancy indexing
+# of a two-column array, which is what a layer of a few hundred gates spends its time on.
+
+
+def _rows(labels: np.ndarray, wires: np.ndarray) -> np.ndarray:
+    """``labels[wires]``."""
+    return np.take(labels, wires, axis=0)
+
+
+def _put_rows(labels: np.ndarray, wires: np.ndarray, rows: np.ndarray) -> None:
+    """``labels[wires] = rows`` (``labels`` C-contiguous)."""
+    np.put(labels.view(np.complex128)[:, 0], wires, np.ascontiguousarray(rows).view(np.complex128))
+
+
 @dataclass
 class Garbling:
     """The garbler's secret state of one garbled circuit: every wire's 0-label and Delta,
@@ -143,9 +158,9 @@ def garble(
         return Garbling(circuit, delta, w0, tables, tweak_base)
     for layer in circuit.layers:
         xa, xb, xo = layer.xor
-        w0[xo] = w0[xa] ^ w0[xb]
+        _put_rows(w0, xo, _rows(w0, xa) ^ _rows(w0, xb))
         na, no = layer.not_
-        w0[no] = w0[na] ^ delta
+        _put_rows(w0, no, _rows(w0, na) ^ delta)
         if layer.and_index.size:
             _garble_and(w0, tables, delta, layer, tweak_base)
     return Garbling(circuit, delta, w0, tables, tweak_base)
@@ -174,16 +189,20 @@ def _tweaks(layer, tweak_base: int) -> tuple[np.ndarray, np.ndarray]:
 def _garble_and(w0, tables, delta, layer, tweak_base: int) -> None:
     """One layer of AND gates (Zahur-Rosulek-Evans, Figure 2), vectorised."""
     a, b, out = layer.and_
-    a0, b0 = w0[a], w0[b]
-    pa, pb = a0[:, 0] & np.uint64(1), b0[:, 0] & np.uint64(1)
+    x = np.empty((4, a.size, 2), np.uint64)  # the hashed labels: A0, A1, B0, B1
+    a0, b0 = _rows(w0, a), _rows(w0, b)
+    x[0], x[1], x[2], x[3] = a0, a0 ^ delta, b0, b0 ^ delta
+    pa, pb = (a0[:, 0] & np.uint64(1)).astype(bool), (b0[:, 0] & np.uint64(1)).astype(bool)
     j, j2 = _tweaks(layer, tweak_base)
-    h = tccr_hash(np.concatenate([a0, a0 ^ delta, b0, b0 ^ delta]), np.concatenate([j, j, j2, j2]))
-    ha0, ha1, hb0, hb1 = np.split(h, 4)
-    tg = ha0 ^ ha1 ^ _mask(pb, delta[None, :])
-    wg0 = ha0 ^ _mask(pa, tg)
-    te = hb0 ^ hb1 ^ a0
-    we0 = hb0 ^ _mask(pb, te ^ a0)
-    w0[out] = wg0 ^ we0
+    ha0, ha1, hb0, hb1 = tccr_hash(x, np.stack([j, j, j2, j2]))
+    tg = ha0 ^ ha1
+    tg[pb] ^= delta
+    wg0 = ha0
+    wg0[pa] ^= tg[pa]
+    hb = hb0 ^ hb1
+    te = hb ^ a0
+    hb0[pb] ^= hb[pb]  # W_E^0 = H(B0) ^ pb (T_E ^ A0)
+    _put_rows(w0, out, wg0 ^ hb0)
     tables[layer.and_index, 0] = tg
     tables[layer.and_index, 1] = te
 
@@ -235,18 +254,27 @@ def evaluate(
         return w
     for layer in circuit.layers:
         xa, xb, xo = layer.xor
-        w[xo] = w[xa] ^ w[xb]
+        _put_rows(w, xo, _rows(w, xa) ^ _rows(w, xb))
         na, no = layer.not_
-        w[no] = w[na]
+        _put_rows(w, no, _rows(w, na))
         if layer.and_index.size:
-            a, b, out = layer.and_
-            la, lb = w[a], w[b]
-            j, j2 = _tweaks(layer, tweak_base)
-            ha, hb = np.split(tccr_hash(np.concatenate([la, lb]), np.concatenate([j, j2])), 2)
-            tg, te = tables[layer.and_index, 0], tables[layer.and_index, 1]
-            sa, sb = la[:, 0] & np.uint64(1), lb[:, 0] & np.uint64(1)
-            w[out] = ha ^ _mask(sa, tg) ^ hb ^ _mask(sb, te ^ la)
+            _evaluate_and(w, tables, layer, tweak_base)
     return w
+
+
+def _evaluate_and(w, tables, layer, tweak_base: int) -> None:
+    """One layer of AND gates at the evaluator (Zahur-Rosulek-Evans, Figure 2)."""
+    a, b, out = layer.and_
+    x = np.empty((2, a.size, 2), np.uint64)
+    la, lb = _rows(w, a), _rows(w, b)
+    x[0], x[1] = la, lb
+    j, j2 = _tweaks(layer, tweak_base)
+    ha, hb = tccr_hash(x, np.stack([j, j2]))
+    table = _rows(tables, layer.and_index)
+    sa, sb = (la[:, 0] & np.uint64(1)).astype(bool), (lb[:, 0] & np.uint64(1)).astype(bool)
+    ha[sa] ^= table[sa, 0]
+    hb[sb] ^= table[sb, 1] ^ la[sb]
+    _put_rows(w, out, ha ^ hb)
 
 
 def decode_outputs(
