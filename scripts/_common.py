@@ -4,7 +4,7 @@ Import it before numpy (``import _common`` heads the scripts' third-party import
 keeps BLAS to one thread per process, since their work is parallel over models and
 multi-threaded BLAS on the small (39 x 39) triangular solves of full covariances is ~10x
 slower.  Then the FSDD folder of a command line, the left-to-right flat start of the
-word models, and the summary of a Baum-Welch run.
+word models, and the summary of a Baum-Welch run; and where the bundled data lives.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ import numpy as np  # noqa: E402
 
 from smc_hmm.data import fsdd_dir  # noqa: E402
 from smc_hmm.errors import ConfigError  # noqa: E402
+
+#: the folder of the bundled speech data the scripts regenerate (their default --out)
+BUNDLED = Path(__file__).resolve().parents[1] / "smc_hmm" / "data" / "fsdd"
 
 
 def fsdd_folder(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Path:

@@ -70,7 +70,6 @@ from smc_hmm.hmm import GaussianHMM, baum_welch
 from smc_hmm.hmm.io import save_models
 from smc_hmm.hmm.spotting import ENTER, LEAVE, START_KEYWORD, compose, spot
 
-REPO = Path(__file__).resolve().parents[1]
 TEST_INDICES = range(0, 5)
 TRAIN_INDICES = range(5, 50)
 TEST_RECORDINGS = 120
@@ -206,7 +205,7 @@ def summarise(decisions, recordings, words_frames) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("fsdd", nargs="?", type=Path, default=None)
-    parser.add_argument("--out", type=Path, default=REPO / "smc_hmm/data/fsdd")
+    parser.add_argument("--out", type=Path, default=_common.BUNDLED)
     parser.add_argument("--wav-dir", type=Path, default=None)
     parser.add_argument("--recordings", type=int, default=TEST_RECORDINGS)
     parser.add_argument("--train-recordings", type=int, default=TRAIN_RECORDINGS)

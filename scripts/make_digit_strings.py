@@ -43,7 +43,6 @@ from smc_hmm.data.speaker_features import SPEAKERS
 from smc_hmm.hmm import GaussianHMM
 from smc_hmm.hmm.digits import DigitGrammar, decode_digits, word_errors
 
-REPO = Path(__file__).resolve().parents[1]
 RECORDINGS = 100
 WORDS = (3, 6)
 PAUSE = (0.1, 0.5)
@@ -118,7 +117,7 @@ def loso(raw, test, statics, pipeline, grammar, pool) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("fsdd", nargs="?", type=Path, default=None)
-    parser.add_argument("--out", type=Path, default=REPO / "smc_hmm/data/fsdd")
+    parser.add_argument("--out", type=Path, default=_common.BUNDLED)
     parser.add_argument("--wav-dir", type=Path, default=None)
     parser.add_argument("--recordings", type=int, default=RECORDINGS)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)

@@ -29,14 +29,13 @@ import sys
 import time
 from pathlib import Path
 
-import _common  # noqa: F401  (first: one BLAS thread per process, before numpy)
+import _common  # first: one BLAS thread per process, before numpy
 import numpy as np
 
 from smc_hmm.data import FSDD_NAME
 from smc_hmm.data.speaker_features import FILE_NAME, SPEAKERS
 from smc_hmm.features import FeaturePipeline, read_wav
 
-REPO = Path(__file__).resolve().parents[1]
 N_STATIC = 13
 GMM_COMPONENTS = 8
 TRAIN_INDICES = range(0, 25)
@@ -80,7 +79,7 @@ def frame_gmm_accuracy(recordings, seed: int = 0) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("recordings", type=Path, help="the FSDD recordings folder")
-    parser.add_argument("--out", type=Path, default=REPO / "smc_hmm" / "data" / "fsdd" / FILE_NAME)
+    parser.add_argument("--out", type=Path, default=_common.BUNDLED / FILE_NAME)
     args = parser.parse_args(argv)
     start = time.perf_counter()
     recordings = read_recordings(args.recordings)

@@ -35,7 +35,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import _common  # noqa: F401  (first: one BLAS thread per process, before numpy)
+import _common  # first: one BLAS thread per process, before numpy
 import numpy as np
 
 from smc_hmm.data import FSDD_NAME, load_pipeline
@@ -53,7 +53,6 @@ from smc_hmm.data.speakers import (
 from smc_hmm.hmm import log_likelihood
 from smc_hmm.hmm.io import save_models
 
-REPO = Path(__file__).resolve().parents[1]
 COMPONENTS = 8
 REG_COVAR = 1e-2  # scikit-learn adds it to every variance: a floor for short enrolments
 SEED = 0
@@ -90,7 +89,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("fsdd", type=Path, help="the FSDD folder (or its recordings/)")
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=REPO / "smc_hmm" / "data" / "fsdd")
+    parser.add_argument("--out", type=Path, default=_common.BUNDLED)
     parser.add_argument("--components", type=int, default=COMPONENTS)
     args = parser.parse_args(argv)
     start = time.perf_counter()

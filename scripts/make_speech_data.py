@@ -45,7 +45,6 @@ from smc_hmm.features import read_wav
 from smc_hmm.hmm.batched import batched_log_likelihoods, batched_viterbi_scores
 from smc_hmm.hmm.io import save_models
 
-REPO = Path(__file__).resolve().parents[1]
 KEYWORDS = (1, 4, 7)
 #: the background model's public margin, nats (the bench measures it: docs/speech-models.md)
 MARGIN = 0.0
@@ -261,7 +260,7 @@ def manifest(trained: dict, results: dict, lib_diff) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("fsdd", nargs="?", type=Path, default=None)
-    parser.add_argument("--out", type=Path, default=REPO / "smc_hmm/data/fsdd")
+    parser.add_argument("--out", type=Path, default=_common.BUNDLED)
     parser.add_argument("--no-librosa-check", action="store_true")
     parser.add_argument(
         "--background-only",
