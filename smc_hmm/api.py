@@ -287,18 +287,16 @@ class SecureHMM:
         return result["alice"]
 
     def _remote(self, protocol: str, x, params: dict):
-        from smc_hmm.runtime.client import client_tls, parse_server, run_client_session
+        from smc_hmm.runtime.client import parse_server, run_alice_session
 
         if not self.certs:
             raise ConfigError("a server needs certs: the folder of ca.pem and your certificate")
-        tls, name = client_tls(self.certs, self.name)
-        result = run_client_session(
+        result = run_alice_session(
             protocol,
-            "alice",
             x,
+            self.certs,
+            self.name,
             server=parse_server(self.server),
-            tls=tls,
-            name=name,
             key_bits=self.key_bits,
             insecure=self.insecure,
             timeout=self.timeout,

@@ -92,16 +92,14 @@ def session(protocol: str, server, certs: Path, data, name: str, *, timeout, **o
     """One client session of ``protocol`` as Alice, with client ``name``'s certificate
     from ``certs`` and an INSECURE KEY_BITS key, to the server at address ``server``;
     ``options`` go to ``run_client_session``, whose result this is."""
-    from smc_hmm.runtime.client import client_tls, run_client_session
+    from smc_hmm.runtime.client import run_alice_session
 
-    tls, name = client_tls(certs, name)
-    return run_client_session(
+    return run_alice_session(
         protocol,
-        "alice",
         data,
+        certs,
+        name,
         server=server,
-        tls=tls,
-        name=name,
         key_bits=KEY_BITS,
         insecure=True,
         timeout=timeout,

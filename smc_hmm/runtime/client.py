@@ -67,6 +67,7 @@ __all__ = [
     "client_tls",
     "connect",
     "parse_server",
+    "run_alice_session",
     "run_client_session",
     "run_party_client",
 ]
@@ -323,6 +324,14 @@ def run_client_session(
             output = ctx.run(client_role.run, private, params)
         channel.close()
     return _session_result(output, ledger, time.perf_counter() - start, reply)
+
+
+def run_alice_session(protocol: str, private, certs_dir, name: str | None = None, **options):
+    """:func:`run_client_session` as Alice (the client of every served protocol) with the
+    certificate of client ``name`` in ``certs_dir`` (:func:`client_tls`); ``options``
+    (``server`` and the rest) go to :func:`run_client_session`, whose result this is."""
+    tls, name = client_tls(certs_dir, name)
+    return run_client_session(protocol, "alice", private, tls=tls, name=name, **options)
 
 
 def _client_role(protocol: str, role: str, keypair, key_bits: int, insecure: bool):
