@@ -1,6 +1,6 @@
 """Shared by tests that run parties: the configuration of a two-party run, real parties
-in threads (``run_party``, one per thread over TCP + mutual TLS on loopback), and
-scripted ones that misbehave on purpose."""
+in threads (``run_party``, one per thread over TCP + mutual TLS on loopback), Alice and
+Bob in-process with the tests' short keys, and scripted ones that misbehave on purpose."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
+
+from smc_hmm.crypto.rng import Rng
 from smc_hmm.errors import SmcHmmError
-from smc_hmm.runtime import run_party, write_config
+from smc_hmm.runtime import run_party, run_protocol, simulate, write_config
 
 
 def write_two_party_config(
@@ -58,6 +61,33 @@ def run_parties_in_threads(
     for t in threads:
         t.join(join)
     return results, errors
+
+
+def run_alice_and_bob(protocol, params, alice, bob, keypair, **options):
+    """``protocol`` in-process: Alice plays role alice on input ``alice`` and holds
+    ``keypair`` (the tests' INSECURE keys, from 512 bits), Bob plays role bob on ``bob``;
+    ``options`` go to :func:`~smc_hmm.runtime.run_protocol`."""
+    return run_protocol(
+        protocol,
+        params,
+        {"alice": ("alice", alice), "bob": ("bob", bob)},
+        keys={"alice": keypair},
+        min_key_bits=512,
+        **options,
+    )
+
+
+def simulate_alice_and_bob(alice, bob, keypair, *, seed: int, **options):
+    """The role functions ``alice`` and ``bob`` in-process, Alice holding ``keypair`` (the
+    tests' INSECURE keys, from 512 bits), randomness seeded with ``seed``; ``options`` go
+    to :func:`~smc_hmm.runtime.simulate`."""
+    return simulate(
+        {"alice": alice, "bob": bob},
+        keys={"alice": keypair},
+        min_key_bits=512,
+        rng=Rng.seeded(seed),
+        **options,
+    )
 
 
 def alice_declaring_a_length(ctx, length):
@@ -150,3 +180,19 @@ def write_secure_sum_config(
     path.write_text("\n".join(lines))
     assert certs.ca_cert.exists()
     return path
+
+
+def forge_output_labels(monkeypatch) -> None:
+    """From now on the garbled stage's output labels (:mod:`protocols.stages.garbled`)
+    come out with one bit flipped: a forged label, which its decoder must refuse
+    (:class:`~smc_hmm.errors.GarbledCircuitError`)."""
+    from smc_hmm.gc import garble
+
+    real = garble.garbler_output_labels
+
+    def forged(circuit, labels):
+        out = real(circuit, labels).copy()
+        out[:, 0] ^= np.uint64(2)
+        return out
+
+    monkeypatch.setattr("protocols.stages.garbled.garbler_output_labels", forged)

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from party_support import simulate_alice_and_bob
 from transcript_harness import assert_same_transcripts
 
 from protocols import decision
 from protocols.stages import garbled
 from smc_hmm.crypto import CipherArray
-from smc_hmm.crypto.rng import Rng
 from smc_hmm.errors import GarbledCircuitError, InvalidInputError
 from smc_hmm.gc import arith
-from smc_hmm.runtime import simulate
 
 BOUND = 1000
 
@@ -32,14 +31,7 @@ def _run(keypair, spec, scores, choice=None, wrap=None, alice_role=None):
             return alice_role(ctx)
         return decision.alice_decide(ctx, spec, choice=choice)
 
-    result = simulate(
-        {"alice": alice, "bob": bob},
-        keys={"alice": keypair},
-        min_key_bits=512,
-        rng=Rng.seeded(7),
-        wrap_transport=wrap,
-        timeout=60,
-    )
+    result = simulate_alice_and_bob(alice, bob, keypair, seed=7, wrap_transport=wrap, timeout=60)
     return result.outputs
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import msgpack
 import numpy as np
 import pytest
+from party_support import simulate_alice_and_bob
 from transcript_harness import assert_same_transcripts
 
 from protocols.stages import circuits, garbled
 from smc_hmm.crypto import CipherArray
-from smc_hmm.crypto.rng import Rng
 from smc_hmm.errors import GarbledCircuitError, OtConsistencyError, ProtocolError
 from smc_hmm.messages import Key, Message
 from smc_hmm.runtime import simulate
@@ -44,14 +44,7 @@ def _run(keypair, a, b, reveal, cots=64, wrap=None, bob_extra=None):
             return None
         return (out, circuits.alice_argmax(ctx, e, k, BITS, reveal=reveal))
 
-    return simulate(
-        {"alice": alice, "bob": bob},
-        keys={"alice": keypair},
-        min_key_bits=512,
-        rng=Rng.seeded(5),
-        wrap_transport=wrap,
-        timeout=20,
-    )
+    return simulate_alice_and_bob(alice, bob, keypair, seed=5, wrap_transport=wrap, timeout=20)
 
 
 def _cases():
@@ -277,7 +270,6 @@ def test_a_huge_input_shows_nothing_of_bobs_coefficients_and_the_unmasked_top_le
     from protocols import linear
     from smc_hmm.crypto import CipherArray
     from smc_hmm.crypto.packing import horner_pack
-    from smc_hmm.runtime import simulate
 
     params, shift = linear.Params(), 700
     model = [1.25, -2.5, 3.0, 0.5, 1.0]  # W at scale 16, then theta

@@ -11,6 +11,7 @@ from importlib import metadata
 
 import numpy as np
 import pytest
+from party_support import forge_output_labels, run_alice_and_bob
 
 from protocols import digits as dg
 from protocols.stages import bound as bd
@@ -31,7 +32,6 @@ from smc_hmm.hmm.digits import (
     string_of_path,
 )
 from smc_hmm.protocol import find
-from smc_hmm.runtime import run_protocol
 
 pytestmark = pytest.mark.filterwarnings("ignore::smc_hmm.errors.InsecureKeyWarning")
 
@@ -51,15 +51,7 @@ def strings():
 
 
 def _run(keypair, alice, bob, settings=None, **kwargs):
-    return run_protocol(
-        PROTOCOL,
-        settings or {},
-        {"alice": ("alice", alice), "bob": ("bob", bob)},
-        keys={"alice": keypair},
-        min_key_bits=512,
-        timeout=600,
-        **kwargs,
-    )
+    return run_alice_and_bob(PROTOCOL, settings or {}, alice, bob, keypair, timeout=600, **kwargs)
 
 
 def test_the_loop_and_its_public_layout(models):
@@ -144,8 +136,6 @@ def test_pin_attacks_fail(keypair_512, models, strings, monkeypatch):
     """Deviations of Alice in PIN mode, against the spoken PIN itself: a pad that is not
     hers (she compares with c xor 0 = c, uniform bits), shifted emission shares (the
     binding fails: ok = 0 gates the bit), a forged output label (refused)."""
-    from smc_hmm.gc import garble
-
     params = dg.DigitsParams(mode="pin")
     frames = strings[3].features[:FRAMES]
     pin = dg.plaintext(frames, params, models).text  # honestly: equal (the test above)
@@ -164,14 +154,7 @@ def test_pin_attacks_fail(keypair_512, models, strings, monkeypatch):
     monkeypatch.setattr(bd.AliceBound, "frame_bits", shifted)
     assert _run(keypair_512, alice, bob, {"mode": "pin"})["bob"]["equal"] is False
     monkeypatch.setattr(bd.AliceBound, "frame_bits", real)
-    forge = garble.garbler_output_labels
-
-    def forged(circuit, labels):
-        out = forge(circuit, labels).copy()
-        out[:, 0] ^= np.uint64(2)
-        return out
-
-    monkeypatch.setattr("protocols.stages.garbled.garbler_output_labels", forged)
+    forge_output_labels(monkeypatch)
     with pytest.raises(GarbledCircuitError):
         _run(keypair_512, alice, bob, {"mode": "pin"})
 

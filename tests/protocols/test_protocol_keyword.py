@@ -6,27 +6,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from bound_support import assert_uniform_view
+from party_support import run_alice_and_bob
 from transcript_harness import assert_same_transcripts
 
 from protocols import keyword as kw
 from smc_hmm.errors import InvalidInputError
 from smc_hmm.hmm import GaussianHMM, log_likelihood
-from smc_hmm.runtime import run_protocol
 
 _models = kw.example_models  # three two-state Gaussian HMMs, means 3 apart per keyword
 
 
 def _run(keypair, frames, keywords, mode, **kwargs):
     """The thesis's forward scoring in the argmax ``mode`` (scoring = "forward")."""
-    return run_protocol(
-        kw.PROTOCOL,
-        {"mode": mode, "scoring": "forward"},
-        {"alice": ("alice", frames), "bob": ("bob", keywords)},
-        keys={"alice": keypair},
-        min_key_bits=512,
-        timeout=60,
-        **kwargs,
-    )
+    params = {"mode": mode, "scoring": "forward"}
+    return run_alice_and_bob(kw.PROTOCOL, params, frames, keywords, keypair, timeout=60, **kwargs)
 
 
 @pytest.mark.parametrize("mode", ["fast", "private"])
@@ -96,14 +89,7 @@ def test_spotting_with_a_garbage_model_and_a_margin(keypair_1024, mode):
         best = int(np.argmax(scores[:3]))
         plain = keywords[1][best] if scores[best] > scores[3] + margin else None
         params = {"mode": mode, "garbage": "noise", "margin": margin}
-        result = run_protocol(
-            kw.PROTOCOL,
-            params,
-            {"alice": ("alice", frames), "bob": ("bob", keywords)},
-            keys={"alice": keypair_1024},
-            min_key_bits=512,
-            timeout=60,
-        )
+        result = run_alice_and_bob(kw.PROTOCOL, params, frames, keywords, keypair_1024, timeout=60)
         assert result["alice"]["keyword"] == plain
         decisions.append(plain)
     # the margin matters here: "seven" beats the garbage model, but by less than 71.5 nats
@@ -212,12 +198,12 @@ def test_a_refusal_is_invisible_to_bob(keypair_512):
 
     def run(frames, wrap):
         try:
-            run_protocol(
+            run_alice_and_bob(
                 kw.PROTOCOL,
                 params,
-                {"alice": ("alice", frames), "bob": ("bob", _drift_models())},
-                keys={"alice": keypair_512},
-                min_key_bits=512,
+                frames,
+                _drift_models(),
+                keypair_512,
                 timeout=120,
                 wrap_transport=wrap,
             )
@@ -306,15 +292,8 @@ def test_a_config_names_the_bundled_models_as_the_command_line_does(tmp_path):
 
 
 def _run_viterbi(keypair, frames, keywords, extra=None, **kwargs):
-    return run_protocol(
-        kw.PROTOCOL,
-        {"scoring": "viterbi", **(extra or {})},
-        {"alice": ("alice", frames), "bob": ("bob", keywords)},
-        keys={"alice": keypair},
-        min_key_bits=512,
-        timeout=120,
-        **kwargs,
-    )
+    params = {"scoring": "viterbi", **(extra or {})}
+    return run_alice_and_bob(kw.PROTOCOL, params, frames, keywords, keypair, timeout=120, **kwargs)
 
 
 def test_viterbi_scoring_names_the_plaintext_viterbi_winner(keypair_1024):
@@ -403,13 +382,7 @@ def test_the_offline_plan_counts_every_randomizer(keypair_512, params):
     rng = np.random.default_rng(13)
     models = _models(rng)
     frames = rng.normal(size=(7, 3))
-    result = run_protocol(
-        kw.PROTOCOL,
-        params,
-        {"alice": ("alice", frames), "bob": ("bob", models)},
-        keys={"alice": keypair_512},
-        min_key_bits=512,
-    )
+    result = run_alice_and_bob(kw.PROTOCOL, params, frames, models, keypair_512)
     ops = result.cost.to_dict()["parties"]
     drawn = {
         "alice": ops["alice"]["ops"].get("encrypt", 0),

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from party_support import run_alice_and_bob
 from transcript_harness import assert_same_transcripts
 
 from protocols import speaker as spk
 from smc_hmm.data.speakers import load_speaker_models, load_speaker_test_utterances
 from smc_hmm.errors import ConfigError, InvalidInputError
-from smc_hmm.runtime import run_protocol
 
 pytestmark = pytest.mark.filterwarnings("ignore::smc_hmm.errors.InsecureKeyWarning")
 N = 5
@@ -38,14 +38,8 @@ def _subset(bundled, names):
 
 def _identify(keypair, frames, speakers, hide=N, **kwargs):
     settings = {"mode": "identify", **({"hide_count": hide} if hide else {})}
-    return run_protocol(
-        spk.PROTOCOL,
-        settings,
-        {"alice": ("alice", frames), "bob": ("bob", speakers)},
-        keys={"alice": keypair},
-        min_key_bits=512,
-        timeout=600,
-        **kwargs,
+    return run_alice_and_bob(
+        spk.PROTOCOL, settings, frames, speakers, keypair, timeout=600, **kwargs
     )
 
 

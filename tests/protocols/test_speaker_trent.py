@@ -4,8 +4,8 @@ nothing; a label Alice forges is refused; the same over TCP with mutual TLS."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from party_support import forge_output_labels
 
 from protocols import speaker as spk
 from smc_hmm.data.speakers import load_speaker_models, load_speaker_test_utterances
@@ -56,16 +56,7 @@ def test_only_trent_learns_the_label(keypair_512, utterance, hide):
 
 
 def test_a_forged_label_is_refused_by_trent(keypair_512, utterance, monkeypatch):
-    from smc_hmm.gc import garble
-
-    real = garble.garbler_output_labels
-
-    def forged(circuit, labels):
-        out = real(circuit, labels).copy()
-        out[:, 0] ^= np.uint64(2)
-        return out
-
-    monkeypatch.setattr("protocols.stages.garbled.garbler_output_labels", forged)
+    forge_output_labels(monkeypatch)
     with pytest.raises(GarbledCircuitError):
         _three(keypair_512, utterance[0])
 
