@@ -519,42 +519,12 @@ def test_release_command_writes_the_model_and_its_guarantee(tmp_path):
     # the same data as JSON, a mixture with public centres, over the budget
     (tmp_path / "d.json").write_text(json.dumps({"x": (x / 10).tolist(), "y": y.tolist()}))
     np.save(tmp_path / "centres.npy", np.zeros((3, 2, 3)) + np.array([[[0.1], [-0.1]]]))
-    _release(
-        [
-            "--data",
-            str(tmp_path / "d.json"),
-            "--eps",
-            "50",
-            "--classes",
-            "3",
-            "--components",
-            "2",
-            "--centres",
-            str(tmp_path / "centres.npy"),
-            "--out",
-            str(out),
-        ],
-        tmp_path,
-    )
+    from_json = ["--data", str(tmp_path / "d.json"), "--eps", "50", "--classes", "3"]
+    centres = ["--components", "2", "--centres", str(tmp_path / "centres.npy")]
+    _release([*from_json, *centres, "--out", str(out)], tmp_path)
     assert lm.load_release(out)[0].n_components == 2
     with pytest.raises(PrivacyBudgetError):
-        _release(
-            [
-                "--data",
-                str(tmp_path / "d.json"),
-                "--eps",
-                "50",
-                "--classes",
-                "3",
-                "--dimension",
-                "3",
-                "--budget",
-                "50",
-                "--out",
-                str(out),
-            ],
-            tmp_path,
-        )
+        _release([*from_json, "--dimension", "3", "--budget", "50", "--out", str(out)], tmp_path)
 
 
 GOOD = {"x": [[0.1, 0.2]] * 4, "y": [0, 1, 0, 1]}
