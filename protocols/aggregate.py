@@ -170,7 +170,7 @@ from smc_hmm.errors import (
     ProtocolError,
 )
 from smc_hmm.messages import Ciphertexts, Key, Message, Revealed
-from smc_hmm.protocol import Example, ProtocolDescriptor, Role, params_from_config
+from smc_hmm.protocol import Example, ProtocolDescriptor, Role, assign_by_field, params_from_config
 from smc_hmm.runtime.inputs import load_array, load_vector
 
 NAME = "aggregate"
@@ -532,17 +532,7 @@ def load_dataset(value, base) -> tuple[np.ndarray, np.ndarray]:
     return arr[:, :-1], arr[:, -1]
 
 
-def _role_for(params: Params | SumParams, party: str, kind: str) -> str:
-    """Which role a party plays, from the party names in [protocol] (both descriptors)."""
-    if party == params.lead:
-        return "lead"
-    if party in params.owners:
-        return "owner"
-    if party == params.curator:
-        return "curator"
-    if party == getattr(params, "user", None):  # dp_sum has no user
-        return "user"
-    raise ConfigError(f"party {party!r} is none of the parties named in [protocol]")
+_role_for = assign_by_field(lead="lead", owner="owners", curator="curator", user="user")
 
 
 def example_dataset(rng, n: int, d: int = 2) -> tuple[np.ndarray, np.ndarray]:
@@ -585,9 +575,9 @@ def example(key_bits: int, seed: int) -> Example:
     )
 
 
-PROTOCOL = ProtocolDescriptor(
-    name=NAME,
-    summary="DP aggregate classifier of K owners (thesis 4.1.3): mean w_j + L2 K-norm noise "
+PROTOCOL = ProtocolDescriptor.declare(
+    __name__,
+    "DP aggregate classifier of K owners (thesis 4.1.3): mean w_j + L2 K-norm noise "
     "of the smallest data set, sizes hidden",
     params=Params.from_config,
     roles=(
@@ -598,7 +588,6 @@ PROTOCOL = ProtocolDescriptor(
     ),
     role_for=_role_for,
     messages=lambda params: params.messages().values(),
-    example=example,
 )
 
 

@@ -100,7 +100,6 @@ from smc_hmm.crypto.dgk import DGKPrivateKey, DGKPublicKey, dgk_keypair_for, min
 from smc_hmm.crypto.keys import NULL_METER
 from smc_hmm.crypto.packing import horner_pack, unpack_slots
 from smc_hmm.errors import (
-    ConfigError,
     CryptoError,
     InsecurePeerKeyError,
     InvalidInputError,
@@ -110,7 +109,7 @@ from smc_hmm.errors import (
     ShapeMismatchError,
 )
 from smc_hmm.messages import Ciphertexts, Key, Message, OpaqueCiphertexts, Public, Revealed
-from smc_hmm.protocol import Example, ProtocolDescriptor, Role, params_from_config
+from smc_hmm.protocol import Example, ProtocolDescriptor, Role, assign_by_field, params_from_config
 from smc_hmm.runtime.inputs import load_array
 
 NAME = "compare"
@@ -966,14 +965,6 @@ def _bob_garbled(ctx, a: list[int], b: list[int], params: Params):
     return out if params.reveal_to == "none" else None
 
 
-def _role_for(params, party: str, kind: str) -> str:
-    if party == params.key_holder:
-        return "key_holder"
-    if party == params.evaluator:
-        return "evaluator"
-    raise ConfigError(f"party {party!r} is neither key_holder nor evaluator in [protocol]")
-
-
 def _descriptor(name, summary, params, key_holder, evaluator, evaluator_input, messages, example):
     """A protocol of the two comparison roles: the key holder (an Alice, who holds the
     keys) and the evaluator (a Bob, whose input ``evaluator_input`` is an integer array)."""
@@ -986,7 +977,7 @@ def _descriptor(name, summary, params, key_holder, evaluator, evaluator_input, m
             Role("key_holder", key_holder, kind="alice", holds_key=True),
             Role("evaluator", evaluator, kind="bob", input=evaluator_input, load=load_array),
         ),
-        role_for=_role_for,
+        role_for=assign_by_field(key_holder="key_holder", evaluator="evaluator"),
         messages=messages,
     )
 

@@ -270,14 +270,11 @@ def _saved(path, array) -> str:
     return path.name
 
 
-PROTOCOL = ProtocolDescriptor(
-    name=NAME,
-    summary="connected digits: Alice learns the spoken string, or Bob whether it is the PIN",
+PROTOCOL = ProtocolDescriptor.declare(
+    __name__,
+    "connected digits: Alice learns the spoken string, or Bob whether it is the PIN",
     params=DigitsParams.from_config,
-    randomizers=randomizers_needed,
-    phases=phases,
     roles=alice_and_bob(alice, bob, load_input),
-    example=example,
 )
 
 __all__ = ["PROTOCOL", "DigitsParams", "alice", "bob", "decoder", "plaintext", "result_of"]

@@ -915,9 +915,9 @@ def example(key_bits: int, seed: int) -> Example:
     )
 
 
-PROTOCOL = ProtocolDescriptor(
-    name=NAME,
-    summary="secure forward algorithm: Alice's sequence scored by Bob's HMMs (thesis 4.2.1)",
+PROTOCOL = ProtocolDescriptor.declare(
+    __name__,
+    "secure forward algorithm: Alice's sequence scored by Bob's HMMs (thesis 4.2.1)",
     params=ForwardParams.from_config,
     roles=(
         Role(
@@ -930,6 +930,4 @@ PROTOCOL = ProtocolDescriptor(
         ),
         Role("bob", bob, kind="bob", input="models", load=load_models),
     ),
-    randomizers=randomizers_needed,
-    example=example,
 )

@@ -500,15 +500,13 @@ def example(key_bits: int, seed: int) -> Example:
     )
 
 
-PROTOCOL = ProtocolDescriptor(
-    name=NAME,
-    summary="secure keyword recognition: Alice learns which of Bob's HMMs fits her speech",
+PROTOCOL = ProtocolDescriptor.declare(
+    __name__,
+    "secure keyword recognition: Alice learns which of Bob's HMMs fits her speech",
     params=KeywordParams.from_config,
-    randomizers=randomizers_needed,
     plaintext=plaintext,
     roles=(
         Role("alice", alice, kind="alice", holds_key=True, input="features", load=load_frames),
         Role("bob", bob, kind="bob", input="models", load=load_keywords),
     ),
-    example=example,
 )

@@ -734,15 +734,12 @@ def example(key_bits: int, seed: int, length: int = 15):
     )
 
 
-PROTOCOL = ProtocolDescriptor(
-    name=NAME,
-    summary="private audio matching: Alice learns which of Bob's recordings holds her snippet",
+PROTOCOL = ProtocolDescriptor.declare(
+    __name__,
+    "private audio matching: Alice learns which of Bob's recordings holds her snippet",
     params=MatchParams.from_config,
-    randomizers=randomizers_needed,
-    phases=phases,
     roles=(
         Role("alice", alice, kind="alice", holds_key=True, input="snippet", load=load_snippet),
         Role("bob", bob, kind="bob", input="collection", load=load_collection),
     ),
-    example=example,
 )

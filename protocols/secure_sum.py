@@ -66,7 +66,7 @@ from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.messages import Ciphertexts, Key, Message
-from smc_hmm.protocol import Example, ProtocolDescriptor, Role
+from smc_hmm.protocol import Example, ProtocolDescriptor, Role, assign_by_field
 from smc_hmm.runtime.inputs import load_vector
 
 NAME = "secure_sum"
@@ -210,18 +210,6 @@ def trent(ctx, c, params: Params) -> None:
     return None
 
 
-def _role_for(params: Params, party: str, kind: str) -> str:
-    if party == params.key_holder:
-        return "key_holder"
-    if party == params.aggregator:
-        return "aggregator"
-    if party in params.contributors:
-        return "contributor"
-    raise ConfigError(
-        f"party {party!r} is none of key_holder, aggregator or contributors in [protocol]"
-    )
-
-
 def randomizers_needed(params: Params, key_bits: int, inputs) -> dict[str, int]:
     """Fresh randomizers per party: each contributor's d encryptions, Trent's d
     re-randomisations (and d encryptions when he holds a vector); Alice draws none."""
@@ -259,19 +247,21 @@ def example(key_bits: int, seed: int) -> Example:
     )
 
 
-PROTOCOL = ProtocolDescriptor(
-    name=NAME,
-    summary="Alice learns a + sum_i x_i through a key-less relay (Trent)",
+PROTOCOL = ProtocolDescriptor.declare(
+    __name__,
+    "Alice learns a + sum_i x_i through a key-less relay (Trent)",
     params=Params.from_config,
     roles=(
         Role("key_holder", alice, kind="alice", holds_key=True, input="vector", load=load_vector),
         Role("contributor", contributor, kind="bob", input="vector", load=load_vector, many=True),
         Role("aggregator", trent, kind="trent", input="vector", load=load_vector, optional=True),
     ),
-    role_for=_role_for,
+    role_for=assign_by_field(
+        key_holder="key_holder",
+        aggregator="aggregator",
+        contributor="contributors",
+    ),
     messages=lambda params: params.messages().values(),
-    randomizers=randomizers_needed,
-    example=example,
 )
 
 

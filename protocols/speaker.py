@@ -179,7 +179,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -1274,25 +1274,20 @@ def trent_example(key_bits: int, seed: int):
     return _example(key_bits, seed, "trent")
 
 
-PROTOCOL = ProtocolDescriptor(
-    name=NAME,
-    summary="secure speaker identification / verification with GMMs and a UBM (thesis 5.2.2)",
+PROTOCOL = ProtocolDescriptor.declare(
+    __name__,
+    "secure speaker identification / verification with GMMs and a UBM (thesis 5.2.2)",
     params=_two_party_params,
-    randomizers=randomizers_needed,
     plaintext=plaintext,
-    phases=phases,
     roles=_CLIENT_AND_SERVER,
-    example=example,
 )
 
 #: identify with the answer for a third party: Alice, Bob and Trent (``output_party``)
-TRENT_PROTOCOL = ProtocolDescriptor(
+TRENT_PROTOCOL = replace(
+    PROTOCOL,
     name="speaker-trent",
     summary="secure speaker identification whose label only a third party, Trent, learns",
     params=_trent_params,
-    randomizers=randomizers_needed,
-    plaintext=plaintext,
-    phases=phases,
     roles=(*_CLIENT_AND_SERVER, Role("trent", trent, kind="trent")),
     example=trent_example,
 )

@@ -332,13 +332,11 @@ def example(key_bits: int, seed: int, length: int = 40) -> Example:
     )
 
 
-PROTOCOL = ProtocolDescriptor(
-    name=NAME,
-    summary="keyword spotting and speech mining: where a keyword occurs in continuous speech",
+PROTOCOL = ProtocolDescriptor.declare(
+    __name__,
+    "keyword spotting and speech mining: where a keyword occurs in continuous speech",
     params=SpotParams.from_config,
-    randomizers=randomizers_needed,
     roles=alice_and_bob(alice, bob, load_input),
-    example=example,
 )
 
 __all__ = [

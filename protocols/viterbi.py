@@ -1578,14 +1578,11 @@ def example(key_bits: int, seed: int):
     )
 
 
-PROTOCOL = ProtocolDescriptor(
-    name=NAME,
-    summary="secure Viterbi decoding: Alice learns the best path (or a segment), Bob nothing",
+PROTOCOL = ProtocolDescriptor.declare(
+    __name__,
+    "secure Viterbi decoding: Alice learns the best path (or a segment), Bob nothing",
     params=ViterbiParams.from_config,
-    randomizers=randomizers_needed,
-    error_bound=error_bound,
     roles=alice_and_bob(alice, bob, load_input),
-    example=example,
 )
 
 __all__ = [

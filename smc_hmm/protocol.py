@@ -16,6 +16,7 @@ protocol's public parameters.  It only sends, receives and computes.
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -28,9 +29,11 @@ from smc_hmm.messages import Message
 __all__ = [
     "ENTRY_POINT_GROUP",
     "Example",
+    "HOOKS",
     "ProtocolDescriptor",
     "Role",
     "alice_and_bob",
+    "assign_by_field",
     "available",
     "find",
     "params_from_config",
@@ -144,6 +147,30 @@ def _default_params(section: Mapping) -> Mapping:
     return dict(section)
 
 
+#: descriptor field -> the function name :meth:`ProtocolDescriptor.declare` takes it from
+HOOKS = {
+    "randomizers": "randomizers_needed",
+    "error_bound": "error_bound",
+    "phases": "phases",
+    "example": "example",
+}
+
+
+def assign_by_field(**fields: str) -> Callable[[Any, str, str], str]:
+    """A ``role_for``: a party plays the first role (keyword) whose field of the public
+    parameters (value) names it, or lists it among a role many parties play."""
+
+    def role_for(params, party: str, kind: str) -> str:
+        for role, name in fields.items():
+            named = getattr(params, name, None)
+            if party == named or (isinstance(named, list | tuple) and party in named):
+                return role
+        choices = ", ".join(fields.values())
+        raise ConfigError(f"party {party!r} is none of {choices} in [protocol]")
+
+    return role_for
+
+
 @dataclass(frozen=True)
 class ProtocolDescriptor:
     """Everything the runtime needs to run a protocol, and nothing private.
@@ -182,6 +209,17 @@ class ProtocolDescriptor:
     #: more private-input sets of the same public sizes (the conformance suite runs every
     #: registered protocol on it; None: not declared, which that suite reports)
     example: Callable[[int, int], Example] | None = None
+
+    @classmethod
+    def declare(cls, module: str, summary: str, **fields) -> ProtocolDescriptor:
+        """The descriptor of protocol module ``module`` (its ``__name__``, called at its end):
+        named by its ``NAME``, with every hook it defines under the hook's conventional name
+        (:data:`HOOKS`: ``randomizers_needed``, ``error_bound``, ``phases``, ``example``)
+        unless ``fields`` give that hook; ``fields`` set the rest (``params``, ``roles``...).
+        So a protocol states each hook once, where it defines it."""
+        namespace = vars(sys.modules[module])
+        hooks = {f: namespace[n] for f, n in HOOKS.items() if callable(namespace.get(n))}
+        return cls(name=namespace["NAME"], summary=summary, module=module, **{**hooks, **fields})
 
     def __post_init__(self):
         names = [r.name for r in self.roles]

@@ -40,7 +40,7 @@ from protocols.eigenvector.private import PrivateParams
 from protocols.eigenvector.shared import SharedParams
 from protocols.eigenvector.thesis import ThesisParams
 from smc_hmm.errors import ConfigError
-from smc_hmm.protocol import Example, ProtocolDescriptor, Role
+from smc_hmm.protocol import Example, ProtocolDescriptor, Role, assign_by_field
 from smc_hmm.runtime.inputs import load_array
 
 __all__ = ["MODES", "NAME", "PROTOCOL", "PrivateParams", "ThesisParams", "params_from_config"]
@@ -83,18 +83,6 @@ def owner(ctx, a, params: SharedParams):
 def arbitrator(ctx, private_input, params: SharedParams) -> dict:
     """Trent of either mode; returns the number of rounds (and the vector if revealed)."""
     return _roles(params).arbitrator(ctx, private_input, params)
-
-
-def _role_for(params: SharedParams, party: str, kind: str) -> str:
-    if party == params.key_authority:
-        return "key_authority"
-    if party == params.arbitrator:
-        return "arbitrator"
-    if party in params.owners:
-        return "owner"
-    raise ConfigError(
-        f"party {party!r} is none of key_authority, arbitrator or owners in [protocol]"
-    )
 
 
 def rank_one(rng, k: int = 4, cols=(3, 5, 4)) -> list[np.ndarray]:
@@ -151,16 +139,19 @@ def _saved(path, array) -> str:
     return path.name
 
 
-PROTOCOL = ProtocolDescriptor(
-    name=NAME,
-    summary="principal eigenvector of horizontally split data through an arbitrator (Trent)",
+PROTOCOL = ProtocolDescriptor.declare(
+    __name__,
+    "principal eigenvector of horizontally split data through an arbitrator (Trent)",
     params=params_from_config,
     roles=(
         Role("key_authority", key_authority, kind="key_authority", holds_key=True),
         Role("owner", owner, kind="data_owner", input="data", load=load_array, many=True),
         Role("arbitrator", arbitrator, kind="trent"),
     ),
-    role_for=_role_for,
+    role_for=assign_by_field(
+        key_authority="key_authority",
+        arbitrator="arbitrator",
+        owner="owners",
+    ),
     messages=lambda params: params.messages().values(),
-    example=example,
 )
