@@ -374,7 +374,7 @@ def _zero_tests(ctx, peer: str, blinded: Message, dgk_pk, dgk_sk, pk, k: int, l:
 
 # -- compare and select: the max of each pair, and later products with the bits --------------
 #
-# Keyword spotting's Viterbi recursion (:mod:`protocols.viterbi`) needs, per pair, the max
+# Keyword spotting's Viterbi recursion (:mod:`protocols.stages.decoding`) needs, per pair, the max
 # E(max(a, b)) and keeps the bit [a < b] encrypted for later products with encrypted
 # weights.  With :func:`bob_compare` and a secure multiplication that is 4 + 2 messages and,
 # per pair, three decryptions and three re-randomisations.  The comparison's own values give

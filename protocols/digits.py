@@ -4,7 +4,7 @@ decoding (thesis 003, 2.2.4 reduced to its most practical case; 5.2.1).
 Roles: **Alice** holds the Paillier key pair and a recording (feature frames); **Bob**
 holds the ten digit HMMs and a one-state silence model, joined by the public grammar into
 a loop (:mod:`smc_hmm.hmm.digits`: silence, then any digit, then silence again, ...).
-:mod:`protocols.viterbi` decodes the loop in circuits Bob garbles on bound emissions
+:mod:`protocols.stages.decoding` decodes the loop in circuits Bob garbles on bound emissions
 (``docs/garbled.md``); the best path never leaves the circuit: its last circuit compacts
 it into the string (:mod:`protocols.stages.maxplus`, ``string`` and ``match``).
 
@@ -56,7 +56,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from protocols import viterbi
+from protocols.stages import decoding
 from smc_hmm import params as typed
 from smc_hmm.data.digits import bundled_digit_models, load_digit_models
 from smc_hmm.errors import InvalidInputError
@@ -105,8 +105,8 @@ class DigitsParams:
         return DigitLoopLayout(self.digit_states)
 
     @property
-    def viterbi(self) -> viterbi.ViterbiParams:
-        return viterbi.ViterbiParams(
+    def viterbi(self) -> decoding.ViterbiParams:
+        return decoding.ViterbiParams(
             model_holder="bob",
             output="string" if self.mode == "string" else "match",
             reveal_score=False,
@@ -148,10 +148,10 @@ def as_models(private) -> DigitModels:
     return private
 
 
-def decoder(private, params: DigitsParams) -> viterbi.Decoder:
+def decoder(private, params: DigitsParams) -> decoding.Decoder:
     """The loop under the public grammar, its layout checked against the public one."""
     model, _ = as_models(private).loop(params.grammar, params.layout)
-    return viterbi.Decoder(model)
+    return decoding.Decoder(model)
 
 
 def _record(private, params: DigitsParams) -> np.ndarray:
@@ -176,12 +176,12 @@ def alice(ctx, private, params: DigitsParams, peer: str = "bob"):
     """Alice: her frames (``string``), or ``{"frames", "key"}`` (``pin``: her PIN key).
     Returns ``{"digits", "count", "reason"}`` (``string``) or None (``pin``)."""
     if params.mode == "string":
-        out = viterbi.alice(ctx, _frames(private), params.viterbi, peer)
+        out = decoding.alice(ctx, _frames(private), params.viterbi, peer)
         return result_of(out["count"], out["labels"], params)
     if not isinstance(private, Mapping) or "key" not in private:
         raise InvalidInputError("mode pin: Alice's input is {frames, key}")
     pad = pin_pad(private["key"], params.max_digits)
-    viterbi.alice(ctx, _frames(private), params.viterbi, peer, reference=pad)
+    decoding.alice(ctx, _frames(private), params.viterbi, peer, reference=pad)
     return None
 
 
@@ -194,9 +194,9 @@ def bob(ctx, private, params: DigitsParams, peer: str = "alice"):
     Returns None (``string``) or ``{"equal": bit}`` (``pin``)."""
     loop = decoder(private, params)
     if params.mode == "string":
-        return viterbi.bob(ctx, [loop], params.viterbi, peer)
+        return decoding.bob(ctx, [loop], params.viterbi, peer)
     c = _record(private, params)
-    return {"equal": viterbi.bob(ctx, [loop], params.viterbi, peer, reference=c)["match"]}
+    return {"equal": decoding.bob(ctx, [loop], params.viterbi, peer, reference=c)["match"]}
 
 
 def plaintext(frames, params: DigitsParams, models: DigitModels | None = None) -> DigitString:
@@ -213,20 +213,20 @@ def load_input(value, base):
     name = str(value).replace("\\", "/").rsplit("/", 1)[-1]  # "bundled", also once resolved
     if name == "bundled" or name.lower().endswith(".npz"):
         return load_digit_models(value, base)
-    return viterbi.load_observations(value, base)
+    return decoding.load_observations(value, base)
 
 
 def randomizers_needed(params: DigitsParams, key_bits: int, inputs) -> dict[str, int]:
     """The fresh randomizers of a run, from its public sizes (the offline phase)."""
-    structure = viterbi.Structure.of([decoder(inputs["bob"], params)])
+    structure = decoding.Structure.of([decoder(inputs["bob"], params)])
     frames = _frames(inputs["alice"])
-    return viterbi.Plan(params.viterbi, structure, len(frames), key_bits).randomizers()
+    return decoding.Plan(params.viterbi, structure, len(frames), key_bits).randomizers()
 
 
 def declared_messages(params: DigitsParams, length: int, key_bits: int, models=None):
     """Every message of a run (the transcript harness's declarations)."""
-    structure = viterbi.Structure.of([decoder(models or bundled_digit_models(), params)])
-    return viterbi.Plan(params.viterbi, structure, length, key_bits).declared()
+    structure = decoding.Structure.of([decoder(models or bundled_digit_models(), params)])
+    return decoding.Plan(params.viterbi, structure, length, key_bits).declared()
 
 
 def phases(params: DigitsParams, role: str) -> tuple[str, ...]:

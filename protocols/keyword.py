@@ -43,7 +43,7 @@ Protocol (semi-honest Alice and Bob, not colluding):
      permutation, independent of every private input.
 
 ``scoring = "viterbi"`` (opt-in): each keyword is scored by its best path instead of
-log P, and the whole of it runs on :mod:`protocols.viterbi`'s garbled chain with the
+log P, and the whole of it runs on :mod:`protocols.stages.decoding`'s garbled chain with the
 ``model`` output: Alice decrypts only emissions under uniform masks, the recursion, the
 garbage model's margin and the argmax over the models are circuits Bob garbles, and she
 decodes only the winner's index.  On the bundled test split the Viterbi and forward
@@ -81,7 +81,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from protocols import forward, viterbi
+from protocols import forward
 from protocols.compare import COMPARISONS
 from protocols.decision import DecisionSpec, alice_decide, bob_decide
 from protocols.primitives import (
@@ -91,6 +91,7 @@ from protocols.primitives import (
     log_uniform_integer,
     rescale_randomizers,
 )
+from protocols.stages import decoding
 from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import (
@@ -109,7 +110,7 @@ NAME = "keyword"
 MODES = ("private", "fast")
 #: how a keyword's score is computed: ``forward`` (log P, the thesis's) or ``viterbi``
 #: (the best path's log-probability, the whole recursion and the argmax in circuits Bob
-#: garbles: Alice decrypts only uniformly masked emissions, :mod:`protocols.viterbi`)
+#: garbles: Alice decrypts only uniformly masked emissions, :mod:`protocols.stages.decoding`)
 SCORINGS = ("forward", "viterbi")
 #: the fast mode's slope a is log-uniform on [2^A_LOW, 2^(A_LOW + A_OCTAVES))
 A_LOW, A_OCTAVES = 32, 64
@@ -123,7 +124,7 @@ FORWARD_ONLY = frozenset({"recursion", "streams", "precision_bits", "blind_nats"
 VITERBI_SCALE = 16
 #: ``scoring = "viterbi"``: the public bound on |x| (standardised features stay within 7 on
 #: the bundled speech; a tighter bound than the forward's 100 leaves the bound program more
-#: fractional bits inside the MAC field, protocols.viterbi.Plan.scale)
+#: fractional bits inside the MAC field, protocols.stages.decoding.Plan.scale)
 VITERBI_FEATURE_BOUND = 32.0
 
 
@@ -273,7 +274,7 @@ def alice(ctx, frames, params: KeywordParams, peer: str = "bob") -> dict:
     length = frames.shape[0]
     if params.scoring == "viterbi":
         labels = _alice_labels(ctx, params, peer)
-        out = viterbi.alice(ctx, frames, viterbi_params(params, labels), peer)
+        out = decoding.alice(ctx, frames, viterbi_params(params, labels), peer)
         return _outcome(params, labels, out["model"])
     # Step 1: the secure forward algorithm; Bob keeps E(log P) for every keyword.  A
     # refusal of its precision check is deferred (ctx.defer): the runner raises it after
@@ -310,12 +311,12 @@ def _alice_labels(ctx, params: KeywordParams, peer: str) -> list[str]:
     return labels
 
 
-def viterbi_params(params: KeywordParams, labels: list[str]) -> viterbi.ViterbiParams:
+def viterbi_params(params: KeywordParams, labels: list[str]) -> decoding.ViterbiParams:
     """``scoring = "viterbi"``: the secure Viterbi's public parameters, its output the best
     model's index; a garbage model carries the public margin as its offset."""
     offsets = [params.margin if label == params.garbage else 0.0 for label in labels]
     fwd = params.forward
-    return viterbi.ViterbiParams(
+    return decoding.ViterbiParams(
         output="model",
         reveal_score=False,
         score_scale=VITERBI_SCALE,
@@ -339,7 +340,7 @@ def bob(ctx, keywords, params: KeywordParams, peer: str = "alice") -> None:
         if params.garbage is not None and params.garbage not in labels:
             raise InvalidInputError(f"no model is labelled {params.garbage!r} (the garbage model)")
         ctx.send(peer, Message("kw.labels", Public((list,))), labels)
-        return viterbi.bob(ctx, models, viterbi_params(params, labels), peer)
+        return decoding.bob(ctx, models, viterbi_params(params, labels), peer)
     run = forward.bob_scores(ctx, models, params.forward, reveal=False, peer=peer)
     enc_logp, length, count = run.log_p, run.length, len(labels)
     msg = _messages(params, count, length)
@@ -379,7 +380,7 @@ def bob(ctx, keywords, params: KeywordParams, peer: str = "alice") -> None:
 def load_frames(value, base):
     """Alice's input: feature frames (.npy/.json/.csv/.txt) or a WAV recording, which she
     featurises locally with the bundled pipeline (the bundled models expect it)."""
-    return inputs.load_frames(value, base, viterbi.bundled_features)
+    return inputs.load_frames(value, base, decoding.bundled_features)
 
 
 def load_keywords(value, base):
@@ -405,8 +406,8 @@ def randomizers_needed(params: KeywordParams, key_bits: int, inputs) -> dict[str
     models, labels = _models_and_labels(inputs["bob"])
     if params.scoring == "viterbi":  # the bound stage's encryptions and re-randomisations
         vp = viterbi_params(params, labels)
-        structure = viterbi.Structure.of(viterbi.as_decoders(models))
-        return viterbi.Plan(vp, structure, len(inputs["alice"]), key_bits).randomizers()
+        structure = decoding.Structure.of(decoding.as_decoders(models))
+        return decoding.Plan(vp, structure, len(inputs["alice"]), key_bits).randomizers()
     spec = forward.ForwardSpec.for_models(models, key_bits, params.forward)
     need = spec.randomizers_needed(len(inputs["alice"]), reveal=False)
     count = len(labels)
@@ -464,8 +465,8 @@ def example(key_bits: int, seed: int) -> Example:
         for centre in (0.0, 6.0)
     )
     params = KeywordParams()
-    structure = viterbi.Structure.of(viterbi.as_decoders(inputs[0]["bob"][0]))
-    plan = viterbi.Plan(viterbi_params(params, labels), structure, 4, key_bits)
+    structure = decoding.Structure.of(decoding.as_decoders(inputs[0]["bob"][0]))
+    plan = decoding.Plan(viterbi_params(params, labels), structure, 4, key_bits)
 
     def expected(i):
         plain = plaintext(params, i)

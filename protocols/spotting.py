@@ -1,7 +1,7 @@
 """Keyword spotting and speech mining on secure Viterbi decoding (thesis 003, 2.2.3).
 
 Both directions decode filler-keyword-filler composites (thesis Figure 2.4,
-:mod:`smc_hmm.hmm.spotting`) with :mod:`protocols.viterbi` under the ``segment`` output
+:mod:`smc_hmm.hmm.spotting`) with :mod:`protocols.stages.decoding` under the ``segment`` output
 rule: the output party learns, per keyword, the first and last frame the best path spends
 in the keyword's states, or that it never enters them.
 
@@ -17,7 +17,7 @@ in the keyword's states, or that it never enters them.
   sees the public structure (states and topology of the composites, the same for every
   digit keyword) and ciphertexts; Alice sees masked values and the positions.
 
-Who learns what: :mod:`protocols.viterbi`'s statement with ``output = "segment"`` and no
+Who learns what: :mod:`protocols.stages.decoding`'s statement with ``output = "segment"`` and no
 score.  For the composite's public layout (F1, K, F2: the path passes through K at most
 once) the per-frame "inside K" bits Alice decrypts are exactly the keyword's first and
 last frame, nothing more of the path.  ``docs/security.md`` ("viterbi and spot") and
@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocols import viterbi
+from protocols.stages import decoding
 from smc_hmm import params as typed
 from smc_hmm.errors import ConfigError, InvalidInputError, SmcHmmError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM
@@ -65,7 +65,7 @@ class SpotParams:
     weight_floor_bits: int = 128
     blind_nats: float = 20.0
     sigma: int = 40
-    #: the recursion's comparisons (:data:`protocols.viterbi.COMPARISONS`): ``auto`` is the
+    #: the recursion's comparisons (:data:`protocols.stages.decoding.COMPARISONS`): ``auto`` is the
     #: garbled chain for spotting and DGK for mining
     comparison: str = "auto"
 
@@ -86,8 +86,8 @@ class SpotParams:
         _ = self.viterbi  # validates the rest
 
     @property
-    def viterbi(self) -> viterbi.ViterbiParams:
-        return viterbi.ViterbiParams(
+    def viterbi(self) -> decoding.ViterbiParams:
+        return decoding.ViterbiParams(
             model_holder="bob" if self.direction == "spotting" else "alice",
             output="segment",
             reveal_score=False,
@@ -121,7 +121,7 @@ class KeywordModel:
     leave: float = LEAVE
     start_keyword: float = START_KEYWORD
 
-    def decoder(self) -> viterbi.Decoder:
+    def decoder(self) -> decoding.Decoder:
         """The composite and its public layout as a Viterbi decoder (segment = K)."""
         model, layout = compose(
             self.keyword,
@@ -131,7 +131,7 @@ class KeywordModel:
             start_keyword=self.start_keyword,
         )
         k = layout.keyword_states
-        return viterbi.Decoder(model, rows=layout.rows, segment=(k.start, k.stop))
+        return decoding.Decoder(model, rows=layout.rows, segment=(k.start, k.stop))
 
 
 def keyword_models(models) -> dict[str, KeywordModel]:
@@ -167,11 +167,11 @@ def alice(ctx, private, params: SpotParams, peer: str = "bob") -> dict:
     """Alice: her frames (spotting) or her keyword models (mining); returns per keyword
     ``{"found", "frames": [first, last] or None, "seconds": [start, stop] or None}``."""
     if params.direction == "spotting":
-        results = viterbi.alice(ctx, private, params.viterbi, peer)
+        results = decoding.alice(ctx, private, params.viterbi, peer)
         return _segments(params, params.keywords, results, HOP_SECONDS)
     models = keyword_models(private)
     decoders = [m.decoder() for m in models.values()]
-    results = viterbi.alice(ctx, decoders, params.viterbi, peer)
+    results = decoding.alice(ctx, decoders, params.viterbi, peer)
     return _segments(params, list(models), results, HOP_SECONDS)
 
 
@@ -184,8 +184,8 @@ def bob(ctx, private, params: SpotParams, peer: str = "alice") -> None:
         if missing:
             raise InvalidInputError(f"no model for the keyword(s) {missing}")
         decoders = [models[k].decoder() for k in params.keywords]
-        return viterbi.bob(ctx, decoders, params.viterbi, peer)
-    return viterbi.bob(ctx, private, params.viterbi, peer)
+        return decoding.bob(ctx, decoders, params.viterbi, peer)
+    return decoding.bob(ctx, private, params.viterbi, peer)
 
 
 def plaintext(models, frames, labels=None, hop: float = HOP_SECONDS) -> dict:
@@ -244,7 +244,7 @@ def _load_frames(value, base):
     """Alice's frames: an array file, or a WAV through the spotting pipeline."""
     if isinstance(value, str) and value.lower().endswith(".wav"):
         return load_frames(value, base, _spotting_features)
-    return viterbi.load_observations(value, base)
+    return decoding.load_observations(value, base)
 
 
 def _spotting_features(path):
@@ -278,13 +278,13 @@ def randomizers_needed(params: SpotParams, key_bits: int, inputs) -> dict[str, i
     labels = params.keywords if params.direction == "spotting" else list(models)
     decoders = [models[k].decoder() for k in labels]
     data = inputs["alice" if holder == "bob" else "bob"]
-    structure = viterbi.Structure.of(decoders)
-    return viterbi.Plan(params.viterbi, structure, len(data), key_bits).randomizers()
+    structure = decoding.Structure.of(decoders)
+    return decoding.Plan(params.viterbi, structure, len(data), key_bits).randomizers()
 
 
 def declared_messages(params: SpotParams, structure, length: int, key_bits: int):
     """Every message of a run (the transcript harness's declarations)."""
-    return viterbi.Plan(params.viterbi, structure, length, key_bits).declared()
+    return decoding.Plan(params.viterbi, structure, length, key_bits).declared()
 
 
 def example_wav(path, seconds: float = 0.3, seed: int = 5) -> None:
@@ -318,7 +318,7 @@ def example(key_bits: int, seed: int, length: int = 40) -> Example:
     without = next(r for r in recordings if seven not in r.digits and len(r.features) >= length)
     models = load_keyword_models("bundled", None)
     params = SpotParams(keywords=("seven",))
-    structure = viterbi.Structure.of([models["seven"].decoder()])
+    structure = decoding.Structure.of([models["seven"].decoder()])
     bad = holding.features[:length].copy()
     bad[3, 0] = 99.0  # beyond the public feature_bound
     return Example(

@@ -1,5 +1,5 @@
 """Keyword spotting by Viterbi decoding of a filler-keyword-filler HMM (thesis 003, 2.2.3,
-Figure 2.4), in plaintext: the reference the secure protocol (``protocols/viterbi.py``)
+Figure 2.4), in plaintext: the reference the secure protocol (``protocols/stages/decoding.py``)
 is checked against.
 
 A keyword HMM alone explains a recording that holds exactly that word.  To find whether,

@@ -325,7 +325,7 @@ def test_viterbi_scoring_shows_alice_only_uniform_masked_emissions(keypair_1024)
     the forward scoring, the control, shows her blinded per-step values she can average
     (tests/protocols/test_stages.py)."""
 
-    from protocols import viterbi as vit
+    from protocols.stages import decoding as vit
 
     rng = np.random.default_rng(3)
     models = _models(rng)

@@ -12,7 +12,8 @@ import pytest
 from transcript_harness import assert_same_transcripts
 
 from protocols import spotting as sp
-from protocols import viterbi as vit
+from protocols import viterbi as viterbi_protocol
+from protocols.stages import decoding as vit
 from smc_hmm.data import DIGIT_WORDS
 from smc_hmm.data.continuous import load_continuous_test, spotting_model
 from smc_hmm.errors import ConfigError, InvalidInputError
@@ -230,7 +231,7 @@ def test_secure_path_equals_plaintext_and_hmmlearn_on_real_recordings(keypair_51
     spot_params = sp.SpotParams(keywords=("x",)).viterbi
     params = dataclass_replace(spot_params, output="path", reveal_score=True)
     result = run_protocol(
-        vit.PROTOCOL,
+        viterbi_protocol.PROTOCOL,
         params,
         {"alice": ("alice", frames), "bob": ("bob", [decoder])},
         keys={"alice": keypair_512},

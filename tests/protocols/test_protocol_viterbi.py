@@ -12,7 +12,8 @@ from bound_support import assert_uniform_view
 from transcript_harness import assert_same_transcripts
 
 from protocols import decision
-from protocols import viterbi as vit
+from protocols import viterbi as viterbi_protocol
+from protocols.stages import decoding as vit
 from smc_hmm.errors import ConfigError, InvalidInputError, PrecisionError, ProtocolError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, viterbi
 from smc_hmm.runtime import run_protocol
@@ -52,7 +53,13 @@ def _run(keypair, models, obs, params=None, **kwargs):
         inputs = {"alice": ("alice", models), "bob": ("bob", obs)}
     keys = {"alice": keypair}
     return run_protocol(
-        vit.PROTOCOL, params, inputs, keys=keys, min_key_bits=512, timeout=300, **kwargs
+        viterbi_protocol.PROTOCOL,
+        params,
+        inputs,
+        keys=keys,
+        min_key_bits=512,
+        timeout=300,
+        **kwargs,
     )
 
 
@@ -356,7 +363,7 @@ def test_an_offline_phase_precomputes_every_randomizer_when_alice_holds_the_mode
     obs, _ = models[0].sample(7, rng)
     pk, sk = keypair_512
     params = vit.ViterbiParams(model_holder="alice")
-    need = vit.randomizers_needed(params, pk.bits, {"alice": models, "bob": obs})
+    need = viterbi_protocol.randomizers_needed(params, pk.bits, {"alice": models, "bob": obs})
     with exact_offline_pools(pk, need) as randomizers:
         result = _run(keypair_512, models, obs, {"model_holder": "alice"}, randomizers=randomizers)
     _check(result, models, obs, hmmlearn=False)
