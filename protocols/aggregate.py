@@ -47,7 +47,7 @@ public bound on every n_j: sizes are private, so every declared bound uses it),
 key size.  Bounds: |w_j,i| <= 1/lambda (at the optimum lambda w = (1/n) sum -l' y x), so
 B_w = 2^scale/lambda; |eta_i| <= R_eta (above).
 
-Messages (tags ``agg.*``; the comparison's are those of :mod:`protocols.compare`):
+Messages (tags ``agg.*``; the comparison's are those of :mod:`protocols.stages.dgk`):
 
 Stage 1 -- the index of the smallest data set, hidden by two permutations.
   0. P_1 -> owners ``agg.pk_o`` pk_O; P_1 -> Trent ``cmp.pk``, ``cmp.dgk``; Trent ->
@@ -59,7 +59,7 @@ Stage 1 -- the index of the smallest data set, hidden by two permutations.
   3. Trent decrypts the b-shares, re-randomises with r_i uniform on +-2^(L + sigma)
      (E_O(a_i + r_i), b_i - r_i), permutes both with his pi_2 and forms
      E_O(n~_i) = E_O(a~_i) b~_i, i.e. n in pi_2 pi_1 order.
-  4. Secure argmin: the DGK/Veugen tournament of :func:`protocols.compare.bob_argmax`
+  4. Secure argmin: the DGK/Veugen tournament of :func:`protocols.stages.dgk.bob_argmax`
      on -n~ (Trent evaluator, P_1 key holder, random tie-break), revealed to Trent:
      j~, the smallest set's position in pi_2 pi_1 order.
 Stage 2 -- the smallest owner's noise, selected obliviously.
@@ -83,7 +83,7 @@ Who learns what (semi-honest, non-colluding):
 * Trent: b-shares (uniform, independent of n within 2^-sigma), the argmin position j~
   in pi_2 pi_1 order (uniform over owners because pi_1 is uniform and unknown to him),
   eta + s (s hides eta within 2^-sigma), uniform reshares, and nothing under pk_O
-  (IND-CPA); in the tournament he sees only what :mod:`protocols.compare` says (the
+  (IND-CPA); in the tournament he sees only what :mod:`protocols.stages.dgk` says (the
   label).  He does not learn any n_j, which owner is smallest, eta or any w_j.
 * P_1: everything under pk_O he could decrypt is an a-share (n_j - b_j, hiding n_j within
   2^-sigma); the tournament shows him masked values and uniform bits; everything else
@@ -136,7 +136,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from protocols.compare import (
+from protocols.stages.dgk import (
     ARGMAX_TAGS,
     ArgmaxParams,
     alice_argmax,

@@ -8,15 +8,15 @@ Bob learns nothing about her speech or the result.
 
 Protocol (semi-honest Alice and Bob, not colluding):
 
-1. The secure forward algorithm (:mod:`protocols.forward`, ``reveal = False``):
+1. The secure forward algorithm (:mod:`protocols.stages.forward_scoring`, ``reveal = False``):
    Bob obtains E(log P(x | lambda_k)) for every keyword k; Alice learns what
    that protocol's docstring lists (blinded per-step values), not the scores.
 2. The argmax, in one of two public modes:
 
    * ``private`` (the default): Bob rescales E(log P) to ``score_scale``
-     fractional bits (24: :func:`protocols.primitives.bob_rescale`, additive
+     fractional bits (24: :func:`protocols.stages.primitives.bob_rescale`, additive
      masks of 40 statistical bits; the rounding moves a score by less than
-     2^-23 nats) and runs the decision stage's argmax (:mod:`protocols.decision`):
+     2^-23 nats) and runs the decision stage's argmax (:mod:`protocols.stages.decision`):
      by default one circuit Bob garbles on shares of the scores (``comparison =
      "garbled"``; Alice decrypts only masked values, uniform within 2^-40), or
      the thesis's DGK tournament over Bob's random permutation (``comparison =
@@ -58,7 +58,7 @@ transcript test compares them).  The v2 recursion (the default) never refuses.
 
 Keyword spotting (``garbage = LABEL``, ``margin = M`` nats): one of Bob's models
 is a garbage (background) model, the reference of the argmax stage
-(:mod:`protocols.decision`); Bob adds the public margin to its encrypted score
+(:mod:`protocols.stages.decision`); Bob adds the public margin to its encrypted score
 before the argmax, and Alice learns "no keyword" when it wins, i.e. unless the best
 keyword beats the garbage model by more than M nats.  Alice learns the same as
 without spotting (the garbage model is one more label).
@@ -81,17 +81,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from protocols import forward
-from protocols.compare import COMPARISONS
-from protocols.decision import DecisionSpec, alice_decide, bob_decide
-from protocols.primitives import (
+from protocols.stages import decoding, forward_scoring
+from protocols.stages.decision import DecisionSpec, alice_decide, bob_decide
+from protocols.stages.dgk import COMPARISONS
+from protocols.stages.primitives import (
     MaskSpec,
     alice_rescale,
     bob_rescale,
     log_uniform_integer,
     rescale_randomizers,
 )
-from protocols.stages import decoding
 from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import (
@@ -134,8 +133,8 @@ class KeywordParams:
     for the private mode, the scores' fixed-point scale after rescaling."""
 
     mode: str = typed.one_of("private", MODES)
-    forward: forward.ForwardParams = field(
-        default_factory=lambda: forward.ForwardParams(feature_bound=100.0)
+    forward: forward_scoring.ForwardParams = field(
+        default_factory=lambda: forward_scoring.ForwardParams(feature_bound=100.0)
     )
     score_scale: int = typed.whole(24, 0, 32)
     #: keyword spotting: the label of Bob's garbage (background) model, or None
@@ -143,7 +142,7 @@ class KeywordParams:
     #: spotting: a keyword is named only if it beats the garbage model by this many nats
     margin: float = typed.number(0.0, 0, MAX_MARGIN)
     #: the private mode's argmax: ``garbled`` (one circuit Bob garbles) or ``dgk``
-    #: (:mod:`protocols.decision`)
+    #: (:mod:`protocols.stages.decision`)
     comparison: str = typed.one_of("garbled", COMPARISONS)
     #: ``viterbi`` (the default: the recursion and the decision in circuits Bob garbles,
     #: on bound inputs) or ``forward`` (the thesis's forward algorithm, then the argmax
@@ -186,7 +185,7 @@ class KeywordParams:
             scoring = "forward"
         section.setdefault("feature_bound", 100.0)
         try:
-            fwd = forward.ForwardParams.from_config(section)
+            fwd = forward_scoring.ForwardParams.from_config(section)
             return cls(mode, fwd, int(score_scale), garbage, float(margin), comparison, scoring)
         except (TypeError, ValueError, InvalidInputError) as e:
             raise ConfigError(f"bad keyword parameters: {e}") from e
@@ -279,7 +278,7 @@ def alice(ctx, frames, params: KeywordParams, peer: str = "bob") -> dict:
     # Step 1: the secure forward algorithm; Bob keeps E(log P) for every keyword.  A
     # refusal of its precision check is deferred (ctx.defer): the runner raises it after
     # the argmax's last message, so Bob's view does not depend on Alice's speech
-    forward.alice(ctx, frames, params.forward, reveal=False, peer=peer)
+    forward_scoring.alice(ctx, frames, params.forward, reveal=False, peer=peer)
     return _alice_argmax(ctx, params, length, peer)
 
 
@@ -341,7 +340,7 @@ def bob(ctx, keywords, params: KeywordParams, peer: str = "alice") -> None:
             raise InvalidInputError(f"no model is labelled {params.garbage!r} (the garbage model)")
         ctx.send(peer, Message("kw.labels", Public((list,))), labels)
         return decoding.bob(ctx, models, viterbi_params(params, labels), peer)
-    run = forward.bob_scores(ctx, models, params.forward, reveal=False, peer=peer)
+    run = forward_scoring.bob_scores(ctx, models, params.forward, reveal=False, peer=peer)
     enc_logp, length, count = run.log_p, run.length, len(labels)
     msg = _messages(params, count, length)
     ctx.send(peer, msg["labels"], labels)
@@ -408,7 +407,7 @@ def randomizers_needed(params: KeywordParams, key_bits: int, inputs) -> dict[str
         vp = viterbi_params(params, labels)
         structure = decoding.Structure.of(decoding.as_decoders(models))
         return decoding.Plan(vp, structure, len(inputs["alice"]), key_bits).randomizers()
-    spec = forward.ForwardSpec.for_models(models, key_bits, params.forward)
+    spec = forward_scoring.ForwardSpec.for_models(models, key_bits, params.forward)
     need = spec.randomizers_needed(len(inputs["alice"]), reveal=False)
     count = len(labels)
     if params.mode == "fast":  # the mapped scores

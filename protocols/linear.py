@@ -4,7 +4,7 @@ Alice holds features x and the Paillier key, Bob weights w and a threshold theta
 Public (:class:`Params`): d = len(x), the scale f, a bound M on every |x_i| and |w_i|.
 X = round(2^f x), W = round(2^f w), T = round(4^f theta).  Steps: 1. Alice -> Bob her
 key; 2. Alice -> Bob E(X); 3. Bob computes E(S) = E(W.X) and E(T), and the decision
-stage (:mod:`protocols.decision`, rule ``argmax``, garbled) gives Alice the index of the
+stage (:mod:`protocols.stages.decision`, rule ``argmax``, garbled) gives Alice the index of the
 larger of (S, T), a tie to S; 4. Alice outputs ``above`` = [S >= T].
 
 Adversary model: no collusion; Paillier under DCR; the garbled stage's OTs.  Alice learns
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from protocols.decision import DecisionSpec, alice_decide, bob_decide
+from protocols.stages.decision import DecisionSpec, alice_decide, bob_decide
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import InvalidInputError
 from smc_hmm.messages import Ciphertexts, Key, Message

@@ -20,7 +20,7 @@ windows, all public):
    the collection's catalogue, like a keyword vocabulary).
 2. Alice -> Bob ``match.frames``: L, the snippet's length in frames (public).
 3. Alice -> Bob ``cmp.pk``, ``cmp.dgk``: her Paillier and DGK public keys
-   (:func:`protocols.compare.alice_send_keys`).
+   (:func:`protocols.stages.dgk.alice_send_keys`).
 4. Alice -> Bob ``match.snippet``: (L + S - 1) x B ciphertexts; the one of frame row t
    and band j packs the shifted copies Q[t, j], Q[t - 1, j], ..., Q[t - S + 1, j] (zero
    outside the snippet) into its S slots.
@@ -41,9 +41,9 @@ windows, all public):
    shifted left by lb = bits(count - 1) bits and carries its candidate's code
    2^lb - 1 - index in the low bits: all values differ, and of two equal scores the
    lower index is the larger value.
-8. The secure maximum: a tournament (:class:`protocols.decision.Tournament`, consecutive
+8. The secure maximum: a tournament (:class:`protocols.stages.decision.Tournament`, consecutive
    pairs, ceil(log2(count)) rounds) of batched compare-and-selects
-   (:func:`protocols.compare.bob_compare_select`: DGK with Veugen's correction, the max
+   (:func:`protocols.stages.dgk.bob_compare_select`: DGK with Veugen's correction, the max
    of each pair from the comparison's own values, Bob's masked differences packed many
    per ciphertext so Alice decrypts once per ciphertext; 4 messages a round).  Bob keeps
    E(max) and sends ``match.winner`` E(max + rho 2^lb), rho uniform over sigma bits
@@ -58,7 +58,7 @@ Who learns what:
   step 5 (raw scores and, in a block's unused slots, partial sums: each plus a mask of
   sigma bits beyond their public bound; statistical distance <= 2^-(sigma - 1)), the
   comparisons' masked differences, uniform bits and her own shares
-  (:mod:`protocols.compare`), and the winner's value under rho.  What the answer itself
+  (:mod:`protocols.stages.dgk`), and the winner's value under rho.  What the answer itself
   tells her over many chosen snippets is the argmax's leak: one answer per snippet
   (``docs/security.md``, "match").
 * Bob learns L and nothing else: Paillier and DGK ciphertexts only (IND-CPA).
@@ -87,9 +87,8 @@ from functools import cached_property
 
 import numpy as np
 
-from protocols import compare
-from protocols.decision import Tournament, alice_tournament, bob_tournament
-from protocols.stages import circuits, garbled
+from protocols.stages import circuits, dgk, garbled
+from protocols.stages.decision import Tournament, alice_tournament, bob_tournament
 from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray
 from smc_hmm.crypto.packing import PackingPlan, plain_bits
@@ -152,7 +151,7 @@ class MatchParams:
     max_frames: int = typed.whole(MAX_FRAMES, 1, 100_000)
     #: step 8's maximum: ``garbled`` (one circuit Bob garbles) or ``dgk`` (the thesis's
     #: tournament of DGK compare-and-selects)
-    comparison: str = typed.one_of("garbled", compare.COMPARISONS)
+    comparison: str = typed.one_of("garbled", dgk.COMPARISONS)
 
     def __post_init__(self):
         typed.check_fields(self)
@@ -339,11 +338,11 @@ class MatchLayout:
     def tournament(self) -> Tournament:
         return Tournament.of([self.count])
 
-    def select_spec(self, count: int) -> compare.SelectSpec:
-        return compare.SelectSpec(self.bits, count, self.key_bits, self.params.sigma)
+    def select_spec(self, count: int) -> dgk.SelectSpec:
+        return dgk.SelectSpec(self.bits, count, self.key_bits, self.params.sigma)
 
-    def compare_spec(self) -> compare.CompareSpec:
-        return compare.CompareSpec(self.bits, 1, self.params.sigma)
+    def compare_spec(self) -> dgk.CompareSpec:
+        return dgk.CompareSpec(self.bits, 1, self.params.sigma)
 
     def threshold_units(self) -> int:
         value = self.params.threshold_value()
@@ -485,7 +484,7 @@ def alice(ctx, snippet, params: MatchParams, peer: str = "bob") -> dict:
             ctx.send(peer, KEY, pk)
             evaluator = garbled.alice_setup(ctx, layout.cots, peer)
         else:
-            dgk_sk = compare.alice_send_keys(ctx, layout.compare_spec(), peer)  # step 3
+            dgk_sk = dgk.alice_send_keys(ctx, layout.compare_spec(), peer)  # step 3
     with ctx.phase("snippet"):
         q = params.quant.query_ints(frames)
         packed = CipherArray.encrypt_encoded(pk, toeplitz(q, layout), 0, msg["snippet"].body.bound)
@@ -543,7 +542,7 @@ def bob(ctx, collection, params: MatchParams, peer: str = "alice") -> None:
             pk = ctx.recv(peer, KEY)
         else:
             spec = MatchLayout(params, 2048, length, collection.lengths).compare_spec()
-            pk, dgk_pk = compare.bob_recv_keys(ctx, spec, peer)  # step 3
+            pk, dgk_pk = dgk.bob_recv_keys(ctx, spec, peer)  # step 3
         layout = MatchLayout.build(params, pk.bits, length, collection.lengths)
         if layout.garbled:
             garbler = garbled.bob_setup(ctx, layout.cots, peer)
@@ -581,7 +580,7 @@ def bob(ctx, collection, params: MatchParams, peer: str = "alice") -> None:
 
 @dataclass(frozen=True)
 class _TournamentPlan:
-    """What :func:`protocols.decision.bob_tournament` asks of a plan: the values' bound,
+    """What :func:`protocols.stages.decision.bob_tournament` asks of a plan: the values' bound,
     Alice's DGK key and the batched compare-and-select of each round."""
 
     layout: MatchLayout
@@ -591,7 +590,7 @@ class _TournamentPlan:
     def value_bound(self) -> int:
         return self.layout.folded_bound
 
-    def select_spec(self, count: int) -> compare.SelectSpec:
+    def select_spec(self, count: int) -> dgk.SelectSpec:
         return self.layout.select_spec(count)
 
 

@@ -86,7 +86,7 @@ Protocol, ``scoring = "logsum"`` (thesis 003, 5.2.2; f = ``log_scale``, fs =
    subtracts round(2^s sum_t b_tr): E(v_r), v_r = 2^s log P_r within one unit.
    (``reveal_scores``, for measurements only: Alice -> Bob ``spk.logs`` E(A_r) at scale f,
    Bob -> Alice ``spk.scores`` E(log P_r); Alice then also learns every log P_r.)
-5. The decision stage (:mod:`protocols.decision`), by default one circuit Bob garbles
+5. The decision stage (:mod:`protocols.stages.decision`), by default one circuit Bob garbles
    on shares of the scores (``comparison = "garbled"``; the ``dgk`` mode runs the
    thesis's DGK comparisons), with the rules of step 3 above.  (dgk, anonymous: Alice ->
    Bob ``spk.select`` E(c_k), c one-hot; one batched comparison of the K pairs whose bits
@@ -123,7 +123,7 @@ may choose her frames):
   claimed identity; in ``verify`` and ``anonymous`` the decision bit.  A client who
   deviates can force the bit (a fake x^2 ciphertext or a shifted score share is
   accepted: the controls of ``tests/protocols/test_bound_stage.py``), and in the dgk
-  mode the selection is assumed one-hot (:mod:`protocols.decision`, ``claimed``).
+  mode the selection is assumed one-hot (:mod:`protocols.stages.decision`, ``claimed``).
 * Alice learns the public sizes and, per frame t, model r and component m: (a) y_trm,
   the component's log-density plus a fresh smooth blind of width R, and (b) per frame
   and model L_tr + b_tr to 2^-``precision_bits`` relative, b_tr carrying the fresh
@@ -184,15 +184,15 @@ from functools import cached_property
 
 import numpy as np
 
-from protocols.compare import COMPARISONS
-from protocols.decision import DecisionSpec, alice_decide, bob_decide, decide_plain
-from protocols.primitives import PrecisionParams
 from protocols.stages import bound as bd
 from protocols.stages import emissions, garbled, logsum, mixture
 from protocols.stages.blinds import log_blinds
+from protocols.stages.decision import DecisionSpec, alice_decide, bob_decide, decide_plain
+from protocols.stages.dgk import COMPARISONS
 from protocols.stages.emissions import EmissionLayout
 from protocols.stages.logsum import LogsumParams, LogsumPlan
 from protocols.stages.mixture import MixtureLayout
+from protocols.stages.primitives import PrecisionParams
 from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray
 from smc_hmm.crypto.fixedpoint import ldexp_int
@@ -216,7 +216,7 @@ MODES = ("identify", "verify", "anonymous")
 MAX_NATS_PER_FRAME = 1000.0
 #: the decision's reveal messages (compare.bob_reveal / alice_reveal)
 REVEAL_TAGS = ("spk.reveal", "spk.opened", "spk.result")
-#: anonymous: Alice's encrypted one-hot selection of her claim (protocols.decision)
+#: anonymous: Alice's encrypted one-hot selection of her claim (protocols.stages.decision)
 SELECT_TAG = "spk.select"
 #: the modes in which Alice claims an identity (verify: in clear; anonymous: encrypted)
 CLAIM_MODES = ("verify", "anonymous")
@@ -263,7 +263,7 @@ class SpeakerParams:
     reveal_scores: bool = typed.flag(False)
     sigma: int = typed.sigma()
     #: the decision's comparisons: ``garbled`` (one circuit Bob garbles) or ``dgk``
-    #: (:mod:`protocols.decision`); ``logsum`` scoring only
+    #: (:mod:`protocols.stages.decision`); ``logsum`` scoring only
     comparison: str = typed.one_of("garbled", COMPARISONS)
     #: how a model scores an utterance: ``max`` (the default: per frame its best
     #: component, summed, and the decision, all in circuits Bob garbles on bound inputs:
@@ -485,7 +485,7 @@ class SpeakerSpec:
         return self.labels.index(self.params.ubm)
 
     def decision(self) -> DecisionSpec:
-        """The decision stage (:mod:`protocols.decision`): ``identify`` is an argmax
+        """The decision stage (:mod:`protocols.stages.decision`): ``identify`` is an argmax
         whose reference, the UBM, carries the margin, its label revealed to Alice;
         ``verify`` reveals to Bob whether the claimed speaker beats the UBM plus the
         threshold, ``anonymous`` the same for Alice's encrypted claim (rule
@@ -604,7 +604,7 @@ def declared_messages(spec: SpeakerSpec) -> list[Message]:
 def plain_decision(params: SpeakerParams, scores, labels, frames: int, claim=None):
     """The secure protocol's decision rule on plaintext log-likelihoods (nats), for tests
     and benchmarks: each score rounded to 2^-s nats as the shares are, then the decision
-    stage's rule on integers (:func:`protocols.decision.decide_plain`).  ``identify``:
+    stage's rule on integers (:func:`protocols.stages.decision.decide_plain`).  ``identify``:
     the label or None (ties: the lowest index); ``verify`` / ``anonymous``: the bit for
     ``claim``.  Equal to :func:`smc_hmm.data.speakers.decision` except for scores
     within about 2^-s nats of each other or of the margin or threshold."""

@@ -56,9 +56,9 @@ def test_values_out_of_range_are_typed_errors_naming_the_field(kwargs, message):
 def test_the_shared_ranges_agree_across_protocols():
     """sigma and blind_nats: every protocol that takes them accepts the same values."""
     from protocols.match import MatchParams
-    from protocols.primitives import PrecisionParams
     from protocols.speaker import SpeakerParams
     from protocols.stages.logsum import LogsumParams
+    from protocols.stages.primitives import PrecisionParams
 
     for cls in (MatchParams, PrecisionParams, SpeakerParams, LogsumParams):
         assert cls(sigma=256).sigma == 256

@@ -62,7 +62,7 @@ product, from the splits), masks them, and the two compute the degree-4 test val
 V = 2^q c^2 - (2^q - round(tol^2 2^q)) b1 b2 by a masked multiplication
 (``check_masked``, ``check_products``).  Trent masks V (``check_value``: V + 2^(h + l)
 + r, r uniform on [0, 2^(h + l + sigma))), the leader truncates by 2^h, and the DGK
-comparison of :mod:`protocols.compare` (Veugen's bitwise step with the leader's DGK key,
+comparison of :mod:`protocols.stages.dgk` (Veugen's bitwise step with the leader's DGK key,
 ``check_bits``, ``check_blinded``, ``check_delta``) yields E[[V >= 0]], which Trent
 and the leader decrypt for everyone (``check_result``, ``check_partial``).  That bit is
 all anyone learns: the number of rounds.  At ``max_rounds`` without it every party
@@ -133,8 +133,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from protocols.compare import CompareSpec, blind_bitwise, check_dgk_key, dgk_ciphertexts
 from protocols.eigenvector.shared import SharedParams, bounded_int, check_input, gather_shares
+from protocols.stages.dgk import CompareSpec, blind_bitwise, check_dgk_key, dgk_ciphertexts
 from smc_hmm.crypto import CipherArray, PrivateKey, generate_keypair
 from smc_hmm.crypto.dgk import DGKPublicKey, dgk_keypair_for
 from smc_hmm.crypto.packing import PackingPlan

@@ -14,7 +14,7 @@ Both halves of each are here, one line for a protocol to call:
   to Alice or to Bob: k - 1 compare-and-selects in a tournament tree
   (:func:`smc_hmm.gc.arith.argmax`).
 * :func:`decision_circuit`: the decision stage's three rules on shared scores
-  (:mod:`protocols.decision`): the argmax's index to Alice, or to Bob the bit
+  (:mod:`protocols.stages.decision`): the argmax's index to Alice, or to Bob the bit
   [reference < the best other score] or [reference < the score Alice's index bits
   select].
 

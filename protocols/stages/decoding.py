@@ -7,7 +7,7 @@ digits call in one line each.
 Roles:
 
 * **Alice** holds the Paillier key pair (in the ``dgk`` mode, through
-  :mod:`protocols.compare`, a DGK key pair too) and learns the output.
+  :mod:`protocols.stages.dgk`, a DGK key pair too) and learns the output.
 * **Bob** does the homomorphic work and garbles the circuits, and learns nothing: every
   value he holds is a ciphertext under Alice's key or a label.
 
@@ -70,7 +70,7 @@ Protocol, the default (circuits Bob garbles; ``docs/garbled.md``):
 
 Protocol, ``comparison = "dgk"`` (the thesis's):
 
-0. Alice sends her Paillier and DGK public keys (:func:`protocols.compare.alice_send_keys`);
+0. Alice sends her Paillier and DGK public keys (:func:`protocols.stages.dgk.alice_send_keys`);
    the model holder sends the public structure (``vit.spec``), the data holder T.
 1. Emissions E(log b_r(x_t)) at scale s, per frame t and emission row r, at Bob:
 
@@ -86,7 +86,7 @@ Protocol, ``comparison = "dgk"`` (the thesis's):
      transition log-probabilities (``vit.model``); Bob computes every E(log b_r(x_t)) as a
      linear combination of her encrypted weights with his encoded frames as exponents
      (:func:`protocols.stages.emissions.weighted_emissions`) and rescales them to scale s
-     (:func:`protocols.primitives.bob_rescale`: Alice sees only masked values).
+     (:func:`protocols.stages.primitives.bob_rescale`: Alice sees only masked values).
 
    Rounding costs at most one unit 2^-s per emission.
 2. The recursion, one tournament per frame: delta_1(j) = log pi_j + log b_j(x_1), and for
@@ -94,7 +94,7 @@ Protocol, ``comparison = "dgk"`` (the thesis's):
    delta_t(l_i) + log a_(l_i j).  Their max is a tournament -- consecutive pairs, then the
    winners' pairs, the last of an odd round sitting out -- whose every round is *one*
    batched compare-and-select for all matches of all targets
-   (:func:`protocols.compare.bob_compare_select`: the DGK comparison with Veugen's
+   (:func:`protocols.stages.dgk.bob_compare_select`: the DGK comparison with Veugen's
    correction, whose own values give E(max) = E(left) + [left < right] (E(right) -
    E(left)) for two more encryptions by Alice, in the comparison's 4 messages; the bit
    [left < right] stays encrypted).  Then delta_(t+1)(j) = max + E(log b_j(x_(t+1))).
@@ -109,7 +109,7 @@ Protocol, ``comparison = "dgk"`` (the thesis's):
    its tree, a match with bit b sending v b to its right operand and v - v b to its left.
    Then e_t(l) = sum_j of the weight e_(t+1)(j) reaches leaf l through target j's tree at
    frame t + 1: one batch of products per tree level and step
-   (:func:`protocols.compare.bob_select_products`, one round trip; one level for
+   (:func:`protocols.stages.dgk.bob_select_products`, one round trip; one level for
    left-to-right models).  Bob learns nothing: bits, weights and products are ciphertexts.
 5. Output, by the public ``output`` rule, packed (the values are small: one decryption per
    ciphertext): ``"path"`` -- per model and frame the state q_t = sum_l l e_t(l);
@@ -136,7 +136,7 @@ The ``dgk`` mode (semi-honest):
 * Alice: the output (path or segment; the score if revealed); per comparison a masked
   value d = z + r (r of l + sigma bits: statistical distance 2^-sigma), a uniform bit and
   her own H = floor(d / 2^l), m = 2^l - d; per traceback product a weight plus a mask of
-  sigma + 1 bits (:mod:`protocols.compare`, "compare and select").  With
+  sigma + 1 bits (:mod:`protocols.stages.dgk`, "compare and select").  With
   ``model_holder = "bob"`` also, per frame and emission row, Bob's log-density plus a
   fresh smooth blind of width R (what the forward algorithm shows her, with the same
   statistical bound over repeated frames, :mod:`smc_hmm.leakage`).  With
@@ -175,10 +175,14 @@ from functools import cached_property
 
 import numpy as np
 
-from protocols import compare, decision
-from protocols.forward import ForwardParams, ForwardSpec
-from protocols.forward import encode_observations as forward_encode
-from protocols.primitives import (
+from protocols.stages import bound as bd
+from protocols.stages import decision, dgk, emissions, garbled, maxplus
+from protocols.stages.blinds import log_blinds
+from protocols.stages.emissions import DIAG, DISCRETE, KINDS
+from protocols.stages.forward_scoring import ForwardParams, ForwardSpec
+from protocols.stages.forward_scoring import encode_observations as forward_encode
+from protocols.stages.maxplus import MaxPlusLayout
+from protocols.stages.primitives import (
     MaskSpec,
     PrecisionParams,
     alice_rescale,
@@ -186,11 +190,6 @@ from protocols.primitives import (
     rescale_messages,
     rescale_randomizers,
 )
-from protocols.stages import bound as bd
-from protocols.stages import emissions, garbled, maxplus
-from protocols.stages.blinds import log_blinds
-from protocols.stages.emissions import DIAG, DISCRETE, KINDS
-from protocols.stages.maxplus import MaxPlusLayout
 from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray, fixedpoint
 from smc_hmm.crypto.fixedpoint import ldexp_int
@@ -663,14 +662,14 @@ class Plan:
         )
         return (top + 2) << self.params.score_scale
 
-    def compare_spec(self, count: int) -> compare.CompareSpec:
-        return compare.CompareSpec(self.bits, count, self.params.sigma)
+    def compare_spec(self, count: int) -> dgk.CompareSpec:
+        return dgk.CompareSpec(self.bits, count, self.params.sigma)
 
-    def select_spec(self, count: int) -> compare.SelectSpec:
-        return compare.SelectSpec(self.bits, count, self.key_bits, self.params.sigma)
+    def select_spec(self, count: int) -> dgk.SelectSpec:
+        return dgk.SelectSpec(self.bits, count, self.key_bits, self.params.sigma)
 
-    def product_spec(self, count: int) -> compare.ProductSpec:
-        return compare.ProductSpec(count, self.key_bits, 1, self.params.sigma)
+    def product_spec(self, count: int) -> dgk.ProductSpec:
+        return dgk.ProductSpec(count, self.key_bits, 1, self.params.sigma)
 
     # -- emissions ------------------------------------------------------------------------
 
@@ -1055,7 +1054,7 @@ def alice(ctx, private, params: ViterbiParams, peer: str = "bob", reference=None
             ctx.send(peer, msg0["key"], pk)
             evaluator = garbled.alice_setup(ctx, plan.maxplus.evaluator_bits, peer)
         else:
-            dgk_sk = compare.alice_send_keys(ctx, plan.compare_spec(1), peer)
+            dgk_sk = dgk.alice_send_keys(ctx, plan.compare_spec(1), peer)
     if params.garbled:
         return _alice_garbled(ctx, private, decoders, plan, evaluator, peer, reference)
     return _alice_dgk(ctx, private, decoders, plan, dgk_sk, peer)  # the thesis's recursion
@@ -1223,7 +1222,7 @@ def bob(ctx, private, params: ViterbiParams, peer: str = "alice", reference=None
             garbler = garbled.bob_setup(ctx, plan.maxplus.evaluator_bits, peer)
         else:
             plan = Plan(params, structure, length, 0)
-            pk, dgk_pk = compare.bob_recv_keys(ctx, plan.compare_spec(1), peer)
+            pk, dgk_pk = dgk.bob_recv_keys(ctx, plan.compare_spec(1), peer)
             _ = dgk_pk.table
             plan = Plan(params, structure, length, pk.bits, dgk_pk)
     if params.garbled:

@@ -2,7 +2,7 @@
 
 Damgard, Geisler and Kroigaard, "Efficient and secure comparison for on-line
 auctions" (ACISP 2007) and its correction (IJACT 2009); used with Veugen's
-improvements by :mod:`protocols.compare` (Veugen 2012, ePrint 2018/1100).
+improvements by :mod:`protocols.stages.dgk` (Veugen 2012, ePrint 2018/1100).
 
 Key (``bits``-bit n, ``t``-bit subgroup primes, a small prime ``u``):
 

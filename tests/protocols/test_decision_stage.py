@@ -1,4 +1,4 @@
-"""The decision stage (protocols.decision) in both comparisons: every rule against
+"""The decision stage (protocols.stages.decision) in both comparisons: every rule against
 decide_plain on edge values and ties, transcripts that follow from public sizes only
 (whatever the scores and the claim), and what a client who deviates can and cannot do
 in the garbled default."""
@@ -10,8 +10,7 @@ import pytest
 from party_support import simulate_alice_and_bob
 from transcript_harness import assert_same_transcripts
 
-from protocols import decision
-from protocols.stages import garbled
+from protocols.stages import decision, garbled
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import GarbledCircuitError, InvalidInputError
 from smc_hmm.gc import arith

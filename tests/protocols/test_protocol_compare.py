@@ -22,7 +22,7 @@ from transcript_harness import RecordingTransport, assert_same_transcripts
 
 from protocols import compare as cmp
 from protocols.compare import ArgmaxParams, CompareSpec, Params
-from protocols.stages import circuits
+from protocols.stages import circuits, dgk
 from smc_hmm.crypto import CipherArray
 from smc_hmm.crypto.dgk import DGKPublicKey, dgk_keypair_for
 from smc_hmm.errors import (
@@ -182,10 +182,10 @@ def test_lower_level_functions(keypair_512):
     spec = CompareSpec(24, 4)
 
     def bob(ctx):
-        return cmp.bob_compare(ctx, _moved(ctx, enc_a), _moved(ctx, enc_b), dgk_pk, spec)
+        return dgk.bob_compare(ctx, _moved(ctx, enc_a), _moved(ctx, enc_b), dgk_pk, spec)
 
     def alice(ctx):
-        return cmp.alice_compare(ctx, dgk_sk, spec)
+        return dgk.alice_compare(ctx, dgk_sk, spec)
 
     result = simulate(
         {"alice": alice, "bob": bob}, keys={"alice": keypair_512}, min_key_bits=512, timeout=30
@@ -202,12 +202,12 @@ def test_scaled_operands_compare_as_integers(keypair_512):
     enc_b = CipherArray.encrypt(pk, [0.75, -1.5], 4)  # 12, -24
 
     def bob(ctx):
-        return cmp.bob_compare(
+        return dgk.bob_compare(
             ctx, _moved(ctx, enc_a), _moved(ctx, enc_b), dgk_pk, CompareSpec(24, 2)
         )
 
     result = simulate(
-        {"alice": lambda ctx: cmp.alice_compare(ctx, dgk_sk, CompareSpec(24, 2)), "bob": bob},
+        {"alice": lambda ctx: dgk.alice_compare(ctx, dgk_sk, CompareSpec(24, 2)), "bob": bob},
         keys={"alice": keypair_512},
         min_key_bits=512,
         timeout=30,
@@ -463,10 +463,10 @@ def test_bob_compare_checks_operands(keypair_512, other_keypair_512):
     for enc_a, enc_b, error in cases:
         with pytest.raises(error):
             _bob_only(
-                keypair_512, lambda ctx, a=enc_a, b=enc_b: cmp.bob_compare(ctx, a, b, dgk_pk, spec)
+                keypair_512, lambda ctx, a=enc_a, b=enc_b: dgk.bob_compare(ctx, a, b, dgk_pk, spec)
             )
     with pytest.raises(InvalidInputError):
-        _bob_only(keypair_512, lambda ctx: cmp.bob_compare(ctx, good, good, "dgk", spec))
+        _bob_only(keypair_512, lambda ctx: dgk.bob_compare(ctx, good, good, "dgk", spec))
 
 
 def _rogue_alice(send):
@@ -542,7 +542,7 @@ def test_malformed_dgk_ciphertexts(keypair_512):
         simulate(
             {
                 "alice": alice,
-                "bob": lambda ctx: cmp.bob_compare(
+                "bob": lambda ctx: dgk.bob_compare(
                     ctx, _moved(ctx, enc), _moved(ctx, enc), dgk_pk, spec
                 ),
             },
@@ -553,13 +553,13 @@ def test_malformed_dgk_ciphertexts(keypair_512):
 
 
 def test_dgk_field_checks():
-    field = cmp.dgk_ciphertexts(count=2, width=4)
+    field = dgk.dgk_ciphertexts(count=2, width=4)
     assert field.outgoing(b"x" * 8, "t") == b"x" * 8
     with pytest.raises(InvalidInputError):
         field.outgoing(b"x" * 7, "t")
     with pytest.raises(ProtocolError):
         field.incoming([1, 2], "t")
-    assert cmp.dgk_ciphertexts().incoming(b"any", "t") == b"any"
+    assert dgk.dgk_ciphertexts().incoming(b"any", "t") == b"any"
 
 
 @pytest.mark.parametrize(
@@ -584,14 +584,14 @@ def test_bob_argmax_checks_operands(keypair_512):
     with pytest.raises(ShapeMismatchError):
         _bob_only(
             keypair_512,
-            lambda ctx: cmp.bob_argmax(
+            lambda ctx: dgk.bob_argmax(
                 ctx, CipherArray.encrypt_encoded(pk, [1, 2], 0), dgk_pk, params
             ),
         )
     with pytest.raises(PrecisionError):
         _bob_only(
             keypair_512,
-            lambda ctx: cmp.bob_argmax(
+            lambda ctx: dgk.bob_argmax(
                 ctx, CipherArray.encrypt_encoded(pk, [1, 2, 1 << 16], 0), dgk_pk, params
             ),
         )

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from protocols import forward
-from protocols.primitives import PrecisionParams
-from protocols.stages import emissions
+from protocols.stages import emissions, forward_scoring
+from protocols.stages.primitives import PrecisionParams
 from smc_hmm.crypto import CipherArray, PublicKey
 from smc_hmm.errors import InvalidInputError, PrecisionError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, log_likelihood
@@ -692,8 +692,8 @@ def test_diagonal_models_send_only_x_and_x_squared(keypair_1024):
     rng = np.random.default_rng(900)
     diag = random_gaussian(rng, 3, 4, "diag")
     full = random_gaussian(rng, 2, 4, "full")
-    assert forward._ModelBatch.of([diag]).kind == emissions.DIAG
-    assert forward._ModelBatch.of([diag, full]).kind == "gaussian"  # mixed: full products
+    assert forward_scoring._ModelBatch.of([diag]).kind == emissions.DIAG
+    assert forward_scoring._ModelBatch.of([diag, full]).kind == "gaussian"  # mixed: full products
     obs, _ = diag.sample(8, rng)
     result = run_forward(keypair_1024, [diag], obs, record_views=True)
     check_against_plaintext(result, [diag], obs, keypair_1024[1])

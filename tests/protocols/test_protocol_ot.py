@@ -1,4 +1,4 @@
-"""1-of-M oblivious transfer by Paillier selection (protocols.ot).
+"""1-of-M oblivious transfer by Paillier selection (protocols.stages.ot).
 
 ``ot.alice`` does not send her public key (the OT is a building block used
 after the key exchange), so Bob's role adopts it first (``ctx.adopt_key``) so
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from transcript_harness import assert_same_transcripts
 
-from protocols import ot
+from protocols.stages import ot
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import InvalidInputError, PrecisionError, ProtocolError
 from smc_hmm.runtime import simulate

@@ -1,4 +1,4 @@
-"""Two-party primitives of protocols.primitives, each run with ``simulate``.
+"""Two-party primitives of protocols.stages.primitives, each run with ``simulate``.
 
 Bob's roles start from ciphertexts under Alice's key.  In a real protocol he
 has received that key earlier; here :func:`as_bob` adopts it into Bob's
@@ -17,8 +17,8 @@ import pytest
 from scipy import stats
 from transcript_harness import assert_same_transcripts
 
-from protocols import primitives as pr
-from protocols.primitives import MaskSpec, PrecisionParams
+from protocols.stages import primitives as pr
+from protocols.stages.primitives import MaskSpec, PrecisionParams
 from smc_hmm.crypto import CipherArray, Rng
 from smc_hmm.errors import InvalidInputError
 from smc_hmm.runtime import simulate

@@ -11,8 +11,8 @@ import pytest
 from bound_support import assert_uniform_view
 from transcript_harness import assert_same_transcripts
 
-from protocols import decision
 from protocols import viterbi as viterbi_protocol
+from protocols.stages import decision
 from protocols.stages import decoding as vit
 from smc_hmm.errors import ConfigError, InvalidInputError, PrecisionError, ProtocolError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, viterbi
@@ -248,7 +248,7 @@ def test_dgk_mode_alice_decrypts_only_blinded_emissions_and_masked_comparisons(k
     blind (no exact difference between repeats), and the blinds do not cancel.  (b) Every
     masked comparison value is d = 2^l + a - b + r with r of l + 40 bits: d's are all
     distinct and their spread is the mask's, not the scores'."""
-    from protocols import compare
+    from protocols.stages import dgk
 
     rng = np.random.default_rng(4)
     model = _gaussian(rng, 3, 2)
@@ -272,7 +272,7 @@ def test_dgk_mode_alice_decrypts_only_blinded_emissions_and_masked_comparisons(k
     spec = plan.select_spec(1)
     ds = []
     for packed, matches in zip(masked, [len(m) for m in plan.step.matches] * (len(obs) - 1)):
-        ds += compare.unpack_slots(packed.decrypt_ints(sk), spec.slot_bits, spec.per, matches)
+        ds += dgk.unpack_slots(packed.decrypt_ints(sk), spec.slot_bits, spec.per, matches)
     assert len(set(ds)) == len(ds)
     centred = np.array([float(d - (1 << plan.bits)) for d in ds])
     assert centred.std() > 2.0 ** (plan.bits + 30)  # the mask's spread, 2^(l + 40) / sqrt 12
@@ -404,10 +404,10 @@ def test_tournament_plans():
 
 
 def test_compare_select_gives_each_max_and_the_bits_products(keypair_512):
-    """compare.bob_compare_select and bob_select_products (the recursion's and the
+    """dgk.bob_compare_select and bob_select_products (the recursion's and the
     traceback's primitive): the max with the left operand winning ties, the bits kept
     encrypted, their products with encrypted 0/1 weights; packed values unpack exactly."""
-    from protocols import compare
+    from protocols.stages import dgk
     from smc_hmm.crypto import CipherArray
     from smc_hmm.runtime import simulate
 
@@ -417,21 +417,21 @@ def test_compare_select_gives_each_max_and_the_bits_products(keypair_512):
     b = [int(v) for v in rng.integers(-(2**38), 2**38, k)]
     b[0], b[1], b[2] = a[0], a[1] + 1, a[2] - 1  # a tie and the two closest cases
     v = [int(x) for x in rng.integers(0, 2, k)]
-    spec = compare.SelectSpec(l, k, 512)
-    pspec = compare.ProductSpec(k, 512)
+    spec = dgk.SelectSpec(l, k, 512)
+    pspec = dgk.ProductSpec(k, 512)
 
     def alice(ctx):
-        dgk_sk = compare.alice_send_keys(ctx, spec.compare)
-        shares = compare.alice_compare_select(ctx, dgk_sk, spec)
-        compare.alice_select_products(ctx, shares, pspec, spec.compare.high_bound)
+        dgk_sk = dgk.alice_send_keys(ctx, spec.compare)
+        shares = dgk.alice_compare_select(ctx, dgk_sk, spec)
+        dgk.alice_select_products(ctx, shares, pspec, spec.compare.high_bound)
 
     def bob(ctx):
-        pk, dgk_pk = compare.bob_recv_keys(ctx, spec.compare)
+        pk, dgk_pk = dgk.bob_recv_keys(ctx, spec.compare)
         ea = CipherArray.encrypt_encoded(pk, a, 0, 2**38)
         eb = CipherArray.encrypt_encoded(pk, b, 0, 2**38)
-        best, bits = compare.bob_compare_select(ctx, ea, eb, dgk_pk, spec)
+        best, bits = dgk.bob_compare_select(ctx, ea, eb, dgk_pk, spec)
         w = CipherArray.encrypt_encoded(pk, v, 0, 1)
-        return best, bits.bit, compare.bob_select_products(ctx, bits, w, pspec)
+        return best, bits.bit, dgk.bob_select_products(ctx, bits, w, pspec)
 
     result = simulate({"alice": alice, "bob": bob}, keys={"alice": keypair_512}, min_key_bits=512)
     best, bit, prod = result.outputs["bob"]
@@ -440,4 +440,4 @@ def test_compare_select_gives_each_max_and_the_bits_products(keypair_512):
     bits = [int(x) for x in bit.decrypt_ints(sk)]
     assert bits == [int(x < y) for x, y in zip(a, b)] and bits[:3] == [0, 1, 0]
     assert [int(x) for x in prod.decrypt_ints(sk)] == [x * y for x, y in zip(bits, v)]
-    assert compare.SelectSpec(l, k, 512).packed < k  # many masked values per ciphertext
+    assert dgk.SelectSpec(l, k, 512).packed < k  # many masked values per ciphertext

@@ -15,8 +15,8 @@ import math
 import numpy as np
 import pytest
 
-from protocols.primitives import PrecisionParams
 from protocols.stages import blinds, logsum
+from protocols.stages.primitives import PrecisionParams
 from smc_hmm.crypto.rng import Rng
 
 PREC = PrecisionParams()
@@ -89,7 +89,7 @@ def _single_live_attack(slots, plan) -> list[int]:
 def _old_coefficients(a: float, sessions: int, seed: int) -> list[int]:
     """The construction the review broke: w = round(2^144 a) at the smallest blind (exact:
     a float times a power of two), times an integer beta log-uniform on [2^48, 2^77)."""
-    from protocols.primitives import log_uniform_integer
+    from protocols.stages.primitives import log_uniform_integer
 
     rng = Rng.seeded(seed)
     w = int(a * 2**144)
@@ -172,7 +172,7 @@ def test_blinds_are_not_rounded_logs_of_bounded_integers():
     within a block of identical frames every difference named its k's ratio.  The
     control shows the old blinds are such logs (each names its k); the stage's blinds,
     sums of uniform integers at scale f, are not."""
-    from protocols.primitives import log_fixed, log_uniform_integer
+    from protocols.stages.primitives import log_fixed, log_uniform_integer
 
     f, rng = 80, Rng.seeded(5)
     ks = [log_uniform_integer(rng, 32, 29) for _ in range(6)]

@@ -6,7 +6,7 @@ Viterbi recursion and the matching's best window.
 Thesis 003, 4.2.1 ("Secure Keyword Recognition": Alice learns only the argmax) and 5.2.2
 (verification against a background model, also of a claim Bob never sees).  Bob holds
 E(s_0..s_(k-1)) (integers within a public bound); the comparisons are
-:mod:`protocols.compare`'s (DGK with Veugen's correction, a tournament over Bob's random
+:mod:`protocols.stages.dgk`'s (DGK with Veugen's correction, a tournament over Bob's random
 order, so ties go to a uniformly random one of the tied labels).  Three public rules:
 
 * ``argmax``: Bob adds the public ``offset`` to the reference's score (if there is a
@@ -23,11 +23,11 @@ order, so ties go to a uniformly random one of the tied labels).  Three public r
   1. Alice -> Bob ``select_tag``: E(c_k) for the K = count - 1 non-reference scores in
      index order, c the one-hot vector of her choice (declared bound 1).
   2. One batched comparison of K pairs, E(b_k) = E([s_ref + offset < s_k]), the bits
-     kept encrypted at Bob (:func:`protocols.compare.bob_compare`, no reveal).
+     kept encrypted at Bob (:func:`protocols.stages.dgk.bob_compare`, no reveal).
   3. One batched secure multiplication of K pairs, E(b_k c_k)
-     (:func:`protocols.primitives.bob_secure_multiply`); Bob sums them:
+     (:func:`protocols.stages.primitives.bob_secure_multiply`); Bob sums them:
      E(b_k*) = E(sum_k b_k c_k).
-  4. The bit is revealed to Bob (:func:`protocols.compare.bob_reveal`, ``"bob"``).
+  4. The bit is revealed to Bob (:func:`protocols.stages.dgk.bob_reveal`, ``"bob"``).
 
   Every model's comparison runs whatever the choice, so Bob's frames are the same for
   every k* (the transcript tests).  **Semi-honest only.**  A one-hot c is assumed, not
@@ -53,9 +53,9 @@ packed share message, one circuit.
 Who learns what (semi-honest): Alice learns the label (``argmax``) or nothing (``beats``,
 ``claimed``); Bob learns nothing (``argmax``) or the bit (``beats``, ``claimed``: not
 which score was compared); the comparisons' own views are masked values (statistical
-distance 2^-sigma) and uniform bits (:mod:`protocols.compare`'s docstring), the
+distance 2^-sigma) and uniform bits (:mod:`protocols.stages.dgk`'s docstring), the
 multiplication's are operands plus masks of sigma extra bits
-(:mod:`protocols.primitives`).  Every message is declared from public sizes
+(:mod:`protocols.stages.primitives`).  Every message is declared from public sizes
 (:meth:`DecisionSpec.messages`).  :func:`decide_plain` is the same rule on plaintext
 integers (the tests' and benchmarks' reference).
 """
@@ -67,15 +67,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from protocols import compare
-from protocols.primitives import (
+from protocols.stages import dgk, garbled
+from protocols.stages.circuits import claim_width, decision_circuit
+from protocols.stages.primitives import (
     MaskSpec,
     alice_secure_multiply,
     bob_secure_multiply,
     multiply_randomizers,
 )
-from protocols.stages import garbled
-from protocols.stages.circuits import claim_width, decision_circuit
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import InvalidInputError
 from smc_hmm.gc import arith
@@ -104,15 +103,15 @@ class DecisionSpec:
     reference: int | None = None
     offset: int = 0
     sigma: int = 40
-    tags: tuple[str, str, str] = compare.ARGMAX_TAGS
+    tags: tuple[str, str, str] = dgk.ARGMAX_TAGS
     bits: int | None = None
     select_tag: str = "dec.select"
     comparison: str = "garbled"
 
     def __post_init__(self):
-        if self.comparison not in compare.COMPARISONS:
+        if self.comparison not in dgk.COMPARISONS:
             raise InvalidInputError(
-                f"comparison must be one of {compare.COMPARISONS}, got {self.comparison!r}"
+                f"comparison must be one of {dgk.COMPARISONS}, got {self.comparison!r}"
             )
         if self.bits is None:
             object.__setattr__(self, "bits", int(self.bound).bit_length() + 1)
@@ -137,12 +136,12 @@ class DecisionSpec:
             raise InvalidInputError(f"the choice must be one of the scores {self.others}")
         return [int(i == choice) for i in self.others]
 
-    def argmax_params(self) -> compare.ArgmaxParams:
+    def argmax_params(self) -> dgk.ArgmaxParams:
         if self.rule == "argmax":
             count, reveal = max(self.count, 2), "alice"
         else:
             count, reveal = max(len(self.others), 2), "none"
-        return compare.ArgmaxParams(
+        return dgk.ArgmaxParams(
             bits=self.bits,
             count=count,
             sigma=self.sigma,
@@ -152,8 +151,8 @@ class DecisionSpec:
             comparison="dgk",
         )
 
-    def compare_spec(self) -> compare.CompareSpec:
-        return compare.CompareSpec(self.bits, 1, self.sigma)
+    def compare_spec(self) -> dgk.CompareSpec:
+        return dgk.CompareSpec(self.bits, 1, self.sigma)
 
     # -- garbled -------------------------------------------------------------------------
 
@@ -169,9 +168,9 @@ class DecisionSpec:
     def share_message(self, key_bits: int | None = None) -> Message:
         return garbled.share_message((self.count,), self.bits, self.sigma, key_bits, SHARE_TAG)
 
-    def claimed_compare_spec(self) -> compare.CompareSpec:
+    def claimed_compare_spec(self) -> dgk.CompareSpec:
         """``claimed``: one batched comparison of the reference against every other score."""
-        return compare.CompareSpec(self.bits, len(self.others), self.sigma)
+        return dgk.CompareSpec(self.bits, len(self.others), self.sigma)
 
     def select_spec(self) -> MaskSpec:
         """``claimed``: the secure multiplication of the bits by Alice's one-hot choice."""
@@ -192,7 +191,7 @@ class DecisionSpec:
             _, per = garbled.share_slots(self.bits, self.sigma, key_bits)
             return {"alice": 0, "bob": -(-self.count // per)}
         out = {"alice": 0, "bob": 0}
-        parts = [compare.reveal_randomizers("alice" if self.rule == "argmax" else "bob")]
+        parts = [dgk.reveal_randomizers("alice" if self.rule == "argmax" else "bob")]
         if self.rule == "argmax" or (self.rule == "beats" and len(self.others) > 1):
             parts.append(self.argmax_params().randomizers())
         if self.rule == "beats":
@@ -219,7 +218,7 @@ class DecisionSpec:
         else:
             out = list(self.compare_spec().messages().values())
             out += self.argmax_params().messages()
-        out += list(compare.reveal_messages((1,), self.reveal_bound, self.tags, self.sigma))
+        out += list(dgk.reveal_messages((1,), self.reveal_bound, self.tags, self.sigma))
         return out
 
 
@@ -260,10 +259,10 @@ def bob_decide(ctx, scores: CipherArray, spec: DecisionSpec, peer: str = "alice"
         mine = garbled.bob_share(ctx, values, spec.bits, spec.sigma, peer, SHARE_TAG)
         out = garbler.run(ctx, spec.circuit, mine.reshape(-1))
         return None if spec.rule == "argmax" else bool(out[0])
-    _, dgk_pk = compare.bob_recv_keys(ctx, spec.compare_spec(), peer)
+    _, dgk_pk = dgk.bob_recv_keys(ctx, spec.compare_spec(), peer)
     if spec.rule == "argmax":
-        label, _ = compare.bob_argmax(ctx, values, dgk_pk, spec.argmax_params(), peer=peer)
-        compare.bob_reveal(ctx, label, spec.reveal_bound, "alice", peer, spec.tags, spec.sigma)
+        label, _ = dgk.bob_argmax(ctx, values, dgk_pk, spec.argmax_params(), peer=peer)
+        dgk.bob_reveal(ctx, label, spec.reveal_bound, "alice", peer, spec.tags, spec.sigma)
         return None
     if spec.rule == "claimed":
         return _bob_claimed(ctx, values, dgk_pk, spec, peer)
@@ -271,12 +270,10 @@ def bob_decide(ctx, scores: CipherArray, spec: DecisionSpec, peer: str = "alice"
     best = values[others[0] : others[0] + 1]
     if len(others) > 1:
         group = CipherArray.concatenate([values[i : i + 1] for i in others]).with_bound(bound)
-        _, best = compare.bob_argmax(ctx, group, dgk_pk, spec.argmax_params(), peer=peer)
+        _, best = dgk.bob_argmax(ctx, group, dgk_pk, spec.argmax_params(), peer=peer)
     reference = values[spec.reference : spec.reference + 1]
-    bit = compare.bob_compare(
-        ctx, reference, best.with_bound(bound), dgk_pk, spec.compare_spec(), peer
-    )
-    (accept,) = compare.bob_reveal(ctx, bit, 1, "bob", peer, spec.tags, spec.sigma)
+    bit = dgk.bob_compare(ctx, reference, best.with_bound(bound), dgk_pk, spec.compare_spec(), peer)
+    (accept,) = dgk.bob_reveal(ctx, bit, 1, "bob", peer, spec.tags, spec.sigma)
     return bool(accept)
 
 
@@ -289,14 +286,14 @@ def _bob_claimed(ctx, values: CipherArray, dgk_pk, spec: DecisionSpec, peer: str
     refs = CipherArray.concatenate([ref] * k).with_bound(spec.bound)
     others = CipherArray.concatenate([values[i : i + 1] for i in spec.others])
     # step 2: E(b_k) = E([s_ref + offset < s_k]) for every k, kept encrypted
-    bits = compare.bob_compare(
+    bits = dgk.bob_compare(
         ctx, refs, others.with_bound(spec.bound), dgk_pk, spec.claimed_compare_spec(), peer
     )
     # step 3: E(b_k c_k), summed: E(b_k*) for Alice's choice k* (a one-hot c: bound 1)
     picked = bob_secure_multiply(ctx, bits, choice, spec.select_spec(), peer)
     chosen = picked.with_bound(1).sum().with_bound(1).reshape(1)
     # step 4: the bit to Bob
-    (accept,) = compare.bob_reveal(ctx, chosen, 1, "bob", peer, spec.tags, spec.sigma)
+    (accept,) = dgk.bob_reveal(ctx, chosen, 1, "bob", peer, spec.tags, spec.sigma)
     return bool(accept)
 
 
@@ -314,24 +311,24 @@ def alice_decide(ctx, spec: DecisionSpec, peer: str = "bob", choice: int | None 
             bits = np.concatenate([bits, index])
         out = evaluator.run(ctx, spec.circuit, bits)
         return int(arith.from_bits(out, signed=False)) if spec.rule == "argmax" else None
-    dgk_sk = compare.alice_send_keys(ctx, spec.compare_spec(), peer)
+    dgk_sk = dgk.alice_send_keys(ctx, spec.compare_spec(), peer)
     if spec.rule == "claimed":
         pk, _ = ctx.keypair
         ctx.send(peer, spec.select_message(), CipherArray.encrypt_encoded(pk, one_hot, 0, 1))
-        compare.alice_compare(ctx, dgk_sk, spec.claimed_compare_spec(), peer)
+        dgk.alice_compare(ctx, dgk_sk, spec.claimed_compare_spec(), peer)
         alice_secure_multiply(ctx, spec.select_spec(), peer)
-        compare.alice_reveal(ctx, (1,), 1, "bob", peer, spec.tags, spec.sigma)
+        dgk.alice_reveal(ctx, (1,), 1, "bob", peer, spec.tags, spec.sigma)
         return None
     if spec.rule == "argmax":
-        compare.alice_argmax(ctx, dgk_sk, spec.argmax_params(), peer)
-        (index,) = compare.alice_reveal(
+        dgk.alice_argmax(ctx, dgk_sk, spec.argmax_params(), peer)
+        (index,) = dgk.alice_reveal(
             ctx, (1,), spec.reveal_bound, "alice", peer, spec.tags, spec.sigma
         )
         return index
     if len(spec.others) > 1:
-        compare.alice_argmax(ctx, dgk_sk, spec.argmax_params(), peer)
-    compare.alice_compare(ctx, dgk_sk, spec.compare_spec(), peer)
-    compare.alice_reveal(ctx, (1,), 1, "bob", peer, spec.tags, spec.sigma)
+        dgk.alice_argmax(ctx, dgk_sk, spec.argmax_params(), peer)
+    dgk.alice_compare(ctx, dgk_sk, spec.compare_spec(), peer)
+    dgk.alice_reveal(ctx, (1,), 1, "bob", peer, spec.tags, spec.sigma)
     return None
 
 
@@ -378,7 +375,7 @@ class Tournament:
 def bob_tournament(ctx, values: CipherArray, tour: Tournament, plan, offsets, peer):
     """Bob: the maxima of the groups of ``values`` (flat, group after group, ``offsets[g]``
     the start of group g) and every round's encrypted bits
-    (:func:`protocols.compare.bob_compare_select`: one batched comparison a round)."""
+    (:func:`protocols.stages.dgk.bob_compare_select`: one batched comparison a round)."""
     node_value: list[dict[int, CipherArray]] = []
     for g, k in enumerate(tour.sizes):
         node_value.append({i: values[offsets[g] + i : offsets[g] + i + 1] for i in range(k)})
@@ -387,7 +384,7 @@ def bob_tournament(ctx, values: CipherArray, tour: Tournament, plan, offsets, pe
     for matches in tour.matches:
         left = CipherArray.concatenate([node_value[g][a] for g, _, a, _ in matches])
         right = CipherArray.concatenate([node_value[g][b] for g, _, _, b in matches])
-        best, round_bits = compare.bob_compare_select(
+        best, round_bits = dgk.bob_compare_select(
             ctx,
             left.with_bound(bound),
             right.with_bound(bound),
@@ -405,7 +402,7 @@ def bob_tournament(ctx, values: CipherArray, tour: Tournament, plan, offsets, pe
 def alice_tournament(ctx, dgk_sk, tour: Tournament, plan, peer) -> list:
     """Alice's role in :func:`bob_tournament`; returns her shares of every round's bits."""
     return [
-        compare.alice_compare_select(ctx, dgk_sk, plan.select_spec(len(matches)), peer)
+        dgk.alice_compare_select(ctx, dgk_sk, plan.select_spec(len(matches)), peer)
         for matches in tour.matches
     ]
 
@@ -414,7 +411,7 @@ def bob_descend(ctx, weights, tour: Tournament, bits, plan, peer):
     """Bob: the weight of every group's root (a CipherArray of shape (1,), or None for the
     constant 1) flows down its tree -- a match with bit b sends w b to its right operand and
     w - w b to its left -- one batch of products per tree level
-    (:func:`protocols.compare.bob_select_products`); returns per group its leaves' weights."""
+    (:func:`protocols.stages.dgk.bob_select_products`); returns per group its leaves' weights."""
     node_weight = [{tour.root[g]: w} for g, w in enumerate(weights)]
     for r in reversed(range(len(tour.matches))):
         matches = tour.matches[r]
@@ -424,7 +421,7 @@ def bob_descend(ctx, weights, tour: Tournament, bits, plan, peer):
             w = CipherArray.concatenate(
                 [node_weight[matches[i][0]][matches[i][1]] for i in known]
             ).with_bound(1)
-            prod = compare.bob_select_products(
+            prod = dgk.bob_select_products(
                 ctx, bits[r].take(known), w, plan.product_spec(len(known)), peer
             )
             products = {i: prod[n : n + 1] for n, i in enumerate(known)}
@@ -449,7 +446,7 @@ def alice_descend(ctx, tour: Tournament, shares, constant_roots: bool, plan, pee
         index = [i for i, (g, node, _, _) in enumerate(matches) if (g, node) in known]
         if index:
             highs, deltas = shares[r]
-            compare.alice_select_products(
+            dgk.alice_select_products(
                 ctx,
                 ([highs[i] for i in index], [deltas[i] for i in index]),
                 plan.product_spec(len(index)),

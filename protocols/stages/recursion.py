@@ -1,7 +1,7 @@
 """The forward recursion on the LOGSUM stage: public topology, step and termination plans.
 
 Thesis 003, 4.2.1 (secure forward algorithm); the protocol around it is
-:mod:`protocols.forward`, the secure stage :mod:`protocols.stages.logsum` (its docstring
+:mod:`protocols.stages.forward_scoring`, the secure stage :mod:`protocols.stages.logsum` (its docstring
 states what Alice learns), the leakage statement ``docs/security.md``.
 
 At each step Alice holds, for every state l, u_t(l) = log alpha_t(l) + rho_t(l), rho Bob's
@@ -15,7 +15,7 @@ accumulated blinds (integers at scale f).  One step is one LOGSUM round:
   (``shared`` layout, one reply ciphertext per state, g as wide as the key allows, and
   no slot noise: the thesis's exact sums, whose leak ``docs/security.md`` states); a
   state that falls more than about (g - 53) ln 2 nats behind its model's leader may be
-  refused (:mod:`protocols.forward`).
+  refused (:mod:`protocols.stages.forward_scoring`).
 
 Bob's side is the same for both: per model, the reference is the smallest of its states'
 blinds, the weights are the a_lj, and the stage returns each target's new blind
