@@ -16,10 +16,9 @@ import numpy as np
 from protocols.stages import circuits, garbled
 from protocols.stages.dgk import (
     ARGMAX_TAGS,
-    COMPARISONS,
-    REVEAL,
     ArgmaxParams,
     CompareSpec,
+    ComparisonParams,
     alice_argmax,
     alice_compare,
     alice_reveal,
@@ -28,9 +27,7 @@ from protocols.stages.dgk import (
     bob_compare,
     bob_recv_keys,
     bob_reveal,
-    check_names,
 )
-from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import (
     InvalidInputError,
@@ -47,25 +44,13 @@ ARGMAX_NAME = "argmax"
 
 
 @dataclass(frozen=True)
-class Params:
-    """Public parameters of a standalone batched comparison.  ``comparison``: ``garbled``
-    (the default: a circuit Bob garbles, :mod:`protocols.stages.circuits`) or ``dgk``
-    (the DGK/Veugen protocol of this module, the thesis's)."""
-
-    bits: int = 32
-    count: int = 1
-    sigma: int = 40
-    reveal_to: str = typed.one_of("bob", REVEAL)
-    key_holder: str = "alice"
-    evaluator: str = "bob"
-    dgk_bits: int | None = typed.whole(None, 128, None, optional=True)
-    dgk_t: int | None = typed.whole(None, 16, None, optional=True)
-    comparison: str = typed.one_of("garbled", COMPARISONS)
+class Params(ComparisonParams):
+    """Public parameters of a standalone batched comparison of k pairs (the fields are
+    :class:`~protocols.stages.dgk.ComparisonParams`')."""
 
     def __post_init__(self):
         self.spec()
-        typed.check_fields(self)
-        check_names(self.key_holder, self.evaluator)
+        super().__post_init__()
 
     def spec(self, dgk_width: int | None = None) -> CompareSpec:
         return CompareSpec(self.bits, self.count, self.sigma, dgk_width)

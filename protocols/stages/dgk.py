@@ -823,21 +823,16 @@ def check_names(key_holder, evaluator) -> None:
 
 
 @dataclass(frozen=True)
-class ArgmaxParams:
-    """Public parameters of a secure argmax of k values of l bits.
-
-    ``label_bound``: labels are integers in [0, label_bound] (default k - 1:
-    the original indices).  ``reveal_to``: who learns the winner's label.
-    ``with_max``: Bob also returns E(max) (CipherArray of shape (1,)).
-    """
+class ComparisonParams:
+    """The public parameters a batched comparison (``compare``) and a secure argmax share:
+    l (``bits``), k (``count``), sigma, who learns the result, the two parties' names, the
+    DGK key sizes and ``comparison``: ``garbled`` (the default: a circuit Bob garbles,
+    :mod:`protocols.stages.circuits`) or ``dgk`` (this module's, the thesis's)."""
 
     bits: int = 32
-    count: int = 2
+    count: int = 1
     sigma: int = 40
-    reveal_to: str = typed.one_of("alice", REVEAL)
-    tie_break: str = typed.one_of("lowest", TIE_BREAKS)
-    with_max: bool = typed.flag(False)
-    label_bound: int | None = typed.whole(None, 0, None, optional=True)
+    reveal_to: str = typed.one_of("bob", REVEAL)
     key_holder: str = "alice"
     evaluator: str = "bob"
     dgk_bits: int | None = typed.whole(None, 128, None, optional=True)
@@ -845,15 +840,34 @@ class ArgmaxParams:
     comparison: str = typed.one_of("garbled", COMPARISONS)
 
     def __post_init__(self):
+        typed.check_fields(self)
+        check_names(self.key_holder, self.evaluator)
+
+
+@dataclass(frozen=True)
+class ArgmaxParams(ComparisonParams):
+    """Public parameters of a secure argmax of k values of l bits.
+
+    ``label_bound``: labels are integers in [0, label_bound] (default k - 1:
+    the original indices).  ``reveal_to``: who learns the winner's label.
+    ``with_max``: Bob also returns E(max) (CipherArray of shape (1,)).
+    """
+
+    count: int = 2
+    reveal_to: str = typed.one_of("alice", REVEAL)
+    tie_break: str = typed.one_of("lowest", TIE_BREAKS)
+    with_max: bool = typed.flag(False)
+    label_bound: int | None = typed.whole(None, 0, None, optional=True)
+
+    def __post_init__(self):
         CompareSpec(self.bits, self.count, self.sigma)
         _whole("count (values of an argmax)", self.count, 2)
-        typed.check_fields(self)
+        super().__post_init__()
         if self.comparison == "garbled" and (self.reveal_to == "none" or self.with_max):
             raise InvalidInputError(
                 "the garbled argmax reveals the label to alice or bob; keeping E(label) or "
                 'E(max) needs comparison = "dgk"'
             )
-        check_names(self.key_holder, self.evaluator)
 
     @property
     def labels_bound(self) -> int:
