@@ -69,7 +69,13 @@ from smc_hmm.hmm.digits import (
     pin_pad,
     string_bits,
 )
-from smc_hmm.protocol import Example, ProtocolDescriptor, alice_and_bob, params_from_config
+from smc_hmm.protocol import (
+    Example,
+    ProtocolDescriptor,
+    alice_and_bob,
+    params_from_config,
+    save_array,
+)
 
 NAME = "digits"
 MODES = ("string", "pin")
@@ -259,15 +265,10 @@ def example(key_bits: int, seed: int, length: int = 60) -> Example:
         declared=tuple(declared_messages(params, length, key_bits, models)),
         bad_inputs=({"alice": bad}, {"alice": bad[:, :3]}, {"bob": "not digit models"}),
         config=lambda directory: {
-            "alice": {"input": _saved(directory / "frames.npy", a.features[:length])},
+            "alice": {"input": save_array(directory, "frames.npy", a.features[:length])},
             "bob": {"input": "bundled"},
         },
     )
-
-
-def _saved(path, array) -> str:
-    np.save(path, array)
-    return path.name
 
 
 PROTOCOL = ProtocolDescriptor.declare(

@@ -207,7 +207,7 @@ from smc_hmm.errors import (
 )
 from smc_hmm.limits import MAX_SEQUENCE_LENGTH, MAX_STATES, MAX_WIDTH, check_at_most
 from smc_hmm.messages import Ciphertexts, Key, Message, Public, Revealed
-from smc_hmm.protocol import ProtocolDescriptor, Role, params_from_config
+from smc_hmm.protocol import ProtocolDescriptor, Role, params_from_config, save_array
 from smc_hmm.runtime.inputs import load_frames, resolve_path
 
 NAME = "speaker"
@@ -1243,9 +1243,9 @@ def _example(key_bits: int, seed: int, output_party: str):
     def config(directory):
         from smc_hmm.hmm.io import save_models
 
-        np.save(directory / "utterance.npy", inputs[0]["alice"])
+        utterance = save_array(directory, "utterance.npy", inputs[0]["alice"])
         save_models(directory / "speakers.npz", *inputs[0]["bob"])
-        tables = {"alice": {"utterance": "utterance.npy"}, "bob": {"models": "speakers.npz"}}
+        tables = {"alice": {"utterance": utterance}, "bob": {"models": "speakers.npz"}}
         return tables | ({"trent": {}} if output_party == "trent" else {})
 
     parties = {"alice": "alice", "bob": "bob"} | (

@@ -19,7 +19,7 @@ from protocols.stages.decoding import (
     score_error_bound,
 )
 from smc_hmm.hmm import DiscreteHMM
-from smc_hmm.protocol import ProtocolDescriptor, alice_and_bob
+from smc_hmm.protocol import ProtocolDescriptor, alice_and_bob, save_array
 
 NAME = "viterbi"
 
@@ -64,8 +64,8 @@ def example(key_bits: int, seed: int):
         from smc_hmm.hmm.io import save_models
 
         save_models(directory / "models.npz", inputs[0]["bob"])
-        np.save(directory / "symbols.npy", inputs[0]["alice"])
-        return {"alice": {"input": "symbols.npy"}, "bob": {"input": "models.npz"}}
+        symbols = save_array(directory, "symbols.npy", inputs[0]["alice"])
+        return {"alice": {"input": symbols}, "bob": {"input": "models.npz"}}
 
     def expected(i):
         paths = [best_path(m, i["alice"]) for m in i["bob"]]

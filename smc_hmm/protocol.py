@@ -37,6 +37,7 @@ __all__ = [
     "available",
     "find",
     "params_from_config",
+    "save_array",
 ]
 
 #: the entry-point group under which protocol descriptors register
@@ -141,6 +142,15 @@ class Example:
         parties' inputs instead)."""
         inputs = {**self.inputs[index], **(replace or {})}
         return {p: (role, inputs.get(p)) for p, role in self.parties.items()}
+
+
+def save_array(directory: Path, name: str, array) -> str:
+    """An example's private array written to ``directory / name`` (``.npy``, what the
+    config loaders read); returns ``name``, the value its config table gives."""
+    import numpy as np
+
+    np.save(Path(directory) / name, np.asarray(array))
+    return name
 
 
 def _default_params(section: Mapping) -> Mapping:

@@ -40,7 +40,7 @@ from protocols.eigenvector.private import PrivateParams
 from protocols.eigenvector.shared import SharedParams
 from protocols.eigenvector.thesis import ThesisParams
 from smc_hmm.errors import ConfigError
-from smc_hmm.protocol import Example, ProtocolDescriptor, Role, assign_by_field
+from smc_hmm.protocol import Example, ProtocolDescriptor, Role, assign_by_field, save_array
 from smc_hmm.runtime.inputs import load_array
 
 __all__ = ["MODES", "NAME", "PROTOCOL", "PrivateParams", "ThesisParams", "params_from_config"]
@@ -129,14 +129,9 @@ def example(key_bits: int, seed: int) -> Example:
         bad_inputs=({"p2": bad[:, :4]}, {"p3": np.full((4, 4), np.nan)}, {"p1": 2 * bad[:, :3]}),
         config=lambda directory: (
             {"authority": {}, "trent": {}}
-            | {o: {"data": _saved(directory / f"{o}.npy", inputs[0][o])} for o in owners}
+            | {o: {"data": save_array(directory, f"{o}.npy", inputs[0][o])} for o in owners}
         ),
     )
-
-
-def _saved(path, array) -> str:
-    np.save(path, array)
-    return path.name
 
 
 PROTOCOL = ProtocolDescriptor.declare(
