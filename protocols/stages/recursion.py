@@ -1,8 +1,8 @@
 """The forward recursion on the LOGSUM stage: public topology, step and termination plans.
 
-Thesis 003, 4.2.1 (secure forward algorithm); the protocol around it is
-:mod:`protocols.stages.forward_scoring`, the secure stage :mod:`protocols.stages.logsum` (its docstring
-states what Alice learns), the leakage statement ``docs/security.md``.
+Thesis 003, 4.2.1 (secure forward algorithm); the stage around it is
+:mod:`protocols.stages.forward_scoring`, the secure stage :mod:`protocols.stages.logsum`
+(its docstring states what Alice learns), the leakage statement ``docs/security.md``.
 
 At each step Alice holds, for every state l, u_t(l) = log alpha_t(l) + rho_t(l), rho Bob's
 accumulated blinds (integers at scale f).  One step is one LOGSUM round:
