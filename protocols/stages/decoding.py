@@ -852,7 +852,7 @@ class Plan:
         """Every message of the run (the transcript harness's declarations)."""
         out = list(self.messages().values())
         if self.params.garbled:
-            out += list(garbled.setup_messages(self.maxplus.evaluator_bits).values())
+            out += list(garbled.setup_messages(self.maxplus.cots).values())
             if self.params.model_holder == "bob":
                 out += list(self.bound_plan.messages().values())
             return out + maxplus.messages(self.maxplus, "vit")
@@ -1052,7 +1052,7 @@ def alice(ctx, private, params: ViterbiParams, peer: str = "bob", reference=None
         plan, decoders = _alice_structure(ctx, private, params, msg0, peer)  # step 0
         if params.garbled:
             ctx.send(peer, msg0["key"], pk)
-            evaluator = garbled.alice_setup(ctx, plan.maxplus.evaluator_bits, peer)
+            evaluator = garbled.alice_setup(ctx, plan.maxplus.cots, peer)
         else:
             dgk_sk = dgk.alice_send_keys(ctx, plan.compare_spec(1), peer)
     if params.garbled:
@@ -1219,7 +1219,7 @@ def bob(ctx, private, params: ViterbiParams, peer: str = "alice", reference=None
         if params.garbled:
             pk = ctx.recv(peer, msg0["key"])
             plan = Plan(params, structure, length, pk.bits)
-            garbler = garbled.bob_setup(ctx, plan.maxplus.evaluator_bits, peer)
+            garbler = garbled.bob_setup(ctx, plan.maxplus.cots, peer)
         else:
             plan = Plan(params, structure, length, 0)
             pk, dgk_pk = dgk.bob_recv_keys(ctx, plan.compare_spec(1), peer)

@@ -181,6 +181,14 @@ class MaxPlusLayout:
         return self.final.input_count("evaluator")
 
     @property
+    def cots(self) -> int:
+        """The chain's OT budget: every input bit of Alice's, in its three choice messages
+        (the inputs, the binding check, the PIN's pad), so one setup covers the run."""
+        check = self.check_bits if self.is_bound else 0
+        pin = self.string_bits if self.keeps_pointers and self.output == "match" else 0
+        return self.evaluator_bits + check + pin
+
+    @property
     def frame_key(self) -> MaxPlusLayout:
         """The layout without T: the key of every circuit but ``back``."""
         return replace(self, length=0)

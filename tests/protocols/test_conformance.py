@@ -30,6 +30,7 @@ import re
 import threading
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -111,6 +112,8 @@ class Runs:
     transcripts: list = field(default_factory=list)
     #: per run, per party with a pool: (misses, left over), or None without a plan
     pools: list = field(default_factory=list)
+    #: per run, per OT extension sender (Bob's garbler): (COTs extended, taken, extensions)
+    ots: list = field(default_factory=list)
     seconds: float = 0.0
 
 
@@ -140,6 +143,31 @@ def _pools(name: str, index: int):
     return pools, randomizers, lambda: pk.use_randomizer(own)
 
 
+@contextmanager
+def _ot_ledger():
+    """Records, per garbler of the runs inside, the COTs its OT extension produced, the COTs
+    its circuits took and how many extensions ran (the setup's, then any refill)."""
+    from protocols.stages.garbled import Garbler
+
+    ledger, extend, take = {}, Garbler._extend, Garbler._take
+
+    def extending(self, ctx, count):
+        ledger.setdefault(id(self), [0, 0, 0])
+        ledger[id(self)][0] += count
+        ledger[id(self)][2] += 1
+        return extend(self, ctx, count)
+
+    def taking(self, ctx, count):
+        ledger.setdefault(id(self), [0, 0, 0])[1] += count
+        return take(self, ctx, count)
+
+    Garbler._extend, Garbler._take = extending, taking
+    try:
+        yield ledger
+    finally:
+        Garbler._extend, Garbler._take = extend, take
+
+
 @cache
 def _runs(name: str) -> Runs:
     runs = Runs()
@@ -148,18 +176,20 @@ def _runs(name: str) -> Runs:
         frames, wrap = recorder()
         planned = _pools(name, index)
         try:
-            result = _run(
-                name,
-                index,
-                wrap_transport=wrap,
-                randomizers=planned[1] if planned else None,
-                rng=Rng.seeded(SEED),  # keys a party makes in the run are the same each run
-            )
+            with _ot_ledger() as ots:
+                result = _run(
+                    name,
+                    index,
+                    wrap_transport=wrap,
+                    randomizers=planned[1] if planned else None,
+                    rng=Rng.seeded(SEED),  # keys a party makes in the run are the same each run
+                )
         finally:
             if planned:
                 planned[2]()
         runs.results.append(result)
         runs.transcripts.append(dict(frames))
+        runs.ots.append([tuple(v) for v in ots.values()])
         runs.pools.append(
             {p: (pool.misses, len(pool)) for p, pool in planned[0].items()} if planned else None
         )
@@ -232,7 +262,16 @@ PLANNED = [n for n in PROTOCOLS if _descriptor(n).randomizers is not None]
 
 @pytest.mark.parametrize("name", PLANNED)
 def test_the_offline_plan_is_exact(name):
-    """Pools filled from the descriptor's plan alone cover every run with none left."""
+    """Pools filled from the descriptor's plan alone cover every run with none left; the
+    OT extension of every garbled session runs once, in the setup, for exactly the COTs
+    its circuits take (a refill would be a budget the plan missed, a leftover one it
+    overcounted)."""
+    for index, sessions in enumerate(_runs(name).ots):
+        for extended, taken, extensions in sessions:
+            assert (extended, extensions) == (taken, 1 if taken else 0), (
+                f"{name} run {index}: {extensions} OT extension(s) of {extended} COTs in "
+                f"all for {taken} taken"
+            )
     for index, pools in enumerate(_runs(name).pools):
         assert pools, f"{name}: the plan names no party"
         for party, (misses, left) in pools.items():
