@@ -99,6 +99,7 @@ from smc_hmm.data.match import (
     answer,
     candidates,
     load_match_manifest,
+    match,
     window_counts,
 )
 from smc_hmm.errors import (
@@ -626,6 +627,25 @@ def _candidates(slots, unmask, factors, layout: MatchLayout, pk) -> CipherArray:
 # -- the plugin --------------------------------------------------------------------------------
 
 
+def plain_match(snippet, collection, params: MatchParams):
+    """The answer in the clear that a secure run reproduces: the best window of
+    :func:`smc_hmm.data.match.match` at the public quantisation, threshold and stride."""
+    return match(
+        snippet, collection, quant=params.quant, threshold=params.threshold_value(),
+        stride=params.pool,
+    )  # fmt: skip
+
+
+def plaintext(params: MatchParams, inputs) -> dict:
+    """The run's outputs in the clear (``inputs``: role -> private input): Alice's answer
+    from :func:`plain_match` and the count of candidate windows; Bob's None."""
+    snippet, recordings = inputs["alice"], _collection(inputs["bob"])
+    plain = plain_match(snippet, recordings, params)
+    count = len(candidates(recordings.lengths, len(snippet), params.pool))
+    answer = {"match": plain.id, "recording": plain.recording, "offset_frames": plain.offset}
+    return {"alice": answer | {"mode": params.mode, "candidates": count}, "bob": None}
+
+
 def load_snippet(value, base):
     """Alice's input: a WAV file (featurised with the default spectrogram) or frames."""
     return load_frames(value, base, Spectrogram().from_wav)
@@ -694,7 +714,7 @@ def example(key_bits: int, seed: int, length: int = 15):
     """A bundled query cut to ``length`` frames against the first four bundled recordings,
     then a constant snippet against recordings of the same ids and lengths but other
     content: Alice learns the plaintext matcher's answer."""
-    from smc_hmm.data.match import load_bundled_collection, load_bundled_queries, match
+    from smc_hmm.data.match import load_bundled_collection, load_bundled_queries
     from smc_hmm.protocol import Example
 
     rng = np.random.default_rng(seed)
@@ -705,14 +725,6 @@ def example(key_bits: int, seed: int, length: int = 15):
     )
     params = MatchParams()
 
-    def expected(i):
-        snippet, recordings = i["alice"], i["bob"]
-        plain = match(snippet, recordings, quant=params.quant,
-                      threshold=params.threshold_value(), stride=params.pool)  # fmt: skip
-        count = len(candidates(recordings.lengths, len(snippet), params.pool))
-        return {"bob": None, "alice": {"match": plain.id, "recording": plain.recording,
-                "offset_frames": plain.offset, "mode": "exact", "candidates": count}}  # fmt: skip
-
     layout = MatchLayout.build(params, key_bits, length, collection.lengths)
     snippet = query.frames[:length]
     return Example(
@@ -722,7 +734,7 @@ def example(key_bits: int, seed: int, length: int = 15):
             {"alice": snippet, "bob": collection},
             {"alice": np.ones((length, 24)), "bob": alike},
         ),
-        expected=expected,
+        expected=lambda i: plaintext(params, i),
         declared=tuple(layout.declared_messages()),
         bad_inputs=(
             {"alice": np.full((length, 24), np.nan)},
@@ -737,6 +749,7 @@ PROTOCOL = ProtocolDescriptor.declare(
     __name__,
     "private audio matching: Alice learns which of Bob's recordings holds her snippet",
     params=MatchParams.from_config,
+    plaintext=plaintext,
     roles=(
         Role("alice", alice, kind="alice", holds_key=True, input="snippet", load=load_snippet),
         Role("bob", bob, kind="bob", input="collection", load=load_collection),

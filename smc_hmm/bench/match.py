@@ -292,15 +292,11 @@ def secure_run(keypair, mode: str, stride: int, frames, collection, compute, bob
     )
 
 
-def plain_answer(mode: str, stride: int, frames, collection):
-    params = find("match").params(_params(mode, stride))
-    return match(
-        frames,
-        collection,
-        quant=params.quant,
-        threshold=params.threshold_value(),
-        stride=params.pool,
-    )
+def plain_answer(mode: str, stride: int, frames, collection) -> dict:
+    """Alice's answer in the clear: the match protocol's ``plaintext`` hook."""
+    protocol = find("match")
+    params = protocol.params(_params(mode, stride))
+    return protocol.plaintext(params, {"alice": frames, "bob": collection})["alice"]
 
 
 def _run_record(result, offline, online, plain, query) -> dict:
@@ -311,9 +307,10 @@ def _run_record(result, offline, online, plain, query) -> dict:
         "snr": query.snr,
         "secure": alice["match"],
         "offset": alice["offset_frames"],
-        "plaintext": plain.id,
-        "plaintext_offset": plain.offset,
-        "equal": (alice["match"], alice["offset_frames"]) == (plain.id, plain.offset),
+        "plaintext": plain["match"],
+        "plaintext_offset": plain["offset_frames"],
+        "equal": (alice["match"], alice["offset_frames"])
+        == (plain["match"], plain["offset_frames"]),
         "candidates": alice["candidates"],
         "offline_s": offline,
         "online_s": online,

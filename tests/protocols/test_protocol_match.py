@@ -49,16 +49,6 @@ def _run(keypair, frames, collection, params=None, **kwargs):
     )
 
 
-def _plain(frames, collection, params: pm.MatchParams):
-    return match(
-        frames,
-        collection,
-        quant=params.quant,
-        threshold=params.threshold_value(),
-        stride=params.pool,
-    )
-
-
 def _queries(collection, count=3):
     inside = [q for q in load_bundled_queries(inside=True) if q.recording < len(collection)]
     picks = [inside[i] for i in np.linspace(0, len(inside) - 1, count).astype(int)]
@@ -78,7 +68,7 @@ def test_alice_learns_the_plaintext_answer(keypair_1024, collection, mode, compa
     params = pm.MatchParams(mode=mode)
     for q in _queries(collection):
         result = _run(keypair_1024, q.frames, collection, {"mode": mode, "comparison": comparison})
-        plain = _plain(q.frames, collection, params)
+        plain = pm.plain_match(q.frames, collection, params)
         out = result["alice"]
         assert (out["match"], out["recording"], out["offset_frames"]) == (
             plain.id,
@@ -100,7 +90,7 @@ def test_the_threshold_decides_no_match_strictly(keypair_512, collection, compar
     assert always["match"] is not None and never["match"] is None
     # a threshold exactly at the best window's score: ties go to "no match"
     params = pm.MatchParams(threshold=-1.0)
-    best = _plain(q.frames, collection, params)
+    best = pm.plain_match(q.frames, collection, params)
     unit = params.quant.score_unit(len(q.frames), collection.bands)
     at = pm.MatchParams(threshold=best.value / unit)
     assert at.quant.threshold_units(at.threshold, len(q.frames), collection.bands) == best.value
@@ -110,7 +100,7 @@ def test_the_threshold_decides_no_match_strictly(keypair_512, collection, compar
         collection,
         {"threshold": best.value / unit, "comparison": comparison},
     )["alice"]
-    assert tie["match"] is None and _plain(q.frames, collection, at).matched is False
+    assert tie["match"] is None and pm.plain_match(q.frames, collection, at).matched is False
 
 
 def test_a_snippet_longer_than_every_recording_is_no_match(keypair_512, collection):
@@ -220,7 +210,7 @@ def test_a_unit_vector_snippet_does_not_read_bobs_spectrogram(keypair_512, colle
     # the masked slots spread over the whole mask range, whatever the secret
     top = 1 << layout.mask_bits
     assert stats.kstest(seen / top, "uniform").pvalue > 1e-3
-    plain = _plain(snippet, collection, pm.MatchParams())
+    plain = pm.plain_match(snippet, collection, pm.MatchParams())
     assert (result["alice"]["match"], result["alice"]["offset_frames"]) == (plain.id, plain.offset)
 
 
