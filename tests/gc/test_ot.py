@@ -11,38 +11,18 @@ from nacl import bindings as na
 from smc_hmm.crypto.rng import Rng
 from smc_hmm.errors import InvalidInputError, OtConsistencyError, ProtocolError
 from smc_hmm.gc import ot
+from smc_hmm.gc.garble import new_delta
 from smc_hmm.gc.hashing import prg, random_blocks
-from smc_hmm.gc.ot import (
-    BASE_POINT_BYTES,
-    CHALLENGE_BYTES,
-    KAPPA,
-    PROOF_BYTES,
-    OtExtReceiver,
-    OtExtSender,
-    base_receive,
-    base_sender_keys,
-    base_sender_point,
-    extended_count,
-    gf128_inner,
-    gf128_mul,
-    u_bytes,
-)
 
 IDENTITY = bytes([1]) + bytes(31)
 ORDER_TWO = (2**255 - 20).to_bytes(32, "little")  # (0, -1)
 ORDER_FOUR = bytes(32)  # y = 0
 
 
-def _delta(rng: Rng) -> np.ndarray:
-    d = random_blocks(rng, 1)[0]
-    d[0] |= np.uint64(1)
-    return d
-
-
-def _pair(seed: int = 1) -> tuple[OtExtSender, OtExtReceiver]:
+def _pair(seed: int = 1) -> tuple[ot.OtExtSender, ot.OtExtReceiver]:
     """A sender and receiver after the base OTs."""
     rs, rr = Rng.seeded(seed), Rng.seeded(seed + 1000)
-    sender, receiver = OtExtSender(_delta(rs), rs), OtExtReceiver(rr)
+    sender, receiver = ot.OtExtSender(new_delta(rs), rs), ot.OtExtReceiver(rr)
     receiver.base_finish(sender.base_choose(receiver.base_start()))
     return sender, receiver
 
@@ -75,10 +55,10 @@ def _choices(seed: int, m: int) -> np.ndarray:
 def test_base_ot_receiver_gets_the_chosen_key_only():
     rng = Rng.seeded(3)
     choices = [0, 1, 1, 0, 1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0, 1]
-    a, a_point = base_sender_point(rng)
-    points, keys = base_receive(a_point, choices, rng)
-    assert len(points) == len(choices) * BASE_POINT_BYTES
-    k0, k1 = base_sender_keys(a, a_point, points)
+    a, a_point = ot.base_sender_point(rng)
+    points, keys = ot.base_receive(a_point, choices, rng)
+    assert len(points) == len(choices) * ot.BASE_POINT_BYTES
+    k0, k1 = ot.base_sender_keys(a, a_point, points)
     for i, c in enumerate(choices):
         assert keys[i] == (k1[i] if c else k0[i])
         assert keys[i] != (k0[i] if c else k1[i])
@@ -88,20 +68,20 @@ def test_base_ot_receiver_gets_the_chosen_key_only():
 
 def test_base_ot_rejects_invalid_points():
     rng = Rng.seeded(4)
-    a, a_point = base_sender_point(rng)
-    points, _ = base_receive(a_point, [0, 1], rng)
+    a, a_point = ot.base_sender_point(rng)
+    points, _ = ot.base_receive(a_point, [0, 1], rng)
     not_in_subgroup = na.crypto_core_ed25519_add(a_point, ORDER_TWO)
     for bad in (b"\xff" * 32, IDENTITY, ORDER_TWO, ORDER_FOUR, not_in_subgroup):
         with pytest.raises(ProtocolError):
-            base_receive(bad, [0], rng)
+            ot.base_receive(bad, [0], rng)
         with pytest.raises(ProtocolError):
-            base_sender_keys(a, a_point, points[:32] + bad)
+            ot.base_sender_keys(a, a_point, points[:32] + bad)
     with pytest.raises(ProtocolError):  # B_i = A: B_i - A is the identity
-        base_sender_keys(a, a_point, a_point)
+        ot.base_sender_keys(a, a_point, a_point)
     with pytest.raises(ProtocolError):
-        base_sender_keys(a, a_point, points[:31])
+        ot.base_sender_keys(a, a_point, points[:31])
     with pytest.raises(InvalidInputError):
-        base_receive(a_point, [0, 2], rng)
+        ot.base_receive(a_point, [0, 2], rng)
 
 
 # -- the extension --------------------------------------------------------------------------
@@ -141,12 +121,12 @@ def test_two_extensions_on_one_base_setup():
 
 def test_sizes():
     for m in (1, 88, 89, 1000, 1 << 20):
-        mp = extended_count(m)
-        assert mp % 128 == 0 and mp >= m + KAPPA + ot.SIGMA > mp - 128
-        assert u_bytes(m) == KAPPA * mp // 8
-    assert (PROOF_BYTES, CHALLENGE_BYTES, BASE_POINT_BYTES, KAPPA) == (32, 16, 32, 128)
+        mp = ot.extended_count(m)
+        assert mp % 128 == 0 and mp >= m + ot.KAPPA + ot.SIGMA > mp - 128
+        assert ot.u_bytes(m) == ot.KAPPA * mp // 8
+    assert (ot.PROOF_BYTES, ot.CHALLENGE_BYTES, ot.BASE_POINT_BYTES, ot.KAPPA) == (32, 16, 32, 128)
     with pytest.raises(InvalidInputError):
-        u_bytes(0)
+        ot.u_bytes(0)
 
 
 def test_stream_reads_on_after_an_offset():
@@ -158,18 +138,18 @@ def test_stream_reads_on_after_an_offset():
 
 def test_transpose_against_bit_by_bit():
     rng = np.random.default_rng(7)
-    cols = rng.integers(0, 256, (KAPPA, 48), dtype=np.uint8)
+    cols = rng.integers(0, 256, (ot.KAPPA, 48), dtype=np.uint8)
     rows = ot._transpose(cols)
     bits = np.unpackbits(cols, axis=1, bitorder="little")  # (128, 384)
     for j in (0, 1, 7, 8, 200, 383):
-        assert _int(rows[j]) == sum(int(bits[k, j]) << k for k in range(KAPPA))
+        assert _int(rows[j]) == sum(int(bits[k, j]) << k for k in range(ot.KAPPA))
 
 
 # -- the KOS check ------------------------------------------------------------------------------
 
 
 def _flip(column: int, rows: list[int], m: int):
-    nbytes = extended_count(m) // 8
+    nbytes = ot.extended_count(m) // 8
 
     def tamper(u: bytes) -> bytes:
         raw = bytearray(u)
@@ -187,14 +167,14 @@ def test_inconsistent_choices_in_a_column_are_caught():
     for trial in range(6):
         sender, receiver = _pair(100 + trial)
         bits = _int(sender.delta)
-        ones = [k for k in range(KAPPA) if bits >> k & 1]
+        ones = [k for k in range(ot.KAPPA) if bits >> k & 1]
         column = ones[trial % len(ones)] if trial else 0  # 0: Delta's lsb, always 1
         m = 400
         rows = sorted(set(gen.integers(0, m, 1 + trial).tolist()))
         with pytest.raises(OtConsistencyError):
             _run(sender, receiver, _choices(trial, m), _flip(column, rows, m))
         with pytest.raises(ProtocolError):  # aborted: no retry, no second guess
-            sender.extend_receive(m, bytes(u_bytes(m)))
+            sender.extend_receive(m, bytes(ot.u_bytes(m)))
 
 
 def test_a_flip_where_delta_is_zero_changes_nothing():
@@ -202,7 +182,7 @@ def test_a_flip_where_delta_is_zero_changes_nothing():
     the cheat passes (and tells the receiver that bit) but the output is unchanged."""
     sender, receiver = _pair(9)
     bits = _int(sender.delta)
-    column = next(k for k in range(KAPPA) if not bits >> k & 1)
+    column = next(k for k in range(ot.KAPPA) if not bits >> k & 1)
     choices = _choices(9, 300)
     q, t = _run(sender, receiver, choices, _flip(column, [3, 100], 300))
     _expect_correlated(q, t, choices, sender.delta)
@@ -243,16 +223,16 @@ def _slow_mul(a: int, b: int) -> int:
 def test_gf128_mul_against_reference_and_laws():
     rng = Rng.seeded(11)
     one, x = 1, 2
-    assert gf128_mul(1 << 127, x) == 0x87  # x^128 = x^7 + x^2 + x + 1
+    assert ot.gf128_mul(1 << 127, x) == 0x87  # x^128 = x^7 + x^2 + x + 1
     for _ in range(40):
         a, b, c = (rng.randbits(128) for _ in range(3))
-        assert gf128_mul(a, b) == _slow_mul(a, b)
-        assert gf128_mul(a, one) == a and gf128_mul(a, 0) == 0
-        assert gf128_mul(a, b) == gf128_mul(b, a)
-        assert gf128_mul(a, b ^ c) == gf128_mul(a, b) ^ gf128_mul(a, c)
-        assert gf128_mul(gf128_mul(a, b), c) == gf128_mul(a, gf128_mul(b, c))
+        assert ot.gf128_mul(a, b) == _slow_mul(a, b)
+        assert ot.gf128_mul(a, one) == a and ot.gf128_mul(a, 0) == 0
+        assert ot.gf128_mul(a, b) == ot.gf128_mul(b, a)
+        assert ot.gf128_mul(a, b ^ c) == ot.gf128_mul(a, b) ^ ot.gf128_mul(a, c)
+        assert ot.gf128_mul(ot.gf128_mul(a, b), c) == ot.gf128_mul(a, ot.gf128_mul(b, c))
     with pytest.raises(InvalidInputError):
-        gf128_mul(1 << 128, 1)
+        ot.gf128_mul(1 << 128, 1)
 
 
 @pytest.mark.parametrize("n", [0, 1, 5, 300])
@@ -262,28 +242,28 @@ def test_gf128_inner_against_reference(n):
     slow = 0
     for j in range(n):
         slow ^= _slow_mul(_int(chi[j]), _int(rows[j]))
-    assert gf128_inner(chi, rows) == slow
+    assert ot.gf128_inner(chi, rows) == slow
     if n:
         ones = np.ones((n, 2), np.uint64)  # rows of value x^0 + x^64
-        assert gf128_inner(chi, np.zeros_like(ones)) == 0
+        assert ot.gf128_inner(chi, np.zeros_like(ones)) == 0
         expected = 0
         for j in range(n):
-            expected ^= gf128_mul(_int(chi[j]), 1 | 1 << 64)
-        assert gf128_inner(chi, ones) == expected
+            expected ^= ot.gf128_mul(_int(chi[j]), 1 | 1 << 64)
+        assert ot.gf128_inner(chi, ones) == expected
     with pytest.raises(InvalidInputError):
-        gf128_inner(chi, random_blocks(rng, n + 1))
+        ot.gf128_inner(chi, random_blocks(rng, n + 1))
 
 
 # -- bad input and out-of-order calls --------------------------------------------------------
 
 
-def test_bad_delta():
+def test_badnew_delta():
     rng = Rng.seeded(13)
-    even = _delta(rng)
+    even = new_delta(rng)
     even[0] ^= np.uint64(1)
     for bad in (even, np.zeros(3, np.uint64), np.zeros((1, 2), np.uint64), np.ones(2, float)):
         with pytest.raises(InvalidInputError):
-            OtExtSender(bad, rng)
+            ot.OtExtSender(bad, rng)
 
 
 def test_bad_choices():
@@ -297,7 +277,7 @@ def test_bad_choices():
         with pytest.raises(InvalidInputError):
             receiver.extend(bad)
     u = receiver.extend(np.ones(10, np.uint8))  # still usable after local errors
-    assert len(u) == u_bytes(10)
+    assert len(u) == ot.u_bytes(10)
 
 
 def test_wrong_lengths_raise_protocol_errors():
@@ -315,26 +295,26 @@ def test_wrong_lengths_raise_protocol_errors():
     with pytest.raises(ProtocolError):
         receiver.extend_prove(challenge[:-1])
     with pytest.raises(ProtocolError):
-        sender.extend_check(bytes(PROOF_BYTES - 1))
+        sender.extend_check(bytes(ot.PROOF_BYTES - 1))
     with pytest.raises(InvalidInputError):
         _pair(17)[0].extend_receive(0, b"")
 
 
 def test_base_messages_are_checked():
     rng = Rng.seeded(18)
-    a_point = OtExtReceiver(rng).base_start()
+    a_point = ot.OtExtReceiver(rng).base_start()
     for bad in (a_point[:-1], a_point + a_point, b"\xff" * 32, IDENTITY, ORDER_TWO):
         with pytest.raises(ProtocolError):
-            OtExtSender(_delta(rng), rng).base_choose(bad)
-    points = OtExtSender(_delta(rng), rng).base_choose(a_point)
-    assert len(points) == KAPPA * BASE_POINT_BYTES
+            ot.OtExtSender(new_delta(rng), rng).base_choose(bad)
+    points = ot.OtExtSender(new_delta(rng), rng).base_choose(a_point)
+    assert len(points) == ot.KAPPA * ot.BASE_POINT_BYTES
     for bad in (
         points[:-32],
         points + points[:32],
         points[:-32] + ORDER_FOUR,
         points[:-32] + b"\xff" * 32,
     ):
-        receiver = OtExtReceiver(rng)
+        receiver = ot.OtExtReceiver(rng)
         receiver.base_start()
         with pytest.raises(ProtocolError):
             receiver.base_finish(bad)
@@ -344,17 +324,17 @@ def test_base_messages_are_checked():
 
 def test_out_of_order_calls():
     rng = Rng.seeded(19)
-    sender, receiver = OtExtSender(_delta(rng), rng), OtExtReceiver(rng)
+    sender, receiver = ot.OtExtSender(new_delta(rng), rng), ot.OtExtReceiver(rng)
     with pytest.raises(ProtocolError):
-        receiver.base_finish(bytes(KAPPA * BASE_POINT_BYTES))
+        receiver.base_finish(bytes(ot.KAPPA * ot.BASE_POINT_BYTES))
     with pytest.raises(ProtocolError):
         receiver.extend(np.ones(4, np.uint8))
     with pytest.raises(ProtocolError):
         receiver.labels()
     with pytest.raises(ProtocolError):
-        sender.extend_receive(4, bytes(u_bytes(4)))
+        sender.extend_receive(4, bytes(ot.u_bytes(4)))
     with pytest.raises(ProtocolError):
-        sender.extend_check(bytes(PROOF_BYTES))
+        sender.extend_check(bytes(ot.PROOF_BYTES))
     a_point = receiver.base_start()
     with pytest.raises(ProtocolError):
         receiver.base_start()
@@ -367,7 +347,7 @@ def test_out_of_order_calls():
     with pytest.raises(ProtocolError):
         receiver.labels()  # no extension yet
     with pytest.raises(ProtocolError):
-        receiver.extend_prove(bytes(CHALLENGE_BYTES))
+        receiver.extend_prove(bytes(ot.CHALLENGE_BYTES))
     choices = _choices(19, 20)
     u = receiver.extend(choices)
     with pytest.raises(ProtocolError):
@@ -375,11 +355,11 @@ def test_out_of_order_calls():
     with pytest.raises(ProtocolError):
         receiver.labels()
     with pytest.raises(ProtocolError):
-        sender.extend_check(bytes(PROOF_BYTES))  # no u yet
+        sender.extend_check(bytes(ot.PROOF_BYTES))  # no u yet
     challenge = sender.extend_receive(20, u)
     with pytest.raises(ProtocolError):
         sender.extend_receive(20, u)  # the previous one is not checked
     q = sender.extend_check(receiver.extend_prove(challenge))
     _expect_correlated(q, receiver.labels(), choices, sender.delta)
     with pytest.raises(ProtocolError):
-        sender.extend_check(bytes(PROOF_BYTES))  # already checked
+        sender.extend_check(bytes(ot.PROOF_BYTES))  # already checked
