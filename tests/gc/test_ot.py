@@ -257,7 +257,7 @@ def test_gf128_inner_against_reference(n):
 # -- bad input and out-of-order calls --------------------------------------------------------
 
 
-def test_badnew_delta():
+def test_bad_delta():
     rng = Rng.seeded(13)
     even = new_delta(rng)
     even[0] ^= np.uint64(1)
