@@ -82,7 +82,7 @@ a folder of WAV files or an ``.npz`` collection); tests in
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
 
 import numpy as np
@@ -194,16 +194,24 @@ class MatchParams:
 @dataclass(frozen=True)
 class MatchLayout:
     """Everything public of one run: the parameters, the key size, the snippet's length
-    L and the catalogue's lengths; the packing, the blocks, the bounds and the messages."""
+    L and the catalogue's lengths; the packing, the blocks, the bounds and the messages.
+
+    Built in two phases: :meth:`before_key` (Bob, before Alice's key arrives in the
+    ``dgk`` comparison: the sizes, bounds and comparison spec), then :meth:`build` (the
+    packing too); asking a key-less layout for the packing is an error."""
 
     params: MatchParams
-    key_bits: int
+    key_bits: int | None
     length: int
     lengths: tuple[int, ...]
 
     @classmethod
+    def before_key(cls, params: MatchParams, length: int, lengths) -> MatchLayout:
+        return cls(params, None, int(length), tuple(int(t) for t in lengths))
+
+    @classmethod
     def build(cls, params: MatchParams, key_bits: int, length: int, lengths) -> MatchLayout:
-        layout = cls(params, int(key_bits), int(length), tuple(int(t) for t in lengths))
+        layout = replace(cls.before_key(params, length, lengths), key_bits=int(key_bits))
         _ = layout.slots  # refuses a key too small for one slot
         return layout
 
@@ -298,6 +306,8 @@ class MatchLayout:
     @cached_property
     def slots(self) -> int:
         """S: as many windows per ciphertext as the key holds, at most a recording's windows."""
+        if self.key_bits is None:
+            raise InvalidInputError("the packing of a match layout needs the key size")
         top = max(1, min(plain_bits(self.key_bits) // self.slot_bits, max(self.windows, default=1)))
         while top >= 1 and not self._fits(top):
             top -= 1
@@ -542,7 +552,7 @@ def bob(ctx, collection, params: MatchParams, peer: str = "alice") -> None:
         if params.comparison == "garbled":  # step 3
             pk = ctx.recv(peer, KEY)
         else:
-            spec = MatchLayout(params, 2048, length, collection.lengths).compare_spec()
+            spec = MatchLayout.before_key(params, length, collection.lengths).compare_spec()
             pk, dgk_pk = dgk.bob_recv_keys(ctx, spec, peer)  # step 3
         layout = MatchLayout.build(params, pk.bits, length, collection.lengths)
         if layout.garbled:
