@@ -373,9 +373,10 @@ def share_slots(bits: int, sigma: int, key_bits: int) -> tuple[int, int]:
 def share_message(shape, bits: int, sigma: int, key_bits: int | None = None, tag="gc.share"):
     """The packed masked values of ``shape`` (their count needs the key size; unknown:
     any count)."""
-    width, per = share_slots(bits, sigma, key_bits or 2048)
-    size = int(np.prod(shape, dtype=np.int64))
-    count = None if key_bits is None else -(-size // per)
+    count = None
+    if key_bits is not None:
+        _, per = share_slots(bits, sigma, key_bits)
+        count = -(-int(np.prod(shape, dtype=np.int64)) // per)
     return Message(tag, MaskedCiphertexts(shape=(count,)))
 
 
@@ -438,8 +439,10 @@ def rounded_share_slots(bound: int, sigma: int, key_bits: int) -> tuple[int, int
 
 
 def rounded_share_message(count: int, bound: int, sigma: int, key_bits: int | None, tag: str):
-    width, per = rounded_share_slots(bound, sigma, key_bits or 2048)
-    packed = None if key_bits is None else -(-count // per)
+    packed = None
+    if key_bits is not None:
+        _, per = rounded_share_slots(bound, sigma, key_bits)
+        packed = -(-count // per)
     return Message(tag, MaskedCiphertexts(shape=(packed,)))
 
 
