@@ -59,11 +59,16 @@ def _shape_matches(shape: tuple, pattern: tuple | None) -> bool:
 @dataclass(frozen=True)
 class Ciphertexts:
     """A CipherArray field: its fixed-point ``scale``, a public ``bound`` on
-    |plaintext integer| and an optional ``shape`` (``None`` entries match any size)."""
+    |plaintext integer| and an optional ``shape`` (``None`` entries match any size).
+
+    ``fresh``: the values are computed from the receiver's own ciphertexts, so the sender
+    re-randomises them on the way out (thesis 003, 3.1: else the receiver could match
+    what it gets against what it sent); the declaration, not each send, says so."""
 
     scale: int
     bound: int
     shape: tuple[int | None, ...] | None = None
+    fresh: bool = False
 
     def __post_init__(self):
         check_scale(self.scale)
@@ -80,7 +85,7 @@ class Ciphertexts:
                 f"{tag}: values may need {value.bound.bit_length()} bits but the message "
                 f"declares {self.bound.bit_length()}: the public bound is too small"
             )
-        return value
+        return value.rerandomize() if self.fresh else value
 
     def incoming(self, value, tag: str) -> CipherArray:
         self._received_array(value, tag)
@@ -118,10 +123,11 @@ class MaskedCiphertexts(Ciphertexts):
     scale: int = 0
     bound: int = 0
     shape: tuple[int | None, ...] | None = None
+    fresh: bool = True  # masked from the receiver's own ciphertexts: always re-randomised
 
     def outgoing(self, value, tag: str) -> CipherArray:
         self._sent_array(value, tag)
-        return value
+        return value.rerandomize() if self.fresh else value
 
     def incoming(self, value, tag: str) -> CipherArray:
         self._received_array(value, tag)

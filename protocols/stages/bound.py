@@ -348,7 +348,7 @@ def bob_bound(ctx, plan: BoundPlan, weights, consts, peer: str) -> BobBound:
         enc, limbs, 0, mac_offsets, replace(plan.layout, rows=MAC_LIMBS), plan.mac_offset
     )
     packed = CipherArray.concatenate([values, macs], axis=1).with_scale(0)
-    ctx.send(peer, msg["values"], _top_masked(packed, plan, rng).rerandomize())
+    ctx.send(peer, msg["values"], _top_masked(packed, plan, rng))
     return BobBound(plan, alpha, seed, masks, [_join(row) for row in limb_masks])
 
 

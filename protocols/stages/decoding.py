@@ -810,7 +810,8 @@ class Plan:
                 "vit.obs", Ciphertexts(self.input_scale, obs_bound, (self.groups, s.n_inputs))
             ),
             "emit": Message(
-                "vit.emit", Ciphertexts(p.log_scale, emit_bound, (self.groups, s.total_rows))
+                "vit.emit",
+                Ciphertexts(p.log_scale, emit_bound, (self.groups, s.total_rows), fresh=True),
             ),
             "slots": Message("vit.slots", Ciphertexts(0, slots_bound, (T, s.total_rows))),
             "model": Message(
@@ -833,9 +834,9 @@ class Plan:
                 T * s.total_rows, self.reach_bound, p.sigma, self.key_bits or None, "vit.share"
             ),
             "output": Message(
-                "vit.output", Ciphertexts(0, self.output_bound(), (self.output_count,))
+                "vit.output", Ciphertexts(0, self.output_bound(), (self.output_count,), fresh=True)
             ),
-            "score": Message("vit.score", Ciphertexts(0, self.value_bound, (models,))),
+            "score": Message("vit.score", Ciphertexts(0, self.value_bound, (models,), fresh=True)),
         }
         return out
 
@@ -1274,9 +1275,9 @@ def _bob_dgk(ctx, mine, plan: Plan, peer):
         history.reverse()
     with ctx.phase("output"):
         packed = _pack_outputs(plan, history)
-        ctx.send(peer, msg["output"], packed.rerandomize())
+        ctx.send(peer, msg["output"], packed)
         if params.reveal_score:
-            ctx.send(peer, msg["score"], scores.rerandomize())
+            ctx.send(peer, msg["score"], scores)
         ctx.recv(peer, msg0["done"])
     return None
 
@@ -1400,7 +1401,7 @@ def _emission_stage(ctx, decoders, plan: Plan, msg, peer, blinds):
     emit = emissions.bob_emissions(
         enc_obs, weights, plan.weight_scale, offsets, layout, plan.fspec.emit_bound
     )
-    ctx.send(peer, msg["emit"], emit.with_bound(msg["emit"].body.bound).rerandomize())
+    ctx.send(peer, msg["emit"], emit.with_bound(msg["emit"].body.bound))
     return starts, trans
 
 

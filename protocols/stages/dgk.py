@@ -180,7 +180,7 @@ class CompareSpec:
         return {
             "pk": Message("cmp.pk", Key()),
             "dgk": Message("cmp.dgk", Public((list,))),
-            "masked": Message("cmp.masked", Ciphertexts(0, self.masked_bound, (k,))),
+            "masked": Message("cmp.masked", Ciphertexts(0, self.masked_bound, (k,), fresh=True)),
             "bits": Message(
                 "cmp.bits",
                 (Ciphertexts(0, self.high_bound, (k,)), dgk_ciphertexts(count=k * l, width=w)),
@@ -282,7 +282,7 @@ def bob_compare(
     # Step 1: E(d) = E(2^l + a - b + r), r uniform on [0, 2^(l + sigma))
     rs = [rng.randbits(l + spec.sigma) for _ in range(k)]
     offsets = np.array([(1 << l) + r for r in rs], dtype=object)
-    ctx.send(peer, msg["masked"], (enc_a - enc_b).add_encoded(offsets).rerandomize())
+    ctx.send(peer, msg["masked"], (enc_a - enc_b).add_encoded(offsets))
     # Step 2: E(floor(d / 2^l)) and the DGK bits of beta = d mod 2^l
     enc_high, blob = ctx.recv(peer, msg["bits"])
     enc_high.public_key.same_key(pk)
@@ -452,7 +452,8 @@ class SelectSpec(_Packed):
         high = c.high_bound
         return {
             "masked": Message(
-                "sel.masked", Ciphertexts(0, 1 << (self.per * self.slot_bits), (self.packed,))
+                "sel.masked",
+                Ciphertexts(0, 1 << (self.per * self.slot_bits), (self.packed,), fresh=True),
             ),
             "bits": Message(
                 "sel.bits",
@@ -496,7 +497,8 @@ class ProductSpec(_Packed):
         k, w = self.count, (1 << self.slot_bits)
         return {
             "weights": Message(
-                "sel.weights", Ciphertexts(0, 1 << (self.per * self.slot_bits), (self.packed,))
+                "sel.weights",
+                Ciphertexts(0, 1 << (self.per * self.slot_bits), (self.packed,), fresh=True),
             ),
             "products": Message(
                 "sel.products", (Ciphertexts(0, high_bound * w, (k,)), Ciphertexts(0, w, (k,)))
@@ -634,7 +636,7 @@ def bob_compare_select(
     diff = enc_b - enc_a
     d = (enc_a - enc_b).add_encoded(np.array([(1 << l) + r for r in rs], dtype=object))
     packed = horner_pack(d.with_bound(cspec.masked_bound), spec.slot_bits, spec.per)
-    ctx.send(peer, msg["masked"], packed.rerandomize())
+    ctx.send(peer, msg["masked"], packed)
     # Step 2: E(H), E(H m) and the DGK bits of d mod 2^l
     enc_high, enc_hm, blob = ctx.recv(peer, msg["bits"])
     try:
@@ -709,7 +711,7 @@ def bob_select_products(
     rhos = [ctx.rng.randbits(spec.mask_bits) for _ in range(k)]
     rho = np.array(rhos, dtype=object)
     w = values.with_scale(0).add_encoded(rho).with_bound(1 << spec.slot_bits)
-    ctx.send(peer, msg["weights"], horner_pack(w, spec.slot_bits, spec.per).rerandomize())
+    ctx.send(peer, msg["weights"], horner_pack(w, spec.slot_bits, spec.per))
     enc_hw, enc_dw = ctx.recv(peer, msg["products"])
     c = np.array(bits.c, dtype=object)
     s = np.array(bits.s, dtype=object)
@@ -752,9 +754,9 @@ def reveal_messages(shape, bound: int, tags, sigma: int = 40) -> tuple[Message, 
     reveal_tag, opened_tag, result_tag = tags
     mask_bits, _ = _reveal_layout(bound, sigma)
     return (
-        Message(reveal_tag, Ciphertexts(0, bound + (1 << mask_bits), shape)),
+        Message(reveal_tag, Ciphertexts(0, bound + (1 << mask_bits), shape, fresh=True)),
         Message(opened_tag, Revealed("masked values", (bytes,))),
-        Message(result_tag, Ciphertexts(0, bound, shape)),
+        Message(result_tag, Ciphertexts(0, bound, shape, fresh=True)),
     )
 
 
@@ -774,13 +776,13 @@ def bob_reveal(
     """
     reveal, opened, result = reveal_messages(enc.shape, bound, tags, sigma)
     if to == "alice":
-        ctx.send(peer, result, enc.rerandomize())
+        ctx.send(peer, result, enc)
         return None
     if to == "bob":
         mask_bits, width = _reveal_layout(bound, sigma)
         masks = [ctx.rng.randbits(mask_bits) for _ in range(enc.size)]
         masked = enc.add_encoded(np.array(masks, dtype=object).reshape(enc.shape))
-        ctx.send(peer, reveal, masked.rerandomize())
+        ctx.send(peer, reveal, masked)
         blob = ctx.recv(peer, opened)
         if len(blob) != enc.size * width:
             raise ProtocolError(f"{opened.tag}: {len(blob)} bytes, expected {enc.size * width}")

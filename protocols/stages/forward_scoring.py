@@ -395,15 +395,15 @@ class ForwardSpec:
         else:  # v1: one exponential per state out, one sum per state (per model at the end)
             step, final = self.steps
             out["exp"] = Message("fw.v", Ciphertexts(0, step.value_bound, n))
-            out["sum"] = Message("fw.s", Ciphertexts(0, step.packed_bound, n))
-            out["final"] = Message("fw.final", Ciphertexts(0, final.packed_bound, m))
+            out["sum"] = Message("fw.s", Ciphertexts(0, step.packed_bound, n, fresh=True))
+            out["final"] = Message("fw.final", Ciphertexts(0, final.packed_bound, m, fresh=True))
         if length is not None:
             groups = (len(self.frame_groups(length)), self.total)
-            emit = Ciphertexts(p.f, self._packed_bound(2 * self.emit_bound), groups)
+            emit = Ciphertexts(p.f, self._packed_bound(2 * self.emit_bound), groups, fresh=True)
             out["emit"] = Message("fw.emit", emit)
-            log_p = Ciphertexts(p.f, self.final_log_bound(length), m)
-            out["log"] = Message("fw.log", log_p)
-            out["result"] = Message("fw.result", log_p)
+            log_bound = self.final_log_bound(length)
+            out["log"] = Message("fw.log", Ciphertexts(p.f, log_bound, m))
+            out["result"] = Message("fw.result", Ciphertexts(p.f, log_bound, m, fresh=True))
         return out
 
 
@@ -437,7 +437,7 @@ class Stream:
             )
             out[f"{name}_packed.{self.index}"] = Message(
                 f"fw.{name}.packed.{self.index}",
-                Ciphertexts(0, plan.packed_bound, (plan.ciphertexts,)),
+                Ciphertexts(0, plan.packed_bound, (plan.ciphertexts,), fresh=True),
             )
         return out
 
@@ -787,7 +787,7 @@ def bob_scores(
             enc_obs, weights, weight_scale, offsets, layout, spec.emit_bound
         )
         emit = emit.with_bound(spec._packed_bound(2 * spec.emit_bound))
-        ctx.send(peer, msg["emit"], emit.rerandomize())
+        ctx.send(peer, msg["emit"], emit)
     # Steps 3-4: the recursion and the final sums; offsets[k] = what Alice's log P carries
     run = _bob_recursion_v2 if spec.topology is not None else _bob_recursion_v1
     offsets = run(ctx, spec, msg, gammas, transmats, n_steps, peer)
@@ -795,9 +795,7 @@ def bob_scores(
         enc_log = ctx.recv(peer, msg["log"])
         log_p = enc_log.add_encoded(np.array([-o for o in offsets], dtype=object))
         if reveal:
-            ctx.send(
-                peer, msg["result"], log_p.rerandomize().with_bound(spec.final_log_bound(n_steps))
-            )
+            ctx.send(peer, msg["result"], log_p.with_bound(spec.final_log_bound(n_steps)))
     return ForwardScores(log_p, spec, n_steps)
 
 
@@ -817,7 +815,7 @@ def _bob_recursion_v2(ctx, spec: ForwardSpec, msg, gammas, transmats, n_steps: i
                     ctx.rng, step, transmats[st.models], rho[i], st.spec
                 )
                 packed = logsum.bob_sums(enc_edges, step, coefs, ctx.rng)
-                ctx.send(peer, msg[f"step_packed.{i}"], packed.rerandomize())
+                ctx.send(peer, msg[f"step_packed.{i}"], packed)
                 rho[i] = [b + int(gm) for b, gm in zip(blinds, gammas[t + 1][st.targets])]
     with ctx.phase("termination"):
         # Step 4: every model's sum over its states
@@ -827,7 +825,7 @@ def _bob_recursion_v2(ctx, spec: ForwardSpec, msg, gammas, transmats, n_steps: i
             enc_edges = ctx.recv(peer, msg[f"final_edges.{i}"])
             coefs, blinds = recursion.bob_final(ctx.rng, final, rho[i], st.spec)
             packed = logsum.bob_sums(enc_edges, final, coefs, ctx.rng)
-            ctx.send(peer, msg[f"final_packed.{i}"], packed.rerandomize())
+            ctx.send(peer, msg[f"final_packed.{i}"], packed)
             offsets += blinds
     return offsets
 
@@ -843,10 +841,10 @@ def _bob_recursion_v1(ctx, spec: ForwardSpec, msg, gammas, transmats, n_steps: i
                 break
             # Step 3: the LOGSUM over every state of the model, one reply per state
             coefs, blinds = recursion.bob_step(ctx.rng, step, transmats, rho, spec)
-            ctx.send(peer, msg["sum"], logsum.bob_sums(enc_v, step, coefs, ctx.rng).rerandomize())
+            ctx.send(peer, msg["sum"], logsum.bob_sums(enc_v, step, coefs, ctx.rng))
             rho = [b + int(gm) for b, gm in zip(blinds, gammas[t + 1])]
     with ctx.phase("termination"):
         # Step 4: every model's sum over its states, from the last exponentials
         coefs, blinds = recursion.bob_final(ctx.rng, final, rho, spec)
-        ctx.send(peer, msg["final"], logsum.bob_sums(enc_v, final, coefs, ctx.rng).rerandomize())
+        ctx.send(peer, msg["final"], logsum.bob_sums(enc_v, final, coefs, ctx.rng))
     return blinds

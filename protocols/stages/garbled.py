@@ -393,7 +393,7 @@ def bob_share(ctx, values: CipherArray, bits: int, sigma: int, peer: str = "alic
     offset = r + (1 << (bits - 1))
     masked = values.with_scale(0).reshape(-1).add_encoded(offset)
     packed = masked_groups(masked.with_bound(1 << width), width, per, ctx.rng)
-    ctx.send(peer, share_message(values.shape, bits, sigma, pk.bits, tag), packed.rerandomize())
+    ctx.send(peer, share_message(values.shape, bits, sigma, pk.bits, tag), packed)
     mine = np.array([(-int(v)) % (1 << bits) for v in offset], dtype=object)
     return arith.to_bits(mine.reshape(values.shape), bits)
 
@@ -460,7 +460,7 @@ def bob_share_rounded(ctx, values: CipherArray, shift: int, bits: int, sigma: in
     masked = flat.with_scale(0).add_encoded(np.array([o + half for o in offsets], dtype=object))
     packed = masked_groups(masked.with_bound(1 << width), width, per, ctx.rng)
     message = rounded_share_message(flat.size, bound, sigma, flat.public_key.bits, tag)
-    ctx.send(peer, message, packed.rerandomize())
+    ctx.send(peer, message, packed)
     return rounded_shares(offsets, shift, bits, negate=True)
 
 

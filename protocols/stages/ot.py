@@ -44,7 +44,7 @@ def messages(n_options: int, message_bits: int) -> tuple[Message, Message]:
         raise InvalidInputError("message_bits must be an int >= 1")
     return (
         Message("ot.choices", Ciphertexts(0, 1, (None, n_options))),
-        Message("ot.transfer", Ciphertexts(0, (1 << message_bits) - 1, (None,))),
+        Message("ot.transfer", Ciphertexts(0, (1 << message_bits) - 1, (None,), fresh=True)),
     )
 
 
@@ -100,7 +100,8 @@ def bob(ctx, messages_, message_bits: int, peer: str = "alice") -> None:
         raise PrecisionError(f"a message exceeds the declared {message_bits} bits")
     choose, transfer = messages(len(msgs), message_bits)
     choices = ctx.recv(peer, choose)
-    # Step 2: E(m_x) = prod_k E(e_k)^{m_k}, re-randomised; a one-hot row selects one
-    # message, so |m_x| <= max_k |m_k| (the semi-honest receiver sends one-hot rows)
-    selected = bob_select(choices, msgs).rerandomize()
+    # Step 2: E(m_x) = prod_k E(e_k)^{m_k} (re-randomised as ``ot.transfer`` is fresh); a
+    # one-hot row selects one message, so |m_x| <= max_k |m_k| (the semi-honest receiver
+    # sends one-hot rows)
+    selected = bob_select(choices, msgs)
     ctx.send(peer, transfer, selected.with_bound(max(abs(int(m)) for m in msgs)))

@@ -192,7 +192,9 @@ class MaskSpec:
         return self.bounds[i].bit_length() + self.sigma
 
     def masked(self, i: int) -> Ciphertexts:
-        return Ciphertexts(self.scales[i], self.bounds[i] + (1 << self.mask_bits(i)), self.shape)
+        """E(operand i + mask), the field Bob sends re-randomised (``mul.masked``)."""
+        bound = self.bounds[i] + (1 << self.mask_bits(i))
+        return Ciphertexts(self.scales[i], bound, self.shape, fresh=True)
 
 
 def multiply_randomizers(size: int) -> dict[str, int]:
@@ -242,9 +244,7 @@ def bob_secure_multiply(
         [ctx.rng.signed_mask(spec.mask_bits(1)) for _ in range(size)], dtype=object
     ).reshape(spec.shape)
     # Step 1: Bob sends E(x + r_x), E(y + r_y)
-    ctx.send(
-        peer, masked, [enc_x.add_encoded(rx).rerandomize(), enc_y.add_encoded(ry).rerandomize()]
-    )
+    ctx.send(peer, masked, [enc_x.add_encoded(rx), enc_y.add_encoded(ry)])
     # Step 2: Alice returns E((x + r_x)(y + r_y))
     prod = ctx.recv(peer, product)
     # Step 3: Bob removes r_y x + r_x y + r_x r_y
@@ -272,7 +272,7 @@ def rescale_messages(spec: MaskSpec, bits: int):
         raise InvalidInputError(f"can drop 1..{spec.scales[0]} bits, not {bits!r}")
     top = spec.bounds[0] + (1 << spec.mask_bits(0))
     return (
-        Message("rescale.masked", Ciphertexts(spec.scales[0], top, spec.shape)),
+        Message("rescale.masked", Ciphertexts(spec.scales[0], top, spec.shape, fresh=True)),
         Message("rescale.shifted", Ciphertexts(spec.scales[0] - bits, top >> bits, spec.shape)),
     )
 
@@ -292,7 +292,7 @@ def bob_rescale(
     masks = np.array(
         [ctx.rng.randbits(spec.mask_bits(0)) for _ in range(size)], dtype=object
     ).reshape(spec.shape)
-    ctx.send(peer, masked, enc.add_encoded(masks).rerandomize())
+    ctx.send(peer, masked, enc.add_encoded(masks))
     result = ctx.recv(peer, shifted).add_encoded(-(masks // (1 << bits)))
     return result.with_bound((spec.bounds[0] >> bits) + 1)
 
