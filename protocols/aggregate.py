@@ -291,14 +291,19 @@ class Params:
             "pk_c": Message("agg.pk_c", Key()),
             "size_shares": Message("agg.size_shares", shares),
             "permuted": Message(
-                "agg.permuted", (Ciphertexts(0, sb, (k,)), Ciphertexts(0, sb, (k,)))
+                "agg.permuted",
+                (Ciphertexts(0, sb, (k,), fresh=True), Ciphertexts(0, sb, (k,), fresh=True)),
             ),
             "indicator": Message("agg.indicator", Ciphertexts(0, 1, (k,))),
-            "select": Message("agg.select", Ciphertexts(0, 1, (1,))),
-            "noise": Message("agg.noise", Ciphertexts(self.scale, self.noise_bound, (d,))),
+            "select": Message("agg.select", Ciphertexts(0, 1, (1,), fresh=True)),
+            "noise": Message(
+                "agg.noise", Ciphertexts(self.scale, self.noise_bound, (d,), fresh=True)
+            ),
             "masked_noise": Message(
                 "agg.masked_noise",
-                Ciphertexts(self.scale, k * self.noise_bound + (1 << self.mask_bits), (d,)),
+                Ciphertexts(
+                    self.scale, k * self.noise_bound + (1 << self.mask_bits), (d,), fresh=True
+                ),
             ),
             "reshare": Message("agg.reshare", Revealed("a uniform share mod 2^m", (bytes,))),
             "publish": Message("agg.publish", Revealed("a published share mod 2^m", (bytes,))),
@@ -416,8 +421,8 @@ def lead(ctx, data, params: Params) -> dict:
         slots = [None] * k
         for j, owner in enumerate(params.owners):
             slots[pi1[j]] = shares[owner]
-        perm_a = CipherArray.concatenate([s[0] for s in slots]).rerandomize()
-        perm_b = CipherArray.concatenate([s[1] for s in slots]).rerandomize()
+        perm_a = CipherArray.concatenate([s[0] for s in slots])
+        perm_b = CipherArray.concatenate([s[1] for s in slots])
         ctx.send(params.curator, msg["permuted"], [perm_a, perm_b])  # step 2
     with ctx.phase("stage 1: secure argmin"):
         alice_argmax(ctx, dgk_sk, aparams, params.curator)  # step 4
@@ -426,7 +431,7 @@ def lead(ctx, data, params: Params) -> dict:
         ind = ctx.recv(params.curator, msg["indicator"])  # step 5: E_C(pi2^-1(u))
         ind.public_key.same_key(pk_c)
         for j, owner in enumerate(params.owners[1:], start=1):
-            ctx.send(owner, msg["select"], ind[pi1[j] : pi1[j] + 1].rerandomize())  # step 6
+            ctx.send(owner, msg["select"], ind[pi1[j] : pi1[j] + 1])  # step 6
         own = ind[pi1[0] : pi1[0] + 1]
         psi = own.mul(np.array(eta_int, dtype=object), params.scale)  # step 7 (own)
         psi = psi.with_bound(params.noise_bound)
@@ -435,7 +440,7 @@ def lead(ctx, data, params: Params) -> dict:
             got.public_key.same_key(pk_c)
             psi = psi + got
         s = [ctx.rng.randbits(params.mask_bits) for _ in range(params.dim)]
-        masked = psi.add_encoded(np.array(s, dtype=object)).rerandomize()
+        masked = psi.add_encoded(np.array(s, dtype=object))
         ctx.send(params.curator, msg["masked_noise"], masked)  # step 8: E_C(eta + s)
     with ctx.phase("stage 3: shares"):
         own_vec = [wi - k * si for wi, si in zip(w_int, s)]  # w_1 - K s
@@ -457,7 +462,7 @@ def owner(ctx, data, params: Params) -> dict:
         v = ctx.recv(params.lead, msg["select"])  # step 6: E_C(v_j)
         v.public_key.same_key(pk_c)
         psi = v.mul(np.array(eta_int, dtype=object), params.scale)  # E_C(v_j eta_j)
-        ctx.send(params.lead, msg["noise"], psi.rerandomize())  # step 7
+        ctx.send(params.lead, msg["noise"], psi)  # step 7
     with ctx.phase("stage 3: shares"):
         _stage3(ctx, w_int, params)  # steps 9-10
     return {"w": w, "n": n, "noise": eta}
@@ -659,7 +664,8 @@ class SumParams:
             "pk": Message("fed.pk", Key()),
             "counts": Message("fed.counts", Ciphertexts(self.scale, self.bound, (d,))),
             "total": Message(
-                "fed.total", Ciphertexts(self.scale, k * self.bound + self.noise_bound, (d,))
+                "fed.total",
+                Ciphertexts(self.scale, k * self.bound + self.noise_bound, (d,), fresh=True),
             ),
         }
 
@@ -703,7 +709,7 @@ def sum_lead(ctx, counts, params: SumParams) -> None:
             got.public_key.same_key(pk)
             total = total + got
         noise = CipherArray.encrypt(pk, count_noise(params), params.scale)
-        total = (total + noise.with_bound(params.noise_bound)).rerandomize()
+        total = total + noise.with_bound(params.noise_bound)
     ctx.send(params.curator, msg["total"], total)  # step 3: E(sum_j c_j + noise)
     return None
 

@@ -211,7 +211,7 @@ def _messages(params: KeywordParams, count: int, length: int) -> dict[str, Messa
         "fast": Message(
             "kw.fast",
             (
-                Ciphertexts(0, affine, (count,)),
+                Ciphertexts(0, affine, (count,), fresh=True),
                 Revealed("Bob's random order of the labels", (list,)),
             ),
         ),
@@ -365,7 +365,7 @@ def bob(ctx, keywords, params: KeywordParams, peer: str = "alice") -> None:
             ctx.send(
                 peer,
                 msg["fast"],
-                [permuted.with_scale(0).rerandomize(), [labels[i] for i in order]],
+                [permuted.with_scale(0), [labels[i] for i in order]],
             )
             return None
         # Step 2 (private): rescale to score_scale bits, then the argmax stage; with

@@ -374,10 +374,12 @@ class MatchLayout:
             ),
             "masked": Message(
                 "match.masked",
-                Ciphertexts(0, self.packed_bound(self.slot_value_bound), (len(self.blocks),)),
+                Ciphertexts(
+                    0, self.packed_bound(self.slot_value_bound), (len(self.blocks),), fresh=True
+                ),
             ),
             "slots": Message("match.slots", Ciphertexts(0, self.slot_value_bound, (self.total,))),
-            "winner": Message("match.winner", Ciphertexts(0, self.winner_bound, (1,))),
+            "winner": Message("match.winner", Ciphertexts(0, self.winner_bound, (1,), fresh=True)),
         }
 
     @property
@@ -569,7 +571,7 @@ def bob(ctx, collection, params: MatchParams, peer: str = "alice") -> None:
             raw = enc.reshape(-1).lincomb(bob_exponents(ints, layout))
             raw = raw.with_bound(layout.packed_bound(layout.raw_bound))
             packed_masks = np.array([plan.pack(m) for m in masks], dtype=object)
-            masked = raw.add_encoded(packed_masks).rerandomize()
+            masked = raw.add_encoded(packed_masks)
         else:  # no recording holds a window of L frames: nothing to score
             masked = CipherArray(pk, np.empty(0, dtype=object), 0, 0)
         ctx.send(peer, msg["masked"], masked)
@@ -584,7 +586,7 @@ def bob(ctx, collection, params: MatchParams, peer: str = "alice") -> None:
         plan = _TournamentPlan(layout, dgk_pk)
         best = bob_tournament(ctx, values, layout.tournament, plan, [0], peer)[0]  # step 8
         mask = ctx.rng.randbits(layout.winner_mask_bits) << layout.label_bits
-        winner = best.with_bound(layout.folded_bound).add_encoded([mask]).rerandomize()
+        winner = best.with_bound(layout.folded_bound).add_encoded([mask])
         ctx.send(peer, msg["winner"], winner)
     return None
 

@@ -125,7 +125,8 @@ class Params:
             "pk": Message("pk", Key()),
             "share": Message("share", Ciphertexts(self.scale, self.bound, (self.length,))),
             "aggregate": Message(
-                "aggregate", Ciphertexts(self.scale, summands * self.bound, (self.length,))
+                "aggregate",
+                Ciphertexts(self.scale, summands * self.bound, (self.length,), fresh=True),
             ),
         }
 
@@ -205,8 +206,9 @@ def trent(ctx, c, params: Params) -> None:
         total = shares[0]
         for share in shares[1:]:
             total = total + share
-        total = total.rerandomize()  # refresh before sending: Alice cannot match inputs
-    ctx.send(params.key_holder, msg["aggregate"], total)  # step 3: E(c + sum_i x_i) to Alice
+    # step 3: E(c + sum_i x_i) to Alice, re-randomised (``aggregate`` is fresh): she cannot
+    # match it against the shares
+    ctx.send(params.key_holder, msg["aggregate"], total)
     return None
 
 

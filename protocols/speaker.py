@@ -573,15 +573,19 @@ class SpeakerSpec:
             ),
             "emit": Message(
                 "spk.emit",
-                Ciphertexts(self.f, ep.packed_bound(self.emit_slot_bound), (groups, self.rows)),
+                Ciphertexts(
+                    self.f, ep.packed_bound(self.emit_slot_bound), (groups, self.rows), fresh=True
+                ),
             ),
             "exp": Message("spk.exp", Ciphertexts(0, rp.value_bound)),
-            "sum": Message("spk.sum", Ciphertexts(0, rp.packed_bound)),
+            "sum": Message("spk.sum", Ciphertexts(0, rp.packed_bound, fresh=True)),
             "shares": Message("spk.shares", Ciphertexts(self.s, self.share_bound, n)),
             "logs": Message("spk.logs", Ciphertexts(self.f, self.log_share_bound, n)),
             "scores": Message(
                 "spk.scores",
-                Ciphertexts(self.f, self.log_share_bound + (self.length << (6 + self.f)), n),
+                Ciphertexts(
+                    self.f, self.log_share_bound + (self.length << (6 + self.f)), n, fresh=True
+                ),
             ),
         }
         return out
@@ -1055,7 +1059,7 @@ def _bob_logsum(ctx, spec: SpeakerSpec, active, peer: str):
         emit = emissions.bob_emissions(
             enc_obs, weights, spec.weight_scale, offsets, spec.emissions, spec.reach_bound
         )
-        ctx.send(peer, msg["emit"], emit.with_bound(msg["emit"].body.bound).rerandomize())
+        ctx.send(peer, msg["emit"], emit.with_bound(msg["emit"].body.bound))
     with ctx.phase("logsum"):
         totals = _bob_logsums(ctx, spec, zetas, msg, peer)  # step 3
     with ctx.phase("scores"):
@@ -1067,7 +1071,7 @@ def _bob_logsum(ctx, spec: SpeakerSpec, active, peer: str):
             logs = ctx.recv(peer, msg["logs"]).add_encoded(
                 np.array([-v for v in totals], dtype=object)
             )
-            ctx.send(peer, msg["scores"], logs.with_bound(msg["scores"].body.bound).rerandomize())
+            ctx.send(peer, msg["scores"], logs.with_bound(msg["scores"].body.bound))
     with ctx.phase("decision"):
         # Step 5: the decision stage against the UBM (its score carries the margin or the
         # threshold); identify: the label goes to Alice, otherwise the bit to Bob
@@ -1090,7 +1094,7 @@ def _bob_logsums(ctx, spec: SpeakerSpec, zetas, msg, peer: str) -> list[int]:
         ones = [[1.0] * len(p) for p in plan.preds]
         coefs, blinds = logsum.bob_coefficients(ctx.rng, plan, ones, rho, refs, spec.f)
         sums = logsum.bob_sums(enc, plan, coefs, ctx.rng)
-        ctx.send(peer, msg["sum"], sums.with_bound(msg["sum"].body.bound).rerandomize())
+        ctx.send(peer, msg["sum"], sums.with_bound(msg["sum"].body.bound))
         for i, b in enumerate(blinds):
             totals[i % len(spec.components)] += b
     return totals

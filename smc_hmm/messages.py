@@ -63,7 +63,9 @@ class Ciphertexts:
 
     ``fresh``: the values are computed from the receiver's own ciphertexts, so the sender
     re-randomises them on the way out (thesis 003, 3.1: else the receiver could match
-    what it gets against what it sent); the declaration, not each send, says so."""
+    what it gets against what it sent); the declaration, not each send, says so.  A
+    sender that binds something else to the exact ciphertexts it sends (the threshold
+    partial decryptions of ``protocols.eigenvector``) re-randomises them itself, first."""
 
     scale: int
     bound: int
