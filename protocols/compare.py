@@ -27,6 +27,7 @@ from protocols.stages.dgk import (
     bob_compare,
     bob_recv_keys,
     bob_reveal,
+    reveal_randomizers,
 )
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import (
@@ -74,6 +75,17 @@ class Params(ComparisonParams):
     def ots(self) -> int:
         """Random COTs the garbled comparison consumes: Alice's share bits."""
         return self.count * (self.bits + 1)
+
+    def randomizers(self, key_bits: int) -> dict[str, int]:
+        """The fresh randomizers of a run, from the public sizes: Bob encrypts a and b;
+        garbled, he re-randomises his packed shares and Alice encrypts the bits back if
+        they stay encrypted (``none``); DGK, the comparison's and the reveal's."""
+        k = self.count
+        if self.comparison == "garbled":
+            _, per = garbled.share_slots(self.bits + 1, self.sigma, key_bits)
+            return {"alice": k if self.reveal_to == "none" else 0, "bob": 2 * k + -(-k // per)}
+        parts = (self.spec().randomizers(), reveal_randomizers(self.reveal_to, k))
+        return {p: sum(part[p] for part in parts) + (2 * k if p == "bob" else 0) for p in parts[0]}
 
     @classmethod
     def from_config(cls, section: Mapping) -> Params:
@@ -174,11 +186,15 @@ def _bob_garbled(ctx, a: list[int], b: list[int], params: Params):
     return out if params.reveal_to == "none" else None
 
 
-def _descriptor(name, summary, params, key_holder, evaluator, evaluator_input, messages, example):
+def _descriptor(
+    name, summary, params, key_holder, evaluator, evaluator_input, messages, example, budget
+):
     """A protocol of the two comparison roles: the key holder (an Alice, who holds the
-    keys) and the evaluator (a Bob, whose input ``evaluator_input`` is an integer array)."""
+    keys) and the evaluator (a Bob, whose input ``evaluator_input`` is an integer array);
+    ``budget(params, key_bits)``: its randomizers."""
     return ProtocolDescriptor(
         example=example,
+        randomizers=lambda p, key_bits, inputs: budget(p, key_bits),
         name=name,
         summary=summary,
         params=params,
@@ -216,6 +232,7 @@ PROTOCOL = _descriptor(
     "pairs",
     lambda params: params.messages().values(),
     example,
+    Params.randomizers,
 )
 
 
@@ -299,6 +316,18 @@ def argmax_bob(ctx, private, params: ArgmaxParams):
     return label
 
 
+def argmax_randomizers(params: ArgmaxParams, key_bits: int) -> dict[str, int]:
+    """The fresh randomizers of a standalone argmax: Bob encrypts the k values; garbled,
+    he re-randomises his packed shares; DGK, the tournament's (Bob's labels included) and
+    the reveal's."""
+    k = params.count
+    if params.comparison == "garbled":
+        _, per = garbled.share_slots(params.bits, params.sigma, key_bits)
+        return {"alice": 0, "bob": k + -(-k // per)}
+    parts = (params.randomizers(), reveal_randomizers(params.reveal_to))
+    return {p: sum(part[p] for part in parts) + (k if p == "bob" else 0) for p in parts[0]}
+
+
 def argmax_example(key_bits: int, seed: int) -> Example:
     """Alice learns the index of the largest of Bob's four 16-bit integers (random; then
     ties, which go to the lowest index); Bob learns nothing."""
@@ -323,4 +352,5 @@ ARGMAX = _descriptor(
     "values",
     lambda params: params.messages(),
     argmax_example,
+    argmax_randomizers,
 )

@@ -109,10 +109,10 @@ def exact_offline_pools(pk, need: dict[str, int]) -> Iterator[dict]:
     from smc_hmm.crypto import DJNRandomizer, RandomizerPool, Rng
 
     own = pk.randomizer
-    alice_pool = RandomizerPool(own, capacity=need["alice"])
-    bob_pool = RandomizerPool(DJNRandomizer(pk.n_mpz, Rng.seeded(6)), capacity=need["bob"])
-    alice_pool.fill()
-    bob_pool.fill()
+    alice_pool = RandomizerPool(own, capacity=max(need["alice"], 1))
+    bob_pool = RandomizerPool(DJNRandomizer(pk.n_mpz, Rng.seeded(6)), capacity=max(need["bob"], 1))
+    alice_pool.fill(need["alice"])  # a party planned to draw none gets an empty pool
+    bob_pool.fill(need["bob"])
     pk.use_randomizer(alice_pool)
     try:
         yield {"bob": {pk.fingerprint: bob_pool}}

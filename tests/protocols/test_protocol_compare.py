@@ -643,3 +643,42 @@ def test_bench_smoke(tmp_path, capsys):
 def test_an_argmax_needs_at_least_two_values():
     with pytest.raises(InvalidInputError):
         ArgmaxParams(bits=8, count=1)
+
+
+# -- the offline plan in every mode (the conformance suite runs the defaults) -------------
+
+
+@COMPARISONS
+@pytest.mark.parametrize("reveal_to", ["alice", "bob", "none"])
+def test_the_comparisons_randomizer_budget_is_exact_in_every_mode(
+    keypair_512, comparison, reveal_to
+):
+    """The descriptor's plan covers a run with nothing left, whatever reveals the bits."""
+    from party_support import exact_offline_pools
+
+    a, b = [3, -7, 0, 5], [4, -7, -1, 9]
+    params = Params(8, 4, reveal_to=reveal_to, comparison=comparison)
+    need = cmp.PROTOCOL.randomizers(params, keypair_512[0].bits, {"bob": (a, b)})
+    with exact_offline_pools(keypair_512[0], need) as randomizers:
+        result = compare(keypair_512, a, b, 8, reveal_to, comparison, randomizers=randomizers)
+    if reveal_to != "none":
+        assert result.outputs[reveal_to] == [x < y for x, y in zip(a, b)]
+
+
+@pytest.mark.parametrize(
+    "comparison, reveal_to", [("garbled", "alice"), ("garbled", "bob"), ("dgk", "alice"),
+                              ("dgk", "bob"), ("dgk", "none")],
+)  # fmt: skip
+def test_the_argmaxs_randomizer_budget_is_exact_in_every_mode(keypair_512, comparison, reveal_to):
+    values = [5, -3, 9, 9, 0]
+    params = ArgmaxParams(16, 5, reveal_to=reveal_to, comparison=comparison)
+    need = cmp.ARGMAX.randomizers(params, keypair_512[0].bits, {"bob": values})
+    from party_support import exact_offline_pools
+
+    with exact_offline_pools(keypair_512[0], need) as randomizers:
+        result = run_protocol(
+            cmp.ARGMAX, params, {"alice": ("key_holder", None), "bob": ("evaluator", values)},
+            keys={"alice": keypair_512}, min_key_bits=512, timeout=30, randomizers=randomizers,
+        )  # fmt: skip
+    if reveal_to != "none":
+        assert result.outputs[reveal_to] == 2
