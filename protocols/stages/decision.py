@@ -184,7 +184,7 @@ class DecisionSpec:
     def reveal_bound(self) -> int:
         return self.count - 1 if self.rule == "argmax" else 1
 
-    def randomizers(self, key_bits: int = 2048) -> dict[str, int]:
+    def randomizers(self, key_bits: int) -> dict[str, int]:
         """The fresh Paillier randomizers each role draws, from the comparisons' own
         counts (what an offline phase precomputes); garbled: Bob's packed shares."""
         if self.comparison == "garbled":

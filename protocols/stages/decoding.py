@@ -548,7 +548,9 @@ class Plan:
     params: ViterbiParams
     structure: Structure
     length: int
-    key_bits: int
+    #: None before the key is known (the structure's checks, the DGK comparison spec):
+    #: what needs the key size (the packing) refuses it
+    key_bits: int | None
     dgk_pk: object = None
 
     def __post_init__(self):
@@ -622,8 +624,14 @@ class Plan:
         s = self.structure
         return bd.BoundPlan(
             self.length, s.n_inputs, s.total_rows, self.input_bits, self.program_bits,
-            self.params.sigma, self.key_bits or 2048,
+            self.params.sigma, self._key_bits,
         )  # fmt: skip
+
+    @property
+    def _key_bits(self) -> int:
+        if self.key_bits is None:
+            raise InvalidInputError("the plan's packing needs the key size")
+        return self.key_bits
 
     @property
     def path_nats(self) -> int:
@@ -831,7 +839,7 @@ class Plan:
                 ),
             ),
             "share": garbled.rounded_share_message(
-                T * s.total_rows, self.reach_bound, p.sigma, self.key_bits or None, "vit.share"
+                T * s.total_rows, self.reach_bound, p.sigma, self.key_bits, "vit.share"
             ),
             "output": Message(
                 "vit.output", Ciphertexts(0, self.output_bound(), (self.output_count,), fresh=True)
@@ -1222,7 +1230,7 @@ def bob(ctx, private, params: ViterbiParams, peer: str = "alice", reference=None
             plan = Plan(params, structure, length, pk.bits)
             garbler = garbled.bob_setup(ctx, plan.maxplus.cots, peer)
         else:
-            plan = Plan(params, structure, length, 0)
+            plan = Plan(params, structure, length, None)  # before the key: the comparison
             pk, dgk_pk = dgk.bob_recv_keys(ctx, plan.compare_spec(1), peer)
             _ = dgk_pk.table
             plan = Plan(params, structure, length, pk.bits, dgk_pk)
@@ -1290,7 +1298,7 @@ def _bob_structure(ctx, private, params: ViterbiParams, msg0, peer):
         decoders = as_decoders(private)
         structure = Structure.of(decoders)
         structure.check_reachable()
-        probe = Plan(params, structure, 1, 2048)
+        probe = Plan(params, structure, 1, None)  # the shortest run, before the key
         emission_program(decoders, probe)  # local checks before anything is sent
         log_parts(decoders, probe)
         ctx.send(peer, msg0["spec"], structure.to_wire())
