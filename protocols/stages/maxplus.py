@@ -55,23 +55,21 @@ the public layout.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 import numpy as np
 
 from protocols.stages import bound as bd
 from protocols.stages.bound import Emissions
 from protocols.stages.garbled import choice_message, circuit_messages
+from protocols.stages.maxplus_circuits import STRING_RULES, build
 from smc_hmm.errors import InvalidInputError, ProtocolError
 from smc_hmm.gc import arith, mac
-from smc_hmm.gc.circuit import CARRY, ZERO, Circuit, CompiledCircuit
+from smc_hmm.gc.circuit import CompiledCircuit
 
 __all__ = ["Emissions", "MaxPlusLayout", "alice_maxplus", "bob_maxplus", "messages"]
 
 #: Tweak base of the binding's label MACs (a domain of their own: :mod:`smc_hmm.gc.mac`).
 MAC_TWEAK = 0
-#: the output rules that compact the best path into a string of labels
-STRING_RULES = ("string", "match")
 
 
 @dataclass(frozen=True)
@@ -119,17 +117,6 @@ class MaxPlusLayout:
         """Wires of the carried deltas: (states, 2, l) carry-save or (states, l)."""
         return (2 if self.carry_save else 1) * self.states * self.bits
 
-    def _delta(self, c: Circuit):
-        return c.input(
-            CARRY, (self.states, 2, self.bits) if self.carry_save else (self.states, self.bits)
-        )
-
-    def _plus(self, c: Circuit, x, y):
-        """x + y, x a delta (a carry-save pair or a value), y a value: a delta."""
-        if self.carry_save:
-            return arith.compress(c, x[..., 0, :], x[..., 1, :], y)
-        return arith.add(c, x, y, depth="ripple")
-
     @property
     def keeps_pointers(self) -> bool:
         return self.output != "model"
@@ -163,7 +150,7 @@ class MaxPlusLayout:
 
     def inputs(self, index: int) -> CompiledCircuit:
         """The ``inputs`` circuit of chunk ``index`` (cached per public shape)."""
-        return _build(self.frame_key, "inputs", len(self.chunks[index]), index == 0)
+        return build(self.frame_key, "inputs", len(self.chunks[index]), index == 0)
 
     @property
     def input_bits(self) -> list[int]:
@@ -195,117 +182,23 @@ class MaxPlusLayout:
 
     @property
     def init(self) -> CompiledCircuit:
-        return _build(self.frame_key, "init")
+        return build(self.frame_key, "init")
 
     @property
     def step(self) -> CompiledCircuit:
-        return _build(self.frame_key, "step")
+        return build(self.frame_key, "step")
 
     @property
     def final(self) -> CompiledCircuit:
-        return _build(self.frame_key, "final")
+        return build(self.frame_key, "final")
 
     @property
     def back(self) -> CompiledCircuit:
-        return _build(self, "back")
-
-    # -- the circuits (public: both parties build the same) ------------------------------
-
-    def _inputs(self, frames: int, first: bool) -> CompiledCircuit:
-        c = Circuit()
-        values, ok = bd.reconstruct(c, self.emissions, self.rows, frames, self.bits, first)
-        c.output(values, CARRY)
-        if ok is not None:
-            c.output([ok], CARRY)
-        return c.compile()
-
-    def _init(self) -> CompiledCircuit:
-        c, l = Circuit(), self.bits
-        e = c.input(CARRY, (self.rows, l))
-        pi = c.input(self.edge_holder, (self.states, l))
-        a = c.input(self.edge_holder, (len(self.edges), l))
-        if self.carry_save:  # a carry-save pair as it stands: no gate
-            c.output(np.stack([e[list(self.row_of)], pi], axis=-2), CARRY)
-        else:
-            c.output(arith.add(c, e[list(self.row_of)], pi, depth="ripple"), CARRY)
-        c.output(a, CARRY)
-        return c.compile()
-
-    def _step(self) -> CompiledCircuit:
-        c, l = Circuit(), self.bits
-        delta = self._delta(c)
-        a = c.input(CARRY, (len(self.edges), l))
-        e = c.input(CARRY, (self.rows, l))
-        src = np.array([i for i, _ in self.edges])
-        cand = self._plus(c, delta[src], a)
-        groups, onehot = self._groups([len(p) for p in self.preds])
-        payload = onehot if self.keeps_pointers else None
-        best, pointer = arith.group_argmax(c, cand, groups, payload, self.carry_save)
-        c.output(self._plus(c, best, e[list(self.row_of)]), CARRY)
-        c.output(a, CARRY)
-        if self.keeps_pointers:
-            kept = [pointer[j, : len(p)] for j, p in enumerate(self.preds)]
-            c.output(np.concatenate(kept), CARRY)
-        return c.compile()
-
-    def _final(self) -> CompiledCircuit:
-        c = Circuit()
-        delta = self._delta(c)
-        ok = self._ok(c)
-        groups, onehot = self._groups([n for _, n in self.models])
-        payload = onehot if self.keeps_pointers else None
-        best, last = arith.group_argmax(c, delta, groups, payload, self.carry_save)
-        if self.reveal_score:
-            value = arith.cs_value(c, best) if self.carry_save else best
-            c.output(c.and_(value, ok), "evaluator")
-        if not self.keeps_pointers:  # the best model's index, to Alice
-            shift = arith.constant(list(self.offsets) or [0] * len(self.models), self.bits)
-            scored = self._plus(c, best, shift)
-            index = arith.constant(np.arange(len(self.models)), self.model_bits)
-            won = arith.group_argmax(c, scored, [range(len(self.models))], index, True)[1]
-            c.output(np.concatenate([[ok], c.and_(won.reshape(-1), ok)]), "evaluator")
-            return c.compile()
-        c.output(np.concatenate([last[k, :n] for k, (_, n) in enumerate(self.models)]), CARRY)
-        c.output([ok], CARRY)
-        return c.compile()
-
-    def _ok(self, c: Circuit):
-        """The bit that gates every output: the binding check and the x^2 checks (1 when
-        the emissions are plain shares)."""
-        if not self.is_bound:
-            return np.int64(1)
-        checks = c.input(CARRY, (1,))[0] if self.emissions.checked else np.int64(1)
-        d_a = c.input("evaluator", (mac.MAC_BITS,))
-        d_b = c.input("garbler", (mac.MAC_BITS,))
-        return c.and_(bd.check_equal(c, d_a, d_b), checks)
+        return build(self, "back")
 
     @property
     def model_bits(self) -> int:
         return max(1, (len(self.models) - 1).bit_length())
-
-    def _back(self) -> CompiledCircuit:
-        c, edges = Circuit(), self.edges
-        q = c.input(CARRY, (self.states,))
-        ok = c.input(CARRY, (1,))[0]
-        pointers = c.input(CARRY, (self.length - 1, len(edges)))
-        targets = np.array([j for _, j in edges], dtype=np.int64)
-        by_source = [[e for e, (i, _) in enumerate(edges) if i == s] for s in range(self.states)]
-        width = max(len(e) for e in by_source)
-        pad = np.array([e + [len(edges)] * (width - len(e)) for e in by_source])
-        frames = [q]
-        for t in reversed(range(self.length - 1)):
-            terms = np.concatenate([c.and_(q[targets], pointers[t]), [ZERO]])
-            q = terms[pad[:, 0]]
-            for k in range(1, width):
-                q = c.xor(q, terms[pad[:, k]])
-            frames.append(q)
-        if self.output in STRING_RULES:
-            self._string_outputs(c, frames[::-1], ok)
-            return c.compile()
-        c.output([ok], "evaluator")
-        for q in reversed(frames):
-            c.output(c.and_(self._marks(c, q), ok), "evaluator")
-        return c.compile()
 
     @property
     def label_bits(self) -> int:
@@ -317,40 +210,6 @@ class MaxPlusLayout:
         0 .. L and "more than L"."""
         return self.slots * self.label_bits + self.slots + 2
 
-    def _string_outputs(self, c: Circuit, frames, ok) -> None:
-        """The path's string, compacted in the circuit: an entry into a labelled state (it
-        holds the state now and did not the frame before) writes its label into the slot
-        the one-hot count h points at, then moves h on (about L (B + 1) AND gates a
-        frame).  ``string``: the slots (zero past L entries) and h, to Alice; ``match``:
-        [slots and h equal Bob's reference] to Bob, the reference entering as his
-        one-time-padded bits and Alice's pad."""
-        L, B = self.slots, self.label_bits
-        firsts = [s for s, d in enumerate(self.entries) if d >= 0]
-        labels = [self.entries[s] for s in firsts]
-        picks = [[i for i, d in enumerate(labels) if d >> b & 1] for b in range(B)]
-        h = Circuit.constant([1] + [0] * (L + 1))
-        slots = Circuit.constant(np.zeros((L, B), dtype=np.int64))
-        before = None
-        for q in frames:
-            now = q[firsts]
-            entered = now if before is None else c.and_(now, c.not_(before))
-            before = now
-            event = _xor_all(c, entered)
-            digit = np.array([_xor_all(c, entered[i]) for i in picks], dtype=np.int64)
-            slots = c.xor(slots, c.and_(h[:L, None], digit[None, :]))
-            moved = np.concatenate(
-                [c.xor(h[: L + 1], np.concatenate([[ZERO], h[:L]])), h[L : L + 1]]
-            )
-            h = c.xor(h, c.and_(np.full(L + 2, event), moved))
-        if self.output == "string":
-            shown = c.and_(slots.reshape(-1), c.and_(ok, c.not_(h[L + 1])))
-            c.output(np.concatenate([[ok], shown, c.and_(h, ok)]), "evaluator")
-            return
-        pad = c.input("evaluator", (self.string_bits,))
-        padded = c.input("garbler", (self.string_bits,))
-        same = c.not_(c.xor(np.concatenate([slots.reshape(-1), h]), c.xor(pad, padded)))
-        c.output([c.and_(_and_all(c, same), ok)], "garbler")
-
     def decode_string(self, bits) -> tuple[int, list[int] | None]:
         """(the count, 0 .. L + 1 for "more than L"; the labels when 1 .. L) of the
         ``string`` output's bits after ok."""
@@ -361,34 +220,6 @@ class MaxPlusLayout:
             return count, None
         values = bits[: L * B].reshape(L, B) @ (1 << np.arange(B))
         return count, [int(v) for v in values[:count]]
-
-    def _groups(self, sizes):
-        """Consecutive groups of the given sizes and their members' one-hot constants."""
-        width, at, groups, rows = max(sizes), 0, [], []
-        for n in sizes:
-            groups.append(list(range(at, at + n)))
-            rows += [np.eye(width, dtype=np.int64)[i] for i in range(n)]
-            at += n
-        return groups, Circuit.constant(np.array(rows))
-
-    def _marks(self, c: Circuit, q) -> np.ndarray:
-        """One frame's output bits from the one-hot state q: per model the state's index
-        bits, or [q is in the segment] (XORs of a one-hot vector: free)."""
-        out = []
-        for k, (base, n) in enumerate(self.models):
-            if self.output == "segment":
-                lo, hi = self.segments[k] or (0, 0)
-                picks = [list(range(base + lo, base + hi))]
-            else:
-                picks = [
-                    [base + i for i in range(n) if i >> b & 1] for b in range(self.output_bits(k))
-                ]
-            for states in picks:
-                bit = ZERO
-                for s in states:
-                    bit = c.xor(bit, q[s])
-                out.append(bit)
-        return np.array(out, dtype=np.int64)
 
     # -- decoding ----------------------------------------------------------------------
 
@@ -402,30 +233,6 @@ class MaxPlusLayout:
             out.append([int(v) for v in frames[:, at : at + w] @ weights])
             at += w
         return out
-
-
-def _xor_all(c: Circuit, wires):
-    out = ZERO
-    for w in np.asarray(wires, dtype=np.int64).reshape(-1):
-        out = c.xor(out, w)
-    return out
-
-
-def _and_all(c: Circuit, wires):
-    """The AND of ``wires`` by a balanced tree (n - 1 AND gates, log2 n layers)."""
-    wires = np.asarray(wires, dtype=np.int64).reshape(-1)
-    while wires.size > 1:
-        half = wires.size // 2
-        joined = c.and_(wires[:half], wires[half : 2 * half])
-        wires = np.concatenate([joined, wires[2 * half :]])
-    return wires[0]
-
-
-@lru_cache(maxsize=32)
-def _build(key: MaxPlusLayout, name: str, *args) -> CompiledCircuit:
-    """A circuit of the chain, built once per public shape and process (both parties
-    build the same: it is a function of public parameters only)."""
-    return getattr(key, f"_{name}")(*args)
 
 
 def _edge_inputs(lay: MaxPlusLayout, starts, trans) -> np.ndarray:
