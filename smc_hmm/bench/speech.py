@@ -14,9 +14,10 @@ Per fold (plaintext):
   rejected digit counts as an error) and how many of ``--clips`` generated clips of
   silence and white noise are rejected ("no keyword");
 * **spotting**: ``--recordings`` continuous recordings of 3-5 digits joined from the
-  held-out speaker's recordings (fillers trained on the other speakers): detection rate,
-  false alarms (the share of recordings without the keyword where it is reported, over
-  the ten keywords), boundary error in frames.
+  held-out speaker's recordings, searched with spotting's recipe retrained on the other
+  speakers (:func:`train_spotting`): detection rate, false alarms (the share of
+  recordings without the keyword where it is reported, over the ten keywords), boundary
+  error in frames.
 
 The recordings are not bundled: ``--fsdd DIR`` or ``FSDD_DIR`` names the FSDD folder
 (``docs/speech-models.md``, which also gives the commands and the numbers).  Targets:
@@ -43,8 +44,6 @@ ACCURACY_MEAN, ACCURACY_MIN, VITERBI_GAP = 0.95, 0.90, 0.01
 DETECTION, FALSE_ALARMS, REJECTION = 0.85, 0.10, 0.95
 #: seeds of the generated rejection clips and the continuous recordings (public)
 CLIP_SEED, RECORDING_SEED = 2049, 49
-#: continuous recordings of the training speakers whose pauses train the fillers' pause
-PAUSE_RECORDINGS = 60
 #: generated clips that train the background model
 BACKGROUND_CLIPS = 200
 _NAME = re.compile(r"^(\d)_([a-z]+)_(\d+)\.wav$")
@@ -88,12 +87,11 @@ class Utterance:
     index: int
     samples: np.ndarray
     features: np.ndarray  # the recipe's features before the global standardisation
-    spotting: np.ndarray  # the spotting pipeline's, likewise
 
 
 def load_fsdd(folder: Path, say) -> list[Utterance]:
     """Every FSDD recording with its recipe features (per-utterance: fold-independent)."""
-    from smc_hmm.data.recipe import PIPELINE, SPOTTING_PIPELINE
+    from smc_hmm.data.recipe import PIPELINE
     from smc_hmm.features import read_wav
 
     paths = sorted((folder / "recordings").glob("*.wav"))
@@ -106,8 +104,7 @@ def load_fsdd(folder: Path, say) -> list[Utterance]:
             raise InvalidInputError(f"unexpected FSDD file name {path.name}")
         samples = read_wav(path, PIPELINE.sample_rate, PIPELINE.min_samples)
         features = PIPELINE.extract(samples)
-        spotting = SPOTTING_PIPELINE.extract(samples)
-        out.append(Utterance(int(match[1]), match[2], int(match[3]), samples, features, spotting))
+        out.append(Utterance(int(match[1]), match[2], int(match[3]), samples, features))
         if i % 500 == 0:
             say(f"features: {i}/{len(paths)} recordings")
     return out
@@ -145,21 +142,29 @@ def train_fold(train: list[Utterance], covariance: str, spotting: bool) -> dict:
 
 
 def train_spotting(train: list[Utterance], rng: np.random.Generator) -> dict:
-    """Keyword spotting's recipe retrained on ``train``: its pipeline, the ten keyword
-    models and the ten fillers (pauses from recordings joined from ``train``)."""
+    """Keyword spotting's recipe retrained on ``train`` (``docs/speech-models.md``,
+    "Keyword spotting"): every training recording joined once into recordings of one
+    speaker each (:func:`recipe.spotting_recordings`), each normalised as a whole by the
+    recipe's pipeline (noise floor and cepstral mean over the recording, as the client
+    does with the recording she searches), the global standardisation fitted on them; the
+    ten keyword models trained on the words cut from them, with a few frames of pause
+    (:func:`recipe.cut_words`); filler k the pause of those recordings and the other nine
+    keyword models in parallel (:func:`recipe.spotting_fillers`)."""
     from smc_hmm.data import recipe
 
-    pipeline = recipe.SPOTTING_PIPELINE.fit_standardisation(u.spotting for u in train)
-    by_digit = [
-        [pipeline.standardise(u.spotting) for u in train if u.digit == d] for d in range(10)
-    ]
     audio = {(u.digit, u.speaker, u.index): u.samples for u in train}
-    joined = recipe.build_recordings(audio, PAUSE_RECORDINGS, rng, pipeline.sample_rate)
-    pause = recipe.pause_frames(joined, [pipeline.features(r.samples) for r in joined])
+    joined = recipe.spotting_recordings(audio, rng, recipe.PIPELINE.sample_rate)
+    raw = [recipe.PIPELINE.extract(r.samples) for r in joined]
+    pipeline = recipe.PIPELINE.fit_standardisation(raw)
+    features = [pipeline.standardise(x) for x in raw]
+    words = recipe.cut_words(joined, features, hop=pipeline.hop_length)
+    keywords = recipe.train_spotting_models([[x for d, x in words if d == k] for k in range(10)])
+    pause = recipe.pause_frames(joined, features, pipeline.hop_length)
     return {
         "spotting_pipeline": pipeline,
-        "keywords": [recipe.train_spotting_keyword(x).model for x in by_digit],
-        "fillers": recipe.train_fillers(by_digit, pause),
+        "keywords": keywords,
+        "fillers": recipe.spotting_fillers(keywords, pause),
+        "enter": recipe.SPOTTING_ENTER,
     }
 
 
@@ -198,7 +203,7 @@ def spotting(fold: dict, test: list[Utterance], count: int) -> dict:
     from smc_hmm.data.recipe import build_recordings
     from smc_hmm.hmm.spotting import compose, spot
 
-    pipeline = fold["spotting_pipeline"]
+    pipeline, enter = fold["spotting_pipeline"], fold["enter"]
     audio = {(u.digit, u.speaker, u.index): u.samples for u in test}
     rng = np.random.default_rng(RECORDING_SEED)
     recordings = build_recordings(audio, count, rng, pipeline.sample_rate)
@@ -206,7 +211,9 @@ def spotting(fold: dict, test: list[Utterance], count: int) -> dict:
     hits = positives = alarms = 0
     errors: list[int] = []
     for k in range(10):
-        composite, layout = compose(fold["keywords"][k], fold["fillers"][k])
+        composite, layout = compose(
+            fold["keywords"][k], fold["fillers"][k], enter=enter, start_keyword=enter
+        )
         for r, x in zip(recordings, features, strict=True):
             s = spot(composite, layout, x)
             if k not in r.digits:

@@ -11,6 +11,7 @@ import pytest
 from scipy.io import wavfile
 
 from smc_hmm.bench import speech
+from smc_hmm.data.continuous import word_frames
 from smc_hmm.data.recipe import decide
 from smc_hmm.errors import InvalidInputError
 
@@ -77,3 +78,56 @@ def test_the_rejection_rule_is_the_garbage_margin_rule():
     background = np.array([-6.0, -3.0, -5.0])
     assert decide(scores, background, 0.0).tolist() == [1, -1, 0]
     assert decide(scores, background, 1.0).tolist() == [-1, -1, -1]
+
+
+def test_spotting_trains_on_whole_recordings_of_one_speaker_each():
+    """Every training recording is joined exactly once, one speaker per recording, and the
+    words cut from the whole recording keep the pad of pause frames on each side."""
+    from smc_hmm.data import recipe
+
+    rng = np.random.default_rng(1)
+    audio = {
+        (d, s, i): 0.01 * rng.standard_normal(800 + 80 * d)
+        for d in range(10)
+        for s in ("a", "b")
+        for i in range(3)
+    }
+    joined = recipe.spotting_recordings(audio, np.random.default_rng(2))
+    assert sum(len(r.digits) for r in joined) == len(audio)
+    assert all(len(set(r.speakers)) == 1 and 1 <= len(r.digits) <= 5 for r in joined)
+    features = [np.zeros((-(-len(r.samples) // 80), 1)) for r in joined]
+    words = recipe.cut_words(joined, features, pad=3)
+    assert [d for d, _ in words] == [d for r in joined for d in r.digits]
+    r = joined[0]
+    first, last = word_frames(*r.spans[1], 80)  # a middle word: pauses on both sides
+    assert len(r.digits) >= 3 and len(words[1][1]) == last - first + 1 + 6
+
+
+def test_the_spotting_filler_is_the_other_words_in_parallel():
+    """Filler k: a pause state and the other keywords' models side by side, every row a
+    distribution, the pause and the last word's end entering the keyword."""
+    from smc_hmm.data import recipe
+    from smc_hmm.hmm.spotting import compose
+
+    rng = np.random.default_rng(3)
+    words = [recipe.word_start([rng.standard_normal((24, 2)) for _ in range(3)]) for _ in range(3)]
+    fillers = recipe.spotting_fillers(words, rng.standard_normal((50, 2)))
+    assert len(fillers) == 3
+    f = fillers[0]
+    assert f.n_states == 1 + 2 * recipe.STATES
+    assert np.allclose(f.transmat.sum(axis=1), 1.0) and np.isclose(f.startprob.sum(), 1.0)
+    assert np.allclose(f.means[1 : 1 + recipe.STATES], words[1].means)
+    ends = [recipe.STATES, 2 * recipe.STATES]
+    assert all(np.isclose(f.transmat[e, 0], 1 - recipe.FILLER_STAY) for e in ends)
+    composite, layout = compose(words[0], f, enter=recipe.SPOTTING_ENTER)
+    assert layout.filler == f.n_states and layout.keyword == recipe.STATES
+    assert np.allclose(composite.transmat.sum(axis=1), 1.0)
+
+
+def test_the_folds_report_spotting(tmp_path):
+    _fake_fsdd(tmp_path / "fsdd")
+    args = _args(tmp_path, "--folds", "theo", "--clips", "0", "--recordings", "4", "--margin", "0")
+    speech.main(args)
+    theo = json.loads((tmp_path / "s.json").read_text())["folds"]["theo"]
+    assert theo["recordings"] == 4
+    assert 0.0 <= theo["detection"] <= 1.0 and 0.0 <= theo["false_alarm_rate"] <= 1.0
