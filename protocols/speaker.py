@@ -352,6 +352,74 @@ class SpeakerParams:
 
 
 @dataclass(frozen=True)
+class SpeakerScores:
+    """The scores' phase of a run: the decision over ``count`` running models' scores of
+    an utterance of T (``length``) frames, their scale s, bounds and public offsets --
+    what needs neither the key nor the models' sizes (:func:`plain_decision` uses it
+    alone; :attr:`SpeakerSpec.scores` in a run)."""
+
+    params: SpeakerParams
+    count: int
+    length: int
+    labels: tuple[str, ...] = ()
+
+    @property
+    def s(self) -> int:
+        return self.params.score_scale
+
+    @property
+    def share_bound(self) -> int:
+        """|round(A_r 2^s)|: per frame |L - log beta| < 2^(log_bound_bits - 1) + 50 nats."""
+        return (self.length << (self.params.log_bound_bits + self.s)) + 1
+
+    def offset_units(self, nats_per_frame: float) -> int:
+        """A margin or threshold for the whole utterance, at scale s (public)."""
+        return round(nats_per_frame * self.length * 2**self.s)
+
+    @property
+    def score_bound(self) -> int:
+        """|v_r| plus the largest public offset, for the comparisons' bit length."""
+        p = self.params
+        offset = abs(self.offset_units(max(abs(p.margin), abs(p.threshold)))) + 1
+        return self.share_bound + (self.length << (6 + self.s)) + offset + 1
+
+    @property
+    def compare_bits(self) -> int:
+        return self.score_bound.bit_length() + 2
+
+    @property
+    def reference(self) -> int:
+        """The UBM's index among the running models: the last in ``verify``, its label's
+        otherwise (the last when the spec carries sizes only: declarations and randomizer
+        counts do not depend on it)."""
+        if self.params.mode == "verify" or not self.labels:
+            return self.count - 1
+        return self.labels.index(self.params.ubm)
+
+    def decision(self) -> DecisionSpec:
+        """The decision stage (:mod:`protocols.stages.decision`): ``identify`` is an argmax
+        whose reference, the UBM, carries the margin, its label revealed to Alice;
+        ``verify`` reveals to Bob whether the claimed speaker beats the UBM plus the
+        threshold, ``anonymous`` the same for Alice's encrypted claim (rule
+        ``claimed``)."""
+        p = self.params
+        identify = p.mode == "identify"
+        rule = {"identify": "argmax", "verify": "beats", "anonymous": "claimed"}[p.mode]
+        return DecisionSpec(
+            count=self.count,
+            bound=self.score_bound,
+            rule=rule,
+            reference=self.reference,
+            offset=self.offset_units(p.margin if identify else p.threshold),
+            sigma=p.sigma,
+            tags=REVEAL_TAGS,
+            bits=self.compare_bits,
+            select_tag=SELECT_TAG,
+            comparison=p.comparison,
+        )
+
+
+@dataclass(frozen=True)
 class SpeakerSpec:
     """The public sizes of one run and every scale, bound and layout derived from them.
 
@@ -447,64 +515,14 @@ class SpeakerSpec:
 
     # -- scores ------------------------------------------------------------------------------
 
-    @property
-    def s(self) -> int:
-        return self.params.score_scale
-
-    @property
-    def share_bound(self) -> int:
-        """|round(A_r 2^s)|: per frame |L - log beta| < 2^(log_bound_bits - 1) + 50 nats."""
-        return (self.length << (self.params.log_bound_bits + self.s)) + 1
+    @cached_property
+    def scores(self) -> SpeakerScores:
+        """The scores' phase: the decision over the running models' scores."""
+        return SpeakerScores(self.params, len(self.components), self.length, self.labels)
 
     @property
     def log_share_bound(self) -> int:
         return self.length << (self.params.log_bound_bits + self.f)
-
-    def offset_units(self, nats_per_frame: float) -> int:
-        """A margin or threshold for the whole utterance, at scale s (public)."""
-        return round(nats_per_frame * self.length * 2**self.s)
-
-    @property
-    def score_bound(self) -> int:
-        """|v_r| plus the largest public offset, for the comparisons' bit length."""
-        p = self.params
-        offset = abs(self.offset_units(max(abs(p.margin), abs(p.threshold)))) + 1
-        return self.share_bound + (self.length << (6 + self.s)) + offset + 1
-
-    @property
-    def compare_bits(self) -> int:
-        return self.score_bound.bit_length() + 2
-
-    @property
-    def reference(self) -> int:
-        """The UBM's index among the running models: the last in ``verify``, its label's
-        otherwise (the last when the spec carries sizes only: declarations and randomizer
-        counts do not depend on it)."""
-        if self.params.mode == "verify" or not self.labels:
-            return len(self.components) - 1
-        return self.labels.index(self.params.ubm)
-
-    def decision(self) -> DecisionSpec:
-        """The decision stage (:mod:`protocols.stages.decision`): ``identify`` is an argmax
-        whose reference, the UBM, carries the margin, its label revealed to Alice;
-        ``verify`` reveals to Bob whether the claimed speaker beats the UBM plus the
-        threshold, ``anonymous`` the same for Alice's encrypted claim (rule
-        ``claimed``)."""
-        p = self.params
-        identify = p.mode == "identify"
-        rule = {"identify": "argmax", "verify": "beats", "anonymous": "claimed"}[p.mode]
-        return DecisionSpec(
-            count=len(self.components),
-            bound=self.score_bound,
-            rule=rule,
-            reference=self.reference,
-            offset=self.offset_units(p.margin if identify else p.threshold),
-            sigma=p.sigma,
-            tags=REVEAL_TAGS,
-            bits=self.compare_bits,
-            select_tag=SELECT_TAG,
-            comparison=p.comparison,
-        )
 
     # -- the garbled default (scoring "max") --------------------------------------------
 
@@ -543,10 +561,10 @@ class SpeakerSpec:
             tuple((k, self.dims + k) for k in range(self.dims)), fs, square_bits=x_bits,
         )  # fmt: skip
         rule = {"identify": "argmax", "verify": "beats", "anonymous": "claimed"}[p.mode]
-        offset = self.offset_units(p.margin if p.mode == "identify" else p.threshold)
+        offset = self.scores.offset_units(p.margin if p.mode == "identify" else p.threshold)
         names = 8 * NAME_BYTES if p.hide_count else 0
         return MixtureLayout(
-            self.components, self.length, keep + 2, em, rule, self.reference, offset, names,
+            self.components, self.length, keep + 2, em, rule, self.scores.reference, offset, names,
             p.output_party == "trent",
         )  # fmt: skip
 
@@ -579,7 +597,7 @@ class SpeakerSpec:
             ),
             "exp": Message("spk.exp", Ciphertexts(0, rp.value_bound)),
             "sum": Message("spk.sum", Ciphertexts(0, rp.packed_bound, fresh=True)),
-            "shares": Message("spk.shares", Ciphertexts(self.s, self.share_bound, n)),
+            "shares": Message("spk.shares", Ciphertexts(self.scores.s, self.scores.share_bound, n)),
             "logs": Message("spk.logs", Ciphertexts(self.f, self.log_share_bound, n)),
             "scores": Message(
                 "spk.scores",
@@ -602,7 +620,7 @@ def declared_messages(spec: SpeakerSpec) -> list[Message]:
             + list(spec.bound_plan.messages().values())
             + mixture.messages(spec.mixture)
         )
-    return list(spec.messages().values()) + spec.decision().messages()
+    return list(spec.messages().values()) + spec.scores.decision().messages()
 
 
 def plain_decision(params: SpeakerParams, scores, labels, frames: int, claim=None):
@@ -617,7 +635,7 @@ def plain_decision(params: SpeakerParams, scores, labels, frames: int, claim=Non
         running = [labels.index(claim), labels.index(params.ubm)]
     else:
         running = list(range(len(labels)))
-    spec = SpeakerSpec(params, 1, tuple(1 for _ in running), frames, 2048, tuple(labels))
+    spec = SpeakerScores(params, len(running), frames, tuple(labels))
     values = [round(float(scores[r]) * 2**spec.s) for r in running]
     choice = labels.index(claim) if params.mode == "anonymous" else None
     out = decide_plain(spec.decision(), values, choice)
@@ -800,11 +818,13 @@ def _alice_logsum(ctx, frames, spec: SpeakerSpec, claim, running, peer: str):
         shares = _alice_logsums(ctx, spec, y, msg, peer)  # steps 3 and 4
     out = {"mode": params.mode}
     with ctx.phase("scores"):
-        small = [_round_shift(a, spec.f - spec.s) for a in shares]
-        if any(abs(v) > spec.share_bound for v in small):
+        small = [_round_shift(a, spec.f - spec.scores.s) for a in shares]
+        if any(abs(v) > spec.scores.share_bound for v in small):
             raise ProtocolError("the LOGSUM results exceed their public bound")
         ctx.send(
-            peer, msg["shares"], CipherArray.encrypt_encoded(pk, small, spec.s, spec.share_bound)
+            peer,
+            msg["shares"],
+            CipherArray.encrypt_encoded(pk, small, spec.scores.s, spec.scores.share_bound),
         )
         if params.reveal_scores:
             logs = CipherArray.encrypt_encoded(pk, shares, spec.f, spec.log_share_bound)
@@ -815,7 +835,7 @@ def _alice_logsum(ctx, frames, spec: SpeakerSpec, claim, running, peer: str):
         # Step 5: the decision stage; Alice learns only the label (identify); anonymous:
         # her claim goes in encrypted, as a one-hot selection over the speakers
         choice = labels.index(claim) if params.mode == "anonymous" else None
-        index = alice_decide(ctx, spec.decision(), peer, choice)
+        index = alice_decide(ctx, spec.scores.decision(), peer, choice)
         if params.mode == "identify":
             winner = None if labels[index] == params.ubm else index
             out |= {"speaker": None if winner is None else labels[winner], "index": winner}
@@ -837,7 +857,7 @@ def _alice_max(ctx, frames, spec: SpeakerSpec, claim, peer: str):
         binding = bd.alice_bound(ctx, spec.bound_plan, phi, peer)
     choice = None
     if mode == "anonymous":  # her claim's index among the speakers (the UBM left out)
-        others = [i for i in range(len(labels)) if i != spec.reference]
+        others = [i for i in range(len(labels)) if i != spec.scores.reference]
         choice = others.index(labels.index(claim))
     with ctx.phase("decision"):
         to = {"third": "trent"} if lay.third else {}  # the answer's labels to Trent
@@ -854,7 +874,7 @@ def _answer(spec: SpeakerSpec, index) -> dict:
         name = np.packbits(index, bitorder="little").tobytes().rstrip(b"\0")
         speaker = name.decode("utf-8", "replace") or None
         return {"mode": "identify", "speaker": speaker, "index": None}
-    winner = None if index == spec.reference else index
+    winner = None if index == spec.scores.reference else index
     return {
         "mode": "identify",
         "speaker": None if winner is None else spec.labels[winner],
@@ -1065,8 +1085,8 @@ def _bob_logsum(ctx, spec: SpeakerSpec, active, peer: str):
     with ctx.phase("scores"):
         # Step 4: E(v_r) = E(round(A_r 2^s)) - round(2^s sum_t blind_tr)
         enc_shares = ctx.recv(peer, msg["shares"])
-        own = np.array([_round_shift(-v, spec.f - spec.s) for v in totals], dtype=object)
-        scores = enc_shares.add_encoded(own).with_bound(spec.score_bound)
+        own = np.array([_round_shift(-v, spec.f - spec.scores.s) for v in totals], dtype=object)
+        scores = enc_shares.add_encoded(own).with_bound(spec.scores.score_bound)
         if params.reveal_scores:
             logs = ctx.recv(peer, msg["logs"]).add_encoded(
                 np.array([-v for v in totals], dtype=object)
@@ -1076,7 +1096,7 @@ def _bob_logsum(ctx, spec: SpeakerSpec, active, peer: str):
         # Step 5: the decision stage against the UBM (its score carries the margin or the
         # threshold); identify: the label goes to Alice, otherwise the bit to Bob
         # (anonymous: for Alice's encrypted claim, every speaker compared)
-        return bob_decide(ctx, scores, spec.decision(), peer)
+        return bob_decide(ctx, scores, spec.scores.decision(), peer)
 
 
 def _bob_logsums(ctx, spec: SpeakerSpec, zetas, msg, peer: str) -> list[int]:
@@ -1126,7 +1146,7 @@ def randomizers_needed(params: SpeakerParams, key_bits: int, inputs) -> dict[str
     bob = len(spec.frame_groups()) * spec.rows + sum(p.ciphertexts for p in plans)
     if params.reveal_scores:
         alice, bob = alice + n, bob + n
-    decision = spec.decision().randomizers(key_bits)  # the decision stage's own counts
+    decision = spec.scores.decision().randomizers(key_bits)  # the decision stage's own counts
     return {"alice": alice + decision["alice"], "bob": bob + decision["bob"]}
 
 
