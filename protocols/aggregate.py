@@ -592,7 +592,7 @@ PROTOCOL = ProtocolDescriptor.declare(
         Role("user", user, kind="alice"),
     ),
     role_for=_role_for,
-    messages=lambda params: params.messages().values(),
+    messages=lambda params, key_bits: params.messages().values(),
 )
 
 
@@ -777,7 +777,7 @@ DP_SUM = ProtocolDescriptor(
         Role("curator", sum_curator, kind="trent", holds_key=True),
     ),
     role_for=_role_for,
-    messages=lambda params: params.messages().values(),
+    messages=lambda params, key_bits: params.messages().values(),
     randomizers=sum_randomizers,
     example=sum_example,
 )

@@ -230,7 +230,7 @@ PROTOCOL = _descriptor(
     alice,
     bob,
     "pairs",
-    lambda params: params.messages().values(),
+    lambda params, key_bits: params.messages().values(),
     example,
     Params.randomizers,
 )
@@ -350,7 +350,7 @@ ARGMAX = _descriptor(
     argmax_alice,
     argmax_bob,
     "values",
-    lambda params: params.messages(),
+    lambda params, key_bits: params.messages(),
     argmax_example,
     argmax_randomizers,
 )

@@ -110,7 +110,7 @@ PROTOCOL = ProtocolDescriptor(
     name="linear",
     summary="private linear classification: Alice learns only [w.x >= theta]",
     params=lambda section: params_from_config(Params, section, "linear"),
-    messages=Params.messages,
+    messages=lambda params, key_bits: params.messages(),
     plaintext=plaintext,
     randomizers=lambda p, key_bits, inputs: {  # Alice's E(X), Bob's E(T), the stage's
         k: n + {"alice": p.dim, "bob": 1}[k] for k, n in p.decision.randomizers(key_bits).items()

@@ -263,7 +263,7 @@ PROTOCOL = ProtocolDescriptor.declare(
         aggregator="aggregator",
         contributor="contributors",
     ),
-    messages=lambda params: params.messages().values(),
+    messages=lambda params, key_bits: params.messages().values(),
 )
 
 

@@ -189,8 +189,8 @@ class ProtocolDescriptor:
     table of a parties.toml (all keys optional where defaults exist);
     ``roles`` lists the roles; ``role_for(params, party_name, kind)`` assigns
     a party its role (default: the role named like the party, else like its
-    kind); ``messages(params)`` returns the declared messages (for the docs
-    and the transcript harness).
+    kind); ``messages(params, key_bits)`` returns the declared messages (for
+    the docs and the transcript harness).
     """
 
     name: str
@@ -198,7 +198,9 @@ class ProtocolDescriptor:
     roles: tuple[Role, ...]
     params: Callable[[Mapping], Any] = _default_params
     role_for: Callable[[Any, str, str], str] | None = None
-    messages: Callable[[Any], Iterable[Message]] | None = None
+    #: ``messages(params, key_bits)``: the declared messages of a run under a key of
+    #: ``key_bits`` (for the docs and the transcript harness; None: not declared)
+    messages: Callable[[Any, int], Iterable[Message]] | None = None
     module: str = field(default="", compare=False)
     #: ``randomizers(params, key_bits, inputs)``: the fresh randomizers each party draws
     #: (party -> count) in a run on ``inputs`` (party -> private input; in two-party

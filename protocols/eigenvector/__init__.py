@@ -148,5 +148,5 @@ PROTOCOL = ProtocolDescriptor.declare(
         arbitrator="arbitrator",
         owner="owners",
     ),
-    messages=lambda params: params.messages().values(),
+    messages=lambda params, key_bits: params.messages(key_bits).values(),
 )

@@ -210,7 +210,7 @@ class PrivateParams(SharedParams):
         if self.tol >= 1:
             raise InvalidInputError(f"tol must be below 1, got {self.tol:g}")
 
-    def messages(self, key_bits: int = 2048) -> dict[str, Message]:
+    def messages(self, key_bits: int) -> dict[str, Message]:
         """The declared messages: scales and bounds from the public parameters and the
         key size."""
         return Plan(self, key_bits).messages()

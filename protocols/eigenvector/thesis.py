@@ -360,7 +360,7 @@ class ThesisParams(SharedParams):
             return Ciphertexts(self.scale, self.plan.packed_bound(slot_bound), (self.packed_rows,))
         return Ciphertexts(self.scale, slot_bound, (self.rows,))
 
-    def messages(self, key_bits: int = 2048) -> dict[str, Message]:
+    def messages(self, key_bits: int | None = None) -> dict[str, Message]:
         """The declared messages: scales and bounds from the public parameters only (the
         thesis mode's do not depend on ``key_bits``, which the private mode's do)."""
         n, k, f = len(self.owners), self.rows, self.scale

@@ -249,7 +249,11 @@ def test_outputs_equal_the_plaintext_reference(name):
 def test_transcripts_depend_only_on_public_sizes(name):
     descriptor, example = _descriptor(name), _example(name)
     params = descriptor.params(example.params)
-    declared = list(descriptor.messages(params)) if descriptor.messages else example.declared
+    declared = (
+        list(descriptor.messages(params, example.key_bits))
+        if descriptor.messages
+        else example.declared
+    )
     transcripts = _runs(name).transcripts
     assert len(transcripts) >= 2, f"{name}: one input set compares nothing"
     frames = compare_transcripts(transcripts, declared)  # fails at the first differing frame

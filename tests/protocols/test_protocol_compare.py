@@ -599,9 +599,9 @@ def test_bob_argmax_checks_operands(keypair_512):
 
 def test_descriptors():
     assert cmp.PROTOCOL.name == "compare" and cmp.ARGMAX.name == "argmax"
-    tags = {m.tag for m in cmp.PROTOCOL.messages(Params(comparison="dgk"))}
+    tags = {m.tag for m in cmp.PROTOCOL.messages(Params(comparison="dgk"), 512)}
     assert {"cmp.pk", "cmp.dgk", "cmp.masked", "cmp.bits", "cmp.blinded", "cmp.delta"} <= tags
-    tags = {m.tag for m in cmp.PROTOCOL.messages(Params())}
+    tags = {m.tag for m in cmp.PROTOCOL.messages(Params(), 512)}
     assert {"cmp.pk", "gc.share", "gc.base_a", "gc.ext_u", "gc.choice", "gc.tables"} <= tags
     assert isinstance(DGKPublicKey, type)
     with warnings.catch_warnings():
