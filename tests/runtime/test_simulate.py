@@ -16,7 +16,7 @@ from smc_hmm.errors import (
     ProtocolError,
     TransportError,
 )
-from smc_hmm.messages import Ciphertexts, Message
+from smc_hmm.messages import Ciphertexts, Key, Message
 from smc_hmm.runtime import PartyContext, simulate
 from smc_hmm.transport import Channel, LocalNetwork
 from smc_hmm.wire import WireCodec
@@ -50,6 +50,7 @@ def test_outputs_rounds_and_messages_of_a_ping_pong():
 
 X = Message("x", Ciphertexts(0, 3, (3,)))
 Y = Message("y", Ciphertexts(0, 6, (3,)))
+KEY = Message("key", Key())
 
 
 def test_each_party_meters_its_own_work_on_received_ciphertexts(keypair_512):
@@ -207,6 +208,33 @@ def test_a_sender_whose_values_exceed_the_declared_bound_is_stopped(keypair_512)
             keys={"owner": keypair_512},
             min_key_bits=512,
         )
+
+
+def test_a_fresh_field_is_re_randomised_on_the_way_out_and_a_plain_one_is_not(keypair_512):
+    """``Ciphertexts(fresh=True)``: the receiver gets other ciphertexts of the same
+    plaintexts than the sender computed (the receiver cannot match them with its own),
+    each send drawing one randomizer a ciphertext; a field not declared fresh travels as
+    it is."""
+    fresh, plain = Message("f", Ciphertexts(0, 7, (3,), fresh=True)), Message("p", Y.body)
+    pk, sk = keypair_512
+    values = CipherArray.encrypt(pk, [1, 2, 3])
+
+    def owner(ctx):
+        ctx.send("helper", KEY, pk)
+        ctx.send("helper", fresh, values)
+        ctx.send("helper", plain, values)
+
+    def helper(ctx):
+        ctx.recv("owner", KEY)
+        return ctx.recv("owner", fresh), ctx.recv("owner", plain)
+
+    got, same = simulate(
+        {"owner": owner, "helper": helper}, keys={"owner": keypair_512}, min_key_bits=512
+    ).outputs["helper"]
+    sent = [int(c) for c in values.ciphertexts()]
+    assert not set(int(c) for c in got.ciphertexts()) & set(sent)
+    assert [int(c) for c in same.ciphertexts()] == sent
+    assert list(got.decrypt_ints(sk)) == list(same.decrypt_ints(sk)) == [1, 2, 3]
 
 
 def test_a_deferred_refusal_is_raised_after_the_roles_last_message():
