@@ -144,18 +144,18 @@ def train_fold(train: list[Utterance], covariance: str, spotting: bool) -> dict:
 def train_spotting(train: list[Utterance], rng: np.random.Generator) -> dict:
     """Keyword spotting's recipe retrained on ``train`` (``docs/speech-models.md``,
     "Keyword spotting"): every training recording joined once into recordings of one
-    speaker each (:func:`recipe.spotting_recordings`), each normalised as a whole by the
-    recipe's pipeline (noise floor and cepstral mean over the recording, as the client
-    does with the recording she searches), the global standardisation fitted on them; the
-    ten keyword models trained on the words cut from them, with a few frames of pause
-    (:func:`recipe.cut_words`); filler k the pause of those recordings and the other nine
-    keyword models in parallel (:func:`recipe.spotting_fillers`)."""
+    speaker each (:func:`recipe.spotting_recordings`), each normalised as a whole by
+    :data:`recipe.CONTINUOUS_PIPELINE` (noise floor and cepstral mean over the recording,
+    as the client does with the recording she searches), the global standardisation
+    fitted on them; the ten keyword models trained on the words cut from them, with a few
+    frames of pause (:func:`recipe.cut_words`); filler k the pause of those recordings
+    and the other nine keyword models in parallel (:func:`recipe.spotting_fillers`)."""
     from smc_hmm.data import recipe
 
     audio = {(u.digit, u.speaker, u.index): u.samples for u in train}
-    joined = recipe.spotting_recordings(audio, rng, recipe.PIPELINE.sample_rate)
-    raw = [recipe.PIPELINE.extract(r.samples) for r in joined]
-    pipeline = recipe.PIPELINE.fit_standardisation(raw)
+    joined = recipe.spotting_recordings(audio, rng, recipe.CONTINUOUS_PIPELINE.sample_rate)
+    raw = [recipe.CONTINUOUS_PIPELINE.extract(r.samples) for r in joined]
+    pipeline = recipe.CONTINUOUS_PIPELINE.fit_standardisation(raw)
     features = [pipeline.standardise(x) for x in raw]
     words = recipe.cut_words(joined, features, hop=pipeline.hop_length)
     keywords = recipe.train_spotting_models([[x for d, x in words if d == k] for k in range(10)])
