@@ -14,7 +14,10 @@ Spotting has its own pipeline and keyword models (:func:`load_spotting_pipeline`
 :func:`load_spotting_keywords`, ``spotting_keywords_diag.npz``): the isolated-word models
 (``models_diag.npz``) normalise each utterance by its own statistics, which differ between
 a word alone and a word inside a longer recording, so spotting keeps 5-state models on
-globally standardised features (``docs/speech-models.md``).
+globally standardised features (``docs/speech-models.md``).  That is the earlier recipe:
+the one ``smc-hmm bench speech`` measures for voices the models never heard (keyword
+models trained on words cut from whole-recording-normalised recordings, fillers made of
+the other digits' models) is in :mod:`smc_hmm.data.recipe` and not yet bundled.
 
 The recordings are stored as their 13 raw static MFCCs (float32); :func:`load_continuous_test`
 recomputes the deltas as the bundled pipeline does and standardises, so the features are
