@@ -927,20 +927,13 @@ def _bob_max(ctx, spec: SpeakerSpec, active, peer: str, hidden=None):
 def _alice_logsums(ctx, spec: SpeakerSpec, y, msg, peer: str) -> list[int]:
     """Steps 3 and 4: one LOGSUM round per group of frames (protocols.stages.logsum);
     a_tr = L_tr + blind_tr summed per model: A_r at scale f."""
-    pk, sk = ctx.keypair
     prec = spec.params.precision
     shares = [0] * len(spec.components)
     for frames_of_round in spec.rounds():
         plan = spec.round_plan(frames_of_round)
         u = [v for t in frames_of_round for v in y[t]]
-        values, shifts = logsum.alice_values(u, plan, prec)
-        ctx.send(
-            peer, msg["exp"], CipherArray.encrypt_encoded(pk, values, 0, msg["exp"].body.bound)
-        )
-        enc_sums = ctx.recv(peer, msg["sum"])
-        if enc_sums.shape != (plan.ciphertexts,):
-            raise ProtocolError(f"spk.sum: {enc_sums.shape} results for this round")
-        logs = logsum.alice_logs(enc_sums.decrypt_ints(sk), plan, shifts, prec)
+        shifts = logsum.alice_send(ctx, u, plan, prec, msg["exp"], peer)
+        logs = logsum.alice_receive(ctx, plan, shifts, prec, msg["sum"], peer)
         for i, a in enumerate(logs):
             shares[i % len(spec.components)] += a
     return shares
@@ -1106,15 +1099,11 @@ def _bob_logsums(ctx, spec: SpeakerSpec, zetas, msg, peer: str) -> list[int]:
     totals = [0] * len(spec.components)
     for frames_of_round in spec.rounds():
         plan = spec.round_plan(frames_of_round)
-        enc = ctx.recv(peer, msg["exp"])
-        if enc.shape != (plan.edges,):
-            raise ProtocolError(f"spk.exp: {enc.shape[0]} values, expected {plan.edges}")
         rho = [int(z) for t in frames_of_round for z in zetas[t]]
         refs = [min(rho[e] for e in p) for p in plan.preds]
         ones = [[1.0] * len(p) for p in plan.preds]
         coefs, blinds = logsum.bob_coefficients(ctx.rng, plan, ones, rho, refs, spec.f)
-        sums = logsum.bob_sums(enc, plan, coefs, ctx.rng)
-        ctx.send(peer, msg["sum"], sums.with_bound(msg["sum"].body.bound))
+        logsum.bob_round(ctx, plan, coefs, msg["exp"], msg["sum"], peer)
         for i, b in enumerate(blinds):
             totals[i % len(spec.components)] += b
     return totals

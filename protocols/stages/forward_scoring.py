@@ -585,7 +585,6 @@ def _alice_recursion_v2(ctx, spec: ForwardSpec, msg, emit, n_steps: int, peer: s
     """Per-target normalisation, packed replies (:mod:`protocols.stages.recursion`), the streams'
     rounds interleaved (step 3): stream s's values for step t + 1 leave as soon as its
     reply for step t is decrypted, while Bob computes the next stream's sums."""
-    pk, sk = ctx.keypair
     prec = spec.prec
     streams = spec.streams
     # u_t(l) = log alpha_t(l) + rho_t(l), exact at scale f, per stream
@@ -593,9 +592,8 @@ def _alice_recursion_v2(ctx, spec: ForwardSpec, msg, emit, n_steps: int, peer: s
     shifts = [None] * len(streams)
 
     def send_values(st, kind: str):
-        plan = st.final if kind == "final" else st.step
-        values, shifts[st.index] = logsum.alice_values(u[st.index], plan, prec)
-        ctx.send(peer, msg[f"{kind}_edges.{st.index}"], logsum.alice_encrypt(pk, values, plan))
+        plan, out = (st.final if kind == "final" else st.step), msg[f"{kind}_edges.{st.index}"]
+        shifts[st.index] = logsum.alice_send(ctx, u[st.index], plan, prec, out, peer)
 
     last = "final" if n_steps == 1 else "step"
     with ctx.phase("forward recursion"):
@@ -605,8 +603,8 @@ def _alice_recursion_v2(ctx, spec: ForwardSpec, msg, emit, n_steps: int, peer: s
             last = "final" if t == n_steps - 2 else "step"
             for st in streams:
                 # Step 3b: one decryption per ``slots`` targets; the next blinded emission
-                packed = ctx.recv(peer, msg[f"step_packed.{st.index}"]).decrypt_ints(sk)
-                logs = logsum.alice_logs(packed, st.step, shifts[st.index], prec)
+                reply = msg[f"step_packed.{st.index}"]
+                logs = logsum.alice_receive(ctx, st.step, shifts[st.index], prec, reply, peer)
                 u[st.index] = [
                     prec.log_zero if prec.is_log_zero(s) or prec.is_log_zero(int(e)) else s + int(e)
                     for s, e in zip(logs, emit[t + 1][st.targets])
@@ -617,8 +615,8 @@ def _alice_recursion_v2(ctx, spec: ForwardSpec, msg, emit, n_steps: int, peer: s
         # Step 4: every model's sum over its states, packed the same way
         logs = []
         for st in streams:
-            packed = ctx.recv(peer, msg[f"final_packed.{st.index}"]).decrypt_ints(sk)
-            logs += logsum.alice_logs(packed, st.final, shifts[st.index], prec)
+            reply = msg[f"final_packed.{st.index}"]
+            logs += logsum.alice_receive(ctx, st.final, shifts[st.index], prec, reply, peer)
     return [None if prec.is_log_zero(v) else v for v in logs], lambda: None
 
 
@@ -809,23 +807,23 @@ def _bob_recursion_v2(ctx, spec: ForwardSpec, msg, gammas, transmats, n_steps: i
         for t in range(n_steps - 1):
             for st in streams:
                 i, step = st.index, st.step
-                enc_edges = ctx.recv(peer, msg[f"step_edges.{i}"])
                 # Step 3: one multi-exponentiation per reply (:mod:`protocols.stages.logsum`)
                 coefs, blinds = recursion.bob_step(
                     ctx.rng, step, transmats[st.models], rho[i], st.spec
                 )
-                packed = logsum.bob_sums(enc_edges, step, coefs, ctx.rng)
-                ctx.send(peer, msg[f"step_packed.{i}"], packed)
+                logsum.bob_round(
+                    ctx, step, coefs, msg[f"step_edges.{i}"], msg[f"step_packed.{i}"], peer
+                )
                 rho[i] = [b + int(gm) for b, gm in zip(blinds, gammas[t + 1][st.targets])]
     with ctx.phase("termination"):
         # Step 4: every model's sum over its states
         offsets = []
         for st in streams:
             i, final = st.index, st.final
-            enc_edges = ctx.recv(peer, msg[f"final_edges.{i}"])
             coefs, blinds = recursion.bob_final(ctx.rng, final, rho[i], st.spec)
-            packed = logsum.bob_sums(enc_edges, final, coefs, ctx.rng)
-            ctx.send(peer, msg[f"final_packed.{i}"], packed)
+            logsum.bob_round(
+                ctx, final, coefs, msg[f"final_edges.{i}"], msg[f"final_packed.{i}"], peer
+            )
             offsets += blinds
     return offsets
 

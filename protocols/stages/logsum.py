@@ -27,6 +27,10 @@ One round trip:
    [0, 2^(g + log2(n + 1) + sigma)) in every slot.  Y_j = sum_e C_ej V_ej + N_j.
 3. Alice (:func:`alice_logs`): u'_j = ln Y_j - (g + H) ln 2 + c_j.
 
+A protocol runs the round through ``ctx`` with :func:`alice_send`, :func:`bob_round`
+and :func:`alice_receive` (two halves for Alice, so that interleaved streams can send
+before they receive).
+
 What Alice learns, per target and round: Y_j.  Write Q_j = sum_e C_ej V_ej.
 (a) The noise makes Y_j a function of floor(Q_j / 2^(g + log2(n + 1))) up to statistical
 distance 2^-sigma: every residue of Q_j modulo her own values (all <= 2^g) is gone, so
@@ -351,6 +355,31 @@ def bob_sums(enc: CipherArray, plan: LogsumPlan, coefs, rng: Rng) -> CipherArray
     ]
     packed = CipherArray.lincomb_blocks(blocks).add_encoded(np.array(noise, dtype=object))
     return packed.with_bound(plan.packed_bound)
+
+
+# -- the round trip through ``ctx`` (Alice's two halves, then Bob's) -------------------------
+
+
+def alice_send(ctx, u, plan: LogsumPlan, prec, message, peer: str) -> list[int | None]:
+    """Step 1 sent to ``peer`` as ``message``: E(V) of the elements' ``u``; returns the
+    targets' shifts c_j, which :func:`alice_receive` needs."""
+    values, shifts = alice_values(u, plan, prec)
+    ctx.send(peer, message, alice_encrypt(ctx.keypair[0], values, plan))
+    return shifts
+
+
+def alice_receive(ctx, plan: LogsumPlan, shifts, prec, message, peer: str) -> list[int]:
+    """Step 3 on Bob's reply ``message``: every target's u'_j at scale f."""
+    enc = ctx.recv(peer, message)
+    if enc.shape != (plan.ciphertexts,):
+        raise ProtocolError(f"{message.tag}: {enc.shape} replies, the plan has {plan.ciphertexts}")
+    return alice_logs(enc.decrypt_ints(ctx.keypair[1]), plan, shifts, prec)
+
+
+def bob_round(ctx, plan: LogsumPlan, coefs, incoming, outgoing, peer: str) -> None:
+    """Step 2 through ``ctx``: Alice's values (``incoming``) in, the packed sums with the
+    coefficients of :func:`bob_coefficients` out (``outgoing``, declared fresh)."""
+    ctx.send(peer, outgoing, bob_sums(ctx.recv(peer, incoming), plan, coefs, ctx.rng))
 
 
 def _round_shift(value: int, bits: int) -> int:
