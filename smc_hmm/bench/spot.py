@@ -48,7 +48,7 @@ SECONDS_TARGET_NO_KERNEL = 20.0
 TEN_TARGET = 60.0
 PREDICTION_TOLERANCE = 0.20
 #: a path score's relative error: the garbled default computes on features rounded to
-#: 2^-(fs+1) and weights to 2^-(f-fs+1) (protocols.viterbi.score_error_bound bounds it
+#: 2^-(fs+1) and weights to 2^-(f-fs+1) (protocols.stages.decoding.score_error_bound bounds it
 #: per model; on the bundled recordings it stays below this)
 REL_TARGET = 1e-5
 #: the spotting parameters (protocols.spotting.SpotParams' defaults), for the viterbi sweep
@@ -323,7 +323,7 @@ def _sweep_rows(s: _Spot, recordings, compute) -> None:
             None,
             "rel.",
             limit=REL_TARGET,
-            note="the frames' and weights' rounding (protocols.viterbi.score_error_bound)",
+            note="the frames' and weights' rounding (protocols.stages.decoding.score_error_bound)",
         ),
     ]
     s.checks["secure == plaintext"] = equal == len(runs)
