@@ -813,7 +813,7 @@ def _alice_logsum(ctx, frames, spec: SpeakerSpec, claim, running, peer: str):
         ctx.send(peer, msg["obs"], encode_observations(pk, frames, spec))
     with ctx.phase("emissions"):
         # Step 2: every blinded emission y_trm, frames in slots
-        y = emissions.alice_unpack(ctx.recv(peer, msg["emit"]).decrypt_ints(sk), spec.emissions)
+        y = emissions.alice_receive(ctx, msg["emit"], spec.emissions, peer)
     with ctx.phase("logsum"):
         shares = _alice_logsums(ctx, spec, y, msg, peer)  # steps 3 and 4
     out = {"mode": params.mode}
@@ -1069,10 +1069,10 @@ def _bob_logsum(ctx, spec: SpeakerSpec, active, peer: str):
         # Step 2: packed multi-exponentiations (one per component and group of frames)
         # plus each slot's constant and blind (protocols.stages.emissions)
         offsets = [[int(c) + int(z) for c, z in zip(const, zetas[t])] for t in range(length)]
-        emit = emissions.bob_emissions(
-            enc_obs, weights, spec.weight_scale, offsets, spec.emissions, spec.reach_bound
-        )
-        ctx.send(peer, msg["emit"], emit.with_bound(msg["emit"].body.bound))
+        emissions.bob_send(
+            ctx, msg["emit"], enc_obs, weights, spec.weight_scale, offsets, spec.emissions,
+            spec.reach_bound, peer,
+        )  # fmt: skip
     with ctx.phase("logsum"):
         totals = _bob_logsums(ctx, spec, zetas, msg, peer)  # step 3
     with ctx.phase("scores"):

@@ -1078,7 +1078,7 @@ def _alice_dgk(ctx, private, decoders, plan: Plan, dgk_sk, peer):
         if params.model_holder == "bob":
             # Step 1 (a): packed frames out; blinded packed emissions in, one slot each back
             ctx.send(peer, msg["obs"], forward_encode(pk, private, plan.fspec))
-            y = plan.fspec.unpack_emissions(ctx.recv(peer, msg["emit"]).decrypt_ints(sk), length)
+            y = emissions.alice_receive(ctx, msg["emit"], plan.fspec.emissions(length), peer)
             half = 1 << (plan.shift - 1)
             slots = [[(int(v) + half) >> plan.shift for v in row] for row in y]
             bound = msg["slots"].body.bound
@@ -1406,10 +1406,10 @@ def _emission_stage(ctx, decoders, plan: Plan, msg, peer, blinds):
     offsets = [[int(c) + int(b) for c, b in zip(consts, row)] for row in blinds]
     if s.kind == "discrete":
         enc_obs.public_key.meter.count("ot", T)
-    emit = emissions.bob_emissions(
-        enc_obs, weights, plan.weight_scale, offsets, layout, plan.fspec.emit_bound
-    )
-    ctx.send(peer, msg["emit"], emit.with_bound(msg["emit"].body.bound))
+    emissions.bob_send(
+        ctx, msg["emit"], enc_obs, weights, plan.weight_scale, offsets, layout,
+        plan.fspec.emit_bound, peer,
+    )  # fmt: skip
     return starts, trans
 
 

@@ -214,6 +214,18 @@ def bob_emissions(
     return CipherArray.concatenate(out)
 
 
+def bob_send(ctx, message, enc_obs, weights, weight_scale, offsets, layout, reach, peer: str):
+    """Bob's half through ``ctx``: :func:`bob_emissions` to ``peer`` as ``message`` (declared
+    fresh), at the declaration's public bound."""
+    emit = bob_emissions(enc_obs, weights, weight_scale, offsets, layout, reach)
+    ctx.send(peer, message, emit.with_bound(message.body.bound))
+
+
+def alice_receive(ctx, message, layout: EmissionLayout, peer: str) -> list[list[int]]:
+    """Alice's half through ``ctx``: ``message`` decrypted and unpacked, (length, rows)."""
+    return alice_unpack(ctx.recv(peer, message).decrypt_ints(ctx.keypair[1]), layout)
+
+
 def alice_unpack(decrypted, layout: EmissionLayout) -> list[list[int]]:
     """Alice: the (length, rows) blinded emissions from the decrypted (groups, rows) slots."""
     out: list[list[int]] = []

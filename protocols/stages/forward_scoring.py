@@ -557,7 +557,7 @@ def alice(
         ctx.send(peer, msg["obs"], enc_obs)
     with ctx.phase("emissions"):
         # Step 2: every y_t(j) = log b_j(x_t) + gamma_tj (+ log pi_j at t = 1), packed
-        emit = spec.unpack_emissions(ctx.recv(peer, msg["emit"]).decrypt_ints(sk), n_steps)
+        emit = emissions.alice_receive(ctx, msg["emit"], spec.emissions(n_steps), peer)
     # Steps 3-4: the recursion and the final sums; out[k] = log P_k + Bob's offsets
     run = _alice_recursion_v2 if spec.topology is not None else _alice_recursion_v1
     out, check = run(ctx, spec, msg, emit, n_steps, peer)
@@ -781,11 +781,10 @@ def bob_scores(
             enc_obs.public_key.meter.count("ot", n_steps)
         offsets = [const + gammas[t] + (first if t == 0 else 0) for t in range(n_steps)]
         layout = spec.emissions(n_steps)
-        emit = emissions.bob_emissions(
-            enc_obs, weights, weight_scale, offsets, layout, spec.emit_bound
-        )
-        emit = emit.with_bound(spec._packed_bound(2 * spec.emit_bound))
-        ctx.send(peer, msg["emit"], emit)
+        emissions.bob_send(
+            ctx, msg["emit"], enc_obs, weights, weight_scale, offsets, layout, spec.emit_bound,
+            peer,
+        )  # fmt: skip
     # Steps 3-4: the recursion and the final sums; offsets[k] = what Alice's log P carries
     run = _bob_recursion_v2 if spec.topology is not None else _bob_recursion_v1
     offsets = run(ctx, spec, msg, gammas, transmats, n_steps, peer)
