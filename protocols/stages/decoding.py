@@ -1055,7 +1055,7 @@ def alice(ctx, private, params: ViterbiParams, peer: str = "bob", reference=None
     "bob") or her models (model_holder "alice").  Returns per model ``{"path": [...]}`` or
     ``{"segment": (first, last) or None}``, with ``"score"`` if revealed; ``string``:
     ``{"count", "labels"}``; ``match`` (``reference``: her pad of Bob's reference): None."""
-    pk, sk = ctx.keypair
+    pk = ctx.keypair[0]
     msg0 = _static_messages()
     with ctx.phase("setup"):
         plan, decoders = _alice_structure(ctx, private, params, msg0, peer)  # step 0
@@ -1142,7 +1142,6 @@ def _alice_structure(ctx, private, params: ViterbiParams, msg0, peer):
 def _alice_garbled(ctx, private, decoders, plan: Plan, evaluator, peer, reference=None):
     """Steps 1-5 of the garbled default, Alice: her shares of the emissions, then the
     chain of circuits Bob garbles; the output she alone decodes."""
-    pk, sk = ctx.keypair
     msg, msg0 = plan.messages(), _static_messages()
     starts = trans = None  # the edge holder's: Bob's in spotting
     binding = shares = None

@@ -356,10 +356,6 @@ class ForwardSpec:
         bound = self._packed_bound(self.obs_slot_bound)
         return emissions.alice_pack(pk, encoded, layout, scale, bound)
 
-    def unpack_emissions(self, decrypted, length: int) -> list[list[int]]:
-        """Alice: the (T, total) blinded emissions from the decrypted (groups, total) slots."""
-        return emissions.alice_unpack(decrypted, self.emissions(length))
-
     def randomizers_needed(self, length: int, reveal: bool = True) -> dict[str, int]:
         """Fresh randomizers each role draws in a run of ``length`` frames (``reveal``:
         with the reveal step, one re-randomised log P per model): what an offline phase

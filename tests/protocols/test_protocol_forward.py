@@ -301,7 +301,7 @@ def _emission_blinds(result, private_key, true_logs, spec):
     (emits,) = [p for _, tag, p in result.views["alice"] if tag == "fw.emit"]
     length = len(true_logs)
     assert emits.shape == (len(spec.frame_groups(length)), spec.total)  # packed slots
-    seen = spec.unpack_emissions(emits.decrypt_ints(private_key), length)
+    seen = emissions.alice_unpack(emits.decrypt_ints(private_key), spec.emissions(length))
     blinds = []
     for t, truth in enumerate(true_logs):
         for value, true_value in zip(seen[t], truth):

@@ -12,7 +12,7 @@ from bound_support import assert_uniform_view
 from transcript_harness import assert_same_transcripts
 
 from protocols import viterbi as viterbi_protocol
-from protocols.stages import decision
+from protocols.stages import decision, emissions
 from protocols.stages import decoding as vit
 from smc_hmm.errors import ConfigError, InvalidInputError, PrecisionError, ProtocolError
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM, viterbi
@@ -259,7 +259,7 @@ def test_dgk_mode_alice_decrypts_only_blinded_emissions_and_masked_comparisons(k
     params = vit.ViterbiParams(comparison="dgk")
     plan = vit.Plan(params, vit.Structure.of(vit.as_decoders(model)), len(obs), 1024)
     (emit,) = [p for _, t, p in result.views["alice"] if t == "vit.emit"]
-    y = plan.fspec.unpack_emissions(emit.decrypt_ints(sk), len(obs))
+    y = emissions.alice_unpack(emit.decrypt_ints(sk), plan.fspec.emissions(len(obs)))
     truth = model.log_emission(obs)
     f = params.log_scale
     blinds = np.array([[y[t][j] / 2**f - truth[t, j] for j in range(3)] for t in range(len(obs))])
