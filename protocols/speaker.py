@@ -189,7 +189,7 @@ from protocols.stages import emissions, garbled, logsum, mixture
 from protocols.stages.blinds import log_blinds
 from protocols.stages.decision import DecisionSpec, alice_decide, bob_decide, decide_plain
 from protocols.stages.dgk import COMPARISONS
-from protocols.stages.emissions import EmissionLayout
+from protocols.stages.emissions import EmissionLayout, input_bound
 from protocols.stages.logsum import LogsumParams, LogsumPlan
 from protocols.stages.mixture import MixtureLayout
 from protocols.stages.primitives import PrecisionParams
@@ -455,12 +455,6 @@ class SpeakerSpec:
         return self.params.log_scale - self.params.feature_scale
 
     @property
-    def obs_slot_bound(self) -> int:
-        """Public bound on an encoded x_i or x_i^2 (scale fs)."""
-        top = max(self.params.feature_bound, self.params.feature_bound**2)
-        return math.ceil(top * 2**self.params.feature_scale) + 1
-
-    @property
     def reach_bound(self) -> int:
         """Bob's emission a . x + b . x^2 + c may reach this at scale f (half the public
         log bound); a model that could exceed it is refused (invisibly)."""
@@ -484,9 +478,6 @@ class SpeakerSpec:
         """The frames' packing (:mod:`protocols.stages.emissions`): 2d inputs per frame,
         one row per component of every running model."""
         return EmissionLayout(self.emission_plan, self.length, 2 * self.dims, self.rows)
-
-    def frame_groups(self) -> list[range]:
-        return self.emissions.groups
 
     # -- LOGSUM ----------------------------------------------------------------------------
 
@@ -532,18 +523,14 @@ class SpeakerSpec:
         2^(log_bound_bits - 1) nats) fit the binding's MAC field."""
         return min(self.params.log_scale, 58 - self.params.log_bound_bits)
 
-    @property
-    def bound_input_bits(self) -> int:
-        """Bits of Alice's X or X^2 input (a sign and a rounding bit included)."""
-        fb = self.params.feature_bound
-        top = math.ceil(max(fb, fb * fb) * 2**self.params.bound_feature_scale) + 1
-        return top.bit_length() + 1
-
     @cached_property
     def bound_plan(self) -> bd.BoundPlan:
-        """The emissions as bound shares, her x and x^2 with them (their squares checked)."""
+        """The emissions as bound shares, her x and x^2 with them (their squares checked;
+        each input a sign bit wider than its bound)."""
+        p = self.params
+        x_bits = input_bound(p.feature_bound, p.bound_feature_scale).bit_length() + 1
         return bd.BoundPlan(
-            self.length, 2 * self.dims, self.rows, self.bound_input_bits,
+            self.length, 2 * self.dims, self.rows, x_bits,
             self.params.log_bound_bits + self.program_scale + 1, self.params.sigma,
             self.key_bits, bind_inputs=True,
         )  # fmt: skip
@@ -572,29 +559,18 @@ class SpeakerSpec:
 
     def messages(self) -> dict[str, Message]:
         """Every message of the run beyond the comparisons', from public parameters alone."""
-        ep, n = self.emission_plan, (len(self.components),)
+        p, em, n = self.params, self.emissions, (len(self.components),)
         rp = self.round_plan(self.rounds()[0])  # the widest round: its bounds hold for all
-        groups = len(self.frame_groups())
         out = {
             "key": KEY,
             "spec": SIZES,
             "claim": CLAIM,
             "trent": TRENT_SPEC,
             "length": LENGTH,
-            "obs": Message(
-                "spk.obs",
-                Ciphertexts(
-                    self.params.feature_scale,
-                    ep.packed_bound(self.obs_slot_bound),
-                    (groups, 2 * self.dims),
-                ),
+            "obs": em.obs_message(
+                "spk.obs", p.feature_scale, input_bound(p.feature_bound, p.feature_scale)
             ),
-            "emit": Message(
-                "spk.emit",
-                Ciphertexts(
-                    self.f, ep.packed_bound(self.emit_slot_bound), (groups, self.rows), fresh=True
-                ),
-            ),
+            "emit": em.emit_message("spk.emit", self.f, self.emit_slot_bound),
             "exp": Message("spk.exp", Ciphertexts(0, rp.value_bound)),
             "sum": Message("spk.sum", Ciphertexts(0, rp.packed_bound, fresh=True)),
             "shares": Message("spk.shares", Ciphertexts(self.scores.s, self.scores.share_bound, n)),
@@ -1131,8 +1107,8 @@ def randomizers_needed(params: SpeakerParams, key_bits: int, inputs) -> dict[str
         return spec.bound_plan.randomizers()
     n = len(spec.components)
     plans = [spec.round_plan(frames) for frames in spec.rounds()]
-    alice = len(spec.frame_groups()) * 2 * dims + sum(p.edges for p in plans) + n
-    bob = len(spec.frame_groups()) * spec.rows + sum(p.ciphertexts for p in plans)
+    alice = len(spec.emissions.groups) * 2 * dims + sum(p.edges for p in plans) + n
+    bob = len(spec.emissions.groups) * spec.rows + sum(p.ciphertexts for p in plans)
     if params.reveal_scores:
         alice, bob = alice + n, bob + n
     decision = spec.scores.decision().randomizers(key_bits)  # the decision stage's own counts

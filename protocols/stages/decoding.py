@@ -170,7 +170,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -178,7 +178,7 @@ import numpy as np
 from protocols.stages import bound as bd
 from protocols.stages import decision, dgk, emissions, garbled, maxplus
 from protocols.stages.blinds import log_blinds
-from protocols.stages.emissions import DIAG, DISCRETE, KINDS
+from protocols.stages.emissions import DIAG, DISCRETE, KINDS, input_bound
 from protocols.stages.forward_scoring import ForwardParams, ForwardSpec
 from protocols.stages.forward_scoring import encode_observations as forward_encode
 from protocols.stages.maxplus import MaxPlusLayout
@@ -573,6 +573,13 @@ class Plan:
         return (1 << self.params.emission_clamp_bits) + b_a + 1
 
     @property
+    def emission_nats(self) -> int:
+        """The largest |log b| in nats: the zero sentinel Z (discrete) or 2^B_e."""
+        if self.structure.kind == "discrete":
+            return self.zero_nats
+        return 1 << self.params.emission_bound_bits
+
+    @property
     def clamp_bits(self) -> int:
         """Garbled: K, every emission clamped to [-2^K, 2^K) nats in the circuit (discrete:
         wide enough for the sentinel -Z of a zero)."""
@@ -584,12 +591,7 @@ class Plan:
     def program_bits(self) -> int:
         """Garbled: bits of one emission of the bound program at scale f (a sign and one
         bit of rounding included)."""
-        top = (
-            self.zero_nats
-            if self.structure.kind == "discrete"
-            else 1 << self.params.emission_bound_bits
-        )
-        return top.bit_length() + self.scale + 2
+        return self.emission_nats.bit_length() + self.scale + 2
 
     @property
     def _bound(self) -> bool:
@@ -601,12 +603,8 @@ class Plan:
         largest f <= log_scale whose emissions fit the binding's MAC field (2^61 - 1)."""
         if not self._bound:
             return self.params.log_scale
-        top = (
-            self.zero_nats
-            if self.structure.kind == "discrete"
-            else 1 << self.params.emission_bound_bits
-        )
-        return max(self.params.score_scale, min(self.params.log_scale, 58 - top.bit_length()))
+        fit = 58 - self.emission_nats.bit_length()
+        return max(self.params.score_scale, min(self.params.log_scale, fit))
 
     @property
     def input_bits(self) -> int:
@@ -614,9 +612,7 @@ class Plan:
         product at feature_scale), a sign included."""
         if self.structure.kind == "discrete":
             return 2
-        fb = self.params.feature_bound
-        top = math.ceil(max(fb, fb * fb) * 2**self.feature_scale) + 1
-        return top.bit_length() + 1
+        return input_bound(self.params.feature_bound, self.feature_scale).bit_length() + 1
 
     @cached_property
     def bound_plan(self) -> bd.BoundPlan:
@@ -663,12 +659,7 @@ class Plan:
     @property
     def emission_bound(self) -> int:
         """|log b| at scale s, the sentinel included."""
-        top = (
-            self.zero_nats
-            if self.structure.kind == "discrete"
-            else 1 << self.params.emission_bound_bits
-        )
-        return (top + 2) << self.params.score_scale
+        return (self.emission_nats + 2) << self.params.score_scale
 
     def compare_spec(self, count: int) -> dgk.CompareSpec:
         return dgk.CompareSpec(self.bits, count, self.params.sigma)
@@ -697,16 +688,7 @@ class Plan:
         if self.params.garbled and self.params.model_holder == "bob":
             # and (garbled spotting) an emission plus its uniform mask of mask_bits bits
             bits = max(bits, self.mask_bits + 1 - 3 - self.params.log_scale)
-        if bits == fp.precision.log_bound_bits:
-            return fp
-        prec = PrecisionParams(
-            log_scale=fp.precision.log_scale,
-            log_bound_bits=bits,
-            blind_nats=fp.precision.blind_nats,
-            weight_floor_bits=fp.precision.weight_floor_bits,
-            sigma=fp.precision.sigma,
-        )
-        return ForwardParams(prec, fp.feature_scale, fp.feature_bound)
+        return replace(fp, precision=replace(fp.precision, log_bound_bits=bits))
 
     @property
     def mask_bits(self) -> int:
@@ -807,20 +789,13 @@ class Plan:
     def messages(self) -> dict[str, Message]:
         s, p, T = self.structure, self.params, self.length
         layout = self.fspec.emissions(T)
-        obs_bound = layout.packed_bound(self.fspec.obs_slot_bound)
-        emit_bound = layout.packed_bound(2 * self.fspec.emit_bound)
         slots_bound = self.emission_bound + ((math.ceil(p.blind_nats) + 2) << p.score_scale)
         models = len(s.states)
         weight_bound = self.reach_bound << p.feature_scale
         out = {
             **_static_messages(),
-            "obs": Message(
-                "vit.obs", Ciphertexts(self.input_scale, obs_bound, (self.groups, s.n_inputs))
-            ),
-            "emit": Message(
-                "vit.emit",
-                Ciphertexts(p.log_scale, emit_bound, (self.groups, s.total_rows), fresh=True),
-            ),
+            "obs": layout.obs_message("vit.obs", self.input_scale, self.fspec.obs_slot_bound),
+            "emit": layout.emit_message("vit.emit", p.log_scale, 2 * self.fspec.emit_bound),
             "slots": Message("vit.slots", Ciphertexts(0, slots_bound, (T, s.total_rows))),
             "model": Message(
                 "vit.model",

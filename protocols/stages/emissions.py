@@ -45,6 +45,7 @@ from smc_hmm.hmm import (
     emission_weights,
     quadratic_products,
 )
+from smc_hmm.messages import Ciphertexts, Message
 
 #: the public emission kinds: discrete symbols, full-covariance and diagonal Gaussians
 DISCRETE, FULL, DIAG = "discrete", "gaussian", "gaussian-diag"
@@ -84,6 +85,12 @@ def weight_rows(model, kind: str) -> np.ndarray:
     return diag_emission_weights(model) if kind == DIAG else emission_weights(model)
 
 
+def input_bound(feature_bound: float, fs: int) -> int:
+    """Public bound on one encoded Gaussian input (x_i, x_i^2 or a product) at scale fs,
+    for features within ``feature_bound``: ceil(max(B, B^2) 2^fs) + 1."""
+    return math.ceil(max(feature_bound, feature_bound**2) * 2**fs) + 1
+
+
 def integer_program(rows, *, f: int, fs: int, feature_bound: float, limit_nats: float, over: str):
     """Bob's emission program from float ``rows`` (constant last): integer weights at
     f - fs bits (Alice's inputs are at fs) and constants at f bits.  Every row's reach
@@ -95,7 +102,7 @@ def integer_program(rows, *, f: int, fs: int, feature_bound: float, limit_nats: 
         raise PrecisionError("a model has a non-finite emission weight")
     weights = np.array([[ldexp_int(float(v), f - fs) for v in r[:-1]] for r in rows], dtype=object)
     const = np.array([ldexp_int(float(v), f) for v in rows[:, -1]], dtype=object)
-    top = math.ceil(max(feature_bound, feature_bound**2) * 2**fs) + 1
+    top = input_bound(feature_bound, fs)
     limit = math.floor(limit_nats * 2**f)
     for w, c in zip(weights, const):
         reach = top * sum(abs(int(v)) for v in w) + abs(int(c))
@@ -174,6 +181,16 @@ class EmissionLayout:
     def packed_bound(self, slot_bound: int) -> int:
         """Bound on a packed plaintext whose slots are each within ``slot_bound``."""
         return self.plan.packed_bound(slot_bound)
+
+    def obs_message(self, tag: str, scale: int, slot_bound: int) -> Message:
+        """Alice's packed frames (:func:`alice_pack`): (groups, inputs) at ``scale``."""
+        shape = (len(self.groups), self.inputs)
+        return Message(tag, Ciphertexts(scale, self.packed_bound(slot_bound), shape))
+
+    def emit_message(self, tag: str, scale: int, slot_bound: int) -> Message:
+        """Bob's packed emissions (:func:`bob_send`, fresh): (groups, rows) at ``scale``."""
+        shape = (len(self.groups), self.rows)
+        return Message(tag, Ciphertexts(scale, self.packed_bound(slot_bound), shape, fresh=True))
 
 
 def alice_pack(pk: PublicKey, encoded, layout: EmissionLayout, scale: int, bound: int):

@@ -334,17 +334,12 @@ class ForwardSpec:
         bits = self.emit_bound.bit_length()
         return EmissionLayout.build(bits, self.key_bits, length, self.n_inputs, self.total)
 
-    def frame_groups(self, length: int) -> list[range]:
-        """The frames packed together: consecutive groups of ``slots``."""
-        return self.emissions(length).groups
-
     @property
     def obs_slot_bound(self) -> int:
         """Public bound on one encoded observation value (a one-hot bit or a product)."""
         if self.kind == "discrete":
             return 1
-        top = max(self.params.feature_bound, self.params.feature_bound**2)
-        return math.ceil(top * 2**self.params.feature_scale) + 1
+        return emissions.input_bound(self.params.feature_bound, self.params.feature_scale)
 
     def _packed_bound(self, slot_bound: int) -> int:
         return self.emissions(1).packed_bound(slot_bound)
@@ -360,7 +355,7 @@ class ForwardSpec:
         """Fresh randomizers each role draws in a run of ``length`` frames (``reveal``:
         with the reveal step, one re-randomised log P per model): what an offline phase
         precomputes once the key is known (public sizes only)."""
-        groups, models = len(self.frame_groups(length)), len(self.states)
+        groups, models = len(self.emissions(length).groups), len(self.states)
         alice = groups * self.n_inputs + models
         bob = groups * self.total + (models if reveal else 0)
         for stream in self.streams:
@@ -394,9 +389,7 @@ class ForwardSpec:
             out["sum"] = Message("fw.s", Ciphertexts(0, step.packed_bound, n, fresh=True))
             out["final"] = Message("fw.final", Ciphertexts(0, final.packed_bound, m, fresh=True))
         if length is not None:
-            groups = (len(self.frame_groups(length)), self.total)
-            emit = Ciphertexts(p.f, self._packed_bound(2 * self.emit_bound), groups, fresh=True)
-            out["emit"] = Message("fw.emit", emit)
+            out["emit"] = self.emissions(length).emit_message("fw.emit", p.f, 2 * self.emit_bound)
             log_bound = self.final_log_bound(length)
             out["log"] = Message("fw.log", Ciphertexts(p.f, log_bound, m))
             out["result"] = Message("fw.result", Ciphertexts(p.f, log_bound, m, fresh=True))
@@ -765,7 +758,7 @@ def bob_scores(
     ctx.charge_frames(n_steps)  # a serving Bob's per-client budget (public T)
     msg = spec.messages(n_steps)
     enc_obs = ctx.recv(peer, msg["obs"])
-    groups = spec.frame_groups(n_steps)
+    groups = spec.emissions(n_steps).groups
     if enc_obs.shape[0] != len(groups):
         raise ProtocolError(f"{enc_obs.shape[0]} observation groups for {n_steps} frames")
     with ctx.phase("emissions"):

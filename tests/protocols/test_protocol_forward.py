@@ -300,7 +300,7 @@ def _emission_blinds(result, private_key, true_logs, spec):
     log b_j(x_t) (+ log pi_j at t = 1)."""
     (emits,) = [p for _, tag, p in result.views["alice"] if tag == "fw.emit"]
     length = len(true_logs)
-    assert emits.shape == (len(spec.frame_groups(length)), spec.total)  # packed slots
+    assert emits.shape == (len(spec.emissions(length).groups), spec.total)  # packed slots
     seen = emissions.alice_unpack(emits.decrypt_ints(private_key), spec.emissions(length))
     blinds = []
     for t, truth in enumerate(true_logs):
@@ -415,7 +415,7 @@ def test_cost_report_matches_the_message_flow(keypair_1024, kind):
     assert report["totals"]["rounds"] == result.cost.rounds == 2 * n_steps + 6
     # Bob holds no private key: he never decrypts (nor encrypts: he only adds / multiplies)
     assert bob["ops"]["decrypt"] == 0 and bob["ops"]["encrypt"] == 0
-    groups = len(spec.frame_groups(n_steps))  # frames packed into slots
+    groups = len(spec.emissions(n_steps).groups)  # frames packed into slots
     plans = [st.spec.steps for st in spec.streams]  # the recursion packs targets into slots
     step_cts = sum(step.ciphertexts for step, _ in plans)
     assert groups < n_steps and step_cts < n
@@ -698,7 +698,7 @@ def test_diagonal_models_send_only_x_and_x_squared(keypair_1024):
     result = run_forward(keypair_1024, [diag], obs, record_views=True)
     check_against_plaintext(result, [diag], obs, keypair_1024[1])
     (enc_obs,) = [p for _, t, p in result.views["bob"] if t == "fw.obs"]
-    groups = len(_spec([diag]).frame_groups(8))  # frames packed into slots
+    groups = len(_spec([diag]).emissions(8).groups)  # frames packed into slots
     assert enc_obs.shape == (groups, 2 * 4) and groups < 8
 
 
