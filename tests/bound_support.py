@@ -16,7 +16,8 @@ def alice_view(emit, keypair, bound):
     n = int(keypair[0].n)
     residues = emit.decrypt_residues(keypair[1])
     slots = np.array(alice_unpack(residues, bound.layout), dtype=object)
-    top = [(v >> bound.packed_bits) / (n >> bound.packed_bits) for v in residues]
+    packed_bits = bound.layout.plan.slots * bound.layout.plan.slot_bits  # the slots' W bits
+    top = [(v >> packed_bits) / (n >> packed_bits) for v in residues]
     return slots, top
 
 

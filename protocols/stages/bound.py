@@ -161,11 +161,6 @@ class BoundPlan:
         )
 
     @property
-    def packed_bits(self) -> int:
-        """W: the bits of a packed plaintext that its slots take."""
-        return self.layout.plan.slots * self.layout.plan.slot_bits
-
-    @property
     def columns(self) -> int:
         """Slots a frame takes in ``bd.values``: its masked values, then its MAC limbs."""
         return self.rows + MAC_LIMBS

@@ -97,11 +97,6 @@ class PrecisionParams:
         """Whether a (possibly blinded) log-value at scale f stands for log 0."""
         return value < -(1 << (self.log_bound_bits + 1 + self.f))
 
-    @property
-    def log_cipher_bound(self) -> int:
-        """Declared bound of a log-value ciphertext (sentinels and blinds included)."""
-        return 1 << (self.log_bound_bits + 4 + self.f)
-
     def min_weight(self) -> float:
         """The smallest nonzero transition probability: 2^-weight_floor_bits."""
         return math.ldexp(1.0, -self.weight_floor_bits)
