@@ -133,8 +133,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from protocols.eigenvector.shared import SharedParams, bounded_int, check_input, gather_shares
+from protocols.eigenvector.shared import SharedParams, check_input, gather_shares
 from protocols.stages.dgk import CompareSpec, blind_bitwise, check_dgk_key, dgk_ciphertexts
+from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray, PrivateKey, generate_keypair
 from smc_hmm.crypto.dgk import DGKPublicKey, dgk_keypair_for
 from smc_hmm.crypto.packing import PackingPlan
@@ -191,22 +192,14 @@ class PrivateParams(SharedParams):
 
     mode: ClassVar[str] = "private"
 
-    precision: int = 64  # P: ||u|| <= 2^precision
-    gram_bits: int = 40  # g: fixed-point bits of the Gram matrix
-    data_bits: int = 24  # fixed-point bits of the data (|Ahat| <= 2^data_bits)
-    hiding_bits: int = 40  # sigma: statistical hiding of every mask
-    check_every: int = 8  # the convergence test every check_every rounds
+    precision: int = typed.whole(64, 16, 1024)  # P: ||u|| <= 2^precision
+    gram_bits: int = typed.whole(40, 8, 256)  # g: fixed-point bits of the Gram matrix
+    data_bits: int = typed.whole(24, 8, 256)  # fixed-point bits of the data (|Ahat| <= 2^it)
+    hiding_bits: int = typed.sigma()  # sigma: statistical hiding of every mask
+    check_every: int = typed.whole(8, 1, 1_000_000)  # the convergence test every so many rounds
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        for name, lo, hi in (
-            ("precision", 16, 1024),
-            ("gram_bits", 8, 256),
-            ("data_bits", 8, 256),
-            ("hiding_bits", 40, 256),
-            ("check_every", 1, 1_000_000),
-        ):
-            object.__setattr__(self, name, bounded_int(name, getattr(self, name), lo, hi))
+        super().__post_init__()  # the ranges of the fields above too
         if self.tol >= 1:
             raise InvalidInputError(f"tol must be below 1, got {self.tol:g}")
 

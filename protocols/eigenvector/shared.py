@@ -17,6 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from smc_hmm import params as typed
 from smc_hmm.errors import ConfigError, InvalidInputError, ProtocolError
 from smc_hmm.messages import Message
 
@@ -26,14 +27,6 @@ def positive_int(name: str, v, minimum: int = 1) -> int:
     if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < minimum:
         raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {v!r}")
     return int(v)
-
-
-def bounded_int(name: str, v, lo: int, hi: int) -> int:
-    """``v`` as an int in [lo, hi]."""
-    value = positive_int(name, v, lo)
-    if value > hi:
-        raise InvalidInputError(f"{name} must be at most {hi}, got {value}")
-    return value
 
 
 def finite(name: str, v, *, positive: bool = True) -> float:
@@ -63,16 +56,17 @@ class SharedParams:
 
     owners: tuple[str, ...] = ("p1", "p2")
     cols: tuple[int, ...] = (1, 1)  # n_i: columns of each owner's A_i
-    rows: int = 4  # k: rows shared by every A_i
-    max_abs: float = 1.0  # public bound on |entries| of every A_i
+    rows: int = typed.whole(4, 2, None)  # k: rows shared by every A_i
+    max_abs: float = typed.number(1.0, 0, math.inf, low_open=True)  # bound on |A_i entries|
     arbitrator: str = "trent"
     key_authority: str = "authority"
     # convergence
-    tol: float = 1e-7
-    max_rounds: int = 200
-    reveal_to_trent: bool = False
+    tol: float = typed.number(1e-7, 0, math.inf, low_open=True)
+    max_rounds: int = typed.whole(200, 2, None)
+    reveal_to_trent: bool = typed.flag(False)
 
     def __post_init__(self) -> None:
+        typed.check_fields(self)  # every declared range, the subclass's too
         if isinstance(self.owners, str) or not isinstance(self.owners, Sequence):
             raise InvalidInputError("owners must be a sequence of party names")
         object.__setattr__(self, "owners", tuple(self.owners))
@@ -94,12 +88,6 @@ class SharedParams:
             raise InvalidInputError(
                 f"cols has {len(self.cols)} entries for {len(self.owners)} owners"
             )
-        object.__setattr__(self, "rows", positive_int("rows", self.rows, 2))
-        finite("max_abs", self.max_abs)
-        if not isinstance(self.reveal_to_trent, bool):
-            raise InvalidInputError("reveal_to_trent must be true or false")
-        object.__setattr__(self, "tol", finite("tol", self.tol))
-        object.__setattr__(self, "max_rounds", positive_int("max_rounds", self.max_rounds, 2))
 
     @property
     def parties(self) -> tuple[str, ...]:

@@ -185,8 +185,8 @@ from protocols.eigenvector.shared import (
     finite,
     gather_shares,
     pair,
-    positive_int,
 )
+from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray, PrivateKey
 from smc_hmm.crypto.packing import PackedCipherArray, PackingPlan
 from smc_hmm.errors import (
@@ -213,28 +213,22 @@ class ThesisParams(SharedParams):
     mode: ClassVar[str] = "thesis"
     sequences: ClassVar[tuple[str, ...]] = ("owners", "cols", "scale_range", "pad_range")
 
-    scale: int = 40  # fixed-point fractional bits of every encrypted value
+    scale: int = typed.whole(40, 8, 256)  # fixed-point fractional bits of every encrypted value
     # hardening (thesis 4.1.1), all on by default
-    encrypt: bool = True
-    scaling: bool = True
+    encrypt: bool = typed.flag(True)
+    scaling: bool = typed.flag(True)
     scale_range: tuple[int, int] = (2**20, 2**40)
-    padding: bool = True
+    padding: bool = typed.flag(True)
     pad_range: tuple[float, float] | None = None  # default (max_abs / 2, max_abs)
-    decoys: bool = True
-    decoy_p: float = 0.8  # probability that a round is real
-    decoy_noise: float = 0.01  # sigma / (public bound on |u| entries)
-    decoy_mean: int = 3  # a decoy averages 1..decoy_mean earlier real vectors
+    decoys: bool = typed.flag(True)
+    decoy_p: float = typed.number(0.8, 0, 1, low_open=True)  # probability a round is real
+    decoy_noise: float = typed.number(0.01, 0, math.inf, low_open=True)  # sigma / bound on |u|
+    decoy_mean: int = typed.whole(3, 1, None)  # a decoy averages 1..decoy_mean real vectors
     # performance: values per ciphertext of the k-vectors (1: no packing); see max_slots()
-    slots: int = 1
+    slots: int = typed.whole(1, 1, None)
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        object.__setattr__(self, "scale", positive_int("scale", self.scale, 8))
-        if self.scale > 256:
-            raise InvalidInputError(f"scale must be at most 256 bits, got {self.scale}")
-        for flag in ("encrypt", "scaling", "padding", "decoys"):
-            if not isinstance(getattr(self, flag), bool):
-                raise InvalidInputError(f"{flag} must be true or false")
+        super().__post_init__()  # the ranges of the fields above too
         lo, hi = pair("scale_range", self.scale_range)
         if not all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in (lo, hi)):
             raise InvalidInputError("scale_range must be two integers")
@@ -247,13 +241,6 @@ class ThesisParams(SharedParams):
         if plo > phi:
             raise InvalidInputError(f"pad_range must be increasing, got {pad}")
         object.__setattr__(self, "pad_range", (plo, phi))
-        p = self.decoy_p
-        if isinstance(p, bool) or not isinstance(p, int | float) or not (0 < p <= 1):
-            raise InvalidInputError(f"decoy_p must be in (0, 1], got {p!r}")
-        object.__setattr__(self, "decoy_p", float(p))
-        object.__setattr__(self, "decoy_noise", finite("decoy_noise", self.decoy_noise))
-        object.__setattr__(self, "decoy_mean", positive_int("decoy_mean", self.decoy_mean))
-        object.__setattr__(self, "slots", positive_int("slots", self.slots))
         warn_weaker_mode(
             "eigenvector mode 'thesis' gives every owner the decryption key, so owners can "
             "read every iterate and each other's Gram products"
