@@ -181,17 +181,12 @@ DP_SUM_NAME = "dp_sum"
 
 
 def _names(owners, *others) -> tuple[str, ...]:
-    if isinstance(owners, str) or not isinstance(owners, Sequence):
-        raise AggregateInputError("owners must be a sequence of party names")
-    owners = tuple(owners)
+    owners = typed.party_names("owners", owners, *others, error=AggregateInputError)
     if len(owners) < 2:
         raise AggregateInputError(
             f"the aggregate needs K >= 2 data owners, got K = {len(owners)} (with one owner "
             "there is nothing to hide the size or the noise among: use the DP layer directly)"
         )
-    names = [*owners, *others]
-    if not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
-        raise AggregateInputError(f"party names must be distinct non-empty strings: {names}")
     return owners
 
 

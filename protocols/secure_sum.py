@@ -57,7 +57,7 @@ Run it::
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,35 +79,17 @@ class Params:
     key_holder: str = "alice"
     aggregator: str = "trent"
     contributors: tuple[str, ...] = ("bob",)
-    length: int = 1
-    scale: int = 16
-    max_abs: float = 2.0**20
+    length: int = typed.whole(1, 1, None)
+    scale: int = typed.whole(16, 0, 256)
+    max_abs: float = typed.number(2.0**20, 0, math.inf, low_open=True)
 
     def __post_init__(self) -> None:
-        if isinstance(self.contributors, str) or not isinstance(self.contributors, Sequence):
-            raise InvalidInputError("contributors must be a sequence of party names")
-        object.__setattr__(self, "contributors", tuple(self.contributors))
-        names = [self.key_holder, self.aggregator, *self.contributors]
-        if not all(isinstance(n, str) and n for n in names):
-            raise InvalidInputError("party names must be non-empty strings")
+        others = (self.key_holder, self.aggregator)
+        contributors = typed.party_names("contributors", self.contributors, *others)
+        object.__setattr__(self, "contributors", contributors)
         if not self.contributors:
             raise InvalidInputError("secure_sum needs at least one contributor")
-        if len(set(names)) != len(names):
-            raise InvalidInputError(f"party names must be distinct, got {names}")
-        if isinstance(self.length, bool) or not isinstance(self.length, int) or self.length < 1:
-            raise InvalidInputError(f"length must be an integer >= 1, got {self.length!r}")
-        if (
-            isinstance(self.scale, bool)
-            or not isinstance(self.scale, int)
-            or not (0 <= self.scale <= 256)
-        ):
-            raise InvalidInputError(f"scale must be an integer in [0, 256], got {self.scale!r}")
-        if not (
-            isinstance(self.max_abs, (int, float))
-            and math.isfinite(self.max_abs)
-            and self.max_abs > 0
-        ):
-            raise InvalidInputError(f"max_abs must be a finite number > 0, got {self.max_abs!r}")
+        typed.check_fields(self)
 
     @property
     def parties(self) -> tuple[str, ...]:

@@ -38,6 +38,7 @@ __all__ = [
     "flag",
     "number",
     "one_of",
+    "party_names",
     "sigma",
     "whole",
 ]
@@ -119,6 +120,19 @@ def sigma(default: int = 40):
 def blind_nats(default: float = 20.0):
     """The width of the smooth blinds, nats."""
     return number(default, 0, 200, low_open=True)
+
+
+def party_names(name: str, group, *others, error=InvalidInputError) -> tuple[str, ...]:
+    """The parameter ``name``, a sequence of party names, as a tuple; its names and
+    ``others`` must be non-empty strings, all distinct (else ``error``)."""
+    if isinstance(group, str) or not isinstance(group, Sequence):
+        raise error(f"{name} must be a sequence of party names")
+    names = [*group, *others]
+    if not all(isinstance(n, str) and n for n in names):
+        raise error(f"party names must be non-empty strings, got {names}")
+    if len(set(names)) != len(names):
+        raise error(f"party names must be distinct, got {names}")
+    return tuple(group)
 
 
 def bounded_vector(values, length: int, bound: float, what: str, error=InvalidInputError):

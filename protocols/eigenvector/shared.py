@@ -67,9 +67,8 @@ class SharedParams:
 
     def __post_init__(self) -> None:
         typed.check_fields(self)  # every declared range, the subclass's too
-        if isinstance(self.owners, str) or not isinstance(self.owners, Sequence):
-            raise InvalidInputError("owners must be a sequence of party names")
-        object.__setattr__(self, "owners", tuple(self.owners))
+        others = (self.key_authority, self.arbitrator)
+        object.__setattr__(self, "owners", typed.party_names("owners", self.owners, *others))
         if isinstance(self.cols, int | np.integer) and not isinstance(self.cols, bool):
             object.__setattr__(self, "cols", (int(self.cols),) * len(self.owners))
         if isinstance(self.cols, str) or not isinstance(self.cols, Sequence):
@@ -77,13 +76,8 @@ class SharedParams:
         object.__setattr__(
             self, "cols", tuple(positive_int("every cols entry", c) for c in self.cols)
         )
-        names = [self.key_authority, self.arbitrator, *self.owners]
-        if not all(isinstance(n, str) and n for n in names):
-            raise InvalidInputError("party names must be non-empty strings")
         if len(self.owners) < 2:
             raise InvalidInputError("the eigenvector protocol needs at least two owners")
-        if len(set(names)) != len(names):
-            raise InvalidInputError(f"party names must be distinct, got {names}")
         if len(self.cols) != len(self.owners):
             raise InvalidInputError(
                 f"cols has {len(self.cols)} entries for {len(self.owners)} owners"

@@ -117,6 +117,7 @@ from protocols.stages.emissions import DISCRETE, KINDS, EmissionLayout
 from protocols.stages.logsum import LogsumPlan
 from protocols.stages.ot import one_hot
 from protocols.stages.primitives import PrecisionParams, alice_exp_values
+from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray, PublicKey, fixedpoint
 from smc_hmm.errors import (
     ConfigError,
@@ -152,20 +153,13 @@ class ForwardParams:
     #: "v2" (default): per-target normalisation, packed replies, public topology
     #: (:mod:`protocols.stages.recursion`); "v1": per-model normalisation, one value per
     #: state, topology hidden, may refuse (kept for comparison)
-    recursion: str = "v2"
+    recursion: str = typed.one_of("v2", RECURSIONS)
     #: v2: the models' rounds in this many interleaved streams (step 3; 2 for parties on
     #: machines of their own); v1 runs one
-    streams: int = 1
+    streams: int = typed.whole(1, 1, MAX_STREAMS)
 
     def __post_init__(self):
-        if self.recursion not in RECURSIONS:
-            raise InvalidInputError(
-                f"recursion must be one of {RECURSIONS}, got {self.recursion!r}"
-            )
-        if isinstance(self.streams, bool) or not isinstance(self.streams, int):
-            raise InvalidInputError(f"streams must be an integer, got {self.streams!r}")
-        if not 1 <= self.streams <= MAX_STREAMS:
-            raise InvalidInputError(f"streams must be in [1, {MAX_STREAMS}], got {self.streams}")
+        typed.check_fields(self)
         if not 8 <= self.feature_scale < self.precision.log_scale:
             raise InvalidInputError("feature_scale must be in [8, log_scale)")
         if not (math.isfinite(self.feature_bound) and self.feature_bound > 0):
