@@ -271,19 +271,22 @@ class SpeakerParams:
     #: rounds, Alice decrypting blinded log-densities, then the decision stage); None:
     #: ``logsum`` where ``reveal_scores``, ``comparison = "dgk"`` or ``frames_per_round``
     #: ask for the thesis's, else ``max``
-    scoring: str | None = None
+    scoring: str | None = typed.one_of(None, SCORINGS)
     #: ``max``: Alice's features at this scale (her x and x^2 enter the circuit, checked)
     bound_feature_scale: int = typed.whole(18, 4, 32)
     #: ``max``: every component's log-density clamped to [-2^K, 2^K) nats in the circuit
     emission_clamp_bits: int = typed.whole(12, 4, 20)
     #: identify: pad the speakers to this public number with dummies that never win, so
     #: that nothing but N is public (0: off; every model then has one public size)
-    hide_count: int = 0
+    hide_count: int = typed.whole(0, 0, MAX_HIDDEN)
     #: identify: who learns the answer, ``alice`` or ``trent`` (a third party; then Alice
     #: and Bob learn nothing, :func:`trent`)
-    output_party: str = "alice"
+    output_party: str = typed.one_of("alice", OUTPUT_PARTIES)
 
     def __post_init__(self):
+        if self.scoring is None:  # the thesis's mode where its own parameters ask for it
+            thesis = self.reveal_scores or self.comparison == "dgk" or self.frames_per_round
+            object.__setattr__(self, "scoring", "logsum" if thesis else "max")
         typed.check_fields(self)
         if not isinstance(self.ubm, str) or not self.ubm:
             raise InvalidInputError("ubm must be the background model's label")
@@ -291,35 +294,16 @@ class SpeakerParams:
             raise InvalidInputError("feature_scale must be in [8, log_scale)")
         if self.score_scale > self.log_scale:
             raise InvalidInputError("score_scale must not exceed log_scale")
-        if self.scoring is None:  # the thesis's mode where its own parameters ask for it
-            thesis = self.reveal_scores or self.comparison == "dgk" or self.frames_per_round
-            object.__setattr__(self, "scoring", "logsum" if thesis else "max")
-        if self.scoring not in SCORINGS:
-            raise InvalidInputError(f"scoring must be one of {SCORINGS}, got {self.scoring!r}")
         if self.scoring == "max" and (self.reveal_scores or self.comparison != "garbled"):
             raise InvalidInputError(
                 "scoring 'max' reveals only the decision, in circuits: reveal_scores and "
                 "comparison 'dgk' are for scoring 'logsum'"
             )
-        self._check_identify_options()
-
-    def _check_identify_options(self) -> None:
-        """hide_count and output_party: identify's, on the garbled scoring."""
-        garbled_identify = self.mode == "identify" and self.scoring == "max"
-        n = self.hide_count
-        if (
-            n
-            and (isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_HIDDEN)
-            or (n and not garbled_identify)
+        if (self.hide_count or self.output_party == "trent") and not (
+            self.mode == "identify" and self.scoring == "max"
         ):
             raise InvalidInputError(
-                f"hide_count is 1 to {MAX_HIDDEN} speakers, for identify with scoring 'max'"
-            )
-        if self.output_party not in OUTPUT_PARTIES or (
-            self.output_party == "trent" and not garbled_identify
-        ):
-            raise InvalidInputError(
-                f"output_party is one of {OUTPUT_PARTIES}; trent for identify with scoring 'max'"
+                "hide_count and output_party 'trent' are for identify with scoring 'max'"
             )
 
     @property

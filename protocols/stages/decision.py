@@ -75,6 +75,7 @@ from protocols.stages.primitives import (
     bob_secure_multiply,
     multiply_randomizers,
 )
+from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import InvalidInputError
 from smc_hmm.gc import arith
@@ -99,26 +100,21 @@ class DecisionSpec:
 
     count: int
     bound: int
-    rule: str = "argmax"
+    rule: str = typed.one_of("argmax", RULES)
     reference: int | None = None
     offset: int = 0
     sigma: int = 40
     tags: tuple[str, str, str] = dgk.ARGMAX_TAGS
     bits: int | None = None
     select_tag: str = "dec.select"
-    comparison: str = "garbled"
+    comparison: str = typed.one_of("garbled", dgk.COMPARISONS)
 
     def __post_init__(self):
-        if self.comparison not in dgk.COMPARISONS:
-            raise InvalidInputError(
-                f"comparison must be one of {dgk.COMPARISONS}, got {self.comparison!r}"
-            )
+        typed.check_fields(self)
         if self.bits is None:
             object.__setattr__(self, "bits", int(self.bound).bit_length() + 1)
         if (1 << (self.bits - 1)) - 1 < self.bound:
             raise InvalidInputError(f"{self.bits}-bit comparisons cannot hold the bound")
-        if self.rule not in RULES:
-            raise InvalidInputError(f"rule must be one of {RULES}, got {self.rule!r}")
         if self.reference is not None and not 0 <= self.reference < self.count:
             raise InvalidInputError(f"reference {self.reference} is not one of {self.count}")
         if self.rule != "argmax" and (self.reference is None or self.count < 2):
