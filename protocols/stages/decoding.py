@@ -791,7 +791,13 @@ class Plan:
         layout = self.fspec.emissions(T)
         slots_bound = self.emission_bound + ((math.ceil(p.blind_nats) + 2) << p.score_scale)
         models = len(s.states)
-        weight_bound = self.reach_bound << p.feature_scale
+        # the model holder's encrypted emission program (mining: with log pi and log a)
+        weights = (s.total_rows, s.n_inputs)
+        program = (
+            Ciphertexts(self.weight_scale, self.reach_bound << p.feature_scale, weights),
+            Ciphertexts(p.log_scale, self.reach_bound, (s.total_rows,)),
+        )
+        eb = self.emission_bound
         out = {
             **_static_messages(),
             "obs": layout.obs_message("vit.obs", self.input_scale, self.fspec.obs_slot_bound),
@@ -799,20 +805,9 @@ class Plan:
             "slots": Message("vit.slots", Ciphertexts(0, slots_bound, (T, s.total_rows))),
             "model": Message(
                 "vit.model",
-                (
-                    Ciphertexts(self.weight_scale, weight_bound, (s.total_rows, s.n_inputs)),
-                    Ciphertexts(p.log_scale, self.reach_bound, (s.total_rows,)),
-                    Ciphertexts(0, self.emission_bound, (s.total,)),
-                    Ciphertexts(0, self.emission_bound, (len(s.edge_list),)),
-                ),
+                (*program, Ciphertexts(0, eb, (s.total,)), Ciphertexts(0, eb, (len(s.edge_list),))),
             ),
-            "gmodel": Message(
-                "vit.gmodel",
-                (
-                    Ciphertexts(self.weight_scale, weight_bound, (s.total_rows, s.n_inputs)),
-                    Ciphertexts(p.log_scale, self.reach_bound, (s.total_rows,)),
-                ),
-            ),
+            "gmodel": Message("vit.gmodel", program),
             "share": garbled.rounded_share_message(
                 T * s.total_rows, self.reach_bound, p.sigma, self.key_bits, "vit.share"
             ),
