@@ -28,7 +28,7 @@ Public parameters (:class:`DigitsParams`): the mode, the grammar (the longest st
 leaving silence, the last state's stay), the number of states of each digit model, and
 the fixed-point choices of spotting (score scale 24 bits, emission bound 2^15 nats,
 features within +-12, transition floor 2^-128); and T.  The loop's states, edges and
-entry labels follow from them: 51 states for 5-state digits, every state its own
+entry labels follow from them: 81 states for 8-state digits, every state its own
 emission row (no row is shared between digits, so the structure says nothing of a PIN).
 
 Who learns what (either party may deviate, DESIGN.md section 11):
@@ -90,7 +90,7 @@ class DigitsParams:
     insertion_penalty: float = 80.0
     enter: float = 0.02
     stay_last: float = 0.9
-    digit_states: tuple[int, ...] = (5,) * 10
+    digit_states: tuple[int, ...] = (8,) * 10
     score_scale: int = 16
     emission_bound_bits: int = 15
     feature_bound: float = 12.0

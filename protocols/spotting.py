@@ -20,7 +20,9 @@ in the keyword's states, or that it never enters them.
 Who learns what: :mod:`protocols.stages.decoding`'s statement with ``output = "segment"`` and no
 score.  For the composite's public layout (F1, K, F2: the path passes through K at most
 once) the per-frame "inside K" bits Alice decrypts are exactly the keyword's first and
-last frame, nothing more of the path.  ``docs/security.md`` ("viterbi and spot") and
+last frame, nothing more of the path.  In the F-K loop (the bundled models' form, public
+in the layout) she sees every pass through K, l_t = [q_t in K] for t < T, and reports
+the longest.  ``docs/security.md`` ("viterbi and spot") and
 ``docs/spotting.md`` (walk-through, cost, the bundled evaluation).
 
 Public parameters (:class:`SpotParams`): the direction, the searched keywords
@@ -120,30 +122,41 @@ class KeywordModel:
     enter: float = ENTER
     leave: float = LEAVE
     start_keyword: float = START_KEYWORD
+    #: the F-K loop instead of F1-K-F2 (:func:`smc_hmm.hmm.spotting.compose`; public)
+    loop: bool = False
 
-    def decoder(self) -> decoding.Decoder:
-        """The composite and its public layout as a Viterbi decoder (segment = K)."""
-        model, layout = compose(
+    def composite(self):
+        """The composite model and its public layout."""
+        return compose(
             self.keyword,
             self.filler,
             enter=self.enter,
             leave=self.leave,
             start_keyword=self.start_keyword,
+            loop=self.loop,
         )
+
+    def decoder(self) -> decoding.Decoder:
+        """The composite and its public layout as a Viterbi decoder (segment = K)."""
+        model, layout = self.composite()
         k = layout.keyword_states
         return decoding.Decoder(model, rows=layout.rows, segment=(k.start, k.stop))
 
 
 def keyword_models(models) -> dict[str, KeywordModel]:
-    """``{label: KeywordModel or (keyword, filler)}`` as KeywordModels."""
+    """``{label: KeywordModel, (keyword, filler) or KeywordModel's fields as a mapping}``
+    as KeywordModels."""
     if not isinstance(models, Mapping) or not models:
         raise InvalidInputError("keyword models: a mapping {label: (keyword, filler)}")
+    fields = {"keyword", "filler", "enter", "leave", "start_keyword", "loop"}
     out = {}
     for label, m in models.items():
-        if not isinstance(m, KeywordModel):
-            if not (isinstance(m, tuple | list) and len(m) == 2):
-                raise InvalidInputError(f"{label!r}: expected (keyword HMM, filler HMM)")
+        if isinstance(m, Mapping) and {"keyword", "filler"} <= set(m) <= fields:
+            m = KeywordModel(**m)
+        elif isinstance(m, tuple | list) and len(m) == 2:
             m = KeywordModel(*m)
+        elif not isinstance(m, KeywordModel):
+            raise InvalidInputError(f"{label!r}: expected (keyword HMM, filler HMM)")
         out[str(label)] = m
     return out
 
@@ -196,11 +209,7 @@ def plaintext(models, frames, labels=None, hop: float = HOP_SECONDS) -> dict:
     labels = list(models) if labels is None else list(labels)
     out = {}
     for label in labels:
-        m = models[label]
-        composite, layout = compose(
-            m.keyword, m.filler, enter=m.enter, leave=m.leave, start_keyword=m.start_keyword
-        )
-        s = spot(composite, layout, frames)
+        s = spot(*models[label].composite(), frames)
         out[label] = {
             "found": s.found,
             "frames": None if not s.found else [s.start, s.end],
@@ -213,11 +222,9 @@ def load_keyword_models(value, base) -> dict[str, KeywordModel]:
     """A model holder's input: ``"bundled"`` (the bundled spotting keyword HMMs and their
     fillers) or a model file of keyword models labelled L with fillers labelled "filler-L"."""
     if _is_bundled(value):
-        from smc_hmm.data.continuous import load_fillers, load_spotting_keywords
+        from smc_hmm.data.continuous import load_spotting_models
 
-        models, labels = load_spotting_keywords("diag")
-        fillers, _ = load_fillers("diag")
-        return {label: KeywordModel(m, f) for label, m, f in zip(labels, models, fillers)}
+        return keyword_models(load_spotting_models()[1])
     from smc_hmm.hmm.io import load_models
 
     try:

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Regenerate the bundled continuous-speech test set and the filler models of keyword
-spotting (``smc_hmm/data/fsdd/continuous_*``, ``fillers_diag.npz``; ``docs/spotting.md``).
+"""Regenerate the bundled continuous-speech test set and the keyword models and pause of
+keyword spotting (``smc_hmm/data/fsdd/continuous_*``, ``spotting_keywords_diag.npz``;
+``docs/spotting.md``).
 
 Keyword spotting (thesis 003, 2.2.3, Figure 2.4) looks for a keyword inside a longer
 recording.  The Free Spoken Digit Dataset holds single words, so this script makes
@@ -14,22 +15,24 @@ boundaries:
    neighbouring recordings' own noise floor (the RMS of their outer 10 ms), 0.15-0.5 s
    between words and 0.05-0.2 s before the first and after the last.  A word's frames are
    those whose centre (frame k at sample 80 k) lies inside its recording.
-2. **Fillers**: per keyword digit k, one filler (garbage) model with diagonal covariances
-   trained on the *other nine digits* of the *training split* (indices 5-49): a pause
-   state and a generic :data:`WORD_STATES`-state left-to-right word, looping (pause ->
-   word -> pause ..., :func:`smc_hmm.hmm.spotting.filler_topology`'s pattern).  The word is
-   trained by :func:`smc_hmm.hmm.baum_welch` on the isolated recordings (flat start, as the
-   digit models), the pause state on the pauses of continuous training recordings built as
-   the test set (``--refine-iter`` would then train the whole filler on those recordings:
-   it made the filler absorb keywords, 87% detection against 97%, so it is off).
+2. **Keyword models and fillers**, by the recipe ``smc-hmm bench speech`` measures for
+   voices the models never heard (:func:`smc_hmm.data.recipe.train_spotting`,
+   ``docs/speech-models.md``, "Keyword spotting"), on the *training split* (indices 5-49)
+   of all five speakers: every training recording joined once into continuous recordings
+   of one speaker each, normalised as a whole (noise floor 40 dB below the recording's
+   mean power, cepstral mean normalisation, then a global standardisation fitted on
+   them); the ten 8-state keyword models trained on the words cut from them with 3
+   frames of pause; filler k a pause state and the other nine keyword models in
+   parallel.  The composite is the F-K loop with the recipe's glue
+   (``recipe.SPOTTING_GLUE``, stored in the manifest).
 3. **Plaintext evaluation** against the true boundaries: per keyword, the composite
-   filler-keyword-filler model (:func:`smc_hmm.hmm.spotting.compose`, the spotting keyword
-   model) decodes every test recording; detection rate, false alarms and
-   boundary errors in frames go to the manifest and ``docs/spotting.md`` quotes them.
+   (:func:`smc_hmm.hmm.spotting.compose`) decodes every test recording; detection rate,
+   false alarms and boundary errors in frames go to the manifest and ``docs/spotting.md``
+   quotes them.
 
-Features: spotting's pipeline (stored in ``spotting_keywords_diag.npz``: global
-standardisation, no per-utterance normalisation) on the joined signal.  Stored
-compactly: the 13 raw static MFCCs as float32; the loader
+Features: spotting's pipeline (stored in ``spotting_keywords_diag.npz``) on the joined
+signal.  Stored compactly: the 13 static MFCCs (after the cepstral mean
+normalisation) as float32; the loader
 (:func:`smc_hmm.data.continuous.load_continuous_test`) recomputes the deltas as the
 pipeline does and standardises.
 
@@ -59,24 +62,17 @@ import numpy as np
 from smc_hmm.data import DIGIT_WORDS, FSDD_NAME, recipe
 from smc_hmm.data.continuous import (
     CONTINUOUS_NOTICE,
-    FILLER_LABELS,
+    PAUSE_LABEL,
     STATIC_MFCC,
-    load_spotting_keywords,
-    load_spotting_pipeline,
     word_frames,
 )
 from smc_hmm.features import read_wav
-from smc_hmm.hmm import GaussianHMM, baum_welch
 from smc_hmm.hmm.io import save_models
-from smc_hmm.hmm.spotting import ENTER, LEAVE, START_KEYWORD, compose, spot
+from smc_hmm.hmm.spotting import compose, spot
 
 TEST_INDICES = range(0, 5)
 TRAIN_INDICES = range(5, 50)
 TEST_RECORDINGS = 120
-TRAIN_RECORDINGS = 120
-WORD_STATES = 5
-MIN_COVAR = 0.05
-HOP = 80
 WORDS = (3, 5)
 PAUSE = (0.15, 0.5)
 EDGE = (0.05, 0.2)
@@ -120,44 +116,6 @@ def build(audio, indices, digits_allowed, count: int, rng, rate: int) -> list[re
             parts.append((int(d), s, audio[(int(d), s, i)]))
         out.append(join(parts, rng, rate))
     return out
-
-
-def flat_start(sequences: list[np.ndarray], states: int) -> GaussianHMM:
-    """A left-to-right word model's flat start: every sequence cut into ``states`` equal
-    segments, state j gets segment j's moments; a_jj = a_j,j+1 = 0.5, the last absorbing
-    (as ``scripts/make_speech_data.py`` starts the digit models)."""
-    frames, a = _common.left_to_right_start(sequences, states, 0.5)
-    means = np.array([f.mean(0) for f in frames])
-    covars = np.array([f.var(0) + MIN_COVAR for f in frames])
-    return GaussianHMM(np.eye(states)[0], a, means, covars)
-
-
-def train_word(task) -> tuple[int, GaussianHMM, dict]:
-    """Worker: the filler's generic word, Baum-Welch on isolated words of the other digits."""
-    keyword, sequences, states, n_iter = task
-    result = baum_welch(
-        flat_start(sequences, states), sequences, n_iter=n_iter, tol=1.0, min_covar=MIN_COVAR
-    )
-    iterations, ll_per_frame, _ = _common.fit_summary(result, sequences)
-    info = {
-        "word_iterations": iterations,
-        "word_ll_per_frame": ll_per_frame,
-        "word_utterances": len(sequences),
-    }
-    return keyword, result.model, info
-
-
-def refine(task) -> tuple[int, GaussianHMM, dict]:
-    """Worker: Baum-Welch of the assembled filler on continuous recordings of the other
-    digits (it keeps the topology's zeros)."""
-    keyword, filler, sequences, n_iter = task
-    result = baum_welch(filler, sequences, n_iter=n_iter, tol=1.0, min_covar=MIN_COVAR)
-    iterations, ll_per_frame, frames = _common.fit_summary(result, sequences)
-    return (
-        keyword,
-        result.model,
-        {"iterations": iterations, "ll_per_frame": ll_per_frame, "frames": frames},
-    )
 
 
 def evaluate(task):
@@ -208,64 +166,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=_common.BUNDLED)
     parser.add_argument("--wav-dir", type=Path, default=None)
     parser.add_argument("--recordings", type=int, default=TEST_RECORDINGS)
-    parser.add_argument("--train-recordings", type=int, default=TRAIN_RECORDINGS)
-    parser.add_argument("--word-states", type=int, default=WORD_STATES)
-    parser.add_argument("--n-iter", type=int, default=10, help="the generic word's iterations")
-    parser.add_argument(
-        "--refine-iter",
-        type=int,
-        default=0,
-        help="Baum-Welch iterations of the whole filler on continuous recordings (0: none; "
-        "5 measured 87%% detection against 97%% without)",
-    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--enter", type=float, default=ENTER)
-    parser.add_argument("--leave", type=float, default=LEAVE)
-    parser.add_argument("--start-keyword", type=float, default=START_KEYWORD)
     parser.add_argument("--dry-run", action="store_true", help="evaluate, write nothing")
     args = parser.parse_args(argv)
     fsdd = _common.fsdd_folder(parser, args)
     started = time.perf_counter()
-    pipeline = load_spotting_pipeline()
-    rate = pipeline.sample_rate
+    rate = recipe.CONTINUOUS_PIPELINE.sample_rate
     print(f"FSDD: {fsdd}")
     audio = load_fsdd(fsdd, rate)
-    rng = np.random.default_rng(SEED)
-    test = build(audio, TEST_INDICES, range(10), args.recordings, rng, rate)
-    print(f"built {len(test)} test recordings")
-    glue = {"enter": args.enter, "leave": args.leave, "start_keyword": args.start_keyword}
-    isolated = {
-        key: pipeline.features(samples) for key, samples in audio.items() if key[2] in TRAIN_INDICES
-    }
+    test = build(audio, TEST_INDICES, range(10), args.recordings, np.random.default_rng(SEED), rate)
+    print(f"built {len(test)} test recordings; training spotting's models ...")
+    train = {key: x for key, x in audio.items() if key[2] in TRAIN_INDICES}
+    trained = recipe.train_spotting(train, np.random.default_rng(SEED + 1))
+    pipeline, glue = trained["spotting_pipeline"], trained["glue"]
+    features = [pipeline.features(r.samples) for r in test]
+    print("plaintext spotting ...")
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         tasks = [
-            (k, [x for (d, _, _), x in isolated.items() if d != k], args.word_states, args.n_iter)
-            for k in range(10)
+            (k, trained["keywords"][k], trained["fillers"][k], features, glue) for k in range(10)
         ]
-        print(f"training ten generic words ({args.word_states} states) ...")
-        words, infos = {}, {}
-        for k, model, info in pool.map(train_word, tasks):
-            words[k], infos[k] = model, info
-        tasks = []
-        for k in range(10):
-            train = build(
-                audio, TRAIN_INDICES, set(range(10)) - {k}, args.train_recordings, rng, rate
-            )
-            features = [pipeline.features(r.samples) for r in train]
-            filler = recipe.assemble_filler(words[k], recipe.pause_frames(train, features, HOP))
-            tasks.append((k, filler, features, args.refine_iter))
-        print("refining ten fillers on continuous recordings ...")
-        fillers = {}
-        for k, model, info in pool.map(refine, tasks):
-            fillers[k] = model
-            infos[k].update(info)
-            print(f"  filler for {DIGIT_WORDS[k]}: {infos[k]}")
-        features = [pipeline.features(r.samples) for r in test]
-        models, _ = load_spotting_keywords("diag")
-        print("plaintext spotting ...")
-        decisions = dict(
-            pool.map(evaluate, [(k, models[k], fillers[k], features, glue) for k in range(10)])
-        )
+        decisions = dict(pool.map(evaluate, tasks))
     frames = [[word_frames(a, b, pipeline.hop_length) for a, b in r.spans] for r in test]
     results = summarise(decisions, test, frames)
     rates = [v["detection_rate"] for v in results.values()]
@@ -280,13 +200,14 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(overall))
     if args.dry_run:
         return 0
-    write(args, test, frames, fillers, infos, results, overall, glue, pipeline)
+    write(args, test, frames, trained, results, overall)
     print(f"done in {time.perf_counter() - started:.0f} s")
     return 0
 
 
-def write(args, test, frames, fillers, infos, results, overall, glue, pipeline) -> None:
+def write(args, test, frames, trained, results, overall) -> None:
     out = args.out
+    pipeline, glue = trained["spotting_pipeline"], trained["glue"]
     out.mkdir(parents=True, exist_ok=True)
     statics = [pipeline.extract(r.samples)[:, :STATIC_MFCC] for r in test]
     words = max(len(r.digits) for r in test)
@@ -306,12 +227,13 @@ def write(args, test, frames, fillers, infos, results, overall, glue, pipeline) 
             bounds=bounds,
             speakers=speakers,
         )
-    save_models(
-        out / "fillers_diag.npz",
-        [fillers[k] for k in range(10)],
-        list(FILLER_LABELS),
+    save_models(  # the fillers follow from these (smc_hmm.hmm.spotting.spotting_fillers)
+        out / "spotting_keywords_diag.npz",
+        [*trained["keywords"], trained["pause"]],
+        [*DIGIT_WORDS, PAUSE_LABEL],
         pipeline=pipeline.to_dict(),
     )
+
     manifest = {
         "source": "Free Spoken Digit Dataset, commit 26eb9aa (five speakers)",
         "test_set": {
@@ -329,23 +251,26 @@ def write(args, test, frames, fillers, infos, results, overall, glue, pipeline) 
             "frames": int(sum(len(s) for s in statics)),
             "seed": SEED,
         },
-        "fillers": {
-            "states": args.word_states + 1,
-            "topology": "state 0 the pause, 1..w a left-to-right generic word; pause -> word "
-            "start, word end -> pause",
-            "min_covar": MIN_COVAR,
+        "keyword_models": {
+            "states": recipe.STATES,
+            "start_states": recipe.START_STATES,
+            "topology": "left to right with skips (a_jj, a_j,j+1, a_j,j+2), the last absorbing",
+            "min_covar": recipe.SPOTTING_MIN_COVAR,
             "covariance_type": "diag",
-            "training": f"{args.train_recordings} continuous recordings per keyword of the "
-            "other nine digits, training split (indices 5-49), built as the test set",
-            "word": f"smc_hmm.hmm.baum_welch on the isolated training recordings of the other "
-            f"digits, flat start, at most {args.n_iter} iterations, tol 1.0",
-            "refinement": f"{args.refine_iter} Baum-Welch iterations of the whole filler on the "
-            "continuous training recordings",
-            "per_keyword": {DIGIT_WORDS[k]: infos[k] for k in range(10)},
+            "training": "smc_hmm.data.recipe.train_spotting on the training split (indices "
+            "5-49) of all five speakers: words cut, with "
+            f"{recipe.SPOTTING_WORD_PAD} frames of pause, from continuous recordings of one "
+            "speaker each, normalised as a whole",
         },
-        "composition": {
-            "keyword_models": "spotting_keywords_diag.npz (5-state digit HMMs)",
-            **glue,
+        "fillers": {
+            "states": int(trained["fillers"][0].n_states),
+            "topology": "state 0 the pause; the other nine keyword models in parallel, "
+            "looping through the pause",
+        },
+        "glue": glue,
+        "composite": {
+            "form": "F-K loop" if glue["loop"] else "F1-K-F2",
+            "states": int(trained["fillers"][0].n_states + trained["keywords"][0].n_states),
         },
         "results": {"per_keyword": results, "overall": overall},
     }

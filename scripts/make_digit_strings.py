@@ -10,10 +10,10 @@
 2. **Plaintext recognition** on the stored features (float16 statics, deltas recomputed:
    what :func:`smc_hmm.data.digits.load_digit_strings` gives): the loop of the bundled
    digit HMMs and silence (:func:`smc_hmm.data.digits.digit_loop`), word error rate and
-   string accuracy; then leave one speaker out: per speaker, ten digit HMMs trained
-   (``make_speech_data.train``, its flat start and iterations) on the other four
-   speakers' recordings under their own standardisation, the silence state carried into
-   it exactly (an affine map), decoding that speaker's strings.
+   string accuracy; then leave one speaker out: per speaker, spotting's recipe
+   (:func:`smc_hmm.data.recipe.train_spotting`: the loop's digit models, its silence
+   state -- the fillers' pause -- and the standardisation) trained on the other four
+   speakers' recordings, decoding that speaker's strings.
 
 From the repository root, with the FSDD checkout (``docs/speech-models.md``)::
 
@@ -40,7 +40,6 @@ from smc_hmm.data import recipe
 from smc_hmm.data.continuous import STATIC_MFCC, statics_to_features, word_frames
 from smc_hmm.data.digits import DIGIT_STRINGS_NOTICE, digit_loop, digit_pipeline, silence_model
 from smc_hmm.data.speaker_features import SPEAKERS
-from smc_hmm.hmm import GaussianHMM
 from smc_hmm.hmm.digits import DigitGrammar, decode_digits, word_errors
 
 RECORDINGS = 100
@@ -70,45 +69,25 @@ def _evaluate(task):
     return [(ref, decode_digits(model, layout, x, grammar)) for ref, x in recordings]
 
 
-def _fold_silence(silence: GaussianHMM, base, fold) -> GaussianHMM:
-    """The silence state under the fold's standardisation (x' = (x s + m - m') / s')."""
-    sb, mb = np.asarray(base.std), np.asarray(base.mean)
-    sf, mf = np.asarray(fold.std), np.asarray(fold.mean)
-    mean = (silence.means * sb + mb - mf) / sf
-    return GaussianHMM(np.ones(1), np.ones((1, 1)), mean, silence.covars * (sb / sf) ** 2)
+def _train_fold(task) -> tuple[str, dict]:
+    """Worker: one fold's digit models, silence and pipeline, by spotting's recipe."""
+    speaker, audio = task
+    return speaker, recipe.train_spotting(audio, np.random.default_rng(SEED + 1))
 
 
-def _train_fold(task) -> tuple[str, GaussianHMM]:
-    """One fold's digit model by the recipe of the loop's models (spotting's keywords)."""
-    name, sequences = task
-    return name, recipe.train_spotting_keyword(sequences).model
-
-
-def loso(raw, test, statics, pipeline, grammar, pool) -> dict:
-    """Leave one speaker out: fold models trained on the other speakers' recordings
-    (``raw``: every FSDD recording's unstandardised features by (digit, speaker, index))."""
-    silence = silence_model()
-    tasks, folds = [], {}
-    for s in SPEAKERS:
-        fold = pipeline.fit_standardisation(x for (_, sp, _), x in raw.items() if sp != s)
-        folds[s] = fold
-        for d in range(10):
-            seqs = [fold.standardise(x) for (dd, sp, _), x in raw.items() if sp != s and dd == d]
-            tasks.append((f"{s}/{d}", seqs))
-    print(f"training {len(tasks)} fold models ...")
-    models: dict = {}
-    for name, model in pool.map(_train_fold, tasks):
-        s, d = name.split("/")
-        models.setdefault(s, {})[int(d)] = model
+def loso(audio, test, statics, grammar, pool) -> dict:
+    """Leave one speaker out: per speaker, the loop's models trained on the other
+    speakers' recordings (``audio``: every FSDD recording by (digit, speaker, index))."""
+    tasks = [(s, {k: x for k, x in audio.items() if k[1] != s}) for s in SPEAKERS]
+    print(f"training {len(tasks)} folds ...")
     jobs = []
-    for s in SPEAKERS:
+    for s, fold in pool.map(_train_fold, tasks):
         recs = [
-            (r.digits, statics_to_features(st, folds[s]))
+            (r.digits, statics_to_features(st, fold["spotting_pipeline"]))
             for r, st in zip(test, statics)
             if r.speakers[0] == s
         ]
-        digits = [models[s][d] for d in range(10)]
-        jobs.append((digits, _fold_silence(silence, pipeline, folds[s]), grammar, recs))
+        jobs.append((fold["keywords"], silence_model(fold["fillers"][0]), grammar, recs))
     results = list(pool.map(_evaluate, jobs))
     per = {s: word_errors(p) for s, p in zip(SPEAKERS, results)}
     return {"per_speaker": per, "all": word_errors([p for r in results for p in r])}
@@ -137,8 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         results = {"bundled_models": word_errors(pairs)}
         print(json.dumps(results))
         if not args.no_loso:
-            raw = {key: pipeline.extract(x) for key, x in sorted(audio.items())}
-            results["leave_one_speaker_out"] = loso(raw, test, statics, pipeline, grammar, pool)
+            results["leave_one_speaker_out"] = loso(audio, test, statics, grammar, pool)
             print(json.dumps(results["leave_one_speaker_out"]["all"]))
     if not args.dry_run:
         write(args, test, statics, pipeline, grammar, results)

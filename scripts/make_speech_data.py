@@ -5,20 +5,20 @@ From the 2,500 Free Spoken Digit Dataset recordings (five speakers, digits 0-9, 
 0-49; CC BY-SA 4.0) this script follows the recipe of :mod:`smc_hmm.data.recipe`:
 
 1. extracts the features of every recording with the recipe's pipeline (39 MFCC + delta
-   + delta-delta with a noise floor and per-utterance cepstral mean normalisation) and
-   with spotting's pipeline (the same without them); if librosa is installed it also
-   reports the largest numpy-vs-librosa difference;
+   + delta-delta with a noise floor and per-utterance cepstral mean normalisation); if
+   librosa is installed it also reports the largest numpy-vs-librosa difference;
 2. fits the global standardisation on the training split (indices 5-49 of every speaker
    and digit) and trains, on it: the ten 8-state digit models (diagonal and full
    covariances), the garbage models of the keywords one, four, seven (the other digits),
-   the background models (generated silence and white noise) and spotting's ten 5-state
-   keyword models;
+   the background models (generated silence and white noise);
 3. evaluates on the test split (indices 0-4: 250 utterances) and on 200 generated clips
    of silence and noise;
 4. writes the test split's features, the models, the pipeline, a manifest and the NOTICE.
 
-Leave-one-speaker-out figures come from ``smc-hmm bench speech`` (same recipe, retrained
-per fold).  The keyword task is that of thesis 003, section 4.2.1.
+Keyword spotting's models and test recordings come from
+``scripts/make_continuous_speech.py``.  Leave-one-speaker-out figures come from
+``smc-hmm bench speech`` (same recipe, retrained per fold).  The keyword task is that
+of thesis 003, section 4.2.1.
 
 The recordings are not bundled: get the Free Spoken Digit Dataset (FSDD), public
 repository ``Jakobovski/free-spoken-digit-dataset`` on GitHub, licensed CC BY-SA 4.0, at
@@ -69,12 +69,11 @@ def librosa_difference(fsdd: Path, utterances) -> float | None:
 def train_all(train) -> dict:
     """Every bundled model, trained on ``train`` (the training split)."""
     pipeline = recipe.PIPELINE.fit_standardisation(u.features for u in train)
-    spotting = recipe.SPOTTING_PIPELINE.fit_standardisation(u.spotting for u in train)
     by_digit = [
         [pipeline.standardise(u.features) for u in train if u.digit == d] for d in range(10)
     ]
     others = [x for d in range(10) if d not in KEYWORDS for x in by_digit[d]]
-    out = {"pipeline": pipeline, "spotting_pipeline": spotting, "info": {}}
+    out = {"pipeline": pipeline, "info": {}}
     out |= train_backgrounds(pipeline)
     for cov in ("diag", "full"):
         results = [recipe.train_word(x, cov) for x in by_digit]
@@ -82,12 +81,6 @@ def train_all(train) -> dict:
         out["info"][f"iterations_{cov}"] = [len(r.history) - 1 for r in results]
         out[f"garbage_{cov}"] = recipe.train_word(others, cov).model
         print(f"  trained the {cov} models")
-    out["spotting_keywords_diag"] = [
-        recipe.train_spotting_keyword(
-            [spotting.standardise(u.spotting) for u in train if u.digit == d]
-        ).model
-        for d in range(10)
-    ]
     return out
 
 
@@ -206,12 +199,6 @@ def write_outputs(out: Path, trained: dict, test, results: dict, lib_diff) -> No
         save_models(
             out / f"background_{cov}.npz", [trained[f"background_{cov}"]], ["background"], **meta
         )
-    save_models(
-        out / "spotting_keywords_diag.npz",
-        trained["spotting_keywords_diag"],
-        list(DIGIT_WORDS),
-        pipeline=trained["spotting_pipeline"].to_dict(),
-    )
     (out / "manifest.json").write_text(
         json.dumps(manifest(trained, results, lib_diff), indent=2) + "\n"
     )
@@ -250,8 +237,8 @@ def manifest(trained: dict, results: dict, lib_diff) -> dict:
         "keywords": [DIGIT_WORDS[k] for k in KEYWORDS],
         "garbage": "one model of the same form on the training utterances of the other digits",
         "background": background_entry(),
-        "spotting_keywords": "spotting_keywords_diag.npz: 5-state digit models on the "
-        "spotting pipeline (global standardisation only; stored in the file)",
+        "spotting_keywords": "spotting_keywords_diag.npz, made by "
+        "scripts/make_continuous_speech.py (docs/spotting.md)",
         "numpy_vs_librosa_max_abs_difference": lib_diff,
         "results": results,
     }

@@ -115,7 +115,10 @@ Protocol, ``comparison = "dgk"`` (the thesis's):
    ciphertext): ``"path"`` -- per model and frame the state q_t = sum_l l e_t(l);
    ``"segment"`` -- per model and frame [q_t in the segment's states], i.e. for the
    spotting composite (F1, K, F2: one pass through K) exactly the keyword's first and last
-   frame, or nothing.  ``reveal_score``: Alice also decrypts the best path's score.
+   frame, or nothing; Alice reports the longest pass
+   (:func:`smc_hmm.hmm.spotting.segment_of`: the F-K loop may pass through K more than
+   once, and she sees every pass).  ``reveal_score``: Alice also decrypts the best path's
+   score.
 
 Who learns what (``docs/security.md``, "viterbi and spot"), the default:
 
@@ -204,6 +207,7 @@ from smc_hmm.hmm import (
     DiscreteHMM,
     GaussianHMM,
 )
+from smc_hmm.hmm.spotting import segment_of
 from smc_hmm.limits import MAX_SEQUENCE_LENGTH, MAX_STATES, MAX_WIDTH, check_at_most
 from smc_hmm.messages import Ciphertexts, Key, Message, Public
 from smc_hmm.protocol import params_from_config
@@ -1172,8 +1176,8 @@ def _results(plan: Plan, outputs, scores):
         if plan.params.output == "path":
             result["path"] = values
         else:
-            inside = np.flatnonzero(values)
-            result["segment"] = (int(inside[0]), int(inside[-1])) if inside.size else None
+            first, last = segment_of(values)
+            result["segment"] = None if first is None else (first, last)
         if scores is not None:
             result["score"] = _score(plan, scores[k])
         out.append(result)

@@ -142,30 +142,11 @@ def train_fold(train: list[Utterance], covariance: str, spotting: bool) -> dict:
 
 
 def train_spotting(train: list[Utterance], rng: np.random.Generator) -> dict:
-    """Keyword spotting's recipe retrained on ``train`` (``docs/speech-models.md``,
-    "Keyword spotting"): every training recording joined once into recordings of one
-    speaker each (:func:`recipe.spotting_recordings`), each normalised as a whole by
-    :data:`recipe.CONTINUOUS_PIPELINE` (noise floor and cepstral mean over the recording,
-    as the client does with the recording she searches), the global standardisation
-    fitted on them; the ten keyword models trained on the words cut from them, with a few
-    frames of pause (:func:`recipe.cut_words`); filler k the pause of those recordings
-    and the other nine keyword models in parallel (:func:`recipe.spotting_fillers`)."""
+    """Keyword spotting's recipe (:func:`smc_hmm.data.recipe.train_spotting`) retrained on
+    ``train``."""
     from smc_hmm.data import recipe
 
-    audio = {(u.digit, u.speaker, u.index): u.samples for u in train}
-    joined = recipe.spotting_recordings(audio, rng, recipe.CONTINUOUS_PIPELINE.sample_rate)
-    raw = [recipe.CONTINUOUS_PIPELINE.extract(r.samples) for r in joined]
-    pipeline = recipe.CONTINUOUS_PIPELINE.fit_standardisation(raw)
-    features = [pipeline.standardise(x) for x in raw]
-    words = recipe.cut_words(joined, features, hop=pipeline.hop_length)
-    keywords = recipe.train_spotting_models([[x for d, x in words if d == k] for k in range(10)])
-    pause = recipe.pause_frames(joined, features, pipeline.hop_length)
-    return {
-        "spotting_pipeline": pipeline,
-        "keywords": keywords,
-        "fillers": recipe.spotting_fillers(keywords, pause),
-        "enter": recipe.SPOTTING_ENTER,
-    }
+    return recipe.train_spotting({(u.digit, u.speaker, u.index): u.samples for u in train}, rng)
 
 
 def isolated(fold: dict, test: list[Utterance], clips: list, margin: float) -> dict:
@@ -203,7 +184,7 @@ def spotting(fold: dict, test: list[Utterance], count: int) -> dict:
     from smc_hmm.data.recipe import build_recordings
     from smc_hmm.hmm.spotting import compose, spot
 
-    pipeline, enter = fold["spotting_pipeline"], fold["enter"]
+    pipeline, glue = fold["spotting_pipeline"], fold["glue"]
     audio = {(u.digit, u.speaker, u.index): u.samples for u in test}
     rng = np.random.default_rng(RECORDING_SEED)
     recordings = build_recordings(audio, count, rng, pipeline.sample_rate)
@@ -211,9 +192,7 @@ def spotting(fold: dict, test: list[Utterance], count: int) -> dict:
     hits = positives = alarms = 0
     errors: list[int] = []
     for k in range(10):
-        composite, layout = compose(
-            fold["keywords"][k], fold["fillers"][k], enter=enter, start_keyword=enter
-        )
+        composite, layout = compose(fold["keywords"][k], fold["fillers"][k], **glue)
         for r, x in zip(recordings, features, strict=True):
             s = spot(composite, layout, x)
             if k not in r.digits:

@@ -67,11 +67,9 @@ LANE_OPS = ("multiexp_bits", "multiexp_terms", "multiexp_mults", "native_mults",
 
 
 def _models():
-    from smc_hmm.data.continuous import load_fillers, load_spotting_keywords
+    from smc_hmm.data.continuous import load_spotting_models
 
-    models, labels = load_spotting_keywords("diag")
-    fillers, _ = load_fillers("diag")
-    return labels, {k: (m, f) for k, m, f in zip(labels, models, fillers)}
+    return load_spotting_models()
 
 
 def plaintext_quality(recordings, labels, models) -> dict:
@@ -80,7 +78,7 @@ def plaintext_quality(recordings, labels, models) -> dict:
 
     out = {}
     for digit, label in enumerate(labels):
-        composite, layout = compose(*models[label])
+        composite, layout = compose(**models[label])
         hits = misses = elsewhere = alarms = positives = 0
         errors = []
         for r in recordings:
@@ -117,7 +115,7 @@ def _decoder(models, label):
     """The spotting composite of ``label`` as the viterbi plugin's decoder mapping."""
     from smc_hmm.hmm.spotting import compose
 
-    composite, layout = compose(*models[label])
+    composite, layout = compose(**models[label])
     k = layout.keyword_states
     return {"model": composite, "rows": list(layout.rows), "segment": [k.start, k.stop]}, layout
 
@@ -345,7 +343,7 @@ def _timed_rows(s: _Spot, compute):
     total, online, pre, result = _run(
         "spot", {"keywords": [args.keyword]}, timed.features, one, s.keypair, compute
     )
-    plain = _plain_frames(spot(*compose(*s.models[args.keyword]), timed.features))
+    plain = _plain_frames(spot(*compose(**s.models[args.keyword]), timed.features))
     secure = result["alice"][args.keyword]
     s.checks["timed decision == plaintext"] = secure["frames"] == plain
     limit = _limit(args, SECONDS_TARGET, SECONDS_TARGET_NO_KERNEL)
@@ -400,7 +398,9 @@ def _ten_rows(s: _Spot, compute, one_cost, scaling: float) -> None:
         "spot", {"keywords": list(labels)}, features, s.models, s.keypair, compute
     )
     found = ten["alice"]
-    wrong = [k for k in labels if found[k]["found"] != spot(*compose(*s.models[k]), features).found]
+    wrong = [
+        k for k in labels if found[k]["found"] != spot(*compose(**s.models[k]), features).found
+    ]
     s.checks["ten keywords == plaintext"] = not wrong
     s.say("cost model: DGK and Paillier rates of this machine")
     dgk, draws = dgk_rates(s.keypair), randomizer_rates(s.keypair)

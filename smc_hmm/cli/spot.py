@@ -46,13 +46,12 @@ def configure(p) -> None:
 
 
 def load_models(spec: str):
-    """(``{label: (keyword HMM, filler HMM)}``, feature pipeline) of ``--models``."""
-    from smc_hmm.data.continuous import load_fillers, load_spotting_keywords, load_spotting_pipeline
+    """(``{label: {"keyword", "filler"} and the bundled glue}``, feature pipeline) of
+    ``--models`` (:func:`smc_hmm.hmm.spotting.compose`'s arguments per keyword)."""
+    from smc_hmm.data.continuous import load_spotting_models, load_spotting_pipeline
 
     if spec == "bundled":
-        models, labels = load_spotting_keywords("diag")
-        fillers, _ = load_fillers("diag")
-        return {k: (m, f) for k, m, f in zip(labels, models, fillers)}, load_spotting_pipeline()
+        return load_spotting_models()[1], load_spotting_pipeline()
     models, labels, pipeline = common.read_model_file(
         spec,
         "not 'bundled' or a model file; give the path of a .npz file "
@@ -68,7 +67,7 @@ def load_models(spec: str):
             continue
         if "filler-" + label not in by_label:
             raise ConfigError(f"--models {spec}: keyword {label!r} has no filler-{label}")
-        out[label] = (model, by_label["filler-" + label])
+        out[label] = {"keyword": model, "filler": by_label["filler-" + label]}
     return out, pipeline
 
 
@@ -90,7 +89,7 @@ def plaintext(models, frames, keywords) -> dict:
 
     out = {}
     for label in keywords:
-        composite, layout = compose(*models[label])
+        composite, layout = compose(**models[label])
         s = spot(composite, layout, frames)
         out[label] = {
             "found": s.found,

@@ -4,20 +4,15 @@ with their true word boundaries, and one filler (garbage) model per keyword.
 Made by ``scripts/make_continuous_speech.py`` from the Free Spoken Digit Dataset (CC BY-SA
 4.0, ``smc_hmm/data/fsdd/NOTICE``) and described in ``docs/spotting.md``: the test
 recordings join test-split recordings (indices 0-4, never seen by a model) with short
-noise pauses; filler k -- a pause state and a generic 5-state word, looping -- is trained
-on the other nine digits of the training split (the word on their isolated recordings,
-the pause on the pauses of joined ones).  Keyword spotting composes filler k, the
-spotting keyword model k and filler k again (:func:`spotting_model`,
+noise pauses.  Spotting's models are trained on the training split (indices 5-49) of all
+five speakers by the recipe ``smc-hmm bench speech`` measures for voices the models never
+heard (:func:`smc_hmm.data.recipe.train_spotting`, ``docs/speech-models.md``): keyword
+models of 8 states trained on words cut from continuous recordings of one speaker each,
+normalised as a whole (:func:`load_spotting_pipeline`: noise floor and cepstral mean over
+the recording, then a global standardisation); filler k a pause state and the other nine
+keyword models in parallel.  Keyword spotting composes filler k and keyword model k in
+the F-K loop with the glue of :func:`spotting_glue` (:func:`spotting_model`,
 :mod:`smc_hmm.hmm.spotting`).
-
-Spotting has its own pipeline and keyword models (:func:`load_spotting_pipeline`,
-:func:`load_spotting_keywords`, ``spotting_keywords_diag.npz``): the isolated-word models
-(``models_diag.npz``) normalise each utterance by its own statistics, which differ between
-a word alone and a word inside a longer recording, so spotting keeps 5-state models on
-globally standardised features (``docs/speech-models.md``).  That is the earlier recipe:
-the one ``smc-hmm bench speech`` measures for voices the models never heard (keyword
-models trained on words cut from whole-recording-normalised recordings, fillers made of
-the other digits' models) is in :mod:`smc_hmm.data.recipe` and not yet bundled.
 
 The recordings are stored as their 13 raw static MFCCs (float32); :func:`load_continuous_test`
 recomputes the deltas as the bundled pipeline does and standardises, so the features are
@@ -39,7 +34,7 @@ from smc_hmm.data import bundled_file
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.features import delta_features
 from smc_hmm.hmm.io import load_models
-from smc_hmm.hmm.spotting import ENTER, LEAVE, START_KEYWORD, SpottingLayout, compose
+from smc_hmm.hmm.spotting import SpottingLayout, compose, spotting_fillers
 
 __all__ = [
     "CONTINUOUS_NOTICE",
@@ -52,7 +47,10 @@ __all__ = [
     "load_fillers",
     "load_spoken_digits",
     "load_spotting_keywords",
+    "load_spotting_pause",
     "load_spotting_pipeline",
+    "spotting_glue",
+    "load_spotting_models",
     "spotting_model",
     "statics_to_features",
     "word_frames",
@@ -66,13 +64,13 @@ FILLER_LABELS = tuple(
 )
 
 CONTINUOUS_NOTICE = """\
-The keyword-spotting files (continuous_test.npz, fillers_diag.npz,
+The keyword-spotting files (spotting_keywords_diag.npz, continuous_test.npz,
 continuous_manifest.json) are derived from the same recordings: continuous recordings
 made by joining test-split recordings of 3 to 5 digits with short noise pauses (stored as
-their MFCC features, with the true word boundaries) and filler HMMs trained on the
-training-split recordings, isolated and so joined, by scripts/make_continuous_speech.py
-of the smc-hmm project (see docs/spotting.md). They are licensed CC BY-SA 4.0 like the
-other derived files here.
+their MFCC features, with the true word boundaries), and keyword HMMs and a pause model
+trained on the training-split recordings so joined, by
+scripts/make_continuous_speech.py of the smc-hmm project (see docs/spotting.md). They
+are licensed CC BY-SA 4.0 like the other derived files here.
 """
 
 
@@ -178,38 +176,67 @@ def _bundled_diag_models(name: str, kind: str, what: str):
         return load_models(path)
 
 
-def load_spotting_keywords(kind: str = "diag"):
-    """The ten keyword models of spotting (5-state left-to-right digit HMMs on
-    :func:`load_spotting_pipeline`'s features) and their labels "zero" .. "nine"."""
+#: the label of the pause stored beside the ten keyword models
+PAUSE_LABEL = "pause"
+
+
+def _spotting_file(kind: str):
+    """The ten keyword models and the pause of ``spotting_keywords_diag.npz``."""
     from smc_hmm.data import DIGIT_WORDS
 
     models, labels = _bundled_diag_models("spotting_keywords_diag.npz", kind, "spotting keywords")
-    if tuple(labels or ()) != DIGIT_WORDS:
+    if tuple(labels or ()) != (*DIGIT_WORDS, PAUSE_LABEL):
         raise ConfigError(f"bundled spotting keywords have labels {labels}")
-    return models, list(labels)
+    return models[:10], list(DIGIT_WORDS), models[10]
+
+
+def load_spotting_keywords(kind: str = "diag"):
+    """The ten keyword models of spotting (8-state left-to-right digit HMMs on
+    :func:`load_spotting_pipeline`'s features) and their labels "zero" .. "nine"."""
+    models, labels, _ = _spotting_file(kind)
+    return models, labels
+
+
+def load_spotting_pause(kind: str = "diag"):
+    """The one-state pause of the fillers (the digit loop's silence), trained on the
+    pauses of joined training recordings on the same pipeline."""
+    return _spotting_file(kind)[2]
 
 
 def load_fillers(kind: str = "diag"):
-    """The ten filler models (filler k: trained on every digit but k) and their labels."""
-    models, labels = _bundled_diag_models("fillers_diag.npz", kind, "fillers")
-    if tuple(labels or ()) != FILLER_LABELS:
-        raise ConfigError(f"bundled fillers have labels {labels}, expected {list(FILLER_LABELS)}")
-    return models, list(labels)
+    """The ten fillers and their labels "filler-zero" ..: filler k the pause and the other
+    nine keyword models in parallel (:func:`smc_hmm.hmm.spotting.spotting_fillers`, built
+    from the stored keyword models and pause)."""
+    models, _, pause = _spotting_file(kind)
+    return spotting_fillers(models, pause), list(FILLER_LABELS)
 
 
-def spotting_model(
-    keyword: int,
-    *,
-    enter: float = ENTER,
-    leave: float = LEAVE,
-    start_keyword: float = START_KEYWORD,
-) -> tuple[Any, SpottingLayout]:
-    """The composite filler-keyword-filler model of digit ``keyword`` (spotting keyword model
-    and its filler) and its public layout (:func:`smc_hmm.hmm.spotting.compose`)."""
+def spotting_glue() -> dict[str, Any]:
+    """The bundled composites' public form and glue probabilities (``enter``, ``leave``,
+    ``start_keyword``, ``loop``; :func:`smc_hmm.hmm.spotting.compose`), as trained."""
+    glue = load_continuous_manifest().get("glue")
+    if not isinstance(glue, dict) or set(glue) != {"enter", "leave", "start_keyword", "loop"}:
+        raise ConfigError("the bundled continuous manifest has no valid spotting glue")
+    return dict(glue)
+
+
+def load_spotting_models() -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """The bundled keywords' labels and, per keyword, the arguments of
+    :func:`smc_hmm.hmm.spotting.compose`: its model, its filler and :func:`spotting_glue`
+    (what the spot protocol takes as one keyword's input)."""
+    models, labels = load_spotting_keywords("diag")
+    fillers, _ = load_fillers("diag")
+    glue = spotting_glue()
+    return labels, {
+        k: {"keyword": m, "filler": f, **glue} for k, m, f in zip(labels, models, fillers)
+    }
+
+
+def spotting_model(keyword: int, **glue) -> tuple[Any, SpottingLayout]:
+    """The composite model of digit ``keyword`` (spotting keyword model and its filler,
+    with :func:`spotting_glue` unless ``glue`` overrides it) and its public layout
+    (:func:`smc_hmm.hmm.spotting.compose`)."""
     if isinstance(keyword, bool) or not isinstance(keyword, int) or not 0 <= keyword <= 9:
         raise InvalidInputError(f"a keyword is a digit 0-9, got {keyword!r}")
-    models, _ = load_spotting_keywords("diag")
-    fillers, _ = load_fillers("diag")
-    return compose(
-        models[keyword], fillers[keyword], enter=enter, leave=leave, start_keyword=start_keyword
-    )
+    labels, models = load_spotting_models()
+    return compose(**{**models[labels[keyword]], **glue})

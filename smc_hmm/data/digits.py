@@ -10,12 +10,12 @@ standardises with the bundled pipeline, as the spotting set's loader does, so th
 features follow whatever pipeline is bundled.
 
 The loop (:func:`digit_loop`) joins the digit HMMs of continuous speech -- spotting's
-5-state keyword models on its own pipeline (:func:`smc_hmm.data.continuous.
-load_spotting_keywords`, :func:`digit_pipeline`), since the isolated-word recogniser's
-per-utterance normalisation does not carry over to a word inside a longer recording
-(``docs/speech-models.md``) -- with a one-state silence model: the pause state of the
-bundled fillers (:func:`smc_hmm.data.continuous.load_fillers`, trained on the pauses of
-joined training recordings, on the same pipeline).  Both load through the existing
+8-state keyword models on its own pipeline (:func:`smc_hmm.data.continuous.
+load_spotting_keywords`, :func:`digit_pipeline`: normalised over the whole recording, as
+the client normalises the recording she sends; ``docs/speech-models.md``) -- with a
+one-state silence model: the bundled fillers' pause
+(:func:`smc_hmm.data.continuous.load_spotting_pause`, the pauses of joined training
+recordings, on the same pipeline).  Both load through the existing
 loaders, so retrained models are picked up.
 """
 
@@ -102,12 +102,12 @@ def load_digit_strings_manifest() -> dict[str, Any]:
 
 
 def silence_model(filler: GaussianHMM | None = None) -> GaussianHMM:
-    """A one-state silence model: the pause state (state 0) of ``filler``, by default of
-    the first bundled filler."""
+    """A one-state silence model: the pause state (state 0) of ``filler``, by default the
+    bundled fillers' pause."""
     if filler is None:
-        from smc_hmm.data.continuous import load_fillers
+        from smc_hmm.data.continuous import load_spotting_pause
 
-        filler = load_fillers("diag")[0][0]
+        return load_spotting_pause("diag")
     return GaussianHMM(
         np.ones(1), np.ones((1, 1)), filler.means[:1], filler.covars[:1], filler.covariance_type
     )

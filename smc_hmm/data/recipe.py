@@ -21,12 +21,12 @@ fold); ``docs/speech-models.md`` gives the measurements behind each choice.
 - **Continuous recordings** (:func:`join_words`): real recordings joined with noise pauses
   at their own noise floor, with the true word spans.
 - **Keyword spotting** (:func:`spotting_recordings`, :func:`cut_words`,
-  :func:`train_spotting_models`, :func:`spotting_fillers`): word models of the same form
+  :func:`train_spotting_models`, :func:`pause_model`): word models of the same form
   trained on words cut from continuous recordings of one speaker each, every recording
   normalised as a whole by :data:`CONTINUOUS_PIPELINE` (as a client normalises the
-  recording she searches), and per keyword a filler made of a pause state and the other nine digits'
-  models in parallel.  The bundled spotting files keep the earlier recipe
-  (:data:`SPOTTING_PIPELINE`, :func:`train_spotting_keyword`, :func:`train_fillers`).
+  recording she searches), and per keyword a filler made of a pause state and the other
+  nine digits' models in parallel (:func:`train_spotting`, which the bundled spotting and
+  connected-digit files come from).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from smc_hmm.errors import InvalidInputError
 from smc_hmm.features import FeaturePipeline
 from smc_hmm.hmm.batched import batched_expected_counts
 from smc_hmm.hmm.models import GaussianHMM
+from smc_hmm.hmm.spotting import spotting_fillers
 from smc_hmm.hmm.training import BaumWelchResult, baum_welch
 
 __all__ = [
@@ -49,11 +50,9 @@ __all__ = [
     "MIN_COVAR",
     "PIPELINE",
     "SKIP",
-    "SPOTTING_PIPELINE",
     "START_STATES",
     "STATES",
     "Recording",
-    "assemble_filler",
     "BACKGROUND_COLOURS",
     "COLOURS",
     "background_signals",
@@ -63,13 +62,11 @@ __all__ = [
     "decide",
     "floor_probabilities",
     "join_words",
-    "parallel_filler",
     "pause_frames",
-    "spotting_fillers",
+    "pause_model",
     "spotting_recordings",
     "train_background",
-    "train_fillers",
-    "train_spotting_keyword",
+    "train_spotting",
     "train_spotting_models",
     "train_word",
     "word_start",
@@ -77,10 +74,6 @@ __all__ = [
 
 #: the bundled feature pipeline before its global standardisation is fitted
 PIPELINE = FeaturePipeline(noise_floor_db=25.0, cepstral_norm="mean")
-#: the bundled spotting files' pipeline (the earlier recipe): no per-utterance
-#: normalisation, only the global standardisation; the spotting recipe that
-#: ``bench speech`` measures uses :data:`PIPELINE` on whole recordings instead
-SPOTTING_PIPELINE = FeaturePipeline()
 #: states of a word model, and the first ones a path may start in
 STATES = 8
 START_STATES = 3
@@ -159,34 +152,32 @@ def train_word(
         min_covar=min_covar,
         e_step=batched_expected_counts,
     )
-    return replace(result, model=floor_probabilities(result.model))
+    return replace(result, model=floor_probabilities(result.model, topology=start))
 
 
-def floor_probabilities(model: GaussianHMM, floor: float = PROBABILITY_FLOOR) -> GaussianHMM:
-    """``model`` with every nonzero start and transition probability raised to at least
-    ``floor`` (rows renormalised): the topology (which entries are nonzero) stays the
-    documented one, and no weight falls below the secure forward's public weight floor
+def floor_probabilities(
+    model: GaussianHMM, floor: float = PROBABILITY_FLOOR, topology: GaussianHMM | None = None
+) -> GaussianHMM:
+    """``model`` with every start and transition probability that ``topology`` (by
+    default ``model`` itself) allows -- its nonzero entries -- raised to at least
+    ``floor`` (rows renormalised): the topology stays the documented one even where
+    Baum-Welch drove an entry to exactly zero (so every word model of a size has the same
+    public structure: what speech mining shows the data holder must not depend on the
+    keyword), and no weight falls below the secure forward's public weight floor
     (Baum-Welch can drive an unused skip to 1e-260)."""
+    pattern = model if topology is None else topology
 
-    def lift(rows: np.ndarray) -> np.ndarray:
-        lifted = np.where(rows > 0, np.maximum(rows, floor), 0.0)
+    def lift(rows: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+        lifted = np.where(allowed > 0, np.maximum(rows, floor), 0.0)
         return lifted / lifted.sum(axis=-1, keepdims=True)
 
     return GaussianHMM(
-        lift(model.startprob),
-        lift(model.transmat),
+        lift(model.startprob, pattern.startprob),
+        lift(model.transmat, pattern.transmat),
         model.means,
         model.covars,
         model.covariance_type,
     )
-
-
-def train_spotting_keyword(sequences: Sequence[np.ndarray]) -> BaumWelchResult:
-    """A keyword model of the bundled spotting files (:data:`SPOTTING_PIPELINE`'s
-    features): 5 states, start in the first, no skips, variance floor 1e-3, diagonal --
-    the recipe of the digit models before the leave-one-speaker-out work
-    (``docs/speech-models.md``; the spotting recipe is now :func:`train_spotting_models`)."""
-    return train_word(sequences, "diag", 5, 1, N_ITER, 0.0, 1e-3)
 
 
 #: noise colours: the exponent beta of a 1/f^beta power spectrum
@@ -278,10 +269,7 @@ def join_words(
 
 #: the background model's states (silence and noise are stationary: few states suffice)
 BACKGROUND_STATES = 3
-#: the spotting fillers: a pause state and a generic word of this many states
-FILLER_WORD_STATES = 5
-FILLER_STAY = 0.8
-FILLER_ITER = 10
+#: the variance floor of the spotting fillers' pause
 FILLER_MIN_COVAR = 0.05
 
 
@@ -334,40 +322,6 @@ def pause_frames(recordings, features, hop: int = 80) -> np.ndarray:
     return np.concatenate(out)
 
 
-def assemble_filler(word: GaussianHMM, pause: np.ndarray) -> GaussianHMM:
-    """A filler: the pause (state 0, the moments of ``pause``) and the generic ``word``
-    (states 1 .. w), looping (:func:`smc_hmm.hmm.spotting.filler_topology`'s pattern)."""
-    w = word.n_states
-    a = np.zeros((w + 1, w + 1))
-    a[1:, 1:] = word.transmat
-    a[0, 0], a[0, 1] = FILLER_STAY, 1 - FILLER_STAY
-    a[w, w], a[w, 0] = FILLER_STAY, 1 - FILLER_STAY
-    start = np.zeros(w + 1)
-    start[0] = start[1] = 0.5
-    means = np.vstack([pause.mean(0), word.means])
-    if word.covariance_type == "diag":
-        covars = np.vstack([pause.var(0) + FILLER_MIN_COVAR, word.covars])
-    else:
-        pause_cov = np.cov(pause.T, bias=True) + FILLER_MIN_COVAR * np.eye(pause.shape[1])
-        covars = np.concatenate([pause_cov[None], word.covars])
-    return GaussianHMM(start, a, means, covars, word.covariance_type)
-
-
-def train_fillers(
-    by_digit: Sequence[Sequence[np.ndarray]], pause: np.ndarray, covariance_type: str = "diag"
-) -> list[GaussianHMM]:
-    """Filler k for every digit k: the generic word trained on the other digits'
-    sequences (``by_digit[d]``), the pause state from ``pause`` frames."""
-    fillers = []
-    for k in range(len(by_digit)):
-        others = [x for d, xs in enumerate(by_digit) if d != k for x in xs]
-        word = train_word(
-            others, covariance_type, FILLER_WORD_STATES, 1, FILLER_ITER, 0.0, FILLER_MIN_COVAR
-        ).model
-        fillers.append(assemble_filler(word, pause))
-    return fillers
-
-
 # --- keyword spotting (the recipe ``bench speech`` measures) ---------------------------
 
 #: spotting's pipeline, applied to a whole recording: :data:`PIPELINE` (cepstral mean
@@ -386,6 +340,14 @@ SPOTTING_MIN_COVAR = 0.2
 SPOTTING_ENTER = 1e-5
 #: words per training recording
 SPOTTING_WORDS = (3, 5)
+#: the composite's public form and glue: the F-K loop (one filler copy, half the states a
+#: frame of F1-K-F2: the same detection and false alarms measured, ``docs/speech-models.md``)
+SPOTTING_GLUE = {
+    "enter": SPOTTING_ENTER,
+    "leave": 0.5,
+    "start_keyword": SPOTTING_ENTER,
+    "loop": True,
+}
 
 
 def spotting_recordings(
@@ -431,42 +393,37 @@ def train_spotting_models(by_digit: Sequence[Sequence[np.ndarray]]) -> list[Gaus
     ]
 
 
-def parallel_filler(
-    words: Sequence[GaussianHMM], pause: np.ndarray, stay: float = FILLER_STAY
-) -> GaussianHMM:
-    """A filler of a pause state (state 0, the moments of ``pause`` frames) and the word
-    models ``words`` in parallel, looping: the pause loops (``stay``) or starts any word
-    (as that word starts, the words equally likely); a word's last state loops, as
-    trained, or returns to the pause (1 - ``stay``).  The last word's last state is the
-    filler's last state (:func:`smc_hmm.hmm.spotting.compose` enters the keyword from
-    it and from the pause).  The path starts in the pause or in a word (half each)."""
-    sizes = [w.n_states for w in words]
-    m = 1 + sum(sizes)
-    a = np.zeros((m, m))
-    start = np.zeros(m)
-    start[0] = 0.5
-    a[0, 0] = stay
-    means = [pause.mean(0)]
-    covars = [pause.var(0) + FILLER_MIN_COVAR]
-    at = 1
-    for w in words:
-        n = w.n_states
-        block = slice(at, at + n)
-        a[block, block] = w.transmat
-        a[at + n - 1, block] *= stay
-        a[at + n - 1, 0] = 1 - stay
-        a[0, block] = (1 - stay) / len(words) * np.asarray(w.startprob)
-        start[block] = 0.5 / len(words) * np.asarray(w.startprob)
-        means.append(w.means)
-        covars.append(w.covars)
-        at += n
-    return GaussianHMM(start, a, np.vstack(means), np.vstack(covars), "diag")
+def pause_model(frames: np.ndarray) -> GaussianHMM:
+    """The one-state pause of spotting's fillers and the digit loop's silence: the moments
+    of ``frames`` (:func:`pause_frames`), the variance floored by :data:`FILLER_MIN_COVAR`."""
+    frames = np.asarray(frames, dtype=float)
+    return GaussianHMM(
+        np.ones(1), np.ones((1, 1)), frames.mean(0)[None], frames.var(0)[None] + FILLER_MIN_COVAR
+    )
 
 
-def spotting_fillers(keywords: Sequence[GaussianHMM], pause: np.ndarray) -> list[GaussianHMM]:
-    """Filler k for every keyword k: :func:`parallel_filler` of the other keywords' models
-    and the ``pause`` frames."""
-    return [
-        parallel_filler([w for d, w in enumerate(keywords) if d != k], pause)
-        for k in range(len(keywords))
-    ]
+def train_spotting(audio, rng: np.random.Generator) -> dict:
+    """Keyword spotting's recipe trained on ``audio`` {(digit, speaker, index): samples}
+    (``docs/speech-models.md``, "Keyword spotting"): every recording joined once into
+    recordings of one speaker each (:func:`spotting_recordings`), each normalised as a
+    whole by :data:`CONTINUOUS_PIPELINE` (noise floor and cepstral mean over the
+    recording, as the client does with the recording she searches), the global
+    standardisation fitted on them; the ten keyword models trained on the words cut from
+    them, with a few frames of pause (:func:`cut_words`); filler k the pause of those
+    recordings and the other nine keyword models in parallel
+    (:func:`smc_hmm.hmm.spotting.spotting_fillers`).  Returns ``{"spotting_pipeline",
+    "keywords", "pause", "fillers", "glue"}``."""
+    joined = spotting_recordings(audio, rng, CONTINUOUS_PIPELINE.sample_rate)
+    raw = [CONTINUOUS_PIPELINE.extract(r.samples) for r in joined]
+    pipeline = CONTINUOUS_PIPELINE.fit_standardisation(raw)
+    features = [pipeline.standardise(x) for x in raw]
+    words = cut_words(joined, features, hop=pipeline.hop_length)
+    keywords = train_spotting_models([[x for d, x in words if d == k] for k in range(10)])
+    pause = pause_model(pause_frames(joined, features, pipeline.hop_length))
+    return {
+        "spotting_pipeline": pipeline,
+        "keywords": keywords,
+        "pause": pause,
+        "fillers": spotting_fillers(keywords, pause),
+        "glue": dict(SPOTTING_GLUE),
+    }

@@ -95,17 +95,26 @@ def test_models_are_eight_state_left_to_right(kind):
     assert margin == load_manifest()["background"]["margin"] >= 0.0
 
 
-def test_spotting_keywords_are_five_state_on_their_own_pipeline():
-    """Spotting keeps 5-state models on globally standardised features (no per-utterance
-    normalisation), stored with their pipeline."""
-    from smc_hmm.data.continuous import load_spotting_keywords, load_spotting_pipeline
+def test_spotting_keywords_are_eight_state_on_the_whole_recordings_pipeline():
+    """Spotting's keyword models have the isolated digits' public form (8 states, a start
+    in the first three, skips) and one structure for every digit, on a pipeline that
+    normalises a whole recording (noise floor 40 dB below its mean power, cepstral mean),
+    stored with them; the pause is one state (docs/speech-models.md)."""
+    from smc_hmm.data.continuous import (
+        load_spotting_keywords,
+        load_spotting_pause,
+        load_spotting_pipeline,
+    )
 
     models, labels = load_spotting_keywords()
     assert labels == list(DIGIT_WORDS)
-    assert all(m.n_states == 5 and _left_to_right(m.transmat) for m in models)
+    assert all(m.n_states == 8 and _left_to_right(m.transmat, skip=2) for m in models)
+    assert len({(tuple(m.startprob > 0), (m.transmat > 0).tobytes()) for m in models}) == 1
+    assert np.all(models[0].startprob[:3] > 0) and np.all(models[0].startprob[3:] == 0)
+    assert load_spotting_pause().n_states == 1
     pipeline = load_spotting_pipeline()
-    assert pipeline.standardised and pipeline.cepstral_norm == "none"
-    assert pipeline.noise_floor_db is None
+    assert pipeline.standardised and pipeline.cepstral_norm == "mean"
+    assert pipeline.noise_floor_db == 40.0
 
 
 def test_bad_kind():

@@ -57,14 +57,14 @@ def _run(keypair, alice, bob, settings=None, **kwargs):
 def test_the_loop_and_its_public_layout(models):
     params = dg.DigitsParams()
     model, layout = models.loop(params.grammar, params.layout)
-    assert layout.states == model.n_states == 51 and layout.firsts[0] == 1
+    assert layout.states == model.n_states == 81 and layout.firsts[:2] == (1, 9)
     assert np.allclose(model.transmat.sum(axis=1), 1)
     assert [d for d in layout.entries if d >= 0] == list(range(10))
     # digits leave only to silence, silence enters only first states: the topology is
     # the grammar's, whatever the models' parameters
     other = type(models)(models.digits[::-1], models.silence)
     assert np.array_equal(model.transmat > 0, other.loop(params.grammar)[0].transmat > 0)
-    assert string_of_path([0, 1, 1, 2, 0, 1, 0, 6, 7], layout) == [0, 0, 1]
+    assert string_of_path([0, 1, 1, 2, 0, 1, 0, 9, 10], layout) == [0, 0, 1]
     with pytest.raises(InvalidInputError):
         DigitGrammar(max_digits=MAX_DIGITS + 1)
     with pytest.raises(ConfigError):

@@ -17,7 +17,7 @@ from protocols.stages import decoding as vit
 from smc_hmm.data import DIGIT_WORDS
 from smc_hmm.data.continuous import load_continuous_test, spotting_model
 from smc_hmm.errors import ConfigError, InvalidInputError
-from smc_hmm.hmm.spotting import SpottingLayout, compose, spot
+from smc_hmm.hmm.spotting import SpottingLayout, compose, segment_of, spot
 from smc_hmm.runtime import run_protocol
 
 pytestmark = pytest.mark.filterwarnings("ignore::smc_hmm.errors.InsecureKeyWarning")
@@ -41,15 +41,49 @@ def _spot(keypair, frames, models, keywords, **kwargs):
 
 
 def test_the_composite_and_its_public_layout():
+    """The bundled composite is the F-K loop: one filler copy (a pause and the other nine
+    digits' 8-state models), K entered from the pause or the filler's last state, K's
+    last state returning to the pause; one emission row per state."""
     model, layout = spotting_model(7)
-    assert layout == SpottingLayout(6, 5) and layout.states == model.n_states == 17
-    assert layout.rows == (*range(11), *range(6))  # F2 reuses F1's emission rows
-    assert list(layout.keyword_states) == [6, 7, 8, 9, 10]
+    assert layout == SpottingLayout(73, 8, loop=True) and layout.states == model.n_states == 81
+    assert layout.rows == tuple(range(81))
+    assert list(layout.keyword_states) == list(range(73, 81))
     a = model.transmat
-    assert a[0, 6] > 0 and a[5, 6] > 0 and a[10, 11] > 0  # pause/word end -> K -> F2's pause
+    assert a[0, 73] > 0 and a[72, 73] > 0 and a[80, 0] > 0  # pause/word end -> K -> pause
     assert np.allclose(a.sum(axis=1), 1)
     with pytest.raises(InvalidInputError):
         compose(model, model, enter=0)
+    with pytest.raises(InvalidInputError, match="loop"):
+        SpottingLayout(3, 2, loop=1)
+
+
+def test_the_loop_and_the_filler_keyword_filler_form_agree_on_one_pass():
+    """compose's two forms on a small model: F1-K-F2 keeps two filler copies (F2 reusing
+    F1's rows), the loop one; where the best path passes through K once, both report the
+    same segment, and where the loop passes twice the longest pass is the segment."""
+    from smc_hmm.hmm import GaussianHMM
+    from smc_hmm.hmm.spotting import filler_topology
+
+    rng = np.random.default_rng(5)
+    filler = GaussianHMM(
+        np.array([1.0, 0.0]), filler_topology(2), np.array([[0.0], [3.0]]), np.ones((2, 1))
+    )
+    a = np.array([[0.6, 0.4], [0.0, 1.0]])
+    keyword = GaussianHMM(np.array([1.0, 0.0]), a, np.array([[-6.0], [6.0]]), np.ones((2, 1)))
+    pair, pair_layout = compose(keyword, filler, enter=1e-3)
+    loop, loop_layout = compose(keyword, filler, enter=1e-3, loop=True)
+    assert (pair_layout.states, loop_layout.states) == (6, 4)
+    assert pair_layout.rows == (0, 1, 2, 3, 0, 1) and loop_layout.rows == (0, 1, 2, 3)
+    word = [-6.0] * 4 + [6.0] * 4
+    once = np.array([0.0] * 6 + word + [0.0] * 6 + [3.0] * 4)[:, None]
+    once += 0.1 * rng.standard_normal(once.shape)
+    a_pair, a_loop = spot(pair, pair_layout, once), spot(loop, loop_layout, once)
+    assert (a_pair.start, a_pair.end) == (a_loop.start, a_loop.end) == (6, 13)
+    twice = np.array([0.0] * 4 + word[:4] + [6.0] * 2 + [0.0] * 6 + word + [0.0] * 4)[:, None]
+    found = spot(loop, loop_layout, twice)
+    assert (found.start, found.end) == (16, 23)  # the longer of the two passes
+    assert segment_of([0, 1, 1, 0, 1, 1, 1, 0]) == (4, 6)
+    assert segment_of([1, 1, 0, 1, 1]) == (0, 1) and segment_of([0, 0]) == (None, None)
 
 
 def test_bundled_data_and_plaintext_quality():
@@ -68,25 +102,28 @@ def test_bundled_data_and_plaintext_quality():
 
 @pytest.mark.parametrize("index", [0, 3])
 def test_spotting_equals_plaintext_on_real_recordings(keypair_512, bundled, index):
+    """Around the second word (the first's end, the word, the third's start: 12 frames
+    of context each side keep the run short)."""
     recording = load_continuous_test([index])[0]
     label = DIGIT_WORDS[recording.digits[1]]  # a keyword the recording holds
     other = next(w for d, w in enumerate(DIGIT_WORDS) if d not in recording.digits)
-    frames = recording.features
+    truth = recording.span_of(recording.digits[1])
+    start = max(0, truth[0] - 12)
+    frames = recording.features[start : truth[1] + 13]
     result = _spot(keypair_512, frames, bundled, [label, other])
     plain = sp.plaintext(bundled, frames, [label, other])
     assert result["alice"] == plain
     assert result["bob"] is None
     assert plain[label]["found"]
     first, last = plain[label]["frames"]
-    truth = recording.span_of(recording.digits[1])
-    assert first <= truth[1] and last >= truth[0]
+    assert first + start <= truth[1] and last + start >= truth[0]
 
 
 def test_mining_equals_plaintext_and_hides_the_keyword(keypair_512, bundled):
     """Speech mining: Bob's recording, Alice's private keyword model; Bob's view is the
     same whichever keyword Alice searches (all digit composites share one structure)."""
     recording = load_continuous_test([5])[0]
-    frames = recording.features[:50]
+    frames = recording.features[:24]
     outputs = []
 
     def run(label, wrap):
@@ -103,7 +140,7 @@ def test_mining_equals_plaintext_and_hides_the_keyword(keypair_512, bundled):
 
     labels = [DIGIT_WORDS[recording.digits[0]], DIGIT_WORDS[recording.digits[1]]]
     structure = vit.Structure.of([bundled[labels[0]].decoder()])
-    declared = sp.declared_messages(sp.SpotParams(direction="mining"), structure, 50, 512)
+    declared = sp.declared_messages(sp.SpotParams(direction="mining"), structure, 24, 512)
     assert_same_transcripts(run, labels, declared)
     for label, out in outputs:
         assert out == sp.plaintext(bundled, frames, [label])
@@ -148,13 +185,19 @@ def test_spot_command_prints_both_decisions_as_json(tmp_path, capsys):
 def test_bench_spot_smoke_and_a_missed_target_exits_1(tmp_path, monkeypatch):
     import argparse
 
+    import smc_hmm.data.continuous as continuous
     from smc_hmm.bench import spot as bench
 
+    # the bench on the twelve shortest bundled recordings (every part runs; the 120 take
+    # a minute at 512 bits)
+    every = continuous.load_continuous_test()
+    short = sorted(every, key=lambda r: len(r.features))[:12]
+    monkeypatch.setattr(continuous, "load_continuous_test", lambda select=None: short)
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)
     path = tmp_path / "spot.json"
     args = parser.parse_args(
-        ["--key-bits", "512", "--insecure", "--recordings", "1", "--frames", "100",
+        ["--key-bits", "512", "--insecure", "--recordings", "1", "--frames", "60",
          "--no-ten", "--workers", "1", "--json", str(path)]
     )  # fmt: skip
     assert bench.main(args) == 0
@@ -168,15 +211,16 @@ def test_bench_spot_smoke_and_a_missed_target_exits_1(tmp_path, monkeypatch):
 
 
 def test_plaintext_spot_matches_the_composite_viterbi():
-    model, layout = spotting_model(1)
     recording = load_continuous_test([2])[0]
+    model, layout = spotting_model(recording.digits[0])
     s = spot(model, layout, recording.features)
     from smc_hmm.hmm import viterbi
 
     path, score = viterbi(model, recording.features)
     assert s.score == score
-    inside = np.flatnonzero((path >= 6) & (path < 11))
-    assert (s.start, s.end) == ((int(inside[0]), int(inside[-1])) if inside.size else (None, None))
+    k = layout.keyword_states
+    inside = (path >= k.start) & (path < k.stop)
+    assert inside.any() and (s.start, s.end) == segment_of(inside)
 
 
 @pytest.mark.slow

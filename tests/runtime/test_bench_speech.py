@@ -107,21 +107,43 @@ def test_the_spotting_filler_is_the_other_words_in_parallel():
     """Filler k: a pause state and the other keywords' models side by side, every row a
     distribution, the pause and the last word's end entering the keyword."""
     from smc_hmm.data import recipe
-    from smc_hmm.hmm.spotting import compose
+    from smc_hmm.hmm.spotting import FILLER_STAY, compose, spotting_fillers
 
     rng = np.random.default_rng(3)
     words = [recipe.word_start([rng.standard_normal((24, 2)) for _ in range(3)]) for _ in range(3)]
-    fillers = recipe.spotting_fillers(words, rng.standard_normal((50, 2)))
+    pause = recipe.pause_model(rng.standard_normal((50, 2)))
+    fillers = spotting_fillers(words, pause)
     assert len(fillers) == 3
     f = fillers[0]
     assert f.n_states == 1 + 2 * recipe.STATES
     assert np.allclose(f.transmat.sum(axis=1), 1.0) and np.isclose(f.startprob.sum(), 1.0)
     assert np.allclose(f.means[1 : 1 + recipe.STATES], words[1].means)
+    assert np.allclose(f.means[0], pause.means[0]) and np.allclose(f.covars[0], pause.covars[0])
     ends = [recipe.STATES, 2 * recipe.STATES]
-    assert all(np.isclose(f.transmat[e, 0], 1 - recipe.FILLER_STAY) for e in ends)
-    composite, layout = compose(words[0], f, enter=recipe.SPOTTING_ENTER)
-    assert layout.filler == f.n_states and layout.keyword == recipe.STATES
+    assert all(np.isclose(f.transmat[e, 0], 1 - FILLER_STAY) for e in ends)
+    composite, layout = compose(words[0], f, **recipe.SPOTTING_GLUE)
+    assert layout.filler == f.n_states and layout.keyword == recipe.STATES and layout.loop
     assert np.allclose(composite.transmat.sum(axis=1), 1.0)
+
+
+def test_every_trained_word_keeps_the_public_topology():
+    """A start or transition probability Baum-Welch drives to exactly zero is lifted to the
+    floor where the topology allows it: every word model of a size has one structure (speech
+    mining shows the data holder the composite's structure, which must not name the
+    keyword)."""
+    from smc_hmm.data import recipe
+
+    rng = np.random.default_rng(4)
+    trained = recipe.word_start([rng.standard_normal((30, 2)) for _ in range(3)])
+    start = np.zeros(recipe.STATES)
+    start[0] = 1.0  # as if Baum-Welch had zeroed the second and third start states
+    zeroed = type(trained)(start, trained.transmat, trained.means, trained.covars)
+    lifted = recipe.floor_probabilities(zeroed, topology=trained)
+    assert np.array_equal(lifted.startprob > 0, trained.startprob > 0)
+    assert np.array_equal(lifted.transmat > 0, trained.transmat > 0)
+    assert (
+        lifted.startprob.min(where=lifted.startprob > 0, initial=1) >= recipe.PROBABILITY_FLOOR / 2
+    )
 
 
 def test_the_folds_report_spotting(tmp_path):
