@@ -104,6 +104,7 @@ __all__ = [
     "bob_share_rounded",
     "choice_message",
     "circuit_messages",
+    "extension_parts",
     "rounded_share_message",
     "rounded_shares",
     "rounding_mask_bits",
@@ -115,6 +116,16 @@ __all__ = [
 
 #: Random COTs drawn at a time when a session's pool runs out (public).
 EXTEND_CHUNK = 1 << 14
+#: The most random COTs one extension carries: its matrix u is 16 bytes a COT (64 MiB
+#: here, a quarter of the wire's frame limit); a larger draw runs as several extensions,
+#: each with its own KOS check (public: the parts follow from the count).
+MAX_EXTEND = 1 << 22
+
+
+def extension_parts(count: int) -> list[int]:
+    """The sizes of the extensions that draw ``count`` random COTs."""
+    full, rest = divmod(count, MAX_EXTEND)
+    return [MAX_EXTEND] * full + ([rest] if rest else [])
 
 
 def _blocks(tag: str, count: int) -> OpaqueCiphertexts:
@@ -126,11 +137,13 @@ def _bytes(tag: str, count: int) -> OpaqueCiphertexts:
 
 
 def setup_messages(cots: int) -> dict[str, Message]:
-    """The setup's five messages, declared from the public number of random COTs."""
+    """The setup's five messages, declared from the public number of random COTs (a
+    draw of more than :data:`MAX_EXTEND` runs as :func:`extension_parts`, each part's
+    ``u`` declared by ``setup_messages(part)``; this declares the first part's)."""
     return {
         "base_a": Message("gc.base_a", _bytes("ed25519", BASE_POINT_BYTES)),
         "base_b": Message("gc.base_b", _bytes("ed25519", KAPPA * BASE_POINT_BYTES)),
-        "u": Message("gc.ext_u", _bytes("ot-ext", u_bytes(cots))),
+        "u": Message("gc.ext_u", _bytes("ot-ext", u_bytes(min(cots, MAX_EXTEND)))),
         "chi": Message("gc.ext_chi", _bytes("ot-challenge", CHALLENGE_BYTES)),
         "proof": Message("gc.ext_proof", _bytes("ot-proof", PROOF_BYTES)),
     }
@@ -189,11 +202,12 @@ class Garbler:
         return self.sender.delta
 
     def _extend(self, ctx, count: int) -> None:
-        msg = setup_messages(count)
-        challenge = self.sender.extend_receive(count, ctx.recv(self.peer, msg["u"]))
-        ctx.send(self.peer, msg["chi"], challenge)
-        q = self.sender.extend_check(ctx.recv(self.peer, msg["proof"]))  # KOS, or abort
-        self.pool = np.concatenate([self.pool, q])
+        for part in extension_parts(count):
+            msg = setup_messages(part)
+            challenge = self.sender.extend_receive(part, ctx.recv(self.peer, msg["u"]))
+            ctx.send(self.peer, msg["chi"], challenge)
+            q = self.sender.extend_check(ctx.recv(self.peer, msg["proof"]))  # KOS, or abort
+            self.pool = np.concatenate([self.pool, q])
         ctx.count("cot", count)
 
     def _take(self, ctx, count: int) -> np.ndarray:
@@ -256,14 +270,14 @@ class Evaluator:
     tweak: int = 0
 
     def _extend(self, ctx, count: int) -> None:
-        msg = setup_messages(count)
-        rho = np.frombuffer(ctx.rng.randbits(8 * count).to_bytes(count, "little"), np.uint8) & 1
-        ctx.send(self.peer, msg["u"], self.receiver.extend(rho))
-        ctx.send(
-            self.peer, msg["proof"], self.receiver.extend_prove(ctx.recv(self.peer, msg["chi"]))
-        )
-        self.pool_bits = np.concatenate([self.pool_bits, rho])
-        self.pool = np.concatenate([self.pool, self.receiver.labels()])
+        for part in extension_parts(count):
+            msg = setup_messages(part)
+            rho = np.frombuffer(ctx.rng.randbits(8 * part).to_bytes(part, "little"), np.uint8) & 1
+            ctx.send(self.peer, msg["u"], self.receiver.extend(rho))
+            proof = self.receiver.extend_prove(ctx.recv(self.peer, msg["chi"]))
+            ctx.send(self.peer, msg["proof"], proof)
+            self.pool_bits = np.concatenate([self.pool_bits, rho])
+            self.pool = np.concatenate([self.pool, self.receiver.labels()])
 
     def _take(self, ctx, count: int) -> tuple[np.ndarray, np.ndarray]:
         if len(self.pool) < count:

@@ -298,3 +298,37 @@ def test_a_huge_input_shows_nothing_of_bobs_coefficients_and_the_unmasked_top_le
     monkeypatch.setattr(garbled, "masked_groups", lambda masked, w, per, rng: horner_pack(
         masked, w, per))  # fmt: skip
     assert reading() == weight
+
+
+def test_a_large_draw_runs_as_several_extensions_each_within_the_frame_limit(
+    keypair_512, monkeypatch
+):
+    """More than MAX_EXTEND random COTs run as several extensions (each checked), so no
+    extension message outgrows the wire's frame limit; the labels still correlate."""
+    from smc_hmm.gc.ot import OtExtReceiver, u_bytes
+    from smc_hmm.wire import DEFAULT_MAX_FRAME_BYTES
+
+    assert garbled.extension_parts(2 * garbled.MAX_EXTEND + 5) == [garbled.MAX_EXTEND] * 2 + [5]
+    assert garbled.extension_parts(garbled.MAX_EXTEND) == [garbled.MAX_EXTEND]
+    assert u_bytes(garbled.MAX_EXTEND) < DEFAULT_MAX_FRAME_BYTES // 2
+    monkeypatch.setattr(garbled, "MAX_EXTEND", 300)
+    parts, extend = [], OtExtReceiver.extend
+
+    def counting(self, rho):
+        parts.append(len(rho))
+        return extend(self, rho)
+
+    monkeypatch.setattr(OtExtReceiver, "extend", counting)
+
+    def alice(ctx):
+        evaluator = garbled.alice_setup(ctx, 700)
+        return evaluator.pool_bits, evaluator.pool
+
+    def bob(ctx):
+        garbler = garbled.bob_setup(ctx, 700)
+        return garbler.delta, garbler.pool
+
+    result = simulate_alice_and_bob(alice, bob, keypair_512, seed=5, timeout=20)
+    (rho, t), (delta, q) = result["alice"], result["bob"]
+    assert parts == [300, 300, 100] and len(rho) == len(t) == len(q) == 700
+    assert np.array_equal(t, q ^ ((np.uint64(0) - rho.astype(np.uint64))[:, None] & delta))
