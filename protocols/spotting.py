@@ -22,8 +22,13 @@ score.  For the composite's public layout (F1, K, F2: the path passes through K 
 once) the per-frame "inside K" bits Alice decrypts are exactly the keyword's first and
 last frame, nothing more of the path.  In the F-K loop (the bundled models' form, public
 in the layout) she sees every pass through K, l_t = [q_t in K] for t < T, and reports
-the longest.  ``docs/security.md`` ("viterbi and spot") and
-``docs/spotting.md`` (walk-through, cost, the bundled evaluation).
+the longest.  In spotting, emission rows equal across the searched composites are
+computed once a frame (``ViterbiParams.share_rows``): the structure Bob sends shows which
+rows of different composites are equal.  For the bundled models that is the public
+construction (every composite is the same 81 rows, the ten keyword models and the
+pause, in another order), and ten keywords cost one keyword's emissions and input OTs.
+``docs/security.md`` ("viterbi and spot") and ``docs/spotting.md`` (walk-through, cost,
+the bundled evaluation).
 
 Public parameters (:class:`SpotParams`): the direction, the searched keywords
 (spotting), and the fixed-point choices: score scale s = 24 bits (a path's rounding
@@ -100,6 +105,7 @@ class SpotParams:
             weight_floor_bits=self.weight_floor_bits,
             sigma=self.sigma,
             comparison=self.comparison,
+            share_rows=self.direction == "spotting",
         )
 
     @classmethod

@@ -264,6 +264,10 @@ class ViterbiParams:
     #: the recursion's deltas as carry-save pairs (few layers) or values (fewer AND gates,
     #: :class:`protocols.stages.maxplus.MaxPlusLayout`)
     carry_save: bool = True
+    #: the model holder's models index one table of emission rows: equal rows of different
+    #: models are computed once a frame (:meth:`Structure.of`; the structure then shows
+    #: which rows of different models are equal)
+    share_rows: bool = False
 
     def __post_init__(self):
         typed.check_fields(self)
@@ -354,11 +358,37 @@ class Decoder:
 
 
 def _same_emission(model, i: int, j: int) -> bool:
-    if isinstance(model, DiscreteHMM):
-        return bool(np.array_equal(model.emissionprob[i], model.emissionprob[j]))
-    return bool(
-        np.array_equal(model.means[i], model.means[j])
-        and np.array_equal(model.covars[i], model.covars[j])
+    return _same_emission_of(model, i, model, j)
+
+
+def _table_rows(decoders: Sequence[Decoder]) -> tuple[tuple[int, ...], ...]:
+    """Every decoder's rows as indices into one table of their distinct emissions (equal
+    means and covariances, or equal symbol distributions), numbered in order of first use."""
+    table: list[tuple[object, int]] = []  # (model, state) of each row
+    out = []
+    for d in decoders:
+        local = {}
+        for r, j in enumerate(d.row_states()):
+            local[r] = next(
+                (g for g, (m, i) in enumerate(table) if _same_emission_of(m, i, d.model, j)),
+                None,
+            )
+            if local[r] is None:
+                local[r] = len(table)
+                table.append((d.model, j))
+        out.append(tuple(local[r] for r in d.rows))
+    return tuple(out)
+
+
+def _same_emission_of(a, i: int, b, j: int) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, DiscreteHMM):
+        return bool(np.array_equal(a.emissionprob[i], b.emissionprob[j]))
+    return (
+        a.covariance_type == b.covariance_type
+        and bool(np.array_equal(a.means[i], b.means[j]))
+        and bool(np.array_equal(a.covars[i], b.covars[j]))
     )
 
 
@@ -399,18 +429,23 @@ class Structure:
     rows: tuple[tuple[int, ...], ...]
     edges: tuple[tuple[tuple[int, int], ...], ...]
     segments: tuple[tuple[int, int] | None, ...]
+    #: the rows index one table for every model (else each model's rows are its own)
+    shared: bool = False
 
     @classmethod
-    def of(cls, decoders: Sequence[Decoder]) -> Structure:
+    def of(cls, decoders: Sequence[Decoder], shared: bool = False) -> Structure:
+        """The decoders' public structure; ``shared``: rows of different models with the
+        same emission are one row of a common table, numbered in order of first use."""
         models = [d.model for d in decoders]
         kind, width = emissions.emission_kind(models)
         return cls(
             kind,
             width,
             tuple(m.n_states for m in models),
-            tuple(d.rows for d in decoders),
+            _table_rows(decoders) if shared else tuple(d.rows for d in decoders),
             tuple(topology(m) for m in models),
             tuple(d.segment for d in decoders),
+            shared,
         )
 
     def to_wire(self) -> dict:
@@ -421,6 +456,7 @@ class Structure:
             "rows": [list(r) for r in self.rows],
             "edges": [[[l, j] for l, j in e] for e in self.edges],
             "segments": [None if s is None else list(s) for s in self.segments],
+            "shared": self.shared,
         }
 
     @classmethod
@@ -434,8 +470,12 @@ class Structure:
                 "rows",
                 "edges",
                 "segments",
+                "shared",
             }:
                 raise ValueError("fields")
+            shared = spec["shared"]
+            if not isinstance(shared, bool):
+                raise ValueError("shared")
             kind, width, states = spec["kind"], spec["width"], spec["states"]
             if kind not in KINDS or type(width) is not int or width < 1:
                 raise ValueError("kind or width")
@@ -454,7 +494,7 @@ class Structure:
             for n, r, e, s in zip(states, spec["rows"], spec["edges"], spec["segments"]):
                 if not isinstance(r, list) or len(r) != n or not all(type(v) is int for v in r):
                     raise ValueError("rows")
-                if sorted(set(r)) != list(range(max(r) + 1)):
+                if not shared and sorted(set(r)) != list(range(max(r) + 1)):
                     raise ValueError("rows")
                 if not isinstance(e, list) or not 0 < len(e) <= n * n:
                     raise ValueError("edges")
@@ -480,9 +520,12 @@ class Structure:
                 rows.append(tuple(r))
                 edges.append(tuple(pairs))
                 segments.append(None if s is None else (s[0], s[1]))
+            used = sorted({v for r in rows for v in r})
+            if shared and used != list(range(len(used))):
+                raise ValueError("shared rows")
         except (TypeError, ValueError) as e:
             raise ProtocolError(f"malformed viterbi structure ({e}): {str(spec)[:200]}") from e
-        return cls(kind, width, tuple(states), tuple(rows), tuple(edges), tuple(segments))
+        return cls(kind, width, tuple(states), tuple(rows), tuple(edges), tuple(segments), shared)
 
     # -- global indices -------------------------------------------------------------------
 
@@ -495,21 +538,31 @@ class Structure:
         return [int(v) for v in np.cumsum([0, *self.states])[:-1]]
 
     @property
-    def row_counts(self) -> list[int]:
-        return [max(r) + 1 for r in self.rows]
-
-    @property
     def total_rows(self) -> int:
-        return sum(self.row_counts)
+        """The emission rows computed a frame."""
+        if self.shared:
+            return 1 + max(max(r) for r in self.rows)
+        return sum(max(r) + 1 for r in self.rows)
 
     @property
     def row_of(self) -> list[int]:
         """The global emission row of every global state."""
+        if self.shared:
+            return [r for rows in self.rows for r in rows]
         out, base = [], 0
-        for rows, count in zip(self.rows, self.row_counts):
+        for rows in self.rows:
             out += [base + r for r in rows]
-            base += count
+            base += max(rows) + 1
         return out
+
+    def representatives(self) -> list[tuple[int, int]]:
+        """(model, state) of a state that has each global row (the first)."""
+        first: dict[int, tuple[int, int]] = {}
+        for k, rows in enumerate(self.rows):
+            base = 0 if self.shared else sum(max(r) + 1 for r in self.rows[:k])
+            for j, r in enumerate(rows):
+                first.setdefault(base + r, (k, j))
+        return [first[g] for g in range(self.total_rows)]
 
     @property
     def preds(self) -> list[list[int]]:
@@ -895,13 +948,20 @@ class Plan:
 
 def emission_program(decoders: Sequence[Decoder], plan: Plan):
     """Integer emission weights (rows, n_inputs) at ``plan.weight_scale``, constants at f, per
-    emission row of every model; checks the public bound first (PrecisionError)."""
+    global emission row (:meth:`Structure.representatives`); checks the public bound first
+    (PrecisionError)."""
     p, s = plan.params, plan.structure
     f = plan.scale
     bound = 1 << p.emission_bound_bits
     weights, consts = [], []
-    for d in decoders:
-        m, reps = d.model, d.row_states()
+    runs: list[tuple[int, list[int]]] = []  # consecutive rows of one model, batched
+    for k, j in s.representatives():
+        if runs and runs[-1][0] == k:
+            runs[-1][1].append(j)
+        else:
+            runs.append((k, [j]))
+    for k, reps in runs:
+        m = decoders[k].model
         if s.kind == "discrete":
             log_b = np.asarray(m.log_emissionprob)[reps]
             finite = log_b[np.isfinite(log_b)]
@@ -1103,7 +1163,7 @@ def _alice_structure(ctx, private, params: ViterbiParams, msg0, peer):
         ctx.send(peer, msg0["length"], length)
         return Plan(params, structure, length, pk.bits), None
     decoders = as_decoders(private)
-    structure = Structure.of(decoders)
+    structure = Structure.of(decoders, params.share_rows)
     structure.check_reachable()
     probe = Plan(params, structure, 1, pk.bits)
     emission_program(decoders, probe)  # her own checks, before anything is sent
@@ -1269,7 +1329,7 @@ def _bob_structure(ctx, private, params: ViterbiParams, msg0, peer):
     the run refused only after his last message."""
     if params.model_holder == "bob":
         decoders = as_decoders(private)
-        structure = Structure.of(decoders)
+        structure = Structure.of(decoders, params.share_rows)
         structure.check_reachable()
         probe = Plan(params, structure, 1, None)  # the shortest run, before the key
         emission_program(decoders, probe)  # local checks before anything is sent

@@ -224,19 +224,22 @@ def predict(cost, keypair, bits: int, scale: float, lanes: float, dgk: dict, dra
     * The garbled recursion at :func:`smc_hmm.bench.rates.garbling_rates`: ``scale``
       composites in lockstep are one chain of circuits ``scale`` times wider, so its
       AND gates and OTs scale and its layers (``gc_layers``) do not.
-    * Alice's encryptions of her frames (her ``emissions`` phase) are one recording's,
-      shared by every composite: they do not scale either."""
+    * The ``setup`` and ``emissions`` phases do not scale either: Alice's frames are one
+      recording's, and the composites' emission rows are one table (``share_rows``: the
+      bundled composites are the same 81 rows), so their emissions, Alice's inputs of them
+      and the random OTs those take are computed once for every composite."""
     from smc_hmm.bench.rates import measure_rates
     from smc_hmm.cost.model import CostModel
 
     model = CostModel(measure_rates(*keypair))
     total = 0.0
     for name, party in cost.parties.items():
-        ops = {op: scale * int(k or 0) for op, k in party.get("ops", {}).items()}
+        ops: dict[str, int] = {}
+        for phase, spent in party.get("phases", {}).items():
+            factor = 1 if phase in ("setup", "emissions") else scale
+            for op, k in spent.get("ops", {}).items():
+                ops[op] = ops.get(op, 0) + factor * int(k or 0)
         ops["gc_layers"] = int(party.get("ops", {}).get("gc_layers", 0) or 0)
-        if name == "alice":  # her packed frames, encrypted once for every composite
-            frames = party.get("phases", {}).get("emissions", {}).get("ops", {})
-            ops["encrypt"] = ops.get("encrypt", 0) - (scale - 1) * int(frames.get("encrypt", 0))
         dgk_ops = {op: int(ops.pop(op, 0) or 0) for op in DGK_OPS}
         drawn = int(ops.pop("encrypt", 0) or 0) + int(ops.pop("rerandomize", 0) or 0)
         ops["add"] = int(ops.get("add", 0) or 0) + drawn

@@ -16,7 +16,7 @@ from protocols import viterbi as viterbi_protocol
 from protocols.stages import decoding as vit
 from smc_hmm.data import DIGIT_WORDS
 from smc_hmm.data.continuous import load_continuous_test, spotting_model
-from smc_hmm.errors import ConfigError, InvalidInputError
+from smc_hmm.errors import ConfigError, InvalidInputError, ProtocolError
 from smc_hmm.hmm.spotting import SpottingLayout, compose, segment_of, spot
 from smc_hmm.runtime import run_protocol
 
@@ -297,3 +297,25 @@ def dataclass_replace(obj, **changes):
     from dataclasses import replace
 
     return replace(obj, **changes)
+
+
+def test_ten_composites_share_one_table_of_emission_rows(keypair_512, bundled):
+    """Spotting shares the rows equal across composites: the bundled ten are the same 81
+    rows, so ten keywords compute 81 a frame, not 810; the decisions equal plaintext and
+    the structure on the wire names the table (a malformed one is refused)."""
+    labels = list(bundled)
+    decoders = [bundled[k].decoder() for k in labels]
+    shared = vit.Structure.of(decoders, shared=True)
+    assert shared.total_rows == 81 and vit.Structure.of(decoders).total_rows == 810
+    assert vit.Structure.from_wire(shared.to_wire()) == shared
+    wire = shared.to_wire()
+    wire["rows"][0] = [r + 1 for r in wire["rows"][0]]  # row 0 unused: not one table
+    wire["rows"] = [wire["rows"][0]]
+    wire.update(states=wire["states"][:1], edges=wire["edges"][:1], segments=wire["segments"][:1])
+    with pytest.raises(ProtocolError, match="shared rows"):
+        vit.Structure.from_wire(wire)
+    recording = load_continuous_test([6])[0]
+    truth = recording.span_of(recording.digits[0])
+    frames = recording.features[max(0, truth[0] - 10) : truth[1] + 11]
+    result = _spot(keypair_512, frames, bundled, labels[:3])
+    assert result["alice"] == sp.plaintext(bundled, frames, labels[:3])

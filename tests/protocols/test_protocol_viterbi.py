@@ -118,6 +118,26 @@ def test_gaussian_paths_equal_plaintext_and_hmmlearn(keypair_1024, holder, compa
     _check(_run(keypair_1024, models, obs, params), models, obs, params=params)
 
 
+@pytest.mark.parametrize("holder,comparison", [("bob", "auto"), ("alice", "dgk")])
+def test_shared_emission_rows_are_computed_once_and_decode_the_same(
+    keypair_512, holder, comparison
+):
+    """share_rows: a state whose emission equals another model's is one row of a common
+    table (3 rows a frame here instead of 5), with the same paths as plaintext."""
+    from smc_hmm.hmm import DiscreteHMM
+
+    rng = np.random.default_rng(8)
+    a, b = _discrete(rng, 3), _discrete(rng, 2)
+    b = DiscreteHMM(b.startprob, b.transmat, np.stack([a.emissionprob[2], a.emissionprob[0]]))
+    decoders = vit.as_decoders([a, b])
+    shared = vit.Structure.of(decoders, shared=True)
+    assert shared.rows == ((0, 1, 2), (2, 0)) and shared.total_rows == 3
+    assert vit.Structure.of(decoders).total_rows == 5
+    obs, _ = a.sample(8, rng)
+    params = {"model_holder": holder, "comparison": comparison, "share_rows": True}
+    _check(_run(keypair_512, [a, b], obs, params), [a, b], obs)
+
+
 def test_zero_probabilities_and_an_impossible_sequence(keypair_512):
     """log 0 is the sentinel -Z: a path through a zero always loses to one without, and a
     sequence no path explains reports -inf, as in plaintext."""
