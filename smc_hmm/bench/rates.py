@@ -145,4 +145,21 @@ def garbling_rates(min_seconds: float = 0.05) -> dict[str, float]:
         "and_gates": 1.0 / per_and,
         "gc_layers": 1.0 / max(per_layer, 1e-12),
         "cot": _rate(extension, count, min_seconds),
+        "garbled_bytes": _table_transfer_rate(min_seconds),
     }
+
+
+def _table_transfer_rate(min_seconds: float, size: int = 32 << 20) -> float:
+    """Bytes a second of garbled tables on their way from the garbler's array to the
+    evaluator's: to bytes, through the wire codec both ways, back to an array (a frame of
+    several MB: the protocols' per-frame tables are 3-30 MB, beyond the caches)."""
+    from smc_hmm.wire import WireCodec
+
+    codec = WireCodec()
+    tables = np.frombuffer(np.random.default_rng(1).bytes(size), np.uint64).reshape(-1, 2)
+
+    def trip():
+        frame = codec.encode({"t": "gc.tables", "d": 1, "b": tables.tobytes()})
+        np.frombuffer(codec.decode(frame)["b"], np.uint64).reshape(-1, 2).copy()
+
+    return _rate(trip, size, min_seconds)

@@ -36,7 +36,8 @@ gmpy2 between 1024- and 2048-bit keys and stated in :data:`SCALING_EXPONENTS`:
   (:func:`smc_hmm.bench.rates.garbling_rates`), independent of the key size: per AND
   gate garbled and evaluated (``and_gates``), per layer of a circuit (``gc_layers``: the
   array calls each layer costs, whatever its width) and per random correlated OT of the
-  extension (``cot``), both parties' work counted at the garbler.
+  extension (``cot``), both parties' work counted at the garbler, and per byte of
+  garbled tables sent (``garbled_bytes``: their trip through the wire codec).
 
 Network time is ``latency * rounds + bytes / bandwidth``.  Encoded bytes are
 scaled linearly with the key size (ciphertexts and keys dominate the traffic)
@@ -73,9 +74,17 @@ SCALING_EXPONENTS: dict[str, float] = {
     "and_gates": 0.0,
     "gc_layers": 0.0,
     "cot": 0.0,
+    "garbled_bytes": 0.0,
 }
 #: Measured where the rates have them (older rate files do not), priced apart.
-OPTIONAL_OPS: tuple[str, ...] = ("invert", "native_mul", "and_gates", "gc_layers", "cot")
+OPTIONAL_OPS: tuple[str, ...] = (
+    "invert",
+    "native_mul",
+    "and_gates",
+    "gc_layers",
+    "cot",
+    "garbled_bytes",
+)
 
 
 @dataclass
