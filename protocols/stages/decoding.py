@@ -418,6 +418,34 @@ def topology(model) -> tuple[tuple[int, int], ...]:
     )
 
 
+def _model_from_wire(n: int, r, e, s, shared: bool):
+    """One model's (rows, edges, segment) of a peer's structure, validated (ValueError)."""
+    if not isinstance(r, list) or len(r) != n or not all(type(v) is int for v in r):
+        raise ValueError("rows")
+    if not shared and sorted(set(r)) != list(range(max(r) + 1)):
+        raise ValueError("rows")
+    if not isinstance(e, list) or not 0 < len(e) <= n * n:
+        raise ValueError("edges")
+    pairs = []
+    for x in e:
+        if not (
+            isinstance(x, list) and len(x) == 2 and all(type(v) is int and 0 <= v < n for v in x)
+        ):
+            raise ValueError("edge")
+        pairs.append((x[0], x[1]))
+    if len(set(pairs)) != len(pairs):
+        raise ValueError("repeated edge")
+    pairs.sort(key=lambda p: p[::-1])
+    if s is not None and not (
+        isinstance(s, list)
+        and len(s) == 2
+        and all(type(v) is int for v in s)
+        and 0 <= s[0] < s[1] <= n
+    ):
+        raise ValueError("segment")
+    return tuple(r), tuple(pairs), None if s is None else (s[0], s[1])
+
+
 @dataclass(frozen=True)
 class Structure:
     """The public structure of a run: the kind, M or d, and per model its states, emission
@@ -490,36 +518,11 @@ class Structure:
                 for x in (spec["rows"], spec["edges"], spec["segments"])
             ):
                 raise ValueError("one rows, edges and segment entry per model")
-            rows, edges, segments = [], [], []
-            for n, r, e, s in zip(states, spec["rows"], spec["edges"], spec["segments"]):
-                if not isinstance(r, list) or len(r) != n or not all(type(v) is int for v in r):
-                    raise ValueError("rows")
-                if not shared and sorted(set(r)) != list(range(max(r) + 1)):
-                    raise ValueError("rows")
-                if not isinstance(e, list) or not 0 < len(e) <= n * n:
-                    raise ValueError("edges")
-                pairs = []
-                for x in e:
-                    if not (
-                        isinstance(x, list)
-                        and len(x) == 2
-                        and all(type(v) is int and 0 <= v < n for v in x)
-                    ):
-                        raise ValueError("edge")
-                    pairs.append((x[0], x[1]))
-                if len(set(pairs)) != len(pairs):
-                    raise ValueError("repeated edge")
-                pairs.sort(key=lambda p: p[::-1])
-                if s is not None and not (
-                    isinstance(s, list)
-                    and len(s) == 2
-                    and all(type(v) is int for v in s)
-                    and 0 <= s[0] < s[1] <= n
-                ):
-                    raise ValueError("segment")
-                rows.append(tuple(r))
-                edges.append(tuple(pairs))
-                segments.append(None if s is None else (s[0], s[1]))
+            models = [
+                _model_from_wire(n, r, e, s, shared)
+                for n, r, e, s in zip(states, spec["rows"], spec["edges"], spec["segments"])
+            ]
+            rows, edges, segments = (list(x) for x in zip(*models))
             used = sorted({v for r in rows for v in r})
             if shared and used != list(range(len(used))):
                 raise ValueError("shared rows")
