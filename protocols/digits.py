@@ -239,7 +239,7 @@ def phases(params: DigitsParams, role: str) -> tuple[str, ...]:
     return ("setup", "emissions", "recursion", "output")
 
 
-def example(key_bits: int, seed: int, length: int = 60) -> Example:
+def example(key_bits: int, seed: int, length: int = 40) -> Example:
     """The bundled digit models decode the first ``length`` frames of two bundled strings
     whose first digits differ: Alice learns each string (or why there is none)."""
     from smc_hmm.data.digits import load_digit_strings
