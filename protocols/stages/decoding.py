@@ -540,32 +540,28 @@ class Structure:
     def state_offsets(self) -> list[int]:
         return [int(v) for v in np.cumsum([0, *self.states])[:-1]]
 
-    @property
+    @cached_property
     def total_rows(self) -> int:
         """The emission rows computed a frame."""
-        if self.shared:
-            return 1 + max(max(r) for r in self.rows)
-        return sum(max(r) + 1 for r in self.rows)
+        return 1 + max(self.row_of)
 
-    @property
+    @cached_property
     def row_of(self) -> list[int]:
-        """The global emission row of every global state."""
-        if self.shared:
-            return [r for rows in self.rows for r in rows]
+        """The global emission row of every global state (shared: the table's rows;
+        otherwise each model's rows after the earlier models')."""
         out, base = [], 0
         for rows in self.rows:
             out += [base + r for r in rows]
-            base += max(rows) + 1
+            base = 0 if self.shared else base + max(rows) + 1
         return out
 
     def representatives(self) -> list[tuple[int, int]]:
-        """(model, state) of a state that has each global row (the first)."""
+        """(model, state) of the first state that has each global row."""
+        states = [(k, j) for k, n in enumerate(self.states) for j in range(n)]
         first: dict[int, tuple[int, int]] = {}
-        for k, rows in enumerate(self.rows):
-            base = 0 if self.shared else sum(max(r) + 1 for r in self.rows[:k])
-            for j, r in enumerate(rows):
-                first.setdefault(base + r, (k, j))
-        return [first[g] for g in range(self.total_rows)]
+        for g, r in enumerate(self.row_of):
+            first.setdefault(r, states[g])
+        return [first[r] for r in range(len(first))]
 
     @property
     def preds(self) -> list[list[int]]:
