@@ -72,6 +72,12 @@ def add_arguments(parser) -> None:
         help="continuous recordings per fold for spotting (40; 0: no spotting)",
     )
     parser.add_argument(
+        "--spotting-form",
+        choices=("loop", "pair"),
+        default="loop",
+        help="the spotting composite: the F-K loop (bundled) or the thesis's F1-K-F2",
+    )
+    parser.add_argument(
         "--margin",
         type=float,
         default=None,
@@ -177,14 +183,15 @@ def isolated(fold: dict, test: list[Utterance], clips: list, margin: float) -> d
     return out
 
 
-def spotting(fold: dict, test: list[Utterance], count: int) -> dict:
+def spotting(fold: dict, test: list[Utterance], count: int, loop: bool = True) -> dict:
     """Detection, false-alarm rate and boundary error on ``count`` recordings
-    joined from ``test`` (seeded), every keyword against every recording."""
+    joined from ``test`` (seeded), every keyword against every recording; ``loop``: the
+    F-K loop (the bundled form), else F1-K-F2."""
     from smc_hmm.data.continuous import word_frames
     from smc_hmm.data.recipe import build_recordings
     from smc_hmm.hmm.spotting import compose, spot
 
-    pipeline, glue = fold["spotting_pipeline"], fold["glue"]
+    pipeline, glue = fold["spotting_pipeline"], {**fold["glue"], "loop": loop}
     audio = {(u.digit, u.speaker, u.index): u.samples for u in test}
     rng = np.random.default_rng(RECORDING_SEED)
     recordings = build_recordings(audio, count, rng, pipeline.sample_rate)
@@ -305,7 +312,9 @@ def main(args) -> int:
         trained = train_fold(train, args.covariance, args.recordings > 0)
         results[fold] = isolated(trained, test, clips, margin)
         if args.recordings:
-            results[fold].update(spotting(trained, test, args.recordings))
+            results[fold].update(
+                spotting(trained, test, args.recordings, args.spotting_form == "loop")
+            )
         say(f"{fold}: {results[fold]}")
     rows = _rows(results)
     result = common.BenchResult(
@@ -316,6 +325,7 @@ def main(args) -> int:
             "covariance": args.covariance,
             "clips": args.clips,
             "recordings": args.recordings,
+            "spotting_form": args.spotting_form,
             "margin": margin,
             "folds": folds,
             "seconds": time.perf_counter() - started,

@@ -148,8 +148,13 @@ def test_every_trained_word_keeps_the_public_topology():
 
 def test_the_folds_report_spotting(tmp_path):
     _fake_fsdd(tmp_path / "fsdd")
-    args = _args(tmp_path, "--folds", "theo", "--clips", "0", "--recordings", "4", "--margin", "0")
+    args = _args(
+        tmp_path, "--folds", "theo", "--clips", "0", "--recordings", "4", "--margin", "0",
+        "--spotting-form", "pair",
+    )  # fmt: skip
     speech.main(args)
-    theo = json.loads((tmp_path / "s.json").read_text())["folds"]["theo"]
+    data = json.loads((tmp_path / "s.json").read_text())
+    assert data["params"]["spotting_form"] == "pair"
+    theo = data["folds"]["theo"]
     assert theo["recordings"] == 4
     assert 0.0 <= theo["detection"] <= 1.0 and 0.0 <= theo["false_alarm_rate"] <= 1.0
