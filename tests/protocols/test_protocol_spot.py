@@ -189,10 +189,12 @@ def test_bench_spot_smoke_and_a_missed_target_exits_1(tmp_path, monkeypatch):
     from smc_hmm.bench import spot as bench
 
     # the bench on the twelve shortest bundled recordings (every part runs; the 120 take
-    # a minute at 512 bits)
+    # a minute at 512 bits), with a relative-error target no rounding meets: one run
+    # checks every part and that a missed target exits 1 with the report still written
     every = continuous.load_continuous_test()
     short = sorted(every, key=lambda r: len(r.features))[:12]
     monkeypatch.setattr(continuous, "load_continuous_test", lambda select=None: short)
+    monkeypatch.setattr(bench, "REL_TARGET", 0.0)
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)
     path = tmp_path / "spot.json"
@@ -200,14 +202,14 @@ def test_bench_spot_smoke_and_a_missed_target_exits_1(tmp_path, monkeypatch):
         ["--key-bits", "512", "--insecure", "--recordings", "1", "--frames", "60",
          "--no-ten", "--workers", "1", "--json", str(path)]
     )  # fmt: skip
-    assert bench.main(args) == 0
+    assert bench.main(args) == 1
     data = json.loads(path.read_text())
     assert data["benchmark"] == "spot" and data["checks"]["secure == plaintext"]
+    assert data["checks"]["timed decision == plaintext"]
+    assert data["checks"]["mining == plaintext"]
+    assert data["checks"]["relative error"] is False
     assert set(data["quality"]) == set(DIGIT_WORDS)
     assert data["mining"]["found"] == data["timed"]["secure"]
-    monkeypatch.setattr(bench, "REL_TARGET", 0.0)
-    args.mining = False
-    assert bench.main(args) == 1
 
 
 def test_plaintext_spot_matches_the_composite_viterbi():
