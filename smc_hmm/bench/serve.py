@@ -108,58 +108,48 @@ def add_arguments(parser) -> None:
     _add_attack_arguments(parser.add_argument_group("attack (--hostile)"))
 
 
+#: the options of ``--hostile``, in their order in ``--help``: (flag, type, default, help);
+#: the two switches have the type ``None`` and no default
+_ATTACK_OPTIONS = (
+    ("--hostile", None, None, "the clients' run alone, then under attack by hostile connections"),
+    ("--hostile-count", bounded(1, 10_000), 200, "hostile connections open at once"),
+    (
+        "--hostile-sources",
+        bounded(1, 200),
+        4,
+        "loopback addresses the attack comes from (127.0.0.2, ...)",
+    ),
+    (
+        "--hostile-pause",
+        bounded_float(0.001, 3600.0),
+        0.5,
+        "seconds a hostile connection waits before its next attack (mean)",
+    ),
+    (
+        "--hostile-kinds",
+        str,
+        None,
+        "comma-separated kinds of attack (default: the mixed load of smc_hmm.bench.hostile)",
+    ),
+    ("--settle", bounded_float(0.0, 3600.0), 5.0, "seconds of attack before the clients start"),
+    ("--repeats", bounded(1, 100), 1, "rounds of alone / under attack, alternating"),
+    (
+        "--decoy",
+        None,
+        None,
+        "also a run while the same attack hits another server on this machine (a control)",
+    ),
+    ("--max-seconds", bounded_float(1.0, 86_400.0), 1800.0, "the attack stops after this at most"),
+)
+
+
 def _add_attack_arguments(hostile) -> None:
     """The options of ``--hostile``: the attack the clients' runs are measured under."""
-    hostile.add_argument(
-        "--hostile",
-        action="store_true",
-        help="the clients' run alone, then under attack by hostile connections",
-    )
-    hostile.add_argument(
-        "--hostile-count",
-        type=bounded(1, 10_000),
-        default=200,
-        help="hostile connections open at once",
-    )
-    hostile.add_argument(
-        "--hostile-sources",
-        type=bounded(1, 200),
-        default=4,
-        help="loopback addresses the attack comes from (127.0.0.2, ...)",
-    )
-    hostile.add_argument(
-        "--hostile-pause",
-        type=bounded_float(0.001, 3600.0),
-        default=0.5,
-        help="seconds a hostile connection waits before its next attack (mean)",
-    )
-    hostile.add_argument(
-        "--hostile-kinds",
-        help="comma-separated kinds of attack (default: the mixed load of smc_hmm.bench.hostile)",
-    )
-    hostile.add_argument(
-        "--settle",
-        type=bounded_float(0.0, 3600.0),
-        default=5.0,
-        help="seconds of attack before the clients start",
-    )
-    hostile.add_argument(
-        "--repeats",
-        type=bounded(1, 100),
-        default=1,
-        help="rounds of alone / under attack, alternating",
-    )
-    hostile.add_argument(
-        "--decoy",
-        action="store_true",
-        help="also a run while the same attack hits another server on this machine (a control)",
-    )
-    hostile.add_argument(
-        "--max-seconds",
-        type=bounded_float(1.0, 86_400.0),
-        default=1800.0,
-        help="the attack stops after this at most",
-    )
+    for flag, kind, default, text in _ATTACK_OPTIONS:
+        if kind is None:
+            hostile.add_argument(flag, action="store_true", help=text)
+        else:
+            hostile.add_argument(flag, type=kind, default=default, help=text)
 
 
 # -- the client processes -------------------------------------------------------------------
@@ -368,12 +358,7 @@ def _run_setting(args, directory: Path, scheduler: str | None, label: str, conso
             with _client_pool(args, directory, address, level) as pool:
                 row = {"clients": level, **_run_clients(pool, jobs)}
             levels.append(row)
-            console.print(
-                f"{label}: {level} client(s): {row['utterances_per_min']:.2f} utterances/min, "
-                f"p50 {row['p50_s']:.2f} s, p95 {row['p95_s']:.2f} s, "
-                f"{row['agree']}/{row['utterances']} decisions agree "
-                f"(load {row['load_after']:.2f})"
-            )
+            console.print(_run_line(f"{label}: {level} client(s)", row))
     finally:
         code = _stop_server(proc)
     return {"setting": label, "scheduler": scheduler, "levels": levels, "server_exit": code}
