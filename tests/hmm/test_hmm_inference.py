@@ -11,22 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import logsumexp
 
+from smc_hmm import hmm
 from smc_hmm.errors import InvalidInputError, ShapeMismatchError
-from smc_hmm.hmm import (
-    DiscreteHMM,
-    GaussianHMM,
-    backward,
-    backward_from_logs,
-    forward,
-    forward_from_logs,
-    log_likelihood,
-    log_likelihood_from_logs,
-    log_parameters,
-    posteriors,
-    posteriors_from_logs,
-    viterbi,
-    viterbi_from_logs,
-)
+from smc_hmm.hmm import DiscreteHMM, GaussianHMM
 
 TOL = {"rtol": 1e-9, "atol": 1e-9}
 
@@ -67,7 +54,7 @@ def model_and_obs(
 def test_log_likelihood_matches_hmmlearn(model_and_obs: tuple) -> None:
     model, obs = model_and_obs
     expected = model.to_hmmlearn().score(_hmmlearn_obs(model, obs))
-    np.testing.assert_allclose(log_likelihood(model, obs), expected, **TOL)
+    np.testing.assert_allclose(hmm.log_likelihood(model, obs), expected, **TOL)
 
 
 def test_viterbi_matches_hmmlearn(model_and_obs: tuple) -> None:
@@ -75,7 +62,7 @@ def test_viterbi_matches_hmmlearn(model_and_obs: tuple) -> None:
     expected_logprob, expected_path = model.to_hmmlearn().decode(
         _hmmlearn_obs(model, obs), algorithm="viterbi"
     )
-    path, logprob = viterbi(model, obs)
+    path, logprob = hmm.viterbi(model, obs)
     np.testing.assert_array_equal(path, expected_path)
     np.testing.assert_allclose(logprob, expected_logprob, **TOL)
 
@@ -83,17 +70,17 @@ def test_viterbi_matches_hmmlearn(model_and_obs: tuple) -> None:
 def test_posteriors_match_hmmlearn(model_and_obs: tuple) -> None:
     model, obs = model_and_obs
     expected = model.to_hmmlearn().predict_proba(_hmmlearn_obs(model, obs))
-    np.testing.assert_allclose(posteriors(model, obs), expected, **TOL)
+    np.testing.assert_allclose(hmm.posteriors(model, obs), expected, **TOL)
 
 
 def test_long_sequence_does_not_underflow(make_gaussian: Callable[..., GaussianHMM]) -> None:
     model = make_gaussian(n_states=5, n_features=4, covariance_type="full", seed=2)
     obs, _ = model.sample(2000, rng=9)
-    log_alpha, log_prob = forward(model, obs)
+    log_alpha, log_prob = hmm.forward(model, obs)
     assert np.isfinite(log_alpha).all() and np.isfinite(log_prob)
     assert log_prob < -2000  # far below the smallest positive float64 as a probability
     np.testing.assert_allclose(log_prob, model.to_hmmlearn().score(obs), **TOL)
-    gamma = posteriors(model, obs)
+    gamma = hmm.posteriors(model, obs)
     assert np.isfinite(gamma).all()
     np.testing.assert_allclose(gamma.sum(axis=1), 1.0, atol=1e-12)
 
@@ -103,8 +90,8 @@ def test_long_sequence_does_not_underflow(make_gaussian: Callable[..., GaussianH
 
 def test_forward_and_backward_agree_at_every_step(model_and_obs: tuple) -> None:
     model, obs = model_and_obs
-    log_alpha, log_prob = forward(model, obs)
-    log_beta = backward(model, obs)
+    log_alpha, log_prob = hmm.forward(model, obs)
+    log_beta = hmm.backward(model, obs)
     np.testing.assert_allclose(logsumexp(log_alpha + log_beta, axis=1), log_prob, **TOL)
     first = logsumexp(model.log_startprob + model.log_emission(obs)[0] + log_beta[0])
     np.testing.assert_allclose(first, log_prob, **TOL)
@@ -112,31 +99,31 @@ def test_forward_and_backward_agree_at_every_step(model_and_obs: tuple) -> None:
 
 def test_model_form_equals_parts_form(model_and_obs: tuple) -> None:
     model, obs = model_and_obs
-    parts = log_parameters(model, obs)
+    parts = hmm.log_parameters(model, obs)
     assert parts.log_emission.shape == (len(obs), model.n_states)
-    alpha, log_prob = forward(model, obs)
-    alpha_parts, log_prob_parts = forward_from_logs(*parts)
+    alpha, log_prob = hmm.forward(model, obs)
+    alpha_parts, log_prob_parts = hmm.forward_from_logs(*parts)
     np.testing.assert_array_equal(alpha, alpha_parts)
-    assert log_prob == log_prob_parts == log_likelihood_from_logs(*parts)
-    np.testing.assert_array_equal(backward(model, obs), backward_from_logs(*parts))
-    np.testing.assert_array_equal(viterbi(model, obs)[0], viterbi_from_logs(*parts)[0])
-    np.testing.assert_array_equal(posteriors(model, obs), posteriors_from_logs(*parts))
+    assert log_prob == log_prob_parts == hmm.log_likelihood_from_logs(*parts)
+    np.testing.assert_array_equal(hmm.backward(model, obs), hmm.backward_from_logs(*parts))
+    np.testing.assert_array_equal(hmm.viterbi(model, obs)[0], hmm.viterbi_from_logs(*parts)[0])
+    np.testing.assert_array_equal(hmm.posteriors(model, obs), hmm.posteriors_from_logs(*parts))
 
 
 def test_matches_brute_force_enumeration(make_discrete: Callable[..., DiscreteHMM]) -> None:
     model = make_discrete(n_states=3, n_symbols=3, seed=4)
     obs = [0, 2, 2, 1, 0, 1]
     expected_log_prob, expected_best = _brute_force(model, obs)
-    np.testing.assert_allclose(log_likelihood(model, obs), expected_log_prob, **TOL)
-    np.testing.assert_allclose(viterbi(model, obs)[1], expected_best, **TOL)
+    np.testing.assert_allclose(hmm.log_likelihood(model, obs), expected_log_prob, **TOL)
+    np.testing.assert_allclose(hmm.viterbi(model, obs)[1], expected_best, **TOL)
 
 
 def test_single_observation() -> None:
     model = DiscreteHMM([0.3, 0.7], [[0.5, 0.5], [0.5, 0.5]], [[0.9, 0.1], [0.2, 0.8]])
-    np.testing.assert_allclose(log_likelihood(model, [1]), np.log(0.3 * 0.1 + 0.7 * 0.8))
-    path, logprob = viterbi(model, [1])
+    np.testing.assert_allclose(hmm.log_likelihood(model, [1]), np.log(0.3 * 0.1 + 0.7 * 0.8))
+    path, logprob = hmm.viterbi(model, [1])
     assert path.tolist() == [1] and np.isclose(logprob, np.log(0.56))
-    np.testing.assert_allclose(posteriors(model, [1]), [[0.03 / 0.59, 0.56 / 0.59]])
+    np.testing.assert_allclose(hmm.posteriors(model, [1]), [[0.03 / 0.59, 0.56 / 0.59]])
 
 
 # --- zero probabilities ---------------------------------------------------------
@@ -146,14 +133,14 @@ def test_single_observation() -> None:
 @pytest.mark.parametrize("obs", [[0, 1, 2, 2, 1], [1, 0, 0, 2], [0], [1, 2, 2, 2, 2, 2, 1]])
 def test_structural_zeros_possible_sequence(left_right: DiscreteHMM, obs: list[int]) -> None:
     expected_log_prob, expected_best = _brute_force(left_right, obs)
-    log_alpha, log_prob = forward(left_right, obs)
+    log_alpha, log_prob = hmm.forward(left_right, obs)
     assert np.isfinite(log_prob)
-    assert not np.isnan(log_alpha).any() and not np.isnan(backward(left_right, obs)).any()
+    assert not np.isnan(log_alpha).any() and not np.isnan(hmm.backward(left_right, obs)).any()
     np.testing.assert_allclose(log_prob, expected_log_prob, **TOL)
-    path, best = viterbi(left_right, obs)
+    path, best = hmm.viterbi(left_right, obs)
     np.testing.assert_allclose(best, expected_best, **TOL)
     assert np.isfinite(left_right.log_emission(obs)[np.arange(len(obs)), path]).all()
-    gamma = posteriors(left_right, obs)
+    gamma = hmm.posteriors(left_right, obs)
     assert not np.isnan(gamma).any()
     np.testing.assert_allclose(gamma.sum(axis=1), 1.0, atol=1e-12)
     cannot_emit = left_right.emissionprob[:, obs].T == 0.0
@@ -164,15 +151,15 @@ def test_structural_zeros_possible_sequence(left_right: DiscreteHMM, obs: list[i
 @pytest.mark.parametrize("obs", [[2], [0, 2, 0], [0, 2, 2, 0, 1], [1, 1, 2, 0]])
 def test_structural_zeros_impossible_sequence(left_right: DiscreteHMM, obs: list[int]) -> None:
     assert _brute_force(left_right, obs)[0] == -np.inf
-    log_alpha, log_prob = forward(left_right, obs)
+    log_alpha, log_prob = hmm.forward(left_right, obs)
     assert log_prob == -np.inf
     assert not np.isnan(log_alpha).any()
-    assert not np.isnan(backward(left_right, obs)).any()
-    assert log_likelihood(left_right, obs) == -np.inf
-    path, best = viterbi(left_right, obs)
+    assert not np.isnan(hmm.backward(left_right, obs)).any()
+    assert hmm.log_likelihood(left_right, obs) == -np.inf
+    path, best = hmm.viterbi(left_right, obs)
     assert best == -np.inf and path.shape == (len(obs),)
     with pytest.raises(InvalidInputError, match="probability zero"):
-        posteriors(left_right, obs)
+        hmm.posteriors(left_right, obs)
 
 
 # --- invalid inputs -------------------------------------------------------------
@@ -200,11 +187,11 @@ GOOD = (np.log([0.5, 0.5]), np.log([[0.9, 0.1], [0.2, 0.8]]), np.zeros((3, 2)))
 @pytest.mark.parametrize(
     "function",
     [
-        forward_from_logs,
-        backward_from_logs,
-        viterbi_from_logs,
-        posteriors_from_logs,
-        log_likelihood_from_logs,
+        hmm.forward_from_logs,
+        hmm.backward_from_logs,
+        hmm.viterbi_from_logs,
+        hmm.posteriors_from_logs,
+        hmm.log_likelihood_from_logs,
     ],
 )
 def test_parts_form_rejects_invalid_inputs(
@@ -218,7 +205,7 @@ def test_parts_form_rejects_invalid_inputs(
 
 def test_parts_form_accepts_minus_inf_and_positive_log_densities() -> None:
     emission = np.array([[2.0, -np.inf], [0.5, 1.0]])
-    _, log_prob = forward_from_logs([0.0, -np.inf], GOOD[1], emission)
+    _, log_prob = hmm.forward_from_logs([0.0, -np.inf], GOOD[1], emission)
     expected = np.log(np.exp(2.0) * (0.9 * np.exp(0.5) + 0.1 * np.exp(1.0)))
     np.testing.assert_allclose(log_prob, expected, **TOL)
 
@@ -256,7 +243,7 @@ def test_forward_equals_scipy_logsumexp_recursion(
     trans = log_with_zeros((n_states, n_states))
     emission = log_with_zeros((n_steps, n_states))
     expected = _scipy_forward(start, trans, emission)
-    log_alpha, log_prob = forward_from_logs(start, trans, emission)
+    log_alpha, log_prob = hmm.forward_from_logs(start, trans, emission)
     assert not np.isnan(log_alpha).any()
     np.testing.assert_allclose(log_alpha, expected, rtol=1e-12, atol=1e-9)
     with np.errstate(divide="ignore"):
