@@ -5,10 +5,9 @@ from __future__ import annotations
 import threading
 
 import pytest
+from transport_support import PARTIES
 
 from smc_hmm.certs import make_certificates
-
-PARTIES = ["alice", "bob", "trent"]
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ import threading
 import time
 
 import pytest
+from transport_support import PARTIES
 
 from smc_hmm.errors import PeerDisconnectedError, PeerTimeoutError, TransportError
 from smc_hmm.transport import (
@@ -28,7 +29,7 @@ from smc_hmm.wire import WireCodec
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
 
-RING = ["alice", "bob", "trent"]
+RING = PARTIES  # the token goes alice -> bob -> trent -> alice
 ROUNDS = 2  # every party sends ROUNDS messages: 6 in all
 TIMEOUT = 0.4
 

@@ -13,6 +13,7 @@ import time
 import msgpack
 import numpy as np
 import pytest
+from transport_support import PARTIES
 
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import (
@@ -30,8 +31,6 @@ from smc_hmm.transport.tcp import ConnectionBudget
 from smc_hmm.wire import WireCodec
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
-
-PARTIES = ["alice", "bob", "trent"]
 
 
 def bound_listener() -> socket.socket:
