@@ -38,6 +38,26 @@ MODES = ("private", "thesis")
 CENTRED = {"no": (False,), "yes": (True,), "both": (False, True)}
 
 
+#: the benchmark's numeric options, in their order in ``--help``: (flag, type, default, help)
+_NUMERIC_OPTIONS = (
+    ("--repeats", int, 1, "runs per mode (median)"),
+    ("--tol", float, 1e-7, "the convergence test"),
+    ("--max-rounds", int, 400, "give up after this many"),
+    ("--check-every", int, 8, "private mode: rounds between tests"),
+    ("--precision", int, 64, "private mode: bits of the iterate (smaller plans fit smaller keys)"),
+    ("--gram-bits", int, 40, "private mode: Gram matrix fixed-point bits"),
+    ("--decoy-p", float, 0.8, "thesis mode: probability of a real round"),
+    (
+        "--slots",
+        int,
+        0,
+        "thesis mode: values per ciphertext (0: as many as the key holds; 1: none)",
+    ),
+    ("--seed", int, 0, "random data and numpy's start"),
+    ("--timeout", float, 300.0, "receive timeout (s)"),
+)
+
+
 def add_arguments(parser) -> None:
     with common.common_arguments(parser):
         parser.add_argument("--owners", type=common.bounded(2, 64), default=4, help="data owners N")
@@ -60,32 +80,8 @@ def add_arguments(parser) -> None:
         parser.add_argument(
             "--modes", nargs="+", choices=MODES, default=list(MODES), help="modes to run"
         )
-        parser.add_argument("--repeats", type=int, default=1, help="runs per mode (median)")
-        parser.add_argument("--tol", type=float, default=1e-7, help="the convergence test")
-        parser.add_argument("--max-rounds", type=int, default=400, help="give up after this many")
-        parser.add_argument(
-            "--check-every", type=int, default=8, help="private mode: rounds between tests"
-        )
-        parser.add_argument(
-            "--precision",
-            type=int,
-            default=64,
-            help="private mode: bits of the iterate (smaller plans fit smaller keys)",
-        )
-        parser.add_argument(
-            "--gram-bits", type=int, default=40, help="private mode: Gram matrix fixed-point bits"
-        )
-        parser.add_argument(
-            "--decoy-p", type=float, default=0.8, help="thesis mode: probability of a real round"
-        )
-        parser.add_argument(
-            "--slots",
-            type=int,
-            default=0,
-            help="thesis mode: values per ciphertext (0: as many as the key holds; 1: none)",
-        )
-        parser.add_argument("--seed", type=int, default=0, help="random data and numpy's start")
-        parser.add_argument("--timeout", type=float, default=300.0, help="receive timeout (s)")
+        for flag, kind, default, text in _NUMERIC_OPTIONS:
+            parser.add_argument(flag, type=kind, default=default, help=text)
         parser.add_argument(
             "--protocol", default="eigenvector", help='registered name or "module:object"'
         )
