@@ -13,7 +13,8 @@ define options of their own, can all use it.
   offline phase run or any recording read.  A refused value raises
   :class:`OptionValueError`, which carries the validator's typed error; a parser of class
   :class:`ArgumentParser` (the ``smc-hmm`` parser) raises that typed error itself, which
-  the command line prints as it prints every typed error (one line, exit code 2).
+  the command line prints as it prints every typed error (one line, exit code 2);
+  :func:`add_checked` adds an option of that type, naming its flag once.
 - :func:`check_workers` (``--workers`` of every command and benchmark, and
   :meth:`smc_hmm.compute.Compute.processes`): an integer from 1 to
   :data:`MAX_WORKERS_PER_CORE` x the machine's cores; :data:`WORKERS` is its option type.
@@ -43,6 +44,7 @@ __all__ = [
     "TIMEOUT",
     "WORKERS",
     "OptionValueError",
+    "add_checked",
     "check_output_path",
     "check_timeout",
     "check_workers",
@@ -151,6 +153,20 @@ def option_type(
 
     parse.__name__ = name.lstrip("-").replace("-", "_")
     return parse
+
+
+def add_checked(
+    add: Callable[..., Any],
+    flag: str,
+    check: Callable[[Any, str], Any],
+    *,
+    convert: Callable[[str], Any] = float,
+    **kwargs: Any,
+) -> Any:
+    """``add(flag, type=option_type(check, flag, convert), **kwargs)`` (``add``: a parser's
+    or group's ``add_argument``): an option checked while the command line is parsed, its
+    flag named once, so that the refusal names the option it came from."""
+    return add(flag, type=option_type(check, flag, convert), **kwargs)
 
 
 def max_workers() -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from smc_hmm.cli.common import console
-from smc_hmm.options import option_type
+from smc_hmm.options import add_checked
 
 HELP = "make a CA and per-party certificates for mutual TLS"
 
@@ -30,9 +30,11 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="comma-separated client names: certificates with the client role, for clients "
         "of a serving party (smc-hmm serve)",
     )
-    p.add_argument(
+    add_checked(
+        p.add_argument,
         "--days",
-        type=option_type(_check_days, "--days", int),
+        _check_days,
+        convert=int,
         default=365,
         help=f"validity in days (1 to {MAX_DAYS:,}: ten years)",
     )

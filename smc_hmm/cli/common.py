@@ -21,7 +21,7 @@ from smc_hmm.bench.common import KEY_FLAGS, check_key_bits
 from smc_hmm.console import console, end_stdout, stdout_closed, write_stdout
 from smc_hmm.errors import ConfigError, InsecureKeyWarning, InvalidInputError, WeakerModeWarning
 from smc_hmm.limits import DEFAULT_MAX_FRAMES, MAX_KEY_BITS
-from smc_hmm.options import TIMEOUT, WORKERS, check_output_dir, check_output_path, option_type
+from smc_hmm.options import TIMEOUT, WORKERS, add_checked, check_output_dir, check_output_path
 from smc_hmm.progress import status
 
 DEFAULT_DEMO = "keyword"
@@ -234,9 +234,11 @@ def add_max_frames_argument(p) -> None:
     """``--max-frames``: the public bound on the recording's length (as ``smc-hmm serve``),
     checked while parsing; the WAV file's duration is checked against it from its header
     (:func:`frames_limit`) and its frames again once computed (:func:`check_frames`)."""
-    p.add_argument(
+    add_checked(
+        p.add_argument,
         "--max-frames",
-        type=option_type(frames_bound, "--max-frames", int),
+        frames_bound,
+        convert=int,
         default=DEFAULT_MAX_FRAMES,
         help=f"the longest recording accepted, in 10 ms frames (default {DEFAULT_MAX_FRAMES:,}: "
         "30 s, as smc-hmm serve)",

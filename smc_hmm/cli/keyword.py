@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from smc_hmm.cli import common
 from smc_hmm.errors import ConfigError, InvalidInputError, WeakerModeWarning
-from smc_hmm.options import option_type
+from smc_hmm.options import add_checked
 from smc_hmm.progress import Progress, status
 
 if TYPE_CHECKING:
@@ -59,9 +59,10 @@ def configure(p) -> None:
         "name a keyword) or the label of a model in --models; with --server the server's "
         "applies, and one given here must be it",
     )
-    p.add_argument(
+    add_checked(
+        p.add_argument,
         "--margin",
-        type=option_type(_check_margin, "--margin"),
+        _check_margin,
         default=None,
         help="nats by which a keyword must beat the --garbage model (default 0)",
     )

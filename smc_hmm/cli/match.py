@@ -26,7 +26,7 @@ import math
 
 from smc_hmm.cli import common
 from smc_hmm.errors import ConfigError, InvalidInputError
-from smc_hmm.options import option_type
+from smc_hmm.options import add_checked
 from smc_hmm.progress import PhaseProgress, status
 
 HELP = "find which recording of a collection a snippet comes from, securely"
@@ -60,14 +60,16 @@ def _check_max_seconds(value: float, name: str) -> float:
 
 def configure(p) -> None:
     common.add_audio_argument(p, "snippet")
-    p.add_argument(
+    add_checked(
+        p.add_argument,
         "--start",
-        type=option_type(_check_start, "--start"),
+        _check_start,
         help="cut the snippet from this second of --audio",
     )
-    p.add_argument(
+    add_checked(
+        p.add_argument,
         "--seconds",
-        type=option_type(_check_seconds, "--seconds"),
+        _check_seconds,
         help="cut this many seconds of --audio",
     )
     p.add_argument(
@@ -91,9 +93,10 @@ def configure(p) -> None:
         help="no match unless the best window's normalised correlation beats this "
         "(default: the bundled data's calibrated threshold for the mode)",
     )
-    p.add_argument(
+    add_checked(
+        p.add_argument,
         "--max-seconds",
-        type=option_type(_check_max_seconds, "--max-seconds"),
+        _check_max_seconds,
         default=DEFAULT_MAX_SECONDS,
         help="the longest WAV file read, the snippet's and every recording of a --collection "
         f"folder, checked from its header before its samples are read (default "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from smc_hmm.errors import ConfigError
-from smc_hmm.options import WORKERS, option_type
+from smc_hmm.options import WORKERS, add_checked
 
 HELP = "serve one protocol session per authenticated client (mutual TLS), until SIGTERM"
 
@@ -34,9 +34,11 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--workers", type=WORKERS, help="local lanes (default: [compute] workers, cores)"
     )
-    p.add_argument(
+    add_checked(
+        p.add_argument,
         "--max-sessions",
-        type=option_type(_at_least_one, "--max-sessions", int),
+        _at_least_one,
+        convert=int,
         help="sessions run at once, at least 1 ([serve] max_sessions; 0 does not mean "
         "unlimited: every limit of a serving party is finite)",
     )

@@ -19,7 +19,7 @@ from smc_hmm.dp.release import (
     release_hmm_model,
 )
 from smc_hmm.limits import MAX_RELEASE_STATES, MAX_SEQUENCE_LENGTH, MAX_WIDTH
-from smc_hmm.options import check_output_path, option_type
+from smc_hmm.options import add_checked, check_output_path
 
 __all__ = ["HMM_DESCRIPTION", "add_hmm_arguments", "release_hmm"]
 
@@ -51,15 +51,19 @@ def _add_data_arguments(parser: argparse.ArgumentParser) -> None:
         '"n_symbols": 6}) or .npz (one array per sequence)',
     )
     a("--eps", type=EPS, required=True, metavar="E", help="total privacy budget (> 0)")
-    a(
+    add_checked(
+        a,
         "--states",
-        type=option_type(bounded(MAX_RELEASE_STATES), "--states", int),
+        bounded(MAX_RELEASE_STATES),
+        convert=int,
         metavar="N",
         help=f"hidden states (default 3; 5 with --keyword-models), at most {MAX_RELEASE_STATES:,}",
     )
-    a(
+    add_checked(
+        a,
         "--max-length",
-        type=option_type(bounded(MAX_SEQUENCE_LENGTH), "--max-length", int),
+        bounded(MAX_SEQUENCE_LENGTH),
+        convert=int,
         metavar="L",
         help="declared maximum sequence length (required: a public bound), at most "
         f"{MAX_SEQUENCE_LENGTH:,}",
@@ -93,15 +97,18 @@ def _add_mode_arguments(parser: argparse.ArgumentParser) -> None:
 def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """The public skeleton: the kind of records, their bound and shape, the EM rounds."""
     a = parser.add_argument
-    a(
+    add_checked(
+        a,
         "--feature-bound",
-        type=option_type(check_epsilon, "--feature-bound"),
+        check_epsilon,
         metavar="R",
         help="frames are clipped to ||x||_2 <= R (required for feature frames)",
     )
-    a(
+    add_checked(
+        a,
         "--dimension",
-        type=option_type(bounded(MAX_WIDTH), "--dimension", int),
+        bounded(MAX_WIDTH),
+        convert=int,
         metavar="D",
         help="the public dimension of feature frames (required for them unless --init "
         "gives it; frames of another dimension are dropped)",
@@ -115,9 +122,11 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
     )
     a("--topology", choices=TOPOLOGIES, default="ergodic", help="the public skeleton's shape")
     a("--covariance", choices=("diag", "full"), default="diag", help="Gaussian covariances")
-    a(
+    add_checked(
+        a,
         "--symbols",
-        type=option_type(bounded(MAX_WIDTH), "--symbols", int),
+        bounded(MAX_WIDTH),
+        convert=int,
         metavar="M",
         help="alphabet size of symbol sequences (without it: the file's n_symbols; never "
         "taken from the data; symbols outside 0..M-1 drop their sequence)",

@@ -19,7 +19,7 @@ from smc_hmm.dp.params import check_delta, check_epsilon
 from smc_hmm.dp.release import write_json
 from smc_hmm.errors import ConfigError
 from smc_hmm.limits import DEFAULT_MAX_FRAMES, MAX_SEQUENCE_LENGTH
-from smc_hmm.options import check_output_path, option_type
+from smc_hmm.options import add_checked, check_output_path
 
 __all__ = ["add_arguments", "release_command"]
 
@@ -38,21 +38,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="release keyword HMMs (--data: FSDD recordings directory or labelled .npz)",
     )
-    a(
+    add_checked(
+        a,
         "--delta",
-        type=option_type(check_delta, "--delta"),
+        check_delta,
         default=1e-6,
         help="delta of the (eps, delta) guarantee (1e-6)",
     )
-    a(
+    add_checked(
+        a,
         "--record-bound",
-        type=option_type(check_epsilon, "--record-bound"),
+        check_epsilon,
         default=6.0,
         help="L2 bound C of one utterance's means",
     )
-    a(
+    add_checked(
+        a,
         "--coord-clip",
-        type=option_type(check_epsilon, "--coord-clip"),
+        check_epsilon,
         default=3.0,
         help="per-coordinate clip of standardised frames",
     )
@@ -85,9 +88,11 @@ def _add_data_arguments(a) -> None:
         help="the public label set, in model order (default: zero..nine, the bundled "
         "data's digit words); needed for an .npz with string labels",
     )
-    a(
+    add_checked(
+        a,
         "--max-frames",
-        type=option_type(_frames, "--max-frames", int),
+        _frames,
+        convert=int,
         default=None,
         help=f"recordings of a directory holding more audio than this many 10 ms frames "
         f"are left out, from their header, before their samples are read (default "

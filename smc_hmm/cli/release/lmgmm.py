@@ -57,7 +57,7 @@ from smc_hmm.cli.release.shared import warn
 from smc_hmm.dp.params import check_epsilon
 from smc_hmm.dp.release import check_out, read_array, write_json
 from smc_hmm.errors import ConfigError
-from smc_hmm.options import check_output_path, option_type
+from smc_hmm.options import add_checked, check_output_path
 
 __all__ = ["add_arguments", "run"]
 
@@ -68,19 +68,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``smc-hmm release lmgmm`` (module docstring)."""
     parser.add_argument("--data", required=True, help=".npz (x, y) or .json {x, y}")
     eps = parser.add_mutually_exclusive_group(required=True)
-    eps.add_argument(
+    add_checked(
+        eps.add_argument,
         "--eps",
-        type=option_type(check_epsilon, "--eps"),
+        check_epsilon,
         help="noise parameter eps of (4.12); eps' = eps + k",
     )
-    eps.add_argument(
+    add_checked(
+        eps.add_argument,
         "--eps-total",
-        type=option_type(check_epsilon, "--eps-total"),
+        check_epsilon,
         help="the guarantee eps' to reach",
     )
-    parser.add_argument(
+    add_checked(
+        parser.add_argument,
         "--budget",
-        type=option_type(check_epsilon, "--budget"),
+        check_epsilon,
         help="refuse if eps' exceeds this",
     )
     parser.add_argument("--lam", type=float, default=0.01, help="regularisation (0.01)")

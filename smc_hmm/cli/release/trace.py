@@ -9,7 +9,7 @@ import argparse
 from smc_hmm.cli.release.shared import EPS, describe, print_json, warn, write_json_file
 from smc_hmm.dp.params import check_epsilon, check_sensitivity
 from smc_hmm.dp.release import TraceReleaseOptions, release_trace_states
-from smc_hmm.options import check_output_path, option_type
+from smc_hmm.options import add_checked, check_output_path
 
 __all__ = ["TRACE_DESCRIPTION", "add_trace_arguments", "release_trace"]
 
@@ -33,9 +33,10 @@ def add_trace_arguments(parser: argparse.ArgumentParser) -> None:
         help="policy graph: complete | categorical | utility | transition | FILE.json (edges)",
     )
     a("--eps", type=EPS, default=1.0, metavar="E", help="eps per release")
-    a(
+    add_checked(
+        a,
         "--r",
-        type=option_type(check_sensitivity, "--r"),
+        check_sensitivity,
         default=1.0,
         metavar="R",
         help="radius of the utility graph",
@@ -54,9 +55,10 @@ def add_trace_arguments(parser: argparse.ArgumentParser) -> None:
         help="how exposed states are protected: greedy (Algorithm 1), min_area "
         "(Algorithm 3, 2-D) or none (refuse)",
     )
-    a(
+    add_checked(
+        a,
         "--budget",
-        type=option_type(check_epsilon, "--budget"),
+        check_epsilon,
         metavar="B",
         help="cap on the Theorem 7.2 total (without it: none)",
     )
