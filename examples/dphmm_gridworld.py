@@ -151,10 +151,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{n_steps} timestamps, eps = {args.eps}, r = {args.r}, seed = {args.seed}"
     )
 
+    # the run's settings, one set for the main comparison and the sweeps
+    run = dict(n_sequences=n_seq, n_steps=n_steps, eps=args.eps, r=args.r, seed=args.seed)
     t0 = time.perf_counter()
-    main_res = evaluate(
-        grid, n_sequences=n_seq, n_steps=n_steps, eps=args.eps, r=args.r, seed=args.seed
-    )
+    main_res = evaluate(grid, **run)
     print(
         f"\n{'method':22} {'ms/release':>10} {'(mean)':>8} {'DoP':>8} {'error':>8} "
         f"{'rms err':>8} {'|C_t|':>7}"
@@ -167,16 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{s['c_size_mean']:7.1f}"
         )
 
-    sw = sweep(
-        grid,
-        eps_values=eps_values,
-        r_values=r_values,
-        n_sequences=n_seq,
-        n_steps=n_steps,
-        r=args.r,
-        eps=args.eps,
-        seed=args.seed,
-    )
+    sw = sweep(grid, eps_values=eps_values, r_values=r_values, **run)
     print("\nimpact of eps (mean DoP / mean error):")
     print(f"{'eps':>6} " + " ".join(f"{LABELS[k]:>24}" for k in METHODS))
     for e, row in sw["by_eps"].items():
