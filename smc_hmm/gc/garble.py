@@ -187,24 +187,39 @@ def _tweaks(layer, tweak_base: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _garble_and(w0, tables, delta, layer, tweak_base: int) -> None:
-    """One layer of AND gates (Zahur-Rosulek-Evans, Figure 2), vectorised."""
+    """One layer of AND gates (Zahur-Rosulek-Evans, Figure 2), vectorised; a point-and-
+    permute bit selects by an all-ones or all-zeros mask, not by boolean indexing."""
     a, b, out = layer.and_
     x = np.empty((4, a.size, 2), np.uint64)  # the hashed labels: A0, A1, B0, B1
     a0, b0 = _rows(w0, a), _rows(w0, b)
-    x[0], x[1], x[2], x[3] = a0, a0 ^ delta, b0, b0 ^ delta
-    pa, pb = (a0[:, 0] & np.uint64(1)).astype(bool), (b0[:, 0] & np.uint64(1)).astype(bool)
+    x[0], x[2] = a0, b0
+    np.bitwise_xor(a0, delta, out=x[1])
+    np.bitwise_xor(b0, delta, out=x[3])
+    pa, pb = _select(a0), _select(b0)
     j, j2 = _tweaks(layer, tweak_base)
     ha0, ha1, hb0, hb1 = tccr_hash(x, np.stack([j, j, j2, j2]))
     tg = ha0 ^ ha1
-    tg[pb] ^= delta
-    wg0 = ha0
-    wg0[pa] ^= tg[pa]
+    tg ^= pb & delta
     hb = hb0 ^ hb1
-    te = hb ^ a0
-    hb0[pb] ^= hb[pb]  # W_E^0 = H(B0) ^ pb (T_E ^ A0)
-    _put_rows(w0, out, wg0 ^ hb0)
-    tables[layer.and_index, 0] = tg
-    tables[layer.and_index, 1] = te
+    wg0 = ha0 ^ (pa & tg)
+    wg0 ^= hb0
+    wg0 ^= pb & hb  # W_G^0 ^ W_E^0, W_E^0 = H(B0) ^ pb (T_E ^ A0)
+    _put_rows(w0, out, wg0)
+    rows = _table_rows(tables, layer)
+    rows[:, 0] = tg
+    np.bitwise_xor(hb, a0, out=rows[:, 1])
+
+
+def _select(labels: np.ndarray) -> np.ndarray:
+    """``(k, 1)`` masks: all ones where a label's point-and-permute bit is 1."""
+    return (np.uint64(0) - (labels[:, :1] & np.uint64(1))).astype(np.uint64, copy=False)
+
+
+def _table_rows(tables: np.ndarray, layer) -> np.ndarray:
+    """The layer's AND tables: a contiguous run (the compiler numbers AND gates in layer
+    order, :meth:`~smc_hmm.gc.circuit.Circuit.compile`), so a view, not a copy."""
+    first = int(layer.and_index[0])
+    return tables[first : first + layer.and_index.size]
 
 
 def garbler_input_labels(garbling: Garbling, bits) -> np.ndarray:
@@ -270,11 +285,11 @@ def _evaluate_and(w, tables, layer, tweak_base: int) -> None:
     x[0], x[1] = la, lb
     j, j2 = _tweaks(layer, tweak_base)
     ha, hb = tccr_hash(x, np.stack([j, j2]))
-    table = _rows(tables, layer.and_index)
-    sa, sb = (la[:, 0] & np.uint64(1)).astype(bool), (lb[:, 0] & np.uint64(1)).astype(bool)
-    ha[sa] ^= table[sa, 0]
-    hb[sb] ^= table[sb, 1] ^ la[sb]
-    _put_rows(w, out, ha ^ hb)
+    table = _table_rows(tables, layer)
+    ha ^= _select(la) & table[:, 0]
+    hb ^= _select(lb) & (table[:, 1] ^ la)
+    ha ^= hb
+    _put_rows(w, out, ha)
 
 
 def decode_outputs(
