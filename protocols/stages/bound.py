@@ -70,11 +70,13 @@ from smc_hmm.crypto.packing import top_mask
 from smc_hmm.errors import InvalidInputError, PrecisionError, ProtocolError
 from smc_hmm.gc import arith, mac
 from smc_hmm.gc.circuit import CARRY, Circuit
+from smc_hmm.gc.garble import TABLE_BYTES
 from smc_hmm.gc.hashing import prg
 from smc_hmm.messages import Ciphertexts, MaskedCiphertexts, Message, OpaqueCiphertexts
 
 __all__ = [
-    "INPUT_FRAMES",
+    "CHUNK_TABLE_BYTES",
+    "MAX_INPUT_FRAMES",
     "SOUNDNESS",
     "AliceBound",
     "BobBound",
@@ -99,9 +101,13 @@ SEED_BYTES = 16
 #: do not widen every slot of the packing
 MAC_LIMB_BITS = 21
 MAC_LIMBS = 3
-#: Frames of one inputs circuit (:func:`reconstruct`): its memory stays bounded whatever
-#: T, and its depth is paid once a chunk.
-INPUT_FRAMES = 4
+#: Most bytes of AND tables in one inputs circuit (:func:`reconstruct`, :func:`chunks`):
+#: it takes as many frames as fit, 1 to :data:`MAX_INPUT_FRAMES`, so its depth is paid
+#: once for several frames (on the numpy path a layer costs as much as its gates), its
+#: memory stays bounded whatever T, and its message stays far below a peer's frame limit
+#: (16 MiB for a serving Bob).
+CHUNK_TABLE_BYTES = 8 << 20
+MAX_INPUT_FRAMES = 16
 
 
 @dataclass(frozen=True)
@@ -529,9 +535,12 @@ class Emissions:
         return self.bound is not None
 
 
-def chunks(length: int) -> list[range]:
-    """The frames of each inputs circuit: :data:`INPUT_FRAMES` at a time."""
-    step = INPUT_FRAMES
+def chunks(length: int, frame_and_gates: int) -> list[range]:
+    """The frames of each inputs circuit, given the AND gates of a one-frame one: as many
+    as keep its tables within :data:`CHUNK_TABLE_BYTES`, 1 to :data:`MAX_INPUT_FRAMES`
+    (public: the gates follow from the layout)."""
+    fit = CHUNK_TABLE_BYTES // (TABLE_BYTES * max(1, frame_and_gates))
+    step = max(1, min(MAX_INPUT_FRAMES, fit))
     return [range(a, min(a + step, length)) for a in range(0, length, step)]
 
 

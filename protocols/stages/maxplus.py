@@ -146,7 +146,7 @@ class MaxPlusLayout:
     @property
     def chunks(self) -> list[range]:
         """The frames of each ``inputs`` circuit (:func:`protocols.stages.bound.chunks`)."""
-        return bd.chunks(self.length)
+        return bd.chunks(self.length, build(self.frame_key, "inputs", 1, True).and_gates)
 
     def inputs(self, index: int) -> CompiledCircuit:
         """The ``inputs`` circuit of chunk ``index`` (cached per public shape)."""

@@ -9,7 +9,7 @@ squared), clamped to the public range [-2^K, 2^K) nats at the scores' scale s.
 
 Circuits (one chain under one Delta; labels carried, :data:`smc_hmm.gc.circuit.CARRY`):
 
-1. ``inputs``, :data:`~protocols.stages.bound.INPUT_FRAMES` frames at a time: each
+1. ``inputs``, :func:`~protocols.stages.bound.chunks`' frames at a time: each
    component's value from its shares, clamped; per frame and model the maximum over the
    model's components (a tournament, ``arith.group_argmax``); the chunk's sum per model
    added to the running sums carried in; the x^2 checks ANDed into one carried bit;
@@ -107,7 +107,9 @@ class MixtureLayout:
 
     @property
     def chunks(self) -> list[range]:
-        return bd.chunks(self.length)
+        """The frames of each ``inputs`` circuit (:func:`protocols.stages.bound.chunks`)."""
+        one = _build(self.frame_key, "inputs", 1, True, self.sum_bits)
+        return bd.chunks(self.length, one.and_gates)
 
     @property
     def frame_key(self) -> MixtureLayout:
