@@ -8,6 +8,7 @@ and timeouts subclass :class:`TimeoutError`, so generic handlers still work.
 
 from __future__ import annotations
 
+import json
 import warnings
 
 
@@ -32,6 +33,15 @@ class ConfigError(InvalidInputError):
 
 class ModelError(InvalidInputError):
     """An HMM's parameters are invalid (non-stochastic rows, bad covariance, ...)."""
+
+
+def parse_json(text: str, what: str) -> object:
+    """The JSON value of ``text``; text that is not JSON is a :class:`ConfigError` that
+    names ``what`` (``"cost report"``, ``"the pipeline"``)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{what} is not valid JSON: {e}") from e
 
 
 # --- cryptography ------------------------------------------------------------

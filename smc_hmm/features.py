@@ -56,7 +56,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from smc_hmm.errors import ConfigError, InvalidInputError
+from smc_hmm.errors import ConfigError, InvalidInputError, parse_json
 
 __all__ = [
     "BENCHMARK_FRAMES",
@@ -332,11 +332,7 @@ class FeaturePipeline:
     @classmethod
     def from_json(cls, text: str) -> FeaturePipeline:
         """Inverse of :meth:`to_json`."""
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"the pipeline is not valid JSON: {exc}") from exc
-        return cls.from_dict(data)
+        return cls.from_dict(parse_json(text, "the pipeline"))
 
 
 # --- WAV input ------------------------------------------------------------------------

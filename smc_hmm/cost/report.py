@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from smc_hmm.cost.ledger import OPS, CostLedger, critical_path, ops_dict
-from smc_hmm.errors import ConfigError
+from smc_hmm.errors import ConfigError, parse_json
 
 REPORT_VERSION = 1
 
@@ -95,11 +95,7 @@ class CostReport:
 
     @classmethod
     def from_json(cls, text: str) -> CostReport:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"cost report is not valid JSON: {e}") from e
-        return cls.from_dict(data)
+        return cls.from_dict(parse_json(text, "cost report"))
 
     @classmethod
     def load(cls, path) -> CostReport:
