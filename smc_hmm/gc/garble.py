@@ -148,9 +148,9 @@ def garble(
         )
     w0 = np.zeros((circuit.n_wires, 2), dtype=np.uint64)
     fresh = np.concatenate([[ZERO, ONE], circuit.inputs["garbler"]]).astype(np.int64)
-    w0[fresh] = random_blocks(rng, fresh.size)
-    w0[ev] = evaluator_zero_labels
-    w0[circuit.inputs[CARRY]] = _carry(circuit, carry_zero_labels, InvalidInputError)
+    _put_rows(w0, fresh, random_blocks(rng, fresh.size))
+    _put_rows(w0, ev, evaluator_zero_labels)
+    _put_rows(w0, circuit.inputs[CARRY], _carry(circuit, carry_zero_labels, InvalidInputError))
     tables = np.zeros((circuit.and_gates, 2, 2), dtype=np.uint64)
     k = gc_kernel()
     if k is not None:  # the same gates in C (smc_hmm.gc.native)
@@ -178,7 +178,7 @@ def _carry(circuit: CompiledCircuit, labels, error) -> np.ndarray:
 def carried_labels(circuit: CompiledCircuit, labels: np.ndarray) -> np.ndarray:
     """The labels of ``circuit``'s carried outputs, from one label per wire: the
     garbler's 0-labels (``Garbling.zero_labels``) or the evaluator's active labels."""
-    return labels[circuit.outputs[CARRY]]
+    return _rows(labels, circuit.outputs[CARRY])
 
 
 def _tweaks(layer, tweak_base: int) -> tuple[np.ndarray, np.ndarray]:
@@ -260,9 +260,9 @@ def evaluate(
             raise GarbledCircuitError(f"{what} of shape {np.shape(value)}, expected {shape}")
     w = np.zeros((circuit.n_wires, 2), dtype=np.uint64)
     w[[ZERO, ONE]] = constants
-    w[circuit.inputs["garbler"]] = garbler_labels
-    w[circuit.inputs["evaluator"]] = evaluator_labels
-    w[circuit.inputs[CARRY]] = _carry(circuit, carry_labels, GarbledCircuitError)
+    _put_rows(w, circuit.inputs["garbler"], garbler_labels)
+    _put_rows(w, circuit.inputs["evaluator"], evaluator_labels)
+    _put_rows(w, circuit.inputs[CARRY], _carry(circuit, carry_labels, GarbledCircuitError))
     k = gc_kernel()
     if k is not None:  # the same gates in C (smc_hmm.gc.native)
         k.evaluate(circuit.program, w, tweak_base, np.ascontiguousarray(tables, np.uint64))
