@@ -49,6 +49,7 @@ from pathlib import Path
 from protocols.stages import decoding
 from smc_hmm import params as typed
 from smc_hmm.errors import ConfigError, InvalidInputError, SmcHmmError
+from smc_hmm.features import FRAME_SECONDS
 from smc_hmm.hmm import DiscreteHMM, GaussianHMM
 from smc_hmm.hmm.spotting import ENTER, LEAVE, START_KEYWORD, compose
 from smc_hmm.protocol import Example, ProtocolDescriptor, alice_and_bob, params_from_config
@@ -179,19 +180,16 @@ def _segments(params: SpotParams, labels, results, hop: float) -> dict:
     return out
 
 
-HOP_SECONDS = 0.01  # the bundled pipeline's 80-sample hop at 8 kHz
-
-
 def alice(ctx, private, params: SpotParams, peer: str = "bob") -> dict:
     """Alice: her frames (spotting) or her keyword models (mining); returns per keyword
     ``{"found", "frames": [first, last] or None, "seconds": [start, stop] or None}``."""
     if params.direction == "spotting":
         results = decoding.alice(ctx, private, params.viterbi, peer)
-        return _segments(params, params.keywords, results, HOP_SECONDS)
+        return _segments(params, params.keywords, results, FRAME_SECONDS)
     models = keyword_models(private)
     decoders = [m.decoder() for m in models.values()]
     results = decoding.alice(ctx, decoders, params.viterbi, peer)
-    return _segments(params, list(models), results, HOP_SECONDS)
+    return _segments(params, list(models), results, FRAME_SECONDS)
 
 
 def bob(ctx, private, params: SpotParams, peer: str = "alice") -> None:
@@ -207,7 +205,7 @@ def bob(ctx, private, params: SpotParams, peer: str = "alice") -> None:
     return decoding.bob(ctx, private, params.viterbi, peer)
 
 
-def plaintext(models, frames, labels=None, hop: float = HOP_SECONDS) -> dict:
+def plaintext(models, frames, labels=None, hop: float = FRAME_SECONDS) -> dict:
     """The plaintext decisions the secure run must reproduce (same composites)."""
     from smc_hmm.hmm.spotting import spot
 

@@ -60,6 +60,7 @@ from smc_hmm.errors import ConfigError, InvalidInputError, parse_json
 
 __all__ = [
     "BENCHMARK_FRAMES",
+    "FRAME_SECONDS",
     "FeaturePipeline",
     "delta_features",
     "mel_filterbank",
@@ -72,6 +73,10 @@ __all__ = [
 
 BENCHMARK_FRAMES = 98
 """Fixed sequence length of the secure-recognition benchmark: 98 frames = 0.98 s."""
+
+FRAME_SECONDS = 0.01
+"""Seconds from one frame to the next with the bundled (and the default) pipeline: a hop of
+80 samples at 8 kHz; frame k is centred at k * FRAME_SECONDS."""
 
 PIPELINE_FORMAT = "smc-hmm-feature-pipeline/1"
 """Tag written by :meth:`FeaturePipeline.to_dict`; other tags are rejected on load."""

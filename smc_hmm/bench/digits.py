@@ -26,10 +26,10 @@ from statistics import median
 from smc_hmm.bench import common
 from smc_hmm.bench.common import lanes
 from smc_hmm.errors import InvalidInputError
+from smc_hmm.features import FRAME_SECONDS
 
 #: 2048 bits, idle two-core machine, native kernel: a 4-digit string of about 2.5 s
 SECONDS_TARGET = 10.0
-HOP = 0.01
 
 
 def _plain(recordings, params):
@@ -91,7 +91,7 @@ def _timed_rows(rows, args, timed, keypair, compute, say, checks) -> dict:
     from smc_hmm.hmm.digits import enrol
 
     models, frames = _models(), timed.features
-    seconds = len(frames) * HOP
+    seconds = len(frames) * FRAME_SECONDS
     t0 = time.perf_counter()
     plain = _plain([timed], _settings(args))[0]
     plain_s = time.perf_counter() - t0

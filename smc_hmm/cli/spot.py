@@ -20,8 +20,6 @@ from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.progress import Progress
 
 HELP = "find where keywords occur in one WAV recording, securely (Alice and Bob in-process)"
-#: the bundled pipeline's hop: frame k is centred at k * HOP seconds
-HOP = 0.01
 
 
 def configure(p) -> None:
@@ -94,7 +92,7 @@ def plaintext(models, frames, keywords) -> dict:
         out[label] = {
             "found": s.found,
             "frames": None if not s.found else [s.start, s.end],
-            "seconds": None if not s.found else [s.start * HOP, (s.end + 1) * HOP],
+            "seconds": None if not s.found else list(s.seconds()),
         }
     return out
 

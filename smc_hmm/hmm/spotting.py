@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from smc_hmm.errors import InvalidInputError
+from smc_hmm.features import FRAME_SECONDS
 from smc_hmm.hmm.inference import viterbi_from_logs
 from smc_hmm.hmm.models import DiscreteHMM, GaussianHMM
 
@@ -220,7 +221,7 @@ class Spot:
     def found(self) -> bool:
         return self.start is not None
 
-    def seconds(self, hop: float = 0.01) -> tuple[float, float] | None:
+    def seconds(self, hop: float = FRAME_SECONDS) -> tuple[float, float] | None:
         """The span in seconds (frame k is centred at k * hop), or None."""
         if not self.found:
             return None
