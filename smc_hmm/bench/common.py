@@ -214,6 +214,55 @@ def two_party_run(
     return result, drawn.seconds if offline else 0.0, online
 
 
+def launched_run(
+    name: str,
+    params: dict,
+    parties: dict[str, dict],
+    workdir: Path,
+    key_bits: int,
+    workers: int | None,
+    *,
+    pin: bool = False,
+    randomizers: int | None = None,
+):
+    """One run of the registered protocol ``name`` as two OS processes over mutual TLS
+    (``smc-hmm launch``), the parties' tables ``parties`` (their inputs as files in
+    ``workdir``); ``pin``: each party on a core of its own, as two machines.  Alice
+    precomputes ``randomizers`` in an offline phase (``[compute] randomizers``), as the
+    in-process runs do.  Returns the run's result; its cost report holds the protocol's
+    own wall time (the processes also start and generate keys)."""
+    from smc_hmm.runtime import launch, write_config
+
+    compute = {"workers": workers, **({"randomizers": randomizers} if randomizers else {})}
+    config = write_config(
+        workdir / "parties.toml",
+        name,
+        parties,
+        params=params,
+        key_bits=key_bits,
+        insecure=key_bits < 2048,
+        compute=compute,
+        timeout=600,
+        connect_timeout=60,
+    )
+    return launch(config, timeout=1800, affinity=pinned_cores(list(parties)) if pin else None)
+
+
+def pinned_cores(parties) -> dict[str, list[int]]:
+    """One core of this machine per party, in order (``--pin``)."""
+    import os
+
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < len(parties):
+        raise InvalidInputError(f"--pin needs {len(parties)} cores, this process has {len(cores)}")
+    return {party: [core] for party, core in zip(parties, cores)}
+
+
+def phase_wall(cost, party: str, phase: str) -> float:
+    """One party's wall seconds in one phase of a cost report (0 if it has none)."""
+    return float(cost.parties.get(party, {}).get("phases", {}).get(phase, {}).get("wall", 0.0))
+
+
 @contextmanager
 def offline_randomizers(name: str, params: dict, alice, bob, public_key, compute, *, strict=False):
     """The offline phase of one run of ``name``: every randomizer its plan asks for, drawn

@@ -108,53 +108,26 @@ def _secure_local(models, labels, frames, keypair, params, compute, name="keywor
 
 
 def _secure_tcp(models, labels, frames, bits, params, workdir, workers, pin=False):
-    """Alice and Bob as two OS processes over mutual TLS (``smc-hmm launch``); Alice
-    precomputes her randomizers in an offline phase (``[compute] randomizers``, the
-    protocol's plan from the public sizes) as the in-process runs do."""
+    """Alice and Bob as two OS processes over mutual TLS (:func:`common.launched_run`);
+    Alice precomputes her randomizers (the protocol's plan from the public sizes)."""
     from smc_hmm.hmm.io import save_models
     from smc_hmm.protocol import find
-    from smc_hmm.runtime import launch, write_config
 
     descriptor = find("keyword")
     need = descriptor.randomizers(
         descriptor.params(params), bits, {"alice": frames, "bob": (models, labels)}
     )
-
     np.save(workdir / "frames.npy", frames)
     save_models(workdir / "keywords.npz", models, labels=labels)
-    config = write_config(
-        workdir / "parties.toml",
-        "keyword",
-        {
-            "alice": {"kind": "alice", "features": "frames.npy"},
-            "bob": {"kind": "bob", "models": "keywords.npz"},
-        },
-        params=params,
-        key_bits=bits,
-        insecure=bits < 2048,
-        # the same two lanes per party as in-process, and Alice's offline phase
-        compute={"workers": workers, "randomizers": need["alice"]},
-        timeout=600,
-        connect_timeout=60,
-    )
+    parties = {
+        "alice": {"kind": "alice", "features": "frames.npy"},
+        "bob": {"kind": "bob", "models": "keywords.npz"},
+    }
     t0 = time.perf_counter()
-    result = launch(config, timeout=1800, affinity=pinned_cores(["alice", "bob"]) if pin else None)
+    result = common.launched_run(
+        "keyword", params, parties, workdir, bits, workers, pin=pin, randomizers=need["alice"]
+    )
     return time.perf_counter() - t0, result
-
-
-def pinned_cores(parties) -> dict[str, list[int]]:
-    """One core of this machine per party, in order (``--pin``)."""
-    import os
-
-    cores = sorted(os.sched_getaffinity(0))
-    if len(cores) < len(parties):
-        raise InvalidInputError(f"--pin needs {len(parties)} cores, this process has {len(cores)}")
-    return {party: [core] for party, core in zip(parties, cores)}
-
-
-def _phase_wall(cost, party: str, phase: str) -> float:
-    """One party's wall seconds in one phase of a cost report (0 if it has none)."""
-    return float(cost.parties.get(party, {}).get("phases", {}).get(phase, {}).get("wall", 0.0))
 
 
 # -- the naive path ---------------------------------------------------------------------------
@@ -340,7 +313,7 @@ def _secure_once(b: _Run, frames, params, compute):
     # the protocol's wall time, Alice's offline phase included (the processes also start
     # and generate keys; that is not the protocol)
     total = result.cost.totals()["wall_max"]
-    pre = _phase_wall(result.cost, "alice", "offline")
+    pre = common.phase_wall(result.cost, "alice", "offline")
     return total - pre, pre, result
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -343,9 +344,11 @@ def _timed_rows(s: _Spot, compute):
         f"{len(timed.features)} frames) against {args.keyword}"
     )
     one = {args.keyword: s.models[args.keyword]}
-    total, online, pre, result = _run(
-        "spot", {"keywords": [args.keyword]}, timed.features, one, s.keypair, compute
-    )
+    params = {"keywords": [args.keyword]}
+    if args.transport == "tcp":
+        total, online, pre, result = _launched(args, params, timed.features, one)
+    else:
+        total, online, pre, result = _run("spot", params, timed.features, one, s.keypair, compute)
     plain = _plain_frames(spot(*compose(**s.models[args.keyword]), timed.features))
     secure = result["alice"][args.keyword]
     s.checks["timed decision == plaintext"] = secure["frames"] == plain
@@ -378,6 +381,32 @@ def _timed_rows(s: _Spot, compute):
         "cost": result.cost.to_dict(),
     }
     return result
+
+
+def _launched(args, params, frames, models):
+    """The timed run as two OS processes over mutual TLS (``--transport tcp``; ``--pin``:
+    a core each, as two machines): Alice's frames in a file, Bob's bundled models."""
+    from tempfile import TemporaryDirectory
+
+    from smc_hmm.protocol import find
+
+    descriptor = find("spot")
+    need = descriptor.randomizers(
+        descriptor.params(params), args.key_bits, {"alice": frames, "bob": models}
+    )
+    with TemporaryDirectory(prefix="smc-hmm-bench-") as tmp:
+        np.save(Path(tmp) / "frames.npy", frames)
+        parties = {
+            "alice": {"kind": "alice", "input": "frames.npy"},
+            "bob": {"kind": "bob", "input": "bundled"},
+        }
+        result = common.launched_run(
+            "spot", params, parties, Path(tmp), args.key_bits, args.workers,
+            pin=args.pin, randomizers=need["alice"],
+        )  # fmt: skip
+    total = result.cost.totals()["wall_max"]
+    pre = common.phase_wall(result.cost, "alice", "offline")
+    return total, total - pre, pre, result
 
 
 def _limit(args, with_kernel: float, without: float | None) -> float | None:
@@ -492,6 +521,10 @@ def _setup(args, say) -> tuple[_Spot, list]:
         raise InvalidInputError(f"--keyword must be one of {labels}")
     if not 0 <= args.recordings <= len(recordings):
         raise InvalidInputError(f"--recordings must be in [0, {len(recordings)}]")
+    if args.pin and args.transport != "tcp":
+        raise InvalidInputError("--pin applies to --transport tcp (party processes)")
+    if args.short_randomness and args.transport == "tcp":
+        raise InvalidInputError("--short-randomness applies to --transport local only")
     s = _Spot(args, say, labels, models)
     _quality_rows(s, recordings)
     three = [r for r in recordings if len(r.digits) == 3]
@@ -519,7 +552,8 @@ def run(args, say=lambda msg: None) -> common.BenchResult:
     s.rows.append(common.Row("machine: lane scaling (all lanes vs one)", scaling, None, "x"))
     checks = s.checks
     s.extra.update({"checks": checks, "targets_met": all(checks.values()), "lane_scaling": scaling})
-    names = ("recordings", "frames", "keyword", "workers", "ten", "mining", "short_randomness")
+    names = ("recordings", "frames", "keyword", "workers", "ten", "mining", "short_randomness",
+             "transport", "pin")  # fmt: skip
     params = {name: getattr(args, name) for name in names}
     return common.BenchResult("spot", args.key_bits, s.rows, params, extra=s.extra)
 
@@ -544,6 +578,18 @@ def add_arguments(parser) -> None:
         )
         parser.add_argument(
             "--no-mining", dest="mining", action="store_false", help="skip speech mining"
+        )
+        parser.add_argument(
+            "--transport",
+            choices=("local", "tcp"),
+            default="local",
+            help="the timed keyword in one process (local) or as two processes over mutual "
+            "TLS (tcp)",
+        )
+        parser.add_argument(
+            "--pin",
+            action="store_true",
+            help="--transport tcp: each party process on its own core (as two machines)",
         )
 
 

@@ -212,6 +212,34 @@ def test_bench_spot_smoke_and_a_missed_target_exits_1(tmp_path, monkeypatch):
     assert data["mining"]["found"] == data["timed"]["secure"]
 
 
+@pytest.mark.slow
+def test_bench_spot_times_the_keyword_as_two_processes(tmp_path, monkeypatch):
+    """--transport tcp: the timed keyword as two OS processes over mutual TLS (Alice's
+    frames in a file, Bob's bundled models), the decision the plaintext one; --pin and
+    --short-randomness are refused where they do not apply."""
+    import argparse
+
+    import smc_hmm.data.continuous as continuous
+    from smc_hmm.bench import spot as bench
+
+    every = continuous.load_continuous_test()
+    short = sorted(every, key=lambda r: len(r.features))[:12]
+    monkeypatch.setattr(continuous, "load_continuous_test", lambda select=None: short)
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    path = tmp_path / "spot.json"
+    base = ["--key-bits", "512", "--insecure", "--recordings", "0", "--frames", "60",
+            "--no-ten", "--no-mining", "--workers", "1"]  # fmt: skip
+    args = parser.parse_args([*base, "--transport", "tcp", "--json", str(path)])
+    assert bench.main(args) == 0
+    data = json.loads(path.read_text())
+    assert data["checks"]["timed decision == plaintext"]
+    assert data["params"]["transport"] == "tcp" and data["timed"]["seconds"] > 0
+    for bad in (["--pin"], ["--transport", "tcp", "--short-randomness"]):
+        with pytest.raises(InvalidInputError, match="applies to"):
+            bench.run(parser.parse_args([*base, *bad]))
+
+
 def test_plaintext_spot_matches_the_composite_viterbi():
     recording = load_continuous_test([2])[0]
     model, layout = spotting_model(recording.digits[0])
