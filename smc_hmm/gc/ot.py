@@ -100,8 +100,9 @@ PROOF_BYTES = 32
 _DOMAIN = b"smc_hmm/gc/ot base-OT key v1"
 _GF_MODULUS_LOW = 0x87  # x^128 = x^7 + x^2 + x + 1
 _MASK128 = (1 << 128) - 1
-#: per bit i of a 16-bit window, the window values with that bit set (:func:`gf128_inner`)
-_WINDOW_BITS = ((np.arange(1 << 16)[None, :] >> np.arange(16)[:, None]) & 1).astype(bool)
+#: rows from which :func:`gf128_inner` scatters by 16-bit windows (8 passes over the rows,
+#: into tables of 65,536 entries) rather than bytes (16 passes, tables of 256)
+_WIDE_WINDOWS_FROM = 1 << 18
 #: uint64 words a pass of the 8x8 bit transposition works on (256 KiB: stays in cache)
 _TWIDDLE_WORDS = 1 << 15
 #: the three steps of an 8x8 bit-matrix transposition in a 64-bit word (bit 8r + i to
@@ -143,9 +144,10 @@ def gf128_inner(chi: np.ndarray, rows: np.ndarray) -> int:
     """sum_j chi_j * rows_j in GF(2^128) over ``(n, 2)`` block arrays.
 
     With Y_b = XOR of chi_j over the rows whose bit b is set, the sum is
-    reduce(XOR_b Y_b << b).  The Y_b come from 8 scatter-XORs (one per 16-bit window p of
-    the rows) of chi into a 65,536-entry table by the window's value; Y_{16p+i} is then
-    the XOR of the table entries whose index has bit i set."""
+    reduce(XOR_b Y_b << b).  The Y_b come from scatter-XORs of chi into a table by the
+    value of a w-bit window p of the rows (w = 8, or 16 for many rows: fewer passes over
+    them, larger tables); Y_{wp+i} is then the XOR of the table entries whose index has
+    bit i set."""
     chi = np.ascontiguousarray(chi, dtype="<u8")
     rows = np.ascontiguousarray(rows, dtype="<u8")
     if chi.ndim != 2 or chi.shape[1:] != (2,) or rows.shape != chi.shape:
@@ -157,14 +159,16 @@ def gf128_inner(chi: np.ndarray, rows: np.ndarray) -> int:
     k = gc_kernel()
     if k is not None:  # carry-less multiplication in C (smc_hmm.gc.native)
         return k.gf128_inner(chi, rows)
-    raw = rows.view("<u2")  # 16-bit windows: 8 scatter passes over the rows, not 16
+    width = 16 if len(rows) >= _WIDE_WINDOWS_FROM else 8  # bits a window
+    raw = rows.view(f"<u{width // 8}")
     acc = 0
-    for p in range(BLOCK_BYTES // 2):
-        table = np.zeros((1 << 16, 2), np.uint64)
+    for p in range(128 // width):
+        table = np.zeros((1 << width, 2), np.uint64)
         np.bitwise_xor.at(table, raw[:, p], chi)
-        for i in range(16):
-            y = np.bitwise_xor.reduce(table[_WINDOW_BITS[i]], axis=0)
-            acc ^= _block_int(y) << (16 * p + i)
+        for i in range(width):  # the entries whose index has bit i set: a strided view
+            ones = table.reshape(-1, 2, 1 << i, 2)[:, 1]
+            y = np.bitwise_xor.reduce(ones, axis=(0, 1))
+            acc ^= _block_int(y) << (width * p + i)
     return _gf128_reduce(acc)
 
 

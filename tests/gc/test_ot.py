@@ -235,8 +235,12 @@ def test_gf128_mul_against_reference_and_laws():
         ot.gf128_mul(1 << 128, 1)
 
 
+@pytest.mark.parametrize("wide", [False, True])
 @pytest.mark.parametrize("n", [0, 1, 5, 300])
-def test_gf128_inner_against_reference(n):
+def test_gf128_inner_against_reference(n, wide, monkeypatch):
+    """Byte windows, and the 16-bit windows of many rows (forced here on few)."""
+    if wide:
+        monkeypatch.setattr(ot, "_WIDE_WINDOWS_FROM", 1)
     rng = Rng.seeded(12 + n)
     chi, rows = random_blocks(rng, n), random_blocks(rng, n)
     slow = 0
