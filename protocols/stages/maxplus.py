@@ -264,7 +264,8 @@ def bob_maxplus(ctx, garbler, lay: MaxPlusLayout, shares, starts=None, trans=Non
         bits = mine[lay.chunks[i].start : lay.chunks[i].stop].reshape(-1)
         return garbler.garble(ctx, lay.inputs(i), bits, labels, carry, f"{prefix}.inputs")[1]
 
-    frames, checks = _run_inputs(lay, run, zero[:cut])
+    with ctx.phase("emissions"):  # the emissions' inputs circuits: once for shared rows
+        frames, checks = _run_inputs(lay, run, zero[:cut])
     edge = _edge_inputs(lay, starts, trans) if lay.edge_holder == "garbler" else []
     _, carry = garbler.garble(ctx, lay.init, edge, zero[cut:], frames[0], f"{prefix}.init")
     state, pointers = lay.state_bits, []
@@ -327,7 +328,8 @@ def alice_maxplus(ctx, evaluator, lay: MaxPlusLayout, shares, starts=None, trans
     def run(i, labels, carry):
         return evaluator.evaluate(ctx, lay.inputs(i), labels, carry, f"{prefix}.inputs")[1]
 
-    frames, checks = _run_inputs(lay, run, labels[:cut])
+    with ctx.phase("emissions"):  # the emissions' inputs circuits: once for shared rows
+        frames, checks = _run_inputs(lay, run, labels[:cut])
     _, carry = evaluator.evaluate(ctx, lay.init, labels[cut:], frames[0], f"{prefix}.init")
     state, pointers = lay.state_bits, []
     for t in range(1, lay.length):

@@ -228,7 +228,8 @@ def predict(cost, keypair, bits: int, scale: float, lanes: float, dgk: dict, dra
     * The ``setup`` and ``emissions`` phases do not scale either: Alice's frames are one
       recording's, and the composites' emission rows are one table (``share_rows``: the
       bundled composites are the same 81 rows), so their emissions, Alice's inputs of them
-      and the random OTs those take are computed once for every composite."""
+      (the bound inputs circuits, which the ledger counts to ``emissions``) and the random
+      OTs those take are computed once for every composite."""
     from smc_hmm.bench.rates import measure_rates
     from smc_hmm.cost.model import CostModel
 
