@@ -6,13 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import stats
+from transcript_harness import VIEW_P_MIN as P_MIN
 
 from protocols.stages.emissions import alice_unpack
-
-#: the KS tests' threshold: a mask that fails to hide (a constant, a value showing through)
-#: gives p far below it on these samples, and an honest run, whose masks come from the
-#: system CSPRNG, misses it once in 10^6 per test, not once in 10^3 (five tests a view)
-P_MIN = 1e-6
 
 
 def alice_view(emit, keypair, bound):

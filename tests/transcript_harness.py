@@ -22,6 +22,11 @@ from smc_hmm.transport.base import Transport
 from smc_hmm.wire import EXT_CIPHERARRAY
 
 CIPHERTEXTS = "<ciphertexts>"
+#: The threshold of the statistical tests of what a party sees (masks uniform, two views
+#: alike): a mask that fails to hide (a constant, a value showing through) gives p far
+#: below it on the tests' samples, and an honest run, whose masks come from the system
+#: CSPRNG, misses it once in 10^6 a test, not once in 10^3.
+VIEW_P_MIN = 1e-6
 
 
 class RecordingTransport(Transport):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from bench_support import run_bench
 from scipy import stats
-from transcript_harness import assert_same_transcripts
+from transcript_harness import VIEW_P_MIN, assert_same_transcripts
 
 from protocols import match as pm
 from smc_hmm.data.match import (
@@ -209,7 +209,7 @@ def test_a_unit_vector_snippet_does_not_read_bobs_spectrogram(keypair_512, colle
     assert abs(stats.spearmanr(seen, secret).statistic) < 0.25
     # the masked slots spread over the whole mask range, whatever the secret
     top = 1 << layout.mask_bits
-    assert stats.kstest(seen / top, "uniform").pvalue > 1e-3
+    assert stats.kstest(seen / top, "uniform").pvalue > VIEW_P_MIN
     plain = pm.plain_match(snippet, collection, pm.MatchParams())
     assert (result["alice"]["match"], result["alice"]["offset_frames"]) == (plain.id, plain.offset)
 
@@ -225,7 +225,7 @@ def test_repeated_frames_show_alice_uniform_masks_only(keypair_512, collection):
         assert result["alice"]["match"] is None
         assert all(0 <= int(v) < (1 << layout.mask_bits) for v in slots)
         views.append(np.array([float(v) for v in slots]))
-    assert stats.ks_2samp(*views).pvalue > 1e-3
+    assert stats.ks_2samp(*views).pvalue > VIEW_P_MIN
 
 
 def test_chosen_snippets_against_two_collections_give_alike_views(keypair_512, collection):
@@ -235,7 +235,7 @@ def test_chosen_snippets_against_two_collections_give_alike_views(keypair_512, c
     snippet = _unit_snippet(14, 0, 0)
     a = _alice_slots(keypair_512, snippet, collection)[1]
     b = _alice_slots(keypair_512, snippet, _alike(collection, 11))[1]
-    assert stats.ks_2samp([float(v) for v in a], [float(v) for v in b]).pvalue > 1e-3
+    assert stats.ks_2samp([float(v) for v in a], [float(v) for v in b]).pvalue > VIEW_P_MIN
 
 
 def test_bob_sees_ciphertexts_and_the_length_only(keypair_512, collection):

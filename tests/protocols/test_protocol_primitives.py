@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pytest
 from scipy import stats
-from transcript_harness import assert_same_transcripts
+from transcript_harness import VIEW_P_MIN, assert_same_transcripts
 
 from protocols.stages import primitives as pr
 from protocols.stages.primitives import MaskSpec, PrecisionParams
@@ -206,4 +206,4 @@ def test_additive_masks_hide_the_operands_statistically(keypair_512):
             3,
         )
         samples.append(np.array([int(x) for x in seen], dtype=float))
-    assert stats.ks_2samp(*samples).pvalue > 1e-3
+    assert stats.ks_2samp(*samples).pvalue > VIEW_P_MIN
