@@ -40,7 +40,7 @@ from protocols.stages.garbled import (
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import InvalidInputError, PrecisionError
 from smc_hmm.gc import arith
-from smc_hmm.gc.circuit import Circuit, CompiledCircuit
+from smc_hmm.gc.circuit import Circuit, CompiledCircuit, built_once
 
 __all__ = [
     "REVEAL",
@@ -68,7 +68,7 @@ def _check(reveal: str, count: int, bits: int) -> None:
         )
 
 
-@lru_cache(maxsize=32)
+@built_once
 def compare_circuit(count: int, bits: int, reveal: str) -> CompiledCircuit:
     """k comparisons: Alice's and Bob's shares of d = a - b (l + 1 bits each) in, the sign
     of their sum out (``"none"``: XORed with Bob's mask bit, to Alice)."""
@@ -132,7 +132,7 @@ def alice_compare(
     return out if reveal == "alice" else None
 
 
-@lru_cache(maxsize=32)
+@built_once
 def argmax_circuit(count: int, bits: int, reveal: str, label_bits: int = 0) -> CompiledCircuit:
     """The index of the largest of k shared l-bit values, to Alice or to Bob; with
     ``label_bits``, Bob's label of the winner instead (his labels are garbler inputs)."""

@@ -6,19 +6,17 @@ module docstring of :mod:`protocols.stages.maxplus` describes what each computes
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
 from protocols.stages import bound as bd
 from smc_hmm.gc import arith, mac
-from smc_hmm.gc.circuit import CARRY, ZERO, Circuit, CompiledCircuit
+from smc_hmm.gc.circuit import CARRY, ZERO, Circuit, CompiledCircuit, built_once
 
 #: the output rules that compact the best path into a string of labels
 STRING_RULES = ("string", "match")
 
 
-@lru_cache(maxsize=32)
+@built_once
 def build(lay, name: str, *args) -> CompiledCircuit:
     """Circuit ``name`` of the chain for ``lay``, built once per public shape and
     process."""

@@ -36,7 +36,6 @@ circuit follows from the public layout.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 import numpy as np
 
@@ -46,7 +45,7 @@ from protocols.stages.circuits import claim_width, decide
 from protocols.stages.garbled import choice_message, circuit_messages, third_party_outputs
 from smc_hmm.errors import InvalidInputError, ProtocolError
 from smc_hmm.gc import arith, mac
-from smc_hmm.gc.circuit import CARRY, Circuit, CompiledCircuit
+from smc_hmm.gc.circuit import CARRY, Circuit, CompiledCircuit, built_once
 
 __all__ = [
     "MixtureLayout",
@@ -183,7 +182,7 @@ class MixtureLayout:
         return c.compile()
 
 
-@lru_cache(maxsize=32)
+@built_once
 def _build(key: MixtureLayout, name: str, *args) -> CompiledCircuit:
     """A circuit of the chain, built once per public shape and process."""
     return getattr(key, f"_{name}")(*args)

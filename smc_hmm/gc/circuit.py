@@ -18,14 +18,23 @@ Values on top of wires (l-bit two's complement, least significant bit first) are
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache, wraps
 
 import numpy as np
 
 from smc_hmm.errors import InvalidInputError
 
-__all__ = ["CARRY", "PARTIES", "Circuit", "CompiledCircuit", "Layer", "evaluate_plain"]
+__all__ = [
+    "CARRY",
+    "PARTIES",
+    "Circuit",
+    "CompiledCircuit",
+    "Layer",
+    "built_once",
+    "evaluate_plain",
+]
 
 ZERO, ONE = 0, 1
 PARTIES = ("garbler", "evaluator")
@@ -35,6 +44,23 @@ PARTIES = ("garbler", "evaluator")
 CARRY = "carry"
 KINDS = (*PARTIES, CARRY)
 _XOR, _NOT, _AND = 0, 1, 2
+
+
+def built_once(builder):
+    """``builder`` (a circuit per public shape) cached like ``lru_cache(32)``, and built
+    once when several threads ask for a shape together: parties run in one process share
+    the cache, and each would otherwise build and compile the same circuit."""
+    cached = lru_cache(maxsize=32)(builder)
+    lock = threading.Lock()
+
+    @wraps(builder)
+    def build(*args):
+        with lock:
+            return cached(*args)
+
+    build.cache_clear = cached.cache_clear
+    build.cache_info = cached.cache_info
+    return build
 
 
 def _ids(wires) -> np.ndarray:
