@@ -264,8 +264,7 @@ def bob_maxplus(ctx, garbler, lay: MaxPlusLayout, shares, starts=None, trans=Non
         bits = mine[lay.chunks[i].start : lay.chunks[i].stop].reshape(-1)
         return garbler.garble(ctx, lay.inputs(i), bits, labels, carry, f"{prefix}.inputs")[1]
 
-    with ctx.phase("emissions"):  # the emissions' inputs circuits: once for shared rows
-        frames, checks = _run_inputs(lay, run, zero[:cut])
+    frames, checks = _run_inputs(ctx, lay, run, zero[:cut])
     edge = _edge_inputs(lay, starts, trans) if lay.edge_holder == "garbler" else []
     _, carry = garbler.garble(ctx, lay.init, edge, zero[cut:], frames[0], f"{prefix}.init")
     state, pointers = lay.state_bits, []
@@ -295,11 +294,13 @@ def bob_maxplus(ctx, garbler, lay: MaxPlusLayout, shares, starts=None, trans=Non
     return bool(out[0]) if lay.output == "match" else None
 
 
-def _run_inputs(lay: MaxPlusLayout, run, labels):
+def _run_inputs(ctx, lay: MaxPlusLayout, run, labels):
     """The ``inputs`` circuits chunk by chunk (:func:`protocols.stages.bound.run_inputs`):
-    per frame the labels of its emissions, and the checks' bit's."""
+    per frame the labels of its emissions, and the checks' bit's.  They count to the
+    ``emissions`` phase: composites sharing one table of rows run them once."""
     lengths = [len(chunk) for chunk in lay.chunks]
-    outs, checks = bd.run_inputs(lengths, lay.input_bits, lay.emissions.checked, run, labels)
+    with ctx.phase("emissions"):
+        outs, checks = bd.run_inputs(lengths, lay.input_bits, lay.emissions.checked, run, labels)
     per = lay.rows * lay.bits
     frames = [out[k * per : (k + 1) * per] for out, n in zip(outs, lengths) for k in range(n)]
     return frames, checks
@@ -328,8 +329,7 @@ def alice_maxplus(ctx, evaluator, lay: MaxPlusLayout, shares, starts=None, trans
     def run(i, labels, carry):
         return evaluator.evaluate(ctx, lay.inputs(i), labels, carry, f"{prefix}.inputs")[1]
 
-    with ctx.phase("emissions"):  # the emissions' inputs circuits: once for shared rows
-        frames, checks = _run_inputs(lay, run, labels[:cut])
+    frames, checks = _run_inputs(ctx, lay, run, labels[:cut])
     _, carry = evaluator.evaluate(ctx, lay.init, labels[cut:], frames[0], f"{prefix}.init")
     state, pointers = lay.state_bits, []
     for t in range(1, lay.length):
