@@ -51,7 +51,7 @@ def built_once(builder):
     once when several threads ask for a shape together: parties run in one process share
     the cache, and each would otherwise build and compile the same circuit."""
     cached = lru_cache(maxsize=32)(builder)
-    lock = threading.Lock()
+    lock = threading.RLock()  # a builder may build a smaller shape of its own first
 
     @wraps(builder)
     def build(*args):
