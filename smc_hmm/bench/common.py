@@ -222,18 +222,22 @@ def launched_run(
     key_bits: int,
     workers: int | None,
     *,
+    inputs: dict,
     pin: bool = False,
-    randomizers: int | None = None,
 ):
     """One run of the registered protocol ``name`` as two OS processes over mutual TLS
     (``smc-hmm launch``), the parties' tables ``parties`` (their inputs as files in
-    ``workdir``); ``pin``: each party on a core of its own, as two machines.  Alice
-    precomputes ``randomizers`` in an offline phase (``[compute] randomizers``), as the
+    ``workdir``; ``inputs``: the same in memory, for the plan); ``pin``: each party on a
+    core of its own, as two machines.  Alice precomputes the randomizers the protocol
+    plans from the public sizes in an offline phase (``[compute] randomizers``), as the
     in-process runs do.  Returns the run's result; its cost report holds the protocol's
     own wall time (the processes also start and generate keys)."""
+    from smc_hmm.protocol import find
     from smc_hmm.runtime import launch, write_config
 
-    compute = {"workers": workers, **({"randomizers": randomizers} if randomizers else {})}
+    descriptor = find(name)
+    need = descriptor.randomizers(descriptor.params(params), key_bits, inputs)
+    compute = {"workers": workers, "randomizers": need["alice"]}
     config = write_config(
         workdir / "parties.toml",
         name,

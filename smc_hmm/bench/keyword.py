@@ -111,12 +111,7 @@ def _secure_tcp(models, labels, frames, bits, params, workdir, workers, pin=Fals
     """Alice and Bob as two OS processes over mutual TLS (:func:`common.launched_run`);
     Alice precomputes her randomizers (the protocol's plan from the public sizes)."""
     from smc_hmm.hmm.io import save_models
-    from smc_hmm.protocol import find
 
-    descriptor = find("keyword")
-    need = descriptor.randomizers(
-        descriptor.params(params), bits, {"alice": frames, "bob": (models, labels)}
-    )
     np.save(workdir / "frames.npy", frames)
     save_models(workdir / "keywords.npz", models, labels=labels)
     parties = {
@@ -124,8 +119,9 @@ def _secure_tcp(models, labels, frames, bits, params, workdir, workers, pin=Fals
         "bob": {"kind": "bob", "models": "keywords.npz"},
     }
     t0 = time.perf_counter()
+    inputs = {"alice": frames, "bob": (models, labels)}
     result = common.launched_run(
-        "keyword", params, parties, workdir, bits, workers, pin=pin, randomizers=need["alice"]
+        "keyword", params, parties, workdir, bits, workers, inputs=inputs, pin=pin
     )
     return time.perf_counter() - t0, result
 

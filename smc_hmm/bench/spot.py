@@ -389,12 +389,6 @@ def _launched(args, params, frames, models):
     a core each, as two machines): Alice's frames in a file, Bob's bundled models."""
     from tempfile import TemporaryDirectory
 
-    from smc_hmm.protocol import find
-
-    descriptor = find("spot")
-    need = descriptor.randomizers(
-        descriptor.params(params), args.key_bits, {"alice": frames, "bob": models}
-    )
     with TemporaryDirectory(prefix="smc-hmm-bench-") as tmp:
         np.save(Path(tmp) / "frames.npy", frames)
         parties = {
@@ -403,7 +397,7 @@ def _launched(args, params, frames, models):
         }
         result = common.launched_run(
             "spot", params, parties, Path(tmp), args.key_bits, args.workers,
-            pin=args.pin, randomizers=need["alice"],
+            inputs={"alice": frames, "bob": models}, pin=args.pin,
         )  # fmt: skip
     total = result.cost.totals()["wall_max"]
     pre = common.phase_wall(result.cost, "alice", "offline")
