@@ -163,3 +163,55 @@ def _table_transfer_rate(min_seconds: float, size: int = 32 << 20) -> float:
         np.frombuffer(codec.decode(frame)["b"], np.uint64).reshape(-1, 2).copy()
 
     return _rate(trip, size, min_seconds)
+
+
+def garbling_sides(min_seconds: float = 0.2) -> dict[str, dict[str, float]]:
+    """Seconds per AND gate (``and_gates``) and per layer (``gc_layers``) of each party's
+    own share of the garbled stage, for a model in which the two run side by side (the
+    garbler garbles step t + 1 while the evaluator evaluates step t): ``garbler``
+    garbles, ``evaluator`` evaluates.
+
+    Measured on circuits the size of a step of the protocols' recursion (a wide one of
+    1.3 million AND gates, 40 MB of tables, beyond the caches; a deep one of 256 layers):
+    on a circuit of 80,000 gates, whose tables stay in cache, an AND gate costs about
+    half as much, and its rate moves by half between two circuits of one process.  The
+    tables' trip through the wire is not measured here: a frame of 32 or 64 MB read
+    0.45 or 1.55 ns a byte on the garbler's side in the same bench, as the allocator
+    happened to reuse buffers or not (see :func:`smc_hmm.bench.spot.predict`)."""
+    from smc_hmm.crypto.rng import Rng
+    from smc_hmm.gc import arith
+    from smc_hmm.gc.circuit import Circuit
+    from smc_hmm.gc.garble import evaluate, garble, garbler_input_labels, new_delta
+    from smc_hmm.gc.hashing import random_blocks
+
+    rng = Rng.system()
+
+    def sides(build) -> tuple[float, float, int, int]:
+        c = Circuit()
+        build(c)
+        circuit = c.compile()
+        delta = new_delta(rng)
+        inputs = random_blocks(rng, circuit.input_count("evaluator"))
+        g = garble(circuit, delta, rng, inputs)
+        labels = garbler_input_labels(g, np.ones(circuit.input_count("garbler"), np.uint8))
+        constants = np.stack([g.zero_labels[0], g.zero_labels[1] ^ delta])
+        garbling = 1.0 / _rate(lambda: garble(circuit, delta, rng, inputs), 1, min_seconds)
+        evaluating = 1.0 / _rate(
+            lambda: evaluate(circuit, g.tables, constants, labels, inputs), 1, min_seconds
+        )
+        return garbling, evaluating, circuit.and_gates, circuit.depth
+
+    def wide(c):
+        x, y = c.input("garbler", (4096, 2, 64)), c.input("evaluator", (4096, 2, 64))
+        arith.cs_less(c, x, y)
+
+    def deep(c):
+        x, y = c.input("garbler", (1, 256)), c.input("evaluator", (1, 256))
+        arith.less(c, x, y, depth="ripple")
+
+    (gw, ew, aw, lw), (gd, ed, ad, ld) = sides(wide), sides(deep)
+    out = {}
+    for side, wide_s, deep_s in (("garbler", gw, gd), ("evaluator", ew, ed)):
+        per_layer = max((deep_s - ad * wide_s / aw) / ld, 0.0)
+        out[side] = {"and_gates": max((wide_s - lw * per_layer) / aw, 0.0), "gc_layers": per_layer}
+    return out

@@ -62,6 +62,8 @@ SPOT_VITERBI = {
     "weight_floor_bits": 128,
 }
 DGK_OPS = ("dgk_encrypt", "dgk_zero_test", "dgk_rerandomize")
+#: the garbled stage's work in the ledger, which the two sides do side by side
+GARBLED_OPS = ("and_gates", "gc_layers", "garbled_bytes")
 #: the multi-exponentiations of the emission stage, which run on the compute lanes, and
 #: the key holder's decryptions, whose two CRT halves run on two threads
 LANE_OPS = ("multiexp_bits", "multiexp_terms", "multiexp_mults", "native_mults", "decrypt")
@@ -207,9 +209,11 @@ def randomizer_rates(keypair, count: int = 64) -> dict[str, float]:
     return out
 
 
-def predict(cost, keypair, bits: int, scale: float, lanes: float, dgk: dict, draws: dict):
+def predict(cost, keypair, bits: int, scale: float, lanes: float, rates: dict):
     """The cost model's time for ``scale`` times the ledger ``cost``: the parties in turn,
-    plus the offline phase.
+    but for the garbled stage, where they work side by side; plus the offline phase.
+    ``rates``: ``dgk`` (:func:`dgk_rates`), ``draws`` (:func:`randomizer_rates`) and
+    ``sides`` (:func:`smc_hmm.bench.rates.garbling_sides`).
 
     * Paillier operations at this machine's single-thread rates
       (:class:`~smc_hmm.cost.model.CostModel`, which prices scalar multiplications by their
@@ -218,14 +222,18 @@ def predict(cost, keypair, bits: int, scale: float, lanes: float, dgk: dict, dra
       (:data:`LANE_OPS`), which it spreads over the lanes (two threads).
     * Every encryption and re-randomisation took its randomizer from the offline phase:
       online it is one multiplication (priced as an addition); the randomizer costs its
-      draw (``draws``: :func:`randomizer_rates`) spread over the lanes, where the offline
-      phase draws them.
-    * DGK operations at the rates of :func:`dgk_rates`, spread over the lanes (``lanes``:
-      their measured scaling), where the protocol runs them.
-    * The garbled recursion at :func:`smc_hmm.bench.rates.garbling_rates`: ``scale``
-      composites in lockstep are one chain of circuits ``scale`` times wider, so its
-      AND gates and OTs scale and its layers (``gc_layers``) do not.
-    * The ``setup`` and ``emissions`` phases do not scale either: Alice's frames are one
+      draw (``draws``) spread over the lanes, where the offline phase draws them.
+    * DGK operations at the rates of ``dgk``, spread over the lanes (``lanes``: their
+      measured scaling), where the protocol runs them.
+    * The garbled circuits of each phase at the larger of the two sides' times: the
+      garbler garbles the gates and sends the tables while the evaluator receives and
+      evaluates the step before (the ledger counts the gates, layers and bytes once, at
+      the garbler).  Gates and layers at the rates of ``sides``; a byte of tables at
+      each side's price in the ledger's own ``recursion`` phase (:func:`_byte_prices`).
+      ``scale`` composites in lockstep are one chain of circuits ``scale`` times wider,
+      so its AND gates and bytes scale and its layers do not.  The random OTs of the
+      setup are priced with the Paillier operations (one side).
+    * The ``setup`` and ``emissions`` phases do not scale: Alice's frames are one
       recording's, and the composites' emission rows are one table (``share_rows``: the
       bundled composites are the same 81 rows), so their emissions, Alice's inputs of them
       (the bound inputs circuits, which the ledger counts to ``emissions``) and the random
@@ -234,22 +242,50 @@ def predict(cost, keypair, bits: int, scale: float, lanes: float, dgk: dict, dra
     from smc_hmm.cost.model import CostModel
 
     model = CostModel(measure_rates(*keypair))
-    total = 0.0
+    total, garbled = 0.0, {}
     for name, party in cost.parties.items():
         ops: dict[str, int] = {}
         for phase, spent in party.get("phases", {}).items():
             factor = 1 if phase in ("setup", "emissions") else scale
             for op, k in spent.get("ops", {}).items():
-                ops[op] = ops.get(op, 0) + factor * int(k or 0)
-        ops["gc_layers"] = int(party.get("ops", {}).get("gc_layers", 0) or 0)
+                into = garbled.setdefault(phase, {}) if op in GARBLED_OPS else ops
+                into[op] = into.get(op, 0) + (1 if op == "gc_layers" else factor) * int(k or 0)
         dgk_ops = {op: int(ops.pop(op, 0) or 0) for op in DGK_OPS}
         drawn = int(ops.pop("encrypt", 0) or 0) + int(ops.pop("rerandomize", 0) or 0)
         ops["add"] = int(ops.get("add", 0) or 0) + drawn
         spread = {op: ops.pop(op) for op in LANE_OPS if op in ops}
         total += model.compute_seconds(ops, bits) + model.compute_seconds(spread, bits) / lanes
-        total += drawn * draws[name] / lanes
-        total += sum(dgk_ops[op] * dgk[op] for op in DGK_OPS) / lanes
+        total += drawn * rates["draws"][name] / lanes
+        total += sum(dgk_ops[op] * rates["dgk"][op] for op in DGK_OPS) / lanes
+    sides = _byte_prices(cost, rates["sides"])
+    for ops in garbled.values():
+        total += max(sum(k * side[op] for op, k in ops.items()) for side in sides.values())
     return total
+
+
+def _byte_prices(cost, sides: dict, phase: str = "recursion") -> dict[str, dict]:
+    """``sides`` with each side's seconds per byte of garbled tables (``garbled_bytes``):
+    its compute time in the ledger's ``phase``, less the gates and layers at their
+    rates, per byte of the phase's tables.  A microbenchmark of the tables' trip through
+    the wire codec read 0.45 or 1.55 ns a byte on the garbler's side, as the allocator
+    reused buffers or gave fresh pages; the protocol's own steps are what the larger run
+    repeats."""
+    parties = cost.parties
+    garbler = next(n for n, p in parties.items() if _phase(p, phase)["ops"].get("and_gates"))
+    evaluator = next(n for n in parties if n != garbler)
+    ops = {op: int(_phase(parties[garbler], phase)["ops"].get(op) or 0) for op in GARBLED_OPS}
+    out = {}
+    for side, name in (("garbler", garbler), ("evaluator", evaluator)):
+        rate = sides[side]
+        rest = float(_phase(parties[name], phase).get("compute", 0.0)) - sum(
+            ops[op] * rate[op] for op in ("and_gates", "gc_layers")
+        )
+        out[side] = rate | {"garbled_bytes": max(rest, 0.0) / max(ops["garbled_bytes"], 1)}
+    return out
+
+
+def _phase(party: dict, phase: str) -> dict:
+    return party.get("phases", {}).get(phase, {"ops": {}})
 
 
 def _plain_frames(found):
@@ -430,10 +466,13 @@ def _ten_rows(s: _Spot, compute, one_cost, scaling: float) -> None:
     ]
     s.checks["ten keywords == plaintext"] = not wrong
     s.say("cost model: DGK and Paillier rates of this machine")
+    from smc_hmm.bench.rates import garbling_sides
+
     dgk, draws = dgk_rates(s.keypair), randomizer_rates(s.keypair)
+    rates = {"dgk": dgk, "draws": draws, "sides": garbling_sides()}
     # one measurement of the lanes' scaling can read above their count on a noisy machine
     lanes = min(max(1.0, scaling), float(compute.workers))
-    predicted = predict(one_cost, s.keypair, s.args.key_bits, len(labels), lanes, dgk, draws)
+    predicted = predict(one_cost, s.keypair, s.args.key_bits, len(labels), lanes, rates)
     ratio = predicted / total
     s.checks["cost model within 20%"] = abs(ratio - 1) <= PREDICTION_TOLERANCE
     limit = _limit(s.args, TEN_TARGET, None)
@@ -459,7 +498,9 @@ def _ten_rows(s: _Spot, compute, one_cost, scaling: float) -> None:
             f"{PREDICTION_TOLERANCE:.0%}); lanes priced at {lanes:.2f}x; DGK "
             + ", ".join(f"{k} {v * 1e6:.0f} us" for k, v in dgk.items())
             + "; randomizers "
-            + ", ".join(f"{k} {v * 1e6:.0f} us" for k, v in draws.items()),
+            + ", ".join(f"{k} {v * 1e6:.0f} us" for k, v in draws.items())
+            + "; garbled, per AND gate: "
+            + ", ".join(f"{k} {v['and_gates'] * 1e9:.0f} ns" for k, v in rates["sides"].items()),
         ),
     ]
     s.extra["ten"] = {
@@ -470,6 +511,7 @@ def _ten_rows(s: _Spot, compute, one_cost, scaling: float) -> None:
         "prediction_ratio": ratio,
         "dgk_seconds_per_op": dgk,
         "randomizer_seconds": draws,
+        "garbling_seconds_per_unit": _byte_prices(one_cost, rates["sides"]),
         "found": {k: found[k] for k in labels},
         "cost": ten.cost.to_dict(),
     }

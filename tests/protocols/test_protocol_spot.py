@@ -212,6 +212,46 @@ def test_bench_spot_smoke_and_a_missed_target_exits_1(tmp_path, monkeypatch):
     assert data["mining"]["found"] == data["timed"]["secure"]
 
 
+def test_the_cost_model_runs_the_garbled_sides_side_by_side_and_scales_gates_not_layers(
+    keypair_512,
+):
+    from types import SimpleNamespace
+
+    from smc_hmm.bench import spot as bench
+
+    # a ledger with only garbled work: Bob garbles 1,000 gates, 32,000 bytes and 10
+    # layers in the recursion, 100 gates in the setup; Alice spends 2 s and Bob 3 s
+    # computing in the recursion
+    def phase(compute, **ops):
+        return {"compute": compute, "ops": ops}
+
+    cost = SimpleNamespace(
+        parties={
+            "alice": {"phases": {"recursion": phase(2.0)}},
+            "bob": {
+                "phases": {
+                    "setup": phase(0.0, and_gates=100),
+                    "recursion": phase(3.0, and_gates=1000, garbled_bytes=32000, gc_layers=10),
+                }
+            },
+        }
+    )
+    sides = {
+        "garbler": {"and_gates": 1e-3, "gc_layers": 0.1},
+        "evaluator": {"and_gates": 5e-4, "gc_layers": 0.05},
+    }
+    priced = bench._byte_prices(cost, sides)
+    # each side's bytes carry its compute time less its gates and layers at their rates
+    assert priced["garbler"]["garbled_bytes"] == pytest.approx((3.0 - 1.0 - 1.0) / 32000)
+    assert priced["evaluator"]["garbled_bytes"] == pytest.approx((2.0 - 0.5 - 0.5) / 32000)
+    rates = {"dgk": dict.fromkeys(bench.DGK_OPS, 0.0), "draws": {"alice": 0.0, "bob": 0.0}}
+    once = bench.predict(cost, keypair_512, 512, 1, 1.0, rates | {"sides": sides})
+    assert once == pytest.approx(3.0 + 100 * 1e-3)  # the slower side, the setup's gates
+    ten = bench.predict(cost, keypair_512, 512, 10, 1.0, rates | {"sides": sides})
+    # ten times the recursion's gates and bytes, its layers once; the setup once
+    assert ten == pytest.approx(10 * (1.0 + 1.0) + 1.0 + 100 * 1e-3)
+
+
 @pytest.mark.slow
 def test_bench_spot_times_the_keyword_as_two_processes(tmp_path, monkeypatch):
     """--transport tcp: the timed keyword as two OS processes over mutual TLS (Alice's
