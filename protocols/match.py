@@ -82,7 +82,7 @@ a folder of WAV files or an ``.npz`` collection); tests in
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -111,7 +111,7 @@ from smc_hmm.errors import (
 )
 from smc_hmm.limits import check_at_most
 from smc_hmm.messages import Ciphertexts, Key, Message, Public
-from smc_hmm.protocol import ProtocolDescriptor, Role
+from smc_hmm.protocol import ProtocolDescriptor, Role, params_from_config
 from smc_hmm.runtime.inputs import load_frames, resolve_path
 
 NAME = "match"
@@ -181,14 +181,7 @@ class MatchParams:
     @classmethod
     def from_config(cls, section: Mapping) -> MatchParams:
         """``[protocol]``: any field above (``name`` ignored)."""
-        known = {f.name for f in fields(cls)}
-        unknown = set(section) - known - {"name"}
-        if unknown:
-            raise ConfigError(f"unknown match parameters: {sorted(unknown)}")
-        try:
-            return cls(**{k: v for k, v in section.items() if k in known})
-        except (InvalidInputError, TypeError) as e:
-            raise ConfigError(f"bad match parameters: {e}") from e
+        return params_from_config(cls, section, "match")
 
 
 @dataclass(frozen=True)

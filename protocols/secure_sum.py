@@ -66,7 +66,13 @@ from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import ConfigError, InvalidInputError
 from smc_hmm.messages import Ciphertexts, Key, Message
-from smc_hmm.protocol import Example, ProtocolDescriptor, Role, assign_by_field
+from smc_hmm.protocol import (
+    Example,
+    ProtocolDescriptor,
+    Role,
+    assign_by_field,
+    params_from_config,
+)
 from smc_hmm.runtime.inputs import load_vector
 
 NAME = "secure_sum"
@@ -114,24 +120,10 @@ class Params:
 
     @classmethod
     def from_config(cls, section: Mapping) -> Params:
-        """From the ``[protocol]`` table of a parties.toml file."""
-        known = {"key_holder", "aggregator", "contributors", "length", "scale", "max_abs", "name"}
-        unknown = set(section) - known
-        if unknown:
-            raise ConfigError(f"unknown secure_sum parameters: {sorted(unknown)}")
-        try:
-            return cls(
-                key_holder=section.get("key_holder", "alice"),
-                aggregator=section.get("aggregator", "trent"),
-                contributors=tuple(section.get("contributors", ("bob",))),
-                length=section["length"],
-                scale=section.get("scale", 16),
-                max_abs=float(section.get("max_abs", 2.0**20)),
-            )
-        except KeyError as e:
-            raise ConfigError(f"secure_sum needs protocol.{e.args[0]}") from e
-        except (InvalidInputError, TypeError, ValueError) as e:
-            raise ConfigError(f"bad secure_sum parameters: {e}") from e
+        """From the ``[protocol]`` table of a parties.toml file (``length`` required)."""
+        if "length" not in section:
+            raise ConfigError(f"{NAME} needs protocol.length")
+        return params_from_config(cls, section, NAME)
 
 
 def check_input(values, params: Params) -> np.ndarray:
