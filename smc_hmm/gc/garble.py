@@ -79,19 +79,20 @@ def _mask(bits: np.ndarray, block: np.ndarray) -> np.ndarray:
     return (np.uint64(0) - bits.astype(np.uint64))[:, None] & block
 
 
-# The numpy path (no garbling kernel) moves rows of ``(n_wires, 2)`` labels with
-# ``np.take`` and ``np.put`` on a 16-byte view: several times faster than fancy indexing
-# of a two-column array, which is what a layer of a few hundred gates spends its time on.
+# The numpy path (no garbling kernel) moves rows of ``(n_wires, 2)`` labels by indexing a
+# 16-byte view: several times faster than fancy indexing of a two-column array, and for
+# a layer of a few hundred gates (what most layers are) about twice as fast as
+# ``np.take`` and ``np.put``, whose per-call cost dominates there.
 
 
 def _rows(labels: np.ndarray, wires: np.ndarray) -> np.ndarray:
-    """``labels[wires]``."""
-    return np.take(labels, wires, axis=0)
+    """``labels[wires]`` (``labels`` C-contiguous)."""
+    return labels.view(np.complex128)[:, 0][wires].view(np.uint64).reshape(-1, 2)
 
 
 def _put_rows(labels: np.ndarray, wires: np.ndarray, rows: np.ndarray) -> None:
     """``labels[wires] = rows`` (``labels`` C-contiguous)."""
-    np.put(labels.view(np.complex128)[:, 0], wires, np.ascontiguousarray(rows).view(np.complex128))
+    labels.view(np.complex128)[:, 0][wires] = np.ascontiguousarray(rows).view(np.complex128)[:, 0]
 
 
 @dataclass
@@ -156,11 +157,13 @@ def garble(
     if k is not None:  # the same gates in C (smc_hmm.gc.native)
         k.garble(circuit.program, w0, delta, tweak_base, tables)
         return Garbling(circuit, delta, w0, tables, tweak_base)
-    for layer in circuit.layers:
+    for layer in circuit.layers:  # most layers lack one kind of gate: a call costs ~1 us
         xa, xb, xo = layer.xor
-        _put_rows(w0, xo, _rows(w0, xa) ^ _rows(w0, xb))
+        if xo.size:
+            _put_rows(w0, xo, _rows(w0, xa) ^ _rows(w0, xb))
         na, no = layer.not_
-        _put_rows(w0, no, _rows(w0, na) ^ delta)
+        if no.size:
+            _put_rows(w0, no, _rows(w0, na) ^ delta)
         if layer.and_index.size:
             _garble_and(w0, tables, delta, layer, tweak_base)
     return Garbling(circuit, delta, w0, tables, tweak_base)
@@ -181,38 +184,51 @@ def carried_labels(circuit: CompiledCircuit, labels: np.ndarray) -> np.ndarray:
     return _rows(labels, circuit.outputs[CARRY])
 
 
-def _tweaks(layer, tweak_base: int) -> tuple[np.ndarray, np.ndarray]:
-    j = np.uint64(tweak_base) + 2 * layer.and_index.astype(np.uint64)
-    return j, j + np.uint64(1)
+def _tweaks(layer, tweak_base: int) -> np.ndarray:
+    """``(2, 1, k)``: the tweaks j (the A half) and j + 1 (the B half) of a layer's AND
+    gates, j = tweak_base + 2 * index, broadcast over the pair of labels hashed."""
+    t = np.empty((2, 1, layer.and_index.size), np.uint64)
+    np.multiply(layer.and_index, 2, out=t[0, 0], casting="unsafe")
+    t[0, 0] += np.uint64(tweak_base)
+    np.add(t[0, 0], np.uint64(1), out=t[1, 0])
+    return t
+
+
+def _gathered(w, layer, slots: int) -> np.ndarray:
+    """``(2, slots, k, 2)`` with the AND gates' input labels A and B in ``[:, 0]`` (any
+    other slot free for the caller)."""
+    a, b, _ = layer.and_
+    x = np.empty((2, slots, a.size, 2), np.uint64)
+    labels, pairs = w.view(np.complex128)[:, 0], x.view(np.complex128)[..., 0]
+    pairs[0, 0], pairs[1, 0] = labels[a], labels[b]
+    return x
 
 
 def _garble_and(w0, tables, delta, layer, tweak_base: int) -> None:
-    """One layer of AND gates (Zahur-Rosulek-Evans, Figure 2), vectorised; a point-and-
-    permute bit selects by an all-ones or all-zeros mask, not by boolean indexing."""
-    a, b, out = layer.and_
-    x = np.empty((4, a.size, 2), np.uint64)  # the hashed labels: A0, A1, B0, B1
-    a0, b0 = _rows(w0, a), _rows(w0, b)
-    x[0], x[2] = a0, b0
-    np.bitwise_xor(a0, delta, out=x[1])
-    np.bitwise_xor(b0, delta, out=x[3])
-    pa, pb = _select(a0), _select(b0)
-    j, j2 = _tweaks(layer, tweak_base)
-    ha0, ha1, hb0, hb1 = tccr_hash(x, np.stack([j, j, j2, j2]))
-    tg = ha0 ^ ha1
+    """One layer of AND gates (Zahur-Rosulek-Evans, Figure 2), vectorised over the
+    layer's A and B halves at once (a layer's few hundred gates pay per numpy call);
+    a point-and-permute bit selects by an all-ones or all-zeros mask, not by boolean
+    indexing."""
+    x = _gathered(w0, layer, 2)  # [A, B] x [0-label, 1-label]
+    np.bitwise_xor(x[:, 0], delta, out=x[:, 1])
+    h = tccr_hash(x, _tweaks(layer, tweak_base))
+    t = h[:, 0] ^ h[:, 1]  # H(A0) ^ H(A1), H(B0) ^ H(B1)
+    pa, pb = _select(x[:, 0])
+    tg, hb = t
     tg ^= pb & delta
-    hb = hb0 ^ hb1
-    wg0 = ha0 ^ (pa & tg)
-    wg0 ^= hb0
+    wg0 = h[0, 0] ^ h[1, 0]
+    wg0 ^= pa & tg
     wg0 ^= pb & hb  # W_G^0 ^ W_E^0, W_E^0 = H(B0) ^ pb (T_E ^ A0)
-    _put_rows(w0, out, wg0)
+    _put_rows(w0, layer.and_[2], wg0)
     rows = _table_rows(tables, layer)
     rows[:, 0] = tg
-    np.bitwise_xor(hb, a0, out=rows[:, 1])
+    np.bitwise_xor(hb, x[0, 0], out=rows[:, 1])
 
 
 def _select(labels: np.ndarray) -> np.ndarray:
-    """``(k, 1)`` masks: all ones where a label's point-and-permute bit is 1."""
-    return (np.uint64(0) - (labels[:, :1] & np.uint64(1))).astype(np.uint64, copy=False)
+    """``(..., k, 1)`` masks: all ones where a label's point-and-permute bit is 1."""
+    masks = labels[..., :1] & np.uint64(1)
+    return np.subtract(np.uint64(0), masks, out=masks)
 
 
 def _table_rows(tables: np.ndarray, layer) -> np.ndarray:
@@ -269,9 +285,11 @@ def evaluate(
         return w
     for layer in circuit.layers:
         xa, xb, xo = layer.xor
-        _put_rows(w, xo, _rows(w, xa) ^ _rows(w, xb))
+        if xo.size:
+            _put_rows(w, xo, _rows(w, xa) ^ _rows(w, xb))
         na, no = layer.not_
-        _put_rows(w, no, _rows(w, na))
+        if no.size:
+            _put_rows(w, no, _rows(w, na))
         if layer.and_index.size:
             _evaluate_and(w, tables, layer, tweak_base)
     return w
@@ -279,17 +297,14 @@ def evaluate(
 
 def _evaluate_and(w, tables, layer, tweak_base: int) -> None:
     """One layer of AND gates at the evaluator (Zahur-Rosulek-Evans, Figure 2)."""
-    a, b, out = layer.and_
-    x = np.empty((2, a.size, 2), np.uint64)
-    la, lb = _rows(w, a), _rows(w, b)
-    x[0], x[1] = la, lb
-    j, j2 = _tweaks(layer, tweak_base)
-    ha, hb = tccr_hash(x, np.stack([j, j2]))
+    x = _gathered(w, layer, 1)  # the active labels of A and B
+    ha, hb = tccr_hash(x, _tweaks(layer, tweak_base))[:, 0]
     table = _table_rows(tables, layer)
-    ha ^= _select(la) & table[:, 0]
-    hb ^= _select(lb) & (table[:, 1] ^ la)
+    sa, sb = _select(x[:, 0])
+    ha ^= sa & table[:, 0]
+    hb ^= sb & (table[:, 1] ^ x[0, 0])
     ha ^= hb
-    _put_rows(w, out, ha)
+    _put_rows(w, layer.and_[2], ha)
 
 
 def decode_outputs(
