@@ -93,45 +93,18 @@ def garbling_rates(min_seconds: float = 0.05) -> dict[str, float]:
     ledger counts it at the garbler): ``and_gates`` per AND gate garbled and evaluated,
     ``gc_layers`` per layer (the numpy calls every layer costs, whatever its width), and
     ``cot`` per random correlated OT of one extension.  Independent of the Paillier key.
-
-    A wide circuit (carry-save comparisons of 256 pairs) and a deep one (a ripple-carry
-    comparison of one pair of 256-bit values: one AND a layer) give the two terms:
-    t(circuit) = ANDs * t_and + layers * t_layer."""
+    Gates and layers from :func:`_gate_and_layer_seconds` on 256 pairs."""
     from smc_hmm.crypto.rng import Rng
-    from smc_hmm.gc import arith
-    from smc_hmm.gc.circuit import Circuit
-    from smc_hmm.gc.garble import evaluate, garble, garbler_input_labels, new_delta
-    from smc_hmm.gc.hashing import random_blocks
+    from smc_hmm.gc.garble import new_delta
     from smc_hmm.gc.ot import OtExtReceiver, OtExtSender
 
     rng = Rng.system()
 
-    def timed(build) -> tuple[float, int, int]:
-        c = Circuit()
-        build(c)
-        circuit = c.compile()
-        delta = new_delta(rng)
-        inputs = random_blocks(rng, circuit.input_count("evaluator"))
+    def both(circuit) -> float:
+        garble, evaluate = _garble_and_evaluate(circuit, rng)
+        return 1.0 / _rate(lambda: evaluate(garble())(), 1, min_seconds)
 
-        def both():
-            g = garble(circuit, delta, rng, inputs)
-            ones = np.ones(circuit.input_count("garbler"), np.uint8)
-            constants = np.stack([g.zero_labels[0], g.zero_labels[1] ^ delta])
-            evaluate(circuit, g.tables, constants, garbler_input_labels(g, ones), inputs)
-
-        return 1.0 / _rate(both, 1, min_seconds), circuit.and_gates, circuit.depth
-
-    def wide(c):
-        x, y = c.input("garbler", (256, 2, 64)), c.input("evaluator", (256, 2, 64))
-        arith.cs_less(c, x, y)
-
-    def deep(c):
-        x, y = c.input("garbler", (1, 256)), c.input("evaluator", (1, 256))
-        arith.less(c, x, y, depth="ripple")
-
-    (tw, aw, lw), (td, ad, ld) = timed(wide), timed(deep)
-    per_layer = max((td - ad * tw / aw) / ld, 0.0)
-    per_and = max((tw - lw * per_layer) / aw, 1e-12)
+    per_and, per_layer = _gate_and_layer_seconds(256, {"both": both})["both"]
     count = 1 << 14
     sender, receiver = OtExtSender(new_delta(rng), rng), OtExtReceiver(rng)
     receiver.base_finish(sender.base_choose(receiver.base_start()))
@@ -142,11 +115,54 @@ def garbling_rates(min_seconds: float = 0.05) -> dict[str, float]:
         sender.extend_check(receiver.extend_prove(challenge))
 
     return {
-        "and_gates": 1.0 / per_and,
+        "and_gates": 1.0 / max(per_and, 1e-12),
         "gc_layers": 1.0 / max(per_layer, 1e-12),
         "cot": _rate(extension, count, min_seconds),
         "garbled_bytes": _table_transfer_rate(min_seconds),
     }
+
+
+def _gate_and_layer_seconds(pairs: int, timers: dict) -> dict[str, tuple[float, float]]:
+    """Per timer (a circuit -> its seconds), (seconds per AND gate, per layer): a wide
+    circuit (carry-save comparisons of ``pairs`` pairs of 64-bit values) and a deep one (a
+    ripple-carry comparison of one pair of 256-bit values: one AND a layer) give the two
+    terms of t(circuit) = ANDs * t_and + layers * t_layer."""
+    from smc_hmm.gc import arith
+    from smc_hmm.gc.circuit import Circuit
+
+    def comparison(shape, depth=None):
+        c = Circuit()
+        x, y = c.input("garbler", shape), c.input("evaluator", shape)
+        arith.less(c, x, y, depth=depth) if depth else arith.cs_less(c, x, y)
+        return c.compile()
+
+    wide, deep = comparison((pairs, 2, 64)), comparison((1, 256), "ripple")
+    out = {}
+    for name, seconds in timers.items():
+        tw, td = seconds(wide), seconds(deep)
+        per_layer = max((td - deep.and_gates * tw / wide.and_gates) / deep.depth, 0.0)
+        out[name] = (max((tw - wide.depth * per_layer) / wide.and_gates, 0.0), per_layer)
+    return out
+
+
+def _garble_and_evaluate(circuit, rng):
+    """(garble ``circuit`` on fixed inputs; a garbling -> its evaluation, ready to run)."""
+    from smc_hmm.gc.garble import evaluate, garble, garbler_input_labels, new_delta
+    from smc_hmm.gc.hashing import random_blocks
+
+    delta = new_delta(rng)
+    inputs = random_blocks(rng, circuit.input_count("evaluator"))
+    ones = np.ones(circuit.input_count("garbler"), np.uint8)
+
+    def garbling():
+        return garble(circuit, delta, rng, inputs)
+
+    def evaluation(g):
+        constants = np.stack([g.zero_labels[0], g.zero_labels[1] ^ delta])
+        labels = garbler_input_labels(g, ones)
+        return lambda: evaluate(circuit, g.tables, constants, labels, inputs)
+
+    return garbling, evaluation
 
 
 def _table_transfer_rate(min_seconds: float, size: int = 32 << 20) -> float:
@@ -171,47 +187,25 @@ def garbling_sides(min_seconds: float = 0.2) -> dict[str, dict[str, float]]:
     garbler garbles step t + 1 while the evaluator evaluates step t): ``garbler``
     garbles, ``evaluator`` evaluates.
 
-    Measured on circuits the size of a step of the protocols' recursion (a wide one of
-    1.3 million AND gates, 40 MB of tables, beyond the caches; a deep one of 256 layers):
-    on a circuit of 80,000 gates, whose tables stay in cache, an AND gate costs about
-    half as much, and its rate moves by half between two circuits of one process.  The
-    tables' trip through the wire is not measured here: a frame of 32 or 64 MB read
-    0.45 or 1.55 ns a byte on the garbler's side in the same bench, as the allocator
-    happened to reuse buffers or not (see :func:`smc_hmm.bench.spot.predict`)."""
+    Measured on circuits the size of a step of the protocols' recursion
+    (:func:`_gate_and_layer_seconds` on 4096 pairs: 1.3 million AND gates, 40 MB of
+    tables, beyond the caches): on a circuit of 80,000 gates, whose tables stay in cache,
+    an AND gate costs about half as much, and its rate moves by half between two circuits
+    of one process.  The tables' trip through the wire is not measured here: a frame of
+    32 or 64 MB read 0.45 or 1.55 ns a byte on the garbler's side in the same bench, as
+    the allocator happened to reuse buffers or not (see
+    :func:`smc_hmm.bench.spot.predict`)."""
     from smc_hmm.crypto.rng import Rng
-    from smc_hmm.gc import arith
-    from smc_hmm.gc.circuit import Circuit
-    from smc_hmm.gc.garble import evaluate, garble, garbler_input_labels, new_delta
-    from smc_hmm.gc.hashing import random_blocks
 
     rng = Rng.system()
 
-    def sides(build) -> tuple[float, float, int, int]:
-        c = Circuit()
-        build(c)
-        circuit = c.compile()
-        delta = new_delta(rng)
-        inputs = random_blocks(rng, circuit.input_count("evaluator"))
-        g = garble(circuit, delta, rng, inputs)
-        labels = garbler_input_labels(g, np.ones(circuit.input_count("garbler"), np.uint8))
-        constants = np.stack([g.zero_labels[0], g.zero_labels[1] ^ delta])
-        garbling = 1.0 / _rate(lambda: garble(circuit, delta, rng, inputs), 1, min_seconds)
-        evaluating = 1.0 / _rate(
-            lambda: evaluate(circuit, g.tables, constants, labels, inputs), 1, min_seconds
-        )
-        return garbling, evaluating, circuit.and_gates, circuit.depth
+    def garbler(circuit) -> float:
+        garble, _ = _garble_and_evaluate(circuit, rng)
+        return 1.0 / _rate(garble, 1, min_seconds)
 
-    def wide(c):
-        x, y = c.input("garbler", (4096, 2, 64)), c.input("evaluator", (4096, 2, 64))
-        arith.cs_less(c, x, y)
+    def evaluator(circuit) -> float:
+        garble, evaluate = _garble_and_evaluate(circuit, rng)
+        return 1.0 / _rate(evaluate(garble()), 1, min_seconds)
 
-    def deep(c):
-        x, y = c.input("garbler", (1, 256)), c.input("evaluator", (1, 256))
-        arith.less(c, x, y, depth="ripple")
-
-    (gw, ew, aw, lw), (gd, ed, ad, ld) = sides(wide), sides(deep)
-    out = {}
-    for side, wide_s, deep_s in (("garbler", gw, gd), ("evaluator", ew, ed)):
-        per_layer = max((deep_s - ad * wide_s / aw) / ld, 0.0)
-        out[side] = {"and_gates": max((wide_s - lw * per_layer) / aw, 0.0), "gc_layers": per_layer}
-    return out
+    sides = _gate_and_layer_seconds(4096, {"garbler": garbler, "evaluator": evaluator})
+    return {k: {"and_gates": a, "gc_layers": layer} for k, (a, layer) in sides.items()}
