@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
+from numbers import Integral
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = [
     "available",
     "find",
     "params_from_config",
+    "randomizers_by_key",
     "save_array",
 ]
 
@@ -153,6 +155,30 @@ def save_array(directory: Path, name: str, array) -> str:
     return name
 
 
+def randomizers_by_key(
+    need: Mapping[str, int | Mapping[str, int]], holders: Iterable[str]
+) -> dict[str, dict[str, int]]:
+    """A randomizer plan (``ProtocolDescriptor.randomizers``) as party -> {key party:
+    count}: a bare count is under the one key pair of the run, that of the one party in
+    ``holders`` (the parties whose role holds a key pair); with several it names no key
+    (InvalidInputError).  Counts are integers >= 0."""
+    holders = list(holders)
+    out: dict[str, dict[str, int]] = {}
+    for party, counts in need.items():
+        if not isinstance(counts, Mapping):
+            if len(holders) != 1:
+                raise InvalidInputError(
+                    f"the plan gives {party!r} one count but the run has {len(holders)} key "
+                    f"pairs ({', '.join(holders) or 'none'}): say under which key"
+                )
+            counts = {holders[0]: counts}
+        for key, count in counts.items():
+            if isinstance(count, bool) or not isinstance(count, Integral) or count < 0:
+                raise InvalidInputError(f"{party!r} plans {count!r} randomizers under {key!r}")
+        out[party] = {key: int(count) for key, count in counts.items()}
+    return out
+
+
 def _default_params(section: Mapping) -> Mapping:
     return dict(section)
 
@@ -203,10 +229,14 @@ class ProtocolDescriptor:
     messages: Callable[[Any, int], Iterable[Message]] | None = None
     module: str = field(default="", compare=False)
     #: ``randomizers(params, key_bits, inputs)``: the fresh randomizers each party draws
-    #: (party -> count) in a run on ``inputs`` (party -> private input; in two-party
-    #: protocols the parties are named like their roles), from their public sizes only --
-    #: what an offline phase precomputes once the key is known (None: not planned)
-    randomizers: Callable[[Any, int, Mapping[str, Any]], dict[str, int]] | None = None
+    #: in a run on ``inputs`` (party -> private input; in two-party protocols the parties
+    #: are named like their roles), from their public sizes only -- what an offline phase
+    #: precomputes once the keys are known (None: not planned).  Party -> count, all under
+    #: the run's one key pair; or, where several key pairs exist, party -> {key party:
+    #: count}, a key named by the party that holds (or makes) it (:func:`randomizers_by_key`)
+    randomizers: (
+        Callable[[Any, int, Mapping[str, Any]], Mapping[str, int | Mapping[str, int]]] | None
+    ) = None
     #: ``error_bound(params, key_bits, inputs)``: nats, how far a score the run reveals
     #: may lie from the plaintext one on ``inputs`` (None: the protocol states none)
     error_bound: Callable[[Any, int, Mapping[str, Any]], float] | None = None
