@@ -42,7 +42,7 @@ from transcript_harness import compare_transcripts, recorder
 
 from smc_hmm.crypto import Rng
 from smc_hmm.errors import InsecureKeyWarning, SmcHmmError, TransportError
-from smc_hmm.protocol import Example, ProtocolDescriptor, available, find
+from smc_hmm.protocol import Example, ProtocolDescriptor, available, find, randomizers_by_key
 from smc_hmm.runtime import run_protocol
 from smc_hmm.transport.base import Transport
 from smc_hmm.transport.faults import FaultyTransport
@@ -110,7 +110,7 @@ def _run(name: str, index: int, **kwargs):
 class Runs:
     results: list = field(default_factory=list)
     transcripts: list = field(default_factory=list)
-    #: per run, per party with a pool: (misses, left over), or None without a plan
+    #: per run, per (party, key party) pool: (misses, left over), or None without a plan
     pools: list = field(default_factory=list)
     #: per run, per OT extension sender (Bob's garbler): (COTs extended, taken, extensions)
     ots: list = field(default_factory=list)
@@ -118,29 +118,49 @@ class Runs:
 
 
 def _pools(name: str, index: int):
-    """Exact offline pools for run ``index``: (pool per party, run_protocol's
-    ``randomizers``, how to restore the key holder's own randomizer), or None."""
-    from smc_hmm.crypto import DJNRandomizer, RandomizerPool
+    """Exact offline pools for run ``index`` (:func:`~smc_hmm.runtime.offline.planned_pools`:
+    every party under every key, none where the plan names neither, so a draw the plan
+    missed is a miss): (pool per party and key party, run_protocol's ``randomizers``, how
+    to restore the key holders' own randomizers), or None."""
+    from smc_hmm.runtime.offline import by_fingerprint, planned_pools
 
     descriptor, example = _descriptor(name), _example(name)
     if descriptor.randomizers is None:
         return None
     keys = _keys(name)
-    ((holder, (pk, _)),) = keys.items()  # the planned protocols have one key holder
+    public = {p: pk for p, (pk, _) in keys.items()}
     params = descriptor.params(example.params)
     inputs = {p: example.inputs[index].get(p) for p in example.parties}
-    need = descriptor.randomizers(params, pk.bits, inputs)
-    own = pk.randomizer
-    pools, randomizers = {}, {}
-    for party, count in need.items():  # a party planned to draw none gets an empty pool
-        source = own if party == holder else DJNRandomizer(pk.n_mpz, Rng.seeded(6))
-        pools[party] = RandomizerPool(source, capacity=max(count, 1))
-        pools[party].fill(count)
-        if party != holder:
-            randomizers[party] = {pk.fingerprint: pools[party]}
-    if holder in pools:
-        pk.use_randomizer(pools[holder])
-    return pools, randomizers, lambda: pk.use_randomizer(own)
+    bits = next(iter(public.values())).bits
+    need = randomizers_by_key(descriptor.randomizers(params, bits, inputs), public)
+    made = {key for counts in need.values() for key in counts} - set(public)
+    public |= _keys_made_in_the_run(name, index, made) if made else {}
+    own = {p: public[p].randomizer for p in keys}
+    pools = planned_pools(need, public, own, example.parties)
+
+    def restore():
+        for p, randomizer in own.items():
+            public[p].use_randomizer(randomizer)
+
+    flat = {(p, key): pool for p, mine in pools.items() for key, pool in mine.items()}
+    return flat, by_fingerprint(pools, public), restore
+
+
+def _keys_made_in_the_run(name: str, index: int, made: set) -> dict:
+    """The public keys parties ``made`` make during run ``index`` (not given in ``keys``),
+    by who made them: the sender of each key another party received, from a recorded run
+    (the run's seeded generator makes the same keys each run)."""
+    from smc_hmm.crypto import PublicKey
+
+    given = {pk.fingerprint for pk, _ in _keys(name).values()}
+    views = _run(name, index, record_views=True, rng=Rng.seeded(SEED)).views
+    found = {}
+    for received in views.values():
+        for peer, _tag, payload in received:
+            if isinstance(payload, PublicKey) and peer in made and payload.fingerprint not in given:
+                found.setdefault(peer, payload)
+    assert set(found) == made, f"{name}: the plan names keys no party sent: {made - set(found)}"
+    return found
 
 
 @contextmanager
@@ -278,9 +298,10 @@ def test_the_offline_plan_is_exact(name):
             )
     for index, pools in enumerate(_runs(name).pools):
         assert pools, f"{name}: the plan names no party"
-        for party, (misses, left) in pools.items():
+        for (party, key), (misses, left) in pools.items():
             assert (misses, left) == (0, 0), (
-                f"{name} run {index}: {party}'s pool missed {misses} and kept {left}"
+                f"{name} run {index}: {party}'s pool under {key}'s key missed {misses} and "
+                f"kept {left}"
             )
 
 
