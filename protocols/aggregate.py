@@ -145,6 +145,7 @@ from protocols.stages.dgk import (
     bob_argmax,
     bob_recv_keys,
     bob_reveal,
+    reveal_randomizers,
 )
 from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray
@@ -533,6 +534,23 @@ def load_dataset(value, base) -> tuple[np.ndarray, np.ndarray]:
 
 
 _role_for = assign_by_field(lead="lead", owner="owners", curator="curator", user="user")
+
+
+def randomizers_needed(params: Params, key_bits: int, inputs) -> dict[str, dict[str, int]]:
+    """Fresh Paillier randomizers per party and key (pk_O: the lead's, pk_C: the
+    curator's), from K and d alone (thesis 4.1.3; the module's steps): every owner's two
+    size shares (step 1) and its d re-randomised noise terms (step 7); the lead's
+    re-randomised permuted shares (2), selections (6) and masked noise (8); the argmin's
+    own counts (step 4, :meth:`~protocols.stages.dgk.ArgmaxParams.randomizers`, revealed
+    to Trent); Trent's indicator (5).  Dave draws none."""
+    k, d, lead, trent = params.k, params.dim, params.lead, params.curator
+    argmin, reveal = params.argmax_params().randomizers(), reveal_randomizers("bob")
+    owner = {lead: 1, trent: 1 + d}
+    return {o: owner for o in params.owners[1:]} | {
+        lead: {lead: 1 + k + argmin["alice"] + reveal["alice"], trent: 1 + k + (k - 1) + d},
+        trent: {lead: argmin["bob"] + reveal["bob"], trent: k},
+        params.user: {},
+    }
 
 
 def example_dataset(rng, n: int, d: int = 2) -> tuple[np.ndarray, np.ndarray]:
