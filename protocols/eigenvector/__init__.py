@@ -85,6 +85,17 @@ def arbitrator(ctx, private_input, params: SharedParams) -> dict:
     return _roles(params).arbitrator(ctx, private_input, params)
 
 
+def randomizers_needed(
+    params: SharedParams, key_bits: int, inputs, rounds: int | None = None
+) -> dict[str, dict[str, int]]:
+    """The mode's fresh randomizers per party and key (party -> {key party: count}: the
+    key authority's shared key, the private mode's owners' own keys), for a run of
+    ``rounds`` rounds: its number is data-dependent and public only once the run ends, so
+    the default plans the fewest rounds the mode takes (a run that converges later draws
+    each further round's online).  Sizes are public parameters: ``inputs`` adds none."""
+    return params.randomizers(key_bits, rounds)
+
+
 def rank_one(rng, k: int = 4, cols=(3, 5, 4)) -> list[np.ndarray]:
     """M = a b^T split by columns: G = ||b||^2 a a^T, so u_1 is already the eigenvector
     and every such M converges at the first test (the same public number of rounds)."""

@@ -208,6 +208,10 @@ class PrivateParams(SharedParams):
         key size."""
         return Plan(self, key_bits).messages()
 
+    def randomizers(self, key_bits: int, rounds: int | None = None) -> dict[str, dict[str, int]]:
+        """The run's fresh randomizers per party and key (:meth:`Plan.randomizers`)."""
+        return Plan(self, key_bits).randomizers(rounds)
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -507,6 +511,42 @@ class Plan:
             "normalisation": self.owner_count * self.final_term_bound,
             "start": self.k * self.split_bound * self.split_bound * 4,
         }
+
+    # -- the offline plan ---------------------------------------------------------------------
+
+    def tests(self, rounds: int | None = None) -> tuple[int, int]:
+        """(T, the convergence tests of rounds 1..T) for a run whose test passes at round
+        ``rounds`` = T (public once the run ends; default: the first scheduled test, the
+        fewest rounds a run takes).  InvalidInputError unless a test is scheduled at T."""
+        p = self.params
+        first = min(p.check_every, p.max_rounds)
+        t = first if rounds is None else rounds
+        if isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= p.max_rounds:
+            raise InvalidInputError(f"rounds must be in [1, {p.max_rounds}], got {t!r}")
+        if not check_round(p, t):
+            raise InvalidInputError(f"no convergence test is scheduled at round {t}")
+        return t, sum(check_round(p, u) for u in range(1, t + 1))
+
+    def randomizers(self, rounds: int | None = None) -> dict[str, dict[str, int]]:
+        """Fresh Paillier randomizers per party and key (the shared key: the key
+        authority's; an owner's own key: that owner's) in a run of T = ``rounds`` rounds
+        (:meth:`tests`; 003 4.1.1, the module's steps).  Owners: E[Ghat_i] encrypted and
+        re-randomised along the chain, E_i[Q_i], E[Ghat_i X'_t] in rounds 0..T, the final
+        term; the leader also s_t's magnitude share (t >= 1) and per test its vectors,
+        scalars, products and the DGK comparison's own (:class:`CompareSpec`); Trent per
+        round the masked batch and E[rho_t] (round 0: the start's magnitude), per test the
+        packed masked values, the comparison's own and the bit, E_i[Q_i R'_T] per owner
+        and the total norm.  The key authority draws none."""
+        p, k, nv, nz = self.params, self.k, self.vector_cts, len(self.output_groups)
+        t, tests = self.tests(rounds)
+        cmp = self.compare_spec.randomizers()
+        shared = 2 * k * nv + (t + 1) * nv + 1
+        out = {o: {p.key_authority: shared, o: k * nz} for o in p.owners}
+        leader = tests * (2 * k + 3 + 2 + cmp["alice"]) + t  # vectors, scalars, products
+        out[p.owners[0]] = {p.key_authority: shared + leader, p.owners[0]: k * nz}
+        trent = (t + 1) * (nv + 1 + k) + 1 + tests * (1 + cmp["bob"] + 1) + 1
+        out[p.arbitrator] = {p.key_authority: trent} | dict.fromkeys(p.owners, nz)
+        return out | {p.key_authority: {}}
 
     # -- declared messages ------------------------------------------------------------------
 

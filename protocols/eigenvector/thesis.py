@@ -342,6 +342,20 @@ class ThesisParams(SharedParams):
         spare = key_bits - 5 - self.vector_bound.bit_length()
         return max(1, min(self.rows, 1 + spare // self.plan.slot_bits))
 
+    def randomizers(self, key_bits: int, rounds: int | None = None) -> dict[str, dict[str, int]]:
+        """Fresh Paillier randomizers per party under the key authority's key in a run of
+        ``rounds`` rounds (public once it ends, decoys included; default 2, the fewest: the
+        owners' test compares two vectors): per round an owner's E[A_i' alpha_i] (step 3)
+        and norm term (5), Trent's re-randomised vector (4) and norm (6); then the final
+        terms (8).  None with ``encrypt`` off; the authority draws none."""
+        t = 2 if rounds is None else rounds
+        if isinstance(t, bool) or not isinstance(t, int) or not 2 <= t <= self.max_rounds:
+            raise InvalidInputError(f"rounds must be in [2, {self.max_rounds}], got {t!r}")
+        vector = self.packed_rows if self.packed else self.rows
+        each = t * (vector + 1) + 1 if self.encrypt else 0
+        key = self.key_authority
+        return {p: {key: each} for p in (*self.owners, self.arbitrator)} | {key: {}}
+
     def _vector_field(self, slot_bound: int):
         if self.packed:
             return Ciphertexts(self.scale, self.plan.packed_bound(slot_bound), (self.packed_rows,))
