@@ -72,7 +72,11 @@ def test_a_taken_port_blames_its_party_with_address_in_use(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_stalled_party_is_blamed_not_its_last_warning(tmp_path):
+def test_a_stalled_party_is_blamed_not_its_last_warning(tmp_path, monkeypatch):
+    # the launcher checks the protocol before it starts a process, so the plugin must be
+    # importable here as well as in the party processes (PYTHONPATH below); it passed
+    # only when another test of the same worker had put tests/plugins on sys.path
+    monkeypatch.syspath_prepend(str(PLUGINS))
     path = _config(tmp_path, "stall_protocol:PROTOCOL")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(PLUGINS), env.get("PYTHONPATH", "")])
