@@ -465,13 +465,9 @@ def _ten_rows(s: _Spot, compute, one_cost, scaling: float) -> None:
         k for k in labels if found[k]["found"] != spot(*compose(**s.models[k]), features).found
     ]
     s.checks["ten keywords == plaintext"] = not wrong
-    s.say("cost model: DGK and Paillier rates of this machine")
-    from smc_hmm.bench.rates import garbling_sides
-
-    dgk, draws = dgk_rates(s.keypair), randomizer_rates(s.keypair)
-    rates = {"dgk": dgk, "draws": draws, "sides": garbling_sides()}
     # one measurement of the lanes' scaling can read above their count on a noisy machine
     lanes = min(max(1.0, scaling), float(compute.workers))
+    rates = _rates(s)
     predicted = predict(one_cost, s.keypair, s.args.key_bits, len(labels), lanes, rates)
     ratio = predicted / total
     s.checks["cost model within 20%"] = abs(ratio - 1) <= PREDICTION_TOLERANCE
@@ -495,12 +491,7 @@ def _ten_rows(s: _Spot, compute, one_cost, scaling: float) -> None:
             None,
             "s",
             note=f"prediction / measured = {ratio:.2f} (tolerance "
-            f"{PREDICTION_TOLERANCE:.0%}); lanes priced at {lanes:.2f}x; DGK "
-            + ", ".join(f"{k} {v * 1e6:.0f} us" for k, v in dgk.items())
-            + "; randomizers "
-            + ", ".join(f"{k} {v * 1e6:.0f} us" for k, v in draws.items())
-            + "; garbled, per AND gate: "
-            + ", ".join(f"{k} {v['and_gates'] * 1e9:.0f} ns" for k, v in rates["sides"].items()),
+            f"{PREDICTION_TOLERANCE:.0%}); lanes priced at {lanes:.2f}x; {_rates_note(rates)}",
         ),
     ]
     s.extra["ten"] = {
@@ -509,12 +500,35 @@ def _ten_rows(s: _Spot, compute, one_cost, scaling: float) -> None:
         "offline_seconds": pre,
         "predicted_seconds": predicted,
         "prediction_ratio": ratio,
-        "dgk_seconds_per_op": dgk,
-        "randomizer_seconds": draws,
+        "dgk_seconds_per_op": rates["dgk"],
+        "randomizer_seconds": rates["draws"],
         "garbling_seconds_per_unit": _byte_prices(one_cost, rates["sides"]),
         "found": {k: found[k] for k in labels},
         "cost": ten.cost.to_dict(),
     }
+
+
+def _rates(s: _Spot) -> dict:
+    """The cost model's rates of this machine (:func:`predict`)."""
+    from smc_hmm.bench.rates import garbling_sides
+
+    s.say("cost model: DGK, Paillier and garbling rates of this machine")
+    return {
+        "dgk": dgk_rates(s.keypair),
+        "draws": randomizer_rates(s.keypair),
+        "sides": garbling_sides(),
+    }
+
+
+def _rates_note(rates: dict) -> str:
+    return (
+        "DGK "
+        + ", ".join(f"{k} {v * 1e6:.0f} us" for k, v in rates["dgk"].items())
+        + "; randomizers "
+        + ", ".join(f"{k} {v * 1e6:.0f} us" for k, v in rates["draws"].items())
+        + "; garbled, per AND gate: "
+        + ", ".join(f"{k} {v['and_gates'] * 1e9:.0f} ns" for k, v in rates["sides"].items())
+    )
 
 
 def _mining_rows(s: _Spot, compute, secure) -> None:
