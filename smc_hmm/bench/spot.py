@@ -269,10 +269,12 @@ def _byte_prices(cost, sides: dict, phase: str = "recursion") -> dict[str, dict]
     rates, per byte of the phase's tables.  A microbenchmark of the tables' trip through
     the wire codec read 0.45 or 1.55 ns a byte on the garbler's side, as the allocator
     reused buffers or gave fresh pages; the protocol's own steps are what the larger run
-    repeats."""
+    repeats.  A ledger without one garbler in ``phase`` prices the bytes at zero."""
     parties = cost.parties
-    garbler = next(n for n, p in parties.items() if _phase(p, phase)["ops"].get("and_gates"))
-    evaluator = next(n for n in parties if n != garbler)
+    garbling = [n for n, p in parties.items() if _phase(p, phase)["ops"].get("and_gates")]
+    if len(garbling) != 1 or len(parties) != 2:  # no garbled phase to calibrate on
+        return {side: rate | {"garbled_bytes": 0.0} for side, rate in sides.items()}
+    garbler, evaluator = garbling[0], next(n for n in parties if n != garbling[0])
     ops = {op: int(_phase(parties[garbler], phase)["ops"].get(op) or 0) for op in GARBLED_OPS}
     out = {}
     for side, name in (("garbler", garbler), ("evaluator", evaluator)):

@@ -250,6 +250,9 @@ def test_the_cost_model_runs_the_garbled_sides_side_by_side_and_scales_gates_not
     ten = bench.predict(cost, keypair_512, 512, 10, 1.0, rates | {"sides": sides})
     # ten times the recursion's gates and bytes, its layers once; the setup once
     assert ten == pytest.approx(10 * (1.0 + 1.0) + 1.0 + 100 * 1e-3)
+    # a ledger with no garbled recursion (nothing to calibrate on) prices bytes at zero
+    bare = SimpleNamespace(parties={"alice": {"phases": {}}, "bob": {"phases": {}}})
+    assert {s["garbled_bytes"] for s in bench._byte_prices(bare, sides).values()} == {0.0}
 
 
 @pytest.mark.slow
