@@ -191,10 +191,8 @@ def garbling_sides(min_seconds: float = 0.2) -> dict[str, dict[str, float]]:
     (:func:`_gate_and_layer_seconds` on 4096 pairs: 1.3 million AND gates, 40 MB of
     tables, beyond the caches): on a circuit of 80,000 gates, whose tables stay in cache,
     an AND gate costs about half as much, and its rate moves by half between two circuits
-    of one process.  The tables' trip through the wire is not measured here: a frame of
-    32 or 64 MB read 0.45 or 1.55 ns a byte on the garbler's side in the same bench, as
-    the allocator happened to reuse buffers or not (see
-    :func:`smc_hmm.bench.spot.predict`)."""
+    of one process.  The tables' trip through the wire is not measured here (why:
+    :func:`smc_hmm.bench.spot._byte_prices`)."""
     from smc_hmm.crypto.rng import Rng
 
     rng = Rng.system()
