@@ -19,7 +19,8 @@ windows, all public):
 1. Bob -> Alice ``match.catalogue``: the recordings' ids and lengths in frames (public:
    the collection's catalogue, like a keyword vocabulary).
 2. Alice -> Bob ``match.frames``: L, the snippet's length in frames (public).
-3. Alice -> Bob ``cmp.pk``, ``cmp.dgk``: her Paillier and DGK public keys
+3. Alice -> Bob ``match.pk``: her Paillier public key (the packing needs its size);
+   ``dgk``: ``cmp.pk``, ``cmp.dgk``, her Paillier and DGK public keys
    (:func:`protocols.stages.dgk.alice_send_keys`).
 4. Alice -> Bob ``match.snippet``: (L + S - 1) x B ciphertexts; the one of frame row t
    and band j packs the shifted copies Q[t, j], Q[t - 1, j], ..., Q[t - S + 1, j] (zero
@@ -41,15 +42,19 @@ windows, all public):
    shifted left by lb = bits(count - 1) bits and carries its candidate's code
    2^lb - 1 - index in the low bits: all values differ, and of two equal scores the
    lower index is the larger value.
-8. The secure maximum: a tournament (:class:`protocols.stages.decision.Tournament`, consecutive
-   pairs, ceil(log2(count)) rounds) of batched compare-and-selects
-   (:func:`protocols.stages.dgk.bob_compare_select`: DGK with Veugen's correction, the max
-   of each pair from the comparison's own values, Bob's masked differences packed many
-   per ciphertext so Alice decrypts once per ciphertext; 4 messages a round).  Bob keeps
-   E(max) and sends ``match.winner`` E(max + rho 2^lb), rho uniform over sigma bits
-   beyond the values' bound: Alice reads the code in the low bits -- 0 for "no match",
-   else the candidate's (recording, offset).  The lowest index wins ties, so a window
-   must beat the threshold strictly and the answer is exactly the plaintext matcher's.
+8. The secure maximum, the decision stage's (:mod:`protocols.stages.decision`).  The
+   garbled default (``docs/garbled.md``): its ``argmax`` rule -- Bob shares the
+   candidates, one circuit he garbles names the largest, and only its index reaches
+   Alice.  ``dgk``, the thesis's: a tournament
+   (:class:`protocols.stages.decision.Tournament`, consecutive pairs, ceil(log2(count))
+   rounds) of batched compare-and-selects (:func:`protocols.stages.dgk.bob_compare_select`:
+   DGK with Veugen's correction, the max of each pair from the comparison's own values,
+   Bob's masked differences packed many per ciphertext so Alice decrypts once per
+   ciphertext; 4 messages a round).  Bob keeps E(max) and sends ``match.winner``
+   E(max + rho 2^lb), rho uniform over sigma bits beyond the values' bound: Alice reads
+   the code in the low bits -- 0 for "no match", else the candidate's (recording,
+   offset).  Either way the lowest index wins ties, so a window must beat the threshold
+   strictly and the answer is exactly the plaintext matcher's.
 
 Who learns what:
 
@@ -58,7 +63,8 @@ Who learns what:
   step 5 (raw scores and, in a block's unused slots, partial sums: each plus a mask of
   sigma bits beyond their public bound; statistical distance <= 2^-(sigma - 1)), the
   comparisons' masked differences, uniform bits and her own shares
-  (:mod:`protocols.stages.dgk`), and the winner's value under rho.  What the answer itself
+  (:mod:`protocols.stages.dgk`; garbled: her shares, uniform within 2^-sigma, and the
+  circuit's labels), and (``dgk``) the winner's value under rho.  What the answer itself
   tells her over many chosen snippets is the argmax's leak: one answer per snippet
   (``docs/security.md``, "match").
 * Bob learns L and nothing else: Paillier and DGK ciphertexts only (IND-CPA).
@@ -87,8 +93,15 @@ from functools import cached_property
 
 import numpy as np
 
-from protocols.stages import circuits, dgk, garbled
-from protocols.stages.decision import Tournament, alice_tournament, bob_tournament
+from protocols.stages import dgk
+from protocols.stages.decision import (
+    DecisionSpec,
+    Tournament,
+    alice_decide,
+    alice_tournament,
+    bob_decide,
+    bob_tournament,
+)
 from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray
 from smc_hmm.crypto.packing import PackingPlan, plain_bits
@@ -379,19 +392,15 @@ class MatchLayout:
     def garbled(self) -> bool:
         return self.params.comparison == "garbled"
 
-    @property
-    def cots(self) -> int:
-        """Garbled: Alice's input bits, her shares of every candidate."""
-        return self.count * self.bits
+    @cached_property
+    def decision(self) -> DecisionSpec:
+        """Garbled: step 8 as the decision stage's argmax over the folded candidates."""
+        return DecisionSpec(self.count, self.folded_bound, sigma=self.params.sigma)
 
     def declared_messages(self) -> list[Message]:
         """Every message of a run (for the transcript harness and for readers)."""
         if self.garbled:
-            out = list(self.messages().values()) + [KEY]
-            out += list(garbled.setup_messages(self.cots).values())
-            out.append(garbled.share_message((self.count,), self.bits, self.params.sigma))
-            circuit = circuits.argmax_circuit(self.count, self.bits, "alice", 0)
-            return out + list(garbled.circuit_messages(circuit).values())
+            return [*self.messages().values(), KEY, *self.decision.messages()]
         out = list(self.messages().values()) + list(self.compare_spec().messages().values())
         for matches in self.tournament.matches:
             out += list(self.select_spec(len(matches)).messages().values())
@@ -401,9 +410,9 @@ class MatchLayout:
         """Fresh randomizers: Alice's snippet and slot encryptions, Bob's re-randomised
         blocks, his threshold, every round of the tournament, the winner's reveal."""
         need = {"alice": self.rows * self.bands + self.total, "bob": len(self.blocks) + 2}
-        if self.garbled:  # the threshold, and the packed shares instead of the winner
-            _, per = garbled.share_slots(self.bits, self.params.sigma, self.key_bits)
-            return {"alice": need["alice"], "bob": len(self.blocks) + 1 + -(-self.count // per)}
+        if self.garbled:  # the threshold, and the decision's instead of the winner
+            bob = len(self.blocks) + 1 + self.decision.randomizers(self.key_bits)["bob"]
+            return {"alice": need["alice"], "bob": bob}
         for matches in self.tournament.matches:
             part = self.select_spec(len(matches)).randomizers()
             need = {k: need[k] + part[k] for k in need}
@@ -486,9 +495,8 @@ def alice(ctx, snippet, params: MatchParams, peer: str = "bob") -> dict:
         layout = MatchLayout.build(params, pk.bits, length, lengths)
         msg = layout.messages()
         ctx.send(peer, msg["frames"], length)  # step 2
-        if layout.garbled:  # step 3: her key, the garbled stage's setup
+        if layout.garbled:  # step 3: her key
             ctx.send(peer, KEY, pk)
-            evaluator = garbled.alice_setup(ctx, layout.cots, peer)
         else:
             dgk_sk = dgk.alice_send_keys(ctx, layout.compare_spec(), peer)  # step 3
     with ctx.phase("snippet"):
@@ -506,10 +514,8 @@ def alice(ctx, snippet, params: MatchParams, peer: str = "bob") -> dict:
         ctx.send(peer, msg["slots"], CipherArray.encrypt_encoded(pk, values, 0, top))
     with ctx.phase("argmax"):  # steps 7-8
         if layout.garbled:
-            sigma = params.sigma
-            index = circuits.alice_argmax(ctx, evaluator, layout.count, layout.bits, sigma)
-            result = answer(index, lengths, length, params.pool, ids)
-            return _answer(result, params, layout)
+            index = alice_decide(ctx, layout.decision, peer)
+            return _answer(answer(index, lengths, length, params.pool, ids), params, layout)
         alice_tournament(ctx, dgk_sk, layout.tournament, layout, peer)
         (winner,) = ctx.recv(peer, msg["winner"]).decrypt_ints(sk)
         index = layout.code(0) - int(winner) % (1 << layout.label_bits)
@@ -550,8 +556,6 @@ def bob(ctx, collection, params: MatchParams, peer: str = "alice") -> None:
             spec = MatchLayout.before_key(params, length, collection.lengths).compare_spec()
             pk, dgk_pk = dgk.bob_recv_keys(ctx, spec, peer)  # step 3
         layout = MatchLayout.build(params, pk.bits, length, collection.lengths)
-        if layout.garbled:
-            garbler = garbled.bob_setup(ctx, layout.cots, peer)
         msg = layout.messages()
         ints = collection.ints(quant)
         factors = [quant.window_factors(x, length) for x in ints]
@@ -574,8 +578,7 @@ def bob(ctx, collection, params: MatchParams, peer: str = "alice") -> None:
         unmask = [-m for (_, _, used), row in zip(blocks, masks) for m in row[:used]]
         values = _candidates(slots, unmask, factors, layout, pk)  # step 7
         if layout.garbled:  # step 8 in one circuit: the winner's index to Alice
-            circuits.bob_argmax(ctx, garbler, values, layout.bits, params.sigma)
-            return None
+            return bob_decide(ctx, values, layout.decision, peer)
         plan = _TournamentPlan(layout, dgk_pk)
         best = bob_tournament(ctx, values, layout.tournament, plan, [0], peer)[0]  # step 8
         mask = ctx.rng.randbits(layout.winner_mask_bits) << layout.label_bits
