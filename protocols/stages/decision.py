@@ -1,7 +1,8 @@
 """Decisions on encrypted scores, against a reference model or not: the one argmax stage
-under keyword recognition and spotting (garbage model) and speaker recognition (UBM), and
-the tournaments of many maxima in lockstep (:class:`Tournament`) under the thesis's
-Viterbi recursion and the matching's best window.
+under keyword recognition and spotting (garbage model), speaker recognition (UBM) and the
+audio matching's best window, and the tournaments of many maxima in lockstep
+(:class:`Tournament`) under the thesis's Viterbi recursion and the matching's ``dgk``
+mode.
 
 Thesis 003, 4.2.1 ("Secure Keyword Recognition": Alice learns only the argmax) and 5.2.2
 (verification against a background model, also of a claim Bob never sees).  Bob holds
