@@ -191,12 +191,6 @@ def _names(owners, *others) -> tuple[str, ...]:
     return owners
 
 
-def _whole(name: str, value, lo: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < lo:
-        raise AggregateInputError(f"{name} must be an integer >= {lo}, got {value!r}")
-    return int(value)
-
-
 @dataclass(frozen=True)
 class Params:
     """Public parameters of the DP classifier aggregate."""
@@ -204,23 +198,20 @@ class Params:
     owners: tuple[str, ...] = ("p1", "p2")
     curator: str = "trent"
     user: str = "dave"
-    dim: int = 2
+    dim: int = typed.whole(2, 1, None)
     eps: float = 1.0
     lam: float = 0.01
-    max_size: int = 2**20
-    scale: int = 32
-    sigma: int = 40
+    max_size: int = typed.whole(2**20, 1, None)
+    scale: int = typed.whole(32, 0, None)
+    sigma: int = typed.sigma()
     dgk_bits: int | None = None
     dgk_t: int | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "owners", _names(self.owners, self.curator, self.user))
-        _whole("dim", self.dim, 1)
+        typed.check_fields(self, AggregateInputError)
         check_epsilon(self.eps, "eps", error=PrivacyParameterError)
         check_epsilon(self.lam, "lam", error=AggregateInputError)
-        _whole("max_size", self.max_size, 1)
-        _whole("scale", self.scale, 0)
-        _whole("sigma", self.sigma, 40)
         self.argmax_params()  # validates the DGK parameters
 
     @property
@@ -638,15 +629,15 @@ class SumParams:
 
     owners: tuple[str, ...] = ("p1", "p2")
     curator: str = "trent"
-    length: int = 1
+    length: int = typed.whole(1, 1, None)
     noise_scales: tuple[float, ...] = (1.0,)
     max_abs: float = 2.0**20
-    scale: int = 24
+    scale: int = typed.whole(24, 0, None)
     clip: float = 50.0
 
     def __post_init__(self):
         object.__setattr__(self, "owners", _names(self.owners, self.curator))
-        _whole("length", self.length, 1)
+        typed.check_fields(self, AggregateInputError)
         scales = tuple(float(b) for b in self.noise_scales)
         if len(scales) != self.length:
             raise AggregateInputError(
@@ -656,7 +647,6 @@ class SumParams:
             raise PrivacyParameterError("noise scales must be finite and >= 0")
         object.__setattr__(self, "noise_scales", scales)
         check_epsilon(self.max_abs, "max_abs", error=AggregateInputError)
-        _whole("scale", self.scale, 0)
         check_epsilon(self.clip, "clip", error=AggregateInputError)
 
     @property

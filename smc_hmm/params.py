@@ -1,6 +1,7 @@
 """Typed public parameters: dataclass fields that state their own range
 (``docs/adding-a-protocol.md``, "Public parameters"), and the one check of a private
-vector against the public sizes they agree (:func:`bounded_vector`).
+vector against the public sizes they agree (:func:`bounded_vector`).  :func:`integer` is
+the same range check for an int that is not a field (a loop's count, a derived size).
 
 A protocol's parameter class declares each public number once, with its range::
 
@@ -36,6 +37,7 @@ __all__ = [
     "bounded_vector",
     "check_fields",
     "flag",
+    "integer",
     "number",
     "one_of",
     "party_names",
@@ -50,20 +52,25 @@ def _declared(default, check):
     return field(default=default, metadata={_CHECK: check})
 
 
+def integer(name: str, v, lo: int, hi: int | None = None, error=InvalidInputError) -> int:
+    """``v`` as an int, refused (``error``, a subclass of InvalidInputError) unless it is
+    an int in [lo, hi] (a bool is not one; ``hi`` None: no upper bound)."""
+    if (
+        isinstance(v, bool)
+        or not isinstance(v, Integral)
+        or not lo <= v <= (v if hi is None else hi)
+    ):
+        top = "inf" if hi is None else hi
+        raise error(f"{name} must be an int in [{lo}, {top}], got {v!r}")
+    return int(v)
+
+
 def whole(default, lo: int, hi: int | None, *, optional: bool = False):
-    """An int in [lo, hi] (a bool is not one; ``hi`` None: no upper bound); ``optional``:
-    None is allowed too."""
-    top = "inf" if hi is None else hi
+    """An int in [lo, hi] (:func:`integer`); ``optional``: None is allowed too."""
 
     def check(name, v):
-        if v is None and optional:
-            return
-        if (
-            isinstance(v, bool)
-            or not isinstance(v, Integral)
-            or not lo <= v <= (v if hi is None else hi)
-        ):
-            raise InvalidInputError(f"{name} must be an int in [{lo}, {top}], got {v!r}")
+        if not (v is None and optional):
+            integer(name, v, lo, hi)
 
     return _declared(default, check)
 
@@ -104,12 +111,19 @@ def flag(default: bool):
     return _declared(default, check)
 
 
-def check_fields(obj) -> None:
-    """Check every field of the dataclass instance ``obj`` declared with a range here."""
+def check_fields(obj, error=InvalidInputError) -> None:
+    """Check every field of the dataclass instance ``obj`` declared with a range here
+    (a refusal raises ``error``, a subclass of InvalidInputError)."""
     for f in fields(obj):
         check = f.metadata.get(_CHECK)
-        if check is not None:
+        if check is None:
+            continue
+        try:
             check(f.name, getattr(obj, f.name))
+        except InvalidInputError as e:
+            if type(e) is error:
+                raise
+            raise error(str(e)) from None
 
 
 def sigma(default: int = 40):

@@ -22,13 +22,6 @@ from smc_hmm.errors import ConfigError, InvalidInputError, ProtocolError
 from smc_hmm.messages import Message
 
 
-def positive_int(name: str, v, minimum: int = 1) -> int:
-    """``v`` as an int, refused unless it is an integer (not a bool) >= ``minimum``."""
-    if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < minimum:
-        raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {v!r}")
-    return int(v)
-
-
 def finite(name: str, v, *, positive: bool = True) -> float:
     """``v`` as a float, refused unless finite (and > 0 when ``positive``)."""
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
@@ -74,7 +67,7 @@ class SharedParams:
         if isinstance(self.cols, str) or not isinstance(self.cols, Sequence):
             raise InvalidInputError("cols must be a sequence of column counts, one per owner")
         object.__setattr__(
-            self, "cols", tuple(positive_int("every cols entry", c) for c in self.cols)
+            self, "cols", tuple(typed.integer("every cols entry", c, 1) for c in self.cols)
         )
         if len(self.owners) < 2:
             raise InvalidInputError("the eigenvector protocol needs at least two owners")

@@ -65,6 +65,7 @@ from functools import cached_property
 import numpy as np
 
 from protocols.stages.emissions import EmissionLayout, alice_pack, alice_unpack, bob_emissions
+from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray
 from smc_hmm.crypto.packing import top_mask
 from smc_hmm.errors import InvalidInputError, PrecisionError, ProtocolError
@@ -128,9 +129,7 @@ class BoundPlan:
 
     def __post_init__(self):
         for name in ("length", "inputs", "rows", "input_bits", "value_bits", "sigma"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InvalidInputError(f"{name} must be a positive int, got {v!r}")
+            typed.integer(name, getattr(self, name), 1)
         if self.value_bits >= mac.MAC_BITS:
             raise PrecisionError(
                 f"bound values of {self.value_bits} bits: below {mac.MAC_BITS}, so that a "

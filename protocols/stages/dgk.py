@@ -130,16 +130,6 @@ def dgk_ciphertexts(count: int | None = None, width: int | None = None) -> Opaqu
     return OpaqueCiphertexts("DGK", count, width)
 
 
-def _whole(name: str, value, lo: int, hi: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise InvalidInputError(f"{name} must be an integer, got {value!r}")
-    if value < lo or (hi is not None and value > hi):
-        raise InvalidInputError(
-            f"{name} must be in [{lo}, {hi if hi is not None else 'inf'}], got {value}"
-        )
-    return int(value)
-
-
 # -- the batched comparison: public spec and declared messages ---------------------------------
 
 
@@ -154,9 +144,9 @@ class CompareSpec:
     dgk_width: int | None = None
 
     def __post_init__(self):
-        _whole("l (bits)", self.bits, 1, MAX_BITS)
-        _whole("k (count)", self.count, 1)
-        _whole("sigma", self.sigma, 40, 256)
+        typed.integer("l (bits)", self.bits, 1, MAX_BITS)
+        typed.integer("k (count)", self.count, 1)
+        typed.integer("sigma", self.sigma, 40, 256)
 
     @property
     def input_bound(self) -> int:
@@ -863,7 +853,7 @@ class ArgmaxParams(ComparisonParams):
 
     def __post_init__(self):
         CompareSpec(self.bits, self.count, self.sigma)
-        _whole("count (values of an argmax)", self.count, 2)
+        typed.integer("count (values of an argmax)", self.count, 2)
         super().__post_init__()
         if self.comparison == "garbled" and (self.reveal_to == "none" or self.with_max):
             raise InvalidInputError(
