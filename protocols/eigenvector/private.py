@@ -521,8 +521,7 @@ class Plan:
         p = self.params
         first = min(p.check_every, p.max_rounds)
         t = first if rounds is None else rounds
-        if isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= p.max_rounds:
-            raise InvalidInputError(f"rounds must be in [1, {p.max_rounds}], got {t!r}")
+        typed.integer("rounds", t, 1, p.max_rounds)
         if not check_round(p, t):
             raise InvalidInputError(f"no convergence test is scheduled at round {t}")
         return t, sum(check_round(p, u) for u in range(1, t + 1))

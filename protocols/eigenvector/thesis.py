@@ -349,8 +349,7 @@ class ThesisParams(SharedParams):
         and norm term (5), Trent's re-randomised vector (4) and norm (6); then the final
         terms (8).  None with ``encrypt`` off; the authority draws none."""
         t = 2 if rounds is None else rounds
-        if isinstance(t, bool) or not isinstance(t, int) or not 2 <= t <= self.max_rounds:
-            raise InvalidInputError(f"rounds must be in [2, {self.max_rounds}], got {t!r}")
+        typed.integer("rounds", t, 2, self.max_rounds)
         vector = self.packed_rows if self.packed else self.rows
         each = t * (vector + 1) + 1 if self.encrypt else 0
         key = self.key_authority

@@ -263,8 +263,7 @@ def alice_secure_multiply(ctx, spec: MaskSpec, peer: str = "bob") -> None:
 
 
 def rescale_messages(spec: MaskSpec, bits: int):
-    if isinstance(bits, bool) or not isinstance(bits, int) or not 0 < bits <= spec.scales[0]:
-        raise InvalidInputError(f"can drop 1..{spec.scales[0]} bits, not {bits!r}")
+    typed.integer("the bits a rescaling drops", bits, 1, spec.scales[0])
     top = spec.bounds[0] + (1 << spec.mask_bits(0))
     return (
         Message("rescale.masked", Ciphertexts(spec.scales[0], top, spec.shape, fresh=True)),
