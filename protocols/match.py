@@ -66,7 +66,10 @@ Who learns what:
   (:mod:`protocols.stages.dgk`; garbled: her shares, uniform within 2^-sigma, and the
   circuit's labels), and (``dgk``) the winner's value under rho.  What the answer itself
   tells her over many chosen snippets is the argmax's leak: one answer per snippet
-  (``docs/security.md``, "match").
+  (``docs/security.md``, "match").  Garbled, her shares are not bound to Bob's: a
+  deviating Alice who adds D_i to her share of candidate i learns argmax_i (v_i + D_i),
+  e.g. the gap between the two best windows in about log2(bound) sessions (a test runs
+  it); the per-client frame budget of a serving Bob bounds the sessions.
 * Bob learns L and nothing else: Paillier and DGK ciphertexts only (IND-CPA).
 
 The ``approx`` mode (``stride`` K >= 2) makes about 1/K of the comparisons: it is the

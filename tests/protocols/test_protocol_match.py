@@ -194,6 +194,52 @@ def _read_spectrogram(keypair, snippet, collection):
     return result, seen, secret, layout
 
 
+def test_a_deviating_alice_who_shifts_her_shares_reads_the_gap_to_the_second_window(
+    keypair_512, collection, monkeypatch
+):
+    """A leak of the garbled default, stated in docs/security.md ("match"): her shares of
+    the candidates are not bound to what Bob sent, so adding D_i to her share of
+    candidate i makes the circuit name argmax_i (v_i + D_i).  One session with D on the
+    winner tells her [v_1 - v_2 > -D]: bisection reads the gap to the second-best window
+    in about log2(bound) sessions, and lowering the winners one by one the order of the
+    top windows.  The test runs one step each side of the gap."""
+    from protocols.stages import garbled
+    from smc_hmm.data.match import candidate_values
+    from smc_hmm.gc import arith
+
+    q = _queries(collection, 1)[0]
+    params = pm.MatchParams(threshold=-1.0)
+    layout = pm.MatchLayout.build(params, 512, len(q.frames), collection.lengths)
+    quant, bands = params.quant, collection.bands
+    plain = [quant.threshold_units(-1.0, len(q.frames), bands)]
+    plain += candidate_values(quant.query_ints(q.frames), collection.ints(quant), quant, 1)
+    folded = [int(v) * (1 << layout.label_bits) + layout.code(i) for i, v in enumerate(plain)]
+    first, second = sorted(range(len(folded)), key=folded.__getitem__)[::-1][:2]
+    gap = folded[first] - folded[second]
+    original = garbled.alice_share
+
+    def shifted(delta):
+        def share(ctx, shape, bits, sigma, peer="bob", tag="gc.share"):
+            mine = arith.from_bits(original(ctx, shape, bits, sigma, peer, tag), signed=False)
+            mine = np.array([int(v) for v in mine], dtype=object)
+            mine[first] = (mine[first] + delta) % (1 << bits)
+            return arith.to_bits(mine, bits)
+
+        return share
+
+    answers = {}
+    for delta in (-gap + 1, -gap - 1):
+        monkeypatch.setattr(garbled, "alice_share", shifted(delta))
+        out = _run(keypair_512, q.frames, collection, {"threshold": -1.0})["alice"]
+        answers[delta] = (
+            candidates(collection.lengths, len(q.frames), 1).index(
+                (out["recording"], out["offset_frames"])
+            )
+            + 1
+        )
+    assert answers[-gap + 1] == first and answers[-gap - 1] == second != first
+
+
 def test_a_unit_vector_snippet_does_not_read_bobs_spectrogram(keypair_512, collection, monkeypatch):
     """Q = e_(t, j) (up to centring) makes every raw score one of Bob's frame values,
     X[o + t, j]: without the masks Alice reads his spectrogram slot by slot (the control,
