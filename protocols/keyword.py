@@ -248,6 +248,7 @@ def _decision(params: KeywordParams, count: int, length: int, labels):
         offset=round(params.margin * 2**params.score_scale),
         sigma=params.forward.precision.sigma,
         comparison=params.comparison,
+        bind=False,  # the thesis's semi-honest mode: its scores exceed the MAC field
     )
     return spec, drop
 

@@ -55,6 +55,13 @@ the circuit (:func:`square_check`).
 
 Public: the program's shape (rows, inputs, T), the widths and scales, the layout.  Every
 message size follows from them.
+
+**Bound shares** (:class:`SharePlan`, :func:`bob_bind_shares`, :func:`alice_bind_shares`):
+the same check for values E(s_i) Bob already holds (the decision stage's scores):
+the slots of :func:`protocols.stages.garbled.pack_masked` and one MAC of
+alpha sum_i rho_i s_i in three limbs of their own slots, one multi-exponentiation each
+(``docs/garbled.md``, "Bound shares"); she enters every slot whole, D_A and D_B as above
+with one frame and no phi.
 """
 
 from __future__ import annotations
@@ -64,6 +71,7 @@ from functools import cached_property
 
 import numpy as np
 
+from protocols.stages import garbled
 from protocols.stages.emissions import EmissionLayout, alice_pack, alice_unpack, bob_emissions
 from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray
@@ -82,7 +90,12 @@ __all__ = [
     "AliceBound",
     "BobBound",
     "BoundPlan",
+    "AliceShares",
+    "BobShares",
     "Emissions",
+    "SharePlan",
+    "alice_bind_shares",
+    "bob_bind_shares",
     "reconstruct",
     "run_inputs",
     "alice_bound",
@@ -90,6 +103,7 @@ __all__ = [
     "check_equal",
     "clamp",
     "encode_products",
+    "key_message",
     "square_check",
 ]
 
@@ -191,13 +205,7 @@ class BoundPlan:
         return {
             "obs": Message("bd.obs", Ciphertexts(0, obs, (self.groups, self.inputs))),
             "values": Message("bd.values", MaskedCiphertexts(shape=(self.groups, self.columns))),
-            "key": Message(
-                "bd.key",
-                (
-                    OpaqueCiphertexts("mac-correction", bits, 8),
-                    OpaqueCiphertexts("challenge", 1, SEED_BYTES),
-                ),
-            ),
+            "key": key_message(bits, "bd.key"),
         }
 
     # -- the circuit side ---------------------------------------------------------------
@@ -216,6 +224,13 @@ class BoundPlan:
             phi = np.asarray(phi_row, dtype=object)
             parts.append(arith.to_bits(phi, self.input_bits).reshape(-1))
         return np.concatenate(parts)
+
+
+def key_message(bits: int, tag: str) -> Message:
+    """Bob -> Alice after her padded choices: the MAC corrections of her ``bits`` input
+    wires and the seed of the check's coefficients."""
+    corrections = OpaqueCiphertexts("mac-correction", bits, 8)
+    return Message(tag, (corrections, OpaqueCiphertexts("challenge", 1, SEED_BYTES)))
 
 
 def _field(seed: bytes, count: int) -> list[int]:
@@ -598,3 +613,159 @@ def run_inputs(lengths: list[int], counts: list[int], checked: bool, run, labels
             out, checks = out[:-1], out[-1:]
         outs.append(out)
     return outs, checks
+
+
+# -- bound shares of values Bob holds (the decision stage's conversion) ---------------------
+
+
+@dataclass(frozen=True)
+class SharePlan:
+    """Bound shares of ``count`` values E(s_i) that Bob holds under Alice's key, every
+    |s_i| < 2^(l-1) (l = ``bits``): the slots of :func:`protocols.stages.garbled.pack_masked`
+    (y_i = s_i + 2^(l-1) + r_i, ``width`` bits, which Alice enters whole), and beside
+    them the MAC limbs z_k = sum_i U_ki s_i + 2^(m-1) + r'_k (k < MAC_LIMBS, m =
+    ``mac_bits``), U_k the limbs of u_i = alpha rho_i mod p.  Mod p,
+    sum_k 2^(21 k) (z_k - 2^(m-1) - r'_k) = alpha sum_i rho_i s_i: the check of
+    :class:`BobShares` and :class:`AliceShares` (``docs/garbled.md``, "Bound inputs")."""
+
+    count: int
+    bits: int
+    sigma: int
+    #: None: the messages' ciphertext counts stay undeclared
+    key_bits: int | None = None
+
+    def __post_init__(self):
+        for name in ("count", "bits", "sigma"):
+            typed.integer(name, getattr(self, name), 1)
+        if self.bits >= mac.MAC_BITS or self.width > 2 * mac.MAC_BITS - 2:
+            raise PrecisionError(
+                f"bound shares of {self.bits}-bit values in {self.width}-bit slots: the "
+                f"values need fewer than {mac.MAC_BITS} bits and the slots at most "
+                f"{2 * mac.MAC_BITS - 2} (in_range's bound on a share shifted by k p)"
+            )
+
+    @property
+    def width(self) -> int:
+        """Bits of one of Alice's inputs: the whole slot."""
+        return self.bits + self.sigma + 1
+
+    @property
+    def mac_bits(self) -> int:
+        """m: every |sum_i U_ki s_i| < count 2^21 2^(l-1) <= 2^(m-1)."""
+        return (self.count << (MAC_LIMB_BITS + self.bits - 1)).bit_length() + 1
+
+    @property
+    def input_bits(self) -> int:
+        return self.count * self.width
+
+    def groups(self, bits: int, count: int) -> int | None:
+        """Ciphertexts of ``count`` packed values of ``bits`` bits (None: no key size)."""
+        if self.key_bits is None:
+            return None
+        return -(-count // garbled.share_slots(bits, self.sigma, self.key_bits)[1])
+
+    def randomizers(self) -> dict[str, int]:
+        """Bob's packed shares and MAC limbs, each ciphertext re-randomised once."""
+        bob = self.groups(self.bits, self.count) + self.groups(self.mac_bits, MAC_LIMBS)
+        return {"alice": 0, "bob": bob}
+
+    def messages(self, tag: str) -> dict[str, Message]:
+        values = MaskedCiphertexts(shape=(self.groups(self.bits, self.count),))
+        macs = MaskedCiphertexts(shape=(self.groups(self.mac_bits, MAC_LIMBS),))
+        return {
+            "shares": Message(f"{tag}.share", (values, macs)),
+            "key": key_message(self.input_bits, f"{tag}.key"),
+        }
+
+
+@dataclass
+class BobShares:
+    """Bob's secrets of one set of bound shares: alpha, the seed, the offsets."""
+
+    plan: SharePlan
+    alpha: int
+    seed: bytes
+    offsets: list[int]  # 2^(l-1) + r_i
+    mac_offsets: list[int]  # 2^(m-1) + r'_k
+    d_b: int | None = None
+
+    def bits(self) -> np.ndarray:
+        """His circuit inputs: -(2^(l-1) + r_i) mod 2^w, (count, w) bits."""
+        full = 1 << self.plan.width
+        mine = np.array([(-o) % full for o in self.offsets], dtype=object)
+        return arith.to_bits(mine, self.plan.width)
+
+    def key_message(self, ctx, zero_labels, delta, tweak: int, peer: str, tag: str) -> None:
+        """The corrections of her input wires' MACs and the seed; keeps D_B = -sum_i rho_i
+        B(y_i) + alpha sum_i rho_i (2^(l-1) + r_i) - sum_k 2^(21 k) (2^(m-1) + r'_k)."""
+        b, corrections = mac.garbler_mac(zero_labels, delta, self.alpha, tweak)
+        message = self.plan.messages(tag)["key"]
+        ctx.send(peer, message, [corrections.astype("<u8").tobytes(), self.seed])
+        rho = _field(self.seed, self.plan.count)
+        shares = mac.weighted_sum(b.reshape(self.plan.count, self.plan.width))
+        d = -sum(r * int(v) for r, v in zip(rho, shares))
+        d += self.alpha * sum(r * o for r, o in zip(rho, self.offsets)) - _join(self.mac_offsets)
+        self.d_b = d % mac.PRIME
+
+    def check_value(self) -> int:
+        if self.d_b is None:
+            raise ProtocolError("the binding check's value before its key message")
+        return self.d_b
+
+
+def bob_bind_shares(ctx, values: CipherArray, plan: SharePlan, peer: str, tag: str) -> BobShares:
+    """Bob -> Alice ``tag.share``: the masked values and the masked MAC limbs, packed."""
+    if values.shape != (plan.count,):
+        raise InvalidInputError(f"{values.shape} values for bound shares of {plan.count}")
+    rng, p = ctx.rng, mac.PRIME
+    alpha = 1 + rng.randbelow(p - 1)
+    seed = rng.randbits(8 * SEED_BYTES).to_bytes(SEED_BYTES, "little")
+    u = [alpha * r % p for r in _field(seed, plan.count)]
+    limbs = np.array([_limbs(v) for v in u], dtype=object).T  # (MAC_LIMBS, count)
+    bound = (1 << (plan.mac_bits - 1)) - 1
+    macs = values.with_scale(0).lincomb(limbs).with_bound(bound)
+    shares, offsets = garbled.pack_masked(values, plan.bits, plan.sigma, rng)
+    tags, mac_offsets = garbled.pack_masked(macs, plan.mac_bits, plan.sigma, rng)
+    ctx.send(peer, plan.messages(tag)["shares"], [shares, tags])
+    return BobShares(plan, alpha, seed, [int(o) for o in offsets], [int(o) for o in mac_offsets])
+
+
+@dataclass
+class AliceShares:
+    """Alice's bound shares: the slot values y_i she decrypted, the joined MAC z and,
+    after the key message, her side of the check."""
+
+    plan: SharePlan
+    y: list[int]
+    z: int
+    d_a: int | None = None
+
+    def bits(self) -> np.ndarray:
+        """Her circuit inputs: every y_i whole, (count, w) bits."""
+        return arith.to_bits(np.array(self.y, dtype=object), self.plan.width)
+
+    def key_message(self, ctx, labels, bits, tweak: int, peer: str, tag: str) -> None:
+        """The corrections and the seed in; keeps D_A = sum_i rho_i A(y_i) - z."""
+        raw, seed = ctx.recv(peer, self.plan.messages(tag)["key"])
+        corrections = np.frombuffer(raw, dtype="<u8")
+        if (corrections >= mac.PRIME).any():
+            raise ProtocolError(f"{tag}.key: a correction is not an element of Z_p")
+        a = mac.evaluator_mac(labels, bits, corrections, tweak)
+        shares = mac.weighted_sum(a.reshape(self.plan.count, self.plan.width))
+        rho = _field(bytes(seed), self.plan.count)
+        self.d_a = (sum(r * int(v) for r, v in zip(rho, shares)) - self.z) % mac.PRIME
+
+    def check_value(self) -> int:
+        if self.d_a is None:
+            raise ProtocolError("the binding check's value before its key message")
+        return self.d_a
+
+
+def alice_bind_shares(ctx, plan: SharePlan, peer: str, tag: str) -> AliceShares:
+    """Alice: the packed values and MAC limbs in, decrypted as residues (whatever Bob
+    sends, every slot is a value of its width: nothing to refuse)."""
+    _, sk = ctx.keypair
+    shares, tags = ctx.recv(peer, plan.messages(tag)["shares"])
+    y = garbled.unpack_masked(shares, plan.count, plan.bits, plan.sigma, sk)
+    z = garbled.unpack_masked(tags, MAC_LIMBS, plan.mac_bits, plan.sigma, sk)
+    return AliceShares(plan, [int(v) for v in y], _join(z))

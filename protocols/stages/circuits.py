@@ -29,6 +29,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from protocols.stages import bound as bd
 from protocols.stages.garbled import (
     Evaluator,
     Garbler,
@@ -39,7 +40,7 @@ from protocols.stages.garbled import (
 )
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import InvalidInputError, PrecisionError
-from smc_hmm.gc import arith
+from smc_hmm.gc import arith, mac
 from smc_hmm.gc.circuit import Circuit, CompiledCircuit, built_once
 
 __all__ = [
@@ -199,15 +200,32 @@ def alice_argmax(
 
 @lru_cache(maxsize=64)
 def decision_circuit(
-    count: int, bits: int, rule: str, reference: int | None = None
+    count: int, bits: int, rule: str, reference: int | None = None, width: int | None = None
 ) -> CompiledCircuit:
-    """The decision stage's circuit on ``count`` shared ``bits``-bit scores (Alice's shares
-    and Bob's, the reference's offset already in its score): :func:`decide` on their sums."""
+    """The decision stage's circuit on ``count`` shared ``bits``-bit scores (the
+    reference's offset already in its score): :func:`decide` on their sums.
+
+    ``width`` None: plain shares (:func:`protocols.stages.garbled.bob_share`), Alice's
+    and Bob's l bits each (then, ``claimed``, her index bits).  Else bound shares
+    (:class:`protocols.stages.bound.SharePlan`): Alice's whole ``width``-bit slots y_i
+    (then her index bits, then D_A), Bob's -(2^(l-1) + r_i) mod 2^w (then D_B); ok =
+    [D_A = D_B] and every y_i + b_i within l signed bits
+    (:func:`protocols.stages.bound.in_range`: a share shifted by k p lands outside);
+    every output ANDed with ok, and ``argmax`` gives Alice (ok, the gated index)."""
     c = Circuit()
-    values = arith.add(c, c.input("evaluator", (count, bits)), c.input("garbler", (count, bits)))
+    y = c.input("evaluator", (count, width or bits))
     claim = c.input("evaluator", (claim_width(count),)) if rule == "claimed" else None
-    out, to = decide(c, values, rule, reference, claim)
-    c.output(out, to)
+    if width is None:
+        sums = arith.add(c, y, c.input("garbler", (count, bits)))
+        c.output(*decide(c, sums, rule, reference, claim))
+        return c.compile()
+    d_a = c.input("evaluator", (mac.MAC_BITS,))
+    sums = arith.add(c, y, c.input("garbler", (count, width)), depth="ripple")
+    d_b = c.input("garbler", (mac.MAC_BITS,))
+    ok = c.and_(bd.check_equal(c, d_a, d_b), arith.all_of(c, bd.in_range(c, sums, bits)))
+    out, to = decide(c, sums[..., :bits], rule, reference, claim)
+    gated = c.and_(np.asarray(out).reshape(-1), ok)
+    c.output(np.concatenate([[ok], gated]) if rule == "argmax" else gated, to)
     return c.compile()
 
 

@@ -40,22 +40,36 @@ order, so ties go to a uniformly random one of the tied labels).  Three public r
   which assumes semi-honest parties).
 
 **The garbled default** (``comparison = "garbled"``, ``docs/garbled.md``): Bob shares the
-scores (offset added) through :func:`protocols.stages.garbled.bob_share` -- Alice
-decrypts only masked values, uniform within 2^-sigma -- and one circuit Bob garbles
-applies the rule (:func:`protocols.stages.circuits.decision_circuit`): the argmax's index
-to Alice (ties: the lowest index, as :func:`decide_plain`), or the bit to Bob.  For
-``claimed`` Alice's choice is her index bits into the circuit, which selects the score
-there: no vector outside the one-hot ones exists, and an index past the others is a
-refused claim.  The bit reaches Bob as the labels Alice returns, which she cannot forge,
-so she cannot flip it; what she can still change is her shares (the circuit does not yet
-bind them), i.e. shift the scores it compares.  Messages: the garbled stage's setup, one
-packed share message, one circuit.
+scores (offset added) as bound shares (:func:`protocols.stages.bound.bob_bind_shares`):
+Alice decrypts only masked values, uniform within 2^-sigma, and with them the limbs of
+one MAC, alpha sum_i rho_i s_i, under masks of their own.  She enters every share whole;
+after her padded choices Bob sends the MAC corrections and the seed of rho
+(``dec.key``), she enters D_A and he D_B, and one circuit Bob garbles
+(:func:`protocols.stages.circuits.decision_circuit`) checks D_A = D_B and every
+reconstructed score within its l bits, then applies the rule: the argmax's index to Alice
+(ties: the lowest index, as :func:`decide_plain`), or the bit to Bob, each ANDed with
+the check.  For ``claimed`` Alice's choice is her index bits into the circuit, which
+selects the score there: no vector outside the one-hot ones exists, and an index past
+the others is a refused claim.  The bit reaches Bob as the labels Alice returns, which
+she cannot forge, so she cannot flip it; a share she shifts fails the check (it passes
+with probability 3/p, p = 2^61 - 1), so she cannot shift the scores the circuit
+compares: ``argmax`` raises after her last message, the bits come out 0.  Messages: the
+garbled stage's setup, the packed shares and MAC limbs, her padded choices, the key
+message, her padded choices of D_A, the circuit (two flights more than plain shares).
+``bind = False`` keeps plain shares, mod 2^l, that she could shift: the keyword's
+``forward`` scoring (the thesis's semi-honest mode) needs it, its scores being wider
+than the MAC field (61 bits).
 
-Who learns what (semi-honest): Alice learns the label (``argmax``) or nothing (``beats``,
-``claimed``); Bob learns nothing (``argmax``) or the bit (``beats``, ``claimed``: not
-which score was compared); the comparisons' own views are masked values (statistical
-distance 2^-sigma) and uniform bits (:mod:`protocols.stages.dgk`'s docstring), the
-multiplication's are operands plus masks of sigma extra bits
+What a deviating Alice still learns, bound: the declared output, and whether the run
+aborted -- a score outside its public bound (reachable only through inputs outside
+theirs, e.g. a huge feature in ``linear``) fails the range check: one bit a session,
+[some |s_i| >= 2^(l-1)].
+
+Who learns what (semi-honest; the dgk mode): Alice learns the label (``argmax``) or
+nothing (``beats``, ``claimed``); Bob learns nothing (``argmax``) or the bit (``beats``,
+``claimed``: not which score was compared); the comparisons' own views are masked values
+(statistical distance 2^-sigma) and uniform bits (:mod:`protocols.stages.dgk`'s
+docstring), the multiplication's are operands plus masks of sigma extra bits
 (:mod:`protocols.stages.primitives`).  Every message is declared from public sizes
 (:meth:`DecisionSpec.messages`).  :func:`decide_plain` is the same rule on plaintext
 integers (the tests' and benchmarks' reference).
@@ -68,6 +82,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from protocols.stages import bound as bd
 from protocols.stages import dgk, garbled
 from protocols.stages.circuits import claim_width, decision_circuit
 from protocols.stages.primitives import (
@@ -78,13 +93,19 @@ from protocols.stages.primitives import (
 )
 from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray
-from smc_hmm.errors import InvalidInputError
-from smc_hmm.gc import arith
+from smc_hmm.errors import InvalidInputError, ProtocolError
+from smc_hmm.gc import arith, mac
 from smc_hmm.messages import Ciphertexts, Message
 
 RULES = ("argmax", "beats", "claimed")
-#: the garbled decision's packed shares of the scores
+#: the garbled decision's messages: ``dec.share`` (the bound shares), ``dec.key``
+TAG = "dec"
+#: the plain shares' message (``bind = False``)
 SHARE_TAG = "dec.share"
+#: Alice's padded choices of D_A, after the key message
+CHECK_TAG = "gc.check"
+#: the MAC hash's tweaks (a domain of their own, :mod:`smc_hmm.gc.mac`)
+MAC_TWEAK = 0
 
 
 @dataclass(frozen=True)
@@ -97,7 +118,10 @@ class DecisionSpec:
     ``offset``: the public integer added to its score; ``rule``: ``argmax`` (label to
     Alice), ``beats`` (bit to Bob) or ``claimed`` (bit to Bob for Alice's private choice);
     ``tags``: the reveal's message tags; ``select_tag``: the tag of Alice's encrypted
-    choice (``claimed``); ``comparison``: ``garbled`` (the default) or ``dgk``."""
+    choice (``claimed``); ``comparison``: ``garbled`` (the default) or ``dgk``;
+    ``bind`` (garbled): Alice's shares bound by the MAC check (the default; the scores
+    need fewer than 61 bits) or, for the thesis's semi-honest modes whose scores are
+    wider, plain shares she could shift."""
 
     count: int
     bound: int
@@ -109,11 +133,14 @@ class DecisionSpec:
     bits: int | None = None
     select_tag: str = "dec.select"
     comparison: str = typed.one_of("garbled", dgk.COMPARISONS)
+    bind: bool = True
 
     def __post_init__(self):
         typed.check_fields(self)
         if self.bits is None:
             object.__setattr__(self, "bits", int(self.bound).bit_length() + 1)
+        if self.comparison == "garbled" and self.bind:
+            self.share_plan(None)  # the scores fit the MAC field (else PrecisionError)
         if (1 << (self.bits - 1)) - 1 < self.bound:
             raise InvalidInputError(f"{self.bits}-bit comparisons cannot hold the bound")
         if self.reference is not None and not 0 <= self.reference < self.count:
@@ -154,16 +181,27 @@ class DecisionSpec:
     # -- garbled -------------------------------------------------------------------------
 
     @property
+    def width(self) -> int | None:
+        """Bits of each of Alice's shares in the circuit: a whole slot (bound), else None."""
+        return self.share_plan(None).width if self.bind else None
+
+    @property
     def circuit(self):
-        return decision_circuit(self.count, self.bits, self.rule, self.reference)
+        return decision_circuit(self.count, self.bits, self.rule, self.reference, self.width)
+
+    @property
+    def choice_bits(self) -> int:
+        """Alice's first input bits: her shares, and (``claimed``) her index."""
+        claim = claim_width(self.count) if self.rule == "claimed" else 0
+        return self.count * (self.width or self.bits) + claim
 
     @property
     def cots(self) -> int:
-        """Alice's input bits: her shares, and (``claimed``) her index."""
-        return self.count * self.bits + (claim_width(self.count) if self.rule == "claimed" else 0)
+        """Alice's input bits: :attr:`choice_bits`, then (bound) D_A."""
+        return self.choice_bits + (mac.MAC_BITS if self.bind else 0)
 
-    def share_message(self, key_bits: int | None = None) -> Message:
-        return garbled.share_message((self.count,), self.bits, self.sigma, key_bits, SHARE_TAG)
+    def share_plan(self, key_bits: int | None) -> bd.SharePlan:
+        return bd.SharePlan(self.count, self.bits, self.sigma, key_bits)
 
     def claimed_compare_spec(self) -> dgk.CompareSpec:
         """``claimed``: one batched comparison of the reference against every other score."""
@@ -184,6 +222,8 @@ class DecisionSpec:
     def randomizers(self, key_bits: int) -> dict[str, int]:
         """The fresh Paillier randomizers each role draws, from the comparisons' own
         counts (what an offline phase precomputes); garbled: Bob's packed shares."""
+        if self.comparison == "garbled" and self.bind:
+            return self.share_plan(key_bits).randomizers()
         if self.comparison == "garbled":
             _, per = garbled.share_slots(self.bits, self.sigma, key_bits)
             return {"alice": 0, "bob": -(-self.count // per)}
@@ -204,12 +244,20 @@ class DecisionSpec:
             out = {k: out[k] + part[k] for k in out}
         return out
 
-    def messages(self) -> list[Message]:
+    def messages(self, key_bits: int | None = None) -> list[Message]:
         """Every message of the decision, declared from public sizes (for the transcript
-        harness and for readers)."""
+        harness and for readers; garbled: the shares' counts need ``key_bits``)."""
         if self.comparison == "garbled":
-            out = list(garbled.setup_messages(self.cots).values()) + [self.share_message()]
-            return out + list(garbled.circuit_messages(self.circuit).values())
+            out = list(garbled.setup_messages(self.cots).values())
+            circuit = garbled.circuit_messages(self.circuit)
+            if not self.bind:
+                shape = (self.count,)
+                shares = garbled.share_message(shape, self.bits, self.sigma, key_bits, SHARE_TAG)
+                return [*out, shares, *circuit.values()]
+            out += self.share_plan(key_bits).messages(TAG).values()
+            out += [garbled.choice_message(self.choice_bits)]
+            out += [garbled.choice_message(mac.MAC_BITS, CHECK_TAG)]
+            return out + [circuit["tables"], circuit["outputs"]]
         if self.rule == "claimed":
             out = [self.select_message(), *self.claimed_compare_spec().messages().values()]
         else:
@@ -251,11 +299,13 @@ def bob_decide(ctx, scores: CipherArray, spec: DecisionSpec, peer: str = "alice"
         shift[spec.reference] = spec.offset
         values = values.add_encoded(shift)
     values = values.with_bound(bound)
-    if spec.comparison == "garbled":
+    if spec.comparison == "garbled" and not spec.bind:
         garbler = garbled.bob_setup(ctx, spec.cots, peer)
         mine = garbled.bob_share(ctx, values, spec.bits, spec.sigma, peer, SHARE_TAG)
         out = garbler.run(ctx, spec.circuit, mine.reshape(-1))
         return None if spec.rule == "argmax" else bool(out[0])
+    if spec.comparison == "garbled":
+        return _bob_garbled(ctx, values, spec, peer)
     _, dgk_pk = dgk.bob_recv_keys(ctx, spec.compare_spec(), peer)
     if spec.rule == "argmax":
         label, _ = dgk.bob_argmax(ctx, values, dgk_pk, spec.argmax_params(), peer=peer)
@@ -272,6 +322,47 @@ def bob_decide(ctx, scores: CipherArray, spec: DecisionSpec, peer: str = "alice"
     bit = dgk.bob_compare(ctx, reference, best.with_bound(bound), dgk_pk, spec.compare_spec(), peer)
     (accept,) = dgk.bob_reveal(ctx, bit, 1, "bob", peer, spec.tags, spec.sigma)
     return bool(accept)
+
+
+def _bob_garbled(ctx, values: CipherArray, spec: DecisionSpec, peer: str):
+    """Bob's garbled half: the bound shares, the key message after her padded choices,
+    then the circuit on his shares and D_B."""
+    garbler = garbled.bob_setup(ctx, spec.cots, peer)
+    binding = bd.bob_bind_shares(ctx, values, spec.share_plan(values.public_key.bits), peer, TAG)
+    zero = garbler.input_labels(ctx, spec.choice_bits)
+    shared = binding.plan.input_bits  # her claim bits, after the shares, carry no MAC
+    binding.key_message(ctx, zero[:shared], garbler.delta, MAC_TWEAK, peer, TAG)
+    check = garbler.input_labels(ctx, mac.MAC_BITS, CHECK_TAG)
+    bits = np.concatenate(
+        [binding.bits().reshape(-1), arith.to_bits(binding.check_value(), mac.MAC_BITS)]
+    )
+    out, _ = garbler.garble(ctx, spec.circuit, bits, np.concatenate([zero, check]))
+    return None if spec.rule == "argmax" else bool(out[0])
+
+
+def _alice_garbled(ctx, spec: DecisionSpec, peer: str, choice: int | None):
+    """Alice's garbled half; ``argmax``: the index, with a failed check (ok = 0) raised
+    after her last message."""
+    pk, _ = ctx.keypair
+    evaluator = garbled.alice_setup(ctx, spec.cots, peer)
+    binding = bd.alice_bind_shares(ctx, spec.share_plan(pk.bits), peer, TAG)
+    mine = binding.bits().reshape(-1)
+    bits = np.concatenate([mine, claim_bits(spec, choice)]) if spec.rule == "claimed" else mine
+    labels = evaluator.input_labels(ctx, bits)
+    binding.key_message(ctx, labels[: mine.size], mine, MAC_TWEAK, peer, TAG)
+    d_a = arith.to_bits(binding.check_value(), mac.MAC_BITS)
+    check = evaluator.input_labels(ctx, d_a, CHECK_TAG)
+    out, _ = evaluator.evaluate(ctx, spec.circuit, np.concatenate([labels, check]))
+    if spec.rule != "argmax":
+        return None
+    if not int(out[0]):
+        ctx.defer(ProtocolError("the decision's binding check failed: no output"))
+    return int(arith.from_bits(out[1:], signed=False))
+
+
+def claim_bits(spec: DecisionSpec, choice: int) -> np.ndarray:
+    """``claimed``, garbled: Alice's choice as her index bits over the others."""
+    return arith.to_bits(spec.others.index(choice), claim_width(spec.count))
 
 
 def _bob_claimed(ctx, values: CipherArray, dgk_pk, spec: DecisionSpec, peer: str) -> bool:
@@ -299,15 +390,15 @@ def alice_decide(ctx, spec: DecisionSpec, peer: str = "bob", choice: int | None 
     return None.  ``choice``: ``claimed``'s private index (any score but the reference)."""
     if spec.rule == "claimed":
         one_hot = spec.one_hot(choice)  # a bad choice is refused before anything is sent
-    if spec.comparison == "garbled":
+    if spec.comparison == "garbled" and not spec.bind:
         evaluator = garbled.alice_setup(ctx, spec.cots, peer)
         bits = garbled.alice_share(ctx, (spec.count,), spec.bits, spec.sigma, peer, SHARE_TAG)
-        bits = bits.reshape(-1)
         if spec.rule == "claimed":
-            index = arith.to_bits(spec.others.index(choice), claim_width(spec.count))
-            bits = np.concatenate([bits, index])
-        out = evaluator.run(ctx, spec.circuit, bits)
+            bits = np.concatenate([bits.reshape(-1), claim_bits(spec, choice)])
+        out = evaluator.run(ctx, spec.circuit, bits.reshape(-1))
         return int(arith.from_bits(out, signed=False)) if spec.rule == "argmax" else None
+    if spec.comparison == "garbled":
+        return _alice_garbled(ctx, spec, peer, choice)
     dgk_sk = dgk.alice_send_keys(ctx, spec.compare_spec(), peer)
     if spec.rule == "claimed":
         pk, _ = ctx.keypair

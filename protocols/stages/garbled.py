@@ -105,6 +105,7 @@ __all__ = [
     "choice_message",
     "circuit_messages",
     "extension_parts",
+    "pack_masked",
     "rounded_share_message",
     "rounded_shares",
     "rounding_mask_bits",
@@ -112,6 +113,7 @@ __all__ = [
     "share_message",
     "share_slots",
     "third_party_outputs",
+    "unpack_masked",
 ]
 
 #: Random COTs drawn at a time when a session's pool runs out (public).
@@ -396,18 +398,8 @@ def share_message(shape, bits: int, sigma: int, key_bits: int | None = None, tag
 
 def bob_share(ctx, values: CipherArray, bits: int, sigma: int, peer: str = "alice", tag="gc.share"):
     """Bob's half of the conversion: his shares' bits ``values.shape + (bits,)``."""
-    if values.bound >= 1 << (bits - 1):
-        raise InvalidInputError(f"values may need more than {bits} bits to share")
-    pk = values.public_key
-    width, per = share_slots(bits, sigma, pk.bits)
-    # r uniform on the whole slot but the value's share: y = v + 2^(l-1) + r < 2^width
-    r = np.array(
-        [ctx.rng.randbelow((1 << width) - (1 << bits)) for _ in range(values.size)], dtype=object
-    )
-    offset = r + (1 << (bits - 1))
-    masked = values.with_scale(0).reshape(-1).add_encoded(offset)
-    packed = masked_groups(masked.with_bound(1 << width), width, per, ctx.rng)
-    ctx.send(peer, share_message(values.shape, bits, sigma, pk.bits, tag), packed)
+    packed, offset = pack_masked(values, bits, sigma, ctx.rng)
+    ctx.send(peer, share_message(values.shape, bits, sigma, values.public_key.bits, tag), packed)
     mine = np.array([(-int(v)) % (1 << bits) for v in offset], dtype=object)
     return arith.to_bits(mine.reshape(values.shape), bits)
 
@@ -415,12 +407,30 @@ def bob_share(ctx, values: CipherArray, bits: int, sigma: int, peer: str = "alic
 def alice_share(ctx, shape, bits: int, sigma: int, peer: str = "bob", tag="gc.share"):
     """Alice's half: her shares' bits ``shape + (bits,)``."""
     pk, sk = ctx.keypair
-    width, per = share_slots(bits, sigma, pk.bits)
-    size = int(np.prod(shape, dtype=np.int64))
     packed = ctx.recv(peer, share_message(shape, bits, sigma, pk.bits, tag))
-    values = unpack_slots(packed.decrypt_residues(sk), width, per, size)
+    values = unpack_masked(packed, int(np.prod(shape, dtype=np.int64)), bits, sigma, sk)
     mine = np.array([v % (1 << bits) for v in values], dtype=object)
     return arith.to_bits(mine.reshape(shape), bits)
+
+
+def pack_masked(values: CipherArray, bits: int, sigma: int, rng):
+    """E(v + 2^(l-1) + r) for every |v| < 2^(l-1) (l = ``bits``), r uniform on
+    [0, 2^w - 2^l), packed (:func:`share_slots`, :func:`masked_groups`); returns (the
+    packed ciphertexts, the offsets 2^(l-1) + r that Bob keeps)."""
+    if values.bound >= 1 << (bits - 1):
+        raise InvalidInputError(f"values may need more than {bits} bits to share")
+    width, per = share_slots(bits, sigma, values.public_key.bits)
+    # r uniform on the whole slot but the value's share: y = v + 2^(l-1) + r < 2^width
+    r = np.array([rng.randbelow((1 << width) - (1 << bits)) for _ in range(values.size)], object)
+    offset = r + (1 << (bits - 1))
+    masked = values.with_scale(0).reshape(-1).add_encoded(offset)
+    return masked_groups(masked.with_bound(1 << width), width, per, rng), offset
+
+
+def unpack_masked(packed: CipherArray, count: int, bits: int, sigma: int, sk) -> list[int]:
+    """Alice: the ``count`` slot values y in [0, 2^w) of :func:`pack_masked`'s ciphertexts."""
+    width, per = share_slots(bits, sigma, packed.public_key.bits)
+    return unpack_slots(packed.decrypt_residues(sk), width, per, count)
 
 
 # -- rounded shares: a value at scale f to shares at scale f - shift ----------------------

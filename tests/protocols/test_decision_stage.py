@@ -10,10 +10,11 @@ import pytest
 from party_support import simulate_alice_and_bob
 from transcript_harness import assert_same_transcripts
 
+from protocols.stages import bound as bd
 from protocols.stages import decision, garbled
 from smc_hmm.crypto import CipherArray
-from smc_hmm.errors import GarbledCircuitError, InvalidInputError
-from smc_hmm.gc import arith
+from smc_hmm.errors import GarbledCircuitError, InvalidInputError, ProtocolError
+from smc_hmm.gc import arith, mac
 
 BOUND = 1000
 
@@ -88,59 +89,114 @@ def test_garbled_frames_follow_from_public_sizes_only(keypair_512, rule):
     )
 
 
-def test_a_claim_past_the_enrolled_scores_is_refused(keypair_512):
+def test_a_claim_past_the_enrolled_scores_is_refused(keypair_512, monkeypatch):
     """A client who enters an index past the non-reference scores (she may enter any
     bits) selects the reference itself: [s_ref < s_ref] is 0, a refused claim, however
     the scores lie.  (The dgk mode's encrypted one-hot vector had no such check: a
     vector of all ones accepted whenever any speaker beat the reference.)"""
     spec = _spec("claimed", "garbled", count=6)  # 5 others: index bits 0..7
-
-    def forged(index):
-        def alice(ctx):
-            evaluator = garbled.alice_setup(ctx, spec.cots, "bob")
-            shares = garbled.alice_share(ctx, (spec.count,), spec.bits, spec.sigma, "bob",
-                                         "dec.share")  # fmt: skip
-            bits = np.concatenate([shares.reshape(-1), arith.to_bits(index, 3)])
-            return evaluator.run(ctx, spec.circuit, bits)
-
-        return alice
-
     scores = [900, 800, 700, 600, 500, -900]  # every speaker beats the reference
-    assert _run(keypair_512, spec, scores, alice_role=forged(2))["bob"] is True
-    for index in (5, 6, 7):
-        assert _run(keypair_512, spec, scores, alice_role=forged(index))["bob"] is False
+    for index, accepted in ((2, True), (5, False), (6, False), (7, False)):
+        monkeypatch.setattr(decision, "claim_bits", lambda s, c, i=index: arith.to_bits(i, 3))
+        assert _run(keypair_512, spec, scores, choice=0)["bob"] is accepted
 
 
-def test_a_client_cannot_flip_the_bit_she_returns(keypair_512):
+def test_a_client_cannot_flip_the_bit_she_returns(keypair_512, monkeypatch):
     """Bob decodes his bit from the labels Alice returns: she holds one label a wire and
     the other needs Delta, so a returned label she altered ends the session with a typed
     error instead of a forced decision."""
-    spec = _spec("beats", "garbled")
+    real = garbled.garbler_output_labels
 
-    def cheat(ctx):
-        evaluator = garbled.alice_setup(ctx, spec.cots, "bob")
-        shares = garbled.alice_share(ctx, (spec.count,), spec.bits, spec.sigma, "bob",
-                                     "dec.share")  # fmt: skip
-        msg = garbled.circuit_messages(spec.circuit)
-        circuit = spec.circuit
-        labels = evaluator.input_labels(ctx, shares.reshape(-1))
-        raw_tables, raw_labels, raw_decoding = ctx.recv("bob", msg["tables"])
-        from smc_hmm.gc.garble import evaluate, garbler_output_labels
-        from smc_hmm.gc.hashing import as_blocks
-
-        sent = as_blocks(raw_labels)
-        tables = as_blocks(raw_tables).reshape(-1, 2, 2)
-        w = evaluate(circuit, tables, sent[:2], sent[2:], labels, evaluator.tweak)
-        out = garbler_output_labels(circuit, w).copy()
+    def forged(circuit, w):
+        out = real(circuit, w).copy()
         out[:, 0] ^= np.uint64(1 << 5)  # flip a bit of the label (not its permute bit)
-        ctx.send("bob", msg["outputs"], out.tobytes())
+        return out
 
+    monkeypatch.setattr(garbled, "garbler_output_labels", forged)
     with pytest.raises(GarbledCircuitError):
-        _run(keypair_512, spec, [1, 2, 3, 4, 0], alice_role=cheat)
+        _run(keypair_512, _spec("beats", "garbled"), [1, 2, 3, 4, 0])
+
+
+def _shift_share(monkeypatch, index: int, delta: int) -> None:
+    """The deviation: Alice adds ``delta`` to her slot of score ``index`` before she
+    enters it (what an unbound conversion let her do: the circuit then compared
+    s_index + delta)."""
+    real = bd.AliceShares.bits
+
+    def shifted(self):
+        y = list(self.y)
+        y[index] = (y[index] + delta) % (1 << self.plan.width)
+        return real(bd.AliceShares(self.plan, y, self.z))
+
+    monkeypatch.setattr(bd.AliceShares, "bits", shifted)
+
+
+def _without(monkeypatch, name: str) -> None:
+    """The control: the circuit with one of its checks removed (built afresh)."""
+    from protocols.stages import circuits
+
+    monkeypatch.setattr(bd, name, lambda c, v, *rest: np.ones(np.shape(v)[:-1], np.int64))
+    circuits.decision_circuit.cache_clear()
+
+
+@pytest.fixture
+def fresh_circuits():
+    from protocols.stages import circuits
+
+    circuits.decision_circuit.cache_clear()
+    yield
+    circuits.decision_circuit.cache_clear()
+
+
+def test_shifted_shares_are_refused_and_move_the_answer_without_the_check(
+    keypair_512, monkeypatch, fresh_circuits
+):
+    """Deviation: Alice adds D to her share of the runner-up.  Unbound, the circuit
+    named argmax_i (s_i + D_i): bisection on D read the gap to the best score, one bit a
+    session.  Bound, D_A != D_B (unless she guesses alpha: 3/p) and ok = 0: the argmax
+    raises after her last message, the bit rules give Bob 0.  The control (the MAC
+    check removed from the circuit) shows the same shift moves the answer."""
+    scores = [3, -7, 500, 10, -1000]
+    spec = _spec("argmax", "garbled")
+    assert _run(keypair_512, spec, scores)["alice"] == 2
+    _shift_share(monkeypatch, 3, 600)
+    with pytest.raises(ProtocolError, match="binding check"):
+        _run(keypair_512, spec, scores)
+    verify = _spec("beats", "garbled", reference=2)  # the reference (500) beats every other
+    assert _run(keypair_512, verify, scores)["bob"] is False
+    _without(monkeypatch, "check_equal")
+    assert _run(keypair_512, spec, scores)["alice"] == 3
+    assert _run(keypair_512, verify, scores)["bob"] is True
+
+
+def test_a_share_shifted_by_a_multiple_of_p_is_refused_by_the_range_check(
+    keypair_512, monkeypatch, fresh_circuits
+):
+    """y - 600 p passes the mod-p MAC check (a p-multiple vanishes) and, p being
+    2^61 - 1, adds 600 to the low l bits; the range check refuses it: modulo 2^w the sum
+    lands outside the l-bit range.  Without the range check (the control) the shift goes
+    through and moves the answer.  (Slots narrower than p cannot even carry the shift:
+    the scores' bound here makes them 93 bits, so y - 600 p stays positive.)"""
+    scores = [3, -7, 500, 10, -1000]
+    spec = decision.DecisionSpec(5, 1 << 50, "argmax", comparison="garbled")
+    assert spec.bits + spec.sigma + 1 > mac.MAC_BITS
+    _shift_share(monkeypatch, 3, -600 * mac.PRIME)
+    with pytest.raises(ProtocolError, match="binding check"):
+        _run(keypair_512, spec, scores)
+    _without(monkeypatch, "in_range")
+    assert _run(keypair_512, spec, scores)["alice"] == 3
+
+
+def test_a_forged_check_value_is_refused(keypair_512, monkeypatch):
+    monkeypatch.setattr(bd.AliceShares, "check_value", lambda self: 12345)
+    with pytest.raises(ProtocolError, match="binding check"):
+        _run(keypair_512, _spec("argmax", "garbled"), [3, -7, 500, 10, -1000])
+    beats = _spec("beats", "garbled", reference=0)
+    assert _run(keypair_512, beats, [3, -7, 5, 1, 0])["bob"] is False
 
 
 def test_bad_specs_are_typed_errors():
     with pytest.raises(InvalidInputError, match="comparison"):
         decision.DecisionSpec(3, 10, comparison="yao")
     spec = _spec("claimed", "garbled")
-    assert spec.randomizers(1024) == {"alice": 0, "bob": 1}
+    assert spec.randomizers(1024) == {"alice": 0, "bob": 2}  # the shares, the MAC limbs

@@ -280,6 +280,7 @@ def test_a_huge_input_shows_nothing_of_bobs_coefficients_and_the_unmasked_top_le
         ctx.send("bob", key, pk)
         forged = CipherArray.encrypt_encoded(pk, [1 << shift, 0, 0, 0], params.scale)
         ctx.send("bob", features, CipherArray(pk, forged.data, params.scale, params.bound))
+        ctx.defer = lambda error: None  # her software ignores the failed range check
         linear.alice_decide(ctx, params.decision, "bob")
 
     def reading():
@@ -288,7 +289,7 @@ def test_a_huge_input_shows_nothing_of_bobs_coefficients_and_the_unmasked_top_le
             {"alice": (None,), "bob": (model, params)},
             keys={"alice": keypair_1024}, min_key_bits=512, record_views=True,
         )  # fmt: skip
-        (share,) = [p for _, t, p in run.views["alice"] if t == "dec.share"]
+        (share,) = [p[0] for _, t, p in run.views["alice"] if t == "dec.share"]
         n = int(keypair_1024[0].n)
         value = int(share.decrypt_ints(keypair_1024[1])[0]) % n
         value = value - n if value > n // 2 else value
