@@ -7,11 +7,11 @@ key; 2. Alice -> Bob E(X); 3. Bob computes E(S) = E(W.X) and E(T), and the decis
 stage (:mod:`protocols.stages.decision`, rule ``argmax``, garbled) gives Alice the index of the
 larger of (S, T), a tie to S; 4. Alice outputs ``above`` = [S >= T].
 
-Adversary model: no collusion; Paillier under DCR; the garbled stage's OTs.  Alice learns
-[W.X >= T]; what she decrypts is uniform on Z_n to 2^-40 whatever she encrypts.  Leaks:
-n chosen queries locate {x : W.X = T} to 2^-n along a line; her shares are not bound (as
-keyword's are), so a deviating Alice learns [W.X + D >= T] for a D of her choice: W.X to
-2^-n in n sessions.  Bob learns d and M; all else he receives is ciphertexts.
+Adversary model: no collusion, either party may deviate; DCR; the garbled stage's OTs.
+Alice learns [W.X >= T]; she decrypts only values uniform on Z_n to 2^-40, and her
+shares are MAC-bound (she cannot shift S).  Leaks: n chosen queries locate {W.X = T} to
+2^-n along a line; an X beyond M aborts the run iff |S| or |T| leaves the public bound,
+one bit a session.  Bob learns d and M; a deviating Bob, whether Alice aborts.
 """
 
 from __future__ import annotations

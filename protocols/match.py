@@ -66,10 +66,13 @@ Who learns what:
   (:mod:`protocols.stages.dgk`; garbled: her shares, uniform within 2^-sigma, and the
   circuit's labels), and (``dgk``) the winner's value under rho.  What the answer itself
   tells her over many chosen snippets is the argmax's leak: one answer per snippet
-  (``docs/security.md``, "match").  Garbled, her shares are not bound to Bob's: a
-  deviating Alice who adds D_i to her share of candidate i learns argmax_i (v_i + D_i),
-  e.g. the gap between the two best windows in about log2(bound) sessions (a test runs
-  it); the per-client frame budget of a serving Bob bounds the sessions.
+  (``docs/security.md``, "match").  Garbled, her shares of the candidates are bound (the
+  decision stage's MAC check: a shifted share ends the run without an answer), but her
+  step-6 slots are not: she re-encrypts them herself, so a deviating Alice who adds D_o
+  to the slot of window o learns argmax (v_i + c_o D_o) -- e.g. the gap between the two
+  best windows in about log2(bound) sessions, one bit each (a test runs it; stated, not
+  stopped: binding them needs step 7's products in the circuit).  The per-client frame
+  budget of a serving Bob bounds the sessions.
 * Bob learns L and nothing else: Paillier and DGK ciphertexts only (IND-CPA).
 
 The ``approx`` mode (``stride`` K >= 2) makes about 1/K of the comparisons: it is the
@@ -403,7 +406,7 @@ class MatchLayout:
     def declared_messages(self) -> list[Message]:
         """Every message of a run (for the transcript harness and for readers)."""
         if self.garbled:
-            return [*self.messages().values(), KEY, *self.decision.messages()]
+            return [*self.messages().values(), KEY, *self.decision.messages(self.key_bits)]
         out = list(self.messages().values()) + list(self.compare_spec().messages().values())
         for matches in self.tournament.matches:
             out += list(self.select_spec(len(matches)).messages().values())

@@ -194,18 +194,18 @@ def _read_spectrogram(keypair, snippet, collection):
     return result, seen, secret, layout
 
 
-def test_a_deviating_alice_who_shifts_her_shares_reads_the_gap_to_the_second_window(
+def test_a_deviating_alice_cannot_shift_her_shares_but_can_shift_her_slots(
     keypair_512, collection, monkeypatch
 ):
-    """A leak of the garbled default, stated in docs/security.md ("match"): her shares of
-    the candidates are not bound to what Bob sent, so adding D_i to her share of
-    candidate i makes the circuit name argmax_i (v_i + D_i).  One session with D on the
-    winner tells her [v_1 - v_2 > -D]: bisection reads the gap to the second-best window
-    in about log2(bound) sessions, and lowering the winners one by one the order of the
-    top windows.  The test runs one step each side of the gap."""
-    from protocols.stages import garbled
+    """What a deviating Alice can still move in the garbled default (docs/security.md,
+    "match").  Her shares of the candidates are bound (the decision stage's MAC check):
+    lowering her share of the best window ends the run with a typed error, no answer.
+    Her step-6 slots are not: she re-encrypts them herself, so lowering the best
+    window's slot makes the circuit name the second-best window -- by bisection on the
+    shift, the gap between them, one bit a session (stated, not stopped)."""
+    from protocols.stages import bound as bd
+    from smc_hmm.crypto.packing import PackingPlan
     from smc_hmm.data.match import candidate_values
-    from smc_hmm.gc import arith
 
     q = _queries(collection, 1)[0]
     params = pm.MatchParams(threshold=-1.0)
@@ -215,29 +215,37 @@ def test_a_deviating_alice_who_shifts_her_shares_reads_the_gap_to_the_second_win
     plain += candidate_values(quant.query_ints(q.frames), collection.ints(quant), quant, 1)
     folded = [int(v) * (1 << layout.label_bits) + layout.code(i) for i, v in enumerate(plain)]
     first, second = sorted(range(len(folded)), key=folded.__getitem__)[::-1][:2]
-    gap = folded[first] - folded[second]
-    original = garbled.alice_share
+    windows = candidates(collection.lengths, len(q.frames), 1)
 
-    def shifted(delta):
-        def share(ctx, shape, bits, sigma, peer="bob", tag="gc.share"):
-            mine = arith.from_bits(original(ctx, shape, bits, sigma, peer, tag), signed=False)
-            mine = np.array([int(v) for v in mine], dtype=object)
-            mine[first] = (mine[first] + delta) % (1 << bits)
-            return arith.to_bits(mine, bits)
+    def index(out):
+        return windows.index((out["recording"], out["offset_frames"])) + 1
 
-        return share
+    assert index(_run(keypair_512, q.frames, collection, {"threshold": -1.0})["alice"]) == first
+    with monkeypatch.context() as m:  # her share of the best window lowered: refused
+        real = bd.AliceShares.bits
 
-    answers = {}
-    for delta in (-gap + 1, -gap - 1):
-        monkeypatch.setattr(garbled, "alice_share", shifted(delta))
-        out = _run(keypair_512, q.frames, collection, {"threshold": -1.0})["alice"]
-        answers[delta] = (
-            candidates(collection.lengths, len(q.frames), 1).index(
-                (out["recording"], out["offset_frames"])
-            )
-            + 1
-        )
-    assert answers[-gap + 1] == first and answers[-gap - 1] == second != first
+        def lowered(self):
+            y = list(self.y)
+            y[first] -= folded[first] - folded[second] + 1
+            return real(bd.AliceShares(self.plan, y, self.z))
+
+        m.setattr(bd.AliceShares, "bits", lowered)
+        with pytest.raises(ProtocolError, match="binding check"):
+            _run(keypair_512, q.frames, collection, {"threshold": -1.0})
+    recording, offset = windows[first - 1]
+    factor = quant.window_factors(collection.ints(quant)[recording], len(q.frames))[offset]
+    drop = (folded[first] - folded[second]) // (int(factor) << layout.label_bits) + 1
+    unpack, seen = PackingPlan.unpack, [0]
+
+    def lowered_slot(self, packed, count):  # her step-6 slot of the best window lowered
+        out, start = list(unpack(self, packed, count)), seen[0]
+        seen[0] += count
+        if start <= first - 1 < seen[0]:
+            out[first - 1 - start] -= drop  # just below the second: within the bounds
+        return out
+
+    monkeypatch.setattr(PackingPlan, "unpack", lowered_slot)
+    assert index(_run(keypair_512, q.frames, collection, {"threshold": -1.0})["alice"]) == second
 
 
 def test_a_unit_vector_snippet_does_not_read_bobs_spectrogram(keypair_512, collection, monkeypatch):
