@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from protocols.stages import bound as bd
 from protocols.stages import circuits, garbled
 from protocols.stages.dgk import (
     ARGMAX_TAGS,
@@ -56,34 +57,50 @@ class Params(ComparisonParams):
     def spec(self, dgk_width: int | None = None) -> CompareSpec:
         return CompareSpec(self.bits, self.count, self.sigma, dgk_width)
 
+    @property
+    def bound(self) -> bool:
+        """Garbled on bound shares: revealed to a party and d = a - b within the MAC
+        field (:func:`protocols.stages.circuits.bound_compare`); ``none`` keeps plain
+        shares (Alice returns the bits encrypted, which nothing binds), as do values of
+        60 bits or more (the thesis's ``dgk`` mode serves those)."""
+        return self.comparison == "garbled" and circuits.bound_compare(
+            self.bits, self.sigma, self.reveal_to
+        )
+
+    def share_plan(self, key_bits: int | None = None):
+        return bd.SharePlan(self.count, self.bits + 1, self.sigma, key_bits)
+
+    def circuit(self):
+        return circuits.compare_circuit(self.count, self.bits, self.reveal_to, self.sigma)
+
     def messages(self, dgk_width: int | None = None) -> dict[str, Message]:
-        if self.comparison == "garbled":
-            circuit = circuits.compare_circuit(self.count, self.bits, self.reveal_to)
-            return {
-                "pk": Message("cmp.pk", Key()),
-                "share": garbled.share_message((self.count,), self.bits + 1, self.sigma),
-                "bits": garbled.bits_message(self.count),
-            } | {
-                f"gc.{k}": m
-                for k, m in (
-                    garbled.setup_messages(self.ots) | garbled.circuit_messages(circuit)
-                ).items()
-            }
-        return self.spec(dgk_width).messages()
+        if self.comparison != "garbled":
+            return self.spec(dgk_width).messages()
+        setup = {f"gc.{k}": m for k, m in garbled.setup_messages(self.ots).items()}
+        out = {"pk": Message("cmp.pk", Key())} | setup
+        if self.bound:
+            shared = bd.shared_messages(self.share_plan(), self.circuit(), circuits.TAG)
+            return out | {m.tag: m for m in shared}
+        circuit = {f"gc.{k}": m for k, m in garbled.circuit_messages(self.circuit()).items()}
+        share = garbled.share_message((self.count,), self.bits + 1, self.sigma)
+        return out | {"share": share, "bits": garbled.bits_message(self.count)} | circuit
 
     @property
     def ots(self) -> int:
-        """Random COTs the garbled comparison consumes: Alice's share bits."""
-        return self.count * (self.bits + 1)
+        """Random COTs the garbled comparison consumes: Alice's input bits."""
+        return self.circuit().input_count("evaluator")
 
     def randomizers(self, key_bits: int) -> dict[str, int]:
         """The fresh randomizers of a run, from the public sizes: Bob encrypts a and b;
         garbled, he re-randomises his packed shares and Alice encrypts the bits back if
         they stay encrypted (``none``); DGK, the comparison's and the reveal's."""
         k = self.count
+        if self.bound:
+            return {"alice": 0, "bob": 2 * k + self.share_plan(key_bits).randomizers()["bob"]}
         if self.comparison == "garbled":
             _, per = garbled.share_slots(self.bits + 1, self.sigma, key_bits)
-            return {"alice": k if self.reveal_to == "none" else 0, "bob": 2 * k + -(-k // per)}
+            back = k if self.reveal_to == "none" else 0  # her E(b ^ m)
+            return {"alice": back, "bob": 2 * k + -(-k // per)}
         parts = (self.spec().randomizers(), reveal_randomizers(self.reveal_to, k))
         return {p: sum(part[p] for part in parts) + (2 * k if p == "bob" else 0) for p in parts[0]}
 
@@ -321,6 +338,8 @@ def argmax_randomizers(params: ArgmaxParams, key_bits: int) -> dict[str, int]:
     he re-randomises his packed shares; DGK, the tournament's (Bob's labels included) and
     the reveal's."""
     k = params.count
+    if params.comparison == "garbled" and params.bound:
+        return {"alice": 0, "bob": k + params.share_plan(key_bits).randomizers()["bob"]}
     if params.comparison == "garbled":
         _, per = garbled.share_slots(params.bits, params.sigma, key_bits)
         return {"alice": 0, "bob": k + -(-k // per)}

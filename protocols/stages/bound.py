@@ -95,7 +95,10 @@ __all__ = [
     "Emissions",
     "SharePlan",
     "alice_bind_shares",
+    "alice_run_shared",
+    "binds",
     "bob_bind_shares",
+    "bob_run_shared",
     "reconstruct",
     "run_inputs",
     "alice_bound",
@@ -104,6 +107,8 @@ __all__ = [
     "clamp",
     "encode_products",
     "key_message",
+    "share_inputs",
+    "shared_messages",
     "square_check",
 ]
 
@@ -618,6 +623,13 @@ def run_inputs(lengths: list[int], counts: list[int], checked: bool, run, labels
 # -- bound shares of values Bob holds (the decision stage's conversion) ---------------------
 
 
+def binds(bits: int, sigma: int) -> bool:
+    """Whether values of ``bits`` bits fit bound shares (:class:`SharePlan`): below the
+    MAC field's 61 bits, in slots of at most 120 (``in_range``'s argument).  Wider ones
+    a circuit can only take as plain shares, which their holder could shift."""
+    return bits < mac.MAC_BITS and bits + sigma + 1 <= 2 * mac.MAC_BITS - 2
+
+
 @dataclass(frozen=True)
 class SharePlan:
     """Bound shares of ``count`` values E(s_i) that Bob holds under Alice's key, every
@@ -637,7 +649,7 @@ class SharePlan:
     def __post_init__(self):
         for name in ("count", "bits", "sigma"):
             typed.integer(name, getattr(self, name), 1)
-        if self.bits >= mac.MAC_BITS or self.width > 2 * mac.MAC_BITS - 2:
+        if not binds(self.bits, self.sigma):
             raise PrecisionError(
                 f"bound shares of {self.bits}-bit values in {self.width}-bit slots: the "
                 f"values need fewer than {mac.MAC_BITS} bits and the slots at most "
@@ -769,3 +781,74 @@ def alice_bind_shares(ctx, plan: SharePlan, peer: str, tag: str) -> AliceShares:
     y = garbled.unpack_masked(shares, plan.count, plan.bits, plan.sigma, sk)
     z = garbled.unpack_masked(tags, MAC_LIMBS, plan.mac_bits, plan.sigma, sk)
     return AliceShares(plan, [int(v) for v in y], _join(z))
+
+
+# -- a circuit on bound shares: its inputs and both halves of its run ------------------------
+
+#: Alice's padded choices of D_A, after the key message
+CHECK_TAG = "gc.check"
+#: the bound shares' MAC hash tweaks (a domain of their own, :mod:`smc_hmm.gc.mac`)
+SHARE_MAC_TWEAK = 0
+
+
+def share_inputs(c: Circuit, plan: SharePlan, extra: tuple[int, ...] | None = None):
+    """Declare a circuit's bound-share inputs in the order the run helpers feed them --
+    Alice's slots (count, w), her ``extra`` wires (e.g. a claim's index), D_A; Bob's
+    -(2^(l-1) + r_i) mod 2^w, D_B -- and return (the values' l-bit wires, her extra wires
+    or None, ok = [D_A = D_B] and every value within l signed bits).  The caller declares
+    Bob's own extra inputs after these, and gates its outputs with ok (Alice's first)."""
+    y = c.input("evaluator", (plan.count, plan.width))
+    hers = c.input("evaluator", extra) if extra else None
+    d_a = c.input("evaluator", (mac.MAC_BITS,))
+    sums = arith.add(c, y, c.input("garbler", (plan.count, plan.width)), depth="ripple")
+    d_b = c.input("garbler", (mac.MAC_BITS,))
+    ok = c.and_(check_equal(c, d_a, d_b), arith.all_of(c, in_range(c, sums, plan.bits)))
+    return sums[..., : plan.bits], hers, ok
+
+
+def bob_run_shared(ctx, garbler, binding: BobShares, circuit, extra_bits=(), tag: str = "dec"):
+    """Bob: her padded choices (slots, then her extra bits), the key message, her choices
+    of D_A, then ``circuit`` on his offsets, D_B and ``extra_bits``; his output bits."""
+    garbler.reserve(ctx, circuit.input_count("evaluator"))
+    zero = garbler.input_labels(ctx, circuit.input_count("evaluator") - mac.MAC_BITS)
+    shared = binding.plan.input_bits  # her extra bits carry no MAC
+    binding.key_message(ctx, zero[:shared], garbler.delta, SHARE_MAC_TWEAK, garbler.peer, tag)
+    check = garbler.input_labels(ctx, mac.MAC_BITS, CHECK_TAG)
+    bits = [binding.bits().reshape(-1), arith.to_bits(binding.check_value(), mac.MAC_BITS)]
+    bits.append(np.asarray(extra_bits, dtype=np.uint8).reshape(-1))
+    return garbler.garble(ctx, circuit, np.concatenate(bits), np.concatenate([zero, check]))[0]
+
+
+def alice_run_shared(ctx, evaluator, binding: AliceShares, circuit, extra_bits=(), tag="dec"):
+    """Alice's half of :func:`bob_run_shared`: her output bits without the leading ok; an
+    ok of 0 raises :class:`~smc_hmm.errors.ProtocolError` after her last message."""
+    mine = binding.bits().reshape(-1)
+    extra = np.asarray(extra_bits, dtype=np.uint8).reshape(-1)
+    evaluator.reserve(ctx, circuit.input_count("evaluator"))
+    labels = evaluator.input_labels(ctx, np.concatenate([mine, extra]))
+    binding.key_message(ctx, labels[: mine.size], mine, SHARE_MAC_TWEAK, evaluator.peer, tag)
+    d_a = arith.to_bits(binding.check_value(), mac.MAC_BITS)
+    check = evaluator.input_labels(ctx, d_a, CHECK_TAG)
+    out, _ = evaluator.evaluate(ctx, circuit, np.concatenate([labels, check]))
+    if not circuit.output_count("evaluator"):
+        return out
+    if not int(out[0]):
+        ctx.defer(ProtocolError("the circuit's binding check failed: no output"))
+    return out[1:]
+
+
+def shared_messages(plan: SharePlan, circuit, tag: str = "dec") -> list[Message]:
+    """The messages of a bound-shares run after the garbled stage's setup: the shares,
+    her padded choices, the key message, her choices of D_A, the circuit's tables and
+    (if Bob has outputs) her labels of them."""
+    own = plan.messages(tag)
+    choices = circuit.input_count("evaluator") - mac.MAC_BITS
+    body = garbled.circuit_messages(circuit)
+    return [
+        own["shares"],
+        garbled.choice_message(choices),
+        own["key"],
+        garbled.choice_message(mac.MAC_BITS, CHECK_TAG),
+        body["tables"],
+        body["outputs"],
+    ]

@@ -93,8 +93,8 @@ from protocols.stages.primitives import (
 )
 from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray
-from smc_hmm.errors import InvalidInputError, ProtocolError
-from smc_hmm.gc import arith, mac
+from smc_hmm.errors import InvalidInputError
+from smc_hmm.gc import arith
 from smc_hmm.messages import Ciphertexts, Message
 
 RULES = ("argmax", "beats", "claimed")
@@ -102,10 +102,6 @@ RULES = ("argmax", "beats", "claimed")
 TAG = "dec"
 #: the plain shares' message (``bind = False``)
 SHARE_TAG = "dec.share"
-#: Alice's padded choices of D_A, after the key message
-CHECK_TAG = "gc.check"
-#: the MAC hash's tweaks (a domain of their own, :mod:`smc_hmm.gc.mac`)
-MAC_TWEAK = 0
 
 
 @dataclass(frozen=True)
@@ -181,24 +177,15 @@ class DecisionSpec:
     # -- garbled -------------------------------------------------------------------------
 
     @property
-    def width(self) -> int | None:
-        """Bits of each of Alice's shares in the circuit: a whole slot (bound), else None."""
-        return self.share_plan(None).width if self.bind else None
-
-    @property
     def circuit(self):
-        return decision_circuit(self.count, self.bits, self.rule, self.reference, self.width)
-
-    @property
-    def choice_bits(self) -> int:
-        """Alice's first input bits: her shares, and (``claimed``) her index."""
-        claim = claim_width(self.count) if self.rule == "claimed" else 0
-        return self.count * (self.width or self.bits) + claim
+        sigma = self.sigma if self.bind else None
+        return decision_circuit(self.count, self.bits, self.rule, self.reference, sigma)
 
     @property
     def cots(self) -> int:
-        """Alice's input bits: :attr:`choice_bits`, then (bound) D_A."""
-        return self.choice_bits + (mac.MAC_BITS if self.bind else 0)
+        """Alice's input bits: her shares (bound: whole slots), (``claimed``) her index
+        and (bound) D_A."""
+        return self.circuit.input_count("evaluator")
 
     def share_plan(self, key_bits: int | None) -> bd.SharePlan:
         return bd.SharePlan(self.count, self.bits, self.sigma, key_bits)
@@ -249,15 +236,11 @@ class DecisionSpec:
         harness and for readers; garbled: the shares' counts need ``key_bits``)."""
         if self.comparison == "garbled":
             out = list(garbled.setup_messages(self.cots).values())
-            circuit = garbled.circuit_messages(self.circuit)
-            if not self.bind:
-                shape = (self.count,)
-                shares = garbled.share_message(shape, self.bits, self.sigma, key_bits, SHARE_TAG)
-                return [*out, shares, *circuit.values()]
-            out += self.share_plan(key_bits).messages(TAG).values()
-            out += [garbled.choice_message(self.choice_bits)]
-            out += [garbled.choice_message(mac.MAC_BITS, CHECK_TAG)]
-            return out + [circuit["tables"], circuit["outputs"]]
+            if self.bind:
+                return out + bd.shared_messages(self.share_plan(key_bits), self.circuit, TAG)
+            shape = (self.count,)
+            shares = garbled.share_message(shape, self.bits, self.sigma, key_bits, SHARE_TAG)
+            return [*out, shares, *garbled.circuit_messages(self.circuit).values()]
         if self.rule == "claimed":
             out = [self.select_message(), *self.claimed_compare_spec().messages().values()]
         else:
@@ -325,39 +308,21 @@ def bob_decide(ctx, scores: CipherArray, spec: DecisionSpec, peer: str = "alice"
 
 
 def _bob_garbled(ctx, values: CipherArray, spec: DecisionSpec, peer: str):
-    """Bob's garbled half: the bound shares, the key message after her padded choices,
-    then the circuit on his shares and D_B."""
+    """Bob's garbled half on bound shares: his bit (``beats``, ``claimed``) or None."""
     garbler = garbled.bob_setup(ctx, spec.cots, peer)
     binding = bd.bob_bind_shares(ctx, values, spec.share_plan(values.public_key.bits), peer, TAG)
-    zero = garbler.input_labels(ctx, spec.choice_bits)
-    shared = binding.plan.input_bits  # her claim bits, after the shares, carry no MAC
-    binding.key_message(ctx, zero[:shared], garbler.delta, MAC_TWEAK, peer, TAG)
-    check = garbler.input_labels(ctx, mac.MAC_BITS, CHECK_TAG)
-    bits = np.concatenate(
-        [binding.bits().reshape(-1), arith.to_bits(binding.check_value(), mac.MAC_BITS)]
-    )
-    out, _ = garbler.garble(ctx, spec.circuit, bits, np.concatenate([zero, check]))
+    out = bd.bob_run_shared(ctx, garbler, binding, spec.circuit, tag=TAG)
     return None if spec.rule == "argmax" else bool(out[0])
 
 
 def _alice_garbled(ctx, spec: DecisionSpec, peer: str, choice: int | None):
-    """Alice's garbled half; ``argmax``: the index, with a failed check (ok = 0) raised
-    after her last message."""
+    """Alice's garbled half on bound shares: the index (``argmax``) or None."""
     pk, _ = ctx.keypair
     evaluator = garbled.alice_setup(ctx, spec.cots, peer)
     binding = bd.alice_bind_shares(ctx, spec.share_plan(pk.bits), peer, TAG)
-    mine = binding.bits().reshape(-1)
-    bits = np.concatenate([mine, claim_bits(spec, choice)]) if spec.rule == "claimed" else mine
-    labels = evaluator.input_labels(ctx, bits)
-    binding.key_message(ctx, labels[: mine.size], mine, MAC_TWEAK, peer, TAG)
-    d_a = arith.to_bits(binding.check_value(), mac.MAC_BITS)
-    check = evaluator.input_labels(ctx, d_a, CHECK_TAG)
-    out, _ = evaluator.evaluate(ctx, spec.circuit, np.concatenate([labels, check]))
-    if spec.rule != "argmax":
-        return None
-    if not int(out[0]):
-        ctx.defer(ProtocolError("the decision's binding check failed: no output"))
-    return int(arith.from_bits(out[1:], signed=False))
+    extra = claim_bits(spec, choice) if spec.rule == "claimed" else ()
+    out = bd.alice_run_shared(ctx, evaluator, binding, spec.circuit, extra, TAG)
+    return int(arith.from_bits(out, signed=False)) if spec.rule == "argmax" else None
 
 
 def claim_bits(spec: DecisionSpec, choice: int) -> np.ndarray:

@@ -90,6 +90,7 @@ from dataclasses import dataclass
 import numpy as np
 from gmpy2 import mpz
 
+from protocols.stages import bound as bd
 from protocols.stages import circuits, garbled
 from protocols.stages.primitives import (
     MaskSpec,
@@ -862,6 +863,16 @@ class ArgmaxParams(ComparisonParams):
             )
 
     @property
+    def bound(self) -> bool:
+        """The garbled argmax takes bound shares where the values fit the MAC field
+        (:func:`protocols.stages.bound.binds`), else plain ones (``docs/security.md``)."""
+        return bd.binds(self.bits, self.sigma)
+
+    def share_plan(self, key_bits: int | None = None) -> bd.SharePlan:
+        """The garbled argmax's bound shares of the k values."""
+        return bd.SharePlan(self.count, self.bits, self.sigma, key_bits)
+
+    @property
     def labels_bound(self) -> int:
         return self.count - 1 if self.label_bound is None else self.label_bound
 
@@ -896,13 +907,11 @@ class ArgmaxParams(ComparisonParams):
 
     def messages(self) -> list[Message]:
         if self.comparison == "garbled":
-            circuit = self.circuit()
-            return [
-                Message("cmp.pk", Key()),
-                garbled.share_message((self.count,), self.bits, self.sigma),
-                *garbled.setup_messages(self.ots).values(),
-                *garbled.circuit_messages(circuit).values(),
-            ]
+            out = [Message("cmp.pk", Key()), *garbled.setup_messages(self.ots).values()]
+            if self.bound:
+                return out + bd.shared_messages(self.share_plan(), self.circuit(), circuits.TAG)
+            share = garbled.share_message((self.count,), self.bits, self.sigma)
+            return [*out, share, *garbled.circuit_messages(self.circuit()).values()]
         out = list(self.spec().messages().values())
         return out + list(reveal_messages((1,), self.labels_bound, ARGMAX_TAGS, self.sigma))
 
@@ -914,12 +923,12 @@ class ArgmaxParams(ComparisonParams):
 
     def circuit(self):
         width = circuits.label_width(self.labels_bound) if self.carries_labels else 0
-        return circuits.argmax_circuit(self.count, self.bits, self.reveal_to, width)
+        return circuits.argmax_circuit(self.count, self.bits, self.reveal_to, width, self.sigma)
 
     @property
     def ots(self) -> int:
-        """Random COTs of the garbled argmax: Alice's share bits."""
-        return self.count * self.bits
+        """Random COTs of the garbled argmax: Alice's input bits (whole slots, D_A)."""
+        return self.circuit().input_count("evaluator")
 
     @classmethod
     def from_config(cls, section: Mapping) -> ArgmaxParams:

@@ -213,10 +213,15 @@ class Garbler:
         ctx.count("cot", count)
 
     def _take(self, ctx, count: int) -> np.ndarray:
-        if len(self.pool) < count:
-            self._extend(ctx, max(self.refill, count - len(self.pool)))
+        self.reserve(ctx, count)
         rows, self.pool = self.pool[:count], self.pool[count:]
         return rows
+
+    def reserve(self, ctx, count: int) -> None:
+        """At least ``count`` random COTs in the pool, drawn in one extension if short (a
+        circuit whose inputs come in several messages draws them all at once)."""
+        if len(self.pool) < count:
+            self._extend(ctx, max(self.refill, count - len(self.pool)))
 
     def input_labels(self, ctx, count: int, tag: str = "gc.choice") -> np.ndarray:
         """Step 1: the 0-labels of Alice's next ``count`` input wires, Q_j ^ e_j Delta
@@ -282,11 +287,15 @@ class Evaluator:
             self.pool = np.concatenate([self.pool, self.receiver.labels()])
 
     def _take(self, ctx, count: int) -> tuple[np.ndarray, np.ndarray]:
-        if len(self.pool) < count:
-            self._extend(ctx, max(self.refill, count - len(self.pool)))
+        self.reserve(ctx, count)
         bits, rows = self.pool_bits[:count], self.pool[:count]
         self.pool_bits, self.pool = self.pool_bits[count:], self.pool[count:]
         return bits, rows
+
+    def reserve(self, ctx, count: int) -> None:
+        """:meth:`Garbler.reserve`'s other half."""
+        if len(self.pool) < count:
+            self._extend(ctx, max(self.refill, count - len(self.pool)))
 
     def input_labels(self, ctx, bits, tag: str = "gc.choice") -> np.ndarray:
         """Step 1: the labels of her input ``bits`` (one message, however many circuits

@@ -10,6 +10,7 @@ import pytest
 from party_support import simulate_alice_and_bob
 from transcript_harness import assert_same_transcripts
 
+from protocols.stages import bound as bd
 from protocols.stages import circuits, garbled
 from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import GarbledCircuitError, OtConsistencyError, ProtocolError
@@ -85,7 +86,7 @@ def test_the_cost_ledger_counts_gates_bytes_and_ots(keypair_512):
     result = _run(keypair_512, a, b, "bob")
     ops = result.cost.parties["bob"]["ops"]
     k = len(a)
-    assert ops["and_gates"] == circuits.compare_circuit(k, BITS, "bob").and_gates + (
+    assert ops["and_gates"] == circuits.compare_circuit(k, BITS, "bob", 40).and_gates + (
         circuits.argmax_circuit(k, BITS, "bob").and_gates
     )
     assert ops["and_gates"] >= k * BITS
@@ -96,8 +97,11 @@ def test_the_cost_ledger_counts_gates_bytes_and_ots(keypair_512):
 @pytest.mark.parametrize("reveal", ["alice", "bob", "none"])
 def test_frames_follow_from_public_sizes_only(keypair_512, reveal):
     decl = list(garbled.setup_messages(64).values())
-    for circuit in (circuits.compare_circuit(10, BITS, reveal),):
-        decl += list(garbled.circuit_messages(circuit).values())
+    if reveal == "none":
+        decl += list(garbled.circuit_messages(circuits.compare_circuit(10, BITS, reveal)).values())
+    else:  # bound shares: the comparison's, then the argmax's (same tags)
+        plan = bd.SharePlan(10, BITS + 1, 40)
+        decl += bd.shared_messages(plan, circuits.compare_circuit(10, BITS, reveal, 40), "cmp")
     rng = np.random.default_rng(0)
     lim = 1 << (BITS - 2)
     inputs = [
@@ -198,7 +202,8 @@ def test_a_selective_failure_on_an_output_costs_alice_one_abort_at_the_end(keypa
     def wrap(name, transport):
         if name != "bob":
             return transport
-        return _Tamper(_Recorder(transport, tags), "gc.tables", _corrupt_decoding(wire, 1))
+        # her outputs: ok, then the bits
+        return _Tamper(_Recorder(transport, tags), "gc.tables", _corrupt_decoding(wire + 1, 1))
 
     if expected[wire]:
         with pytest.raises(GarbledCircuitError):

@@ -151,19 +151,72 @@ def test_rounds_and_messages(keypair_512):
 
 def test_the_garbled_comparisons_rounds_messages_and_gates(keypair_512):
     """The key and base OT, the OT extension (the share travels beside it), Alice's padded
-    choices, the tables, then her labels back (``bob``) or E(b ^ m) (``none``): as many
-    rounds as DGK's comparison with ``bob`` and ``alice``, two more with ``none``."""
-    for reveal_to, rounds in (("bob", 7), ("alice", 6), ("none", 7)):
+    choices, then -- on bound shares (``bob``, ``alice``) -- the MAC key message and her
+    choices of D_A, the tables, then her labels back (``bob``) or E(b ^ m) (``none``,
+    plain shares).  AND gates: l a comparison on plain shares; on bound ones the whole
+    slot's sum (w - 1, w = l + 1 + 41), the range check (w - l - 2), the gate on ok, and
+    once the MAC check (61) and the AND of the range bits."""
+    for reveal_to, rounds in (("bob", 9), ("alice", 8), ("none", 7)):
         cost = compare(keypair_512, [1, 2, 3], [3, 2, 1], 16, reveal_to).cost
         assert cost.rounds == rounds
         ops = cost.totals()["ops"]
         # a small batch takes the log-depth adder; large ones l AND gates a comparison
         assert ops["and_gates"] == circuits.compare_circuit(3, 16, reveal_to).and_gates
-        assert circuits.compare_circuit(200, 16, reveal_to).and_gates == 200 * 16
-        assert ops["cot"] == 3 * 17  # Bob counts the random OTs: l + 1 bits a share
+        w = 16 + 1 + 41
+        if reveal_to == "none":
+            assert circuits.compare_circuit(200, 16, reveal_to).and_gates == 200 * 16
+            assert ops["cot"] == 3 * 17  # Bob counts the random OTs: l + 1 bits a share
+        else:
+            gates = 200 * (w - 1) + 200 * (w - 17 - 1) + 200 + 199 + 61
+            assert circuits.compare_circuit(200, 16, reveal_to).and_gates == gates
+            assert ops["cot"] == 3 * w + 61  # her whole slots, then D_A
     one = compare(keypair_512, [1], [2], 16).cost
     many = compare(keypair_512, list(range(20)), list(range(20, 0, -1)), 16).cost
     assert one.rounds == many.rounds and one.messages_total == many.messages_total
+
+
+def _shift_first_share(monkeypatch, delta: int) -> None:
+    """The deviating key holder: her software adds ``delta`` to her share of value 0."""
+    from protocols.stages import bound as bd
+
+    real = bd.AliceShares.bits
+
+    def shifted(self):
+        y = list(self.y)
+        y[0] = (y[0] + delta) % (1 << self.plan.width)
+        return real(bd.AliceShares(self.plan, y, self.z))
+
+    monkeypatch.setattr(bd.AliceShares, "bits", shifted)
+
+
+def test_a_key_holder_who_shifts_her_share_cannot_force_bobs_bit(keypair_512, monkeypatch):
+    """Deviation: Alice adds 10 to her share of d_0 = a_0 - b_0 = -5, which would turn
+    [a_0 < b_0] from 1 to 0.  Her shares are bound: the circuit's check fails and Bob
+    raises instead of reading a forced bit.  The control, the same circuit without the
+    MAC check, hands Bob the forced bit; ``none`` (plain shares, her E(b ^ m) back) stays
+    the semi-honest mode docs/security.md states."""
+    from protocols.stages import bound as bd
+
+    a, b = [1, 7, 3], [6, 2, 3]
+    assert bits_for(keypair_512, a, b, 16) == [True, False, False]
+    _shift_first_share(monkeypatch, 10)
+    with pytest.raises(ProtocolError, match="binding check"):
+        compare(keypair_512, a, b, 16)
+    monkeypatch.setattr(bd, "check_equal", lambda c, x, y: np.int64(1))
+    circuits.compare_circuit.cache_clear()
+    try:
+        assert bits_for(keypair_512, a, b, 16) == [False, False, False]
+    finally:
+        circuits.compare_circuit.cache_clear()
+
+
+def test_a_key_holder_who_shifts_her_share_cannot_move_the_argmax(keypair_512, monkeypatch):
+    """The same deviation on the standalone argmax (Bob learns the winner): refused."""
+    values = [3, 9, -4]
+    assert argmax(keypair_512, values, reveal_to="bob").outputs["bob"] == 1
+    _shift_first_share(monkeypatch, 10)
+    with pytest.raises(ProtocolError, match="binding check"):
+        argmax(keypair_512, values, reveal_to="bob")
 
 
 # -- comparison: the lower-level functions ---------------------------------------------------
@@ -602,7 +655,10 @@ def test_descriptors():
     tags = {m.tag for m in cmp.PROTOCOL.messages(Params(comparison="dgk"), 512)}
     assert {"cmp.pk", "cmp.dgk", "cmp.masked", "cmp.bits", "cmp.blinded", "cmp.delta"} <= tags
     tags = {m.tag for m in cmp.PROTOCOL.messages(Params(), 512)}
-    assert {"cmp.pk", "gc.share", "gc.base_a", "gc.ext_u", "gc.choice", "gc.tables"} <= tags
+    bound = {"cmp.share", "cmp.key", "gc.check"}  # the default's bound shares
+    assert {"cmp.pk", "gc.base_a", "gc.ext_u", "gc.choice", "gc.tables"} | bound <= tags
+    tags = {m.tag for m in cmp.PROTOCOL.messages(Params(reveal_to="none"), 512)}
+    assert "gc.share" in tags and not bound & tags
     assert isinstance(DGKPublicKey, type)
     with warnings.catch_warnings():
         warnings.simplefilter("error", InsecureKeyWarning)
