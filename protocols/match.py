@@ -30,8 +30,10 @@ windows, all public):
    with shared bases (:meth:`smc_hmm.crypto.CipherArray.lincomb`, on his compute lanes or
    a Dask cluster) -- and gets slot k = sum_(u, j) Q[u, j] X[o0 + k + u, j], the raw
    score of window o0 + k: S windows' scores in one ciphertext.  He adds to every slot a
-   mask uniform on [0, 2^(bits(raw bound) + sigma)) and sends the re-randomised blocks
-   (``match.masked``).
+   mask uniform on [R, 2^s - R) (R the raw bound), so that each slot is uniform on
+   [0, 2^s), and R' 2^(S s) above the slots (a top mask: :func:`packed_masks`), and
+   sends the re-randomised blocks (``match.masked``): whatever Alice encrypted, each
+   plaintext she decrypts is uniform on Z_n to within 2^-sigma.
 6. Alice decrypts each block once, unpacks its slots and re-encrypts every window's
    masked raw score on its own (``match.slots``, one ciphertext per window).
 7. Bob removes his masks, multiplies each raw score by his factor c_o (E(raw)^c_o) and
@@ -59,9 +61,10 @@ windows, all public):
 Who learns what:
 
 * Alice learns the answer: the winning candidate's (recording id, offset) or "no match".
-  Besides it she sees only values masked with sigma = 40 statistical bits: every slot of
-  step 5 (raw scores and, in a block's unused slots, partial sums: each plus a mask of
-  sigma bits beyond their public bound; statistical distance <= 2^-(sigma - 1)), the
+  Besides it she sees only values masked with sigma = 40 statistical bits: every
+  plaintext of step 5, uniform on Z_n to within 2^-sigma whatever she encrypted (a
+  snippet entry 2^L above every slot read Bob's frame values in the clear above the
+  slots until the top mask was added: ``test_a_huge_snippet_entry_reads_nothing_...``), the
   comparisons' masked differences, uniform bits and her own shares
   (:mod:`protocols.stages.dgk`; garbled: her shares, uniform within 2^-sigma, and the
   circuit's labels), and (``dgk``) the winner's value under rho.  What the answer itself
@@ -110,7 +113,7 @@ from protocols.stages.decision import (
 )
 from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray
-from smc_hmm.crypto.packing import PackingPlan, plain_bits
+from smc_hmm.crypto.packing import PackingPlan, plain_bits, top_mask, unpack_slots
 from smc_hmm.data.match import (
     Collection,
     Quantisation,
@@ -129,7 +132,7 @@ from smc_hmm.errors import (
     SmcHmmError,
 )
 from smc_hmm.limits import check_at_most
-from smc_hmm.messages import Ciphertexts, Key, Message, Public
+from smc_hmm.messages import Ciphertexts, Key, MaskedCiphertexts, Message, Public
 from smc_hmm.protocol import ProtocolDescriptor, Role, params_from_config
 from smc_hmm.runtime.inputs import load_frames, resolve_path
 
@@ -300,8 +303,8 @@ class MatchLayout:
 
     @property
     def slot_bits(self) -> int:
-        """A masked raw score is in (-raw bound, raw bound + 2^mask_bits): a sign bit and
-        one bit of carry above the mask."""
+        """s = bits(raw bound) + sigma + 2: a masked raw score raw + m, m uniform on
+        [raw bound, 2^s - raw bound), fills its slot, uniform on [0, 2^s) to 2^-(sigma+1)."""
         return self.mask_bits + 2
 
     def _fits(self, slots: int) -> bool:
@@ -311,9 +314,8 @@ class MatchLayout:
         reach = self.params.quant.query_entry_bound() * rows * self.bands
         reach <<= self.params.frame_bits
         total = reach.bit_length() + (slots - 1) * self.slot_bits + 1
-        return slots * self.slot_bits <= plain_bits(self.key_bits) and total <= plain_bits(
-            self.key_bits
-        )
+        room = plain_bits(self.key_bits) - self.params.sigma - 2  # the top mask's (step 5)
+        return slots * self.slot_bits <= room and total <= plain_bits(self.key_bits)
 
     @cached_property
     def slots(self) -> int:
@@ -353,8 +355,8 @@ class MatchLayout:
 
     @property
     def slot_value_bound(self) -> int:
-        """The bound of a masked raw score."""
-        return self.raw_bound + (1 << self.mask_bits)
+        """The bound of a masked raw score: its slot, [0, 2^s)."""
+        return (1 << self.slot_bits) - 1
 
     # the argmax
     @cached_property
@@ -384,12 +386,7 @@ class MatchLayout:
                     (self.rows, self.bands),
                 ),
             ),
-            "masked": Message(
-                "match.masked",
-                Ciphertexts(
-                    0, self.packed_bound(self.slot_value_bound), (len(self.blocks),), fresh=True
-                ),
-            ),
+            "masked": Message("match.masked", MaskedCiphertexts(shape=(len(self.blocks),))),
             "slots": Message("match.slots", Ciphertexts(0, self.slot_value_bound, (self.total,))),
             "winner": Message("match.winner", Ciphertexts(0, self.winner_bound, (1,), fresh=True)),
         }
@@ -467,8 +464,20 @@ def toeplitz(q_ints, layout: MatchLayout) -> np.ndarray:
 
 
 def slot_masks(rng, layout: MatchLayout) -> list[list[int]]:
-    """Bob's masks of step 5: per block and slot, uniform on [0, 2^mask_bits)."""
-    return [[rng.randbits(layout.mask_bits) for _ in range(layout.slots)] for _ in layout.blocks]
+    """Bob's masks of step 5: per block and slot, uniform on [R, 2^s - R), R the raw
+    bound, so that raw + mask fills the slot [0, 2^s) whatever raw's value."""
+    low, span = layout.raw_bound, (1 << layout.slot_bits) - 2 * layout.raw_bound
+    return [[low + rng.randbelow(span) for _ in range(layout.slots)] for _ in layout.blocks]
+
+
+def packed_masks(masks: list[list[int]], layout: MatchLayout, n: int, rng) -> np.ndarray:
+    """Each block's slot masks packed, plus R 2^(S s) above its slots (the top mask,
+    :func:`smc_hmm.crypto.packing.top_mask`): whatever Alice encrypted, what she decrypts
+    is uniform on Z_n to within 2^-sigma (a huge snippet entry would otherwise carry
+    Bob's frame values, in the clear, above the slots)."""
+    width = layout.slots * layout.slot_bits
+    rows = [sum(m << (k * layout.slot_bits) for k, m in enumerate(row)) for row in masks]
+    return np.array([v + top_mask(n, width, rng) for v in rows], dtype=object)
 
 
 def bob_exponents(ints: list[np.ndarray], layout: MatchLayout) -> np.ndarray:
@@ -510,13 +519,11 @@ def alice(ctx, snippet, params: MatchParams, peer: str = "bob") -> dict:
         packed = CipherArray.encrypt_encoded(pk, toeplitz(q, layout), 0, msg["snippet"].body.bound)
         ctx.send(peer, msg["snippet"], packed)  # step 4
     with ctx.phase("unpack"):
-        blocks = ctx.recv(peer, msg["masked"]).decrypt_ints(sk)  # step 5 -> 6
-        values = []
+        blocks = ctx.recv(peer, msg["masked"]).decrypt_residues(sk)  # step 5 -> 6
+        values = []  # every slot is a value of its width, whatever Bob sent
         for (_, _, used), v in zip(layout.blocks, blocks):
-            values += layout.plan.unpack(int(v), used)
+            values += unpack_slots([v], layout.slot_bits, layout.slots, used)
         top = layout.slot_value_bound
-        if any(not -layout.raw_bound <= v <= top for v in values):
-            raise ProtocolError("match.masked: a slot is outside its declared range")
         ctx.send(peer, msg["slots"], CipherArray.encrypt_encoded(pk, values, 0, top))
     with ctx.phase("argmax"):  # steps 7-8
         if layout.garbled:
@@ -573,8 +580,7 @@ def bob(ctx, collection, params: MatchParams, peer: str = "alice") -> None:
         if blocks:  # step 5: one multi-exponentiation per block, Alice's ciphertexts as bases
             raw = enc.reshape(-1).lincomb(bob_exponents(ints, layout))
             raw = raw.with_bound(layout.packed_bound(layout.raw_bound))
-            packed_masks = np.array([plan.pack(m) for m in masks], dtype=object)
-            masked = raw.add_encoded(packed_masks)
+            masked = raw.add_mask(packed_masks(masks, layout, int(pk.n), ctx.rng))
         else:  # no recording holds a window of L frames: nothing to score
             masked = CipherArray(pk, np.empty(0, dtype=object), 0, 0)
         ctx.send(peer, msg["masked"], masked)

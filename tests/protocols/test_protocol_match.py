@@ -13,6 +13,7 @@ from scipy import stats
 from transcript_harness import VIEW_P_MIN, assert_same_transcripts
 
 from protocols import match as pm
+from smc_hmm.crypto.packing import unpack_slots
 from smc_hmm.data.match import (
     Collection,
     Quantisation,
@@ -24,7 +25,7 @@ from smc_hmm.data.match import (
     match,
     raw_scores,
 )
-from smc_hmm.errors import ConfigError, InvalidInputError, ProtocolError
+from smc_hmm.errors import ConfigError, InvalidInputError, PeerDisconnectedError, ProtocolError
 from smc_hmm.runtime import run_protocol
 
 pytestmark = pytest.mark.filterwarnings("ignore::smc_hmm.errors.InsecureKeyWarning")
@@ -169,8 +170,8 @@ def _alice_slots(keypair, frames, collection):
         pm.MatchParams(), keypair[0].bits, len(frames), collection.lengths
     )
     values = []
-    for v in masked.decrypt_ints(keypair[1]):
-        values += layout.plan.unpack(int(v), layout.slots)
+    for v in masked.decrypt_residues(keypair[1]):
+        values += unpack_slots([v], layout.slot_bits, layout.slots, layout.slots)
     return result, np.array(values, dtype=object), layout
 
 
@@ -204,7 +205,6 @@ def test_a_deviating_alice_cannot_shift_her_shares_but_can_shift_her_slots(
     window's slot makes the circuit name the second-best window -- by bisection on the
     shift, the gap between them, one bit a session (stated, not stopped)."""
     from protocols.stages import bound as bd
-    from smc_hmm.crypto.packing import PackingPlan
     from smc_hmm.data.match import candidate_values
 
     q = _queries(collection, 1)[0]
@@ -235,16 +235,16 @@ def test_a_deviating_alice_cannot_shift_her_shares_but_can_shift_her_slots(
     recording, offset = windows[first - 1]
     factor = quant.window_factors(collection.ints(quant)[recording], len(q.frames))[offset]
     drop = (folded[first] - folded[second]) // (int(factor) << layout.label_bits) + 1
-    unpack, seen = PackingPlan.unpack, [0]
+    seen = [0]
 
-    def lowered_slot(self, packed, count):  # her step-6 slot of the best window lowered
-        out, start = list(unpack(self, packed, count)), seen[0]
+    def lowered_slot(packed, width, per, count):  # her step-6 slot of the best window lowered
+        out, start = list(unpack_slots(packed, width, per, count)), seen[0]
         seen[0] += count
         if start <= first - 1 < seen[0]:
             out[first - 1 - start] -= drop  # just below the second: within the bounds
         return out
 
-    monkeypatch.setattr(PackingPlan, "unpack", lowered_slot)
+    monkeypatch.setattr(pm, "unpack_slots", lowered_slot)
     assert index(_run(keypair_512, q.frames, collection, {"threshold": -1.0})["alice"]) == second
 
 
@@ -254,18 +254,65 @@ def test_a_unit_vector_snippet_does_not_read_bobs_spectrogram(keypair_512, colle
     masks set to zero, shows the attack works).  With them her slots do not correlate with
     those values, and the answer is the plaintext one."""
     snippet = _unit_snippet(12, 3, 5)
-    with monkeypatch.context() as m:  # control: no masks
-        m.setattr(pm, "slot_masks", lambda rng, layout: [[0] * layout.slots for _ in layout.blocks])
-        _, seen, secret, _ = _read_spectrogram(keypair_512, snippet, collection)
-        assert np.array_equal(seen, secret)  # every value of Bob's, exactly
+    with monkeypatch.context() as m:  # control: every mask the constant raw bound R
+        m.setattr(
+            pm, "slot_masks", lambda rng, lay: [[lay.raw_bound] * lay.slots] * len(lay.blocks)
+        )
+        _, seen, secret, layout = _read_spectrogram(keypair_512, snippet, collection)
+        assert np.array_equal(seen - layout.raw_bound, secret)  # every value of Bob's, exactly
     result, seen, secret, layout = _read_spectrogram(keypair_512, snippet, collection)
     assert np.ptp(secret) > 0  # the attack would have had something to read
     assert abs(stats.spearmanr(seen, secret).statistic) < 0.25
     # the masked slots spread over the whole mask range, whatever the secret
-    top = 1 << layout.mask_bits
+    top = 1 << layout.slot_bits
     assert stats.kstest(seen / top, "uniform").pvalue > VIEW_P_MIN
     plain = pm.plain_match(snippet, collection, pm.MatchParams())
     assert (result["alice"]["match"], result["alice"]["offset_frames"]) == (plain.id, plain.offset)
+
+
+def test_a_huge_snippet_entry_reads_nothing_of_bobs_frames(keypair_512, collection, monkeypatch):
+    """Deviation: her software encrypts 2^L, L above every slot of a block, as snippet
+    entry (0, 0) and declares it within bounds: block (r, o0) then carries
+    2^L X_r[o0, 0] above its slots.  Every slot's mask spans its whole width and a top
+    mask covers the bits above (:func:`protocols.match.packed_masks`): what she reads
+    there is not Bob's frame value.  The control, the same masks without the top one,
+    hands her X_r[o0, 0] of every block exactly."""
+    from smc_hmm.crypto import CipherArray
+    from smc_hmm.runtime import simulate
+
+    params, length = pm.MatchParams(), 12
+
+    def deviating(ctx, out):
+        pk, sk = ctx.keypair
+        _, lengths = ctx.recv("bob", pm.CATALOGUE)
+        ctx.send("bob", pm.FRAMES, length)
+        ctx.send("bob", pm.KEY, pk)
+        layout = pm.MatchLayout.build(params, pk.bits, length, lengths)
+        msg, shift = layout.messages(), layout.slots * layout.slot_bits + 8
+        q = np.zeros((layout.rows, layout.bands), dtype=object)
+        q[0, 0] = 1 << shift
+        enc = CipherArray.encrypt_encoded(pk, q, 0)
+        ctx.send("bob", msg["snippet"], CipherArray(pk, enc.data, 0, msg["snippet"].body.bound))
+        n = int(pk.n)
+        out += [(int(v) % n) >> shift for v in ctx.recv("bob", msg["masked"]).decrypt_residues(sk)]
+        out.append(layout)
+
+    def reading():
+        out = []
+        with pytest.raises(PeerDisconnectedError):  # she leaves once she has read
+            simulate(
+                {"alice": deviating, "bob": pm.bob},
+                {"alice": (out,), "bob": (collection, params)},
+                keys={"alice": keypair_512}, min_key_bits=512, timeout=60,
+            )  # fmt: skip
+        layout, ints = out.pop(), collection.ints(params.quant)
+        return out, [int(ints[r][o0, 0]) for r, o0, _ in layout.blocks]
+
+    seen, truth = reading()
+    assert len(set(truth)) > 1 and sum(a == b for a, b in zip(seen, truth)) <= 1
+    monkeypatch.setattr(pm, "top_mask", lambda n, width, rng: 0)
+    seen, truth = reading()
+    assert seen == truth
 
 
 def test_repeated_frames_show_alice_uniform_masks_only(keypair_512, collection):
@@ -277,7 +324,7 @@ def test_repeated_frames_show_alice_uniform_masks_only(keypair_512, collection):
     for coll in (collection, _alike(collection, 9)):
         result, slots, layout = _alice_slots(keypair_512, snippet, coll)
         assert result["alice"]["match"] is None
-        assert all(0 <= int(v) < (1 << layout.mask_bits) for v in slots)
+        assert all(0 <= int(v) < (1 << layout.slot_bits) for v in slots)
         views.append(np.array([float(v) for v in slots]))
     assert stats.ks_2samp(*views).pvalue > VIEW_P_MIN
 
