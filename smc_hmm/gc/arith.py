@@ -61,6 +61,7 @@ __all__ = [
     "from_bits",
     "less",
     "maximum",
+    "multiply",
     "mux",
     "select",
     "select_max",
@@ -410,6 +411,28 @@ def square(c: Circuit, x) -> np.ndarray:
     if len(rows) == 1:
         return rows[0]
     return add(c, rows[0], rows[1], depth="ripple")
+
+
+def multiply(c: Circuit, x, y) -> np.ndarray:
+    """x * y for signed l-bit x and unsigned m-bit y (``(..., l)``, ``(..., m)``) as
+    signed (l + m)-bit values: the rows (x sign-extended, ANDed with y_i) shifted by i,
+    summed by a carry-save tree and one final addition (about 2 l m AND gates)."""
+    x, y = np.asarray(x), np.asarray(y)
+    width = x.shape[-1] + y.shape[-1]
+    wide = sign_extend(x, width)
+    shape = np.broadcast_shapes(x.shape[:-1], y.shape[:-1]) + (width,)
+    rows = []
+    for i in range(y.shape[-1]):
+        row = np.zeros(shape, dtype=np.int64)
+        row[..., i:] = c.and_(wide[..., : width - i], y[..., i : i + 1])
+        rows.append(row)
+    while len(rows) > 2:
+        merged = []
+        for k in range(0, len(rows) - 2, 3):
+            merged += list(np.moveaxis(compress(c, rows[k], rows[k + 1], rows[k + 2]), -2, 0))
+        merged += rows[len(rows) - len(rows) % 3 :] if len(rows) % 3 else []
+        rows = merged
+    return rows[0] if len(rows) == 1 else add(c, rows[0], rows[1], depth="ripple")
 
 
 def all_of(c: Circuit, bits):

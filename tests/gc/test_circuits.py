@@ -99,6 +99,24 @@ def test_every_operation_equals_plaintext_garbled_and_in_the_clear(bits, depth):
         assert list(out["garbler"]) == [int(a < b) for a, b in zip(x, y)]
 
 
+@pytest.mark.parametrize(("lx", "ly"), [(2, 1), (8, 5), (21, 13), (16, 1)])
+def test_multiply_signed_by_unsigned_equals_plaintext_garbled_and_in_the_clear(lx, ly):
+    rng = np.random.default_rng(lx * 100 + ly)
+    x = _values(rng, lx, 40)
+    y = np.array([0, 1, (1 << ly) - 1] + [int(v) for v in rng.integers(0, 1 << ly, x.size - 3)])
+    c = Circuit()
+    product = arith.multiply(
+        c, c.input("evaluator", (x.size, lx)), c.input("garbler", (x.size, ly))
+    )
+    c.output(product, "evaluator")
+    circuit = c.compile()
+    inputs = {"garbler": arith.to_bits(y, ly), "evaluator": arith.to_bits(x, lx)}
+    garbled, _, _ = _garbled_run(circuit, inputs["garbler"], inputs["evaluator"])
+    for out in (evaluate_plain(circuit, inputs), garbled):
+        got = arith.from_bits(out["evaluator"].reshape(x.size, lx + ly))
+        assert [int(v) for v in got] == [int(a) * int(b) for a, b in zip(x, y)]
+
+
 @pytest.mark.parametrize("k", [1, 2, 3, 5, 8, 10, 17])
 def test_argmax_returns_the_max_and_numpys_index_ties_included(k):
     bits, n = 16, 120
