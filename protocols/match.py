@@ -12,9 +12,10 @@ reproduce exactly): score_o = <Q, X[o:o+L]> c_o with Alice's integers Q (L frame
 bands, centred per band, norm 2^a, bands summing to zero), Bob's integer frames X and his
 per-window factor c_o ~ 2^k d_max / ||X[o:o+L] - mean||.
 
-Protocol (semi-honest Alice and Bob, not colluding; S slots of s bits per ciphertext,
-s = bits(raw bound) + sigma + 2, S from the key size and the collection's longest run of
-windows, all public):
+Protocol (S slots of s bits per ciphertext, s = bits(raw bound) + sigma + 2, S from the
+key size and the collection's longest run of windows, all public).  The garbled default
+holds against parties who deviate (``docs/security.md``, "match"); the ``dgk`` mode is
+the thesis's, for semi-honest, non-colluding parties.
 
 1. Bob -> Alice ``match.catalogue``: the recordings' ids and lengths in frames (public:
    the collection's catalogue, like a keyword vocabulary).
@@ -24,19 +25,32 @@ windows, all public):
    (:func:`protocols.stages.dgk.alice_send_keys`).
 4. Alice -> Bob ``match.snippet``: (L + S - 1) x B ciphertexts; the one of frame row t
    and band j packs the shifted copies Q[t, j], Q[t - 1, j], ..., Q[t - S + 1, j] (zero
-   outside the snippet) into its S slots.
+   outside the snippet) into its S slots.  Garbled: also ``match.query``, E(Q[u, j]) for
+   the L x B entries themselves.
 5. Bob, for each block of S consecutive windows o0..o0+S-1 of a recording, raises the
    ciphertexts to his *plaintext* frame values X[o0 + t, j] -- one multi-exponentiation
    with shared bases (:meth:`smc_hmm.crypto.CipherArray.lincomb`, on his compute lanes or
    a Dask cluster) -- and gets slot k = sum_(u, j) Q[u, j] X[o0 + k + u, j], the raw
    score of window o0 + k: S windows' scores in one ciphertext.  He adds to every slot a
-   mask uniform on [R, 2^s - R) (R the raw bound), so that each slot is uniform on
+   mask m uniform on [R, 2^s - R) (R the raw bound), so that each slot is uniform on
    [0, 2^s), and R' 2^(S s) above the slots (a top mask: :func:`packed_masks`), and
    sends the re-randomised blocks (``match.masked``): whatever Alice encrypted, each
-   plaintext she decrypts is uniform on Z_n to within 2^-sigma.
-6. Alice decrypts each block once, unpacks its slots and re-encrypts every window's
-   masked raw score on its own (``match.slots``, one ciphertext per window).
-7. Bob removes his masks, multiplies each raw score by his factor c_o (E(raw)^c_o) and
+   plaintext she decrypts is uniform on Z_n to within 2^-sigma.  Garbled: with them
+   ``match.mac``, the three masked limbs of one MAC of sum_o rho_o raw_o under his key
+   alpha, computed from E(Q) as sum_(u, j) V[u, j] Q[u, j] with V[u, j] = sum_o
+   alpha rho_o X[o + u, j] mod p (:func:`mac_weights`: the bound stage's check,
+   ``docs/garbled.md``, "Bound shares").
+6. Alice decrypts each block once and unpacks its slots y_o = raw_o + m_o.  Garbled,
+   steps 6-8 are one circuit Bob garbles (:func:`match_circuit`) on her slots as bound
+   inputs: after her padded choices Bob sends the MAC corrections and the seed of rho
+   (``match.key``), she enters D_A and he D_B (:func:`protocols.stages.bound.bob_run_shared`);
+   the circuit checks D_A = D_B and every raw_o = y_o - m_o within its range, multiplies
+   each by Bob's factor c_o (his input), pools (``approx``), puts the public threshold
+   first and names the largest, ties to the lowest index; Alice decodes (ok, the index
+   ANDed with ok), and a failed check ends her run with ``ProtocolError`` after her last
+   message.  ``dgk``: she re-encrypts every window's y_o (``match.slots``, one
+   ciphertext per window).
+7. ``dgk``: Bob removes his masks, multiplies each raw score by c_o (E(raw)^c_o) and
    forms the candidates: candidate 0 is the public threshold (E(tau), tau in score
    units), then every window (``exact``) or, in the ``approx`` mode, every
    ``stride``-th offset of each recording with the scores of ``stride`` adjacent windows
@@ -44,19 +58,16 @@ windows, all public):
    shifted left by lb = bits(count - 1) bits and carries its candidate's code
    2^lb - 1 - index in the low bits: all values differ, and of two equal scores the
    lower index is the larger value.
-8. The secure maximum, the decision stage's (:mod:`protocols.stages.decision`).  The
-   garbled default (``docs/garbled.md``): its ``argmax`` rule -- Bob shares the
-   candidates, one circuit he garbles names the largest, and only its index reaches
-   Alice.  ``dgk``, the thesis's: a tournament
-   (:class:`protocols.stages.decision.Tournament`, consecutive pairs, ceil(log2(count))
-   rounds) of batched compare-and-selects (:func:`protocols.stages.dgk.bob_compare_select`:
-   DGK with Veugen's correction, the max of each pair from the comparison's own values,
-   Bob's masked differences packed many per ciphertext so Alice decrypts once per
-   ciphertext; 4 messages a round).  Bob keeps E(max) and sends ``match.winner``
-   E(max + rho 2^lb), rho uniform over sigma bits beyond the values' bound: Alice reads
-   the code in the low bits -- 0 for "no match", else the candidate's (recording,
-   offset).  Either way the lowest index wins ties, so a window must beat the threshold
-   strictly and the answer is exactly the plaintext matcher's.
+8. ``dgk``: a tournament (:class:`protocols.stages.decision.Tournament`, consecutive
+   pairs, ceil(log2(count)) rounds) of batched compare-and-selects
+   (:func:`protocols.stages.dgk.bob_compare_select`: DGK with Veugen's correction, the
+   max of each pair from the comparison's own values, Bob's masked differences packed
+   many per ciphertext so Alice decrypts once per ciphertext; 4 messages a round).  Bob
+   keeps E(max) and sends ``match.winner`` E(max + rho 2^lb), rho uniform over sigma
+   bits beyond the values' bound: Alice reads the code in the low bits -- 0 for "no
+   match", else the candidate's (recording, offset).  Either way the lowest index wins
+   ties, so a window must beat the threshold strictly and the answer is exactly the
+   plaintext matcher's.
 
 Who learns what:
 
@@ -64,19 +75,19 @@ Who learns what:
   Besides it she sees only values masked with sigma = 40 statistical bits: every
   plaintext of step 5, uniform on Z_n to within 2^-sigma whatever she encrypted (a
   snippet entry 2^L above every slot read Bob's frame values in the clear above the
-  slots until the top mask was added: ``test_a_huge_snippet_entry_reads_nothing_...``), the
+  slots until the top mask was added: ``test_a_huge_snippet_entry_reads_nothing_...``);
+  garbled: the MAC limbs under masks of their own, the corrections (uniform: each hides
+  alpha behind the hash of a label she does not hold) and labels; ``dgk``: the
   comparisons' masked differences, uniform bits and her own shares
-  (:mod:`protocols.stages.dgk`; garbled: her shares, uniform within 2^-sigma, and the
-  circuit's labels), and (``dgk``) the winner's value under rho.  What the answer itself
-  tells her over many chosen snippets is the argmax's leak: one answer per snippet
-  (``docs/security.md``, "match").  Garbled, her shares of the candidates are bound (the
-  decision stage's MAC check: a shifted share ends the run without an answer), but her
-  step-6 slots are not: she re-encrypts them herself, so a deviating Alice who adds D_o
-  to the slot of window o learns argmax (v_i + c_o D_o) -- e.g. the gap between the two
-  best windows in about log2(bound) sessions, one bit each (a test runs it; stated, not
-  stopped: binding them needs step 7's products in the circuit).  The per-client frame
-  budget of a serving Bob bounds the sessions.
-* Bob learns L and nothing else: Paillier and DGK ciphertexts only (IND-CPA).
+  (:mod:`protocols.stages.dgk`) and the winner's value under rho.  A deviating Alice
+  (garbled) can change only her snippet: a slot she shifts, or an E(Q) that disagrees
+  with her packed snippet, fails the check (soundness 3/p, p = 2^61 - 1), and a snippet
+  outside its bounds can at most make some raw score leave its range (the check then
+  fails: one bit a session).  What the answer itself tells her over many chosen
+  snippets is the argmax's leak: one answer per snippet (``docs/security.md``,
+  "match"); the per-client frame budget of a serving Bob bounds the sessions.
+* Bob learns L and nothing else: Paillier and DGK ciphertexts, OT messages and her
+  padded choices; a deviating Bob learns at most whether she aborts.
 
 The ``approx`` mode (``stride`` K >= 2) makes about 1/K of the comparisons: it is the
 thesis's "approximate maximum value" that does not make all the comparisons.  It is
@@ -102,15 +113,10 @@ from functools import cached_property
 
 import numpy as np
 
+from protocols.stages import bound as bd
 from protocols.stages import dgk
-from protocols.stages.decision import (
-    DecisionSpec,
-    Tournament,
-    alice_decide,
-    alice_tournament,
-    bob_decide,
-    bob_tournament,
-)
+from protocols.stages import garbled as gc_stage
+from protocols.stages.decision import Tournament, alice_tournament, bob_tournament
 from smc_hmm import params as typed
 from smc_hmm.crypto import CipherArray
 from smc_hmm.crypto.packing import PackingPlan, plain_bits, top_mask, unpack_slots
@@ -131,6 +137,8 @@ from smc_hmm.errors import (
     ProtocolError,
     SmcHmmError,
 )
+from smc_hmm.gc import arith, mac
+from smc_hmm.gc.circuit import Circuit, CompiledCircuit, built_once
 from smc_hmm.limits import check_at_most
 from smc_hmm.messages import Ciphertexts, Key, MaskedCiphertexts, Message, Public
 from smc_hmm.protocol import ProtocolDescriptor, Role, params_from_config
@@ -144,6 +152,8 @@ CATALOGUE = Message("match.catalogue", (Public((list,)), Public((list,))))
 FRAMES = Message("match.frames", Public((int,)))
 #: step 3 of the garbled default: Alice's Paillier key
 KEY = Message("match.pk", Key())
+#: the garbled default's key message (``match.key``: the MAC corrections and the seed)
+TAG = "match"
 #: the longest snippet (frames, 20 ms each: 10 s) a Bob accepts
 MAX_FRAMES = 500
 #: the most recordings and windows a catalogue may declare (checked by Alice on arrival)
@@ -387,6 +397,11 @@ class MatchLayout:
                 ),
             ),
             "masked": Message("match.masked", MaskedCiphertexts(shape=(len(self.blocks),))),
+            "query": Message(
+                "match.query",
+                Ciphertexts(0, self.params.quant.query_entry_bound(), (self.length, self.bands)),
+            ),
+            "mac": Message("match.mac", MaskedCiphertexts(shape=(1,))),
             "slots": Message("match.slots", Ciphertexts(0, self.slot_value_bound, (self.total,))),
             "winner": Message("match.winner", Ciphertexts(0, self.winner_bound, (1,), fresh=True)),
         }
@@ -395,15 +410,52 @@ class MatchLayout:
     def garbled(self) -> bool:
         return self.params.comparison == "garbled"
 
+    # the garbled default: the window scores as bound shares, steps 7-8 in one circuit
     @cached_property
-    def decision(self) -> DecisionSpec:
-        """Garbled: step 8 as the decision stage's argmax over the folded candidates."""
-        return DecisionSpec(self.count, self.folded_bound, sigma=self.params.sigma)
+    def share_plan(self) -> bd.SharePlan:
+        """Every window's slot of step 5 (s bits) entered whole and MAC-bound: values of
+        s - sigma - 1 = bits(raw bound) + 1 bits."""
+        sigma = self.params.sigma
+        return bd.SharePlan(self.total, self.slot_bits - sigma - 1, sigma, self.key_bits)
+
+    @property
+    def mac_bound(self) -> int:
+        """|a MAC limb| = |sum_(u, j) V_l[u, j] Q[u, j]| < 2^21 L B (the query's bound)."""
+        entries = self.length * self.bands * self.params.quant.query_entry_bound()
+        return (1 << bd.MAC_LIMB_BITS) * entries
+
+    @property
+    def mac_bits(self) -> int:
+        return self.mac_bound.bit_length() + 1
+
+    @property
+    def factor_width(self) -> int:
+        """Bits of Bob's window factor c_o (unsigned)."""
+        return self.params.quant.factor_bound().bit_length()
+
+    @property
+    def circuit(self) -> CompiledCircuit:
+        return match_circuit(self)
+
+    @property
+    def cots(self) -> int:
+        return self.circuit.input_count("evaluator")
 
     def declared_messages(self) -> list[Message]:
         """Every message of a run (for the transcript harness and for readers)."""
         if self.garbled:
-            return [*self.messages().values(), KEY, *self.decision.messages(self.key_bits)]
+            own = self.messages()
+            del own["slots"], own["winner"]
+            if not self.total:  # no window: "no match" after step 5
+                return [*own.values(), KEY]
+            body = gc_stage.circuit_messages(self.circuit)
+            run = [
+                gc_stage.choice_message(self.cots - mac.MAC_BITS),
+                self.share_plan.messages(TAG)["key"],
+                gc_stage.choice_message(mac.MAC_BITS, bd.CHECK_TAG),
+                body["tables"],
+            ]
+            return [*own.values(), KEY, *gc_stage.setup_messages(self.cots).values(), *run]
         out = list(self.messages().values()) + list(self.compare_spec().messages().values())
         for matches in self.tournament.matches:
             out += list(self.select_spec(len(matches)).messages().values())
@@ -413,9 +465,9 @@ class MatchLayout:
         """Fresh randomizers: Alice's snippet and slot encryptions, Bob's re-randomised
         blocks, his threshold, every round of the tournament, the winner's reveal."""
         need = {"alice": self.rows * self.bands + self.total, "bob": len(self.blocks) + 2}
-        if self.garbled:  # the threshold, and the decision's instead of the winner
-            bob = len(self.blocks) + 1 + self.decision.randomizers(self.key_bits)["bob"]
-            return {"alice": need["alice"], "bob": bob}
+        if self.garbled:  # her query instead of her slots; his MAC limbs
+            alice = self.rows * self.bands + self.length * self.bands
+            return {"alice": alice, "bob": len(self.blocks) + (1 if self.total else 0)}
         for matches in self.tournament.matches:
             part = self.select_spec(len(matches)).randomizers()
             need = {k: need[k] + part[k] for k in need}
@@ -518,16 +570,30 @@ def alice(ctx, snippet, params: MatchParams, peer: str = "bob") -> dict:
         q = params.quant.query_ints(frames)
         packed = CipherArray.encrypt_encoded(pk, toeplitz(q, layout), 0, msg["snippet"].body.bound)
         ctx.send(peer, msg["snippet"], packed)  # step 4
+        if layout.garbled:  # and Q itself, which the MAC of step 5 reads
+            ctx.send(
+                peer, msg["query"], CipherArray.encrypt_encoded(pk, q, 0, msg["query"].body.bound)
+            )
     with ctx.phase("unpack"):
         blocks = ctx.recv(peer, msg["masked"]).decrypt_residues(sk)  # step 5 -> 6
         values = []  # every slot is a value of its width, whatever Bob sent
         for (_, _, used), v in zip(layout.blocks, blocks):
             values += unpack_slots([v], layout.slot_bits, layout.slots, used)
-        top = layout.slot_value_bound
-        ctx.send(peer, msg["slots"], CipherArray.encrypt_encoded(pk, values, 0, top))
+        if layout.garbled and layout.total:
+            limbs = gc_stage.unpack_masked(
+                ctx.recv(peer, msg["mac"]), bd.MAC_LIMBS, layout.mac_bits, params.sigma, sk
+            )
+            binding = bd.AliceShares(layout.share_plan, values, bd.join_limbs(limbs))
+        elif not layout.garbled:
+            top = layout.slot_value_bound
+            ctx.send(peer, msg["slots"], CipherArray.encrypt_encoded(pk, values, 0, top))
     with ctx.phase("argmax"):  # steps 7-8
         if layout.garbled:
-            index = alice_decide(ctx, layout.decision, peer)
+            index = 0  # no window: "no match"
+            if layout.total:
+                evaluator = gc_stage.alice_setup(ctx, layout.cots, peer)
+                out = bd.alice_run_shared(ctx, evaluator, binding, layout.circuit, tag=TAG)
+                index = int(arith.from_bits(out, signed=False))
             return _answer(answer(index, lengths, length, params.pool, ids), params, layout)
         alice_tournament(ctx, dgk_sk, layout.tournament, layout, peer)
         (winner,) = ctx.recv(peer, msg["winner"]).decrypt_ints(sk)
@@ -575,6 +641,7 @@ def bob(ctx, collection, params: MatchParams, peer: str = "alice") -> None:
     with ctx.phase("scores"):
         enc = ctx.recv(peer, msg["snippet"])  # step 4
         enc.public_key.same_key(pk)
+        query = ctx.recv(peer, msg["query"]) if layout.garbled else None
         plan, blocks = layout.plan, layout.blocks
         masks = slot_masks(ctx.rng, layout)
         if blocks:  # step 5: one multi-exponentiation per block, Alice's ciphertexts as bases
@@ -584,19 +651,87 @@ def bob(ctx, collection, params: MatchParams, peer: str = "alice") -> None:
         else:  # no recording holds a window of L frames: nothing to score
             masked = CipherArray(pk, np.empty(0, dtype=object), 0, 0)
         ctx.send(peer, msg["masked"], masked)
+        if layout.garbled and layout.total:  # step 5's MAC of the window scores
+            query.public_key.same_key(pk)
+            binding = _bob_mac(ctx, query, ints, masks, layout, peer)
+    if layout.garbled:  # steps 6-8 in one circuit: the winner's index to Alice
+        with ctx.phase("argmax"):
+            if layout.total:
+                garbler = gc_stage.bob_setup(ctx, layout.cots, peer)
+                mine = arith.to_bits(np.concatenate(factors).astype(object), layout.factor_width)
+                bd.bob_run_shared(ctx, garbler, binding, layout.circuit, mine, TAG)
+        return None
     with ctx.phase("argmax"):
         slots = ctx.recv(peer, msg["slots"])  # step 6
         slots.public_key.same_key(pk)
         unmask = [-m for (_, _, used), row in zip(blocks, masks) for m in row[:used]]
         values = _candidates(slots, unmask, factors, layout, pk)  # step 7
-        if layout.garbled:  # step 8 in one circuit: the winner's index to Alice
-            return bob_decide(ctx, values, layout.decision, peer)
         plan = _TournamentPlan(layout, dgk_pk)
         best = bob_tournament(ctx, values, layout.tournament, plan, [0], peer)[0]  # step 8
         mask = ctx.rng.randbits(layout.winner_mask_bits) << layout.label_bits
         winner = best.with_bound(layout.folded_bound).add_encoded([mask])
         ctx.send(peer, msg["winner"], winner)
     return None
+
+
+def _bob_mac(ctx, query: CipherArray, ints, masks, layout: MatchLayout, peer: str):
+    """Step 5, the garbled default: one MAC of sum_o rho_o raw_o, computed from Alice's
+    E(Q) as sum_(u, j) V[u, j] Q[u, j] (:func:`mac_weights`) in three limbs, packed under
+    masks (``match.mac``); Bob keeps the check's secrets (``bound.BobShares``)."""
+    plan, rng = layout.share_plan, ctx.rng
+    alpha, seed, u = bd.draw_key(rng, plan.count)
+    weights = bd.limb_matrix(mac_weights(u, ints, layout))  # (limbs, L B)
+    limbs = query.reshape(-1).lincomb(weights).with_bound(layout.mac_bound)
+    packed, offsets = gc_stage.pack_masked(limbs, layout.mac_bits, plan.sigma, rng)
+    ctx.send(peer, layout.messages()["mac"], packed)
+    window_masks = [m for (_, _, used), row in zip(layout.blocks, masks) for m in row[:used]]
+    return bd.BobShares(plan, alpha, seed, window_masks, [int(o) for o in offsets])
+
+
+def mac_weights(u, ints, layout: MatchLayout) -> list[int]:
+    """V[u, j] = sum_o u_o X_r(o)[o + u, j] mod p over every window o (flattened, (L B,)):
+    sum_(u, j) V[u, j] Q[u, j] = sum_o u_o raw_o mod p.  Exact in int64: u split into
+    31-bit halves, X of ``frame_bits`` bits, at most MAX_RECORDING_FRAMES windows."""
+    p, low = mac.PRIME, (1 << 31) - 1
+    total = np.zeros((layout.length, layout.bands), dtype=object)
+    start = 0
+    for r, count in enumerate(layout.windows):
+        if not count:
+            continue
+        x = np.asarray(ints[r], dtype=np.int64)
+        windows = np.lib.stride_tricks.sliding_window_view(x, (layout.length, x.shape[1]))[:, 0]
+        coeff = u[start : start + count]
+        lo = np.tensordot(np.array([v & low for v in coeff], np.int64), windows, axes=(0, 0))
+        hi = np.tensordot(np.array([v >> 31 for v in coeff], np.int64), windows, axes=(0, 0))
+        total = (total + lo.astype(object) + (hi.astype(object) << 31)) % p
+        start += count
+    return [int(v) for v in total.reshape(-1)]
+
+
+@built_once
+def match_circuit(layout: MatchLayout) -> CompiledCircuit:
+    """Steps 7-8 of the garbled default on bound shares of the window scores
+    (:func:`protocols.stages.bound.share_inputs`): raw_o rebuilt and range-checked, times
+    Bob's factor c_o (his input after D_B), pooled (``approx``), the public threshold as
+    candidate 0 and the argmax (ties to the lowest index: a window must beat the
+    threshold strictly); Alice decodes (ok, the index ANDed with ok)."""
+    c = Circuit()
+    raw, _, ok = bd.share_inputs(c, layout.share_plan)
+    factors = c.input("garbler", (layout.total, layout.factor_width))
+    scores = arith.multiply(c, raw, factors)
+    pool = layout.params.pool
+    width = scores.shape[-1] + pool.bit_length()
+    scores = arith.sign_extend(scores, width)
+    starts = np.cumsum([0, *layout.windows])
+    pooled = None
+    for j in range(pool):
+        pick = [starts[r] + min(o + j, layout.windows[r] - 1) for r, o in layout.candidates]
+        part = scores[np.array(pick, dtype=np.int64)]
+        pooled = part if pooled is None else arith.add(c, pooled, part, depth="ripple")
+    threshold = arith.constant([layout.threshold_units()], width)
+    _, index = arith.argmax(c, np.concatenate([threshold, pooled]))
+    c.output(np.concatenate([[ok], c.and_(index, ok)]), "evaluator")
+    return c.compile()
 
 
 @dataclass(frozen=True)

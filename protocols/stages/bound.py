@@ -105,8 +105,11 @@ __all__ = [
     "bob_bound",
     "check_equal",
     "clamp",
+    "draw_key",
     "encode_products",
+    "join_limbs",
     "key_message",
+    "limb_matrix",
     "share_inputs",
     "shared_messages",
     "square_check",
@@ -729,17 +732,34 @@ def bob_bind_shares(ctx, values: CipherArray, plan: SharePlan, peer: str, tag: s
     """Bob -> Alice ``tag.share``: the masked values and the masked MAC limbs, packed."""
     if values.shape != (plan.count,):
         raise InvalidInputError(f"{values.shape} values for bound shares of {plan.count}")
-    rng, p = ctx.rng, mac.PRIME
-    alpha = 1 + rng.randbelow(p - 1)
-    seed = rng.randbits(8 * SEED_BYTES).to_bytes(SEED_BYTES, "little")
-    u = [alpha * r % p for r in _field(seed, plan.count)]
-    limbs = np.array([_limbs(v) for v in u], dtype=object).T  # (MAC_LIMBS, count)
+    rng = ctx.rng
+    alpha, seed, u = draw_key(rng, plan.count)
     bound = (1 << (plan.mac_bits - 1)) - 1
-    macs = values.with_scale(0).lincomb(limbs).with_bound(bound)
+    macs = values.with_scale(0).lincomb(limb_matrix(u)).with_bound(bound)
     shares, offsets = garbled.pack_masked(values, plan.bits, plan.sigma, rng)
     tags, mac_offsets = garbled.pack_masked(macs, plan.mac_bits, plan.sigma, rng)
     ctx.send(peer, plan.messages(tag)["shares"], [shares, tags])
     return BobShares(plan, alpha, seed, [int(o) for o in offsets], [int(o) for o in mac_offsets])
+
+
+def draw_key(rng, count: int) -> tuple[int, bytes, list[int]]:
+    """Bob's fresh MAC key alpha, the seed of rho, and u_i = alpha rho_i mod p for
+    ``count`` values: the MAC of sum_i rho_i v_i is the linear form sum_i u_i v_i."""
+    p = mac.PRIME
+    alpha = 1 + rng.randbelow(p - 1)
+    seed = rng.randbits(8 * SEED_BYTES).to_bytes(SEED_BYTES, "little")
+    return alpha, seed, [alpha * r % p for r in _field(seed, count)]
+
+
+def limb_matrix(values) -> np.ndarray:
+    """Elements of Z_p as their MAC_LIMBS limbs of MAC_LIMB_BITS bits, ``(MAC_LIMBS, n)``:
+    the exponents of one multi-exponentiation per MAC limb."""
+    return np.array([_limbs(v) for v in values], dtype=object).T.reshape(MAC_LIMBS, -1)
+
+
+def join_limbs(limbs) -> int:
+    """The MAC a list of limb values stands for (:func:`limb_matrix`'s inverse, over Z)."""
+    return _join(limbs)
 
 
 @dataclass

@@ -13,6 +13,7 @@ from scipy import stats
 from transcript_harness import VIEW_P_MIN, assert_same_transcripts
 
 from protocols import match as pm
+from protocols.stages import bound as bd
 from smc_hmm.crypto.packing import unpack_slots
 from smc_hmm.data.match import (
     Collection,
@@ -124,7 +125,8 @@ def test_the_packing_puts_many_windows_in_one_ciphertext(keypair_1024, collectio
     masked = [p for peer, tag, p in result.views["alice"] if tag == "match.masked"]
     assert masked[0].shape == (len(layout.blocks),)  # Alice decrypts once per block
     ops = result.cost.parties["bob"]["phases"]["scores"]["ops"]
-    assert ops["multiexp_terms"] == len(layout.blocks) * layout.rows * layout.bands
+    mac_terms = bd.MAC_LIMBS * layout.length * layout.bands  # the MAC limbs over E(Q)
+    assert ops["multiexp_terms"] == len(layout.blocks) * layout.rows * layout.bands + mac_terms
 
 
 # -- the metadata rule ----------------------------------------------------------------------------
@@ -195,57 +197,47 @@ def _read_spectrogram(keypair, snippet, collection):
     return result, seen, secret, layout
 
 
-def test_a_deviating_alice_cannot_shift_her_shares_but_can_shift_her_slots(
-    keypair_512, collection, monkeypatch
-):
-    """What a deviating Alice can still move in the garbled default (docs/security.md,
-    "match").  Her shares of the candidates are bound (the decision stage's MAC check):
-    lowering her share of the best window ends the run with a typed error, no answer.
-    Her step-6 slots are not: she re-encrypts them herself, so lowering the best
-    window's slot makes the circuit name the second-best window -- by bisection on the
-    shift, the gap between them, one bit a session (stated, not stopped)."""
-    from protocols.stages import bound as bd
+def test_a_deviating_alice_cannot_shift_a_window_score(keypair_512, collection, monkeypatch):
+    """Her slots of step 5 are her circuit inputs, MAC-bound to the window scores Bob
+    computed (garbled default): lowering the best window's slot ends the run with a
+    typed error, no answer.  The control, the same circuit without the MAC check, names
+    the second-best window -- what the earlier design, where she re-encrypted her slots
+    for Bob, let her do: by bisection on the shift, the gap between the two best windows,
+    one bit a session."""
     from smc_hmm.data.match import candidate_values
 
     q = _queries(collection, 1)[0]
     params = pm.MatchParams(threshold=-1.0)
-    layout = pm.MatchLayout.build(params, 512, len(q.frames), collection.lengths)
     quant, bands = params.quant, collection.bands
     plain = [quant.threshold_units(-1.0, len(q.frames), bands)]
     plain += candidate_values(quant.query_ints(q.frames), collection.ints(quant), quant, 1)
-    folded = [int(v) * (1 << layout.label_bits) + layout.code(i) for i, v in enumerate(plain)]
-    first, second = sorted(range(len(folded)), key=folded.__getitem__)[::-1][:2]
+    first, second = sorted(range(len(plain)), key=lambda i: (plain[i], -i))[::-1][:2]
     windows = candidates(collection.lengths, len(q.frames), 1)
 
     def index(out):
         return windows.index((out["recording"], out["offset_frames"])) + 1
 
     assert index(_run(keypair_512, q.frames, collection, {"threshold": -1.0})["alice"]) == first
-    with monkeypatch.context() as m:  # her share of the best window lowered: refused
-        real = bd.AliceShares.bits
-
-        def lowered(self):
-            y = list(self.y)
-            y[first] -= folded[first] - folded[second] + 1
-            return real(bd.AliceShares(self.plan, y, self.z))
-
-        m.setattr(bd.AliceShares, "bits", lowered)
-        with pytest.raises(ProtocolError, match="binding check"):
-            _run(keypair_512, q.frames, collection, {"threshold": -1.0})
     recording, offset = windows[first - 1]
     factor = quant.window_factors(collection.ints(quant)[recording], len(q.frames))[offset]
-    drop = (folded[first] - folded[second]) // (int(factor) << layout.label_bits) + 1
-    seen = [0]
+    drop = (int(plain[first]) - int(plain[second])) // int(factor) + 1
+    real = bd.AliceShares.bits
 
-    def lowered_slot(packed, width, per, count):  # her step-6 slot of the best window lowered
-        out, start = list(unpack_slots(packed, width, per, count)), seen[0]
-        seen[0] += count
-        if start <= first - 1 < seen[0]:
-            out[first - 1 - start] -= drop  # just below the second: within the bounds
-        return out
+    def lowered(self):  # her slot of the best window, just below the second
+        y = list(self.y)
+        y[first - 1] -= drop
+        return real(bd.AliceShares(self.plan, y, self.z))
 
-    monkeypatch.setattr(pm, "unpack_slots", lowered_slot)
-    assert index(_run(keypair_512, q.frames, collection, {"threshold": -1.0})["alice"]) == second
+    monkeypatch.setattr(bd.AliceShares, "bits", lowered)
+    with pytest.raises(ProtocolError, match="binding check"):
+        _run(keypair_512, q.frames, collection, {"threshold": -1.0})
+    monkeypatch.setattr(bd, "check_equal", lambda c, x, y: np.int64(1))  # the control
+    pm.match_circuit.cache_clear()
+    try:
+        out = _run(keypair_512, q.frames, collection, {"threshold": -1.0})["alice"]
+        assert index(out) == second != first
+    finally:
+        pm.match_circuit.cache_clear()
 
 
 def test_a_unit_vector_snippet_does_not_read_bobs_spectrogram(keypair_512, collection, monkeypatch):
@@ -293,6 +285,8 @@ def test_a_huge_snippet_entry_reads_nothing_of_bobs_frames(keypair_512, collecti
         q[0, 0] = 1 << shift
         enc = CipherArray.encrypt_encoded(pk, q, 0)
         ctx.send("bob", msg["snippet"], CipherArray(pk, enc.data, 0, msg["snippet"].body.bound))
+        zero = np.zeros((length, layout.bands), dtype=object)
+        ctx.send("bob", msg["query"], CipherArray.encrypt_encoded(pk, zero, 0))
         n = int(pk.n)
         out += [(int(v) % n) >> shift for v in ctx.recv("bob", msg["masked"]).decrypt_residues(sk)]
         out.append(layout)
