@@ -139,10 +139,12 @@ from smc_hmm.errors import (
 )
 from smc_hmm.gc import arith, mac
 from smc_hmm.gc.circuit import Circuit, CompiledCircuit, built_once
+from smc_hmm.gc.garble import TABLE_BYTES
 from smc_hmm.limits import check_at_most
 from smc_hmm.messages import Ciphertexts, Key, MaskedCiphertexts, Message, Public
 from smc_hmm.protocol import ProtocolDescriptor, Role, params_from_config
 from smc_hmm.runtime.inputs import load_frames, resolve_path
+from smc_hmm.wire import DEFAULT_MAX_FRAME_BYTES
 
 NAME = "match"
 MODES = ("exact", "approx")
@@ -154,6 +156,9 @@ FRAMES = Message("match.frames", Public((int,)))
 KEY = Message("match.pk", Key())
 #: the garbled default's key message (``match.key``: the MAC corrections and the seed)
 TAG = "match"
+#: the most bytes of AND tables the garbled maximum may send in its one message (7/8 of
+#: a frame, the rest for its labels and decoding hashes)
+MAX_TABLE_BYTES = DEFAULT_MAX_FRAME_BYTES * 7 // 8
 #: the longest snippet (frames, 20 ms each: 10 s) a Bob accepts
 MAX_FRAMES = 500
 #: the most recordings and windows a catalogue may declare (checked by Alice on arrival)
@@ -238,6 +243,15 @@ class MatchLayout:
     def build(cls, params: MatchParams, key_bits: int, length: int, lengths) -> MatchLayout:
         layout = replace(cls.before_key(params, length, lengths), key_bits=int(key_bits))
         _ = layout.slots  # refuses a key too small for one slot
+        if layout.garbled and layout.total and layout.table_bytes > MAX_TABLE_BYTES:
+            per = layout.table_bytes // layout.total
+            raise InvalidInputError(
+                f"the garbled maximum over {layout.total:,} windows needs about "
+                f"{layout.table_bytes / 2**20:,.0f} MiB of circuit tables in one message, "
+                f"above the {MAX_TABLE_BYTES / 2**20:,.0f} MiB a frame carries: query at most "
+                f"about {MAX_TABLE_BYTES // per:,} windows at once (split the collection), "
+                'or use comparison = "dgk"'
+            )
         return layout
 
     # sizes
@@ -436,6 +450,17 @@ class MatchLayout:
     @property
     def circuit(self) -> CompiledCircuit:
         return match_circuit(self)
+
+    @cached_property
+    def table_bytes(self) -> int:
+        """About the garbled maximum's AND tables, without building it: circuits of the
+        same widths over one recording of one window and over two such recordings give
+        the cost of the first window and of each further window and candidate (an upper
+        bound in ``approx``, where windows outnumber candidates)."""
+        one = replace(self, lengths=(self.length,))
+        two = replace(self, lengths=(self.length, self.length))
+        first, pair = match_circuit(one).and_gates, match_circuit(two).and_gates
+        return TABLE_BYTES * (first + (pair - first) * (self.total - 1))
 
     @property
     def cots(self) -> int:

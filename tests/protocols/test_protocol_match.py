@@ -551,3 +551,13 @@ def test_bench_match_on_a_folder_collection(tmp_path):
     assert data["params"]["recordings"] == 5
     with pytest.raises(InvalidInputError, match="--skip-accuracy"):
         run_bench(bench, args, tmp_path / "refused.json")
+
+
+def test_a_collection_too_large_for_one_garbled_maximum_is_refused_before_any_work():
+    """The garbled maximum sends its AND tables in one message: a catalogue whose circuit
+    would not fit a frame is refused when the layout is built (by both parties, from
+    public sizes), with the number of windows that would fit; ``dgk`` has no such limit."""
+    lengths = [40] * 2000  # 56,000 windows of a 13-frame snippet
+    with pytest.raises(InvalidInputError, match="split the collection"):
+        pm.MatchLayout.build(pm.MatchParams(), 2048, 13, lengths)
+    assert pm.MatchLayout.build(pm.MatchParams(comparison="dgk"), 2048, 13, lengths).total
