@@ -415,16 +415,15 @@ def square(c: Circuit, x) -> np.ndarray:
 
 def multiply(c: Circuit, x, y) -> np.ndarray:
     """x * y for signed l-bit x and unsigned m-bit y (``(..., l)``, ``(..., m)``) as
-    signed (l + m)-bit values: the rows (x sign-extended, ANDed with y_i) shifted by i,
+    signed (l + m)-bit values: the rows (x ANDed with y_i, sign-extended) shifted by i,
     summed by a carry-save tree and one final addition (about 2 l m AND gates)."""
     x, y = np.asarray(x), np.asarray(y)
     width = x.shape[-1] + y.shape[-1]
-    wide = sign_extend(x, width)
     shape = np.broadcast_shapes(x.shape[:-1], y.shape[:-1]) + (width,)
     rows = []
-    for i in range(y.shape[-1]):
+    for i in range(y.shape[-1]):  # x y_i on l wires, its sign repeated above (free)
         row = np.zeros(shape, dtype=np.int64)
-        row[..., i:] = c.and_(wide[..., : width - i], y[..., i : i + 1])
+        row[..., i:] = sign_extend(c.and_(x, y[..., i : i + 1]), width - i)
         rows.append(row)
     while len(rows) > 2:
         merged = []
