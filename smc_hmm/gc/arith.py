@@ -66,6 +66,7 @@ __all__ = [
     "select",
     "select_max",
     "sign_extend",
+    "sum_rows",
     "square",
     "sub",
     "to_bits",
@@ -402,15 +403,7 @@ def square(c: Circuit, x) -> np.ndarray:
         products = c.and_(m[..., i : i + 1], m[..., i + 1 :])  # m_i m_j, j > i
         row[..., 2 * i + 2 : 2 * i + 2 + products.shape[-1]] = products
         rows.append(row)
-    while len(rows) > 2:
-        merged = []
-        for k in range(0, len(rows) - 2, 3):
-            merged += list(np.moveaxis(compress(c, rows[k], rows[k + 1], rows[k + 2]), -2, 0))
-        merged += rows[len(rows) - len(rows) % 3 :] if len(rows) % 3 else []
-        rows = merged
-    if len(rows) == 1:
-        return rows[0]
-    return add(c, rows[0], rows[1], depth="ripple")
+    return sum_rows(c, rows)
 
 
 def multiply(c: Circuit, x, y) -> np.ndarray:
@@ -425,6 +418,12 @@ def multiply(c: Circuit, x, y) -> np.ndarray:
         row = np.zeros(shape, dtype=np.int64)
         row[..., i:] = sign_extend(c.and_(x, y[..., i : i + 1]), width - i)
         rows.append(row)
+    return sum_rows(c, rows)
+
+
+def sum_rows(c: Circuit, rows: list) -> np.ndarray:
+    """The sum mod 2^l of rows of l-bit values: a carry-save tree of :func:`compress`
+    (three rows to two, one AND a bit) and one final ripple addition."""
     while len(rows) > 2:
         merged = []
         for k in range(0, len(rows) - 2, 3):
