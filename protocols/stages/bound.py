@@ -111,6 +111,7 @@ __all__ = [
     "key_message",
     "limb_matrix",
     "share_inputs",
+    "share_values",
     "shared_messages",
     "square_check",
 ]
@@ -820,10 +821,19 @@ def share_inputs(c: Circuit, plan: SharePlan, extra: tuple[int, ...] | None = No
     y = c.input("evaluator", (plan.count, plan.width))
     hers = c.input("evaluator", extra) if extra else None
     d_a = c.input("evaluator", (mac.MAC_BITS,))
-    sums = arith.add(c, y, c.input("garbler", (plan.count, plan.width)), depth="ripple")
+    values, in_range_ok = share_values(
+        c, y, c.input("garbler", (plan.count, plan.width)), plan.bits
+    )
     d_b = c.input("garbler", (mac.MAC_BITS,))
-    ok = c.and_(check_equal(c, d_a, d_b), arith.all_of(c, in_range(c, sums, plan.bits)))
-    return sums[..., : plan.bits], hers, ok
+    return values, hers, c.and_(check_equal(c, d_a, d_b), in_range_ok)
+
+
+def share_values(c: Circuit, hers, his, bits: int):
+    """Values rebuilt from bound shares (her whole slots plus his negated offsets, mod
+    2^w) and [every one within ``bits`` signed bits]: a share shifted by k p lands
+    outside (:func:`in_range`).  Returns (the values' ``bits`` wires, that bit)."""
+    sums = arith.add(c, hers, his, depth="ripple")
+    return sums[..., :bits], arith.all_of(c, in_range(c, sums, bits))
 
 
 def bob_run_shared(ctx, garbler, binding: BobShares, circuit, extra_bits=(), tag: str = "dec"):
