@@ -41,15 +41,19 @@ the thesis's, for semi-honest, non-colluding parties.
    alpha rho_o X[o + u, j] mod p (:func:`mac_weights`: the bound stage's check,
    ``docs/garbled.md``, "Bound shares").
 6. Alice decrypts each block once and unpacks its slots y_o = raw_o + m_o.  Garbled,
-   steps 6-8 are one circuit Bob garbles (:func:`match_circuit`) on her slots as bound
-   inputs: after her padded choices Bob sends the MAC corrections and the seed of rho
-   (``match.key``), she enters D_A and he D_B (:func:`protocols.stages.bound.bob_run_shared`);
-   the circuit checks D_A = D_B and every raw_o = y_o - m_o within its range, multiplies
-   each by Bob's factor c_o (his input), pools (``approx``), puts the public threshold
-   first and names the largest, ties to the lowest index; Alice decodes (ok, the index
-   ANDed with ok), and a failed check ends her run with ``ProtocolError`` after her last
-   message.  ``dgk``: she re-encrypts every window's y_o (``match.slots``, one
-   ciphertext per window).
+   steps 6-8 are circuits Bob garbles on her slots as bound inputs
+   (:func:`bob_maximum` / :func:`alice_maximum`): her padded choices of every slot; the
+   MAC corrections and the seed of rho (``match.key``); one circuit per ``CHUNK``
+   candidates (:func:`chunk_circuit`: each raw_o = y_o - m_o rebuilt and range-checked,
+   times Bob's factor c_o, pooled in ``approx``, the chunk's best against the best so
+   far, which it replaces only when strictly greater; the first starts from the public
+   threshold), each carrying (range ok, best, index) to the next; her choices of D_A;
+   the last circuit (:func:`final_circuit`): ok = range ok and [D_A = D_B], and Alice
+   decodes (ok, the index ANDed with ok) -- ties go to the lowest index, a failed check
+   ends her run with ``ProtocolError`` after her last message.  The chunks share one
+   shape (but the first and the last), so a serving Bob builds it once, and no message
+   grows with the catalogue.  ``dgk``: she re-encrypts every window's y_o
+   (``match.slots``, one ciphertext per window).
 7. ``dgk``: Bob removes his masks, multiplies each raw score by c_o (E(raw)^c_o) and
    forms the candidates: candidate 0 is the public threshold (E(tau), tau in score
    units), then every window (``exact``) or, in the ``approx`` mode, every
@@ -110,6 +114,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 
@@ -138,13 +143,11 @@ from smc_hmm.errors import (
     SmcHmmError,
 )
 from smc_hmm.gc import arith, mac
-from smc_hmm.gc.circuit import Circuit, CompiledCircuit, built_once
-from smc_hmm.gc.garble import TABLE_BYTES
+from smc_hmm.gc.circuit import CARRY, Circuit, CompiledCircuit, built_once
 from smc_hmm.limits import check_at_most
 from smc_hmm.messages import Ciphertexts, Key, MaskedCiphertexts, Message, Public
 from smc_hmm.protocol import ProtocolDescriptor, Role, params_from_config
 from smc_hmm.runtime.inputs import load_frames, resolve_path
-from smc_hmm.wire import DEFAULT_MAX_FRAME_BYTES
 
 NAME = "match"
 MODES = ("exact", "approx")
@@ -156,9 +159,9 @@ FRAMES = Message("match.frames", Public((int,)))
 KEY = Message("match.pk", Key())
 #: the garbled default's key message (``match.key``: the MAC corrections and the seed)
 TAG = "match"
-#: the most bytes of AND tables the garbled maximum may send in its one message (7/8 of
-#: a frame, the rest for its labels and decoding hashes)
-MAX_TABLE_BYTES = DEFAULT_MAX_FRAME_BYTES * 7 // 8
+#: candidates per circuit of the garbled maximum (a power of two: a candidate's index is
+#: its circuit's number and its place there side by side); about 5 MiB of tables each
+CHUNK = 256
 #: the longest snippet (frames, 20 ms each: 10 s) a Bob accepts
 MAX_FRAMES = 500
 #: the most recordings and windows a catalogue may declare (checked by Alice on arrival)
@@ -187,7 +190,7 @@ class MatchParams:
     floor_bits: int = 5
     sigma: int = typed.sigma()
     max_frames: int = typed.whole(MAX_FRAMES, 1, 100_000)
-    #: step 8's maximum: ``garbled`` (one circuit Bob garbles) or ``dgk`` (the thesis's
+    #: step 8's maximum: ``garbled`` (circuits Bob garbles) or ``dgk`` (the thesis's
     #: tournament of DGK compare-and-selects)
     comparison: str = typed.one_of("garbled", dgk.COMPARISONS)
 
@@ -243,15 +246,6 @@ class MatchLayout:
     def build(cls, params: MatchParams, key_bits: int, length: int, lengths) -> MatchLayout:
         layout = replace(cls.before_key(params, length, lengths), key_bits=int(key_bits))
         _ = layout.slots  # refuses a key too small for one slot
-        if layout.garbled and layout.total and layout.table_bytes > MAX_TABLE_BYTES:
-            per = layout.table_bytes // layout.total
-            raise InvalidInputError(
-                f"the garbled maximum over {layout.total:,} windows needs about "
-                f"{layout.table_bytes / 2**20:,.0f} MiB of circuit tables in one message, "
-                f"above the {MAX_TABLE_BYTES / 2**20:,.0f} MiB a frame carries: query at most "
-                f"about {MAX_TABLE_BYTES // per:,} windows at once (split the collection), "
-                'or use comparison = "dgk"'
-            )
         return layout
 
     # sizes
@@ -424,13 +418,25 @@ class MatchLayout:
     def garbled(self) -> bool:
         return self.params.comparison == "garbled"
 
-    # the garbled default: the window scores as bound shares, steps 7-8 in one circuit
+    # the garbled default: the window scores as bound shares, steps 7-8 in circuits
+    @cached_property
+    def entries(self) -> list[int]:
+        """The window (flat index) of each of Alice's circuit inputs: per candidate its
+        ``pool`` windows (past a recording's end its last again), so that every chunk of
+        candidates has the same shape."""
+        starts, pool = np.cumsum([0, *self.windows]), self.params.pool
+        return [
+            int(starts[r]) + min(o + j, self.windows[r] - 1)
+            for r, o in self.candidates
+            for j in range(pool)
+        ]
+
     @cached_property
     def share_plan(self) -> bd.SharePlan:
-        """Every window's slot of step 5 (s bits) entered whole and MAC-bound: values of
+        """Every entry's slot of step 5 (s bits) entered whole and MAC-bound: values of
         s - sigma - 1 = bits(raw bound) + 1 bits."""
         sigma = self.params.sigma
-        return bd.SharePlan(self.total, self.slot_bits - sigma - 1, sigma, self.key_bits)
+        return bd.SharePlan(len(self.entries), self.slot_bits - sigma - 1, sigma, self.key_bits)
 
     @property
     def mac_bound(self) -> int:
@@ -447,24 +453,29 @@ class MatchLayout:
         """Bits of Bob's window factor c_o (unsigned)."""
         return self.params.quant.factor_bound().bit_length()
 
-    @property
-    def circuit(self) -> CompiledCircuit:
-        return match_circuit(self)
-
     @cached_property
-    def table_bytes(self) -> int:
-        """About the garbled maximum's AND tables, without building it: circuits of the
-        same widths over one recording of one window and over two such recordings give
-        the cost of the first window and of each further window and candidate (an upper
-        bound in ``approx``, where windows outnumber candidates)."""
-        one = replace(self, lengths=(self.length,))
-        two = replace(self, lengths=(self.length, self.length))
-        first, pair = match_circuit(one).and_gates, match_circuit(two).and_gates
-        return TABLE_BYTES * (first + (pair - first) * (self.total - 1))
+    def chunks(self) -> list[range]:
+        """The candidates (after the threshold) of each circuit of the maximum."""
+        count = len(self.candidates)
+        return [range(a, min(a + CHUNK, count)) for a in range(0, count, CHUNK)]
+
+    def chunk_shape(self, index: int) -> ChunkShape:
+        plan, pool = self.share_plan, self.params.pool
+        return ChunkShape(
+            size=len(self.chunks[index]),
+            pool=pool,
+            width=plan.width,
+            bits=plan.bits,
+            factor_width=self.factor_width,
+            score_width=plan.bits + self.factor_width + pool.bit_length(),
+            id_bits=max(1, (len(self.chunks) - 1).bit_length()),
+            first=index == 0,
+        )
 
     @property
     def cots(self) -> int:
-        return self.circuit.input_count("evaluator")
+        """Alice's input bits: every entry's slot, then D_A."""
+        return self.share_plan.input_bits + mac.MAC_BITS
 
     def declared_messages(self) -> list[Message]:
         """Every message of a run (for the transcript harness and for readers)."""
@@ -473,12 +484,18 @@ class MatchLayout:
             del own["slots"], own["winner"]
             if not self.total:  # no window: "no match" after step 5
                 return [*own.values(), KEY]
-            body = gc_stage.circuit_messages(self.circuit)
+            shapes = {self.chunk_shape(i) for i in range(len(self.chunks))}
             run = [
-                gc_stage.choice_message(self.cots - mac.MAC_BITS),
+                gc_stage.choice_message(self.share_plan.input_bits),
                 self.share_plan.messages(TAG)["key"],
+                *(
+                    gc_stage.circuit_messages(chunk_circuit(x), f"{TAG}.inputs")["tables"]
+                    for x in shapes
+                ),
                 gc_stage.choice_message(mac.MAC_BITS, bd.CHECK_TAG),
-                body["tables"],
+                gc_stage.circuit_messages(final_circuit(self.chunk_shape(0)), f"{TAG}.final")[
+                    "tables"
+                ],
             ]
             return [*own.values(), KEY, *gc_stage.setup_messages(self.cots).values(), *run]
         out = list(self.messages().values()) + list(self.compare_spec().messages().values())
@@ -608,7 +625,8 @@ def alice(ctx, snippet, params: MatchParams, peer: str = "bob") -> dict:
             limbs = gc_stage.unpack_masked(
                 ctx.recv(peer, msg["mac"]), bd.MAC_LIMBS, layout.mac_bits, params.sigma, sk
             )
-            binding = bd.AliceShares(layout.share_plan, values, bd.join_limbs(limbs))
+            y = [values[e] for e in layout.entries]
+            binding = bd.AliceShares(layout.share_plan, y, bd.join_limbs(limbs))
         elif not layout.garbled:
             top = layout.slot_value_bound
             ctx.send(peer, msg["slots"], CipherArray.encrypt_encoded(pk, values, 0, top))
@@ -617,8 +635,7 @@ def alice(ctx, snippet, params: MatchParams, peer: str = "bob") -> dict:
             index = 0  # no window: "no match"
             if layout.total:
                 evaluator = gc_stage.alice_setup(ctx, layout.cots, peer)
-                out = bd.alice_run_shared(ctx, evaluator, binding, layout.circuit, tag=TAG)
-                index = int(arith.from_bits(out, signed=False))
+                index = alice_maximum(ctx, evaluator, binding, layout)
             return _answer(answer(index, lengths, length, params.pool, ids), params, layout)
         alice_tournament(ctx, dgk_sk, layout.tournament, layout, peer)
         (winner,) = ctx.recv(peer, msg["winner"]).decrypt_ints(sk)
@@ -679,12 +696,11 @@ def bob(ctx, collection, params: MatchParams, peer: str = "alice") -> None:
         if layout.garbled and layout.total:  # step 5's MAC of the window scores
             query.public_key.same_key(pk)
             binding = _bob_mac(ctx, query, ints, masks, layout, peer)
-    if layout.garbled:  # steps 6-8 in one circuit: the winner's index to Alice
+    if layout.garbled:  # steps 6-8 in circuits Bob garbles: the winner's index to Alice
         with ctx.phase("argmax"):
             if layout.total:
                 garbler = gc_stage.bob_setup(ctx, layout.cots, peer)
-                mine = arith.to_bits(np.concatenate(factors).astype(object), layout.factor_width)
-                bd.bob_run_shared(ctx, garbler, binding, layout.circuit, mine, TAG)
+                bob_maximum(ctx, garbler, binding, np.concatenate(factors), layout)
         return None
     with ctx.phase("argmax"):
         slots = ctx.recv(peer, msg["slots"])  # step 6
@@ -704,13 +720,17 @@ def _bob_mac(ctx, query: CipherArray, ints, masks, layout: MatchLayout, peer: st
     E(Q) as sum_(u, j) V[u, j] Q[u, j] (:func:`mac_weights`) in three limbs, packed under
     masks (``match.mac``); Bob keeps the check's secrets (``bound.BobShares``)."""
     plan, rng = layout.share_plan, ctx.rng
-    alpha, seed, u = bd.draw_key(rng, plan.count)
-    weights = bd.limb_matrix(mac_weights(u, ints, layout))  # (limbs, L B)
+    alpha, seed, u = bd.draw_key(rng, plan.count)  # per entry; a window sums its entries'
+    per_window = [0] * layout.total
+    for e, o in enumerate(layout.entries):
+        per_window[o] = (per_window[o] + u[e]) % mac.PRIME
+    weights = bd.limb_matrix(mac_weights(per_window, ints, layout))  # (limbs, L B)
     limbs = query.reshape(-1).lincomb(weights).with_bound(layout.mac_bound)
     packed, offsets = gc_stage.pack_masked(limbs, layout.mac_bits, plan.sigma, rng)
     ctx.send(peer, layout.messages()["mac"], packed)
     window_masks = [m for (_, _, used), row in zip(layout.blocks, masks) for m in row[:used]]
-    return bd.BobShares(plan, alpha, seed, window_masks, [int(o) for o in offsets])
+    entry_masks = [window_masks[o] for o in layout.entries]
+    return bd.BobShares(plan, alpha, seed, entry_masks, [int(o) for o in offsets])
 
 
 def mac_weights(u, ints, layout: MatchLayout) -> list[int]:
@@ -733,30 +753,134 @@ def mac_weights(u, ints, layout: MatchLayout) -> list[int]:
     return [int(v) for v in total.reshape(-1)]
 
 
+class ChunkShape(NamedTuple):
+    """The public shape of one circuit of the garbled maximum: ``size`` candidates of
+    ``pool`` entries each, slots of ``width`` bits holding ``bits``-bit values, factors
+    of ``factor_width`` bits, pooled scores of ``score_width`` bits, the circuit's number
+    in ``id_bits`` bits, and whether it is the first (the threshold starts the maximum)."""
+
+    size: int
+    pool: int
+    width: int
+    bits: int
+    factor_width: int
+    score_width: int
+    id_bits: int
+    first: bool
+
+    @property
+    def index_bits(self) -> int:
+        """A candidate's index: its place in its circuit, the circuit's number, then 1
+        for a window (0: the threshold)."""
+        return (CHUNK - 1).bit_length() + self.id_bits + 1
+
+
 @built_once
-def match_circuit(layout: MatchLayout) -> CompiledCircuit:
-    """Steps 7-8 of the garbled default on bound shares of the window scores
-    (:func:`protocols.stages.bound.share_inputs`): raw_o rebuilt and range-checked, times
-    Bob's factor c_o (his input after D_B), pooled (``approx``), the public threshold as
-    candidate 0 and the argmax (ties to the lowest index: a window must beat the
-    threshold strictly); Alice decodes (ok, the index ANDed with ok)."""
+def chunk_circuit(shape: ChunkShape) -> CompiledCircuit:
+    """One circuit of the garbled maximum (steps 7-8 of the default) on bound shares:
+    each entry rebuilt from Alice's slot and Bob's mask and range-checked
+    (:func:`protocols.stages.bound.share_values`), times Bob's factor c_o, pooled per
+    candidate, and the best candidate (ties to the lowest index) against the best so far,
+    which it replaces only when strictly greater (the first circuit starts from the
+    public threshold, Bob's input).  Carries out (range ok, best score, its index)."""
+    c, n, k = Circuit(), shape.size, shape.pool
+    y = c.input("evaluator", (n * k, shape.width))
+    raw, ok = bd.share_values(c, y, c.input("garbler", (n * k, shape.width)), shape.bits)
+    factors = c.input("garbler", (n * k, shape.factor_width))
+    chunk_id = c.input("garbler", (shape.id_bits,))
+    scores = arith.sign_extend(arith.multiply(c, raw, factors), shape.score_width)
+    scores = scores.reshape(n, k, shape.score_width)
+    pooled = scores[:, 0]
+    for j in range(1, k):
+        pooled = arith.add(c, pooled, scores[:, j], depth="ripple")
+    local = arith.constant(np.arange(n), (CHUNK - 1).bit_length())
+    window = np.concatenate([local, np.tile(chunk_id, (n, 1)), np.ones((n, 1), np.int64)], 1)
+    best, index = arith.argmax(c, pooled, window)
+    if shape.first:
+        prior = c.input("garbler", (shape.score_width,))  # the threshold
+        prior_index, prior_ok = np.zeros(shape.index_bits, np.int64), np.int64(1)
+    else:
+        prior_ok = c.input(CARRY, (1,))[0]
+        prior = c.input(CARRY, (shape.score_width,))
+        prior_index = c.input(CARRY, (shape.index_bits,))
+    top, take = arith.select_max(c, prior, best)
+    c.output([c.and_(prior_ok, ok)], CARRY)
+    c.output(top, CARRY)
+    c.output(arith.mux(c, take, index, prior_index), CARRY)
+    return c.compile()
+
+
+@built_once
+def final_circuit(shape: ChunkShape) -> CompiledCircuit:
+    """The maximum's last circuit: the carried (range ok, best, index), D_A and D_B; ok =
+    range ok and [D_A = D_B]; Alice decodes (ok, the index ANDed with ok)."""
     c = Circuit()
-    raw, _, ok = bd.share_inputs(c, layout.share_plan)
-    factors = c.input("garbler", (layout.total, layout.factor_width))
-    scores = arith.multiply(c, raw, factors)
-    pool = layout.params.pool
-    width = scores.shape[-1] + pool.bit_length()
-    scores = arith.sign_extend(scores, width)
-    starts = np.cumsum([0, *layout.windows])
-    pooled = None
-    for j in range(pool):
-        pick = [starts[r] + min(o + j, layout.windows[r] - 1) for r, o in layout.candidates]
-        part = scores[np.array(pick, dtype=np.int64)]
-        pooled = part if pooled is None else arith.add(c, pooled, part, depth="ripple")
-    threshold = arith.constant([layout.threshold_units()], width)
-    _, index = arith.argmax(c, np.concatenate([threshold, pooled]))
+    range_ok = c.input(CARRY, (1,))[0]
+    c.input(CARRY, (shape.score_width,))  # the best score itself stays inside
+    index = c.input(CARRY, (shape.index_bits,))
+    d_a, d_b = c.input("evaluator", (mac.MAC_BITS,)), c.input("garbler", (mac.MAC_BITS,))
+    ok = c.and_(range_ok, bd.check_equal(c, d_a, d_b))
     c.output(np.concatenate([[ok], c.and_(index, ok)]), "evaluator")
     return c.compile()
+
+
+def candidate_of(bits, shape: ChunkShape) -> int:
+    """Alice: the candidate an index names (0: the threshold, "no match")."""
+    local = (CHUNK - 1).bit_length()
+    value = int(arith.from_bits(np.asarray(bits)[: shape.index_bits], signed=False))
+    if not value >> (shape.index_bits - 1):
+        return 0
+    chunk, place = value >> local & ((1 << shape.id_bits) - 1), value & ((1 << local) - 1)
+    return 1 + chunk * CHUNK + place
+
+
+def bob_maximum(ctx, garbler, binding: bd.BobShares, factors, layout: MatchLayout) -> None:
+    """Bob's half of steps 6-8, garbled: her padded choices of every slot, the key
+    message, one circuit a chunk of candidates, her choices of D_A, the last circuit."""
+    plan, peer = binding.plan, garbler.peer
+    garbler.reserve(ctx, layout.cots)
+    zero = garbler.input_labels(ctx, plan.input_bits)
+    binding.key_message(ctx, zero, garbler.delta, bd.SHARE_MAC_TWEAK, peer, TAG)
+    masks = binding.bits()  # (entries, w)
+    own = arith.to_bits(
+        np.array([int(factors[e]) for e in layout.entries], object), layout.factor_width
+    )
+    carry, k, w = None, layout.params.pool, plan.width
+    for i, chunk in enumerate(layout.chunks):
+        shape = layout.chunk_shape(i)
+        cut = slice(chunk.start * k, chunk.stop * k)
+        bits = [masks[cut].reshape(-1), own[cut].reshape(-1), arith.to_bits(i, shape.id_bits)]
+        if shape.first:
+            bits.append(arith.to_bits(layout.threshold_units(), shape.score_width))
+        labels = zero[chunk.start * k * w : chunk.stop * k * w]
+        _, carry = garbler.garble(
+            ctx, chunk_circuit(shape), np.concatenate(bits), labels, carry, f"{TAG}.inputs"
+        )
+    check = garbler.input_labels(ctx, mac.MAC_BITS, bd.CHECK_TAG)
+    d_b = arith.to_bits(binding.check_value(), mac.MAC_BITS)
+    garbler.garble(ctx, final_circuit(layout.chunk_shape(0)), d_b, check, carry, f"{TAG}.final")
+
+
+def alice_maximum(ctx, evaluator, binding: bd.AliceShares, layout: MatchLayout) -> int:
+    """Alice's half of :func:`bob_maximum`: the winning candidate (0: "no match"); a
+    failed check raises :class:`~smc_hmm.errors.ProtocolError` after her last message."""
+    mine, peer = binding.bits().reshape(-1), evaluator.peer
+    evaluator.reserve(ctx, layout.cots)
+    labels = evaluator.input_labels(ctx, mine)
+    binding.key_message(ctx, labels, mine, bd.SHARE_MAC_TWEAK, peer, TAG)
+    carry, k, w = None, layout.params.pool, binding.plan.width
+    for i, chunk in enumerate(layout.chunks):
+        part = labels[chunk.start * k * w : chunk.stop * k * w]
+        _, carry = evaluator.evaluate(
+            ctx, chunk_circuit(layout.chunk_shape(i)), part, carry, f"{TAG}.inputs"
+        )
+    d_a = arith.to_bits(binding.check_value(), mac.MAC_BITS)
+    check = evaluator.input_labels(ctx, d_a, bd.CHECK_TAG)
+    shape = layout.chunk_shape(0)
+    out, _ = evaluator.evaluate(ctx, final_circuit(shape), check, carry, f"{TAG}.final")
+    if not int(out[0]):
+        ctx.defer(ProtocolError("the circuit's binding check failed: no output"))
+    return candidate_of(out[1:], shape)
 
 
 @dataclass(frozen=True)

@@ -232,12 +232,12 @@ def test_a_deviating_alice_cannot_shift_a_window_score(keypair_512, collection, 
     with pytest.raises(ProtocolError, match="binding check"):
         _run(keypair_512, q.frames, collection, {"threshold": -1.0})
     monkeypatch.setattr(bd, "check_equal", lambda c, x, y: np.int64(1))  # the control
-    pm.match_circuit.cache_clear()
+    pm.final_circuit.cache_clear()
     try:
         out = _run(keypair_512, q.frames, collection, {"threshold": -1.0})["alice"]
         assert index(out) == second != first
     finally:
-        pm.match_circuit.cache_clear()
+        pm.final_circuit.cache_clear()
 
 
 def test_a_unit_vector_snippet_does_not_read_bobs_spectrogram(keypair_512, collection, monkeypatch):
@@ -553,11 +553,16 @@ def test_bench_match_on_a_folder_collection(tmp_path):
         run_bench(bench, args, tmp_path / "refused.json")
 
 
-def test_a_collection_too_large_for_one_garbled_maximum_is_refused_before_any_work():
-    """The garbled maximum sends its AND tables in one message: a catalogue whose circuit
-    would not fit a frame is refused when the layout is built (by both parties, from
-    public sizes), with the number of windows that would fit; ``dgk`` has no such limit."""
-    lengths = [40] * 2000  # 56,000 windows of a 13-frame snippet
-    with pytest.raises(InvalidInputError, match="split the collection"):
-        pm.MatchLayout.build(pm.MatchParams(), 2048, 13, lengths)
-    assert pm.MatchLayout.build(pm.MatchParams(comparison="dgk"), 2048, 13, lengths).total
+def test_a_large_collection_runs_in_circuits_of_bounded_size():
+    """The garbled maximum runs in circuits of at most CHUNK candidates, each carrying the
+    best so far: a catalogue of 56,000 windows needs 219 of them, every one's tables a
+    few MiB, far below a frame (256 MiB), and they share one shape but the last."""
+    from smc_hmm.gc.garble import TABLE_BYTES
+    from smc_hmm.wire import DEFAULT_MAX_FRAME_BYTES
+
+    layout = pm.MatchLayout.build(pm.MatchParams(), 2048, 13, [40] * 2000)
+    assert len(layout.chunks) == 219
+    shapes = {layout.chunk_shape(i) for i in range(len(layout.chunks))}
+    assert len(shapes) == 3  # the first (the threshold's), the middle ones, the last
+    largest = max(pm.chunk_circuit(s).and_gates for s in shapes) * TABLE_BYTES
+    assert largest < 8 << 20 < DEFAULT_MAX_FRAME_BYTES
