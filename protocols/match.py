@@ -837,10 +837,8 @@ def candidate_of(bits, shape: ChunkShape) -> int:
 def bob_maximum(ctx, garbler, binding: bd.BobShares, factors, layout: MatchLayout) -> None:
     """Bob's half of steps 6-8, garbled: her padded choices of every slot, the key
     message, one circuit a chunk of candidates, her choices of D_A, the last circuit."""
-    plan, peer = binding.plan, garbler.peer
-    garbler.reserve(ctx, layout.cots)
-    zero = garbler.input_labels(ctx, plan.input_bits)
-    binding.key_message(ctx, zero, garbler.delta, bd.SHARE_MAC_TWEAK, peer, TAG)
+    plan = binding.plan
+    zero = bd.bob_open(ctx, garbler, binding, plan.input_bits, TAG)
     masks = binding.bits()  # (entries, w)
     own = arith.to_bits(
         np.array([int(factors[e]) for e in layout.entries], object), layout.factor_width
@@ -856,31 +854,24 @@ def bob_maximum(ctx, garbler, binding: bd.BobShares, factors, layout: MatchLayou
         _, carry = garbler.garble(
             ctx, chunk_circuit(shape), np.concatenate(bits), labels, carry, f"{TAG}.inputs"
         )
-    check = garbler.input_labels(ctx, mac.MAC_BITS, bd.CHECK_TAG)
-    d_b = arith.to_bits(binding.check_value(), mac.MAC_BITS)
+    check, d_b = bd.bob_check(ctx, garbler, binding)
     garbler.garble(ctx, final_circuit(layout.chunk_shape(0)), d_b, check, carry, f"{TAG}.final")
 
 
 def alice_maximum(ctx, evaluator, binding: bd.AliceShares, layout: MatchLayout) -> int:
     """Alice's half of :func:`bob_maximum`: the winning candidate (0: "no match"); a
     failed check raises :class:`~smc_hmm.errors.ProtocolError` after her last message."""
-    mine, peer = binding.bits().reshape(-1), evaluator.peer
-    evaluator.reserve(ctx, layout.cots)
-    labels = evaluator.input_labels(ctx, mine)
-    binding.key_message(ctx, labels, mine, bd.SHARE_MAC_TWEAK, peer, TAG)
+    labels = bd.alice_open(ctx, evaluator, binding, (), TAG)
     carry, k, w = None, layout.params.pool, binding.plan.width
     for i, chunk in enumerate(layout.chunks):
         part = labels[chunk.start * k * w : chunk.stop * k * w]
         _, carry = evaluator.evaluate(
             ctx, chunk_circuit(layout.chunk_shape(i)), part, carry, f"{TAG}.inputs"
         )
-    d_a = arith.to_bits(binding.check_value(), mac.MAC_BITS)
-    check = evaluator.input_labels(ctx, d_a, bd.CHECK_TAG)
+    check = bd.alice_check(ctx, evaluator, binding)
     shape = layout.chunk_shape(0)
     out, _ = evaluator.evaluate(ctx, final_circuit(shape), check, carry, f"{TAG}.final")
-    if not int(out[0]):
-        ctx.defer(ProtocolError("the circuit's binding check failed: no output"))
-    return candidate_of(out[1:], shape)
+    return candidate_of(bd.alice_checked(ctx, out), shape)
 
 
 @dataclass(frozen=True)

@@ -95,9 +95,14 @@ __all__ = [
     "Emissions",
     "SharePlan",
     "alice_bind_shares",
+    "alice_check",
+    "alice_checked",
+    "alice_open",
     "alice_run_shared",
     "binds",
     "bob_bind_shares",
+    "bob_check",
+    "bob_open",
     "bob_run_shared",
     "reconstruct",
     "run_inputs",
@@ -367,13 +372,13 @@ def bob_bound(ctx, plan: BoundPlan, weights, consts, peer: str) -> BobBound:
     values = bob_emissions(
         enc, weights, 0, value_offsets, replace(plan.layout, rows=plan.rows), 1 << (l - 1)
     )
-    limbs = np.array([_limbs(v) for v in big_u], dtype=object).T  # (MAC_LIMBS, inputs)
+    limbs = limb_matrix(big_u)  # (MAC_LIMBS, inputs)
     macs = bob_emissions(
         enc, limbs, 0, mac_offsets, replace(plan.layout, rows=MAC_LIMBS), plan.mac_offset
     )
     packed = CipherArray.concatenate([values, macs], axis=1).with_scale(0)
     ctx.send(peer, msg["values"], _top_masked(packed, plan, rng))
-    return BobBound(plan, alpha, seed, masks, [_join(row) for row in limb_masks])
+    return BobBound(plan, alpha, seed, masks, [join_limbs(row) for row in limb_masks])
 
 
 def _top_masked(packed: CipherArray, plan: BoundPlan, rng) -> CipherArray:
@@ -397,7 +402,7 @@ def _limbs(value: int) -> list[int]:
     return [(int(value) >> (MAC_LIMB_BITS * i)) & mask for i in range(MAC_LIMBS)]
 
 
-def _join(limbs) -> int:
+def join_limbs(limbs) -> int:
     """sum_i limb_i 2^(MAC_LIMB_BITS i): the value the limbs stand for (over Z)."""
     return sum(int(v) << (MAC_LIMB_BITS * i) for i, v in enumerate(limbs))
 
@@ -458,7 +463,7 @@ def alice_bound(ctx, plan: BoundPlan, phi, peer: str) -> AliceBound:
     residues = ctx.recv(peer, msg["values"]).decrypt_residues(sk)
     values = np.array(alice_unpack(residues, plan.layout), dtype=object)  # (T, columns)
     y, limbs = values[:, : plan.rows], values[:, plan.rows :]
-    return AliceBound(plan, y, [_join(row) for row in limbs], phi)
+    return AliceBound(plan, y, [join_limbs(row) for row in limbs], phi)
 
 
 def encode_products(x, diagonal: bool, scale: int) -> np.ndarray:
@@ -720,7 +725,9 @@ class BobShares:
         rho = _field(self.seed, self.plan.count)
         shares = mac.weighted_sum(b.reshape(self.plan.count, self.plan.width))
         d = -sum(r * int(v) for r, v in zip(rho, shares))
-        d += self.alpha * sum(r * o for r, o in zip(rho, self.offsets)) - _join(self.mac_offsets)
+        d += self.alpha * sum(r * o for r, o in zip(rho, self.offsets)) - join_limbs(
+            self.mac_offsets
+        )
         self.d_b = d % mac.PRIME
 
     def check_value(self) -> int:
@@ -756,11 +763,6 @@ def limb_matrix(values) -> np.ndarray:
     """Elements of Z_p as their MAC_LIMBS limbs of MAC_LIMB_BITS bits, ``(MAC_LIMBS, n)``:
     the exponents of one multi-exponentiation per MAC limb."""
     return np.array([_limbs(v) for v in values], dtype=object).T.reshape(MAC_LIMBS, -1)
-
-
-def join_limbs(limbs) -> int:
-    """The MAC a list of limb values stands for (:func:`limb_matrix`'s inverse, over Z)."""
-    return _join(limbs)
 
 
 @dataclass
@@ -801,7 +803,7 @@ def alice_bind_shares(ctx, plan: SharePlan, peer: str, tag: str) -> AliceShares:
     shares, tags = ctx.recv(peer, plan.messages(tag)["shares"])
     y = garbled.unpack_masked(shares, plan.count, plan.bits, plan.sigma, sk)
     z = garbled.unpack_masked(tags, MAC_LIMBS, plan.mac_bits, plan.sigma, sk)
-    return AliceShares(plan, [int(v) for v in y], _join(z))
+    return AliceShares(plan, [int(v) for v in y], join_limbs(z))
 
 
 # -- a circuit on bound shares: its inputs and both halves of its run ------------------------
@@ -836,35 +838,64 @@ def share_values(c: Circuit, hers, his, bits: int):
     return sums[..., :bits], arith.all_of(c, in_range(c, sums, bits))
 
 
-def bob_run_shared(ctx, garbler, binding: BobShares, circuit, extra_bits=(), tag: str = "dec"):
-    """Bob: her padded choices (slots, then her extra bits), the key message, her choices
-    of D_A, then ``circuit`` on his offsets, D_B and ``extra_bits``; his output bits."""
-    garbler.reserve(ctx, circuit.input_count("evaluator"))
-    zero = garbler.input_labels(ctx, circuit.input_count("evaluator") - mac.MAC_BITS)
-    shared = binding.plan.input_bits  # her extra bits carry no MAC
+def bob_open(ctx, garbler, binding: BobShares, count: int, tag: str) -> np.ndarray:
+    """Bob: her padded choices of ``count`` input bits (her slots, then any bits of hers
+    that carry no MAC), drawn with D_A's in one extension, then the key message; returns
+    the choices' 0-labels."""
+    garbler.reserve(ctx, count + mac.MAC_BITS)
+    zero = garbler.input_labels(ctx, count)
+    shared = binding.plan.input_bits
     binding.key_message(ctx, zero[:shared], garbler.delta, SHARE_MAC_TWEAK, garbler.peer, tag)
+    return zero
+
+
+def bob_check(ctx, garbler, binding: BobShares) -> tuple[np.ndarray, np.ndarray]:
+    """Bob: her padded choices of D_A; (their 0-labels, his D_B's bits)."""
     check = garbler.input_labels(ctx, mac.MAC_BITS, CHECK_TAG)
-    bits = [binding.bits().reshape(-1), arith.to_bits(binding.check_value(), mac.MAC_BITS)]
-    bits.append(np.asarray(extra_bits, dtype=np.uint8).reshape(-1))
-    return garbler.garble(ctx, circuit, np.concatenate(bits), np.concatenate([zero, check]))[0]
+    return check, arith.to_bits(binding.check_value(), mac.MAC_BITS)
 
 
-def alice_run_shared(ctx, evaluator, binding: AliceShares, circuit, extra_bits=(), tag="dec"):
-    """Alice's half of :func:`bob_run_shared`: her output bits without the leading ok; an
-    ok of 0 raises :class:`~smc_hmm.errors.ProtocolError` after her last message."""
+def alice_open(ctx, evaluator, binding: AliceShares, extra_bits, tag: str) -> np.ndarray:
+    """Alice's half of :func:`bob_open`: the labels of her slots and ``extra_bits``."""
     mine = binding.bits().reshape(-1)
     extra = np.asarray(extra_bits, dtype=np.uint8).reshape(-1)
-    evaluator.reserve(ctx, circuit.input_count("evaluator"))
+    evaluator.reserve(ctx, mine.size + extra.size + mac.MAC_BITS)
     labels = evaluator.input_labels(ctx, np.concatenate([mine, extra]))
     binding.key_message(ctx, labels[: mine.size], mine, SHARE_MAC_TWEAK, evaluator.peer, tag)
-    d_a = arith.to_bits(binding.check_value(), mac.MAC_BITS)
-    check = evaluator.input_labels(ctx, d_a, CHECK_TAG)
-    out, _ = evaluator.evaluate(ctx, circuit, np.concatenate([labels, check]))
-    if not circuit.output_count("evaluator"):
-        return out
+    return labels
+
+
+def alice_check(ctx, evaluator, binding: AliceShares) -> np.ndarray:
+    """Alice's half of :func:`bob_check`: the labels of D_A."""
+    return evaluator.input_labels(
+        ctx, arith.to_bits(binding.check_value(), mac.MAC_BITS), CHECK_TAG
+    )
+
+
+def alice_checked(ctx, out) -> np.ndarray:
+    """Alice's outputs of the circuit that checks, without the leading ok; an ok of 0
+    raises :class:`~smc_hmm.errors.ProtocolError` after her last message."""
     if not int(out[0]):
         ctx.defer(ProtocolError("the circuit's binding check failed: no output"))
     return out[1:]
+
+
+def bob_run_shared(ctx, garbler, binding: BobShares, circuit, extra_bits=(), tag: str = "dec"):
+    """Bob: :func:`bob_open`, :func:`bob_check`, then ``circuit`` on his offsets, D_B and
+    ``extra_bits``; his output bits."""
+    zero = bob_open(ctx, garbler, binding, circuit.input_count("evaluator") - mac.MAC_BITS, tag)
+    check, d_b = bob_check(ctx, garbler, binding)
+    extra = np.asarray(extra_bits, dtype=np.uint8).reshape(-1)
+    bits = np.concatenate([binding.bits().reshape(-1), d_b, extra])
+    return garbler.garble(ctx, circuit, bits, np.concatenate([zero, check]))[0]
+
+
+def alice_run_shared(ctx, evaluator, binding: AliceShares, circuit, extra_bits=(), tag="dec"):
+    """Alice's half of :func:`bob_run_shared`: her output bits (:func:`alice_checked`)."""
+    labels = alice_open(ctx, evaluator, binding, extra_bits, tag)
+    check = alice_check(ctx, evaluator, binding)
+    out, _ = evaluator.evaluate(ctx, circuit, np.concatenate([labels, check]))
+    return alice_checked(ctx, out) if circuit.output_count("evaluator") else out
 
 
 def shared_messages(plan: SharePlan, circuit, tag: str = "dec") -> list[Message]:
