@@ -309,6 +309,84 @@ def test_a_huge_snippet_entry_reads_nothing_of_bobs_frames(keypair_512, collecti
     assert seen == truth
 
 
+def test_a_huge_query_entry_reads_nothing_of_the_mac_weights(keypair_512, collection, monkeypatch):
+    """Deviation: the same attack on E(Q), which Bob's MAC limbs read: entry (0, 0) of
+    2^L, L above the MAC's slots, puts his weights V_l[0, 0] = limbs of
+    sum_o alpha rho_o X[o, 0] (his key, which would let her forge the check) above the
+    slots.  The top mask of the MAC's packing covers them; the control without it shows
+    the limbs: the reading is 2^8 times a packing of three 21-bit limbs."""
+    from protocols.stages import garbled as gc_stage
+    from smc_hmm.crypto import CipherArray
+    from smc_hmm.runtime import simulate
+
+    params, length = pm.MatchParams(), 12
+
+    def deviating(ctx, out):
+        pk, sk = ctx.keypair
+        _, lengths = ctx.recv("bob", pm.CATALOGUE)
+        ctx.send("bob", pm.FRAMES, length)
+        ctx.send("bob", pm.KEY, pk)
+        layout = pm.MatchLayout.build(params, pk.bits, length, lengths)
+        msg = layout.messages()
+        snippet = np.zeros((layout.rows, layout.bands), dtype=object)
+        ctx.send("bob", msg["snippet"], CipherArray.encrypt_encoded(pk, snippet, 0))
+        width = layout.mac_bits + params.sigma + 1  # the MAC's slots (garbled.share_slots)
+        shift = bd.MAC_LIMBS * width + 8
+        q = np.zeros((length, layout.bands), dtype=object)
+        q[0, 0] = 1 << shift
+        enc = CipherArray.encrypt_encoded(pk, q, 0)
+        ctx.send("bob", msg["query"], CipherArray(pk, enc.data, 0, msg["query"].body.bound))
+        ctx.recv("bob", msg["masked"])
+        (tag,) = ctx.recv("bob", msg["mac"]).decrypt_residues(sk)
+        out += [(int(tag) % int(pk.n)) >> (shift - 8), width]
+
+    def reading():
+        out = []
+        with pytest.raises(PeerDisconnectedError):  # she leaves once she has read
+            simulate(
+                {"alice": deviating, "bob": pm.bob},
+                {"alice": (out,), "bob": (collection, params)},
+                keys={"alice": keypair_512}, min_key_bits=512, timeout=60,
+            )  # fmt: skip
+        return out
+
+    def limbs_in_clear(value, width):
+        return value % 256 == 0 and all(
+            (value >> (8 + width * i)) % (1 << width) < 1 << bd.MAC_LIMB_BITS
+            for i in range(bd.MAC_LIMBS)
+        )
+
+    assert not limbs_in_clear(*reading())
+    monkeypatch.setattr(gc_stage, "top_mask", lambda n, width, rng: 0)
+    assert limbs_in_clear(*reading())
+
+
+def test_a_query_that_disagrees_with_the_packed_snippet_is_refused(
+    keypair_512, collection, monkeypatch
+):
+    """Deviation: her packed snippet (the window scores) and her E(Q) (what the MAC
+    reads) differ in one entry: the check fails and the run ends without an answer --
+    passing it would take the scores' difference, (Q' - Q).X, which is Bob's.  The
+    control, the check removed, answers (on the packed snippet's scores)."""
+    q = _queries(collection, 1)[0]
+    real = pm.toeplitz
+
+    def shifted(q_ints, layout):
+        q_ints = np.array(q_ints, dtype=np.int64)
+        q_ints[0, 0] += 1
+        return real(q_ints, layout)
+
+    monkeypatch.setattr(pm, "toeplitz", shifted)
+    with pytest.raises(ProtocolError, match="binding check"):
+        _run(keypair_512, q.frames, collection)
+    monkeypatch.setattr(bd, "check_equal", lambda c, x, y: np.int64(1))  # the control
+    pm.final_circuit.cache_clear()
+    try:
+        assert _run(keypair_512, q.frames, collection)["alice"]["candidates"] > 0
+    finally:
+        pm.final_circuit.cache_clear()
+
+
 def test_repeated_frames_show_alice_uniform_masks_only(keypair_512, collection):
     """A snippet of one repeated frame centres to zero: every score is 0, the answer is "no
     match" (the threshold is positive), and every slot Alice decrypts is a bare mask --
