@@ -107,7 +107,7 @@ class MixtureLayout:
     @property
     def chunks(self) -> list[range]:
         """The frames of each ``inputs`` circuit (:func:`protocols.stages.bound.chunks`)."""
-        one = _build(self.frame_key, "inputs", 1, True, self.sum_bits)
+        one = inputs_circuit(self.frame_key, 1, True, self.sum_bits)
         return bd.chunks(self.length, one.and_gates)
 
     @property
@@ -117,7 +117,7 @@ class MixtureLayout:
         return replace(self, length=0, offset=0)
 
     def inputs(self, index: int) -> CompiledCircuit:
-        return _build(self.frame_key, "inputs", len(self.chunks[index]), index == 0, self.sum_bits)
+        return inputs_circuit(self.frame_key, len(self.chunks[index]), index == 0, self.sum_bits)
 
     @property
     def input_bits(self) -> list[int]:
@@ -125,67 +125,69 @@ class MixtureLayout:
 
     @property
     def final(self) -> CompiledCircuit:
-        return _build(self, "final")
+        return final_circuit(self)
 
     @property
     def check_bits(self) -> int:
         """Alice's input bits of ``final``: D_A, then (``claimed``) her claim's index."""
         return self.final.input_count("evaluator")
 
-    # -- the circuits ----------------------------------------------------------------------
 
-    def _inputs(self, frames: int, first: bool, width: int) -> CompiledCircuit:
-        c = Circuit()
-        values, ok = bd.reconstruct(c, self.emissions, self.rows, frames, self.bits, first)
-        bounds = np.cumsum([0, *self.components])
-        groups = [
-            list(range(t * self.rows + a, t * self.rows + b))
-            for t in range(frames)
-            for a, b in zip(bounds[:-1], bounds[1:])
-        ]
-        best, _ = arith.group_argmax(c, values.reshape(-1, self.bits), groups, None)
-        best = arith.sign_extend(best, width).reshape(frames, self.models, width)
-        terms = [best[t] for t in range(frames)]
-        if not first:
-            terms.append(c.input(CARRY, (self.models, width)))
-        while len(terms) > 1:  # a balanced tree of additions
-            pairs = [arith.add(c, a, b, depth="ripple") for a, b in zip(terms[::2], terms[1::2])]
-            terms = pairs + ([terms[-1]] if len(terms) % 2 else [])
-        c.output(terms[0], CARRY)
-        if ok is not None:
-            c.output([ok], CARRY)
-        return c.compile()
-
-    def _final(self) -> CompiledCircuit:
-        c, width = Circuit(), self.sum_bits
-        sums = c.input(CARRY, (self.models, width))
-        checks = c.input(CARRY, (1,))[0] if self.emissions.checked else np.int64(1)
-        d_a = c.input("evaluator", (mac.MAC_BITS,))
-        d_b = c.input("garbler", (mac.MAC_BITS,))
-        claimed = self.rule == "claimed"
-        claim = c.input("evaluator", (claim_width(self.models),)) if claimed else None
-        ok = c.and_(bd.check_equal(c, d_a, d_b), checks)
-        shift = np.zeros(self.models, dtype=object)
-        shift[self.reference] = self.offset
-        scores = arith.add(c, sums, arith.constant(shift, width), depth="ripple")
-        if self.names:  # the count hidden: dummies never win, the winner's name out
-            dummy = c.input("garbler", (self.models,))
-            table = c.input("garbler", (self.models, self.names))
-            floor = arith.constant([-(1 << (width - 1))] * self.models, width)
-            scores = arith.mux(c, dummy, floor, scores)
-            out, to = arith.argmax(c, scores, table)[1], "evaluator"
-        else:
-            out, to = decide(c, scores, self.rule, self.reference, claim)
-        gated = c.and_(np.asarray(out).reshape(-1), ok)
-        to = "garbler" if self.third else to
-        c.output(np.concatenate([[ok], gated]) if self.rule == "argmax" else gated, to)
-        return c.compile()
+@built_once
+def inputs_circuit(lay: MixtureLayout, frames: int, first: bool, width: int) -> CompiledCircuit:
+    """One chunk of the chain: ``frames`` frames' values rebuilt from the bound emissions
+    (range-checked), each model's best component per frame, summed onto the carried
+    sums (the ``first`` chunk starts from zero) in ``width`` bits; built once per public
+    shape and process."""
+    c = Circuit()
+    values, ok = bd.reconstruct(c, lay.emissions, lay.rows, frames, lay.bits, first)
+    bounds = np.cumsum([0, *lay.components])
+    groups = [
+        list(range(t * lay.rows + a, t * lay.rows + b))
+        for t in range(frames)
+        for a, b in zip(bounds[:-1], bounds[1:])
+    ]
+    best, _ = arith.group_argmax(c, values.reshape(-1, lay.bits), groups, None)
+    best = arith.sign_extend(best, width).reshape(frames, lay.models, width)
+    terms = [best[t] for t in range(frames)]
+    if not first:
+        terms.append(c.input(CARRY, (lay.models, width)))
+    while len(terms) > 1:  # a balanced tree of additions
+        pairs = [arith.add(c, a, b, depth="ripple") for a, b in zip(terms[::2], terms[1::2])]
+        terms = pairs + ([terms[-1]] if len(terms) % 2 else [])
+    c.output(terms[0], CARRY)
+    if ok is not None:
+        c.output([ok], CARRY)
+    return c.compile()
 
 
 @built_once
-def _build(key: MixtureLayout, name: str, *args) -> CompiledCircuit:
-    """A circuit of the chain, built once per public shape and process."""
-    return getattr(key, f"_{name}")(*args)
+def final_circuit(lay: MixtureLayout) -> CompiledCircuit:
+    """The chain's last circuit: the offset onto the reference, the rule's decision, D_A =
+    D_B and the range checks ANDed into every output; built once per shape and process."""
+    c, width = Circuit(), lay.sum_bits
+    sums = c.input(CARRY, (lay.models, width))
+    checks = c.input(CARRY, (1,))[0] if lay.emissions.checked else np.int64(1)
+    d_a = c.input("evaluator", (mac.MAC_BITS,))
+    d_b = c.input("garbler", (mac.MAC_BITS,))
+    claimed = lay.rule == "claimed"
+    claim = c.input("evaluator", (claim_width(lay.models),)) if claimed else None
+    ok = c.and_(bd.check_equal(c, d_a, d_b), checks)
+    shift = np.zeros(lay.models, dtype=object)
+    shift[lay.reference] = lay.offset
+    scores = arith.add(c, sums, arith.constant(shift, width), depth="ripple")
+    if lay.names:  # the count hidden: dummies never win, the winner's name out
+        dummy = c.input("garbler", (lay.models,))
+        table = c.input("garbler", (lay.models, lay.names))
+        floor = arith.constant([-(1 << (width - 1))] * lay.models, width)
+        scores = arith.mux(c, dummy, floor, scores)
+        out, to = arith.argmax(c, scores, table)[1], "evaluator"
+    else:
+        out, to = decide(c, scores, lay.rule, lay.reference, claim)
+    gated = c.and_(np.asarray(out).reshape(-1), ok)
+    to = "garbler" if lay.third else to
+    c.output(np.concatenate([[ok], gated]) if lay.rule == "argmax" else gated, to)
+    return c.compile()
 
 
 def bob_mixture(ctx, garbler, lay: MixtureLayout, binding: bd.BobBound, prefix="mix",

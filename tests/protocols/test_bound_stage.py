@@ -391,8 +391,11 @@ def test_shares_shifted_by_a_multiple_of_p_are_rejected(keypair_1024, impostor, 
     assert run()["bob"]["accept"] is False
     from protocols.stages import mixture
 
-    mixture._build.cache_clear()  # the circuits are built once per layout
+    circuits = (mixture.inputs_circuit, mixture.final_circuit)
+    for built in circuits:  # the circuits are built once per layout
+        built.cache_clear()
     monkeypatch.setattr(bd, "in_range", lambda c, v, bits: np.ones(v.shape[:-1], np.int64))
     assert run()["bob"]["accept"] is True
     monkeypatch.undo()
-    mixture._build.cache_clear()
+    for built in circuits:
+        built.cache_clear()
