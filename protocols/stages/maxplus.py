@@ -210,30 +210,6 @@ class MaxPlusLayout:
         0 .. L and "more than L"."""
         return self.slots * self.label_bits + self.slots + 2
 
-    def decode_string(self, bits) -> tuple[int, list[int] | None]:
-        """(the count, 0 .. L + 1 for "more than L"; the labels when 1 .. L) of the
-        ``string`` output's bits after ok."""
-        L, B = self.slots, self.label_bits
-        bits = np.asarray(bits, dtype=np.int64)
-        count = int(np.flatnonzero(bits[L * B :])[0]) if bits[L * B :].any() else 0
-        if not 1 <= count <= L:
-            return count, None
-        values = bits[: L * B].reshape(L, B) @ (1 << np.arange(B))
-        return count, [int(v) for v in values[:count]]
-
-    # -- decoding ----------------------------------------------------------------------
-
-    def decode(self, bits) -> list[list[int]]:
-        """Per model the per-frame output values from the ``back`` circuit's bits."""
-        widths = [self.output_bits(k) for k in range(len(self.models))]
-        frames = np.asarray(bits, dtype=np.int64).reshape(self.length, sum(widths))
-        out, at = [], 0
-        for w in widths:
-            weights = 1 << np.arange(w)
-            out.append([int(v) for v in frames[:, at : at + w] @ weights])
-            at += w
-        return out
-
 
 def _edge_inputs(lay: MaxPlusLayout, starts, trans) -> np.ndarray:
     """The edge holder's bits of ``init``: log pi (every state), then log a (every edge)."""
@@ -363,9 +339,28 @@ def alice_maxplus(ctx, evaluator, lay: MaxPlusLayout, shares, starts=None, trans
     if lay.output == "match":  # the bit is Bob's (ok gates it): nothing to her
         return None, scores
     _refuse_unless(ctx, marks[0])
+    return _decoded(lay, marks[1:]), scores
+
+
+def _decoded(lay: MaxPlusLayout, bits):
+    """Alice's output from the ``back`` circuit's bits after ok: ``string``, (the count,
+    0 .. L + 1 for "more than L"; the labels when 1 .. L); otherwise per model the
+    per-frame values."""
+    bits = np.asarray(bits, dtype=np.int64)
     if lay.output == "string":
-        return lay.decode_string(marks[1:]), scores
-    return lay.decode(marks[1:]), scores
+        L, B = lay.slots, lay.label_bits
+        count = int(np.flatnonzero(bits[L * B :])[0]) if bits[L * B :].any() else 0
+        if not 1 <= count <= L:
+            return count, None
+        values = bits[: L * B].reshape(L, B) @ (1 << np.arange(B))
+        return count, [int(v) for v in values[:count]]
+    widths = [lay.output_bits(k) for k in range(len(lay.models))]
+    frames = bits.reshape(lay.length, sum(widths))
+    out, at = [], 0
+    for w in widths:
+        out.append([int(v) for v in frames[:, at : at + w] @ (1 << np.arange(w))])
+        at += w
+    return out
 
 
 def _refuse_unless(ctx, ok) -> None:
