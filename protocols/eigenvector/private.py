@@ -386,23 +386,6 @@ class Plan:
         """Bound on the leader's share ||X||^2 - 2 X.rho of the next magnitude."""
         return 3 * self.k * self.mask_bound**2
 
-    def bounds_of_magnitude(self, y: int, s_prev: int) -> tuple[int, int]:
-        """(U, L): integer bounds U >= ||u_t|| >= L from Y_t and s_(t-1)."""
-        k_root = math.isqrt(self.k) + 1
-        a_hi = y >> self.blur_bits
-        upper = (_isqrt_up(a_hi) >> s_prev) + 1 + k_root
-        a_lo = max(0, y - (1 << self.blur_noise_bits)) >> (self.blur_bits + 1)
-        lower = max(0, (math.isqrt(a_lo) >> s_prev) - k_root - 1)
-        return upper, lower
-
-    def shift(self, upper: int) -> int:
-        """The least s in [s_min, s_max] that keeps ||u_(t+1)|| <= 2^P."""
-        target = (1 << self.top_bits) - math.isqrt(self.k) - 2
-        s = self.s_min
-        while s < self.s_max and self.gram_norm * upper > target << s:
-            s += 1
-        return s
-
     # -- the convergence test ------------------------------------------------------------
 
     @property
@@ -852,13 +835,32 @@ def _owner_batch(ctx, plan: Plan, msg, state: _OwnerState, share, pk, t: int) ->
         from_trent = ctx.recv(trent, msg["partial"])
         plain = _combined(pk, from_trent, ctx.recv(leader, msg["partial"]), count=count)
     x, y = read_batch(plain, plan)
-    upper, lower = plan.bounds_of_magnitude(y, state.shift)  # step 4: ||u_t|| in [L, U]
+    upper, lower = magnitude_bounds(plan, y, state.shift)  # step 4: ||u_t|| in [L, U]
     if t >= 1 and lower < 1 << plan.floor_bits:
         state.lost = True
-    s = plan.shift(upper)
+    s = next_shift(plan, upper)
     state.upper_previous, state.upper = state.upper, upper
     state.xp_next = [v >> s for v in x]
     state.x, state.shift = x, s
+
+
+def magnitude_bounds(plan: Plan, y: int, s_prev: int) -> tuple[int, int]:
+    """Step 4: (U, L), integer bounds U >= ||u_t|| >= L from Y_t and s_(t-1)."""
+    k_root = math.isqrt(plan.k) + 1
+    a_hi = y >> plan.blur_bits
+    upper = (_isqrt_up(a_hi) >> s_prev) + 1 + k_root
+    a_lo = max(0, y - (1 << plan.blur_noise_bits)) >> (plan.blur_bits + 1)
+    lower = max(0, (math.isqrt(a_lo) >> s_prev) - k_root - 1)
+    return upper, lower
+
+
+def next_shift(plan: Plan, upper: int) -> int:
+    """Step 4: s_t, the least s in [s_min, s_max] that keeps ||u_(t+1)|| <= 2^P."""
+    target = (1 << plan.top_bits) - math.isqrt(plan.k) - 2
+    s = plan.s_min
+    while s < plan.s_max and plan.gram_norm * upper > target << s:
+        s += 1
+    return s
 
 
 def _owner_check(ctx, plan: Plan, msg, state: _OwnerState, share, dgk_sk, pk) -> bool:

@@ -200,7 +200,7 @@ def _eigenvalue_intervals(seen, shifts, plan, first: int):
     / 2^(s_t + ... + s_(t'-1)), so every pair of converged rounds t < t' bounds lambda
     within a factor of (U/L)^(2/(t'-t)).  Returns every pair's interval from ``first`` on."""
     bounds = [
-        plan.bounds_of_magnitude(y, shifts[t - 1] if t else plan.s_min)
+        private.magnitude_bounds(plan, y, shifts[t - 1] if t else plan.s_min)
         for t, (_, y) in enumerate(seen)
     ]
     out = []
