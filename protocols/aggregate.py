@@ -301,13 +301,7 @@ class Params:
 
     @classmethod
     def from_config(cls, section: Mapping) -> Params:
-        section = dict(section)
-        if "owners" in section:
-            section["owners"] = tuple(section["owners"])
-        try:
-            return params_from_config(cls, section, "aggregate")
-        except (AggregateInputError, PrivacyParameterError) as e:
-            raise ConfigError(f"bad aggregate parameters: {e}") from e
+        return params_from_config(cls, section, "aggregate")
 
 
 # -- shares mod 2^m -----------------------------------------------------------------------
@@ -674,14 +668,7 @@ class SumParams:
 
     @classmethod
     def from_config(cls, section: Mapping) -> SumParams:
-        section = dict(section)
-        for key in ("owners", "noise_scales"):
-            if key in section:
-                section[key] = tuple(section[key])
-        try:
-            return params_from_config(cls, section, "dp_sum")
-        except (AggregateInputError, PrivacyParameterError) as e:
-            raise ConfigError(f"bad dp_sum parameters: {e}") from e
+        return params_from_config(cls, section, "dp_sum")
 
 
 def _check_counts(values, params: SumParams) -> np.ndarray:

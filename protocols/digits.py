@@ -134,12 +134,7 @@ class DigitsParams:
 
     @classmethod
     def from_config(cls, section: Mapping) -> DigitsParams:
-        def states_as_tuple(values):
-            if "digit_states" in values:
-                values["digit_states"] = tuple(values["digit_states"])
-            return values
-
-        return params_from_config(cls, section, NAME, convert=states_as_tuple)
+        return params_from_config(cls, section, NAME)
 
 
 # -- Bob's loop and the enrolled record ----------------------------------------------------

@@ -114,7 +114,7 @@ class SpotParams:
         def keywords_as_tuple(values):
             words = values.get("keywords")
             if words is not None:
-                values["keywords"] = (words,) if isinstance(words, str) else tuple(words)
+                values["keywords"] = (words,) if isinstance(words, str) else words
             return values
 
         return params_from_config(cls, section, "spot", convert=keywords_as_tuple)

@@ -87,10 +87,10 @@ def alice_and_bob(alice, bob, load, *, input: str = "input") -> tuple[Role, Role
 
 def params_from_config(cls, section: Mapping, what: str, *, convert=None):
     """A parameter dataclass ``cls`` from a ``[protocol]`` table: every key one of its
-    fields (``name``, the protocol's, is ignored); ``convert(values)`` may rewrite the
-    values first (lists to tuples).  Unknown keys and bad values are ConfigErrors that
-    name the protocol (``what``)."""
-    values = {k: v for k, v in section.items() if k != "name"}
+    fields (``name``, the protocol's, is ignored), TOML lists as tuples (the parameters
+    are frozen); ``convert(values)`` may rewrite the values first.  Unknown keys and bad
+    values are ConfigErrors that name the protocol (``what``)."""
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in section.items() if k != "name"}
     unknown = set(values) - set(cls.__dataclass_fields__)
     if unknown:
         raise ConfigError(f"unknown {what} parameters: {sorted(unknown)}")

@@ -20,6 +20,7 @@ import numpy as np
 from smc_hmm import params as typed
 from smc_hmm.errors import ConfigError, InvalidInputError, ProtocolError
 from smc_hmm.messages import Message
+from smc_hmm.protocol import params_from_config
 
 
 def finite(name: str, v, *, positive: bool = True) -> float:
@@ -44,8 +45,6 @@ class SharedParams:
 
     #: the mode a subclass implements (the ``mode`` key of a ``[protocol]`` table)
     mode: ClassVar[str]
-    #: parameters given as sequences (TOML lists become tuples)
-    sequences: ClassVar[tuple[str, ...]] = ("owners", "cols")
 
     owners: tuple[str, ...] = ("p1", "p2")
     cols: tuple[int, ...] = (1, 1)  # n_i: columns of each owner's A_i
@@ -87,20 +86,8 @@ class SharedParams:
         mode = section.get("mode", cls.mode)
         if mode != cls.mode:
             raise ConfigError(f"{cls.__name__} is the {cls.mode!r} mode's, not {mode!r}'s")
-        known = set(cls.__dataclass_fields__) | {"name", "mode"}
-        unknown = set(section) - known
-        if unknown:
-            raise ConfigError(
-                f"unknown eigenvector parameters (mode {cls.mode!r}): {sorted(unknown)}"
-            )
-        values = {k: v for k, v in section.items() if k not in ("name", "mode")}
-        for key in cls.sequences:
-            if isinstance(values.get(key), list):
-                values[key] = tuple(values[key])
-        try:
-            return cls(**values)
-        except (InvalidInputError, TypeError, ValueError) as e:
-            raise ConfigError(f"bad eigenvector parameters: {e}") from e
+        values = {k: v for k, v in section.items() if k != "mode"}
+        return params_from_config(cls, values, f"eigenvector (mode {cls.mode!r})")
 
 
 def check_input(a, params: SharedParams, index: int) -> np.ndarray:

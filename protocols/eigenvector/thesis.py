@@ -211,7 +211,6 @@ class ThesisParams(SharedParams):
     """Public parameters of the thesis mode, agreed on before the run."""
 
     mode: ClassVar[str] = "thesis"
-    sequences: ClassVar[tuple[str, ...]] = ("owners", "cols", "scale_range", "pad_range")
 
     scale: int = typed.whole(40, 8, 256)  # fixed-point fractional bits of every encrypted value
     # hardening (thesis 4.1.1), all on by default
