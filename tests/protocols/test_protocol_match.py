@@ -262,6 +262,40 @@ def test_a_unit_vector_snippet_does_not_read_bobs_spectrogram(keypair_512, colle
     assert (result["alice"]["match"], result["alice"]["offset_frames"]) == (plain.id, plain.offset)
 
 
+def _deviating_alice(keypair, collection, send_and_read, length=12):
+    """Bob against an Alice whose software opens the session as the protocol does (the
+    catalogue, L, her key), then runs ``send_and_read(ctx, pk, sk, layout, msg)`` and
+    leaves once she has read; its result."""
+    from smc_hmm.runtime import simulate
+
+    params, out = pm.MatchParams(), []
+
+    def alice(ctx):
+        pk, sk = ctx.keypair
+        _, lengths = ctx.recv("bob", pm.CATALOGUE)
+        ctx.send("bob", pm.FRAMES, length)
+        ctx.send("bob", pm.KEY, pk)
+        layout = pm.MatchLayout.build(params, pk.bits, length, lengths)
+        out.append(send_and_read(ctx, pk, sk, layout, layout.messages()))
+
+    with pytest.raises(PeerDisconnectedError):
+        simulate(
+            {"alice": alice, "bob": pm.bob},
+            {"alice": (), "bob": (collection, params)},
+            keys={"alice": keypair}, min_key_bits=512, timeout=60,
+        )  # fmt: skip
+    return out[0]
+
+
+def _huge_entry(pk, shape, shift: int, declared: int):
+    """E(2^shift) as entry (0, 0) of zeros, the ciphertexts declared within ``declared``."""
+    from smc_hmm.crypto import CipherArray
+
+    q = np.zeros(shape, dtype=object)
+    q[0, 0] = 1 << shift
+    return CipherArray(pk, CipherArray.encrypt_encoded(pk, q, 0).data, 0, declared)
+
+
 def test_a_huge_snippet_entry_reads_nothing_of_bobs_frames(keypair_512, collection, monkeypatch):
     """Deviation: her software encrypts 2^L, L above every slot of a block, as snippet
     entry (0, 0) and declares it within bounds: block (r, o0) then carries
@@ -270,42 +304,21 @@ def test_a_huge_snippet_entry_reads_nothing_of_bobs_frames(keypair_512, collecti
     there is not Bob's frame value.  The control, the same masks without the top one,
     hands her X_r[o0, 0] of every block exactly."""
     from smc_hmm.crypto import CipherArray
-    from smc_hmm.runtime import simulate
 
-    params, length = pm.MatchParams(), 12
-
-    def deviating(ctx, out):
-        pk, sk = ctx.keypair
-        _, lengths = ctx.recv("bob", pm.CATALOGUE)
-        ctx.send("bob", pm.FRAMES, length)
-        ctx.send("bob", pm.KEY, pk)
-        layout = pm.MatchLayout.build(params, pk.bits, length, lengths)
-        msg, shift = layout.messages(), layout.slots * layout.slot_bits + 8
-        q = np.zeros((layout.rows, layout.bands), dtype=object)
-        q[0, 0] = 1 << shift
-        enc = CipherArray.encrypt_encoded(pk, q, 0)
-        ctx.send("bob", msg["snippet"], CipherArray(pk, enc.data, 0, msg["snippet"].body.bound))
-        zero = np.zeros((length, layout.bands), dtype=object)
+    def send_and_read(ctx, pk, sk, layout, msg):
+        shift, shape = layout.slots * layout.slot_bits + 8, (layout.rows, layout.bands)
+        ctx.send("bob", msg["snippet"], _huge_entry(pk, shape, shift, msg["snippet"].body.bound))
+        zero = np.zeros((12, layout.bands), dtype=object)
         ctx.send("bob", msg["query"], CipherArray.encrypt_encoded(pk, zero, 0))
-        n = int(pk.n)
-        out += [(int(v) % n) >> shift for v in ctx.recv("bob", msg["masked"]).decrypt_residues(sk)]
-        out.append(layout)
+        seen = ctx.recv("bob", msg["masked"]).decrypt_residues(sk)
+        ints = collection.ints(pm.MatchParams().quant)
+        truth = [int(ints[r][o0, 0]) for r, o0, _ in layout.blocks]
+        return [(int(v) % int(pk.n)) >> shift for v in seen], truth
 
-    def reading():
-        out = []
-        with pytest.raises(PeerDisconnectedError):  # she leaves once she has read
-            simulate(
-                {"alice": deviating, "bob": pm.bob},
-                {"alice": (out,), "bob": (collection, params)},
-                keys={"alice": keypair_512}, min_key_bits=512, timeout=60,
-            )  # fmt: skip
-        layout, ints = out.pop(), collection.ints(params.quant)
-        return out, [int(ints[r][o0, 0]) for r, o0, _ in layout.blocks]
-
-    seen, truth = reading()
+    seen, truth = _deviating_alice(keypair_512, collection, send_and_read)
     assert len(set(truth)) > 1 and sum(a == b for a, b in zip(seen, truth)) <= 1
     monkeypatch.setattr(pm, "top_mask", lambda n, width, rng: 0)
-    seen, truth = reading()
+    seen, truth = _deviating_alice(keypair_512, collection, send_and_read)
     assert seen == truth
 
 
@@ -317,38 +330,18 @@ def test_a_huge_query_entry_reads_nothing_of_the_mac_weights(keypair_512, collec
     the limbs: the reading is 2^8 times a packing of three 21-bit limbs."""
     from protocols.stages import garbled as gc_stage
     from smc_hmm.crypto import CipherArray
-    from smc_hmm.runtime import simulate
 
-    params, length = pm.MatchParams(), 12
-
-    def deviating(ctx, out):
-        pk, sk = ctx.keypair
-        _, lengths = ctx.recv("bob", pm.CATALOGUE)
-        ctx.send("bob", pm.FRAMES, length)
-        ctx.send("bob", pm.KEY, pk)
-        layout = pm.MatchLayout.build(params, pk.bits, length, lengths)
-        msg = layout.messages()
+    def send_and_read(ctx, pk, sk, layout, msg):
         snippet = np.zeros((layout.rows, layout.bands), dtype=object)
         ctx.send("bob", msg["snippet"], CipherArray.encrypt_encoded(pk, snippet, 0))
-        width = layout.mac_bits + params.sigma + 1  # the MAC's slots (garbled.share_slots)
+        width = layout.mac_bits + pm.MatchParams().sigma + 1  # the MAC's slots
         shift = bd.MAC_LIMBS * width + 8
-        q = np.zeros((length, layout.bands), dtype=object)
-        q[0, 0] = 1 << shift
-        enc = CipherArray.encrypt_encoded(pk, q, 0)
-        ctx.send("bob", msg["query"], CipherArray(pk, enc.data, 0, msg["query"].body.bound))
+        ctx.send(
+            "bob", msg["query"], _huge_entry(pk, (12, layout.bands), shift, msg["query"].body.bound)
+        )
         ctx.recv("bob", msg["masked"])
         (tag,) = ctx.recv("bob", msg["mac"]).decrypt_residues(sk)
-        out += [(int(tag) % int(pk.n)) >> (shift - 8), width]
-
-    def reading():
-        out = []
-        with pytest.raises(PeerDisconnectedError):  # she leaves once she has read
-            simulate(
-                {"alice": deviating, "bob": pm.bob},
-                {"alice": (out,), "bob": (collection, params)},
-                keys={"alice": keypair_512}, min_key_bits=512, timeout=60,
-            )  # fmt: skip
-        return out
+        return (int(tag) % int(pk.n)) >> (shift - 8), width
 
     def limbs_in_clear(value, width):
         return value % 256 == 0 and all(
@@ -356,9 +349,9 @@ def test_a_huge_query_entry_reads_nothing_of_the_mac_weights(keypair_512, collec
             for i in range(bd.MAC_LIMBS)
         )
 
-    assert not limbs_in_clear(*reading())
+    assert not limbs_in_clear(*_deviating_alice(keypair_512, collection, send_and_read))
     monkeypatch.setattr(gc_stage, "top_mask", lambda n, width, rng: 0)
-    assert limbs_in_clear(*reading())
+    assert limbs_in_clear(*_deviating_alice(keypair_512, collection, send_and_read))
 
 
 def test_a_query_that_disagrees_with_the_packed_snippet_is_refused(
