@@ -1,5 +1,6 @@
 """The transcript harness itself: it passes for ciphertext-only differences and fails
-for any private-dependent byte outside ciphertexts and declared revealed fields."""
+for any private-dependent byte outside ciphertexts and declared revealed fields, and,
+given the run's keys, for a ciphertext beyond its declared bound."""
 
 from __future__ import annotations
 
@@ -63,3 +64,16 @@ def test_a_declared_revealed_field_is_masked(keypair_512):
         [5, 2**31],
         [KEY, VALUE, OPEN],
     )
+
+
+def test_a_ciphertext_beyond_its_declared_bound_fails_when_the_keys_are_given(keypair_512):
+    """A role that asserts a bound tighter than its values (``with_bound``) passes the
+    send's check, which sees only the asserted bound; the harness opens the ciphertext
+    with the run's key and finds it.  Within the bound, the same run passes."""
+
+    def run(secret, wrap):
+        _run(keypair_512, secret, wrap, lambda s: [])
+
+    assert_same_transcripts(run, [5, -(2**32)], [KEY, VALUE], keys=[keypair_512])
+    with pytest.raises(AssertionError, match="value: a plaintext of 34 bits beyond"):
+        assert_same_transcripts(run, [5, 2**33], [KEY, VALUE], keys=[keypair_512])

@@ -8,6 +8,10 @@ shape stay) and every field a message declares as
 :class:`~smc_hmm.messages.Revealed`.  Everything else -- tags, order, causal
 depths, frame sizes, shapes, scales, bounds, every public field -- must be
 byte-identical.  Used by every protocol's tests (``docs/adding-a-protocol.md``).
+
+Given the key pairs of the run (``keys``), the harness also opens every ciphertext sent
+under them and checks its plaintext against the bound its message declares
+(:func:`assert_within_declared_bounds`).
 """
 
 from __future__ import annotations
@@ -17,11 +21,13 @@ from collections.abc import Callable, Iterable
 
 import msgpack
 
-from smc_hmm.messages import Message, OpaqueCiphertexts, Revealed
+from smc_hmm.messages import Ciphertexts, MaskedCiphertexts, Message, OpaqueCiphertexts, Revealed
 from smc_hmm.transport.base import Transport
 from smc_hmm.wire import EXT_CIPHERARRAY
 
 CIPHERTEXTS = "<ciphertexts>"
+#: what :func:`assert_within_declared_bounds` reads for ciphertexts under a key it lacks
+CLOSED = "<closed>"
 #: The threshold of the statistical tests of what a party sees (masks uniform, two views
 #: alike): a mask that fails to hide (a constant, a value showing through) gives p far
 #: below it on the tests' samples, and an honest run, whose masks come from the system
@@ -93,25 +99,32 @@ def assert_same_transcripts(
     run: Callable[[Callable], object],
     inputs: Iterable,
     declarations: Iterable[Message] = (),
+    keys: Iterable = (),
 ) -> dict:
     """Run ``run(inputs_i, wrap_transport)`` for each private input set and compare frames.
 
     ``run`` must call :func:`smc_hmm.runtime.simulate` with the given
     ``wrap_transport``.  Returns the first run's recorded frames.  Fails with
-    the first differing frame (receiver, sender, index and both masked forms).
+    the first differing frame (receiver, sender, index and both masked forms), or
+    with a ciphertext under one of ``keys`` (key pairs) beyond its declared bound.
     """
     transcripts = []
     for private in inputs:
         frames, wrap = recorder()
         run(private, wrap)
         transcripts.append(dict(frames))
-    return compare_transcripts(transcripts, declarations)
+    return compare_transcripts(transcripts, declarations, keys)
 
 
-def compare_transcripts(transcripts: list[dict], declarations: Iterable[Message] = ()) -> dict:
+def compare_transcripts(
+    transcripts: list[dict], declarations: Iterable[Message] = (), keys: Iterable = ()
+) -> dict:
     """Compare recorded runs (each :func:`recorder`'s frames) frame by frame, as
     :func:`assert_same_transcripts` does; returns the first run's frames."""
     decl = {m.tag: m for m in declarations}
+    keys = list(keys)
+    if keys:
+        assert_within_declared_bounds(transcripts, decl.values(), keys)
     first = transcripts[0]
     assert first, "nothing was received: the harness saw no frames"
     revealed = _has_revealed(decl)
@@ -127,3 +140,65 @@ def compare_transcripts(transcripts: list[dict], declarations: Iterable[Message]
                 if not revealed:  # a revealed field may change the frame's length
                     assert len(a) == len(b), f"{link} frame {i}: {len(a)} vs {len(b)} bytes"
     return first
+
+
+def _plaintexts(frame: bytes, declared: dict[str, Message], secret: dict):
+    """(tag, declared bound, signed plaintexts) of every bounded field of ``frame``
+    (:class:`Ciphertexts`, not :class:`MaskedCiphertexts`); the plaintexts are
+    ``CLOSED`` under a key not in ``secret``."""
+
+    def under_known_key(code: int, data: bytes):
+        if code != EXT_CIPHERARRAY:
+            return msgpack.ExtType(code, data)
+        fingerprint, _, blob = msgpack.unpackb(data, raw=False)
+        if fingerprint not in secret:
+            return CLOSED
+        pk, sk = secret[fingerprint]
+        width = (2 * pk.bits + 7) // 8
+        cts = [int.from_bytes(blob[i : i + width], "big") for i in range(0, len(blob), width)]
+        return sk.decrypt_ints(cts)
+
+    envelope = msgpack.unpackb(frame, raw=False, ext_hook=under_known_key)
+    message = declared.get(envelope["t"])
+    if message is None:
+        return
+    values = envelope["b"] if isinstance(message.body, tuple) else [envelope["b"]]
+    for field, value in zip(message.fields, values):
+        if bounded(field) and (isinstance(value, list) or value is CLOSED):
+            yield message.tag, field.bound, value
+
+
+def bounded(field) -> bool:
+    """A ciphertext field with a bound to check (masked ones are uniform on Z_n)."""
+    return isinstance(field, Ciphertexts) and not isinstance(field, MaskedCiphertexts)
+
+
+def assert_within_declared_bounds(
+    transcripts: list[dict], declarations: Iterable[Message], keys: Iterable
+) -> int:
+    """Every ciphertext of the recorded runs under one of ``keys`` (key pairs) decrypts
+    to a plaintext within the bound its message declares; returns how many it opened.
+
+    The bounds a role asserts by hand (``CipherArray.with_bound``: a packing's slots, a
+    value's range) decide whether a slot or a homomorphic sum can wrap; one asserted
+    tighter than the values would silently disable that check.  Keys a party makes
+    during the run are not the caller's: their ciphertexts stay closed, but keys that
+    open none of the bounded fields sent are a mistake of the caller's and fail."""
+    secret = {pk.fingerprint: (pk, sk) for pk, sk in keys}
+    declared = {m.tag: m for m in declarations}
+    opened, closed = 0, set()
+    for transcript in transcripts:
+        for link, frames in transcript.items():
+            for frame in frames:
+                for tag, bound, plains in _plaintexts(frame, declared, secret):
+                    if plains is CLOSED:
+                        closed.add(tag)
+                        continue
+                    worst = max((abs(int(v)) for v in plains), default=0)
+                    assert worst <= bound, (
+                        f"{link} {tag}: a plaintext of {worst.bit_length()} bits beyond the "
+                        f"declared bound of {bound.bit_length()} bits"
+                    )
+                    opened += len(plains)
+    assert opened or not closed, f"the keys given open none of {sorted(closed)}"
+    return opened

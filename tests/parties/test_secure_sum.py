@@ -230,5 +230,5 @@ def test_transcripts_do_not_depend_on_private_vectors(keypair_512):
             min_key_bits=512,
         )
 
-    frames = assert_same_transcripts(run, inputs, params.messages().values())
+    frames = assert_same_transcripts(run, inputs, params.messages().values(), keys=[keypair_512])
     assert {("trent", "bob"), ("trent", "o1"), ("alice", "trent")} <= set(frames)

@@ -44,7 +44,10 @@ def test_transcripts(keypair_512):
         )
 
     assert_same_transcripts(
-        run, [([1, 2, 3], [0, 0, 0]), ([2**19, 0, -5], [7, 7, 7])], Params().messages()
+        run,
+        [([1, 2, 3], [0, 0, 0]), ([2**19, 0, -5], [7, 7, 7])],
+        Params().messages(),
+        keys=[keypair_512],
     )
 
 

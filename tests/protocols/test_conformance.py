@@ -10,6 +10,8 @@ exact offline pools where the descriptor plans its randomizers):
 * transcript invariance (the metadata rule): the runs on different private inputs of the
   same public sizes give identical frames once ciphertexts and declared revealed fields
   are masked (``tests/transcript_harness.py``);
+* every ciphertext sent under a key the suite holds decrypts within its message's
+  declared bound;
 * the offline plan is exact where ``randomizers`` is declared: no pool runs dry, none
   is left over;
 * a malformed peer message, and each of the example's malformed private inputs, end
@@ -38,7 +40,12 @@ from pathlib import Path
 import msgpack
 import numpy as np
 import pytest
-from transcript_harness import compare_transcripts, recorder
+from transcript_harness import (
+    assert_within_declared_bounds,
+    bounded,
+    compare_transcripts,
+    recorder,
+)
 
 from smc_hmm.crypto import Rng
 from smc_hmm.errors import InsecureKeyWarning, SmcHmmError, TransportError
@@ -267,13 +274,8 @@ def test_outputs_equal_the_plaintext_reference(name):
 
 @pytest.mark.parametrize("name", PROTOCOLS)
 def test_transcripts_depend_only_on_public_sizes(name):
-    descriptor, example = _descriptor(name), _example(name)
-    params = descriptor.params(example.params)
-    declared = (
-        list(descriptor.messages(params, example.key_bits))
-        if descriptor.messages
-        else example.declared
-    )
+    declared = _declarations(name)
+    example = _example(name)
     transcripts = _runs(name).transcripts
     assert len(transcripts) >= 2, f"{name}: one input set compares nothing"
     frames = compare_transcripts(transcripts, declared)  # fails at the first differing frame
@@ -303,6 +305,29 @@ def test_the_offline_plan_is_exact(name):
                 f"{name} run {index}: {party}'s pool under {key}'s key missed {misses} and "
                 f"kept {left}"
             )
+
+
+def _declarations(name: str) -> list:
+    descriptor, example = _descriptor(name), _example(name)
+    if descriptor.messages is None:
+        return list(example.declared)
+    return list(descriptor.messages(descriptor.params(example.params), example.key_bits))
+
+
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_every_ciphertext_decrypts_within_its_declared_bound(name):
+    """Every ciphertext sent under a key the suite holds decrypts to a plaintext within
+    its message's declared bound.  The bounds the roles assert by hand
+    (``CipherArray.with_bound``: a packing's slots, a value's range) decide whether a
+    packed slot or a homomorphic sum can wrap; a bound asserted tighter than the values
+    would silently disable that check, and this finds it on real runs.  Keys a party
+    makes during the run (the eigenvector's key authority, the aggregate's owners) are
+    not the suite's: their ciphertexts are the one part it cannot open.  A protocol whose
+    every ciphertext is masked over Z_n (``compare``, ``argmax``) declares no bound."""
+    declared = _declarations(name)
+    opened = assert_within_declared_bounds(_runs(name).transcripts, declared, _keys(name).values())
+    tags = [m.tag for m in declared if any(bounded(f) for f in m.fields)]
+    assert opened or not tags, f"{name}: no ciphertext of {tags} was opened"
 
 
 class _Malformed(Transport):

@@ -86,6 +86,7 @@ def test_garbled_frames_follow_from_public_sizes_only(keypair_512, rule):
         ),
         inputs,
         spec.messages(),
+        keys=[keypair_512],
     )
 
 

@@ -114,6 +114,7 @@ def test_frames_follow_from_public_sizes_only(keypair_512, reveal):
         ),
         inputs,
         decl,
+        keys=[keypair_512],
     )
 
 

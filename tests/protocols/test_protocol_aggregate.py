@@ -144,7 +144,7 @@ def test_transcripts_do_not_depend_on_private_inputs(keys):
 
         run(keys, private, p, wrap_transport=both)
 
-    frames = assert_same_transcripts(go, inputs, p.messages().values())
+    frames = assert_same_transcripts(go, inputs, p.messages().values(), keys=keys.values())
     roles = {"p1", "p2", "p3", "trent", "dave"}
     assert {receiver for receiver, _ in frames} == roles  # every role received frames
     runs = list(sizes.values())

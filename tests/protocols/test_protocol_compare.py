@@ -311,7 +311,7 @@ def test_transcripts_do_not_depend_on_inputs(keypair_512, reveal_to, comparison)
     params = Params(bits=bits, count=5, reveal_to=reveal_to, comparison=comparison)
     sizes = defaultdict(lambda: defaultdict(list))
     run = _run_and_sizes(keypair_512, sizes, cmp.PROTOCOL, params, lambda p: p)
-    frames = assert_same_transcripts(run, inputs, params.messages().values())
+    frames = assert_same_transcripts(run, inputs, params.messages().values(), keys=[keypair_512])
     assert ("alice", "bob") in frames and ("bob", "alice") in frames
     _same_lengths(sizes)
 
@@ -330,7 +330,7 @@ def test_argmax_transcripts_do_not_depend_on_inputs(keypair_512, params):
     inputs = [[0, 0, 0, 0, 0], [-30000, 12, 30000, 5, 5], [9, 8, 7, 6, 5]]
     sizes = defaultdict(lambda: defaultdict(list))
     run = _run_and_sizes(keypair_512, sizes, cmp.ARGMAX, params, lambda p: p)
-    assert_same_transcripts(run, inputs, params.messages())
+    assert_same_transcripts(run, inputs, params.messages(), keys=[keypair_512])
     _same_lengths(sizes)
 
 

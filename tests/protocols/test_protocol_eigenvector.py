@@ -189,6 +189,7 @@ def test_transcripts_do_not_depend_on_the_data_with_every_hardening(keypair_512)
         lambda blocks, wrap: _harness_run(keypair_512, blocks, wrap, outputs, **options),
         inputs,
         declared,
+        keys=[keypair_512],
     )
     assert outputs[0]["rounds"] >= 4 and outputs[0]["decoys"] >= 1  # decoy rounds included
     assert not np.allclose(outputs[0]["eigenvector"], outputs[1]["eigenvector"])
@@ -205,6 +206,7 @@ def test_transcripts_do_not_depend_on_general_data(keypair_512, slots):
         lambda bs, wrap: _harness_run(keypair_512, bs, wrap, outputs, **options),
         [blocks, other],
         ThesisParams.from_config(params).messages().values(),
+        keys=[keypair_512],
     )
     assert outputs[0]["rounds"] > 5 and outputs[0]["decoys"] >= 1
 

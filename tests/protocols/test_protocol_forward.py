@@ -568,7 +568,9 @@ def test_transcripts_do_not_depend_on_private_inputs(keypair_1024, kind, sizes):
         )
 
     spec = forward.ForwardSpec.for_models(cases[0][0], 1024, params)
-    frames = assert_same_transcripts(run, cases, spec.messages(length).values())
+    frames = assert_same_transcripts(
+        run, cases, spec.messages(length).values(), keys=[keypair_1024]
+    )
     # spec, emissions, per stream (one a model at most) the sums and the final, result
     assert len(spec.streams) == min(streams, len(n_states))
     assert len(frames[("alice", "bob")]) == len(spec.streams) * length + 3

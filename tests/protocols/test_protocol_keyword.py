@@ -46,7 +46,7 @@ def test_transcripts_do_not_depend_on_speech_or_models(keypair_1024, mode):
     params = kw.KeywordParams(mode=mode, scoring="forward")
     # the forward's frames carry only ciphertexts and public fields: no declarations needed
     declared = kw.declared_messages(params, count=3, length=4)
-    frames = assert_same_transcripts(run, cases, declared)
+    frames = assert_same_transcripts(run, cases, declared, keys=[keypair_1024])
     assert ("alice", "bob") in frames
 
 
@@ -212,7 +212,7 @@ def test_a_refusal_is_invisible_to_bob(keypair_512):
             outcomes.append("refused")
 
     declared = kw.declared_messages(kw.KeywordParams.from_config(params), count=2, length=101)
-    frames = assert_same_transcripts(run, [refused, accepted], declared)
+    frames = assert_same_transcripts(run, [refused, accepted], declared, keys=[keypair_512])
     assert outcomes == ["refused", "accepted"]
     assert len(frames[("bob", "alice")]) > 10  # the argmax ran in both
 

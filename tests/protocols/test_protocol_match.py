@@ -157,7 +157,7 @@ def test_transcripts_do_not_depend_on_snippets_or_recordings(
 
     params = pm.MatchParams(mode=mode, comparison=comparison)
     layout = pm.MatchLayout.build(params, 512, length, collection.lengths)
-    frames = assert_same_transcripts(run, cases, layout.declared_messages())
+    frames = assert_same_transcripts(run, cases, layout.declared_messages(), keys=[keypair_512])
     assert ("bob", "alice") in frames and ("alice", "bob") in frames
 
 

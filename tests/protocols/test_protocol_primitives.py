@@ -147,7 +147,7 @@ def assert_transcripts(keypair, make_args, bob_role, alice_role, alice_args, dec
     def run(case, wrap):
         run_pair(keypair, bob_role, make_args(case), alice_role, alice_args, wrap_transport=wrap)
 
-    return assert_same_transcripts(run, cases, declarations)
+    return assert_same_transcripts(run, cases, declarations, keys=[keypair])
 
 
 def test_transcripts_of_multiply_and_rescale(keypair_512):

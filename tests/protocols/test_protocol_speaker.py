@@ -183,7 +183,9 @@ def test_transcripts_do_not_depend_on_speech_models_or_claim(keypair_512, mode):
 
     components = (3, 3) if mode == "verify" else (3, 3, 3, 3)
     spec = sp.SpeakerSpec(sp.SpeakerParams(mode=mode), 4, components, 5, 512)
-    frames = assert_same_transcripts(run, list(zip(cases, claims)), sp.declared_messages(spec))
+    frames = assert_same_transcripts(
+        run, list(zip(cases, claims)), sp.declared_messages(spec), keys=[keypair_512]
+    )
     assert ("alice", "bob") in frames and ("bob", "alice") in frames
 
 
@@ -204,7 +206,7 @@ def test_alice_refuses_bad_features_invisibly(keypair_512):
             _run(keypair_512, x, speakers, wrap_transport=wrap)
 
     spec = sp.SpeakerSpec(sp.SpeakerParams(), 4, (3, 3, 3, 3), 5, 512)
-    assert_same_transcripts(run, [good, bad], sp.declared_messages(spec))
+    assert_same_transcripts(run, [good, bad], sp.declared_messages(spec), keys=[keypair_512])
 
 
 def test_bob_refuses_an_out_of_range_model_invisibly(keypair_512):
@@ -225,7 +227,10 @@ def test_bob_refuses_an_out_of_range_model_invisibly(keypair_512):
 
     spec = sp.SpeakerSpec(sp.SpeakerParams(mode="verify"), 4, (3, 3), 5, 512)
     assert_same_transcripts(
-        run, [(models, labels), ([sharp, *models[1:]], labels)], sp.declared_messages(spec)
+        run,
+        [(models, labels), ([sharp, *models[1:]], labels)],
+        sp.declared_messages(spec),
+        keys=[keypair_512],
     )
 
 
@@ -652,7 +657,7 @@ def test_anonymous_transcripts_are_the_same_for_every_claim(keypair_512):
         decisions.append(result["bob"]["accept"])
 
     spec = sp.SpeakerSpec(sp.SpeakerParams(mode="anonymous"), 4, (3, 3, 3, 3), 5, 512)
-    frames = assert_same_transcripts(run, cases, sp.declared_messages(spec))
+    frames = assert_same_transcripts(run, cases, sp.declared_messages(spec), keys=[keypair_512])
     tags = _tags(frames[("bob", "alice")])
     assert "mix.check" in tags and "spk.select" not in tags and "spk.claim" not in tags
     plain = best_component_scores(speakers[0], x)

@@ -141,7 +141,7 @@ def test_mining_equals_plaintext_and_hides_the_keyword(keypair_512, bundled):
     labels = [DIGIT_WORDS[recording.digits[0]], DIGIT_WORDS[recording.digits[1]]]
     structure = vit.Structure.of([bundled[labels[0]].decoder()])
     declared = sp.declared_messages(sp.SpotParams(direction="mining"), structure, 24, 512)
-    assert_same_transcripts(run, labels, declared)
+    assert_same_transcripts(run, labels, declared, keys=[keypair_512])
     for label, out in outputs:
         assert out == sp.plaintext(bundled, frames, [label])
 

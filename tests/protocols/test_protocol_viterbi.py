@@ -223,7 +223,7 @@ def test_transcripts_do_not_depend_on_private_inputs(keypair_512, holder, compar
     structure = vit.Structure.of(vit.as_decoders(cases[0][0]))
     params = vit.ViterbiParams(model_holder=holder, comparison=comparison)
     plan = vit.Plan(params, structure, 6, 512)
-    frames = assert_same_transcripts(run, cases, plan.declared())
+    frames = assert_same_transcripts(run, cases, plan.declared(), keys=[keypair_512])
     assert ("bob", "alice") in frames and ("alice", "bob") in frames
 
 
@@ -368,7 +368,7 @@ def test_mining_refuses_out_of_range_frames_after_its_last_message(keypair_512):
     plan = vit.Plan(
         vit.ViterbiParams(model_holder="alice"), vit.Structure.of(vit.as_decoders(model)), 4, 512
     )
-    assert_same_transcripts(run, [good, bad], plan.declared())
+    assert_same_transcripts(run, [good, bad], plan.declared(), keys=[keypair_512])
     assert outcomes == ["ok", "refused"]
 
 

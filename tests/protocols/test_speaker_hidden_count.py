@@ -59,7 +59,7 @@ def test_the_transcript_depends_on_n_only(keypair_512, bundled, utterance):
         )
 
     cases = [[speaker, *[x for x in names if x != speaker][:2]], names]
-    assert_same_transcripts(run, cases, spk.declared_messages(spec))
+    assert_same_transcripts(run, cases, spk.declared_messages(spec), keys=[keypair_512])
     plain = _identify(keypair_512, frames, bundled, hide=0)["alice"]["speaker"]
     assert [o["alice"]["speaker"] for o in outputs] == [plain, plain] and plain == speaker
 
