@@ -1,11 +1,13 @@
 """The transcript harness itself: it passes for ciphertext-only differences and fails
 for any private-dependent byte outside ciphertexts and declared revealed fields, and,
-given the run's keys, for a ciphertext beyond its declared bound."""
+given the run's keys, for a ciphertext beyond its declared bound; its freshness check
+finds a ciphertext sent back to the key holder without fresh randomness."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from transcript_harness import assert_same_transcripts
+from transcript_harness import assert_same_transcripts, stale_ciphertexts
 
 from smc_hmm.crypto import CipherArray
 from smc_hmm.messages import Ciphertexts, Key, Message, Public, Revealed
@@ -77,3 +79,26 @@ def test_a_ciphertext_beyond_its_declared_bound_fails_when_the_keys_are_given(ke
     assert_same_transcripts(run, [5, -(2**32)], [KEY, VALUE], keys=[keypair_512])
     with pytest.raises(AssertionError, match="value: a plaintext of 34 bits beyond"):
         assert_same_transcripts(run, [5, 2**33], [KEY, VALUE], keys=[keypair_512])
+
+
+def test_a_ciphertext_sent_back_without_fresh_randomness_is_found(keypair_512):
+    """Bob sends Alice E(x)^3 (her ciphertext times his weight): the same bytes in two
+    runs where only his randomizers differ, so it is stale; re-randomised it differs;
+    a trivial encryption 1 + m n is the same in both runs but carries nothing."""
+    from smc_hmm.wire import WireCodec
+
+    pk, _ = keypair_512
+    mine = CipherArray.encrypt_encoded(pk, [7], 0, 2**8)
+    codec = WireCodec([pk])
+
+    def frames(reply):
+        return {("alice", "bob"): [codec.encode({"t": "value", "b": reply})]}
+
+    stale = mine * 3
+    trivial = CipherArray(pk, np.array([1 + 5 * int(pk.n)], dtype=object), 0, 8)
+    keys = {"alice": keypair_512}
+    found, compared = stale_ciphertexts(frames(stale), frames(stale), keys)
+    assert (found, compared) == ([("alice", "bob", 0, "value")], 1)
+    fresh = stale_ciphertexts(frames(stale.rerandomize()), frames(stale.rerandomize()), keys)
+    assert fresh == ([], 1)
+    assert stale_ciphertexts(frames(trivial), frames(trivial), keys) == ([], 1)

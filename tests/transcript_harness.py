@@ -11,7 +11,9 @@ byte-identical.  Used by every protocol's tests (``docs/adding-a-protocol.md``).
 
 Given the key pairs of the run (``keys``), the harness also opens every ciphertext sent
 under them and checks its plaintext against the bound its message declares
-(:func:`assert_within_declared_bounds`).
+(:func:`assert_within_declared_bounds`); from two runs that differ only in the other
+parties' Paillier randomizers, :func:`stale_ciphertexts` finds a ciphertext sent back to
+its key holder without fresh randomness.
 """
 
 from __future__ import annotations
@@ -202,3 +204,45 @@ def assert_within_declared_bounds(
                     opened += len(plains)
     assert opened or not closed, f"the keys given open none of {sorted(closed)}"
     return opened
+
+
+def _blobs(frame: bytes, fingerprint: bytes) -> tuple[str, list[bytes]]:
+    """(tag, the ciphertext blobs under the key of ``fingerprint`` in order) of a frame."""
+    found = []
+
+    def hook(code: int, data: bytes):
+        if code == EXT_CIPHERARRAY:
+            key, _, blob = msgpack.unpackb(data, raw=False)
+            if key == fingerprint:
+                found.append(blob)
+
+    return msgpack.unpackb(frame, raw=False, ext_hook=hook)["t"], found
+
+
+def stale_ciphertexts(first: dict, second: dict, keys: dict) -> tuple[list, int]:
+    """Ciphertexts a key holder received twice: ``first`` and ``second`` are the frames of
+    two runs in which her randomizers and every other random choice are the same and
+    only the other parties' Paillier randomizers differ; ``keys`` maps each key holder to
+    her key pair.  A ciphertext she receives under her own key in both runs alike, other
+    than a trivial encryption 1 + m n, carries no fresh randomness: its randomizer is
+    prod rho_i^(w_i) over her own ciphertexts, a function of the sender's secret weights
+    that she reads with her key.  Returns ((receiver, sender, frame, tag) of each such
+    ciphertext, how many ciphertexts were compared)."""
+    stale, compared = [], 0
+    for (receiver, sender), frames in first.items():
+        if receiver not in keys:
+            continue
+        pk, sk = keys[receiver]
+        n, width = int(pk.n), (2 * pk.bits + 7) // 8
+        for index, (a, b) in enumerate(zip(frames, second[(receiver, sender)])):
+            tag, blobs_a = _blobs(a, pk.fingerprint)
+            for blob_a, blob_b in zip(blobs_a, _blobs(b, pk.fingerprint)[1]):
+                for i in range(0, len(blob_a), width):
+                    compared += 1
+                    if blob_a[i : i + width] != blob_b[i : i + width]:
+                        continue
+                    c = int.from_bytes(blob_a[i : i + width], "big")
+                    m = int(sk.decrypt_ints([c])[0]) % n
+                    if c != (1 + m * n) % (n * n):
+                        stale.append((receiver, sender, index, tag))
+    return stale, compared

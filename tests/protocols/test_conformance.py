@@ -11,7 +11,8 @@ exact offline pools where the descriptor plans its randomizers):
   same public sizes give identical frames once ciphertexts and declared revealed fields
   are masked (``tests/transcript_harness.py``);
 * every ciphertext sent under a key the suite holds decrypts within its message's
-  declared bound;
+  declared bound, and every one a key holder receives under her own key carries fresh
+  randomness (two runs that differ only in the other parties' randomizers);
 * the offline plan is exact where ``randomizers`` is declared: no pool runs dry, none
   is left over;
 * a malformed peer message, and each of the example's malformed private inputs, end
@@ -45,6 +46,7 @@ from transcript_harness import (
     bounded,
     compare_transcripts,
     recorder,
+    stale_ciphertexts,
 )
 
 from smc_hmm.crypto import Rng
@@ -328,6 +330,45 @@ def test_every_ciphertext_decrypts_within_its_declared_bound(name):
     opened = assert_within_declared_bounds(_runs(name).transcripts, declared, _keys(name).values())
     tags = [m.tag for m in declared if any(bounded(f) for f in m.fields)]
     assert opened or not tags, f"{name}: no ciphertext of {tags} was opened"
+
+
+def _fixed_draws_run(name: str, draws: dict) -> dict:
+    """Run 0 again from planned pools in which every key holder's own randomizers are
+    ``draws[party]`` (filled in by the first call), every other party's fresh, and every
+    other random choice seeded as in :func:`_runs`: its recorded frames."""
+    flat, randomizers, restore = _pools(name, 0)
+    for (party, key), pool in flat.items():
+        if party == key:
+            mine = pool.draw(len(pool))
+            pool.offer(draws.setdefault(party, mine))
+    frames, wrap = recorder()
+    try:
+        _run(name, 0, wrap_transport=wrap, randomizers=randomizers, rng=Rng.seeded(SEED))
+    finally:
+        restore()
+    return dict(frames)
+
+
+@pytest.mark.parametrize("name", PLANNED)
+def test_every_ciphertext_a_key_holder_receives_carries_fresh_randomness(name):
+    """A ciphertext computed from the key holder's own ciphertexts and sent back to her
+    without fresh randomness has randomizer prod rho_i^(w_i): a function of her own
+    randomizers and of the sender's secret weights, which she can read off with her key.
+    Two runs in which her randomizers and every other random choice are the same, and
+    only the other parties' Paillier randomizers differ, must show her no ciphertext
+    twice, other than a trivial encryption 1 + m n (randomizer 1, which says nothing).
+    Every such message must be declared ``fresh`` or re-randomised
+    (:func:`transcript_harness.stale_ciphertexts`)."""
+    draws: dict = {}
+    first, second = _fixed_draws_run(name, draws), _fixed_draws_run(name, draws)
+    stale, compared = stale_ciphertexts(first, second, _keys(name))
+    assert not stale, f"{name}: ciphertexts without fresh randomness: {sorted(set(stale))}"
+    assert bool(compared) != (name in _KEYS_MADE_IN_THE_RUN), f"{name}: {compared} compared"
+
+
+#: protocols whose every Paillier key is made during the run (the eigenvector's key
+#: authority deals them), so that the suite holds none of the keys in use
+_KEYS_MADE_IN_THE_RUN = {"eigenvector"}
 
 
 class _Malformed(Transport):
