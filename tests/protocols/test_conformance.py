@@ -100,11 +100,12 @@ def _keys(name: str) -> dict:
     return {p: _keypair(example.key_bits, i) for i, p in enumerate(holders)}
 
 
-def _run(name: str, index: int, **kwargs):
+def _run(name: str, index: int, mode: dict | None = None, **kwargs):
+    """Run ``index`` of the example (with ``mode``'s parameters over the example's)."""
     example = _example(name)
     return run_protocol(
         name,
-        example.params,
+        example.params | (mode or {}),
         example.run_inputs(index),
         keys=_keys(name),
         min_key_bits=512,
@@ -126,7 +127,7 @@ class Runs:
     seconds: float = 0.0
 
 
-def _pools(name: str, index: int):
+def _pools(name: str, index: int, mode: dict | None = None):
     """Exact offline pools for run ``index`` (:func:`~smc_hmm.runtime.offline.planned_pools`:
     every party under every key, none where the plan names neither, so a draw the plan
     missed is a miss): (pool per party and key party, run_protocol's ``randomizers``, how
@@ -138,7 +139,7 @@ def _pools(name: str, index: int):
         return None
     keys = _keys(name)
     public = {p: pk for p, (pk, _) in keys.items()}
-    params = descriptor.params(example.params)
+    params = descriptor.params(example.params | (mode or {}))
     inputs = {p: example.inputs[index].get(p) for p in example.parties}
     bits = next(iter(public.values())).bits
     need = randomizers_by_key(descriptor.randomizers(params, bits, inputs), public)
@@ -332,25 +333,44 @@ def test_every_ciphertext_decrypts_within_its_declared_bound(name):
     assert opened or not tags, f"{name}: no ciphertext of {tags} was opened"
 
 
-def _fixed_draws_run(name: str, draws: dict) -> dict:
-    """Run 0 again from planned pools in which every key holder's own randomizers are
-    ``draws[party]`` (filled in by the first call), every other party's fresh, and every
-    other random choice seeded as in :func:`_runs`: its recorded frames."""
-    flat, randomizers, restore = _pools(name, 0)
+def _fixed_draws_run(name: str, mode: dict, draws: dict) -> dict:
+    """Run 0 (in ``mode``) from planned pools in which every key holder's own randomizers
+    are ``draws[party]`` (filled in by the first call), every other party's fresh, and
+    every other random choice seeded as in :func:`_runs`: its recorded frames."""
+    flat, randomizers, restore = _pools(name, 0, mode)
     for (party, key), pool in flat.items():
         if party == key:
             mine = pool.draw(len(pool))
             pool.offer(draws.setdefault(party, mine))
     frames, wrap = recorder()
     try:
-        _run(name, 0, wrap_transport=wrap, randomizers=randomizers, rng=Rng.seeded(SEED))
+        _run(name, 0, mode, wrap_transport=wrap, randomizers=randomizers, rng=Rng.seeded(SEED))
     finally:
         restore()
     return dict(frames)
 
 
-@pytest.mark.parametrize("name", PLANNED)
-def test_every_ciphertext_a_key_holder_receives_carries_fresh_randomness(name):
+#: the thesis's semi-honest modes, named explicitly, on the same examples (the freshness
+#: check runs on them as on the defaults)
+THESIS_MODES = [
+    ("keyword", {"scoring": "forward"}),
+    ("forward", {"recursion": "v1"}),
+    ("speaker", {"scoring": "logsum"}),
+    ("viterbi", {"comparison": "dgk"}),
+    ("spot", {"comparison": "dgk"}),
+    ("match", {"comparison": "dgk"}),
+    ("compare", {"comparison": "dgk"}),
+    ("argmax", {"comparison": "dgk"}),
+]
+FRESHNESS = [(name, {}) for name in PLANNED] + THESIS_MODES
+
+
+@pytest.mark.parametrize(
+    ("name", "mode"),
+    FRESHNESS,
+    ids=[n + "".join(f"-{v}" for v in m.values()) for n, m in FRESHNESS],
+)
+def test_every_ciphertext_a_key_holder_receives_carries_fresh_randomness(name, mode):
     """A ciphertext computed from the key holder's own ciphertexts and sent back to her
     without fresh randomness has randomizer prod rho_i^(w_i): a function of her own
     randomizers and of the sender's secret weights, which she can read off with her key.
@@ -358,9 +378,11 @@ def test_every_ciphertext_a_key_holder_receives_carries_fresh_randomness(name):
     only the other parties' Paillier randomizers differ, must show her no ciphertext
     twice, other than a trivial encryption 1 + m n (randomizer 1, which says nothing).
     Every such message must be declared ``fresh`` or re-randomised
-    (:func:`transcript_harness.stale_ciphertexts`)."""
+    (:func:`transcript_harness.stale_ciphertexts`).  On the defaults and on the thesis's
+    modes (``THESIS_MODES``); Paillier only: DGK's randomness comes from the seeded
+    generator, the same in both runs."""
     draws: dict = {}
-    first, second = _fixed_draws_run(name, draws), _fixed_draws_run(name, draws)
+    first, second = _fixed_draws_run(name, mode, draws), _fixed_draws_run(name, mode, draws)
     stale, compared = stale_ciphertexts(first, second, _keys(name))
     assert not stale, f"{name}: ciphertexts without fresh randomness: {sorted(set(stale))}"
     assert bool(compared) != (name in _KEYS_MADE_IN_THE_RUN), f"{name}: {compared} compared"
