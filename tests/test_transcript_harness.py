@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from transcript_harness import assert_same_transcripts, stale_ciphertexts
+from transcript_harness import (
+    assert_same_transcripts,
+    assert_sends_within_bounds,
+    recording_sends,
+    stale_ciphertexts,
+)
 
 from smc_hmm.crypto import CipherArray
 from smc_hmm.messages import Ciphertexts, Key, Message, Public, Revealed
@@ -79,6 +84,10 @@ def test_a_ciphertext_beyond_its_declared_bound_fails_when_the_keys_are_given(ke
     assert_same_transcripts(run, [5, -(2**32)], [KEY, VALUE], keys=[keypair_512])
     with pytest.raises(AssertionError, match="value: a plaintext of 34 bits beyond"):
         assert_same_transcripts(run, [5, 2**33], [KEY, VALUE], keys=[keypair_512])
+    with recording_sends() as sent:  # the same check on the sends the run declared
+        run(2**33, None)
+    with pytest.raises(AssertionError, match="sent value: a plaintext of 34 bits beyond"):
+        assert_sends_within_bounds(sent, [keypair_512])
 
 
 def test_a_ciphertext_sent_back_without_fresh_randomness_is_found(keypair_512):

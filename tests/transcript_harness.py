@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 
 import msgpack
 
@@ -188,20 +189,60 @@ def assert_within_declared_bounds(
     open none of the bounded fields sent are a mistake of the caller's and fail."""
     secret = {pk.fingerprint: (pk, sk) for pk, sk in keys}
     declared = {m.tag: m for m in declarations}
+    return _within(
+        (link, *item)
+        for transcript in transcripts
+        for link, frames in transcript.items()
+        for frame in frames
+        for item in _plaintexts(frame, declared, secret)
+    )
+
+
+@contextmanager
+def recording_sends():
+    """Records (tag, declared bound, ciphertexts) of every bounded field sent inside
+    (each :meth:`Ciphertexts.outgoing`): the declarations the run itself used, whatever
+    its mode, for :func:`assert_sends_within_bounds`."""
+    sent, outgoing = [], Ciphertexts.outgoing
+
+    def recording(self, value, tag):
+        out = outgoing(self, value, tag)
+        sent.append((tag, self.bound, out))
+        return out
+
+    Ciphertexts.outgoing = recording
+    try:
+        yield sent
+    finally:
+        Ciphertexts.outgoing = outgoing
+
+
+def assert_sends_within_bounds(sent, keys: Iterable) -> int:
+    """:func:`assert_within_declared_bounds` on sends :func:`recording_sends` recorded."""
+    secret = {pk.fingerprint: sk for pk, sk in keys}
+    return _within(
+        ("sent", tag, bound, _decrypted(ciphertexts, secret)) for tag, bound, ciphertexts in sent
+    )
+
+
+def _decrypted(ciphertexts, secret: dict):
+    sk = secret.get(ciphertexts.public_key.fingerprint)
+    return CLOSED if sk is None else ciphertexts.decrypt_ints(sk).reshape(-1).tolist()
+
+
+def _within(items) -> int:
+    """Each (where, tag, bound, plaintexts or CLOSED) within its bound; how many opened."""
     opened, closed = 0, set()
-    for transcript in transcripts:
-        for link, frames in transcript.items():
-            for frame in frames:
-                for tag, bound, plains in _plaintexts(frame, declared, secret):
-                    if plains is CLOSED:
-                        closed.add(tag)
-                        continue
-                    worst = max((abs(int(v)) for v in plains), default=0)
-                    assert worst <= bound, (
-                        f"{link} {tag}: a plaintext of {worst.bit_length()} bits beyond the "
-                        f"declared bound of {bound.bit_length()} bits"
-                    )
-                    opened += len(plains)
+    for where, tag, bound, plains in items:
+        if plains is CLOSED:
+            closed.add(tag)
+            continue
+        worst = max((abs(int(v)) for v in plains), default=0)
+        assert worst <= bound, (
+            f"{where} {tag}: a plaintext of {worst.bit_length()} bits beyond the declared "
+            f"bound of {bound.bit_length()} bits"
+        )
+        opened += len(plains)
     assert opened or not closed, f"the keys given open none of {sorted(closed)}"
     return opened
 

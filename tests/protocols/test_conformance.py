@@ -42,10 +42,12 @@ import msgpack
 import numpy as np
 import pytest
 from transcript_harness import (
+    assert_sends_within_bounds,
     assert_within_declared_bounds,
     bounded,
     compare_transcripts,
     recorder,
+    recording_sends,
     stale_ciphertexts,
 )
 
@@ -310,11 +312,13 @@ def test_the_offline_plan_is_exact(name):
             )
 
 
-def _declarations(name: str) -> list:
+def _declarations(name: str, mode: dict | None = None) -> list:
+    """Every message of the example's runs (in ``mode``), as the descriptor declares them."""
     descriptor, example = _descriptor(name), _example(name)
     if descriptor.messages is None:
         return list(example.declared)
-    return list(descriptor.messages(descriptor.params(example.params), example.key_bits))
+    params = descriptor.params(example.params | (mode or {}))
+    return list(descriptor.messages(params, example.key_bits))
 
 
 @pytest.mark.parametrize("name", PROTOCOLS)
@@ -331,6 +335,16 @@ def test_every_ciphertext_decrypts_within_its_declared_bound(name):
     opened = assert_within_declared_bounds(_runs(name).transcripts, declared, _keys(name).values())
     tags = [m.tag for m in declared if any(bounded(f) for f in m.fields)]
     assert opened or not tags, f"{name}: no ciphertext of {tags} was opened"
+
+
+@cache
+def _fixed_draws_runs(name: str, mode: tuple) -> tuple[dict, dict, list]:
+    """Two runs of :func:`_fixed_draws_run` with the same draws of the key holders'
+    (their frames), and every bounded field they sent (:func:`recording_sends`)."""
+    draws: dict = {}
+    with recording_sends() as sent:
+        first, second = (_fixed_draws_run(name, dict(mode), draws) for _ in range(2))
+    return first, second, sent
 
 
 def _fixed_draws_run(name: str, mode: dict, draws: dict) -> dict:
@@ -381,8 +395,7 @@ def test_every_ciphertext_a_key_holder_receives_carries_fresh_randomness(name, m
     (:func:`transcript_harness.stale_ciphertexts`).  On the defaults and on the thesis's
     modes (``THESIS_MODES``); Paillier only: DGK's randomness comes from the seeded
     generator, the same in both runs."""
-    draws: dict = {}
-    first, second = _fixed_draws_run(name, mode, draws), _fixed_draws_run(name, mode, draws)
+    first, second, _ = _fixed_draws_runs(name, tuple(mode.items()))
     stale, compared = stale_ciphertexts(first, second, _keys(name))
     assert not stale, f"{name}: ciphertexts without fresh randomness: {sorted(set(stale))}"
     assert bool(compared) != (name in _KEYS_MADE_IN_THE_RUN), f"{name}: {compared} compared"
@@ -391,6 +404,18 @@ def test_every_ciphertext_a_key_holder_receives_carries_fresh_randomness(name, m
 #: protocols whose every Paillier key is made during the run (the eigenvector's key
 #: authority deals them), so that the suite holds none of the keys in use
 _KEYS_MADE_IN_THE_RUN = {"eigenvector"}
+
+
+@pytest.mark.parametrize(
+    ("name", "mode"), THESIS_MODES, ids=[f"{n}-{'-'.join(m.values())}" for n, m in THESIS_MODES]
+)
+def test_the_thesis_modes_keep_their_declared_bounds(name, mode):
+    """:func:`test_every_ciphertext_decrypts_within_its_declared_bound` on the thesis's
+    modes (their LOGSUM, DGK and rescaling messages assert the most bounds by hand),
+    against the declarations the freshness check's runs sent under."""
+    sent = _fixed_draws_runs(name, tuple(mode.items()))[2]
+    opened = assert_sends_within_bounds(sent, _keys(name).values())
+    assert opened, f"{name} in {mode}: no ciphertext was opened"
 
 
 class _Malformed(Transport):
