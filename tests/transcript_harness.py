@@ -145,21 +145,21 @@ def compare_transcripts(
     return first
 
 
-def _plaintexts(frame: bytes, declared: dict[str, Message], secret: dict):
-    """(tag, declared bound, signed plaintexts) of every bounded field of ``frame``
-    (:class:`Ciphertexts`, not :class:`MaskedCiphertexts`); the plaintexts are
-    ``CLOSED`` under a key not in ``secret``."""
+def _plaintexts(frame: bytes, declared: dict[str, Message], secret: dict, kind=None):
+    """(tag, field, n, signed plaintexts) of every field of ``frame`` that ``kind``
+    selects (default :func:`bounded`); the plaintexts are ``CLOSED`` (and n 0) under a
+    key not in ``secret``."""
 
     def under_known_key(code: int, data: bytes):
         if code != EXT_CIPHERARRAY:
             return msgpack.ExtType(code, data)
         fingerprint, _, blob = msgpack.unpackb(data, raw=False)
         if fingerprint not in secret:
-            return CLOSED
+            return 0, CLOSED
         pk, sk = secret[fingerprint]
         width = (2 * pk.bits + 7) // 8
         cts = [int.from_bytes(blob[i : i + width], "big") for i in range(0, len(blob), width)]
-        return sk.decrypt_ints(cts)
+        return int(pk.n), sk.decrypt_ints(cts)
 
     envelope = msgpack.unpackb(frame, raw=False, ext_hook=under_known_key)
     message = declared.get(envelope["t"])
@@ -167,13 +167,18 @@ def _plaintexts(frame: bytes, declared: dict[str, Message], secret: dict):
         return
     values = envelope["b"] if isinstance(message.body, tuple) else [envelope["b"]]
     for field, value in zip(message.fields, values):
-        if bounded(field) and (isinstance(value, list) or value is CLOSED):
-            yield message.tag, field.bound, value
+        if (kind or bounded)(field) and isinstance(value, tuple):
+            yield (message.tag, field, *value)
 
 
 def bounded(field) -> bool:
     """A ciphertext field with a bound to check (masked ones are uniform on Z_n)."""
     return isinstance(field, Ciphertexts) and not isinstance(field, MaskedCiphertexts)
+
+
+def masked(field) -> bool:
+    """A ciphertext field masked over the whole plaintext space."""
+    return isinstance(field, MaskedCiphertexts)
 
 
 def assert_within_declared_bounds(
@@ -190,12 +195,30 @@ def assert_within_declared_bounds(
     secret = {pk.fingerprint: (pk, sk) for pk, sk in keys}
     declared = {m.tag: m for m in declarations}
     return _within(
-        (link, *item)
-        for transcript in transcripts
-        for link, frames in transcript.items()
-        for frame in frames
-        for item in _plaintexts(frame, declared, secret)
+        (link, tag, field.bound, plains)
+        for link, tag, field, _, plains in _opened(transcripts, declared, secret, bounded)
     )
+
+
+def masked_residues(transcripts: list[dict], declarations: Iterable[Message], keys: Iterable):
+    """r / n for every residue r its key holder decrypts of a :class:`MaskedCiphertexts`
+    field (what the defaults claim uniform on Z_n, whatever she encrypted)."""
+    secret = {pk.fingerprint: (pk, sk) for pk, sk in keys}
+    declared = {m.tag: m for m in declarations}
+    return [
+        (int(v) % n) / n
+        for _, _, _, n, plains in _opened(transcripts, declared, secret, masked)
+        if plains is not CLOSED
+        for v in plains
+    ]
+
+
+def _opened(transcripts, declared, secret, kind):
+    for transcript in transcripts:
+        for link, frames in transcript.items():
+            for frame in frames:
+                for item in _plaintexts(frame, declared, secret, kind):
+                    yield (link, *item)
 
 
 @contextmanager

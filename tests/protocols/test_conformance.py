@@ -12,7 +12,8 @@ exact offline pools where the descriptor plans its randomizers):
   are masked (``tests/transcript_harness.py``);
 * every ciphertext sent under a key the suite holds decrypts within its message's
   declared bound, and every one a key holder receives under her own key carries fresh
-  randomness (two runs that differ only in the other parties' randomizers);
+  randomness (two runs that differ only in the other parties' randomizers), and what
+  she decrypts of a masked field is uniform on Z_n;
 * the offline plan is exact where ``randomizers`` is declared: no pool runs dry, none
   is left over;
 * a malformed peer message, and each of the example's malformed private inputs, end
@@ -41,11 +42,15 @@ from pathlib import Path
 import msgpack
 import numpy as np
 import pytest
+from scipy import stats
 from transcript_harness import (
+    VIEW_P_MIN,
     assert_sends_within_bounds,
     assert_within_declared_bounds,
     bounded,
     compare_transcripts,
+    masked,
+    masked_residues,
     recorder,
     recording_sends,
     stale_ciphertexts,
@@ -335,6 +340,22 @@ def test_every_ciphertext_decrypts_within_its_declared_bound(name):
     opened = assert_within_declared_bounds(_runs(name).transcripts, declared, _keys(name).values())
     tags = [m.tag for m in declared if any(bounded(f) for f in m.fields)]
     assert opened or not tags, f"{name}: no ciphertext of {tags} was opened"
+
+
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_what_a_key_holder_decrypts_of_masked_fields_is_uniform_on_z_n(name):
+    """Every field declared :class:`MaskedCiphertexts` is, as the defaults claim, uniform
+    on Z_n for the key holder who decrypts it (a slot mask narrower than its slot, or a
+    missing top mask, puts values in a corner of Z_n: the KS test sees it at once).  A
+    protocol that declares no such field has nothing to test here; one that declares
+    some must show the suite some."""
+    declared = _declarations(name)
+    first = _runs(name).transcripts[:1]  # the runs share a seed: their masks repeat
+    residues = masked_residues(first, declared, _keys(name).values())
+    fields = [m.tag for m in declared if any(masked(f) for f in m.fields)]
+    assert bool(residues) == bool(fields) or name in _KEYS_MADE_IN_THE_RUN, (name, fields)
+    if len(residues) >= 5:
+        assert stats.kstest(residues, "uniform").pvalue > VIEW_P_MIN, name
 
 
 @cache
