@@ -28,6 +28,7 @@ A new protocol gets all of this by declaring ``example`` (``docs/adding-a-protoc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -356,6 +357,97 @@ def test_what_a_key_holder_decrypts_of_masked_fields_is_uniform_on_z_n(name):
     assert bool(residues) == bool(fields) or name in _KEYS_MADE_IN_THE_RUN, (name, fields)
     if len(residues) >= 5:
         assert stats.kstest(residues, "uniform").pvalue > VIEW_P_MIN, name
+
+
+class _HugeEntry(Transport):
+    """The key holder's software, deviating: in her first message with a bounded field
+    under her key, the first ciphertext becomes E(2^L), L = bits(n) - 64, whatever its
+    declared bound (the "huge feature" that read Bob's weights above the slots)."""
+
+    def __init__(self, inner, pk, declared: dict):
+        self.inner, self.name, self.peers = inner, inner.name, inner.peers
+        self.pk, self.declared, self.done = pk, declared, False
+
+    def send_bytes(self, peer, frame):
+        if not self.done:
+            frame = self._forged(frame)
+        self.inner.send_bytes(peer, frame)
+
+    def _forged(self, frame: bytes) -> bytes:
+        from smc_hmm.wire import EXT_CIPHERARRAY
+
+        envelope = msgpack.unpackb(frame, raw=False, ext_hook=msgpack.ExtType)
+        message = self.declared.get(envelope["t"])
+        if message is None or not any(bounded(f) for f in message.fields):
+            return frame
+        pk, width = self.pk, (2 * self.pk.bits + 7) // 8
+        huge = int(pk.encrypt_ints([1 << (pk.bits - 64)])[0]).to_bytes(width, "big")
+
+        def forge(value):
+            if self.done or not isinstance(value, msgpack.ExtType):
+                return value
+            if value.code != EXT_CIPHERARRAY:
+                return value
+            key, shape, blob = msgpack.unpackb(value.data, raw=False)
+            if key != pk.fingerprint or not blob:
+                return value
+            self.done = True
+            data = msgpack.packb([key, shape, huge + blob[width:]], use_bin_type=True)
+            return msgpack.ExtType(EXT_CIPHERARRAY, data)
+
+        body = envelope["b"]
+        envelope["b"] = [forge(v) for v in body] if isinstance(body, list) else forge(body)
+        return msgpack.packb(envelope, use_bin_type=True)
+
+    def recv_bytes(self, peer, timeout):
+        return self.inner.recv_bytes(peer, timeout)
+
+    def close(self):
+        self.inner.close()
+
+
+MASKED = [n for n in PROTOCOLS if any(masked(f) for m in _declarations(n) for f in m.fields)]
+
+
+@pytest.mark.parametrize("name", MASKED)
+def test_a_huge_entry_leaves_what_the_key_holder_decrypts_uniform(name):
+    """The attack that twice read Bob's values above the packed slots, on every protocol
+    at once: the key holder encrypts 2^L (L = bits(n) - 64) as the first entry of her
+    first bounded message.  Whatever Bob computes from it, every masked field she then
+    decrypts stays uniform on Z_n (each slot masked over its width, a top mask above),
+    where without a top mask it would carry 2^L times his values.  The run may end in
+    a refusal (the binding check); what she received before it is what counts.  Without
+    the top masks this fails for match, keyword, speaker and viterbi (her residues sit
+    within 2^-13 of 0 or 1); ``linear``'s weights are wide enough that 2^L W wraps, so
+    its own test (``test_garbled_stage.py``, ``test_a_huge_input_shows_nothing_...``)
+    puts L just above its slots instead."""
+    holder, (pk, _) = next(iter(_keys(name).items()))
+    declared = {m.tag: m for m in _declarations(name)}
+    frames, record = recorder()
+
+    forgers = []
+
+    def wrap(party, transport):
+        recorded = record(party, transport)
+        if party != holder:
+            return recorded
+        forgers.append(_HugeEntry(recorded, pk, declared))
+        return forgers[-1]
+
+    with contextlib.suppress(SmcHmmError):  # a refusal (the binding check) may end it
+        _run(name, 0, wrap_transport=wrap)
+    if not any(f.done for f in forgers):
+        assert name in _NO_CIPHERTEXTS_OF_HERS, f"{name}: {holder} sent no bounded ciphertext"
+        return
+    seen = {link: f for link, f in frames.items() if link[0] == holder}
+    residues = masked_residues([seen], declared.values(), _keys(name).values())
+    assert residues, f"{name}: no masked value reached {holder}"
+    assert stats.kstest(residues, "uniform").pvalue > VIEW_P_MIN, (name, residues[:4])
+
+
+#: protocols whose key holder sends no bounded ciphertext (Bob holds both operands of
+#: ``compare`` and ``argmax``): the huge entry has nowhere to go
+_NO_CIPHERTEXTS_OF_HERS = {"compare", "argmax"}
 
 
 @cache
