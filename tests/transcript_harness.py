@@ -18,6 +18,7 @@ its key holder without fresh randomness.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
@@ -221,30 +222,44 @@ def _opened(transcripts, declared, secret, kind):
                     yield (link, *item)
 
 
+@dataclasses.dataclass
+class Sends:
+    """What :func:`recording_sends` saw: every message sent (tag -> declaration), and
+    (tag, declared bound, ciphertexts) of every bounded field."""
+
+    messages: dict = dataclasses.field(default_factory=dict)
+    ciphertexts: list = dataclasses.field(default_factory=list)
+
+
 @contextmanager
 def recording_sends():
-    """Records (tag, declared bound, ciphertexts) of every bounded field sent inside
-    (each :meth:`Ciphertexts.outgoing`): the declarations the run itself used, whatever
-    its mode, for :func:`assert_sends_within_bounds`."""
-    sent, outgoing = [], Ciphertexts.outgoing
+    """Records the declarations the runs inside used, whatever their mode (for the
+    transcript comparison), and every bounded field they sent (for
+    :func:`assert_sends_within_bounds`)."""
+    sends, message_out, field_out = Sends(), Message.outgoing, Ciphertexts.outgoing
 
-    def recording(self, value, tag):
-        out = outgoing(self, value, tag)
-        sent.append((tag, self.bound, out))
+    def message(self, payload):
+        sends.messages[self.tag] = self
+        return message_out(self, payload)
+
+    def bounded_field(self, value, tag):
+        out = field_out(self, value, tag)
+        sends.ciphertexts.append((tag, self.bound, out))
         return out
 
-    Ciphertexts.outgoing = recording
+    Message.outgoing, Ciphertexts.outgoing = message, bounded_field
     try:
-        yield sent
+        yield sends
     finally:
-        Ciphertexts.outgoing = outgoing
+        Message.outgoing, Ciphertexts.outgoing = message_out, field_out
 
 
-def assert_sends_within_bounds(sent, keys: Iterable) -> int:
-    """:func:`assert_within_declared_bounds` on sends :func:`recording_sends` recorded."""
+def assert_sends_within_bounds(sends: Sends, keys: Iterable) -> int:
+    """:func:`assert_within_declared_bounds` on the sends :func:`recording_sends` saw."""
     secret = {pk.fingerprint: sk for pk, sk in keys}
     return _within(
-        ("sent", tag, bound, _decrypted(ciphertexts, secret)) for tag, bound, ciphertexts in sent
+        ("sent", tag, bound, _decrypted(ciphertexts, secret))
+        for tag, bound, ciphertexts in sends.ciphertexts
     )
 
 

@@ -717,7 +717,10 @@ def alice_select_products(ctx, shares, spec: ProductSpec, high_bound: int, peer=
     msg = spec.messages(high_bound)
     highs, deltas = shares
     packed = ctx.recv(peer, msg["weights"]).decrypt_ints(sk)
-    ws = unpack_slots(packed, spec.slot_bits, spec.per, spec.count)
+    ws = ctx.checked(  # a negative slot no honest Bob sends: refused after her last message
+        lambda: unpack_slots(packed, spec.slot_bits, spec.per, spec.count),
+        lambda: [0] * spec.count,
+    )
     top = 1 << spec.slot_bits
     ctx.send(
         peer,

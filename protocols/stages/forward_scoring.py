@@ -627,7 +627,8 @@ def _alice_recursion_v1(ctx, spec: ForwardSpec, msg, emit, n_steps: int, peer: s
                 break
             # Step 3b: the LOGSUM's logarithm, plus the next blinded emission
             sums = ctx.recv(peer, msg["sum"]).decrypt_ints(sk)
-            logs = logsum.alice_logs(sums, step, [cs[model_of[j]] for j in range(spec.total)], prec)
+            shifts = [cs[model_of[j]] for j in range(spec.total)]
+            logs = logsum.checked_logs(ctx, sums, step, shifts, prec)
             y = [
                 prec.log_zero if prec.is_log_zero(s) or prec.is_log_zero(int(e)) else s + int(e)
                 for s, e in zip(logs, emit[t + 1])
@@ -637,7 +638,7 @@ def _alice_recursion_v1(ctx, spec: ForwardSpec, msg, emit, n_steps: int, peer: s
     with ctx.phase("termination"):
         # Step 4: log of every model's final sum
         finals = ctx.recv(peer, msg["final"]).decrypt_ints(sk)
-        logs = logsum.alice_logs(finals, final, cs, prec)
+        logs = logsum.checked_logs(ctx, finals, final, cs, prec)
         out = [None if prec.is_log_zero(v) else v for v in logs]
 
     def check():

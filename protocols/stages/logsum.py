@@ -373,7 +373,17 @@ def alice_receive(ctx, plan: LogsumPlan, shifts, prec, message, peer: str) -> li
     enc = ctx.recv(peer, message)
     if enc.shape != (plan.ciphertexts,):
         raise ProtocolError(f"{message.tag}: {enc.shape} replies, the plan has {plan.ciphertexts}")
-    return alice_logs(enc.decrypt_ints(ctx.keypair[1]), plan, shifts, prec)
+    decrypted = enc.decrypt_ints(ctx.keypair[1])
+    return checked_logs(ctx, decrypted, plan, shifts, prec)
+
+
+def checked_logs(ctx, decrypted, plan: LogsumPlan, shifts, prec) -> list[int]:
+    """:func:`alice_logs`, a reply no honest Bob sends refused after her last message
+    (whether it trips depends on her values too; until then it reads as log 0)."""
+    return ctx.checked(
+        lambda: alice_logs(decrypted, plan, shifts, prec),
+        lambda: [prec.log_zero] * len(shifts),
+    )
 
 
 def bob_round(ctx, plan: LogsumPlan, coefs, incoming, outgoing, peer: str) -> None:

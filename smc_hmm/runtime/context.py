@@ -217,6 +217,17 @@ class PartyContext:
             raise InvalidInputError("only typed errors (smc_hmm.errors) can be deferred")
         self._deferred.append(error)
 
+    def checked(self, compute, dummy):
+        """``compute()``; should it raise a typed error -- a check on a peer's reply whose
+        outcome depends on this party's private values too -- ``dummy()`` instead, and
+        the error after the role's last message (:meth:`defer`): a deviating peer then
+        learns whether the check failed, not at which step."""
+        try:
+            return compute()
+        except SmcHmmError as error:
+            self.defer(error)
+            return dummy()
+
     @property
     def deferred(self) -> tuple[SmcHmmError, ...]:
         return tuple(self._deferred)

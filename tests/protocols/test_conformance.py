@@ -32,6 +32,7 @@ import contextlib
 import json
 import math
 import re
+import secrets
 import threading
 import time
 import warnings
@@ -453,11 +454,12 @@ _NO_CIPHERTEXTS_OF_HERS = {"compare", "argmax"}
 @cache
 def _fixed_draws_runs(name: str, mode: tuple) -> tuple[dict, dict, list]:
     """Two runs of :func:`_fixed_draws_run` with the same draws of the key holders'
-    (their frames), and every bounded field they sent (:func:`recording_sends`)."""
+    (their frames), and what they sent (:func:`recording_sends`: the declarations they
+    used, which ``mode``'s may be, and every bounded field)."""
     draws: dict = {}
-    with recording_sends() as sent:
+    with recording_sends() as sends:
         first, second = (_fixed_draws_run(name, dict(mode), draws) for _ in range(2))
-    return first, second, sent
+    return first, second, sends
 
 
 def _fixed_draws_run(name: str, mode: dict, draws: dict) -> dict:
@@ -514,6 +516,105 @@ def test_every_ciphertext_a_key_holder_receives_carries_fresh_randomness(name, m
     assert bool(compared) != (name in _KEYS_MADE_IN_THE_RUN), f"{name}: {compared} compared"
 
 
+class _WrongCiphertext(Transport):
+    """A deviating peer: the first ciphertext under ``pk`` of its ``at``-th frame to
+    ``victim`` that carries one becomes an encryption of a random value."""
+
+    def __init__(self, inner, victim: str, pk, at: int):
+        self.inner, self.name, self.peers = inner, inner.name, inner.peers
+        self.victim, self.pk, self.at, self.seen, self.done = victim, pk, at, 0, False
+
+    def send_bytes(self, peer, frame):
+        if peer == self.victim and not self.done and _blob_count(frame, self.pk):
+            if self.seen == self.at:
+                frame = _with_first_ciphertext(frame, self.pk, secrets.randbelow(int(self.pk.n)))
+                self.done = True
+            self.seen += 1
+        self.inner.send_bytes(peer, frame)
+
+    def recv_bytes(self, peer, timeout):
+        return self.inner.recv_bytes(peer, timeout)
+
+    def close(self):
+        self.inner.close()
+
+
+def _blob_count(frame: bytes, pk) -> int:
+    """How many ciphertext arrays under ``pk`` a frame carries."""
+    from smc_hmm.wire import EXT_CIPHERARRAY
+
+    found = []
+
+    def hook(code, data):
+        if code == EXT_CIPHERARRAY and msgpack.unpackb(data, raw=False)[0] == pk.fingerprint:
+            found.append(1)
+
+    msgpack.unpackb(frame, raw=False, ext_hook=hook)
+    return len(found)
+
+
+def _with_first_ciphertext(frame: bytes, pk, value: int) -> bytes:
+    """``frame`` with its first ciphertext under ``pk`` replaced by a fresh E(value)."""
+    from smc_hmm.wire import EXT_CIPHERARRAY
+
+    width, done = (2 * pk.bits + 7) // 8, []
+
+    def forge(item):
+        if isinstance(item, list):
+            return [forge(v) for v in item]
+        if done or not isinstance(item, msgpack.ExtType) or item.code != EXT_CIPHERARRAY:
+            return item
+        key, shape, blob = msgpack.unpackb(item.data, raw=False)
+        if key != pk.fingerprint or not blob:
+            return item
+        done.append(True)
+        forged = int(pk.encrypt_ints([value])[0]).to_bytes(width, "big") + blob[width:]
+        return msgpack.ExtType(EXT_CIPHERARRAY, msgpack.packb([key, shape, forged]))
+
+    envelope = msgpack.unpackb(frame, raw=False, ext_hook=msgpack.ExtType)
+    envelope["b"] = forge(envelope["b"])
+    return msgpack.packb(envelope, use_bin_type=True)
+
+
+DEVIATIONS = [(n, {}) for n in PROTOCOLS if len(_example(n).parties) == 2] + THESIS_MODES
+
+
+@pytest.mark.parametrize(
+    ("name", "mode"),
+    DEVIATIONS,
+    ids=[n + "".join(f"-{v}" for v in m.values()) for n, m in DEVIATIONS],
+)
+def test_a_deviating_peer_learns_at_most_whether_the_key_holder_aborts(name, mode):
+    """The other party deviates: one ciphertext it sends the key holder (in its first
+    such frame, then in the middle one) is an encryption of a random value.  Whatever
+    she then does -- answer, or refuse -- the frames she sends must not depend on her
+    private input: the runs on the example's two input sets, each with the same
+    deviation, give the same frames once ciphertexts and revealed fields are masked.  A
+    check of hers on a value that mixes the forged one with her data, raised at once
+    instead of after her last message, shows here as frames that differ.  On the
+    defaults and on the thesis's modes (their LOGSUM checks, raised at once until this
+    test found it, told a deviating Bob the step at which her values made his forged
+    reply fail)."""
+    holder, (pk, _) = next(iter(_keys(name).items()))
+    (peer,) = set(_example(name).parties) - {holder}
+    first, _, honest = _fixed_draws_runs(name, tuple(mode.items()))  # honest, in ``mode``
+    count = sum(1 for frame in first[(holder, peer)] if _blob_count(frame, pk))
+    assert count, f"{name}: {peer} sends {holder} no ciphertext under her key"
+    for at in sorted({0, count // 2}):
+        transcripts = []
+        for index in range(len(_example(name).inputs)):
+            frames, record = recorder()
+
+            def wrap(party, transport, at=at, record=record):
+                recorded = record(party, transport)
+                return _WrongCiphertext(recorded, holder, pk, at) if party == peer else recorded
+
+            with contextlib.suppress(SmcHmmError):
+                _run(name, index, mode, wrap_transport=wrap)
+            transcripts.append({(peer, holder): frames[(peer, holder)]})
+        compare_transcripts(transcripts, honest.messages.values())
+
+
 #: protocols whose every Paillier key is made during the run (the eigenvector's key
 #: authority deals them), so that the suite holds none of the keys in use
 _KEYS_MADE_IN_THE_RUN = {"eigenvector"}
@@ -526,8 +627,8 @@ def test_the_thesis_modes_keep_their_declared_bounds(name, mode):
     """:func:`test_every_ciphertext_decrypts_within_its_declared_bound` on the thesis's
     modes (their LOGSUM, DGK and rescaling messages assert the most bounds by hand),
     against the declarations the freshness check's runs sent under."""
-    sent = _fixed_draws_runs(name, tuple(mode.items()))[2]
-    opened = assert_sends_within_bounds(sent, _keys(name).values())
+    sends = _fixed_draws_runs(name, tuple(mode.items()))[2]
+    opened = assert_sends_within_bounds(sends, _keys(name).values())
     assert opened, f"{name} in {mode}: no ciphertext was opened"
 
 
