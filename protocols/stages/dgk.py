@@ -339,8 +339,7 @@ def alice_compare(ctx, dgk_sk: DGKPrivateKey, spec: CompareSpec, peer: str = "bo
     k, l = spec.count, spec.bits
     # Step 1: d = z + r
     ds = [int(d) for d in ctx.recv(peer, msg["masked"]).decrypt_ints(sk)]
-    if any(not 0 <= d < spec.masked_bound for d in ds):
-        raise ProtocolError("cmp.masked: a masked value is outside its declared range")
+    ds = _within(ctx, ds, spec.masked_bound, "cmp.masked")
     # Step 2: E(floor(d / 2^l)) and DGK encryptions of the bits of d mod 2^l (LSB first)
     highs = np.array([d >> l for d in ds], dtype=object)
     bits = [(d >> j) & 1 for d in ds for j in range(l)]
@@ -662,9 +661,8 @@ def alice_compare_select(ctx, dgk_sk: DGKPrivateKey, spec: SelectSpec, peer="bob
     msg = spec.messages()
     k, l = spec.count, spec.bits
     packed = ctx.recv(peer, msg["masked"]).decrypt_ints(sk)
-    ds = unpack_slots(packed, spec.slot_bits, spec.per, k)
-    if any(not 0 <= d < spec.compare.masked_bound for d in ds):
-        raise ProtocolError("sel.masked: a masked value is outside its declared range")
+    ds = ctx.checked(lambda: unpack_slots(packed, spec.slot_bits, spec.per, k), lambda: [0] * k)
+    ds = _within(ctx, ds, spec.compare.masked_bound, "sel.masked")
     highs = [d >> l for d in ds]
     ms = [(1 << l) - d for d in ds]
     bits = [(d >> j) & 1 for d in ds for j in range(l)]
@@ -796,16 +794,23 @@ def alice_reveal(ctx, shape, bound: int, to: str, peer: str, tags=CMP_TAGS, sigm
     reveal, opened, result = reveal_messages(shape, bound, tags, sigma)
     if to == "alice":
         values = [int(v) for v in ctx.recv(peer, result).decrypt_ints(sk).reshape(-1)]
-        if not all(0 <= v <= bound for v in values):
-            raise ProtocolError(f"{result.tag}: a revealed value is outside [0, {bound}]")
-        return values
+        return _within(ctx, values, bound + 1, result.tag)
     if to == "bob":
         _, width = _reveal_layout(bound, sigma)
         values = [int(v) for v in ctx.recv(peer, reveal).decrypt_ints(sk).reshape(-1)]
-        if not all(0 <= v < 1 << (8 * width) for v in values):
-            raise ProtocolError(f"{reveal.tag}: a masked value is outside its declared range")
+        values = _within(ctx, values, 1 << (8 * width), reveal.tag)
         ctx.send(peer, opened, b"".join(v.to_bytes(width, "big") for v in values))
     return None
+
+
+def _within(ctx, values: list[int], bound: int, tag: str) -> list[int]:
+    """``values``, each in [0, ``bound``).  One outside is a reply no honest Bob sends, but
+    whether it lands outside depends on her values too: refused after her last message
+    (:meth:`~smc_hmm.runtime.context.PartyContext.defer`) and read as 0 until then."""
+    if all(0 <= v < bound for v in values):
+        return values
+    ctx.defer(ProtocolError(f"{tag}: a masked value is outside its declared range"))
+    return [v if 0 <= v < bound else 0 for v in values]
 
 
 def check_names(key_holder, evaluator) -> None:

@@ -586,12 +586,13 @@ DEVIATIONS = [(n, {}) for n in PROTOCOLS if len(_example(n).parties) == 2] + THE
 )
 def test_a_deviating_peer_learns_at_most_whether_the_key_holder_aborts(name, mode):
     """The other party deviates: one ciphertext it sends the key holder (in its first
-    such frame, then in the middle one) is an encryption of a random value.  Whatever
-    she then does -- answer, or refuse -- the frames she sends must not depend on her
-    private input: the runs on the example's two input sets, each with the same
+    such frame, then a third of the way, two thirds, and its last) is an encryption of a
+    random value.  Whatever she then does -- answer, or refuse -- she sends every frame
+    of an honest run unless he stops first, and the frames she sends must not depend on
+    her private input: the runs on the example's two input sets, each with the same
     deviation, give the same frames once ciphertexts and revealed fields are masked.  A
     check of hers on a value that mixes the forged one with her data, raised at once
-    instead of after her last message, shows here as frames that differ.  On the
+    instead of after her last message, shows here as a run she cut short.  On the
     defaults and on the thesis's modes (their LOGSUM checks, raised at once until this
     test found it, told a deviating Bob the step at which her values made his forged
     reply fail)."""
@@ -600,19 +601,57 @@ def test_a_deviating_peer_learns_at_most_whether_the_key_holder_aborts(name, mod
     first, _, honest = _fixed_draws_runs(name, tuple(mode.items()))  # honest, in ``mode``
     count = sum(1 for frame in first[(holder, peer)] if _blob_count(frame, pk))
     assert count, f"{name}: {peer} sends {holder} no ciphertext under her key"
-    for at in sorted({0, count // 2}):
-        transcripts = []
+    sends = len(first[(peer, holder)])
+    for at in sorted({0, count // 3, 2 * count // 3, count - 1}):
+        whole = []
         for index in range(len(_example(name).inputs)):
-            frames, record = recorder()
+            logs = []
 
-            def wrap(party, transport, at=at, record=record):
-                recorded = record(party, transport)
-                return _WrongCiphertext(recorded, holder, pk, at) if party == peer else recorded
+            def wrap(party, transport, at=at, logs=logs):
+                if party == peer:
+                    return _WrongCiphertext(transport, holder, pk, at)
+                logs.append(_SentLog(transport))
+                return logs[-1]
 
             with contextlib.suppress(SmcHmmError):
                 _run(name, index, mode, wrap_transport=wrap)
-            transcripts.append({(peer, holder): frames[(peer, holder)]})
-        compare_transcripts(transcripts, honest.messages.values())
+            (log,) = logs
+            if log.cut:  # he stopped first: where is his choice, on what he saw
+                continue
+            assert len(log.frames) == sends, (
+                f"{name} {mode} input {index}, forged at {at}: she stopped after "
+                f"{len(log.frames)} of her {sends} frames while he still waited"
+            )
+            whole.append({(peer, holder): log.frames})
+        if len(whole) > 1:
+            compare_transcripts(whole, honest.messages.values())
+
+
+class _SentLog(Transport):
+    """The key holder's frames as she sends them, and whether her peer cut her off
+    (a send or receive of hers failed: he stopped first)."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.peers = inner, inner.name, inner.peers
+        self.frames, self.cut = [], False
+
+    def send_bytes(self, peer, frame):
+        try:
+            self.inner.send_bytes(peer, frame)
+        except SmcHmmError:
+            self.cut = True
+            raise
+        self.frames.append(frame)
+
+    def recv_bytes(self, peer, timeout):
+        try:
+            return self.inner.recv_bytes(peer, timeout)
+        except SmcHmmError:
+            self.cut = True
+            raise
+
+    def close(self):
+        self.inner.close()
 
 
 #: protocols whose every Paillier key is made during the run (the eigenvector's key
