@@ -32,7 +32,6 @@ import contextlib
 import json
 import math
 import re
-import secrets
 import threading
 import time
 import warnings
@@ -44,6 +43,7 @@ from pathlib import Path
 import msgpack
 import numpy as np
 import pytest
+from deviation_support import HugeEntry, SentLog, WrongCiphertext, blob_count
 from scipy import stats
 from transcript_harness import (
     VIEW_P_MIN,
@@ -360,53 +360,6 @@ def test_what_a_key_holder_decrypts_of_masked_fields_is_uniform_on_z_n(name):
         assert stats.kstest(residues, "uniform").pvalue > VIEW_P_MIN, name
 
 
-class _HugeEntry(Transport):
-    """The key holder's software, deviating: in her first message with a bounded field
-    under her key, the first ciphertext becomes E(2^L), L = bits(n) - 64, whatever its
-    declared bound (the "huge feature" that read Bob's weights above the slots)."""
-
-    def __init__(self, inner, pk, declared: dict):
-        self.inner, self.name, self.peers = inner, inner.name, inner.peers
-        self.pk, self.declared, self.done = pk, declared, False
-
-    def send_bytes(self, peer, frame):
-        if not self.done:
-            frame = self._forged(frame)
-        self.inner.send_bytes(peer, frame)
-
-    def _forged(self, frame: bytes) -> bytes:
-        from smc_hmm.wire import EXT_CIPHERARRAY
-
-        envelope = msgpack.unpackb(frame, raw=False, ext_hook=msgpack.ExtType)
-        message = self.declared.get(envelope["t"])
-        if message is None or not any(bounded(f) for f in message.fields):
-            return frame
-        pk, width = self.pk, (2 * self.pk.bits + 7) // 8
-        huge = int(pk.encrypt_ints([1 << (pk.bits - 64)])[0]).to_bytes(width, "big")
-
-        def forge(value):
-            if self.done or not isinstance(value, msgpack.ExtType):
-                return value
-            if value.code != EXT_CIPHERARRAY:
-                return value
-            key, shape, blob = msgpack.unpackb(value.data, raw=False)
-            if key != pk.fingerprint or not blob:
-                return value
-            self.done = True
-            data = msgpack.packb([key, shape, huge + blob[width:]], use_bin_type=True)
-            return msgpack.ExtType(EXT_CIPHERARRAY, data)
-
-        body = envelope["b"]
-        envelope["b"] = [forge(v) for v in body] if isinstance(body, list) else forge(body)
-        return msgpack.packb(envelope, use_bin_type=True)
-
-    def recv_bytes(self, peer, timeout):
-        return self.inner.recv_bytes(peer, timeout)
-
-    def close(self):
-        self.inner.close()
-
-
 MASKED = [n for n in PROTOCOLS if any(masked(f) for m in _declarations(n) for f in m.fields)]
 
 
@@ -432,7 +385,7 @@ def test_a_huge_entry_leaves_what_the_key_holder_decrypts_uniform(name):
         recorded = record(party, transport)
         if party != holder:
             return recorded
-        forgers.append(_HugeEntry(recorded, pk, declared))
+        forgers.append(HugeEntry(recorded, pk, declared, bounded))
         return forgers[-1]
 
     with contextlib.suppress(SmcHmmError):  # a refusal (the binding check) may end it
@@ -516,66 +469,6 @@ def test_every_ciphertext_a_key_holder_receives_carries_fresh_randomness(name, m
     assert bool(compared) != (name in _KEYS_MADE_IN_THE_RUN), f"{name}: {compared} compared"
 
 
-class _WrongCiphertext(Transport):
-    """A deviating peer: the first ciphertext under ``pk`` of its ``at``-th frame to
-    ``victim`` that carries one becomes an encryption of a random value."""
-
-    def __init__(self, inner, victim: str, pk, at: int):
-        self.inner, self.name, self.peers = inner, inner.name, inner.peers
-        self.victim, self.pk, self.at, self.seen, self.done = victim, pk, at, 0, False
-
-    def send_bytes(self, peer, frame):
-        if peer == self.victim and not self.done and _blob_count(frame, self.pk):
-            if self.seen == self.at:
-                frame = _with_first_ciphertext(frame, self.pk, secrets.randbelow(int(self.pk.n)))
-                self.done = True
-            self.seen += 1
-        self.inner.send_bytes(peer, frame)
-
-    def recv_bytes(self, peer, timeout):
-        return self.inner.recv_bytes(peer, timeout)
-
-    def close(self):
-        self.inner.close()
-
-
-def _blob_count(frame: bytes, pk) -> int:
-    """How many ciphertext arrays under ``pk`` a frame carries."""
-    from smc_hmm.wire import EXT_CIPHERARRAY
-
-    found = []
-
-    def hook(code, data):
-        if code == EXT_CIPHERARRAY and msgpack.unpackb(data, raw=False)[0] == pk.fingerprint:
-            found.append(1)
-
-    msgpack.unpackb(frame, raw=False, ext_hook=hook)
-    return len(found)
-
-
-def _with_first_ciphertext(frame: bytes, pk, value: int) -> bytes:
-    """``frame`` with its first ciphertext under ``pk`` replaced by a fresh E(value)."""
-    from smc_hmm.wire import EXT_CIPHERARRAY
-
-    width, done = (2 * pk.bits + 7) // 8, []
-
-    def forge(item):
-        if isinstance(item, list):
-            return [forge(v) for v in item]
-        if done or not isinstance(item, msgpack.ExtType) or item.code != EXT_CIPHERARRAY:
-            return item
-        key, shape, blob = msgpack.unpackb(item.data, raw=False)
-        if key != pk.fingerprint or not blob:
-            return item
-        done.append(True)
-        forged = int(pk.encrypt_ints([value])[0]).to_bytes(width, "big") + blob[width:]
-        return msgpack.ExtType(EXT_CIPHERARRAY, msgpack.packb([key, shape, forged]))
-
-    envelope = msgpack.unpackb(frame, raw=False, ext_hook=msgpack.ExtType)
-    envelope["b"] = forge(envelope["b"])
-    return msgpack.packb(envelope, use_bin_type=True)
-
-
 DEVIATIONS = [(n, {}) for n in PROTOCOLS if len(_example(n).parties) == 2] + THESIS_MODES
 
 
@@ -599,7 +492,7 @@ def test_a_deviating_peer_learns_at_most_whether_the_key_holder_aborts(name, mod
     holder, (pk, _) = next(iter(_keys(name).items()))
     (peer,) = set(_example(name).parties) - {holder}
     first, _, honest = _fixed_draws_runs(name, tuple(mode.items()))  # honest, in ``mode``
-    count = sum(1 for frame in first[(holder, peer)] if _blob_count(frame, pk))
+    count = sum(1 for frame in first[(holder, peer)] if blob_count(frame, pk))
     assert count, f"{name}: {peer} sends {holder} no ciphertext under her key"
     sends = len(first[(peer, holder)])
     for at in sorted({0, count // 3, 2 * count // 3, count - 1}):
@@ -609,8 +502,8 @@ def test_a_deviating_peer_learns_at_most_whether_the_key_holder_aborts(name, mod
 
             def wrap(party, transport, at=at, logs=logs):
                 if party == peer:
-                    return _WrongCiphertext(transport, holder, pk, at)
-                logs.append(_SentLog(transport))
+                    return WrongCiphertext(transport, holder, pk, at)
+                logs.append(SentLog(transport))
                 return logs[-1]
 
             with contextlib.suppress(SmcHmmError):
@@ -625,33 +518,6 @@ def test_a_deviating_peer_learns_at_most_whether_the_key_holder_aborts(name, mod
             whole.append({(peer, holder): log.frames})
         if len(whole) > 1:
             compare_transcripts(whole, honest.messages.values())
-
-
-class _SentLog(Transport):
-    """The key holder's frames as she sends them, and whether her peer cut her off
-    (a send or receive of hers failed: he stopped first)."""
-
-    def __init__(self, inner):
-        self.inner, self.name, self.peers = inner, inner.name, inner.peers
-        self.frames, self.cut = [], False
-
-    def send_bytes(self, peer, frame):
-        try:
-            self.inner.send_bytes(peer, frame)
-        except SmcHmmError:
-            self.cut = True
-            raise
-        self.frames.append(frame)
-
-    def recv_bytes(self, peer, timeout):
-        try:
-            return self.inner.recv_bytes(peer, timeout)
-        except SmcHmmError:
-            self.cut = True
-            raise
-
-    def close(self):
-        self.inner.close()
 
 
 #: protocols whose every Paillier key is made during the run (the eigenvector's key
