@@ -68,12 +68,13 @@ class WrongCiphertext(_Forwarding):
 
 
 class SentLog(_Forwarding):
-    """The frames a party sends, and whether her peer cut her off (a send or receive of
-    hers failed: he stopped first)."""
+    """The frames a party sends, per receiver, and whether a peer cut her off (a send or
+    receive of hers failed: someone else stopped first)."""
 
     def __init__(self, inner):
         super().__init__(inner)
-        self.frames, self.cut = [], False
+        self.frames: dict[str, list[bytes]] = {}
+        self.cut = False
 
     def send_bytes(self, peer, frame):
         try:
@@ -81,7 +82,11 @@ class SentLog(_Forwarding):
         except SmcHmmError:
             self.cut = True
             raise
-        self.frames.append(frame)
+        self.frames.setdefault(peer, []).append(frame)
+
+    def links(self) -> dict:
+        """Her frames as :func:`transcript_harness.compare_transcripts` reads them."""
+        return {(peer, self.name): frames for peer, frames in self.frames.items()}
 
     def recv_bytes(self, peer, timeout):
         try:
