@@ -951,10 +951,16 @@ def test_serve_on_a_port_in_use_says_so_without_a_stopped_line(setup, capsys, ca
     config, certs, _ = setup
     bob = config.party("bob")
     with socket.socket() as taken:
-        taken.bind((bob.host, bob.port))
+        # a port this test holds (the config's own may have gone to another test since)
+        taken.bind((bob.host, 0))
         taken.listen()
+        toml = (certs.parent / "parties.toml").read_text()
+        held = toml.replace(f"port = {bob.port}\n", f"port = {taken.getsockname()[1]}\n")
+        assert held != toml
+        path = certs.parent / "parties-port-held.toml"
+        path.write_text(held)
         with caplog.at_level(logging.INFO, logger="smc_hmm.serve"):
-            code = main(["serve", "--role", "bob", "--config", str(certs.parent / "parties.toml")])
+            code = main(["serve", "--role", "bob", "--config", str(path)])
     assert code == 2
     err = capsys.readouterr().err
     assert "in use" in err and "Traceback" not in err
