@@ -335,9 +335,9 @@ def test_every_ciphertext_decrypts_within_its_declared_bound(name):
     (``CipherArray.with_bound``: a packing's slots, a value's range) decide whether a
     packed slot or a homomorphic sum can wrap; a bound asserted tighter than the values
     would silently disable that check, and this finds it on real runs.  Keys a party
-    makes during the run (the eigenvector's key authority, the aggregate's owners) are
-    not the suite's: their ciphertexts are the one part it cannot open.  A protocol whose
-    every ciphertext is masked over Z_n (``compare``, ``argmax``) declares no bound."""
+    makes during the run (the eigenvector owners' own keys) are not the suite's: their
+    ciphertexts are the one part it cannot open.  A protocol whose every ciphertext is
+    masked over Z_n (``compare``, ``argmax``) declares no bound."""
     declared = _declarations(name)
     opened = assert_within_declared_bounds(_runs(name).transcripts, declared, _keys(name).values())
     tags = [m.tag for m in declared if any(bounded(f) for f in m.fields)]
@@ -355,7 +355,7 @@ def test_what_a_key_holder_decrypts_of_masked_fields_is_uniform_on_z_n(name):
     first = _runs(name).transcripts[:1]  # the runs share a seed: their masks repeat
     residues = masked_residues(first, declared, _keys(name).values())
     fields = [m.tag for m in declared if any(masked(f) for f in m.fields)]
-    assert bool(residues) == bool(fields) or name in _KEYS_MADE_IN_THE_RUN, (name, fields)
+    assert bool(residues) == bool(fields) or name in _NO_WHOLE_KEY_HOLDER, (name, fields)
     if len(residues) >= 5:
         assert stats.kstest(residues, "uniform").pvalue > VIEW_P_MIN, name
 
@@ -466,7 +466,7 @@ def test_every_ciphertext_a_key_holder_receives_carries_fresh_randomness(name, m
     first, second, _ = _fixed_draws_runs(name, tuple(mode.items()))
     stale, compared = stale_ciphertexts(first, second, _keys(name))
     assert not stale, f"{name}: ciphertexts without fresh randomness: {sorted(set(stale))}"
-    assert bool(compared) != (name in _KEYS_MADE_IN_THE_RUN), f"{name}: {compared} compared"
+    assert bool(compared) != (name in _NO_WHOLE_KEY_HOLDER), f"{name}: {compared} compared"
 
 
 DEVIATIONS = [(n, {}) for n in PROTOCOLS] + THESIS_MODES
@@ -497,7 +497,7 @@ def test_a_deviating_peer_learns_at_most_whether_the_key_holder_aborts(name, mod
         if receiver == holder
     }
     if not any(counts.values()):
-        assert name in _KEYS_MADE_IN_THE_RUN, f"{name}: nobody sends {holder} a ciphertext"
+        assert name in _NO_WHOLE_KEY_HOLDER, f"{name}: nobody sends {holder} a ciphertext"
         return
     peer = max(counts, key=lambda sender: (counts[sender], sender))
     sends = sum(len(frames) for (_, sender), frames in first.items() if sender == holder)
@@ -530,9 +530,10 @@ def test_a_deviating_peer_learns_at_most_whether_the_key_holder_aborts(name, mod
             compare_transcripts(whole, honest.messages.values())
 
 
-#: protocols whose every Paillier key is made during the run (the eigenvector's key
-#: authority deals them), so that the suite holds none of the keys in use
-_KEYS_MADE_IN_THE_RUN = {"eigenvector"}
+#: protocols in which no party receives ciphertexts under a key the suite holds whole:
+#: the eigenvector's shared key (the suite's, given to its key authority) is split
+#: between Trent and the leader, and its owners' own keys are made during the run
+_NO_WHOLE_KEY_HOLDER = {"eigenvector"}
 
 
 @pytest.mark.parametrize(
