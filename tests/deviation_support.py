@@ -1,4 +1,4 @@
-"""Deviating parties for the conformance suite: transports that forge what a party
+"""Deviating parties for the tests: transports that forge what a party
 sends (a huge entry of the key holder's, a wrong ciphertext of her peer's) and one that
 logs what she sends.  Each works on the wire frames (msgpack envelopes ``{"t": tag,
 "b": body}``, ciphertext arrays as extension ``EXT_CIPHERARRAY``), so a role's own code
@@ -15,7 +15,10 @@ from smc_hmm.transport.base import Transport
 from smc_hmm.wire import EXT_CIPHERARRAY
 
 
-class _Forwarding(Transport):
+class Forwarding(Transport):
+    """Passes every frame through to ``inner``; a deviating party overrides what it
+    changes."""
+
     def __init__(self, inner):
         self.inner, self.name, self.peers = inner, inner.name, inner.peers
 
@@ -29,7 +32,7 @@ class _Forwarding(Transport):
         self.inner.close()
 
 
-class HugeEntry(_Forwarding):
+class HugeEntry(Forwarding):
     """The key holder's software, deviating: in her first message with a bounded field
     under her key, the first ciphertext becomes E(2^L), L = bits(n) - 64, whatever its
     declared bound (the "huge feature" that read Bob's weights above the slots)."""
@@ -50,7 +53,7 @@ class HugeEntry(_Forwarding):
         return message is not None and any(self.bounded(f) for f in message.fields)
 
 
-class WrongCiphertext(_Forwarding):
+class WrongCiphertext(Forwarding):
     """A deviating peer: the first ciphertext under ``pk`` of its ``at``-th frame to
     ``victim`` that carries one becomes an encryption of a random value."""
 
@@ -67,7 +70,7 @@ class WrongCiphertext(_Forwarding):
         self.inner.send_bytes(peer, frame)
 
 
-class SentLog(_Forwarding):
+class SentLog(Forwarding):
     """The frames a party sends, per receiver, and whether a peer cut her off (a send or
     receive of hers failed: someone else stopped first)."""
 

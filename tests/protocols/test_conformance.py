@@ -43,10 +43,11 @@ from pathlib import Path
 import msgpack
 import numpy as np
 import pytest
-from deviation_support import HugeEntry, SentLog, WrongCiphertext, blob_count
+from deviation_support import Forwarding, HugeEntry, SentLog, WrongCiphertext, blob_count
 from scipy import stats
 from transcript_harness import (
     VIEW_P_MIN,
+    Sends,
     assert_sends_within_bounds,
     assert_within_declared_bounds,
     bounded,
@@ -62,7 +63,6 @@ from smc_hmm.crypto import Rng
 from smc_hmm.errors import InsecureKeyWarning, SmcHmmError, TransportError
 from smc_hmm.protocol import Example, ProtocolDescriptor, available, find, randomizers_by_key
 from smc_hmm.runtime import run_protocol
-from smc_hmm.transport.base import Transport
 from smc_hmm.transport.faults import FaultyTransport
 
 pytestmark = pytest.mark.filterwarnings("ignore::smc_hmm.errors.InsecureKeyWarning")
@@ -319,13 +319,13 @@ def test_the_offline_plan_is_exact(name):
             )
 
 
-def _declarations(name: str, mode: dict | None = None) -> list:
-    """Every message of the example's runs (in ``mode``), as the descriptor declares them."""
+def _declarations(name: str) -> list:
+    """Every message of the example's runs, as the descriptor (or the example) declares
+    them."""
     descriptor, example = _descriptor(name), _example(name)
     if descriptor.messages is None:
         return list(example.declared)
-    params = descriptor.params(example.params | (mode or {}))
-    return list(descriptor.messages(params, example.key_bits))
+    return list(descriptor.messages(descriptor.params(example.params), example.key_bits))
 
 
 @pytest.mark.parametrize("name", PROTOCOLS)
@@ -405,7 +405,7 @@ _NO_CIPHERTEXTS_OF_HERS = {"compare", "argmax"}
 
 
 @cache
-def _fixed_draws_runs(name: str, mode: tuple) -> tuple[dict, dict, list]:
+def _fixed_draws_runs(name: str, mode: tuple) -> tuple[dict, dict, Sends]:
     """Two runs of :func:`_fixed_draws_run` with the same draws of the key holders'
     (their frames), and what they sent (:func:`recording_sends`: the declarations they
     used, which ``mode``'s may be, and every bounded field)."""
@@ -447,10 +447,15 @@ THESIS_MODES = [
 FRESHNESS = [(name, {}) for name in PLANNED] + THESIS_MODES
 
 
+def _mode_ids(cases) -> list[str]:
+    """A test id per (protocol, mode): ``viterbi-dgk``; a default is the name alone."""
+    return [name + "".join(f"-{v}" for v in mode.values()) for name, mode in cases]
+
+
 @pytest.mark.parametrize(
     ("name", "mode"),
     FRESHNESS,
-    ids=[n + "".join(f"-{v}" for v in m.values()) for n, m in FRESHNESS],
+    ids=_mode_ids(FRESHNESS),
 )
 def test_every_ciphertext_a_key_holder_receives_carries_fresh_randomness(name, mode):
     """A ciphertext computed from the key holder's own ciphertexts and sent back to her
@@ -475,7 +480,7 @@ DEVIATIONS = [(n, {}) for n in PROTOCOLS] + THESIS_MODES
 @pytest.mark.parametrize(
     ("name", "mode"),
     DEVIATIONS,
-    ids=[n + "".join(f"-{v}" for v in m.values()) for n, m in DEVIATIONS],
+    ids=_mode_ids(DEVIATIONS),
 )
 def test_a_deviating_peer_learns_at_most_whether_the_key_holder_aborts(name, mode):
     """A peer deviates: one ciphertext it sends the key holder (in its first such frame,
@@ -536,9 +541,7 @@ def test_a_deviating_peer_learns_at_most_whether_the_key_holder_aborts(name, mod
 _NO_WHOLE_KEY_HOLDER = {"eigenvector"}
 
 
-@pytest.mark.parametrize(
-    ("name", "mode"), THESIS_MODES, ids=[f"{n}-{'-'.join(m.values())}" for n, m in THESIS_MODES]
-)
+@pytest.mark.parametrize(("name", "mode"), THESIS_MODES, ids=_mode_ids(THESIS_MODES))
 def test_the_thesis_modes_keep_their_declared_bounds(name, mode):
     """:func:`test_every_ciphertext_decrypts_within_its_declared_bound` on the thesis's
     modes (their LOGSUM, DGK and rescaling messages assert the most bounds by hand),
@@ -548,15 +551,12 @@ def test_the_thesis_modes_keep_their_declared_bounds(name, mode):
     assert opened, f"{name} in {mode}: no ciphertext was opened"
 
 
-class _Malformed(Transport):
+class _Malformed(Forwarding):
     """Receives frame ``index`` from ``peer`` with its body replaced by ``body``."""
 
     def __init__(self, inner, peer: str, index: int, body):
-        self.inner, self.name, self.peers = inner, inner.name, inner.peers
+        super().__init__(inner)
         self.peer, self.index, self.body, self.seen = peer, index, body, 0
-
-    def send_bytes(self, peer, frame):
-        self.inner.send_bytes(peer, frame)
 
     def recv_bytes(self, peer, timeout):
         frame = self.inner.recv_bytes(peer, timeout)
@@ -567,9 +567,6 @@ class _Malformed(Transport):
                 envelope["b"] = self.body
                 frame = msgpack.packb(envelope, use_bin_type=True)
         return frame
-
-    def close(self):
-        self.inner.close()
 
 
 def _busiest_link(name: str):

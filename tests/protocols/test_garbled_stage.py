@@ -7,6 +7,7 @@ from __future__ import annotations
 import msgpack
 import numpy as np
 import pytest
+from deviation_support import Forwarding
 from party_support import simulate_alice_and_bob
 from transcript_harness import assert_same_transcripts
 
@@ -16,7 +17,6 @@ from smc_hmm.crypto import CipherArray
 from smc_hmm.errors import GarbledCircuitError, OtConsistencyError, ProtocolError
 from smc_hmm.messages import Key, Message
 from smc_hmm.runtime import simulate
-from smc_hmm.transport.base import Transport
 
 BITS = 16
 PK = Message("test.pk", Key())
@@ -118,12 +118,12 @@ def test_frames_follow_from_public_sizes_only(keypair_512, reveal):
     )
 
 
-class _Tamper(Transport):
+class _Tamper(Forwarding):
     """Wraps a transport and corrupts the first frame of one tag that one party sends."""
 
     def __init__(self, inner, tag: str, corrupt):
-        self.inner, self.tag, self.corrupt, self.done = inner, tag, corrupt, False
-        self.name, self.peers = inner.name, inner.peers
+        super().__init__(inner)
+        self.tag, self.corrupt, self.done = tag, corrupt, False
 
     def send_bytes(self, peer, frame):
         env = msgpack.unpackb(frame, raw=False, strict_map_key=False)
@@ -132,12 +132,6 @@ class _Tamper(Transport):
             env["b"] = self.corrupt(env["b"])
             frame = msgpack.packb(env, use_bin_type=True)
         self.inner.send_bytes(peer, frame)
-
-    def recv_bytes(self, peer, timeout):
-        return self.inner.recv_bytes(peer, timeout)
-
-    def close(self):
-        self.inner.close()
 
 
 def _flip_first_byte(body):
@@ -245,23 +239,17 @@ def test_a_share_past_its_bound_gives_a_probing_bob_nothing(keypair_512, monkeyp
     assert tags == honest_tags
 
 
-class _Recorder(Transport):
+class _Recorder(Forwarding):
     """Wraps a transport and records the tags it receives."""
 
     def __init__(self, inner, tags):
-        self.inner, self.tags = inner, tags
-        self.name, self.peers = inner.name, inner.peers
-
-    def send_bytes(self, peer, frame):
-        self.inner.send_bytes(peer, frame)
+        super().__init__(inner)
+        self.tags = tags
 
     def recv_bytes(self, peer, timeout):
         frame = self.inner.recv_bytes(peer, timeout)
         self.tags.append(msgpack.unpackb(frame, raw=False, strict_map_key=False)["t"])
         return frame
-
-    def close(self):
-        self.inner.close()
 
 
 def test_a_huge_input_shows_nothing_of_bobs_coefficients_and_the_unmasked_top_leaks_them(
